@@ -1,0 +1,135 @@
+// Helpers shared by every Paddle binding: named tensor checks, place dispatch, stream access and the
+// translation of a CUDA status into a Paddle error. Kernel layers never include this file.
+#pragma once
+
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "paddle/extension.h"
+
+#ifdef FDSPEC_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace fdspec {
+namespace binding {
+
+inline std::string shape_str(const paddle::Tensor& t) {
+  std::ostringstream os;
+  os << "[";
+  const auto shape = t.shape();
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  os << "]";
+  return os.str();
+}
+
+inline const char* dtype_str(paddle::DataType d) {
+  switch (d) {
+    case paddle::DataType::BOOL: return "bool";
+    case paddle::DataType::INT32: return "int32";
+    case paddle::DataType::INT64: return "int64";
+    case paddle::DataType::FLOAT16: return "float16";
+    case paddle::DataType::BFLOAT16: return "bfloat16";
+    case paddle::DataType::FLOAT32: return "float32";
+    case paddle::DataType::FLOAT64: return "float64";
+    default: return "another dtype";
+  }
+}
+
+// Checks for one op call. Every message starts with the op name and names the offending tensor, so a
+// runner author sees "ngram_match: draft_tokens must be int64, got int32" rather than a crash.
+class OpChecks {
+ public:
+  explicit OpChecks(const char* op) : op_(op) {}
+
+  const OpChecks& dtype(const paddle::Tensor& t, const char* name, paddle::DataType want) const {
+    PD_CHECK(t.dtype() == want, op_, ": ", name, " must be ", dtype_str(want), ", got ",
+             dtype_str(t.dtype()));
+    return *this;
+  }
+
+  const OpChecks& rank(const paddle::Tensor& t, const char* name, size_t want) const {
+    PD_CHECK(t.shape().size() == want, op_, ": ", name, " must have rank ", want, ", got shape ",
+             shape_str(t));
+    return *this;
+  }
+
+  // A per-slot tensor: [n] or [n, 1], as upstream callers pass both.
+  const OpChecks& per_slot(const paddle::Tensor& t, const char* name, int64_t n) const {
+    const auto s = t.shape();
+    const bool ok = (s.size() == 1 && s[0] == n) || (s.size() == 2 && s[0] == n && s[1] == 1);
+    PD_CHECK(ok, op_, ": ", name, " must have shape [", n, "] or [", n, ", 1], got ", shape_str(t));
+    return *this;
+  }
+
+  // A 2-D tensor with at least `min_rows` rows (batch agreement for [B, X] tensors).
+  const OpChecks& rows_at_least(const paddle::Tensor& t, const char* name, int64_t min_rows) const {
+    const auto s = t.shape();
+    PD_CHECK(s.size() == 2, op_, ": ", name, " must be 2-D, got shape ", shape_str(t));
+    PD_CHECK(s[0] >= min_rows, op_, ": ", name, " must have at least ", min_rows,
+             " rows (the batch), got shape ", shape_str(t));
+    return *this;
+  }
+
+  const OpChecks& same_place(const paddle::Tensor& first, const char* first_name,
+                             const paddle::Tensor& t, const char* name) const {
+    PD_CHECK(first.place() == t.place(), op_, ": ", name, " is on ", place_str(t), " but ",
+             first_name, " is on ", place_str(first), "; all tensors of one call must share a place");
+    return *this;
+  }
+
+  const OpChecks& that(bool cond, const std::string& msg) const {
+    PD_CHECK(cond, op_, ": ", msg);
+    return *this;
+  }
+
+  const char* op() const { return op_; }
+
+ private:
+  static std::string place_str(const paddle::Tensor& t) {
+    if (t.is_cpu()) return "CPU";
+    if (t.is_gpu()) return "GPU";
+    return "another place";
+  }
+
+  const char* op_;
+};
+
+// Reads an integer environment variable, falling back to `dflt` when unset or unparsable. Called on
+// every op call (on the host), as upstream does, so a runner may change it between steps.
+inline int64_t env_int64(const char* var, int64_t dflt) {
+  const char* v = std::getenv(var);
+  if (v == nullptr || *v == '\0') return dflt;
+  char* end = nullptr;
+  const long long x = std::strtoll(v, &end, 10);
+  return (end != nullptr && *end == '\0') ? static_cast<int64_t>(x) : dflt;
+}
+
+// `threshold` attribute convention: a negative value means "not given": read the environment.
+inline int64_t resolve_threshold(int64_t attr, const char* env_var, int64_t dflt) {
+  return attr >= 0 ? attr : env_int64(env_var, dflt);
+}
+
+#ifdef FDSPEC_WITH_CUDA
+// The one place that asks Paddle for a tensor's stream (Tensor::stream() is deprecated upstream; when
+// it goes, only this function changes).
+inline cudaStream_t stream_of(const paddle::Tensor& t) {
+  return reinterpret_cast<cudaStream_t>(t.stream());
+}
+
+inline void check_cuda(cudaError_t status, const char* op) {
+  PD_CHECK(status == cudaSuccess, op, ": CUDA error: ", cudaGetErrorString(status));
+}
+#endif
+
+// Raised when a GPU tensor reaches a build without CUDA kernels.
+[[noreturn]] inline void no_gpu_kernels(const char* op) {
+  PD_THROW(op, ": got GPU tensors, but this fastdeploy_spec library was built without CUDA kernels. "
+           "Rebuild it with a CUDA toolkit present (CUDA_HOME set, FDSPEC_CPU_ONLY unset): "
+           "python setup_ops.py install");
+}
+
+}  // namespace binding
+}  // namespace fdspec

@@ -1,0 +1,32 @@
+// Definitions shared by every kernel layer (CPU and CUDA) of fastdeploy_spec.
+// This header must stay free of Paddle and CUDA includes: it is compiled by g++ in a CPU-only build.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define FDSPEC_HD __host__ __device__ __forceinline__
+#else
+#define FDSPEC_HD inline
+#endif
+
+namespace fdspec {
+
+// Default token budgets of the threshold walks (SPEC §1, §2). The Python wrappers and the bindings
+// read the environment; these are the values used when it says nothing.
+constexpr int64_t kNgramThresholdDefault = 128;    // INFER_WITH_REFERENCE_TOKENUM_THRESHOLD
+constexpr int64_t kHybridThresholdDefault = 1024;  // SPEC_TOKENUM_THRESHOLD
+
+// Clamp v to [lo, hi]; hi < lo yields lo (a zero-width tensor clamps every length to 0).
+template <typename T>
+FDSPEC_HD T clamp_to(T v, T lo, T hi) {
+  return v < lo ? lo : (v > hi ? (hi < lo ? lo : hi) : v);
+}
+
+template <typename T>
+FDSPEC_HD T min_of(T a, T b) { return a < b ? a : b; }
+
+template <typename T>
+FDSPEC_HD T max_of(T a, T b) { return a > b ? a : b; }
+
+}  // namespace fdspec

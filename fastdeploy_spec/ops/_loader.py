@@ -1,0 +1,82 @@
+"""Loads the op library once and exposes Paddle's generated entry points for it.
+
+The library sits in ``fastdeploy_spec/_lib`` (put there by ``setup_ops.py``). Loading refuses, with
+the command to run, a library that is missing, built for another Paddle, or older than the C++
+sources beside the package (when running from a checkout).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import tempfile
+import threading
+from pathlib import Path
+from types import ModuleType
+
+_PKG = Path(__file__).resolve().parent.parent
+_LIB = _PKG / "_lib" / "fastdeploy_spec_ops.so"
+_CSRC = _PKG.parent / "custom_ops"
+_BUILD_HINT = "run `python setup_ops.py install` (or `python setup_ops.py build` in a checkout)"
+
+_lock = threading.Lock()
+_module: ModuleType | None = None
+_info: ModuleType | None = None
+
+
+class OpLibraryError(ImportError):
+    """The op library is missing, stale or built for another Paddle."""
+
+
+def _source_digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def build_info() -> ModuleType:
+    """The ``_build_info`` module written by ``setup_ops.py`` (raises OpLibraryError if absent)."""
+    global _info
+    if _info is None:
+        try:
+            _info = importlib.import_module("fastdeploy_spec._build_info")
+        except ImportError:
+            raise OpLibraryError(f"fastdeploy_spec: the op library has not been built; {_BUILD_HINT}") from None
+    return _info
+
+
+def load() -> ModuleType:
+    """Returns the module of generated op functions, loading the library on first use."""
+    global _module
+    if _module is not None:
+        return _module
+    with _lock:
+        if _module is not None:
+            return _module
+        import paddle
+        from paddle.utils.cpp_extension import extension_utils
+
+        info = build_info()
+        if not _LIB.exists():
+            raise OpLibraryError(f"fastdeploy_spec: {_LIB} is missing; {_BUILD_HINT}")
+        if info.PADDLE_VERSION != paddle.__version__:
+            raise OpLibraryError(
+                f"fastdeploy_spec: the op library was built against Paddle {info.PADDLE_VERSION} but "
+                f"Paddle {paddle.__version__} is running (a library built for another Paddle can crash "
+                f"it); {_BUILD_HINT}")
+        if _CSRC.is_dir() and _source_digest(_CSRC) != info.SOURCE_DIGEST:
+            raise OpLibraryError(
+                f"fastdeploy_spec: the C++/CUDA sources in {_CSRC} changed after the op library was "
+                f"built; {_BUILD_HINT}")
+        op_names = extension_utils.load_op_meta_info_and_register_op(str(_LIB))
+        # Paddle generates the Python entry points itself, in the form its running version expects.
+        build_dir = tempfile.mkdtemp(prefix="fastdeploy_spec_ops_")
+        _module = extension_utils._generate_python_module("fastdeploy_spec_ops", op_names, build_dir)
+        return _module
+
+
+def with_cuda() -> bool:
+    """True when the loaded library has CUDA kernels."""
+    return bool(build_info().WITH_CUDA)

@@ -1,0 +1,71 @@
+"""Python entry point of the ``ngram_match`` op (SPEC §1)."""
+
+from __future__ import annotations
+
+import paddle
+
+from fastdeploy_spec.ops import _loader
+from fastdeploy_spec.ops._common import threshold_attr
+
+
+def ngram_match(
+    token_ids_all: paddle.Tensor,
+    prompt_lens: paddle.Tensor,
+    step_idx: paddle.Tensor,
+    draft_token_num: paddle.Tensor,
+    draft_tokens: paddle.Tensor,
+    seq_lens_this_time: paddle.Tensor,
+    seq_lens_encoder: paddle.Tensor,
+    seq_lens_decoder: paddle.Tensor,
+    max_dec_len: paddle.Tensor,
+    max_ngram_size: int,
+    max_draft_tokens: int,
+    *,
+    threshold: int | None = None,
+) -> None:
+    """Propose draft tokens by matching each slot's newest n-gram in its prompt and its output.
+
+    For every decoding slot, the last ``n`` generated tokens (``n`` from ``max_ngram_size`` down to 1)
+    are looked up first in the prompt, then in the generated tokens; the tokens that followed the
+    leftmost match become the drafts. A batch-wide budget (``threshold``) caps the tokens the step
+    verifies, slot by slot in batch order. Runs on the place of ``token_ids_all`` (CPU or GPU), in
+    place, without host synchronisation on the GPU.
+
+    Parameters
+    ----------
+    token_ids_all : int64 [>= B, W]
+        Prompt then generated tokens of each slot, -1 padded.
+    prompt_lens, step_idx, max_dec_len : int64 [B, 1] or [B]
+        Prompt length, generated-token count, and the slot's decode limit.
+    draft_token_num : int32 [B]
+        Per-slot draft cap.
+    draft_tokens : int64 [B, K + 1]
+        **Mutated.** Columns ``1 .. m`` receive the ``m`` drafts; column 0 and columns past the
+        drafts keep their values.
+    seq_lens_this_time : int32 [B]
+        **Mutated.** ``1 + m`` for decoding slots, 0 for empty slots; prefill slots keep theirs.
+    seq_lens_encoder, seq_lens_decoder : int32 [B]
+        ``encoder > 0`` marks a prefill slot (untouched); ``decoder == 0`` an empty one.
+    max_ngram_size : int
+        Largest n-gram tried, 1 .. 64.
+    max_draft_tokens : int
+        Kept for upstream compatibility; the cap comes from ``draft_token_num``.
+    threshold : int, optional
+        Token budget of the batch. Default: ``$INFER_WITH_REFERENCE_TOKENUM_THRESHOLD``, else 128.
+
+    Examples
+    --------
+    >>> import numpy as np, paddle
+    >>> from fastdeploy_spec.ops import ngram_match
+    >>> ids = paddle.to_tensor(np.array([[5, 6, 7, 8, 5, 6, -1, -1]], np.int64))  # prompt 5 6 7 8
+    >>> one = lambda v, d: paddle.to_tensor(np.array(v, d))
+    >>> drafts = paddle.zeros([1, 4], 'int64'); slt = one([1], np.int32)
+    >>> ngram_match(ids, one([[4]], np.int64), one([[2]], np.int64), one([3], np.int32), drafts,
+    ...             slt, one([0], np.int32), one([6], np.int32), one([[100]], np.int64), 2, 3)
+    >>> drafts.numpy().tolist(), slt.numpy().tolist()   # "5 6" was followed by "7 8" in the prompt
+    ([[0, 7, 8, 0]], [3])
+    """
+    _loader.load().ngram_match(
+        token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens, seq_lens_this_time,
+        seq_lens_encoder, seq_lens_decoder, max_dec_len, int(max_ngram_size), int(max_draft_tokens),
+        threshold_attr(threshold))

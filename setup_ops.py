@@ -1,0 +1,129 @@
+"""Build the fastdeploy_spec op library with Paddle's extension API.
+
+    python setup_ops.py build     # build into fastdeploy_spec/_lib (use from this checkout)
+    python setup_ops.py install   # build, then install the package and the library (pip, no deps)
+
+CUDA kernels are compiled when a CUDA toolkit is found (``CUDA_HOME`` or ``nvcc`` on ``PATH``);
+otherwise, or with ``FDSPEC_CPU_ONLY=1``, a CPU-only library is built. Either way it is one library
+registering every op. ``FDSPEC_CUDA_ARCHS="80 90"`` picks the SM targets (default 80 86 89 90, plus
+PTX for the newest so later GPUs can JIT it); ``FDSPEC_DEBUG=1`` makes every launch synchronise and
+check its status.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+CSRC = ROOT / "custom_ops"
+PKG = ROOT / "fastdeploy_spec"
+LIB_DIR = PKG / "_lib"
+LIB_NAME = "fastdeploy_spec_ops"
+DEFAULT_ARCHS = ("80", "86", "89", "90")
+
+# Every op: its binding, its CPU implementation and, for the CUDA build, its kernels. Explicit, so a
+# stray file never ends up in the library.
+OPS: dict[str, dict[str, list[str]]] = {
+    "ngram_match": {
+        "cpp": ["ngram_match/ngram_match_op.cc", "ngram_match/ngram_match_cpu.cc"],
+        "cuda": ["ngram_match/ngram_match.cu"],
+    },
+}
+
+
+def source_digest() -> str:
+    """Digest of every file under custom_ops/: the loader compares it to detect a stale build."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in CSRC.rglob("*") if p.is_file()):
+        h.update(str(path.relative_to(CSRC)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def find_cuda_home() -> str | None:
+    if os.environ.get("FDSPEC_CPU_ONLY", "0") not in ("", "0"):
+        return None
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home and (Path(home) / "bin" / "nvcc").exists():
+        return home
+    nvcc = shutil.which("nvcc")
+    return str(Path(nvcc).resolve().parent.parent) if nvcc else None
+
+
+def cuda_archs() -> list[str]:
+    raw = os.environ.get("FDSPEC_CUDA_ARCHS", "").replace(",", " ").replace(";", " ").split()
+    archs = [a.replace(".", "") for a in raw] or list(DEFAULT_ARCHS)
+    return sorted(set(archs), key=int)
+
+
+def build() -> Path:
+    import paddle
+    from paddle.utils.cpp_extension import CppExtension, CUDAExtension, setup
+
+    cuda_home = find_cuda_home()
+    with_cuda = cuda_home is not None
+    cxx = ["-O3", "-std=c++17", f"-I{CSRC}"]
+    nvcc = ["-O3", "-std=c++17", "-lineinfo", f"-I{CSRC}"]
+    if os.environ.get("FDSPEC_DEBUG", "0") not in ("", "0"):
+        cxx.append("-DFDSPEC_DEBUG_SYNC")
+        nvcc.append("-DFDSPEC_DEBUG_SYNC")
+    sources = [str(CSRC / s) for op in OPS.values() for s in op["cpp"]]
+    archs: list[str] = []
+    if with_cuda:
+        os.environ["CUDA_HOME"] = cuda_home
+        archs = cuda_archs()
+        cxx += ["-DFDSPEC_WITH_CUDA", f"-I{cuda_home}/include"]
+        nvcc += ["-DFDSPEC_WITH_CUDA", f"-I{cuda_home}/include/cccl", "-DPADDLE_NO_PYTHON"]
+        nvcc += [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
+        nvcc.append(f"-gencode=arch=compute_{archs[-1]},code=compute_{archs[-1]}")
+        sources += [str(CSRC / s) for op in OPS.values() for s in op["cuda"]]
+        ext = CUDAExtension(sources=sources, extra_compile_args={"cxx": cxx, "nvcc": nvcc})
+    else:
+        ext = CppExtension(sources=sources, extra_compile_args={"cxx": cxx})
+
+    print(f"fastdeploy_spec: building {'CUDA (sm ' + ' '.join(archs) + ')' if with_cuda else 'CPU-only'}"
+          f" library against Paddle {paddle.__version__}", flush=True)
+    out = Path(tempfile.mkdtemp(prefix="fdspec_build_"))
+    setup(
+        name=LIB_NAME,
+        ext_modules=[ext],
+        script_args=["build_ext", "--build-lib", str(out / "lib"), "--build-temp", str(out / "tmp")],
+    )
+    built = sorted((out / "lib").rglob("*.so"))
+    if not built:
+        sys.exit("fastdeploy_spec: the build produced no shared library")
+    LIB_DIR.mkdir(parents=True, exist_ok=True)
+    target = LIB_DIR / f"{LIB_NAME}.so"
+    shutil.copy2(built[0], target)
+    (PKG / "_build_info.py").write_text(
+        '"""Written by setup_ops.py; read by fastdeploy_spec.ops to refuse a stale library."""\n'
+        f"WITH_CUDA = {with_cuda!r}\n"
+        f"CUDA_ARCHS = {tuple(archs)!r}\n"
+        f"PADDLE_VERSION = {paddle.__version__!r}\n"
+        f"SOURCE_DIGEST = {source_digest()!r}\n"
+        f"OPS = {tuple(OPS)!r}\n"
+    )
+    shutil.rmtree(out, ignore_errors=True)
+    print(f"fastdeploy_spec: wrote {target.relative_to(ROOT)}", flush=True)
+    return target
+
+
+def main(argv: list[str]) -> None:
+    cmd = argv[1] if len(argv) > 1 else "build"
+    if cmd not in ("build", "install"):
+        sys.exit(__doc__)
+    build()
+    if cmd == "install":
+        subprocess.check_call([sys.executable, "-m", "pip", "install", "--no-deps",
+                               "--no-build-isolation", "--force-reinstall", "-q", str(ROOT)])
+        print("fastdeploy_spec: installed; `import fastdeploy_spec.ops` works from any directory")
+
+
+if __name__ == "__main__":
+    main(sys.argv)
