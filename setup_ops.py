@@ -68,7 +68,9 @@ def build() -> Path:
 
     cuda_home = find_cuda_home()
     with_cuda = cuda_home is not None
-    cxx = ["-O3", "-std=c++17", f"-I{CSRC}"]
+    # The bindings use no pybind11; PADDLE_NO_PYTHON keeps paddle/extension.h from pulling in its
+    # Python and (in a CUDA build against CPU Paddle) cuBLAS headers.
+    cxx = ["-O3", "-std=c++17", "-DPADDLE_NO_PYTHON", f"-I{CSRC}"]
     nvcc = ["-O3", "-std=c++17", "-lineinfo", f"-I{CSRC}"]
     if os.environ.get("FDSPEC_DEBUG", "0") not in ("", "0"):
         cxx.append("-DFDSPEC_DEBUG_SYNC")

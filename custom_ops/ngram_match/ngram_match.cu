@@ -170,7 +170,7 @@ __global__ void __launch_bounds__(kThreads) ngram_match_walk_kernel(NgramMatchPa
       A += w.length;
     }
   }
-  const int64_t b0 = Reduce(reduce_tmp).Reduce(first, cub::Min());
+  const int64_t b0 = Reduce(reduce_tmp).Reduce(first, [](int64_t a, int64_t c) { return a < c ? a : c; });
   if (threadIdx.x == 0) shared_b0 = b0;
   __syncthreads();
   const int64_t first_binding = shared_b0;
