@@ -1,6 +1,8 @@
 // CUDA helpers for the kernel layer. No Paddle include.
 #pragma once
 
+#include <utility>
+
 #include <cuda_runtime.h>
 
 // Every launcher returns the launch status instead of throwing, so that the binding turns it into a
@@ -18,6 +20,46 @@
 #endif
 
 namespace fdspec {
+
+// Programmatic dependent launch (sm_90+): a kernel launched with launch_dependent() may start while
+// the kernel before it on the stream is still running, and must call wait_for_primary_grid() before
+// it reads anything that kernel writes. The primary lets it start early with
+// allow_dependent_launch(). It hides the second kernel's launch latency, a good part of the cost of
+// a small op. Both device calls are no-ops before sm_90.
+__device__ __forceinline__ void allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
+}
+
+__device__ __forceinline__ void wait_for_primary_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();
+#endif
+}
+
+// Launches `kernel` as a programmatic dependent of the previous work on `stream` where the device
+// supports it (compute capability 9.0+), as an ordinary launch elsewhere.
+template <typename... KArgs, typename... Args>
+cudaError_t launch_dependent(void (*kernel)(KArgs...), dim3 grid, dim3 block, cudaStream_t stream,
+                             Args&&... args) {
+  int dev = 0, major = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  if (err != cudaSuccess) return err;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  if (major >= 9) {
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
 
 // Integer ceiling division for grid sizes.
 template <typename T>

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 
+#include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 
 #include "common/cuda_utils.cuh"
@@ -33,7 +34,7 @@ struct SearchSlot {
   NgramHaystacks h;
   int cap = 0;                // largest n tried: min(max_n, pattern_avail)
   int min_n = 1;
-  bool search = false;        // false: write kNoMatch (if result is set) and stop
+  bool search = false;        // false: write kNoMatch (if result is set) without searching
   int32_t* result = nullptr;  // where the encoded result goes; nullptr: the slot takes no part
 };
 
@@ -73,80 +74,123 @@ __device__ __forceinline__ unsigned long long warp_max_u64(unsigned long long v)
   return v;
 }
 
-// One block per slot. Problem::slot(b) (called by every thread, may use the whole block) says what to
-// search. The haystacks are streamed through shared memory in tiles of kThreads * kTok tokens with the
-// next tile's loads in flight while the current one is examined.
-// Reads each haystack token once: O(len0 + len1) loads per slot, stopping early on a best-size match.
-template <int kThreads, int kTok, int kMaxN, class Problem>
-__global__ void __launch_bounds__(kThreads) ngram_search_kernel(Problem prob) {
-  constexpr int kTile = kThreads * kTok;
-  __shared__ int64_t tile[kTile];
+// Shape of the search: 1024 threads x 4 tokens = 32 KB tiles, kNgramSearchStages of them in a ring of
+// shared memory filled by cp.async, so that a block keeps up to 96 KB of loads in flight while it
+// examines one tile, with 32 warps to hide the shared-memory latency of the examination. One block
+// per slot must draw about 50 GB/s from its SM for a batch of 64 slots to run at the device's
+// memory bandwidth.
+constexpr int kNgramSearchThreads = 1024;
+constexpr int kNgramSearchTok = 4;
+constexpr int kNgramSearchStages = 4;
+constexpr int kNgramSearchTile = kNgramSearchThreads * kNgramSearchTok;
+constexpr size_t kNgramSearchSmem = sizeof(int64_t) * kNgramSearchTile * kNgramSearchStages;
+
+// One block per slot. Problem::slot(b) says what to search; Problem::gives_up(b) (called by every
+// thread, may use the whole block) may skip the search of a slot that the budget walk will surely
+// drop. The haystacks (prompt, then the second one) form one sequence of tiles that stream through
+// the ring. Each haystack token is loaded once: O(len0 + len1) loads per slot. The scan stops once
+// the best key has the largest possible size: windows of one size are ordered by position, so no
+// later tile can beat it.
+template <int kMaxN, class Problem>
+__global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Problem prob) {
+  constexpr int kThreads = kNgramSearchThreads;
+  constexpr int kTile = kNgramSearchTile;
+  constexpr int kStages = kNgramSearchStages;
+  extern __shared__ int64_t ring[];  // [kStages][kTile]
   __shared__ int64_t pat[kMaxNgramSize];
   __shared__ unsigned long long best;
 
-  const SearchSlot s = prob.slot(blockIdx.x);
+  allow_dependent_launch();  // the op's next kernel may launch now and wait for this grid
+  const int64_t b = blockIdx.x;
+  const SearchSlot s = prob.slot(b);
   if (s.result == nullptr) return;
-  if (!s.search || s.cap < s.min_n) {
-    if (threadIdx.x == 0) *s.result = kNoMatch;
-    return;
-  }
-  if (threadIdx.x < s.cap) pat[threadIdx.x] = s.h.pattern_last[-static_cast<int64_t>(threadIdx.x)];
-  if (threadIdx.x == 0) best = 0;
 
-  // Candidate window ends are e in [0, len - 2]; a tile covers loaded positions [base, base + kTile).
+  // Candidate window ends are e in [0, len - 2]; tile ti covers positions [base, base + kTile).
   const int64_t ends0 = max_of<int64_t>(s.h.len0 - 1, 0);
   const int64_t ends1 = max_of<int64_t>(s.h.len1 - 1, 0);
   const int64_t tiles0 = ceil_div<int64_t>(ends0, kTile);
   const int64_t tiles = tiles0 + ceil_div<int64_t>(ends1, kTile);
+  const bool searching = s.search && s.cap >= s.min_n;
 
-  int64_t regs[kTok];
-  auto load = [&](int64_t ti) {
-    const bool first = ti < tiles0;
-    const int64_t* hay = first ? s.h.seg0 : s.h.seg1;
-    const int64_t base = (first ? ti : ti - tiles0) * kTile;
-    const int64_t n = min_of<int64_t>(kTile, (first ? ends0 : ends1) - base);
+  struct TileView {
+    const int64_t* hay;
+    int64_t base, n;
+    bool first;
+  };
+  auto view = [&](int64_t ti) {
+    TileView v;
+    v.first = ti < tiles0;
+    v.hay = v.first ? s.h.seg0 : s.h.seg1;
+    v.base = (v.first ? ti : ti - tiles0) * kTile;
+    v.n = min_of<int64_t>(kTile, (v.first ? ends0 : ends1) - v.base);
+    return v;
+  };
+  // Every thread commits one group per tile, even an empty one, so that "all but the newest
+  // kStages - 1 groups are complete" always means "tile ti has landed".
+  auto issue = [&](int64_t ti) {
+    if (ti < tiles) {
+      const TileView v = view(ti);
+      int64_t* dst = ring + (ti % kStages) * kTile;
 #pragma unroll
-    for (int k = 0; k < kTok; ++k) {
-      const int i = threadIdx.x + k * kThreads;
-      regs[k] = i < n ? __ldg(hay + base + i) : 0;
+      for (int k = 0; k < kNgramSearchTok; ++k) {
+        const int i = threadIdx.x + k * kThreads;
+        if (i < v.n) __pipeline_memcpy_async(dst + i, v.hay + v.base + i, sizeof(int64_t));
+      }
     }
+    __pipeline_commit();
   };
 
-  if (tiles > 0) load(0);
-  for (int64_t ti = 0; ti < tiles; ++ti) {
-    __syncthreads();  // the previous tile has been examined and `best` is up to date
-    if (static_cast<int>(best >> 40) >= s.cap) break;  // the largest size is found; nothing beats it
-#pragma unroll
-    for (int k = 0; k < kTok; ++k) tile[threadIdx.x + k * kThreads] = regs[k];
-    __syncthreads();
-    if (ti + 1 < tiles) load(ti + 1);
+  // The first tile is requested before the give-up test, whose reductions then overlap it; the
+  // others only once the slot is known to search (a batch that gives up reads almost nothing).
+  if (searching) {
+    issue(0);
+    if (threadIdx.x < s.cap) pat[threadIdx.x] = s.h.pattern_last[-static_cast<int64_t>(threadIdx.x)];
+  }
+  if (threadIdx.x == 0) best = 0;
+  const bool run = searching && !prob.gives_up(b);
+  if (run) {
+    for (int st = 1; st < kStages - 1; ++st) issue(st);
+  }
 
-    const bool first = ti < tiles0;
-    const int64_t* hay = first ? s.h.seg0 : s.h.seg1;
-    const int64_t base = (first ? ti : ti - tiles0) * kTile;
-    const int64_t n = min_of<int64_t>(kTile, (first ? ends0 : ends1) - base);
+  const int64_t pat_last = run ? s.h.pattern_last[0] : 0;
+  for (int64_t ti = 0; run && ti < tiles; ++ti) {
+    __pipeline_wait_prior(kStages - 2);
+    // One barrier per tile: tile ti is visible to all, everyone is done with tile ti - 1 (whose slot
+    // is refilled below), and the stop decision is the same for the whole block.
+    if (__syncthreads_or(static_cast<int>(best >> 40) >= s.cap)) break;
+    issue(ti + kStages - 1);
+
+    const TileView v = view(ti);
+    const int64_t* tile = ring + (ti % kStages) * kTile;
     unsigned long long key = 0;
+    // Almost every position fails on the pattern's last token: test that first, from registers,
+    // and measure the full common suffix only on a hit. Positions past n hold stale tokens; the hit
+    // path discards them.
+    int64_t tok[kNgramSearchTok];
 #pragma unroll
-    for (int k = 0; k < kTok; ++k) {
+    for (int k = 0; k < kNgramSearchTok; ++k) tok[k] = tile[threadIdx.x + k * kThreads];
+#pragma unroll
+    for (int k = 0; k < kNgramSearchTok; ++k) {
       const int i = threadIdx.x + k * kThreads;
-      if (i < n) {
-        const int64_t e = base + i;
+      if (tok[k] == pat_last && i < v.n) {
+        const int64_t e = v.base + i;
         const int cap_e = static_cast<int>(min_of<int64_t>(s.cap, e + 1));
-        const int l = suffix_match<kMaxN>(tile, base, hay, e, pat, cap_e);
+        const int l = suffix_match<kMaxN>(tile, v.base, v.hay, e, pat, cap_e);
         if (l >= s.min_n) {
-          const unsigned long long kk = ngram_key(l, first, e);
+          const unsigned long long kk = ngram_key(l, v.first, e);
           key = kk > key ? kk : key;
         }
       }
     }
     if (__any_sync(0xFFFFFFFFu, key != 0)) {
       key = warp_max_u64(key);
-      if ((threadIdx.x & 31) == 0) atomicMax(&best, key);
+      if ((threadIdx.x & 31) == 0 && key != 0) atomicMax(&best, key);
     }
   }
+  __pipeline_wait_prior(0);  // no copy may still target shared memory when the block exits
   __syncthreads();
   if (threadIdx.x == 0) {
-    if (best == 0) {
+    if (!run || best == 0) {
       *s.result = kNoMatch;
     } else {
       const bool in_prompt = (best >> 32) & 1;
@@ -168,24 +212,30 @@ __device__ __forceinline__ NgramMatch decode_search_result(int32_t code, const N
   return m;
 }
 
-// Block size of the search: 512 threads x 8 tokens = 32 KB tiles keep 32 KB of loads in flight per
-// block while the previous tile is examined. Problem::kThreads must equal it.
-constexpr int kNgramSearchThreads = 512;
-
-// Launches the search with the compare loop specialised for the usual n-gram sizes.
-template <class Problem>
-cudaError_t launch_ngram_search(const Problem& prob, int batch, int max_n, cudaStream_t stream) {
-  constexpr int kThreads = Problem::kThreads;
-  constexpr int kTok = 8;
-  const dim3 grid(batch);
-  switch (max_n) {
-    case 1: ngram_search_kernel<kThreads, kTok, 1><<<grid, kThreads, 0, stream>>>(prob); break;
-    case 2: ngram_search_kernel<kThreads, kTok, 2><<<grid, kThreads, 0, stream>>>(prob); break;
-    case 3: ngram_search_kernel<kThreads, kTok, 3><<<grid, kThreads, 0, stream>>>(prob); break;
-    case 4: ngram_search_kernel<kThreads, kTok, 4><<<grid, kThreads, 0, stream>>>(prob); break;
-    default: ngram_search_kernel<kThreads, kTok, 0><<<grid, kThreads, 0, stream>>>(prob); break;
-  }
+template <int kMaxN, class Problem>
+cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, cudaStream_t stream) {
+  static_assert(Problem::kThreads == kNgramSearchThreads, "the search problem's block size");
+  auto kernel = ngram_search_kernel<kMaxN, Problem>;
+  // The ring is larger than the default 48 KB of dynamic shared memory. A host-side attribute (no
+  // stream work), so it is fine under graph capture; set on every launch as it is per device.
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(kNgramSearchSmem));
+  if (err != cudaSuccess) return err;
+  kernel<<<static_cast<unsigned>(batch), kNgramSearchThreads, kNgramSearchSmem, stream>>>(prob);
   return cudaGetLastError();
+}
+
+// Launches the search over `batch` slots with the compare loop specialised for the usual sizes.
+template <class Problem>
+cudaError_t launch_ngram_search(const Problem& prob, int64_t batch, int max_n, cudaStream_t stream) {
+  switch (max_n) {
+    case 1: return launch_ngram_search_n<1>(prob, batch, stream);
+    case 2: return launch_ngram_search_n<2>(prob, batch, stream);
+    case 3: return launch_ngram_search_n<3>(prob, batch, stream);
+    case 4: return launch_ngram_search_n<4>(prob, batch, stream);
+    case 5: return launch_ngram_search_n<5>(prob, batch, stream);
+    default: return launch_ngram_search_n<0>(prob, batch, stream);
+  }
 }
 
 }  // namespace fdspec

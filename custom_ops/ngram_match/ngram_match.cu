@@ -7,7 +7,8 @@
 // Why the walk is a scan. For a decoding slot b let G_b = S_b + L_b (tokens so far plus the slots
 // still counted). The slot gives up when G_b >= T - 1, else it keeps c_b = min(u_b, T - G_b) drafts,
 // u_b being its untruncated count. From one decoding slot to the next G grows by c_b plus the lengths
-// of the prefill slots in between, so G never decreases. Hence, with G'_b computed from a prefix sum of
+// of the prefill slots in between, so G never decreases (when those lengths are >= 0; kernel 2 walks
+// sequentially otherwise). Hence, with G'_b computed from a prefix sum of
 // the untruncated counts, every slot before the first slot b0 with G'_b >= T - 1 or G'_b + u_b > T
 // keeps u_b exactly; b0 keeps min(u, T - G') or gives up; and every later slot gives up (after b0,
 // G >= T - 1). Kernel 2 computes the prefix sums, finds b0 by a block-wide min, and writes the result.
@@ -59,23 +60,34 @@ __device__ __forceinline__ int64_t block_sum(int64_t v) {
   return out;
 }
 
-// Search problem of kernel 1. A decoding slot that is sure to give up whatever the earlier slots draft
-// is not searched: G_b >= I + (lengths of the prefill slots before b), I being the initial
-// `unprocessed`, since every earlier decoding slot adds at least 1 to S and removes 1 from L. With a
-// batch larger than the threshold every slot gives up this way and the op reads no haystack at all.
-// That bound costs O(B) reads per block, which stay in L2.
+// Search problem of kernel 1.
 template <int kThreadsPerSlot>
 struct NgramMatchSearch {
   static constexpr int kThreads = kThreadsPerSlot;
   NgramMatchParams p;
 
   __device__ SearchSlot slot(int64_t b) const {
-    SearchSlot out;
+    // Every per-slot value is loaded before the first branch: one memory round trip, not three.
     const int32_t enc = p.seq_lens_encoder[b];
     const int32_t dec = p.seq_lens_decoder[b];
-    if (!is_decoding(enc, dec)) return out;  // result stays nullptr: kernel 2 handles the slot
+    const SlotView v = slot_view(p, b);
+    const int64_t budget = ngram_match_slot_budget(p, b, v.s);
+    SearchSlot out;
+    if (!is_decoding(enc, dec)) return out;  // kernel 2's job
     out.result = p.seq_lens_this_time + b;
+    out.h = slot_haystacks(v);
+    out.cap = static_cast<int>(min_of<int64_t>(p.max_ngram_size, v.s));
+    out.min_n = 1;
+    out.search = budget > 0;
+    return out;
+  }
 
+  // A decoding slot that gives up whatever the earlier slots draft needs no search:
+  // G_b >= I + (lengths of the prefill slots before b), I being the initial `unprocessed`, because
+  // every earlier decoding slot adds at least 1 to S and takes 1 from L. With a batch larger than
+  // the threshold every slot gives up this way and the op reads no haystack. O(B) reads per block,
+  // served by L2.
+  __device__ bool gives_up(int64_t b) const {
     int64_t counted = 0, prefill_before = 0;
     for (int64_t j = threadIdx.x; j < p.batch; j += kThreads) {
       const int32_t e = p.seq_lens_encoder[j];
@@ -84,15 +96,7 @@ struct NgramMatchSearch {
     }
     counted = block_sum<kThreads>(counted);
     prefill_before = block_sum<kThreads>(prefill_before);
-    if (counted + prefill_before >= p.threshold - 1) return out;
-
-    const SlotView v = slot_view(p, b);
-    if (ngram_match_slot_budget(p, b, v.s) <= 0) return out;
-    out.h = slot_haystacks(v);
-    out.cap = static_cast<int>(min_of<int64_t>(p.max_ngram_size, v.s));
-    out.min_n = 1;
-    out.search = true;
-    return out;
+    return counted + prefill_before >= p.threshold - 1;
   }
 };
 
@@ -124,10 +128,26 @@ __device__ __forceinline__ WalkSlot walk_slot(const NgramMatchParams& p, int64_t
   return w;
 }
 
+// Final draft count of a decoding slot at walk state G = S + L (SPEC §1): none once the batch is out of
+// budget, else the untruncated count cut to what the budget leaves.
+__device__ __forceinline__ int64_t kept_drafts(int64_t G, int64_t untruncated, int64_t T) {
+  return G >= T - 1 ? 0 : min_of<int64_t>(untruncated, T - G);
+}
+
+__device__ __forceinline__ void write_slot(const NgramMatchParams& p, int64_t b, const WalkSlot& w,
+                                           int64_t kept) {
+  int64_t* drafts = p.draft_tokens + b * p.draft_stride;
+  for (int64_t k = 0; k < kept; ++k) drafts[1 + k] = w.match.src[k];
+  p.seq_lens_this_time[b] = static_cast<int32_t>(1 + kept);
+}
+
 // One block: each thread owns a contiguous run of slots, so the batch-wide prefix sums are one
-// sequential pass per thread plus one block scan. O(B / kThreads + log kThreads) steps.
+// sequential pass per thread plus one block scan: O(B / kThreads + log kThreads) steps.
+// The scan form needs G to be non-decreasing, which fails only if a prefill slot has a negative
+// seq_lens_this_time (never in a real runner); then thread 0 walks the batch as the reference does.
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads) ngram_match_walk_kernel(NgramMatchParams p) {
+  wait_for_primary_grid();
   using Scan = cub::BlockScan<int64_t, kThreads>;
   using Reduce = cub::BlockReduce<int64_t, kThreads>;
   __shared__ typename Scan::TempStorage scan_tmp;
@@ -135,26 +155,45 @@ __global__ void __launch_bounds__(kThreads) ngram_match_walk_kernel(NgramMatchPa
   __shared__ int64_t shared_counted, shared_b0;
 
   const int64_t B = p.batch;
+  const int64_t T = p.threshold;
   const int64_t per = ceil_div<int64_t>(B, kThreads);
   const int64_t lo = min_of<int64_t>(threadIdx.x * per, B);
   const int64_t hi = min_of<int64_t>(lo + per, B);
 
   int64_t len_sum = 0, dec_count = 0, counted = 0;
+  bool negative_prefill = false;
   for (int64_t b = lo; b < hi; ++b) {
     const WalkSlot w = walk_slot(p, b);
     len_sum += w.length;
     dec_count += w.decoding;
     counted += w.counted;
+    negative_prefill |= w.length < 0;
   }
+  const int64_t I = Reduce(reduce_tmp).Sum(counted);
+  if (threadIdx.x == 0) shared_counted = I;
+  if (__syncthreads_or(negative_prefill)) {
+    if (threadIdx.x == 0) {
+      int64_t A = 0, D = 0;
+      for (int64_t b = 0; b < B; ++b) {
+        const WalkSlot w = walk_slot(p, b);
+        if (w.decoding) {
+          ++D;
+          const int64_t kept = kept_drafts(A + 1 + (shared_counted - D), w.untruncated, T);
+          write_slot(p, b, w, kept);
+          A += 1 + kept;
+        } else {
+          if (p.seq_lens_encoder[b] <= 0) p.seq_lens_this_time[b] = 0;
+          A += w.length;
+        }
+      }
+    }
+    return;
+  }
+  const int64_t counted_all = shared_counted;
   int64_t len_before, dec_before;
   Scan(scan_tmp).ExclusiveSum(len_sum, len_before);
   __syncthreads();
   Scan(scan_tmp).ExclusiveSum(dec_count, dec_before);
-  const int64_t counted_all = Reduce(reduce_tmp).Sum(counted);
-  if (threadIdx.x == 0) shared_counted = counted_all;
-  __syncthreads();
-  const int64_t I = shared_counted;
-  const int64_t T = p.threshold;
 
   // First slot where the untruncated walk would clamp or give up (B: none).
   int64_t first = B;
@@ -164,12 +203,13 @@ __global__ void __launch_bounds__(kThreads) ngram_match_walk_kernel(NgramMatchPa
       const WalkSlot w = walk_slot(p, b);
       if (w.decoding) {
         ++D;
-        const int64_t G = A + 1 + (I - D);
+        const int64_t G = A + 1 + (counted_all - D);
         if (G >= T - 1 || G + w.untruncated > T) first = b;
       }
       A += w.length;
     }
   }
+  __syncthreads();
   const int64_t b0 = Reduce(reduce_tmp).Reduce(first, [](int64_t a, int64_t c) { return a < c ? a : c; });
   if (threadIdx.x == 0) shared_b0 = b0;
   __syncthreads();
@@ -184,13 +224,10 @@ __global__ void __launch_bounds__(kThreads) ngram_match_walk_kernel(NgramMatchPa
       continue;
     }
     ++D;
-    const int64_t G = A + 1 + (I - D);
     int64_t kept = w.untruncated;
+    if (b == first_binding) kept = kept_drafts(A + 1 + (counted_all - D), w.untruncated, T);
     if (b > first_binding) kept = 0;
-    if (b == first_binding) kept = G >= T - 1 ? 0 : min_of<int64_t>(w.untruncated, T - G);
-    int64_t* drafts = p.draft_tokens + b * p.draft_stride;
-    for (int64_t k = 0; k < kept; ++k) drafts[1 + k] = w.match.src[k];
-    p.seq_lens_this_time[b] = static_cast<int32_t>(1 + kept);
+    write_slot(p, b, w, kept);
     A += w.length;
   }
 }
@@ -199,11 +236,12 @@ __global__ void __launch_bounds__(kThreads) ngram_match_walk_kernel(NgramMatchPa
 
 cudaError_t ngram_match_gpu(const NgramMatchParams& p, cudaStream_t stream) {
   if (p.batch <= 0) return cudaSuccess;
-  cudaError_t err = launch_ngram_search(NgramMatchSearch<kNgramSearchThreads>{p}, static_cast<int>(p.batch),
-                                        p.max_ngram_size, stream);
+  cudaError_t err =
+      launch_ngram_search(NgramMatchSearch<kNgramSearchThreads>{p}, p.batch, p.max_ngram_size, stream);
   if (err != cudaSuccess) return err;
-  constexpr int kWalkThreads = 1024;
-  ngram_match_walk_kernel<kWalkThreads><<<1, kWalkThreads, 0, stream>>>(p);
+  constexpr int kWalkThreads = 256;
+  err = launch_dependent(ngram_match_walk_kernel<kWalkThreads>, dim3(1), dim3(kWalkThreads), stream, p);
+  if (err != cudaSuccess) return err;
   return FDSPEC_LAUNCH_STATUS(stream);
 }
 

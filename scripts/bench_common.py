@@ -1,0 +1,206 @@
+"""Timing helpers shared by the benchmark scripts (GPU machine: Paddle 2.6.2 or 3.x GPU).
+
+GPU time of an op is measured on CUDA-graph replays: one graph holds ``calls`` back-to-back calls of
+the op, CUDA events bracket ``reps`` replays, and the median over rounds divided by ``calls`` is the
+op's own device time (kernels plus the gaps between them, without Python or launch overhead). Host
+time is the wall-clock time of one eager Python call, measured separately.
+
+Capture goes through Paddle's ``CUDAGraph`` when it works, else through the CUDA runtime
+(``cudaStreamBeginCapture`` on Paddle's current stream, via ctypes).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Callable, Dict, List
+
+import numpy as np
+import paddle
+
+
+def gpu_place():
+    return paddle.CUDAPlace(0)
+
+
+def to_gpu(a: np.ndarray) -> paddle.Tensor:
+    return paddle.to_tensor(np.ascontiguousarray(a), place=gpu_place())
+
+
+def sync() -> None:
+    paddle.device.cuda.synchronize()
+
+
+def _raw_stream() -> int:
+    s = paddle.device.cuda.current_stream()
+    handle = getattr(s, "cuda_stream", None)
+    if handle is None:
+        handle = s.stream_base.cuda_stream
+    return int(handle.value if isinstance(handle, ctypes.c_void_p) else handle)
+
+
+class _RuntimeGraph:
+    """A CUDA graph captured with the CUDA runtime on Paddle's current stream."""
+
+    def __init__(self) -> None:
+        name = None
+        for cand in ("libcudart.so.13", "libcudart.so.12", "libcudart.so"):
+            try:
+                self.rt = ctypes.CDLL(cand)
+                name = cand
+                break
+            except OSError:
+                continue
+        if name is None:
+            path = ctypes.util.find_library("cudart")
+            if path is None:
+                raise RuntimeError("libcudart not found for CUDA-graph capture")
+            self.rt = ctypes.CDLL(path)
+        self.stream = ctypes.c_void_p(_raw_stream())
+        self.graph = ctypes.c_void_p()
+        self.exec = ctypes.c_void_p()
+
+    def _check(self, status: int, what: str) -> None:
+        if status != 0:
+            raise RuntimeError(f"{what} failed with CUDA error {status}")
+
+    def capture(self, fn: Callable[[], None]) -> None:
+        relaxed = 2  # cudaStreamCaptureModeRelaxed: Paddle may query the device meanwhile
+        self._check(self.rt.cudaStreamBeginCapture(self.stream, relaxed), "cudaStreamBeginCapture")
+        try:
+            fn()
+        finally:
+            self._check(self.rt.cudaStreamEndCapture(self.stream, ctypes.byref(self.graph)),
+                        "cudaStreamEndCapture")
+        self._check(self.rt.cudaGraphInstantiate(ctypes.byref(self.exec), self.graph,
+                                                 ctypes.c_ulonglong(0)), "cudaGraphInstantiate")
+
+    def replay(self) -> None:
+        self._check(self.rt.cudaGraphLaunch(self.exec, self.stream), "cudaGraphLaunch")
+
+
+class _PaddleGraph:
+    def __init__(self) -> None:
+        from paddle.device.cuda.graphs import CUDAGraph
+        self.g = CUDAGraph()
+
+    def capture(self, fn: Callable[[], None]) -> None:
+        self.g.capture_begin()
+        try:
+            fn()
+        finally:
+            self.g.capture_end()
+
+    def replay(self) -> None:
+        self.g.replay()
+
+
+def capture_graph(fn: Callable[[], None], prefer: str = "paddle"):
+    """Captures ``fn`` (already warmed up) into a replayable graph; returns (graph, method name)."""
+    order = [_PaddleGraph, _RuntimeGraph] if prefer == "paddle" else [_RuntimeGraph, _PaddleGraph]
+    errors = []
+    for cls in order:
+        try:
+            g = cls()
+            sync()
+            g.capture(fn)
+            sync()
+            return g, ("paddle.CUDAGraph" if cls is _PaddleGraph else "cudaStreamBeginCapture")
+        except Exception as exc:  # try the other capture method
+            errors.append(f"{cls.__name__}: {exc}")
+            sync()
+    raise RuntimeError("CUDA-graph capture failed: " + "; ".join(errors))
+
+
+def graph_time_us(fn: Callable[[], None], calls: int = 20, reps: int = 10, rounds: int = 15,
+                  prefer: str = "paddle") -> Dict[str, float]:
+    """Device time of one call of ``fn``: median over ``rounds`` of (reps replays of a graph of
+    ``calls`` calls) / (reps * calls), in microseconds."""
+    for _ in range(3):
+        fn()
+    sync()
+    g, method = capture_graph(lambda: [fn() for _ in range(calls)], prefer)
+    start = paddle.device.cuda.Event(enable_timing=True)
+    end = paddle.device.cuda.Event(enable_timing=True)
+    for _ in range(2):
+        g.replay()
+    sync()
+    samples: List[float] = []
+    for _ in range(rounds):
+        start.record()
+        for _ in range(reps):
+            g.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e3 / (reps * calls))
+    return {"median_us": statistics.median(samples), "min_us": min(samples), "method": method}
+
+
+def host_time_us(fn: Callable[[], None], iters: int = 200, rounds: int = 5) -> float:
+    """Median wall-clock time of one eager call, the device drained before and after each round."""
+    for _ in range(5):
+        fn()
+    sync()
+    samples = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        sync()
+        samples.append((time.perf_counter() - t0) * 1e6 / iters)
+    return statistics.median(samples)
+
+
+def wall_time_us(fn: Callable[[], None], iters: int, rounds: int = 3) -> float:
+    """Median wall-clock time of one synchronous call (for host paths that end in a sync)."""
+    fn()
+    samples = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        samples.append((time.perf_counter() - t0) * 1e6 / iters)
+    return statistics.median(samples)
+
+
+def device_name() -> str:
+    try:
+        return paddle.device.cuda.get_device_name()
+    except Exception:
+        return "unknown"
+
+
+def write_results(out_dir: str, name: str, meta: dict, rows: List[dict]) -> Path:
+    path = Path(out_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    target = path / f"{name}.json"
+    target.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+    return target
+
+
+def print_table(rows: List[dict], columns: List[tuple]) -> str:
+    """columns: (key, header, format). Returns the table as Markdown and prints it."""
+    head = "| " + " | ".join(h for _, h, _ in columns) + " |"
+    sep = "|" + "|".join("---:" for _ in columns) + "|"
+    lines = [head, sep]
+    for r in rows:
+        lines.append("| " + " | ".join(fmt.format(r[k]) if r.get(k) is not None else "-"
+                                       for k, _, fmt in columns) + " |")
+    text = "\n".join(lines)
+    print(text, flush=True)
+    return text
+
+
+def require_gpu(script: str) -> None:
+    import zlib  # noqa: F401
+    from fastdeploy_spec import ops
+    if not (paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0):
+        raise SystemExit(f"{script}: needs a CUDA GPU and GPU Paddle (this machine has none)")
+    if not ops.with_cuda():
+        raise SystemExit(f"{script}: the op library has no CUDA kernels; build it with CUDA_HOME set")
+    os.environ.setdefault("FLAGS_cudnn_deterministic", "0")
