@@ -22,10 +22,9 @@
 
 namespace fdspec {
 
-// The search result of one slot is passed from the search kernel to the op's budget kernel through a
-// slot-private int32 that the op provides (the slot's seq_lens_this_time entry, whose input value a
-// searching slot never reads), so the op needs no workspace: kNoMatch, or the start of the
-// continuation inside its haystack with kSeg1Bit set when that haystack is the second one.
+// The search result of one slot, as handed to Problem::store: kNoMatch, or the start of the
+// continuation inside its haystack with kSeg1Bit set when that haystack is the second one. The op
+// keeps it in slot-private memory it owns (a seq_lens_this_time entry), so it needs no workspace.
 constexpr int32_t kNoMatch = -1;
 constexpr int32_t kSeg1Bit = static_cast<int32_t>(kMaxHaystackLen);
 
@@ -33,8 +32,8 @@ struct SearchSlot {
   NgramHaystacks h;
   int cap = 0;                // largest n tried: min(max_n, pattern_avail)
   int min_n = 1;
-  bool search = false;        // false: write kNoMatch (if result is set) and stop
-  int32_t* result = nullptr;  // where the encoded result goes; nullptr: the slot takes no part
+  bool search = false;        // false: store kNoMatch (if record is set) and stop
+  bool record = false;        // false: the slot takes no part, Problem::store is not called
 };
 
 __device__ __forceinline__ unsigned long long ngram_key(int len, bool in_prompt, int64_t e) {
@@ -74,8 +73,10 @@ __device__ __forceinline__ unsigned long long warp_max_u64(unsigned long long v)
 }
 
 // One block per slot. Problem::slot(b) (called by every thread, may use the whole block) says what to
-// search. The haystacks are streamed through shared memory in tiles of kThreads * kTok tokens with the
-// next tile's loads in flight while the current one is examined.
+// search; Problem::store(b, code) (thread 0, once per recorded slot) keeps the result. slot() may read
+// the memory that store() overwrites: a barrier separates them. The haystacks are streamed through
+// shared memory in tiles of kThreads * kTok tokens with the next tile's loads in flight while the
+// current one is examined.
 // Reads each haystack token once: O(len0 + len1) loads per slot, stopping early on a best-size match.
 template <int kThreads, int kTok, int kMaxN, class Problem>
 __global__ void __launch_bounds__(kThreads) ngram_search_kernel(Problem prob) {
@@ -85,9 +86,10 @@ __global__ void __launch_bounds__(kThreads) ngram_search_kernel(Problem prob) {
   __shared__ unsigned long long best;
 
   const SearchSlot s = prob.slot(blockIdx.x);
-  if (s.result == nullptr) return;
+  if (!s.record) return;
+  __syncthreads();  // every thread has read its inputs before thread 0 stores
   if (!s.search || s.cap < s.min_n) {
-    if (threadIdx.x == 0) *s.result = kNoMatch;
+    if (threadIdx.x == 0) prob.store(blockIdx.x, kNoMatch);
     return;
   }
   if (threadIdx.x < s.cap) pat[threadIdx.x] = s.h.pattern_last[-static_cast<int64_t>(threadIdx.x)];
@@ -147,11 +149,11 @@ __global__ void __launch_bounds__(kThreads) ngram_search_kernel(Problem prob) {
   __syncthreads();
   if (threadIdx.x == 0) {
     if (best == 0) {
-      *s.result = kNoMatch;
+      prob.store(blockIdx.x, kNoMatch);
     } else {
       const bool in_prompt = (best >> 32) & 1;
       const int64_t e = 0xFFFFFFFFu - static_cast<uint32_t>(best);
-      *s.result = static_cast<int32_t>(e + 1) | (in_prompt ? 0 : kSeg1Bit);
+      prob.store(blockIdx.x, static_cast<int32_t>(e + 1) | (in_prompt ? 0 : kSeg1Bit));
     }
   }
 }
