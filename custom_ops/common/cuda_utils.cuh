@@ -1,9 +1,6 @@
 // CUDA helpers for the kernel layer. No Paddle include.
 #pragma once
 
-#include <cstdint>
-
-#include <cub/block/block_reduce.cuh>
 #include <cuda_runtime.h>
 
 // Every launcher returns the launch status instead of throwing, so that the binding turns it into a
@@ -25,19 +22,5 @@ namespace fdspec {
 // Integer ceiling division for grid sizes.
 template <typename T>
 __host__ __device__ __forceinline__ T ceil_div(T a, T b) { return (a + b - 1) / b; }
-
-// Sum of v over the block, returned to every thread. Every thread of the block must call it.
-template <int kThreads>
-__device__ __forceinline__ int64_t block_sum(int64_t v) {
-  using Reduce = cub::BlockReduce<int64_t, kThreads>;
-  __shared__ typename Reduce::TempStorage tmp;
-  __shared__ int64_t total;
-  const int64_t r = Reduce(tmp).Sum(v);
-  if (threadIdx.x == 0) total = r;
-  __syncthreads();
-  const int64_t out = total;
-  __syncthreads();
-  return out;
-}
 
 }  // namespace fdspec

@@ -20,6 +20,8 @@
 // concurrent streams.
 #include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
 
+#include <cub/block/block_reduce.cuh>
+
 #include "common/cuda_utils.cuh"
 #include "ngram_common/ngram_search.cuh"
 #include "ngram_common/ngram_walk.cuh"
@@ -64,10 +66,15 @@ struct HybridSearch {
     }
     out.record = true;
 
+    using Reduce = cub::BlockReduce<int64_t, kThreads>;
+    __shared__ typename Reduce::TempStorage tmp;
+    __shared__ int64_t counted_all;
     int64_t counted = 0;
     for (int64_t j = threadIdx.x; j < p.batch; j += kThreads) counted += p.seq_lens_decoder[j] > 0;
-    counted = block_sum<kThreads>(counted);
-    if (counted + ori >= p.threshold) return out;
+    counted = Reduce(tmp).Sum(counted);
+    if (threadIdx.x == 0) counted_all = counted;
+    __syncthreads();
+    if (counted_all + ori >= p.threshold) return out;
 
     out.h = NgramHaystacks{v.prompt, v.P, v.pre, v.s, v.pre + v.s, v.s};
     out.cap = static_cast<int>(min_of<int64_t>(p.max_ngram_size, v.s));

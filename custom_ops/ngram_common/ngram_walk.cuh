@@ -1,5 +1,6 @@
-// The batch-wide token-budget walk shared by ngram_match and hybrid_mtp_ngram (CUDA side). No Paddle
-// include.
+// The batch-wide token-budget walk of the n-gram ops (CUDA side), generic over the op. No Paddle
+// include. hybrid_mtp_ngram runs on it; ngram_match's walk kernel is the same algorithm (base 1,
+// prefill lengths fixed) and can move onto it with a ~30-line Walk policy.
 //
 // Both ops (SPEC §1, §2) walk the slots in batch order with a batch budget T. A slot either takes part
 // ("processed": it may draft) or not. A slot that does not keeps a fixed length. A processed slot has a
