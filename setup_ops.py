@@ -34,6 +34,10 @@ OPS: dict[str, dict[str, list[str]]] = {
         "cpp": ["ngram_match/ngram_match_op.cc", "ngram_match/ngram_match_cpu.cc"],
         "cuda": ["ngram_match/ngram_match.cu"],
     },
+    "hybrid_mtp_ngram": {
+        "cpp": ["hybrid_mtp_ngram/hybrid_mtp_ngram_op.cc", "hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc"],
+        "cuda": ["hybrid_mtp_ngram/hybrid_mtp_ngram.cu"],
+    },
 }
 
 

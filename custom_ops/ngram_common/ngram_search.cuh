@@ -23,10 +23,9 @@
 
 namespace fdspec {
 
-// The search result of one slot is passed from the search kernel to the op's budget kernel through a
-// slot-private int32 that the op provides (the slot's seq_lens_this_time entry, whose input value a
-// searching slot never reads), so the op needs no workspace: kNoMatch, or the start of the
-// continuation inside its haystack with kSeg1Bit set when that haystack is the second one.
+// The search result of one slot, as handed to Problem::store: kNoMatch, or the start of the
+// continuation inside its haystack with kSeg1Bit set when that haystack is the second one. The op
+// keeps it in slot-private memory it owns (a seq_lens_this_time entry), so it needs no workspace.
 constexpr int32_t kNoMatch = -1;
 constexpr int32_t kSeg1Bit = static_cast<int32_t>(kMaxHaystackLen);
 
@@ -34,8 +33,8 @@ struct SearchSlot {
   NgramHaystacks h;
   int cap = 0;                // largest n tried: min(max_n, pattern_avail)
   int min_n = 1;
-  bool search = false;        // false: write kNoMatch (if result is set) without searching
-  int32_t* result = nullptr;  // where the encoded result goes; nullptr: the slot takes no part
+  bool search = false;        // false: store kNoMatch (if record is set) without searching
+  bool record = false;        // false: the slot takes no part, Problem::store is not called
 };
 
 __device__ __forceinline__ unsigned long long ngram_key(int len, bool in_prompt, int64_t e) {
@@ -87,7 +86,8 @@ constexpr size_t kNgramSearchSmem = sizeof(int64_t) * kNgramSearchTile * kNgramS
 
 // One block per slot. Problem::slot(b) says what to search; Problem::gives_up(b) (called by every
 // thread, may use the whole block) may skip the search of a slot that the budget walk will surely
-// drop. The haystacks (prompt, then the second one) form one sequence of tiles that stream through
+// drop; Problem::store(b, code) (thread 0, once per recorded slot, after a barrier that follows every
+// thread's slot() and gives_up() reads) keeps the result. The haystacks (prompt, then the second one) form one sequence of tiles that stream through
 // the ring. Each haystack token is loaded once: O(len0 + len1) loads per slot. The scan stops once
 // the best key has the largest possible size: windows of one size are ordered by position, so no
 // later tile can beat it.
@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   allow_dependent_launch();  // the op's next kernel may launch now and wait for this grid
   const int64_t b = blockIdx.x;
   const SearchSlot s = prob.slot(b);
-  if (s.result == nullptr) return;
+  if (!s.record) return;
 
   // Candidate window ends are e in [0, len - 2]; tile ti covers positions [base, base + kTile).
   const int64_t ends0 = max_of<int64_t>(s.h.len0 - 1, 0);
@@ -191,11 +191,11 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   __syncthreads();
   if (threadIdx.x == 0) {
     if (!run || best == 0) {
-      *s.result = kNoMatch;
+      prob.store(b, kNoMatch);
     } else {
       const bool in_prompt = (best >> 32) & 1;
       const int64_t e = 0xFFFFFFFFu - static_cast<uint32_t>(best);
-      *s.result = static_cast<int32_t>(e + 1) | (in_prompt ? 0 : kSeg1Bit);
+      prob.store(b, static_cast<int32_t>(e + 1) | (in_prompt ? 0 : kSeg1Bit));
     }
   }
 }

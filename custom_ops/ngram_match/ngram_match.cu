@@ -73,8 +73,8 @@ struct NgramMatchSearch {
     const SlotView v = slot_view(p, b);
     const int64_t budget = ngram_match_slot_budget(p, b, v.s);
     SearchSlot out;
-    if (!is_decoding(enc, dec)) return out;  // kernel 2's job
-    out.result = p.seq_lens_this_time + b;
+    if (!is_decoding(enc, dec)) return out;  // not recorded: kernel 2 handles the slot
+    out.record = true;
     out.h = slot_haystacks(v);
     out.cap = static_cast<int>(min_of<int64_t>(p.max_ngram_size, v.s));
     out.min_n = 1;
@@ -98,6 +98,9 @@ struct NgramMatchSearch {
     prefill_before = block_sum<kThreads>(prefill_before);
     return counted + prefill_before >= p.threshold - 1;
   }
+
+  // The result goes into the slot's seq_lens_this_time, whose input value a decoding slot never reads.
+  __device__ void store(int64_t b, int32_t code) const { p.seq_lens_this_time[b] = code; }
 };
 
 // What kernel 2 knows of one slot once the search is done.

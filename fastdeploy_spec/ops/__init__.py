@@ -6,6 +6,8 @@ outputs. ``with_cuda()`` tells whether the loaded library has GPU kernels.
 """
 
 from fastdeploy_spec.ops._loader import OpLibraryError, build_info, load, with_cuda
+from fastdeploy_spec.ops.hybrid_mtp_ngram import hybrid_mtp_ngram, ngram_match_mixed
 from fastdeploy_spec.ops.ngram_match import ngram_match
 
-__all__ = ["OpLibraryError", "build_info", "load", "ngram_match", "with_cuda"]
+__all__ = ["OpLibraryError", "build_info", "hybrid_mtp_ngram", "load", "ngram_match",
+           "ngram_match_mixed", "with_cuda"]

@@ -1,6 +1,45 @@
-"""Draft proposers: ``NgramProposer`` (and ``MTPProposer``), built by ``create_proposer``."""
+"""Draft proposers: ``NgramProposer`` and ``MTPProposer``, built by ``create_proposer``."""
 
+from __future__ import annotations
+
+from typing import Optional
+
+from fastdeploy_spec.config import SpecMethod, SpeculativeConfig
 from fastdeploy_spec.proposers.base import Proposer
+from fastdeploy_spec.proposers.mtp import DraftModel, MTPProposer
 from fastdeploy_spec.proposers.ngram import NgramProposer
 
-__all__ = ["NgramProposer", "Proposer"]
+__all__ = ["MTPProposer", "NgramProposer", "Proposer", "create_proposer"]
+
+
+def create_proposer(config: SpeculativeConfig, *, draft_model: Optional[DraftModel] = None,
+                    max_num_seqs: Optional[int] = None, max_model_len: Optional[int] = None,
+                    place=None) -> Optional[Proposer]:
+    """The proposer of ``config.method``.
+
+    ``naive`` returns None: the runner proposes nothing and verifies one token per slot, so it skips
+    the proposer call instead of calling a no-op. ``ngram`` returns an :class:`NgramProposer`;
+    ``mtp`` an :class:`MTPProposer`, which needs ``draft_model``, ``max_num_seqs`` and
+    ``max_model_len`` (``place``: where its draft inputs live, that of the share-inputs).
+
+    Examples
+    --------
+    >>> from fastdeploy_spec.config import SpeculativeConfig
+    >>> from fastdeploy_spec.proposers import create_proposer
+    >>> type(create_proposer(SpeculativeConfig(method="ngram_match"))).__name__
+    'NgramProposer'
+    >>> create_proposer(SpeculativeConfig(method="naive")) is None
+    True
+    """
+    method = config.method
+    if method is SpecMethod.NAIVE:
+        return None
+    if method is SpecMethod.NGRAM:
+        return NgramProposer(config)
+    if method is SpecMethod.MTP:
+        missing = [name for name, v in (("draft_model", draft_model), ("max_num_seqs", max_num_seqs),
+                                        ("max_model_len", max_model_len)) if v is None]
+        if missing:
+            raise ValueError(f"method 'mtp' needs {', '.join(missing)}")
+        return MTPProposer(config, draft_model, max_num_seqs, max_model_len, place=place)
+    raise ValueError(f"no proposer for speculative method {method!r}")

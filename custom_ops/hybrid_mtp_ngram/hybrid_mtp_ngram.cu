@@ -1,0 +1,160 @@
+// hybrid_mtp_ngram: CUDA implementation (SPEC §2). No Paddle include.
+//
+// Kernel 1 (one block per slot) finds each processed slot's best match with the budget-independent
+// search of ngram_search.cuh (haystacks: the prompt, then pre_ids[0 .. s); pattern ending at
+// pre_ids[s]; sizes max_ngram_size .. min_ngram_size). Kernel 2 (one block) is the walk of
+// ngram_common/ngram_walk.cuh, which proves it exact given two facts that hold here: a processed slot's
+// base length is ori >= 1, and every other slot keeps its seq_lens_this_time, >= 0 after the clamp of
+// hybrid_mtp_ngram.h. Between two processed slots b < b', G grows by the drafts b keeps, the lengths
+// of the slots in between and ori_b' - 1. A skipped slot (ori == 0 or q <= 0) stays counted in L when
+// seq_lens_decoder > 0, so I counts it and it never drops L: the walk's L is exactly SPEC §2's.
+//
+// Where the search result waits between the kernels. Unlike ngram_match, the walk reads a processed
+// slot's input seq_lens_this_time (ori), so the entry cannot simply be overwritten by the result. It
+// holds both, packed: kernel 1 stores -(ori + M * c) with M = hybrid_max_ori(p), 1 <= ori <= M, and c
+// = 0 for no match, else 1 + the continuation's start in the prompt followed by pre_ids[0 .. s).
+// Entries are >= 0 for every other slot (a negative input is clamped to 0 by kernel 1), so a negative
+// entry marks a processed slot; the binding checks M * (W + D) < 2^31 so the packing fits an int32.
+// Every draft_tokens column outside the written drafts must keep its value and no other memory
+// belongs to the op, so this costs no workspace and keeps the op graph capturable and re-entrant on
+// concurrent streams.
+#include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
+
+#include <cub/block/block_reduce.cuh>
+
+#include "common/cuda_utils.cuh"
+#include "ngram_common/ngram_search.cuh"
+#include "ngram_common/ngram_walk.cuh"
+
+namespace fdspec {
+namespace {
+
+struct HybridSlotView {
+  const int64_t* prompt;
+  const int64_t* pre;
+  int64_t P;
+  int64_t s;
+};
+
+__device__ __forceinline__ HybridSlotView hybrid_view(const HybridMtpNgramParams& p, int64_t b) {
+  HybridSlotView v;
+  v.prompt = p.token_ids_all + b * p.token_ids_stride;
+  v.pre = p.pre_ids + b * p.pre_ids_stride;
+  v.P = clamp_to<int64_t>(p.prompt_lens[b], 0, p.token_ids_stride);
+  v.s = clamp_to<int64_t>(p.step_idx[b], 0, p.pre_ids_stride - 1);
+  return v;
+}
+
+// Search problem of kernel 1. A processed slot that is sure to give up whatever the earlier slots
+// draft is not searched: G_b >= I + ori_b - 1, I being the initial `unprocessed`, since every earlier
+// processed slot adds at least 1 to S and removes 1 from L, and other lengths are >= 0. Only
+// seq_lens_decoder (never written) of other slots is read: their seq_lens_this_time entries are being
+// rewritten by their own blocks.
+template <int kThreadsPerSlot>
+struct HybridSearch {
+  static constexpr int kThreads = kThreadsPerSlot;
+  HybridMtpNgramParams p;
+
+  __device__ SearchSlot slot(int64_t b) const {
+    SearchSlot out;
+    const int32_t raw = p.seq_lens_this_time[b];
+    const int64_t ori = max_of<int64_t>(raw, 0);
+    const HybridSlotView v = hybrid_view(p, b);
+    if (!hybrid_is_processed(p, b, ori, v.s)) {
+      out.record = raw < 0;  // store() writes the clamped 0
+      return out;
+    }
+    out.record = true;
+    out.h = NgramHaystacks{v.prompt, v.P, v.pre, v.s, v.pre + v.s, v.s};
+    out.cap = static_cast<int>(min_of<int64_t>(p.max_ngram_size, v.s));
+    out.min_n = p.min_ngram_size;
+    out.search = true;
+    return out;
+  }
+
+  // Only a processed slot (which slot() recorded with search set) is asked.
+  __device__ bool gives_up(int64_t b) const {
+    using Reduce = cub::BlockReduce<int64_t, kThreads>;
+    __shared__ typename Reduce::TempStorage tmp;
+    __shared__ int64_t counted_all;
+    int64_t counted = 0;
+    for (int64_t j = threadIdx.x; j < p.batch; j += kThreads) counted += p.seq_lens_decoder[j] > 0;
+    counted = Reduce(tmp).Sum(counted);
+    if (threadIdx.x == 0) counted_all = counted;
+    __syncthreads();
+    const int64_t ori = max_of<int64_t>(p.seq_lens_this_time[b], 0);
+    return counted_all + ori >= p.threshold;
+  }
+
+  // Called once per recorded slot, after every thread has read the slot's input entry.
+  __device__ void store(int64_t b, int32_t code) const {
+    const int64_t ori = max_of<int64_t>(p.seq_lens_this_time[b], 0);
+    const HybridSlotView v = hybrid_view(p, b);
+    if (!hybrid_is_processed(p, b, ori, v.s)) {
+      p.seq_lens_this_time[b] = 0;
+      return;
+    }
+    int64_t c = 0;
+    if (code != kNoMatch) {
+      const int64_t start = code & (kSeg1Bit - 1);
+      c = 1 + ((code & kSeg1Bit) ? v.P + start : start);
+    }
+    p.seq_lens_this_time[b] = static_cast<int32_t>(-(ori + hybrid_max_ori(p) * c));
+  }
+};
+
+// Kernel 2's view of the walk: a negative entry is a processed slot's packed (ori, match).
+struct HybridWalk {
+  struct Slot : WalkSlot {
+    const int64_t* src = nullptr;  // first token of the continuation
+  };
+  HybridMtpNgramParams p;
+
+  __device__ int64_t batch() const { return p.batch; }
+  __device__ int64_t threshold() const { return p.threshold; }
+
+  __device__ Slot slot(int64_t b) const {
+    Slot w;
+    w.counted = p.seq_lens_decoder[b] > 0;
+    const int32_t entry = p.seq_lens_this_time[b];
+    if (entry >= 0) {
+      w.base = entry;
+      return w;
+    }
+    const int64_t M = hybrid_max_ori(p);
+    const int64_t packed = -static_cast<int64_t>(entry) - 1;
+    const int64_t ori = packed % M + 1;
+    const int64_t c = packed / M;
+    w.processed = true;
+    w.base = ori;
+    if (c == 0) return w;
+    const HybridSlotView v = hybrid_view(p, b);
+    const int64_t start = c - 1;
+    const bool in_prompt = start < v.P;
+    w.src = in_prompt ? v.prompt + start : v.pre + (start - v.P);
+    const int64_t avail = in_prompt ? v.P - start : v.s - (start - v.P);
+    w.untruncated = min_of<int64_t>(avail, hybrid_slot_budget(p, b, ori, v.s));
+    return w;
+  }
+
+  __device__ void finish(int64_t b, const Slot& w, int64_t kept) const {
+    if (!w.processed) return;  // its entry already holds its final value
+    int64_t* drafts = p.draft_tokens + b * p.draft_stride + w.base;
+    for (int64_t k = 0; k < kept; ++k) drafts[k] = w.src[k];
+    p.seq_lens_this_time[b] = static_cast<int32_t>(w.base + kept);
+  }
+};
+
+}  // namespace
+
+cudaError_t hybrid_mtp_ngram_gpu(const HybridMtpNgramParams& p, cudaStream_t stream) {
+  if (p.batch <= 0) return cudaSuccess;
+  cudaError_t err =
+      launch_ngram_search(HybridSearch<kNgramSearchThreads>{p}, p.batch, p.max_ngram_size, stream);
+  if (err != cudaSuccess) return err;
+  err = launch_ngram_walk(HybridWalk{p}, stream);
+  if (err != cudaSuccess) return err;
+  return FDSPEC_LAUNCH_STATUS(stream);
+}
+
+}  // namespace fdspec

@@ -1,0 +1,87 @@
+// hybrid_mtp_ngram: kernel layer (CPU implementation and CUDA launcher). No Paddle include.
+// Contract: SPEC §2. B = batch; W = token_ids_stride; D = pre_ids_stride; K + 1 = draft_stride.
+//
+// Clamps, where SPEC §2 is silent (a runner never hits them; they keep every read and write inside
+// the tensors):
+// - P to [0, W]; s to [0, D - 1] (pre_ids[b, s] is the pattern's newest token).
+// - A negative seq_lens_this_time is a length below its bound: taken as 0 (the slot is skipped, as
+//   `ori == 0` is) and written back as 0. This also keeps every length the walk sums >= 0, which its
+//   GPU form relies on (ngram_common/ngram_walk.cuh).
+// - The slot budget q also stays within the columns left after the MTP drafts (K + 1 - ori), see
+//   hybrid_slot_budget.
+#pragma once
+
+#include <cstdint>
+
+#include "common/fdspec_common.h"
+
+#ifdef FDSPEC_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace fdspec {
+
+struct HybridMtpNgramParams {
+  const int64_t* token_ids_all;      // [>= B, W] int64: row b starts with the slot's prompt
+  int64_t token_ids_stride;          // W (< kMaxHaystackLen)
+  const int64_t* prompt_lens;        // [B] int64: P, clamped to [0, W]
+  const int64_t* pre_ids;            // [>= B, D] int64: the draft model's generated tokens
+  int64_t pre_ids_stride;            // D (1 .. kMaxHaystackLen - 1)
+  const int64_t* step_idx;           // [B] int64: s, index of the newest pre_ids token, clamped to [0, D - 1]
+  int64_t* draft_tokens;             // [>= B, K + 1] int64, in place: columns ori .. ori + m - 1 written
+  int64_t draft_stride;              // K + 1 (>= 1)
+  int32_t* seq_lens_this_time;       // [B] int32, in place: ori = 1 + MTP drafts in, ori + m out
+  const int32_t* seq_lens_decoder;   // [B] int32: > 0 counts the slot in `unprocessed`
+  const int64_t* max_dec_len;        // [B] int64
+  int64_t batch;                     // B (0: no-op)
+  int max_ngram_size;                // 1 .. kMaxNgramSize
+  int min_ngram_size;                // 1 .. max_ngram_size
+  int64_t max_draft_tokens;          // most tokens per slot after the last accepted one (MTP + n-gram)
+  int64_t threshold;                 // T: token budget of the whole batch
+};
+
+// The MTP length of slot b as the walk reads it: seq_lens_this_time, negative taken as 0.
+FDSPEC_HD int64_t hybrid_ori(const HybridMtpNgramParams& p, int64_t b) {
+  return max_of<int64_t>(p.seq_lens_this_time[b], 0);
+}
+
+// Per-slot budget q before the threshold: min(max_draft_tokens - ori + 1, max_dec_len - s - 1,
+// K + 1 - ori). The last term keeps every write (columns ori .. ori + q - 1) inside draft_tokens
+// (SPEC §0); it binds only when max_draft_tokens > K, where upstream would write past the row.
+FDSPEC_HD int64_t hybrid_slot_budget(const HybridMtpNgramParams& p, int64_t b, int64_t ori, int64_t s) {
+  const int64_t q = min_of<int64_t>(p.max_draft_tokens - ori + 1, p.max_dec_len[b] - s - 1);
+  return min_of<int64_t>(q, p.draft_stride - ori);
+}
+
+// Whether slot b takes part in the walk (SPEC §2: not `ori == 0 or q <= 0`). Such a slot has
+// 1 <= ori <= hybrid_max_ori(p).
+FDSPEC_HD bool hybrid_is_processed(const HybridMtpNgramParams& p, int64_t b, int64_t ori, int64_t s) {
+  return ori > 0 && hybrid_slot_budget(p, b, ori, s) > 0;
+}
+
+// Largest ori of a processed slot: q > 0 needs ori <= max_draft_tokens and ori <= K.
+FDSPEC_HD int64_t hybrid_max_ori(const HybridMtpNgramParams& p) {
+  return min_of<int64_t>(p.max_draft_tokens, p.draft_stride - 1);
+}
+
+// The GPU path keeps a processed slot's ori and search result together in its seq_lens_this_time
+// entry between its two kernels (hybrid_mtp_ngram.cu), in max_ori * (W + D) values; the bindings
+// check this bound for both paths, so that both accept the same calls. Any real configuration fits
+// (K = 16 drafts with W + D = 2^27 tokens is at the limit).
+constexpr int64_t kHybridPackedLimit = int64_t{1} << 31;
+
+inline bool hybrid_packing_fits(int64_t max_ori, int64_t token_ids_width, int64_t pre_ids_width) {
+  return max_of<int64_t>(max_ori, 1) * (token_ids_width + pre_ids_width) < kHybridPackedLimit;
+}
+
+// Sequential reference walk of SPEC §2 on the host. O(B * (P + s) * max_ngram_size).
+void hybrid_mtp_ngram_cpu(const HybridMtpNgramParams& p);
+
+#ifdef FDSPEC_WITH_CUDA
+// Two kernels on `stream`, no allocation, no host synchronisation (CUDA-graph capturable): a parallel
+// search, one block per slot, then one block for the batch-wide budget walk and the copy of the
+// drafts. Returns the launch status.
+cudaError_t hybrid_mtp_ngram_gpu(const HybridMtpNgramParams& p, cudaStream_t stream);
+#endif
+
+}  // namespace fdspec

@@ -1,0 +1,120 @@
+// hybrid_mtp_ngram: Paddle binding (SPEC §2). Checks the tensors by name, resolves the threshold on
+// the host, and dispatches on the place of token_ids_all.
+#include "binding/binding_utils.h"
+#include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
+#include "ngram_common/ngram_search.h"
+
+namespace {
+
+constexpr const char* kOp = "hybrid_mtp_ngram";
+constexpr const char* kThresholdEnv = "SPEC_TOKENUM_THRESHOLD";
+
+fdspec::HybridMtpNgramParams make_params(
+    const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
+    const paddle::Tensor& pre_ids, const paddle::Tensor& step_idx,
+    const paddle::Tensor& draft_token_num, paddle::Tensor& draft_tokens,
+    paddle::Tensor& seq_lens_this_time, const paddle::Tensor& seq_lens_decoder,
+    const paddle::Tensor& max_dec_len, int max_ngram_size, int min_ngram_size, int max_draft_tokens,
+    int64_t threshold) {
+  using paddle::DataType;
+  const fdspec::binding::OpChecks c(kOp);
+  const int64_t B = seq_lens_this_time.numel();
+  c.dtype(token_ids_all, "token_ids_all", DataType::INT64)
+      .dtype(prompt_lens, "prompt_lens", DataType::INT64)
+      .dtype(pre_ids, "pre_ids", DataType::INT64)
+      .dtype(step_idx, "step_idx", DataType::INT64)
+      .dtype(draft_token_num, "draft_token_num", DataType::INT32)
+      .dtype(draft_tokens, "draft_tokens", DataType::INT64)
+      .dtype(seq_lens_this_time, "seq_lens_this_time", DataType::INT32)
+      .dtype(seq_lens_decoder, "seq_lens_decoder", DataType::INT32)
+      .dtype(max_dec_len, "max_dec_len", DataType::INT64);
+  c.per_slot(seq_lens_this_time, "seq_lens_this_time", B)
+      .rows_at_least(token_ids_all, "token_ids_all", B)
+      .per_slot(prompt_lens, "prompt_lens", B)
+      .rows_at_least(pre_ids, "pre_ids", B)
+      .per_slot(step_idx, "step_idx", B)
+      .per_slot(draft_token_num, "draft_token_num", B)
+      .rows_at_least(draft_tokens, "draft_tokens", B)
+      .per_slot(seq_lens_decoder, "seq_lens_decoder", B)
+      .per_slot(max_dec_len, "max_dec_len", B);
+  const int64_t W = token_ids_all.shape()[1];
+  const int64_t D = pre_ids.shape()[1];
+  const int64_t K1 = draft_tokens.shape()[1];
+  c.that(K1 >= 1, "draft_tokens must have at least one column (K + 1)")
+      .that(W < fdspec::kMaxHaystackLen,
+            "token_ids_all is wider than the supported maximum of 2^30 tokens")
+      .that(D >= 1 && D < fdspec::kMaxHaystackLen,
+            "pre_ids must have 1 to 2^30 - 1 columns, got shape " + fdspec::binding::shape_str(pre_ids))
+      .that(max_ngram_size >= 1 && max_ngram_size <= fdspec::kMaxNgramSize,
+            "max_ngram_size must be in [1, " + std::to_string(fdspec::kMaxNgramSize) + "], got " +
+                std::to_string(max_ngram_size))
+      .that(min_ngram_size >= 1 && min_ngram_size <= max_ngram_size,
+            "min_ngram_size must be in [1, max_ngram_size = " + std::to_string(max_ngram_size) +
+                "], got " + std::to_string(min_ngram_size));
+  const paddle::Tensor* others[] = {&prompt_lens,  &pre_ids,            &step_idx,
+                                    &draft_token_num, &draft_tokens,     &seq_lens_this_time,
+                                    &seq_lens_decoder, &max_dec_len};
+  const char* names[] = {"prompt_lens",  "pre_ids",            "step_idx",
+                         "draft_token_num", "draft_tokens",     "seq_lens_this_time",
+                         "seq_lens_decoder", "max_dec_len"};
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i) {
+    c.same_place(token_ids_all, "token_ids_all", *others[i], names[i]);
+  }
+
+  fdspec::HybridMtpNgramParams p;
+  p.token_ids_all = token_ids_all.data<int64_t>();
+  p.token_ids_stride = W;
+  p.prompt_lens = prompt_lens.data<int64_t>();
+  p.pre_ids = pre_ids.data<int64_t>();
+  p.pre_ids_stride = D;
+  p.step_idx = step_idx.data<int64_t>();
+  p.draft_tokens = draft_tokens.data<int64_t>();
+  p.draft_stride = K1;
+  p.seq_lens_this_time = seq_lens_this_time.data<int32_t>();
+  p.seq_lens_decoder = seq_lens_decoder.data<int32_t>();
+  p.max_dec_len = max_dec_len.data<int64_t>();
+  p.batch = B;
+  p.max_ngram_size = max_ngram_size;
+  p.min_ngram_size = min_ngram_size;
+  p.max_draft_tokens = max_draft_tokens;
+  p.threshold = fdspec::binding::resolve_threshold(threshold, kThresholdEnv,
+                                                   fdspec::kHybridThresholdDefault);
+  c.that(fdspec::hybrid_packing_fits(fdspec::hybrid_max_ori(p), W, D),
+         "min(max_draft_tokens, K) * (token_ids_all width + pre_ids width) must be below 2^31 "
+         "(the GPU path packs each slot's state into one int32)");
+  return p;
+}
+
+}  // namespace
+
+void HybridMtpNgram(const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
+                    const paddle::Tensor& pre_ids, const paddle::Tensor& step_idx,
+                    const paddle::Tensor& draft_token_num, paddle::Tensor& draft_tokens,
+                    paddle::Tensor& seq_lens_this_time, const paddle::Tensor& seq_lens_decoder,
+                    const paddle::Tensor& max_dec_len, int max_ngram_size, int min_ngram_size,
+                    int max_draft_tokens, int64_t threshold) {
+  const fdspec::HybridMtpNgramParams p =
+      make_params(token_ids_all, prompt_lens, pre_ids, step_idx, draft_token_num, draft_tokens,
+                  seq_lens_this_time, seq_lens_decoder, max_dec_len, max_ngram_size,
+                  min_ngram_size, max_draft_tokens, threshold);
+  if (token_ids_all.is_cpu()) {
+    fdspec::hybrid_mtp_ngram_cpu(p);
+    return;
+  }
+#ifdef FDSPEC_WITH_CUDA
+  fdspec::binding::check_cuda(
+      fdspec::hybrid_mtp_ngram_gpu(p, fdspec::binding::stream_of(token_ids_all)), kOp);
+#else
+  fdspec::binding::no_gpu_kernels(kOp);
+#endif
+}
+
+PD_BUILD_OP(hybrid_mtp_ngram)
+    .Inputs({"token_ids_all", "prompt_lens", "pre_ids", "step_idx", "draft_token_num",
+             "draft_tokens", "seq_lens_this_time", "seq_lens_decoder", "max_dec_len"})
+    .Attrs({"max_ngram_size: int", "min_ngram_size: int", "max_draft_tokens: int",
+            "threshold: int64_t"})
+    .Outputs({"draft_tokens_out", "seq_lens_this_time_out"})
+    .SetInplaceMap({{"draft_tokens", "draft_tokens_out"},
+                    {"seq_lens_this_time", "seq_lens_this_time_out"}})
+    .SetKernelFn(PD_KERNEL(HybridMtpNgram));
