@@ -34,6 +34,17 @@ OPS: dict[str, dict[str, list[str]]] = {
         "cpp": ["ngram_match/ngram_match_op.cc", "ngram_match/ngram_match_cpu.cc"],
         "cuda": ["ngram_match/ngram_match.cu"],
     },
+    "speculate_get_accept_tokens_and_logits": {
+        "cpp": ["speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits_op.cc",
+                "speculate_get_accept_tokens_and_logits/speculate_compute_cu_batch_offset_op.cc",
+                "speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits_cpu.cc"],
+        "cuda": ["speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits.cu"],
+    },
+    "speculate_logprobs_topk": {
+        "cpp": ["speculate_logprobs_topk/speculate_logprobs_topk_op.cc",
+                "speculate_logprobs_topk/speculate_logprobs_topk_cpu.cc"],
+        "cuda": ["speculate_logprobs_topk/speculate_logprobs_topk.cu"],
+    },
 }
 
 
