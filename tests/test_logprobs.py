@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import paddle
 import pytest
 
 from fastdeploy_spec.logprobs import LOGPROBS_MODES, LogprobsBuffers, build_output_logprobs
@@ -67,8 +68,6 @@ def test_build_output_logprobs(place, dtype, mode, mix, B):
 
 
 def _paddle_place(place):
-    import paddle
-
     return paddle.CUDAPlace(0) if place == "gpu" else paddle.CPUPlace()
 
 
