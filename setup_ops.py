@@ -38,6 +38,17 @@ OPS: dict[str, dict[str, list[str]]] = {
         "cpp": ["hybrid_mtp_ngram/hybrid_mtp_ngram_op.cc", "hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc"],
         "cuda": ["hybrid_mtp_ngram/hybrid_mtp_ngram.cu"],
     },
+    "speculate_get_accept_tokens_and_logits": {
+        "cpp": ["speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits_op.cc",
+                "speculate_get_accept_tokens_and_logits/speculate_compute_cu_batch_offset_op.cc",
+                "speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits_cpu.cc"],
+        "cuda": ["speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits.cu"],
+    },
+    "speculate_logprobs_topk": {
+        "cpp": ["speculate_logprobs_topk/speculate_logprobs_topk_op.cc",
+                "speculate_logprobs_topk/speculate_logprobs_topk_cpu.cc"],
+        "cuda": ["speculate_logprobs_topk/speculate_logprobs_topk.cu"],
+    },
 }
 
 

@@ -17,6 +17,11 @@ namespace fdspec {
 constexpr int64_t kNgramThresholdDefault = 128;    // INFER_WITH_REFERENCE_TOKENUM_THRESHOLD
 constexpr int64_t kHybridThresholdDefault = 1024;  // SPEC_TOKENUM_THRESHOLD
 
+// Largest top-k of the logprob path (SPEC §3, §4): FastDeploy's max_logprobs default. The fused
+// logprob kernel keeps a warp's top-k one entry per lane, so it must fit in a warp.
+constexpr int kMaxLogprobTopK = 20;
+static_assert(kMaxLogprobTopK <= 32, "the logprob top-k is held one entry per lane of a warp");
+
 // Clamp v to [lo, hi]; hi < lo yields lo (a zero-width tensor clamps every length to 0).
 template <typename T>
 FDSPEC_HD T clamp_to(T v, T lo, T hi) {

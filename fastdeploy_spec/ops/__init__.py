@@ -8,6 +8,21 @@ outputs. ``with_cuda()`` tells whether the loaded library has GPU kernels.
 from fastdeploy_spec.ops._loader import OpLibraryError, build_info, load, with_cuda
 from fastdeploy_spec.ops.hybrid_mtp_ngram import hybrid_mtp_ngram, ngram_match_mixed
 from fastdeploy_spec.ops.ngram_match import ngram_match
+from fastdeploy_spec.ops.speculate_compute_cu_batch_offset import speculate_compute_cu_batch_offset
+from fastdeploy_spec.ops.speculate_get_accept_tokens_and_logits import (
+    speculate_get_accept_tokens_and_logits,
+)
+from fastdeploy_spec.ops.speculate_logprobs_topk import speculate_logprobs_topk
 
-__all__ = ["OpLibraryError", "build_info", "hybrid_mtp_ngram", "load", "ngram_match",
-           "ngram_match_mixed", "with_cuda"]
+__all__ = [
+    "OpLibraryError",
+    "build_info",
+    "hybrid_mtp_ngram",
+    "load",
+    "ngram_match",
+    "ngram_match_mixed",
+    "speculate_compute_cu_batch_offset",
+    "speculate_get_accept_tokens_and_logits",
+    "speculate_logprobs_topk",
+    "with_cuda",
+]

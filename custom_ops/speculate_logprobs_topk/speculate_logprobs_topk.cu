@@ -1,0 +1,287 @@
+// speculate_logprobs_topk: CUDA implementation (SPEC §3). No Paddle include.
+//
+// One block per row; the grid covers all N rows because cu[B] is only known on the device. A valid
+// row is streamed once in 16-byte vectors (narrower when the vocabulary or the pointer forbids it).
+// Each thread keeps an online (max, sum-exp) pair and its count of logits >= the accepted token's
+// (read once before the pass). Each warp keeps its top-k one entry per lane, sorted: a vector whose
+// maximum cannot beat the warp's k-th entry costs one vote; candidates are inserted one at a time
+// with a ballot (their position) and a shuffle (the shift). After the pass, warp 0 merges the warps'
+// lists two at a time with a bitonic merge over its 32 lanes.
+#include "speculate_logprobs_topk/speculate_logprobs_topk.h"
+
+#include <cuda_fp16.h>
+
+#include <limits>
+
+#include "common/cuda_utils.cuh"
+
+namespace fdspec {
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / 32;
+constexpr int kUnroll = 2;  // vectors loaded before any is processed
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+template <LogitsDType D>
+struct Logit;
+template <>
+struct Logit<LogitsDType::kFloat32> {
+  using Storage = float;
+  static __device__ __forceinline__ float to_float(float v) { return v; }
+};
+template <>
+struct Logit<LogitsDType::kFloat16> {
+  using Storage = uint16_t;
+  static __device__ __forceinline__ float to_float(uint16_t b) { return __half2float(__ushort_as_half(b)); }
+};
+template <>
+struct Logit<LogitsDType::kBFloat16> {
+  using Storage = uint16_t;
+  static __device__ __forceinline__ float to_float(uint16_t b) { return __uint_as_float(uint32_t{b} << 16); }
+};
+
+template <int kBytes>
+struct VecOf;
+template <>
+struct VecOf<16> { using type = uint4; };
+template <>
+struct VecOf<8> { using type = uint2; };
+template <>
+struct VecOf<4> { using type = uint32_t; };
+template <>
+struct VecOf<2> { using type = uint16_t; };
+
+// Online log-sum-exp state, in base 2 internally (exp2f is one MUFU instruction).
+struct SumExp {
+  float m = kNegInf;
+  float s = 0.0f;
+
+  __device__ __forceinline__ void merge(float om, float os) {
+    const float M = fmaxf(m, om);
+    if (M == kNegInf) return;  // both empty (or all -inf)
+    s = s * exp2f((m - M) * kLog2e) + os * exp2f((om - M) * kLog2e);
+    m = M;
+  }
+};
+
+// A warp's top-k: lane j < k holds entry j, sorted by logprobs_better; other lanes hold the sentinel.
+struct WarpTopK {
+  float v = kNegInf;
+  int32_t id = kNoEntryId;
+  float kth_v = kNegInf;  // entry k - 1, the bar a candidate must pass (warp-uniform)
+  int32_t kth_id = kNoEntryId;
+
+  __device__ __forceinline__ void insert(float cv, int32_t cid, int k, int lane) {
+    // The entries that stay ahead of the candidate are a prefix, so its position is their count.
+    const bool ahead = lane < k && logprobs_better(v, id, cv, cid);
+    const int pos = __popc(__ballot_sync(kFullMask, ahead));
+    const float up_v = __shfl_up_sync(kFullMask, v, 1);
+    const int32_t up_id = __shfl_up_sync(kFullMask, id, 1);
+    if (lane < k && lane >= pos) {
+      v = lane == pos ? cv : up_v;
+      id = lane == pos ? cid : up_id;
+    }
+    kth_v = __shfl_sync(kFullMask, v, k - 1);
+    kth_id = __shfl_sync(kFullMask, id, k - 1);
+  }
+};
+
+// Sorts a bitonic sequence held one entry per lane into descending logprobs_better order.
+__device__ __forceinline__ void bitonic_sort_desc(float& v, int32_t& id, int lane) {
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) {
+    const float ov = __shfl_xor_sync(kFullMask, v, d);
+    const int32_t oid = __shfl_xor_sync(kFullMask, id, d);
+    const bool lower = (lane & d) == 0;  // the lower lane of the pair keeps the better entry
+    if (lower == logprobs_better(ov, oid, v, id)) {
+      v = ov;
+      id = oid;
+    }
+  }
+}
+
+template <LogitsDType D, int kVecBytes>
+__global__ void __launch_bounds__(kThreads, 2) logprobs_topk_kernel(LogprobsTopkParams p) {
+  using Storage = typename Logit<D>::Storage;
+  using Vec = typename VecOf<kVecBytes>::type;
+  constexpr int kElems = kVecBytes / static_cast<int>(sizeof(Storage));
+  union Pack {
+    Vec vec;
+    Storage e[kElems];
+  };
+
+  const int64_t r = blockIdx.x;
+  const int k = p.top_k;
+  const int64_t cols = k + 1;
+  int64_t* ids_out = p.logprob_token_ids + r * cols;
+  float* scores_out = p.logprob_scores + r * cols;
+  if (r >= logprobs_valid_rows(p)) {
+    if (threadIdx.x < cols) {
+      ids_out[threadIdx.x] = kPadTokenId;
+      scores_out[threadIdx.x] = kPadScore;
+    }
+    if (threadIdx.x == 0) p.logprob_ranks[r] = kPadRank;
+    return;
+  }
+
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int64_t V = p.vocab;
+  const Storage* row = static_cast<const Storage*>(p.logits) + r * V;
+  const float scale = logprobs_row_scale(p, r);
+  const int64_t token = p.token_ids[r];
+  const bool token_ok = token >= 0 && token < V;
+  const float token_x = token_ok ? Logit<D>::to_float(row[token]) * scale : 0.0f;
+
+  SumExp se;
+  int64_t rank = 0;
+  WarpTopK top;
+  const int64_t nvec = V / kElems;
+  const Vec* vrow = reinterpret_cast<const Vec*>(row);
+  for (int64_t base = 0; base < nvec; base += int64_t{kThreads} * kUnroll) {
+    Pack pk[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t vi = base + u * kThreads + threadIdx.x;
+      if (vi < nvec) pk[u].vec = vrow[vi];
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t vi = base + u * kThreads + threadIdx.x;
+      const bool valid = vi < nvec;
+      float x[kElems];
+      float vmax = kNegInf;
+#pragma unroll
+      for (int j = 0; j < kElems; ++j) {
+        x[j] = valid ? Logit<D>::to_float(pk[u].e[j]) * scale : kNegInf;
+        vmax = fmaxf(vmax, x[j]);
+        rank += valid && token_ok && x[j] >= token_x;
+      }
+      if (vmax > se.m) {
+        se.s *= exp2f((se.m - vmax) * kLog2e);
+        se.m = vmax;
+      }
+      if (se.m != kNegInf) {
+        const float m2 = se.m * kLog2e;
+#pragma unroll
+        for (int j = 0; j < kElems; ++j) se.s += exp2f(fmaf(x[j], kLog2e, -m2));
+      }
+      if (k == 0) continue;
+      // Ties with the k-th value may still win on a lower id: the quick test lets them through.
+      if (!__any_sync(kFullMask, valid && vmax >= top.kth_v)) continue;
+      const int32_t first_id = static_cast<int32_t>(vi * kElems);
+#pragma unroll
+      for (int j = 0; j < kElems; ++j) {
+        bool cand = valid && logprobs_better(x[j], first_id + j, top.kth_v, top.kth_id);
+        for (unsigned mask = __ballot_sync(kFullMask, cand); mask != 0;
+             mask = __ballot_sync(kFullMask, cand)) {
+          const int src = __ffs(mask) - 1;
+          top.insert(__shfl_sync(kFullMask, x[j], src), __shfl_sync(kFullMask, first_id + j, src), k, lane);
+          cand = cand && lane != src && logprobs_better(x[j], first_id + j, top.kth_v, top.kth_id);
+        }
+      }
+    }
+  }
+
+  // Warp reductions, then warp 0 combines the warps.
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) {
+    se.merge(__shfl_xor_sync(kFullMask, se.m, d), __shfl_xor_sync(kFullMask, se.s, d));
+    rank += __shfl_xor_sync(kFullMask, rank, d);
+  }
+  __shared__ float s_m[kWarps], s_s[kWarps];
+  __shared__ int64_t s_rank[kWarps];
+  __shared__ float s_top_v[kWarps][32];
+  __shared__ int32_t s_top_id[kWarps][32];
+  if (lane == 0) {
+    s_m[warp] = se.m;
+    s_s[warp] = se.s;
+    s_rank[warp] = rank;
+  }
+  s_top_v[warp][lane] = top.v;
+  s_top_id[warp][lane] = top.id;
+  __syncthreads();
+  if (warp != 0) return;
+
+  SumExp total;
+  if (lane < kWarps) total = SumExp{s_m[lane], s_s[lane]};
+  int64_t total_rank = lane < kWarps ? s_rank[lane] : 0;
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) {
+    total.merge(__shfl_xor_sync(kFullMask, total.m, d), __shfl_xor_sync(kFullMask, total.s, d));
+    total_rank += __shfl_xor_sync(kFullMask, total_rank, d);
+  }
+  float best_v = s_top_v[0][lane];
+  int32_t best_id = s_top_id[0][lane];
+  for (int w = 1; w < kWarps && k > 0; ++w) {
+    // Both lists are sorted: pairing entry j of one with entry 31 - j of the other keeps the 32 best
+    // of the union, as a bitonic sequence.
+    const float ov = s_top_v[w][31 - lane];
+    const int32_t oid = s_top_id[w][31 - lane];
+    if (logprobs_better(ov, oid, best_v, best_id)) {
+      best_v = ov;
+      best_id = oid;
+    }
+    bitonic_sort_desc(best_v, best_id, lane);
+  }
+
+  const float lse = total.m == kNegInf ? 0.0f : total.m + logf(total.s);
+  const auto score = [&](float x) { return logprobs_clip(p.raw_logits ? x : x - lse); };
+  if (lane == 0) {
+    ids_out[0] = token;
+    scores_out[0] = token_ok ? score(token_x) : kPadScore;
+    p.logprob_ranks[r] = token_ok ? total_rank : kPadRank;
+  }
+  if (lane < k) {
+    const bool entry = best_id != kNoEntryId;
+    ids_out[1 + lane] = entry ? best_id : kPadTokenId;
+    scores_out[1 + lane] = entry ? score(best_v) : kPadScore;
+  }
+}
+
+template <LogitsDType D>
+int logprobs_vec_bytes(const LogprobsTopkParams& p) {
+  const int elem = D == LogitsDType::kFloat32 ? 4 : 2;
+  const uint64_t mix = static_cast<uint64_t>(p.vocab * elem) | reinterpret_cast<uintptr_t>(p.logits);
+  for (int w = 16; w > elem; w /= 2) {
+    if (mix % w == 0) return w;
+  }
+  return elem;
+}
+
+template <LogitsDType D, int kVecBytes>
+cudaError_t launch_logprobs(const LogprobsTopkParams& p, cudaStream_t stream) {
+  logprobs_topk_kernel<D, kVecBytes><<<static_cast<unsigned>(p.rows), kThreads, 0, stream>>>(p);
+  return FDSPEC_LAUNCH_STATUS(stream);
+}
+
+template <LogitsDType D>
+cudaError_t dispatch_vec(const LogprobsTopkParams& p, cudaStream_t stream) {
+  switch (logprobs_vec_bytes<D>(p)) {
+    case 16: return launch_logprobs<D, 16>(p, stream);
+    case 8: return launch_logprobs<D, 8>(p, stream);
+    case 4: return launch_logprobs<D, 4>(p, stream);
+    default:
+      if constexpr (D == LogitsDType::kFloat32) {
+        return launch_logprobs<D, 4>(p, stream);
+      } else {
+        return launch_logprobs<D, 2>(p, stream);
+      }
+  }
+}
+
+}  // namespace
+
+cudaError_t logprobs_topk_gpu(const LogprobsTopkParams& p, cudaStream_t stream) {
+  if (p.rows <= 0) return cudaSuccess;
+  switch (p.dtype) {
+    case LogitsDType::kFloat16: return dispatch_vec<LogitsDType::kFloat16>(p, stream);
+    case LogitsDType::kBFloat16: return dispatch_vec<LogitsDType::kBFloat16>(p, stream);
+    default: return dispatch_vec<LogitsDType::kFloat32>(p, stream);
+  }
+}
+
+}  // namespace fdspec

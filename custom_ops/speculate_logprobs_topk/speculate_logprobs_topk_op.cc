@@ -1,0 +1,109 @@
+// speculate_logprobs_topk: Paddle binding (SPEC §3). The outputs are preallocated by the caller and
+// written in place (so a runner can capture the op in a CUDA graph); dispatch on target_logits' place.
+#include "binding/logits_binding.h"
+#include "speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits.h"
+#include "speculate_logprobs_topk/speculate_logprobs_topk.h"
+
+namespace {
+
+constexpr const char* kOp = "speculate_logprobs_topk";
+
+fdspec::LogprobsTopkParams make_params(const paddle::Tensor& target_logits,
+                                       const paddle::Tensor& token_ids,
+                                       const paddle::Tensor& cu_batch_token_offset,
+                                       paddle::Tensor& logprob_token_ids,
+                                       paddle::Tensor& logprob_scores,
+                                       paddle::Tensor& logprob_ranks,
+                                       const paddle::optional<paddle::Tensor>& temperature,
+                                       bool raw_logits) {
+  using paddle::DataType;
+  namespace fb = fdspec::binding;
+  const fb::OpChecks c(kOp);
+  fb::check_logits_dtype(c, target_logits, "target_logits");
+  c.dtype(token_ids, "token_ids", DataType::INT64)
+      .dtype(cu_batch_token_offset, "cu_batch_token_offset", DataType::INT32)
+      .dtype(logprob_token_ids, "logprob_token_ids", DataType::INT64)
+      .dtype(logprob_scores, "logprob_scores", DataType::FLOAT32)
+      .dtype(logprob_ranks, "logprob_ranks", DataType::INT64);
+  c.rank(target_logits, "target_logits", 2)
+      .rank(cu_batch_token_offset, "cu_batch_token_offset", 1)
+      .rank(logprob_token_ids, "logprob_token_ids", 2);
+  const int64_t N = target_logits.shape()[0];
+  const int64_t V = target_logits.shape()[1];
+  const int64_t B = cu_batch_token_offset.shape()[0] - 1;
+  const int64_t cols = logprob_token_ids.shape()[1];
+  c.that(V >= 1 && V <= fdspec::kMaxVocab,
+         "target_logits must have 1 .. 2^24 columns (the vocabulary), got shape " +
+             fb::shape_str(target_logits))
+      .that(B >= 0, "cu_batch_token_offset must have B + 1 >= 1 elements, got shape " +
+                        fb::shape_str(cu_batch_token_offset))
+      .per_slot(token_ids, "token_ids", N)
+      .per_slot(logprob_ranks, "logprob_ranks", N)
+      .that(logprob_token_ids.shape()[0] == N && cols >= 1 && cols <= fdspec::kMaxLogprobTopK + 1,
+            "logprob_token_ids must have shape [N, k + 1] with N = " + std::to_string(N) +
+                " (target_logits rows) and k <= " + std::to_string(fdspec::kMaxLogprobTopK) +
+                ", got " + fb::shape_str(logprob_token_ids))
+      .that(logprob_scores.shape() == logprob_token_ids.shape(),
+            "logprob_scores must have the shape of logprob_token_ids " +
+                fb::shape_str(logprob_token_ids) + ", got " + fb::shape_str(logprob_scores));
+  const paddle::Tensor* others[] = {&token_ids, &cu_batch_token_offset, &logprob_token_ids,
+                                    &logprob_scores, &logprob_ranks};
+  const char* names[] = {"token_ids", "cu_batch_token_offset", "logprob_token_ids",
+                         "logprob_scores", "logprob_ranks"};
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i) {
+    c.same_place(target_logits, "target_logits", *others[i], names[i]);
+  }
+  if (temperature) {
+    c.dtype(*temperature, "temperature", DataType::FLOAT32)
+        .per_slot(*temperature, "temperature", B)
+        .same_place(target_logits, "target_logits", *temperature, "temperature");
+  }
+
+  fdspec::LogprobsTopkParams p;
+  p.logits = fb::logits_data(target_logits);
+  p.dtype = fb::logits_dtype(target_logits);
+  p.rows = N;
+  p.vocab = V;
+  p.token_ids = token_ids.data<int64_t>();
+  p.cu_batch_token_offset = cu_batch_token_offset.data<int32_t>();
+  p.batch = B;
+  p.temperature = temperature ? temperature->data<float>() : nullptr;
+  p.logprob_token_ids = logprob_token_ids.data<int64_t>();
+  p.logprob_scores = logprob_scores.data<float>();
+  p.logprob_ranks = logprob_ranks.data<int64_t>();
+  p.top_k = static_cast<int>(cols - 1);
+  p.raw_logits = raw_logits;
+  return p;
+}
+
+}  // namespace
+
+void SpeculateLogprobsTopk(const paddle::Tensor& target_logits, const paddle::Tensor& token_ids,
+                           const paddle::Tensor& cu_batch_token_offset,
+                           paddle::Tensor& logprob_token_ids, paddle::Tensor& logprob_scores,
+                           paddle::Tensor& logprob_ranks,
+                           const paddle::optional<paddle::Tensor>& temperature, bool raw_logits) {
+  const fdspec::LogprobsTopkParams p =
+      make_params(target_logits, token_ids, cu_batch_token_offset, logprob_token_ids,
+                  logprob_scores, logprob_ranks, temperature, raw_logits);
+  if (target_logits.is_cpu()) {
+    fdspec::logprobs_topk_cpu(p);
+    return;
+  }
+#ifdef FDSPEC_WITH_CUDA
+  fdspec::binding::check_cuda(
+      fdspec::logprobs_topk_gpu(p, fdspec::binding::stream_of(target_logits)), kOp);
+#else
+  fdspec::binding::no_gpu_kernels(kOp);
+#endif
+}
+
+PD_BUILD_OP(speculate_logprobs_topk)
+    .Inputs({"target_logits", "token_ids", "cu_batch_token_offset", "logprob_token_ids",
+             "logprob_scores", "logprob_ranks", paddle::Optional("temperature")})
+    .Attrs({"raw_logits: bool"})
+    .Outputs({"logprob_token_ids_out", "logprob_scores_out", "logprob_ranks_out"})
+    .SetInplaceMap({{"logprob_token_ids", "logprob_token_ids_out"},
+                    {"logprob_scores", "logprob_scores_out"},
+                    {"logprob_ranks", "logprob_ranks_out"}})
+    .SetKernelFn(PD_KERNEL(SpeculateLogprobsTopk));

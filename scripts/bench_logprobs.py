@@ -1,0 +1,258 @@
+"""Benchmark of the speculative logprob path (SPEC §3) on one GPU, with its baselines in the same run.
+
+    PYTHONPATH=. python scripts/bench_logprobs.py [--quick] [--out DIR]
+
+Workload: B = 64 decoding slots, K = 5 drafts (N = B * (K + 1) = 384 rows), accept counts uniform in
+1 .. 5 (about 3 per slot, about 192 accepted rows), vocabularies 32000 and 152064, float32 and
+bfloat16 logits.
+
+(a) ``speculate_get_accept_tokens_and_logits`` (offsets + token ids + logits rows) against a plain
+    device-to-device copy (``cudaMemcpyAsync`` through ``torch.Tensor.copy_``) of the same bytes.
+(b) ``speculate_logprobs_topk`` (top-20, valid rows only) against what upstream runs: PyTorch
+    ``log_softmax`` + ``topk(20)`` + the accepted token's logprob and rank, over all 384 padded rows.
+
+Timing method. Paddle and PyTorch launch on different default streams, and a Paddle custom op costs
+tens of microseconds of Python/C++ dispatch, as long as the kernels themselves. So every timed region
+runs on Paddle's current stream (PyTorch joins it through ``torch.cuda.ExternalStream``): the stream
+is first held busy by ``torch.cuda._sleep`` long enough for the host to enqueue all iterations, then
+a CUDA event is recorded after each iteration. The interval between consecutive events is therefore
+pure GPU time of one iteration (no host gaps, no launch latency hidden or added); the table reports
+the median over the iterations, after warm-up iterations, with the device synchronised (Paddle and
+PyTorch) before and after each region. Inputs are built in NumPy and copied to the GPU (Paddle 2.6's
+own GPU kernels are not used: bfloat16 is cast on the host); nothing is allocated in the timed loops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+BATCH = 64
+DRAFTS = 5  # K
+TOP_K = 20
+VOCABS = [32000, 152064]
+DTYPES = ["float32", "bfloat16"]
+GPU_CLOCK_HZ = 2.0e9  # upper bound for H100/H200 SM clocks: sizes the stream-holding sleep
+
+
+def fail(msg: str) -> None:
+    sys.exit(f"bench_logprobs: {msg}")
+
+
+def setup():
+    try:
+        import paddle
+    except ImportError:
+        fail("Paddle is not installed")
+    if not (paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0):
+        fail("needs a CUDA GPU and a GPU build of Paddle")
+    from fastdeploy_spec import ops
+
+    if not ops.with_cuda():
+        fail("the op library was built without CUDA kernels; rebuild with `python setup_ops.py build`")
+    try:
+        import torch
+    except ImportError:
+        fail("needs PyTorch with CUDA for the baselines and the CUDA events")
+    if not torch.cuda.is_available():
+        fail("PyTorch sees no CUDA device")
+    paddle.device.set_device("gpu:0")
+    return paddle, torch, ops
+
+
+def paddle_stream_handle(paddle) -> int:
+    stream = paddle.device.cuda.current_stream()
+    handle = getattr(stream, "cuda_stream", None)
+    if handle is None:
+        handle = stream.stream_base.cuda_stream
+    return int(handle)
+
+
+class StreamTimer:
+    """Per-iteration GPU time of callables that enqueue work on one stream (see the module doc)."""
+
+    def __init__(self, paddle, torch, handle: int, iters: int, warmup: int):
+        self.paddle, self.torch = paddle, torch
+        self.stream = torch.cuda.ExternalStream(handle)
+        self.iters, self.warmup = iters, warmup
+        self.events = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
+
+    def sync(self):
+        self.paddle.device.cuda.synchronize()
+        self.torch.cuda.synchronize()
+
+    def __call__(self, fn) -> float:
+        torch = self.torch
+        with torch.cuda.stream(self.stream):
+            self.sync()
+            t0 = time.perf_counter()
+            for _ in range(self.warmup):
+                fn()
+            host_per_iter = (time.perf_counter() - t0) / max(self.warmup, 1)
+            self.sync()
+            torch.cuda._sleep(int(2 * host_per_iter * self.iters * GPU_CLOCK_HZ) + 100_000)
+            self.events[0].record(self.stream)
+            for i in range(self.iters):
+                fn()
+                self.events[i + 1].record(self.stream)
+            self.sync()
+        times = [self.events[i].elapsed_time(self.events[i + 1]) * 1e3 for i in range(self.iters)]
+        return statistics.median(times)  # microseconds
+
+
+def to_gpu(paddle, array: np.ndarray, dtype: str | None = None):
+    t = paddle.to_tensor(array, place=paddle.CPUPlace())
+    if dtype == "bfloat16":
+        t = t.astype("bfloat16")  # host cast: Paddle 2.6's GPU cast kernel is not usable there
+    return t.cuda()
+
+
+def make_step(rng, V: int):
+    stride = DRAFTS + 1
+    accept = rng.integers(1, DRAFTS + 1, BATCH).astype(np.int32)  # mean 3
+    return dict(
+        slt=np.full(BATCH, stride, np.int32),
+        enc=np.zeros(BATCH, np.int32),
+        cu_q=(np.arange(BATCH + 1) * stride).astype(np.int32),
+        accept=accept,
+        accept_tokens=rng.integers(0, V, (BATCH, stride)).astype(np.int64),
+        logits=(rng.standard_normal((BATCH * stride, V)) * 3).astype(np.float32),
+    )
+
+
+def bench_case(paddle, torch, ops, timer, V: int, dtype: str, rng) -> dict:
+    step = make_step(rng, V)
+    N = BATCH * (DRAFTS + 1)
+    elem = 4 if dtype == "float32" else 2
+    valid_rows = int(step["accept"].sum())
+
+    logits = to_gpu(paddle, step["logits"], dtype)
+    token_ids = to_gpu(paddle, np.zeros(N, np.int64))
+    target = to_gpu(paddle, np.zeros((N, V), np.float32), dtype)
+    cu = to_gpu(paddle, np.zeros(BATCH + 1, np.int32))
+    small = {k: to_gpu(paddle, step[k]) for k in ("cu_q", "slt", "enc", "accept", "accept_tokens")}
+    ids = to_gpu(paddle, np.zeros((N, TOP_K + 1), np.int64))
+    scores = to_gpu(paddle, np.zeros((N, TOP_K + 1), np.float32))
+    ranks = to_gpu(paddle, np.zeros(N, np.int64))
+
+    def gather():
+        ops.speculate_get_accept_tokens_and_logits(token_ids, target, logits, cu, small["cu_q"], small["slt"],
+                                                   small["enc"], small["accept"], small["accept_tokens"])
+
+    def logprobs():
+        ops.speculate_logprobs_topk(target, token_ids, cu, ids, scores, ranks)
+
+    nbytes = valid_rows * V * elem
+    src_bytes = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    dst_bytes = torch.empty_like(src_bytes)
+
+    def memcpy():
+        dst_bytes.copy_(src_bytes)
+
+    tdtype = torch.float32 if dtype == "float32" else torch.bfloat16
+    t_logits = torch.from_numpy(step["logits"]).cuda().to(tdtype)  # all N padded rows, as upstream
+    t_tokens = torch.from_numpy(np.repeat(step["accept_tokens"][:, :1], DRAFTS + 1, 1).reshape(-1)).cuda()[:, None]
+
+    def torch_logprobs():
+        lp = torch.log_softmax(t_logits, dim=-1)
+        tok_lp = lp.gather(-1, t_tokens)
+        rank = (lp >= tok_lp).sum(-1)
+        top_lp, top_ids = lp.topk(TOP_K, dim=-1)
+        return torch.cat([t_tokens, top_ids], 1), torch.cat([tok_lp, top_lp], 1), rank
+
+    res = dict(vocab=V, dtype=dtype, rows_valid=valid_rows, rows_padded=N)
+    res["gather_us"] = timer(gather)
+    res["memcpy_us"] = timer(memcpy)
+    res["gather_GBps"] = nbytes / res["gather_us"] / 1e3
+    res["memcpy_GBps"] = nbytes / res["memcpy_us"] / 1e3
+    res["gather_vs_memcpy"] = res["memcpy_us"] / res["gather_us"]
+    res["logprobs_us"] = timer(logprobs)
+    res["torch_logprobs_us"] = timer(torch_logprobs)
+    res["logprobs_read_GBps"] = valid_rows * V * elem / res["logprobs_us"] / 1e3
+    res["logprobs_speedup"] = res["torch_logprobs_us"] / res["logprobs_us"]
+
+    # Sanity: the gathered ids and the top-1 of every valid row.
+    timer.sync()
+    cu_h = cu.numpy()
+    want_cu = np.concatenate([[0], np.cumsum(step["accept"])])
+    top1 = ids.numpy()[:valid_rows, 1]
+    src_rows = np.concatenate([np.arange(b * (DRAFTS + 1), b * (DRAFTS + 1) + a) for b, a in enumerate(step["accept"])])
+    x = step["logits"] if dtype == "float32" else t_logits.float().cpu().numpy()
+    res["check_ok"] = bool(np.array_equal(cu_h, want_cu) and np.array_equal(top1, x[src_rows].argmax(-1)))
+    return res
+
+
+def print_table(results: list[dict]) -> None:
+    head = (f"{'V':>7} {'dtype':>8} {'rows':>5} | {'gather us':>9} {'GB/s':>6} {'memcpy us':>9} {'GB/s':>6} "
+            f"{'ratio':>5} | {'logprob us':>10} {'GB/s':>6} {'torch us':>9} {'speedup':>7} {'ok':>3}")
+    print(head)
+    print("-" * len(head))
+    for r in results:
+        print(f"{r['vocab']:>7} {r['dtype']:>8} {r['rows_valid']:>5} | {r['gather_us']:>9.1f} "
+              f"{r['gather_GBps']:>6.0f} {r['memcpy_us']:>9.1f} {r['memcpy_GBps']:>6.0f} "
+              f"{r['gather_vs_memcpy']:>5.2f} | {r['logprobs_us']:>10.1f} {r['logprobs_read_GBps']:>6.0f} "
+              f"{r['torch_logprobs_us']:>9.1f} {r['logprobs_speedup']:>6.1f}x {'yes' if r['check_ok'] else 'NO':>3}")
+
+
+def plot(results: list[dict], path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("bench_logprobs: matplotlib missing, no plot")
+        return
+    labels = [f"{r['vocab'] // 1000}k {r['dtype']}" for r in results]
+    xs = np.arange(len(results))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    a.bar(xs - 0.2, [r["gather_GBps"] for r in results], 0.4, label="speculate_get_accept_tokens_and_logits")
+    a.bar(xs + 0.2, [r["memcpy_GBps"] for r in results], 0.4, label="cudaMemcpyAsync D2D")
+    a.set_xticks(xs, labels)
+    a.set_ylabel("GB/s (bytes copied)")
+    a.set_title("(a) gather of the accepted rows")
+    a.legend(fontsize=8)
+    b.bar(xs - 0.2, [r["logprobs_us"] for r in results], 0.4, label="speculate_logprobs_topk (valid rows)")
+    b.bar(xs + 0.2, [r["torch_logprobs_us"] for r in results], 0.4, label="torch log_softmax+topk (all rows)")
+    b.set_yscale("log")
+    b.set_xticks(xs, labels)
+    b.set_ylabel("µs (median)")
+    b.set_title(f"(b) logprobs, top-{TOP_K}, B={BATCH}, K={DRAFTS}")
+    b.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"bench_logprobs: wrote {path}")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="one vocabulary, fewer iterations")
+    ap.add_argument("--out", type=Path, default=Path("results/bench_logprobs"), help="folder for JSON and PNG")
+    ap.add_argument("--iters", type=int, default=None)
+    ap.add_argument("--warmup", type=int, default=10)
+    args = ap.parse_args(argv)
+    paddle, torch, ops = setup()
+    iters = args.iters or (20 if args.quick else 100)
+    vocabs = VOCABS[:1] if args.quick else VOCABS
+    timer = StreamTimer(paddle, torch, paddle_stream_handle(paddle), iters, args.warmup)
+    rng = np.random.default_rng(0)
+    results = [bench_case(paddle, torch, ops, timer, V, dtype, rng) for V in vocabs for dtype in DTYPES]
+    print_table(results)
+    args.out.mkdir(parents=True, exist_ok=True)
+    meta = dict(device=torch.cuda.get_device_name(0), paddle=paddle.__version__, torch=torch.__version__,
+                python=platform.python_version(), batch=BATCH, drafts=DRAFTS, top_k=TOP_K, iters=iters,
+                warmup=args.warmup, method="per-iteration CUDA events on Paddle's stream, held by _sleep; median")
+    (args.out / "bench_logprobs.json").write_text(json.dumps(dict(meta=meta, results=results), indent=2))
+    print(f"bench_logprobs: wrote {args.out / 'bench_logprobs.json'}")
+    plot(results, args.out / "bench_logprobs.png")
+
+
+if __name__ == "__main__":
+    main()
