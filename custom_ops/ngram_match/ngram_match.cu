@@ -7,7 +7,7 @@
 // Why the walk is a scan. For a decoding slot b let G_b = S_b + L_b (tokens so far plus the slots
 // still counted). The slot gives up when G_b >= T - 1, else it keeps c_b = min(u_b, T - G_b) drafts,
 // u_b being its untruncated count. From one decoding slot to the next G grows by c_b plus the lengths
-// of the prefill slots in between, so G never decreases. Hence, with G'_b computed from a prefix sum of
+// of the prefill slots in between (each counted as >= 0: prefill_budget_length), so G never decreases. Hence, with G'_b computed from a prefix sum of
 // the untruncated counts, every slot before the first slot b0 with G'_b >= T - 1 or G'_b + u_b > T
 // keeps u_b exactly; b0 keeps min(u, T - G') or gives up; and every later slot gives up (after b0,
 // G >= T - 1). Kernel 2 computes the prefix sums, finds b0 by a block-wide min, and writes the result.
@@ -80,7 +80,7 @@ struct NgramMatchSearch {
     for (int64_t j = threadIdx.x; j < p.batch; j += kThreads) {
       const int32_t e = p.seq_lens_encoder[j];
       counted += is_counted(e, p.seq_lens_decoder[j]);
-      if (j < b && e > 0) prefill_before += p.seq_lens_this_time[j];
+      if (j < b && e > 0) prefill_before += prefill_budget_length(p.seq_lens_this_time[j]);
     }
     counted = block_sum<kThreads>(counted);
     prefill_before = block_sum<kThreads>(prefill_before);
@@ -111,7 +111,7 @@ __device__ __forceinline__ WalkSlot walk_slot(const NgramMatchParams& p, int64_t
   const int32_t dec = p.seq_lens_decoder[b];
   w.counted = is_counted(enc, dec);
   if (enc > 0) {
-    w.length = p.seq_lens_this_time[b];
+    w.length = prefill_budget_length(p.seq_lens_this_time[b]);
     return w;
   }
   if (dec == 0) return w;

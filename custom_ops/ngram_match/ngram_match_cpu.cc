@@ -22,7 +22,7 @@ void ngram_match_cpu(const NgramMatchParams& p) {
     int64_t budget = ngram_match_slot_budget(p, b, s);
 
     if (enc[b] > 0) {  // prefill slot: untouched, but its length counts against the budget
-      prefix += slt[b];
+      prefix += prefill_budget_length(slt[b]);
       continue;
     }
     if (dec[b] == 0) {
