@@ -132,8 +132,8 @@ def make_ngram_batch(rng: np.random.Generator, batch: int, width: int, *, k: int
     from ``vocab`` tokens; with probability ``p_plant`` the newest generated tokens repeat a window
     of the prompt or of the output, so large vocabularies still match. ``draft_token_num`` and
     ``max_dec_len`` sometimes bind below K, and with probability ``p_odd`` a slot gets an
-    out-of-range value (negative or too long lengths, negative seq_lens_decoder, garbage after the
-    slot's tokens) that the op must clamp. ``draft_tokens`` starts as distinct negative sentinels so
+    out-of-range value (negative or too long P and s, a negative prefill length, a negative
+    seq_lens_decoder, garbage after the slot's tokens) that the op must clamp or tolerate. ``draft_tokens`` starts as distinct negative sentinels so
     untouched columns are visible. ``extra_rows`` appends rows to ``token_ids_all`` beyond the batch.
     """
     B, W = batch, width
@@ -178,7 +178,9 @@ def make_ngram_batch(rng: np.random.Generator, batch: int, width: int, *, k: int
                 s[b] = W + int(rng.integers(1, 10))
             elif which == 3:
                 s[b] = -int(rng.integers(1, 10))
-            elif state[b] != 0:
+            elif state[b] == 0:
+                slt[b] = -int(rng.integers(1, 64))
+            else:
                 dec[b] = -1
                 enc[b] = -int(rng.integers(0, 3))
     ids[B:] = rng.integers(0, vocab, (extra_rows, W))
