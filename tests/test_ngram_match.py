@@ -234,6 +234,9 @@ def test_threshold_binds_behind_prefill_slots(place):
     r = check(d, place, 2, threshold=38)
     assert r[1].tolist() == [10, 20, 4, 1, 1]
     assert drafts_of(r, 2) == [3, 4, 5]
+    # T = 36: at slot 2, S + L = 35 = T - 1 already counts as no budget, though T - S - L = 1.
+    r = check(d, place, 2, threshold=36)
+    assert r[1].tolist() == [10, 20, 1, 1, 1]
     r = check(d, place, 2, threshold=128)
     assert r[1].tolist() == [10, 20, 5, 5, 5]
 
@@ -470,15 +473,19 @@ def test_gpu_matches_cpu_bitwise_256_x_128k():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("threshold", [0, 1, 2, 50, 100, 200, 255, 256, 300, 600, 1000])
-def test_gpu_threshold_stress_prefill_slots_first(threshold):
-    rng = np.random.default_rng(threshold)
+@pytest.mark.parametrize("offset", [-300, -2, -1, 0, 1, 2, 5, 20, 100, 400])
+def test_gpu_threshold_stress_prefill_slots_first(offset):
+    # Many prefill slots first, then decoding ones; T = (the smallest S + L a decoding slot can see)
+    # + offset, so the budget runs out before, at, or somewhere after the first decoding slot.
+    rng = np.random.default_rng(offset + 1000)
     for _ in range(5):
         d = make_ngram_batch(rng, 256, 200, k=6, vocab=3, p_prefill=0.0, p_empty=0.1)
         n_prefill = int(rng.integers(1, 200))
         d["seq_lens_encoder"][:n_prefill] = rng.integers(1, 50, n_prefill)
         d["seq_lens_this_time"][:n_prefill] = rng.integers(0, 8, n_prefill)
-        check(d, "gpu", 3, threshold)
+        enc, dec = d["seq_lens_encoder"], d["seq_lens_decoder"]
+        floor = int(((enc > 0) | (dec > 0)).sum() + d["seq_lens_this_time"][:n_prefill].sum())
+        check(d, "gpu", 3, max(floor + offset, 0))
 
 
 @pytest.mark.gpu
