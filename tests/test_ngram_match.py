@@ -1,14 +1,13 @@
 """Tests of ``ngram_match`` (SPEC §1): exact equality with the NumPy reference on random grids, one
 named test per branch of the walk, the search rules, shapes, the threshold sources, bad inputs, and
-GPU-only stress tests (skipped without a GPU; the lead runs them on the GPU machine)."""
+GPU-only stress tests (skipped without a GPU; the lead runs them on the GPU machine). The hypothesis
+property test is in test_ngram_match_property.py."""
 
 from __future__ import annotations
 
 import numpy as np
 import paddle
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from fastdeploy_spec import ops
 from fastdeploy_spec.ops import ngram_match
@@ -121,36 +120,6 @@ def test_random_grid(place, batch, width, vocab):
             d = make_ngram_batch(rng, batch, width, k=int(rng.integers(1, 8)), vocab=vocab,
                                  max_ngram_size=n, p_odd=0.1, extra_rows=int(rng.integers(0, 3)))
             check(d, place, n, threshold_of(kind, d, rng))
-
-
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.data())
-def test_property_cpu_matches_reference(data):
-    B = data.draw(st.integers(0, 6), label="B")
-    W = data.draw(st.integers(0, 16), label="W")
-    k = data.draw(st.integers(0, 5), label="K")
-    vocab = data.draw(st.integers(1, 3), label="vocab")
-    rows = B + data.draw(st.integers(0, 2), label="extra rows")
-
-    def per_slot(strategy, label):
-        return data.draw(st.lists(strategy, min_size=B, max_size=B), label=label)
-
-    tokens = data.draw(st.lists(st.integers(-1, vocab - 1), min_size=rows * W, max_size=rows * W),
-                       label="tokens")
-    d = {
-        "token_ids_all": np.array(tokens, np.int64).reshape(rows, W),
-        "prompt_lens": np.array(per_slot(st.integers(-2, W + 2), "P"), np.int64).reshape(B, 1),
-        "step_idx": np.array(per_slot(st.integers(-2, W + 2), "s"), np.int64).reshape(B, 1),
-        "draft_token_num": np.array(per_slot(st.integers(-1, k + 2), "draft_token_num"), np.int32),
-        "draft_tokens": sentinels(B, k),
-        "seq_lens_this_time": np.array(per_slot(st.integers(-3, 12), "slt"), np.int32),
-        "seq_lens_encoder": np.array(per_slot(st.sampled_from([0, 0, 0, 3, -1]), "enc"), np.int32),
-        "seq_lens_decoder": np.array(per_slot(st.sampled_from([0, 5, 5, 5, -1]), "dec"), np.int32),
-        "max_dec_len": np.array(per_slot(st.integers(-1, 24), "max_dec_len"), np.int64).reshape(B, 1),
-    }
-    n = data.draw(st.integers(1, 5), label="max_ngram_size")
-    threshold = data.draw(st.one_of(st.none(), st.integers(0, 30)), label="threshold")
-    check(d, "cpu", n, threshold)
 
 
 # ---------------------------------------------------------------------------------------------------
