@@ -7,10 +7,11 @@
 // Why the walk is a scan. For a decoding slot b let G_b = S_b + L_b (tokens so far plus the slots
 // still counted). The slot gives up when G_b >= T - 1, else it keeps c_b = min(u_b, T - G_b) drafts,
 // u_b being its untruncated count. From one decoding slot to the next G grows by c_b plus the lengths
-// of the prefill slots in between (each counted as >= 0: prefill_budget_length), so G never decreases. Hence, with G'_b computed from a prefix sum of
-// the untruncated counts, every slot before the first slot b0 with G'_b >= T - 1 or G'_b + u_b > T
-// keeps u_b exactly; b0 keeps min(u, T - G') or gives up; and every later slot gives up (after b0,
-// G >= T - 1). Kernel 2 computes the prefix sums, finds b0 by a block-wide min, and writes the result.
+// of the prefill slots in between (each counted as >= 0: prefill_budget_length), so G never
+// decreases. Hence, with G'_b computed from a prefix sum of the untruncated counts, every slot before
+// the first slot b0 with G'_b >= T - 1 or G'_b + u_b > T keeps u_b exactly; b0 keeps min(u, T - G')
+// or gives up; and every later slot gives up (after b0, G >= T - 1). Kernel 2 computes the prefix
+// sums, finds b0 by a block-wide min, and writes the result.
 #include "ngram_match/ngram_match.h"
 
 #include <cub/block/block_reduce.cuh>

@@ -37,8 +37,8 @@ FDSPEC_HD int64_t ngram_match_slot_budget(const NgramMatchParams& p, int64_t b, 
 }
 
 // What a prefill slot's seq_lens_this_time adds to the batch's token count S. A negative length
-// (never produced by a runner) counts as 0: with every slot adding >= 0, S + L never decreases along the
-// batch, which the GPU's parallel walk needs to reproduce the sequential one exactly.
+// (never produced by a runner) counts as 0: with every slot adding >= 0, S + L never decreases along
+// the batch, which the GPU's parallel walk needs to reproduce the sequential one exactly.
 FDSPEC_HD int64_t prefill_budget_length(int32_t seq_len_this_time) {
   return max_of<int64_t>(seq_len_this_time, 0);
 }
