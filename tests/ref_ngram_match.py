@@ -1,0 +1,190 @@
+"""Executable specification of ``ngram_match`` (SPEC §1), and random inputs for it.
+
+``ngram_match_ref`` follows the SPEC pseudo-code line by line: the sequential walk over the batch,
+the #7774 layout (prompt at ``[0, P)``, generated token k at ``P + k``), the batch-wide threshold with
+upstream's quirks (prefill slots stay counted in ``unprocessed``; a slot with no budget left keeps
+``seq_lens_this_time = 1``), the clamps of P to [0, W] and s to [0, W - P], and this plugin's two
+decision beyond the pseudo-code: the per-slot budget is clamped to K = ``draft_tokens.shape[1] - 1``.
+A prefill slot's ``seq_lens_this_time`` enters the batch sum S as given, negative or not. Only the
+search inside one haystack is vectorised with NumPy; its result is the SPEC's "leftmost productive window".
+
+``make_ngram_batch`` draws random batches (prefill / empty / decoding slots, tiny vocabularies,
+planted repeats, binding thresholds, out-of-range lengths) for this op's tests and for any test that
+needs realistic speculative-decoding slot states.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+THRESHOLD_ENV = "INFER_WITH_REFERENCE_TOKENUM_THRESHOLD"
+THRESHOLD_DEFAULT = 128
+
+# Argument order of the op (SPEC §1), also the keys of the dict that make_ngram_batch returns.
+TENSOR_ARGS = (
+    "token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
+    "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len",
+)
+DTYPES = {
+    "token_ids_all": np.int64, "prompt_lens": np.int64, "step_idx": np.int64,
+    "draft_token_num": np.int32, "draft_tokens": np.int64, "seq_lens_this_time": np.int32,
+    "seq_lens_encoder": np.int32, "seq_lens_decoder": np.int32, "max_dec_len": np.int64,
+}
+PER_SLOT = ("prompt_lens", "step_idx", "draft_token_num", "seq_lens_this_time", "seq_lens_encoder",
+            "seq_lens_decoder", "max_dec_len")
+
+
+def resolve_threshold(threshold: int | None) -> int:
+    """The op's threshold rule: the keyword, else the environment variable, else 128."""
+    if threshold is not None:
+        return int(threshold)
+    env = os.environ.get(THRESHOLD_ENV, "")
+    try:
+        return int(env)
+    except ValueError:
+        return THRESHOLD_DEFAULT
+
+
+def _first_productive(hay: np.ndarray, pattern: np.ndarray, budget: int) -> np.ndarray | None:
+    """Leftmost i in [0, len - n] with hay[i:i+n] == pattern and a non-empty continuation
+    hay[start:end], start = i + n, end = min(start + budget, len). Returns that continuation."""
+    n, length = len(pattern), len(hay)
+    if length < n:
+        return None
+    windows = np.lib.stride_tricks.sliding_window_view(hay, n)
+    for i in np.flatnonzero((windows == pattern).all(axis=1)):
+        start = int(i) + n
+        end = min(start + budget, length)
+        if start < end:
+            return hay[start:end]
+        # Not productive: budget <= 0 or start >= len, which then holds for every later window too,
+        # so the SPEC's "keep scanning" cannot find anything more.
+        break
+    return None
+
+
+def ngram_match_ref(token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens,
+                    seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, max_dec_len,
+                    max_ngram_size: int, max_draft_tokens: int = 0, *,
+                    threshold: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """SPEC §1 on NumPy arrays. Returns new ``(draft_tokens, seq_lens_this_time)``; inputs are not
+    modified. ``max_draft_tokens`` is unused, as in the op (the cap is ``draft_token_num``)."""
+    del max_draft_tokens
+    T = resolve_threshold(threshold)
+    ids = np.asarray(token_ids_all, np.int64)
+    W = ids.shape[1]
+    drafts = np.array(draft_tokens, np.int64, copy=True)
+    K = drafts.shape[1] - 1
+    slt_shape = np.shape(seq_lens_this_time)
+    slt = [int(v) for v in np.ravel(seq_lens_this_time)]
+    B = len(slt)
+    P_in, s_in, dtn, enc, dec, mdl = (
+        [int(v) for v in np.ravel(a)]
+        for a in (prompt_lens, step_idx, draft_token_num, seq_lens_encoder, seq_lens_decoder,
+                  max_dec_len))
+
+    unprocessed = sum(1 for b in range(B) if enc[b] > 0 or dec[b] > 0)
+    for b in range(B):
+        P = min(max(P_in[b], 0), W)
+        s = min(max(s_in[b], 0), W - P)
+        prompt, gen = ids[b, :P], ids[b, P:P + s]
+        mdt = min(dtn[b], mdl[b] - s - 1, K)
+        if enc[b] > 0:
+            continue                                    # prefill slot: untouched
+        if dec[b] == 0:
+            slt[b] = 0                                  # empty / finished slot
+            continue
+        slt[b] = 1
+        unprocessed -= 1
+        S = int(sum(int(v) for v in slt[:b + 1]))      # earlier slots are final
+        L = unprocessed                                 # prefill slots stay counted: upstream quirk
+        if S + mdt + L > T:
+            mdt = T - S - L
+        if S + L >= T - 1:
+            continue                                    # no budget left: slt stays 1
+        for n in range(max_ngram_size, 0, -1):
+            if s < n:
+                continue
+            pattern = gen[s - n:s]
+            found = _first_productive(prompt, pattern, mdt)
+            if found is None:
+                found = _first_productive(gen, pattern, mdt)
+            if found is not None:
+                drafts[b, 1:1 + len(found)] = found
+                slt[b] = 1 + len(found)
+                break
+    return drafts, np.array(slt, np.int32).reshape(slt_shape)
+
+
+def make_ngram_batch(rng: np.random.Generator, batch: int, width: int, *, k: int = 5,
+                     vocab: int = 4, max_ngram_size: int = 3, p_prefill: float = 0.2,
+                     p_empty: float = 0.15, p_plant: float = 0.5, p_odd: float = 0.05,
+                     extra_rows: int = 0, per_slot_2d: bool = True) -> dict[str, np.ndarray]:
+    """A random batch of op inputs (NumPy arrays, keyed and typed as the op's tensor arguments).
+
+    Slots are prefill (``seq_lens_encoder > 0``, a chunk length in ``seq_lens_this_time``), empty
+    (``seq_lens_decoder == 0``) or decoding. Decoding slots get a prompt and generated tokens drawn
+    from ``vocab`` tokens; with probability ``p_plant`` the newest generated tokens repeat a window
+    of the prompt or of the output, so large vocabularies still match. ``draft_token_num`` and
+    ``max_dec_len`` sometimes bind below K, and with probability ``p_odd`` a slot gets an
+    out-of-range value (negative or too long P and s, a negative prefill length, a negative
+    seq_lens_decoder, garbage after the slot's tokens) that the op must clamp or tolerate. ``draft_tokens`` starts as distinct negative sentinels so
+    untouched columns are visible. ``extra_rows`` appends rows to ``token_ids_all`` beyond the batch.
+    """
+    B, W = batch, width
+    rows = B + extra_rows
+    ids = np.full((rows, W), -1, np.int64)
+    P = np.zeros(B, np.int64)
+    s = np.zeros(B, np.int64)
+    enc = np.zeros(B, np.int32)
+    dec = np.zeros(B, np.int32)
+    slt = rng.integers(0, 4, B).astype(np.int32)
+    dtn = np.full(B, k, np.int32)
+    mdl = np.zeros(B, np.int64)
+    state = rng.choice(3, size=B, p=[p_prefill, p_empty, 1.0 - p_prefill - p_empty])
+    for b in range(B):
+        used = int(rng.integers(0, W + 1)) if W else 0
+        P[b] = int(rng.integers(0, used + 1))
+        s[b] = used - P[b]
+        row = ids[b]
+        row[:used] = rng.integers(0, vocab, used)
+        if used and rng.random() < p_plant:
+            n = int(rng.integers(1, max_ngram_size + 1))
+            if used >= 2 * n:
+                src = int(rng.integers(0, used - 2 * n + 1))
+                row[used - n:used] = row[src:src + n].copy()
+        if rng.random() < p_odd:
+            row[used:] = rng.integers(0, vocab, W - used)  # garbage that must never be read
+        mdl[b] = s[b] + 1 + int(rng.integers(0, k + 3)) if rng.random() < 0.3 else 1 << 20
+        dtn[b] = int(rng.integers(0, k + 3)) if rng.random() < 0.3 else k
+        if state[b] == 0:
+            enc[b] = int(rng.integers(1, 64))
+            dec[b] = int(rng.integers(0, 3))
+            slt[b] = int(rng.integers(1, 64))
+        elif state[b] == 2:
+            dec[b] = int(P[b] + s[b]) or 1
+        if rng.random() < p_odd:
+            which = int(rng.integers(0, 5))
+            if which == 0:
+                P[b] = -int(rng.integers(1, 10))
+            elif which == 1:
+                P[b] = W + int(rng.integers(0, 10))
+            elif which == 2:
+                s[b] = W + int(rng.integers(1, 10))
+            elif which == 3:
+                s[b] = -int(rng.integers(1, 10))
+            elif state[b] == 0:
+                slt[b] = -int(rng.integers(1, 64))
+            else:
+                dec[b] = -1
+                enc[b] = -int(rng.integers(0, 3))
+    ids[B:] = rng.integers(0, vocab, (extra_rows, W))
+    drafts = -(np.arange(B * (k + 1), dtype=np.int64).reshape(B, k + 1) + 100)
+    col = (lambda a: a.reshape(B, 1)) if per_slot_2d else (lambda a: a)
+    return {
+        "token_ids_all": ids, "prompt_lens": col(P), "step_idx": col(s), "draft_token_num": dtn,
+        "draft_tokens": drafts, "seq_lens_this_time": slt, "seq_lens_encoder": enc,
+        "seq_lens_decoder": dec, "max_dec_len": col(mdl),
+    }

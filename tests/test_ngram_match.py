@@ -1,0 +1,502 @@
+"""Tests of ``ngram_match`` (SPEC §1): exact equality with the NumPy reference on random grids, one
+named test per branch of the walk, the search rules, shapes, the threshold sources, bad inputs, and
+GPU-only stress tests (skipped without a GPU; the lead runs them on the GPU machine). The hypothesis
+property test is in test_ngram_match_property.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import paddle
+import pytest
+
+from fastdeploy_spec import ops
+from fastdeploy_spec.ops import ngram_match
+from tests.conftest import PLACES, to_place
+from tests.ref_ngram_match import (DTYPES, PER_SLOT, TENSOR_ARGS, THRESHOLD_ENV, make_ngram_batch,
+                                   ngram_match_ref)
+
+# PD_CHECK failures reach Python as OSError ("(External) ...") in the Paddle versions we support; the
+# tuple keeps the tests about the message, not about Paddle's exception mapping.
+OP_ERRORS = (OSError, RuntimeError, ValueError)
+
+BIG = 1 << 20  # a threshold or max_dec_len that never binds
+
+# Random grid: every batch shape with every vocabulary; inside each case every n-gram size and every
+# threshold kind. The reference is Python, so the one big shape is 256 x 8192.
+GRID_SHAPES = [(0, 8), (1, 1), (1, 40), (3, 12), (7, 300), (17, 2000), (33, 64), (64, 1000),
+               (129, 500), (256, 32), (256, 8192)]
+VOCABS = [2, 5, 1000]
+NGRAM_SIZES = [1, 2, 3, 5]
+# Threshold kinds: "default" (env unset: 128; binds from the start in batches past ~100 slots),
+# "binding" (runs out somewhere inside the batch), "starved" (no slot has budget), "never".
+THRESHOLD_KINDS = ["default", "binding", "starved", "never"]
+
+
+@pytest.fixture(autouse=True)
+def _no_threshold_env(monkeypatch):
+    monkeypatch.delenv(THRESHOLD_ENV, raising=False)
+
+
+def run_op(d: dict, place: str, max_ngram_size: int, **kw) -> tuple[np.ndarray, np.ndarray]:
+    """Runs the op on copies of ``d`` on ``place``; returns (draft_tokens, seq_lens_this_time)."""
+    t = {name: to_place(d[name], place) for name in TENSOR_ARGS}
+    ngram_match(*(t[name] for name in TENSOR_ARGS), max_ngram_size, d["draft_tokens"].shape[1] - 1,
+                **kw)
+    return t["draft_tokens"].numpy(), t["seq_lens_this_time"].numpy()
+
+
+def check(d: dict, place: str, max_ngram_size: int, threshold=BIG) -> tuple[np.ndarray, np.ndarray]:
+    """Asserts op == reference exactly and returns the op's result."""
+    want = ngram_match_ref(*(d[name] for name in TENSOR_ARGS), max_ngram_size, threshold=threshold)
+    got = run_op(d, place, max_ngram_size, threshold=threshold)
+    np.testing.assert_array_equal(got[1], want[1], err_msg="seq_lens_this_time")
+    np.testing.assert_array_equal(got[0], want[0], err_msg="draft_tokens")
+    assert got[1].shape == d["seq_lens_this_time"].shape
+    return got
+
+
+def sentinels(batch: int, k: int) -> np.ndarray:
+    return -(np.arange(batch * (k + 1), dtype=np.int64).reshape(batch, k + 1) + 100)
+
+
+def batch_of(*slots: dict, k: int = 4, width: int | None = None, extra_rows: int = 0) -> dict:
+    """Op inputs from hand-written slots. A slot is a dict with ``prompt`` and ``gen`` token lists and
+    optional ``enc`` (0), ``dec`` (P + s, at least 1), ``slt`` (1), ``dtn`` (k), ``mdl`` (BIG), and
+    ``P``/``s`` overriding the lengths written to prompt_lens/step_idx. Unused tokens are -1 unless
+    ``tail`` gives them."""
+    W = width if width is not None else max([len(x["prompt"]) + len(x["gen"]) for x in slots] + [1])
+    B = len(slots)
+    ids = np.full((B + extra_rows, W), -1, np.int64)
+    cols = {name: [] for name in PER_SLOT}
+    for b, x in enumerate(slots):
+        toks = list(x["prompt"]) + list(x["gen"])
+        ids[b, :len(toks)] = toks
+        tail = x.get("tail", [])
+        ids[b, len(toks):len(toks) + len(tail)] = tail
+        cols["prompt_lens"].append(x.get("P", len(x["prompt"])))
+        cols["step_idx"].append(x.get("s", len(x["gen"])))
+        cols["draft_token_num"].append(x.get("dtn", k))
+        cols["seq_lens_this_time"].append(x.get("slt", 1))
+        cols["seq_lens_encoder"].append(x.get("enc", 0))
+        cols["seq_lens_decoder"].append(x.get("dec", max(len(toks), 1)))
+        cols["max_dec_len"].append(x.get("mdl", BIG))
+    ids[B:] = 7
+    d = {name: np.array(v, DTYPES[name]) for name, v in cols.items()}
+    for name in ("prompt_lens", "step_idx", "max_dec_len"):
+        d[name] = d[name].reshape(B, 1)
+    d["token_ids_all"] = ids
+    d["draft_tokens"] = sentinels(B, k)
+    return d
+
+
+def drafts_of(result, b: int) -> list[int]:
+    """The drafts the op wrote for slot b (columns 1 .. slt - 1)."""
+    drafts, slt = result
+    return drafts[b, 1:int(slt.reshape(-1)[b])].tolist()
+
+
+def threshold_of(kind: str, d: dict, rng: np.random.Generator) -> int | None:
+    """A threshold of the given kind for batch ``d``."""
+    enc, dec = d["seq_lens_encoder"], d["seq_lens_decoder"]
+    counted = int(((enc > 0) | (dec > 0)).sum())
+    prefill = int(np.maximum(d["seq_lens_this_time"][enc > 0], 0).sum())
+    decoding = int(((enc <= 0) & (dec != 0)).sum())
+    if kind == "binding":  # S + L starts near counted + prefill and grows with the drafts
+        return counted + prefill + int(rng.integers(0, 2 * decoding + 4))
+    return {"default": None, "starved": counted // 2, "never": BIG}[kind]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Random grids against the reference
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("vocab", VOCABS)
+@pytest.mark.parametrize("batch,width", GRID_SHAPES)
+def test_random_grid(place, batch, width, vocab):
+    rng = np.random.default_rng([batch, width, vocab])
+    for n in NGRAM_SIZES:
+        for kind in THRESHOLD_KINDS:
+            d = make_ngram_batch(rng, batch, width, k=int(rng.integers(1, 8)), vocab=vocab,
+                                 max_ngram_size=n, p_odd=0.1, extra_rows=int(rng.integers(0, 3)))
+            check(d, place, n, threshold_of(kind, d, rng))
+
+
+# ---------------------------------------------------------------------------------------------------
+# One test per branch of the walk
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_prefill_slot_untouched(place):
+    d = batch_of(dict(prompt=[1, 2, 3, 1, 2], gen=[3, 1, 2], enc=5, slt=7),
+                 dict(prompt=[1, 2, 3, 4], gen=[1, 2]))
+    r = check(d, place, 2)
+    assert r[1].tolist() == [7, 3]
+    np.testing.assert_array_equal(r[0][0], d["draft_tokens"][0])
+    assert drafts_of(r, 1) == [3, 4]
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_empty_slot_gets_zero_length(place):
+    d = batch_of(dict(prompt=[1, 2, 3, 1, 2], gen=[3, 1, 2], dec=0, slt=3),
+                 dict(prompt=[1, 2, 3, 4], gen=[1, 2], dec=0, slt=1))
+    r = check(d, place, 2)
+    assert r[1].tolist() == [0, 0]
+    np.testing.assert_array_equal(r[0], d["draft_tokens"])
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_sizes_larger_than_s_are_skipped(place):
+    # s = 1: only the 1-gram [7] is tried. The 2-gram that would straddle the prompt end, [9, 7],
+    # matches later in the prompt with another continuation.
+    d = batch_of(dict(prompt=[1, 7, 8, 8, 9, 7, 3, 3, 9], gen=[7]))
+    r = check(d, place, 3)
+    assert drafts_of(r, 0) == [8, 8, 9, 7]
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_max_dec_len_limits_and_stops_drafts(place):
+    slot = dict(prompt=[1, 2, 3, 4, 5, 6], gen=[1, 2])
+    d = batch_of(dict(slot, mdl=3), dict(slot, mdl=2), dict(slot, mdl=5), dict(slot, mdl=-4))
+    r = check(d, place, 2)
+    assert r[1].tolist() == [1, 1, 3, 1]
+    assert drafts_of(r, 2) == [3, 4]
+    np.testing.assert_array_equal(r[0][[0, 1, 3]], d["draft_tokens"][[0, 1, 3]])
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_draft_token_num_caps_drafts(place):
+    slot = dict(prompt=[1, 2, 3, 4, 5, 6], gen=[1, 2])
+    d = batch_of(dict(slot, dtn=0), dict(slot, dtn=2), dict(slot, dtn=-3), dict(slot, dtn=99), k=3)
+    r = check(d, place, 2)
+    assert r[1].tolist() == [1, 3, 1, 4]  # dtn = 99 is clamped to K = 3
+    assert drafts_of(r, 1) == [3, 4]
+    assert drafts_of(r, 3) == [3, 4, 5]
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_match_with_empty_continuation_is_skipped(place):
+    # Slot 0: [1, 2] ends the prompt (nothing follows inside the prompt), so the generated tokens are
+    # searched. Slot 1: the only occurrence of the pattern is the pattern itself.
+    d = batch_of(dict(prompt=[5, 6, 1, 2], gen=[1, 2, 7, 1, 2]),
+                 dict(prompt=[5, 6], gen=[3, 4]))
+    r = check(d, place, 2)
+    assert drafts_of(r, 0) == [7, 1, 2]
+    assert r[1].tolist() == [4, 1]
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_match_at_end_of_prompt_stops_at_prompt_end(place):
+    # The continuation of a prompt match ends at P: it does not run on into the generated tokens.
+    d = batch_of(dict(prompt=[1, 2, 3], gen=[9, 1, 2]))
+    r = check(d, place, 2)
+    assert drafts_of(r, 0) == [3]
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_threshold_binds_behind_prefill_slots(place):
+    dec = dict(prompt=[1, 2, 3, 4, 5, 6], gen=[1, 2])
+    d = batch_of(dict(prompt=[1], gen=[], enc=4, slt=10), dict(prompt=[1], gen=[], enc=9, slt=20),
+                 dec, dec, dec)
+    # Slot 2: S = 31 and L = 4 (the prefill slots stay counted: upstream quirk): 38 - 35 = 3 drafts.
+    # Slots 3 and 4: S + L = 38 >= T - 1, no budget left.
+    r = check(d, place, 2, threshold=38)
+    assert r[1].tolist() == [10, 20, 4, 1, 1]
+    assert drafts_of(r, 2) == [3, 4, 5]
+    # T = 36: at slot 2, S + L = 35 = T - 1 already counts as no budget, though T - S - L = 1.
+    r = check(d, place, 2, threshold=36)
+    assert r[1].tolist() == [10, 20, 1, 1, 1]
+    r = check(d, place, 2, threshold=128)
+    assert r[1].tolist() == [10, 20, 5, 5, 5]
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_negative_prefill_length_is_summed_as_given(place):
+    # The walk sums seq_lens_this_time as given: a (nonsensical) negative prefill length lowers S, so a
+    # slot after one that ran out of budget may draft again. The GPU's scan form of the walk assumes
+    # S + L never decreases and falls back to the sequential walk here.
+    dec = dict(prompt=[1, 2, 3, 4, 5, 6], gen=[1, 2])
+    d = batch_of(dec, dict(prompt=[1], gen=[], enc=3, slt=-50), dec, k=4)
+    r = check(d, place, 2, threshold=7)
+    assert r[1].tolist() == [5, -50, 5]
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_empty_batch(place):
+    for rows in (0, 3):
+        d = {name: np.zeros((0, 1) if name in ("prompt_lens", "step_idx", "max_dec_len") else (0,),
+                            DTYPES[name]) for name in PER_SLOT}
+        d["token_ids_all"] = np.ones((rows, 8), np.int64)
+        d["draft_tokens"] = np.zeros((0, 4), np.int64)
+        r = check(d, place, 3)
+        assert r[0].shape == (0, 4) and r[1].shape == (0,)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The search rules
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_leftmost_match_wins(place):
+    d = batch_of(dict(prompt=[4, 1, 2, 8, 8, 1, 2, 9, 9], gen=[1, 2]))
+    assert drafts_of(check(d, place, 2), 0) == [8, 8, 1, 2]
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_prompt_searched_before_generated_tokens(place):
+    # The generated tokens hold the pattern at index 0, the prompt only near its end: the prompt wins.
+    d = batch_of(dict(prompt=[9, 9, 9, 3, 4, 5], gen=[3, 6, 6, 3]))
+    assert drafts_of(check(d, place, 1), 0) == [4, 5]
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_larger_ngram_first(place):
+    # [2] occurs first, [1, 2] later: with max_ngram_size 2 the 2-gram's continuation is taken.
+    d = batch_of(dict(prompt=[2, 7, 7, 0, 1, 2, 5, 5], gen=[1, 2]))
+    assert drafts_of(check(d, place, 2), 0) == [5, 5]
+    assert drafts_of(check(d, place, 1), 0) == [7, 7, 0, 1]
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_column_zero_and_columns_past_drafts_untouched(place):
+    d = batch_of(dict(prompt=[1, 2, 3, 4], gen=[1, 2]), dict(prompt=[1, 2, 3, 4], gen=[5]), k=6)
+    drafts, slt = check(d, place, 2)
+    assert slt.tolist() == [3, 1]
+    np.testing.assert_array_equal(drafts[:, 0], d["draft_tokens"][:, 0])
+    np.testing.assert_array_equal(drafts[0, 3:], d["draft_tokens"][0, 3:])
+    np.testing.assert_array_equal(drafts[1], d["draft_tokens"][1])
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_lengths_are_clamped(place):
+    # Every token after the slot's P + s is a trap: reading it would give other drafts.
+    trap = [1, 2, 8, 8, 8, 8]
+    d = batch_of(dict(prompt=[1, 2, 3, 4, 5], gen=[1, 2], P=40),  # P > W: all prompt, s = 0
+                 dict(prompt=[], gen=[1, 2, 3, 1, 2], P=-3),        # P < 0 -> 0
+                 dict(prompt=[1, 2, 3, 4], gen=[1, 2], s=50),       # s -> W - P: the -1 padding too
+                 dict(prompt=[1, 2, 3], gen=[1, 2], s=-1, tail=trap),  # s < 0 -> 0
+                 dict(prompt=[5, 5, 5], gen=[1, 2], tail=trap),       # nothing read after P + s
+                 width=14)
+    r = check(d, place, 2)
+    assert r[1].tolist() == [1, 4, 5, 1, 1]
+    assert drafts_of(r, 1) == [3, 1, 2]
+    assert drafts_of(r, 2) == [-1] * 4
+
+
+# ---------------------------------------------------------------------------------------------------
+# Shapes and threshold sources
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_per_slot_tensors_as_b_or_b1(place):
+    rng = np.random.default_rng(11)
+    d2 = make_ngram_batch(rng, 9, 40, vocab=3, per_slot_2d=True)
+    d1 = {name: a.reshape(-1) if name in PER_SLOT else a for name, a in d2.items()}
+    mixed = dict(d1, prompt_lens=d2["prompt_lens"], seq_lens_this_time=d2["seq_lens_this_time"]
+                 .reshape(-1, 1))
+    r2, r1, rm = check(d2, place, 3, 20), check(d1, place, 3, 20), check(mixed, place, 3, 20)
+    np.testing.assert_array_equal(r1[0], r2[0])
+    np.testing.assert_array_equal(r1[1], r2[1])
+    np.testing.assert_array_equal(rm[1].reshape(-1), r2[1])
+    assert rm[1].shape == (9, 1)
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_token_ids_all_with_more_rows_than_batch(place):
+    rng = np.random.default_rng(12)
+    d = make_ngram_batch(rng, 6, 30, vocab=2)
+    more = dict(d, token_ids_all=np.concatenate([d["token_ids_all"],
+                                                 rng.integers(0, 2, (10, 30))]))
+    r, r_more = check(d, place, 3), check(more, place, 3)
+    np.testing.assert_array_equal(r_more[0], r[0])
+    np.testing.assert_array_equal(r_more[1], r[1])
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_threshold_from_env_read_on_every_call(place, monkeypatch):
+    slot = dict(prompt=[1, 2, 3, 4, 5, 6], gen=[1, 2])
+    d = batch_of(slot, slot, slot)
+    monkeypatch.setenv(THRESHOLD_ENV, "9")
+    assert run_op(d, place, 2)[1].tolist() == [5, 3, 1]
+    monkeypatch.setenv(THRESHOLD_ENV, "13")
+    assert run_op(d, place, 2)[1].tolist() == [5, 5, 3]
+    monkeypatch.setenv(THRESHOLD_ENV, "not a number")  # unparsable: the default 128
+    assert run_op(d, place, 2)[1].tolist() == [5, 5, 5]
+    monkeypatch.delenv(THRESHOLD_ENV)
+    assert run_op(d, place, 2)[1].tolist() == [5, 5, 5]
+    for env in ("9", None):
+        if env is not None:
+            monkeypatch.setenv(THRESHOLD_ENV, env)
+        assert run_op(d, place, 2, threshold=13)[1].tolist() == [5, 5, 3]  # the keyword wins
+        assert run_op(d, place, 2, threshold=0)[1].tolist() == [1, 1, 1]
+
+
+def test_default_threshold_binds_in_a_full_batch():
+    # 128 decoding slots alone exhaust the default budget of 128 tokens.
+    slot = dict(prompt=[1, 2, 3, 4, 5, 6], gen=[1, 2])
+    d = batch_of(*[slot] * 130)
+    want = ngram_match_ref(*(d[name] for name in TENSOR_ARGS), 2)
+    got = run_op(d, "cpu", 2)
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[1].tolist() == [1] * 130
+
+
+# ---------------------------------------------------------------------------------------------------
+# Bad inputs
+
+
+def _good(batch=3, width=10):
+    return make_ngram_batch(np.random.default_rng(5), batch, width, vocab=3)
+
+
+def _call(d, place="cpu", max_ngram_size=3):
+    ngram_match(*(to_place(d[name], place) for name in TENSOR_ARGS), max_ngram_size, 4)
+
+
+@pytest.mark.parametrize("name", TENSOR_ARGS)
+def test_wrong_dtype_names_the_tensor(name):
+    d = _good()
+    other = np.int32 if DTYPES[name] == np.int64 else np.int64
+    d[name] = d[name].astype(other)
+    with pytest.raises(OP_ERRORS, match=rf"ngram_match: {name} must be {np.dtype(DTYPES[name])}"):
+        _call(d)
+
+
+@pytest.mark.parametrize("name,shape,message", [
+    ("token_ids_all", (30,), r"token_ids_all must be 2-D"),
+    ("draft_tokens", (3, 2, 3), r"draft_tokens must be 2-D"),
+    ("draft_tokens", (3, 0), r"draft_tokens must have at least one column"),
+    ("prompt_lens", (3, 2), r"prompt_lens must have shape \[3\] or \[3, 1\]"),
+    ("max_dec_len", (1, 3), r"max_dec_len must have shape \[3\] or \[3, 1\]"),
+])
+def test_wrong_rank_names_the_tensor(name, shape, message):
+    d = _good()
+    d[name] = np.zeros(shape, DTYPES[name])
+    with pytest.raises(OP_ERRORS, match=message):
+        _call(d)
+
+
+@pytest.mark.parametrize("name", [n for n in TENSOR_ARGS if n != "seq_lens_this_time"])
+def test_batch_mismatch_names_the_tensor(name):
+    d = _good()
+    short = d[name][:2]
+    d[name] = short
+    with pytest.raises(OP_ERRORS, match=rf"ngram_match: {name} must "):
+        _call(d)
+
+
+@pytest.mark.parametrize("max_ngram_size", [0, -1, 65])
+def test_max_ngram_size_out_of_range(max_ngram_size):
+    with pytest.raises(OP_ERRORS, match=r"max_ngram_size must be in \[1, 64\]"):
+        _call(_good(), max_ngram_size=max_ngram_size)
+
+
+def test_max_ngram_size_64_is_accepted():
+    d = _good(4, 140)
+    check(d, "cpu", 64)
+
+
+def test_negative_threshold_keyword_is_rejected():
+    d = _good()
+    with pytest.raises(ValueError, match="threshold must be >= 0"):
+        ngram_match(*(to_place(d[name], "cpu") for name in TENSOR_ARGS), 3, 4, threshold=-1)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", [n for n in TENSOR_ARGS if n != "token_ids_all"])
+def test_mixed_places_name_the_tensor(name):
+    d = _good()
+    args = [to_place(d[n], "cpu" if n == name else "gpu") for n in TENSOR_ARGS]
+    with pytest.raises(OP_ERRORS, match=rf"ngram_match: {name} is on CPU but token_ids_all is on GPU"):
+        ngram_match(*args, 3, 4)
+
+
+def _gpu_without_cuda_build() -> bool:
+    return (paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
+            and not ops.with_cuda())
+
+
+# Not marked gpu: the gpu marker skips exactly when the library lacks CUDA kernels, the one case this
+# test needs (GPU Paddle + a library built with FDSPEC_CPU_ONLY=1).
+@pytest.mark.skipif(not _gpu_without_cuda_build(), reason="needs a GPU and a CPU-only build of the ops")
+def test_gpu_tensor_in_cpu_only_build():
+    with pytest.raises(OP_ERRORS, match=r"ngram_match: got GPU tensors, but this fastdeploy_spec "
+                                        r"library was built without CUDA kernels"):
+        _call(_good(), place="gpu")
+
+
+# ---------------------------------------------------------------------------------------------------
+# GPU-only stress tests
+
+
+@pytest.mark.gpu
+def test_gpu_matches_cpu_bitwise_256_x_128k():
+    rng = np.random.default_rng(21)
+    for vocab, n, threshold in [(1000, 3, BIG), (1000, 5, None), (4, 2, BIG), (50, 8, 2000)]:
+        d = make_ngram_batch(rng, 256, 1 << 17, k=7, vocab=vocab, max_ngram_size=n, p_odd=0.05)
+        cpu = run_op(d, "cpu", n, threshold=threshold)
+        gpu = run_op(d, "gpu", n, threshold=threshold)
+        np.testing.assert_array_equal(gpu[1], cpu[1])
+        np.testing.assert_array_equal(gpu[0], cpu[0])
+        assert (cpu[1] > 1).any()  # the case drafted something
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("offset", [-300, -2, -1, 0, 1, 2, 5, 20, 100, 400])
+def test_gpu_threshold_stress_prefill_slots_first(offset):
+    # Many prefill slots first, then decoding ones; T = (the smallest S + L a decoding slot can see)
+    # + offset, so the budget runs out before, at, or somewhere after the first decoding slot.
+    rng = np.random.default_rng(offset + 1000)
+    for _ in range(5):
+        d = make_ngram_batch(rng, 256, 200, k=6, vocab=3, p_prefill=0.0, p_empty=0.1)
+        n_prefill = int(rng.integers(1, 200))
+        d["seq_lens_encoder"][:n_prefill] = rng.integers(1, 50, n_prefill)
+        d["seq_lens_this_time"][:n_prefill] = rng.integers(0, 8, n_prefill)
+        enc, dec = d["seq_lens_encoder"], d["seq_lens_decoder"]
+        floor = int(((enc > 0) | (dec > 0)).sum() + d["seq_lens_this_time"][:n_prefill].sum())
+        check(d, "gpu", 3, max(floor + offset, 0))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("where", ["early", "late", "generated", "none"])
+def test_gpu_hit_position_at_large_width(where):
+    W, B, k = 1 << 16, 8, 5
+    rng = np.random.default_rng(31)
+    ids = rng.integers(10, 1 << 40, (B, W))  # distinct enough that random matches do not happen
+    P, s = W - 1000, 1000
+    pattern = [1, 2, 3]
+    ids[:, P + s - 3:P + s] = pattern
+    pos = {"early": 0, "late": P - 8, "generated": P + 100, "none": None}[where]
+    if pos is not None:
+        ids[:, pos:pos + 3] = pattern
+    d = batch_of(*[dict(prompt=[], gen=[], P=P, s=s)] * B, k=k, width=W)
+    d["token_ids_all"] = ids
+    d["seq_lens_decoder"][:] = 1
+    r = check(d, "gpu", 3)
+    if pos is None:
+        assert r[1].tolist() == [1] * B
+    else:
+        end = min(pos + 3 + k, P if pos < P else P + s)
+        assert drafts_of(r, 0) == ids[0, pos + 3:end].tolist()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("max_ngram_size", [5, 7, 16, 64])
+def test_gpu_runtime_bound_ngram_sizes(max_ngram_size):
+    rng = np.random.default_rng(max_ngram_size)
+    for vocab in (2, 3):
+        d = make_ngram_batch(rng, 64, 3000, k=6, vocab=vocab, max_ngram_size=max_ngram_size,
+                             p_plant=0.9)
+        check(d, "gpu", max_ngram_size)
+
+
+@pytest.mark.gpu
+def test_gpu_repeated_calls_are_deterministic():
+    rng = np.random.default_rng(41)
+    d = make_ngram_batch(rng, 256, 4096, k=7, vocab=2, max_ngram_size=4)
+    first = run_op(d, "gpu", 4, threshold=600)
+    for _ in range(20):
+        again = run_op(d, "gpu", 4, threshold=600)
+        np.testing.assert_array_equal(again[0], first[0])
+        np.testing.assert_array_equal(again[1], first[1])
