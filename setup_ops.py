@@ -34,6 +34,16 @@ OPS: dict[str, dict[str, list[str]]] = {
         "cpp": ["ngram_match/ngram_match_op.cc", "ngram_match/ngram_match_cpu.cc"],
         "cuda": ["ngram_match/ngram_match.cu"],
     },
+    "speculate_verify_greedy": {
+        "cpp": ["speculate_verify_greedy/speculate_verify_greedy_op.cc",
+                "speculate_verify_greedy/speculate_verify_greedy_cpu.cc"],
+        "cuda": ["speculate_verify_greedy/speculate_verify_greedy.cu"],
+    },
+    "speculate_step_update": {
+        "cpp": ["speculate_step_update/speculate_step_update_op.cc",
+                "speculate_step_update/speculate_step_update_cpu.cc"],
+        "cuda": ["speculate_step_update/speculate_step_update.cu"],
+    },
 }
 
 
