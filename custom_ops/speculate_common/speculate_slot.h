@@ -5,7 +5,9 @@
 //   prefill  seq_lens_encoder > 0: the prompt is processed this step, the target yields one token;
 //   decoding otherwise, seq_lens_decoder != 0: the last accepted token plus the drafts are verified;
 //   empty    otherwise (no request, or one that finished).
-// A slot whose stop flag is set counts as empty whatever its lengths say.
+// A slot whose stop flag is set counts as empty whatever its lengths say. A prefill or decoding slot
+// whose seq_lens_this_time is <= 0 was not scheduled this step (upstream's is_block_step): the
+// verification and update ops leave it alone.
 #pragma once
 
 #include <cstdint>

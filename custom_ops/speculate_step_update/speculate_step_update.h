@@ -10,6 +10,7 @@
 // s = clamp(step_idx[b], 0, W - P), n = clamp(accept_num[b], 0, min(K + 1, W - P - s)):
 //   stopped slot (stop flag set)         -> freed: seq_lens_this_time = encoder = decoder = 0
 //   empty slot (speculate_slot.h)        -> seq_lens_this_time = 0
+//   unscheduled slot (seq_lens_this_time <= 0, not stopped) -> left as is
 //   prefill or decoding slot:
 //     token_ids_all[b, P + s + i] = accept_tokens[b, i]  for i < n     (layout of SPEC §1)
 //     step_idx = s + n
@@ -58,6 +59,7 @@ struct SpeculateStepUpdateParams {
 // What one slot becomes; computed by every lane of the slot's warp on the GPU, once on the host.
 struct StepUpdateSlot {
   SlotKind kind = SlotKind::kEmpty;
+  bool scheduled = false;  // a running slot that took part in this step
   bool finishes = false;  // a running slot that stops at this step
   int64_t s = 0;          // clamped step_idx before the update
   int64_t row = 0;        // first column written: P + s
@@ -67,7 +69,8 @@ struct StepUpdateSlot {
 FDSPEC_HD StepUpdateSlot step_update_slot(const SpeculateStepUpdateParams& p, int64_t b) {
   StepUpdateSlot u;
   u.kind = slot_kind(p.stop_flags[b], p.seq_lens_encoder[b], p.seq_lens_decoder[b]);
-  if (u.kind == SlotKind::kEmpty) return u;
+  u.scheduled = u.kind != SlotKind::kEmpty && p.seq_lens_this_time[b] > 0;
+  if (!u.scheduled) return u;
   const int64_t W = p.token_ids_stride;
   const int64_t P = clamp_to<int64_t>(p.prompt_lens[b], 0, W);
   u.s = clamp_to<int64_t>(p.step_idx[b], 0, W - P);
@@ -91,6 +94,7 @@ FDSPEC_HD void step_update_write_scalars(const SpeculateStepUpdateParams& p, int
     }
     return;
   }
+  if (!u.scheduled) return;
   p.step_idx[b] = u.s + u.n;
   if (u.n > 0) p.draft_tokens[b * p.width] = p.accept_tokens[b * p.width + u.n - 1];
   if (u.finishes) {

@@ -13,7 +13,7 @@
 //
 // Per slot b, with s = step_idx[b], D = clamp(seq_lens_this_time[b] - 1, 0, K) drafts, draft i
 // (1-based) = draft_tokens[b, i] and t_j = target_tokens[b, j]:
-//   empty or stopped slot (speculate_slot.h)  -> accept_num = 0
+//   empty, stopped or unscheduled slot (speculate_slot.h) -> accept_num = 0
 //   prefill slot                              -> D := 0 (the target's first token only)
 //   cut(j) = j == D  or  draft_{j+1} != t_j  or  t_j is an end token
 //   n = min(1 + first j in [0, D] with cut(j),  max_dec_len[b] - s), at least 0
@@ -53,9 +53,11 @@ struct SpeculateVerifyGreedyParams {
 
 // Drafts verified by slot b (D above), or -1 when the slot accepts nothing.
 FDSPEC_HD int64_t verify_num_drafts(const SpeculateVerifyGreedyParams& p, int64_t b) {
+  const int32_t slt = p.seq_lens_this_time[b];
+  if (slt <= 0) return -1;
   switch (slot_kind(p.stop_flags[b], p.seq_lens_encoder[b], p.seq_lens_decoder[b])) {
     case SlotKind::kPrefill: return 0;
-    case SlotKind::kDecoding: return clamp_to<int64_t>(p.seq_lens_this_time[b] - 1, 0, p.width - 1);
+    case SlotKind::kDecoding: return min_of<int64_t>(slt - 1, p.width - 1);
     default: return -1;
   }
 }

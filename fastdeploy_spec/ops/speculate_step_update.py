@@ -30,7 +30,8 @@ def speculate_step_update(
     ``max_dec_len`` or the row width is reached: ``stop_flags`` set, every sequence length 0, the
     output kept in ``token_ids_all`` and ``step_idx``) or goes on decoding (a prefill slot moves its
     prompt into ``seq_lens_decoder``, a decoding slot adds ``n``; ``seq_lens_this_time`` = 1). Empty
-    slots get ``seq_lens_this_time`` 0; a slot stopped from outside is freed. Lengths are clamped in
+    slots get ``seq_lens_this_time`` 0; a slot stopped from outside is freed; a running slot with
+    ``seq_lens_this_time <= 0`` (not scheduled this step) is left as is. Lengths are clamped in
     the op. Runs on the place of ``accept_tokens``; on the GPU one warp per slot, without host
     synchronisation.
 

@@ -26,7 +26,8 @@ def speculate_verify_greedy(
     given as a padded [B, K + 1] tensor. With ``D = seq_lens_this_time - 1`` drafts (0 for a prefill
     slot) and ``t_j = target_tokens[b, j]``, a slot accepts ``t_0 .. t_{n-1}`` where ``n - 1`` is the
     first ``j`` at which draft ``j + 1`` differs from ``t_j``, ``t_j`` is an end token, or ``j = D``;
-    ``n`` is then capped by ``max_dec_len - step_idx``. Empty and stopped slots accept nothing. The op
+    ``n`` is then capped by ``max_dec_len - step_idx``. Empty and stopped slots, and slots with
+    ``seq_lens_this_time <= 0`` (not scheduled this step), accept nothing. The op
     only decides; ``speculate_step_update`` applies the result to the slot's state. Runs on the place of
     ``target_tokens``; on the GPU one warp per slot, without host synchronisation.
 
@@ -49,7 +50,7 @@ def speculate_verify_greedy(
     draft_tokens : int64 [>= B, K + 1]
         Column 0 the last accepted token, columns ``1 .. D`` the drafts.
     seq_lens_this_time : int32 [B]
-        ``1 + D`` for decoding slots; B is its length.
+        ``1 + D`` for decoding slots, <= 0 for a slot not scheduled this step; B is its length.
     end_tokens : int64 [E]
         Tokens that end a sequence (E may be 0); acceptance stops after the first one.
 
