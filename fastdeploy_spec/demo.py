@@ -261,10 +261,8 @@ def main(argv=None) -> int:
               f"target text{'' if same == len(tasks) else '  <-- MISMATCH'}")
 
     args.out.mkdir(parents=True, exist_ok=True)
-    import paddle as _paddle
-
     report = dict(
-        device=args.device, paddle=_paddle.__version__, python=platform.python_version(),
+        device=args.device, paddle=paddle.__version__, python=platform.python_version(),
         stdlib=sysconfig.get_paths()["stdlib"], modules=[t.name for t in tasks],
         renames={t.name: [t.renamed, t.new_name] for t in tasks},
         settings={k: str(v) for k, v in vars(args).items()}, all_outputs_identical=ok,
