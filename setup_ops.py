@@ -49,6 +49,16 @@ OPS: dict[str, dict[str, list[str]]] = {
                 "speculate_logprobs_topk/speculate_logprobs_topk_cpu.cc"],
         "cuda": ["speculate_logprobs_topk/speculate_logprobs_topk.cu"],
     },
+    "speculate_verify_greedy": {
+        "cpp": ["speculate_verify_greedy/speculate_verify_greedy_op.cc",
+                "speculate_verify_greedy/speculate_verify_greedy_cpu.cc"],
+        "cuda": ["speculate_verify_greedy/speculate_verify_greedy.cu"],
+    },
+    "speculate_step_update": {
+        "cpp": ["speculate_step_update/speculate_step_update_op.cc",
+                "speculate_step_update/speculate_step_update_cpu.cc"],
+        "cuda": ["speculate_step_update/speculate_step_update.cu"],
+    },
 }
 
 

@@ -13,6 +13,8 @@ from fastdeploy_spec.ops.speculate_get_accept_tokens_and_logits import (
     speculate_get_accept_tokens_and_logits,
 )
 from fastdeploy_spec.ops.speculate_logprobs_topk import speculate_logprobs_topk
+from fastdeploy_spec.ops.speculate_step_update import speculate_step_update
+from fastdeploy_spec.ops.speculate_verify_greedy import speculate_verify_greedy
 
 __all__ = [
     "OpLibraryError",
@@ -24,5 +26,7 @@ __all__ = [
     "speculate_compute_cu_batch_offset",
     "speculate_get_accept_tokens_and_logits",
     "speculate_logprobs_topk",
+    "speculate_step_update",
+    "speculate_verify_greedy",
     "with_cuda",
 ]

@@ -1,0 +1,105 @@
+// speculate_step_update: Paddle binding. Checks the tensors by name and dispatches on the place of
+// accept_tokens.
+#include "binding/binding_utils.h"
+#include "speculate_step_update/speculate_step_update.h"
+
+namespace {
+
+constexpr const char* kOp = "speculate_step_update";
+
+}  // namespace
+
+void SpeculateStepUpdate(const paddle::Tensor& accept_tokens, const paddle::Tensor& accept_num,
+                         paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
+                         paddle::Tensor& step_idx, const paddle::Tensor& max_dec_len,
+                         const paddle::Tensor& end_tokens, paddle::Tensor& stop_flags,
+                         paddle::Tensor& seq_lens_this_time, paddle::Tensor& seq_lens_encoder,
+                         paddle::Tensor& seq_lens_decoder, paddle::Tensor& draft_tokens) {
+  using paddle::DataType;
+  const fdspec::binding::OpChecks c(kOp);
+  const int64_t B = seq_lens_this_time.numel();
+  c.dtype(accept_tokens, "accept_tokens", DataType::INT64)
+      .dtype(accept_num, "accept_num", DataType::INT32)
+      .dtype(token_ids_all, "token_ids_all", DataType::INT64)
+      .dtype(prompt_lens, "prompt_lens", DataType::INT64)
+      .dtype(step_idx, "step_idx", DataType::INT64)
+      .dtype(max_dec_len, "max_dec_len", DataType::INT64)
+      .dtype(end_tokens, "end_tokens", DataType::INT64)
+      .dtype(stop_flags, "stop_flags", DataType::BOOL)
+      .dtype(seq_lens_this_time, "seq_lens_this_time", DataType::INT32)
+      .dtype(seq_lens_encoder, "seq_lens_encoder", DataType::INT32)
+      .dtype(seq_lens_decoder, "seq_lens_decoder", DataType::INT32)
+      .dtype(draft_tokens, "draft_tokens", DataType::INT64);
+  c.per_slot(seq_lens_this_time, "seq_lens_this_time", B)
+      .rows_at_least(accept_tokens, "accept_tokens", B)
+      .per_slot(accept_num, "accept_num", B)
+      .rows_at_least(token_ids_all, "token_ids_all", B)
+      .per_slot(prompt_lens, "prompt_lens", B)
+      .per_slot(step_idx, "step_idx", B)
+      .per_slot(max_dec_len, "max_dec_len", B)
+      .rank(end_tokens, "end_tokens", 1)
+      .per_slot(stop_flags, "stop_flags", B)
+      .per_slot(seq_lens_encoder, "seq_lens_encoder", B)
+      .per_slot(seq_lens_decoder, "seq_lens_decoder", B)
+      .rows_at_least(draft_tokens, "draft_tokens", B);
+  const int64_t width = accept_tokens.shape()[1];
+  c.that(width >= 1, "accept_tokens must have at least one column (K + 1)")
+      .that(draft_tokens.shape()[1] == width,
+            "draft_tokens must have as many columns as accept_tokens (K + 1 = " +
+                std::to_string(width) + "), got shape " + fdspec::binding::shape_str(draft_tokens));
+  const paddle::Tensor* others[] = {&accept_num,       &token_ids_all,      &prompt_lens,
+                                    &step_idx,         &max_dec_len,        &end_tokens,
+                                    &stop_flags,       &seq_lens_this_time, &seq_lens_encoder,
+                                    &seq_lens_decoder, &draft_tokens};
+  const char* names[] = {"accept_num",       "token_ids_all",      "prompt_lens",
+                         "step_idx",         "max_dec_len",        "end_tokens",
+                         "stop_flags",       "seq_lens_this_time", "seq_lens_encoder",
+                         "seq_lens_decoder", "draft_tokens"};
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i) {
+    c.same_place(accept_tokens, "accept_tokens", *others[i], names[i]);
+  }
+
+  fdspec::SpeculateStepUpdateParams p;
+  p.accept_tokens = accept_tokens.data<int64_t>();
+  p.accept_num = accept_num.data<int32_t>();
+  p.width = width;
+  p.token_ids_all = token_ids_all.data<int64_t>();
+  p.token_ids_stride = token_ids_all.shape()[1];
+  p.prompt_lens = prompt_lens.data<int64_t>();
+  p.step_idx = step_idx.data<int64_t>();
+  p.max_dec_len = max_dec_len.data<int64_t>();
+  p.end_tokens = end_tokens.data<int64_t>();
+  p.num_end_tokens = end_tokens.numel();
+  p.stop_flags = stop_flags.data<bool>();
+  p.seq_lens_this_time = seq_lens_this_time.data<int32_t>();
+  p.seq_lens_encoder = seq_lens_encoder.data<int32_t>();
+  p.seq_lens_decoder = seq_lens_decoder.data<int32_t>();
+  p.draft_tokens = draft_tokens.data<int64_t>();
+  p.batch = B;
+
+  if (accept_tokens.is_cpu()) {
+    fdspec::speculate_step_update_cpu(p);
+    return;
+  }
+#ifdef FDSPEC_WITH_CUDA
+  fdspec::binding::check_cuda(
+      fdspec::speculate_step_update_gpu(p, fdspec::binding::stream_of(accept_tokens)), kOp);
+#else
+  fdspec::binding::no_gpu_kernels(kOp);
+#endif
+}
+
+PD_BUILD_OP(speculate_step_update)
+    .Inputs({"accept_tokens", "accept_num", "token_ids_all", "prompt_lens", "step_idx",
+             "max_dec_len", "end_tokens", "stop_flags", "seq_lens_this_time", "seq_lens_encoder",
+             "seq_lens_decoder", "draft_tokens"})
+    .Outputs({"token_ids_all_out", "step_idx_out", "stop_flags_out", "seq_lens_this_time_out",
+              "seq_lens_encoder_out", "seq_lens_decoder_out", "draft_tokens_out"})
+    .SetInplaceMap({{"token_ids_all", "token_ids_all_out"},
+                    {"step_idx", "step_idx_out"},
+                    {"stop_flags", "stop_flags_out"},
+                    {"seq_lens_this_time", "seq_lens_this_time_out"},
+                    {"seq_lens_encoder", "seq_lens_encoder_out"},
+                    {"seq_lens_decoder", "seq_lens_decoder_out"},
+                    {"draft_tokens", "draft_tokens_out"}})
+    .SetKernelFn(PD_KERNEL(SpeculateStepUpdate));

@@ -1,0 +1,227 @@
+"""The runner mirror against a plain-Python model of the speculative decode loop, and end to end."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import paddle
+import pytest
+
+from fastdeploy_spec.config import SpeculativeConfig
+from fastdeploy_spec.proposers import Proposer
+from fastdeploy_spec.runner import OracleTarget, Request, SpecRunner
+from tests.conftest import PLACES
+
+EOS = 0
+VOCAB = 6  # small, so that n-gram matches and chance agreements are common
+
+
+def answers_and_requests(rng, n, W):
+    """Random prompts and answers; caps below, at and above the answer length (+ EOS)."""
+    answers, requests = {}, []
+    for rid in range(n):
+        P = int(rng.integers(1, 12))
+        ans = rng.integers(1, VOCAB, int(rng.integers(0, 20))).tolist()
+        cap = [len(ans) + 1, len(ans) // 2 + 1, len(ans) + 5, W][rid % 4]
+        answers[rid] = ans
+        requests.append(Request(rid, rng.integers(1, VOCAB, P).tolist(), cap))
+    return answers, requests
+
+
+def scripted_drafts(ans, rid, s, K):
+    """Drafts of request rid at step count s: the true continuation, of a length and with one wrong
+    token at a place that vary with (rid, s)."""
+    k = (rid + s) % (K + 1)
+    d = [(ans[i] if i < len(ans) else EOS) for i in range(s, s + k)]
+    bad = (rid * 7 + s) % (K + 1)
+    if bad < k:
+        d[bad] = (d[bad] + 1) % VOCAB
+    return d
+
+
+class ScriptedProposer(Proposer):
+    """Writes scripted_drafts into the share-inputs (host round trip, fine for a test)."""
+
+    def __init__(self, config, answers, slots):
+        super().__init__(config)
+        self.answers, self.slots = answers, slots
+
+    def _run_impl(self, share_inputs, **_):
+        s = share_inputs
+        drafts, slt = s["draft_tokens"].numpy(), s["seq_lens_this_time"].numpy()
+        enc, dec, step = s["seq_lens_encoder"].numpy(), s["seq_lens_decoder"].numpy(), s["step_idx"].numpy()
+        for b, req in enumerate(self.slots):
+            if req is None or enc[b] > 0 or dec[b] == 0:
+                continue
+            d = scripted_drafts(self.answers[req.request_id], req.request_id, int(step[b, 0]),
+                                self.max_draft_token_num)
+            drafts[b, 1:1 + len(d)] = d
+            slt[b] = 1 + len(d)
+        for name, host in (("draft_tokens", drafts), ("seq_lens_this_time", slt)):
+            s[name].copy_(paddle.to_tensor(host, place=paddle.CPUPlace()), True)
+
+
+class LoopModel:
+    """The decode loop, request by request, in plain Python: FIFO into the lowest free slot; a prefill
+    step yields the first answer token; a decoding step accepts the drafts that equal the answer,
+    then the answer's next token; a request ends at EOS, at max_dec_len or when its row is full."""
+
+    def __init__(self, answers, requests, S, W, K):
+        self.answers, self.S, self.W, self.K = answers, S, W, K
+        self.pending = collections.deque(requests)
+        self.slots = [None] * S
+        self.prefilled, self.gen, self.done = set(), {}, {}
+
+    def token(self, rid, i):
+        ans = self.answers[rid]
+        return ans[i] if i < len(ans) else EOS
+
+    def step(self):
+        for b in range(self.S):
+            if self.slots[b] is None and self.pending:
+                req = self.pending.popleft()
+                self.slots[b] = req
+                self.gen[req.request_id] = []
+        for b, req in enumerate(self.slots):
+            if req is None:
+                continue
+            rid, g = req.request_id, self.gen[req.request_id]
+            if rid not in self.prefilled:
+                self.prefilled.add(rid)
+                new = [self.token(rid, 0)]
+            else:
+                new = []
+                for d in scripted_drafts(self.answers[rid], rid, len(g), self.K):
+                    if d != self.token(rid, len(g) + len(new)) or d == EOS:
+                        break
+                    new.append(d)
+                if not new or new[-1] != EOS:
+                    new.append(self.token(rid, len(g) + len(new)))
+            new = new[:max(0, min(req.max_dec_len, self.W - len(req.prompt)) - len(g))]
+            g += new
+            if EOS in new or len(g) >= req.max_dec_len or len(req.prompt) + len(g) >= self.W:
+                self.done[rid] = list(g)
+                self.slots[b] = None
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("S,K,W,n,seed", [(1, 0, 64, 3, 0), (3, 2, 64, 9, 1), (4, 5, 24, 14, 2),
+                                          (5, 3, 40, 20, 3)])
+def test_runner_follows_the_loop_model(S, K, W, n, seed, place):
+    rng = np.random.default_rng(seed)
+    answers, requests = answers_and_requests(rng, n, W)
+    cfg = SpeculativeConfig(method="ngram", num_speculative_tokens=K)
+    runner = SpecRunner(cfg, OracleTarget(answers, VOCAB, EOS), max_num_seqs=S, max_model_len=W,
+                        end_tokens=[EOS], place=place)
+    runner.proposer = ScriptedProposer(cfg, answers, runner.slots)
+    model = LoopModel(answers, requests, S, W, K)
+    for r in requests:
+        runner.add_request(r)
+    steps = 0
+    while runner.has_work():
+        runner.step()
+        model.step()
+        steps += 1
+        assert [r and r.request_id for r in runner.slots] == [r and r.request_id for r in model.slots]
+        ids, step_idx = runner.buffers["token_ids_all"].numpy(), runner.buffers["step_idx"].numpy()
+        for b, req in enumerate(model.slots):
+            if req is not None:
+                g, P = model.gen[req.request_id], len(req.prompt)
+                assert step_idx[b, 0] == len(g)
+                assert ids[b, P:P + len(g)].tolist() == g
+        assert steps < 1000
+    assert model.slots == [None] * S and not model.pending
+    assert runner.outputs == model.done
+    for req in requests:  # speculation never changes the output
+        full = answers[req.request_id] + [EOS]
+        assert runner.outputs[req.request_id] == full[:min(req.max_dec_len, W - len(req.prompt))]
+
+
+def copy_task(n):
+    """Prompts whose answers repeat them: what n-gram drafting is for."""
+    rng = np.random.default_rng(7)
+    prompts = {rid: rng.integers(1, 50, 40).tolist() for rid in range(n)}
+    answers = {rid: p[5:] + p[:20] for rid, p in prompts.items()}
+    return prompts, answers
+
+
+def run_copy_task(method, K, place, n=6):
+    prompts, answers = copy_task(n)
+    cfg = SpeculativeConfig(method=method, num_speculative_tokens=K, max_ngram_size=3)
+    runner = SpecRunner(cfg, OracleTarget(answers, 50, EOS), max_num_seqs=4, max_model_len=128,
+                        end_tokens=[EOS], place=place)
+    out = runner.run([Request(rid, p, 100) for rid, p in prompts.items()])
+    return runner, out, answers
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_ngram_saves_steps_without_changing_output(place):
+    naive, naive_out, answers = run_copy_task("naive", 0, place)
+    ngram, ngram_out, _ = run_copy_task("ngram", 4, place)
+    want = {rid: a + [EOS] for rid, a in answers.items()}
+    assert naive_out == want and ngram_out == want
+    assert naive.stats.acceptance_rate == 0 and naive.stats.tokens_per_decode_step == 1.0
+    assert ngram.stats.steps < naive.stats.steps / 2
+    assert ngram.stats.acceptance_rate > 0.5
+
+
+@pytest.mark.gpu
+def test_gpu_run_equals_cpu_run():
+    cpu, cpu_out, _ = run_copy_task("ngram", 4, "cpu")
+    gpu, gpu_out, _ = run_copy_task("ngram", 4, "gpu")
+    assert gpu_out == cpu_out
+    assert (gpu.stats.steps, gpu.stats.drafts_proposed, gpu.stats.drafts_accepted) == \
+        (cpu.stats.steps, cpu.stats.drafts_proposed, cpu.stats.drafts_accepted)
+
+
+def test_oracle_goes_off_track_after_a_wrong_input():
+    from fastdeploy_spec.runner import VerifyBatch
+
+    oracle = OracleTarget({"r": [3, 4, 5, 6]}, vocab_size=1000, end_token=EOS)
+    batch = VerifyBatch(["r"], np.array([[3, 4, 9, 6]]), np.array([4], np.int32), np.array([False]),
+                        np.array([1]))
+    out = oracle(batch)[0].tolist()
+    assert out[:2] == [4, 5]               # on track: column 0 = answer[0], draft 4 = answer[1]
+    assert out[2] != 6 and out[3] != EOS   # after the wrong draft 9: unrelated tokens
+
+
+def test_logprobs_hook_not_wired_yet():
+    with pytest.raises(NotImplementedError, match="speculate_get_accept_tokens_and_logits"):
+        SpecRunner(SpeculativeConfig(), OracleTarget({}, 2, EOS), max_num_seqs=1, max_model_len=8,
+                   end_tokens=[EOS], logprobs=True)
+
+
+def test_mtp_needs_its_proposer():
+    with pytest.raises(NotImplementedError, match="pass its proposer"):
+        SpecRunner(SpeculativeConfig(method="mtp"), OracleTarget({}, 2, EOS), max_num_seqs=1,
+                   max_model_len=8, end_tokens=[EOS])
+
+
+@pytest.mark.parametrize("prompt", [[], list(range(1, 9))])
+def test_bad_prompt_length(prompt):
+    runner = SpecRunner(SpeculativeConfig(), OracleTarget({}, 10, EOS), max_num_seqs=1,
+                        max_model_len=8, end_tokens=[EOS])
+    with pytest.raises(ValueError, match=r"prompt length \d+ must be in \[1, 7\]"):
+        runner.add_request(Request("r", prompt, 4))
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_demo_runs_and_checks_its_output(tmp_path, device, capsys):
+    from fastdeploy_spec import demo
+
+    rc = demo.main(["--requests", "5", "--slots", "3", "--max-prompt-tokens", "300", "--device", device,
+                    "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "output check (ngram): 5/5 requests identical" in out
+    assert (tmp_path / "demo.json").exists() and (tmp_path / "demo.png").exists()
+
+
+def test_demo_mtp_stub(tmp_path, capsys):
+    from fastdeploy_spec import demo
+
+    rc = demo.main(["--method", "mtp", "--requests", "2", "--max-prompt-tokens", "50", "--out",
+                    str(tmp_path)])
+    assert rc == 0
+    assert "mtp:" in capsys.readouterr().out

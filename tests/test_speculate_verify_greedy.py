@@ -1,0 +1,173 @@
+"""speculate_verify_greedy against its NumPy reference (tests/spec_step_ref.py), on every place."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fastdeploy_spec.ops import speculate_verify_greedy
+from tests.conftest import PLACES, to_place
+from tests.spec_step_ref import verify_greedy_ref
+
+BATCHES = [0, 1, 3, 7, 33, 130]
+DRAFT_COUNTS = [0, 1, 5, 40]  # K; 40 makes K + 1 > 32, so the GPU ballot scans two chunks
+VOCABS = [2, 3, 1000]
+SEEDS = [0, 1]
+
+ORDER = ("target_tokens", "accept_tokens", "accept_num", "step_idx", "stop_flags", "seq_lens_encoder",
+         "seq_lens_decoder", "draft_tokens", "seq_lens_this_time", "max_dec_len", "end_tokens")
+
+PER_SLOT_2D = ("step_idx", "stop_flags", "max_dec_len")  # [B, 1], as the runner's buffers
+
+
+def random_case(rng: np.random.Generator, B: int, K: int, vocab: int) -> dict:
+    """A batch mixing prefill, decoding, empty, stopped and unscheduled slots, with drafts that agree
+    with the target for a random prefix (a tiny vocabulary adds chance agreements and end tokens)."""
+    width = K + 1
+    target = rng.integers(0, vocab, (B, width), dtype=np.int64)
+    drafts = rng.integers(0, vocab, (B, width), dtype=np.int64)
+    for b in range(B):
+        agree = int(rng.integers(0, width))
+        drafts[b, 1:1 + agree] = target[b, :agree]
+    step_idx = rng.integers(0, 40, (B, 1), dtype=np.int64)
+    n_end = int(rng.integers(0, 3))
+    return dict(
+        target_tokens=target,
+        accept_tokens=np.full((B, width), -7, np.int64),
+        accept_num=np.full(B, -3, np.int32),
+        step_idx=step_idx,
+        stop_flags=(rng.random((B, 1)) < 0.15),
+        seq_lens_encoder=np.where(rng.random(B) < 0.2, rng.integers(-2, 30, B), 0).astype(np.int32),
+        seq_lens_decoder=rng.choice(np.array([0, 0, 5, 17, -1], np.int32), B),
+        draft_tokens=drafts,
+        seq_lens_this_time=rng.integers(-1, width + 3, B).astype(np.int32),
+        max_dec_len=step_idx + rng.integers(-2, width + 3, (B, 1)),
+        end_tokens=rng.choice(vocab + 2, n_end, replace=False).astype(np.int64),
+    )
+
+
+def run(case: dict, place: str):
+    t = {k: to_place(v, place) for k, v in case.items()}
+    speculate_verify_greedy(*(t[k] for k in ORDER))
+    return t["accept_tokens"].numpy(), t["accept_num"].numpy()
+
+
+def check(case: dict, place: str) -> None:
+    flat = {k: v.ravel() if k in PER_SLOT_2D else v for k, v in case.items()}
+    want_tokens, want_num = verify_greedy_ref(*(flat[k] for k in ORDER))
+    got_tokens, got_num = run(case, place)
+    np.testing.assert_array_equal(got_num, want_num)
+    np.testing.assert_array_equal(got_tokens, want_tokens)
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("vocab", VOCABS)
+@pytest.mark.parametrize("K", DRAFT_COUNTS)
+@pytest.mark.parametrize("B", BATCHES)
+def test_matches_reference(B, K, vocab, seed, place):
+    check(random_case(np.random.default_rng([B, K, vocab, seed]), B, K, vocab), place)
+
+
+def one_slot(target, drafts, *, slt=None, enc=0, dec=9, stop=False, step=0, max_dec=100, ends=(99,)):
+    width = len(drafts)
+    return dict(
+        target_tokens=np.array([target], np.int64),
+        accept_tokens=np.full((1, width), -7, np.int64),
+        accept_num=np.array([-3], np.int32),
+        step_idx=np.array([[step]], np.int64),
+        stop_flags=np.array([[stop]]),
+        seq_lens_encoder=np.array([enc], np.int32),
+        seq_lens_decoder=np.array([dec], np.int32),
+        draft_tokens=np.array([drafts], np.int64),
+        seq_lens_this_time=np.array([width if slt is None else slt], np.int32),
+        max_dec_len=np.array([[max_dec]], np.int64),
+        end_tokens=np.array(ends, np.int64),
+    )
+
+
+# name -> (case, accepted tokens)
+EDGE_CASES = {
+    "all_drafts_and_bonus": (one_slot([5, 6, 7, 8], [1, 5, 6, 7]), [5, 6, 7, 8]),
+    "first_draft_rejected": (one_slot([5, 6, 7, 8], [1, 4, 6, 7]), [5]),
+    "reject_in_the_middle": (one_slot([5, 6, 7, 8], [1, 5, 0, 7]), [5, 6]),
+    "fewer_drafts_than_columns": (one_slot([5, 6, 7, 8], [1, 5, 6, 7], slt=2), [5, 6]),
+    "too_many_drafts_clamped": (one_slot([5, 6, 7, 8], [1, 5, 6, 7], slt=50), [5, 6, 7, 8]),
+    "end_token_among_drafts": (one_slot([5, 99, 7, 8], [1, 5, 99, 7]), [5, 99]),
+    "end_token_as_bonus": (one_slot([5, 6, 99, 8], [1, 5, 6, 0]), [5, 6, 99]),
+    "first_of_several_end_tokens": (one_slot([5, 6, 7, 8], [1, 5, 6, 7], ends=(7, 6)), [5, 6]),
+    "no_end_tokens": (one_slot([5, 99, 7, 8], [1, 5, 99, 7], ends=()), [5, 99, 7, 8]),
+    "max_dec_len_cuts": (one_slot([5, 6, 7, 8], [1, 5, 6, 7], step=8, max_dec=10), [5, 6]),
+    "max_dec_len_reached": (one_slot([5, 6, 7, 8], [1, 5, 6, 7], step=10, max_dec=10), []),
+    "max_dec_len_passed": (one_slot([5, 6, 7, 8], [1, 5, 6, 7], step=12, max_dec=10), []),
+    "prefill_takes_one": (one_slot([5, 6, 7, 8], [1, 5, 6, 7], enc=30, dec=0, slt=30), [5]),
+    "prefill_after_cached_prefix": (one_slot([5, 6, 7, 8], [1, 5, 6, 7], enc=4, dec=8, slt=4), [5]),
+    "stopped": (one_slot([5, 6, 7, 8], [1, 5, 6, 7], stop=True), []),
+    "empty": (one_slot([5, 6, 7, 8], [1, 5, 6, 7], dec=0), []),
+    "unscheduled": (one_slot([5, 6, 7, 8], [1, 5, 6, 7], slt=0), []),
+    "no_drafts_k0": (one_slot([5], [1]), [5]),
+}
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("name", list(EDGE_CASES))
+def test_edge_cases(name, place):
+    case, accepted = EDGE_CASES[name]
+    tokens, num = run(case, place)
+    assert num.tolist() == [len(accepted)]
+    width = case["draft_tokens"].shape[1]
+    assert tokens[0].tolist() == accepted + [-7] * (width - len(accepted))  # later columns untouched
+    check(case, place)
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_empty_batch_is_a_no_op(place):
+    case = random_case(np.random.default_rng(0), 0, 3, 5)
+    tokens, num = run(case, place)
+    assert tokens.shape == (0, 4) and num.shape == (0,)
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_more_rows_than_slots(place):
+    """[S, K + 1] buffers with B = len(seq_lens_this_time) < S: rows >= B are not touched."""
+    case = random_case(np.random.default_rng(3), 6, 3, 3)
+    B = 4
+    for k in ORDER:
+        if k not in ("target_tokens", "accept_tokens", "draft_tokens", "end_tokens"):
+            case[k] = case[k][:B]
+    tokens, _ = run(case, place)
+    assert (tokens[B:] == -7).all()
+    check(case, place)
+
+
+def bad(**changes):
+    case = random_case(np.random.default_rng(1), 3, 2, 4)
+    case.update(changes)
+    return case
+
+
+BAD_INPUTS = {
+    "accept_num must be int32": bad(accept_num=np.zeros(3, np.int64)),
+    "target_tokens must be int64": bad(target_tokens=np.zeros((3, 3), np.int32)),
+    "stop_flags must be bool": bad(stop_flags=np.zeros((3, 1), np.int32)),
+    "target_tokens must have as many columns": bad(target_tokens=np.zeros((3, 4), np.int64)),
+    "accept_tokens must have as many columns": bad(accept_tokens=np.zeros((3, 2), np.int64)),
+    r"step_idx must have shape \[3\] or \[3, 1\]": bad(step_idx=np.zeros((2, 1), np.int64)),
+    "draft_tokens must have at least 3 rows": bad(draft_tokens=np.zeros((2, 3), np.int64)),
+    "end_tokens must have rank 1": bad(end_tokens=np.zeros((1, 1), np.int64)),
+}
+
+
+@pytest.mark.parametrize("match", list(BAD_INPUTS))
+def test_bad_inputs(match):
+    with pytest.raises((OSError, RuntimeError, ValueError), match=f"speculate_verify_greedy: {match}"):
+        run(BAD_INPUTS[match], "cpu")
+
+
+@pytest.mark.gpu
+def test_mixed_places_rejected():
+    case = random_case(np.random.default_rng(2), 3, 2, 4)
+    t = {k: to_place(v, "gpu") for k, v in case.items()}
+    t["max_dec_len"] = to_place(case["max_dec_len"], "cpu")
+    with pytest.raises((OSError, RuntimeError, ValueError), match="max_dec_len is on CPU"):
+        speculate_verify_greedy(*(t[k] for k in ORDER))
