@@ -7,7 +7,7 @@ cd "$(dirname "$0")/../.."
 arch="${1:-90}"
 bin="$(mktemp -d)/ngram_match_vs_cpu"
 nvcc -std=c++17 -O3 -lineinfo -DFDSPEC_WITH_CUDA -I custom_ops -arch="sm_${arch}" \
-  tests/cuda/ngram_match_vs_cpu.cu custom_ops/ngram_match/ngram_match.cu \
+  -I "${CUDA_HOME:-/usr/local/cuda}/include/cccl" tests/cuda/ngram_match_vs_cpu.cu custom_ops/ngram_match/ngram_match.cu \
   custom_ops/ngram_match/ngram_match_cpu.cc -o "$bin"
 "$bin"
 if command -v compute-sanitizer >/dev/null; then
