@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (see ../shared/device/README.md), from the repo root, one stage per call:
+#   setup  - install the staged Paddle 2.6.2 (/root/pd) and build the op library for sm_90
+#   tests  - the whole pytest suite (GPU tests included)
+#   checks - the Paddle-free kernel harnesses (built here into build/) and compute-sanitizer
+#   bench  - the benchmark scripts and the demo on the GPU
+# Logs and results go to $OUT (or ./results/gpu when OUT is unset).
+set -uo pipefail
+export PYTHONPATH=/root/pdsite:$PWD CUDA_HOME=/usr/local/cuda PYTHONUNBUFFERED=1 MAX_JOBS=16
+OUT=${OUT:-results/gpu}
+mkdir -p "$OUT"
+py=python3
+for stage in "$@"; do
+  case "$stage" in
+    setup)
+      [ -d /root/pdsite/paddle ] || bash /root/pd/install.sh 2>&1 | tail -3
+      FDSPEC_CUDA_ARCHS=90 $py setup_ops.py build > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+      tail -1 "$OUT/build.log"
+      $py -c "import zlib, paddle; from fastdeploy_spec import ops; print('paddle', paddle.__version__, 'ops cuda', ops.with_cuda(), 'gpus', paddle.device.cuda.device_count())"
+      ;;
+    tests)
+      $py -m pytest -q -p no:cacheprovider -x -rs tests "${PYTEST_ARGS[@]:-}" 2>&1 | tee "$OUT/pytest.log" | tail -25
+      ;;
+    gpu-tests)
+      $py -m pytest -q -p no:cacheprovider -rf -m gpu tests 2>&1 | tee "$OUT/pytest_gpu.log" | tail -40
+      ;;
+    checks)
+      ./build/ngram_match_vs_cpu 2>&1 | tail -5
+      ./build/step_ops_harness 2>&1 | tail -12
+      for tool in memcheck racecheck synccheck initcheck; do
+        echo "== compute-sanitizer $tool (ngram_match quick)"
+        compute-sanitizer --tool "$tool" --error-exitcode 3 ./build/ngram_match_vs_cpu quick 2>&1 | tail -2
+      done
+      ;;
+    bench-ngram)
+      $py scripts/bench_ngram.py --out "$OUT" 2>&1 | tail -60
+      ;;
+    bench-rest)
+      $py scripts/bench_hybrid.py --out "$OUT" 2>&1 | tail -30
+      $py scripts/bench_logprobs.py --out "$OUT" 2>&1 | tail -30
+      ;;
+    demo)
+      $py -m fastdeploy_spec.demo --device gpu --out "$OUT/demo" 2>&1 | tail -30
+      ;;
+    *) echo "unknown stage $stage"; exit 2 ;;
+  esac
+done
