@@ -19,7 +19,7 @@ for stage in "$@"; do
       $py -c "import zlib, paddle; from fastdeploy_spec import ops; print('paddle', paddle.__version__, 'ops cuda', ops.with_cuda(), 'gpus', paddle.device.cuda.device_count())"
       ;;
     tests)
-      $py -m pytest -q -p no:cacheprovider -x -rs tests "${PYTEST_ARGS[@]:-}" 2>&1 | tee "$OUT/pytest.log" | tail -25
+      $py -m pytest -q -p no:cacheprovider --maxfail=40 -rf tests 2>&1 | tee "$OUT/pytest.log" | tail -25
       ;;
     gpu-tests)
       $py -m pytest -q -p no:cacheprovider -rf -m gpu tests 2>&1 | tee "$OUT/pytest_gpu.log" | tail -40
