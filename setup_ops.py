@@ -105,7 +105,7 @@ def build() -> Path:
     if with_cuda:
         os.environ["CUDA_HOME"] = cuda_home
         archs = cuda_archs()
-        cxx += ["-DFDSPEC_WITH_CUDA", f"-I{cuda_home}/include"]
+        cxx += ["-DFDSPEC_WITH_CUDA", f"-I{cuda_home}/include", f"-I{cuda_home}/include/cccl"]
         nvcc += ["-DFDSPEC_WITH_CUDA", f"-I{cuda_home}/include/cccl", "-DPADDLE_NO_PYTHON"]
         nvcc += [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
         nvcc.append(f"-gencode=arch=compute_{archs[-1]},code=compute_{archs[-1]}")

@@ -22,7 +22,24 @@ for stage in "$@"; do
       $py -m pytest -q -p no:cacheprovider --maxfail=40 -rf tests 2>&1 | tee "$OUT/pytest.log" | tail -25
       ;;
     gpu-tests)
-      $py -m pytest -q -p no:cacheprovider -rf -m gpu tests 2>&1 | tee "$OUT/pytest_gpu.log" | tail -40
+      # One process per file, so that a crash in one file leaves the others' results.
+      for f in tests/test_*.py; do
+        name=$(basename "$f" .py)
+        timeout 300 $py -X faulthandler -m pytest -q -p no:cacheprovider -m gpu --maxfail=5 -rf "$f" \
+          > "$OUT/$name.log" 2>&1
+        echo "$name rc=$? $(grep -E '(passed|failed|error|deselected|Fatal)' "$OUT/$name.log" | tail -1)"
+      done
+      ;;
+    gdb-first-crash)
+      for f in tests/test_*.py; do
+        name=$(basename "$f" .py)
+        if grep -q "Fatal Python error" "$OUT/$name.log" 2>/dev/null; then
+          echo "== backtrace: $name"
+          timeout 200 gdb -q -batch -ex run -ex bt --args $py -m pytest -q -p no:cacheprovider -m gpu -x "$f" 2>&1 \
+            | grep -E "^#|signal" | head -25
+          break
+        fi
+      done
       ;;
     checks)
       ./build/ngram_match_vs_cpu 2>&1 | tail -5
