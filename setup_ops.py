@@ -34,6 +34,21 @@ OPS: dict[str, dict[str, list[str]]] = {
         "cpp": ["ngram_match/ngram_match_op.cc", "ngram_match/ngram_match_cpu.cc"],
         "cuda": ["ngram_match/ngram_match.cu"],
     },
+    # Host ops: their GPU path (copies of GPU inputs) is in the .cc files, built with FDSPEC_WITH_CUDA.
+    # The message format and the transport are listed once, with the first of the three.
+    "speculate_save_output_topk": {
+        "cpp": ["logprob_msg/speculate_save_output_topk_op.cc", "logprob_msg/logprob_msg.cc",
+                "logprob_msg/msg_queue.cc"],
+        "cuda": [],
+    },
+    "mtp_save_first_token_with_topk": {
+        "cpp": ["logprob_msg/mtp_save_first_token_with_topk_op.cc"],
+        "cuda": [],
+    },
+    "speculate_get_output_topk": {
+        "cpp": ["logprob_msg/speculate_get_output_topk_op.cc"],
+        "cuda": [],
+    },
 }
 
 
