@@ -57,6 +57,9 @@ class Layout:
     preempted_count: int
     fill_token: int
     fill_rank: int
+    flag_bits: int
+    flag_mask: int
+    columns_mask: int
 
     @property
     def columns(self) -> int:

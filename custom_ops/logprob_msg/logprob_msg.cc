@@ -221,9 +221,11 @@ void mark_no_message(const ReceiveBuffers& out) {
 
 extern "C" int fdspec_logprob_layout(int64_t* out, int n) {
   using namespace fdspec::logprob_msg;
-  const int64_t values[] = {kMaxBsz,          kMaxDraftTokens,   kTopK,           kTokensOffset,
-                            kNoMessage,       kMessageFlagTarget, kMessageFlagDraft, kPreemptedCount,
-                            kFillToken,       kFillRank};
+  const int64_t values[] = {kMaxBsz,         kMaxDraftTokens,    kTopK,
+                            kTokensOffset,   kNoMessage,         kMessageFlagTarget,
+                            kMessageFlagDraft, kPreemptedCount,  kFillToken,
+                            kFillRank,       kFlagBits,          kFlagMask,
+                            kColumnsMask};
   const int count = static_cast<int>(sizeof(values) / sizeof(values[0]));
   for (int i = 0; i < n && i < count; ++i) out[i] = values[i];
   return count;

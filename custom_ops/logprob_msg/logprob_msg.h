@@ -146,5 +146,6 @@ void mark_no_message(const ReceiveBuffers& out);
 
 // For the Python parser (ctypes), so that it reads the layout from this header and nowhere else.
 // Fills out[0 .. n) with: MAX_BSZ, MAX_DRAFT_TOKENS, K, tokens offset, no-message value, target flag,
-// draft flag, preempted count, fill token, fill rank. Returns how many values exist.
+// draft flag, preempted count, fill token, fill rank, flag bits, flag mask, columns mask. Returns how
+// many values exist.
 extern "C" int fdspec_logprob_layout(int64_t* out, int n);
