@@ -136,13 +136,20 @@ def wire_bytes(step: dict) -> int:
 
 # ---- Process bodies (multiprocessing spawn) -----------------------------------------------------------
 
+INPUT_NAMES = ["sampled_token_ids", "logprob_token_ids", "logprob_scores", "logprob_ranks",
+               "token_num_per_batch", "cu_batch_token_offset", "not_need_stop", "seq_lens_decoder",
+               "prompt_lens"]
+
+
+def input_names(step: dict) -> list:
+    """The op's positional tensor inputs, in order."""
+    return INPUT_NAMES + (["preempted_idx"] if step["mode"] == "mtp" else [])
+
+
 def _tensors(step: dict) -> list:
     import paddle
 
-    names = ["sampled_token_ids", "logprob_token_ids", "logprob_scores", "logprob_ranks",
-             "token_num_per_batch", "cu_batch_token_offset", "not_need_stop", "seq_lens_decoder",
-             "prompt_lens"] + (["preempted_idx"] if step["mode"] == "mtp" else [])
-    return [paddle.to_tensor(step[k]) for k in names]
+    return [paddle.to_tensor(step[k]) for k in input_names(step)]
 
 
 def send_step(step: dict, rank_id: int = 0, save_each_rank: bool = False) -> None:

@@ -27,6 +27,7 @@ import pytest
 from fastdeploy_spec import msg_queue, ops
 from fastdeploy_spec.output import parse_logprob_output
 from tests import logprob_msg_reference as ref
+from tests.conftest import PLACES, to_place
 
 MSGMAX = Path("/proc/sys/kernel/msgmax")
 MSGMNB = Path("/proc/sys/kernel/msgmnb")
@@ -217,6 +218,27 @@ def test_message_in_process(queue_id, mode, batch, columns):
     bufs = fresh_tensors()
     assert_buffers_equal(receive(bufs), ref.apply_message(ref.fresh_buffers(), step), mode)
     assert msg_queue.last_send_stats()[0] >= ref.wire_bytes(step)
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("mode", ["save", "mtp"])
+@pytest.mark.parametrize("stop_flag_on_host", [False, True], ids=["all-on-place", "not_need_stop-on-cpu"])
+def test_inputs_on_any_place(queue_id, place, mode, stop_flag_on_host):
+    # FastDeploy keeps not_need_stop on the host while the step's tensors are on the GPU: each input
+    # is read from wherever it is.
+    step = small_step(mode=mode, batch=9, columns=5, seed=13, flag=4 if mode == "mtp" else 3)
+    tensors = [to_place(step[k], "cpu" if (k == "not_need_stop" and stop_flag_on_host) else place)
+               for k in ref.input_names(step)]
+    op = ops.speculate_save_output_topk if mode == "save" else ops.mtp_save_first_token_with_topk
+    op(*tensors, step["flag"], 0, False)
+    assert_buffers_equal(receive(fresh_tensors()), ref.apply_message(ref.fresh_buffers(), step), place)
+
+
+@pytest.mark.gpu
+def test_receive_buffers_must_be_on_the_host(queue_id):
+    tokens, scores, ranks = fresh_tensors()
+    with pytest.raises(Exception, match="output_tokens must be a CPU tensor"):
+        ops.speculate_get_output_topk(to_place(tokens.numpy(), "gpu"), scores, ranks, 20, 0, False)
 
 
 def test_mtp_first_token_semantics(queue_id):

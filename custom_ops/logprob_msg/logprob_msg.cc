@@ -19,11 +19,6 @@ inline int32_t load_i32(const uint8_t* p) {
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
-inline float load_f32(const uint8_t* p) {
-  float v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
 
 inline bool fits_i32(int64_t v) {
   return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
@@ -116,27 +111,28 @@ std::string pack_message(const SaveParams& p, uint8_t* out, size_t capacity, siz
                                 ? p.sampled_token_ids[first + j]
                                 : p.sampled_token_ids[i * p.sampled_stride + j];
       if (!fits_i32(token)) return "sampled token " + std::to_string(token) + " does not fit int32";
-      store_i32(tok, static_cast<int32_t>(token));
+      // A row is converted in a local array with a branch-free range check, so that the loop
+      // vectorises; scores are float32 on both sides and are copied as they are.
+      int32_t row_ids[kColumns];
+      row_ids[0] = static_cast<int32_t>(token);
       if (full_row) {
         const int64_t* ids = p.logprob_token_ids + lp_row * M;
-        const float* scores = p.logprob_scores + lp_row * M;
-        store_f32(score, scores[0]);
+        bool in_range = true;
         for (int64_t k = 1; k < M; ++k) {
-          if (!fits_i32(ids[k])) return at("logprob_token_ids", lp_row) + " holds an id outside int32";
-          store_i32(tok + 4 * k, static_cast<int32_t>(ids[k]));
-          store_f32(score + 4 * k, scores[k]);
+          in_range &= fits_i32(ids[k]);
+          row_ids[k] = static_cast<int32_t>(ids[k]);
         }
+        if (!in_range) return at("logprob_token_ids", lp_row) + " holds an id outside int32";
         const int64_t r = p.logprob_ranks[lp_row];
         if (!fits_i32(r)) return at("logprob_ranks", lp_row) + " does not fit int32";
+        std::memcpy(score, p.logprob_scores + lp_row * M, 4 * M);
         store_i32(rank, static_cast<int32_t>(r));
       } else {
-        store_f32(score, kFillScore);
-        for (int64_t k = 1; k < M; ++k) {
-          store_i32(tok + 4 * k, static_cast<int32_t>(kFillToken));
-          store_f32(score + 4 * k, kFillScore);
-        }
+        std::fill(row_ids + 1, row_ids + M, static_cast<int32_t>(kFillToken));
+        for (int64_t k = 0; k < M; ++k) store_f32(score + 4 * k, kFillScore);
         store_i32(rank, static_cast<int32_t>(kFillRank));
       }
+      std::memcpy(tok, row_ids, 4 * M);
       tok += 4 * M;
       score += 4 * M;
       rank += 4;
@@ -192,10 +188,8 @@ std::string unpack_message(const uint8_t* msg, size_t bytes, const ReceiveBuffer
     for (int64_t j = 0; j < rows; ++j) {
       int64_t* t = slot_tokens + j * kColumns;
       float* s = slot_scores + j * kColumns;
-      for (int64_t k = 0; k < M; ++k) {
-        t[k] = load_i32(tok + 4 * k);
-        s[k] = load_f32(score + 4 * k);
-      }
+      for (int64_t k = 0; k < M; ++k) t[k] = load_i32(tok + 4 * k);
+      std::memcpy(s, score, 4 * M);
       std::fill(t + M, t + kColumns, kFillToken);
       std::fill(s + M, s + kColumns, kFillScore);
       slot_ranks[j] = load_i32(rank);

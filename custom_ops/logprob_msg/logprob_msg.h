@@ -68,6 +68,7 @@ constexpr int32_t columns_of(int32_t word) { return (word >> kFlagBits) & kColum
 // Token ids and ranks travel as int32 (as upstream's layout); the senders reject values outside it.
 // Every field is 4-byte aligned, so the receiver reads the arrays in place.
 constexpr uint32_t kWireMagic = 0x31504c46u;  // "FLP1": format version 1
+static_assert(sizeof(float) == 4 && sizeof(int32_t) == 4, "4-byte fields on the wire");
 
 struct WireHeader {
   uint32_t magic;
