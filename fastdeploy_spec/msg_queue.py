@@ -16,7 +16,6 @@ from functools import lru_cache
 from fastdeploy_spec.ops import _loader
 
 QUEUE_ID_ENV = "INFERENCE_MSG_QUEUE_ID"
-MSG_ID_ENV = "INFERENCE_MSG_ID"
 
 
 @lru_cache(maxsize=1)
@@ -24,6 +23,7 @@ def _lib() -> ctypes.CDLL:
     _loader.load()  # refuses a missing or stale library before ctypes opens it
     lib = ctypes.CDLL(str(_loader._LIB))
     int64_p = ctypes.POINTER(ctypes.c_int64)
+    lib.fdspec_msg_queue_id_from_env.argtypes = [int64_p]
     lib.fdspec_msg_queue_remove.argtypes = [ctypes.c_int64]
     lib.fdspec_msg_queue_stat.argtypes = [ctypes.c_int64, int64_p]
     lib.fdspec_msg_queue_last_send.argtypes = [int64_p]
@@ -34,7 +34,10 @@ def _lib() -> ctypes.CDLL:
 def _queue_id(queue_id: int | None) -> int:
     if queue_id is not None:
         return int(queue_id)
-    return int(os.environ.get(QUEUE_ID_ENV) or 1)
+    out = ctypes.c_int64()
+    _check(_lib().fdspec_msg_queue_id_from_env(ctypes.byref(out)),
+           f"{QUEUE_ID_ENV} = {os.environ.get(QUEUE_ID_ENV)!r}")
+    return int(out.value)
 
 
 def _check(rc: int, what: str) -> bool:

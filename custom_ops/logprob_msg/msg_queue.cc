@@ -401,6 +401,10 @@ int find_queue(int64_t queue_id, int* msqid) {
 
 }  // namespace
 
+extern "C" int fdspec_msg_queue_id_from_env(int64_t* queue_id) {
+  return fdspec::msgq::queue_id_from_env(queue_id).empty() ? 0 : -EINVAL;
+}
+
 extern "C" int fdspec_msg_queue_remove(int64_t queue_id) {
   int msqid = -1;
   const int rc = find_queue(queue_id, &msqid);

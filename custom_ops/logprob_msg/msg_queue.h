@@ -84,6 +84,8 @@ std::string receive_message(int64_t queue_id, bool wait, size_t max_bytes, const
 // C entry points for Python tools and tests (ctypes), so that they name queues exactly as the ops do.
 // Each returns 0 on success, 1 when the queue does not exist, -errno on failure.
 extern "C" {
+// *queue_id = INFERENCE_MSG_QUEUE_ID or its default; -EINVAL when it is not an integer.
+int fdspec_msg_queue_id_from_env(int64_t* queue_id);
 int fdspec_msg_queue_remove(int64_t queue_id);
 // out[0] messages queued, out[1] bytes queued, out[2] the queue's capacity (msg_qbytes).
 int fdspec_msg_queue_stat(int64_t queue_id, int64_t* out);
