@@ -271,10 +271,10 @@ def main() -> int:
         msg_queue.remove_queue(qid)
 
     ref = next((r for r in rows if r["case"] == "upstream-raw"), fallback_baseline)
-    print(f"\n{'case':<16} {'B':>4} {'top-k':>5} {'bytes/msg':>10} {'frags':>5} {'msg/s':>10} {'MB/s':>8} "
+    print(f"\n{'case':<18} {'B':>4} {'top-k':>5} {'bytes/msg':>10} {'frags':>5} {'msg/s':>10} {'MB/s':>8} "
           f"{'vs ' + ref['case']:>22}")
     for r in rows:
-        print(f"{r['case']:<16} {r['batch']:>4} {r['topk']:>5} {r['bytes']:>10} {r['fragments']:>5} "
+        print(f"{r['case']:<18} {r['batch']:>4} {r['topk']:>5} {r['bytes']:>10} {r['fragments']:>5} "
               f"{r['msgs_per_s']:>10.0f} {r['mb_per_s']:>8.1f} {r['msgs_per_s'] / ref['msgs_per_s']:>21.1f}x")
     target = next(r for r in rows if r["case"] == "ours" and r["batch"] == 64 and r["topk"] == 0)
     ok = target["msgs_per_s"] >= 20000
