@@ -7,12 +7,15 @@ outputs. ``with_cuda()`` tells whether the loaded library has GPU kernels.
 
 from fastdeploy_spec.ops._loader import OpLibraryError, build_info, load, with_cuda
 from fastdeploy_spec.ops.hybrid_mtp_ngram import hybrid_mtp_ngram, ngram_match_mixed
+from fastdeploy_spec.ops.mtp_save_first_token_with_topk import mtp_save_first_token_with_topk
 from fastdeploy_spec.ops.ngram_match import ngram_match
 from fastdeploy_spec.ops.speculate_compute_cu_batch_offset import speculate_compute_cu_batch_offset
 from fastdeploy_spec.ops.speculate_get_accept_tokens_and_logits import (
     speculate_get_accept_tokens_and_logits,
 )
+from fastdeploy_spec.ops.speculate_get_output_topk import speculate_get_output_topk
 from fastdeploy_spec.ops.speculate_logprobs_topk import speculate_logprobs_topk
+from fastdeploy_spec.ops.speculate_save_output_topk import speculate_save_output_topk
 from fastdeploy_spec.ops.speculate_step_update import speculate_step_update
 from fastdeploy_spec.ops.speculate_verify_greedy import speculate_verify_greedy
 
@@ -21,11 +24,14 @@ __all__ = [
     "build_info",
     "hybrid_mtp_ngram",
     "load",
+    "mtp_save_first_token_with_topk",
     "ngram_match",
     "ngram_match_mixed",
     "speculate_compute_cu_batch_offset",
     "speculate_get_accept_tokens_and_logits",
+    "speculate_get_output_topk",
     "speculate_logprobs_topk",
+    "speculate_save_output_topk",
     "speculate_step_update",
     "speculate_verify_greedy",
     "with_cuda",

@@ -1,0 +1,31 @@
+// mtp_save_first_token_with_topk: Paddle binding (SPEC §4). Sends, per slot, the first token with its
+// top-k logprobs followed by the draft tokens (ids only); see save_binding.h.
+#include "logprob_msg/save_binding.h"
+
+void MtpSaveFirstTokenWithTopK(const paddle::Tensor& sampled_token_ids,
+                               const paddle::Tensor& logprob_token_ids,
+                               const paddle::Tensor& logprob_scores,
+                               const paddle::Tensor& logprob_ranks,
+                               const paddle::Tensor& token_num_per_batch,
+                               const paddle::Tensor& cu_batch_token_offset,
+                               const paddle::Tensor& not_need_stop,
+                               const paddle::Tensor& seq_lens_decoder,
+                               const paddle::Tensor& prompt_lens,
+                               const paddle::Tensor& preempted_idx, int message_flag,
+                               int64_t rank_id, bool save_each_rank) {
+  const fdspec::logprob_binding::SaveInputs in{sampled_token_ids,     logprob_token_ids,
+                                               logprob_scores,        logprob_ranks,
+                                               token_num_per_batch,   cu_batch_token_offset,
+                                               not_need_stop,         seq_lens_decoder,
+                                               prompt_lens,           &preempted_idx};
+  fdspec::logprob_binding::save_logprob_message(
+      "mtp_save_first_token_with_topk", fdspec::logprob_msg::SaveMode::kFirstTokenWithDrafts, in,
+      message_flag, rank_id, save_each_rank);
+}
+
+PD_BUILD_OP(mtp_save_first_token_with_topk)
+    .Inputs({"sampled_token_ids", "logprob_token_ids", "logprob_scores", "logprob_ranks",
+             "token_num_per_batch", "cu_batch_token_offset", "not_need_stop", "seq_lens_decoder",
+             "prompt_lens", "preempted_idx"})
+    .Attrs({"message_flag: int", "rank_id: int64_t", "save_each_rank: bool"})
+    .SetKernelFn(PD_KERNEL(MtpSaveFirstTokenWithTopK));

@@ -1,0 +1,66 @@
+"""Python entry point of the ``mtp_save_first_token_with_topk`` op (SPEC §4)."""
+
+from __future__ import annotations
+
+import paddle
+
+from fastdeploy_spec.ops import _loader
+
+
+def mtp_save_first_token_with_topk(
+    sampled_token_ids: paddle.Tensor,
+    logprob_token_ids: paddle.Tensor,
+    logprob_scores: paddle.Tensor,
+    logprob_ranks: paddle.Tensor,
+    token_num_per_batch: paddle.Tensor,
+    cu_batch_token_offset: paddle.Tensor,
+    not_need_stop: paddle.Tensor,
+    seq_lens_decoder: paddle.Tensor,
+    prompt_lens: paddle.Tensor,
+    preempted_idx: paddle.Tensor,
+    message_flag: int,
+    rank_id: int,
+    save_each_rank: bool = False,
+) -> None:
+    """Send each slot's first token with its top-k logprobs, followed by its draft tokens.
+
+    Same queue, message format and errors as ``speculate_save_output_topk``. Slot ``i`` reports
+    ``token_num_per_batch[i] + 1`` tokens: ``sampled_token_ids[i, 0]`` with the full top-k of logprob
+    row ``cu_batch_token_offset[i]``, then ``sampled_token_ids[i, 1 ..]`` as ids only (their other
+    cells arrive as token -1, logprob 0, rank 0). A slot reports 0 tokens during chunked prefill
+    (``seq_lens_decoder < prompt_lens``) or when ``token_num_per_batch`` is 0, and the count -9 with no
+    token when ``preempted_idx[i] == 1``. Nothing is mutated.
+
+    Parameters
+    ----------
+    sampled_token_ids : int64 [B, D]
+        First token then draft tokens of each slot (``token_num + 1 <= min(D, 6)``).
+    logprob_token_ids, logprob_scores : int64 / float32 [R, M]
+        Top-k of the first tokens, ``M = k + 1 <= 21``.
+    logprob_ranks : int64 [R]
+    token_num_per_batch : int32 [B]
+    cu_batch_token_offset : int32 [B + 1]
+        Logprob row of each slot's first token.
+    not_need_stop : bool [1]
+    seq_lens_decoder : int32 [B]
+    prompt_lens : int64 [B, 1]
+    preempted_idx : int32 [B]
+        1 marks a preempted slot.
+    message_flag, rank_id, save_each_rank
+        As in ``speculate_save_output_topk``.
+
+    Examples
+    --------
+    >>> import numpy as np, paddle
+    >>> from fastdeploy_spec.ops import mtp_save_first_token_with_topk
+    >>> t = paddle.to_tensor
+    >>> mtp_save_first_token_with_topk(
+    ...     t(np.array([[7, 8, 9]], np.int64)), t(np.zeros([1, 3], np.int64)),
+    ...     t(np.zeros([1, 3], np.float32)), t(np.zeros([1], np.int64)), t(np.array([2], np.int32)),
+    ...     t(np.array([0, 1], np.int32)), t(np.array([True])), t(np.array([4], np.int32)),
+    ...     t(np.array([[4]], np.int64)), t(np.array([0], np.int32)), 4, 0)   # slot 0 sends 7, 8, 9
+    """
+    _loader.load().mtp_save_first_token_with_topk(
+        sampled_token_ids, logprob_token_ids, logprob_scores, logprob_ranks, token_num_per_batch,
+        cu_batch_token_offset, not_need_stop, seq_lens_decoder, prompt_lens, preempted_idx,
+        int(message_flag), int(rank_id), bool(save_each_rank))
