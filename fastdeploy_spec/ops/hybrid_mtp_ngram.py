@@ -5,7 +5,7 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import threshold_attr
+from fastdeploy_spec.ops._common import precheck, threshold_attr
 
 
 def hybrid_mtp_ngram(
@@ -75,6 +75,8 @@ def hybrid_mtp_ngram(
     >>> drafts.numpy().tolist(), slt.numpy().tolist()
     ([[1, 42, 7, 8]], [4])
     """
+    if precheck("hybrid_mtp_ngram", locals(), batch=seq_lens_this_time):
+        return
     _loader.load().hybrid_mtp_ngram(
         token_ids_all, prompt_lens, pre_ids, step_idx, draft_token_num, draft_tokens,
         seq_lens_this_time, seq_lens_decoder, max_dec_len, int(max_ngram_size), int(min_ngram_size),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
+from fastdeploy_spec.ops._common import precheck
 
 
 def speculate_compute_cu_batch_offset(
@@ -45,5 +46,6 @@ def speculate_compute_cu_batch_offset(
         max_accept_num = -1
     elif int(max_accept_num) < 0:
         raise ValueError(f"max_accept_num must be >= 0, got {max_accept_num}")
+    precheck("speculate_compute_cu_batch_offset", locals())
     _loader.load().speculate_compute_cu_batch_offset(
         cu_batch_token_offset, accept_num, int(real_bsz), int(max_accept_num))

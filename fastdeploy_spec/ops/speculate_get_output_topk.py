@@ -5,6 +5,7 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
+from fastdeploy_spec.ops._common import precheck
 
 
 def speculate_get_output_topk(
@@ -58,5 +59,6 @@ def speculate_get_output_topk(
     >>> int(tokens[0, 0])   # with an empty queue
     -2
     """
+    precheck("speculate_get_output_topk", locals())
     _loader.load().speculate_get_output_topk(
         output_tokens, output_scores, output_ranks, int(real_k), int(rank_id), bool(wait_flag))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
+from fastdeploy_spec.ops._common import precheck
 
 
 def speculate_logprobs_topk(
@@ -63,6 +64,8 @@ def speculate_logprobs_topk(
     >>> ids.numpy().tolist(), ranks.numpy().tolist()   # row 1 is padding (cu[B] = 1)
     ([[2, 1, 3], [-1, -1, -1]], [3, 0])
     """
+    if precheck("speculate_logprobs_topk", locals(), batch=token_ids):
+        return
     _loader.load().speculate_logprobs_topk(
         target_logits, token_ids, cu_batch_token_offset, logprob_token_ids, logprob_scores,
         logprob_ranks, temperature, bool(raw_logits))

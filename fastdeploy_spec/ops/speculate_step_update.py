@@ -5,6 +5,7 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
+from fastdeploy_spec.ops._common import precheck
 
 
 def speculate_step_update(
@@ -71,6 +72,8 @@ def speculate_step_update(
     >>> ids.numpy()[0].tolist(), step_idx.numpy().item(), dec.numpy().item(), drafts.numpy()[0, 0].item()
     ([1, 2, 3, 9, 4, 6, -1, -1], 3, 5, 6)
     """
+    if precheck("speculate_step_update", locals(), batch=accept_num):
+        return
     _loader.load().speculate_step_update(
         accept_tokens, accept_num, token_ids_all, prompt_lens, step_idx, max_dec_len, end_tokens,
         stop_flags, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, draft_tokens)
