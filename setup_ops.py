@@ -7,7 +7,7 @@ CUDA kernels are compiled when a CUDA toolkit is found (``CUDA_HOME`` or ``nvcc`
 otherwise, or with ``FDSPEC_CPU_ONLY=1``, a CPU-only library is built. Either way it is one library
 registering every op. ``FDSPEC_CUDA_ARCHS="80 90"`` picks the SM targets (default 80 86 89 90, plus
 PTX for the newest so later GPUs can JIT it); ``FDSPEC_DEBUG=1`` makes every launch synchronise and
-check its status.
+check its status; ``FDSPEC_SANITIZE=address`` builds the host code with a sanitizer.
 """
 
 from __future__ import annotations
@@ -115,6 +115,12 @@ def build() -> Path:
     if os.environ.get("FDSPEC_DEBUG", "0") not in ("", "0"):
         cxx.append("-DFDSPEC_DEBUG_SYNC")
         nvcc.append("-DFDSPEC_DEBUG_SYNC")
+    # FDSPEC_SANITIZE=address|undefined instruments the host code (run Python with the sanitizer's
+    # runtime preloaded, e.g. LD_PRELOAD=$(gcc -print-file-name=libasan.so)).
+    sanitize = os.environ.get("FDSPEC_SANITIZE", "")
+    link = [f"-fsanitize={sanitize}"] if sanitize else []
+    if sanitize:
+        cxx += [f"-fsanitize={sanitize}", "-fno-omit-frame-pointer", "-g"]
     sources = [str(CSRC / s) for op in OPS.values() for s in op["cpp"]]
     archs: list[str] = []
     if with_cuda:
@@ -125,9 +131,10 @@ def build() -> Path:
         nvcc += [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
         nvcc.append(f"-gencode=arch=compute_{archs[-1]},code=compute_{archs[-1]}")
         sources += [str(CSRC / s) for op in OPS.values() for s in op["cuda"]]
-        ext = CUDAExtension(sources=sources, extra_compile_args={"cxx": cxx, "nvcc": nvcc})
+        ext = CUDAExtension(sources=sources, extra_compile_args={"cxx": cxx, "nvcc": nvcc},
+                            extra_link_args=link)
     else:
-        ext = CppExtension(sources=sources, extra_compile_args={"cxx": cxx})
+        ext = CppExtension(sources=sources, extra_compile_args={"cxx": cxx}, extra_link_args=link)
 
     print(f"fastdeploy_spec: building {'CUDA (sm ' + ' '.join(archs) + ')' if with_cuda else 'CPU-only'}"
           f" library against Paddle {paddle.__version__}", flush=True)
