@@ -67,6 +67,10 @@ for stage in "$@"; do
         FLAGS_call_stack_level=2 timeout 120 $py -m pytest -q -p no:cacheprovider -p no:faulthandler -x "$t" 2>&1 \
           | grep -vE "^\s*$|Deprecat|warn" | tail -25
       done
+      echo "== the same hybrid test against a CPU-only build"
+      FDSPEC_CPU_ONLY=1 $py setup_ops.py build > "$OUT/build_cpu.log" 2>&1 || tail -5 "$OUT/build_cpu.log"
+      FLAGS_call_stack_level=2 timeout 120 $py -m pytest -q -p no:cacheprovider -p no:faulthandler -x \
+        "tests/test_hybrid_mtp_ngram.py::test_random_grid[1-3-7-5-8-cpu]" 2>&1 | grep -vE "^\s*$|Deprecat|warn" | tail -8
       ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac
