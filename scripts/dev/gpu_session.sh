@@ -37,10 +37,13 @@ for stage in "$@"; do
         fi
       done
       ;;
+    smoke)
+      $py scripts/dev/smoke_ops.py 2>&1 | tail -20
+      ;;
     checks)
       ./build/ngram_match_vs_cpu 2>&1 | tail -5
       ./build/step_ops_harness 2>&1 | tail -12
-      for tool in memcheck racecheck synccheck initcheck; do
+      for tool in memcheck racecheck initcheck; do
         echo "== compute-sanitizer $tool (ngram_match quick)"
         compute-sanitizer --tool "$tool" --error-exitcode 3 ./build/ngram_match_vs_cpu quick 2>&1 | tail -2
       done
