@@ -5,8 +5,9 @@ the op, CUDA events bracket ``reps`` replays, and the median over rounds divided
 op's own device time (kernels plus the gaps between them, without Python or launch overhead). Host
 time is the wall-clock time of one eager Python call, measured separately.
 
-Capture goes through Paddle's ``CUDAGraph`` when it works, else through the CUDA runtime
-(``cudaStreamBeginCapture`` on Paddle's current stream, via ctypes).
+Capture goes through the CUDA runtime (``cudaStreamBeginCapture`` on Paddle's current stream, via
+ctypes), which is the stream the ops launch on; Paddle 2.6's ``CUDAGraph`` captured an empty graph
+there. A capture with no node is refused, so an empty graph can never pass for a fast op.
 """
 
 from __future__ import annotations
@@ -77,6 +78,10 @@ class _RuntimeGraph:
         finally:
             self._check(self.rt.cudaStreamEndCapture(self.stream, ctypes.byref(self.graph)),
                         "cudaStreamEndCapture")
+        nodes = ctypes.c_size_t(0)
+        self._check(self.rt.cudaGraphGetNodes(self.graph, None, ctypes.byref(nodes)), "cudaGraphGetNodes")
+        if nodes.value == 0:
+            raise RuntimeError("the captured graph is empty: the op ran on another stream")
         self._check(self.rt.cudaGraphInstantiate(ctypes.byref(self.exec), self.graph,
                                                  ctypes.c_ulonglong(0)), "cudaGraphInstantiate")
 
@@ -100,7 +105,7 @@ class _PaddleGraph:
         self.g.replay()
 
 
-def capture_graph(fn: Callable[[], None], prefer: str = "paddle"):
+def capture_graph(fn: Callable[[], None], prefer: str = "runtime"):
     """Captures ``fn`` (already warmed up) into a replayable graph; returns (graph, method name)."""
     order = [_PaddleGraph, _RuntimeGraph] if prefer == "paddle" else [_RuntimeGraph, _PaddleGraph]
     errors = []
@@ -117,16 +122,20 @@ def capture_graph(fn: Callable[[], None], prefer: str = "paddle"):
     raise RuntimeError("CUDA-graph capture failed: " + "; ".join(errors))
 
 
+def timing_event():
+    """A CUDA event with timing (paddle.device.Event has elapsed_time on Paddle 2.6 and 3.x)."""
+    return paddle.device.Event(enable_timing=True)
+
+
 def graph_time_us(fn: Callable[[], None], calls: int = 20, reps: int = 10, rounds: int = 15,
-                  prefer: str = "paddle") -> Dict[str, float]:
+                  prefer: str = "runtime") -> Dict[str, float]:
     """Device time of one call of ``fn``: median over ``rounds`` of (reps replays of a graph of
     ``calls`` calls) / (reps * calls), in microseconds."""
     for _ in range(3):
         fn()
     sync()
     g, method = capture_graph(lambda: [fn() for _ in range(calls)], prefer)
-    start = paddle.device.cuda.Event(enable_timing=True)
-    end = paddle.device.cuda.Event(enable_timing=True)
+    start, end = timing_event(), timing_event()
     for _ in range(2):
         g.replay()
     sync()
