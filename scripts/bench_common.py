@@ -106,8 +106,9 @@ class _PaddleGraph:
 
 
 def capture_graph(fn: Callable[[], None], prefer: str = "runtime"):
-    """Captures ``fn`` (already warmed up) into a replayable graph; returns (graph, method name)."""
-    order = [_PaddleGraph, _RuntimeGraph] if prefer == "paddle" else [_RuntimeGraph, _PaddleGraph]
+    """Captures ``fn`` (already warmed up) into a replayable graph; returns (graph, method name).
+    No silent fallback from one method to the other: an empty graph would time as zero."""
+    order = [_PaddleGraph] if prefer == "paddle" else [_RuntimeGraph]
     errors = []
     for cls in order:
         try:
