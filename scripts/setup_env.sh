@@ -7,8 +7,8 @@ venv=${FDSPEC_VENV:-$root/.venv}
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv" >&2
 fi
-if ! "$venv/bin/python" -c "import paddle, numpy, pytest, hypothesis, matplotlib, tqdm" 2>/dev/null; then
+if ! "$venv/bin/python" -c "import paddle, numpy, pytest, hypothesis, matplotlib, tqdm, wheel" 2>/dev/null; then
   "$venv/bin/python" -m pip install -q --disable-pip-version-check \
-    "paddlepaddle==3.3.1" numpy pytest hypothesis matplotlib tqdm setuptools >&2
+    "paddlepaddle==3.3.1" numpy pytest hypothesis matplotlib tqdm setuptools wheel >&2
 fi
 echo "$venv/bin/python"
