@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdlib>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,13 +15,13 @@
 namespace fdspec {
 namespace binding {
 
+// Built with std::to_string rather than a stringstream: a library compiled by a newer g++ than the
+// libstdc++ loaded at run time (seen with Paddle 2.6.2 on the GPU machine) crashed in iostreams.
 inline std::string shape_str(const paddle::Tensor& t) {
-  std::ostringstream os;
-  os << "[";
+  std::string out = "[";
   const auto shape = t.shape();
-  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
-  os << "]";
-  return os.str();
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
 }
 
 inline const char* dtype_str(paddle::DataType d) {

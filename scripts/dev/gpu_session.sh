@@ -58,6 +58,13 @@ for stage in "$@"; do
     demo)
       $py -m fastdeploy_spec.demo --device gpu --out "$OUT/demo" 2>&1 | tail -30
       ;;
+    toolchain)
+      $py -c "import sysconfig; print('CC', sysconfig.get_config_var('CC'), '| CXX', sysconfig.get_config_var('CXX'))"
+      /opt/gcc/bin/g++ --version 2>&1 | head -1; g++ --version 2>&1 | head -1
+      for l in $(ldd fastdeploy_spec/_lib/fastdeploy_spec_ops.so | grep -E "stdc|gcc_s" | awk '{print $3}'); do
+        echo "$l newest: $(strings "$l" | grep -E '^GLIBCXX_3\.4\.[0-9]+$' | sort -V | tail -1)"; done
+      $py -c "import zlib, paddle, os; print([l for l in open('/proc/self/maps').read().split() if 'libstdc++' in l][:1])"
+      ;;
     diag)
       lib=$(ls /root/pdsite/paddle/base/libpaddle.so)
       echo "libpaddle cxx11-ABI symbols: $(nm -DC "$lib" | grep -c 'abi:cxx11')"
