@@ -45,9 +45,11 @@ import paddle
 from fastdeploy_spec.buffers import make_share_inputs, resolve_place
 from fastdeploy_spec.config import SpecMethod, SpeculativeConfig
 from fastdeploy_spec.logprobs import MAX_NUM_LOGPROBS, LogprobsBuffers, build_output_logprobs
+from fastdeploy_spec.msg_queue import layout
 from fastdeploy_spec.ops import speculate_save_output_topk, speculate_step_update, speculate_verify_greedy
 from fastdeploy_spec.output import LogprobMessage
 from fastdeploy_spec.proposers import NgramProposer, Proposer
+from fastdeploy_spec.token_processor import LogprobReceiver, free_queue_id, queue_env
 
 # Timed phases of a step: the proposer (the ngram_match op; for MTP also the draft model and its host
 # bookkeeping), the two verification ops, and on the logprob path the two logprob ops
@@ -455,9 +457,6 @@ class _LogprobPath:
     """
 
     def __init__(self, runner: "SpecRunner", k: int) -> None:
-        from fastdeploy_spec.msg_queue import layout
-        from fastdeploy_spec.token_processor import LogprobReceiver, free_queue_id
-
         if not 0 <= k <= MAX_NUM_LOGPROBS:
             raise ValueError(f"logprobs must be in [0, {MAX_NUM_LOGPROBS}], got {k}")
         K1, per_message = runner.config.draft_width, layout().max_draft_tokens
@@ -504,8 +503,6 @@ class _LogprobPath:
                               buffers=self.buffers)
 
     def send(self, request_ids: List[Optional[Hashable]], not_need_stop: bool) -> None:
-        from fastdeploy_spec.token_processor import queue_env
-
         runner, s, lb = self.runner, self.runner.buffers, self.buffers
         self.not_need_stop.copy_(paddle.to_tensor(np.array([not_need_stop]), place=paddle.CPUPlace()),
                                  True)
