@@ -3,13 +3,21 @@
 A batch of requests whose prompts are source files of the Python standard library and whose answers
 are an edit of them (the file's most used identifier renamed throughout: the kind of rewrite an LLM
 is asked for every day). The target model is an oracle that emits the answer greedily, token by
-token; the runner mirror (fastdeploy_spec.runner) decodes it with plain decoding (the baseline) and
-with the n-gram proposer, on the plugin's ops, and the demo checks that speculation did not change a
-single token. It prints acceptance, tokens per step, the decode steps saved and the time spent in the
-plugin's ops, and writes ``demo.json`` and ``demo.png`` into ``--out``.
+token; the runner mirror (fastdeploy_spec.runner) decodes it with plain decoding (the baseline), with
+the n-gram proposer and with the MTP proposer, on the plugin's ops, and the demo checks that
+speculation did not change a single token. It prints acceptance, tokens per step, the decode steps
+saved and the time per step in the proposer and the verification ops, and writes ``demo.json`` and
+``demo.png`` into ``--out``.
 
-    python -m fastdeploy_spec.demo                     # CPU
-    python -m fastdeploy_spec.demo --device gpu        # the plugin's CUDA kernels (no Paddle GPU kernel)
+The MTP draft model is a bigram table learned from the prompts (``BigramDraft``): a real, if tiny,
+language model, from the newest token to logits, that knows nothing of the answer. ``--logprobs K``
+turns on the logprob path: every step's accepted tokens go with their top-K logprobs (of the oracle's
+logits, ``fastdeploy_spec.runner.oracle_logits``) through a System V message queue to a token
+processor process, and the demo checks what arrived.
+
+    python -m fastdeploy_spec.demo                       # plain, ngram, mtp; GPU if there is one
+    python -m fastdeploy_spec.demo --method mtp --mtp-strategy with_ngram --logprobs 5
+    python -m fastdeploy_spec.demo --device cpu
 """
 
 from __future__ import annotations
@@ -111,6 +119,37 @@ def make_tasks(max_prompt_tokens: int, num_requests: int) -> List[Task]:
     return tasks
 
 
+class BigramDraft:
+    """The MTP demo's draft model: the most frequent successor of each token in the prompts.
+
+    ``draft(input_ids, hidden_states)`` takes int64 [S, 1] token ids (any place; copied to the host)
+    and returns float32 [S, V] logits, 1 at the predicted token and 0 elsewhere (ties between
+    successors go to the lower id; a token never followed in the prompts predicts the end token 0,
+    and so does the -1 of a slot with no token yet). It sees only the newest token: it guesses the
+    next one from local statistics, as a real draft head would from its context, and it knows
+    nothing of the answer (the renamed identifier never occurs in the prompts).
+    """
+
+    def __init__(self, sequences: Sequence[Sequence[int]], vocab_size: int) -> None:
+        pairs = np.concatenate([np.stack([np.asarray(q[:-1]), np.asarray(q[1:])], 1)
+                                for q in sequences if len(q) > 1]).astype(np.int64)
+        pairs, count = np.unique(pairs, axis=0, return_counts=True)
+        pairs = pairs[np.lexsort((pairs[:, 1], -count, pairs[:, 0]))]  # by token, most frequent first
+        head = np.ones(len(pairs), bool)
+        head[1:] = pairs[1:, 0] != pairs[:-1, 0]
+        self.vocab_size = int(vocab_size)
+        self.next_token = np.zeros(self.vocab_size, np.int64)
+        self.next_token[pairs[head, 0]] = pairs[head, 1]
+
+    def __call__(self, input_ids, hidden_states=None) -> np.ndarray:
+        ids = np.asarray(input_ids.numpy() if hasattr(input_ids, "numpy") else input_ids).reshape(-1)
+        predicted = self.next_token[np.clip(ids, 0, self.vocab_size - 1)]
+        predicted[ids < 0] = 0
+        logits = np.zeros((len(ids), self.vocab_size), np.float32)
+        logits[np.arange(len(ids)), predicted] = 1.0
+        return logits
+
+
 class Progress:
     """tqdm when installed, else a one-line counter on a terminal."""
 
@@ -136,44 +175,97 @@ class Progress:
             print("\r", end="", file=sys.stderr)
 
 
+METHODS = ("naive", "ngram", "mtp")
+
+
+def method_label(method: str, args) -> str:
+    return "mtp+ngram" if method == "mtp" and args.mtp_strategy == "with_ngram" else method
+
+
 def run_method(method: str, tasks: List[Task], vocab: Vocabulary, args) -> Dict:
     from fastdeploy_spec.config import SpeculativeConfig
+    from fastdeploy_spec.proposers import create_proposer
     from fastdeploy_spec.runner import OracleTarget, Request, SpecRunner
 
     k = 0 if method == "naive" else args.num_speculative_tokens
-    cfg = SpeculativeConfig(method=method, num_speculative_tokens=k, max_ngram_size=args.max_ngram_size)
+    cfg = SpeculativeConfig(method=method, num_speculative_tokens=k, max_ngram_size=args.max_ngram_size,
+                            min_ngram_size=min(2, args.max_ngram_size), num_model_steps=args.mtp_steps,
+                            mtp_strategy=args.mtp_strategy)
     requests = [Request(i, vocab.encode(t.prompt), t.max_dec_len) for i, t in enumerate(tasks)]
     oracle = OracleTarget({i: vocab.encode(t.answer) for i, t in enumerate(tasks)}, len(vocab), 0)
     width = max(len(r.prompt) + r.max_dec_len for r in requests) + 1
+    draft = BigramDraft([r.prompt for r in requests], len(vocab)) if method == "mtp" else None
+    proposer = create_proposer(cfg, draft_model=draft, max_num_seqs=args.slots, max_model_len=width,
+                               place=args.device)
+    label = method_label(method, args)
     runner = SpecRunner(cfg, oracle, max_num_seqs=args.slots, max_model_len=width, end_tokens=[0],
-                        place=args.device, timing=True)
-    for r in requests:
-        runner.add_request(r)
-    progress = Progress(len(requests), f"{method:>5}")
-    tokens_per_step = []
-    t0 = time.perf_counter()
-    while runner.has_work():
-        before = runner.stats.tokens_generated
-        progress(len(runner.step()))
-        tokens_per_step.append(runner.stats.tokens_generated - before)
-    wall = time.perf_counter() - t0
-    progress.close()
+                        place=args.device, proposer=proposer, logprobs=args.logprobs, timing=True)
+    with runner:
+        for r in requests:
+            runner.add_request(r)
+        progress = Progress(len(requests), f"{label:>9}")
+        tokens_per_step = []
+        t0 = time.perf_counter()
+        while runner.has_work():
+            before = runner.stats.tokens_generated
+            progress(len(runner.step()))
+            tokens_per_step.append(runner.stats.tokens_generated - before)
+        runner.drain_logprobs()
+        wall = time.perf_counter() - t0
+        progress.close()
 
     identical = []
     for i, t in enumerate(tasks):
         want = (vocab.encode(t.answer) + [0])[:t.max_dec_len]
         identical.append(runner.outputs[i] == want)
     st = runner.stats
-    return dict(
-        method=method, num_speculative_tokens=k, steps=st.steps,
+    us = {n: 1e6 * v / st.steps for n, v in st.op_seconds.items()}
+    result = dict(
+        method=label, num_speculative_tokens=k, steps=st.steps,
         decode_slot_steps=st.decode_slot_steps, drafts_proposed=st.drafts_proposed,
         drafts_accepted=st.drafts_accepted, acceptance_rate=st.acceptance_rate,
         tokens_generated=st.tokens_generated, tokens_per_decode_step=st.tokens_per_decode_step,
-        op_us_per_step={n: 1e6 * v / st.steps for n, v in st.op_seconds.items()},
-        op_us_per_step_total=1e6 * st.op_seconds_per_step, wall_s=wall,
+        op_us_per_step=us, op_us_per_step_total=1e6 * st.op_seconds_per_step, wall_s=wall,
         outputs_identical=identical, tokens_per_step=tokens_per_step,
         sample_output=vocab.decode(runner.outputs[0])[:400],
     )
+    if method == "mtp":
+        result.update(num_model_steps=cfg.num_model_steps, mtp_strategy=cfg.mtp_strategy,
+                      draft_model="bigram table of the prompts (BigramDraft)")
+    if args.logprobs is not None:
+        result["logprobs"] = check_logprobs(runner, oracle, len(tasks))
+    return result
+
+
+def check_logprobs(runner, oracle, num_requests: int) -> Dict:
+    """What the token processor received against the outputs and the oracle's logits.
+
+    The runner has already checked each message bit for bit against the rows the device computed;
+    here every request's delivered tokens must be its output, in order, and each logprob the
+    log-softmax of the oracle's logits row at that token (computed here in float64: the ops work in
+    float32, hence the tolerance), with rank 1 (the oracle's token is its row's argmax).
+    """
+    from fastdeploy_spec.runner import oracle_logits
+
+    st = runner.stats
+    matching = 0
+    worst = 0.0
+    for rid in range(num_requests):
+        got = runner.logprobs.get(rid, [])
+        tokens = [g.token for g in got]
+        if tokens != runner.outputs[rid]:
+            continue
+        rows = oracle_logits(np.asarray(tokens), np.arange(len(tokens)), oracle.vocab_size).astype(np.float64)
+        shifted = rows - rows.max(axis=1, keepdims=True)
+        want = shifted[np.arange(len(tokens)), tokens] - np.log(np.exp(shifted).sum(axis=1))
+        have = np.array([g.logprob for g in got])
+        error = np.abs(have - want)
+        worst = max(worst, float(error.max(initial=0.0)))
+        matching += int(np.sum((error <= 1e-5 + 1e-5 * np.abs(want)) & (np.array([g.rank for g in got]) == 1)))
+    return dict(messages_sent=st.logprob_messages_sent, messages_received=st.logprob_messages_received,
+                tokens_received=st.logprob_tokens_received, tokens_bit_exact=st.logprob_tokens_verified,
+                tokens_generated=st.tokens_generated, tokens_match_oracle=matching,
+                max_abs_logprob_error=worst)
 
 
 def plot(results: List[Dict], path: Path) -> None:
@@ -188,54 +280,74 @@ def plot(results: List[Dict], path: Path) -> None:
     ax0.set(xlabel="decode step", ylabel="tokens generated (all requests)",
             title="Output tokens vs. steps: same text, fewer steps")
     ax0.legend()
-    names = [n for n in results[0]["op_us_per_step"]]
+    names = list(dict.fromkeys(n for r in results for n in r["op_us_per_step"]))
     x = np.arange(len(results))
     bottom = np.zeros(len(results))
     for n in names:
-        vals = np.array([r["op_us_per_step"][n] for r in results])
+        vals = np.array([r["op_us_per_step"].get(n, 0.0) for r in results])
         ax1.bar(x, vals, bottom=bottom, label=n)
         bottom += vals
     ax1.set_xticks(x, [r["method"] for r in results])
-    ax1.set(ylabel="µs per step", title="Time in the plugin's ops per step")
+    ax1.set(ylabel="µs per step", title="Time per step: proposer and plugin ops")
     ax1.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
+def resolve_device(device: str) -> str:
+    """``auto``: the GPU when Paddle has CUDA, a GPU is present and the op library has CUDA kernels."""
+    if device != "auto":
+        return device
+    import paddle
+
+    from fastdeploy_spec import ops
+
+    has_gpu = paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0 and ops.with_cuda()
+    return "gpu" if has_gpu else "cpu"
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m fastdeploy_spec.demo", description=__doc__.split("\n")[0])
-    p.add_argument("--method", choices=("ngram", "mtp"), default="ngram",
-                   help="speculative method compared with plain decoding (default: ngram)")
-    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    p.add_argument("--method", choices=("all",) + METHODS[1:], default="all",
+                   help="speculative method compared with plain decoding; all: ngram and mtp (default)")
+    p.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
+                   help="auto (default): gpu when Paddle has CUDA, a GPU is present and the op library "
+                        "has CUDA kernels, else cpu")
     p.add_argument("--requests", type=int, default=16, help="requests (stdlib modules, cycled)")
     p.add_argument("--slots", type=int, default=8, help="runner slots (max_num_seqs)")
     p.add_argument("--max-prompt-tokens", type=int, default=2048)
     p.add_argument("--num-speculative-tokens", type=int, default=5, help="K")
     p.add_argument("--max-ngram-size", type=int, default=3)
+    p.add_argument("--mtp-steps", type=int, default=2, help="draft-model steps per decode step (mtp)")
+    p.add_argument("--mtp-strategy", choices=("default", "with_ngram"), default="default",
+                   help="with_ngram: extend the MTP drafts with n-gram matches up to K")
+    p.add_argument("--logprobs", type=int, default=None, metavar="K",
+                   help="send each accepted token's top-K logprobs through the message queue and "
+                        "check what arrives (0 .. 20; needs --num-speculative-tokens <= 5)")
     p.add_argument("--out", type=Path, default=Path("results/demo"))
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.logprobs is not None:
+        if not 0 <= args.logprobs <= 20:
+            p.error(f"--logprobs must be in [0, 20], got {args.logprobs}")
+        if args.num_speculative_tokens > 5:
+            p.error("--logprobs: a logprob message carries at most 6 tokens per slot, so K <= 5 "
+                    f"(--num-speculative-tokens {args.num_speculative_tokens})")
+    return args
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     import paddle
 
-    from fastdeploy_spec import ops, proposers
+    from fastdeploy_spec import ops
 
+    args.device = resolve_device(args.device)
     if args.device == "gpu" and not (paddle.is_compiled_with_cuda() and ops.with_cuda()):
         print("--device gpu needs a GPU build of Paddle and of the op library "
               "(CUDA_HOME=... python setup_ops.py build)", file=sys.stderr)
         return 2
-    methods = ["naive", args.method]
-    if args.method == "mtp":
-        if not hasattr(proposers, "MTPProposer"):
-            print("mtp: not available yet (fastdeploy_spec.proposers has no MTPProposer); "
-                  "running the plain-decoding baseline only")
-        else:
-            print("mtp: MTPProposer exists but the demo has no draft model wired to it yet; "
-                  "running the plain-decoding baseline only")
-        methods = ["naive"]
+    methods = ["naive"] + (list(METHODS[1:]) if args.method == "all" else [args.method])
 
     tasks = make_tasks(args.max_prompt_tokens, args.requests)
     vocab = Vocabulary([t.prompt for t in tasks] + [t.answer for t in tasks])
@@ -243,22 +355,46 @@ def main(argv=None) -> int:
           f"({sum(len(t.prompt) for t in tasks)} prompt tokens, vocabulary {len(vocab)}); "
           f"edit: rename each file's most used identifier (e.g. {tasks[0].renamed} -> {tasks[0].new_name} "
           f"in {tasks[0].name.split('#')[0]}.py); {args.slots} slots, device {args.device}")
+    if "mtp" in methods:
+        print(f"mtp: draft model = bigram table of the prompts, {args.mtp_steps} draft step(s) per "
+              f"decode step, strategy {args.mtp_strategy}")
 
     results = [run_method(m, tasks, vocab, args) for m in methods]
     base = results[0]
-    print(f"\n{'method':>6} {'K':>2} {'steps':>6} {'saved':>13} {'accept':>7} {'tok/step':>8} "
-          f"{'op µs/step':>10} {'wall s':>7}")
+    lp_cols = args.logprobs is not None
+    print(f"\n{'':>34}{'µs per step':-^{27 + 20 * lp_cols}}")
+    print(f"{'method':>9} {'K':>2} {'steps':>6} {'saved':>13} {'accept':>7} {'tok/step':>8} "
+          f"{'proposer':>9} {'verify+upd':>10} {'total':>7}"
+          + (f" {'logprobs':>9} {'send':>9}" if lp_cols else "") + f" {'wall s':>7}")
     for r in results:
         saved = base["steps"] - r["steps"]
         r["steps_saved"], r["steps_saved_frac"] = saved, saved / base["steps"]
-        print(f"{r['method']:>6} {r['num_speculative_tokens']:>2} {r['steps']:>6} "
+        us = r["op_us_per_step"]
+        verify = us["speculate_verify_greedy"] + us["speculate_step_update"]
+        print(f"{r['method']:>9} {r['num_speculative_tokens']:>2} {r['steps']:>6} "
               f"{saved:>6} ({100 * r['steps_saved_frac']:4.1f}%) {100 * r['acceptance_rate']:6.1f}% "
-              f"{r['tokens_per_decode_step']:>8.2f} {r['op_us_per_step_total']:>10.1f} {r['wall_s']:>7.2f}")
+              f"{r['tokens_per_decode_step']:>8.2f} {us['proposer']:>9.1f} {verify:>10.1f} "
+              f"{us['proposer'] + verify:>7.1f}"
+              + (f" {us['build_output_logprobs']:>9.1f} {us['speculate_save_output_topk']:>9.1f}"
+                 if lp_cols else "") + f" {r['wall_s']:>7.2f}")
+    print("(proposer: the ngram_match op; for mtp the bigram draft model, the proposer's host "
+          "bookkeeping and hybrid_mtp_ngram)")
     ok = all(all(r["outputs_identical"]) for r in results)
     for r in results:
         same = sum(r["outputs_identical"])
         print(f"output check ({r['method']}): {same}/{len(tasks)} requests identical to the oracle's "
               f"target text{'' if same == len(tasks) else '  <-- MISMATCH'}")
+    for r in results if lp_cols else ():
+        lp = r["logprobs"]
+        good = (lp["messages_received"] == lp["messages_sent"] == r["steps"]
+                and lp["tokens_received"] == lp["tokens_bit_exact"] == lp["tokens_match_oracle"]
+                == lp["tokens_generated"])
+        ok = ok and good
+        print(f"logprob check ({r['method']}, top-{args.logprobs}): {lp['messages_received']}/"
+              f"{lp['messages_sent']} messages and {lp['tokens_received']} tokens delivered, "
+              f"{lp['tokens_bit_exact']} bit-exact to the device rows, {lp['tokens_match_oracle']}/"
+              f"{lp['tokens_generated']} with the oracle's log-softmax (max |error| "
+              f"{lp['max_abs_logprob_error']:.1e}) and rank 1{'' if good else '  <-- MISMATCH'}")
 
     args.out.mkdir(parents=True, exist_ok=True)
     report = dict(

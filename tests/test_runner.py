@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import collections
+import json
+import math
 
 import numpy as np
 import paddle
 import pytest
 
+from fastdeploy_spec import msg_queue
 from fastdeploy_spec.config import SpeculativeConfig
 from fastdeploy_spec.proposers import Proposer
-from fastdeploy_spec.runner import OracleTarget, Request, SpecRunner
+from fastdeploy_spec.runner import OracleTarget, Request, SpecRunner, oracle_logits
 from tests.conftest import PLACES
 
 EOS = 0
@@ -186,10 +189,81 @@ def test_oracle_goes_off_track_after_a_wrong_input():
     assert out[2] != 6 and out[3] != EOS   # after the wrong draft 9: unrelated tokens
 
 
-def test_logprobs_hook_not_wired_yet():
-    with pytest.raises(NotImplementedError, match="speculate_get_accept_tokens_and_logits"):
-        SpecRunner(SpeculativeConfig(), OracleTarget({}, 2, EOS), max_num_seqs=1, max_model_len=8,
-                   end_tokens=[EOS], logprobs=True)
+class NoLogits:
+    vocab_size = VOCAB
+
+    def __call__(self, batch):
+        return np.zeros(batch.tokens.shape, np.int64)
+
+
+@pytest.mark.parametrize("target,K,k,error,match", [
+    (OracleTarget({}, VOCAB, EOS), 6, 2, ValueError, r"K \+ 1 = 7 tokens per slot.*K <= 5"),
+    (OracleTarget({}, VOCAB, EOS), 2, 21, ValueError, r"logprobs must be in \[0, 20\]"),
+    (NoLogits(), 2, 2, TypeError, r"target.logits\(batch, tokens\)"),
+])
+def test_logprobs_bad_setup(target, K, k, error, match):
+    with pytest.raises(error, match=match):
+        SpecRunner(SpeculativeConfig(num_speculative_tokens=K), target, max_num_seqs=1, max_model_len=8,
+                   end_tokens=[EOS], logprobs=k)
+
+
+def log_softmax_row(token, position, V):
+    """Pure Python: the oracle's logits row (as oracle_logits documents it), its log-softmax."""
+    row = [((v * 40503 + position * 7919) % 65521) / 65521 for v in range(V)]
+    row[token] = 1.0 + math.log(V)
+    top = max(row)
+    lse = top + math.log(sum(math.exp(x - top) for x in row))
+    return [x - lse for x in row]
+
+
+def test_oracle_logits_peak_at_the_token_without_ties():
+    tokens, positions = np.array([0, 5, 2, 5]), np.array([0, 0, 7, 300])
+    logits = oracle_logits(tokens, positions, 6)
+    assert logits.dtype == np.float32 and logits.shape == (4, 6)
+    assert np.argmax(logits, axis=1).tolist() == tokens.tolist()
+    assert all(len(set(row.tolist())) == 6 for row in logits)
+    big = oracle_logits(np.array([1234]), np.array([3]), 65521)
+    assert len(np.unique(big)) == 65521
+    with pytest.raises(ValueError, match="vocab_size must be in"):
+        oracle_logits(tokens, positions, 65522)
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("S,K,k,W,n,seed", [(3, 3, 2, 64, 7, 11), (2, 5, 0, 40, 5, 12),
+                                            (4, 1, 20, 48, 9, 13)])
+def test_logprobs_arrive_for_every_accepted_token(S, K, k, W, n, seed, place):
+    """Step by step against LoopModel: after each step (drained), each request's received tokens are
+    its tokens so far; every logprob, rank and top-k is the pure-Python log-softmax of its row."""
+    rng = np.random.default_rng(seed)
+    answers, requests = answers_and_requests(rng, n, W)
+    cfg = SpeculativeConfig(method="ngram", num_speculative_tokens=K)
+    with SpecRunner(cfg, OracleTarget(answers, VOCAB, EOS), max_num_seqs=S, max_model_len=W,
+                    end_tokens=[EOS], place=place, logprobs=k) as runner:
+        runner.proposer = ScriptedProposer(cfg, answers, runner.slots)
+        model = LoopModel(answers, requests, S, W, K)
+        for r in requests:
+            runner.add_request(r)
+        while runner.has_work():
+            runner.step()
+            model.step()
+            runner.drain_logprobs(timeout_s=30)
+            for rid, gen in model.gen.items():
+                assert [t.token for t in runner.logprobs.get(rid, [])] == gen
+        st = runner.stats
+        assert st.logprob_messages_sent == st.logprob_messages_received == st.steps
+        assert st.logprob_tokens_received == st.logprob_tokens_verified == st.tokens_generated
+        queue_id = runner._logprob_path.receiver.queue_id
+    assert msg_queue.queue_stats(queue_id) is None  # removed by close()
+    for rid, got in runner.logprobs.items():
+        for i, t in enumerate(got):
+            row = log_softmax_row(t.token, i, VOCAB)
+            order = sorted(range(VOCAB), key=lambda v: -row[v])
+            # float32 log-softmax of the op vs the float64 one here
+            assert t.logprob == pytest.approx(row[t.token], rel=1e-6, abs=1e-6)
+            pad = max(k - VOCAB, 0)  # k > V: the op leaves the columns past V at -1 / 0
+            assert t.rank == 1 and t.topk_token_ids == order[:k] + [-1] * pad
+            assert t.topk_logprobs == pytest.approx([row[v] for v in order[:k]] + [0.0] * pad,
+                                                    rel=1e-6, abs=1e-6)
 
 
 def test_mtp_needs_its_proposer():
@@ -218,10 +292,40 @@ def test_demo_runs_and_checks_its_output(tmp_path, device, capsys):
     assert (tmp_path / "demo.json").exists() and (tmp_path / "demo.png").exists()
 
 
-def test_demo_mtp_stub(tmp_path, capsys):
+@pytest.mark.parametrize("extra,label", [([], "mtp"),
+                                         (["--mtp-strategy", "with_ngram", "--logprobs", "3"], "mtp+ngram")])
+def test_demo_mtp(tmp_path, capsys, extra, label):
     from fastdeploy_spec import demo
 
-    rc = demo.main(["--method", "mtp", "--requests", "2", "--max-prompt-tokens", "50", "--out",
-                    str(tmp_path)])
+    rc = demo.main(["--method", "mtp", "--requests", "3", "--slots", "2", "--max-prompt-tokens", "150",
+                    "--device", "cpu", "--out", str(tmp_path)] + extra)
+    out = capsys.readouterr().out
     assert rc == 0
-    assert "mtp:" in capsys.readouterr().out
+    assert f"output check ({label}): 3/3 requests identical" in out
+    report = json.loads((tmp_path / "demo.json").read_text())
+    mtp = report["results"][1]
+    assert mtp["method"] == label and mtp["drafts_accepted"] > 0
+    assert mtp["steps"] < report["results"][0]["steps"]
+    if "--logprobs" in extra:
+        lp = mtp["logprobs"]
+        assert lp["messages_received"] == mtp["steps"]
+        assert lp["tokens_match_oracle"] == lp["tokens_bit_exact"] == mtp["tokens_generated"]
+        assert f"logprob check ({label}, top-3): {mtp['steps']}/{mtp['steps']} messages" in out
+
+
+def test_demo_device_auto_is_cpu_without_gpu():
+    from fastdeploy_spec import demo
+    from tests.conftest import gpu_available
+
+    assert demo.resolve_device("auto") == ("gpu" if gpu_available() else "cpu")
+    assert demo.resolve_device("cpu") == "cpu"
+
+
+def test_bigram_draft():
+    from fastdeploy_spec.demo import BigramDraft
+
+    draft = BigramDraft([[1, 2, 1, 3, 1, 2], [4, 5]], vocab_size=7)
+    logits = draft(paddle.to_tensor(np.array([[1], [4], [2], [6], [-1]], np.int64)))
+    assert logits.shape == (5, 7) and (logits.sum(axis=1) == 1).all()
+    # 1 -> 2 (twice, over 3 once); 4 -> 5; 2 -> 1; 6 never followed, -1 no token: the end token 0
+    assert logits.argmax(axis=1).tolist() == [2, 5, 1, 0, 0]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from typing import Any
+from typing import Any, Sequence
 
 from fastdeploy_spec.config import SpeculativeConfig
 
@@ -26,3 +26,10 @@ class Proposer(abc.ABC):
     @abc.abstractmethod
     def _run_impl(self, **kw: Any) -> None:
         """Propose drafts for one step."""
+
+    def reset(self, slots: Sequence[int]) -> None:
+        """New requests start in ``slots``: forget what the proposer kept of them (nothing here)."""
+
+    def accept(self, accept_tokens: Any, accept_num: Any) -> None:
+        """The step's verified tokens (``accept_tokens`` [S, K + 1], ``accept_num`` [S]), called after
+        verification; a proposer that keeps its own history updates it (nothing here)."""

@@ -1,0 +1,170 @@
+"""The token processor's end of the logprob transport, in a second process (as in a server).
+
+A model runner sends one ``speculate_save_output_topk`` message per step to the System V queue named
+by ``INFERENCE_MSG_QUEUE_ID``; the token processor, another process, reads them with
+``speculate_get_output_topk`` and parses them (``fastdeploy_spec.output``). ``LogprobReceiver``
+starts that process (``python -m fastdeploy_spec.token_processor QUEUE_ID``): it blocks on the
+queue, parses each message and passes it back through a pipe, so that the runner's process can
+check what arrived against what it sent.
+
+The receiver runs apart from the sender on purpose: a send blocks while the queue is full
+(``kernel.msgmnb``, 16 KiB by default), so a receiver in the sending process could deadlock on a
+large step. It is a plain subprocess, not a multiprocessing one, so that the caller's main module
+needs no ``if __name__ == "__main__"`` guard.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import queue as queue_mod
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, List
+
+import numpy as np
+
+from fastdeploy_spec import msg_queue
+from fastdeploy_spec.output import LogprobMessage
+
+# ftok() keeps the low 8 bits of a queue id (msg_queue.cc): 1 .. 255 name distinct queues, 1 is the
+# default one that a server on this machine would use.
+_QUEUE_IDS = range(2, 256)
+_EOF = object()
+
+
+def free_queue_id(seed: int | None = None) -> int:
+    """A queue id (2 .. 255) whose queue does not exist now, tried in an order seeded by the pid."""
+    order = np.random.default_rng(os.getpid() if seed is None else seed).permutation(list(_QUEUE_IDS))
+    for qid in order.tolist():
+        if msg_queue.queue_stats(qid) is None:
+            return qid
+    raise RuntimeError("every message queue id 2 .. 255 is in use (ipcs -q lists them)")
+
+
+@contextmanager
+def queue_env(queue_id: int) -> Iterator[None]:
+    """Names ``queue_id`` in ``INFERENCE_MSG_QUEUE_ID`` for the ops called inside, then restores it."""
+    old = os.environ.get(msg_queue.QUEUE_ID_ENV)
+    os.environ[msg_queue.QUEUE_ID_ENV] = str(queue_id)
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ[msg_queue.QUEUE_ID_ENV]
+        else:
+            os.environ[msg_queue.QUEUE_ID_ENV] = old
+
+
+def _receive_forever(out) -> None:
+    """The child: blocking receive, parse, pickle to ``out``; until the parent ends it."""
+    try:
+        import paddle
+
+        from fastdeploy_spec.ops import speculate_get_output_topk
+        from fastdeploy_spec.output import parse_logprob_output
+
+        lay = msg_queue.layout()
+        cpu = paddle.CPUPlace()  # host buffers, also under a GPU Paddle
+        tokens = paddle.to_tensor(np.zeros((lay.tokens_len, 1), np.int64), place=cpu)
+        scores = paddle.to_tensor(np.zeros((lay.scores_len, 1), np.float32), place=cpu)
+        ranks = paddle.to_tensor(np.zeros(lay.ranks_len, np.int64), place=cpu)
+        while True:
+            speculate_get_output_topk(tokens, scores, ranks, lay.k, 0, True)
+            message = parse_logprob_output(tokens, scores, ranks)
+            if message is not None:
+                pickle.dump(message, out)
+                out.flush()
+    except Exception as exc:  # reported to the parent, which raises it
+        pickle.dump(f"{type(exc).__name__}: {exc}", out)
+        out.flush()
+
+
+class LogprobReceiver:
+    """A child process that receives and parses the logprob messages of queue ``queue_id``.
+
+    Parameters
+    ----------
+    queue_id : int
+        The ``INFERENCE_MSG_QUEUE_ID`` the sender uses (e.g. ``free_queue_id()``).
+
+    Examples
+    --------
+    >>> receiver = LogprobReceiver(free_queue_id())        # doctest: +SKIP
+    >>> with queue_env(receiver.queue_id):                 # doctest: +SKIP
+    ...     speculate_save_output_topk(...)                # one message per step
+    >>> receiver.take(count=1, timeout_s=30)               # doctest: +SKIP
+    [LogprobMessage(stop_flag=1, message_flag=3, ...)]
+    >>> receiver.close()                                   # doctest: +SKIP
+    """
+
+    def __init__(self, queue_id: int) -> None:
+        self.queue_id = int(queue_id)
+        env = dict(os.environ)
+        env[msg_queue.QUEUE_ID_ENV] = str(self.queue_id)
+        package_root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        self._stderr = tempfile.TemporaryFile()
+        self._process = subprocess.Popen([sys.executable, "-m", "fastdeploy_spec.token_processor"],
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                         stderr=self._stderr, env=env)
+        self._inbox: "queue_mod.Queue[object]" = queue_mod.Queue()
+        self._reader = threading.Thread(target=self._read_pipe, name=f"logprob-receiver-{queue_id}",
+                                        daemon=True)
+        self._reader.start()
+
+    def _read_pipe(self) -> None:
+        try:
+            while True:
+                self._inbox.put(pickle.load(self._process.stdout))
+        except (EOFError, OSError, ValueError, pickle.UnpicklingError):
+            self._inbox.put(_EOF)
+
+    def _failure(self, what: str) -> RuntimeError:
+        self._stderr.seek(0)
+        tail = self._stderr.read()[-2000:].decode(errors="replace").strip()
+        return RuntimeError(f"logprob receiver (queue {self.queue_id}): {what}"
+                            + (f"\n{tail}" if tail else ""))
+
+    def take(self, count: int | None = None, timeout_s: float = 60.0) -> List[LogprobMessage]:
+        """The messages received since the last call, in order; with ``count``, waits (up to
+        ``timeout_s``) until that many have arrived and raises ``TimeoutError`` if they do not."""
+        got: List[LogprobMessage] = []
+        deadline = time.monotonic() + timeout_s
+        while True:
+            wait = count is not None and len(got) < count
+            try:
+                item = self._inbox.get(timeout=max(deadline - time.monotonic(), 1e-3)) if wait \
+                    else self._inbox.get_nowait()
+            except queue_mod.Empty:
+                if wait:
+                    raise TimeoutError(f"logprob receiver (queue {self.queue_id}): {len(got)} of "
+                                       f"{count} messages arrived within {timeout_s:.0f} s") from None
+                return got
+            if item is _EOF:
+                self._inbox.put(_EOF)
+                raise self._failure(f"exited with code {self._process.wait()}")
+            if isinstance(item, str):
+                raise self._failure(item)
+            got.append(item)
+
+    def close(self) -> None:
+        """Ends the child (it waits in msgrcv: there is no cleaner way out) and removes the queue."""
+        if self._process.poll() is None:
+            self._process.terminate()
+        self._process.wait(timeout=10)
+        self._process.stdout.close()
+        self._stderr.close()
+        msg_queue.remove_queue(self.queue_id)
+
+
+if __name__ == "__main__":
+    # The pipe carries pickles only: whatever else writes to stdout (Paddle, C++ code) goes to stderr.
+    channel = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    _receive_forever(channel)
