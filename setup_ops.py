@@ -87,13 +87,20 @@ def source_digest() -> str:
 
 
 def find_cuda_home() -> str | None:
+    """The CUDA toolkit to build with: $CUDA_HOME, $CUDA_PATH, the toolkit of the nvcc on PATH, or
+    /usr/local/cuda, whichever first has both nvcc and the runtime headers (an nvcc on PATH may be a
+    wrapper script far from its toolkit)."""
     if os.environ.get("FDSPEC_CPU_ONLY", "0") not in ("", "0"):
         return None
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    if home and (Path(home) / "bin" / "nvcc").exists():
-        return home
+    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
     nvcc = shutil.which("nvcc")
-    return str(Path(nvcc).resolve().parent.parent) if nvcc else None
+    if nvcc:
+        candidates.append(str(Path(nvcc).resolve().parent.parent))
+    candidates.append("/usr/local/cuda")
+    for home in filter(None, candidates):
+        if (Path(home) / "bin" / "nvcc").exists() and (Path(home) / "include" / "cuda_runtime_api.h").exists():
+            return home
+    return None
 
 
 def cuda_archs() -> list[str]:
@@ -103,11 +110,14 @@ def cuda_archs() -> list[str]:
 
 
 def build() -> Path:
+    cuda_home = find_cuda_home()
+    with_cuda = cuda_home is not None
+    if with_cuda:
+        # Paddle's extension module reads CUDA_HOME when it is imported.
+        os.environ["CUDA_HOME"] = cuda_home
     import paddle
     from paddle.utils.cpp_extension import CppExtension, CUDAExtension, setup
 
-    cuda_home = find_cuda_home()
-    with_cuda = cuda_home is not None
     # The bindings use no pybind11; PADDLE_NO_PYTHON keeps paddle/extension.h from pulling in its
     # Python and (in a CUDA build against CPU Paddle) cuBLAS headers.
     cxx = ["-O3", "-std=c++17", "-DPADDLE_NO_PYTHON", f"-I{CSRC}"]
@@ -124,7 +134,6 @@ def build() -> Path:
     sources = [str(CSRC / s) for op in OPS.values() for s in op["cpp"]]
     archs: list[str] = []
     if with_cuda:
-        os.environ["CUDA_HOME"] = cuda_home
         archs = cuda_archs()
         cxx += ["-DFDSPEC_WITH_CUDA", f"-I{cuda_home}/include", f"-I{cuda_home}/include/cccl"]
         nvcc += ["-DFDSPEC_WITH_CUDA", f"-I{cuda_home}/include/cccl", "-DPADDLE_NO_PYTHON"]
@@ -132,7 +141,7 @@ def build() -> Path:
         nvcc.append(f"-gencode=arch=compute_{archs[-1]},code=compute_{archs[-1]}")
         sources += [str(CSRC / s) for op in OPS.values() for s in op["cuda"]]
         ext = CUDAExtension(sources=sources, extra_compile_args={"cxx": cxx, "nvcc": nvcc},
-                            extra_link_args=link)
+                            library_dirs=[f"{cuda_home}/lib64"], extra_link_args=link)
     else:
         ext = CppExtension(sources=sources, extra_compile_args={"cxx": cxx}, extra_link_args=link)
 
