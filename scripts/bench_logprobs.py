@@ -34,6 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
+
 BATCH = 64
 DRAFTS = 5  # K
 TOP_K = 20

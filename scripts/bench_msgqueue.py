@@ -38,6 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
+
 MSGMAX = Path("/proc/sys/kernel/msgmax")
 MSGMNB = Path("/proc/sys/kernel/msgmnb")
 # Upstream's message: long mtype + int meta[3 + 512] + 512 x (int tokens[126], float scores[126],
