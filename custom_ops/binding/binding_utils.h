@@ -132,3 +132,27 @@ inline void check_cuda(cudaError_t status, const char* op) {
 
 }  // namespace binding
 }  // namespace fdspec
+
+// Runs `cpu_fn(params)` when `first` (the op's first tensor) is on the CPU and
+// `gpu_fn(params, stream of first)` when it is on a GPU, turning a CUDA error into a Paddle error. A
+// macro because `gpu_fn` is not declared at all in a build without CUDA, where GPU tensors get the
+// no_gpu_kernels error instead.
+#ifdef FDSPEC_WITH_CUDA
+#define FDSPEC_RUN_ON_PLACE(op, first, params, cpu_fn, gpu_fn)                               \
+  do {                                                                                       \
+    if ((first).is_cpu()) {                                                                  \
+      cpu_fn(params);                                                                        \
+    } else {                                                                                 \
+      ::fdspec::binding::check_cuda(gpu_fn(params, ::fdspec::binding::stream_of(first)), op); \
+    }                                                                                        \
+  } while (0)
+#else
+#define FDSPEC_RUN_ON_PLACE(op, first, params, cpu_fn, gpu_fn) \
+  do {                                                         \
+    if ((first).is_cpu()) {                                    \
+      cpu_fn(params);                                          \
+    } else {                                                   \
+      ::fdspec::binding::no_gpu_kernels(op);                   \
+    }                                                          \
+  } while (0)
+#endif

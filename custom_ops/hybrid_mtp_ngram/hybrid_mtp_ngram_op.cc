@@ -97,16 +97,8 @@ void HybridMtpNgram(const paddle::Tensor& token_ids_all, const paddle::Tensor& p
       make_params(token_ids_all, prompt_lens, pre_ids, step_idx, draft_token_num, draft_tokens,
                   seq_lens_this_time, seq_lens_decoder, max_dec_len, max_ngram_size,
                   min_ngram_size, max_draft_tokens, threshold);
-  if (token_ids_all.is_cpu()) {
-    fdspec::hybrid_mtp_ngram_cpu(p);
-    return;
-  }
-#ifdef FDSPEC_WITH_CUDA
-  fdspec::binding::check_cuda(
-      fdspec::hybrid_mtp_ngram_gpu(p, fdspec::binding::stream_of(token_ids_all)), kOp);
-#else
-  fdspec::binding::no_gpu_kernels(kOp);
-#endif
+  FDSPEC_RUN_ON_PLACE(kOp, token_ids_all, p, fdspec::hybrid_mtp_ngram_cpu,
+                      fdspec::hybrid_mtp_ngram_gpu);
 }
 
 PD_BUILD_OP(hybrid_mtp_ngram)

@@ -88,16 +88,7 @@ void NgramMatch(const paddle::Tensor& token_ids_all, const paddle::Tensor& promp
       make_params(token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens,
                   seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, max_dec_len,
                   max_ngram_size, threshold);
-  if (token_ids_all.is_cpu()) {
-    fdspec::ngram_match_cpu(p);
-    return;
-  }
-#ifdef FDSPEC_WITH_CUDA
-  fdspec::binding::check_cuda(fdspec::ngram_match_gpu(p, fdspec::binding::stream_of(token_ids_all)),
-                              kOp);
-#else
-  fdspec::binding::no_gpu_kernels(kOp);
-#endif
+  FDSPEC_RUN_ON_PLACE(kOp, token_ids_all, p, fdspec::ngram_match_cpu, fdspec::ngram_match_gpu);
 }
 
 PD_BUILD_OP(ngram_match)

@@ -24,15 +24,8 @@ void SpeculateComputeCuBatchOffset(paddle::Tensor& cu_batch_token_offset,
                 " elements, got shape " + fb::shape_str(cu_batch_token_offset));
   const fdspec::CuBatchOffsetParams p{cu_batch_token_offset.data<int32_t>(),
                                       accept_num.data<int32_t>(), real_bsz, max_accept_num};
-  if (cu_batch_token_offset.is_cpu()) {
-    fdspec::compute_cu_batch_offset_cpu(p);
-    return;
-  }
-#ifdef FDSPEC_WITH_CUDA
-  fb::check_cuda(fdspec::compute_cu_batch_offset_gpu(p, fb::stream_of(cu_batch_token_offset)), kOp);
-#else
-  fb::no_gpu_kernels(kOp);
-#endif
+  FDSPEC_RUN_ON_PLACE(kOp, cu_batch_token_offset, p, fdspec::compute_cu_batch_offset_cpu,
+                      fdspec::compute_cu_batch_offset_gpu);
 }
 
 PD_BUILD_OP(speculate_compute_cu_batch_offset)

@@ -91,16 +91,8 @@ void SpeculateGetAcceptTokensAndLogits(paddle::Tensor& token_ids, paddle::Tensor
   const fdspec::AcceptTokensLogitsParams p =
       make_params(token_ids, target_logits, logits, cu_batch_token_offset, cu_seqlens_q_output,
                   seq_lens_this_time, seq_lens_encoder, accept_num, accept_tokens);
-  if (token_ids.is_cpu()) {
-    fdspec::get_accept_tokens_and_logits_cpu(p);
-    return;
-  }
-#ifdef FDSPEC_WITH_CUDA
-  fdspec::binding::check_cuda(
-      fdspec::get_accept_tokens_and_logits_gpu(p, fdspec::binding::stream_of(token_ids)), kOp);
-#else
-  fdspec::binding::no_gpu_kernels(kOp);
-#endif
+  FDSPEC_RUN_ON_PLACE(kOp, token_ids, p, fdspec::get_accept_tokens_and_logits_cpu,
+                      fdspec::get_accept_tokens_and_logits_gpu);
 }
 
 PD_BUILD_OP(speculate_get_accept_tokens_and_logits)

@@ -86,16 +86,7 @@ void SpeculateLogprobsTopk(const paddle::Tensor& target_logits, const paddle::Te
   const fdspec::LogprobsTopkParams p =
       make_params(target_logits, token_ids, cu_batch_token_offset, logprob_token_ids,
                   logprob_scores, logprob_ranks, temperature, raw_logits);
-  if (target_logits.is_cpu()) {
-    fdspec::logprobs_topk_cpu(p);
-    return;
-  }
-#ifdef FDSPEC_WITH_CUDA
-  fdspec::binding::check_cuda(
-      fdspec::logprobs_topk_gpu(p, fdspec::binding::stream_of(target_logits)), kOp);
-#else
-  fdspec::binding::no_gpu_kernels(kOp);
-#endif
+  FDSPEC_RUN_ON_PLACE(kOp, target_logits, p, fdspec::logprobs_topk_cpu, fdspec::logprobs_topk_gpu);
 }
 
 PD_BUILD_OP(speculate_logprobs_topk)

@@ -77,16 +77,8 @@ void SpeculateStepUpdate(const paddle::Tensor& accept_tokens, const paddle::Tens
   p.draft_tokens = draft_tokens.data<int64_t>();
   p.batch = B;
 
-  if (accept_tokens.is_cpu()) {
-    fdspec::speculate_step_update_cpu(p);
-    return;
-  }
-#ifdef FDSPEC_WITH_CUDA
-  fdspec::binding::check_cuda(
-      fdspec::speculate_step_update_gpu(p, fdspec::binding::stream_of(accept_tokens)), kOp);
-#else
-  fdspec::binding::no_gpu_kernels(kOp);
-#endif
+  FDSPEC_RUN_ON_PLACE(kOp, accept_tokens, p, fdspec::speculate_step_update_cpu,
+                      fdspec::speculate_step_update_gpu);
 }
 
 PD_BUILD_OP(speculate_step_update)

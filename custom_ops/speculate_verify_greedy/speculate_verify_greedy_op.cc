@@ -77,16 +77,8 @@ void SpeculateVerifyGreedy(const paddle::Tensor& target_tokens, paddle::Tensor& 
   p.num_end_tokens = end_tokens.numel();
   p.batch = B;
 
-  if (target_tokens.is_cpu()) {
-    fdspec::speculate_verify_greedy_cpu(p);
-    return;
-  }
-#ifdef FDSPEC_WITH_CUDA
-  fdspec::binding::check_cuda(
-      fdspec::speculate_verify_greedy_gpu(p, fdspec::binding::stream_of(target_tokens)), kOp);
-#else
-  fdspec::binding::no_gpu_kernels(kOp);
-#endif
+  FDSPEC_RUN_ON_PLACE(kOp, target_tokens, p, fdspec::speculate_verify_greedy_cpu,
+                      fdspec::speculate_verify_greedy_gpu);
 }
 
 PD_BUILD_OP(speculate_verify_greedy)
