@@ -234,3 +234,34 @@ def require_gpu(script: str) -> None:
     if not ops.with_cuda():
         raise SystemExit(f"{script}: the op library has no CUDA kernels; build it with CUDA_HOME set")
     os.environ.setdefault("FLAGS_cudnn_deterministic", "0")
+
+
+# The n-gram benchmarks' grid: batch sizes x row widths (and a smaller one for --quick).
+GRID = ((1, 8, 64, 256), (1 << 10, 1 << 13, 1 << 15, 1 << 17))
+QUICK_GRID = ((1, 64, 256), (1 << 13, 1 << 15, 1 << 17))
+
+
+def plot_latency_vs_width(rows: List[dict], out: Path, title: str, xlabel: str) -> None:
+    """Log-log plot of GPU and CPU-path latency against W, one colour per batch size (late hits)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for B in sorted({r["B"] for r in rows}):
+        sel = sorted((r for r in rows if r["B"] == B and r["hit"] == "late"), key=lambda r: r["W"])
+        if not sel:
+            continue
+        ws = [r["W"] for r in sel]
+        line, = ax.plot(ws, [r["gpu_us"] for r in sel], "o-", label=f"GPU B={B}")
+        ax.plot(ws, [r["cpu_path_us"] for r in sel], "x--", color=line.get_color(),
+                label=f"CPU path B={B}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("latency per call (us)")
+    ax.set_title(f"{title} ({device_name()})")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(out)

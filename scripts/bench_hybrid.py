@@ -140,31 +140,6 @@ def bench_case(B: int, W: int, hit: str, quick: bool) -> dict:
     }
 
 
-def plot(rows: list, out: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for B in sorted({r["B"] for r in rows}):
-        sel = sorted((r for r in rows if r["B"] == B and r["hit"] == "late"), key=lambda r: r["W"])
-        if not sel:
-            continue
-        ws = [r["W"] for r in sel]
-        line, = ax.plot(ws, [r["gpu_us"] for r in sel], "o-", label=f"GPU B={B}")
-        ax.plot(ws, [r["cpu_path_us"] for r in sel], "x--", color=line.get_color(),
-                label=f"CPU path B={B}")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("W (tokens per row; prompt 3/4 of W, W/8 draft-model tokens)")
-    ax.set_ylabel("latency per call (us)")
-    ax.set_title(f"hybrid_mtp_ngram, late hits ({bc.device_name()})")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(out)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
@@ -172,10 +147,7 @@ def main() -> None:
     args = ap.parse_args()
     bc.require_gpu("bench_hybrid.py")
 
-    batches = (1, 8, 64, 256)
-    widths = (1 << 10, 1 << 13, 1 << 15, 1 << 17)
-    if args.quick:
-        batches, widths = (1, 64, 256), (1 << 13, 1 << 15, 1 << 17)
+    batches, widths = bc.QUICK_GRID if args.quick else bc.GRID
     rows = []
     for B in batches:
         for W in widths:
@@ -193,7 +165,8 @@ def main() -> None:
             "gpu_time": "CUDA events around graph replays of (restore seq_lens_this_time + op), "
                         "minus the same for the restore alone"}
     path = bc.write_results(args.out, "bench_hybrid", meta, rows)
-    plot(rows, Path(args.out) / "bench_hybrid.png")
+    bc.plot_latency_vs_width(rows, Path(args.out) / "bench_hybrid.png", "hybrid_mtp_ngram, late hits",
+                             "W (tokens per row; prompt 3/4 of W, W/8 draft-model tokens)")
     print(f"\n{meta['device']}, Paddle {meta['paddle']}; results in {path}\n")
     bc.print_table(rows, [("B", "B", "{}"), ("W", "W", "{}"), ("hit", "hit", "{}"),
                           ("gpu_us", "GPU us", "{:.2f}"), ("reset_us", "restore us", "{:.2f}"),

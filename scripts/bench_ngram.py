@@ -112,31 +112,6 @@ def bench_case(B: int, W: int, hit: str, quick: bool) -> dict:
     }
 
 
-def plot(rows: list, out: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for B in sorted({r["B"] for r in rows}):
-        sel = sorted((r for r in rows if r["B"] == B and r["hit"] == "late"), key=lambda r: r["W"])
-        if not sel:
-            continue
-        ws = [r["W"] for r in sel]
-        line, = ax.plot(ws, [r["gpu_us"] for r in sel], "o-", label=f"GPU B={B}")
-        ax.plot(ws, [r["cpu_path_us"] for r in sel], "x--", color=line.get_color(),
-                label=f"CPU path B={B}")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("W (tokens per row; prompt 3/4 of W)")
-    ax.set_ylabel("latency per call (us)")
-    ax.set_title(f"ngram_match, late hits ({bc.device_name()})")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(out)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
@@ -144,10 +119,7 @@ def main() -> None:
     args = ap.parse_args()
     bc.require_gpu("bench_ngram.py")
 
-    batches = (1, 8, 64, 256)
-    widths = (1 << 10, 1 << 13, 1 << 15, 1 << 17)
-    if args.quick:
-        batches, widths = (1, 64, 256), (1 << 13, 1 << 15, 1 << 17)
+    batches, widths = bc.QUICK_GRID if args.quick else bc.GRID
     rows = []
     for B in batches:
         for W in widths:
@@ -161,7 +133,8 @@ def main() -> None:
             "max_ngram_size": MAX_NGRAM, "vocab": VOCAB, "prompt": "3/4 W", "generated": "W/8",
             "threshold": "non-binding (2^40)", "gpu_time": "CUDA events around graph replays"}
     path = bc.write_results(args.out, "bench_ngram", meta, rows)
-    plot(rows, Path(args.out) / "bench_ngram.png")
+    bc.plot_latency_vs_width(rows, Path(args.out) / "bench_ngram.png", "ngram_match, late hits",
+                             "W (tokens per row; prompt 3/4 of W)")
     print(f"\n{meta['device']}, Paddle {meta['paddle']}; results in {path}\n")
     bc.print_table(rows, [("B", "B", "{}"), ("W", "W", "{}"), ("hit", "hit", "{}"),
                           ("gpu_us", "GPU us", "{:.2f}"), ("host_us", "host us/call", "{:.1f}"),
