@@ -6,6 +6,7 @@ GPU kernels may not run: only copies and this plugin's ops are trusted there).
 
 from __future__ import annotations
 
+import os
 import zlib  # noqa: F401  (Paddle 2.6 crashes in zlib unless it is imported first)
 
 import numpy as np
@@ -13,6 +14,20 @@ import paddle
 import pytest
 
 from fastdeploy_spec import ops
+
+
+try:  # hypothesis is a test-only dependency; the GPU machine may lack it
+    from hypothesis import settings as _hyp_settings
+except ImportError:
+    _hyp_settings = None
+else:
+    # "ci" (default): bounded and derandomized, so a CI failure reproduces. "long": a fresh random
+    # search. Pick one with HYPOTHESIS_PROFILE; FDSPEC_FUZZ_EXAMPLES overrides the example count.
+    _fuzz_examples = int(os.environ.get("FDSPEC_FUZZ_EXAMPLES", "0")) or None
+    _hyp_settings.register_profile("ci", max_examples=_fuzz_examples or 150, deadline=None,
+                                   derandomize=True, print_blob=True)
+    _hyp_settings.register_profile("long", max_examples=_fuzz_examples or 5000, deadline=None)
+    _hyp_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def gpu_available() -> bool:

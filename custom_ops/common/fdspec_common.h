@@ -34,4 +34,12 @@ FDSPEC_HD T min_of(T a, T b) { return a < b ? a : b; }
 template <typename T>
 FDSPEC_HD T max_of(T a, T b) { return a > b ? a : b; }
 
+// a - b saturated to the int64 range. Limits such as max_dec_len reach the kernels unchecked; the
+// difference of two extreme values must not wrap around (a wrapped budget turns "no room" into room).
+FDSPEC_HD int64_t sub_sat(int64_t a, int64_t b) {
+  if (b > 0 && a < INT64_MIN + b) return INT64_MIN;
+  if (b < 0 && a > INT64_MAX + b) return INT64_MAX;
+  return a - b;
+}
+
 }  // namespace fdspec

@@ -49,7 +49,7 @@ FDSPEC_HD int64_t hybrid_ori(const HybridMtpNgramParams& p, int64_t b) {
 // K + 1 - ori). The last term keeps every write (columns ori .. ori + q - 1) inside draft_tokens
 // (SPEC §0); it binds only when max_draft_tokens > K, where upstream would write past the row.
 FDSPEC_HD int64_t hybrid_slot_budget(const HybridMtpNgramParams& p, int64_t b, int64_t ori, int64_t s) {
-  const int64_t q = min_of<int64_t>(p.max_draft_tokens - ori + 1, p.max_dec_len[b] - s - 1);
+  const int64_t q = min_of<int64_t>(p.max_draft_tokens - ori + 1, sub_sat(p.max_dec_len[b], s + 1));
   return min_of<int64_t>(q, p.draft_stride - ori);
 }
 

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -125,23 +126,29 @@ std::string send_error(int e, size_t text, const Limits& l) {
 }
 
 // ---- Receiver state (one per queue key) ------------------------------------------------------------
+// One assembly per sender (mtype): while a message of one sender is incomplete, fragments of the
+// others keep being taken off the queue. Waiting for one sender alone would let the others' fragments
+// fill the queue, block that sender's next fragment, and drop its message on the fragment timeout.
 struct Assembly {
-  bool active = false;
-  long mtype = 0;
   uint32_t id = 0;
   uint32_t count = 0;
   uint32_t next = 0;  // index of the next fragment expected
   uint64_t total = 0;
   uint64_t filled = 0;
+  std::chrono::steady_clock::time_point last_progress;
   std::vector<uint8_t> data;
 };
 
+struct Orphan {  // the rest of a message whose first fragment was never seen: dropped silently
+  long mtype;
+  uint32_t id;
+};
+
 struct Receiver {
-  std::vector<uint8_t> frame;  // one SysV message: mtype + fragment header + chunk
-  Assembly asm_;
-  bool discarding = false;  // the rest of an orphaned message is dropped without a second error
-  long discard_mtype = 0;
-  uint32_t discard_id = 0;
+  std::vector<uint8_t> frame;        // one SysV message: mtype + fragment header + chunk
+  std::map<long, Assembly> partial;  // by sender
+  std::deque<std::vector<uint8_t>> complete;  // whole messages not handed out yet, in arrival order
+  std::vector<Orphan> orphans;       // at most one per sender
 };
 
 std::mutex g_recv_mutex;
@@ -172,16 +179,93 @@ std::string parse_fragment(const Receiver& r, ssize_t n, size_t max_bytes, Fragm
 }
 
 void begin_assembly(Receiver& r, long mtype, const FragmentHeader& h, size_t chunk) {
-  Assembly& a = r.asm_;
-  a.active = true;
-  a.mtype = mtype;
+  Assembly& a = r.partial[mtype];
   a.id = h.message_id;
   a.count = h.count;
   a.next = 1;
   a.total = h.total_bytes;
-  a.data.resize(std::max<size_t>(a.data.size(), a.total));
+  a.data.resize(a.total);
   std::memcpy(a.data.data(), r.frame.data() + kFramePrefix, chunk);
   a.filled = chunk;
+  a.last_progress = std::chrono::steady_clock::now();
+}
+
+void forget_orphan(Receiver& r, long mtype) {
+  r.orphans.erase(std::remove_if(r.orphans.begin(), r.orphans.end(),
+                                 [&](const Orphan& o) { return o.mtype == mtype; }),
+                  r.orphans.end());
+}
+
+bool is_orphan(const Receiver& r, long mtype, uint32_t id) {
+  return std::any_of(r.orphans.begin(), r.orphans.end(),
+                     [&](const Orphan& o) { return o.mtype == mtype && o.id == id; });
+}
+
+// Takes the fragment in r.frame (n text bytes, mtype) into the receiver's state. Returns an error for
+// what it drops; a message it completes goes to r.complete, except a single-fragment message: then
+// *whole is set and the message is read from r.frame in place (no copy).
+std::string take_fragment(Receiver& r, ssize_t n, size_t max_bytes, bool* whole) {
+  *whole = false;
+  long mtype;
+  std::memcpy(&mtype, r.frame.data(), sizeof(mtype));
+  FragmentHeader h;
+  size_t chunk = 0;
+  std::string err = parse_fragment(r, n, max_bytes, &h, &chunk);
+  auto open = r.partial.find(mtype);
+  if (!err.empty()) {
+    if (open == r.partial.end()) return err;
+    const std::string lost = describe(mtype, open->second.id);
+    r.partial.erase(open);
+    return err + "; " + lost + " is dropped with it";
+  }
+  if (h.index == 0) {
+    forget_orphan(r, mtype);
+    std::string dropped;
+    if (open != r.partial.end()) {
+      const Assembly& a = open->second;
+      dropped = "dropped incomplete " + describe(mtype, a.id) + " (fragment " + std::to_string(a.next) + " of " +
+                std::to_string(a.count) + " missing); the next message of that sender follows";
+      r.partial.erase(open);
+    }
+    if (h.count == 1) {
+      if (chunk != h.total_bytes) return "dropped a malformed single-fragment " + describe(mtype, h.message_id);
+      *whole = dropped.empty();
+      const auto payload = r.frame.begin() + kFramePrefix;
+      if (!*whole) r.complete.emplace_back(payload, payload + chunk);
+    } else {
+      begin_assembly(r, mtype, h, chunk);
+    }
+    return dropped;
+  }
+  if (open == r.partial.end()) {
+    if (is_orphan(r, mtype, h.message_id)) return {};
+    forget_orphan(r, mtype);
+    r.orphans.push_back({mtype, h.message_id});
+    return "dropped fragment " + std::to_string(h.index) + " of " + std::to_string(h.count) + " of " +
+           describe(mtype, h.message_id) +
+           ": its first fragment was never received here (taken by another receiver that stopped?)";
+  }
+  Assembly& a = open->second;
+  const bool continues = h.message_id == a.id && h.index == a.next && h.count == a.count &&
+                         h.total_bytes == a.total && a.filled + chunk <= a.total &&
+                         (h.index + 1 < h.count || a.filled + chunk == a.total);
+  if (!continues) {
+    const std::string lost = describe(mtype, a.id) + " (fragment " + std::to_string(a.next) + " of " +
+                             std::to_string(a.count) + " missing)";
+    r.partial.erase(open);
+    forget_orphan(r, mtype);
+    r.orphans.push_back({mtype, h.message_id});
+    return "dropped incomplete " + lost + " and an out-of-sequence fragment " + std::to_string(h.index) +
+           " of message " + std::to_string(h.message_id);
+  }
+  std::memcpy(a.data.data() + a.filled, r.frame.data() + kFramePrefix, chunk);
+  a.filled += chunk;
+  a.last_progress = std::chrono::steady_clock::now();
+  if (++a.next == a.count) {
+    r.complete.push_back(std::move(a.data));
+    r.partial.erase(open);
+  }
+  return {};
 }
 
 int64_t fragment_timeout_ms() {
@@ -285,63 +369,43 @@ std::string receive_message(int64_t queue_id, bool wait, size_t max_bytes, const
   Receiver& r = g_receivers[q.key];
   const size_t text_cap = sizeof(FragmentHeader) + max_bytes;
   if (r.frame.size() < sizeof(long) + text_cap) r.frame.resize(sizeof(long) + text_cap);
-  Assembly& a = r.asm_;
-
-  // MSG_NOERROR: a foreign message too big for the buffer is consumed (truncated) and reported rather
-  // than left to block the queue.
-  auto receive = [&](long type, int flags) { return msgrcv(q.msqid, r.frame.data(), text_cap, type, flags | MSG_NOERROR); };
-
-  while (!a.active) {
-    const ssize_t n = receive(0, wait ? 0 : IPC_NOWAIT);
-    if (n == -1) {
-      const int e = errno;
-      if (e == ENOMSG || e == EINTR) return {};  // nothing read; nothing lost
-      if (e == EIDRM) return "the queue (id " + std::to_string(queue_id) + ") was removed while waiting";
-      return "msgrcv failed: " + errno_str(e);
-    }
-    FragmentHeader h;
-    size_t chunk = 0;
-    err = parse_fragment(r, n, max_bytes, &h, &chunk);
-    if (!err.empty()) return err;
-    long mtype;
-    std::memcpy(&mtype, r.frame.data(), sizeof(mtype));
-    if (h.index != 0) {
-      if (r.discarding && r.discard_mtype == mtype && r.discard_id == h.message_id) continue;
-      r.discarding = true;
-      r.discard_mtype = mtype;
-      r.discard_id = h.message_id;
-      return "dropped fragment " + std::to_string(h.index) + " of " + std::to_string(h.count) + " of " +
-             describe(mtype, h.message_id) +
-             ": its first fragment was never received here (taken by another receiver that stopped?)";
-    }
-    if (h.count == 1) {
-      if (chunk != h.total_bytes) return "dropped a malformed single-fragment " + describe(mtype, h.message_id);
-      *got = true;
-      return consume(r.frame.data() + kFramePrefix, chunk);
-    }
-    begin_assembly(r, mtype, h, chunk);
-  }
-
-  // The rest of a started message: its sender is sending it now, so poll for it with a deadline
-  // measured from the last fragment that arrived.
   const auto timeout = std::chrono::milliseconds(fragment_timeout_ms());
-  auto last_progress = std::chrono::steady_clock::now();
+
   int idle_polls = 0;
-  while (a.next < a.count) {
-    const ssize_t n = receive(a.mtype, IPC_NOWAIT);
+  while (r.complete.empty()) {
+    // Blocking only while no message is half-assembled: the senders of those are sending now, and
+    // their deadlines are checked between polls.
+    const bool block = wait && r.partial.empty();
+    // MSG_NOERROR: a foreign message too big for the buffer is consumed (truncated) and reported
+    // rather than left to block the queue.
+    const ssize_t n = msgrcv(q.msqid, r.frame.data(), text_cap, 0, (block ? 0 : IPC_NOWAIT) | MSG_NOERROR);
     if (n == -1) {
       const int e = errno;
+      if (e == EIDRM || (e == EINVAL && !r.partial.empty())) {
+        r.partial.clear();
+        return "the queue (id " + std::to_string(queue_id) + ") was removed while waiting";
+      }
       if (e != ENOMSG && e != EINTR) {
-        a.active = false;
-        return "msgrcv failed while reassembling " + describe(a.mtype, a.id) + " (dropped): " + errno_str(e);
+        const std::string why = "msgrcv failed: " + errno_str(e) +
+                                (r.partial.empty() ? "" : "; incomplete messages dropped");
+        r.partial.clear();
+        return why;
       }
-      if (std::chrono::steady_clock::now() - last_progress > timeout) {
-        a.active = false;
-        return "dropped " + describe(a.mtype, a.id) + ": fragment " + std::to_string(a.next) + " of " +
-               std::to_string(a.count) + " did not arrive within " + std::to_string(timeout.count()) +
-               " ms (" + kFragmentTimeoutEnv + "); its sender stopped mid-message";
+      if (r.partial.empty()) return {};  // nothing read; nothing lost
+      const auto now = std::chrono::steady_clock::now();
+      for (auto it = r.partial.begin(); it != r.partial.end(); ++it) {
+        const Assembly& a = it->second;
+        if (now - a.last_progress > timeout) {
+          const std::string lost = "dropped " + describe(it->first, a.id) + ": fragment " +
+                                   std::to_string(a.next) + " of " + std::to_string(a.count) +
+                                   " did not arrive within " + std::to_string(timeout.count()) + " ms (" +
+                                   kFragmentTimeoutEnv + "); its sender stopped mid-message";
+          r.partial.erase(it);
+          return lost;
+        }
       }
-      // Spin briefly (the sender is usually mid-send), then sleep so as not to steal its core.
+      if (e == EINTR) return {};
+      // Spin briefly (a sender is usually mid-send), then sleep so as not to steal its core.
       if (++idle_polls < 64) {
         sched_yield();
       } else {
@@ -350,39 +414,18 @@ std::string receive_message(int64_t queue_id, bool wait, size_t max_bytes, const
       continue;
     }
     idle_polls = 0;
-    FragmentHeader h;
-    size_t chunk = 0;
-    err = parse_fragment(r, n, max_bytes, &h, &chunk);
-    if (!err.empty()) {
-      a.active = false;
-      return err + "; " + describe(a.mtype, a.id) + " is dropped with it";
+    bool whole = false;
+    err = take_fragment(r, n, max_bytes, &whole);
+    if (!err.empty()) return err;
+    if (whole) {
+      *got = true;
+      return consume(r.frame.data() + kFramePrefix, static_cast<size_t>(n) - sizeof(FragmentHeader));
     }
-    const bool continues = h.message_id == a.id && h.index == a.next && h.count == a.count &&
-                           h.total_bytes == a.total && a.filled + chunk <= a.total &&
-                           (h.index + 1 < h.count || a.filled + chunk == a.total);
-    if (!continues) {
-      const std::string lost = describe(a.mtype, a.id) + " (fragment " + std::to_string(a.next) + " of " +
-                               std::to_string(a.count) + " missing)";
-      a.active = false;
-      if (h.index == 0) {
-        begin_assembly(r, a.mtype, h, chunk);
-        return "dropped incomplete " + lost + "; the next message of that sender follows";
-      }
-      r.discarding = true;
-      r.discard_mtype = a.mtype;
-      r.discard_id = h.message_id;
-      return "dropped incomplete " + lost + " and an out-of-sequence fragment " + std::to_string(h.index) +
-             " of message " + std::to_string(h.message_id);
-    }
-    std::memcpy(a.data.data() + a.filled, r.frame.data() + kFramePrefix, chunk);
-    a.filled += chunk;
-    ++a.next;
-    last_progress = std::chrono::steady_clock::now();
   }
-  a.active = false;
-  if (a.filled != a.total) return "dropped a malformed " + describe(a.mtype, a.id) + " (size mismatch)";
+  std::vector<uint8_t> message = std::move(r.complete.front());
+  r.complete.pop_front();
   *got = true;
-  return consume(a.data.data(), a.total);
+  return consume(message.data(), message.size());
 }
 
 }  // namespace msgq

@@ -7,10 +7,12 @@
 //
 // Fragments of one message share its id and carry their index and the fragment count. A sender sends
 // with mtype = its pid, holding a process-wide lock for the whole message, so the fragments of one
-// message follow each other in the queue among that sender's messages; the receiver takes a first
-// fragment of any type, then the rest with that type only, so fragments of different sender
-// processes never mix. Reassembly rules (the receiver's decision, documented for callers):
-//   * a fragment that does not continue the message being assembled (another message id, a skipped
+// message follow each other in the queue among that sender's messages. The receiver takes fragments
+// of any sender and assembles one message per sender at a time, so fragments of different sender
+// processes never mix, and a sender blocked on a queue filled by another's fragments is never starved
+// (the receiver keeps draining them); messages are handed out in the order they complete.
+// Reassembly rules (the receiver's decision, documented for callers):
+//   * a fragment that does not continue its sender's message being assembled (another message id, a skipped
 //     index) ends that message: it is dropped and the receive raises an error naming it; a first
 //     fragment that arrived that way starts the next message, which the next receive continues;
 //   * a fragment whose beginning was never seen (an orphan: index > 0, e.g. after a receiver that died

@@ -39,7 +39,8 @@ __device__ __forceinline__ SlotView slot_view(const NgramMatchParams& p, int64_t
 }
 
 __device__ __forceinline__ NgramHaystacks slot_haystacks(const SlotView& v) {
-  return NgramHaystacks{v.row, v.P, v.row + v.P, v.s, v.row + v.P + v.s - 1, v.s};
+  // With s = 0 there is no newest token (no pattern size fits): point at the row, not before it.
+  return NgramHaystacks{v.row, v.P, v.row + v.P, v.s, v.row + v.P + (v.s > 0 ? v.s - 1 : 0), v.s};
 }
 
 // The walk's decoding slots: not prefill, not empty. (A negative seq_lens_decoder takes this path too,

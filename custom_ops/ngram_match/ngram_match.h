@@ -32,7 +32,7 @@ struct NgramMatchParams {
 // Per-slot draft budget before the threshold: min(draft_token_num, max_dec_len - s - 1, K).
 // Clamping to K keeps every write inside draft_tokens (SPEC §0).
 FDSPEC_HD int64_t ngram_match_slot_budget(const NgramMatchParams& p, int64_t b, int64_t s) {
-  const int64_t cap = min_of<int64_t>(p.draft_token_num[b], p.max_dec_len[b] - s - 1);
+  const int64_t cap = min_of<int64_t>(p.draft_token_num[b], sub_sat(p.max_dec_len[b], s + 1));
   return min_of<int64_t>(cap, p.draft_stride - 1);
 }
 

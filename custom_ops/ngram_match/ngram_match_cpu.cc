@@ -35,7 +35,8 @@ void ngram_match_cpu(const NgramMatchParams& p) {
     const int64_t L = unprocessed;  // prefill slots stay counted here: upstream's quirk, kept
     if (S + budget + L > p.threshold) budget = p.threshold - S - L;
     if (S + L < p.threshold - 1) {
-      const NgramHaystacks h{row, P, row + P, s, row + P + s - 1, s};
+      // With s = 0 there is no newest token (no pattern size fits): point at the row, not before it.
+      const NgramHaystacks h{row, P, row + P, s, row + P + (s > 0 ? s - 1 : 0), s};
       const NgramMatch m = ngram_search_host(h, p.max_ngram_size, 1, budget);
       int64_t* drafts = p.draft_tokens + b * p.draft_stride;
       for (int64_t k = 0; k < m.count; ++k) drafts[1 + k] = m.src[k];

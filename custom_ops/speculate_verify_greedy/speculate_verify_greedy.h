@@ -72,7 +72,7 @@ FDSPEC_HD bool verify_cut(const SpeculateVerifyGreedyParams& p, int64_t b, int64
 // n from the first cut position: capped by what the slot may still generate.
 FDSPEC_HD int64_t verify_accept_count(const SpeculateVerifyGreedyParams& p, int64_t b,
                                       int64_t first_cut) {
-  const int64_t room = p.max_dec_len[b] - p.step_idx[b];
+  const int64_t room = sub_sat(p.max_dec_len[b], p.step_idx[b]);
   return clamp_to<int64_t>(min_of<int64_t>(first_cut + 1, room), 0, p.width);
 }
 

@@ -1,0 +1,311 @@
+"""Differential fuzzing of every token op with hypothesis: CPU against the NumPy reference, GPU
+against CPU (and the reference) where a GPU exists.
+
+Generated batches mix slot states (prefill, decoding, empty, stopped, unscheduled), use vocabularies
+of 1 to 3 tokens so that n-grams and drafts match, lengths from negative to past the tensor width,
+and thresholds that bind. ``ngram_match`` on CPU is fuzzed in test_ngram_match_property.py; here it
+only gets the GPU-against-CPU run.
+
+Budget: the hypothesis profile from tests/conftest.py ("ci": 150 derandomized examples per test;
+``HYPOTHESIS_PROFILE=long`` or ``FDSPEC_FUZZ_EXAMPLES=N`` for a longer search).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("hypothesis")  # a test-only dependency; the GPU machine may lack it
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.extra import numpy as hnp  # noqa: E402
+
+from fastdeploy_spec import ops  # noqa: E402
+from tests import logprob_msg_reference as msg_ref  # noqa: E402
+from tests import test_hybrid_mtp_ngram as hybrid  # noqa: E402
+from tests import test_ngram_match as ngram  # noqa: E402
+from tests import test_speculate_get_accept_tokens_and_logits as accept  # noqa: E402
+from tests import test_speculate_logprobs_topk as logprobs  # noqa: E402
+from tests import test_speculate_step_update as step_update  # noqa: E402
+from tests import test_speculate_verify_greedy as verify  # noqa: E402
+from tests.conftest import PLACES, to_place  # noqa: E402
+from tests.ref_ngram_match import THRESHOLD_ENV  # noqa: E402
+from tests.logprobs_reference import LOGITS_DTYPES, make_logits, ref_cu_batch_offset  # noqa: E402
+
+FIXTURES_OK = settings(suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                              HealthCheck.too_slow, HealthCheck.data_too_large])
+THRESHOLDS = st.one_of(st.integers(0, 30), st.just(10**6))
+
+
+@pytest.fixture(autouse=True)
+def _no_threshold_env(monkeypatch):
+    for var in (THRESHOLD_ENV, "SPEC_TOKENUM_THRESHOLD"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def ints(data, shape, lo, hi, dtype, label):
+    """An integer array of `shape` with elements in [lo, hi] (shrinks towards lo..)."""
+    return data.draw(hnp.arrays(dtype, shape, elements=st.integers(lo, hi)), label=label)
+
+
+def choice(data, shape, values, dtype, label):
+    return data.draw(hnp.arrays(dtype, shape, elements=st.sampled_from(values)), label=label)
+
+
+def on_places(place, run, want):
+    """Runs `run(place)`; on the GPU also `run("cpu")`: both must equal `want` (a tuple of arrays)."""
+    got = run(place)
+    if place == "gpu":
+        for g, c in zip(got, run("cpu")):
+            np.testing.assert_array_equal(g, c, err_msg="GPU against CPU")
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g).reshape(np.shape(w)), w)
+
+
+# ---- ngram_match: GPU against CPU ------------------------------------------------------------------
+
+@pytest.mark.gpu
+@FIXTURES_OK
+@given(data=st.data())
+def test_ngram_match_gpu_against_cpu(data):
+    B, W, k = data.draw(st.integers(0, 40), label="B"), data.draw(st.integers(1, 24), label="W"), \
+        data.draw(st.integers(0, 6), label="K")
+    rows = B + data.draw(st.integers(0, 2), label="extra rows")
+    vocab = data.draw(st.integers(1, 3), label="vocab")
+    d = {
+        "token_ids_all": ints(data, (rows, W), -1, vocab - 1, np.int64, "tokens"),
+        "prompt_lens": ints(data, (B, 1), -2, W + 2, np.int64, "P"),
+        "step_idx": ints(data, (B, 1), -2, W + 2, np.int64, "s"),
+        "draft_token_num": ints(data, (B,), -1, k + 2, np.int32, "draft_token_num"),
+        "draft_tokens": ngram.sentinels(B, k),
+        "seq_lens_this_time": ints(data, (B,), -3, 12, np.int32, "slt"),
+        "seq_lens_encoder": choice(data, (B,), [0, 0, 0, 3, -1], np.int32, "enc"),
+        "seq_lens_decoder": choice(data, (B,), [0, 5, 5, 5, -1], np.int32, "dec"),
+        "max_dec_len": ints(data, (B, 1), -1, 24, np.int64, "max_dec_len"),
+    }
+    ngram.check(d, "gpu", data.draw(st.integers(1, 5), label="n"),
+                data.draw(st.one_of(st.none(), THRESHOLDS), label="threshold"))
+
+
+# ---- hybrid_mtp_ngram ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("place", PLACES)
+@FIXTURES_OK
+@given(data=st.data())
+def test_hybrid_mtp_ngram(place, data):
+    B = data.draw(st.integers(0, 7), label="B")
+    W, D = data.draw(st.integers(1, 16), label="W"), data.draw(st.integers(1, 12), label="D")
+    K1 = data.draw(st.integers(1, 6), label="K+1")
+    rows = B + data.draw(st.integers(0, 2), label="extra rows")
+    vocab = data.draw(st.integers(1, 3), label="vocab")
+    case = dict(
+        token_ids_all=ints(data, (rows, W), -1, vocab - 1, np.int64, "tokens"),
+        prompt_lens=ints(data, (B, 1), -2, W + 2, np.int64, "P"),
+        pre_ids=ints(data, (rows, D), -1, vocab - 1, np.int64, "pre_ids"),
+        step_idx=ints(data, (B, 1), -2, D + 2, np.int64, "s"),
+        draft_token_num=np.full(B, K1 - 1, np.int32),
+        draft_tokens=np.full((B, K1), hybrid.UNTOUCHED, np.int64),
+        seq_lens_this_time=choice(data, (B,), [-3, 0, 1, 1, 2, 3, K1, K1 + 1, 40], np.int32, "slt"),
+        seq_lens_decoder=choice(data, (B,), [-1, 0, 5, 5, 5], np.int32, "dec"),
+        max_dec_len=ints(data, (B, 1), -1, 24, np.int64, "max_dec_len"),
+    )
+    max_n = data.draw(st.integers(1, 5), label="max_ngram_size")
+    min_n = data.draw(st.integers(1, max_n), label="min_ngram_size")
+    max_draft = data.draw(st.integers(0, K1 + 2), label="max_draft_tokens")
+    threshold = data.draw(THRESHOLDS, label="threshold")
+    want = hybrid.run_ref(case, max_n, min_n, max_draft, threshold)
+    on_places(place, lambda p: hybrid.run_op(case, p, max_n, min_n, max_draft, threshold=threshold), want)
+
+
+# ---- speculate_get_accept_tokens_and_logits / speculate_compute_cu_batch_offset -------------------
+
+@pytest.mark.parametrize("place", PLACES)
+@FIXTURES_OK
+@given(data=st.data())
+def test_get_accept_tokens_and_logits(place, data):
+    B = data.draw(st.integers(0, 7), label="B")
+    V, stride = data.draw(st.integers(1, 9), label="V"), data.draw(st.integers(1, 5), label="K+1")
+    dtype = data.draw(st.sampled_from(LOGITS_DTYPES), label="dtype")
+    R = data.draw(st.integers(0, B * stride + 2), label="logits rows")
+    N = data.draw(st.integers(0, B * stride + 2), label="N")
+    seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
+    rng = np.random.default_rng(seed)
+    case = dict(
+        token_ids=np.full(N, accept.SENTINEL_TOKEN, np.int64),
+        target_logits=make_logits(np.full((N, V), -3.5, np.float32), dtype),
+        logits=make_logits(rng.standard_normal((R, V)).astype(np.float32), dtype),
+        cu=np.full(B + 1 + data.draw(st.integers(0, 2), label="extra offsets"), accept.SENTINEL_OFFSET,
+                   np.int32),
+        cu_q=ints(data, (B + 1,), -2, R + 2, np.int32, "cu_seqlens_q_output"),
+        slt=ints(data, (B,), -1, stride + 1, np.int32, "slt"),
+        enc=choice(data, (B,), [0, 0, 0, 9, -1], np.int32, "enc"),
+        accept_num=ints(data, (B,), -3, stride + 3, np.int32, "accept_num"),
+        accept_tokens=rng.integers(0, 1000, (B, stride)).astype(np.int64),
+    )
+    accept.check(case, dtype, place)
+    if place == "gpu":
+        gpu, cpu = accept.run_op(case, dtype, "gpu"), accept.run_op(case, dtype, "cpu")
+        for g, c in zip(gpu, cpu):
+            np.testing.assert_array_equal(g, c, err_msg="GPU against CPU")
+
+
+@pytest.mark.parametrize("place", PLACES)
+@FIXTURES_OK
+@given(data=st.data())
+def test_compute_cu_batch_offset(place, data):
+    real_bsz = data.draw(st.integers(0, 40), label="real_bsz")
+    accept_num = ints(data, (real_bsz + data.draw(st.integers(0, 3)),), -(2**31), 2**31 - 1, np.int32,
+                      "accept_num") if data.draw(st.booleans(), label="extreme counts") else \
+        ints(data, (real_bsz + data.draw(st.integers(0, 3)),), -3, 9, np.int32, "accept_num")
+    max_accept = data.draw(st.one_of(st.none(), st.integers(0, 7)), label="max_accept_num")
+    cu = np.full(real_bsz + 1 + data.draw(st.integers(0, 2)), accept.SENTINEL_OFFSET, np.int32)
+    want = cu.copy()
+    if real_bsz > 0:
+        if max_accept is None and np.maximum(accept_num[:real_bsz].astype(np.int64), 0).sum() >= 2**31:
+            return  # an offset past INT32_MAX: no int32 answer exists (checked in test_hostile_inputs)
+        want[:real_bsz + 1] = ref_cu_batch_offset(accept_num[:real_bsz], max_accept)
+
+    def run(p):
+        t = to_place(cu, p)
+        ops.speculate_compute_cu_batch_offset(t, to_place(accept_num, p), real_bsz, max_accept_num=max_accept)
+        return (t.numpy(),)
+
+    on_places(place, run, (want,))
+
+
+# ---- speculate_logprobs_topk ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("place", PLACES)
+@FIXTURES_OK
+@given(data=st.data())
+def test_logprobs_topk(place, data):
+    B = data.draw(st.integers(0, 5), label="B")
+    V, k = data.draw(st.integers(1, 40), label="V"), data.draw(st.integers(0, 20), label="k")
+    dtype = data.draw(st.sampled_from(LOGITS_DTYPES), label="dtype")
+    N = data.draw(st.integers(0, 3 * B + 2), label="N")
+    seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
+    rng = np.random.default_rng(seed)
+    tie_range = data.draw(st.sampled_from([None, 1, 2, 3]), label="tie range")
+    values = rng.standard_normal((N, V)) * 3 if tie_range is None else rng.integers(0, tie_range, (N, V))
+    counts = ints(data, (B,), -1, 4, np.int64, "accepted per slot")
+    case = dict(
+        logits=make_logits(values.astype(np.float32), dtype),
+        tokens=ints(data, (N,), -2, V + 1, np.int64, "tokens"),
+        # offsets as the gather op leaves them, or hostile (decreasing, negative, past N)
+        cu=(np.concatenate([[0], np.cumsum(np.maximum(counts, 0))]).astype(np.int32)
+            if data.draw(st.booleans(), label="valid offsets") else
+            ints(data, (B + 1,), -2, N + 3, np.int32, "cu")),
+        temperature=(choice(data, (B,), [0.0, 0.5, 1.0, 1.7, -1.0], np.float32, "temperature")
+                     if data.draw(st.booleans(), label="with temperature") else None),
+    )
+    raw = data.draw(st.booleans(), label="raw_logits")
+    if not np.all(np.diff(case["cu"]) >= 0):
+        case["cu"] = np.sort(case["cu"])  # the row -> slot search assumes sorted offsets (SPEC §3)
+    logprobs.check(case, dtype, place, k, raw)
+    if place == "gpu":
+        gpu, cpu = logprobs.run_op(case, dtype, "gpu", k, raw), logprobs.run_op(case, dtype, "cpu", k, raw)
+        for g, c in zip(gpu[::2], cpu[::2]):  # ids and ranks exactly (scores: check's tolerance)
+            np.testing.assert_array_equal(g, c, err_msg="GPU against CPU")
+
+
+# ---- speculate_verify_greedy / speculate_step_update -----------------------------------------------------
+
+def _step_state(data, B, width):
+    return dict(
+        step_idx=ints(data, (B, 1), -1, 30, np.int64, "step_idx"),
+        stop_flags=data.draw(hnp.arrays(np.bool_, (B, 1)), label="stop_flags"),
+        seq_lens_encoder=choice(data, (B,), [0, 0, 0, 3, -2], np.int32, "enc"),
+        seq_lens_decoder=choice(data, (B,), [0, 0, 5, 17, -1], np.int32, "dec"),
+        seq_lens_this_time=ints(data, (B,), -1, width + 2, np.int32, "slt"),
+    )
+
+
+@pytest.mark.parametrize("place", PLACES)
+@FIXTURES_OK
+@given(data=st.data())
+def test_verify_greedy(place, data):
+    B, K = data.draw(st.integers(0, 9), label="B"), data.draw(st.integers(0, 6), label="K")
+    vocab = data.draw(st.integers(1, 3), label="vocab")
+    width = K + 1
+    case = _step_state(data, B, width)
+    case.update(
+        target_tokens=ints(data, (B, width), 0, vocab - 1, np.int64, "target"),
+        accept_tokens=np.full((B, width), -7, np.int64),
+        accept_num=np.full(B, -3, np.int32),
+        draft_tokens=ints(data, (B, width), 0, vocab - 1, np.int64, "drafts"),
+        max_dec_len=case["step_idx"] + ints(data, (B, 1), -2, width + 2, np.int64, "room"),
+        end_tokens=np.unique(ints(data, (data.draw(st.integers(0, 2)),), 0, vocab + 1, np.int64, "ends")),
+    )
+    flat = {k: v.ravel() if k in verify.PER_SLOT_2D else v for k, v in case.items()}
+    want = verify.verify_greedy_ref(*(flat[k] for k in verify.ORDER))
+    on_places(place, lambda p: verify.run(case, p), want)
+
+
+@pytest.mark.parametrize("place", PLACES)
+@FIXTURES_OK
+@given(data=st.data())
+def test_step_update(place, data):
+    B, K = data.draw(st.integers(0, 9), label="B"), data.draw(st.integers(0, 6), label="K")
+    W = data.draw(st.integers(1, 16), label="W")
+    width = K + 1
+    case = _step_state(data, B, width)
+    case.update(
+        accept_tokens=ints(data, (B, width), 0, 3, np.int64, "accept_tokens"),
+        accept_num=ints(data, (B,), -2, width + 2, np.int32, "accept_num"),
+        token_ids_all=ints(data, (B, W), 10, 12, np.int64, "token_ids_all"),
+        prompt_lens=ints(data, (B, 1), -1, W + 2, np.int64, "prompt_lens"),
+        max_dec_len=case["step_idx"] + ints(data, (B, 1), -1, width + 3, np.int64, "room"),
+        end_tokens=np.unique(ints(data, (data.draw(st.integers(0, 2)),), 0, 4, np.int64, "ends")),
+        draft_tokens=ints(data, (B, width), 30, 32, np.int64, "draft_tokens"),
+    )
+    flat = {k: v.ravel() if k in step_update.PER_SLOT_2D else v for k, v in case.items()}
+    want = step_update.step_update_ref(*(flat[k] for k in step_update.ORDER))
+
+    def run(p):
+        got = step_update.run(case, p)
+        return tuple(got[k] for k in step_update.MUTATED)
+
+    on_places(place, run, tuple(want[k] for k in step_update.MUTATED))
+
+
+# ---- logprob messages: save op -> queue -> receive op, in one process ----------------------------------
+
+@pytest.fixture
+def queue_id(monkeypatch):
+    from tests.test_logprob_msgqueue import _free_queue_ids
+    from fastdeploy_spec import msg_queue
+
+    qid = next(_free_queue_ids())
+    monkeypatch.setenv("INFERENCE_MSG_QUEUE_ID", str(qid))
+    monkeypatch.delenv("INFERENCE_MSG_ID", raising=False)
+    yield qid
+    msg_queue.remove_queue(qid)
+
+
+@pytest.mark.parametrize("place", PLACES)
+@settings(FIXTURES_OK, max_examples=max(1, settings.default.max_examples * 2 // 5))  # IPC: fewer
+@given(data=st.data())
+def test_message_round_trip(place, queue_id, data):
+    import paddle
+
+    mode = data.draw(st.sampled_from(["save", "mtp"]), label="mode")
+    step = msg_ref.make_step(
+        np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed")), mode=mode,
+        batch=data.draw(st.integers(1, 8), label="batch"), columns=data.draw(st.integers(1, 21), label="M"),
+        flag=data.draw(st.integers(0, 255), label="flag"), not_need_stop=data.draw(st.booleans()),
+        prefill_frac=data.draw(st.sampled_from([0.0, 0.3, 1.0]), label="prefill"),
+        preempt_frac=data.draw(st.sampled_from([0.0, 0.3, 1.0]), label="preempted"),
+        full=data.draw(st.booleans(), label="full"))
+    # At most 8 slots: the message (fragments included) fits the default queue capacity (msgmnb
+    # 16384), so this one process can send it before it receives.
+    op = ops.speculate_save_output_topk if mode == "save" else ops.mtp_save_first_token_with_topk
+    op(*[to_place(step[k], place) for k in msg_ref.input_names(step)], step["flag"], 0, False)
+    bufs = msg_ref.fresh_buffers()
+    t = (paddle.to_tensor(bufs["tokens"].reshape(-1, 1)), paddle.to_tensor(bufs["scores"].reshape(-1, 1)),
+         paddle.to_tensor(bufs["ranks"]))
+    ops.speculate_get_output_topk(*t, 20, 0, False)
+    want = msg_ref.apply_message(msg_ref.fresh_buffers(), step)
+    np.testing.assert_array_equal(t[0].numpy().reshape(-1), want["tokens"])
+    np.testing.assert_array_equal(t[1].numpy().reshape(-1).view(np.int32), want["scores"].view(np.int32))
+    np.testing.assert_array_equal(t[2].numpy(), want["ranks"])
