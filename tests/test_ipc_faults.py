@@ -20,7 +20,8 @@ import pytest
 
 from fastdeploy_spec import msg_queue, ops
 from tests import logprob_msg_reference as ref
-from tests.test_logprob_msgqueue import MSG_ID, _free_queue_ids, assert_buffers_equal, fragments, payload_of, raw_send
+from tests.test_logprob_msgqueue import (MSG_ID, _free_queue_ids, assert_buffers_equal, fragments,
+                                         payload_of, raw_send)
 
 CTX = mp.get_context("spawn")
 BIG = dict(batch=60, columns=21, flag=3, full=True)  # ~62 KB: 8 fragments at msgmax 8192, > msgmnb
@@ -287,7 +288,8 @@ def test_two_ranks_sending_at_once(queue_id):
     # Rank 1 without save_each_rank sends nothing.
     steps = {0: steps_of(9, 3, **BIG), 1: steps_of(10, 3, **dict(BIG, flag=4))}
     results = CTX.Queue()
-    senders = [CTX.Process(target=_sender, args=(steps[r], env_of(queue_id), results, r, True)) for r in (0, 1)]
+    senders = [CTX.Process(target=_sender, args=(steps[r], env_of(queue_id), results, r, True))
+               for r in (0, 1)]
     silent = CTX.Process(target=_sender, args=(steps[1], env_of(queue_id), results, 1, False))
     for p in senders + [silent]:
         p.start()
@@ -301,7 +303,8 @@ def test_two_ranks_sending_at_once(queue_id):
         for msg in got:
             matches = [(r, i) for r in (0, 1) for i, s in enumerate(steps[r])
                        if all(np.array_equal(msg[k][3:], expected[id(s)][k][3:]) for k in ("tokens",))
-                       and np.array_equal(msg["scores"].view(np.int32), expected[id(s)]["scores"].view(np.int32))
+                       and np.array_equal(msg["scores"].view(np.int32),
+                                          expected[id(s)]["scores"].view(np.int32))
                        and np.array_equal(msg["ranks"], expected[id(s)]["ranks"])]
             assert len(matches) == 1, "a message that is no rank's step (fragments mixed?)"
             order[matches[0][0]].append(matches[0][1])

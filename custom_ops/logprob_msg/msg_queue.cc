@@ -223,12 +223,14 @@ std::string take_fragment(Receiver& r, ssize_t n, size_t max_bytes, bool* whole)
     std::string dropped;
     if (open != r.partial.end()) {
       const Assembly& a = open->second;
-      dropped = "dropped incomplete " + describe(mtype, a.id) + " (fragment " + std::to_string(a.next) + " of " +
-                std::to_string(a.count) + " missing); the next message of that sender follows";
+      dropped = "dropped incomplete " + describe(mtype, a.id) + " (fragment " + std::to_string(a.next) +
+                " of " + std::to_string(a.count) + " missing); the next message of that sender follows";
       r.partial.erase(open);
     }
     if (h.count == 1) {
-      if (chunk != h.total_bytes) return "dropped a malformed single-fragment " + describe(mtype, h.message_id);
+      if (chunk != h.total_bytes) {
+        return "dropped a malformed single-fragment " + describe(mtype, h.message_id);
+      }
       *whole = dropped.empty();
       const auto payload = r.frame.begin() + kFramePrefix;
       if (!*whole) r.complete.emplace_back(payload, payload + chunk);

@@ -46,9 +46,9 @@ class MTPProposer(Proposer):
         ``hybrid_threshold``.
     draft_model : callable
         ``draft_model(input_ids, hidden_states)`` with ``input_ids`` int64 [S, 1] (each slot's newest
-        token; rows of other slots are ignored) returns logits [S, V], or ``(logits, hidden)``. Step 0
-        gets the ``hidden_states`` given to :meth:`run` (None if none), later steps the ``hidden`` the
-        model returned (None if it returned logits only).
+        token; rows of other slots hold 0 and are ignored) returns logits [S, V], or
+        ``(logits, hidden)``. Step 0 gets the ``hidden_states`` given to :meth:`run` (None if none),
+        later steps the ``hidden`` the model returned (None if it returned logits only).
     max_num_seqs : int
         S, the slots.
     max_model_len : int
@@ -141,7 +141,9 @@ class MTPProposer(Proposer):
 
         hidden = hidden_states
         for i in range(self.num_model_steps):
-            newest = pre[rows, step[:, 0]].reshape(-1, 1)
+            # Other slots get token 0, not their row's -1 fill: an embedding lookup of -1 reads
+            # outside the table (Paddle's CPU embedding does not check; found by ASan).
+            newest = np.where(active, pre[rows, step[:, 0]], 0).reshape(-1, 1)
             out = self.draft_model(paddle.to_tensor(newest, place=self.place), hidden)
             logits, hidden = out if isinstance(out, tuple) else (out, None)
             token = np.argmax(_host(logits).reshape(len(rows), -1), axis=-1)
