@@ -23,17 +23,6 @@ constexpr int kGatherThreads = 256;
 constexpr int kGatherUnroll = 4;  // vectors in flight per thread: 16 KiB a block with 16-byte vectors
 constexpr int64_t kFusedOffsetMaxBatch = 1024;
 
-template <int kBytes>
-struct VecOf;
-template <>
-struct VecOf<16> { using type = uint4; };
-template <>
-struct VecOf<8> { using type = uint2; };
-template <>
-struct VecOf<4> { using type = uint32_t; };
-template <>
-struct VecOf<2> { using type = uint16_t; };
-
 __global__ void __launch_bounds__(kScanThreads) cu_batch_offset_kernel(CuBatchOffsetParams p) {
   using Scan = cub::BlockScan<int64_t, kScanThreads>;
   __shared__ typename Scan::TempStorage tmp;

@@ -43,17 +43,6 @@ struct Logit<LogitsDType::kBFloat16> {
   static __device__ __forceinline__ float to_float(uint16_t b) { return __uint_as_float(uint32_t{b} << 16); }
 };
 
-template <int kBytes>
-struct VecOf;
-template <>
-struct VecOf<16> { using type = uint4; };
-template <>
-struct VecOf<8> { using type = uint2; };
-template <>
-struct VecOf<4> { using type = uint32_t; };
-template <>
-struct VecOf<2> { using type = uint16_t; };
-
 // Online log-sum-exp state, in base 2 internally (exp2f is one MUFU instruction).
 struct SumExp {
   float m = kNegInf;
