@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,18 @@ class OpChecks {
                              const paddle::Tensor& t, const char* name) const {
     PD_CHECK(first.place() == t.place(), op_, ": ", name, " is on ", place_str(t), " but ",
              first_name, " is on ", place_str(first), "; all tensors of one call must share a place");
+    return *this;
+  }
+
+  struct Named {
+    const char* name;
+    const paddle::Tensor& tensor;
+  };
+
+  // Every tensor of `others` on the place of `first`.
+  const OpChecks& same_place_as(const paddle::Tensor& first, const char* first_name,
+                                std::initializer_list<Named> others) const {
+    for (const Named& o : others) same_place(first, first_name, o.tensor, o.name);
     return *this;
   }
 

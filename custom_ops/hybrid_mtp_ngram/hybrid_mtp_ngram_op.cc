@@ -51,15 +51,11 @@ fdspec::HybridMtpNgramParams make_params(
       .that(min_ngram_size >= 1 && min_ngram_size <= max_ngram_size,
             "min_ngram_size must be in [1, max_ngram_size = " + std::to_string(max_ngram_size) +
                 "], got " + std::to_string(min_ngram_size));
-  const paddle::Tensor* others[] = {&prompt_lens,  &pre_ids,            &step_idx,
-                                    &draft_token_num, &draft_tokens,     &seq_lens_this_time,
-                                    &seq_lens_decoder, &max_dec_len};
-  const char* names[] = {"prompt_lens",  "pre_ids",            "step_idx",
-                         "draft_token_num", "draft_tokens",     "seq_lens_this_time",
-                         "seq_lens_decoder", "max_dec_len"};
-  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i) {
-    c.same_place(token_ids_all, "token_ids_all", *others[i], names[i]);
-  }
+  c.same_place_as(token_ids_all, "token_ids_all",
+                    {{"prompt_lens", prompt_lens}, {"pre_ids", pre_ids}, {"step_idx", step_idx},
+                     {"draft_token_num", draft_token_num}, {"draft_tokens", draft_tokens},
+                     {"seq_lens_this_time", seq_lens_this_time},
+                     {"seq_lens_decoder", seq_lens_decoder}, {"max_dec_len", max_dec_len}});
 
   fdspec::HybridMtpNgramParams p;
   p.token_ids_all = token_ids_all.data<int64_t>();

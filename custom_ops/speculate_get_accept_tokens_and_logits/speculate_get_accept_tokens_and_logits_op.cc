@@ -51,15 +51,13 @@ fdspec::AcceptTokensLogitsParams make_params(
   c.that(stride >= 1, "accept_tokens must have at least one column (K + 1)")
       .that(B * stride <= std::numeric_limits<int32_t>::max(),
             "B * (K + 1) must fit in int32, got shape " + fb::shape_str(accept_tokens));
-  const paddle::Tensor* others[] = {&target_logits,      &logits,           &cu_batch_token_offset,
-                                    &cu_seqlens_q_output, &seq_lens_this_time, &seq_lens_encoder,
-                                    &accept_num,          &accept_tokens};
-  const char* names[] = {"target_logits",       "logits",             "cu_batch_token_offset",
-                         "cu_seqlens_q_output", "seq_lens_this_time", "seq_lens_encoder",
-                         "accept_num",          "accept_tokens"};
-  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i) {
-    c.same_place(token_ids, "token_ids", *others[i], names[i]);
-  }
+  c.same_place_as(token_ids, "token_ids",
+                    {{"target_logits", target_logits}, {"logits", logits},
+                     {"cu_batch_token_offset", cu_batch_token_offset},
+                     {"cu_seqlens_q_output", cu_seqlens_q_output},
+                     {"seq_lens_this_time", seq_lens_this_time},
+                     {"seq_lens_encoder", seq_lens_encoder}, {"accept_num", accept_num},
+                     {"accept_tokens", accept_tokens}});
 
   fdspec::AcceptTokensLogitsParams p;
   p.token_ids = token_ids.data<int64_t>();

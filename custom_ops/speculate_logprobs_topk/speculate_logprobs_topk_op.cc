@@ -46,13 +46,10 @@ fdspec::LogprobsTopkParams make_params(const paddle::Tensor& target_logits,
       .that(logprob_scores.shape() == logprob_token_ids.shape(),
             "logprob_scores must have the shape of logprob_token_ids " +
                 fb::shape_str(logprob_token_ids) + ", got " + fb::shape_str(logprob_scores));
-  const paddle::Tensor* others[] = {&token_ids, &cu_batch_token_offset, &logprob_token_ids,
-                                    &logprob_scores, &logprob_ranks};
-  const char* names[] = {"token_ids", "cu_batch_token_offset", "logprob_token_ids",
-                         "logprob_scores", "logprob_ranks"};
-  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i) {
-    c.same_place(target_logits, "target_logits", *others[i], names[i]);
-  }
+  c.same_place_as(target_logits, "target_logits",
+                    {{"token_ids", token_ids}, {"cu_batch_token_offset", cu_batch_token_offset},
+                     {"logprob_token_ids", logprob_token_ids}, {"logprob_scores", logprob_scores},
+                     {"logprob_ranks", logprob_ranks}});
   if (temperature) {
     c.dtype(*temperature, "temperature", DataType::FLOAT32)
         .per_slot(*temperature, "temperature", B)

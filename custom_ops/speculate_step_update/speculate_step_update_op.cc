@@ -47,17 +47,13 @@ void SpeculateStepUpdate(const paddle::Tensor& accept_tokens, const paddle::Tens
       .that(draft_tokens.shape()[1] == width,
             "draft_tokens must have as many columns as accept_tokens (K + 1 = " +
                 std::to_string(width) + "), got shape " + fdspec::binding::shape_str(draft_tokens));
-  const paddle::Tensor* others[] = {&accept_num,       &token_ids_all,      &prompt_lens,
-                                    &step_idx,         &max_dec_len,        &end_tokens,
-                                    &stop_flags,       &seq_lens_this_time, &seq_lens_encoder,
-                                    &seq_lens_decoder, &draft_tokens};
-  const char* names[] = {"accept_num",       "token_ids_all",      "prompt_lens",
-                         "step_idx",         "max_dec_len",        "end_tokens",
-                         "stop_flags",       "seq_lens_this_time", "seq_lens_encoder",
-                         "seq_lens_decoder", "draft_tokens"};
-  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i) {
-    c.same_place(accept_tokens, "accept_tokens", *others[i], names[i]);
-  }
+  c.same_place_as(accept_tokens, "accept_tokens",
+                    {{"accept_num", accept_num}, {"token_ids_all", token_ids_all},
+                     {"prompt_lens", prompt_lens}, {"step_idx", step_idx},
+                     {"max_dec_len", max_dec_len}, {"end_tokens", end_tokens},
+                     {"stop_flags", stop_flags}, {"seq_lens_this_time", seq_lens_this_time},
+                     {"seq_lens_encoder", seq_lens_encoder},
+                     {"seq_lens_decoder", seq_lens_decoder}, {"draft_tokens", draft_tokens}});
 
   fdspec::SpeculateStepUpdateParams p;
   p.accept_tokens = accept_tokens.data<int64_t>();

@@ -49,17 +49,13 @@ void SpeculateVerifyGreedy(const paddle::Tensor& target_tokens, paddle::Tensor& 
       .that(accept_tokens.shape()[1] == width,
             "accept_tokens must have as many columns as draft_tokens (K + 1 = " +
                 std::to_string(width) + "), got shape " + fdspec::binding::shape_str(accept_tokens));
-  const paddle::Tensor* others[] = {&accept_tokens,    &accept_num,   &step_idx,
-                                    &stop_flags,       &seq_lens_encoder, &seq_lens_decoder,
-                                    &draft_tokens,     &seq_lens_this_time, &max_dec_len,
-                                    &end_tokens};
-  const char* names[] = {"accept_tokens",    "accept_num",   "step_idx",
-                         "stop_flags",       "seq_lens_encoder", "seq_lens_decoder",
-                         "draft_tokens",     "seq_lens_this_time", "max_dec_len",
-                         "end_tokens"};
-  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i) {
-    c.same_place(target_tokens, "target_tokens", *others[i], names[i]);
-  }
+  c.same_place_as(target_tokens, "target_tokens",
+                    {{"accept_tokens", accept_tokens}, {"accept_num", accept_num},
+                     {"step_idx", step_idx}, {"stop_flags", stop_flags},
+                     {"seq_lens_encoder", seq_lens_encoder},
+                     {"seq_lens_decoder", seq_lens_decoder}, {"draft_tokens", draft_tokens},
+                     {"seq_lens_this_time", seq_lens_this_time}, {"max_dec_len", max_dec_len},
+                     {"end_tokens", end_tokens}});
 
   fdspec::SpeculateVerifyGreedyParams p;
   p.target_tokens = target_tokens.data<int64_t>();
