@@ -1,16 +1,21 @@
 // speculate_logprobs_topk: CUDA implementation (SPEC §3). No Paddle include.
 //
-// One block per row; the grid covers all N rows because cu[B] is only known on the device. A valid
-// row is streamed once in 16-byte vectors (narrower when the vocabulary or the pointer forbids it).
-// Each thread keeps an online (max, sum-exp) pair and its count of logits >= the accepted token's
-// (read once before the pass). Each warp keeps its top-k one entry per lane, sorted: a vector whose
-// maximum cannot beat the warp's k-th entry costs one vote; candidates are inserted one at a time
-// with a ballot (their position) and a shuffle (the shift). After the pass, warp 0 merges the warps'
-// lists two at a time with a bitonic merge over its 32 lanes.
+// Each row is shared by `parts` blocks (a thread-block cluster on sm_90+); the grid covers all N rows
+// because cu[B] is only known on the device. A block streams its slice of the row once in 16-byte
+// vectors (narrower when the vocabulary or the pointer forbids it). Each thread keeps an online
+// (max, sum-exp) pair and its count of logits >= the accepted token's (read once before the pass).
+// Each warp keeps its top-k one entry per lane, sorted: a vector whose maximum cannot beat the warp's
+// k-th entry costs one vote; candidates are inserted one at a time with a ballot (their position) and
+// a shuffle (the shift). After the pass, warp 0 merges the warps' lists two at a time with a bitonic
+// merge over its 32 lanes, and the cluster's leader merges the blocks' partials the same way, reading
+// them from the other blocks' shared memory. The merge order differs from the CPU's sequential sum, so
+// scores agree to rounding, while ids and ranks (comparisons and counts only) are identical.
 #include "speculate_logprobs_topk/speculate_logprobs_topk.h"
 
+#include <cooperative_groups.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "common/cuda_utils.cuh"
@@ -18,9 +23,13 @@
 namespace fdspec {
 namespace {
 
-constexpr int kThreads = 512;
+constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kUnroll = 2;  // vectors loaded before any is processed
+constexpr int kUnroll = 4;  // vectors loaded before any is processed: 16 KB in flight per block
+// A row is split so that each block streams at least this many logits (16 per thread): fewer would
+// spend more on the merge than on the row.
+constexpr int64_t kMinSliceLogits = 4096;
+constexpr int kMaxParts = 8;  // the portable cluster size
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -92,8 +101,39 @@ __device__ __forceinline__ void bitonic_sort_desc(float& v, int32_t& id, int lan
   }
 }
 
+// The block's slice [lo, hi) of a row's vectors when `parts` blocks share the row.
+__device__ __forceinline__ void slice_of(int64_t nvec, int part, int parts, int64_t& lo, int64_t& hi) {
+  const int64_t per = ceil_div<int64_t>(nvec, parts);
+  lo = min(nvec, per * part);
+  hi = min(nvec, lo + per);
+}
+
+// A block's (or a cluster's) partial result over a slice of one row, in shared memory so that the
+// cluster's leader can read it through distributed shared memory.
+struct RowPartial {
+  float top_v[32];
+  int32_t top_id[32];
+  float m;
+  float s;
+  int64_t rank;
+};
+
+// Warp 0 merges `other` (sorted, one entry per lane) into its own sorted list.
+__device__ __forceinline__ void merge_sorted(float& v, int32_t& id, const float* other_v, const int32_t* other_id,
+                                             int lane) {
+  // Pairing entry j of one list with entry 31 - j of the other keeps the 32 best of the union, as a
+  // bitonic sequence.
+  const float ov = other_v[31 - lane];
+  const int32_t oid = other_id[31 - lane];
+  if (logprobs_better(ov, oid, v, id)) {
+    v = ov;
+    id = oid;
+  }
+  bitonic_sort_desc(v, id, lane);
+}
+
 template <LogitsDType D, int kVecBytes>
-__global__ void __launch_bounds__(kThreads, 2) logprobs_topk_kernel(LogprobsTopkParams p) {
+__global__ void __launch_bounds__(kThreads) logprobs_topk_kernel(LogprobsTopkParams p, int parts) {
   using Storage = typename Logit<D>::Storage;
   using Vec = typename VecOf<kVecBytes>::type;
   constexpr int kElems = kVecBytes / static_cast<int>(sizeof(Storage));
@@ -102,17 +142,19 @@ __global__ void __launch_bounds__(kThreads, 2) logprobs_topk_kernel(LogprobsTopk
     Storage e[kElems];
   };
 
-  const int64_t r = blockIdx.x;
+  // `parts` consecutive blocks share a row; with more than one they form a cluster (sm_90+).
+  const int part = static_cast<int>(blockIdx.x % parts);
+  const int64_t r = blockIdx.x / parts;
   const int k = p.top_k;
   const int64_t cols = k + 1;
   int64_t* ids_out = p.logprob_token_ids + r * cols;
   float* scores_out = p.logprob_scores + r * cols;
-  if (r >= logprobs_valid_rows(p)) {
-    if (threadIdx.x < cols) {
+  if (r >= logprobs_valid_rows(p)) {  // the whole cluster takes this branch: no cluster barrier waits
+    if (part == 0 && threadIdx.x < cols) {
       ids_out[threadIdx.x] = kPadTokenId;
       scores_out[threadIdx.x] = kPadScore;
     }
-    if (threadIdx.x == 0) p.logprob_ranks[r] = kPadRank;
+    if (part == 0 && threadIdx.x == 0) p.logprob_ranks[r] = kPadRank;
     return;
   }
 
@@ -126,21 +168,22 @@ __global__ void __launch_bounds__(kThreads, 2) logprobs_topk_kernel(LogprobsTopk
   const float token_x = token_ok ? Logit<D>::to_float(row[token]) * scale : 0.0f;
 
   SumExp se;
-  int64_t rank = 0;
+  int32_t rank = 0;  // a thread sees fewer than 2^24 entries (V <= 2^24)
   WarpTopK top;
-  const int64_t nvec = V / kElems;
+  int64_t lo, hi;
+  slice_of(V / kElems, part, parts, lo, hi);
   const Vec* vrow = reinterpret_cast<const Vec*>(row);
-  for (int64_t base = 0; base < nvec; base += int64_t{kThreads} * kUnroll) {
+  for (int64_t base = lo; base < hi; base += int64_t{kThreads} * kUnroll) {
     Pack pk[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t vi = base + u * kThreads + threadIdx.x;
-      if (vi < nvec) pk[u].vec = vrow[vi];
+      if (vi < hi) pk[u].vec = vrow[vi];
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t vi = base + u * kThreads + threadIdx.x;
-      const bool valid = vi < nvec;
+      const bool valid = vi < hi;
       float x[kElems];
       float vmax = kNegInf;
 #pragma unroll
@@ -175,11 +218,12 @@ __global__ void __launch_bounds__(kThreads, 2) logprobs_topk_kernel(LogprobsTopk
     }
   }
 
-  // Warp reductions, then warp 0 combines the warps.
+  // Warp reductions, then warp 0 combines the block's warps into the block's partial.
+  int64_t rank64 = rank;
 #pragma unroll
   for (int d = 16; d > 0; d >>= 1) {
     se.merge(__shfl_xor_sync(kFullMask, se.m, d), __shfl_xor_sync(kFullMask, se.s, d));
-    rank += __shfl_xor_sync(kFullMask, rank, d);
+    rank64 += __shfl_xor_sync(kFullMask, rank64, d);
   }
   __shared__ float s_m[kWarps], s_s[kWarps];
   __shared__ int64_t s_rank[kWarps];
@@ -188,34 +232,59 @@ __global__ void __launch_bounds__(kThreads, 2) logprobs_topk_kernel(LogprobsTopk
   if (lane == 0) {
     s_m[warp] = se.m;
     s_s[warp] = se.s;
-    s_rank[warp] = rank;
+    s_rank[warp] = rank64;
   }
   s_top_v[warp][lane] = top.v;
   s_top_id[warp][lane] = top.id;
   __syncthreads();
-  if (warp != 0) return;
 
   SumExp total;
-  if (lane < kWarps) total = SumExp{s_m[lane], s_s[lane]};
-  int64_t total_rank = lane < kWarps ? s_rank[lane] : 0;
-#pragma unroll
-  for (int d = 16; d > 0; d >>= 1) {
-    total.merge(__shfl_xor_sync(kFullMask, total.m, d), __shfl_xor_sync(kFullMask, total.s, d));
-    total_rank += __shfl_xor_sync(kFullMask, total_rank, d);
-  }
-  float best_v = s_top_v[0][lane];
-  int32_t best_id = s_top_id[0][lane];
-  for (int w = 1; w < kWarps && k > 0; ++w) {
-    // Both lists are sorted: pairing entry j of one with entry 31 - j of the other keeps the 32 best
-    // of the union, as a bitonic sequence.
-    const float ov = s_top_v[w][31 - lane];
-    const int32_t oid = s_top_id[w][31 - lane];
-    if (logprobs_better(ov, oid, best_v, best_id)) {
-      best_v = ov;
-      best_id = oid;
+  int64_t total_rank = 0;
+  float best_v = kNegInf;
+  int32_t best_id = kNoEntryId;
+  if (warp == 0) {
+    if (lane < kWarps) {
+      total = SumExp{s_m[lane], s_s[lane]};
+      total_rank = s_rank[lane];
     }
-    bitonic_sort_desc(best_v, best_id, lane);
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) {
+      total.merge(__shfl_xor_sync(kFullMask, total.m, d), __shfl_xor_sync(kFullMask, total.s, d));
+      total_rank += __shfl_xor_sync(kFullMask, total_rank, d);
+    }
+    best_v = s_top_v[0][lane];
+    best_id = s_top_id[0][lane];
+    for (int w = 1; w < kWarps && k > 0; ++w) merge_sorted(best_v, best_id, s_top_v[w], s_top_id[w], lane);
   }
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (parts > 1) {
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    __shared__ RowPartial s_part;
+    if (warp == 0) {
+      s_part.top_v[lane] = best_v;
+      s_part.top_id[lane] = best_id;
+      if (lane == 0) {
+        s_part.m = total.m;
+        s_part.s = total.s;
+        s_part.rank = total_rank;
+      }
+    }
+    cluster.sync();  // every partial is in its block's shared memory
+    if (part == 0 && warp == 0) {
+      for (int q = 1; q < parts; ++q) {
+        const RowPartial* other = cluster.map_shared_rank(&s_part, q);
+        total.merge(other->m, other->s);
+        total_rank += other->rank;
+        if (k > 0) merge_sorted(best_v, best_id, other->top_v, other->top_id, lane);
+      }
+    }
+    // A block's shared memory must outlive the leader's reads of it.
+    cluster.sync();
+  }
+#endif
+  if (part != 0 || warp != 0) return;
 
   const float lse = total.m == kNegInf ? 0.0f : total.m + logf(total.s);
   const auto score = [&](float x) { return logprobs_clip(p.raw_logits ? x : x - lse); };
@@ -242,34 +311,55 @@ int logprobs_vec_bytes(const LogprobsTopkParams& p) {
 }
 
 template <LogitsDType D, int kVecBytes>
-cudaError_t launch_logprobs(const LogprobsTopkParams& p, cudaStream_t stream) {
-  logprobs_topk_kernel<D, kVecBytes><<<static_cast<unsigned>(p.rows), kThreads, 0, stream>>>(p);
-  return FDSPEC_LAUNCH_STATUS(stream);
+cudaError_t launch_logprobs(const LogprobsTopkParams& p, int parts, cudaStream_t stream) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(p.rows * parts));
+  cfg.blockDim = dim3(kThreads);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  if (parts > 1) {
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = static_cast<unsigned>(parts);
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+  const cudaError_t err = cudaLaunchKernelEx(&cfg, logprobs_topk_kernel<D, kVecBytes>, p, parts);
+  return err != cudaSuccess ? err : FDSPEC_LAUNCH_STATUS(stream);
 }
 
 template <LogitsDType D>
-cudaError_t dispatch_vec(const LogprobsTopkParams& p, cudaStream_t stream) {
+cudaError_t dispatch_vec(const LogprobsTopkParams& p, int parts, cudaStream_t stream) {
   switch (logprobs_vec_bytes<D>(p)) {
-    case 16: return launch_logprobs<D, 16>(p, stream);
-    case 8: return launch_logprobs<D, 8>(p, stream);
-    case 4: return launch_logprobs<D, 4>(p, stream);
+    case 16: return launch_logprobs<D, 16>(p, parts, stream);
+    case 8: return launch_logprobs<D, 8>(p, parts, stream);
+    case 4: return launch_logprobs<D, 4>(p, parts, stream);
     default:
       if constexpr (D == LogitsDType::kFloat32) {
-        return launch_logprobs<D, 4>(p, stream);
+        return launch_logprobs<D, 4>(p, parts, stream);
       } else {
-        return launch_logprobs<D, 2>(p, stream);
+        return launch_logprobs<D, 2>(p, parts, stream);
       }
   }
 }
 
 }  // namespace
 
-cudaError_t logprobs_topk_gpu(const LogprobsTopkParams& p, cudaStream_t stream) {
+cudaError_t logprobs_topk_gpu(const LogprobsTopkParams& p, cudaStream_t stream, int parts) {
   if (p.rows <= 0) return cudaSuccess;
+  int dev = 0, major = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  if (err != cudaSuccess) return err;
+  if (parts <= 0) parts = static_cast<int>(clamp_to<int64_t>(ceil_div<int64_t>(p.vocab, kMinSliceLogits), 1, kMaxParts));
+  // Clusters (and distributed shared memory) need sm_90; the grid must stay within 2^31 - 1 blocks.
+  if (major < 9 || p.rows > INT32_MAX / kMaxParts) parts = 1;
+  parts = std::min(parts, kMaxParts);
   switch (p.dtype) {
-    case LogitsDType::kFloat16: return dispatch_vec<LogitsDType::kFloat16>(p, stream);
-    case LogitsDType::kBFloat16: return dispatch_vec<LogitsDType::kBFloat16>(p, stream);
-    default: return dispatch_vec<LogitsDType::kFloat32>(p, stream);
+    case LogitsDType::kFloat16: return dispatch_vec<LogitsDType::kFloat16>(p, parts, stream);
+    case LogitsDType::kBFloat16: return dispatch_vec<LogitsDType::kBFloat16>(p, parts, stream);
+    default: return dispatch_vec<LogitsDType::kFloat32>(p, parts, stream);
   }
 }
 

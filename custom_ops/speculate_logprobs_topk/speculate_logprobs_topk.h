@@ -82,11 +82,15 @@ FDSPEC_HD float logprobs_clip(float v) { return v < -FLT_MAX ? -FLT_MAX : v; }
 void logprobs_topk_cpu(const LogprobsTopkParams& p);
 
 #ifdef FDSPEC_WITH_CUDA
-// One block per row (grid N, so no host read of cu[B]): blocks of padding rows write the defaults and
-// exit; a valid row is read once, in vectors, computing the online log-sum-exp, the token's rank and
-// each warp's top-k in the same pass, then merged across warps. No allocation, no host
-// synchronisation: CUDA-graph capturable.
-cudaError_t logprobs_topk_gpu(const LogprobsTopkParams& p, cudaStream_t stream);
+// Grid: N rows (so no host read of cu[B]), each row shared by `parts` blocks. Blocks of padding rows
+// write the defaults and exit. A valid row is read once, in vectors, each block streaming its slice and
+// computing the online log-sum-exp, its share of the token's rank and each warp's top-k in the same
+// pass; the warps' lists merge in the block, and on sm_90+ the blocks of a row form one thread-block
+// cluster whose leader merges their partials through distributed shared memory. Splitting rows keeps
+// every SM busy when there are about as many rows as SMs. parts = 0 picks the split from V (1 before
+// sm_90); tests pass 1..8 to cover each merge shape. No allocation, no host synchronisation:
+// CUDA-graph capturable.
+cudaError_t logprobs_topk_gpu(const LogprobsTopkParams& p, cudaStream_t stream, int parts = 0);
 #endif
 
 }  // namespace fdspec
