@@ -93,6 +93,16 @@ def test_topk_ties_lower_id_first(place, dtype, V):
 
 
 @pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("V, tie_range", [(20000, 1000), (152064, 7000)])
+def test_ties_spread_over_the_row(place, V, tie_range):
+    # About 20 entries share each value, spread over the whole row: the GPU splits a long row over
+    # several blocks, so the top-20 and its ties come from different blocks and must merge in id order.
+    rng = np.random.default_rng(V)
+    ids, _, _ = check(make_case(rng, 2, V, "float32", tie_range=tie_range, accept=[3, 2]), "float32", place, 20)
+    assert (np.ptp(ids[:5, 1:], axis=1) > V // 2).all()  # the winners do span the row
+
+
+@pytest.mark.parametrize("place", PLACES)
 def test_raw_logits_scores_are_the_logits(place):
     case = make_case(np.random.default_rng(6), 2, 50, "float32", accept=[2, 1])
     ids, scores, _ = check(case, "float32", place, 4, raw_logits=True)
