@@ -26,9 +26,11 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kUnroll = 4;  // vectors loaded before any is processed: 16 KB in flight per block
-// A row is split so that each block streams at least this many logits (16 per thread): fewer would
-// spend more on the merge than on the row.
-constexpr int64_t kMinSliceLogits = 4096;
+// Rows of at least this many logits are split in two. Measured on an H100 (scripts/dev/
+// logprobs_parts_bench.cu, N = 384 rows of which ~200 valid, V = 32000 and 152064, top-20): two
+// blocks per row beat one by 5-20% (about 3 blocks per SM instead of 1 or 2 rows, evenly spread),
+// while 3, 4 or 8 lose 15-60%, since each block's warps repeat the warm-up of their top-k lists.
+constexpr int64_t kSplitRowLogits = 8192;
 constexpr int kMaxParts = 8;  // the portable cluster size
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr float kLog2e = 1.4426950408889634f;
@@ -286,8 +288,13 @@ __global__ void __launch_bounds__(kThreads) logprobs_topk_kernel(LogprobsTopkPar
 #endif
   if (part != 0 || warp != 0) return;
 
-  const float lse = total.m == kNegInf ? 0.0f : total.m + logf(total.s);
-  const auto score = [&](float x) { return logprobs_clip(p.raw_logits ? x : x - lse); };
+  // x - lse as (x - m) - log(s): x - m is exact near the top of the row, so large logits (|x| in the
+  // thousands) keep the precision of the small difference instead of the ulp of lse.
+  const bool empty = total.m == kNegInf;  // every logit -inf: scores are the logits, clipped
+  const float log_s = empty ? 0.0f : logf(total.s);
+  const auto score = [&](float x) {
+    return logprobs_clip(p.raw_logits || empty ? x : (x - total.m) - log_s);
+  };
   if (lane == 0) {
     ids_out[0] = token;
     scores_out[0] = token_ok ? score(token_x) : kPadScore;
@@ -352,7 +359,7 @@ cudaError_t logprobs_topk_gpu(const LogprobsTopkParams& p, cudaStream_t stream, 
   cudaError_t err = cudaGetDevice(&dev);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
   if (err != cudaSuccess) return err;
-  if (parts <= 0) parts = static_cast<int>(clamp_to<int64_t>(ceil_div<int64_t>(p.vocab, kMinSliceLogits), 1, kMaxParts));
+  if (parts <= 0) parts = p.vocab >= kSplitRowLogits ? 2 : 1;
   // Clusters (and distributed shared memory) need sm_90; the grid must stay within 2^31 - 1 blocks.
   if (major < 9 || p.rows > INT32_MAX / kMaxParts) parts = 1;
   parts = std::min(parts, kMaxParts);

@@ -88,7 +88,7 @@ void logprobs_topk_cpu(const LogprobsTopkParams& p);
 // pass; the warps' lists merge in the block, and on sm_90+ the blocks of a row form one thread-block
 // cluster whose leader merges their partials through distributed shared memory. Splitting rows keeps
 // every SM busy when there are about as many rows as SMs. parts = 0 picks the split from V (1 before
-// sm_90); tests pass 1..8 to cover each merge shape. No allocation, no host synchronisation:
+// sm_90); tests and probes pass 1..8 to cover each merge shape. No allocation, no host synchronisation:
 // CUDA-graph capturable.
 cudaError_t logprobs_topk_gpu(const LogprobsTopkParams& p, cudaStream_t stream, int parts = 0);
 #endif
