@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/fdspec_common.h"
 #include "paddle/extension.h"
 
 #ifdef FDSPEC_WITH_CUDA
@@ -120,8 +121,12 @@ inline int64_t env_int64(const char* var, int64_t dflt) {
 }
 
 // `threshold` attribute convention: a negative value means "not given": read the environment.
+// The walk computes T - S - L and T - 1 with S, L below 2^40 (B slots of int32 lengths), so the result
+// is clamped to +-2^62: no overflow, and no decision changes (a T that low already makes every slot
+// give up, one that high never binds).
 inline int64_t resolve_threshold(int64_t attr, const char* env_var, int64_t dflt) {
-  return attr >= 0 ? attr : env_int64(env_var, dflt);
+  constexpr int64_t kLimit = int64_t{1} << 62;
+  return clamp_to<int64_t>(attr >= 0 ? attr : env_int64(env_var, dflt), -kLimit, kLimit);
 }
 
 #ifdef FDSPEC_WITH_CUDA

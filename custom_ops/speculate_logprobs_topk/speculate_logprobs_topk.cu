@@ -59,9 +59,14 @@ struct SumExp {
   float m = kNegInf;
   float s = 0.0f;
 
+  // s is NaN once a NaN logit was seen (as on the CPU, the row's scores become NaN): fmaxf skips NaN
+  // in m, so the sums must carry it, also while m is still -inf.
   __device__ __forceinline__ void merge(float om, float os) {
     const float M = fmaxf(m, om);
-    if (M == kNegInf) return;  // both empty (or all -inf)
+    if (M == kNegInf) {  // both hold only -inf (sums 0) or NaN
+      s += os;
+      return;
+    }
     s = s * exp2f((m - M) * kLog2e) + os * exp2f((om - M) * kLog2e);
     m = M;
   }
@@ -198,8 +203,9 @@ __global__ void __launch_bounds__(kThreads) logprobs_topk_kernel(LogprobsTopkPar
         se.s *= exp2f((se.m - vmax) * kLog2e);
         se.m = vmax;
       }
-      if (se.m != kNegInf) {
-        const float m2 = se.m * kLog2e;
+      {
+        // With m = -inf every x here is -inf (term 0) or NaN (term NaN, kept).
+        const float m2 = se.m == kNegInf ? 0.0f : se.m * kLog2e;
 #pragma unroll
         for (int j = 0; j < kElems; ++j) se.s += exp2f(fmaf(x[j], kLog2e, -m2));
       }
