@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <utility>
@@ -237,12 +238,21 @@ class Tally {
     }
   }
 
+  // Coverage counters (how many cases reached a given situation), printed before the summary so that
+  // a run shows that its grid reached what it claims to test.
+  void count(const std::string& what, long n = 1) { counts_[what] += n; }
+
   long cases() const { return cases_; }
   long bad() const { return bad_; }
   long perturbed() const { return perturbed_; }
 
   // Prints "<name>: PASS|FAIL ..." and returns the exit status.
   int finish(const char* mode) const {
+    if (!counts_.empty()) {
+      std::string line;
+      for (const auto& kv : counts_) line += " " + kv.first + "=" + std::to_string(kv.second);
+      std::printf("%s %s coverage:%s\n", name_, mode, line.c_str());
+    }
     if (selftest().perturb) {
       const bool ok = bad_ == 0 && perturbed_ > 0;
       std::printf("%s %s: %s (%ld cases, %ld perturbed, %ld undetected or spurious)\n", name_, mode,
@@ -257,6 +267,7 @@ class Tally {
  private:
   const char* name_;
   long cases_ = 0, bad_ = 0, perturbed_ = 0;
+  std::map<std::string, long> counts_;
 };
 
 // First index where two vectors differ (or -1), for mismatch reports.

@@ -161,6 +161,17 @@ Inputs cpu_result(const Shape& sh, const Inputs& in) {
   return c;
 }
 
+// What the case reaches: slots that draft, a threshold that changes the outcome, MTP rows already full.
+void count_coverage(harness::Tally& t, const Shape& sh, const Inputs& in, const Inputs& want) {
+  for (int64_t b = 0; b < sh.B; ++b) {
+    t.count("drafted_slots", want.slt[b] > std::max<int32_t>(in.slt[b], 0));
+    t.count("full_rows", in.slt[b] >= sh.K1);
+  }
+  Shape unbound = sh;
+  unbound.T = INT64_MAX;
+  t.count("threshold_binds", cpu_result(unbound, in).slt != want.slt);
+}
+
 // The GPU launcher; in the self-test the CPU implementation, perturbed on request.
 cudaError_t launch(const fdspec::HybridMtpNgramParams& p, cudaStream_t stream) {
   auto& st = harness::selftest();
@@ -237,6 +248,7 @@ bool same(const Inputs& in, const Inputs& want, const Inputs& got) {
 
 void run_case(harness::Tally& t, const Shape& sh, const Inputs& in, const harness::Stream& stream) {
   const Inputs want = cpu_result(sh, in);
+  count_coverage(t, sh, in, want);
   DeviceInputs dev(in);
   t.begin_case();
   CHECK(launch(dev.params(sh), stream.get()));
@@ -259,6 +271,7 @@ void run_graph_rounds(harness::Tally& t, Rng& r, const Shape& shape, int replays
     if (i > 0) in = make_inputs(r, sh);
     dev.upload(in);
     const Inputs want = cpu_result(sh, in);
+    count_coverage(t, sh, in, want);
     t.begin_case();
     graph.replay(stream.get());
     stream.sync();

@@ -137,6 +137,17 @@ Inputs cpu_result(const Shape& sh, const Inputs& in) {
   return c;
 }
 
+// What the case reaches: rows copied, tokens written, accepted tokens dropped for lack of output rows.
+void count_coverage(harness::Tally& t, const Shape& sh, const Inputs& in, const Inputs& want) {
+  const int64_t rb = sh.row_bytes(), pre = sh.out_misalign * sh.esize;
+  for (int64_t i = 0; i < sh.N; ++i) {
+    t.count("rows_copied", std::memcmp(want.target.data() + pre + i * rb, in.target.data() + pre + i * rb, rb) != 0);
+    t.count("tokens_written", want.token_ids[i] != in.token_ids[i]);
+  }
+  t.count("tokens_dropped", sh.B > 0 && want.cu[sh.B] > sh.N);
+  t.count("unfused_batches", sh.B > 1024);
+}
+
 // The GPU launchers; in the self-test the CPU implementations, perturbed on request.
 cudaError_t launch_gather(const fdspec::AcceptTokensLogitsParams& p, cudaStream_t stream) {
   auto& st = harness::selftest();
@@ -249,6 +260,7 @@ std::string describe(const Shape& sh, const Inputs& in, const Inputs& want, cons
 
 void run_case(harness::Tally& t, const Shape& sh, const Inputs& in, const harness::Stream& stream) {
   const Inputs want = cpu_result(sh, in);
+  count_coverage(t, sh, in, want);
   DeviceInputs dev(sh, in);
   t.begin_case();
   CHECK(launch_gather(dev.params(sh), stream.get()));
@@ -268,6 +280,7 @@ void run_graph_rounds(harness::Tally& t, Rng& r, Shape sh, const Mix& mix, int r
     if (i > 0) in = make_case(r, sh, mix, true);
     dev.upload(in);
     const Inputs want = cpu_result(sh, in);
+    count_coverage(t, sh, in, want);
     t.begin_case();
     graph.replay(stream.get());
     stream.sync();
