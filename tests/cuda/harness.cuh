@@ -111,7 +111,10 @@ inline void copy_to_device(void* dst, const void* src, size_t bytes) {
   if (selftest().host_backend) {
     std::memcpy(dst, src, bytes);
   } else {
+    // From pageable memory cudaMemcpy may return before the DMA has landed, and the harnesses launch
+    // on a non-blocking stream, which does not wait for the legacy stream's copies.
     CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    CHECK(cudaDeviceSynchronize());
   }
 }
 
