@@ -53,6 +53,7 @@ done
 # goes to LOG.rc.
 spawn() {
   local log=$1; shift
+  rm -f "$log.rc"
   while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n 2>/dev/null || true; done
   ( "$@" > "$log" 2>&1; echo $? > "$log.rc" ) &
 }
