@@ -1,12 +1,12 @@
 // Shared pieces of the Paddle-free kernel harnesses in tests/cuda/ (GPU launcher against the CPU
-// implementation of one op, at the kernel layer). Each harness takes one optional argument:
+// implementation of one op, at the kernel layer). Arguments of each harness:
 //   (none)          the full grid
 //   quick           a small grid, for compute-sanitizer (racecheck runs ~100x slower)
-//   --cpu-selftest  (with or without quick) no GPU needed: "device" buffers are host memory and the launch runs the CPU
-//                   implementation, so the generators, buffer sizes, parameter assembly and the
-//                   comparison run end to end (and under AddressSanitizer, see run_cuda_checks.sh);
-//                   then the same grid again with one output value perturbed after each launch, to
-//                   prove that the comparison catches a single wrong value.
+//   --cpu-selftest  (alone or with quick) no GPU needed: "device" buffers are host memory and the
+//                   launch runs the CPU implementation, so the generators, buffer sizes, parameter
+//                   assembly and the comparison run end to end (also under AddressSanitizer); then
+//                   the same grid again with one output value perturbed after each launch, to prove
+//                   that the comparison catches a single wrong value.
 // Exit status: 0 all equal, 1 a mismatch (or a selftest failure), 2 a CUDA error or a bad argument.
 #pragma once
 
