@@ -2,7 +2,7 @@
 # Runs on the GPU machine (see ../shared/device/README.md), from the repo root, one stage per call:
 #   setup  - install the staged Paddle 2.6.2 (/root/pd) and build the op library for sm_90
 #   tests  - the whole pytest suite (GPU tests included)
-#   checks - the Paddle-free kernel harnesses (built here into build/) and compute-sanitizer
+#   checks - the Paddle-free kernel harnesses (tests/cuda/run_cuda_checks.sh) and compute-sanitizer
 #   bench  - the benchmark scripts and the demo on the GPU
 # Logs and results go to $OUT (or ./results/gpu when OUT is unset).
 set -uo pipefail
@@ -41,12 +41,8 @@ for stage in "$@"; do
       $py scripts/dev/smoke_ops.py 2>&1 | tail -20
       ;;
     checks)
-      ./build/ngram_match_vs_cpu 2>&1 | tail -5
-      ./build/step_ops_harness 2>&1 | tail -12
-      for tool in memcheck racecheck initcheck; do
-        echo "== compute-sanitizer $tool (ngram_match quick)"
-        compute-sanitizer --tool "$tool" --error-exitcode 3 ./build/ngram_match_vs_cpu quick 2>&1 | tail -2
-      done
+      # Reuses binaries in build/ that are newer than their sources, else compiles them here.
+      CHECKS_LOGDIR="$OUT/cuda_checks" bash tests/cuda/run_cuda_checks.sh 90 build 2>&1 | tee "$OUT/cuda_checks.log"
       ;;
     bench-ngram)
       $py scripts/bench_ngram.py --out "$OUT" 2>&1 | tail -60

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -116,14 +117,21 @@ bool same(const Step& a, const Step& b) {
          a.stop == b.stop && a.slt == b.slt && a.enc == b.enc && a.dec == b.dec && a.drafts == b.drafts;
 }
 
-int main() {
+int main(int argc, char** argv) {
+  // "quick": a small grid and no timing, for compute-sanitizer (tests/cuda/run_cuda_checks.sh).
+  const bool quick = argc > 1 && std::string(argv[1]) == "quick";
   cudaStream_t stream;
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   int cases = 0, failures = 0;
-  for (int64_t B : {0, 1, 3, 7, 33, 130, 1000}) {
-    for (int64_t K : {0, 1, 5, 40}) {
-      for (int64_t W : {8, 64}) {
-        for (int seed = 0; seed < 20; ++seed) {
+  const std::vector<int64_t> batches = quick ? std::vector<int64_t>{0, 1, 7, 130}
+                                             : std::vector<int64_t>{0, 1, 3, 7, 33, 130, 1000};
+  const std::vector<int64_t> draft_counts = quick ? std::vector<int64_t>{0, 1, 5} : std::vector<int64_t>{0, 1, 5, 40};
+  const std::vector<int64_t> widths = quick ? std::vector<int64_t>{8} : std::vector<int64_t>{8, 64};
+  const int seeds = quick ? 3 : 20;
+  for (int64_t B : batches) {
+    for (int64_t K : draft_counts) {
+      for (int64_t W : widths) {
+        for (int seed = 0; seed < seeds; ++seed) {
           std::mt19937_64 rng(B * 1000003 + K * 1009 + W * 17 + seed);
           const Step input = random_step(rng, B, K, W);
           Step cpu = input;
@@ -166,6 +174,13 @@ int main() {
     }
   }
   std::printf("%d cases (eager and graph), %d mismatches between GPU and CPU\n", cases, failures);
+  if (quick) {
+    CHECK(cudaStreamDestroy(stream));
+    std::printf("step_ops_harness quick: %s (%d cases, %d mismatches)\n", failures ? "FAIL" : "PASS", cases,
+                failures);
+    CHECK(cudaDeviceReset());  // memcheck's leak check needs the context torn down
+    return failures ? 1 : 0;
+  }
 
   // Device time of one step's two ops at runner sizes, from graph replays.
   std::printf("%6s %4s %12s\n", "B", "K", "us/step");
@@ -203,7 +218,11 @@ int main() {
       CHECK(cudaGraphExecDestroy(exec));
       CHECK(cudaGraphDestroy(g));
       for (void* d : allocs) CHECK(cudaFree(d));
+      CHECK(cudaEventDestroy(t0));
+      CHECK(cudaEventDestroy(t1));
     }
   }
+  CHECK(cudaStreamDestroy(stream));
+  std::printf("step_ops_harness full: %s (%d cases, %d mismatches)\n", failures ? "FAIL" : "PASS", cases, failures);
   return failures ? 1 : 0;
 }

@@ -154,6 +154,8 @@ int main(int argc, char** argv) {
     }
     printf("big: cases %ld bad %ld drafted-slots %ld\n", n_cases, n_bad, n_drafted);
   }
-  printf("%s\n", n_bad ? "FAIL" : "PASS");
+  printf("ngram_match_vs_cpu %s: %s (%ld cases, %ld mismatches)\n", quick ? "quick" : "full", n_bad ? "FAIL" : "PASS",
+         n_cases, n_bad);
+  CK(cudaDeviceReset());  // memcheck's leak check needs the context torn down
   return n_bad != 0;
 }
