@@ -6,6 +6,7 @@ import paddle
 
 from fastdeploy_spec.ops import _loader
 from fastdeploy_spec.ops._common import precheck
+from fastdeploy_spec.ops.speculate_compute_cu_batch_offset import speculate_compute_cu_batch_offset
 
 
 def speculate_get_accept_tokens_and_logits(
@@ -26,7 +27,8 @@ def speculate_get_accept_tokens_and_logits(
     token ``accept_tokens[b, i]`` and logits row ``cu_seqlens_q_output[b] + i`` (a prefill slot has
     one output row: only ``i = 0`` gets a logits row). ``accept_num`` is clamped to ``[0, K + 1]``
     everywhere, the offsets included; rows at or past N, and source rows outside ``logits``, are not
-    written. Rows ``cu[B] .. N-1`` are left untouched (padding).
+    written. Rows ``cu[B] .. N-1`` are left untouched (padding). With N = 0 only the offsets are
+    written.
 
     Parameters
     ----------
@@ -58,6 +60,15 @@ def speculate_get_accept_tokens_and_logits(
     ([10, 20, 21, 30], [0, 1, 3, 4], [0.0, 4.0, 6.0, 8.0])
     """
     if precheck("speculate_get_accept_tokens_and_logits", locals(), batch=seq_lens_this_time):
+        return
+    if token_ids.shape[0] == 0:
+        # No output row: only the offsets are written. Paddle 2.6 refuses an in-place output with no
+        # elements, so the offset op alone computes them (the same clamp to K + 1).
+        if target_logits.shape[0] != 0:
+            raise ValueError(f"speculate_get_accept_tokens_and_logits: target_logits must have shape "
+                             f"[N, V] with N = 0 (from token_ids), got {list(target_logits.shape)}")
+        speculate_compute_cu_batch_offset(cu_batch_token_offset, accept_num, seq_lens_this_time.shape[0],
+                                          max_accept_num=accept_tokens.shape[1])
         return
     _loader.load().speculate_get_accept_tokens_and_logits(
         token_ids, target_logits, logits, cu_batch_token_offset, cu_seqlens_q_output,
