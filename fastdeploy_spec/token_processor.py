@@ -41,6 +41,11 @@ _reserved: Dict[int, int] = {}  # queue id -> descriptor of its locked lock file
 _EOF = object()
 
 
+def lock_path(queue_id: int) -> Path:
+    """The lock file whose ``flock`` reserves ``queue_id`` (see :func:`free_queue_id`)."""
+    return _LOCK_DIR / f"fastdeploy_spec_msg_queue_{int(queue_id)}.lock"
+
+
 def free_queue_id(seed: int | None = None) -> int:
     """A queue id (2 .. 255) reserved for this process, tried in an order seeded by the pid.
 
@@ -54,7 +59,7 @@ def free_queue_id(seed: int | None = None) -> int:
     for qid in order.tolist():
         if qid in _reserved:
             continue
-        fd = os.open(_LOCK_DIR / f"fastdeploy_spec_msg_queue_{qid}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+        fd = os.open(lock_path(qid), os.O_RDWR | os.O_CREAT, 0o666)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -13,10 +13,13 @@ matched on the message with pytest.raises(Exception, match=...).
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import multiprocessing as mp
 import os
 import queue as queue_mod
 import struct
+import subprocess
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,7 +30,7 @@ import pytest
 
 from fastdeploy_spec import msg_queue, ops
 from fastdeploy_spec.output import parse_logprob_output
-from fastdeploy_spec.token_processor import free_queue_id, release_queue_id
+from fastdeploy_spec.token_processor import free_queue_id, lock_path, release_queue_id
 from tests import logprob_msg_reference as ref
 from tests.conftest import PLACES, to_place
 
@@ -197,6 +200,29 @@ def test_receiver_started_late_with_fragmented_messages(queue_id):
 
 
 # ---- In one process (messages that fit the queue) ---------------------------------------------------
+
+def test_queue_ids_are_reserved_across_processes():
+    # A reservation, not only a queue that does not exist yet: parallel test workers (or runners) that
+    # picked the same id before either created the queue would read each other's messages.
+    mine, other = free_queue_id(seed=7), free_queue_id(seed=7)
+    try:
+        assert other != mine  # the same order: the next free id
+        child = subprocess.run(
+            [sys.executable, "-c", "from fastdeploy_spec.token_processor import free_queue_id; "
+                                   "print(free_queue_id(seed=7))"],
+            capture_output=True, text=True, timeout=120, check=True,
+            env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent)))
+        assert int(child.stdout.split()[-1]) not in (mine, other)
+    finally:
+        release_queue_id(mine)
+        release_queue_id(other)
+    for qid in (mine, other):  # released: the lock can be taken again
+        fd = os.open(lock_path(qid), os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+
 
 def test_nonblocking_receive_on_empty_queue(queue_id):
     bufs = ref.receive_tensors()
