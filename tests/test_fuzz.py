@@ -50,6 +50,8 @@ def ints(data, shape, lo, hi, dtype, label):
 
 
 def choice(data, shape, values, dtype, label):
+    # The values in `dtype` already: NumPy 1.x compares float32(1.7) != 1.7, which hypothesis refuses.
+    values = [np.asarray(v, dtype)[()] for v in values]
     return data.draw(hnp.arrays(dtype, shape, elements=st.sampled_from(values)), label=label)
 
 

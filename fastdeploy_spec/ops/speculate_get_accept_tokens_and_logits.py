@@ -5,8 +5,7 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import precheck
-from fastdeploy_spec.ops.speculate_compute_cu_batch_offset import speculate_compute_cu_batch_offset
+from fastdeploy_spec.ops._common import allocated, precheck
 
 
 def speculate_get_accept_tokens_and_logits(
@@ -28,7 +27,7 @@ def speculate_get_accept_tokens_and_logits(
     one output row: only ``i = 0`` gets a logits row). ``accept_num`` is clamped to ``[0, K + 1]``
     everywhere, the offsets included; rows at or past N, and source rows outside ``logits``, are not
     written. Rows ``cu[B] .. N-1`` are left untouched (padding). With N = 0 only the offsets are
-    written.
+    written (Paddle 2.6 included).
 
     Parameters
     ----------
@@ -61,15 +60,6 @@ def speculate_get_accept_tokens_and_logits(
     """
     if precheck("speculate_get_accept_tokens_and_logits", locals(), batch=seq_lens_this_time):
         return
-    if token_ids.shape[0] == 0:
-        # No output row: only the offsets are written. Paddle 2.6 refuses an in-place output with no
-        # elements, so the offset op alone computes them (the same clamp to K + 1).
-        if target_logits.shape[0] != 0:
-            raise ValueError(f"speculate_get_accept_tokens_and_logits: target_logits must have shape "
-                             f"[N, V] with N = 0 (from token_ids), got {list(target_logits.shape)}")
-        speculate_compute_cu_batch_offset(cu_batch_token_offset, accept_num, seq_lens_this_time.shape[0],
-                                          max_accept_num=accept_tokens.shape[1])
-        return
     _loader.load().speculate_get_accept_tokens_and_logits(
-        token_ids, target_logits, logits, cu_batch_token_offset, cu_seqlens_q_output,
+        allocated(token_ids), allocated(target_logits), logits, cu_batch_token_offset, cu_seqlens_q_output,
         seq_lens_this_time, seq_lens_encoder, accept_num, accept_tokens)
