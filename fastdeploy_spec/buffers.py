@@ -47,6 +47,21 @@ def resolve_place(place: "str | paddle.CPUPlace | paddle.CUDAPlace | None"):
     return place
 
 
+def copy_from_host(tensor: paddle.Tensor, host: np.ndarray) -> None:
+    """Writes ``host`` (the tensor's shape and dtype) into ``tensor``'s allocation, where it lives.
+
+    A memcpy (host->device for a GPU tensor), no Paddle kernel; the allocation stays the same, so a
+    captured CUDA graph keeps seeing the buffer. ``Tensor.set_value`` is no substitute: it re-allocates
+    the tensor on Paddle's *default* place, which moves a GPU buffer to the host under
+    ``paddle.set_device("cpu")`` (and a CPU buffer to the GPU under a GPU Paddle's default).
+    """
+    src = paddle.to_tensor(np.ascontiguousarray(host), place=paddle.CPUPlace())
+    if src.dtype != tensor.dtype or list(src.shape) != list(tensor.shape):
+        raise ValueError(f"copy_from_host: host data {src.dtype} {list(src.shape)} does not match the "
+                         f"tensor's {tensor.dtype} {list(tensor.shape)}")
+    tensor.copy_(src, True)
+
+
 def make_share_inputs(max_num_seqs: int, max_model_len: int, config: SpeculativeConfig,
                       place=None) -> Dict[str, paddle.Tensor]:
     """Allocate the speculative-decoding share-inputs buffers of ``max_num_seqs`` slots.

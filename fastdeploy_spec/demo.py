@@ -122,8 +122,9 @@ def make_tasks(max_prompt_tokens: int, num_requests: int) -> List[Task]:
 class BigramDraft:
     """The MTP demo's draft model: the most frequent successor of each token in the prompts.
 
-    ``draft(input_ids, hidden_states)`` takes int64 [S, 1] token ids (any place; copied to the host)
-    and returns float32 [S, V] logits, 1 at the predicted token and 0 elsewhere (ties between
+    ``draft(input_ids, hidden_states)`` takes int64 [S, 1] token ids (the MTP proposer's
+    ``draft_place``, the CPU here; any place works, a GPU one is copied to the host) and returns
+    float32 [S, V] NumPy logits, 1 at the predicted token and 0 elsewhere (ties between
     successors go to the lower id; a token never followed in the prompts predicts the end token 0,
     and so does the -1 of a slot with no token yet). It sees only the newest token: it guesses the
     next one from local statistics, as a real draft head would from its context, and it knows
@@ -195,8 +196,10 @@ def run_method(method: str, tasks: List[Task], vocab: Vocabulary, args) -> Dict:
     oracle = OracleTarget({i: vocab.encode(t.answer) for i, t in enumerate(tasks)}, len(vocab), 0)
     width = max(len(r.prompt) + r.max_dec_len for r in requests) + 1
     draft = BigramDraft([r.prompt for r in requests], len(vocab)) if method == "mtp" else None
+    # The draft model gets its input on the host: it is NumPy code, and on a GPU the buffers stay
+    # there (the proposer copies to and from them), so no Paddle kernel runs on the device.
     proposer = create_proposer(cfg, draft_model=draft, max_num_seqs=args.slots, max_model_len=width,
-                               place=args.device)
+                               place=args.device, draft_place="cpu")
     label = method_label(method, args)
     runner = SpecRunner(cfg, oracle, max_num_seqs=args.slots, max_model_len=width, end_tokens=[0],
                         place=args.device, proposer=proposer, logprobs=args.logprobs, timing=True)

@@ -42,7 +42,7 @@ from typing import Callable, Deque, Dict, Hashable, List, Optional, Sequence, Tu
 import numpy as np
 import paddle
 
-from fastdeploy_spec.buffers import make_share_inputs, resolve_place
+from fastdeploy_spec.buffers import copy_from_host, make_share_inputs, resolve_place
 from fastdeploy_spec.config import SpecMethod, SpeculativeConfig
 from fastdeploy_spec.logprobs import MAX_NUM_LOGPROBS, LogprobsBuffers, build_output_logprobs
 from fastdeploy_spec.msg_queue import layout
@@ -273,14 +273,13 @@ class SpecRunner:
             return NgramProposer(config)
         raise NotImplementedError(f"method {config.method.value!r}: pass its proposer to SpecRunner")
 
-    # Host <-> device. Only copies: Tensor.copy_ is a memcpy into the existing allocation (a captured
+    # Host <-> device. Only copies: copy_from_host is a memcpy into the existing allocation (a captured
     # CUDA graph keeps seeing the same buffers), Tensor.numpy() a copy back.
     def _device(self, host: np.ndarray) -> paddle.Tensor:
         return paddle.to_tensor(np.ascontiguousarray(host), place=self.place)
 
     def _write(self, name: str, host: np.ndarray) -> None:
-        src = paddle.to_tensor(np.ascontiguousarray(host), place=paddle.CPUPlace())
-        self.buffers[name].copy_(src, True)
+        copy_from_host(self.buffers[name], host)
 
     def _read(self, name: str) -> np.ndarray:
         return self.buffers[name].numpy()
@@ -493,7 +492,7 @@ class _LogprobPath:
                              f"({int(cu[-1])}, {self.vocab_size})")
         self.logits_host[:len(logits)] = logits
         self.logits_host[len(logits):] = 0
-        self.logits.copy_(paddle.to_tensor(self.logits_host, place=paddle.CPUPlace()), True)
+        copy_from_host(self.logits, self.logits_host)
         self.runner._write("cu_seqlens_q_output", cu)
 
     def compute(self) -> None:
@@ -504,8 +503,7 @@ class _LogprobPath:
 
     def send(self, request_ids: List[Optional[Hashable]], not_need_stop: bool) -> None:
         runner, s, lb = self.runner, self.runner.buffers, self.buffers
-        self.not_need_stop.copy_(paddle.to_tensor(np.array([not_need_stop]), place=paddle.CPUPlace()),
-                                 True)
+        copy_from_host(self.not_need_stop, np.array([not_need_stop]))
         with queue_env(self.receiver.queue_id):
             runner._timed("speculate_save_output_topk", lambda: speculate_save_output_topk(
                 lb.token_ids, lb.logprob_token_ids, lb.logprob_scores, lb.logprob_ranks,

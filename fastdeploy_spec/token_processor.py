@@ -15,6 +15,7 @@ needs no ``if __name__ == "__main__"`` guard.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pickle
 import queue as queue_mod
@@ -25,7 +26,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, List
+from typing import Dict, Iterator, List
 
 import numpy as np
 
@@ -35,16 +36,47 @@ from fastdeploy_spec.output import LogprobMessage
 # ftok() keeps the low 8 bits of a queue id (msg_queue.cc): 1 .. 255 name distinct queues, 1 is the
 # default one that a server on this machine would use.
 _QUEUE_IDS = range(2, 256)
+_LOCK_DIR = Path(tempfile.gettempdir())
+_reserved: Dict[int, int] = {}  # queue id -> descriptor of its locked lock file
 _EOF = object()
 
 
+def lock_path(queue_id: int) -> Path:
+    """The lock file whose ``flock`` reserves ``queue_id`` (see :func:`free_queue_id`)."""
+    return _LOCK_DIR / f"fastdeploy_spec_msg_queue_{int(queue_id)}.lock"
+
+
 def free_queue_id(seed: int | None = None) -> int:
-    """A queue id (2 .. 255) whose queue does not exist now, tried in an order seeded by the pid."""
+    """A queue id (2 .. 255) reserved for this process, tried in an order seeded by the pid.
+
+    The id's queue does not exist now, and no other process that reserves ids here holds it: the
+    queue itself is only created by the first send or receive, so "does not exist" alone would let
+    two processes (parallel test workers, two runners) pick the same id in between and read each
+    other's messages. The reservation is an exclusive ``flock`` on a lock file per id, held until
+    :func:`release_queue_id` (``LogprobReceiver.close`` calls it) or the end of the process.
+    """
     order = np.random.default_rng(os.getpid() if seed is None else seed).permutation(list(_QUEUE_IDS))
     for qid in order.tolist():
+        if qid in _reserved:
+            continue
+        fd = os.open(lock_path(qid), os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
         if msg_queue.queue_stats(qid) is None:
+            _reserved[qid] = fd
             return qid
-    raise RuntimeError("every message queue id 2 .. 255 is in use (ipcs -q lists them)")
+        os.close(fd)  # in use by a process that does not reserve ids (a server's queue)
+    raise RuntimeError("every message queue id 2 .. 255 is in use or reserved (ipcs -q lists them)")
+
+
+def release_queue_id(queue_id: int) -> None:
+    """Ends this process's reservation of ``queue_id`` (from :func:`free_queue_id`); no-op if none."""
+    fd = _reserved.pop(int(queue_id), None)
+    if fd is not None:
+        os.close(fd)  # closing the only descriptor releases the flock
 
 
 @contextmanager
@@ -154,13 +186,15 @@ class LogprobReceiver:
             got.append(item)
 
     def close(self) -> None:
-        """Ends the child (it waits in msgrcv: there is no cleaner way out) and removes the queue."""
+        """Ends the child (it waits in msgrcv: there is no cleaner way out), removes the queue and
+        releases the id if this process reserved it (:func:`free_queue_id`)."""
         if self._process.poll() is None:
             self._process.terminate()
         self._process.wait(timeout=10)
         self._process.stdout.close()
         self._stderr.close()
         msg_queue.remove_queue(self.queue_id)
+        release_queue_id(self.queue_id)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,14 @@ pure GPU time of one iteration (no host gaps, no launch latency hidden or added)
 the median over the iterations, after warm-up iterations, with the device synchronised (Paddle and
 PyTorch) before and after each region. Inputs are built in NumPy and copied to the GPU (Paddle 2.6's
 own GPU kernels are not used: bfloat16 is cast on the host); nothing is allocated in the timed loops.
+
+Check ("ok" column; what failed is printed, and the script exits 1). The logits are read back from the
+op's own input tensor, so the reference sees the bits the op saw (bfloat16 values are rounded to
+nearest even in NumPy first, so Paddle's host cast is exact and the torch baseline gets the same
+bits: Paddle 2.6's host cast truncates, Paddle 3's rounds). Against a float64 NumPy reference on
+those bits (``check_outputs``): the offsets, gathered token ids and logits rows bit for bit; for every
+accepted row all k + 1 ids and the rank exactly and the k + 1 logprobs within a tolerance; padding
+rows as the SPEC says (ids -1, logprob 0, rank 0).
 """
 
 from __future__ import annotations
@@ -42,6 +50,9 @@ TOP_K = 20
 VOCABS = [32000, 152064]
 DTYPES = ["float32", "bfloat16"]
 GPU_CLOCK_HZ = 2.0e9  # upper bound for H100/H200 SM clocks: sizes the stream-holding sleep
+# Logprob tolerance against the float64 reference: the ops' float32 log-sum-exp over V <= 152064
+# terms (partial sums, exp2f) and the float32 subtraction x - lse, for logits of magnitude ~15.
+SCORE_ATOL, SCORE_RTOL = 1e-4, 1e-5
 
 
 def fail(msg: str) -> None:
@@ -109,24 +120,91 @@ class StreamTimer:
         return statistics.median(times)  # microseconds
 
 
+def bf16_round(values: np.ndarray) -> np.ndarray:
+    """float32 -> the nearest bfloat16 value (ties to even), as float32: every cast of it is exact."""
+    bits = np.ascontiguousarray(values, np.float32).view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint32) << 16
+    return rounded.view(np.float32)
+
+
+def host_values(array: np.ndarray) -> np.ndarray:
+    """float32 values of a logits tensor's ``.numpy()``: bfloat16 comes back as its uint16 bits."""
+    if array.dtype == np.uint16:
+        return (array.astype(np.uint32) << 16).view(np.float32)
+    return np.asarray(array, np.float32)
+
+
 def to_gpu(paddle, array: np.ndarray, dtype: str | None = None):
     t = paddle.to_tensor(array, place=paddle.CPUPlace())
     if dtype == "bfloat16":
-        t = t.astype("bfloat16")  # host cast: Paddle 2.6's GPU cast kernel is not usable there
+        t = t.astype("bfloat16")  # host cast (exact for bf16_round values): no Paddle GPU kernel
     return t.cuda()
 
 
-def make_step(rng, V: int):
+def make_step(rng, V: int, batch: int = BATCH):
     stride = DRAFTS + 1
-    accept = rng.integers(1, DRAFTS + 1, BATCH).astype(np.int32)  # mean 3
+    accept = rng.integers(1, DRAFTS + 1, batch).astype(np.int32)  # mean 3
     return dict(
-        slt=np.full(BATCH, stride, np.int32),
-        enc=np.zeros(BATCH, np.int32),
-        cu_q=(np.arange(BATCH + 1) * stride).astype(np.int32),
+        slt=np.full(batch, stride, np.int32),
+        enc=np.zeros(batch, np.int32),
+        cu_q=(np.arange(batch + 1) * stride).astype(np.int32),
         accept=accept,
-        accept_tokens=rng.integers(0, V, (BATCH, stride)).astype(np.int64),
-        logits=(rng.standard_normal((BATCH * stride, V)) * 3).astype(np.float32),
+        accept_tokens=rng.integers(0, V, (batch, stride)).astype(np.int64),
+        logits=(rng.standard_normal((batch * stride, V)) * 3).astype(np.float32),
     )
+
+
+def check_outputs(step: dict, logits: np.ndarray, k: int, *, cu: np.ndarray, token_ids: np.ndarray,
+                  gathered: np.ndarray, ids: np.ndarray, scores: np.ndarray, ranks: np.ndarray) -> list[str]:
+    """What is wrong in one run of the gather and the logprob op on ``step``; [] when nothing is.
+
+    ``logits`` [B * (K + 1), V] and ``gathered`` [N, V] are float32 values (``host_values`` of what the
+    ops read and wrote), the rest the outputs as read back. Reference in float64 on those values:
+    ids (all k + 1 columns, ties to the lower id) and ranks exact, logprobs within SCORE_ATOL /
+    SCORE_RTOL; every message names the check and the first row that fails it.
+    """
+    problems = []
+
+    def expect(ok: np.ndarray, what: str) -> None:
+        ok = np.asarray(ok)
+        bad = np.flatnonzero(~ok.reshape(ok.shape[0], -1).all(axis=1)) if ok.size else ok
+        if bad.size:
+            problems.append(f"{what}: {bad.size} of {len(ok)} rows differ (first: row {bad[0]})")
+
+    stride = step["accept_tokens"].shape[1]
+    accept = np.clip(step["accept"].astype(np.int64), 0, stride)
+    want_cu = np.concatenate([[0], np.cumsum(accept)])
+    if not np.array_equal(cu, want_cu):
+        problems.append(f"offsets: cu_batch_token_offset {cu.tolist()} != {want_cu.tolist()}")
+        return problems  # every row below depends on them
+    slot = np.repeat(np.arange(len(accept)), accept)
+    col = np.arange(len(slot)) - want_cu[slot]
+    valid = len(slot)
+    tokens = step["accept_tokens"][slot, col]
+    x = logits[step["cu_q"][slot] + col].astype(np.float64)  # exact: float32 -> float64
+    expect(token_ids[:valid] == tokens, "gathered token ids")
+    expect(gathered[:valid].view(np.uint32) == logits[step["cu_q"][slot] + col].view(np.uint32),
+           "gathered logits rows (bits)")
+
+    m = x.max(axis=1, keepdims=True)
+    lse = m[:, 0] + np.log(np.exp(x - m).sum(axis=1))
+    rows = np.arange(valid)
+    tok_x = x[rows, tokens]
+    want_ids = np.empty((valid, k + 1), np.int64)
+    want_ids[:, 0] = tokens
+    for r in range(valid):
+        kth = np.partition(x[r], -k)[-k] if k else np.inf
+        cand = np.flatnonzero(x[r] >= kth)  # the top k and every value tied with the k-th
+        want_ids[r, 1:] = cand[np.lexsort((cand, -x[r, cand]))][:k]
+    want_scores = x[rows[:, None], want_ids] - lse[:, None]
+    want_ranks = (x >= tok_x[:, None]).sum(axis=1)
+    expect(ids[:valid] == want_ids, f"logprob ids (all {k + 1} columns)")
+    expect(ranks[:valid] == want_ranks, "ranks")
+    expect(np.isclose(scores[:valid], want_scores, atol=SCORE_ATOL, rtol=SCORE_RTOL),
+           f"logprobs (atol {SCORE_ATOL:g}, rtol {SCORE_RTOL:g})")
+    expect((ids[valid:] == -1).all(axis=1) & (scores[valid:] == 0).all(axis=1) & (ranks[valid:] == 0),
+           "padding rows (ids -1, logprob 0, rank 0)")
+    return problems
 
 
 def bench_case(paddle, torch, ops, timer, V: int, dtype: str, rng) -> dict:
@@ -135,6 +213,8 @@ def bench_case(paddle, torch, ops, timer, V: int, dtype: str, rng) -> dict:
     elem = 4 if dtype == "float32" else 2
     valid_rows = int(step["accept"].sum())
 
+    if dtype == "bfloat16":
+        step["logits"] = bf16_round(step["logits"])
     logits = to_gpu(paddle, step["logits"], dtype)
     token_ids = to_gpu(paddle, np.zeros(N, np.int64))
     target = to_gpu(paddle, np.zeros((N, V), np.float32), dtype)
@@ -159,7 +239,7 @@ def bench_case(paddle, torch, ops, timer, V: int, dtype: str, rng) -> dict:
         dst_bytes.copy_(src_bytes)
 
     tdtype = torch.float32 if dtype == "float32" else torch.bfloat16
-    t_logits = torch.from_numpy(step["logits"]).cuda().to(tdtype)  # all N padded rows, as upstream
+    t_logits = torch.from_numpy(step["logits"]).cuda().to(tdtype)  # all N padded rows, as upstream; exact
     t_tokens = torch.from_numpy(np.repeat(step["accept_tokens"][:, :1], DRAFTS + 1, 1).reshape(-1)).cuda()[:, None]
 
     def torch_logprobs():
@@ -180,14 +260,11 @@ def bench_case(paddle, torch, ops, timer, V: int, dtype: str, rng) -> dict:
     res["logprobs_read_GBps"] = valid_rows * V * elem / res["logprobs_us"] / 1e3
     res["logprobs_speedup"] = res["torch_logprobs_us"] / res["logprobs_us"]
 
-    # Sanity: the gathered ids and the top-1 of every valid row.
     timer.sync()
-    cu_h = cu.numpy()
-    want_cu = np.concatenate([[0], np.cumsum(step["accept"])])
-    top1 = ids.numpy()[:valid_rows, 1]
-    src_rows = np.concatenate([np.arange(b * (DRAFTS + 1), b * (DRAFTS + 1) + a) for b, a in enumerate(step["accept"])])
-    x = step["logits"] if dtype == "float32" else t_logits.float().cpu().numpy()
-    res["check_ok"] = bool(np.array_equal(cu_h, want_cu) and np.array_equal(top1, x[src_rows].argmax(-1)))
+    problems = check_outputs(step, host_values(logits.numpy()), TOP_K, cu=cu.numpy(),
+                             token_ids=token_ids.numpy(), gathered=host_values(target.numpy()),
+                             ids=ids.numpy(), scores=scores.numpy(), ranks=ranks.numpy())
+    res["check_ok"], res["check_failures"] = not problems, problems
     return res
 
 
@@ -247,6 +324,9 @@ def main(argv=None) -> None:
     rng = np.random.default_rng(0)
     results = [bench_case(paddle, torch, ops, timer, V, dtype, rng) for V in vocabs for dtype in DTYPES]
     print_table(results)
+    for r in results:
+        for problem in r["check_failures"]:
+            print(f"bench_logprobs: check failed (V {r['vocab']}, {r['dtype']}): {problem}")
     args.out.mkdir(parents=True, exist_ok=True)
     meta = dict(device=torch.cuda.get_device_name(0), paddle=paddle.__version__, torch=torch.__version__,
                 python=platform.python_version(), batch=BATCH, drafts=DRAFTS, top_k=TOP_K, iters=iters,
@@ -254,6 +334,8 @@ def main(argv=None) -> None:
     (args.out / "bench_logprobs.json").write_text(json.dumps(dict(meta=meta, results=results), indent=2))
     print(f"bench_logprobs: wrote {args.out / 'bench_logprobs.json'}")
     plot(results, args.out / "bench_logprobs.png")
+    if not all(r["check_ok"] for r in results):
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,12 @@ import pytest
 
 from fastdeploy_spec import ops
 
+# A GPU Paddle's default place is the GPU: tensors made without a place, Paddle's own ops (the draft
+# models and casts of the CPU tests) and Tensor.set_value would then run or land there, where the GPU
+# machine's Paddle has no kernels. CPU tests use the default place; GPU tests name theirs (to_place).
+# Spawned child processes do not inherit this: what they create names its place.
+paddle.set_device("cpu")
+
 
 try:  # hypothesis is a test-only dependency; the GPU machine may lack it
     from hypothesis import settings as _hyp_settings

@@ -104,6 +104,17 @@ def fresh_buffers() -> dict:
                 ranks=np.full(RANKS_LEN, SENTINEL_RANK, np.int64))
 
 
+def receive_tensors() -> list:
+    """``fresh_buffers()`` as the receive op's three CPU tensors: [TOKENS_LEN, 1], [SCORES_LEN, 1],
+    [RANKS_LEN]. The place is explicit: under a GPU Paddle the default place is the GPU, and a spawned
+    child does not inherit the tests' ``paddle.set_device("cpu")``."""
+    import paddle
+
+    b, cpu = fresh_buffers(), paddle.CPUPlace()
+    return [paddle.to_tensor(b["tokens"].reshape(-1, 1), place=cpu),
+            paddle.to_tensor(b["scores"].reshape(-1, 1), place=cpu), paddle.to_tensor(b["ranks"], place=cpu)]
+
+
 def apply_message(state: dict, step: dict, msg_id: int = 1) -> dict:
     """The receive buffers after reading the message of `step` into `state` (a new dict)."""
     out = {k: v.copy() for k, v in state.items()}
@@ -149,7 +160,7 @@ def input_names(step: dict) -> list:
 def _tensors(step: dict) -> list:
     import paddle
 
-    return [paddle.to_tensor(step[k]) for k in input_names(step)]
+    return [paddle.to_tensor(step[k], place=paddle.CPUPlace()) for k in input_names(step)]
 
 
 def send_step(step: dict, rank_id: int = 0, save_each_rank: bool = False) -> None:
@@ -178,10 +189,7 @@ def receiver_main(n: int, env: dict, results, wait_flag: bool, deadline_s: float
     from fastdeploy_spec import ops
 
     try:
-        bufs = fresh_buffers()
-        tokens = paddle.to_tensor(bufs["tokens"].reshape(-1, 1))
-        scores = paddle.to_tensor(bufs["scores"].reshape(-1, 1))
-        ranks = paddle.to_tensor(bufs["ranks"])
+        tokens, scores, ranks = receive_tensors()
         end = time.monotonic() + deadline_s
         got = 0
         while got < n:

@@ -260,13 +260,11 @@ def test_wrongly_placed_tensor_named():
 
 @pytest.fixture
 def queue_id(monkeypatch):
-    from fastdeploy_spec import msg_queue
-    from tests.test_logprob_msgqueue import _free_queue_ids
+    from tests.test_logprob_msgqueue import reserved_queue_id
 
-    qid = next(_free_queue_ids())
-    monkeypatch.setenv("INFERENCE_MSG_QUEUE_ID", str(qid))
-    yield qid
-    msg_queue.remove_queue(qid)
+    with reserved_queue_id() as qid:
+        monkeypatch.setenv("INFERENCE_MSG_QUEUE_ID", str(qid))
+        yield qid
 
 
 @pytest.mark.parametrize("field,value,match", [
@@ -294,9 +292,7 @@ def test_message_negative_count_carries_no_rows(queue_id, value):
     step["token_num_per_batch"] = step["token_num_per_batch"].copy()
     step["token_num_per_batch"][1] = value
     msg_ref.send_step(step)
-    bufs = msg_ref.fresh_buffers()
-    t = [paddle.to_tensor(bufs["tokens"].reshape(-1, 1)), paddle.to_tensor(bufs["scores"].reshape(-1, 1)),
-         paddle.to_tensor(bufs["ranks"])]
+    t = msg_ref.receive_tensors()
     ops.speculate_get_output_topk(*t, 20, 0, False)
     want = msg_ref.apply_message(msg_ref.fresh_buffers(), step)
     np.testing.assert_array_equal(t[0].numpy().reshape(-1), want["tokens"])

@@ -15,13 +15,12 @@ import signal
 import time
 
 import numpy as np
-import paddle
 import pytest
 
 from fastdeploy_spec import msg_queue, ops
 from tests import logprob_msg_reference as ref
-from tests.test_logprob_msgqueue import (MSG_ID, _free_queue_ids, assert_buffers_equal, fragments,
-                                         payload_of, raw_send)
+from tests.test_logprob_msgqueue import (MSG_ID, assert_buffers_equal, fragments, payload_of, raw_send,
+                                         reserved_queue_id)
 
 CTX = mp.get_context("spawn")
 BIG = dict(batch=60, columns=21, flag=3, full=True)  # ~62 KB: 8 fragments at msgmax 8192, > msgmnb
@@ -29,24 +28,16 @@ BIG = dict(batch=60, columns=21, flag=3, full=True)  # ~62 KB: 8 fragments at ms
 
 @pytest.fixture
 def queue_id(monkeypatch):
-    qid = next(_free_queue_ids())
-    monkeypatch.setenv("INFERENCE_MSG_QUEUE_ID", str(qid))
-    monkeypatch.setenv("INFERENCE_MSG_ID", str(MSG_ID))
-    monkeypatch.setenv("FDSPEC_MSG_FRAGMENT_TIMEOUT_MS", "1500")
-    yield qid
-    msg_queue.remove_queue(qid)
-    assert msg_queue.queue_stats(qid) is None
+    with reserved_queue_id() as qid:
+        monkeypatch.setenv("INFERENCE_MSG_QUEUE_ID", str(qid))
+        monkeypatch.setenv("INFERENCE_MSG_ID", str(MSG_ID))
+        monkeypatch.setenv("FDSPEC_MSG_FRAGMENT_TIMEOUT_MS", "1500")
+        yield qid
 
 
 def env_of(qid: int) -> dict:
     return {"INFERENCE_MSG_QUEUE_ID": str(qid), "INFERENCE_MSG_ID": str(MSG_ID),
             "FDSPEC_MSG_FRAGMENT_TIMEOUT_MS": "1500"}
-
-
-def buffers():
-    b = ref.fresh_buffers()
-    return [paddle.to_tensor(b["tokens"].reshape(-1, 1)), paddle.to_tensor(b["scores"].reshape(-1, 1)),
-            paddle.to_tensor(b["ranks"])]
 
 
 def as_dict(t) -> dict:
@@ -70,7 +61,7 @@ def receive_all(n: int, deadline_s: float = 30.0) -> tuple[list, list]:
     got, errors = [], []
     end = time.monotonic() + deadline_s
     while len(got) < n and time.monotonic() < end:
-        t = buffers()
+        t = ref.receive_tensors()
         try:
             msg = receive_until(t, end - time.monotonic())
         except Exception as e:  # a transport error: recorded, the stream goes on
@@ -111,7 +102,7 @@ def _receiver_killed_mid_message(env, ready):
     os.environ["FDSPEC_MSG_FRAGMENT_TIMEOUT_MS"] = "60000"
     import paddle  # noqa: F401
 
-    t = buffers()
+    t = ref.receive_tensors()
     ready.set()
     ops.speculate_get_output_topk(*t, 20, 0, True)  # blocks in reassembly; killed there
 
@@ -119,7 +110,7 @@ def _receiver_killed_mid_message(env, ready):
 def _blocking_receiver(env, results):
     os.environ.update(env)
     try:
-        t = buffers()
+        t = ref.receive_tensors()
         ops.speculate_get_output_topk(*t, 20, 0, True)
         results.put(("msg", as_dict(t)))
     except Exception as e:
@@ -180,7 +171,7 @@ def test_sender_killed_mid_message_then_restarted(queue_id):
             time.sleep(0.002)
         os.kill(sender.pid, signal.SIGKILL)  # blocked on a full queue, mid-message
         sender.join(10)
-        t = buffers()
+        t = ref.receive_tensors()
         start = time.monotonic()
         with pytest.raises(Exception, match="did not arrive within 1500 ms.*stopped mid-message"):
             receive_until(t, 10)
@@ -263,7 +254,7 @@ def test_full_queue(queue_id, wait):
         assert stats.bytes >= stats.capacity // 2  # really full-ish: the sender is blocked
         assert results.empty()
         got = []
-        t = buffers()
+        t = ref.receive_tensors()
         while len(got) < len(steps) and time.monotonic() < deadline:
             if wait:
                 ops.speculate_get_output_topk(*t, 20, 0, True)

@@ -13,11 +13,15 @@ matched on the message with pytest.raises(Exception, match=...).
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import multiprocessing as mp
 import os
 import queue as queue_mod
 import struct
+import subprocess
+import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +30,7 @@ import pytest
 
 from fastdeploy_spec import msg_queue, ops
 from fastdeploy_spec.output import parse_logprob_output
+from fastdeploy_spec.token_processor import free_queue_id, lock_path, release_queue_id
 from tests import logprob_msg_reference as ref
 from tests.conftest import PLACES, to_place
 
@@ -46,21 +51,25 @@ FLAGS = [0, 1, 3, 4, 127, 128, 254, 255]
 
 # ---- Fixtures -------------------------------------------------------------------------------------
 
-def _free_queue_ids():
-    # ftok() keeps the low 8 bits of the id: 1 .. 255 are the distinct queues; 1 is the default one.
-    for qid in np.random.default_rng(os.getpid()).permutation(np.arange(100, 255)).tolist():
-        if msg_queue.queue_stats(qid) is None:
-            yield qid
+@contextmanager
+def reserved_queue_id():
+    """A queue id that no other process of the test run uses (parallel workers included: a reservation,
+    not just a queue that does not exist yet); the queue is removed and the id released afterwards."""
+    qid = free_queue_id()
+    try:
+        yield qid
+        msg_queue.remove_queue(qid)
+        assert msg_queue.queue_stats(qid) is None
+    finally:
+        release_queue_id(qid)
 
 
 @pytest.fixture
 def queue_id(monkeypatch):
-    qid = next(_free_queue_ids())
-    monkeypatch.setenv("INFERENCE_MSG_QUEUE_ID", str(qid))
-    monkeypatch.delenv("INFERENCE_MSG_ID", raising=False)
-    yield qid
-    msg_queue.remove_queue(qid)
-    assert msg_queue.queue_stats(qid) is None
+    with reserved_queue_id() as qid:
+        monkeypatch.setenv("INFERENCE_MSG_QUEUE_ID", str(qid))
+        monkeypatch.delenv("INFERENCE_MSG_ID", raising=False)
+        yield qid
 
 
 def _can_write(path: Path) -> bool:
@@ -82,12 +91,6 @@ def kernel_limits():
     yield set_limits
     MSGMAX.write_text(saved[0])
     MSGMNB.write_text(saved[1])
-
-
-def fresh_tensors():
-    b = ref.fresh_buffers()
-    return (paddle.to_tensor(b["tokens"].reshape(-1, 1)), paddle.to_tensor(b["scores"].reshape(-1, 1)),
-            paddle.to_tensor(b["ranks"]))
 
 
 def receive(bufs, wait: bool = False):
@@ -198,8 +201,31 @@ def test_receiver_started_late_with_fragmented_messages(queue_id):
 
 # ---- In one process (messages that fit the queue) ---------------------------------------------------
 
+def test_queue_ids_are_reserved_across_processes():
+    # A reservation, not only a queue that does not exist yet: parallel test workers (or runners) that
+    # picked the same id before either created the queue would read each other's messages.
+    mine, other = free_queue_id(seed=7), free_queue_id(seed=7)
+    try:
+        assert other != mine  # the same order: the next free id
+        child = subprocess.run(
+            [sys.executable, "-c", "from fastdeploy_spec.token_processor import free_queue_id; "
+                                   "print(free_queue_id(seed=7))"],
+            capture_output=True, text=True, timeout=120, check=True,
+            env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent)))
+        assert int(child.stdout.split()[-1]) not in (mine, other)
+    finally:
+        release_queue_id(mine)
+        release_queue_id(other)
+    for qid in (mine, other):  # released: the lock can be taken again
+        fd = os.open(lock_path(qid), os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+
+
 def test_nonblocking_receive_on_empty_queue(queue_id):
-    bufs = fresh_tensors()
+    bufs = ref.receive_tensors()
     got = receive(bufs)
     want = ref.fresh_buffers()
     want["tokens"][:3] = [-2, 0, 0]
@@ -215,7 +241,7 @@ def test_message_in_process(queue_id, mode, batch, columns):
     if ref.wire_bytes(step) > 15000:  # must fit the default queue (msgmnb 16384): no receiver runs yet
         pytest.skip("message larger than the default queue capacity; covered by the round trips")
     ref.send_step(step)
-    bufs = fresh_tensors()
+    bufs = ref.receive_tensors()
     assert_buffers_equal(receive(bufs), ref.apply_message(ref.fresh_buffers(), step), mode)
     assert msg_queue.last_send_stats()[0] >= ref.wire_bytes(step)
 
@@ -231,12 +257,12 @@ def test_inputs_on_any_place(queue_id, place, mode, stop_flag_on_host):
                for k in ref.input_names(step)]
     op = ops.speculate_save_output_topk if mode == "save" else ops.mtp_save_first_token_with_topk
     op(*tensors, step["flag"], 0, False)
-    assert_buffers_equal(receive(fresh_tensors()), ref.apply_message(ref.fresh_buffers(), step), place)
+    assert_buffers_equal(receive(ref.receive_tensors()), ref.apply_message(ref.fresh_buffers(), step), place)
 
 
 @pytest.mark.gpu
 def test_receive_buffers_must_be_on_the_host(queue_id):
-    tokens, scores, ranks = fresh_tensors()
+    tokens, scores, ranks = ref.receive_tensors()
     with pytest.raises(Exception, match="output_tokens must be a CPU tensor"):
         ops.speculate_get_output_topk(to_place(tokens.numpy(), "gpu"), scores, ranks, 20, 0, False)
 
@@ -265,7 +291,7 @@ def test_mtp_first_token_semantics(queue_id):
 
 
 def fresh_tensors_after_receive():
-    bufs = fresh_tensors()
+    bufs = ref.receive_tensors()
     ops.speculate_get_output_topk(*bufs, 20, 0, False)
     return bufs
 
@@ -300,7 +326,7 @@ def test_small_message_after_large_shows_no_stale_data(queue_id):
     assert ref.wire_bytes(large) + ref.wire_bytes(small) < 15000
     ref.send_step(large)
     ref.send_step(small)
-    bufs = fresh_tensors()
+    bufs = ref.receive_tensors()
     receive(bufs)
     got = receive(bufs)
     want = ref.apply_message(ref.apply_message(ref.fresh_buffers(), large), small)
@@ -318,7 +344,7 @@ def test_message_size_grows_with_content(queue_id):
         nbytes, fragments = msg_queue.last_send_stats()
         assert nbytes == ref.wire_bytes(step) + 24 * fragments  # payload + one header per fragment
         sizes.append(nbytes)
-        receive(fresh_tensors())
+        receive(ref.receive_tensors())
     assert sizes == sorted(sizes) and sizes[0] < 200 and sizes[-1] > 8192  # upstream: 530 KB each
 
 
@@ -328,7 +354,7 @@ def test_fragmented_message_in_process(queue_id):
     ref.send_step(step)
     if int(MSGMAX.read_text()) <= 8192:
         assert msg_queue.last_send_stats()[1] == 2
-    assert_buffers_equal(receive(fresh_tensors()), ref.apply_message(ref.fresh_buffers(), step), "fragments")
+    assert_buffers_equal(receive(ref.receive_tensors()), ref.apply_message(ref.fresh_buffers(), step), "fragments")
 
 
 def test_rank_filter_and_empty_batch(queue_id):
@@ -348,7 +374,7 @@ def test_stop_flag_from_environment(queue_id, monkeypatch):
         monkeypatch.setenv("INFERENCE_MSG_ID", msg_id)
         ref.send_step(small_step(not_need_stop=nns))
         want = int(msg_id or 1) * (1 if nns else -1)
-        assert receive(fresh_tensors())["tokens"][0] == want
+        assert receive(ref.receive_tensors())["tokens"][0] == want
 
 
 @pytest.mark.parametrize("value", ["2", "-1", "0", "abc"])
@@ -363,7 +389,7 @@ def test_bad_queue_id(queue_id, monkeypatch):
     with pytest.raises(Exception, match="INFERENCE_MSG_QUEUE_ID = '12x' is not an integer"):
         ref.send_step(small_step())
     with pytest.raises(Exception, match="INFERENCE_MSG_QUEUE_ID"):
-        receive(fresh_tensors())
+        receive(ref.receive_tensors())
 
 
 def _bad(step, **changes):
@@ -414,7 +440,7 @@ def test_batch_over_512_rejected(queue_id):
 
 
 def test_receive_buffer_checks(queue_id):
-    tokens, scores, ranks = fresh_tensors()
+    tokens, scores, ranks = ref.receive_tensors()
     with pytest.raises(Exception, match="output_tokens must hold at least 65027 values"):
         ops.speculate_get_output_topk(paddle.to_tensor(np.zeros(100, np.int64)), scores, ranks, 20, 0, False)
     with pytest.raises(Exception, match="output_scores must be float32"):
@@ -465,7 +491,7 @@ def test_incomplete_message_then_a_new_one(queue_id):
     frags_a, frags_b = fragments(a, 10, 3), fragments(b, 11, 2)
     for text in [frags_a[0], frags_a[1], frags_b[0], frags_b[1]]:  # a's last fragment never comes
         raw_send(queue_id, 4242, text)
-    bufs = fresh_tensors()
+    bufs = ref.receive_tensors()
     with pytest.raises(Exception, match="dropped incomplete message 10 of sender pid 4242 \\(fragment 2 of 3"):
         receive(bufs)
     assert bufs[0].numpy()[0, 0] == -2
@@ -478,7 +504,7 @@ def test_orphan_fragments_are_dropped(queue_id):
     orphans = fragments(payload, 20, 4)[1:]  # the first fragment was taken by someone else
     for text in orphans + fragments(payload, 21, 2):
         raw_send(queue_id, 4243, text)
-    bufs = fresh_tensors()
+    bufs = ref.receive_tensors()
     with pytest.raises(Exception, match="dropped fragment 1 of 4 of message 20 of sender pid 4243"):
         receive(bufs)
     # the other orphans of message 20 go silently; message 21 arrives whole
@@ -492,7 +518,7 @@ def test_fragments_of_two_senders_do_not_mix(queue_id):
     for x, y in zip(fa, fb):  # interleaved in the queue; same message ids, different senders
         raw_send(queue_id, 5001, x)
         raw_send(queue_id, 5002, y)
-    bufs = fresh_tensors()
+    bufs = ref.receive_tensors()
     state = ref.apply_message(ref.fresh_buffers(), step_a)
     assert_buffers_equal(receive(bufs), state, "sender 5001")
     assert_buffers_equal(receive(bufs), ref.apply_message(state, step_b), "sender 5002")
@@ -504,18 +530,18 @@ def test_sender_that_stops_mid_message_times_out(queue_id, monkeypatch):
     raw_send(queue_id, 4244, frags[0])
     start = time.monotonic()
     with pytest.raises(Exception, match="fragment 1 of 3 did not arrive within 100 ms"):
-        receive(fresh_tensors())
+        receive(ref.receive_tensors())
     assert time.monotonic() - start < 5
 
 
 def test_foreign_and_malformed_messages(queue_id):
     raw_send(queue_id, 1, b"hello")
     with pytest.raises(Exception, match="not a fastdeploy_spec fragment"):
-        receive(fresh_tensors())
+        receive(ref.receive_tensors())
     payload = bytearray(payload_of(small_step(seed=7)))
     payload[8:12] = struct.pack("<i", 3 | (22 << 8))  # flag word announcing 22 columns
     raw_send(queue_id, 4245, fragments(bytes(payload), 40, 1)[0])
-    bufs = fresh_tensors()
+    bufs = ref.receive_tensors()
     with pytest.raises(Exception, match="22 top-k columns"):
         receive(bufs)
     want = ref.fresh_buffers()
@@ -540,7 +566,7 @@ def test_lowered_msgmax_is_noticed(queue_id, kernel_limits):
     kernel_limits(8192)
     ref.send_step(step)  # the cached limit is refused (EINVAL): re-read, re-fragmented
     assert msg_queue.last_send_stats()[1] == 3
-    bufs = fresh_tensors()
+    bufs = ref.receive_tensors()
     want = ref.apply_message(ref.fresh_buffers(), step)
     assert_buffers_equal(receive(bufs), want, "one fragment")
     assert_buffers_equal(receive(bufs), want, "three fragments")
@@ -549,7 +575,7 @@ def test_lowered_msgmax_is_noticed(queue_id, kernel_limits):
 def test_queue_helpers(queue_id):
     assert msg_queue.queue_stats(queue_id) is None
     assert msg_queue.remove_queue(queue_id) is False
-    receive(fresh_tensors())  # creates it
+    receive(ref.receive_tensors())  # creates it
     stats = msg_queue.queue_stats(queue_id)
     assert stats.messages == 0 and stats.capacity == int(MSGMNB.read_text())
     assert msg_queue.remove_queue(queue_id) is True

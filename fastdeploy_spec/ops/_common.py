@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from typing import Mapping
 
+import numpy as np
 import paddle
 
 # Negative threshold attribute: "not given", the binding reads the environment variable on every call.
 THRESHOLD_FROM_ENV = -1
+
+# Paddle 2.x refuses an in-place output with no elements after the op ran ("Custom operator's 0-th
+# output is not initialized": such a tensor has no allocation); Paddle 3 accepts it.
+_EMPTY_OUTPUTS_REFUSED = paddle.__version__.split(".")[0] == "2"
 
 
 def threshold_attr(threshold: int | None) -> int:
@@ -55,3 +60,19 @@ def precheck(op: str, args: Mapping[str, object], batch=None) -> bool:
             raise ValueError(f"{op}: {name} is on {_place_name(value)} but {first_name} is on "
                              f"{_place_name(first)}; all tensors of one call must share a place")
     return batch is not None and batch.shape[0] == 0
+
+
+def allocated(t: paddle.Tensor) -> paddle.Tensor:
+    """``t``, or, on Paddle 2.x for a tensor with no elements, a stand-in with its shape, dtype and place
+    that has an allocation (of one element, never read or written: the op touches no element).
+
+    For in-place outputs that may legitimately be empty while the batch is not (no output row, rows
+    of width 0): the op runs as on Paddle 3, and the caller's empty tensor has nothing to receive.
+    """
+    if not _EMPTY_OUTPUTS_REFUSED or int(np.prod(t.shape)) != 0:
+        return t
+    one = paddle.to_tensor(np.zeros(1, np.float32), place=paddle.CPUPlace()).astype(t.dtype)  # host cast
+    if t.place.is_gpu_place():
+        one = one.cuda(t.place.gpu_device_id())  # a copy
+    one.get_tensor()._set_dims(list(t.shape))  # the shape only: the allocation stays
+    return one

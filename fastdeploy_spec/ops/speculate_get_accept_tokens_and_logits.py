@@ -5,7 +5,7 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import precheck
+from fastdeploy_spec.ops._common import allocated, precheck
 
 
 def speculate_get_accept_tokens_and_logits(
@@ -26,7 +26,8 @@ def speculate_get_accept_tokens_and_logits(
     token ``accept_tokens[b, i]`` and logits row ``cu_seqlens_q_output[b] + i`` (a prefill slot has
     one output row: only ``i = 0`` gets a logits row). ``accept_num`` is clamped to ``[0, K + 1]``
     everywhere, the offsets included; rows at or past N, and source rows outside ``logits``, are not
-    written. Rows ``cu[B] .. N-1`` are left untouched (padding).
+    written. Rows ``cu[B] .. N-1`` are left untouched (padding). With N = 0 only the offsets are
+    written (Paddle 2.6 included).
 
     Parameters
     ----------
@@ -60,5 +61,5 @@ def speculate_get_accept_tokens_and_logits(
     if precheck("speculate_get_accept_tokens_and_logits", locals(), batch=seq_lens_this_time):
         return
     _loader.load().speculate_get_accept_tokens_and_logits(
-        token_ids, target_logits, logits, cu_batch_token_offset, cu_seqlens_q_output,
+        allocated(token_ids), allocated(target_logits), logits, cu_batch_token_offset, cu_seqlens_q_output,
         seq_lens_this_time, seq_lens_encoder, accept_num, accept_tokens)

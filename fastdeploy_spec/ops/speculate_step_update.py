@@ -5,7 +5,7 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import precheck
+from fastdeploy_spec.ops._common import allocated, precheck
 
 
 def speculate_step_update(
@@ -75,5 +75,5 @@ def speculate_step_update(
     if precheck("speculate_step_update", locals(), batch=accept_num):
         return
     _loader.load().speculate_step_update(
-        accept_tokens, accept_num, token_ids_all, prompt_lens, step_idx, max_dec_len, end_tokens,
+        accept_tokens, accept_num, allocated(token_ids_all), prompt_lens, step_idx, max_dec_len, end_tokens,
         stop_flags, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, draft_tokens)

@@ -7,7 +7,7 @@ from typing import Any, Callable, Dict, Optional, Sequence
 import numpy as np
 import paddle
 
-from fastdeploy_spec.buffers import resolve_place
+from fastdeploy_spec.buffers import copy_from_host, resolve_place
 from fastdeploy_spec.config import SpeculativeConfig
 from fastdeploy_spec.ops import hybrid_mtp_ngram
 from fastdeploy_spec.proposers.base import Proposer
@@ -34,8 +34,10 @@ class MTPProposer(Proposer):
     ``pre_ids`` and appends the accepted tokens; :meth:`reset` clears slots that start a request.
 
     The bookkeeping runs on the host in NumPy (a device->host copy of the logits and of the touched
-    buffers, then host->device copies back): correct wherever the buffers live, but not free of host
-    synchronisation on a GPU; a device-side argmax and draft write is future work. Slots are told
+    buffers, then host->device copies back into the same allocations): correct wherever the buffers
+    live, but not free of host synchronisation on a GPU; a device-side argmax and draft write is
+    future work. No Paddle kernel touches the buffers (copies and ``hybrid_mtp_ngram`` only); the
+    only Paddle kernels are the draft model's own, on ``draft_place``. Slots are told
     apart only by ``seq_lens_this_time`` inside ``hybrid_mtp_ngram`` (as upstream): a prefill chunk of
     at most K tokens in the same batch would be extended too.
 
@@ -55,20 +57,25 @@ class MTPProposer(Proposer):
         Default width D of ``pre_ids`` (a slot stops drafting once its row is full).
     place : str or Paddle place, optional
         Where ``pre_ids`` and ``step_idx`` live: the place of the share-inputs ('cpu' by default).
+    draft_place : str or Paddle place, optional
+        Where the draft model's ``input_ids`` are put, hence where a Paddle draft model runs (default:
+        ``place``). 'cpu' runs the draft model on the host while the buffers stay on the GPU: the
+        setting for a GPU whose architecture the installed Paddle has no kernels for (Paddle 2.6 on an
+        H100), where a Paddle model on the GPU silently computes garbage.
 
     Examples
     --------
     A draft model that always predicts ``token + 1`` drafts ``4 5`` after ``3``:
 
     >>> import numpy as np, paddle
-    >>> from fastdeploy_spec.buffers import make_share_inputs
+    >>> from fastdeploy_spec.buffers import copy_from_host, make_share_inputs
     >>> from fastdeploy_spec.config import SpeculativeConfig
     >>> from fastdeploy_spec.proposers import MTPProposer
     >>> cfg = SpeculativeConfig(method="mtp", num_speculative_tokens=2, num_model_steps=2)
     >>> plus_one = lambda ids, hidden: paddle.nn.functional.one_hot((ids[:, 0] + 1) % 8, 8)
     >>> bufs = make_share_inputs(1, 16, cfg)
-    >>> bufs["seq_lens_decoder"].set_value(np.array([4], np.int32))
-    >>> bufs["max_dec_len"].set_value(np.array([[100]], np.int64))
+    >>> copy_from_host(bufs["seq_lens_decoder"], np.array([4], np.int32))
+    >>> copy_from_host(bufs["max_dec_len"], np.array([[100]], np.int64))
     >>> mtp = MTPProposer(cfg, plus_one, max_num_seqs=1, max_model_len=16)
     >>> mtp.accept(np.array([[3, -1, -1]]), np.array([1]))  # the first generated token
     >>> mtp.run(share_inputs=bufs)
@@ -77,7 +84,7 @@ class MTPProposer(Proposer):
     """
 
     def __init__(self, config: SpeculativeConfig, draft_model: DraftModel, max_num_seqs: int,
-                 max_model_len: int, *, place=None) -> None:
+                 max_model_len: int, *, place=None, draft_place=None) -> None:
         super().__init__(config)
         if not callable(draft_model):
             raise TypeError(f"draft_model must be callable, got {type(draft_model).__name__}")
@@ -89,6 +96,7 @@ class MTPProposer(Proposer):
         self.extend_with_ngram = (config.mtp_strategy == "with_ngram"
                                   and config.num_speculative_tokens > config.num_model_steps)
         self.place = resolve_place(place)
+        self.draft_place = self.place if draft_place is None else resolve_place(draft_place)
         self.pre_ids = paddle.to_tensor(np.full((max_num_seqs, max_model_len), -1, np.int64),
                                         place=self.place)
         self.step_idx = paddle.to_tensor(np.zeros((max_num_seqs, 1), np.int64), place=self.place)
@@ -102,8 +110,8 @@ class MTPProposer(Proposer):
         pre[idx] = -1
         step[idx] = 0
         self._drafted[idx] = 0
-        self.pre_ids.set_value(pre)
-        self.step_idx.set_value(step)
+        copy_from_host(self.pre_ids, pre)
+        copy_from_host(self.step_idx, step)
 
     def accept(self, accept_tokens, accept_num) -> None:
         """Replace the last run's MTP drafts in ``pre_ids`` by the verified tokens.
@@ -125,8 +133,8 @@ class MTPProposer(Proposer):
             pre[b, s + 1:s + 1 + n] = tokens[b, :n]
             step[b, 0] = s + n
         self._drafted[:] = 0
-        self.pre_ids.set_value(pre)
-        self.step_idx.set_value(step)
+        copy_from_host(self.pre_ids, pre)
+        copy_from_host(self.step_idx, step)
 
     def _run_impl(self, share_inputs: Dict[str, paddle.Tensor],
                   hidden_states: Optional[paddle.Tensor] = None, **_: object) -> None:
@@ -144,7 +152,7 @@ class MTPProposer(Proposer):
             # Other slots get token 0, not their row's -1 fill: an embedding lookup of -1 reads
             # outside the table (Paddle's CPU embedding does not check; found by ASan).
             newest = np.where(active, pre[rows, step[:, 0]], 0).reshape(-1, 1)
-            out = self.draft_model(paddle.to_tensor(newest, place=self.place), hidden)
+            out = self.draft_model(paddle.to_tensor(newest, place=self.draft_place), hidden)
             logits, hidden = out if isinstance(out, tuple) else (out, None)
             token = np.argmax(_host(logits).reshape(len(rows), -1), axis=-1)
             room = active & (step[:, 0] + 1 < pre.shape[1]) & (drafted == i)
@@ -155,10 +163,10 @@ class MTPProposer(Proposer):
         slt[active] = 1 + drafted[active]
 
         self._drafted = drafted
-        self.pre_ids.set_value(pre)
-        self.step_idx.set_value(step)
-        s["draft_tokens"].set_value(drafts)
-        s["seq_lens_this_time"].set_value(slt)
+        copy_from_host(self.pre_ids, pre)
+        copy_from_host(self.step_idx, step)
+        copy_from_host(s["draft_tokens"], drafts)
+        copy_from_host(s["seq_lens_this_time"], slt)
         if self.extend_with_ngram:
             cfg = self.config
             hybrid_mtp_ngram(

@@ -22,18 +22,18 @@ class NgramProposer(Proposer):
     A slot with prompt ``1 2 3 4`` has generated ``7 1 2``: its newest 2-gram ``1 2`` opens the
     prompt, so ``3 4`` (what followed it there) become the drafts:
 
-    >>> import numpy as np, paddle
-    >>> from fastdeploy_spec.buffers import make_share_inputs
+    >>> import numpy as np
+    >>> from fastdeploy_spec.buffers import copy_from_host, make_share_inputs
     >>> from fastdeploy_spec.config import SpeculativeConfig
     >>> from fastdeploy_spec.proposers import NgramProposer
     >>> cfg = SpeculativeConfig(method="ngram", num_speculative_tokens=2, max_ngram_size=2)
     >>> bufs = make_share_inputs(1, 16, cfg)
     >>> row = np.full((1, 16), -1, np.int64); row[0, :7] = [1, 2, 3, 4, 7, 1, 2]
-    >>> bufs["token_ids_all"] = paddle.to_tensor(row)
-    >>> bufs["prompt_lens"] = paddle.to_tensor([[4]], dtype="int64")
-    >>> bufs["step_idx"] = paddle.to_tensor([[3]], dtype="int64")
-    >>> bufs["max_dec_len"] = paddle.to_tensor([[100]], dtype="int64")
-    >>> bufs["seq_lens_decoder"] = paddle.to_tensor([7], dtype="int32")
+    >>> copy_from_host(bufs["token_ids_all"], row)
+    >>> copy_from_host(bufs["prompt_lens"], np.array([[4]], np.int64))
+    >>> copy_from_host(bufs["step_idx"], np.array([[3]], np.int64))
+    >>> copy_from_host(bufs["max_dec_len"], np.array([[100]], np.int64))
+    >>> copy_from_host(bufs["seq_lens_decoder"], np.array([7], np.int32))
     >>> NgramProposer(cfg).run(share_inputs=bufs)
     >>> bufs["draft_tokens"].numpy()[0, 1:].tolist(), int(bufs["seq_lens_this_time"].numpy()[0])
     ([3, 4], 3)
