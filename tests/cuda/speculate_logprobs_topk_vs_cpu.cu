@@ -296,10 +296,15 @@ void count_coverage(harness::Tally& t, const Shape& sh, const Inputs& in, const 
   }
 }
 
-// The GPU launcher; in the self-test the CPU implementation, perturbed on request.
+// The GPU launcher, each call with the next row split in turn (0: the launcher's own choice; 8 blocks
+// of a tiny row leave most slices empty); in the self-test the CPU implementation, perturbed on request.
 cudaError_t launch(const fdspec::LogprobsTopkParams& p, cudaStream_t stream) {
   auto& st = harness::selftest();
-  if (!st.host_backend) return fdspec::logprobs_topk_gpu(p, stream);
+  if (!st.host_backend) {
+    static int call = 0;
+    constexpr int kParts[] = {0, 1, 2, 3, 8};
+    return fdspec::logprobs_topk_gpu(p, stream, kParts[call++ % 5]);
+  }
   fdspec::logprobs_topk_cpu(p);
   if (st.perturb && p.rows > 0) {
     static int turn = 0;
