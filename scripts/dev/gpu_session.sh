@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine (see ../shared/device/README.md), from the repo root, one stage per call:
-#   setup  - install the staged Paddle 2.6.2 (/root/pd) and build the op library for sm_90
-#   tests  - the whole pytest suite (GPU tests included)
-#   checks - the Paddle-free kernel harnesses (tests/cuda/run_cuda_checks.sh) and compute-sanitizer
-#   bench  - the benchmark scripts and the demo on the GPU
+# Runs on the GPU machine (see ../shared/device/README.md), from the repo root, the stages named:
+#   setup           install the staged Paddle 2.6.2 (/root/pd), build the op library for sm_90
+#   smoke           every op once per place (scripts/dev/smoke_ops.py)
+#   gpu-marked      the tests marked gpu; gpu-tests: the whole suite (both with pytest-xdist)
+#   bt              a native backtrace of one bad-input test
+#   checks          the Paddle-free kernel harnesses and compute-sanitizer (tests/cuda/run_cuda_checks.sh)
+#   graph           the CUDA-graph replay test
+#   bench-ngram, bench-hybrid, bench-logprobs, demo
 # Logs and results go to $OUT (or ./results/gpu when OUT is unset).
 set -uo pipefail
 export PYTHONPATH=/root/pdsite:$PWD CUDA_HOME=/usr/local/cuda PYTHONUNBUFFERED=1 MAX_JOBS=16
@@ -23,8 +26,23 @@ for stage in "$@"; do
       ;;
     gpu-tests)
       # pytest-xdist workers: a test that crashes its process is reported and the run goes on.
-      $py -m pytest -q -p no:cacheprovider -n 8 -rfE tests 2>&1 | tee "$OUT/pytest_gpu.log" \
+      $py -m pytest -q -p no:cacheprovider -n 12 -rfE tests 2>&1 | tee "$OUT/pytest_gpu.log" \
         | grep -vE "^\s*$" | tail -45
+      ;;
+    gpu-marked)
+      # Only the tests marked gpu (GPU tensors, GPU against CPU and the reference).
+      $py -m pytest -q -p no:cacheprovider -n 12 -m gpu -rfE tests 2>&1 | tee "$OUT/pytest_gpu_marked.log" \
+        | grep -vE "^\s*$" | tail -25
+      ;;
+    bt)
+      # A native backtrace of one bad-input test (the error path that crashed under Paddle 2.6.2).
+      t="tests/test_ngram_match.py::test_wrong_dtype_names_the_tensor[step_idx]"
+      if command -v gdb > /dev/null; then
+        timeout 120 gdb -q -batch -ex run -ex bt --args $py -m pytest -q -p no:cacheprovider "$t" 2>&1 \
+          | grep -E "^#|signal|passed|failed" | head -40
+      else
+        echo "no gdb"; timeout 120 $py -X faulthandler -m pytest -q -p no:cacheprovider "$t" 2>&1 | tail -15
+      fi
       ;;
     gdb-first-crash)
       for f in tests/test_*.py; do
@@ -47,9 +65,14 @@ for stage in "$@"; do
     bench-ngram)
       $py scripts/bench_ngram.py --out "$OUT" 2>&1 | tail -60
       ;;
-    bench-rest)
+    bench-hybrid)
       $py scripts/bench_hybrid.py --out "$OUT" 2>&1 | tail -30
+      ;;
+    bench-logprobs)
       $py scripts/bench_logprobs.py --out "$OUT" 2>&1 | tail -30
+      ;;
+    graph)
+      $py -m pytest -q -p no:cacheprovider -rA tests/test_graph_replay.py 2>&1 | grep -E "PASS|FAIL|SKIP|passed|failed|Error" | tail -8
       ;;
     demo)
       $py -m fastdeploy_spec.demo --device gpu --out "$OUT/demo" 2>&1 | tail -30
