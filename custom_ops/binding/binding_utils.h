@@ -17,8 +17,9 @@
 namespace fdspec {
 namespace binding {
 
-// Built with std::to_string rather than a stringstream: a library compiled by a newer g++ than the
-// libstdc++ loaded at run time (seen with Paddle 2.6.2 on the GPU machine) crashed in iostreams.
+// Built with std::to_string rather than a stringstream, so that formatting a shape needs nothing of
+// the C++ runtime's locale machinery (see _promote_libstdcxx in fastdeploy_spec/ops/_loader.py for
+// what went wrong there under Paddle 2.6.2).
 inline std::string shape_str(const paddle::Tensor& t) {
   std::string out = "[";
   const auto shape = t.shape();

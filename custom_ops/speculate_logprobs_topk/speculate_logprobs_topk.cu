@@ -204,10 +204,13 @@ __global__ void __launch_bounds__(kThreads) logprobs_topk_kernel(LogprobsTopkPar
         se.m = vmax;
       }
       {
-        // With m = -inf every x here is -inf (term 0) or NaN (term NaN, kept).
-        const float m2 = se.m == kNegInf ? 0.0f : se.m * kLog2e;
+        // exp2((x - m) log2 e), not exp2(x log2 e - m log2 e): the rounding of m log2 e would scale
+        // every term by the same factor, up to 2^(ulp(m log2 e) / 2), 3e-4 relative for logits in
+        // the thousands, where x - m is exact near the top of the row. With m = -inf every x here
+        // is -inf (term 0) or NaN (term NaN, kept).
+        const float m = se.m == kNegInf ? 0.0f : se.m;
 #pragma unroll
-        for (int j = 0; j < kElems; ++j) se.s += exp2f(fmaf(x[j], kLog2e, -m2));
+        for (int j = 0; j < kElems; ++j) se.s += exp2f((x[j] - m) * kLog2e);
       }
       if (k == 0) continue;
       // Ties with the k-th value may still win on a lower id: the quick test lets them through.

@@ -35,12 +35,14 @@ def _is_contiguous(t) -> bool:
     return is_contiguous is None or bool(is_contiguous())
 
 
-def precheck(op: str, args: Mapping[str, object], batch=None) -> bool:
+def precheck(op: str, args: Mapping[str, object], batch=None, same_place: bool = True) -> bool:
     """Checks what must be checked before Paddle runs the op; True when the call is a no-op.
 
-    ``args`` maps the wrapper's parameter names to their values (its ``locals()``); every tensor among
-    them must share the place of the first one. Paddle 2.6 crashes on mixed places before the op's
-    own (identical) check runs, so it is repeated here. Every tensor must be contiguous: Paddle 3
+    ``args`` maps the wrapper's parameter names to their values (its ``locals()``); with
+    ``same_place`` every tensor among them must share the place of the first one (Paddle 2.6 crashes
+    on mixed places before the op's own, identical, check runs, so it is repeated here). The host ops
+    of the logprob transport read each input wherever it is and pass ``same_place=False``; their
+    bindings check what must be on the host. Every tensor must be contiguous: Paddle 3
     hands a custom op a contiguous copy of a strided view (from slicing or transpose), so what the op
     writes into a mutated view would be lost silently. ``batch``, a tensor whose first dimension is
     the batch, makes an empty batch a no-op without calling into Paddle, which (2.6, GPU) refuses
@@ -56,7 +58,7 @@ def precheck(op: str, args: Mapping[str, object], batch=None) -> bool:
         if first is None:
             first_name, first = name, value
             first_gpu = value.place.is_gpu_place()
-        elif value.place.is_gpu_place() != first_gpu:
+        elif same_place and value.place.is_gpu_place() != first_gpu:
             raise ValueError(f"{op}: {name} is on {_place_name(value)} but {first_name} is on "
                              f"{_place_name(first)}; all tensors of one call must share a place")
     return batch is not None and batch.shape[0] == 0

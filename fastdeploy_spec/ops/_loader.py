@@ -7,6 +7,7 @@ sources beside the package (when running from a checkout).
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import importlib
 import tempfile
@@ -47,6 +48,22 @@ def build_info() -> ModuleType:
     return _info
 
 
+def _promote_libstdcxx() -> None:
+    """Puts the system libstdc++ in the process's global symbol scope, ahead of Paddle's libraries.
+
+    The op library lists libpaddle.so before libstdc++.so.6, so without this its references to the
+    C++ runtime's internals (locale and facet ids, stream buffers) are looked up in Paddle's libraries
+    first. Paddle 2.6.2's (built by g++ 8.2) carry copies that do not agree with a library compiled by
+    g++ 13, and every std::ostringstream, which Paddle's own PD_CHECK uses to format an error, crashed
+    the process (seen on the GPU machine; loading libstdc++ globally first made the errors clean).
+    Harmless where it is not needed: libstdc++ is already loaded by Paddle, this only widens its scope.
+    """
+    try:
+        ctypes.CDLL("libstdc++.so.6", mode=ctypes.RTLD_GLOBAL)  # the soname the op library links
+    except OSError:  # not a GNU toolchain: nothing to promote
+        pass
+
+
 def load() -> ModuleType:
     """Returns the module of generated op functions, loading the library on first use."""
     global _module
@@ -70,6 +87,7 @@ def load() -> ModuleType:
             raise OpLibraryError(
                 f"fastdeploy_spec: the C++/CUDA sources in {_CSRC} changed after the op library was "
                 f"built; {_BUILD_HINT}")
+        _promote_libstdcxx()
         op_names = extension_utils.load_op_meta_info_and_register_op(str(_LIB))
         # Paddle generates the Python entry points itself, in the form its running version expects.
         build_dir = tempfile.mkdtemp(prefix="fastdeploy_spec_ops_")

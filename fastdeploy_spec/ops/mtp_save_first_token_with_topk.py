@@ -61,7 +61,7 @@ def mtp_save_first_token_with_topk(
     ...     t(np.array([0, 1], np.int32)), t(np.array([True])), t(np.array([4], np.int32)),
     ...     t(np.array([[4]], np.int64)), t(np.array([0], np.int32)), 4, 0)   # slot 0 sends 7, 8, 9
     """
-    precheck("mtp_save_first_token_with_topk", locals())
+    precheck("mtp_save_first_token_with_topk", locals(), same_place=False)
     _loader.load().mtp_save_first_token_with_topk(
         sampled_token_ids, logprob_token_ids, logprob_scores, logprob_ranks, token_num_per_batch,
         cu_batch_token_offset, not_need_stop, seq_lens_decoder, prompt_lens, preempted_idx,

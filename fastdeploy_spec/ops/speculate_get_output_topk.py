@@ -59,6 +59,6 @@ def speculate_get_output_topk(
     >>> int(tokens[0, 0])   # with an empty queue
     -2
     """
-    precheck("speculate_get_output_topk", locals())
+    precheck("speculate_get_output_topk", locals(), same_place=False)
     _loader.load().speculate_get_output_topk(
         output_tokens, output_scores, output_ranks, int(real_k), int(rank_id), bool(wait_flag))

@@ -67,7 +67,7 @@ def speculate_save_output_topk(
     ...     t(np.zeros([2], np.int64)), t(np.array([2], np.int32)), t(np.array([0, 2], np.int32)),
     ...     t(np.array([True])), t(np.array([4], np.int32)), t(np.array([[4]], np.int64)), 3, 0)
     """
-    precheck("speculate_save_output_topk", locals())
+    precheck("speculate_save_output_topk", locals(), same_place=False)
     _loader.load().speculate_save_output_topk(
         sampled_token_ids, logprob_token_ids, logprob_scores, logprob_ranks, token_num_per_batch,
         cu_batch_token_offset, not_need_stop, seq_lens_decoder, prompt_lens, int(message_flag),
