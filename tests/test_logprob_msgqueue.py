@@ -211,7 +211,8 @@ def test_queue_ids_are_reserved_across_processes():
             [sys.executable, "-c", "from fastdeploy_spec.token_processor import free_queue_id; "
                                    "print(free_queue_id(seed=7))"],
             capture_output=True, text=True, timeout=120, check=True,
-            env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent)))
+            env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                p for p in (str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")) if p)))
         assert int(child.stdout.split()[-1]) not in (mine, other)
     finally:
         release_queue_id(mine)
