@@ -46,6 +46,18 @@ def lock_path(queue_id: int) -> Path:
     return _LOCK_DIR / f"fastdeploy_spec_msg_queue_{int(queue_id)}.lock"
 
 
+def child_env(**extra: str) -> Dict[str, str]:
+    """The environment for a child Python process that imports this package, plus ``extra``.
+
+    The directory holding the package goes first on ``PYTHONPATH``; the caller's entries are kept
+    after it, since Paddle itself may live there (it does on the GPU machine).
+    """
+    env = dict(os.environ, **extra)
+    package_root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    return env
+
+
 def free_queue_id(seed: int | None = None) -> int:
     """A queue id (2 .. 255) reserved for this process, tried in an order seeded by the pid.
 
@@ -137,10 +149,7 @@ class LogprobReceiver:
 
     def __init__(self, queue_id: int) -> None:
         self.queue_id = int(queue_id)
-        env = dict(os.environ)
-        env[msg_queue.QUEUE_ID_ENV] = str(self.queue_id)
-        package_root = str(Path(__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        env = child_env(**{msg_queue.QUEUE_ID_ENV: str(self.queue_id)})
         self._stderr = tempfile.TemporaryFile()
         self._process = subprocess.Popen([sys.executable, "-m", "fastdeploy_spec.token_processor"],
                                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

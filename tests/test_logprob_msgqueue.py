@@ -30,7 +30,7 @@ import pytest
 
 from fastdeploy_spec import msg_queue, ops
 from fastdeploy_spec.output import parse_logprob_output
-from fastdeploy_spec.token_processor import free_queue_id, lock_path, release_queue_id
+from fastdeploy_spec.token_processor import child_env, free_queue_id, lock_path, release_queue_id
 from tests import logprob_msg_reference as ref
 from tests.conftest import PLACES, to_place
 
@@ -210,9 +210,7 @@ def test_queue_ids_are_reserved_across_processes():
         child = subprocess.run(
             [sys.executable, "-c", "from fastdeploy_spec.token_processor import free_queue_id; "
                                    "print(free_queue_id(seed=7))"],
-            capture_output=True, text=True, timeout=120, check=True,
-            env=dict(os.environ, PYTHONPATH=os.pathsep.join(
-                p for p in (str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")) if p)))
+            capture_output=True, text=True, timeout=120, check=True, env=child_env())
         assert int(child.stdout.split()[-1]) not in (mine, other)
     finally:
         release_queue_id(mine)
