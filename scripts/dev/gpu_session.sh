@@ -2,11 +2,12 @@
 # Runs on the GPU machine (see ../shared/device/README.md), from the repo root, the stages named:
 #   setup           install the staged Paddle 2.6.2 (/root/pd), build the op library for sm_90
 #   smoke           every op once per place (scripts/dev/smoke_ops.py)
-#   gpu-marked      the tests marked gpu; gpu-tests: the whole suite (both with pytest-xdist)
-#   bt              a native backtrace of one bad-input test
+#   tests           the whole suite in one process; gpu-tests: the same with pytest-xdist;
+#                   gpu-marked: only the tests marked gpu, with pytest-xdist
 #   checks          the Paddle-free kernel harnesses and compute-sanitizer (tests/cuda/run_cuda_checks.sh)
 #   graph           the CUDA-graph replay test
 #   bench-ngram, bench-hybrid, bench-logprobs, demo
+#   toolchain, diag the compilers and C++ runtimes involved, and bad-input tests with Paddle's stack
 # Logs and results go to $OUT (or ./results/gpu when OUT is unset).
 set -uo pipefail
 export PYTHONPATH=/root/pdsite:$PWD CUDA_HOME=/usr/local/cuda PYTHONUNBUFFERED=1 MAX_JOBS=16
@@ -33,27 +34,6 @@ for stage in "$@"; do
       # Only the tests marked gpu (GPU tensors, GPU against CPU and the reference).
       $py -m pytest -q -p no:cacheprovider -n 12 -m gpu -rfE tests 2>&1 | tee "$OUT/pytest_gpu_marked.log" \
         | grep -vE "^\s*$" | tail -25
-      ;;
-    bt)
-      # A native backtrace of one bad-input test (the error path that crashed under Paddle 2.6.2).
-      t="tests/test_ngram_match.py::test_wrong_dtype_names_the_tensor[step_idx]"
-      if command -v gdb > /dev/null; then
-        timeout 120 gdb -q -batch -ex run -ex bt --args $py -m pytest -q -p no:cacheprovider "$t" 2>&1 \
-          | grep -E "^#|signal|passed|failed" | head -40
-      else
-        echo "no gdb"; timeout 120 $py -X faulthandler -m pytest -q -p no:cacheprovider "$t" 2>&1 | tail -15
-      fi
-      ;;
-    gdb-first-crash)
-      for f in tests/test_*.py; do
-        name=$(basename "$f" .py)
-        if grep -q "Fatal Python error" "$OUT/$name.log" 2>/dev/null; then
-          echo "== backtrace: $name"
-          timeout 200 gdb -q -batch -ex run -ex bt --args $py -m pytest -q -p no:cacheprovider -m gpu -x "$f" 2>&1 \
-            | grep -E "^#|signal" | head -25
-          break
-        fi
-      done
       ;;
     smoke)
       $py scripts/dev/smoke_ops.py 2>&1 | tail -20
