@@ -1,4 +1,4 @@
-"""The share-inputs buffers of a FastDeploy-style GPU model runner (SPEC §5).
+"""The share-inputs buffers of a FastDeploy-style GPU model runner (docs/contract/runner.md).
 
 Names, shapes and dtypes follow upstream, so the proposers and ops can run on a real runner's dict.
 Buffers are made in NumPy and copied to their place once: no Paddle kernel runs on device data (on a

@@ -1,4 +1,4 @@
-"""Speculative-decoding configuration: the method and its knobs (SPEC §5)."""
+"""Speculative-decoding configuration: the method and its knobs (docs/contract/runner.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Logprobs of the accepted tokens of a speculative step (SPEC §3), on the plugin's ops.
+"""Logprobs of the accepted tokens of a speculative step (docs/contract/logprobs.md), on the plugin's ops.
 
 Mirrors the logprob path of FastDeploy's ``SpeculativeSampler``: gather the target model's logits
 rows of the accepted tokens, then, per ``logprobs_mode``, their log-softmax (``*_logprobs``) or the

@@ -1,4 +1,4 @@
-"""The System V message queues of the logprob transport (SPEC §4), seen from Python.
+"""The System V message queues of the logprob transport (docs/contract/transport.md), seen from Python.
 
 The ops name a queue by ``INFERENCE_MSG_QUEUE_ID`` (default 1). These helpers call into the op
 library (ctypes), so they derive the queue key exactly as the ops do; tools and tests use them to

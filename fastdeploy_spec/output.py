@@ -1,4 +1,4 @@
-"""Parser of the logprob receive buffers (the token processor's side of SPEC §4).
+"""Parser of the logprob receive buffers (the token processor's side of docs/contract/transport.md).
 
 Mirrors the speculative-logprob branch of FastDeploy's token processor: unpack the flag word
 ``[1]``, view tokens and scores as ``[batch, 6, 21]``, keep the ``topk_columns`` columns the message

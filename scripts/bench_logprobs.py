@@ -1,4 +1,5 @@
-"""Benchmark of the speculative logprob path (SPEC §3) on one GPU, with its baselines in the same run.
+"""Benchmark of the speculative logprob path (docs/contract/logprobs.md) on one GPU, with its baselines in the
+same run.
 
     PYTHONPATH=. python scripts/bench_logprobs.py [--quick] [--out DIR]
 
@@ -27,7 +28,7 @@ nearest even in NumPy first, so Paddle's host cast is exact and the torch baseli
 bits: Paddle 2.6's host cast truncates, Paddle 3's rounds). Against a float64 NumPy reference on
 those bits (``check_outputs``): the offsets, gathered token ids and logits rows bit for bit; for every
 accepted row all k + 1 ids and the rank exactly and the k + 1 logprobs within a tolerance; padding
-rows as the SPEC says (ids -1, logprob 0, rank 0).
+rows as docs/contract/logprobs.md says (ids -1, logprob 0, rank 0).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Benchmark of the logprob message transport (SPEC §4): messages per second from a sender process
-to a receiver process, and bytes per message.
+"""Benchmark of the logprob message transport (docs/contract/transport.md): messages per second from a sender
+process to a receiver process, and bytes per message.
 
     PYTHONPATH=. python scripts/bench_msgqueue.py [--quick] [--out DIR] [--tokens-per-slot 3]
 

@@ -1,4 +1,4 @@
-"""NumPy reference of the logprob transport (SPEC §4) and the bodies of the test processes.
+"""NumPy reference of the logprob transport (docs/contract/transport.md) and the bodies of the test processes.
 
 A *step* is a dict of NumPy arrays holding the inputs of one sender-op call (picklable, so that a
 spawned sender process can replay it). ``expected_rows`` says what the message of a step carries;

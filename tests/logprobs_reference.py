@@ -1,5 +1,5 @@
-"""NumPy references for the speculative logprob ops (SPEC §3), plus the logits dtype helpers the
-tests share.
+"""NumPy references for the speculative logprob ops (docs/contract/logprobs.md), plus the logits dtype helpers
+the tests share.
 
 bfloat16 has no NumPy dtype: the tests hold bfloat16 logits as their raw uint16 bits. To make a
 Paddle tensor of them, the bf16-representable float32 values are cast on the host
@@ -66,7 +66,8 @@ def ref_cu_batch_offset(accept_num: np.ndarray, max_accept: int | None) -> np.nd
 
 def ref_get_accept_tokens_and_logits(token_ids, target_logits, logits, cu, cu_q, enc, accept_num,
                                      accept_tokens):
-    """The SPEC §3 walk on copies of the in/out arrays (any storage dtype: rows are copied whole)."""
+    """The docs/contract/logprobs.md walk on copies of the in/out arrays (any storage dtype: rows are
+    copied whole)."""
     token_ids, target_logits, cu = token_ids.copy(), target_logits.copy(), cu.copy()
     B = accept_num.size
     if B == 0:

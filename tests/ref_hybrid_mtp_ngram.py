@@ -1,7 +1,7 @@
-"""NumPy reference of ``hybrid_mtp_ngram`` (SPEC §2), written as the walk reads, plus the clamps that
-SPEC is silent on (custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.h): P to [0, W], s to [0, D - 1], a
-negative seq_lens_this_time taken (and written back) as 0, and q capped at the K + 1 - ori columns
-left after the MTP drafts.
+"""NumPy reference of ``hybrid_mtp_ngram`` (docs/contract/ngram.md#hybrid_mtp_ngram), written as the walk
+reads, plus the clamps that the contract is silent on (custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.h): P
+to [0, W], s to [0, D - 1], a negative seq_lens_this_time taken (and written back) as 0, and q capped at
+the K + 1 - ori columns left after the MTP drafts.
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
-"""Executable specification of ``ngram_match`` (SPEC §1), and random inputs for it.
+"""Executable specification of ``ngram_match`` (docs/contract/ngram.md#ngram_match), and random inputs for it.
 
-``ngram_match_ref`` follows the SPEC pseudo-code line by line: the sequential walk over the batch,
-the #7774 layout (prompt at ``[0, P)``, generated token k at ``P + k``), the batch-wide threshold with
-upstream's quirks (prefill slots stay counted in ``unprocessed``; a slot with no budget left keeps
-``seq_lens_this_time = 1``), the clamps of P to [0, W] and s to [0, W - P], and this plugin's two
+``ngram_match_ref`` follows the contract's pseudo-code (docs/contract/ngram.md) line by line: the sequential
+walk over the batch, the #7774 layout (prompt at ``[0, P)``, generated token k at ``P + k``), the batch-wide
+threshold with upstream's quirks (prefill slots stay counted in ``unprocessed``; a slot with no budget left
+keeps ``seq_lens_this_time = 1``), the clamps of P to [0, W] and s to [0, W - P], and this plugin's two
 decision beyond the pseudo-code: the per-slot budget is clamped to K = ``draft_tokens.shape[1] - 1``.
 A prefill slot's ``seq_lens_this_time`` enters the batch sum S as given, negative or not. Only the
-search inside one haystack is vectorised with NumPy; its result is the SPEC's "leftmost productive window".
+search inside one haystack is vectorised with NumPy; its result is the contract's "leftmost productive
+window".
 
 ``make_ngram_batch`` draws random batches (prefill / empty / decoding slots, tiny vocabularies,
 planted repeats, binding thresholds, out-of-range lengths) for this op's tests and for any test that
@@ -22,7 +23,8 @@ import numpy as np
 THRESHOLD_ENV = "INFER_WITH_REFERENCE_TOKENUM_THRESHOLD"
 THRESHOLD_DEFAULT = 128
 
-# Argument order of the op (SPEC §1), also the keys of the dict that make_ngram_batch returns.
+# Argument order of the op (docs/contract/ngram.md#ngram_match), also the keys of the dict that
+# make_ngram_batch returns.
 TENSOR_ARGS = (
     "token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
     "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len",
@@ -60,7 +62,7 @@ def _first_productive(hay: np.ndarray, pattern: np.ndarray, budget: int) -> np.n
         if start < end:
             return hay[start:end]
         # Not productive: budget <= 0 or start >= len, which then holds for every later window too,
-        # so the SPEC's "keep scanning" cannot find anything more.
+        # so the contract's "keep scanning" cannot find anything more.
         break
     return None
 
@@ -69,8 +71,9 @@ def ngram_match_ref(token_ids_all, prompt_lens, step_idx, draft_token_num, draft
                     seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, max_dec_len,
                     max_ngram_size: int, max_draft_tokens: int = 0, *,
                     threshold: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """SPEC §1 on NumPy arrays. Returns new ``(draft_tokens, seq_lens_this_time)``; inputs are not
-    modified. ``max_draft_tokens`` is unused, as in the op (the cap is ``draft_token_num``)."""
+    """docs/contract/ngram.md#ngram_match on NumPy arrays. Returns new ``(draft_tokens,
+    seq_lens_this_time)``; inputs are not modified. ``max_draft_tokens`` is unused, as in the op (the
+    cap is ``draft_token_num``)."""
     del max_draft_tokens
     T = resolve_threshold(threshold)
     ids = np.asarray(token_ids_all, np.int64)

@@ -203,7 +203,7 @@ def test_logprobs_topk(place, data):
     )
     raw = data.draw(st.booleans(), label="raw_logits")
     if not np.all(np.diff(case["cu"]) >= 0):
-        case["cu"] = np.sort(case["cu"])  # the row -> slot search assumes sorted offsets (SPEC §3)
+        case["cu"] = np.sort(case["cu"])  # the row -> slot search assumes sorted offsets
     logprobs.check(case, dtype, place, k, raw)
     if place == "gpu":
         gpu, cpu = logprobs.run_op(case, dtype, "gpu", k, raw), logprobs.run_op(case, dtype, "cpu", k, raw)

@@ -1,6 +1,6 @@
-"""Hostile inputs: every op either raises an error naming the problem or clamps the value as SPEC §0
-says (to the tensor's bounds), and never reads or writes outside a tensor (tests/../scripts/
-sanitize_cpu.sh runs this file under AddressSanitizer and UBSan).
+"""Hostile inputs: every op either raises an error naming the problem or clamps the value as
+docs/contract/general.md says (to the tensor's bounds), and never reads or writes outside a tensor
+(scripts/sanitize_cpu.sh runs this file under AddressSanitizer and UBSan).
 
 Covered: lengths past the tensor width and at the integer limits (INT32_MAX / INT64_MAX and their
 negatives), negative counts, accept_num above K + 1, offsets out of range, empty tensors,

@@ -1,4 +1,5 @@
-"""hybrid_mtp_ngram (SPEC §2): exact agreement with the NumPy reference on CPU and GPU."""
+"""hybrid_mtp_ngram (docs/contract/ngram.md#hybrid_mtp_ngram): exact agreement with the NumPy reference on CPU
+and GPU."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""IPC faults of the logprob transport (SPEC §4): peers that die or restart, a queue removed while in
-use, a full queue, two ranks sending at once. The rule checked everywhere: no message is lost or
-corrupted without an error, and nothing hangs (every wait has a timeout; every test removes its
+"""IPC faults of the logprob transport (docs/contract/transport.md): peers that die or restart, a queue
+removed while in use, a full queue, two ranks sending at once. The rule checked everywhere: no message is lost
+or corrupted without an error, and nothing hangs (every wait has a timeout; every test removes its
 queue).
 
 Processes are spawned (multiprocessing) and run the bodies in tests/logprob_msg_reference.py or the

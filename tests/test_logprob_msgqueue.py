@@ -1,5 +1,5 @@
-"""Logprob message transport (SPEC §4): speculate_save_output_topk, mtp_save_first_token_with_topk,
-speculate_get_output_topk, and the Python parser.
+"""Logprob message transport (docs/contract/transport.md): speculate_save_output_topk,
+mtp_save_first_token_with_topk, speculate_get_output_topk, and the Python parser.
 
 Round trips run a real sender process and a real receiver process (multiprocessing spawn) through
 the kernel's message queue, with this machine's limits (msgmax 8192 by default: large messages go as

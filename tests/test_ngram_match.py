@@ -1,7 +1,7 @@
-"""Tests of ``ngram_match`` (SPEC §1): exact equality with the NumPy reference on random grids, one
-named test per branch of the walk, the search rules, shapes, the threshold sources, bad inputs, and
-GPU-only stress tests (skipped without a GPU; the lead runs them on the GPU machine). The hypothesis
-property test is in test_ngram_match_property.py."""
+"""Tests of ``ngram_match`` (docs/contract/ngram.md#ngram_match): exact equality with the NumPy reference on
+random grids, one named test per branch of the walk, the search rules, shapes, the threshold sources, bad
+inputs, and GPU-only stress tests (skipped without a GPU; the lead runs them on the GPU machine). The
+hypothesis property test is in test_ngram_match_property.py."""
 
 from __future__ import annotations
 

@@ -12,13 +12,13 @@
 
 namespace fdspec {
 
-// Default token budgets of the threshold walks (SPEC §1, §2). The Python wrappers and the bindings
+// Default token budgets of the threshold walks (docs/contract/ngram.md). The Python wrappers and the bindings
 // read the environment; these are the values used when it says nothing.
 constexpr int64_t kNgramThresholdDefault = 128;    // INFER_WITH_REFERENCE_TOKENUM_THRESHOLD
 constexpr int64_t kHybridThresholdDefault = 1024;  // SPEC_TOKENUM_THRESHOLD
 
-// Largest top-k of the logprob path (SPEC §3, §4): FastDeploy's max_logprobs default. The fused
-// logprob kernel keeps a warp's top-k one entry per lane, so it must fit in a warp.
+// Largest top-k of the logprob path (docs/contract/logprobs.md and transport.md): FastDeploy's max_logprobs
+// default. The fused logprob kernel keeps a warp's top-k one entry per lane, so it must fit in a warp.
 constexpr int kMaxLogprobTopK = 20;
 static_assert(kMaxLogprobTopK <= 32, "the logprob top-k is held one entry per lane of a warp");
 

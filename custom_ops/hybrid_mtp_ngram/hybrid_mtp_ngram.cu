@@ -1,4 +1,4 @@
-// hybrid_mtp_ngram: CUDA implementation (SPEC §2). No Paddle include.
+// hybrid_mtp_ngram: CUDA implementation (docs/contract/ngram.md#hybrid_mtp_ngram). No Paddle include.
 //
 // Kernel 1 (one block per slot) finds each processed slot's best match with the budget-independent
 // search of ngram_search.cuh (haystacks: the prompt, then pre_ids[0 .. s); pattern ending at
@@ -7,7 +7,8 @@
 // base length is ori >= 1, and every other slot keeps its seq_lens_this_time, >= 0 after the clamp of
 // hybrid_mtp_ngram.h. Between two processed slots b < b', G grows by the drafts b keeps, the lengths
 // of the slots in between and ori_b' - 1. A skipped slot (ori == 0 or q <= 0) stays counted in L when
-// seq_lens_decoder > 0, so I counts it and it never drops L: the walk's L is exactly SPEC §2's.
+// seq_lens_decoder > 0, so I counts it and it never drops L: the walk's L is exactly
+// docs/contract/ngram.md#hybrid_mtp_ngram's.
 //
 // Where the search result waits between the kernels. Unlike ngram_match, the walk reads a processed
 // slot's input seq_lens_this_time (ori), so the entry cannot simply be overwritten by the result. It

@@ -1,8 +1,9 @@
 // hybrid_mtp_ngram: kernel layer (CPU implementation and CUDA launcher). No Paddle include.
-// Contract: SPEC §2. B = batch; W = token_ids_stride; D = pre_ids_stride; K + 1 = draft_stride.
+// Contract: docs/contract/ngram.md#hybrid_mtp_ngram.
+// B = batch; W = token_ids_stride; D = pre_ids_stride; K + 1 = draft_stride.
 //
-// Clamps, where SPEC §2 is silent (a runner never hits them; they keep every read and write inside
-// the tensors):
+// Clamps, where the contract is silent (a runner never hits them; they keep every read and write
+// inside the tensors):
 // - P to [0, W]; s to [0, D - 1] (pre_ids[b, s] is the pattern's newest token).
 // - A negative seq_lens_this_time is a length below its bound: taken as 0 (the slot is skipped, as
 //   `ori == 0` is) and written back as 0. This also keeps every length the walk sums >= 0, which its
@@ -47,14 +48,15 @@ FDSPEC_HD int64_t hybrid_ori(const HybridMtpNgramParams& p, int64_t b) {
 
 // Per-slot budget q before the threshold: min(max_draft_tokens - ori + 1, max_dec_len - s - 1,
 // K + 1 - ori). The last term keeps every write (columns ori .. ori + q - 1) inside draft_tokens
-// (SPEC §0); it binds only when max_draft_tokens > K, where upstream would write past the row.
+// (docs/contract/general.md); it binds only when max_draft_tokens > K, where upstream would write
+// past the row.
 FDSPEC_HD int64_t hybrid_slot_budget(const HybridMtpNgramParams& p, int64_t b, int64_t ori, int64_t s) {
   const int64_t q = min_of<int64_t>(p.max_draft_tokens - ori + 1, sub_sat(p.max_dec_len[b], s + 1));
   return min_of<int64_t>(q, p.draft_stride - ori);
 }
 
-// Whether slot b takes part in the walk (SPEC §2: not `ori == 0 or q <= 0`). Such a slot has
-// 1 <= ori <= hybrid_max_ori(p).
+// Whether slot b takes part in the walk (docs/contract/ngram.md#hybrid_mtp_ngram: not
+// `ori == 0 or q <= 0`). Such a slot has 1 <= ori <= hybrid_max_ori(p).
 FDSPEC_HD bool hybrid_is_processed(const HybridMtpNgramParams& p, int64_t b, int64_t ori, int64_t s) {
   return ori > 0 && hybrid_slot_budget(p, b, ori, s) > 0;
 }
@@ -74,7 +76,8 @@ inline bool hybrid_packing_fits(int64_t max_ori, int64_t token_ids_width, int64_
   return max_of<int64_t>(max_ori, 1) * (token_ids_width + pre_ids_width) < kHybridPackedLimit;
 }
 
-// Sequential reference walk of SPEC §2 on the host. O(B * (P + s) * max_ngram_size).
+// Sequential reference walk of docs/contract/ngram.md#hybrid_mtp_ngram on the host.
+// O(B * (P + s) * max_ngram_size).
 void hybrid_mtp_ngram_cpu(const HybridMtpNgramParams& p);
 
 #ifdef FDSPEC_WITH_CUDA

@@ -1,5 +1,5 @@
-// hybrid_mtp_ngram: CPU implementation, the sequential walk of SPEC §2 as written (with the clamps of
-// hybrid_mtp_ngram.h).
+// hybrid_mtp_ngram: CPU implementation, the sequential walk of docs/contract/ngram.md#hybrid_mtp_ngram as
+// written (with the clamps of hybrid_mtp_ngram.h).
 #include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
 
 #include "ngram_common/ngram_search.h"

@@ -1,5 +1,5 @@
-// hybrid_mtp_ngram: Paddle binding (SPEC §2). Checks the tensors by name, resolves the threshold on
-// the host, and dispatches on the place of token_ids_all.
+// hybrid_mtp_ngram: Paddle binding (docs/contract/ngram.md#hybrid_mtp_ngram). Checks the tensors by name,
+// resolves the threshold on the host, and dispatches on the place of token_ids_all.
 #include "binding/binding_utils.h"
 #include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
 #include "ngram_common/ngram_search.h"

@@ -1,4 +1,4 @@
-// Logprob messages (SPEC §4): the one definition of the limits, of the receive layout that
+// Logprob messages (docs/contract/transport.md): the one definition of the limits, of the receive layout that
 // upstream's token processor reads, and of the wire format that the sender ops write and the receiver
 // op reads. Host code only: no Paddle, no CUDA include (the bindings copy GPU inputs to the host).
 #pragma once
@@ -29,12 +29,12 @@ constexpr int64_t kTokensOffset = kCountsOffset + kMaxBsz;
 constexpr int64_t kOutputTokensLen = kTokensOffset + kMaxBsz * kSlotCells;
 constexpr int64_t kOutputScoresLen = kMaxBsz * kSlotCells;
 constexpr int64_t kOutputRanksLen = kMaxBsz * kMaxDraftTokens;
-static_assert(kOutputTokensLen == 3 + 512 + 512 * 6 * 21, "SPEC §4 output_tokens length");
+static_assert(kOutputTokensLen == 3 + 512 + 512 * 6 * 21, "output_tokens length of docs/contract/transport.md");
 
 // [0] when no message was read (upstream's value; INFERENCE_MSG_ID may therefore not be 2).
 constexpr int64_t kNoMessage = -2;
 // The filler of every cell of the batch's slots that the message does not carry: receivers never
-// see data of an earlier message. Same values as the logprob padding rows of SPEC §3.
+// see data of an earlier message. Same values as the logprob padding rows of docs/contract/logprobs.md.
 constexpr int64_t kFillToken = -1;
 constexpr float kFillScore = 0.0f;
 constexpr int64_t kFillRank = 0;

@@ -1,4 +1,5 @@
-// System V message-queue transport of the logprob messages (SPEC §4). Host code; no Paddle include.
+// System V message-queue transport of the logprob messages (docs/contract/transport.md). Host code; no Paddle
+// include.
 //
 // A message of any size up to the receiver's maximum travels as one or more fragments, each one SysV
 // message of at most min(kernel.msgmax, the queue's capacity) bytes, so default kernel limits

@@ -1,5 +1,5 @@
-// mtp_save_first_token_with_topk: Paddle binding (SPEC §4). Sends, per slot, the first token with its
-// top-k logprobs followed by the draft tokens (ids only); see save_binding.h.
+// mtp_save_first_token_with_topk: Paddle binding (docs/contract/transport.md). Sends, per slot, the first
+// token with its top-k logprobs followed by the draft tokens (ids only); see save_binding.h.
 #include "logprob_msg/save_binding.h"
 
 void MtpSaveFirstTokenWithTopK(const paddle::Tensor& sampled_token_ids,

@@ -1,5 +1,6 @@
 // Paddle binding shared by the two sender ops (speculate_save_output_topk and
-// mtp_save_first_token_with_topk, SPEC §4): named checks, host copies of GPU inputs, pack, send.
+// mtp_save_first_token_with_topk, docs/contract/transport.md): named checks, host copies of GPU inputs, pack,
+// send.
 #pragma once
 
 #include <array>

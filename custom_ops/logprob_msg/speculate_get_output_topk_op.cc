@@ -1,5 +1,5 @@
-// speculate_get_output_topk: Paddle binding (SPEC §4). Receives one logprob message (reassembling its
-// fragments) and writes it into upstream's receive layout, in place.
+// speculate_get_output_topk: Paddle binding (docs/contract/transport.md). Receives one logprob message
+// (reassembling its fragments) and writes it into upstream's receive layout, in place.
 #include "binding/binding_utils.h"
 #include "logprob_msg/logprob_msg.h"
 #include "logprob_msg/msg_queue.h"

@@ -1,5 +1,5 @@
-// speculate_save_output_topk: Paddle binding (SPEC §4). Sends the accepted tokens of a step with
-// their top-k logprobs to the token processor; see save_binding.h.
+// speculate_save_output_topk: Paddle binding (docs/contract/transport.md). Sends the accepted tokens of a
+// step with their top-k logprobs to the token processor; see save_binding.h.
 #include "logprob_msg/save_binding.h"
 
 void SpeculateSaveOutputTopK(const paddle::Tensor& sampled_token_ids,

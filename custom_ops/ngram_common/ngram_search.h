@@ -2,8 +2,9 @@
 //
 // A slot's search looks for the pattern (the last n tokens of what the slot generated) in two
 // haystacks, the prompt first, then the generated tokens, for n from the largest size down, and takes
-// the leftmost match that has a continuation. This file holds that search written exactly as SPEC §1
-// states it; the CUDA kernel (ngram_search.cuh) computes the same answer in one parallel pass.
+// the leftmost match that has a continuation. This file holds that search written exactly as
+// docs/contract/ngram.md#ngram_match states it; the CUDA kernel (ngram_search.cuh) computes the same answer
+// in one parallel pass.
 #pragma once
 
 #include <cstdint>
@@ -60,7 +61,7 @@ inline NgramMatch ngram_scan(const int64_t* hay, int64_t len, const int64_t* pat
   return m;
 }
 
-// The search of SPEC §1/§2 for n = max_n down to min_n. O((len0 + len1) * n) per size.
+// The search of docs/contract/ngram.md for n = max_n down to min_n. O((len0 + len1) * n) per size.
 inline NgramMatch ngram_search_host(const NgramHaystacks& h, int64_t max_n, int64_t min_n,
                                     int64_t budget) {
   for (int64_t n = max_n; n >= min_n && n >= 1; --n) {

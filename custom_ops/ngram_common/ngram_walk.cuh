@@ -2,8 +2,8 @@
 // include. hybrid_mtp_ngram runs on it; ngram_match's walk kernel is the same algorithm (base 1,
 // prefill lengths fixed) and can move onto it with a ~30-line Walk policy.
 //
-// Both ops (SPEC §1, §2) walk the slots in batch order with a batch budget T. A slot either takes part
-// ("processed": it may draft) or not. A slot that does not keeps a fixed length. A processed slot has a
+// Both ops (docs/contract/ngram.md) walk the slots in batch order with a batch budget T. A slot either takes
+// part ("processed": it may draft) or not. A slot that does not keeps a fixed length. A processed slot has a
 // base length (1 in ngram_match, the MTP length `ori` in hybrid_mtp_ngram) and, once its search is
 // done, an untruncated draft count u. `unprocessed` starts at I (the slots the op counts) and drops by
 // one at each processed slot. At processed slot b, with S_b = (final lengths of the slots before b) +

@@ -1,4 +1,4 @@
-// ngram_match: CUDA implementation (SPEC §1). No Paddle include.
+// ngram_match: CUDA implementation (docs/contract/ngram.md#ngram_match). No Paddle include.
 //
 // Kernel 1 (one block per slot) finds each decoding slot's best match with the budget-independent
 // search of ngram_search.cuh: which window wins does not depend on the budget, only how many tokens
@@ -132,8 +132,8 @@ __device__ __forceinline__ WalkSlot walk_slot(const NgramMatchParams& p, int64_t
   return w;
 }
 
-// Final draft count of a decoding slot at walk state G = S + L (SPEC §1): none once the batch is out of
-// budget, else the untruncated count cut to what the budget leaves.
+// Final draft count of a decoding slot at walk state G = S + L (docs/contract/ngram.md#ngram_match): none
+// once the batch is out of budget, else the untruncated count cut to what the budget leaves.
 __device__ __forceinline__ int64_t kept_drafts(int64_t G, int64_t untruncated, int64_t T) {
   return G >= T - 1 ? 0 : min_of<int64_t>(untruncated, T - G);
 }

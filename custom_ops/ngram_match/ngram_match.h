@@ -1,5 +1,5 @@
 // ngram_match: kernel layer (CPU implementation and CUDA launcher). No Paddle include.
-// Contract: SPEC §1. B = batch; W = token_ids_stride; K + 1 = draft_stride.
+// Contract: docs/contract/ngram.md#ngram_match. B = batch; W = token_ids_stride; K + 1 = draft_stride.
 #pragma once
 
 #include <cstdint>
@@ -30,13 +30,14 @@ struct NgramMatchParams {
 };
 
 // Per-slot draft budget before the threshold: min(draft_token_num, max_dec_len - s - 1, K).
-// Clamping to K keeps every write inside draft_tokens (SPEC §0).
+// Clamping to K keeps every write inside draft_tokens (docs/contract/general.md).
 FDSPEC_HD int64_t ngram_match_slot_budget(const NgramMatchParams& p, int64_t b, int64_t s) {
   const int64_t cap = min_of<int64_t>(p.draft_token_num[b], sub_sat(p.max_dec_len[b], s + 1));
   return min_of<int64_t>(cap, p.draft_stride - 1);
 }
 
-// Sequential reference walk of SPEC §1 on the host. O(B * (P + s) * max_ngram_size).
+// Sequential reference walk of docs/contract/ngram.md#ngram_match on the host.
+// O(B * (P + s) * max_ngram_size).
 void ngram_match_cpu(const NgramMatchParams& p);
 
 #ifdef FDSPEC_WITH_CUDA

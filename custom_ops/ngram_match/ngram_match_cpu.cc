@@ -1,4 +1,4 @@
-// ngram_match: CPU implementation, the sequential walk of SPEC §1 as written.
+// ngram_match: CPU implementation, the sequential walk of docs/contract/ngram.md#ngram_match as written.
 #include "ngram_match/ngram_match.h"
 
 #include "ngram_common/ngram_search.h"

@@ -1,5 +1,5 @@
-// ngram_match: Paddle binding (SPEC §1). Checks the tensors by name, resolves the threshold on the
-// host, and dispatches on the place of token_ids_all.
+// ngram_match: Paddle binding (docs/contract/ngram.md#ngram_match). Checks the tensors by name, resolves the
+// threshold on the host, and dispatches on the place of token_ids_all.
 #include "binding/binding_utils.h"
 #include "ngram_common/ngram_search.h"
 #include "ngram_match/ngram_match.h"

@@ -1,4 +1,5 @@
-// speculate_compute_cu_batch_offset: Paddle binding (SPEC §3), the offset step of the gather alone.
+// speculate_compute_cu_batch_offset: Paddle binding (docs/contract/logprobs.md), the offset step of the
+// gather alone.
 #include "binding/binding_utils.h"
 #include "speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits.h"
 

@@ -1,5 +1,5 @@
 // speculate_get_accept_tokens_and_logits and speculate_compute_cu_batch_offset: CUDA implementation
-// (SPEC §3). No Paddle include.
+// (docs/contract/logprobs.md). No Paddle include.
 //
 // The gather is a byte copy (the three logits dtypes differ only in row size). Its grid is
 // (slot x accepted index, row chunk): a block copies one chunk of one accepted row, so the work

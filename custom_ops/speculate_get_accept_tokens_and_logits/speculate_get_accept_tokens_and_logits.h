@@ -1,5 +1,5 @@
 // speculate_get_accept_tokens_and_logits and speculate_compute_cu_batch_offset: kernel layer (CPU
-// implementation and CUDA launchers). No Paddle include. Contract: SPEC §3.
+// implementation and CUDA launchers). No Paddle include. Contract: docs/contract/logprobs.md.
 //
 // B = batch; K + 1 = accept_stride; N = rows of the outputs; R = rows of `logits`; V = vocabulary.
 // Every accept_num[b] is clamped to [0, max_accept] (K + 1 for the gather) wherever it is used, the

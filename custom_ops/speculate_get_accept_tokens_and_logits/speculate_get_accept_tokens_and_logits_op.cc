@@ -1,5 +1,5 @@
-// speculate_get_accept_tokens_and_logits: Paddle binding (SPEC §3). Checks the tensors by name and
-// dispatches on the place of token_ids.
+// speculate_get_accept_tokens_and_logits: Paddle binding (docs/contract/logprobs.md). Checks the tensors by
+// name and dispatches on the place of token_ids.
 #include <limits>
 
 #include "binding/logits_binding.h"

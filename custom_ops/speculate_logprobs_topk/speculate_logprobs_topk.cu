@@ -1,4 +1,4 @@
-// speculate_logprobs_topk: CUDA implementation (SPEC §3). No Paddle include.
+// speculate_logprobs_topk: CUDA implementation (docs/contract/logprobs.md). No Paddle include.
 //
 // Each row is shared by `parts` blocks (a thread-block cluster on sm_90+); the grid covers all N rows
 // because cu[B] is only known on the device. A block streams its slice of the row once in 16-byte

@@ -1,5 +1,5 @@
 // speculate_logprobs_topk: kernel layer (CPU implementation and CUDA launcher). No Paddle include.
-// Contract: SPEC §3 (logprobs of the gathered rows). N = rows; V = vocabulary; k = top_k.
+// Contract: docs/contract/logprobs.md (logprobs of the gathered rows). N = rows; V = vocabulary; k = top_k.
 //
 // For each valid row r (r < cu[B], read where the data lives) with scaled logits x = logits[r] * s
 // (s = 1 / temperature of the row's slot, 1 without temperature):

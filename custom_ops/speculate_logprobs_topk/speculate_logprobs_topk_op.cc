@@ -1,5 +1,6 @@
-// speculate_logprobs_topk: Paddle binding (SPEC §3). The outputs are preallocated by the caller and
-// written in place (so a runner can capture the op in a CUDA graph); dispatch on target_logits' place.
+// speculate_logprobs_topk: Paddle binding (docs/contract/logprobs.md). The outputs are preallocated by the
+// caller and written in place (so a runner can capture the op in a CUDA graph); dispatch on target_logits'
+// place.
 #include "binding/logits_binding.h"
 #include "speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits.h"
 #include "speculate_logprobs_topk/speculate_logprobs_topk.h"

@@ -12,7 +12,8 @@
 //   empty slot (speculate_slot.h)        -> seq_lens_this_time = 0
 //   unscheduled slot (seq_lens_this_time <= 0, not stopped) -> left as is
 //   prefill or decoding slot:
-//     token_ids_all[b, P + s + i] = accept_tokens[b, i]  for i < n     (layout of SPEC §1)
+//     token_ids_all[b, P + s + i] = accept_tokens[b, i]  for i < n     (layout of
+// docs/contract/ngram.md#ngram_match)
 //     step_idx = s + n
 //     prefill:  seq_lens_decoder += seq_lens_encoder, seq_lens_encoder = 0 (the prompt is cached; the
 //               slot decodes from the next step)

@@ -1,4 +1,5 @@
-"""Python entry point of the ``hybrid_mtp_ngram`` op (SPEC §2), alias ``ngram_match_mixed``."""
+"""Python entry point of the ``hybrid_mtp_ngram`` op (docs/contract/ngram.md#hybrid_mtp_ngram), alias
+``ngram_match_mixed``."""
 
 from __future__ import annotations
 

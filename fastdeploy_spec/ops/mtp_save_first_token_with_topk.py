@@ -1,4 +1,4 @@
-"""Python entry point of the ``mtp_save_first_token_with_topk`` op (SPEC §4)."""
+"""Python entry point of the ``mtp_save_first_token_with_topk`` op (docs/contract/transport.md)."""
 
 from __future__ import annotations
 

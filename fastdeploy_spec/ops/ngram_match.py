@@ -1,4 +1,4 @@
-"""Python entry point of the ``ngram_match`` op (SPEC §1)."""
+"""Python entry point of the ``ngram_match`` op (docs/contract/ngram.md#ngram_match)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Python entry point of the ``speculate_compute_cu_batch_offset`` op (SPEC §3)."""
+"""Python entry point of the ``speculate_compute_cu_batch_offset`` op (docs/contract/logprobs.md)."""
 
 from __future__ import annotations
 

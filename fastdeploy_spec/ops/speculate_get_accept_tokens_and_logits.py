@@ -1,4 +1,4 @@
-"""Python entry point of the ``speculate_get_accept_tokens_and_logits`` op (SPEC §3)."""
+"""Python entry point of the ``speculate_get_accept_tokens_and_logits`` op (docs/contract/logprobs.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Python entry point of the ``speculate_get_output_topk`` op (SPEC §4)."""
+"""Python entry point of the ``speculate_get_output_topk`` op (docs/contract/transport.md)."""
 
 from __future__ import annotations
 

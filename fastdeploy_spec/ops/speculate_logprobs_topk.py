@@ -1,4 +1,4 @@
-"""Python entry point of the ``speculate_logprobs_topk`` op (SPEC §3)."""
+"""Python entry point of the ``speculate_logprobs_topk`` op (docs/contract/logprobs.md)."""
 
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ def speculate_step_update(
     accept_num : int32 [B]
         Accepted count per slot.
     token_ids_all : int64 [>= B, W]
-        **Mutated.** Prompt then generated tokens of each slot (SPEC §1 layout).
+        **Mutated.** Prompt then generated tokens of each slot (docs/contract/ngram.md#ngram_match layout).
     prompt_lens, max_dec_len : int64 [B, 1] or [B]
         Prompt length and generation limit.
     step_idx : int64 [B, 1] or [B]

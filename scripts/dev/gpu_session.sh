@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine (see ../shared/device/README.md), from the repo root, the stages named:
+# Runs on the GPU machine (Paddle 2.6.2 staged by the workplace's prepare-paddle-gpu.sh), from the repo root,
+# the stages named:
 #   setup           install the staged Paddle 2.6.2 (/root/pd), build the op library for sm_90
 #   smoke           every op once per place (scripts/dev/smoke_ops.py)
 #   tests           the whole suite in one process; gpu-tests: the same with pytest-xdist;

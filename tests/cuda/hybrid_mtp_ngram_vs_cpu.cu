@@ -2,8 +2,8 @@
 // bit for bit on every output (draft_tokens, seq_lens_this_time) and on every input (which must be
 // left as it was). Random batches with tiny vocabularies and planted patterns so that matches are
 // common; thresholds that bind; min_ngram_size at 1, at max_ngram_size and in between; slots with
-// ori == 0, with drafts already filling the row, with max_dec_len reached; SPEC §0 hostile values
-// (negative and too large lengths, negative seq_lens_this_time, int64 limits, extra rows); n-gram
+// ori == 0, with drafts already filling the row, with max_dec_len reached; docs/contract/general.md hostile
+// values (negative and too large lengths, negative seq_lens_this_time, int64 limits, extra rows); n-gram
 // sizes up to 64; wide rows. Then CUDA-graph rounds: one capture per shape, new inputs copied into
 // the captured buffers before each replay. Usage and exit status: tests/cuda/harness.cuh.
 #include <algorithm>

@@ -4,8 +4,8 @@
 // of float16 / bfloat16, NaN payloads included): the gather is a byte copy and must be exact.
 // Covered: odd vocabularies and base pointers misaligned by whole elements (every vector width of the
 // copy: 16, 8, 4, 2 bytes), real vocabularies (32000, 152064), batches up to ~600 (one fused kernel)
-// and past 1024 (offset scan + gather), SPEC §0 hostile values (accept_num below 0, above K + 1 and at
-// the int32 limits; cu_seqlens_q_output out of [0, R); fewer output rows than accepted tokens;
+// and past 1024 (offset scan + gather), docs/contract/general.md hostile values (accept_num below 0, above
+// K + 1 and at the int32 limits; cu_seqlens_q_output out of [0, R); fewer output rows than accepted tokens;
 // longer offset tensors than B + 1), CUDA-graph replays with new inputs in the captured buffers, and
 // the offset op alone (real_bsz up to 3000, no clamp or a clamp, counts over the whole int32 range).
 // Usage and exit status: tests/cuda/harness.cuh.
