@@ -21,9 +21,18 @@ import numpy as np
 import paddle
 
 from fastdeploy_spec.ops import speculate_get_accept_tokens_and_logits, speculate_logprobs_topk
+from fastdeploy_spec.transport import layout
 
 LOGPROBS_MODES = ("raw_logprobs", "raw_logits", "processed_logprobs", "processed_logits")
-MAX_NUM_LOGPROBS = 20
+
+
+def max_num_logprobs() -> int:
+    """The largest top-k of the logprob path (FastDeploy's ``max_logprobs`` default, 20).
+
+    Read from the op library (``kMaxLogprobTopK``, which is also the top-k a logprob message carries),
+    so that Python does not restate it.
+    """
+    return layout().k
 
 
 def _place_tensor(array: np.ndarray, place, dtype: str | None = None) -> paddle.Tensor:
@@ -59,8 +68,9 @@ class LogprobsBuffers:
 
         ``dtype`` is the logits dtype: ``float32``, ``float16`` or ``bfloat16``.
         """
-        if not 0 <= num_logprobs <= MAX_NUM_LOGPROBS:
-            raise ValueError(f"num_logprobs must be in [0, {MAX_NUM_LOGPROBS}], got {num_logprobs}")
+        limit = max_num_logprobs()
+        if not 0 <= num_logprobs <= limit:
+            raise ValueError(f"num_logprobs must be in [0, {limit}], got {num_logprobs}")
         if dtype not in ("float32", "float16", "bfloat16"):
             raise ValueError(f"dtype must be float32, float16 or bfloat16, got {dtype!r}")
         place = paddle.framework._current_expected_place() if place is None else place

@@ -1,62 +1,66 @@
 """A small mirror of a FastDeploy-style model runner's speculative decode loop.
 
 It drives the plugin the way a runner does: requests go into the share-inputs buffers
-(``make_share_inputs``: upstream names, shapes and dtypes), and each decode step is
+(``make_share_inputs``: upstream names, shapes and dtypes), and :meth:`SpecRunner.step` is
 
-    proposer          ngram_match (or the MTP proposer) writes drafts into draft_tokens /
-                      seq_lens_this_time
-    target model      scores, per slot, the last accepted token and the drafts
-    verification      speculate_verify_greedy -> accept_tokens / accept_num (then the proposer's
-                      ``accept`` hook: the MTP proposer keeps its own history)
-    logprobs          (optional) speculate_get_accept_tokens_and_logits + speculate_logprobs_topk
-                      (``build_output_logprobs``): the accepted tokens' logprobs, ranks and top-k
+    insert            pending requests take free slots (prompt row, lengths, cleared stop flag)
+    propose           the proposer (``create_proposer``: ngram_match, or the MTP proposer) writes
+                      drafts into draft_tokens / seq_lens_this_time
+    score             the target model scores, per slot, the last accepted token and the drafts
+    verify            speculate_verify_greedy -> accept_tokens / accept_num, then the proposer's
+                      ``accept`` hook (the MTP proposer keeps its own history)
+    logprobs          (optional) build_output_logprobs (speculate_get_accept_tokens_and_logits +
+                      speculate_logprobs_topk): the accepted tokens' logprobs, ranks and top-k
     update            speculate_step_update -> token_ids_all, step_idx, sequence lengths, stop flags
+    record            host bookkeeping: the step's ``StepRecord``, counters, finished requests
     send              (optional) speculate_save_output_topk: the step's message to the token
-                      processor, a second process (``fastdeploy_spec.token_processor``)
+                      processor, a second process (``fastdeploy_spec.transport.LogprobReceiver``)
+
+Each phase is one method call in :meth:`SpecRunner.step`, in this order, timed by
+``OpTimer`` when ``timing`` is on.
 
 The proposer, verification and update run as plugin ops where the buffers live (CPU or GPU); no Paddle
-kernel touches device data, only host<->device copies (``Tensor.copy_`` into the existing buffers and
+kernel touches device data, only host<->device copies (``copy_from_host`` into the existing buffers and
 ``Tensor.numpy()``), so the loop also runs on a GPU for which the installed Paddle has no kernels.
 
 The target model is any callable ``target(batch: VerifyBatch) -> int64 [S, K + 1]``: row b, column j is
 its greedy token after input position j of slot b. It runs on the host here, and its tokens are copied
 to the device once per step (one small host->device copy; a real model would leave its argmax on the
-device, where ``speculate_verify_greedy`` reads it in place). ``OracleTarget`` is such a model that
-knows each request's answer. For logprobs the target also gives its logits rows
-(``target.logits(batch, tokens)``, rows packed as ``VerifyBatch.output_rows`` says), copied to the
-device in one padded [S * (K + 1), V] buffer.
+device, where ``speculate_verify_greedy`` reads it in place). For logprobs the target also gives its
+logits rows (``target.logits(batch, tokens)``, rows packed as ``VerifyBatch.output_rows`` says), copied
+to the device in one padded [S * (K + 1), V] buffer. (``fastdeploy_spec.testing.OracleTarget`` is such
+a model, for tests and the demo.)
 
 A slot's prompt is processed in one prefill step (no chunked prefill): the slot takes the target's
-first token, then decodes. Host bookkeeping (which request sits in which slot) reads ``stop_flags``
-once per step, as upstream's ``not_need_stop`` read does.
+first token, then decodes. Host bookkeeping (which request sits in which slot) reads ``accept_num`` and
+``stop_flags`` once per step, as upstream's ``not_need_stop`` read does. Every step produces a
+``StepRecord``; observers (``SpecRunner.observers``) receive it, and each logprob message with the
+record of the step that sent it.
 """
 
 from __future__ import annotations
 
 import collections
-import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Deque, Dict, Hashable, List, Optional, Sequence, Tuple
+from typing import Callable, Deque, Dict, Hashable, Iterator, List, Optional, Sequence
 
 import numpy as np
 import paddle
 
 from fastdeploy_spec.buffers import copy_from_host, make_share_inputs, resolve_place
 from fastdeploy_spec.config import SpecMethod, SpeculativeConfig
-from fastdeploy_spec.logprobs import MAX_NUM_LOGPROBS, LogprobsBuffers, build_output_logprobs
-from fastdeploy_spec.msg_queue import layout
+from fastdeploy_spec.logprobs import LogprobsBuffers, build_output_logprobs, max_num_logprobs
 from fastdeploy_spec.ops import speculate_save_output_topk, speculate_step_update, speculate_verify_greedy
-from fastdeploy_spec.output import LogprobMessage
-from fastdeploy_spec.proposers import NgramProposer, Proposer
-from fastdeploy_spec.token_processor import LogprobReceiver, free_queue_id, queue_env
+from fastdeploy_spec.proposers import Proposer, create_proposer
+from fastdeploy_spec.transport import LogprobMessage, LogprobReceiver, free_queue_id, layout, queue_env
 
 # Timed phases of a step: the proposer (the ngram_match op; for MTP also the draft model and its host
 # bookkeeping), the two verification ops, and on the logprob path the two logprob ops
 # (build_output_logprobs) and the send.
 OP_NAMES = ("proposer", "speculate_verify_greedy", "speculate_step_update")
 LOGPROB_OP_NAMES = ("build_output_logprobs", "speculate_save_output_topk")
-MESSAGE_FLAG_TARGET = 3  # speculate_save_output_topk's message_flag of target-model tokens (upstream)
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,50 @@ class VerifyBatch:
 TargetModel = Callable[[VerifyBatch], np.ndarray]
 
 
+@dataclass(frozen=True)
+class StepRecord:
+    """What one step did, slot by slot (host arrays of S entries): the runner's per-step output.
+
+    A slot took part when ``request_ids[b] is not None and num_tokens[b] > 0``; a decoding slot
+    proposed ``num_tokens[b] - 1`` drafts and accepted ``accept_num[b] - 1`` of them.
+    """
+
+    index: int                               # 0 for the runner's first step
+    request_ids: List[Optional[Hashable]]
+    num_tokens: np.ndarray                   # int32 [S]: seq_lens_this_time verified (1 + drafts)
+    is_prefill: np.ndarray                   # bool [S]
+    accept_num: np.ndarray                   # int32 [S]: tokens the slot gained
+    finished: List[Hashable]                 # requests that ended in this step
+    not_need_stop: bool                      # work remains after this step
+
+    def slots(self) -> Iterator[int]:
+        """The slots that took part in the step."""
+        for b, rid in enumerate(self.request_ids):
+            if rid is not None and self.num_tokens[b] > 0:
+                yield b
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """An accepted token as the token processor received it."""
+
+    token: int
+    logprob: float
+    rank: int                   # 1: the target's greedy choice
+    topk_token_ids: List[int]   # the k best tokens, best first
+    topk_logprobs: List[float]
+
+
+class StepObserver:
+    """Receives what a :class:`SpecRunner` produces; subclasses override what they need."""
+
+    def on_step(self, runner: "SpecRunner", record: StepRecord) -> None:
+        """After each step (its logprob buffers still hold the step's rows)."""
+
+    def on_logprob_message(self, runner: "SpecRunner", message: LogprobMessage, record: StepRecord) -> None:
+        """For each logprob message received, with the record of the step that sent it."""
+
+
 @dataclass
 class RunStats:
     """Counters of a run. Drafts count only decoding slot-steps; prefill steps are counted apart."""
@@ -109,8 +157,20 @@ class RunStats:
     logprob_messages_sent: int = 0
     logprob_messages_received: int = 0
     logprob_tokens_received: int = 0   # accepted tokens that arrived with their logprob row
-    logprob_tokens_verified: int = 0   # ... whose row equals, bit for bit, what the device computed
     op_seconds: Dict[str, float] = field(default_factory=lambda: dict.fromkeys(OP_NAMES, 0.0))
+
+    def add(self, record: StepRecord) -> None:
+        self.steps += 1
+        for b in record.slots():
+            accepted = int(record.accept_num[b])
+            self.tokens_generated += accepted
+            if record.is_prefill[b]:
+                self.prefill_slot_steps += 1
+            else:
+                self.decode_slot_steps += 1
+                self.decode_tokens += accepted
+                self.drafts_proposed += int(record.num_tokens[b]) - 1
+                self.drafts_accepted += max(accepted - 1, 0)
 
     @property
     def acceptance_rate(self) -> float:
@@ -126,75 +186,30 @@ class RunStats:
         return sum(self.op_seconds.values()) / self.steps if self.steps else 0.0
 
 
-# Below this vocabulary size oracle_logits' hash is injective in the token id (a prime modulus).
-ORACLE_HASH_MODULUS = 65521
+class OpTimer:
+    """``with timer("name"):`` adds the wall time of the block to ``seconds["name"]``.
 
-
-def oracle_logits(tokens: np.ndarray, positions: np.ndarray, vocab_size: int) -> np.ndarray:
-    """The oracle's logits: float32 [R, V], row r peaked at ``tokens[r]`` (its unique argmax).
-
-    Entry v of row r is ``u = ((v * 40503 + positions[r] * 7919) mod 65521) / 65521`` in [0, 1), a
-    pseudo-random spread without ties (injective in v for V <= 65521, so ranks and top-k are well
-    defined), except at the row's token, which gets ``1 + ln V``: that token holds about
-    ``e / (2e - 1)`` = 61 % of the probability, the rest is spread over the vocabulary. Deterministic
-    in (token, position), so a test recomputes any row.
-    """
-    if not 0 < vocab_size <= ORACLE_HASH_MODULUS:
-        raise ValueError(f"vocab_size must be in [1, {ORACLE_HASH_MODULUS}], got {vocab_size}")
-    tokens = np.asarray(tokens, np.int64).reshape(-1)
-    positions = np.asarray(positions, np.int64).reshape(-1)
-    v = np.arange(vocab_size, dtype=np.int64)
-    u = (v[None, :] * 40503 + positions[:, None] * 7919) % ORACLE_HASH_MODULUS
-    logits = (u / ORACLE_HASH_MODULUS).astype(np.float32)
-    logits[np.arange(len(tokens)), tokens] = np.float32(1.0 + math.log(vocab_size))
-    return logits
-
-
-class OracleTarget:
-    """A target model whose greedy output for each request is known in advance.
-
-    At input position j of a slot it returns the request's next token if every input so far is the
-    request's own output (column 0 the last accepted token, then the drafts), and otherwise a
-    deterministic unrelated token, as a real model conditioned on a wrong draft would: a verifier that
-    accepted past a rejected draft would then corrupt the output. After its last token the oracle
-    emits ``end_token``. Its logits (``logits``) are ``oracle_logits`` of its tokens: the greedy
-    token of every row is the argmax.
+    On a GPU the device is synchronised before and after the block, so that the time is the ops'
+    own and not that of their launch. A disabled timer neither synchronises nor reads the clock.
     """
 
-    def __init__(self, outputs: Dict[Hashable, Sequence[int]], vocab_size: int, end_token: int) -> None:
-        self.outputs = {k: np.asarray(v, np.int64) for k, v in outputs.items()}
-        self.vocab_size = int(vocab_size)
-        self.end_token = int(end_token)
+    def __init__(self, seconds: Dict[str, float], enabled: bool, on_gpu: bool) -> None:
+        self.seconds, self.enabled, self.on_gpu = seconds, enabled, on_gpu
 
-    def _token(self, out: np.ndarray, i: int) -> int:
-        return int(out[i]) if i < len(out) else self.end_token
+    def _sync(self) -> None:
+        if self.on_gpu:
+            paddle.device.cuda.synchronize()
 
-    def __call__(self, batch: VerifyBatch) -> np.ndarray:
-        result = np.full(batch.tokens.shape, -1, np.int64)
-        width = batch.tokens.shape[1]
-        for b, rid in enumerate(batch.request_ids):
-            n = min(int(batch.num_tokens[b]), width)
-            if rid is None or n <= 0:
-                continue
-            out, s = self.outputs[rid], int(batch.step_idx[b])
-            if batch.is_prefill[b]:
-                result[b, 0] = self._token(out, 0)
-                continue
-            on_track = True
-            for j in range(n):
-                on_track = on_track and int(batch.tokens[b, j]) == self._token(out, s + j - 1)
-                result[b, j] = self._token(out, s + j) if on_track else \
-                    (s * 1000003 + j * 7919 + 17) % self.vocab_size
-        return result
-
-    def logits(self, batch: VerifyBatch, tokens: np.ndarray) -> np.ndarray:
-        """float32 [R, V]: the logits rows of ``batch`` (``batch.output_rows()`` per slot, packed),
-        given ``tokens = self(batch)``; the row of input position j of slot b generates token
-        ``step_idx[b] + j`` of its request."""
-        rows = batch.output_rows()
-        slot = np.repeat(np.arange(len(rows)), rows)
-        col = np.arange(int(rows.sum())) - np.repeat(np.cumsum(rows) - rows, rows)
-        return oracle_logits(tokens[slot, col], batch.step_idx[slot] + col, self.vocab_size)
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        if not self.enabled:
+            yield
+            return
+        self._sync()
+        t0 = time.perf_counter()
+        yield
+        self._sync()
+        self.seconds[name] += time.perf_counter() - t0
 
 
 class SpecRunner:
@@ -213,17 +228,16 @@ class SpecRunner:
     place : 'cpu', 'gpu' or a Paddle place
         Where the buffers live and the ops run.
     proposer : Proposer, optional
-        Overrides the proposer built from ``config`` (how an MTP proposer is plugged in).
+        Overrides ``create_proposer(config)`` (how an MTP proposer is plugged in).
     logprobs : int, optional
         k (0 .. 20) turns the logprob path on. Every step, between verification and update,
         ``build_output_logprobs`` (``speculate_get_accept_tokens_and_logits`` then
         ``speculate_logprobs_topk``) computes each accepted token's logprob, rank and top-k from the
-        target's logits; after the update ``speculate_save_output_topk`` sends them to a token
-        processor in a second process (``LogprobReceiver``, on a free queue id of its own that
-        :meth:`close` removes). Each message that comes back is checked against what the device
-        computed, and the tokens' logprobs are kept in ``self.logprobs`` (request id -> list of
-        ``TokenLogprob``). Needs ``target_model.logits`` and ``target_model.vocab_size`` (as
-        ``OracleTarget`` has) and K + 1 <= 6 (a message carries at most 6 tokens per slot).
+        target's logits; ``speculate_save_output_topk`` then sends them to a token processor in a
+        second process (``LogprobReceiver``, on a free queue id of its own that :meth:`close`
+        removes). What arrives is kept in ``self.logprobs`` (request id -> list of
+        ``TokenLogprob``). Needs ``target_model.logits`` and ``target_model.vocab_size`` and
+        K + 1 <= 6 (a message carries at most 6 tokens per slot).
     timing : bool
         Accumulate the wall time of each plugin op in ``stats.op_seconds`` (synchronising the device
         around the ops on a GPU).
@@ -231,7 +245,8 @@ class SpecRunner:
     Examples
     --------
     >>> from fastdeploy_spec.config import SpeculativeConfig
-    >>> from fastdeploy_spec.runner import OracleTarget, Request, SpecRunner
+    >>> from fastdeploy_spec.runner import Request, SpecRunner
+    >>> from fastdeploy_spec.testing import OracleTarget
     >>> cfg = SpeculativeConfig(method="ngram", num_speculative_tokens=3, max_ngram_size=2)
     >>> answer = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2]
     >>> runner = SpecRunner(cfg, OracleTarget({"a": answer}, vocab_size=8, end_token=0),
@@ -245,12 +260,13 @@ class SpecRunner:
                  max_model_len: int, end_tokens: Sequence[int], place="cpu",
                  proposer: Optional[Proposer] = None, logprobs: Optional[int] = None,
                  timing: bool = False) -> None:
+        if proposer is None and config.method is SpecMethod.MTP:
+            raise NotImplementedError("method 'mtp': pass its proposer to SpecRunner "
+                                      "(create_proposer(config, draft_model=...))")
         self.config = config
         self.target_model = target_model
         self.place = resolve_place(place)
-        self.on_gpu = not isinstance(self.place, paddle.CPUPlace)
-        self.timing = timing
-        self.proposer = proposer if proposer is not None else self._default_proposer(config)
+        self.proposer = proposer if proposer is not None else create_proposer(config)
         self.buffers = make_share_inputs(max_num_seqs, max_model_len, config, self.place)
         self.buffers["target_tokens"] = self._device(
             np.full((max_num_seqs, config.draft_width), -1, np.int64))
@@ -260,18 +276,12 @@ class SpecRunner:
         self.pending: Deque[Request] = collections.deque()
         self.outputs: Dict[Hashable, List[int]] = {}
         self.stats = RunStats()
+        self.observers: List[StepObserver] = []
         self.logprobs: Dict[Hashable, List[TokenLogprob]] = {}
         self._logprob_path = None if logprobs is None else _LogprobPath(self, int(logprobs))
         if self._logprob_path is not None:
             self.stats.op_seconds.update(dict.fromkeys(LOGPROB_OP_NAMES, 0.0))
-
-    @staticmethod
-    def _default_proposer(config: SpeculativeConfig) -> Optional[Proposer]:
-        if config.method == SpecMethod.NAIVE or config.num_speculative_tokens == 0:
-            return None
-        if config.method == SpecMethod.NGRAM:
-            return NgramProposer(config)
-        raise NotImplementedError(f"method {config.method.value!r}: pass its proposer to SpecRunner")
+        self.timer = OpTimer(self.stats.op_seconds, timing, not isinstance(self.place, paddle.CPUPlace))
 
     # Host <-> device. Only copies: copy_from_host is a memcpy into the existing allocation (a captured
     # CUDA graph keeps seeing the same buffers), Tensor.numpy() a copy back.
@@ -284,6 +294,16 @@ class SpecRunner:
     def _read(self, name: str) -> np.ndarray:
         return self.buffers[name].numpy()
 
+    @property
+    def logprob_buffers(self) -> Optional[LogprobsBuffers]:
+        """The logprob path's buffers (None without logprobs): after a step, its rows."""
+        return None if self._logprob_path is None else self._logprob_path.buffers
+
+    @property
+    def logprob_queue_id(self) -> Optional[int]:
+        """The message queue of the logprob path (None without logprobs)."""
+        return None if self._logprob_path is None else self._logprob_path.receiver.queue_id
+
     # Requests.
     def add_request(self, request: Request) -> None:
         prompt_len = len(request.prompt)
@@ -294,6 +314,36 @@ class SpecRunner:
 
     def has_work(self) -> bool:
         return bool(self.pending) or any(r is not None for r in self.slots)
+
+    # The decode step.
+    def step(self) -> List[Hashable]:
+        """Runs one decode step; returns the ids of the requests that finished in it."""
+        lp, proposer, timed = self._logprob_path, self.proposer, self.timer
+        self._insert_pending()
+        if proposer is not None:
+            with timed("proposer"):
+                proposer.run(share_inputs=self.buffers)
+        batch = self._verify_batch()
+        self._score(batch)
+        with timed("speculate_verify_greedy"):
+            self._verify()
+        if proposer is not None:
+            with timed("proposer"):
+                proposer.accept(self.buffers["accept_tokens"], self.buffers["accept_num"])
+        if lp is not None:
+            with timed("build_output_logprobs"):
+                lp.compute()
+        with timed("speculate_step_update"):
+            self._update()
+        record = self._record(batch)
+        if lp is not None:
+            with timed("speculate_save_output_topk"):
+                lp.send(record)
+        for observer in self.observers:
+            observer.on_step(self, record)
+        if lp is not None:
+            lp.receive(wait=False)
+        return record.finished
 
     def _insert_pending(self) -> None:
         """Puts pending requests into free slots: prompt row, lengths, a cleared stop flag."""
@@ -322,76 +372,39 @@ class SpecRunner:
         for n in names:
             self._write(n, host[n])
 
-    # The decode step.
-    def _sync(self) -> None:
-        if self.timing and self.on_gpu:
-            paddle.device.cuda.synchronize()
-
-    def _timed(self, name: str, fn: Callable[[], None]) -> None:
-        if not self.timing:
-            fn()
-            return
-        self._sync()
-        t0 = time.perf_counter()
-        fn()
-        self._sync()
-        self.stats.op_seconds[name] += time.perf_counter() - t0
-
-    def step(self) -> List[Hashable]:
-        """Runs one decode step; returns the ids of the requests that finished in it."""
-        self._insert_pending()
-        s, lp = self.buffers, self._logprob_path
-        if self.proposer is not None:
-            self._timed("proposer", lambda: self.proposer.run(share_inputs=s))
-
-        batch = VerifyBatch(
+    def _verify_batch(self) -> VerifyBatch:
+        return VerifyBatch(
             request_ids=[r.request_id if r is not None else None for r in self.slots],
             tokens=self._read("draft_tokens"),
             num_tokens=self._read("seq_lens_this_time"),
             is_prefill=self._read("seq_lens_encoder") > 0,
             step_idx=self._read("step_idx").reshape(-1),
         )
+
+    def _score(self, batch: VerifyBatch) -> None:
+        """The target model: its greedy tokens (and, for logprobs, its logits rows) to the device."""
         target_tokens = np.asarray(self.target_model(batch), np.int64)
         self._write("target_tokens", target_tokens)
-        if lp is not None:
-            lp.write_logits(batch, target_tokens)
+        if self._logprob_path is not None:
+            self._logprob_path.write_logits(batch, target_tokens)
 
-        self._timed("speculate_verify_greedy", lambda: speculate_verify_greedy(
+    def _verify(self) -> None:
+        s = self.buffers
+        speculate_verify_greedy(
             s["target_tokens"], s["accept_tokens"], s["accept_num"], s["step_idx"], s["stop_flags"],
             s["seq_lens_encoder"], s["seq_lens_decoder"], s["draft_tokens"], s["seq_lens_this_time"],
-            s["max_dec_len"], s["end_tokens"]))
-        if self.proposer is not None:
-            self._timed("proposer", lambda: self.proposer.accept(s["accept_tokens"], s["accept_num"]))
-        # The logprob ops read accept_tokens / accept_num and the step's sequence lengths: before the
-        # update moves the slots on.
-        if lp is not None:
-            self._timed("build_output_logprobs", lp.compute)
-        self._timed("speculate_step_update", lambda: speculate_step_update(
+            s["max_dec_len"], s["end_tokens"])
+
+    def _update(self) -> None:
+        s = self.buffers
+        speculate_step_update(
             s["accept_tokens"], s["accept_num"], s["token_ids_all"], s["prompt_lens"], s["step_idx"],
             s["max_dec_len"], s["end_tokens"], s["stop_flags"], s["seq_lens_this_time"],
-            s["seq_lens_encoder"], s["seq_lens_decoder"], s["draft_tokens"]))
-        finished = self._account(batch)
-        if lp is not None:
-            lp.send(batch.request_ids, not_need_stop=self.has_work())
-        return finished
+            s["seq_lens_encoder"], s["seq_lens_decoder"], s["draft_tokens"])
 
-    def _account(self, batch: VerifyBatch) -> List[Hashable]:
-        """Updates the counters and frees the slots whose request finished."""
-        accept_num = self._read("accept_num")
+    def _record(self, batch: VerifyBatch) -> StepRecord:
+        """Reads what the step accepted, frees the slots whose request finished, counts."""
         stop = self._read("stop_flags").reshape(-1)
-        st = self.stats
-        st.steps += 1
-        for b, req in enumerate(self.slots):
-            if req is None or batch.num_tokens[b] <= 0:
-                continue
-            st.tokens_generated += int(accept_num[b])
-            if batch.is_prefill[b]:
-                st.prefill_slot_steps += 1
-            else:
-                st.decode_slot_steps += 1
-                st.decode_tokens += int(accept_num[b])
-                st.drafts_proposed += int(batch.num_tokens[b]) - 1
-                st.drafts_accepted += max(int(accept_num[b]) - 1, 0)
         finished = []
         if stop.any():
             ids, prompt_lens, step_idx = (self._read(n) for n in ("token_ids_all", "prompt_lens", "step_idx"))
@@ -402,7 +415,12 @@ class SpecRunner:
                 self.outputs[req.request_id] = ids[b, P:P + n].tolist()
                 self.slots[b] = None
                 finished.append(req.request_id)
-        return finished
+        record = StepRecord(index=self.stats.steps, request_ids=batch.request_ids,
+                            num_tokens=batch.num_tokens, is_prefill=batch.is_prefill,
+                            accept_num=self._read("accept_num"), finished=finished,
+                            not_need_stop=self.has_work())
+        self.stats.add(record)
+        return record
 
     def run(self, requests: Sequence[Request] = (), progress: Optional[Callable[[int], None]] = None
             ) -> Dict[Hashable, List[int]]:
@@ -420,7 +438,7 @@ class SpecRunner:
         return self.outputs
 
     def drain_logprobs(self, timeout_s: float = 60.0) -> None:
-        """Waits until every logprob message sent has come back and been checked (logprob path)."""
+        """Waits until every logprob message sent has come back (logprob path)."""
         if self._logprob_path is not None:
             self._logprob_path.receive(wait=True, timeout_s=timeout_s)
 
@@ -436,28 +454,17 @@ class SpecRunner:
         self.close()
 
 
-@dataclass(frozen=True)
-class TokenLogprob:
-    """An accepted token as the token processor received it."""
-
-    token: int
-    logprob: float
-    rank: int                   # 1: the target's greedy choice
-    topk_token_ids: List[int]   # the k best tokens, best first
-    topk_logprobs: List[float]
-
-
 class _LogprobPath:
-    """The logprob buffers of a runner, the send, and the check of what the receiver got.
+    """The logprob buffers of a runner, the send, and the delivery of what the receiver got.
 
     Every buffer is allocated once, on the runner's place, for all S slots (N = S * (K + 1) rows): the
-    ops run on fixed shapes, as under a captured CUDA graph. The check reads the computed rows back to
-    the host after each send (a test-and-demo cost; a server's worker would not).
+    ops run on fixed shapes, as under a captured CUDA graph.
     """
 
-    def __init__(self, runner: "SpecRunner", k: int) -> None:
-        if not 0 <= k <= MAX_NUM_LOGPROBS:
-            raise ValueError(f"logprobs must be in [0, {MAX_NUM_LOGPROBS}], got {k}")
+    def __init__(self, runner: SpecRunner, k: int) -> None:
+        limit = max_num_logprobs()
+        if not 0 <= k <= limit:
+            raise ValueError(f"logprobs must be in [0, {limit}], got {k}")
         K1, per_message = runner.config.draft_width, layout().max_draft_tokens
         if K1 > per_message:
             raise ValueError(f"logprobs: a step accepts up to K + 1 = {K1} tokens per slot, a logprob "
@@ -473,12 +480,14 @@ class _LogprobPath:
         self.logits = runner._device(self.logits_host)
         self.buffers = LogprobsBuffers.allocate(S, K1 - 1, self.vocab_size, k, place=runner.place)
         self.not_need_stop = runner._device(np.ones(1, np.bool_))
-        # This runner has no chunked prefill: a prompt is done in its one prefill step, so the send's
-        # chunked-prefill rule (count 0 while seq_lens_decoder < prompt_lens) must never fire. After
-        # the update a finished slot's seq_lens_decoder is 0: with its real prompt length it would
-        # lose its last tokens. Hence zero prompt lengths.
-        self.no_prompt = runner._device(np.zeros((S, 1), np.int64))
-        self.sent: Deque[Tuple[List[Optional[Hashable]], Dict[str, np.ndarray]]] = collections.deque()
+        # speculate_save_output_topk reports 0 tokens for a slot while seq_lens_decoder < prompt_lens (a
+        # chunked prefill in progress), a rule meant for the lengths after the step's update. This
+        # runner has no chunked prefill, and speculate_step_update frees a slot that finishes in the
+        # same step (seq_lens_decoder = 0), where upstream frees it at the next step: with the real
+        # prompt lengths the rule would drop a finishing slot's last tokens after the update, and a
+        # prefill slot's first token before it. Prompt lengths of 0 keep the rule from firing.
+        self.no_chunked_prefill = runner._device(np.zeros((S, 1), np.int64))
+        self.sent: Deque[StepRecord] = collections.deque()
         self.receiver = LogprobReceiver(free_queue_id())
 
     def write_logits(self, batch: VerifyBatch, tokens: np.ndarray) -> None:
@@ -501,54 +510,36 @@ class _LogprobPath:
                               s["seq_lens_encoder"], s["cu_seqlens_q_output"], self.k,
                               buffers=self.buffers)
 
-    def send(self, request_ids: List[Optional[Hashable]], not_need_stop: bool) -> None:
-        runner, s, lb = self.runner, self.runner.buffers, self.buffers
-        copy_from_host(self.not_need_stop, np.array([not_need_stop]))
+    def send(self, record: StepRecord) -> None:
+        s, lb = self.runner.buffers, self.buffers
+        copy_from_host(self.not_need_stop, np.array([record.not_need_stop]))
         with queue_env(self.receiver.queue_id):
-            runner._timed("speculate_save_output_topk", lambda: speculate_save_output_topk(
-                lb.token_ids, lb.logprob_token_ids, lb.logprob_scores, lb.logprob_ranks,
-                s["accept_num"], lb.cu_batch_token_offset, self.not_need_stop, s["seq_lens_decoder"],
-                self.no_prompt, MESSAGE_FLAG_TARGET, 0))
-        runner.stats.logprob_messages_sent += 1
-        self.sent.append((request_ids, dict(
-            num=runner._read("accept_num"), cu=lb.cu_batch_token_offset.numpy(),
-            ids=lb.logprob_token_ids.numpy(), scores=lb.logprob_scores.numpy(),
-            ranks=lb.logprob_ranks.numpy(), not_need_stop=np.array(not_need_stop))))
-        self.receive(wait=False)
+            speculate_save_output_topk(
+                lb.token_ids, lb.logprob_token_ids, lb.logprob_scores, lb.logprob_ranks, s["accept_num"],
+                lb.cu_batch_token_offset, self.not_need_stop, s["seq_lens_decoder"], self.no_chunked_prefill,
+                layout().flag_target, 0)
+        self.runner.stats.logprob_messages_sent += 1
+        self.sent.append(record)
 
     def receive(self, wait: bool, timeout_s: float = 60.0) -> None:
-        """Takes the messages that arrived (with ``wait``: all sent) and checks each against its step."""
+        """Takes the messages that arrived (with ``wait``: all sent) and delivers each to the requests
+        of its step, then to the runner's observers."""
+        runner = self.runner
         for message in self.receiver.take(len(self.sent) if wait else None, timeout_s):
-            request_ids, want = self.sent.popleft()
-            self._check(message, request_ids, want)
-
-    def _check(self, message: LogprobMessage, request_ids: List[Optional[Hashable]],
-               want: Dict[str, np.ndarray]) -> None:
-        st = self.runner.stats
-        st.logprob_messages_received += 1
-        where = f"logprob message {st.logprob_messages_received}"
-        header = (message.kind, message.batch, message.topk_columns, message.not_need_stop)
-        if header != ("target", len(request_ids), self.k + 1, bool(want["not_need_stop"])):
-            raise RuntimeError(f"{where}: header (kind, batch, columns, not_need_stop) = {header}, "
-                               f"not what was sent")
-        for b, rid in enumerate(request_ids):
-            got, n, r0 = message.slots[b], int(want["num"][b]), int(want["cu"][b])
-            if got.count != n or (rid is None and n):
-                raise RuntimeError(f"{where}, slot {b}: {got.count} tokens arrived, {n} were accepted")
-            st.logprob_tokens_received += n
-            rows = slice(r0, r0 + n)
-            # Bit equality: the transport must deliver every float32 exactly.
-            scores = np.asarray(got.topk_logprobs, np.float32).reshape(n, self.k + 1)
-            if not (got.topk_token_ids == want["ids"][rows].tolist()
-                    and np.array_equal(scores.view(np.int32), want["scores"][rows].view(np.int32))
-                    and got.ranks == want["ranks"][rows].tolist()):
-                raise RuntimeError(f"{where}, slot {b} (request {rid!r}): the rows received differ "
-                                   f"from the rows computed")
-            st.logprob_tokens_verified += n
-            if n:
-                self.runner.logprobs.setdefault(rid, []).extend(
-                    TokenLogprob(ids[0], lps[0], rank, ids[1:], lps[1:])
-                    for ids, lps, rank in zip(got.topk_token_ids, got.topk_logprobs, got.ranks))
+            record = self.sent.popleft()
+            runner.stats.logprob_messages_received += 1
+            if message.batch != len(record.request_ids):
+                raise RuntimeError(f"logprob message of step {record.index}: {message.batch} slots arrived, "
+                                   f"{len(record.request_ids)} were sent")
+            for rid, got in zip(record.request_ids, message.slots):
+                n = len(got.token_ids)
+                runner.stats.logprob_tokens_received += n
+                if n and rid is not None:
+                    runner.logprobs.setdefault(rid, []).extend(
+                        TokenLogprob(ids[0], lps[0], rank, ids[1:], lps[1:])
+                        for ids, lps, rank in zip(got.topk_token_ids, got.topk_logprobs, got.ranks))
+            for observer in runner.observers:
+                observer.on_logprob_message(runner, message, record)
 
     def close(self) -> None:
         self.receiver.close()

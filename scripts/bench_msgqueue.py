@@ -81,7 +81,7 @@ def _step_tensors(batch: int, columns: int, tokens_per_slot: int, last: bool):
 
 def sender_worker(conn) -> None:
     """Runs send jobs from the parent: ('ours', cfg) or ('raw', cfg)."""
-    from fastdeploy_spec import msg_queue, ops
+    from fastdeploy_spec import ops, transport
 
     libc = _libc()
     while (job := conn.recv()) is not None:
@@ -96,7 +96,7 @@ def sender_worker(conn) -> None:
             for _ in range(total - 1):
                 ops.speculate_save_output_topk(*step, 3, 0, False)
             ops.speculate_save_output_topk(*final, 3, 0, False)
-            nbytes, fragments = msg_queue.last_send_stats()
+            nbytes, fragments = transport.last_send_stats()
         else:
             msqid = libc.msgget(libc.ftok(b"/dev/shm", cfg["queue_id"]), IPC_CREAT | 0o666)
             buf = ctypes.create_string_buffer(8 + UPSTREAM_TEXT_BYTES)
@@ -114,9 +114,9 @@ def receiver_worker(conn) -> None:
     """Runs receive jobs: times cfg['messages'] messages after cfg['warmup']."""
     import paddle
 
-    from fastdeploy_spec import msg_queue, ops
+    from fastdeploy_spec import ops, transport
 
-    lay = msg_queue.layout()
+    lay = transport.layout()
     tokens = paddle.to_tensor(np.zeros((lay.tokens_len, 1), np.int64))
     scores = paddle.to_tensor(np.zeros((lay.scores_len, 1), np.float32))
     ranks = paddle.to_tensor(np.zeros(lay.ranks_len, np.int64))
@@ -186,10 +186,10 @@ class Workers:
 
 
 def free_queue_id(exclude=()) -> int:
-    from fastdeploy_spec import msg_queue
+    from fastdeploy_spec import transport
 
     for qid in range(200, 255):
-        if qid not in exclude and msg_queue.queue_stats(qid) is None:
+        if qid not in exclude and transport.queue_stats(qid) is None:
             return qid
     raise RuntimeError("no free message queue id in 200 .. 254")
 
@@ -216,8 +216,8 @@ def main() -> int:
     if not 1 <= args.tokens_per_slot <= 6:
         ap.error("--tokens-per-slot must be in 1 .. 6")
     try:
-        from fastdeploy_spec import msg_queue
-        msg_queue.layout()
+        from fastdeploy_spec import transport
+        transport.layout()
     except ImportError as e:
         print(f"bench_msgqueue: cannot load the op library: {e}", file=sys.stderr)
         return 1
@@ -254,7 +254,7 @@ def main() -> int:
                 MSGMNB.write_text(str(8 * UPSTREAM_TEXT_BYTES))
                 cfg = dict(base, queue_id=raised_qid, messages=n)
                 rows.append(dict(case="upstream-raw", batch=512, topk=20, **measure(workers, "raw", cfg, repeats)))
-                msg_queue.remove_queue(raised_qid)
+                transport.remove_queue(raised_qid)
                 # Ours under the same raised limits: one fragment per message.
                 for tokens_per_slot in (args.tokens_per_slot, 6):
                     case = "ours-raised" if tokens_per_slot == args.tokens_per_slot else "fixed-size-raised"
@@ -262,7 +262,7 @@ def main() -> int:
                                messages=n)
                     rows.append(dict(case=case, batch=512, topk=20, **measure(workers, "ours", cfg, repeats)))
             finally:
-                msg_queue.remove_queue(raised_qid)
+                transport.remove_queue(raised_qid)
                 MSGMAX.write_text(str(limits["msgmax"]))
                 MSGMNB.write_text(str(limits["msgmnb"]))
         else:
@@ -270,7 +270,7 @@ def main() -> int:
                   "(at these limits upstream's op cannot send its 530 KB message at all)")
     finally:
         workers.close()
-        msg_queue.remove_queue(qid)
+        transport.remove_queue(qid)
 
     ref = next((r for r in rows if r["case"] == "upstream-raw"), fallback_baseline)
     print(f"\n{'case':<18} {'B':>4} {'top-k':>5} {'bytes/msg':>10} {'frags':>5} {'msg/s':>10} {'MB/s':>8} "

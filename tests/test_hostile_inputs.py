@@ -273,14 +273,14 @@ def queue_id(monkeypatch):
     ("cu_batch_token_offset", I32_MAX, "outside sampled_token_ids"),
 ])
 def test_message_hostile_counts(queue_id, field, value, match):
-    from fastdeploy_spec import msg_queue
+    from fastdeploy_spec import transport
 
     step = msg_ref.make_step(np.random.default_rng(18), batch=3, columns=4, full=True)
     step[field] = step[field].copy()
     step[field][1] = value
     with pytest.raises(Exception, match=match):
         msg_ref.send_step(step)
-    stats = msg_queue.queue_stats(queue_id)
+    stats = transport.queue_stats(queue_id)
     assert stats is None or stats.messages == 0
 
 

@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-from fastdeploy_spec import msg_queue, ops
+from fastdeploy_spec import ops, transport
 from tests import logprob_msg_reference as ref
 from tests.test_logprob_msgqueue import (MSG_ID, assert_buffers_equal, fragments, payload_of, raw_send,
                                          reserved_queue_id)
@@ -138,9 +138,9 @@ def test_receiver_killed_mid_stream(queue_id):
         assert ready.wait(60)
         raw_send(queue_id, 4300, frags[0])
         deadline = time.monotonic() + 30
-        while msg_queue.queue_stats(queue_id).messages and time.monotonic() < deadline:
+        while transport.queue_stats(queue_id).messages and time.monotonic() < deadline:
             time.sleep(0.005)
-        assert msg_queue.queue_stats(queue_id).messages == 0  # the victim took fragment 0
+        assert transport.queue_stats(queue_id).messages == 0  # the victim took fragment 0
         os.kill(victim.pid, signal.SIGKILL)
         victim.join(10)
         for f in frags[1:]:
@@ -166,7 +166,7 @@ def test_sender_killed_mid_message_then_restarted(queue_id):
     sender.start()
     try:
         deadline = time.monotonic() + 30
-        while (msg_queue.queue_stats(queue_id) is None or msg_queue.queue_stats(queue_id).messages == 0) \
+        while (transport.queue_stats(queue_id) is None or transport.queue_stats(queue_id).messages == 0) \
                 and time.monotonic() < deadline:
             time.sleep(0.002)
         os.kill(sender.pid, signal.SIGKILL)  # blocked on a full queue, mid-message
@@ -197,10 +197,10 @@ def test_queue_removed_while_receiver_waits(queue_id):
     p.start()
     try:
         deadline = time.monotonic() + 30
-        while msg_queue.queue_stats(queue_id) is None and time.monotonic() < deadline:
+        while transport.queue_stats(queue_id) is None and time.monotonic() < deadline:
             time.sleep(0.01)
         time.sleep(0.3)  # let it block in msgrcv
-        assert msg_queue.remove_queue(queue_id)
+        assert transport.remove_queue(queue_id)
         kind, value = results.get(timeout=30)
         assert kind == "error" and "was removed while waiting" in value
     finally:
@@ -214,11 +214,11 @@ def test_queue_removed_while_sender_blocks(queue_id):
     sender.start()
     try:
         deadline = time.monotonic() + 30
-        while (msg_queue.queue_stats(queue_id) is None or msg_queue.queue_stats(queue_id).messages == 0) \
+        while (transport.queue_stats(queue_id) is None or transport.queue_stats(queue_id).messages == 0) \
                 and time.monotonic() < deadline:
             time.sleep(0.01)
         time.sleep(0.3)
-        assert msg_queue.remove_queue(queue_id)
+        assert transport.remove_queue(queue_id)
         kind, value = results.get(timeout=30)
         assert kind == "error" and "removed" in value
     finally:
@@ -229,7 +229,7 @@ def test_queue_removed_between_messages(queue_id):
     # Removal between messages: the next send recreates the queue and the message arrives whole.
     step = ref.make_step(np.random.default_rng(6), batch=2, columns=3)
     ref.send_step(step)
-    assert msg_queue.remove_queue(queue_id)  # the queued message is lost with the queue: by design
+    assert transport.remove_queue(queue_id)  # the queued message is lost with the queue: by design
     ref.send_step(step)
     got, errors = receive_all(1, deadline_s=5)
     assert errors == [] and len(got) == 1
@@ -246,11 +246,11 @@ def test_full_queue(queue_id, wait):
     sender.start()
     try:
         deadline = time.monotonic() + 30
-        while (msg_queue.queue_stats(queue_id) is None or
-               msg_queue.queue_stats(queue_id).bytes < msg_queue.queue_stats(queue_id).capacity // 2) \
+        while (transport.queue_stats(queue_id) is None or
+               transport.queue_stats(queue_id).bytes < transport.queue_stats(queue_id).capacity // 2) \
                 and time.monotonic() < deadline:
             time.sleep(0.01)
-        stats = msg_queue.queue_stats(queue_id)
+        stats = transport.queue_stats(queue_id)
         assert stats.bytes >= stats.capacity // 2  # really full-ish: the sender is blocked
         assert results.empty()
         got = []
@@ -300,7 +300,7 @@ def test_two_ranks_sending_at_once(queue_id):
             assert len(matches) == 1, "a message that is no rank's step (fragments mixed?)"
             order[matches[0][0]].append(matches[0][1])
         assert order == {0: [0, 1, 2], 1: [0, 1, 2]}
-        assert msg_queue.queue_stats(queue_id).messages == 0  # nothing from the silent rank
+        assert transport.queue_stats(queue_id).messages == 0  # nothing from the silent rank
     finally:
         for p in senders + [silent]:
             stop(p)

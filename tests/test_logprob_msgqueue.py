@@ -28,9 +28,9 @@ import numpy as np
 import paddle
 import pytest
 
-from fastdeploy_spec import msg_queue, ops
-from fastdeploy_spec.output import parse_logprob_output
-from fastdeploy_spec.token_processor import child_env, free_queue_id, lock_path, release_queue_id
+from fastdeploy_spec import ops, transport
+from fastdeploy_spec.transport import parse_logprob_output
+from fastdeploy_spec.transport import child_env, free_queue_id, lock_path, release_queue_id
 from tests import logprob_msg_reference as ref
 from tests.conftest import PLACES, to_place
 
@@ -58,8 +58,8 @@ def reserved_queue_id():
     qid = free_queue_id()
     try:
         yield qid
-        msg_queue.remove_queue(qid)
-        assert msg_queue.queue_stats(qid) is None
+        transport.remove_queue(qid)
+        assert transport.queue_stats(qid) is None
     finally:
         release_queue_id(qid)
 
@@ -208,7 +208,7 @@ def test_queue_ids_are_reserved_across_processes():
     try:
         assert other != mine  # the same order: the next free id
         child = subprocess.run(
-            [sys.executable, "-c", "from fastdeploy_spec.token_processor import free_queue_id; "
+            [sys.executable, "-c", "from fastdeploy_spec.transport import free_queue_id; "
                                    "print(free_queue_id(seed=7))"],
             capture_output=True, text=True, timeout=120, check=True, env=child_env())
         assert int(child.stdout.split()[-1]) not in (mine, other)
@@ -229,7 +229,7 @@ def test_nonblocking_receive_on_empty_queue(queue_id):
     want = ref.fresh_buffers()
     want["tokens"][:3] = [-2, 0, 0]
     assert_buffers_equal(got, want, "empty queue")
-    assert msg_queue.queue_stats(queue_id).messages == 0  # created by the receive
+    assert transport.queue_stats(queue_id).messages == 0  # created by the receive
 
 
 @pytest.mark.parametrize("mode", ["save", "mtp"])
@@ -242,7 +242,7 @@ def test_message_in_process(queue_id, mode, batch, columns):
     ref.send_step(step)
     bufs = ref.receive_tensors()
     assert_buffers_equal(receive(bufs), ref.apply_message(ref.fresh_buffers(), step), mode)
-    assert msg_queue.last_send_stats()[0] >= ref.wire_bytes(step)
+    assert transport.last_send_stats()[0] >= ref.wire_bytes(step)
 
 
 @pytest.mark.parametrize("place", PLACES)
@@ -340,7 +340,7 @@ def test_message_size_grows_with_content(queue_id):
     for batch, columns in [(1, 1), (8, 1), (8, 6), (8, 21), (12, 21)]:
         step = small_step(batch=batch, columns=columns, full=True, seed=batch)
         ref.send_step(step)
-        nbytes, fragments = msg_queue.last_send_stats()
+        nbytes, fragments = transport.last_send_stats()
         assert nbytes == ref.wire_bytes(step) + 24 * fragments  # payload + one header per fragment
         sizes.append(nbytes)
         receive(ref.receive_tensors())
@@ -352,20 +352,20 @@ def test_fragmented_message_in_process(queue_id):
     assert 8192 < ref.wire_bytes(step) < 15000
     ref.send_step(step)
     if int(MSGMAX.read_text()) <= 8192:
-        assert msg_queue.last_send_stats()[1] == 2
+        assert transport.last_send_stats()[1] == 2
     assert_buffers_equal(receive(ref.receive_tensors()), ref.apply_message(ref.fresh_buffers(), step), "fragments")
 
 
 def test_rank_filter_and_empty_batch(queue_id):
     step = small_step()
     ref.send_step(step, rank_id=1)
-    assert msg_queue.queue_stats(queue_id) is None  # nothing sent: the queue was not even created
+    assert transport.queue_stats(queue_id) is None  # nothing sent: the queue was not even created
     empty = dict(step, token_num_per_batch=np.zeros(0, np.int32), cu_batch_token_offset=np.zeros(1, np.int32),
                  seq_lens_decoder=np.zeros(0, np.int32), prompt_lens=np.zeros((0, 1), np.int64))
     ref.send_step(empty)  # B = 0: a no-op
-    assert msg_queue.queue_stats(queue_id) is None
+    assert transport.queue_stats(queue_id) is None
     ref.send_step(step, rank_id=1, save_each_rank=True)
-    assert msg_queue.queue_stats(queue_id).messages == 1
+    assert transport.queue_stats(queue_id).messages == 1
 
 
 def test_stop_flag_from_environment(queue_id, monkeypatch):
@@ -425,7 +425,7 @@ def test_rejected_inputs(queue_id, name, change, match):
     step["sampled_token_ids"] = np.zeros(20, np.int64)
     with pytest.raises(Exception, match=match):
         ref.send_step(change(step))
-    stats = msg_queue.queue_stats(queue_id)
+    stats = transport.queue_stats(queue_id)
     assert stats is None or stats.messages == 0  # nothing half-sent
 
 
@@ -508,7 +508,7 @@ def test_orphan_fragments_are_dropped(queue_id):
         receive(bufs)
     # the other orphans of message 20 go silently; message 21 arrives whole
     assert_buffers_equal(receive(bufs), ref.apply_message(ref.fresh_buffers(), step), "after orphans")
-    assert msg_queue.queue_stats(queue_id).messages == 0
+    assert transport.queue_stats(queue_id).messages == 0
 
 
 def test_fragments_of_two_senders_do_not_mix(queue_id):
@@ -561,10 +561,10 @@ def test_lowered_msgmax_is_noticed(queue_id, kernel_limits):
     kernel_limits(65536, 262144)
     step = small_step(batch=20, columns=21, full=True, seed=9)  # 20.7 KB
     ref.send_step(step)
-    assert msg_queue.last_send_stats()[1] == 1
+    assert transport.last_send_stats()[1] == 1
     kernel_limits(8192)
     ref.send_step(step)  # the cached limit is refused (EINVAL): re-read, re-fragmented
-    assert msg_queue.last_send_stats()[1] == 3
+    assert transport.last_send_stats()[1] == 3
     bufs = ref.receive_tensors()
     want = ref.apply_message(ref.fresh_buffers(), step)
     assert_buffers_equal(receive(bufs), want, "one fragment")
@@ -572,10 +572,10 @@ def test_lowered_msgmax_is_noticed(queue_id, kernel_limits):
 
 
 def test_queue_helpers(queue_id):
-    assert msg_queue.queue_stats(queue_id) is None
-    assert msg_queue.remove_queue(queue_id) is False
+    assert transport.queue_stats(queue_id) is None
+    assert transport.remove_queue(queue_id) is False
     receive(ref.receive_tensors())  # creates it
-    stats = msg_queue.queue_stats(queue_id)
+    stats = transport.queue_stats(queue_id)
     assert stats.messages == 0 and stats.capacity == int(MSGMNB.read_text())
-    assert msg_queue.remove_queue(queue_id) is True
-    assert msg_queue.queue_stats() is None  # default: $INFERENCE_MSG_QUEUE_ID
+    assert transport.remove_queue(queue_id) is True
+    assert transport.queue_stats() is None  # default: $INFERENCE_MSG_QUEUE_ID

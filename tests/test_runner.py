@@ -10,10 +10,11 @@ import numpy as np
 import paddle
 import pytest
 
-from fastdeploy_spec import msg_queue
+from fastdeploy_spec import transport
 from fastdeploy_spec.config import SpeculativeConfig
 from fastdeploy_spec.proposers import Proposer
-from fastdeploy_spec.runner import OracleTarget, Request, SpecRunner, oracle_logits
+from fastdeploy_spec.runner import Request, SpecRunner
+from fastdeploy_spec.testing import LogprobChecker, OracleTarget, oracle_logits
 from tests.conftest import PLACES
 
 EOS = 0
@@ -240,6 +241,8 @@ def test_logprobs_arrive_for_every_accepted_token(S, K, k, W, n, seed, place):
     with SpecRunner(cfg, OracleTarget(answers, VOCAB, EOS), max_num_seqs=S, max_model_len=W,
                     end_tokens=[EOS], place=place, logprobs=k) as runner:
         runner.proposer = ScriptedProposer(cfg, answers, runner.slots)
+        checker = LogprobChecker()
+        runner.observers.append(checker)
         model = LoopModel(answers, requests, S, W, K)
         for r in requests:
             runner.add_request(r)
@@ -250,10 +253,10 @@ def test_logprobs_arrive_for_every_accepted_token(S, K, k, W, n, seed, place):
             for rid, gen in model.gen.items():
                 assert [t.token for t in runner.logprobs.get(rid, [])] == gen
         st = runner.stats
-        assert st.logprob_messages_sent == st.logprob_messages_received == st.steps
-        assert st.logprob_tokens_received == st.logprob_tokens_verified == st.tokens_generated
-        queue_id = runner._logprob_path.receiver.queue_id
-    assert msg_queue.queue_stats(queue_id) is None  # removed by close()
+        assert st.logprob_messages_sent == st.logprob_messages_received == checker.messages_checked == st.steps
+        assert st.logprob_tokens_received == checker.tokens_verified == st.tokens_generated
+        queue_id = runner.logprob_queue_id
+    assert transport.queue_stats(queue_id) is None  # removed by close()
     for rid, got in runner.logprobs.items():
         for i, t in enumerate(got):
             row = log_softmax_row(t.token, i, VOCAB)
@@ -329,3 +332,41 @@ def test_bigram_draft():
     assert logits.shape == (5, 7) and (logits.sum(axis=1) == 1).all()
     # 1 -> 2 (twice, over 3 once); 4 -> 5; 2 -> 1; 6 never followed, -1 no token: the end token 0
     assert logits.argmax(axis=1).tolist() == [2, 5, 1, 0, 0]
+
+
+def test_library_never_imports_the_test_machinery():
+    """Every library module loads without fastdeploy_spec.testing or fastdeploy_spec.demo."""
+    import subprocess
+    import sys
+
+    from fastdeploy_spec.transport import child_env
+
+    library = ["fastdeploy_spec." + m for m in ("buffers", "config", "logprobs", "ops", "proposers",
+                                                "runner", "transport")]
+    code = (f"import sys, zlib; [__import__(m) for m in {library!r}]; "
+            "print(sorted(m for m in sys.modules if m.startswith(('fastdeploy_spec.testing', "
+            "'fastdeploy_spec.demo'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env(),
+                         check=True).stdout
+    assert out.strip() == "[]"
+
+
+class TamperedRows(LogprobChecker):
+    """Changes one bit of a score the device computed, before the message arrives."""
+
+    def on_step(self, runner, record):
+        super().on_step(runner, record)
+        want = self.expected[record.index]
+        if want["cu"][-1] > 0:
+            want["scores"].view(np.int32)[0, 0] ^= 1
+
+
+def test_logprob_checker_finds_a_changed_row():
+    answers = {0: [1, 2, 3]}
+    with SpecRunner(SpeculativeConfig(method="ngram", num_speculative_tokens=2), OracleTarget(answers, VOCAB, EOS),
+                    max_num_seqs=1, max_model_len=16, end_tokens=[EOS], logprobs=2) as runner:
+        runner.observers.append(TamperedRows())
+        runner.add_request(Request(0, [1, 2], 8))
+        with pytest.raises(RuntimeError, match="the rows received differ from the rows computed"):
+            runner.step()
+            runner.drain_logprobs(timeout_s=30)

@@ -19,7 +19,7 @@ def speculate_get_output_topk(
     """Receive one logprob message and write it, in place, into upstream's receive layout.
 
     Reads the queue named by ``$INFERENCE_MSG_QUEUE_ID`` (default 1), reassembling fragmented
-    messages. ``fastdeploy_spec.output.parse_logprob_output`` turns the buffers into Python values.
+    messages. ``fastdeploy_spec.transport.parse_logprob_output`` turns the buffers into Python values.
     A message that cannot be reassembled (its sender stopped mid-message, foreign data in the queue)
     is dropped with an error; the next call goes on with the next message.
 

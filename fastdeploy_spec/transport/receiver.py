@@ -2,10 +2,10 @@
 
 A model runner sends one ``speculate_save_output_topk`` message per step to the System V queue named
 by ``INFERENCE_MSG_QUEUE_ID``; the token processor, another process, reads them with
-``speculate_get_output_topk`` and parses them (``fastdeploy_spec.output``). ``LogprobReceiver``
-starts that process (``python -m fastdeploy_spec.token_processor QUEUE_ID``): it blocks on the
-queue, parses each message and passes it back through a pipe, so that the runner's process can
-check what arrived against what it sent.
+``speculate_get_output_topk`` and parses them (``fastdeploy_spec.transport.parser``).
+``LogprobReceiver`` starts that process (``python -m fastdeploy_spec.transport.receiver``): it blocks
+on the queue, parses each message and passes it back through a pipe, so that the runner's process
+gets what arrived.
 
 The receiver runs apart from the sender on purpose: a send blocks while the queue is full
 (``kernel.msgmnb``, 16 KiB by default), so a receiver in the sending process could deadlock on a
@@ -15,7 +15,6 @@ needs no ``if __name__ == "__main__"`` guard.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import pickle
 import queue as queue_mod
@@ -24,26 +23,16 @@ import sys
 import tempfile
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import Dict, List
 
 import numpy as np
 
-from fastdeploy_spec import msg_queue
-from fastdeploy_spec.output import LogprobMessage
+from fastdeploy_spec.transport.layout import layout
+from fastdeploy_spec.transport.parser import LogprobMessage, parse_logprob_output
+from fastdeploy_spec.transport.queue import QUEUE_ID_ENV, release_queue_id, remove_queue
 
-# ftok() keeps the low 8 bits of a queue id (msg_queue.cc): 1 .. 255 name distinct queues, 1 is the
-# default one that a server on this machine would use.
-_QUEUE_IDS = range(2, 256)
-_LOCK_DIR = Path(tempfile.gettempdir())
-_reserved: Dict[int, int] = {}  # queue id -> descriptor of its locked lock file
 _EOF = object()
-
-
-def lock_path(queue_id: int) -> Path:
-    """The lock file whose ``flock`` reserves ``queue_id`` (see :func:`free_queue_id`)."""
-    return _LOCK_DIR / f"fastdeploy_spec_msg_queue_{int(queue_id)}.lock"
 
 
 def child_env(**extra: str) -> Dict[str, str]:
@@ -53,56 +42,9 @@ def child_env(**extra: str) -> Dict[str, str]:
     after it, since Paddle itself may live there (it does on the GPU machine).
     """
     env = dict(os.environ, **extra)
-    package_root = str(Path(__file__).resolve().parent.parent)
+    package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     return env
-
-
-def free_queue_id(seed: int | None = None) -> int:
-    """A queue id (2 .. 255) reserved for this process, tried in an order seeded by the pid.
-
-    The id's queue does not exist now, and no other process that reserves ids here holds it: the
-    queue itself is only created by the first send or receive, so "does not exist" alone would let
-    two processes (parallel test workers, two runners) pick the same id in between and read each
-    other's messages. The reservation is an exclusive ``flock`` on a lock file per id, held until
-    :func:`release_queue_id` (``LogprobReceiver.close`` calls it) or the end of the process.
-    """
-    order = np.random.default_rng(os.getpid() if seed is None else seed).permutation(list(_QUEUE_IDS))
-    for qid in order.tolist():
-        if qid in _reserved:
-            continue
-        fd = os.open(lock_path(qid), os.O_RDWR | os.O_CREAT, 0o666)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        if msg_queue.queue_stats(qid) is None:
-            _reserved[qid] = fd
-            return qid
-        os.close(fd)  # in use by a process that does not reserve ids (a server's queue)
-    raise RuntimeError("every message queue id 2 .. 255 is in use or reserved (ipcs -q lists them)")
-
-
-def release_queue_id(queue_id: int) -> None:
-    """Ends this process's reservation of ``queue_id`` (from :func:`free_queue_id`); no-op if none."""
-    fd = _reserved.pop(int(queue_id), None)
-    if fd is not None:
-        os.close(fd)  # closing the only descriptor releases the flock
-
-
-@contextmanager
-def queue_env(queue_id: int) -> Iterator[None]:
-    """Names ``queue_id`` in ``INFERENCE_MSG_QUEUE_ID`` for the ops called inside, then restores it."""
-    old = os.environ.get(msg_queue.QUEUE_ID_ENV)
-    os.environ[msg_queue.QUEUE_ID_ENV] = str(queue_id)
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ[msg_queue.QUEUE_ID_ENV]
-        else:
-            os.environ[msg_queue.QUEUE_ID_ENV] = old
 
 
 def _receive_forever(out) -> None:
@@ -111,9 +53,8 @@ def _receive_forever(out) -> None:
         import paddle
 
         from fastdeploy_spec.ops import speculate_get_output_topk
-        from fastdeploy_spec.output import parse_logprob_output
 
-        lay = msg_queue.layout()
+        lay = layout()
         cpu = paddle.CPUPlace()  # host buffers, also under a GPU Paddle
         tokens = paddle.to_tensor(np.zeros((lay.tokens_len, 1), np.int64), place=cpu)
         scores = paddle.to_tensor(np.zeros((lay.scores_len, 1), np.float32), place=cpu)
@@ -149,9 +90,9 @@ class LogprobReceiver:
 
     def __init__(self, queue_id: int) -> None:
         self.queue_id = int(queue_id)
-        env = child_env(**{msg_queue.QUEUE_ID_ENV: str(self.queue_id)})
+        env = child_env(**{QUEUE_ID_ENV: str(self.queue_id)})
         self._stderr = tempfile.TemporaryFile()
-        self._process = subprocess.Popen([sys.executable, "-m", "fastdeploy_spec.token_processor"],
+        self._process = subprocess.Popen([sys.executable, "-m", "fastdeploy_spec.transport.receiver"],
                                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                          stderr=self._stderr, env=env)
         self._inbox: "queue_mod.Queue[object]" = queue_mod.Queue()
@@ -202,7 +143,7 @@ class LogprobReceiver:
         self._process.wait(timeout=10)
         self._process.stdout.close()
         self._stderr.close()
-        msg_queue.remove_queue(self.queue_id)
+        remove_queue(self.queue_id)
         release_queue_id(self.queue_id)
 
 

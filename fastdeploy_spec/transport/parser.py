@@ -1,4 +1,4 @@
-"""Parser of the logprob receive buffers (the token processor's side of docs/contract/transport.md).
+"""Parser of the logprob receive buffers: the token processor's side of docs/contract/transport.md.
 
 Mirrors the speculative-logprob branch of FastDeploy's token processor: unpack the flag word
 ``[1]``, view tokens and scores as ``[batch, 6, 21]``, keep the ``topk_columns`` columns the message
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fastdeploy_spec.msg_queue import layout
+from fastdeploy_spec.transport.layout import layout
 
 
 @dataclass(frozen=True)

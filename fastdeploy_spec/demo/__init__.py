@@ -12,7 +12,7 @@ saved and the time per step in the proposer and the verification ops, and writes
 The MTP draft model is a bigram table learned from the prompts (``BigramDraft``): a real, if tiny,
 language model, from the newest token to logits, that knows nothing of the answer. ``--logprobs K``
 turns on the logprob path: every step's accepted tokens go with their top-K logprobs (of the oracle's
-logits, ``fastdeploy_spec.runner.oracle_logits``) through a System V message queue to a token
+logits, ``fastdeploy_spec.testing.oracle_logits``) through a System V message queue to a token
 processor process, and the demo checks what arrived.
 
     python -m fastdeploy_spec.demo                       # plain, ngram, mtp; GPU if there is one
@@ -23,133 +23,19 @@ processor process, and the demo checks what arrived.
 from __future__ import annotations
 
 import argparse
-import builtins
-import io
 import json
-import keyword
 import platform
-import re
 import sys
 import sysconfig
 import time
-import tokenize as pytokenize
-from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List
 
 import numpy as np
 
-# Fixed, so that every run decodes the same text; all of them exist in Python 3.8 .. 3.13.
-MODULES = ("textwrap", "shlex", "dataclasses", "queue", "sched", "glob", "fnmatch", "string", "contextlib",
-           "copy", "calendar", "functools", "pprint", "fractions", "tempfile", "selectors")
-EOS = "<eos>"
-# Identifiers, whitespace runs (a newline with its indentation is one token), single punctuation
-# characters: the tokens cover the text exactly, so "".join(tokens) gives it back.
-TOKEN_RE = re.compile(r"\w+|\s+|[^\w\s]")
-NOT_RENAMED = set(keyword.kwlist) | set(dir(builtins)) | {"self", "cls"}
+from fastdeploy_spec.demo.data import BigramDraft, Task, Vocabulary, make_tasks
 
-
-def tokenize(text: str) -> List[str]:
-    return TOKEN_RE.findall(text)
-
-
-class Vocabulary:
-    """Token strings <-> ids; id 0 is the end token, the rest sorted so that ids are reproducible."""
-
-    def __init__(self, texts: Sequence[Sequence[str]]) -> None:
-        self.tokens = [EOS] + sorted({t for toks in texts for t in toks})
-        self.ids = {t: i for i, t in enumerate(self.tokens)}
-
-    def encode(self, tokens: Sequence[str]) -> List[int]:
-        return [self.ids[t] for t in tokens]
-
-    def decode(self, ids: Sequence[int]) -> str:
-        return "".join(self.tokens[i] for i in ids if i != 0)
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-
-@dataclass
-class Task:
-    name: str
-    prompt: List[str]      # tokens
-    answer: List[str]      # tokens of the edited text
-    renamed: str
-    new_name: str
-    max_dec_len: int       # tokens the request may generate, the end token included
-
-
-def rename_identifier(source: str, prefix_chars: int) -> "tuple[str, str, str]":
-    """Renames the identifier most used in code (not in strings or comments) within the first
-    ``prefix_chars`` characters (the whole file if that prefix has no code): a refactoring rename.
-    Returns (edited source, old, new)."""
-    line_starts = np.cumsum([0] + [len(l) for l in source.splitlines(keepends=True)])
-    names = [(int(line_starts[t.start[0] - 1]) + t.start[1], t.string)
-             for t in pytokenize.generate_tokens(io.StringIO(source).readline)
-             if t.type == pytokenize.NAME and t.string not in NOT_RENAMED and len(t.string) >= 3
-             and not t.string.startswith("__")]
-    counts = Counter(n for off, n in names if off < prefix_chars) or Counter(n for _, n in names)
-    old = min(counts, key=lambda n: (-counts[n], n))
-    new = f"{old}_v2"
-    pieces, prev = [], 0
-    for off, n in names:
-        if n == old:
-            pieces += [source[prev:off], new]
-            prev = off + len(old)
-    return "".join(pieces) + source[prev:], old, new
-
-
-def make_tasks(max_prompt_tokens: int, num_requests: int) -> List[Task]:
-    """One task per stdlib module (cycling through MODULES): the truncated source, then the same text
-    with its most used identifier renamed in code. Every fourth request is capped below its answer's
-    length, so that it stops on max_dec_len rather than on the end token."""
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    tasks = []
-    for i in range(num_requests):
-        name = MODULES[i % len(MODULES)]
-        source = (stdlib / f"{name}.py").read_text(encoding="utf-8")
-        prompt = tokenize(source)[:max_prompt_tokens]
-        edited, old, new = rename_identifier(source, sum(map(len, prompt)))
-        # A rename maps one word token to one word token, so the answer has the prompt's token count.
-        answer = tokenize(edited)[:len(prompt)]
-        cap = len(answer) + 1 if i % 4 != 3 else (3 * len(answer)) // 4
-        tasks.append(Task(f"{name}#{i}", prompt, answer, old, new, cap))
-    return tasks
-
-
-class BigramDraft:
-    """The MTP demo's draft model: the most frequent successor of each token in the prompts.
-
-    ``draft(input_ids, hidden_states)`` takes int64 [S, 1] token ids (the MTP proposer's
-    ``draft_place``, the CPU here; any place works, a GPU one is copied to the host) and returns
-    float32 [S, V] NumPy logits, 1 at the predicted token and 0 elsewhere (ties between
-    successors go to the lower id; a token never followed in the prompts predicts the end token 0,
-    and so does the -1 of a slot with no token yet). It sees only the newest token: it guesses the
-    next one from local statistics, as a real draft head would from its context, and it knows
-    nothing of the answer (the renamed identifier never occurs in the prompts).
-    """
-
-    def __init__(self, sequences: Sequence[Sequence[int]], vocab_size: int) -> None:
-        pairs = np.concatenate([np.stack([np.asarray(q[:-1]), np.asarray(q[1:])], 1)
-                                for q in sequences if len(q) > 1]).astype(np.int64)
-        pairs, count = np.unique(pairs, axis=0, return_counts=True)
-        pairs = pairs[np.lexsort((pairs[:, 1], -count, pairs[:, 0]))]  # by token, most frequent first
-        head = np.ones(len(pairs), bool)
-        head[1:] = pairs[1:, 0] != pairs[:-1, 0]
-        self.vocab_size = int(vocab_size)
-        self.next_token = np.zeros(self.vocab_size, np.int64)
-        self.next_token[pairs[head, 0]] = pairs[head, 1]
-
-    def __call__(self, input_ids, hidden_states=None) -> np.ndarray:
-        ids = np.asarray(input_ids.numpy() if hasattr(input_ids, "numpy") else input_ids).reshape(-1)
-        predicted = self.next_token[np.clip(ids, 0, self.vocab_size - 1)]
-        predicted[ids < 0] = 0
-        logits = np.zeros((len(ids), self.vocab_size), np.float32)
-        logits[np.arange(len(ids)), predicted] = 1.0
-        return logits
-
+__all__ = ["BigramDraft", "main", "parse_args", "resolve_device", "run_method"]
 
 class Progress:
     """tqdm when installed, else a one-line counter on a terminal."""
@@ -186,7 +72,8 @@ def method_label(method: str, args) -> str:
 def run_method(method: str, tasks: List[Task], vocab: Vocabulary, args) -> Dict:
     from fastdeploy_spec.config import SpeculativeConfig
     from fastdeploy_spec.proposers import create_proposer
-    from fastdeploy_spec.runner import OracleTarget, Request, SpecRunner
+    from fastdeploy_spec.runner import Request, SpecRunner
+    from fastdeploy_spec.testing import LogprobChecker, OracleTarget
 
     k = 0 if method == "naive" else args.num_speculative_tokens
     cfg = SpeculativeConfig(method=method, num_speculative_tokens=k, max_ngram_size=args.max_ngram_size,
@@ -203,6 +90,8 @@ def run_method(method: str, tasks: List[Task], vocab: Vocabulary, args) -> Dict:
     label = method_label(method, args)
     runner = SpecRunner(cfg, oracle, max_num_seqs=args.slots, max_model_len=width, end_tokens=[0],
                         place=args.device, proposer=proposer, logprobs=args.logprobs, timing=True)
+    checker = LogprobChecker()
+    runner.observers.append(checker)
     with runner:
         for r in requests:
             runner.add_request(r)
@@ -236,19 +125,20 @@ def run_method(method: str, tasks: List[Task], vocab: Vocabulary, args) -> Dict:
         result.update(num_model_steps=cfg.num_model_steps, mtp_strategy=cfg.mtp_strategy,
                       draft_model="bigram table of the prompts (BigramDraft)")
     if args.logprobs is not None:
-        result["logprobs"] = check_logprobs(runner, oracle, len(tasks))
+        result["logprobs"] = check_logprobs(runner, checker, oracle, len(tasks))
     return result
 
 
-def check_logprobs(runner, oracle, num_requests: int) -> Dict:
+def check_logprobs(runner, checker, oracle, num_requests: int) -> Dict:
     """What the token processor received against the outputs and the oracle's logits.
 
-    The runner has already checked each message bit for bit against the rows the device computed;
+    ``checker`` (a ``LogprobChecker`` on the runner) has already checked each message bit for bit
+    against the rows the device computed;
     here every request's delivered tokens must be its output, in order, and each logprob the
     log-softmax of the oracle's logits row at that token (computed here in float64: the ops work in
     float32, hence the tolerance), with rank 1 (the oracle's token is its row's argmax).
     """
-    from fastdeploy_spec.runner import oracle_logits
+    from fastdeploy_spec.testing import oracle_logits
 
     st = runner.stats
     matching = 0
@@ -266,7 +156,7 @@ def check_logprobs(runner, oracle, num_requests: int) -> Dict:
         worst = max(worst, float(error.max(initial=0.0)))
         matching += int(np.sum((error <= 1e-5 + 1e-5 * np.abs(want)) & (np.array([g.rank for g in got]) == 1)))
     return dict(messages_sent=st.logprob_messages_sent, messages_received=st.logprob_messages_received,
-                tokens_received=st.logprob_tokens_received, tokens_bit_exact=st.logprob_tokens_verified,
+                tokens_received=st.logprob_tokens_received, tokens_bit_exact=checker.tokens_verified,
                 tokens_generated=st.tokens_generated, tokens_match_oracle=matching,
                 max_abs_logprob_error=worst)
 
@@ -327,15 +217,20 @@ def parse_args(argv=None):
                    help="with_ngram: extend the MTP drafts with n-gram matches up to K")
     p.add_argument("--logprobs", type=int, default=None, metavar="K",
                    help="send each accepted token's top-K logprobs through the message queue and "
-                        "check what arrives (0 .. 20; needs --num-speculative-tokens <= 5)")
+                        "check what arrives (K up to fastdeploy_spec.logprobs.max_num_logprobs(); "
+                        "--num-speculative-tokens + 1 must fit the token rows a message carries per slot)")
     p.add_argument("--out", type=Path, default=Path("results/demo"))
     args = p.parse_args(argv)
     if args.logprobs is not None:
-        if not 0 <= args.logprobs <= 20:
-            p.error(f"--logprobs must be in [0, 20], got {args.logprobs}")
-        if args.num_speculative_tokens > 5:
-            p.error("--logprobs: a logprob message carries at most 6 tokens per slot, so K <= 5 "
-                    f"(--num-speculative-tokens {args.num_speculative_tokens})")
+        from fastdeploy_spec.logprobs import max_num_logprobs
+        from fastdeploy_spec.transport import layout
+
+        limit, rows = max_num_logprobs(), layout().max_draft_tokens
+        if not 0 <= args.logprobs <= limit:
+            p.error(f"--logprobs must be in [0, {limit}], got {args.logprobs}")
+        if args.num_speculative_tokens > rows - 1:
+            p.error(f"--logprobs: a logprob message carries at most {rows} tokens per slot, so K <= "
+                    f"{rows - 1} (--num-speculative-tokens {args.num_speculative_tokens})")
     return args
 
 
@@ -411,7 +306,3 @@ def main(argv=None) -> int:
     plot(results, args.out / "demo.png")
     print(f"wrote {args.out / 'demo.json'} and {args.out / 'demo.png'}")
     return 0 if ok else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
