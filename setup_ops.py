@@ -12,13 +12,14 @@ check its status; ``FDSPEC_SANITIZE=address`` builds the host code with a saniti
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from fastdeploy_spec._digest import source_digest  # this checkout's package: the script's directory
 
 ROOT = Path(__file__).resolve().parent
 CSRC = ROOT / "custom_ops"
@@ -75,15 +76,6 @@ OPS: dict[str, dict[str, list[str]]] = {
         "cuda": [],
     },
 }
-
-
-def source_digest() -> str:
-    """Digest of every file under custom_ops/: the loader compares it to detect a stale build."""
-    h = hashlib.sha256()
-    for path in sorted(p for p in CSRC.rglob("*") if p.is_file()):
-        h.update(str(path.relative_to(CSRC)).encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()
 
 
 def find_cuda_home() -> str | None:
@@ -164,7 +156,7 @@ def build() -> Path:
         f"WITH_CUDA = {with_cuda!r}\n"
         f"CUDA_ARCHS = {tuple(archs)!r}\n"
         f"PADDLE_VERSION = {paddle.__version__!r}\n"
-        f"SOURCE_DIGEST = {source_digest()!r}\n"
+        f"SOURCE_DIGEST = {source_digest(CSRC)!r}\n"
         f"OPS = {tuple(OPS)!r}\n"
     )
     shutil.rmtree(out, ignore_errors=True)

@@ -93,9 +93,10 @@ def sender_worker(conn) -> None:
             final = _step_tensors(cfg["batch"], cfg["columns"], cfg["tokens_per_slot"], last=True)
             conn.send("ready")
             conn.recv()
+            flag = transport.layout().flag_target
             for _ in range(total - 1):
-                ops.speculate_save_output_topk(*step, 3, 0, False)
-            ops.speculate_save_output_topk(*final, 3, 0, False)
+                ops.speculate_save_output_topk(*step, flag, 0, False)
+            ops.speculate_save_output_topk(*final, flag, 0, False)
             nbytes, fragments = transport.last_send_stats()
         else:
             msqid = libc.msgget(libc.ftok(b"/dev/shm", cfg["queue_id"]), IPC_CREAT | 0o666)

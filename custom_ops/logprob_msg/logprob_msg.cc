@@ -213,14 +213,44 @@ void mark_no_message(const ReceiveBuffers& out) {
 }  // namespace logprob_msg
 }  // namespace fdspec
 
-extern "C" int fdspec_logprob_layout(int64_t* out, int n) {
-  using namespace fdspec::logprob_msg;
-  const int64_t values[] = {kMaxBsz,         kMaxDraftTokens,    kTopK,
-                            kTokensOffset,   kNoMessage,         kMessageFlagTarget,
-                            kMessageFlagDraft, kPreemptedCount,  kFillToken,
-                            kFillRank,       kFlagBits,          kFlagMask,
-                            kColumnsMask};
-  const int count = static_cast<int>(sizeof(values) / sizeof(values[0]));
-  for (int i = 0; i < n && i < count; ++i) out[i] = values[i];
+namespace {
+
+struct LayoutEntry {
+  const char* name;  // the field of fastdeploy_spec.transport.Layout it fills
+  int64_t value;
+};
+
+using namespace fdspec::logprob_msg;
+constexpr LayoutEntry kLayoutEntries[] = {
+    {"max_bsz", kMaxBsz},
+    {"max_draft_tokens", kMaxDraftTokens},
+    {"k", kTopK},
+    {"tokens_offset", kTokensOffset},
+    {"no_message", kNoMessage},
+    {"flag_target", kMessageFlagTarget},
+    {"flag_draft", kMessageFlagDraft},
+    {"preempted_count", kPreemptedCount},
+    {"fill_token", kFillToken},
+    {"fill_rank", kFillRank},
+    {"flag_bits", kFlagBits},
+    {"flag_mask", kFlagMask},
+    {"columns_mask", kColumnsMask},
+};
+// The Python Layout has exactly these 13 fields (it refuses a library that names others); the
+// receive lengths it derives (tokens, scores, ranks) hold only while the offsets are these.
+static_assert(sizeof(kLayoutEntries) / sizeof(kLayoutEntries[0]) == 13,
+              "a layout entry was added or removed: update fastdeploy_spec/transport/layout.py");
+static_assert(kTokensOffset == kCountsOffset + kMaxBsz && kOutputScoresLen == kMaxBsz * kSlotCells &&
+                  kOutputRanksLen == kMaxBsz * kMaxDraftTokens,
+              "Layout.tokens_len, scores_len and ranks_len derive the receive lengths this way");
+
+}  // namespace
+
+extern "C" int fdspec_logprob_layout(const char** names, int64_t* values, int n) {
+  const int count = static_cast<int>(sizeof(kLayoutEntries) / sizeof(kLayoutEntries[0]));
+  for (int i = 0; i < n && i < count; ++i) {
+    names[i] = kLayoutEntries[i].name;
+    values[i] = kLayoutEntries[i].value;
+  }
   return count;
 }

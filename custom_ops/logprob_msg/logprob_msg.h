@@ -7,13 +7,16 @@
 #include <cstdint>
 #include <string>
 
+#include "common/fdspec_common.h"
+
 namespace fdspec {
 namespace logprob_msg {
 
 // ---- Limits (upstream's MAX_BSZ, MAX_DRAFT_TOKEN_NUM, K) -------------------------------------------
 constexpr int64_t kMaxBsz = 512;        // slots per message
 constexpr int64_t kMaxDraftTokens = 6;  // token rows per slot
-constexpr int64_t kTopK = 20;           // top-k logprobs per token
+constexpr int64_t kTopK = kMaxLogprobTopK;  // top-k logprobs per token: what the logprob path computes
+static_assert(kTopK == 20, "upstream's receive layout has K = 20 columns after the token's own");
 constexpr int64_t kColumns = kTopK + 1; // column 0: the token itself, then its top-k
 constexpr int64_t kSlotCells = kMaxDraftTokens * kColumns;
 
@@ -145,8 +148,7 @@ void mark_no_message(const ReceiveBuffers& out);
 }  // namespace logprob_msg
 }  // namespace fdspec
 
-// For the Python parser (ctypes), so that it reads the layout from this header and nowhere else.
-// Fills out[0 .. n) with: MAX_BSZ, MAX_DRAFT_TOKENS, K, tokens offset, no-message value, target flag,
-// draft flag, preempted count, fill token, fill rank, flag bits, flag mask, columns mask. Returns how
-// many values exist.
-extern "C" int fdspec_logprob_layout(int64_t* out, int n);
+// For the Python side (ctypes: fastdeploy_spec/transport/layout.py), so that it reads the layout from
+// this header and nowhere else, by name: fills names[i], values[i] for i < min(n, count) and returns
+// count, the number of entries (logprob_msg.cc lists them; n = 0 asks for the count alone).
+extern "C" int fdspec_logprob_layout(const char** names, int64_t* values, int n);

@@ -8,12 +8,13 @@ sources beside the package (when running from a checkout).
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import importlib
 import tempfile
 import threading
 from pathlib import Path
 from types import ModuleType
+
+from fastdeploy_spec._digest import source_digest
 
 _PKG = Path(__file__).resolve().parent.parent
 _LIB = _PKG / "_lib" / "fastdeploy_spec_ops.so"
@@ -27,14 +28,6 @@ _info: ModuleType | None = None
 
 class OpLibraryError(ImportError):
     """The op library is missing, stale or built for another Paddle."""
-
-
-def _source_digest(root: Path) -> str:
-    h = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        h.update(str(path.relative_to(root)).encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()
 
 
 def build_info() -> ModuleType:
@@ -83,7 +76,7 @@ def load() -> ModuleType:
                 f"fastdeploy_spec: the op library was built against Paddle {info.PADDLE_VERSION} but "
                 f"Paddle {paddle.__version__} is running (a library built for another Paddle can crash "
                 f"it); {_BUILD_HINT}")
-        if _CSRC.is_dir() and _source_digest(_CSRC) != info.SOURCE_DIGEST:
+        if _CSRC.is_dir() and source_digest(_CSRC) != info.SOURCE_DIGEST:
             raise OpLibraryError(
                 f"fastdeploy_spec: the C++/CUDA sources in {_CSRC} changed after the op library was "
                 f"built; {_BUILD_HINT}")

@@ -23,7 +23,7 @@ def _lib() -> ctypes.CDLL:
     lib.fdspec_msg_queue_remove.argtypes = [ctypes.c_int64]
     lib.fdspec_msg_queue_stat.argtypes = [ctypes.c_int64, int64_p]
     lib.fdspec_msg_queue_last_send.argtypes = [int64_p]
-    lib.fdspec_logprob_layout.argtypes = [int64_p, ctypes.c_int]
+    lib.fdspec_logprob_layout.argtypes = [ctypes.POINTER(ctypes.c_char_p), int64_p, ctypes.c_int]
     return lib
 
 
@@ -64,10 +64,14 @@ class Layout:
 
 @lru_cache(maxsize=1)
 def layout() -> Layout:
-    """The layout constants, read once from the op library."""
-    n = len(Layout.__dataclass_fields__)
-    buf = (ctypes.c_int64 * n)()
-    have = _lib().fdspec_logprob_layout(buf, n)
-    if have != n:
-        raise RuntimeError(f"the op library reports {have} layout values, this module expects {n}")
-    return Layout(*[int(v) for v in buf])
+    """The layout constants, read once from the op library, by name."""
+    lib = _lib()
+    n = lib.fdspec_logprob_layout(None, None, 0)
+    names, values = (ctypes.c_char_p * n)(), (ctypes.c_int64 * n)()
+    lib.fdspec_logprob_layout(names, values, n)
+    entries = {name.decode(): int(value) for name, value in zip(names, values)}
+    fields = set(Layout.__dataclass_fields__)
+    if set(entries) != fields:
+        raise RuntimeError(f"the op library's logprob layout names {sorted(set(entries) - fields)} that this "
+                           f"module lacks and lacks {sorted(fields - set(entries))}: rebuild it")
+    return Layout(**entries)
