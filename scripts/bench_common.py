@@ -1,28 +1,37 @@
-"""Timing helpers shared by the benchmark scripts (GPU machine: Paddle 2.6.2 or 3.x GPU).
+"""What the benchmark scripts share: the timer, result files, tables, and the n-gram benchmark driver.
 
-GPU time of an op is measured on CUDA-graph replays: one graph holds ``calls`` back-to-back calls of
-the op, CUDA events bracket ``reps`` replays, and the median over rounds divided by ``calls`` is the
-op's own device time (kernels plus the gaps between them, without Python or launch overhead). Host
-time is the wall-clock time of one eager Python call, measured separately.
+GPU time is measured by ``fastdeploy_spec.testing.gpu_timer`` (the timer the graph-replay test uses
+too): a CUDA graph of ``calls`` back-to-back calls of the op, CUDA events around ``reps`` replays,
+the median over rounds divided by ``calls``, after warm-up. That is the op's own device time (kernels
+and the gaps between them, without Python or launch overhead). Two cache conditions:
 
-Capture goes through the CUDA runtime (``cudaStreamBeginCapture`` on Paddle's current stream, via
-ctypes), which is the stream the ops launch on; Paddle 2.6's ``CUDAGraph`` captured an empty graph
-there. A capture with no node is refused, so an empty graph can never pass for a fast op.
+* warm: the op's inputs stay in L2 between calls, as they do when one op runs in a loop;
+* cold: before each call the graph copies a buffer larger than L2 (``max(128 MiB, 2 x L2)``, see
+  ``L2Flush``), so the call starts with none of its inputs in L2, as a decode step does after the
+  model's forward; the same graph with the copy alone is timed too and subtracted.
+
+Host time is the wall-clock time of one eager Python call, measured separately.
+
+``run_ngram_bench`` drives ``bench_ngram.py`` and ``bench_hybrid.py``: the same grid, inputs, checks,
+warm and cold rows, table, JSON file and plot for either op. ``--dry-run`` runs every part that needs
+no GPU (inputs, argument order, the CPU op, table, JSON, plot) on a tiny grid, on the CPU.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
+import argparse
 import json
 import os
 import statistics
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import paddle
+
+from fastdeploy_spec.testing.gpu_timer import L2Flush, time_graph_us
 
 
 def gpu_place():
@@ -37,151 +46,23 @@ def sync() -> None:
     paddle.device.cuda.synchronize()
 
 
-def _raw_stream() -> int:
-    s = paddle.device.cuda.current_stream()
-    handle = getattr(s, "cuda_stream", None)
-    if handle is None:
-        handle = s.stream_base.cuda_stream
-    return int(handle.value if isinstance(handle, ctypes.c_void_p) else handle)
+def copy_into(dst: paddle.Tensor, src: paddle.Tensor) -> None:
+    """Copy into an existing tensor (a memcpy into its allocation, no Paddle compute kernel)."""
+    dst.copy_(src, False) if hasattr(dst, "copy_") else dst._copy_from(src, False)
 
 
-class _RuntimeGraph:
-    """A CUDA graph captured with the CUDA runtime on Paddle's current stream."""
-
-    def __init__(self) -> None:
-        name = None
-        for cand in ("libcudart.so.13", "libcudart.so.12", "libcudart.so"):
-            try:
-                self.rt = ctypes.CDLL(cand)
-                name = cand
-                break
-            except OSError:
-                continue
-        if name is None:
-            path = ctypes.util.find_library("cudart")
-            if path is None:
-                raise RuntimeError("libcudart not found for CUDA-graph capture")
-            self.rt = ctypes.CDLL(path)
-        self.stream = ctypes.c_void_p(_raw_stream())
-        self.graph = ctypes.c_void_p()
-        self.exec = ctypes.c_void_p()
-
-    def _check(self, status: int, what: str) -> None:
-        if status != 0:
-            raise RuntimeError(f"{what} failed with CUDA error {status}")
-
-    def capture(self, fn: Callable[[], None]) -> None:
-        relaxed = 2  # cudaStreamCaptureModeRelaxed: Paddle may query the device meanwhile
-        self._check(self.rt.cudaStreamBeginCapture(self.stream, relaxed), "cudaStreamBeginCapture")
-        try:
-            fn()
-        finally:
-            self._check(self.rt.cudaStreamEndCapture(self.stream, ctypes.byref(self.graph)),
-                        "cudaStreamEndCapture")
-        nodes = ctypes.c_size_t(0)
-        self._check(self.rt.cudaGraphGetNodes(self.graph, None, ctypes.byref(nodes)), "cudaGraphGetNodes")
-        if nodes.value == 0:
-            raise RuntimeError("the captured graph is empty: the op ran on another stream")
-        self._check(self.rt.cudaGraphInstantiate(ctypes.byref(self.exec), self.graph,
-                                                 ctypes.c_ulonglong(0)), "cudaGraphInstantiate")
-
-    def replay(self) -> None:
-        self._check(self.rt.cudaGraphLaunch(self.exec, self.stream), "cudaGraphLaunch")
-
-    def time_ms(self, reps: int) -> float:
-        """Milliseconds for `reps` replays, between CUDA events recorded on the replay stream."""
-        ev = [ctypes.c_void_p(), ctypes.c_void_p()]
-        for e in ev:
-            self._check(self.rt.cudaEventCreate(ctypes.byref(e)), "cudaEventCreate")
-        self._check(self.rt.cudaEventRecord(ev[0], self.stream), "cudaEventRecord")
-        for _ in range(reps):
-            self.replay()
-        self._check(self.rt.cudaEventRecord(ev[1], self.stream), "cudaEventRecord")
-        self._check(self.rt.cudaEventSynchronize(ev[1]), "cudaEventSynchronize")
-        ms = ctypes.c_float(0.0)
-        self._check(self.rt.cudaEventElapsedTime(ctypes.byref(ms), ev[0], ev[1]), "cudaEventElapsedTime")
-        for e in ev:
-            self.rt.cudaEventDestroy(e)
-        return ms.value
-
-
-class _PaddleGraph:
-    def __init__(self) -> None:
-        from paddle.device.cuda.graphs import CUDAGraph
-        self.g = CUDAGraph()
-
-    def capture(self, fn: Callable[[], None]) -> None:
-        self.g.capture_begin()
-        try:
-            fn()
-        finally:
-            self.g.capture_end()
-
-    def replay(self) -> None:
-        self.g.replay()
-
-
-def capture_graph(fn: Callable[[], None], prefer: str = "runtime"):
-    """Captures ``fn`` (already warmed up) into a replayable graph; returns (graph, method name).
-    No silent fallback from one method to the other: an empty graph would time as zero."""
-    order = [_PaddleGraph] if prefer == "paddle" else [_RuntimeGraph]
-    errors = []
-    for cls in order:
-        try:
-            g = cls()
-            sync()
-            g.capture(fn)
-            sync()
-            return g, ("paddle.CUDAGraph" if cls is _PaddleGraph else "cudaStreamBeginCapture")
-        except Exception as exc:  # try the other capture method
-            errors.append(f"{cls.__name__}: {exc}")
-            sync()
-    raise RuntimeError("CUDA-graph capture failed: " + "; ".join(errors))
-
-
-def timing_event():
-    """A CUDA event with timing (paddle.device.Event has elapsed_time on Paddle 2.6 and 3.x)."""
-    return paddle.device.Event(enable_timing=True)
-
-
-def graph_time_us(fn: Callable[[], None], calls: int = 20, reps: int = 10, rounds: int = 15,
-                  prefer: str = "runtime") -> Dict[str, float]:
-    """Device time of one call of ``fn``: median over ``rounds`` of (reps replays of a graph of
-    ``calls`` calls) / (reps * calls), in microseconds."""
-    for _ in range(3):
-        fn()
-    sync()
-    g, method = capture_graph(lambda: [fn() for _ in range(calls)], prefer)
-    start, end = timing_event(), timing_event()
-    for _ in range(2):
-        g.replay()
-    sync()
-    samples: List[float] = []
-    for _ in range(rounds):
-        if isinstance(g, _RuntimeGraph):
-            ms = g.time_ms(reps)
-        else:
-            start.record()
-            for _ in range(reps):
-                g.replay()
-            end.record()
-            end.synchronize()
-            ms = start.elapsed_time(end)
-        samples.append(ms * 1e3 / (reps * calls))
-    return {"median_us": statistics.median(samples), "min_us": min(samples), "method": method}
-
-
-def host_time_us(fn: Callable[[], None], iters: int = 200, rounds: int = 5) -> float:
+def host_time_us(fn: Callable[[], None], iters: int = 200, rounds: int = 5, gpu: bool = True) -> float:
     """Median wall-clock time of one eager call, the device drained before and after each round."""
+    drain = sync if gpu else (lambda: None)
     for _ in range(5):
         fn()
-    sync()
+    drain()
     samples = []
     for _ in range(rounds):
         t0 = time.perf_counter()
         for _ in range(iters):
             fn()
-        sync()
+        drain()
         samples.append((time.perf_counter() - t0) * 1e6 / iters)
     return statistics.median(samples)
 
@@ -227,22 +108,142 @@ def print_table(rows: List[dict], columns: List[tuple]) -> str:
 
 
 def require_gpu(script: str) -> None:
-    import zlib  # noqa: F401
     from fastdeploy_spec import ops
+
     if not (paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0):
-        raise SystemExit(f"{script}: needs a CUDA GPU and GPU Paddle (this machine has none)")
+        raise SystemExit(f"{script}: needs a CUDA GPU and GPU Paddle (this machine has none; "
+                         f"--dry-run runs the rest on the CPU)")
     if not ops.with_cuda():
         raise SystemExit(f"{script}: the op library has no CUDA kernels; build it with CUDA_HOME set")
     os.environ.setdefault("FLAGS_cudnn_deterministic", "0")
 
 
-# The n-gram benchmarks' grid: batch sizes x row widths (and a smaller one for --quick).
+# ---- The n-gram benchmarks (bench_ngram.py, bench_hybrid.py) --------------------------------------
+
+# Batch sizes x row widths; a smaller grid for --quick, a tiny one for --dry-run.
 GRID = ((1, 8, 64, 256), (1 << 10, 1 << 13, 1 << 15, 1 << 17))
 QUICK_GRID = ((1, 64, 256), (1 << 13, 1 << 15, 1 << 17))
+DRY_RUN_GRID = ((1, 4), (256,))
+HITS = ("early", "late", "none")
+HIT_AT = {"early": 0.01, "late": 0.90}  # where the planted n-gram sits in the prompt
+VOCAB = 50_000                          # tokens are drawn from it; the planted n-gram lies outside
+K = 5
+MAX_NGRAM = 3
+THRESHOLD = 1 << 40                     # passed explicitly: the budget never binds, every slot searches
 
 
-def plot_latency_vs_width(rows: List[dict], out: Path, title: str, xlabel: str) -> None:
-    """Log-log plot of GPU and CPU-path latency against W, one colour per batch size (late hits)."""
+def random_rows(rng: np.random.Generator, B: int, W: int) -> np.ndarray:
+    """int64 [B, W] tokens from the vocabulary."""
+    return rng.integers(0, VOCAB, size=(B, W), dtype=np.int64)
+
+
+def planted_ngram(b: int) -> np.ndarray:
+    """The newest MAX_NGRAM tokens of slot b: ids outside the vocabulary, distinct per slot."""
+    return np.arange(VOCAB + MAX_NGRAM * b, VOCAB + MAX_NGRAM * (b + 1), dtype=np.int64)
+
+
+def plant_in_prompt(ids: np.ndarray, P: int, hit: str) -> None:
+    """Copies each slot's n-gram into its prompt where ``hit`` says (nowhere for ``none``)."""
+    if hit in HIT_AT:
+        at = int(HIT_AT[hit] * P)
+        for b in range(ids.shape[0]):
+            ids[b, at:at + MAX_NGRAM] = planted_ngram(b)
+
+
+@dataclass
+class NgramBench:
+    """One n-gram op under the shared driver.
+
+    ``make_case(B, W, hit)`` returns the host inputs by name; ``args`` names them in the op's order
+    and ``attrs`` follow them. ``restore`` names an in-place input the op also reads: it is restored
+    from a copy before each call (timed alone and subtracted, like the cold-L2 copy). ``extra(outputs)``
+    adds columns from the CPU op's outputs.
+    """
+
+    script: str
+    op: Callable[..., None]
+    args: Tuple[str, ...]
+    attrs: Tuple[int, ...]
+    make_case: Callable[[int, int, str], Dict[str, np.ndarray]]
+    meta: Dict[str, object]
+    plot_title: str
+    plot_xlabel: str
+    restore: Optional[str] = None
+    extra: Callable[[Dict[str, np.ndarray]], Dict[str, object]] = lambda outputs: {}
+    outputs: Tuple[str, ...] = ("draft_tokens", "seq_lens_this_time")
+    extra_columns: List[tuple] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return Path(self.script).stem
+
+    def call(self, t: Dict[str, paddle.Tensor]) -> None:
+        self.op(*(t[k] for k in self.args), *self.attrs, threshold=THRESHOLD)
+
+
+def _cpu_outputs(spec: NgramBench, host: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    cpu = {k: paddle.to_tensor(v, place=paddle.CPUPlace()) for k, v in host.items()}
+    spec.call(cpu)
+    return {k: cpu[k].numpy() for k in spec.outputs}
+
+
+def _bench_case(spec: NgramBench, B: int, W: int, hit: str, quick: bool, flush: Optional[L2Flush]) -> dict:
+    host = spec.make_case(B, W, hit)
+    row: Dict[str, object] = {"B": B, "W": W, "hit": hit}
+    want = _cpu_outputs(spec, host)
+    row.update(spec.extra(want))
+    bytes_read = B * ((3 * W) // 4 + W // 8) * 8  # the haystacks: prompt 3/4 of W, W/8 generated
+    work = B * W
+    iters = 1 if work > (1 << 23) else (3 if work > (1 << 19) else 20)
+    if flush is None:  # --dry-run: the CPU op alone
+        cpu = {k: paddle.to_tensor(v, place=paddle.CPUPlace()) for k, v in host.items()}
+        row["cpu_op_us"] = wall_time_us(lambda: spec.call(cpu), iters=iters, rounds=1)
+        return row
+
+    gpu = {k: to_gpu(v) for k, v in host.items()}
+    setup = None
+    if spec.restore is not None:
+        saved = to_gpu(host[spec.restore])
+
+        def setup() -> None:
+            copy_into(gpu[spec.restore], saved)
+
+    def step() -> None:
+        if setup is not None:
+            setup()
+        spec.call(gpu)
+
+    timing = dict(calls=10 if quick else 20, reps=5 if quick else 10, rounds=7 if quick else 15)
+    warm = time_graph_us(lambda: spec.call(gpu), setup=setup, **timing)
+    cold = time_graph_us(lambda: spec.call(gpu), setup=setup, cold_l2=flush, **timing)
+    row["host_us"] = host_time_us(step, iters=50 if quick else 200)
+
+    fresh = {k: to_gpu(v) for k, v in host.items()}
+    spec.call(fresh)
+    row["bit_identical"] = all(np.array_equal(fresh[k].numpy(), want[k]) for k in spec.outputs)
+
+    def cpu_path() -> None:
+        staged = {k: gpu[k].cpu() for k in spec.args}
+        if spec.restore is not None:
+            staged[spec.restore] = saved.cpu()
+        spec.call(staged)
+        for k in spec.outputs:
+            copy_into(gpu[k], staged[k])
+        sync()
+
+    row["cpu_path_us"] = wall_time_us(cpu_path, iters=iters, rounds=1 if quick else 3)
+    row.update(
+        gpu_us=warm["median_us"], gpu_cold_us=cold["median_us"], gpu_min_us=warm["min_us"],
+        warm_subtracted_us=warm["overhead_us"], cold_subtracted_us=cold["overhead_us"],
+        capture=warm["method"], speedup=row["cpu_path_us"] / warm["median_us"],
+        haystack_GBps=bytes_read / (warm["median_us"] * 1e3),
+        haystack_cold_GBps=bytes_read / (cold["median_us"] * 1e3))
+    return row
+
+
+def _plot(rows: List[dict], out: Path, title: str, xlabel: str) -> None:
+    """Log-log plot of latency against W, one colour per batch size (late hits): GPU warm and cold,
+    and the CPU path (the CPU op alone in a dry run)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -250,12 +251,13 @@ def plot_latency_vs_width(rows: List[dict], out: Path, title: str, xlabel: str) 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for B in sorted({r["B"] for r in rows}):
         sel = sorted((r for r in rows if r["B"] == B and r["hit"] == "late"), key=lambda r: r["W"])
-        if not sel:
-            continue
         ws = [r["W"] for r in sel]
-        line, = ax.plot(ws, [r["gpu_us"] for r in sel], "o-", label=f"GPU B={B}")
-        ax.plot(ws, [r["cpu_path_us"] for r in sel], "x--", color=line.get_color(),
-                label=f"CPU path B={B}")
+        color = None
+        for key, style, label in (("gpu_us", "o-", "GPU warm"), ("gpu_cold_us", "s:", "GPU cold"),
+                                  ("cpu_path_us", "x--", "CPU path"), ("cpu_op_us", "x--", "CPU op")):
+            if sel and sel[0].get(key) is not None:
+                line, = ax.plot(ws, [r[key] for r in sel], style, color=color, label=f"{label} B={B}")
+                color = line.get_color()
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel(xlabel)
@@ -265,3 +267,55 @@ def plot_latency_vs_width(rows: List[dict], out: Path, title: str, xlabel: str) 
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(out)
+    plt.close(fig)
+
+
+def run_ngram_bench(spec: NgramBench, argv: Optional[Sequence[str]] = None, doc: str = "") -> List[dict]:
+    """Parses the script's arguments, times every (B, W, hit) warm and cold, checks GPU == CPU, and
+    writes ``<name>.json`` and ``<name>.png`` into ``--out``; prints a line per row and a table."""
+    ap = argparse.ArgumentParser(prog=spec.script, description=doc.splitlines()[0] if doc else None)
+    ap.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="no GPU: build the inputs of a tiny grid, run the CPU op, write the files")
+    ap.add_argument("--out", default=f"results/{spec.name}")
+    args = ap.parse_args(argv)
+    if args.dry_run:
+        grid, flush = DRY_RUN_GRID, None
+    else:
+        require_gpu(spec.script)
+        grid, flush = (QUICK_GRID if args.quick else GRID), L2Flush()
+
+    rows = []
+    for B in grid[0]:
+        for W in grid[1]:
+            for hit in HITS:
+                r = _bench_case(spec, B, W, hit, args.quick, flush)
+                rows.append(r)
+                if flush is None:
+                    print(f"B={B:4d} W={W:7d} {hit:5s}: CPU op {r['cpu_op_us']:9.1f} us (dry run)", flush=True)
+                    continue
+                print(f"B={B:4d} W={W:7d} {hit:5s}: GPU warm {r['gpu_us']:8.2f} us  cold {r['gpu_cold_us']:8.2f} us"
+                      f"  host {r['host_us']:7.1f} us  CPU path {r['cpu_path_us']:11.1f} us"
+                      f"  x{r['speedup']:8.0f}  identical={r['bit_identical']}", flush=True)
+    meta = dict(spec.meta, device=device_name() if flush else "cpu (dry run)", paddle=paddle.__version__,
+                K=K, max_ngram_size=MAX_NGRAM, vocab=VOCAB, prompt="3/4 W",
+                threshold=f"non-binding, passed explicitly ({THRESHOLD})",
+                gpu_time="CUDA events around replays of a graph of back-to-back calls, median per call; "
+                         "gpu_us warm (inputs stay in L2), gpu_cold_us with a copy of "
+                         f"{flush.bytes if flush else 0} bytes (L2 {flush.l2_bytes if flush else 0} bytes) "
+                         "before each call, that copy timed alone and subtracted")
+    if flush is not None:
+        flush.close()
+    path = write_results(args.out, spec.name, meta, rows)
+    _plot(rows, Path(args.out) / f"{spec.name}.png", spec.plot_title, spec.plot_xlabel)
+    print(f"\n{meta['device']}, Paddle {meta['paddle']}; results in {path}\n")
+    if flush is None:
+        columns = [("B", "B", "{}"), ("W", "W", "{}"), ("hit", "hit", "{}"), ("cpu_op_us", "CPU op us", "{:.1f}")]
+    else:
+        columns = [("B", "B", "{}"), ("W", "W", "{}"), ("hit", "hit", "{}"),
+                   ("gpu_us", "GPU warm us", "{:.2f}"), ("gpu_cold_us", "GPU cold us", "{:.2f}"),
+                   ("host_us", "host us/call", "{:.1f}"), ("cpu_path_us", "CPU path us", "{:.0f}"),
+                   ("speedup", "speed-up (warm)", "{:.0f}x"), ("haystack_GBps", "GB/s warm", "{:.0f}"),
+                   ("haystack_cold_GBps", "GB/s cold", "{:.0f}"), ("bit_identical", "identical", "{}")]
+    print_table(rows, columns + spec.extra_columns)
+    return rows

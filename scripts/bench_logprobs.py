@@ -16,7 +16,8 @@ Timing method. Paddle and PyTorch launch on different default streams, and a Pad
 tens of microseconds of Python/C++ dispatch, as long as the kernels themselves. So every timed region
 runs on Paddle's current stream (PyTorch joins it through ``torch.cuda.ExternalStream``): the stream
 is first held busy by ``torch.cuda._sleep`` long enough for the host to enqueue all iterations, then
-a CUDA event is recorded after each iteration. The interval between consecutive events is therefore
+a CUDA event is recorded after each iteration (``fastdeploy_spec.testing.gpu_timer.StreamTimer``, the
+benchmarks' shared timer module: PyTorch's baselines cannot be captured in a graph). The interval between consecutive events is therefore
 pure GPU time of one iteration (no host gaps, no launch latency hidden or added); the table reports
 the median over the iterations, after warm-up iterations, with the device synchronised (Paddle and
 PyTorch) before and after each region. Inputs are built in NumPy and copied to the GPU (Paddle 2.6's
@@ -36,9 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +49,6 @@ DRAFTS = 5  # K
 TOP_K = 20
 VOCABS = [32000, 152064]
 DTYPES = ["float32", "bfloat16"]
-GPU_CLOCK_HZ = 2.0e9  # upper bound for H100/H200 SM clocks: sizes the stream-holding sleep
 # Logprob tolerance against the float64 reference: the ops' float32 log-sum-exp over V <= 152064
 # terms (partial sums, exp2f) and the float32 subtraction x - lse, for logits of magnitude ~15.
 SCORE_ATOL, SCORE_RTOL = 1e-4, 1e-5
@@ -79,46 +77,6 @@ def setup():
         fail("PyTorch sees no CUDA device")
     paddle.device.set_device("gpu:0")
     return paddle, torch, ops
-
-
-def paddle_stream_handle(paddle) -> int:
-    stream = paddle.device.cuda.current_stream()
-    handle = getattr(stream, "cuda_stream", None)
-    if handle is None:
-        handle = stream.stream_base.cuda_stream
-    return int(handle)
-
-
-class StreamTimer:
-    """Per-iteration GPU time of callables that enqueue work on one stream (see the module doc)."""
-
-    def __init__(self, paddle, torch, handle: int, iters: int, warmup: int):
-        self.paddle, self.torch = paddle, torch
-        self.stream = torch.cuda.ExternalStream(handle)
-        self.iters, self.warmup = iters, warmup
-        self.events = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
-
-    def sync(self):
-        self.paddle.device.cuda.synchronize()
-        self.torch.cuda.synchronize()
-
-    def __call__(self, fn) -> float:
-        torch = self.torch
-        with torch.cuda.stream(self.stream):
-            self.sync()
-            t0 = time.perf_counter()
-            for _ in range(self.warmup):
-                fn()
-            host_per_iter = (time.perf_counter() - t0) / max(self.warmup, 1)
-            self.sync()
-            torch.cuda._sleep(int(2 * host_per_iter * self.iters * GPU_CLOCK_HZ) + 100_000)
-            self.events[0].record(self.stream)
-            for i in range(self.iters):
-                fn()
-                self.events[i + 1].record(self.stream)
-            self.sync()
-        times = [self.events[i].elapsed_time(self.events[i + 1]) * 1e3 for i in range(self.iters)]
-        return statistics.median(times)  # microseconds
 
 
 def bf16_round(values: np.ndarray) -> np.ndarray:
@@ -321,7 +279,9 @@ def main(argv=None) -> None:
     paddle, torch, ops = setup()
     iters = args.iters or (20 if args.quick else 100)
     vocabs = VOCABS[:1] if args.quick else VOCABS
-    timer = StreamTimer(paddle, torch, paddle_stream_handle(paddle), iters, args.warmup)
+    from fastdeploy_spec.testing.gpu_timer import StreamTimer
+
+    timer = StreamTimer(torch, iters, args.warmup)
     rng = np.random.default_rng(0)
     results = [bench_case(paddle, torch, ops, timer, V, dtype, rng) for V in vocabs for dtype in DTYPES]
     print_table(results)

@@ -15,19 +15,18 @@ Two capture paths are tested:
     ``paddle.device.cuda.stream_guard``, cudaStreamEndCapture, cudaGraphInstantiateWithFlags,
     cudaGraphLaunch). Only the plugin's ops are inside the graph, so this path depends on nothing of
     Paddle but the stream its ops are launched on.
+
+Both are ``fastdeploy_spec.testing.gpu_timer.Graph``, the graphs the benchmarks time.
 """
 
 from __future__ import annotations
-
-import ctypes
-import glob
-import os
 
 import numpy as np
 import paddle
 import pytest
 
 from fastdeploy_spec.ops import ngram_match, speculate_step_update, speculate_verify_greedy
+from fastdeploy_spec.testing.gpu_timer import Graph
 from tests.conftest import to_place
 
 pytestmark = pytest.mark.gpu
@@ -104,72 +103,7 @@ def copy_into(buffers: dict, name: str, host: np.ndarray) -> None:
     buffers[name].copy_(paddle.to_tensor(np.ascontiguousarray(host), place=paddle.CPUPlace()), True)
 
 
-class PaddleGraph:
-    def __init__(self, fn):
-        from paddle.device.cuda.graphs import CUDAGraph
-
-        self.graph = CUDAGraph()
-        self.graph.capture_begin()
-        fn()
-        self.graph.capture_end()
-
-    def replay(self) -> None:
-        self.graph.replay()
-        paddle.device.cuda.synchronize()
-
-
-def load_cudart() -> ctypes.CDLL:
-    """The CUDA runtime Paddle loaded (same instance), else one found on the system."""
-    with open("/proc/self/maps") as f:
-        loaded = sorted({line.split()[-1] for line in f if "libcudart.so" in line})
-    candidates = loaded + ["libcudart.so", "libcudart.so.12", "libcudart.so.11.0"]
-    candidates += glob.glob(os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "lib64",
-                                         "libcudart.so*"))
-    for name in candidates:
-        try:
-            return ctypes.CDLL(name)
-        except OSError:
-            continue
-    pytest.fail(f"no libcudart found (tried {candidates})")
-
-
-class CudartGraph:
-    CAPTURE_MODE_RELAXED = 2
-
-    def __init__(self, fn):
-        rt = self.rt = load_cudart()
-        rt.cudaGetErrorString.restype = ctypes.c_char_p
-        self.stream = paddle.device.cuda.Stream()
-        self.handle = ctypes.c_void_p(self.stream.cuda_stream)
-        paddle.device.cuda.synchronize()
-        with paddle.device.cuda.stream_guard(self.stream):
-            self.check(rt.cudaStreamBeginCapture(self.handle, self.CAPTURE_MODE_RELAXED), "begin")
-            try:
-                fn()
-            finally:
-                graph = ctypes.c_void_p()
-                status = rt.cudaStreamEndCapture(self.handle, ctypes.byref(graph))
-        self.check(status, "end capture")
-        self.graph, self.exec = graph, ctypes.c_void_p()
-        self.check(rt.cudaGraphInstantiateWithFlags(ctypes.byref(self.exec), graph,
-                                                    ctypes.c_ulonglong(0)), "instantiate")
-
-    def check(self, status: int, what: str) -> None:
-        assert status == 0, f"cudart {what}: {self.rt.cudaGetErrorString(status).decode()}"
-
-    def replay(self) -> None:
-        paddle.device.cuda.synchronize()  # the input copies ran on Paddle's stream
-        self.check(self.rt.cudaGraphLaunch(self.exec, self.handle), "launch")
-        self.check(self.rt.cudaStreamSynchronize(self.handle), "synchronize")
-
-    def __del__(self):
-        if getattr(self, "exec", None):
-            self.rt.cudaGraphExecDestroy(self.exec)
-        if getattr(self, "graph", None):
-            self.rt.cudaGraphDestroy(self.graph)
-
-
-BACKENDS = {"paddle": PaddleGraph, "cudart": CudartGraph}
+BACKENDS = {"paddle": dict(backend="paddle"), "cudart": dict(backend="cudart", side_stream=True)}
 
 
 def pointers(buffers: dict):
@@ -182,7 +116,7 @@ def test_decode_step_replays_like_eager(backend):
     states = [random_state(rng) for _ in range(3)]
     buffers = {k: to_place(v, "gpu") for k, v in random_state(rng).items()}
     before = pointers(buffers)
-    graph = BACKENDS[backend](lambda: decode_step(buffers))
+    graph = Graph(lambda: decode_step(buffers), **BACKENDS[backend])
 
     # New inputs into the captured buffers, one replay each.
     for state in states:

@@ -7,7 +7,8 @@
 #                   gpu-marked: only the tests marked gpu, with pytest-xdist
 #   checks          the Paddle-free kernel harnesses and compute-sanitizer (tests/cuda/run_cuda_checks.sh)
 #   graph           the CUDA-graph replay test
-#   bench-ngram, bench-hybrid, bench-logprobs, demo
+#   bench-ngram, bench-hybrid   every row warm and cold L2 (gpu_us, gpu_cold_us in $OUT/bench_*.json)
+#   bench-logprobs, demo
 #   toolchain, diag the compilers and C++ runtimes involved, and bad-input tests with Paddle's stack
 # Logs and results go to $OUT (or ./results/gpu when OUT is unset).
 set -uo pipefail
@@ -44,10 +45,10 @@ for stage in "$@"; do
       CHECKS_LOGDIR="$OUT/cuda_checks" bash tests/cuda/run_cuda_checks.sh 90 build 2>&1 | tee "$OUT/cuda_checks.log"
       ;;
     bench-ngram)
-      $py scripts/bench_ngram.py --out "$OUT" 2>&1 | tail -60
+      $py scripts/bench_ngram.py --out "$OUT" 2>&1 | tee "$OUT/bench_ngram.log" | tail -55
       ;;
     bench-hybrid)
-      $py scripts/bench_hybrid.py --out "$OUT" 2>&1 | tail -30
+      $py scripts/bench_hybrid.py --out "$OUT" 2>&1 | tee "$OUT/bench_hybrid.log" | tail -55
       ;;
     bench-logprobs)
       $py scripts/bench_logprobs.py --out "$OUT" 2>&1 | tail -30
