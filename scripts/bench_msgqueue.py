@@ -40,23 +40,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
-MSGMAX = Path("/proc/sys/kernel/msgmax")
-MSGMNB = Path("/proc/sys/kernel/msgmnb")
+from fastdeploy_spec.testing import sysv  # noqa: E402
+from fastdeploy_spec.testing.sysv import MSGMAX, MSGMNB  # noqa: E402
+
 # Upstream's message: long mtype + int meta[3 + 512] + 512 x (int tokens[126], float scores[126],
 # int ranks[6]); msgsnd is given the size without the mtype.
 UPSTREAM_TEXT_BYTES = 4 * (3 + 512) + 512 * (126 * 4 + 126 * 4 + 6 * 4)
-IPC_CREAT = 0o1000
 TIMEOUT_S = 120
-
-
-def _libc() -> ctypes.CDLL:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.ftok.argtypes = [ctypes.c_char_p, ctypes.c_int]
-    libc.msgget.argtypes = [ctypes.c_int, ctypes.c_int]
-    libc.msgsnd.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    libc.msgrcv.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long, ctypes.c_int]
-    libc.msgrcv.restype = ctypes.c_ssize_t
-    return libc
 
 
 def _step_tensors(batch: int, columns: int, tokens_per_slot: int, last: bool):
@@ -83,7 +73,7 @@ def sender_worker(conn) -> None:
     """Runs send jobs from the parent: ('ours', cfg) or ('raw', cfg)."""
     from fastdeploy_spec import ops, transport
 
-    libc = _libc()
+    libc = sysv.libc()
     while (job := conn.recv()) is not None:
         kind, cfg = job
         os.environ["INFERENCE_MSG_QUEUE_ID"] = str(cfg["queue_id"])
@@ -99,7 +89,7 @@ def sender_worker(conn) -> None:
             ops.speculate_save_output_topk(*final, flag, 0, False)
             nbytes, fragments = transport.last_send_stats()
         else:
-            msqid = libc.msgget(libc.ftok(b"/dev/shm", cfg["queue_id"]), IPC_CREAT | 0o666)
+            msqid = sysv.raw_queue(cfg["queue_id"])
             buf = ctypes.create_string_buffer(8 + UPSTREAM_TEXT_BYTES)
             ctypes.c_long.from_buffer(buf).value = 1
             conn.send("ready")
@@ -121,7 +111,7 @@ def receiver_worker(conn) -> None:
     tokens = paddle.to_tensor(np.zeros((lay.tokens_len, 1), np.int64))
     scores = paddle.to_tensor(np.zeros((lay.scores_len, 1), np.float32))
     ranks = paddle.to_tensor(np.zeros(lay.ranks_len, np.int64))
-    libc = _libc()
+    libc = sysv.libc()
     raw = ctypes.create_string_buffer(8 + UPSTREAM_TEXT_BYTES)
     while (job := conn.recv()) is not None:
         kind, cfg = job
@@ -130,7 +120,7 @@ def receiver_worker(conn) -> None:
             def get():
                 ops.speculate_get_output_topk(tokens, scores, ranks, 20, 0, True)
         else:
-            msqid = libc.msgget(libc.ftok(b"/dev/shm", cfg["queue_id"]), IPC_CREAT | 0o666)
+            msqid = sysv.raw_queue(cfg["queue_id"])
 
             def get():
                 if libc.msgrcv(msqid, raw, UPSTREAM_TEXT_BYTES, 0, 0) != UPSTREAM_TEXT_BYTES:

@@ -1,4 +1,5 @@
-"""Shared pytest fixtures: places to run on, and the GPU marker's skip rule.
+"""Pytest configuration: the default place, the hypothesis profiles and the GPU marker's skip rule.
+Shared helpers (places, conversions, checks) are in tests/helpers.py.
 
 GPU tests build their inputs in NumPy and copy them to the device (on the GPU machine Paddle's own
 GPU kernels may not run: only copies and this plugin's ops are trusted there).
@@ -9,11 +10,10 @@ from __future__ import annotations
 import os
 import zlib  # noqa: F401  (Paddle 2.6 crashes in zlib unless it is imported first)
 
-import numpy as np
 import paddle
 import pytest
 
-from fastdeploy_spec import ops
+from tests.helpers import gpu_available
 
 # A GPU Paddle's default place is the GPU: tensors made without a place, Paddle's own ops (the draft
 # models and casts of the CPU tests) and Tensor.set_value would then run or land there, where the GPU
@@ -36,10 +36,6 @@ else:
     _hyp_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
-def gpu_available() -> bool:
-    return paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0 and ops.with_cuda()
-
-
 def pytest_collection_modifyitems(config, items):
     if gpu_available():
         return
@@ -49,10 +45,3 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def to_place(array: np.ndarray, place: str) -> paddle.Tensor:
-    """Copies a NumPy array to 'cpu' or 'gpu' (a copy only: no Paddle kernel runs on the data)."""
-    target = paddle.CUDAPlace(0) if place == "gpu" else paddle.CPUPlace()
-    return paddle.to_tensor(np.ascontiguousarray(array), place=target)
-
-
-PLACES = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)]

@@ -11,7 +11,7 @@ import paddle
 import pytest
 
 from fastdeploy_spec.ops import speculate_get_accept_tokens_and_logits, speculate_logprobs_topk
-from tests.logprobs_reference import bf16_bits
+from tests.helpers import bf16_bits
 
 _spec = importlib.util.spec_from_file_location(
     "bench_logprobs", Path(__file__).resolve().parent.parent / "scripts" / "bench_logprobs.py")

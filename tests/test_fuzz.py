@@ -22,16 +22,16 @@ from hypothesis import strategies as st  # noqa: E402
 from hypothesis.extra import numpy as hnp  # noqa: E402
 
 from fastdeploy_spec import ops  # noqa: E402
-from tests import logprob_msg_reference as msg_ref  # noqa: E402
-from tests import test_hybrid_mtp_ngram as hybrid  # noqa: E402
-from tests import test_ngram_match as ngram  # noqa: E402
-from tests import test_speculate_get_accept_tokens_and_logits as accept  # noqa: E402
-from tests import test_speculate_logprobs_topk as logprobs  # noqa: E402
-from tests import test_speculate_step_update as step_update  # noqa: E402
-from tests import test_speculate_verify_greedy as verify  # noqa: E402
-from tests.conftest import PLACES, to_place  # noqa: E402
-from tests.ref_ngram_match import THRESHOLD_ENV  # noqa: E402
-from tests.logprobs_reference import LOGITS_DTYPES, make_logits, ref_cu_batch_offset  # noqa: E402
+from tests.helpers import LOGITS_DTYPES, PLACES, make_logits, to_place  # noqa: E402
+from tests.reference import get_accept_tokens as accept  # noqa: E402
+from tests.reference import hybrid_mtp_ngram as hybrid  # noqa: E402
+from tests.reference import logprob_msg as msg_ref  # noqa: E402
+from tests.reference import logprobs_topk as logprobs  # noqa: E402
+from tests.reference import ngram_match as ngram  # noqa: E402
+from tests.reference import step_update  # noqa: E402
+from tests.reference import verify_greedy as verify  # noqa: E402
+from tests.reference.get_accept_tokens import ref_cu_batch_offset  # noqa: E402
+from tests.reference.ngram_match import THRESHOLD_ENV  # noqa: E402
 
 FIXTURES_OK = settings(suppress_health_check=[HealthCheck.function_scoped_fixture,
                                               HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -275,7 +275,7 @@ def test_step_update(place, data):
 
 @pytest.fixture
 def queue_id(monkeypatch):
-    from tests.test_logprob_msgqueue import reserved_queue_id
+    from tests.helpers import reserved_queue_id
 
     with reserved_queue_id() as qid:
         monkeypatch.setenv("INFERENCE_MSG_QUEUE_ID", str(qid))

@@ -27,7 +27,7 @@ import pytest
 
 from fastdeploy_spec.ops import ngram_match, speculate_step_update, speculate_verify_greedy
 from fastdeploy_spec.testing.gpu_timer import Graph
-from tests.conftest import to_place
+from tests.helpers import to_place
 
 pytestmark = pytest.mark.gpu
 

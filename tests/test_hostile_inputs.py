@@ -14,16 +14,16 @@ import paddle
 import pytest
 
 from fastdeploy_spec import ops
-from tests import logprob_msg_reference as msg_ref
-from tests import test_hybrid_mtp_ngram as hybrid
-from tests import test_ngram_match as ngram
-from tests import test_speculate_get_accept_tokens_and_logits as accept
-from tests import test_speculate_logprobs_topk as logprobs
-from tests import test_speculate_step_update as step_update
-from tests import test_speculate_verify_greedy as verify
-from tests.conftest import PLACES, to_place
-from tests.logprobs_reference import ref_cu_batch_offset
-from tests.ref_ngram_match import THRESHOLD_ENV, make_ngram_batch
+from tests.helpers import PLACES, to_place
+from tests.reference import get_accept_tokens as accept
+from tests.reference import hybrid_mtp_ngram as hybrid
+from tests.reference import logprob_msg as msg_ref
+from tests.reference import logprobs_topk as logprobs
+from tests.reference import ngram_match as ngram
+from tests.reference import step_update
+from tests.reference import verify_greedy as verify
+from tests.reference.get_accept_tokens import ref_cu_batch_offset
+from tests.reference.ngram_match import THRESHOLD_ENV, make_ngram_batch
 
 I32_MAX, I32_MIN = 2**31 - 1, -(2**31)
 I64_MAX, I64_MIN = 2**63 - 1, -(2**63)
@@ -260,7 +260,7 @@ def test_wrongly_placed_tensor_named():
 
 @pytest.fixture
 def queue_id(monkeypatch):
-    from tests.test_logprob_msgqueue import reserved_queue_id
+    from tests.helpers import reserved_queue_id
 
     with reserved_queue_id() as qid:
         monkeypatch.setenv("INFERENCE_MSG_QUEUE_ID", str(qid))

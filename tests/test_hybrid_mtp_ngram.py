@@ -6,71 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fastdeploy_spec.ops import hybrid_mtp_ngram, ngram_match_mixed
-from tests.conftest import PLACES, to_place
-from tests.ref_hybrid_mtp_ngram import hybrid_mtp_ngram_ref
+from fastdeploy_spec.ops import ngram_match_mixed
+from tests.helpers import PLACES
+from tests.reference.hybrid_mtp_ngram import UNTOUCHED, check, make_case, run_op, run_ref
 
 BATCHES = [0, 1, 3, 8, 33]
 WIDTHS = [(1, 1), (7, 5), (40, 24), (300, 64)]  # (W, D)
 VOCABS = [2, 3, 5]
 SEEDS = range(3)
-UNTOUCHED = -7  # draft_tokens filler: a column that must keep its value shows it
-
-
-def make_case(rng, B, W, D, vocab, K1=6, extra_rows=0):
-    """Random inputs, mostly valid, with the odd out-of-range length the kernels must clamp."""
-    rows = B + extra_rows
-    ids = rng.integers(0, vocab, (rows, W), dtype=np.int64)
-    P = rng.integers(0, W + 1, B)
-    for b in range(B):
-        ids[b, P[b]:] = -1
-    prompt_lens = P.reshape(B, 1).astype(np.int64)
-    pre_ids = rng.integers(0, vocab, (rows, D), dtype=np.int64)
-    step_idx = rng.integers(0, D, (B, 1)).astype(np.int64)
-    slt = rng.integers(0, K1 + 2, B).astype(np.int32)
-    dec = np.where(rng.random(B) < 0.8, rng.integers(1, 50, B), 0).astype(np.int32)
-    max_dec_len = (step_idx + rng.integers(-1, 12, (B, 1))).astype(np.int64)
-    if B:
-        odd = rng.random(B)
-        prompt_lens[odd < 0.05, 0] = W + 3
-        prompt_lens[(odd >= 0.05) & (odd < 0.1), 0] = -2
-        step_idx[(odd >= 0.1) & (odd < 0.15), 0] = D + 4
-        step_idx[(odd >= 0.15) & (odd < 0.2), 0] = -1
-        slt[(odd >= 0.2) & (odd < 0.25)] = 40  # a prefill chunk: counted, never processed
-        slt[(odd >= 0.25) & (odd < 0.28)] = -3
-        dec[(odd >= 0.28) & (odd < 0.3)] = -1
-    return dict(
-        token_ids_all=ids, prompt_lens=prompt_lens, pre_ids=pre_ids, step_idx=step_idx,
-        draft_token_num=np.full(B, K1 - 1, np.int32),
-        draft_tokens=np.full((rows, K1), UNTOUCHED, np.int64)[:B].copy(),
-        seq_lens_this_time=slt, seq_lens_decoder=dec, max_dec_len=max_dec_len)
-
-
-ORDER = ("token_ids_all", "prompt_lens", "pre_ids", "step_idx", "draft_token_num", "draft_tokens",
-         "seq_lens_this_time", "seq_lens_decoder", "max_dec_len")
-
-
-def run_op(case, place, max_ngram_size, min_ngram_size, max_draft_tokens, op=hybrid_mtp_ngram,
-           **kw):
-    t = {k: to_place(case[k], place) for k in ORDER}
-    op(*(t[k] for k in ORDER), max_ngram_size, min_ngram_size, max_draft_tokens, **kw)
-    return t["draft_tokens"].numpy(), t["seq_lens_this_time"].numpy()
-
-
-def run_ref(case, max_ngram_size, min_ngram_size, max_draft_tokens, threshold):
-    c = case
-    return hybrid_mtp_ngram_ref(
-        c["token_ids_all"], c["prompt_lens"], c["pre_ids"], c["step_idx"], c["draft_tokens"],
-        c["seq_lens_this_time"], c["seq_lens_decoder"], c["max_dec_len"], max_ngram_size,
-        min_ngram_size, max_draft_tokens, threshold)
-
-
-def check(case, place, max_n, min_n, max_draft, threshold):
-    got_d, got_s = run_op(case, place, max_n, min_n, max_draft, threshold=threshold)
-    want_d, want_s = run_ref(case, max_n, min_n, max_draft, threshold)
-    np.testing.assert_array_equal(got_s, want_s)
-    np.testing.assert_array_equal(got_d, want_d)
-    return want_d, want_s
 
 
 @pytest.mark.parametrize("place", PLACES)

@@ -3,7 +3,7 @@ removed while in use, a full queue, two ranks sending at once. The rule checked 
 or corrupted without an error, and nothing hangs (every wait has a timeout; every test removes its
 queue).
 
-Processes are spawned (multiprocessing) and run the bodies in tests/logprob_msg_reference.py or the
+Processes are spawned (multiprocessing) and run the bodies in tests/reference/logprob_msg.py or the
 small ones below; messages are checked against the NumPy reference of the receive buffers.
 """
 
@@ -18,9 +18,8 @@ import numpy as np
 import pytest
 
 from fastdeploy_spec import ops, transport
-from tests import logprob_msg_reference as ref
-from tests.test_logprob_msgqueue import (MSG_ID, assert_buffers_equal, fragments, payload_of, raw_send,
-                                         reserved_queue_id)
+from tests.helpers import MSG_ID, assert_buffers_equal, fragments, payload_of, raw_send, reserved_queue_id
+from tests.reference import logprob_msg as ref
 
 CTX = mp.get_context("spawn")
 BIG = dict(batch=60, columns=21, flag=3, full=True)  # ~62 KB: 8 fragments at msgmax 8192, > msgmnb

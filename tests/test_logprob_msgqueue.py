@@ -12,7 +12,6 @@ matched on the message with pytest.raises(Exception, match=...).
 
 from __future__ import annotations
 
-import ctypes
 import fcntl
 import multiprocessing as mp
 import os
@@ -21,7 +20,6 @@ import struct
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -29,39 +27,17 @@ import paddle
 import pytest
 
 from fastdeploy_spec import ops, transport
+from fastdeploy_spec.testing.sysv import MSGMAX, MSGMNB
 from fastdeploy_spec.transport import parse_logprob_output
 from fastdeploy_spec.transport import child_env, free_queue_id, lock_path, release_queue_id
-from tests import logprob_msg_reference as ref
-from tests.conftest import PLACES, to_place
+from tests.helpers import (MSG_ID, PLACES, assert_buffers_equal, fragments, payload_of, raw_send,
+                           reserved_queue_id, to_place)
+from tests.reference import logprob_msg as ref
 
-MSGMAX = Path("/proc/sys/kernel/msgmax")
-MSGMNB = Path("/proc/sys/kernel/msgmnb")
-MSG_ID = 5  # INFERENCE_MSG_ID of the round trips: the stop flag is +-5
-FRAGMENT_HEADER = struct.Struct("<IIIIQ")  # magic, message id, index, count, total bytes (msg_queue.h)
-FRAGMENT_MAGIC = 0x31474652
-LIBC = ctypes.CDLL(None, use_errno=True)
-LIBC.ftok.argtypes = [ctypes.c_char_p, ctypes.c_int]
-LIBC.msgget.argtypes = [ctypes.c_int, ctypes.c_int]
-LIBC.msgsnd.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
-LIBC.msgrcv.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long, ctypes.c_int]
-LIBC.msgrcv.restype = ctypes.c_ssize_t
-IPC_CREAT, IPC_NOWAIT = 0o1000, 0o4000
 FLAGS = [0, 1, 3, 4, 127, 128, 254, 255]
 
 
 # ---- Fixtures -------------------------------------------------------------------------------------
-
-@contextmanager
-def reserved_queue_id():
-    """A queue id that no other process of the test run uses (parallel workers included: a reservation,
-    not just a queue that does not exist yet); the queue is removed and the id released afterwards."""
-    qid = free_queue_id()
-    try:
-        yield qid
-        transport.remove_queue(qid)
-        assert transport.queue_stats(qid) is None
-    finally:
-        release_queue_id(qid)
 
 
 @pytest.fixture
@@ -97,14 +73,6 @@ def receive(bufs, wait: bool = False):
     ops.speculate_get_output_topk(*bufs, 20, 0, wait)
     return dict(tokens=bufs[0].numpy().reshape(-1), scores=bufs[1].numpy().reshape(-1),
                 ranks=bufs[2].numpy())
-
-
-def assert_buffers_equal(got: dict, want: dict, what: str) -> None:
-    np.testing.assert_array_equal(got["tokens"], want["tokens"], err_msg=f"{what}: output_tokens")
-    # bit equality: -inf, -0.0 and every float travel unchanged
-    np.testing.assert_array_equal(got["scores"].view(np.int32), want["scores"].view(np.int32),
-                                  err_msg=f"{what}: output_scores")
-    np.testing.assert_array_equal(got["ranks"], want["ranks"], err_msg=f"{what}: output_ranks")
 
 
 def small_step(**kw):
@@ -449,39 +417,6 @@ def test_receive_buffer_checks(queue_id):
 
 
 # ---- Transport robustness (hand-made fragments) -------------------------------------------------------
-
-def _raw_queue(qid: int) -> int:
-    key = LIBC.ftok(b"/dev/shm", qid)
-    msqid = LIBC.msgget(key, IPC_CREAT | 0o666)
-    assert msqid >= 0
-    return msqid
-
-
-def raw_send(qid: int, mtype: int, text: bytes) -> None:
-    frame = struct.pack("l", mtype) + text
-    assert LIBC.msgsnd(_raw_queue(qid), frame, len(text), 0) == 0
-
-
-def raw_receive_all(qid: int) -> list[bytes]:
-    out, buf = [], ctypes.create_string_buffer(1 << 20)
-    while (n := LIBC.msgrcv(_raw_queue(qid), buf, len(buf) - 8, 0, IPC_NOWAIT)) >= 0:
-        out.append(buf.raw[8:8 + n])
-    return out
-
-
-def payload_of(step) -> bytes:
-    """The wire payload of a step's message, as the sender op wrote it (read raw off the queue)."""
-    ref.send_step(step)
-    (frame,) = raw_receive_all(int(os.environ["INFERENCE_MSG_QUEUE_ID"]))
-    magic, _, index, count, total = FRAGMENT_HEADER.unpack_from(frame)
-    assert (magic, index, count, total) == (FRAGMENT_MAGIC, 0, 1, len(frame) - FRAGMENT_HEADER.size)
-    return frame[FRAGMENT_HEADER.size:]
-
-
-def fragments(payload: bytes, msg_id: int, parts: int) -> list[bytes]:
-    size = -(-len(payload) // parts)
-    return [FRAGMENT_HEADER.pack(FRAGMENT_MAGIC, msg_id, i, parts, len(payload)) + payload[i * size:(i + 1) * size]
-            for i in range(parts)]
 
 
 def test_incomplete_message_then_a_new_one(queue_id):

@@ -7,15 +7,9 @@ import paddle
 import pytest
 
 from fastdeploy_spec.logprobs import LOGPROBS_MODES, LogprobsBuffers, build_output_logprobs
-from tests.conftest import PLACES, to_place
-from tests.logprobs_reference import (
-    LOGITS_DTYPES,
-    as_f32,
-    logits_to_place,
-    make_logits,
-    ref_get_accept_tokens_and_logits,
-    ref_logprobs_topk,
-)
+from tests.helpers import LOGITS_DTYPES, PLACES, as_f32, logits_to_place, make_logits, to_place
+from tests.reference.get_accept_tokens import ref_get_accept_tokens_and_logits
+from tests.reference.logprobs_topk import ref_logprobs_topk
 
 MIXES = ["decode", "prefill", "mixed"]
 

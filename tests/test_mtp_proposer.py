@@ -10,8 +10,8 @@ import pytest
 from fastdeploy_spec.buffers import copy_from_host, make_share_inputs
 from fastdeploy_spec.config import SpeculativeConfig
 from fastdeploy_spec.proposers import MTPProposer, NgramProposer, create_proposer
-from tests.conftest import PLACES
-from tests.ref_hybrid_mtp_ngram import hybrid_mtp_ngram_ref
+from tests.helpers import PLACES
+from tests.reference.hybrid_mtp_ngram import hybrid_mtp_ngram_ref
 
 VOCAB = 16
 K = 4

@@ -11,15 +11,14 @@ import pytest
 
 from fastdeploy_spec import ops
 from fastdeploy_spec.ops import ngram_match
-from tests.conftest import PLACES, to_place
-from tests.ref_ngram_match import (DTYPES, PER_SLOT, TENSOR_ARGS, THRESHOLD_ENV, make_ngram_batch,
-                                   ngram_match_ref)
+from tests.helpers import PLACES, to_place
+from tests.reference.ngram_match import (BIG, DTYPES, PER_SLOT, TENSOR_ARGS, THRESHOLD_ENV, check,
+                                         make_ngram_batch, ngram_match_ref, run_op, sentinels)
 
 # PD_CHECK failures reach Python as OSError ("(External) ...") in the Paddle versions we support; the
 # tuple keeps the tests about the message, not about Paddle's exception mapping.
 OP_ERRORS = (OSError, RuntimeError, ValueError)
 
-BIG = 1 << 20  # a threshold or max_dec_len that never binds
 
 # Random grid: every batch shape with every vocabulary; inside each case every n-gram size and every
 # threshold kind. The reference is Python, so the one big shape is 256 x 8192.
@@ -35,28 +34,6 @@ THRESHOLD_KINDS = ["default", "binding", "starved", "never"]
 @pytest.fixture(autouse=True)
 def _no_threshold_env(monkeypatch):
     monkeypatch.delenv(THRESHOLD_ENV, raising=False)
-
-
-def run_op(d: dict, place: str, max_ngram_size: int, **kw) -> tuple[np.ndarray, np.ndarray]:
-    """Runs the op on copies of ``d`` on ``place``; returns (draft_tokens, seq_lens_this_time)."""
-    t = {name: to_place(d[name], place) for name in TENSOR_ARGS}
-    ngram_match(*(t[name] for name in TENSOR_ARGS), max_ngram_size, d["draft_tokens"].shape[1] - 1,
-                **kw)
-    return t["draft_tokens"].numpy(), t["seq_lens_this_time"].numpy()
-
-
-def check(d: dict, place: str, max_ngram_size: int, threshold=BIG) -> tuple[np.ndarray, np.ndarray]:
-    """Asserts op == reference exactly and returns the op's result."""
-    want = ngram_match_ref(*(d[name] for name in TENSOR_ARGS), max_ngram_size, threshold=threshold)
-    got = run_op(d, place, max_ngram_size, threshold=threshold)
-    np.testing.assert_array_equal(got[1], want[1], err_msg="seq_lens_this_time")
-    np.testing.assert_array_equal(got[0], want[0], err_msg="draft_tokens")
-    assert got[1].shape == d["seq_lens_this_time"].shape
-    return got
-
-
-def sentinels(batch: int, k: int) -> np.ndarray:
-    return -(np.arange(batch * (k + 1), dtype=np.int64).reshape(batch, k + 1) + 100)
 
 
 def batch_of(*slots: dict, k: int = 4, width: int | None = None, extra_rows: int = 0) -> dict:

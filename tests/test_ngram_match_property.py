@@ -10,9 +10,8 @@ pytest.importorskip("hypothesis")  # a test-only dependency; the GPU machine may
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from tests.reference.ngram_match import THRESHOLD_ENV, check, sentinels  # noqa: E402
 
-from tests.test_ngram_match import check, sentinels  # noqa: E402
-from tests.ref_ngram_match import THRESHOLD_ENV  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,7 @@ from fastdeploy_spec.config import SpeculativeConfig
 from fastdeploy_spec.proposers import Proposer
 from fastdeploy_spec.runner import Request, SpecRunner
 from fastdeploy_spec.testing import LogprobChecker, OracleTarget, oracle_logits
-from tests.conftest import PLACES
+from tests.helpers import PLACES
 
 EOS = 0
 VOCAB = 6  # small, so that n-gram matches and chance agreements are common
@@ -318,7 +318,7 @@ def test_demo_mtp(tmp_path, capsys, extra, label):
 
 def test_demo_device_auto_is_cpu_without_gpu():
     from fastdeploy_spec import demo
-    from tests.conftest import gpu_available
+    from tests.helpers import gpu_available
 
     assert demo.resolve_device("auto") == ("gpu" if gpu_available() else "cpu")
     assert demo.resolve_device("cpu") == "cpu"

@@ -8,56 +8,13 @@ import paddle
 import pytest
 
 from fastdeploy_spec.ops import speculate_logprobs_topk
-from tests.conftest import PLACES, to_place
-from tests.logprobs_reference import FLOAT32_MIN, LOGITS_DTYPES, as_f32, logits_to_place, make_logits, ref_logprobs_topk
+from tests.helpers import FLOAT32_MIN, LOGITS_DTYPES, PLACES, make_logits, to_place
+from tests.reference.logprobs_topk import SCORE_TOL, check, make_case, run_op
 
-# Score tolerance against the float64 reference, the same for every dtype: the 16-bit logits widen to
-# float32 exactly and the scaling is the ops' own float32 arithmetic in the reference too, so what is
-# left is the float32 log-sum-exp: fp32 partial sums of up to V exp terms (GPU: exp2f, 2 ulp), and the
-# float32 subtraction x - lse (ulp of |x| ~ 1e-6 for logits of magnitude ~10).
-SCORE_TOL = {"float32": (2e-5, 1e-5), "float16": (2e-5, 1e-5), "bfloat16": (2e-5, 1e-5)}  # (atol, rtol)
 
 VOCABS = [1, 7, 64, 1000]
 TOP_KS = [0, 1, 5, 20]
 BATCH_SIZES = [0, 1, 4, 9]
-STRIDE = 3  # K + 1: rows per slot in N = B * (K + 1)
-
-
-def make_case(rng, B, V, dtype, *, tie_range=None, temperature=False, accept=None):
-    accept = rng.integers(0, STRIDE + 1, B) if accept is None else np.asarray(accept)
-    cu = np.concatenate([[0], np.cumsum(accept)]).astype(np.int32)
-    N = B * STRIDE
-    if tie_range is None:
-        values = rng.standard_normal((N, V)).astype(np.float32) * 3
-    else:  # few distinct values: ties everywhere
-        values = rng.integers(0, tie_range, (N, V)).astype(np.float32)
-    storage = make_logits(values, dtype)
-    tokens = rng.integers(0, V, N).astype(np.int64)
-    temp = rng.choice(np.array([0.5, 1.0, 1.7, 0.0], np.float32), B) if temperature else None
-    return dict(logits=storage, tokens=tokens, cu=cu, temperature=temp)
-
-
-def run_op(case, dtype, place, k, raw_logits=False):
-    N = case["tokens"].shape[0]
-    ids = to_place(np.full((N, k + 1), 99, np.int64), place)
-    scores = to_place(np.full((N, k + 1), 99, np.float32), place)
-    ranks = to_place(np.full(N, 99, np.int64), place)
-    temp = None if case["temperature"] is None else to_place(case["temperature"], place)
-    speculate_logprobs_topk(logits_to_place(case["logits"], dtype, place), to_place(case["tokens"], place),
-                            to_place(case["cu"], place), ids, scores, ranks, temperature=temp,
-                            raw_logits=raw_logits)
-    return ids.numpy(), scores.numpy(), ranks.numpy()
-
-
-def check(case, dtype, place, k, raw_logits=False):
-    want_ids, want_scores, want_ranks = ref_logprobs_topk(
-        as_f32(case["logits"], dtype), case["tokens"], case["cu"], k, case["temperature"], raw_logits)
-    ids, scores, ranks = run_op(case, dtype, place, k, raw_logits)
-    np.testing.assert_array_equal(ids, want_ids)
-    np.testing.assert_array_equal(ranks, want_ranks)
-    atol, rtol = SCORE_TOL[dtype]
-    np.testing.assert_allclose(scores, want_scores, atol=atol, rtol=rtol)
-    return ids, scores, ranks
 
 
 @pytest.mark.parametrize("place", PLACES)
@@ -146,7 +103,7 @@ def test_masked_logits_clip_to_float32_min(place, dtype):
 
 
 def _bf16_with_inf(values):
-    from tests.logprobs_reference import bf16_bits
+    from tests.helpers import bf16_bits
 
     bits = bf16_bits(np.where(np.isinf(values), 0, values))
     return np.where(np.isinf(values), np.uint16(0xFF80), bits).astype(np.uint16)

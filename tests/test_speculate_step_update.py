@@ -1,4 +1,4 @@
-"""speculate_step_update against its NumPy reference (tests/spec_step_ref.py), on every place."""
+"""speculate_step_update against its NumPy reference (tests/reference/step_update.py), on every place."""
 
 from __future__ import annotations
 
@@ -6,57 +6,13 @@ import numpy as np
 import pytest
 
 from fastdeploy_spec.ops import speculate_step_update
-from tests.conftest import PLACES, to_place
-from tests.spec_step_ref import step_update_ref
+from tests.helpers import PLACES, to_place
+from tests.reference.step_update import ORDER, check, random_case, run
 
 BATCHES = [0, 1, 3, 7, 33, 130]
 DRAFT_COUNTS = [0, 1, 5, 40]  # K; 40 makes K + 1 > 32, so a GPU warp writes two rounds of tokens
 WIDTHS = [8, 64]              # W: 8 makes rows fill up
 SEEDS = [0, 1]
-
-ORDER = ("accept_tokens", "accept_num", "token_ids_all", "prompt_lens", "step_idx", "max_dec_len",
-         "end_tokens", "stop_flags", "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder",
-         "draft_tokens")
-MUTATED = ("token_ids_all", "step_idx", "stop_flags", "seq_lens_this_time", "seq_lens_encoder",
-           "seq_lens_decoder", "draft_tokens")
-PER_SLOT_2D = ("prompt_lens", "step_idx", "max_dec_len", "stop_flags")  # [B, 1], as the runner's
-
-
-def random_case(rng: np.random.Generator, B: int, K: int, W: int) -> dict:
-    """Mixed prefill, decoding, empty, stopped and unscheduled slots; lengths sometimes out of range
-    (negative, past the row) to exercise the clamps; a vocabulary of 4 with end tokens inside it."""
-    width = K + 1
-    prompt_lens = rng.integers(-1, W + 2, (B, 1), dtype=np.int64)
-    step_idx = rng.integers(-1, W // 2 + 2, (B, 1), dtype=np.int64)
-    return dict(
-        accept_tokens=rng.integers(0, 4, (B, width), dtype=np.int64),
-        accept_num=rng.integers(-1, width + 3, B).astype(np.int32),
-        token_ids_all=rng.integers(10, 20, (B, W), dtype=np.int64),
-        prompt_lens=prompt_lens,
-        step_idx=step_idx,
-        max_dec_len=step_idx + rng.integers(-1, width + 4, (B, 1)),
-        end_tokens=rng.choice(5, int(rng.integers(0, 3)), replace=False).astype(np.int64),
-        stop_flags=rng.random((B, 1)) < 0.15,
-        seq_lens_this_time=rng.integers(-1, width + 2, B).astype(np.int32),
-        seq_lens_encoder=np.where(rng.random(B) < 0.25, rng.integers(-2, 30, B), 0).astype(np.int32),
-        seq_lens_decoder=rng.choice(np.array([0, 0, 5, 17, -1], np.int32), B),
-        draft_tokens=rng.integers(30, 40, (B, width), dtype=np.int64),
-    )
-
-
-def run(case: dict, place: str) -> dict:
-    t = {k: to_place(v, place) for k, v in case.items()}
-    speculate_step_update(*(t[k] for k in ORDER))
-    return {k: t[k].numpy() for k in MUTATED}
-
-
-def check(case: dict, place: str) -> dict:
-    flat = {k: v.ravel() if k in PER_SLOT_2D else v for k, v in case.items()}
-    want = step_update_ref(*(flat[k] for k in ORDER))
-    got = run(case, place)
-    for k in MUTATED:
-        np.testing.assert_array_equal(got[k].reshape(want[k].shape), want[k], err_msg=k)
-    return got
 
 
 @pytest.mark.parametrize("place", PLACES)

@@ -1,4 +1,4 @@
-"""speculate_verify_greedy against its NumPy reference (tests/spec_step_ref.py), on every place."""
+"""speculate_verify_greedy against its NumPy reference (tests/reference/verify_greedy.py), on every place."""
 
 from __future__ import annotations
 
@@ -6,58 +6,13 @@ import numpy as np
 import pytest
 
 from fastdeploy_spec.ops import speculate_verify_greedy
-from tests.conftest import PLACES, to_place
-from tests.spec_step_ref import verify_greedy_ref
+from tests.helpers import PLACES, to_place
+from tests.reference.verify_greedy import ORDER, check, random_case, run
 
 BATCHES = [0, 1, 3, 7, 33, 130]
 DRAFT_COUNTS = [0, 1, 5, 40]  # K; 40 makes K + 1 > 32, so the GPU ballot scans two chunks
 VOCABS = [2, 3, 1000]
 SEEDS = [0, 1]
-
-ORDER = ("target_tokens", "accept_tokens", "accept_num", "step_idx", "stop_flags", "seq_lens_encoder",
-         "seq_lens_decoder", "draft_tokens", "seq_lens_this_time", "max_dec_len", "end_tokens")
-
-PER_SLOT_2D = ("step_idx", "stop_flags", "max_dec_len")  # [B, 1], as the runner's buffers
-
-
-def random_case(rng: np.random.Generator, B: int, K: int, vocab: int) -> dict:
-    """A batch mixing prefill, decoding, empty, stopped and unscheduled slots, with drafts that agree
-    with the target for a random prefix (a tiny vocabulary adds chance agreements and end tokens)."""
-    width = K + 1
-    target = rng.integers(0, vocab, (B, width), dtype=np.int64)
-    drafts = rng.integers(0, vocab, (B, width), dtype=np.int64)
-    for b in range(B):
-        agree = int(rng.integers(0, width))
-        drafts[b, 1:1 + agree] = target[b, :agree]
-    step_idx = rng.integers(0, 40, (B, 1), dtype=np.int64)
-    n_end = int(rng.integers(0, 3))
-    return dict(
-        target_tokens=target,
-        accept_tokens=np.full((B, width), -7, np.int64),
-        accept_num=np.full(B, -3, np.int32),
-        step_idx=step_idx,
-        stop_flags=(rng.random((B, 1)) < 0.15),
-        seq_lens_encoder=np.where(rng.random(B) < 0.2, rng.integers(-2, 30, B), 0).astype(np.int32),
-        seq_lens_decoder=rng.choice(np.array([0, 0, 5, 17, -1], np.int32), B),
-        draft_tokens=drafts,
-        seq_lens_this_time=rng.integers(-1, width + 3, B).astype(np.int32),
-        max_dec_len=step_idx + rng.integers(-2, width + 3, (B, 1)),
-        end_tokens=rng.choice(vocab + 2, n_end, replace=False).astype(np.int64),
-    )
-
-
-def run(case: dict, place: str):
-    t = {k: to_place(v, place) for k, v in case.items()}
-    speculate_verify_greedy(*(t[k] for k in ORDER))
-    return t["accept_tokens"].numpy(), t["accept_num"].numpy()
-
-
-def check(case: dict, place: str) -> None:
-    flat = {k: v.ravel() if k in PER_SLOT_2D else v for k, v in case.items()}
-    want_tokens, want_num = verify_greedy_ref(*(flat[k] for k in ORDER))
-    got_tokens, got_num = run(case, place)
-    np.testing.assert_array_equal(got_num, want_num)
-    np.testing.assert_array_equal(got_tokens, want_tokens)
 
 
 @pytest.mark.parametrize("place", PLACES)

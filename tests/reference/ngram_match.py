@@ -20,6 +20,9 @@ import os
 
 import numpy as np
 
+from fastdeploy_spec.ops import ngram_match
+from tests.helpers import to_place
+
 THRESHOLD_ENV = "INFER_WITH_REFERENCE_TOKENUM_THRESHOLD"
 THRESHOLD_DEFAULT = 128
 
@@ -191,3 +194,31 @@ def make_ngram_batch(rng: np.random.Generator, batch: int, width: int, *, k: int
         "draft_tokens": drafts, "seq_lens_this_time": slt, "seq_lens_encoder": enc,
         "seq_lens_decoder": dec, "max_dec_len": col(mdl),
     }
+
+
+# ---- Running the op against the reference ---------------------------------------------------------
+
+
+BIG = 1 << 20  # a threshold or max_dec_len that never binds
+
+
+def run_op(d: dict, place: str, max_ngram_size: int, **kw) -> tuple[np.ndarray, np.ndarray]:
+    """Runs the op on copies of ``d`` on ``place``; returns (draft_tokens, seq_lens_this_time)."""
+    t = {name: to_place(d[name], place) for name in TENSOR_ARGS}
+    ngram_match(*(t[name] for name in TENSOR_ARGS), max_ngram_size, d["draft_tokens"].shape[1] - 1,
+                **kw)
+    return t["draft_tokens"].numpy(), t["seq_lens_this_time"].numpy()
+
+
+def check(d: dict, place: str, max_ngram_size: int, threshold=BIG) -> tuple[np.ndarray, np.ndarray]:
+    """Asserts op == reference exactly and returns the op's result."""
+    want = ngram_match_ref(*(d[name] for name in TENSOR_ARGS), max_ngram_size, threshold=threshold)
+    got = run_op(d, place, max_ngram_size, threshold=threshold)
+    np.testing.assert_array_equal(got[1], want[1], err_msg="seq_lens_this_time")
+    np.testing.assert_array_equal(got[0], want[0], err_msg="draft_tokens")
+    assert got[1].shape == d["seq_lens_this_time"].shape
+    return got
+
+
+def sentinels(batch: int, k: int) -> np.ndarray:
+    return -(np.arange(batch * (k + 1), dtype=np.int64).reshape(batch, k + 1) + 100)

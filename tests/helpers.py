@@ -1,0 +1,147 @@
+"""What the tests share: the places they run on, host <-> device conversions (logits dtypes included),
+and common checks. Fixtures and the GPU skip rule are in conftest.py.
+
+bfloat16 has no NumPy dtype: the tests hold bfloat16 logits as their raw uint16 bits. To make a
+Paddle tensor of them, the bf16-representable float32 values are cast on the host
+(``astype('bfloat16')`` on a CPU tensor: exact, works on Paddle 2.6 and 3.x) and then copied to the
+device with ``.cuda()`` (a copy: on the GPU machine Paddle's own GPU cast kernel cannot be used).
+``Tensor.numpy()`` of a bfloat16 tensor returns the uint16 bits on both versions.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+from contextlib import contextmanager
+
+import numpy as np
+import paddle
+import pytest
+
+from fastdeploy_spec import ops, transport
+from fastdeploy_spec.testing.sysv import IPC_NOWAIT, libc, raw_queue
+from tests.reference.logprob_msg import send_step
+
+
+def gpu_available() -> bool:
+    return paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0 and ops.with_cuda()
+
+
+def to_place(array: np.ndarray, place: str) -> paddle.Tensor:
+    """Copies a NumPy array to 'cpu' or 'gpu' (a copy only: no Paddle kernel runs on the data)."""
+    target = paddle.CUDAPlace(0) if place == "gpu" else paddle.CPUPlace()
+    return paddle.to_tensor(np.ascontiguousarray(array), place=target)
+
+
+PLACES = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)]
+
+
+LOGITS_DTYPES = ["float32", "float16", "bfloat16"]
+
+
+FLOAT32_MIN = float(np.finfo(np.float32).min)
+
+
+def bf16_bits(values: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bits, rounding to nearest even (finite inputs)."""
+    bits = np.ascontiguousarray(values, np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return rounded.astype(np.uint16)
+
+
+def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
+    return (np.asarray(bits, np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def make_logits(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Host storage of ``values`` in ``dtype``: float32, float16, or uint16 bits for bfloat16."""
+    if dtype == "float32":
+        return values.astype(np.float32)
+    if dtype == "float16":
+        return values.astype(np.float16)
+    return bf16_bits(values)
+
+
+def as_f32(storage: np.ndarray, dtype: str) -> np.ndarray:
+    """The exact float32 values of host storage made by make_logits."""
+    return bf16_to_f32(storage) if dtype == "bfloat16" else storage.astype(np.float32)
+
+
+def logits_to_place(storage: np.ndarray, dtype: str, place: str) -> paddle.Tensor:
+    if dtype != "bfloat16":
+        return to_place(storage, place)
+    tensor = paddle.to_tensor(bf16_to_f32(storage), place=paddle.CPUPlace()).astype("bfloat16")
+    return tensor.cuda() if place == "gpu" else tensor
+
+
+def raw_bits(tensor: paddle.Tensor) -> np.ndarray:
+    """Bit pattern of a logits tensor (for exact comparison of copies; also NaN-safe)."""
+    a = tensor.numpy()
+    return a.view(np.uint32) if a.dtype == np.float32 else a.view(np.uint16)
+
+
+# ---- The logprob transport: reserved queues, raw fragments, receive buffers ------------------------
+
+
+MSG_ID = 5  # INFERENCE_MSG_ID of the round trips: the stop flag is +-5
+
+
+FRAGMENT_HEADER = struct.Struct("<IIIIQ")  # magic, message id, index, count, total bytes (msg_queue.h)
+
+
+FRAGMENT_MAGIC = 0x31474652
+
+
+@contextmanager
+def reserved_queue_id():
+    """A queue id that no other process of the test run uses (parallel workers included: a reservation,
+    not just a queue that does not exist yet); the queue is removed and the id released afterwards."""
+    qid = transport.free_queue_id()
+    try:
+        yield qid
+        transport.remove_queue(qid)
+        assert transport.queue_stats(qid) is None
+    finally:
+        transport.release_queue_id(qid)
+
+
+def assert_buffers_equal(got: dict, want: dict, what: str) -> None:
+    np.testing.assert_array_equal(got["tokens"], want["tokens"], err_msg=f"{what}: output_tokens")
+    # bit equality: -inf, -0.0 and every float travel unchanged
+    np.testing.assert_array_equal(got["scores"].view(np.int32), want["scores"].view(np.int32),
+                                  err_msg=f"{what}: output_scores")
+    np.testing.assert_array_equal(got["ranks"], want["ranks"], err_msg=f"{what}: output_ranks")
+
+
+def _raw_queue(qid: int) -> int:
+    msqid = raw_queue(qid)
+    assert msqid >= 0
+    return msqid
+
+
+def raw_send(qid: int, mtype: int, text: bytes) -> None:
+    frame = struct.pack("l", mtype) + text
+    assert libc().msgsnd(_raw_queue(qid), frame, len(text), 0) == 0
+
+
+def raw_receive_all(qid: int) -> list[bytes]:
+    out, buf = [], ctypes.create_string_buffer(1 << 20)
+    while (n := libc().msgrcv(_raw_queue(qid), buf, len(buf) - 8, 0, IPC_NOWAIT)) >= 0:
+        out.append(buf.raw[8:8 + n])
+    return out
+
+
+def payload_of(step) -> bytes:
+    """The wire payload of a step's message, as the sender op wrote it (read raw off the queue)."""
+    send_step(step)
+    (frame,) = raw_receive_all(int(os.environ["INFERENCE_MSG_QUEUE_ID"]))
+    magic, _, index, count, total = FRAGMENT_HEADER.unpack_from(frame)
+    assert (magic, index, count, total) == (FRAGMENT_MAGIC, 0, 1, len(frame) - FRAGMENT_HEADER.size)
+    return frame[FRAGMENT_HEADER.size:]
+
+
+def fragments(payload: bytes, msg_id: int, parts: int) -> list[bytes]:
+    size = -(-len(payload) // parts)
+    return [FRAGMENT_HEADER.pack(FRAGMENT_MAGIC, msg_id, i, parts, len(payload)) + payload[i * size:(i + 1) * size]
+            for i in range(parts)]
