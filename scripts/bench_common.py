@@ -51,10 +51,11 @@ def copy_into(dst: paddle.Tensor, src: paddle.Tensor) -> None:
     dst.copy_(src, False) if hasattr(dst, "copy_") else dst._copy_from(src, False)
 
 
-def host_time_us(fn: Callable[[], None], iters: int = 200, rounds: int = 5, gpu: bool = True) -> float:
-    """Median wall-clock time of one eager call, the device drained before and after each round."""
-    drain = sync if gpu else (lambda: None)
-    for _ in range(5):
+def wall_time_us(fn: Callable[[], None], iters: int, rounds: int = 3, warmup: int = 1,
+                 drain: Callable[[], None] = lambda: None) -> float:
+    """Median over ``rounds`` of the wall-clock time of one call, ``iters`` calls per round after
+    ``warmup`` calls; ``drain()`` runs after the warm-up and at the end of each round (inside it)."""
+    for _ in range(warmup):
         fn()
     drain()
     samples = []
@@ -67,16 +68,9 @@ def host_time_us(fn: Callable[[], None], iters: int = 200, rounds: int = 5, gpu:
     return statistics.median(samples)
 
 
-def wall_time_us(fn: Callable[[], None], iters: int, rounds: int = 3) -> float:
-    """Median wall-clock time of one synchronous call (for host paths that end in a sync)."""
-    fn()
-    samples = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            fn()
-        samples.append((time.perf_counter() - t0) * 1e6 / iters)
-    return statistics.median(samples)
+def host_time_us(fn: Callable[[], None], iters: int = 200, rounds: int = 5) -> float:
+    """Median wall-clock time of one eager call, the device drained before and after each round."""
+    return wall_time_us(fn, iters, rounds, warmup=5, drain=sync)
 
 
 def device_name() -> str:
@@ -201,12 +195,8 @@ def _bench_case(spec: NgramBench, B: int, W: int, hit: str, quick: bool, flush: 
         return row
 
     gpu = {k: to_gpu(v) for k, v in host.items()}
-    setup = None
-    if spec.restore is not None:
-        saved = to_gpu(host[spec.restore])
-
-        def setup() -> None:
-            copy_into(gpu[spec.restore], saved)
+    saved = to_gpu(host[spec.restore]) if spec.restore is not None else None
+    setup = None if saved is None else (lambda: copy_into(gpu[spec.restore], saved))
 
     def step() -> None:
         if setup is not None:

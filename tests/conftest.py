@@ -13,7 +13,7 @@ import zlib  # noqa: F401  (Paddle 2.6 crashes in zlib unless it is imported fir
 import paddle
 import pytest
 
-from tests.helpers import gpu_available
+from tests.helpers import gpu_available, reserved_queue_id
 
 # A GPU Paddle's default place is the GPU: tensors made without a place, Paddle's own ops (the draft
 # models and casts of the CPU tests) and Tensor.set_value would then run or land there, where the GPU
@@ -45,3 +45,11 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture
+def queue_id(monkeypatch):
+    """A message queue id of this test alone, named in INFERENCE_MSG_QUEUE_ID (INFERENCE_MSG_ID at its
+    default); the queue is removed and the id released afterwards."""
+    with reserved_queue_id() as qid:
+        monkeypatch.setenv("INFERENCE_MSG_QUEUE_ID", str(qid))
+        monkeypatch.delenv("INFERENCE_MSG_ID", raising=False)
+        yield qid

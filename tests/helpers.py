@@ -145,3 +145,29 @@ def fragments(payload: bytes, msg_id: int, parts: int) -> list[bytes]:
     size = -(-len(payload) // parts)
     return [FRAGMENT_HEADER.pack(FRAGMENT_MAGIC, msg_id, i, parts, len(payload)) + payload[i * size:(i + 1) * size]
             for i in range(parts)]
+
+
+def grid(*axes):
+    """``pytest.mark.parametrize`` over each ``(names, values)`` axis, listed as the stacked decorators
+    would be (the first outermost): the same test ids and order, in one decorator."""
+    def decorate(fn):
+        for names, values in reversed(axes):
+            fn = pytest.mark.parametrize(names, values)(fn)
+        return fn
+    return decorate
+
+
+def assert_bad_input(call, inputs: dict, name: str, corrupt, message: str) -> None:
+    """``call(inputs)`` with ``inputs[name]`` replaced by ``corrupt(inputs)`` raises an error matching
+    ``message``."""
+    inputs[name] = corrupt(inputs)
+    with pytest.raises(Exception, match=message):
+        call(inputs)
+
+
+def assert_mixed_places_rejected(op, order, host_case: dict, on_cpu: str) -> None:
+    """``op`` with every tensor of ``host_case`` on the GPU but ``on_cpu`` raises an error naming it."""
+    t = {k: to_place(v, "gpu") for k, v in host_case.items()}
+    t[on_cpu] = to_place(host_case[on_cpu], "cpu")
+    with pytest.raises((OSError, RuntimeError, ValueError), match=f"{on_cpu} is on CPU"):
+        op(*(t[k] for k in order))

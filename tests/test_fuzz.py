@@ -223,14 +223,21 @@ def _step_state(data, B, width):
     )
 
 
-@pytest.mark.parametrize("place", PLACES)
-@FIXTURES_OK
-@given(data=st.data())
-def test_verify_greedy(place, data):
+def fuzz_on_places(test):
+    """A hypothesis test (``data``) run on every place."""
+    return pytest.mark.parametrize("place", PLACES)(FIXTURES_OK(given(data=st.data())(test)))
+
+
+def _step_case(data):
+    """B, K + 1 and the slot state of a step-op case."""
     B, K = data.draw(st.integers(0, 9), label="B"), data.draw(st.integers(0, 6), label="K")
+    return B, K + 1, _step_state(data, B, K + 1)
+
+
+@fuzz_on_places
+def test_verify_greedy(place, data):
+    B, width, case = _step_case(data)
     vocab = data.draw(st.integers(1, 3), label="vocab")
-    width = K + 1
-    case = _step_state(data, B, width)
     case.update(
         target_tokens=ints(data, (B, width), 0, vocab - 1, np.int64, "target"),
         accept_tokens=np.full((B, width), -7, np.int64),
@@ -239,19 +246,13 @@ def test_verify_greedy(place, data):
         max_dec_len=case["step_idx"] + ints(data, (B, 1), -2, width + 2, np.int64, "room"),
         end_tokens=np.unique(ints(data, (data.draw(st.integers(0, 2)),), 0, vocab + 1, np.int64, "ends")),
     )
-    flat = {k: v.ravel() if k in verify.PER_SLOT_2D else v for k, v in case.items()}
-    want = verify.verify_greedy_ref(*(flat[k] for k in verify.ORDER))
-    on_places(place, lambda p: verify.run(case, p), want)
+    on_places(place, lambda p: verify.run(case, p), verify.expected(case))
 
 
-@pytest.mark.parametrize("place", PLACES)
-@FIXTURES_OK
-@given(data=st.data())
+@fuzz_on_places
 def test_step_update(place, data):
-    B, K = data.draw(st.integers(0, 9), label="B"), data.draw(st.integers(0, 6), label="K")
+    B, width, case = _step_case(data)
     W = data.draw(st.integers(1, 16), label="W")
-    width = K + 1
-    case = _step_state(data, B, width)
     case.update(
         accept_tokens=ints(data, (B, width), 0, 3, np.int64, "accept_tokens"),
         accept_num=ints(data, (B,), -2, width + 2, np.int32, "accept_num"),
@@ -261,8 +262,7 @@ def test_step_update(place, data):
         end_tokens=np.unique(ints(data, (data.draw(st.integers(0, 2)),), 0, 4, np.int64, "ends")),
         draft_tokens=ints(data, (B, width), 30, 32, np.int64, "draft_tokens"),
     )
-    flat = {k: v.ravel() if k in step_update.PER_SLOT_2D else v for k, v in case.items()}
-    want = step_update.step_update_ref(*(flat[k] for k in step_update.ORDER))
+    want = step_update.expected(case)
 
     def run(p):
         got = step_update.run(case, p)
@@ -272,16 +272,6 @@ def test_step_update(place, data):
 
 
 # ---- logprob messages: save op -> queue -> receive op, in one process ----------------------------------
-
-@pytest.fixture
-def queue_id(monkeypatch):
-    from tests.helpers import reserved_queue_id
-
-    with reserved_queue_id() as qid:
-        monkeypatch.setenv("INFERENCE_MSG_QUEUE_ID", str(qid))
-        monkeypatch.delenv("INFERENCE_MSG_ID", raising=False)
-        yield qid
-
 
 @pytest.mark.parametrize("place", PLACES)
 @settings(FIXTURES_OK, max_examples=max(1, settings.default.max_examples * 2 // 5))  # IPC: fewer

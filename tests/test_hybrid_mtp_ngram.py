@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fastdeploy_spec.ops import ngram_match_mixed
-from tests.helpers import PLACES
+from tests.helpers import PLACES, grid
 from tests.reference.hybrid_mtp_ngram import UNTOUCHED, check, make_case, run_op, run_ref
 
 BATCHES = [0, 1, 3, 8, 33]
@@ -16,11 +16,7 @@ VOCABS = [2, 3, 5]
 SEEDS = range(3)
 
 
-@pytest.mark.parametrize("place", PLACES)
-@pytest.mark.parametrize("B", BATCHES)
-@pytest.mark.parametrize("W,D", WIDTHS)
-@pytest.mark.parametrize("vocab", VOCABS)
-@pytest.mark.parametrize("seed", SEEDS)
+@grid(("place", PLACES), ("B", BATCHES), ("W,D", WIDTHS), ("vocab", VOCABS), ("seed", SEEDS))
 def test_random_grid(place, B, W, D, vocab, seed):
     rng = np.random.default_rng([B, W, D, vocab, seed])
     case = make_case(rng, B, W, D, vocab, extra_rows=seed)

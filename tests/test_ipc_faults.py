@@ -189,39 +189,35 @@ def test_sender_killed_mid_message_then_restarted(queue_id):
         stop(sender)
 
 
-def test_queue_removed_while_receiver_waits(queue_id):
-    # A blocking receiver whose queue is removed returns with an error naming it (no hang).
+def remove_under_blocked_peer(queue_id, target, args, ready, message: str) -> None:
+    """Starts a peer process, waits until ``ready(stats)`` holds for the queue (then a little, so that
+    the peer blocks in the kernel), removes the queue, and requires the peer's error to contain
+    ``message`` (no hang)."""
     results = CTX.Queue()
-    p = CTX.Process(target=_blocking_receiver, args=(env_of(queue_id), results))
+    p = CTX.Process(target=target, args=args + (results,))
     p.start()
     try:
         deadline = time.monotonic() + 30
-        while transport.queue_stats(queue_id) is None and time.monotonic() < deadline:
+        while not ready(transport.queue_stats(queue_id)) and time.monotonic() < deadline:
             time.sleep(0.01)
-        time.sleep(0.3)  # let it block in msgrcv
+        time.sleep(0.3)  # let it block in msgrcv / msgsnd
         assert transport.remove_queue(queue_id)
         kind, value = results.get(timeout=30)
-        assert kind == "error" and "was removed while waiting" in value
+        assert kind == "error" and message in value
     finally:
         stop(p)
 
 
+def test_queue_removed_while_receiver_waits(queue_id):
+    # A blocking receiver whose queue is removed returns with an error naming it (no hang).
+    remove_under_blocked_peer(queue_id, _blocking_receiver, (env_of(queue_id),),
+                              lambda stats: stats is not None, "was removed while waiting")
+
+
 def test_queue_removed_while_sender_blocks(queue_id):
     # A sender blocked on a full queue gets an error when the queue is removed, naming the cause.
-    results = CTX.Queue()
-    sender = CTX.Process(target=_sender, args=(steps_of(5, 3, **BIG), env_of(queue_id), results))
-    sender.start()
-    try:
-        deadline = time.monotonic() + 30
-        while (transport.queue_stats(queue_id) is None or transport.queue_stats(queue_id).messages == 0) \
-                and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.3)
-        assert transport.remove_queue(queue_id)
-        kind, value = results.get(timeout=30)
-        assert kind == "error" and "removed" in value
-    finally:
-        stop(sender)
+    remove_under_blocked_peer(queue_id, _sender, (steps_of(5, 3, **BIG), env_of(queue_id)),
+                              lambda stats: stats is not None and stats.messages > 0, "removed")
 
 
 def test_queue_removed_between_messages(queue_id):

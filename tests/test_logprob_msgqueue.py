@@ -30,8 +30,7 @@ from fastdeploy_spec import ops, transport
 from fastdeploy_spec.testing.sysv import MSGMAX, MSGMNB
 from fastdeploy_spec.transport import parse_logprob_output
 from fastdeploy_spec.transport import child_env, free_queue_id, lock_path, release_queue_id
-from tests.helpers import (MSG_ID, PLACES, assert_buffers_equal, fragments, payload_of, raw_send,
-                           reserved_queue_id, to_place)
+from tests.helpers import MSG_ID, PLACES, assert_buffers_equal, fragments, payload_of, raw_send, to_place
 from tests.reference import logprob_msg as ref
 
 FLAGS = [0, 1, 3, 4, 127, 128, 254, 255]
@@ -40,12 +39,6 @@ FLAGS = [0, 1, 3, 4, 127, 128, 254, 255]
 # ---- Fixtures -------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def queue_id(monkeypatch):
-    with reserved_queue_id() as qid:
-        monkeypatch.setenv("INFERENCE_MSG_QUEUE_ID", str(qid))
-        monkeypatch.delenv("INFERENCE_MSG_ID", raising=False)
-        yield qid
 
 
 def _can_write(path: Path) -> bool:

@@ -8,7 +8,7 @@ import paddle
 import pytest
 
 from fastdeploy_spec.ops import speculate_compute_cu_batch_offset, speculate_get_accept_tokens_and_logits
-from tests.helpers import LOGITS_DTYPES, PLACES, to_place
+from tests.helpers import LOGITS_DTYPES, PLACES, assert_bad_input, grid, to_place
 from tests.reference.get_accept_tokens import (SENTINEL_OFFSET, SENTINEL_TOKEN, check, make_case,
                                                ref_cu_batch_offset)
 
@@ -18,12 +18,8 @@ STRIDES = [1, 3, 6]  # K + 1
 MIXES = ["decode", "prefill", "mixed"]
 
 
-@pytest.mark.parametrize("place", PLACES)
-@pytest.mark.parametrize("dtype", LOGITS_DTYPES)
-@pytest.mark.parametrize("mix", MIXES)
-@pytest.mark.parametrize("stride", STRIDES)
-@pytest.mark.parametrize("V", VOCABS)
-@pytest.mark.parametrize("B", BATCH_SIZES)
+@grid(("place", PLACES), ("dtype", LOGITS_DTYPES), ("mix", MIXES), ("stride", STRIDES), ("V", VOCABS),
+      ("B", BATCH_SIZES))
 def test_matches_reference(place, dtype, mix, stride, V, B):
     rng = np.random.default_rng([B, V, stride, len(mix)])
     check(make_case(rng, B, V, stride, mix, dtype), dtype, place)
@@ -152,23 +148,14 @@ BAD_INPUTS = [
     ("cu", lambda t: t["cu"][:3], "cu_batch_token_offset must have at least B \\+ 1 = 4"),
     ("cu_q", lambda t: paddle.cast(t["cu_q"], "int64"), "cu_seqlens_q_output must be int32"),
     ("logits", lambda t: t["logits"].reshape([-1]), "logits must have rank 2"),
+    pytest.param("accept_num", lambda t: t["accept_num"].cuda(), "accept_num is on GPU but token_ids is on CPU",
+                 marks=pytest.mark.gpu, id="mixed-places"),
 ]
 
 
 @pytest.mark.parametrize("name, corrupt, message", BAD_INPUTS)
 def test_bad_inputs(name, corrupt, message):
-    t = good_cpu_inputs()
-    t[name] = corrupt(t)
-    with pytest.raises(Exception, match=message):
-        call(t)
-
-
-@pytest.mark.gpu
-def test_mixed_places_rejected():
-    t = good_cpu_inputs()
-    t["accept_num"] = t["accept_num"].cuda()
-    with pytest.raises(Exception, match="accept_num is on GPU but token_ids is on CPU"):
-        call(t)
+    assert_bad_input(call, good_cpu_inputs(), name, corrupt, message)
 
 
 def test_cu_batch_offset_bad_inputs():

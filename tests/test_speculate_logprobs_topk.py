@@ -8,7 +8,7 @@ import paddle
 import pytest
 
 from fastdeploy_spec.ops import speculate_logprobs_topk
-from tests.helpers import FLOAT32_MIN, LOGITS_DTYPES, PLACES, make_logits, to_place
+from tests.helpers import FLOAT32_MIN, LOGITS_DTYPES, PLACES, assert_bad_input, grid, make_logits, to_place
 from tests.reference.logprobs_topk import SCORE_TOL, check, make_case, run_op
 
 
@@ -17,11 +17,7 @@ TOP_KS = [0, 1, 5, 20]
 BATCH_SIZES = [0, 1, 4, 9]
 
 
-@pytest.mark.parametrize("place", PLACES)
-@pytest.mark.parametrize("dtype", LOGITS_DTYPES)
-@pytest.mark.parametrize("k", TOP_KS)
-@pytest.mark.parametrize("V", VOCABS)
-@pytest.mark.parametrize("B", BATCH_SIZES)
+@grid(("place", PLACES), ("dtype", LOGITS_DTYPES), ("k", TOP_KS), ("V", VOCABS), ("B", BATCH_SIZES))
 def test_matches_reference(place, dtype, k, V, B):
     rng = np.random.default_rng([B, V, k])
     check(make_case(rng, B, V, dtype), dtype, place, k)
@@ -161,20 +157,11 @@ BAD_INPUTS = [
     ("ranks", lambda t: t["ranks"][:5], r"logprob_ranks must have shape \[6\]"),
     ("temperature", lambda t: to_place(np.ones(3, np.float32), "cpu"), r"temperature must have shape \[2\]"),
     ("temperature", lambda t: to_place(np.ones(2, np.float64), "cpu"), "temperature must be float32"),
+    pytest.param("ranks", lambda t: t["ranks"].cuda(), "logprob_ranks is on GPU but target_logits is on CPU",
+                 marks=pytest.mark.gpu, id="mixed-places"),
 ]
 
 
 @pytest.mark.parametrize("name, corrupt, message", BAD_INPUTS)
 def test_bad_inputs(name, corrupt, message):
-    t = good_cpu_inputs()
-    t[name] = corrupt(t)
-    with pytest.raises(Exception, match=message):
-        call(t)
-
-
-@pytest.mark.gpu
-def test_mixed_places_rejected():
-    t = good_cpu_inputs()
-    t["ranks"] = t["ranks"].cuda()
-    with pytest.raises(Exception, match="logprob_ranks is on GPU but target_logits is on CPU"):
-        call(t)
+    assert_bad_input(call, good_cpu_inputs(), name, corrupt, message)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fastdeploy_spec.ops import speculate_step_update
-from tests.helpers import PLACES, to_place
+from tests.helpers import PLACES, assert_mixed_places_rejected, grid
 from tests.reference.step_update import ORDER, check, random_case, run
 
 BATCHES = [0, 1, 3, 7, 33, 130]
@@ -15,11 +15,7 @@ WIDTHS = [8, 64]              # W: 8 makes rows fill up
 SEEDS = [0, 1]
 
 
-@pytest.mark.parametrize("place", PLACES)
-@pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("W", WIDTHS)
-@pytest.mark.parametrize("K", DRAFT_COUNTS)
-@pytest.mark.parametrize("B", BATCHES)
+@grid(("place", PLACES), ("seed", SEEDS), ("W", WIDTHS), ("K", DRAFT_COUNTS), ("B", BATCHES))
 def test_matches_reference(B, K, W, seed, place):
     check(random_case(np.random.default_rng([B, K, W, seed]), B, K, W), place)
 
@@ -129,8 +125,5 @@ def test_bad_inputs(match):
 
 @pytest.mark.gpu
 def test_mixed_places_rejected():
-    case = random_case(np.random.default_rng(2), 3, 2, 8)
-    t = {k: to_place(v, "gpu") for k, v in case.items()}
-    t["end_tokens"] = to_place(case["end_tokens"], "cpu")
-    with pytest.raises((OSError, RuntimeError, ValueError), match="end_tokens is on CPU"):
-        speculate_step_update(*(t[k] for k in ORDER))
+    assert_mixed_places_rejected(speculate_step_update, ORDER, random_case(np.random.default_rng(2), 3, 2, 8),
+                                 "end_tokens")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fastdeploy_spec.ops import speculate_verify_greedy
-from tests.helpers import PLACES, to_place
+from tests.helpers import PLACES, assert_mixed_places_rejected, grid
 from tests.reference.verify_greedy import ORDER, check, random_case, run
 
 BATCHES = [0, 1, 3, 7, 33, 130]
@@ -15,11 +15,7 @@ VOCABS = [2, 3, 1000]
 SEEDS = [0, 1]
 
 
-@pytest.mark.parametrize("place", PLACES)
-@pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("vocab", VOCABS)
-@pytest.mark.parametrize("K", DRAFT_COUNTS)
-@pytest.mark.parametrize("B", BATCHES)
+@grid(("place", PLACES), ("seed", SEEDS), ("vocab", VOCABS), ("K", DRAFT_COUNTS), ("B", BATCHES))
 def test_matches_reference(B, K, vocab, seed, place):
     check(random_case(np.random.default_rng([B, K, vocab, seed]), B, K, vocab), place)
 
@@ -95,6 +91,12 @@ def test_more_rows_than_slots(place):
     check(case, place)
 
 
+@pytest.mark.gpu
+def test_mixed_places_rejected():
+    assert_mixed_places_rejected(speculate_verify_greedy, ORDER, random_case(np.random.default_rng(2), 3, 2, 4),
+                                 "max_dec_len")
+
+
 def bad(**changes):
     case = random_case(np.random.default_rng(1), 3, 2, 4)
     case.update(changes)
@@ -117,12 +119,3 @@ BAD_INPUTS = {
 def test_bad_inputs(match):
     with pytest.raises((OSError, RuntimeError, ValueError), match=f"speculate_verify_greedy: {match}"):
         run(BAD_INPUTS[match], "cpu")
-
-
-@pytest.mark.gpu
-def test_mixed_places_rejected():
-    case = random_case(np.random.default_rng(2), 3, 2, 4)
-    t = {k: to_place(v, "gpu") for k, v in case.items()}
-    t["max_dec_len"] = to_place(case["max_dec_len"], "cpu")
-    with pytest.raises((OSError, RuntimeError, ValueError), match="max_dec_len is on CPU"):
-        speculate_verify_greedy(*(t[k] for k in ORDER))

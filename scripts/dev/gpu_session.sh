@@ -2,7 +2,6 @@
 # Runs on the GPU machine (Paddle 2.6.2 staged by the workplace's prepare-paddle-gpu.sh), from the repo root,
 # the stages named:
 #   setup           install the staged Paddle 2.6.2 (/root/pd), build the op library for sm_90
-#   smoke           every op once per place (scripts/dev/smoke_ops.py)
 #   tests           the whole suite in one process; gpu-tests: the same with pytest-xdist;
 #                   gpu-marked: only the tests marked gpu, with pytest-xdist
 #   checks          the Paddle-free kernel harnesses and compute-sanitizer (tests/cuda/run_cuda_checks.sh)
@@ -36,9 +35,6 @@ for stage in "$@"; do
       # Only the tests marked gpu (GPU tensors, GPU against CPU and the reference).
       $py -m pytest -q -p no:cacheprovider -n 12 -m gpu -rfE tests 2>&1 | tee "$OUT/pytest_gpu_marked.log" \
         | grep -vE "^\s*$" | tail -25
-      ;;
-    smoke)
-      $py scripts/dev/smoke_ops.py 2>&1 | tail -20
       ;;
     checks)
       # Reuses binaries in build/ that are newer than their sources, else compiles them here.

@@ -106,26 +106,20 @@ class DevBuf {
   size_t bytes_ = 0;
 };
 
-inline void copy_to_device(void* dst, const void* src, size_t bytes) {
+// A copy between host and "device" memory (host memory in the self-test).
+inline void copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   if (bytes == 0) return;
   if (selftest().host_backend) {
     std::memcpy(dst, src, bytes);
-  } else {
-    // From pageable memory cudaMemcpy may return before the DMA has landed, and the harnesses launch
-    // on a non-blocking stream, which does not wait for the legacy stream's copies.
-    CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
-    CHECK(cudaDeviceSynchronize());
+    return;
   }
+  CHECK(cudaMemcpy(dst, src, bytes, kind));
+  // From pageable memory cudaMemcpy may return before the DMA has landed, and the harnesses launch
+  // on a non-blocking stream, which does not wait for the legacy stream's copies.
+  if (kind == cudaMemcpyHostToDevice) CHECK(cudaDeviceSynchronize());
 }
-
-inline void copy_to_host(void* dst, const void* src, size_t bytes) {
-  if (bytes == 0) return;
-  if (selftest().host_backend) {
-    std::memcpy(dst, src, bytes);
-  } else {
-    CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
-  }
-}
+inline void copy_to_device(void* dst, const void* src, size_t bytes) { copy(dst, src, bytes, cudaMemcpyHostToDevice); }
+inline void copy_to_host(void* dst, const void* src, size_t bytes) { copy(dst, src, bytes, cudaMemcpyDeviceToHost); }
 
 // A device copy of a host vector, allocated to its exact size (memcheck then sees a read or write
 // one element past the end) and fully initialised (initcheck then flags reads of memory the op was
@@ -208,6 +202,32 @@ class Graph {
   std::function<cudaError_t(cudaStream_t)> host_enqueue_;
 };
 
+// Launches `launch(stream)` eagerly, or captures it into a graph and replays that once.
+template <class Launch>
+void launch_once(cudaStream_t stream, bool graph, Launch&& launch) {
+  if (graph) {
+    const Graph g(stream, launch);
+    g.replay(stream);
+  } else {
+    CHECK(launch(stream));
+  }
+}
+
+// In the perturbed self-test pass, after the CPU implementation ran in place of a launch: changes one
+// output value, alternately a length's low bit and a cell the op may not have written.
+template <class Length, class Cell>
+void perturb(Length& length, Cell& cell) {
+  auto& st = selftest();
+  if (!st.perturb) return;
+  static int turn = 0;
+  if (++turn % 2) {
+    length ^= 1;
+  } else {
+    cell += 1;
+  }
+  st.perturbed = true;
+}
+
 struct Rng {
   std::mt19937_64 g;
   explicit Rng(uint64_t seed) : g(seed) {}
@@ -272,6 +292,17 @@ class Tally {
   long cases_ = 0, bad_ = 0, perturbed_ = 0;
   std::map<std::string, long> counts_;
 };
+
+// One case: `enqueue(stream)` launches the op or replays a graph; once the stream is idle, `compare()`
+// returns "" when every output is right, else what differs (for the report).
+template <class Enqueue, class Compare>
+void run_case(Tally& t, const Stream& stream, Enqueue&& enqueue, Compare&& compare) {
+  t.begin_case();
+  enqueue(stream.get());
+  stream.sync();
+  const std::string diff = compare();
+  t.record(diff.empty(), diff);
+}
 
 // First index where two vectors differ (or -1), for mismatch reports.
 template <class T>

@@ -177,15 +177,7 @@ cudaError_t launch(const fdspec::HybridMtpNgramParams& p, cudaStream_t stream) {
   auto& st = harness::selftest();
   if (!st.host_backend) return fdspec::hybrid_mtp_ngram_gpu(p, stream);
   fdspec::hybrid_mtp_ngram_cpu(p);
-  if (st.perturb && p.batch > 0) {
-    static int turn = 0;
-    if (++turn % 2) {
-      p.seq_lens_this_time[p.batch - 1] ^= 1;
-    } else {
-      p.draft_tokens[p.batch * p.draft_stride - 1] += 1;  // a column the op may not have written
-    }
-    st.perturbed = true;
-  }
+  if (p.batch > 0) harness::perturb(p.seq_lens_this_time[p.batch - 1], p.draft_tokens[p.batch * p.draft_stride - 1]);
   return cudaSuccess;
 }
 
@@ -246,16 +238,17 @@ bool same(const Inputs& in, const Inputs& want, const Inputs& got) {
          got.pre == in.pre && got.s == in.s && got.mdl == in.mdl && got.dec == in.dec;
 }
 
+// "" when the outputs are right and the inputs untouched, else what differs.
+std::string report(const Shape& sh, const Inputs& in, const Inputs& want, const Inputs& got, const char* how) {
+  return same(in, want, got) ? std::string() : describe(sh, in, want, got, how);
+}
+
 void run_case(harness::Tally& t, const Shape& sh, const Inputs& in, const harness::Stream& stream) {
   const Inputs want = cpu_result(sh, in);
   count_coverage(t, sh, in, want);
   DeviceInputs dev(in);
-  t.begin_case();
-  CHECK(launch(dev.params(sh), stream.get()));
-  stream.sync();
-  const Inputs got = dev.download();
-  const bool ok = same(in, want, got);
-  t.record(ok, ok ? std::string() : describe(sh, in, want, got, "eager"));
+  harness::run_case(t, stream, [&](cudaStream_t s) { CHECK(launch(dev.params(sh), s)); },
+                    [&] { return report(sh, in, want, dev.download(), "eager"); });
 }
 
 // One capture, then `replays` rounds of new inputs copied into the captured buffers.
@@ -272,12 +265,8 @@ void run_graph_rounds(harness::Tally& t, Rng& r, const Shape& shape, int replays
     dev.upload(in);
     const Inputs want = cpu_result(sh, in);
     count_coverage(t, sh, in, want);
-    t.begin_case();
-    graph.replay(stream.get());
-    stream.sync();
-    const Inputs got = dev.download();
-    const bool ok = same(in, want, got);
-    t.record(ok, ok ? std::string() : describe(sh, in, want, got, "graph replay"));
+    harness::run_case(t, stream, [&](cudaStream_t s) { graph.replay(s); },
+                      [&] { return report(sh, in, want, dev.download(), "graph replay"); });
   }
 }
 

@@ -1,17 +1,20 @@
-// ngram_match's CUDA kernels against its CPU implementation, at the kernel layer (no Paddle needed), on
-// random batches: small grids with out-of-range values and binding thresholds, mid-size batches with
-// thresholds around the batch's floor, n-gram sizes up to 64, CUDA-graph capture and replay, repeated
-// launches, and 256 x 128k batches. Exits 1 on any difference. Run with tests/cuda/run_ngram_match_check.sh;
-// an argument ("quick") keeps it short for compute-sanitizer.
-#include <cuda_runtime.h>
+// ngram_match's CUDA launcher against its CPU implementation, at the kernel layer (no Paddle), bit for
+// bit, on random batches: small grids with out-of-range values and binding thresholds, mid-size batches
+// with thresholds around the batch's floor, n-gram sizes up to 64, CUDA-graph capture and replay,
+// repeated launches, and 256 x 128k batches. Usage and exit status: tests/cuda/harness.cuh.
+#include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
+
+#include "harness.cuh"
 #include "ngram_match/ngram_match.h"
 
+namespace {
+
 using namespace fdspec;
-#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("CUDA %s at %d\n", cudaGetErrorString(e), __LINE__); exit(2); } } while (0)
+using harness::DevVec;
 
 struct Batch {
   int64_t B, W, K;
@@ -19,7 +22,7 @@ struct Batch {
   std::vector<int32_t> dtn, slt, enc, dec;
 };
 
-static Batch make(std::mt19937_64& g, int64_t B, int64_t W, int64_t K, int64_t vocab, int maxn, double p_odd) {
+Batch make(std::mt19937_64& g, int64_t B, int64_t W, int64_t K, int64_t vocab, int maxn, double p_odd) {
   auto U = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(g); };
   auto R = [&]() { return std::uniform_real_distribution<double>(0, 1)(g); };
   Batch b; b.B = B; b.W = W; b.K = K;
@@ -58,16 +61,7 @@ static Batch make(std::mt19937_64& g, int64_t B, int64_t W, int64_t K, int64_t v
   return b;
 }
 
-template <class T> static T* up(const std::vector<T>& v) {
-  T* d = nullptr; CK(cudaMalloc(&d, std::max<size_t>(v.size(), 1) * sizeof(T)));
-  if (!v.empty()) CK(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return d;
-}
-template <class T> static std::vector<T> down(const T* d, size_t n) {
-  std::vector<T> v(n); if (n) CK(cudaMemcpy(v.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost)); return v;
-}
-
-static NgramMatchParams params(Batch& b, int maxn, int64_t T) {
+NgramMatchParams params(Batch& b, int maxn, int64_t T) {
   NgramMatchParams p;
   p.token_ids_all = b.ids.data(); p.token_ids_stride = b.W; p.prompt_lens = b.P.data(); p.step_idx = b.s.data();
   p.draft_token_num = b.dtn.data(); p.draft_tokens = b.drafts.data(); p.draft_stride = b.K + 1;
@@ -76,66 +70,73 @@ static NgramMatchParams params(Batch& b, int maxn, int64_t T) {
   return p;
 }
 
-static long n_cases = 0, n_bad = 0, n_drafted = 0;
+// The GPU launcher; in the self-test the CPU implementation, perturbed on request.
+cudaError_t launch(const NgramMatchParams& p, cudaStream_t stream) {
+  auto& st = harness::selftest();
+  if (!st.host_backend) return ngram_match_gpu(p, stream);
+  ngram_match_cpu(p);
+  if (p.batch > 0) harness::perturb(p.seq_lens_this_time[p.batch - 1], p.draft_tokens[p.batch * p.draft_stride - 1]);
+  return cudaSuccess;
+}
 
-static void run_case(Batch b, int maxn, int64_t T, bool graph, int repeats = 1) {
+std::string describe(const Batch& b, const Batch& c, const std::vector<int64_t>& dr, const std::vector<int32_t>& sl,
+                     int maxn, int64_t T, bool graph) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "B=%ld W=%ld K=%ld maxn=%d T=%ld graph=%d", (long)b.B, (long)b.W, (long)b.K,
+                maxn, (long)T, graph);
+  std::string s = buf;
+  for (int64_t i = 0; i < b.B; ++i) {
+    bool rowbad = sl[i] != c.slt[i];
+    for (int64_t k = 0; k <= b.K; ++k) rowbad |= dr[i * (b.K + 1) + k] != c.drafts[i * (b.K + 1) + k];
+    if (!rowbad) continue;
+    if (b.W <= 64) {
+      std::snprintf(buf, sizeof(buf), "\n  slot %ld P=%ld s=%ld enc=%d dec=%d slt_in=%d dtn=%d mdl=%ld cpu_slt=%d gpu_slt=%d",
+                    (long)i, (long)b.P[i], (long)b.s[i], b.enc[i], b.dec[i], b.slt[i], b.dtn[i], (long)b.mdl[i],
+                    c.slt[i], sl[i]);
+    } else {
+      std::snprintf(buf, sizeof(buf), "\n  slot %ld cpu_slt=%d gpu_slt=%d", (long)i, c.slt[i], sl[i]);
+    }
+    s += buf;
+  }
+  return s;
+}
+
+void run_case(harness::Tally& t, const harness::Stream& stream, Batch b, int maxn, int64_t T, bool graph,
+              int repeats = 1) {
   Batch c = b;
   NgramMatchParams pc = params(c, maxn, T);
   ngram_match_cpu(pc);
+  for (int64_t i = 0; i < b.B; ++i) t.count("drafted_slots", c.slt[i] > 1 && c.enc[i] <= 0);
+  DevVec<int64_t> ids(b.ids), P(b.P), s(b.s), mdl(b.mdl), drafts(b.drafts);
+  DevVec<int32_t> dtn(b.dtn), enc(b.enc), dec(b.dec), slt(b.slt);
   NgramMatchParams pg = params(b, maxn, T);
-  int64_t* d_ids = up(b.ids); int64_t* d_P = up(b.P); int64_t* d_s = up(b.s); int32_t* d_dtn = up(b.dtn);
-  int64_t* d_mdl = up(b.mdl); int32_t* d_enc = up(b.enc); int32_t* d_dec = up(b.dec);
+  pg.token_ids_all = ids.ptr(); pg.prompt_lens = P.ptr(); pg.step_idx = s.ptr(); pg.draft_token_num = dtn.ptr();
+  pg.draft_tokens = drafts.ptr(); pg.seq_lens_this_time = slt.ptr(); pg.seq_lens_encoder = enc.ptr();
+  pg.seq_lens_decoder = dec.ptr(); pg.max_dec_len = mdl.ptr();
   for (int rep = 0; rep < repeats; ++rep) {
-    int64_t* d_dr = up(b.drafts); int32_t* d_slt = up(b.slt);
-    pg.token_ids_all = d_ids; pg.prompt_lens = d_P; pg.step_idx = d_s; pg.draft_token_num = d_dtn; pg.draft_tokens = d_dr;
-    pg.seq_lens_this_time = d_slt; pg.seq_lens_encoder = d_enc; pg.seq_lens_decoder = d_dec; pg.max_dec_len = d_mdl;
-    cudaStream_t st; CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    if (graph) {
-      cudaGraph_t gr; cudaGraphExec_t ex;
-      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-      CK(ngram_match_gpu(pg, st));
-      CK(cudaStreamEndCapture(st, &gr));
-      CK(cudaGraphInstantiate(&ex, gr, 0));
-      CK(cudaGraphLaunch(ex, st));
-      CK(cudaGraphExecDestroy(ex)); CK(cudaGraphDestroy(gr));
-    } else {
-      CK(ngram_match_gpu(pg, st));
-    }
-    CK(cudaStreamSynchronize(st)); CK(cudaStreamDestroy(st));
-    auto dr = down(d_dr, b.drafts.size()); auto sl = down(d_slt, b.slt.size());
-    ++n_cases;
-    for (int64_t i = 0; i < b.B; ++i) n_drafted += c.slt[i] > 1 && c.enc[i] <= 0;
-    if (dr != c.drafts || sl != c.slt) {
-      if (++n_bad <= 5) {
-        printf("MISMATCH B=%ld W=%ld K=%ld maxn=%d T=%ld graph=%d\n", (long)b.B, (long)b.W, (long)b.K, maxn, (long)T, graph);
-        for (int64_t i = 0; i < b.B; ++i) {
-          bool rowbad = sl[i] != c.slt[i];
-          for (int64_t k = 0; k <= b.K; ++k) rowbad |= dr[i * (b.K + 1) + k] != c.drafts[i * (b.K + 1) + k];
-          if (rowbad && b.W <= 64) {
-            printf(" slot %ld P=%ld s=%ld enc=%d dec=%d slt_in=%d dtn=%d mdl=%ld cpu_slt=%d gpu_slt=%d\n", (long)i, (long)b.P[i], (long)b.s[i], b.enc[i], b.dec[i], b.slt[i], b.dtn[i], (long)b.mdl[i], c.slt[i], sl[i]);
-          } else if (rowbad) {
-            printf(" slot %ld cpu_slt=%d gpu_slt=%d\n", (long)i, c.slt[i], sl[i]);
-          }
-        }
-      }
-    }
-    CK(cudaFree(d_dr)); CK(cudaFree(d_slt));
+    drafts.upload(b.drafts);
+    slt.upload(b.slt);
+    harness::run_case(
+        t, stream, [&](cudaStream_t st) { harness::launch_once(st, graph, [&](cudaStream_t s) { return launch(pg, s); }); },
+        [&] {
+          const std::vector<int64_t> dr = drafts.download();
+          const std::vector<int32_t> sl = slt.download();
+          return dr == c.drafts && sl == c.slt ? std::string() : describe(b, c, dr, sl, maxn, T, graph);
+        });
   }
-  CK(cudaFree(d_ids)); CK(cudaFree(d_P)); CK(cudaFree(d_s)); CK(cudaFree(d_dtn)); CK(cudaFree(d_mdl)); CK(cudaFree(d_enc)); CK(cudaFree(d_dec));
 }
 
-int main(int argc, char** argv) {
-  const bool quick = argc > 1;  // for compute-sanitizer
+void body(harness::Tally& t, bool quick) {
   std::mt19937_64 g(1234);
+  const harness::Stream stream;
   auto U = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(g); };
   const int small = quick ? 150 : 20000;
   for (int it = 0; it < small; ++it) {
     int64_t B = U(0, 40), W = U(0, 60), K = U(0, 7), vocab = U(1, 5); int maxn = (int)U(1, it % 10 == 0 ? 64 : 6);
     Batch b = make(g, B, W, K, vocab, maxn, 0.15);
     int64_t T = U(0, 2) == 0 ? (1 << 20) : U(0, 3 * B + 10);
-    run_case(b, maxn, T, it % 50 == 0);
+    run_case(t, stream, b, maxn, T, it % 50 == 0);
   }
-  printf("small: cases %ld bad %ld drafted-slots %ld\n", n_cases, n_bad, n_drafted);
   const int mids = quick ? 4 : 300;
   for (int it = 0; it < mids; ++it) {
     int64_t B = U(1, 300), W = U(1, 5000), K = U(1, 8), vocab = U(2, 50); int maxn = (int)U(1, it % 5 == 0 ? 64 : 5);
@@ -143,19 +144,20 @@ int main(int argc, char** argv) {
     int64_t enc_sum = 0, counted = 0;
     for (int64_t i = 0; i < B; ++i) { if (b.enc[i] > 0) enc_sum += std::max(b.slt[i], 0); counted += b.enc[i] > 0 || b.dec[i] > 0; }
     int64_t T = U(0, 3) == 0 ? (1 << 20) : counted + enc_sum + U(-5, 2 * B + 5);
-    run_case(b, maxn, T, it % 10 == 0, it % 30 == 0 ? 5 : 1);
+    run_case(t, stream, b, maxn, T, it % 10 == 0, it % 30 == 0 ? 5 : 1);
   }
-  printf("mid: cases %ld bad %ld drafted-slots %ld\n", n_cases, n_bad, n_drafted);
   if (!quick) {
     for (int it = 0; it < 6; ++it) {
       int64_t vocab = it < 2 ? 1000 : (it < 4 ? 4 : 50); int maxn = it % 2 ? 5 : 3;
       Batch b = make(g, 256, 1 << 17, 7, vocab, maxn, 0.05);
-      run_case(b, maxn, it < 3 ? (1 << 20) : 900, it == 5, 2);
+      run_case(t, stream, b, maxn, it < 3 ? (1 << 20) : 900, it == 5, 2);
     }
-    printf("big: cases %ld bad %ld drafted-slots %ld\n", n_cases, n_bad, n_drafted);
   }
-  printf("ngram_match_vs_cpu %s: %s (%ld cases, %ld mismatches)\n", quick ? "quick" : "full", n_bad ? "FAIL" : "PASS",
-         n_cases, n_bad);
-  CK(cudaDeviceReset());  // memcheck's leak check needs the context torn down
-  return n_bad != 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const harness::Mode mode = harness::parse_mode(argc, argv);
+  return harness::run_harness("ngram_match_vs_cpu", mode, [&](harness::Tally& t) { body(t, mode.quick); });
 }

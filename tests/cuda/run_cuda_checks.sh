@@ -37,13 +37,13 @@ mkdir -p "$outdir" "$logdir"
 # name: harness source, then the op sources it links.
 declare -A sources=(
   [ngram_match_vs_cpu]="tests/cuda/ngram_match_vs_cpu.cu custom_ops/ngram_match/ngram_match.cu custom_ops/ngram_match/ngram_match_cpu.cc"
-  [step_ops_harness]="scripts/dev/step_ops_harness.cu custom_ops/speculate_verify_greedy/speculate_verify_greedy.cu custom_ops/speculate_verify_greedy/speculate_verify_greedy_cpu.cc custom_ops/speculate_step_update/speculate_step_update.cu custom_ops/speculate_step_update/speculate_step_update_cpu.cc"
+  [step_ops_vs_cpu]="tests/cuda/step_ops_vs_cpu.cu custom_ops/speculate_verify_greedy/speculate_verify_greedy.cu custom_ops/speculate_verify_greedy/speculate_verify_greedy_cpu.cc custom_ops/speculate_step_update/speculate_step_update.cu custom_ops/speculate_step_update/speculate_step_update_cpu.cc"
   [hybrid_mtp_ngram_vs_cpu]="tests/cuda/hybrid_mtp_ngram_vs_cpu.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc"
   [speculate_get_accept_tokens_and_logits_vs_cpu]="tests/cuda/speculate_get_accept_tokens_and_logits_vs_cpu.cu custom_ops/speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits.cu custom_ops/speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits_cpu.cc"
   [speculate_logprobs_topk_vs_cpu]="tests/cuda/speculate_logprobs_topk_vs_cpu.cu custom_ops/speculate_logprobs_topk/speculate_logprobs_topk.cu custom_ops/speculate_logprobs_topk/speculate_logprobs_topk_cpu.cc"
 )
-all="ngram_match_vs_cpu step_ops_harness hybrid_mtp_ngram_vs_cpu speculate_get_accept_tokens_and_logits_vs_cpu speculate_logprobs_topk_vs_cpu"
-selftests="hybrid_mtp_ngram_vs_cpu speculate_get_accept_tokens_and_logits_vs_cpu speculate_logprobs_topk_vs_cpu"
+all="ngram_match_vs_cpu step_ops_vs_cpu hybrid_mtp_ngram_vs_cpu speculate_get_accept_tokens_and_logits_vs_cpu speculate_logprobs_topk_vs_cpu"
+selftests="ngram_match_vs_cpu step_ops_vs_cpu hybrid_mtp_ngram_vs_cpu speculate_get_accept_tokens_and_logits_vs_cpu speculate_logprobs_topk_vs_cpu"
 names=${HARNESSES:-$all}
 for n in $names; do
   [ -n "${sources[$n]:-}" ] || { echo "unknown harness $n (known: $all)" >&2; exit 2; }
@@ -101,7 +101,7 @@ if [ "$mode" = selftest ]; then
   exit "$fail"
 fi
 
-# --- full runs, one at a time (step_ops_harness prints timings) ---
+# --- full runs, one at a time (step_ops_vs_cpu prints timings) ---
 for n in $names; do
   start=$SECONDS
   "$outdir/$n" > "$logdir/$n.full.log" 2>&1

@@ -258,16 +258,17 @@ std::string describe(const Shape& sh, const Inputs& in, const Inputs& want, cons
   return s;
 }
 
+// "" when the outputs are right and the inputs untouched, else what differs.
+std::string report(const Shape& sh, const Inputs& in, const Inputs& want, const Inputs& got, const char* how) {
+  return same(in, want, got) ? std::string() : describe(sh, in, want, got, how);
+}
+
 void run_case(harness::Tally& t, const Shape& sh, const Inputs& in, const harness::Stream& stream) {
   const Inputs want = cpu_result(sh, in);
   count_coverage(t, sh, in, want);
   DeviceInputs dev(sh, in);
-  t.begin_case();
-  CHECK(launch_gather(dev.params(sh), stream.get()));
-  stream.sync();
-  const Inputs got = dev.download();
-  const bool ok = same(in, want, got);
-  t.record(ok, ok ? std::string() : describe(sh, in, want, got, "eager"));
+  harness::run_case(t, stream, [&](cudaStream_t s) { CHECK(launch_gather(dev.params(sh), s)); },
+                    [&] { return report(sh, in, want, dev.download(), "eager"); });
 }
 
 void run_graph_rounds(harness::Tally& t, Rng& r, Shape sh, const Mix& mix, int replays,
@@ -281,12 +282,8 @@ void run_graph_rounds(harness::Tally& t, Rng& r, Shape sh, const Mix& mix, int r
     dev.upload(in);
     const Inputs want = cpu_result(sh, in);
     count_coverage(t, sh, in, want);
-    t.begin_case();
-    graph.replay(stream.get());
-    stream.sync();
-    const Inputs got = dev.download();
-    const bool ok = same(in, want, got);
-    t.record(ok, ok ? std::string() : describe(sh, in, want, got, "graph replay"));
+    harness::run_case(t, stream, [&](cudaStream_t s) { graph.replay(s); },
+                      [&] { return report(sh, in, want, dev.download(), "graph replay"); });
   }
 }
 

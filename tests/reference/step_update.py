@@ -89,9 +89,14 @@ def run(case: dict, place: str) -> dict:
     return {k: t[k].numpy() for k in MUTATED}
 
 
-def check(case: dict, place: str) -> dict:
+def expected(case: dict) -> dict:
+    """The reference on a case (per-slot [B, 1] tensors flattened): the mutated tensors by name."""
     flat = {k: v.ravel() if k in PER_SLOT_2D else v for k, v in case.items()}
-    want = step_update_ref(*(flat[k] for k in ORDER))
+    return step_update_ref(*(flat[k] for k in ORDER))
+
+
+def check(case: dict, place: str) -> dict:
+    want = expected(case)
     got = run(case, place)
     for k in MUTATED:
         np.testing.assert_array_equal(got[k].reshape(want[k].shape), want[k], err_msg=k)

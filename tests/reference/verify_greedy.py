@@ -86,9 +86,14 @@ def run(case: dict, place: str):
     return t["accept_tokens"].numpy(), t["accept_num"].numpy()
 
 
-def check(case: dict, place: str) -> None:
+def expected(case: dict):
+    """The reference on a case (per-slot [B, 1] tensors flattened): (accept_tokens, accept_num)."""
     flat = {k: v.ravel() if k in PER_SLOT_2D else v for k, v in case.items()}
-    want_tokens, want_num = verify_greedy_ref(*(flat[k] for k in ORDER))
+    return verify_greedy_ref(*(flat[k] for k in ORDER))
+
+
+def check(case: dict, place: str) -> None:
+    want_tokens, want_num = expected(case)
     got_tokens, got_num = run(case, place)
     np.testing.assert_array_equal(got_num, want_num)
     np.testing.assert_array_equal(got_tokens, want_tokens)
