@@ -171,3 +171,9 @@ def assert_mixed_places_rejected(op, order, host_case: dict, on_cpu: str) -> Non
     t[on_cpu] = to_place(host_case[on_cpu], "cpu")
     with pytest.raises((OSError, RuntimeError, ValueError), match=f"{on_cpu} is on CPU"):
         op(*(t[k] for k in order))
+
+
+def fewer_slots(case: dict, B: int, full_rows) -> dict:
+    """``case`` with its per-slot tensors cut to B slots; the tensors named in ``full_rows`` keep every row
+    (buffers of S > B slots, as a runner's)."""
+    return {k: v if k in full_rows else v[:B] for k, v in case.items()}

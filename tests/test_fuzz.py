@@ -38,6 +38,11 @@ FIXTURES_OK = settings(suppress_health_check=[HealthCheck.function_scoped_fixtur
 THRESHOLDS = st.one_of(st.integers(0, 30), st.just(10**6))
 
 
+def fuzz_on_places(test):
+    """A hypothesis test (``data``) run on every place."""
+    return pytest.mark.parametrize("place", PLACES)(FIXTURES_OK(given(data=st.data())(test)))
+
+
 @pytest.fixture(autouse=True)
 def _no_threshold_env(monkeypatch):
     for var in (THRESHOLD_ENV, "SPEC_TOKENUM_THRESHOLD"):
@@ -92,9 +97,7 @@ def test_ngram_match_gpu_against_cpu(data):
 
 # ---- hybrid_mtp_ngram ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("place", PLACES)
-@FIXTURES_OK
-@given(data=st.data())
+@fuzz_on_places
 def test_hybrid_mtp_ngram(place, data):
     B = data.draw(st.integers(0, 7), label="B")
     W, D = data.draw(st.integers(1, 16), label="W"), data.draw(st.integers(1, 12), label="D")
@@ -122,9 +125,7 @@ def test_hybrid_mtp_ngram(place, data):
 
 # ---- speculate_get_accept_tokens_and_logits / speculate_compute_cu_batch_offset -------------------
 
-@pytest.mark.parametrize("place", PLACES)
-@FIXTURES_OK
-@given(data=st.data())
+@fuzz_on_places
 def test_get_accept_tokens_and_logits(place, data):
     B = data.draw(st.integers(0, 7), label="B")
     V, stride = data.draw(st.integers(1, 9), label="V"), data.draw(st.integers(1, 5), label="K+1")
@@ -152,9 +153,7 @@ def test_get_accept_tokens_and_logits(place, data):
             np.testing.assert_array_equal(g, c, err_msg="GPU against CPU")
 
 
-@pytest.mark.parametrize("place", PLACES)
-@FIXTURES_OK
-@given(data=st.data())
+@fuzz_on_places
 def test_compute_cu_batch_offset(place, data):
     real_bsz = data.draw(st.integers(0, 40), label="real_bsz")
     accept_num = ints(data, (real_bsz + data.draw(st.integers(0, 3)),), -(2**31), 2**31 - 1, np.int32,
@@ -178,9 +177,7 @@ def test_compute_cu_batch_offset(place, data):
 
 # ---- speculate_logprobs_topk ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("place", PLACES)
-@FIXTURES_OK
-@given(data=st.data())
+@fuzz_on_places
 def test_logprobs_topk(place, data):
     B = data.draw(st.integers(0, 5), label="B")
     V, k = data.draw(st.integers(1, 40), label="V"), data.draw(st.integers(0, 20), label="k")
@@ -221,11 +218,6 @@ def _step_state(data, B, width):
         seq_lens_decoder=choice(data, (B,), [0, 0, 5, 17, -1], np.int32, "dec"),
         seq_lens_this_time=ints(data, (B,), -1, width + 2, np.int32, "slt"),
     )
-
-
-def fuzz_on_places(test):
-    """A hypothesis test (``data``) run on every place."""
-    return pytest.mark.parametrize("place", PLACES)(FIXTURES_OK(given(data=st.data())(test)))
 
 
 def _step_case(data):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fastdeploy_spec.ops import speculate_step_update
-from tests.helpers import PLACES, assert_mixed_places_rejected, grid
+from tests.helpers import PLACES, assert_mixed_places_rejected, fewer_slots, grid
 from tests.reference.step_update import ORDER, check, random_case, run
 
 BATCHES = [0, 1, 3, 7, 33, 130]
@@ -90,11 +90,9 @@ def test_empty_batch_is_a_no_op(place):
 @pytest.mark.parametrize("place", PLACES)
 def test_more_rows_than_slots(place):
     """Buffers with S rows and B = len(seq_lens_this_time) < S: rows >= B are not touched."""
-    case = random_case(np.random.default_rng(5), 6, 3, 16)
     B = 4
-    for k in ORDER:
-        if k not in ("accept_tokens", "token_ids_all", "draft_tokens", "end_tokens"):
-            case[k] = case[k][:B]
+    case = fewer_slots(random_case(np.random.default_rng(5), 6, 3, 16), B,
+                       ("accept_tokens", "token_ids_all", "draft_tokens", "end_tokens"))
     got = check(case, place)
     np.testing.assert_array_equal(got["token_ids_all"][B:], case["token_ids_all"][B:])
     np.testing.assert_array_equal(got["draft_tokens"][B:], case["draft_tokens"][B:])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fastdeploy_spec.ops import speculate_verify_greedy
-from tests.helpers import PLACES, assert_mixed_places_rejected, grid
+from tests.helpers import PLACES, assert_mixed_places_rejected, fewer_slots, grid
 from tests.reference.verify_greedy import ORDER, check, random_case, run
 
 BATCHES = [0, 1, 3, 7, 33, 130]
@@ -81,11 +81,9 @@ def test_empty_batch_is_a_no_op(place):
 @pytest.mark.parametrize("place", PLACES)
 def test_more_rows_than_slots(place):
     """[S, K + 1] buffers with B = len(seq_lens_this_time) < S: rows >= B are not touched."""
-    case = random_case(np.random.default_rng(3), 6, 3, 3)
     B = 4
-    for k in ORDER:
-        if k not in ("target_tokens", "accept_tokens", "draft_tokens", "end_tokens"):
-            case[k] = case[k][:B]
+    case = fewer_slots(random_case(np.random.default_rng(3), 6, 3, 3), B,
+                       ("target_tokens", "accept_tokens", "draft_tokens", "end_tokens"))
     tokens, _ = run(case, place)
     assert (tokens[B:] == -7).all()
     check(case, place)
