@@ -7,6 +7,8 @@
 #   checks          the Paddle-free kernel harnesses and compute-sanitizer (tests/cuda/run_cuda_checks.sh)
 #   graph           the CUDA-graph replay test
 #   bench-ngram, bench-hybrid, bench-logprobs, demo
+#   bench-kernels   ngram_match / hybrid_mtp_ngram at the kernel layer, warm and cold, no Paddle
+#                   (tests/cuda/bench_ngram_kernels.cu; notes in docs/perf/ngram_notes.md)
 #   toolchain, diag the compilers and C++ runtimes involved, and bad-input tests with Paddle's stack
 # Logs and results go to $OUT (or ./results/gpu when OUT is unset).
 set -uo pipefail
@@ -47,6 +49,14 @@ for stage in "$@"; do
       ;;
     bench-hybrid)
       $py scripts/bench_hybrid.py --out "$OUT" 2>&1 | tail -30
+      ;;
+    bench-kernels)
+      mkdir -p build
+      $CUDA_HOME/bin/nvcc -std=c++17 -O3 -lineinfo -DFDSPEC_WITH_CUDA -Icustom_ops -I$CUDA_HOME/include/cccl \
+        -gencode=arch=compute_90,code=sm_90 tests/cuda/bench_ngram_kernels.cu \
+        custom_ops/ngram_match/ngram_match.cu custom_ops/ngram_match/ngram_match_cpu.cc \
+        custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc \
+        -o build/bench_ngram_kernels && build/bench_ngram_kernels --json "$OUT/bench_ngram_kernels.json" 2>&1 | tail -30
       ;;
     bench-logprobs)
       $py scripts/bench_logprobs.py --out "$OUT" 2>&1 | tail -30
