@@ -59,6 +59,12 @@ OPS: dict[str, dict[str, list[str]]] = {
                 "speculate_step_update/speculate_step_update_cpu.cc"],
         "cuda": ["speculate_step_update/speculate_step_update.cu"],
     },
+    # The MTP proposer's draft-model bookkeeping: three ops sharing one kernel layer.
+    "draft_model": {
+        "cpp": ["draft_model/draft_model_preprocess_op.cc", "draft_model/draft_model_update_op.cc",
+                "draft_model/draft_model_accept_op.cc", "draft_model/draft_model_cpu.cc"],
+        "cuda": ["draft_model/draft_model.cu"],
+    },
     # Host ops: their GPU path (copies of GPU inputs) is in the .cc files, built with FDSPEC_WITH_CUDA.
     # The message format and the transport are listed once, with the first of the three.
     "speculate_save_output_topk": {
