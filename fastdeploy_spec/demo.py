@@ -122,9 +122,8 @@ def make_tasks(max_prompt_tokens: int, num_requests: int) -> List[Task]:
 class BigramDraft:
     """The MTP demo's draft model: the most frequent successor of each token in the prompts.
 
-    ``draft(input_ids, hidden_states)`` takes int64 [S, 1] token ids (the MTP proposer's
-    ``draft_place``, the CPU here; any place works, a GPU one is copied to the host) and returns
-    float32 [S, V] NumPy logits, 1 at the predicted token and 0 elsewhere (ties between
+    ``draft(input_ids, hidden_states)`` takes int64 [S, 1] token ids (a Paddle tensor on any place,
+    copied to the host, or an array) and returns float32 [S, V] NumPy logits, 1 at the predicted token and 0 elsewhere (ties between
     successors go to the lower id; a token never followed in the prompts predicts the end token 0,
     and so does the -1 of a slot with no token yet). It sees only the newest token: it guesses the
     next one from local statistics, as a real draft head would from its context, and it knows
@@ -149,6 +148,30 @@ class BigramDraft:
         logits = np.zeros((len(ids), self.vocab_size), np.float32)
         logits[np.arange(len(ids)), predicted] = 1.0
         return logits
+
+
+class HostDraftOnPlace:
+    """A host (NumPy) draft model as the MTP proposer needs it: logits on the buffers' place.
+
+    The caller's copy, outside the proposer: the input ids come to the host, the model runs there,
+    and its logits are copied into one float32 [S, V] buffer on ``place``, allocated once. (On the
+    GPU machine Paddle computes nothing on the GPU, so a real model would run the same way there.)
+    """
+
+    def __init__(self, model, num_slots: int, vocab_size: int, place) -> None:
+        import paddle
+
+        from fastdeploy_spec.buffers import resolve_place
+
+        self.model = model
+        self.logits = paddle.to_tensor(np.zeros((num_slots, vocab_size), np.float32),
+                                       place=resolve_place(place))
+
+    def __call__(self, input_ids, hidden_states=None):
+        from fastdeploy_spec.buffers import copy_from_host
+
+        copy_from_host(self.logits, np.asarray(self.model(input_ids, hidden_states), np.float32))
+        return self.logits
 
 
 class Progress:
@@ -195,11 +218,12 @@ def run_method(method: str, tasks: List[Task], vocab: Vocabulary, args) -> Dict:
     requests = [Request(i, vocab.encode(t.prompt), t.max_dec_len) for i, t in enumerate(tasks)]
     oracle = OracleTarget({i: vocab.encode(t.answer) for i, t in enumerate(tasks)}, len(vocab), 0)
     width = max(len(r.prompt) + r.max_dec_len for r in requests) + 1
-    draft = BigramDraft([r.prompt for r in requests], len(vocab)) if method == "mtp" else None
-    # The draft model gets its input on the host: it is NumPy code, and on a GPU the buffers stay
-    # there (the proposer copies to and from them), so no Paddle kernel runs on the device.
+    # The draft model is NumPy code on the host; its logits are copied to the buffers' place, where the
+    # proposer's ops read them (no Paddle kernel runs on the device).
+    draft = HostDraftOnPlace(BigramDraft([r.prompt for r in requests], len(vocab)), args.slots,
+                             len(vocab), args.device) if method == "mtp" else None
     proposer = create_proposer(cfg, draft_model=draft, max_num_seqs=args.slots, max_model_len=width,
-                               place=args.device, draft_place="cpu")
+                               place=args.device)
     label = method_label(method, args)
     runner = SpecRunner(cfg, oracle, max_num_seqs=args.slots, max_model_len=width, end_tokens=[0],
                         place=args.device, proposer=proposer, logprobs=args.logprobs, timing=True)
@@ -380,8 +404,8 @@ def main(argv=None) -> int:
               f"{us['proposer'] + verify:>7.1f}"
               + (f" {us['build_output_logprobs']:>9.1f} {us['speculate_save_output_topk']:>9.1f}"
                  if lp_cols else "") + f" {r['wall_s']:>7.2f}")
-    print("(proposer: the ngram_match op; for mtp the bigram draft model, the proposer's host "
-          "bookkeeping and hybrid_mtp_ngram)")
+    print("(proposer: the ngram_match op; for mtp the bigram draft model on the host with its copies, "
+          "the draft_model_* ops and hybrid_mtp_ngram)")
     ok = all(all(r["outputs_identical"]) for r in results)
     for r in results:
         same = sum(r["outputs_identical"])

@@ -14,14 +14,14 @@ __all__ = ["MTPProposer", "NgramProposer", "Proposer", "create_proposer"]
 
 def create_proposer(config: SpeculativeConfig, *, draft_model: Optional[DraftModel] = None,
                     max_num_seqs: Optional[int] = None, max_model_len: Optional[int] = None,
-                    place=None, draft_place=None) -> Optional[Proposer]:
+                    place=None) -> Optional[Proposer]:
     """The proposer of ``config.method``.
 
     ``naive`` returns None: the runner proposes nothing and verifies one token per slot, so it skips
     the proposer call instead of calling a no-op. ``ngram`` returns an :class:`NgramProposer`;
     ``mtp`` an :class:`MTPProposer`, which needs ``draft_model``, ``max_num_seqs`` and
-    ``max_model_len`` (``place``: where its draft inputs live, that of the share-inputs;
-    ``draft_place``: where the draft model runs, default ``place``).
+    ``max_model_len`` (``place``: where its buffers live, that of the share-inputs; the draft model
+    returns its logits there).
 
     Examples
     --------
@@ -42,6 +42,5 @@ def create_proposer(config: SpeculativeConfig, *, draft_model: Optional[DraftMod
                                         ("max_model_len", max_model_len)) if v is None]
         if missing:
             raise ValueError(f"method 'mtp' needs {', '.join(missing)}")
-        return MTPProposer(config, draft_model, max_num_seqs, max_model_len, place=place,
-                           draft_place=draft_place)
+        return MTPProposer(config, draft_model, max_num_seqs, max_model_len, place=place)
     raise ValueError(f"no proposer for speculative method {method!r}")
