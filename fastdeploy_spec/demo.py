@@ -259,6 +259,8 @@ def run_method(method: str, tasks: List[Task], vocab: Vocabulary, args) -> Dict:
     if method == "mtp":
         result.update(num_model_steps=cfg.num_model_steps, mtp_strategy=cfg.mtp_strategy,
                       draft_model="bigram table of the prompts (BigramDraft)")
+    result["acceptance"] = runner.acceptance.to_dict()
+    result["acceptance_table"] = runner.acceptance.table()
     if args.logprobs is not None:
         result["logprobs"] = check_logprobs(runner, oracle, len(tasks))
     return result
@@ -320,6 +322,33 @@ def plot(results: List[Dict], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def plot_acceptance(results: List[Dict], path: Path) -> bool:
+    """Histogram of accepted drafts per decode step, one panel per speculative method; False when
+    matplotlib is missing (the plot is optional)."""
+    try:
+        import matplotlib
+    except ImportError:
+        return False
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    spec = [r for r in results if r["num_speculative_tokens"] > 0]
+    if not spec:
+        return False
+    fig, axes = plt.subplots(1, len(spec), figsize=(4.5 * len(spec), 3.5), squeeze=False)
+    for ax, r in zip(axes[0], spec):
+        overall = r["acceptance"]["overall"]
+        hist = overall["histogram"]
+        ax.bar(range(len(hist)), hist)
+        ax.set(xlabel="drafts accepted in a decode step", ylabel="decode steps (all requests)",
+               title=f"{r['method']}: rate {100 * overall['acceptance_rate']:.1f}%, "
+                     f"mean length {overall['mean_acceptance_length']:.2f}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
 
 
 def resolve_device(device: str) -> str:
@@ -406,6 +435,9 @@ def main(argv=None) -> int:
                  if lp_cols else "") + f" {r['wall_s']:>7.2f}")
     print("(proposer: the ngram_match op; for mtp the bigram draft model on the host with its copies, "
           "the draft_model_* ops and hybrid_mtp_ngram)")
+    for r in results:
+        if r["num_speculative_tokens"] > 0:
+            print(f"\nacceptance per request ({r['method']}; request = task index):\n{r['acceptance_table']}")
     ok = all(all(r["outputs_identical"]) for r in results)
     for r in results:
         same = sum(r["outputs_identical"])
@@ -434,6 +466,8 @@ def main(argv=None) -> int:
     (args.out / "demo.json").write_text(json.dumps(report, indent=1))
     plot(results, args.out / "demo.png")
     print(f"wrote {args.out / 'demo.json'} and {args.out / 'demo.png'}")
+    if plot_acceptance(results, args.out / "demo_acceptance.png"):
+        print(f"wrote {args.out / 'demo_acceptance.png'}")
     return 0 if ok else 1
 
 
