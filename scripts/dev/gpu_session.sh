@@ -6,7 +6,7 @@
 #                   gpu-marked: only the tests marked gpu, with pytest-xdist
 #   checks          the Paddle-free kernel harnesses and compute-sanitizer (tests/cuda/run_cuda_checks.sh)
 #   graph           the CUDA-graph replay test
-#   bench-ngram, bench-hybrid, bench-logprobs, demo
+#   bench-ngram, bench-hybrid, bench-logprobs, bench-mtp, demo
 #   toolchain, diag the compilers and C++ runtimes involved, and bad-input tests with Paddle's stack
 # Logs and results go to $OUT (or ./results/gpu when OUT is unset).
 set -uo pipefail
@@ -50,6 +50,9 @@ for stage in "$@"; do
       ;;
     bench-logprobs)
       $py scripts/bench_logprobs.py --out "$OUT" 2>&1 | tail -30
+      ;;
+    bench-mtp)
+      $py scripts/bench_mtp.py --out "$OUT" 2>&1 | tail -30
       ;;
     graph)
       $py -m pytest -q -p no:cacheprovider -rA tests/test_graph_replay.py 2>&1 | grep -E "PASS|FAIL|SKIP|passed|failed|Error" | tail -8
