@@ -233,13 +233,19 @@ def test_update_greedy_choice(dtype, place):
 
 
 @pytest.mark.parametrize("place", PLACES)
-def test_update_large_vocabulary_and_misaligned_rows(place):
-    # V = 1001 float16 rows start off 16-byte boundaries: head, vector body and tail all searched.
+@pytest.mark.parametrize("V,peaks", [
+    (1001, [0, 1, 7, 8, 500, 992, 999, 1000, 3]),
+    # On sm_90 a row this long is split over a cluster of blocks (16 KB slices): peaks at the edges
+    # of the slices, and ties across slices (the last row: the same maximum in two slices).
+    (40001, [0, 4095, 4096, 4097, 8191, 20000, 39999, 40000, 12]),
+])
+def test_update_large_vocabulary_and_misaligned_rows(V, peaks, place):
+    # Odd V: rows start off 16-byte boundaries, so head, vector body and tail are all searched.
     rng = np.random.default_rng(3)
-    B, V = 9, 1001
+    B = len(peaks)
     values = rng.standard_normal((B, V)).astype(np.float32)
-    peaks = [0, 1, 7, 8, 500, 992, 993, 999, 1000]
     values[np.arange(B), peaks] = 10.0
+    values[-1, V - 7] = 10.0  # a tie with the row's peak, later in the row: the lower id wins
     for dtype in LOGITS_DTYPES:
         state = {k: np.repeat(v, B, axis=0) for k, v in one_slot(seq_lens_decoder=[9]).items()}
         dev = Device(state, place)

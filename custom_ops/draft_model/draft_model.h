@@ -185,8 +185,9 @@ void draft_model_accept_cpu(const DraftModelAcceptParams& p);
 #ifdef FDSPEC_WITH_CUDA
 // One warp per slot (the lanes clear a prefill slot's row). One kernel, graph-capturable.
 cudaError_t draft_model_preprocess_gpu(const DraftModelPreprocessParams& p, cudaStream_t stream);
-// One block per slot: idle slots exit at once; a drafting slot's block reads its logits row once
-// (16-byte loads), reduces the keys and writes. One kernel, graph-capturable.
+// Per slot a thread-block cluster (sm_90+; one block elsewhere) splits the logits row into slices of
+// about 16 KB (at most 8): idle slots exit at once; a drafting slot's blocks read the row once in
+// 16-byte loads, reduce the keys, and the leader writes. One kernel, graph-capturable.
 cudaError_t draft_model_update_gpu(const DraftModelUpdateParams& p, cudaStream_t stream);
 // One warp per slot: the lanes copy the verified tokens, lane 0 writes the scalars. One kernel,
 // graph-capturable.
