@@ -92,6 +92,31 @@ def release_queue_id(queue_id: int) -> None:
 
 
 @contextmanager
+def private_queue() -> Iterator[int]:
+    """A queue id of this process's own (:func:`free_queue_id`) for the ops' ``queue_id`` keyword;
+    on exit the queue is removed, with any message left in it, and the id released.
+
+    Examples
+    --------
+    >>> from fastdeploy_spec import msg_queue
+    >>> from fastdeploy_spec.token_processor import private_queue
+    >>> with private_queue() as qid:
+    ...     2 <= qid <= 255
+    True
+    >>> msg_queue.queue_stats(qid) is None
+    True
+    """
+    qid = free_queue_id()
+    try:
+        yield qid
+    finally:
+        try:
+            msg_queue.remove_queue(qid)
+        finally:
+            release_queue_id(qid)
+
+
+@contextmanager
 def queue_env(queue_id: int) -> Iterator[None]:
     """Names ``queue_id`` in ``INFERENCE_MSG_QUEUE_ID`` for the ops called inside, then restores it."""
     old = os.environ.get(msg_queue.QUEUE_ID_ENV)
