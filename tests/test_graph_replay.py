@@ -80,10 +80,10 @@ def random_state(rng: np.random.Generator) -> dict:
     )
 
 
-def decode_step(t: dict) -> None:
+def decode_step(t: dict, pad_to_max: bool = False) -> None:
     ngram_match(t["token_ids_all"], t["prompt_lens"], t["step_idx"], t["actual_draft_token_num"],
                 t["draft_tokens"], t["seq_lens_this_time"], t["seq_lens_encoder"],
-                t["seq_lens_decoder"], t["max_dec_len"], 3, K, threshold=THRESHOLD)
+                t["seq_lens_decoder"], t["max_dec_len"], 3, K, pad_to_max, threshold=THRESHOLD)
     speculate_verify_greedy(t["target_tokens"], t["accept_tokens"], t["accept_num"], t["step_idx"],
                             t["stop_flags"], t["seq_lens_encoder"], t["seq_lens_decoder"],
                             t["draft_tokens"], t["seq_lens_this_time"], t["max_dec_len"],
@@ -94,12 +94,12 @@ def decode_step(t: dict) -> None:
                           t["draft_tokens"])
 
 
-def eager_steps(state: dict, targets: list, place: str) -> dict:
+def eager_steps(state: dict, targets: list, place: str, pad_to_max: bool = False) -> dict:
     """Fresh tensors on `place`, one decode step per entry of `targets` (its target tokens)."""
     t = {k: to_place(v, place) for k, v in state.items()}
     for target in targets:
         t["target_tokens"] = to_place(target, place)
-        decode_step(t)
+        decode_step(t, pad_to_max)
     return {k: t[k].numpy() for k in OUTPUTS}
 
 
@@ -179,21 +179,24 @@ def pointers(buffers: dict):
     return {k: t.data_ptr() for k, t in buffers.items()} if hasattr(paddle.Tensor, "data_ptr") else None
 
 
+# pad_to_max: graph mode of ngram_match (FastDeploy #7849), what a runner whose target model is
+# captured passes; every decoding slot then verifies K drafts.
+@pytest.mark.parametrize("pad_to_max", [False, True], ids=["unpadded", "pad_to_max"])
 @pytest.mark.parametrize("backend", list(BACKENDS))
-def test_decode_step_replays_like_eager(backend):
+def test_decode_step_replays_like_eager(backend, pad_to_max):
     rng = np.random.default_rng(0)
     states = [random_state(rng) for _ in range(3)]
     buffers = {k: to_place(v, "gpu") for k, v in random_state(rng).items()}
     before = pointers(buffers)
-    graph = BACKENDS[backend](lambda: decode_step(buffers))
+    graph = BACKENDS[backend](lambda: decode_step(buffers, pad_to_max))
 
     # New inputs into the captured buffers, one replay each.
     for state in states:
         for k, v in state.items():
             copy_into(buffers, k, v)
         graph.replay()
-        want = eager_steps(state, [state["target_tokens"]], "gpu")
-        want_cpu = eager_steps(state, [state["target_tokens"]], "cpu")
+        want = eager_steps(state, [state["target_tokens"]], "gpu", pad_to_max)
+        want_cpu = eager_steps(state, [state["target_tokens"]], "cpu", pad_to_max)
         for k in OUTPUTS:
             np.testing.assert_array_equal(buffers[k].numpy(), want[k], err_msg=f"{backend}: {k}")
             np.testing.assert_array_equal(want[k], want_cpu[k], err_msg=f"GPU vs CPU: {k}")
@@ -207,7 +210,14 @@ def test_decode_step_replays_like_eager(backend):
     for target in targets:
         copy_into(buffers, "target_tokens", target)
         graph.replay()
-    want = eager_steps(state, targets, "cpu")
+    want = eager_steps(state, targets, "cpu", pad_to_max)
+    if pad_to_max:  # the captured shape: every decoding slot verifies K drafts
+        t = {k: to_place(v, "gpu") for k, v in state.items()}
+        ngram_match(t["token_ids_all"], t["prompt_lens"], t["step_idx"], t["actual_draft_token_num"],
+                    t["draft_tokens"], t["seq_lens_this_time"], t["seq_lens_encoder"],
+                    t["seq_lens_decoder"], t["max_dec_len"], 3, K, True, threshold=THRESHOLD)
+        decoding = (state["seq_lens_encoder"] <= 0) & (state["seq_lens_decoder"] != 0)
+        assert decoding.any() and (t["seq_lens_this_time"].numpy()[decoding] == K + 1).all()
     for k in OUTPUTS:
         np.testing.assert_array_equal(buffers[k].numpy(), want[k], err_msg=f"{backend} loop: {k}")
     assert pointers(buffers) == before

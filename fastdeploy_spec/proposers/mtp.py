@@ -8,7 +8,6 @@ import numpy as np
 import paddle
 
 from fastdeploy_spec.buffers import resolve_place
-from fastdeploy_spec.config import SpeculativeConfig
 from fastdeploy_spec.ops import (
     draft_model_accept,
     draft_model_preprocess,
@@ -51,9 +50,10 @@ class MTPProposer(Proposer):
 
     Parameters
     ----------
-    config : SpeculativeConfig
+    config : SpeculativeConfig or FDConfig-shaped
         K = ``num_speculative_tokens``, ``num_model_steps``, ``mtp_strategy``, n-gram sizes and
-        ``hybrid_threshold``.
+        ``hybrid_threshold``; from an ``FDConfig``, also ``max_num_seqs`` / ``max_model_len`` and
+        ``pad_to_max`` (``graph_opt_config.use_cudagraph``, passed to ``hybrid_mtp_ngram``).
     draft_model : callable
         ``draft_model(input_ids, hidden_states)`` with ``input_ids`` int64 [S, 1] on ``place`` (each
         decoding slot's newest token; other rows hold 0 and their logits are not read) returns
@@ -63,10 +63,11 @@ class MTPProposer(Proposer):
         model that runs elsewhere (on the host, say) is wrapped by the caller, who copies its input
         out and its logits into a buffer on ``place``: that copy is the caller's, outside the
         proposer.
-    max_num_seqs : int
-        S, the slots.
-    max_model_len : int
-        Width D of ``pre_ids`` (a slot stops drafting once its row is full).
+    max_num_seqs : int, optional
+        S, the slots (default: the config's ``scheduler_config.max_num_seqs``).
+    max_model_len : int, optional
+        Default width D of ``pre_ids`` (a slot stops drafting once its row is full); default: the
+        config's ``model_config.max_model_len``.
     place : str or Paddle place, optional
         Where the buffers live: the place of the share-inputs ('cpu' by default).
 
@@ -93,9 +94,16 @@ class MTPProposer(Proposer):
     ([4, 5], [3])
     """
 
-    def __init__(self, config: SpeculativeConfig, draft_model: DraftModel, max_num_seqs: int,
-                 max_model_len: int, *, place=None) -> None:
-        super().__init__(config)
+    def __init__(self, config, draft_model: DraftModel, max_num_seqs: Optional[int] = None,
+                 max_model_len: Optional[int] = None, *, place=None) -> None:
+        super().__init__(config)  # also an FDConfig-shaped object (proposers/base.py)
+        max_num_seqs = self.max_num_seqs if max_num_seqs is None else max_num_seqs
+        max_model_len = self.max_model_len if max_model_len is None else max_model_len
+        if max_num_seqs is None or max_model_len is None:
+            raise ValueError("MTPProposer needs max_num_seqs and max_model_len (arguments, or the "
+                             "config's scheduler_config / model_config)")
+        self.max_num_seqs, self.max_model_len = max_num_seqs, max_model_len
+        config = self.config
         if not callable(draft_model):
             raise TypeError(f"draft_model must be callable, got {type(draft_model).__name__}")
         if max_num_seqs < 0 or max_model_len < 2:
@@ -160,4 +168,4 @@ class MTPProposer(Proposer):
                 s["token_ids_all"], s["prompt_lens"], self.pre_ids, self.step_idx,
                 s["actual_draft_token_num"], s["draft_tokens"], s["seq_lens_this_time"],
                 self.seq_lens_decoder, self.max_dec_len, cfg.max_ngram_size, cfg.min_ngram_size,
-                cfg.num_speculative_tokens, threshold=cfg.hybrid_threshold)
+                cfg.num_speculative_tokens, self.pad_to_max, threshold=cfg.hybrid_threshold)
