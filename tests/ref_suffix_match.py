@@ -149,7 +149,7 @@ def suffix_match_ref(token_ids_all, prompt_lens, step_idx, draft_token_num, draf
             continue
         P = min(max(P_in[b], 0), W)
         s = min(max(s_in[b], 0), W - P)
-        cap = min(dtn[b], K, mdl[b] - s - 1, W - P - s - 1)
+        cap = min(dtn[b], max_draft_tokens, K, mdl[b] - s - 1, W - P - s - 1)
         tokens, probs, _, L = suffix_draft_ref(
             ids[b, :P + s], cap, max_tree_depth=max_tree_depth, max_spec_factor=max_spec_factor,
             max_spec_offset=max_spec_offset, min_token_prob=min_token_prob)
