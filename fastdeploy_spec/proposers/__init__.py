@@ -1,4 +1,4 @@
-"""Draft proposers: ``NgramProposer`` and ``MTPProposer``, built by ``create_proposer``."""
+"""Draft proposers: ``NgramProposer``, ``SuffixProposer`` and ``MTPProposer``, built by ``create_proposer``."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from fastdeploy_spec.config import SpecMethod, SpeculativeConfig
 from fastdeploy_spec.proposers.base import Proposer
 from fastdeploy_spec.proposers.mtp import DraftModel, MTPProposer
 from fastdeploy_spec.proposers.ngram import NgramProposer
+from fastdeploy_spec.proposers.suffix import SuffixProposer
 
-__all__ = ["MTPProposer", "NgramProposer", "Proposer", "create_proposer"]
+__all__ = ["MTPProposer", "NgramProposer", "Proposer", "SuffixProposer", "create_proposer"]
 
 
 def create_proposer(config: SpeculativeConfig, *, draft_model: Optional[DraftModel] = None,
@@ -19,6 +20,7 @@ def create_proposer(config: SpeculativeConfig, *, draft_model: Optional[DraftMod
 
     ``naive`` returns None: the runner proposes nothing and verifies one token per slot, so it skips
     the proposer call instead of calling a no-op. ``ngram`` returns an :class:`NgramProposer`;
+    ``suffix`` a :class:`SuffixProposer`;
     ``mtp`` an :class:`MTPProposer`, which needs ``draft_model``, ``max_num_seqs`` and
     ``max_model_len`` (``place``: where its draft inputs live, that of the share-inputs;
     ``draft_place``: where the draft model runs, default ``place``).
@@ -37,6 +39,8 @@ def create_proposer(config: SpeculativeConfig, *, draft_model: Optional[DraftMod
         return None
     if method is SpecMethod.NGRAM:
         return NgramProposer(config)
+    if method is SpecMethod.SUFFIX:
+        return SuffixProposer(config)
     if method is SpecMethod.MTP:
         missing = [name for name, v in (("draft_model", draft_model), ("max_num_seqs", max_num_seqs),
                                         ("max_model_len", max_model_len)) if v is None]
