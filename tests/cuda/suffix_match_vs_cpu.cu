@@ -57,7 +57,10 @@ Inputs make_inputs(Rng& r, const Shape& sh) {
   in.ids.assign(sh.rows * W, -1);
   for (int64_t b = 0; b < sh.rows; ++b) {
     int64_t* row = in.ids.data() + b * W;
-    const int64_t used = b < B ? r.uni(0, W) : W;
+    // Adversarial rows are full but for room to draft, and (kind 2) end on the repeated token 7.
+    int64_t used = b < B ? r.uni(0, W) : W;
+    if (sh.kind != 0 && b < B) used = std::max<int64_t>(W - sh.K - 2, 0) & ~int64_t{1};
+    if (sh.kind == 2 && used > 0) --used;
     if (sh.kind == 1) {
       for (int64_t j = 0; j < used; ++j) row[j] = 5;
     } else if (sh.kind == 2) {
@@ -96,6 +99,13 @@ Inputs make_inputs(Rng& r, const Shape& sh) {
       if (r.chance(0.03)) dec = -1;
     }
     in.enc.push_back(enc); in.dec.push_back(dec); in.slt.push_back(slt);
+    if (sh.kind != 0) {  // decoding, with every limit wide open
+      in.enc[b] = 0;
+      in.dec[b] = 1;
+      in.dtn[b] = static_cast<int32_t>(K);
+      in.mdl[b] = int64_t{1} << 20;
+      continue;
+    }
     if (r.chance(0.05)) {
       switch (r.uni(0, 4)) {
         case 0: in.P[b] = -r.uni(1, 9); break;
@@ -278,6 +288,8 @@ void body(harness::Tally& t, bool quick) {
     for (int64_t W : {int64_t{200}, int64_t{5000}, quick ? int64_t{6000} : int64_t{20000}}) {
       Shape sh = make_shape(r, 3, W, 2, kind);
       sh.T = int64_t{1} << 20;
+      sh.min_prob = 0.0f;
+      sh.max_draft = static_cast<int>(sh.K);
       const Inputs in = make_inputs(r, sh);
       run_case(t, sh, in, stream);
       t.count(kind == 1 ? "cases_one_token" : "cases_distinct_continuations");
