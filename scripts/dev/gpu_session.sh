@@ -7,6 +7,8 @@
 #   checks          the Paddle-free kernel harnesses and compute-sanitizer (tests/cuda/run_cuda_checks.sh)
 #   graph           the CUDA-graph replay test
 #   bench-ngram, bench-hybrid, bench-logprobs, demo
+#   bench-suffix    suffix_match per-step device time (warm, cold L2) and the host path
+#   suffix          suffix_match's GPU tests (tests/test_suffix_match.py, its fuzz test) and kernel harness
 #   toolchain, diag the compilers and C++ runtimes involved, and bad-input tests with Paddle's stack
 # Logs and results go to $OUT (or ./results/gpu when OUT is unset).
 set -uo pipefail
@@ -47,6 +49,15 @@ for stage in "$@"; do
       ;;
     bench-hybrid)
       $py scripts/bench_hybrid.py --out "$OUT" 2>&1 | tail -30
+      ;;
+    bench-suffix)
+      $py scripts/bench_suffix.py --out "$OUT" 2>&1 | tail -30
+      ;;
+    suffix)
+      $py -m pytest -q -p no:cacheprovider -rfE tests/test_suffix_match.py tests/test_fuzz.py -k suffix \
+        2>&1 | tee "$OUT/pytest_suffix.log" | tail -15
+      HARNESSES=suffix_match_vs_cpu CHECKS_LOGDIR="$OUT/cuda_checks_suffix" \
+        bash tests/cuda/run_cuda_checks.sh 90 build 2>&1 | tee "$OUT/cuda_checks_suffix.log"
       ;;
     bench-logprobs)
       $py scripts/bench_logprobs.py --out "$OUT" 2>&1 | tail -30
