@@ -168,8 +168,10 @@ class ArcticShadow:
         self.inner.run(share_inputs=share_inputs, **kw)
         cfg = self.inner.config
         s = {k: share_inputs[k].numpy() for k in ("token_ids_all", "prompt_lens", "step_idx",
-                                                   "seq_lens_encoder", "seq_lens_decoder")}
+                                                   "seq_lens_encoder", "seq_lens_decoder",
+                                                   "max_dec_len", "actual_draft_token_num")}
         meta, toks = self.inner.suffix_meta.numpy(), self.inner.suffix_tokens.numpy()
+        W = s["token_ids_all"].shape[1]
         depth = cfg.suffix_decoding_max_tree_depth
         for b in range(len(s["seq_lens_decoder"])):
             if not (s["seq_lens_encoder"][b] <= 0 and s["seq_lens_decoder"][b] != 0):
@@ -182,8 +184,9 @@ class ArcticShadow:
             if have < N:
                 tree.extend(0, hist[have:].tolist())
             self.trees[b] = (tree, N)
-            # The cap this replay gives every slot (the budget never binds, rows are wide enough).
-            cap = min(cfg.num_speculative_tokens, int(self.inner.suffix_tokens.shape[1]))
+            n = int(s["step_idx"][b, 0])
+            cap = max(min(int(s["actual_draft_token_num"][b]), cfg.num_speculative_tokens,
+                          int(s["max_dec_len"][b, 0]) - n - 1, W - N - 1), 0)  # the op's slot cap
             d = tree.speculate(hist[-depth:].tolist(), cap, cfg.suffix_decoding_max_spec_factor,
                                cfg.suffix_decoding_max_spec_offset, cfg.suffix_decoding_min_token_prob,
                                False)

@@ -82,13 +82,15 @@ def suffix_match(
     >>> import numpy as np, paddle
     >>> from fastdeploy_spec.ops import suffix_match
     >>> t = lambda v, d: paddle.to_tensor(np.array(v, d))
-    >>> ids = t([[1, 2, 3, 4, 5, 1, 2, 3, 6, 7, 1, 2]], np.int64)      # prompt only, P = 12
+    >>> ids = t([[1, 2, 3, 4, 5, 1, 2, 3, 6, 7, 1, 2, -1, -1, -1, -1, -1, -1]], np.int64)  # P = 12
     >>> drafts, slt = paddle.zeros([1, 6], 'int64'), t([1], np.int32)
     >>> toks, probs, meta = paddle.zeros([1, 5], 'int64'), paddle.zeros([1, 5]), t([[0, 0]], np.int32)
     >>> suffix_match(ids, t([[12]], np.int64), t([[0]], np.int64), t([5], np.int32), drafts, slt,
     ...              t([0], np.int32), t([12], np.int32), t([[100]], np.int64), toks, probs, meta)
-    >>> drafts.numpy()[0, 1:3].tolist(), probs.numpy()[0, :2].round(4).tolist(), meta.numpy().tolist()
-    ([3, 4], [0.6667, 0.3333], [[2, 2]])
+    >>> drafts.numpy()[0, 1:3].tolist(), meta.numpy().tolist()    # draft, (length, match length)
+    ([3, 4], [[2, 2]])
+    >>> [round(float(p), 4) for p in probs.numpy()[0, :2]]         # 2/3, then 2/3 * 1/2
+    [0.6667, 0.3333]
     """
     if precheck("suffix_match", locals(), batch=seq_lens_this_time):
         return
