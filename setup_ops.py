@@ -38,6 +38,10 @@ OPS: dict[str, dict[str, list[str]]] = {
         "cpp": ["hybrid_mtp_ngram/hybrid_mtp_ngram_op.cc", "hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc"],
         "cuda": ["hybrid_mtp_ngram/hybrid_mtp_ngram.cu"],
     },
+    "suffix_match": {
+        "cpp": ["suffix_match/suffix_match_op.cc", "suffix_match/suffix_match_cpu.cc"],
+        "cuda": ["suffix_match/suffix_match.cu"],
+    },
     "speculate_get_accept_tokens_and_logits": {
         "cpp": ["speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits_op.cc",
                 "speculate_get_accept_tokens_and_logits/speculate_compute_cu_batch_offset_op.cc",

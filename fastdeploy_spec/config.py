@@ -13,6 +13,7 @@ class SpecMethod(str, enum.Enum):
     NAIVE = "naive"
     NGRAM = "ngram"
     MTP = "mtp"
+    SUFFIX = "suffix"
 
     @classmethod
     def parse(cls, value: "SpecMethod | str | None") -> "SpecMethod":
@@ -53,6 +54,13 @@ class SpeculativeConfig:
     ngram_threshold, hybrid_threshold : int or None
         Batch token budgets of ``ngram_match`` / ``hybrid_mtp_ngram``; None reads the environment
         (``INFER_WITH_REFERENCE_TOKENUM_THRESHOLD``, ``SPEC_TOKENUM_THRESHOLD``) on every call.
+        ``suffix_match`` applies ``ngram_threshold``, as ``ngram_match`` does.
+    suffix_decoding_max_tree_depth : int
+        Suffix decoding (``method="suffix"``): context length and deepest string counted, 1 .. 256.
+    suffix_decoding_max_spec_factor, suffix_decoding_max_spec_offset : float
+        A draft after a match of length L has at most ``L * factor + offset`` tokens.
+    suffix_decoding_min_token_prob : float
+        A token is drafted only while its estimated probability is at least this.
     """
 
     method: SpecMethod | str = SpecMethod.NGRAM
@@ -63,6 +71,10 @@ class SpeculativeConfig:
     mtp_strategy: str = "default"
     ngram_threshold: int | None = None
     hybrid_threshold: int | None = None
+    suffix_decoding_max_tree_depth: int = 64
+    suffix_decoding_max_spec_factor: float = 1.0
+    suffix_decoding_max_spec_offset: float = 0.0
+    suffix_decoding_min_token_prob: float = 0.1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "method", SpecMethod.parse(self.method))
@@ -73,6 +85,9 @@ class SpeculativeConfig:
                              f"{self.min_ngram_size} and {self.max_ngram_size}")
         if self.num_model_steps < 1:
             raise ValueError(f"num_model_steps must be >= 1, got {self.num_model_steps}")
+        if not 1 <= self.suffix_decoding_max_tree_depth <= 256:
+            raise ValueError(f"suffix_decoding_max_tree_depth must be in [1, 256], got "
+                             f"{self.suffix_decoding_max_tree_depth}")
         if self.mtp_strategy not in MTP_STRATEGIES:
             raise ValueError(f"mtp_strategy must be one of {MTP_STRATEGIES}, got {self.mtp_strategy!r}")
 
@@ -109,7 +124,7 @@ def proposer_config(config: Any) -> ProposerConfig:
 
     From an ``FDConfig``-shaped object it reads ``speculative_config.method``,
     ``num_speculative_tokens``, ``max_ngram_size``, ``min_ngram_size``, ``num_model_steps`` and
-    ``mtp_strategy`` (a missing field takes :class:`SpeculativeConfig`'s default; a method given as an
+    ``mtp_strategy`` and the four ``suffix_decoding_*`` keys (a missing field takes :class:`SpeculativeConfig`'s default; a method given as an
     enum is read by its ``value``), ``graph_opt_config.use_cudagraph`` (as ``pad_to_max``),
     ``scheduler_config.max_num_seqs`` and ``model_config.max_model_len``. The thresholds stay None
     (read from the environment on every call, as upstream does).
@@ -137,7 +152,8 @@ def proposer_config(config: Any) -> ProposerConfig:
     defaults = SpeculativeConfig()
     fields = {}
     for name in ("num_speculative_tokens", "max_ngram_size", "min_ngram_size", "num_model_steps",
-                 "mtp_strategy"):
+                 "mtp_strategy", "suffix_decoding_max_tree_depth", "suffix_decoding_max_spec_factor",
+                 "suffix_decoding_max_spec_offset", "suffix_decoding_min_token_prob"):
         value = getattr(sc, name, None)
         fields[name] = getattr(defaults, name) if value is None else value
     method = getattr(sc, "method", None)

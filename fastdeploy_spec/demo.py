@@ -4,7 +4,7 @@ A batch of requests whose prompts are source files of the Python standard librar
 are an edit of them (the file's most used identifier renamed throughout: the kind of rewrite an LLM
 is asked for every day). The target model is an oracle that emits the answer greedily, token by
 token; the runner mirror (fastdeploy_spec.runner) decodes it with plain decoding (the baseline), with
-the n-gram proposer and with the MTP proposer, on the plugin's ops, and the demo checks that
+the n-gram proposer, the suffix-decoding proposer and the MTP proposer, on the plugin's ops, and the demo checks that
 speculation did not change a single token. It prints acceptance, tokens per step, the decode steps
 saved and the time per step in the proposer and the verification ops, and writes ``demo.json`` and
 ``demo.png`` into ``--out``.
@@ -15,7 +15,8 @@ turns on the logprob path: every step's accepted tokens go with their top-K logp
 logits, ``fastdeploy_spec.runner.oracle_logits``) through a System V message queue to a token
 processor process, and the demo checks what arrived.
 
-    python -m fastdeploy_spec.demo                       # plain, ngram, mtp; GPU if there is one
+    python -m fastdeploy_spec.demo                       # plain, ngram, suffix, mtp; GPU if there is one
+    python -m fastdeploy_spec.demo --method suffix
     python -m fastdeploy_spec.demo --method mtp --mtp-strategy with_ngram --logprobs 5
     python -m fastdeploy_spec.demo --device cpu
 """
@@ -199,7 +200,7 @@ class Progress:
             print("\r", end="", file=sys.stderr)
 
 
-METHODS = ("naive", "ngram", "mtp")
+METHODS = ("naive", "ngram", "suffix", "mtp")
 
 
 def method_label(method: str, args) -> str:
@@ -376,7 +377,7 @@ def resolve_device(device: str) -> str:
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m fastdeploy_spec.demo", description=__doc__.split("\n")[0])
     p.add_argument("--method", choices=("all",) + METHODS[1:], default="all",
-                   help="speculative method compared with plain decoding; all: ngram and mtp (default)")
+                   help="speculative method compared with plain decoding; all: ngram, suffix and mtp (default)")
     p.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
                    help="auto (default): gpu when Paddle has CUDA, a GPU is present and the op library "
                         "has CUDA kernels, else cpu")

@@ -48,7 +48,7 @@ from fastdeploy_spec.logprobs import MAX_NUM_LOGPROBS, LogprobsBuffers, build_ou
 from fastdeploy_spec.msg_queue import layout
 from fastdeploy_spec.ops import speculate_save_output_topk, speculate_step_update, speculate_verify_greedy
 from fastdeploy_spec.output import LogprobMessage
-from fastdeploy_spec.proposers import NgramProposer, Proposer
+from fastdeploy_spec.proposers import NgramProposer, Proposer, SuffixProposer
 from fastdeploy_spec.stats import AcceptanceStats
 from fastdeploy_spec.token_processor import LogprobReceiver, free_queue_id, queue_env
 
@@ -204,7 +204,7 @@ class SpecRunner:
     Parameters
     ----------
     config : SpeculativeConfig
-        Method (``naive``: no drafts, ``ngram``; ``mtp`` needs ``proposer``) and K.
+        Method (``naive``: no drafts, ``ngram``, ``suffix``; ``mtp`` needs ``proposer``) and K.
     target_model : callable
         ``target_model(VerifyBatch) -> int64 [S, K + 1]`` (see ``VerifyBatch``).
     max_num_seqs, max_model_len : int
@@ -273,6 +273,8 @@ class SpecRunner:
             return None
         if config.method == SpecMethod.NGRAM:
             return NgramProposer(config)
+        if config.method == SpecMethod.SUFFIX:
+            return SuffixProposer(config)
         raise NotImplementedError(f"method {config.method.value!r}: pass its proposer to SpecRunner")
 
     # Host <-> device. Only copies: copy_from_host is a memcpy into the existing allocation (a captured

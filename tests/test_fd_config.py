@@ -11,7 +11,7 @@ import paddle
 import pytest
 
 from fastdeploy_spec.config import ProposerConfig, SpecMethod, SpeculativeConfig, proposer_config
-from fastdeploy_spec.proposers import MTPProposer, NgramProposer, create_proposer
+from fastdeploy_spec.proposers import MTPProposer, NgramProposer, SuffixProposer, create_proposer
 from tests.conftest import PLACES, to_place
 
 BSZ, K, MAX_MODEL_LEN = 2, 5, 256
@@ -128,3 +128,27 @@ def test_mtp_proposer_from_fd_config():
             assert slt == [2] * BSZ and drafts[:, 1].tolist() == [4] * BSZ
     with pytest.raises(ValueError, match="needs max_num_seqs and max_model_len"):
         MTPProposer(SpeculativeConfig(method="mtp"), plus_one)
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_suffix_proposer_from_fd_config(place):
+    """FastDeploy's suffix_decoding_* keys reach the proposer; use_cudagraph pads every decoding slot.
+
+    History 1 2 3 4 5 1 2 3 6 7 1 2 (the contract's worked example): the draft is 3 4, padded to K
+    with its last token when use_cudagraph is on."""
+    hist = [1, 2, 3, 4, 5, 1, 2, 3, 6, 7, 1, 2]
+    for use_cudagraph in (False, True):
+        cfg = fd_config(use_cudagraph, method="suffix", suffix_decoding_max_tree_depth=32,
+                        suffix_decoding_min_token_prob=0.1, suffix_decoding_max_spec_factor=1.0)
+        proposer = create_proposer(cfg)
+        assert isinstance(proposer, SuffixProposer) and proposer.max_tree_depth == 32
+        assert proposer.pad_to_max is use_cudagraph
+        s = share_inputs(place, hist[:10], hist[10:])
+        s["seq_lens_decoder"] = to_place(np.full(BSZ, len(hist), np.int32), place)
+        proposer.run(s)
+        slt = s["seq_lens_this_time"].numpy().tolist()
+        drafts = s["draft_tokens"].numpy()[:, 1:]
+        if use_cudagraph:
+            assert slt == [K + 1] * BSZ and drafts.tolist() == [[3, 4] + [4] * (K - 2)] * BSZ
+        else:
+            assert slt == [3] * BSZ and drafts[:, :2].tolist() == [[3, 4]] * BSZ

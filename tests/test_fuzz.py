@@ -3,7 +3,7 @@ against CPU (and the reference) where a GPU exists.
 
 Generated batches mix slot states (prefill, decoding, empty, stopped, unscheduled), use vocabularies
 of 1 to 3 tokens so that n-grams and drafts match, lengths from negative to past the tensor width,
-and thresholds that bind. ``ngram_match`` on CPU is fuzzed in test_ngram_match_property.py; here it
+and thresholds that bind (``suffix_match`` too). ``ngram_match`` on CPU is fuzzed in test_ngram_match_property.py; here it
 only gets the GPU-against-CPU run.
 
 Budget: the hypothesis profile from tests/conftest.py ("ci": 150 derandomized examples per test;
@@ -30,6 +30,7 @@ from tests import test_speculate_get_accept_tokens_and_logits as accept  # noqa:
 from tests import test_speculate_logprobs_topk as logprobs  # noqa: E402
 from tests import test_speculate_step_update as step_update  # noqa: E402
 from tests import test_speculate_verify_greedy as verify  # noqa: E402
+from tests import test_suffix_match as suffix  # noqa: E402
 from tests.conftest import PLACES, to_place  # noqa: E402
 from tests.ref_ngram_match import THRESHOLD_ENV  # noqa: E402
 from tests.logprobs_reference import LOGITS_DTYPES, make_logits, ref_cu_batch_offset  # noqa: E402
@@ -143,6 +144,7 @@ def _draft_state(data, B, K, D, vocab):
     )
 
 
+
 @pytest.mark.parametrize("place", PLACES)
 @FIXTURES_OK
 @given(data=st.data())
@@ -170,6 +172,42 @@ def test_draft_model_ops(place, data):
     keys = sorted(want)
     on_places(place, lambda p: tuple(run(p, draft.Device(state, p))[k] for k in keys),
               tuple(want[k] for k in keys))
+
+
+# ---- suffix_match --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("place", PLACES)
+@FIXTURES_OK
+@given(data=st.data())
+def test_suffix_match(place, data):
+    B, W = data.draw(st.integers(0, 6), label="B"), data.draw(st.integers(1, 40), label="W")
+    K = data.draw(st.integers(1, 8), label="K")
+    rows = B + data.draw(st.integers(0, 2), label="extra rows")
+    vocab = data.draw(st.integers(1, 3), label="vocab")
+    case = {
+        "token_ids_all": ints(data, (rows, W), -1, vocab - 1, np.int64, "tokens"),
+        "prompt_lens": ints(data, (B, 1), -2, W + 2, np.int64, "P"),
+        "step_idx": ints(data, (B, 1), -2, W + 2, np.int64, "s"),
+        "draft_token_num": ints(data, (B,), -1, K + 2, np.int32, "draft_token_num"),
+        "draft_tokens": ngram.sentinels(B, K),
+        "seq_lens_this_time": ints(data, (B,), -3, 12, np.int32, "slt"),
+        "seq_lens_encoder": choice(data, (B,), [0, 0, 0, 3, -1], np.int32, "enc"),
+        "seq_lens_decoder": choice(data, (B,), [0, 5, 5, 5, -1], np.int32, "dec"),
+        "max_dec_len": ints(data, (B, 1), -1, 40, np.int64, "max_dec_len"),
+        "suffix_tokens": np.full((rows, K), -7, np.int64),
+        "suffix_probs": np.full((rows, K), -7.0, np.float32),
+        "suffix_meta": np.full((rows, 2), -7, np.int32),
+    }
+    kw = dict(
+        max_tree_depth=data.draw(st.integers(1, 12), label="max_tree_depth"),
+        max_spec_factor=data.draw(st.sampled_from([0.0, 0.5, 1.0, 3.0]), label="factor"),
+        max_spec_offset=data.draw(st.sampled_from([-1.0, 0.0, 0.5, 2.0]), label="offset"),
+        min_token_prob=data.draw(st.sampled_from([0.0, 0.1, 0.34, 0.5, 1.0]), label="min_token_prob"),
+        max_draft_tokens=data.draw(st.integers(0, K), label="max_draft_tokens"),
+        pad_to_max=data.draw(st.booleans(), label="pad_to_max"),
+        threshold=data.draw(st.one_of(st.none(), THRESHOLDS), label="threshold"))
+    suffix.check(case, place, **kw)
 
 
 # ---- speculate_get_accept_tokens_and_logits / speculate_compute_cu_batch_offset -------------------

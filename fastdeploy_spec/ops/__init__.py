@@ -21,6 +21,7 @@ from fastdeploy_spec.ops.speculate_logprobs_topk import speculate_logprobs_topk
 from fastdeploy_spec.ops.speculate_save_output_topk import speculate_save_output_topk
 from fastdeploy_spec.ops.speculate_step_update import speculate_step_update
 from fastdeploy_spec.ops.speculate_verify_greedy import speculate_verify_greedy
+from fastdeploy_spec.ops.suffix_match import suffix_match
 
 __all__ = [
     "OpLibraryError",
@@ -40,5 +41,6 @@ __all__ = [
     "speculate_save_output_topk",
     "speculate_step_update",
     "speculate_verify_greedy",
+    "suffix_match",
     "with_cuda",
 ]

@@ -1,4 +1,4 @@
-"""Draft proposers: ``NgramProposer`` and ``MTPProposer``, built by ``create_proposer``."""
+"""Draft proposers: ``NgramProposer``, ``SuffixProposer`` and ``MTPProposer``, built by ``create_proposer``."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from fastdeploy_spec.config import SpecMethod, proposer_config
 from fastdeploy_spec.proposers.base import Proposer
 from fastdeploy_spec.proposers.mtp import DraftModel, MTPProposer
 from fastdeploy_spec.proposers.ngram import NgramProposer
+from fastdeploy_spec.proposers.suffix import SuffixProposer
 
-__all__ = ["MTPProposer", "NgramProposer", "Proposer", "create_proposer"]
+__all__ = ["MTPProposer", "NgramProposer", "Proposer", "SuffixProposer", "create_proposer"]
 
 
 def create_proposer(config, *, draft_model: Optional[DraftModel] = None,
@@ -19,6 +20,7 @@ def create_proposer(config, *, draft_model: Optional[DraftModel] = None,
 
     ``naive`` returns None: the runner proposes nothing and verifies one token per slot, so it skips
     the proposer call instead of calling a no-op. ``ngram`` returns an :class:`NgramProposer`;
+    ``suffix`` a :class:`SuffixProposer`;
     ``mtp`` an :class:`MTPProposer`, which needs ``draft_model``, ``max_num_seqs`` and
     ``max_model_len`` (``place``: where its buffers live, that of the share-inputs; the draft model
     returns its logits there). ``config`` may also be a ``ProposerConfig`` or an ``FDConfig``-shaped
@@ -42,6 +44,8 @@ def create_proposer(config, *, draft_model: Optional[DraftModel] = None,
         return None
     if method is SpecMethod.NGRAM:
         return NgramProposer(setup)
+    if method is SpecMethod.SUFFIX:
+        return SuffixProposer(setup)
     if method is SpecMethod.MTP:
         missing = [name for name, v in (("draft_model", draft_model), ("max_num_seqs", max_num_seqs),
                                         ("max_model_len", max_model_len)) if v is None]

@@ -11,6 +11,8 @@
 #                   fresh copy of the tree (no build, no venv), the staged Paddle on PYTHONPATH
 #   pad-to-max      the GPU tests of pad_to_max: ngram_match / hybrid_mtp_ngram grids and named cases,
 #                   FastDeploy-shaped NgramProposer, graph replay with pad_to_max
+#   bench-suffix    suffix_match per-step device time (warm, cold L2) and the host path
+#   suffix          suffix_match's GPU tests (tests/test_suffix_match.py, its fuzz test) and kernel harness
 #   toolchain, diag the compilers and C++ runtimes involved, and bad-input tests with Paddle's stack
 # Logs and results go to $OUT (or ./results/gpu when OUT is unset).
 set -uo pipefail
@@ -51,6 +53,15 @@ for stage in "$@"; do
       ;;
     bench-hybrid)
       $py scripts/bench_hybrid.py --out "$OUT" 2>&1 | tail -30
+      ;;
+    bench-suffix)
+      $py scripts/bench_suffix.py --out "$OUT" 2>&1 | tail -30
+      ;;
+    suffix)
+      $py -m pytest -q -p no:cacheprovider -rfE tests/test_suffix_match.py tests/test_fuzz.py -k suffix \
+        2>&1 | tee "$OUT/pytest_suffix.log" | tail -15
+      HARNESSES=suffix_match_vs_cpu CHECKS_LOGDIR="$OUT/cuda_checks_suffix" \
+        bash tests/cuda/run_cuda_checks.sh 90 build 2>&1 | tee "$OUT/cuda_checks_suffix.log"
       ;;
     bench-logprobs)
       $py scripts/bench_logprobs.py --out "$OUT" 2>&1 | tail -30
