@@ -48,7 +48,8 @@ from fastdeploy_spec.logprobs import MAX_NUM_LOGPROBS, LogprobsBuffers, build_ou
 from fastdeploy_spec.msg_queue import layout
 from fastdeploy_spec.ops import speculate_save_output_topk, speculate_step_update, speculate_verify_greedy
 from fastdeploy_spec.output import LogprobMessage
-from fastdeploy_spec.proposers import NgramProposer, Proposer
+from fastdeploy_spec.proposers import NgramProposer, Proposer, SuffixProposer
+from fastdeploy_spec.stats import AcceptanceStats
 from fastdeploy_spec.token_processor import LogprobReceiver, free_queue_id, queue_env
 
 # Timed phases of a step: the proposer (the ngram_match op; for MTP also the draft model and its host
@@ -203,7 +204,7 @@ class SpecRunner:
     Parameters
     ----------
     config : SpeculativeConfig
-        Method (``naive``: no drafts, ``ngram``; ``mtp`` needs ``proposer``) and K.
+        Method (``naive``: no drafts, ``ngram``, ``suffix``; ``mtp`` needs ``proposer``) and K.
     target_model : callable
         ``target_model(VerifyBatch) -> int64 [S, K + 1]`` (see ``VerifyBatch``).
     max_num_seqs, max_model_len : int
@@ -260,6 +261,7 @@ class SpecRunner:
         self.pending: Deque[Request] = collections.deque()
         self.outputs: Dict[Hashable, List[int]] = {}
         self.stats = RunStats()
+        self.acceptance = AcceptanceStats(config.num_speculative_tokens)  # per request
         self.logprobs: Dict[Hashable, List[TokenLogprob]] = {}
         self._logprob_path = None if logprobs is None else _LogprobPath(self, int(logprobs))
         if self._logprob_path is not None:
@@ -271,6 +273,8 @@ class SpecRunner:
             return None
         if config.method == SpecMethod.NGRAM:
             return NgramProposer(config)
+        if config.method == SpecMethod.SUFFIX:
+            return SuffixProposer(config)
         raise NotImplementedError(f"method {config.method.value!r}: pass its proposer to SpecRunner")
 
     # Host <-> device. Only copies: copy_from_host is a memcpy into the existing allocation (a captured
@@ -392,6 +396,8 @@ class SpecRunner:
                 st.decode_tokens += int(accept_num[b])
                 st.drafts_proposed += int(batch.num_tokens[b]) - 1
                 st.drafts_accepted += max(int(accept_num[b]) - 1, 0)
+                self.acceptance.record(req.request_id, int(batch.num_tokens[b]) - 1,
+                                       max(int(accept_num[b]) - 1, 0))
         finished = []
         if stop.any():
             ids, prompt_lens, step_idx = (self._read(n) for n in ("token_ids_all", "prompt_lens", "step_idx"))

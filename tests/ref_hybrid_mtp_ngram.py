@@ -1,12 +1,14 @@
 """NumPy reference of ``hybrid_mtp_ngram`` (SPEC §2), written as the walk reads, plus the clamps that
 SPEC is silent on (custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.h): P to [0, W], s to [0, D - 1], a
 negative seq_lens_this_time taken (and written back) as 0, and q capped at the K + 1 - ori columns
-left after the MTP drafts.
+left after the MTP drafts. With ``pad_to_max`` every slot with ori > 0 is padded after the walk.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from tests.ref_ngram_match import graph_pad
 
 
 def _scan(hay: np.ndarray, pattern: np.ndarray, budget: int):
@@ -22,9 +24,10 @@ def _scan(hay: np.ndarray, pattern: np.ndarray, budget: int):
 
 def hybrid_mtp_ngram_ref(token_ids_all, prompt_lens, pre_ids, step_idx, draft_tokens,
                          seq_lens_this_time, seq_lens_decoder, max_dec_len, max_ngram_size,
-                         min_ngram_size, max_draft_tokens, threshold):
+                         min_ngram_size, max_draft_tokens, threshold, pad_to_max=False):
     """Returns (draft_tokens, seq_lens_this_time) after the op; the inputs are not modified."""
     draft = np.array(draft_tokens, dtype=np.int64, copy=True)
+    slt_shape = np.shape(seq_lens_this_time)
     slt = np.array(seq_lens_this_time, dtype=np.int32, copy=True).reshape(-1)
     B = slt.shape[0]
     W = token_ids_all.shape[1]
@@ -36,6 +39,7 @@ def hybrid_mtp_ngram_ref(token_ids_all, prompt_lens, pre_ids, step_idx, draft_to
     max_dec_len = np.asarray(max_dec_len).reshape(-1)
 
     slt[slt < 0] = 0
+    scheduled = [int(v) > 0 for v in slt]
     unprocessed = int(np.sum(dec > 0))
     for b in range(B):
         ori = int(slt[b])
@@ -64,4 +68,8 @@ def hybrid_mtp_ngram_ref(token_ids_all, prompt_lens, pre_ids, step_idx, draft_to
                 draft[b, ori:ori + len(cont)] = cont
                 slt[b] = ori + len(cont)
                 break
-    return draft, slt
+    if pad_to_max:
+        lengths = [int(v) for v in slt]
+        graph_pad(draft, lengths, scheduled, max_draft_tokens)
+        slt = np.array(lengths, np.int32)
+    return draft, slt.reshape(slt_shape)

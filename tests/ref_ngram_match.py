@@ -65,13 +65,23 @@ def _first_productive(hay: np.ndarray, pattern: np.ndarray, budget: int) -> np.n
     return None
 
 
+def graph_pad(drafts: np.ndarray, slt: list[int], padded: list[bool], max_draft_tokens: int) -> None:
+    """Graph mode (``pad_to_max``), in place: every padded slot shorter than
+    min(max_draft_tokens, K) + 1 is raised to it, the new columns repeating its last valid token."""
+    target = max(min(max_draft_tokens, drafts.shape[1] - 1) + 1, 0)
+    for b, length in enumerate(slt):
+        if padded[b] and 1 <= length < target:
+            drafts[b, length:target] = drafts[b, length - 1]
+            slt[b] = target
+
+
 def ngram_match_ref(token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens,
                     seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, max_dec_len,
-                    max_ngram_size: int, max_draft_tokens: int = 0, *,
+                    max_ngram_size: int, max_draft_tokens: int = 0, pad_to_max: bool = False, *,
                     threshold: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """SPEC §1 on NumPy arrays. Returns new ``(draft_tokens, seq_lens_this_time)``; inputs are not
-    modified. ``max_draft_tokens`` is unused, as in the op (the cap is ``draft_token_num``)."""
-    del max_draft_tokens
+    modified. ``max_draft_tokens`` only sets the pad length of ``pad_to_max`` (the draft cap is
+    ``draft_token_num``); padding follows the whole walk and pads every decoding slot."""
     T = resolve_threshold(threshold)
     ids = np.asarray(token_ids_all, np.int64)
     W = ids.shape[1]
@@ -115,6 +125,8 @@ def ngram_match_ref(token_ids_all, prompt_lens, step_idx, draft_token_num, draft
                 drafts[b, 1:1 + len(found)] = found
                 slt[b] = 1 + len(found)
                 break
+    if pad_to_max:
+        graph_pad(drafts, slt, [enc[b] <= 0 and dec[b] != 0 for b in range(B)], max_draft_tokens)
     return drafts, np.array(slt, np.int32).reshape(slt_shape)
 
 

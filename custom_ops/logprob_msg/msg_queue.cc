@@ -282,6 +282,12 @@ int64_t fragment_timeout_ms() {
 
 std::string queue_id_from_env(int64_t* queue_id) { return env_integer(kQueueIdEnv, kQueueIdDefault, queue_id); }
 
+std::string resolve_queue_id(int64_t attr, int64_t* queue_id) {
+  if (attr < 0) return queue_id_from_env(queue_id);
+  *queue_id = attr;
+  return {};
+}
+
 std::string msg_id_from_env(int32_t* msg_id) {
   int64_t v = 0;
   std::string err = env_integer(kMsgIdEnv, kMsgIdDefault, &v);

@@ -58,6 +58,9 @@ static_assert(kFramePrefix % 8 == 0, "frames must stay 8-byte aligned");
 
 // INFERENCE_MSG_QUEUE_ID (default 1). Returns an error for a value that is not an integer.
 std::string queue_id_from_env(int64_t* queue_id);
+// The queue an op call uses: its queue_id attribute when >= 0 (a private queue), else the environment.
+constexpr int64_t kQueueIdFromEnv = -1;
+std::string resolve_queue_id(int64_t attr, int64_t* queue_id);
 // INFERENCE_MSG_ID (default 1): a positive int32 other than 2 (-2 means "no message").
 std::string msg_id_from_env(int32_t* msg_id);
 

@@ -10,6 +10,9 @@ import paddle
 # Negative threshold attribute: "not given", the binding reads the environment variable on every call.
 THRESHOLD_FROM_ENV = -1
 
+# Negative queue_id attribute: "not given", the binding reads INFERENCE_MSG_QUEUE_ID (msg_queue.h).
+QUEUE_ID_FROM_ENV = -1
+
 # Paddle 2.x refuses an in-place output with no elements after the op ran ("Custom operator's 0-th
 # output is not initialized": such a tensor has no allocation); Paddle 3 accepts it.
 _EMPTY_OUTPUTS_REFUSED = paddle.__version__.split(".")[0] == "2"
@@ -23,6 +26,17 @@ def threshold_attr(threshold: int | None) -> int:
     if threshold < 0:
         raise ValueError(f"threshold must be >= 0, got {threshold}")
     return threshold
+
+
+def queue_attr(queue_id: int | None) -> int:
+    """Maps the keyword ``queue_id`` of the message-queue ops to their attribute (None: the binding
+    reads ``INFERENCE_MSG_QUEUE_ID`` on every call, default 1)."""
+    if queue_id is None:
+        return QUEUE_ID_FROM_ENV
+    queue_id = int(queue_id)
+    if queue_id < 0:
+        raise ValueError(f"queue_id must be >= 0, got {queue_id}")
+    return queue_id
 
 
 def _place_name(t) -> str:

@@ -99,7 +99,8 @@ struct DevCase {
     p.token_ids_all = ids.ptr(); p.token_ids_stride = c.W; p.prompt_lens = P.ptr(); p.step_idx = s.ptr();
     p.draft_token_num = dtn.ptr(); p.draft_tokens = drafts.ptr(); p.draft_stride = kK + 1;
     p.seq_lens_this_time = slt.ptr(); p.seq_lens_encoder = enc.ptr(); p.seq_lens_decoder = dec.ptr();
-    p.max_dec_len = mdl.ptr(); p.batch = c.B; p.max_ngram_size = kMaxNgram; p.threshold = c.T;
+    p.max_dec_len = mdl.ptr(); p.batch = c.B; p.max_ngram_size = kMaxNgram; p.max_draft_tokens = kK;
+    p.pad_to_max = false; p.threshold = c.T;
     return p;
   }
   fdspec::HybridMtpNgramParams hybrid_params() const {
@@ -108,7 +109,7 @@ struct DevCase {
     p.pre_ids_stride = c.D; p.step_idx = s.ptr(); p.draft_tokens = drafts.ptr(); p.draft_stride = kK + 1;
     p.seq_lens_this_time = slt.ptr(); p.seq_lens_decoder = dec.ptr(); p.max_dec_len = mdl.ptr();
     p.batch = c.B; p.max_ngram_size = kMaxNgram; p.min_ngram_size = 1; p.max_draft_tokens = kK;
-    p.threshold = c.T;
+    p.pad_to_max = false; p.threshold = c.T;
     return p;
   }
   // hybrid: restores the MTP lengths first (the op rewrites them).
@@ -129,7 +130,8 @@ void cpu_reference(Case& c) {
     p.pre_ids = c.pre.data(); p.pre_ids_stride = c.D; p.step_idx = c.s.data();
     p.draft_tokens = c.drafts.data(); p.draft_stride = kK + 1; p.seq_lens_this_time = c.slt.data();
     p.seq_lens_decoder = c.dec.data(); p.max_dec_len = c.mdl.data(); p.batch = c.B;
-    p.max_ngram_size = kMaxNgram; p.min_ngram_size = 1; p.max_draft_tokens = kK; p.threshold = c.T;
+    p.max_ngram_size = kMaxNgram; p.min_ngram_size = 1; p.max_draft_tokens = kK; p.pad_to_max = false;
+    p.threshold = c.T;
     fdspec::hybrid_mtp_ngram_cpu(p);
   } else {
     fdspec::NgramMatchParams p;
@@ -137,7 +139,7 @@ void cpu_reference(Case& c) {
     p.step_idx = c.s.data(); p.draft_token_num = c.dtn.data(); p.draft_tokens = c.drafts.data();
     p.draft_stride = kK + 1; p.seq_lens_this_time = c.slt.data(); p.seq_lens_encoder = c.enc.data();
     p.seq_lens_decoder = c.dec.data(); p.max_dec_len = c.mdl.data(); p.batch = c.B;
-    p.max_ngram_size = kMaxNgram; p.threshold = c.T;
+    p.max_ngram_size = kMaxNgram; p.max_draft_tokens = kK; p.pad_to_max = false; p.threshold = c.T;
     fdspec::ngram_match_cpu(p);
   }
 }

@@ -1,7 +1,8 @@
 // ngram_match's CUDA kernels against its CPU implementation, at the kernel layer (no Paddle needed), on
 // random batches: small grids with out-of-range values and binding thresholds, mid-size batches with
-// thresholds around the batch's floor, n-gram sizes up to 64, CUDA-graph capture and replay, repeated
-// launches, and 256 x 128k batches. Exits 1 on any difference. Run with tests/cuda/run_ngram_match_check.sh;
+// thresholds around the batch's floor, n-gram sizes up to 64, graph mode (pad_to_max, with
+// max_draft_tokens below, at and above K) on a third of the cases, CUDA-graph capture and replay,
+// repeated launches, and 256 x 128k batches. Exits 1 on any difference. Run with tests/cuda/run_ngram_match_check.sh;
 // an argument ("quick") keeps it short for compute-sanitizer.
 #include <cuda_runtime.h>
 #include <cstdio>
@@ -67,22 +68,27 @@ template <class T> static std::vector<T> down(const T* d, size_t n) {
   std::vector<T> v(n); if (n) CK(cudaMemcpy(v.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost)); return v;
 }
 
-static NgramMatchParams params(Batch& b, int maxn, int64_t T) {
+static NgramMatchParams params(Batch& b, int maxn, int64_t T, bool pad, int64_t mdt) {
   NgramMatchParams p;
   p.token_ids_all = b.ids.data(); p.token_ids_stride = b.W; p.prompt_lens = b.P.data(); p.step_idx = b.s.data();
   p.draft_token_num = b.dtn.data(); p.draft_tokens = b.drafts.data(); p.draft_stride = b.K + 1;
   p.seq_lens_this_time = b.slt.data(); p.seq_lens_encoder = b.enc.data(); p.seq_lens_decoder = b.dec.data();
   p.max_dec_len = b.mdl.data(); p.batch = b.B; p.max_ngram_size = maxn; p.threshold = T;
+  p.pad_to_max = pad; p.max_draft_tokens = mdt;
   return p;
 }
 
 static long n_cases = 0, n_bad = 0, n_drafted = 0;
 
-static void run_case(Batch b, int maxn, int64_t T, bool graph, int repeats = 1) {
+static long n_padded = 0;
+
+static void run_case(Batch b, int maxn, int64_t T, bool graph, int repeats = 1, bool pad = false,
+                     int64_t mdt = 0) {
   Batch c = b;
-  NgramMatchParams pc = params(c, maxn, T);
+  NgramMatchParams pc = params(c, maxn, T, pad, mdt);
   ngram_match_cpu(pc);
-  NgramMatchParams pg = params(b, maxn, T);
+  n_padded += pad;
+  NgramMatchParams pg = params(b, maxn, T, pad, mdt);
   int64_t* d_ids = up(b.ids); int64_t* d_P = up(b.P); int64_t* d_s = up(b.s); int32_t* d_dtn = up(b.dtn);
   int64_t* d_mdl = up(b.mdl); int32_t* d_enc = up(b.enc); int32_t* d_dec = up(b.dec);
   for (int rep = 0; rep < repeats; ++rep) {
@@ -107,7 +113,7 @@ static void run_case(Batch b, int maxn, int64_t T, bool graph, int repeats = 1) 
     for (int64_t i = 0; i < b.B; ++i) n_drafted += c.slt[i] > 1 && c.enc[i] <= 0;
     if (dr != c.drafts || sl != c.slt) {
       if (++n_bad <= 5) {
-        printf("MISMATCH B=%ld W=%ld K=%ld maxn=%d T=%ld graph=%d\n", (long)b.B, (long)b.W, (long)b.K, maxn, (long)T, graph);
+        printf("MISMATCH B=%ld W=%ld K=%ld maxn=%d T=%ld graph=%d pad_to_max=%d max_draft_tokens=%ld\n", (long)b.B, (long)b.W, (long)b.K, maxn, (long)T, graph, pad, (long)mdt);
         for (int64_t i = 0; i < b.B; ++i) {
           bool rowbad = sl[i] != c.slt[i];
           for (int64_t k = 0; k <= b.K; ++k) rowbad |= dr[i * (b.K + 1) + k] != c.drafts[i * (b.K + 1) + k];
@@ -133,7 +139,7 @@ int main(int argc, char** argv) {
     int64_t B = U(0, 40), W = U(0, 60), K = U(0, 7), vocab = U(1, 5); int maxn = (int)U(1, it % 10 == 0 ? 64 : 6);
     Batch b = make(g, B, W, K, vocab, maxn, 0.15);
     int64_t T = U(0, 2) == 0 ? (1 << 20) : U(0, 3 * B + 10);
-    run_case(b, maxn, T, it % 50 == 0);
+    run_case(b, maxn, T, it % 50 == 0, 1, it % 3 == 1, U(-1, K + 2));
   }
   printf("small: cases %ld bad %ld drafted-slots %ld\n", n_cases, n_bad, n_drafted);
   const int mids = quick ? 4 : 300;
@@ -143,19 +149,19 @@ int main(int argc, char** argv) {
     int64_t enc_sum = 0, counted = 0;
     for (int64_t i = 0; i < B; ++i) { if (b.enc[i] > 0) enc_sum += std::max(b.slt[i], 0); counted += b.enc[i] > 0 || b.dec[i] > 0; }
     int64_t T = U(0, 3) == 0 ? (1 << 20) : counted + enc_sum + U(-5, 2 * B + 5);
-    run_case(b, maxn, T, it % 10 == 0, it % 30 == 0 ? 5 : 1);
+    run_case(b, maxn, T, it % 10 == 0, it % 30 == 0 ? 5 : 1, it % 3 == 1, U(-1, K + 2));
   }
   printf("mid: cases %ld bad %ld drafted-slots %ld\n", n_cases, n_bad, n_drafted);
   if (!quick) {
     for (int it = 0; it < 6; ++it) {
       int64_t vocab = it < 2 ? 1000 : (it < 4 ? 4 : 50); int maxn = it % 2 ? 5 : 3;
       Batch b = make(g, 256, 1 << 17, 7, vocab, maxn, 0.05);
-      run_case(b, maxn, it < 3 ? (1 << 20) : 900, it == 5, 2);
+      run_case(b, maxn, it < 3 ? (1 << 20) : 900, it == 5, 2, it % 2 == 1, 7);
     }
     printf("big: cases %ld bad %ld drafted-slots %ld\n", n_cases, n_bad, n_drafted);
   }
-  printf("ngram_match_vs_cpu %s: %s (%ld cases, %ld mismatches)\n", quick ? "quick" : "full", n_bad ? "FAIL" : "PASS",
-         n_cases, n_bad);
+  printf("ngram_match_vs_cpu %s: %s (%ld cases, %ld mismatches, %ld with pad_to_max)\n", quick ? "quick" : "full",
+         n_bad ? "FAIL" : "PASS", n_cases, n_bad, n_padded);
   CK(cudaDeviceReset());  // memcheck's leak check needs the context torn down
   return n_bad != 0;
 }
