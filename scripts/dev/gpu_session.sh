@@ -13,6 +13,8 @@
 #                   FastDeploy-shaped NgramProposer, graph replay with pad_to_max
 #   bench-suffix    suffix_match per-step device time (warm, cold L2) and the host path
 #   suffix          suffix_match's GPU tests (tests/test_suffix_match.py, its fuzz test) and kernel harness
+#   bench-kernels   ngram_match / hybrid_mtp_ngram at the kernel layer, warm and cold, no Paddle
+#                   (tests/cuda/bench_ngram_kernels.cu; notes in docs/perf/ngram_notes.md)
 #   toolchain, diag the compilers and C++ runtimes involved, and bad-input tests with Paddle's stack
 # Logs and results go to $OUT (or ./results/gpu when OUT is unset).
 set -uo pipefail
@@ -62,6 +64,14 @@ for stage in "$@"; do
         2>&1 | tee "$OUT/pytest_suffix.log" | tail -15
       HARNESSES=suffix_match_vs_cpu CHECKS_LOGDIR="$OUT/cuda_checks_suffix" \
         bash tests/cuda/run_cuda_checks.sh 90 build 2>&1 | tee "$OUT/cuda_checks_suffix.log"
+      ;;
+    bench-kernels)
+      mkdir -p build
+      $CUDA_HOME/bin/nvcc -std=c++17 -O3 -lineinfo -DFDSPEC_WITH_CUDA -Icustom_ops -I$CUDA_HOME/include/cccl \
+        -gencode=arch=compute_90,code=sm_90 tests/cuda/bench_ngram_kernels.cu \
+        custom_ops/ngram_match/ngram_match.cu custom_ops/ngram_match/ngram_match_cpu.cc \
+        custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc \
+        -o build/bench_ngram_kernels && build/bench_ngram_kernels --json "$OUT/bench_ngram_kernels.json" 2>&1 | tail -30
       ;;
     bench-logprobs)
       $py scripts/bench_logprobs.py --out "$OUT" 2>&1 | tail -30
