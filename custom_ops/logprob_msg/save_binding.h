@@ -81,6 +81,19 @@ inline void save_logprob_message(const char* op, logprob_msg::SaveMode mode, con
   namespace lm = logprob_msg;
   const binding::OpChecks c(op);
   const bool first_token = mode == lm::SaveMode::kFirstTokenWithDrafts;
+  c.defined("sampled_token_ids, logprob_token_ids, logprob_scores, logprob_ranks, token_num_per_batch, "
+            "cu_batch_token_offset, not_need_stop, seq_lens_decoder, prompt_lens",
+            {in.sampled_token_ids, in.logprob_token_ids, in.logprob_scores, in.logprob_ranks,
+             in.token_num_per_batch, in.cu_batch_token_offset, in.not_need_stop, in.seq_lens_decoder,
+             in.prompt_lens});
+  if (first_token) c.defined("preempted_idx", {*in.preempted_idx});
+  // The batch is token_num_per_batch's: its own shape is checked first, so a malformed one is blamed
+  // on it rather than on the first tensor compared with it.
+  c.dtype(in.token_num_per_batch, "token_num_per_batch", DataType::INT32)
+      .that(in.token_num_per_batch.shape().size() == 1 ||
+                (in.token_num_per_batch.shape().size() == 2 && in.token_num_per_batch.shape()[1] == 1),
+            "token_num_per_batch must have shape [B] or [B, 1] (it defines the batch), got " +
+                binding::shape_str(in.token_num_per_batch));
   const int64_t B = in.token_num_per_batch.numel();
   c.dtype(in.sampled_token_ids, "sampled_token_ids", DataType::INT64)
       .dtype(in.logprob_token_ids, "logprob_token_ids", DataType::INT64)

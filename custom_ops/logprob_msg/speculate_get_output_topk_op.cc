@@ -26,6 +26,7 @@ void SpeculateGetOutputTopK(paddle::Tensor& output_tokens, paddle::Tensor& outpu
   namespace lm = fdspec::logprob_msg;
   (void)rank_id;  // kept for upstream compatibility: the queue is named by INFERENCE_MSG_QUEUE_ID
   const fdspec::binding::OpChecks c(kOp);
+  FDSPEC_CHECK_DEFINED(c, output_tokens, output_scores, output_ranks);
   check_host_buffer(c, output_tokens, "output_tokens", paddle::DataType::INT64, lm::kOutputTokensLen);
   check_host_buffer(c, output_scores, "output_scores", paddle::DataType::FLOAT32, lm::kOutputScoresLen);
   check_host_buffer(c, output_ranks, "output_ranks", paddle::DataType::INT64, lm::kOutputRanksLen);

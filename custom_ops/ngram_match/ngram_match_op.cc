@@ -21,6 +21,8 @@ fdspec::NgramMatchParams make_params(const paddle::Tensor& token_ids_all,
                                      int64_t threshold) {
   using paddle::DataType;
   const fdspec::binding::OpChecks c(kOp);
+  FDSPEC_CHECK_DEFINED(c, token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens,
+                       seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, max_dec_len);
   const int64_t B = seq_lens_this_time.numel();
   c.dtype(token_ids_all, "token_ids_all", DataType::INT64)
       .dtype(prompt_lens, "prompt_lens", DataType::INT64)
@@ -67,7 +69,7 @@ fdspec::NgramMatchParams make_params(const paddle::Tensor& token_ids_all,
   p.max_dec_len = max_dec_len.data<int64_t>();
   p.batch = B;
   p.max_ngram_size = max_ngram_size;
-  p.threshold = fdspec::binding::resolve_threshold(threshold, kThresholdEnv,
+  p.threshold = fdspec::binding::resolve_threshold(c, threshold, kThresholdEnv,
                                                    fdspec::kNgramThresholdDefault);
   return p;
 }

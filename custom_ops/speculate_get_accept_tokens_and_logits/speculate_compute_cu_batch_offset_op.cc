@@ -12,6 +12,7 @@ void SpeculateComputeCuBatchOffset(paddle::Tensor& cu_batch_token_offset,
   using paddle::DataType;
   namespace fb = fdspec::binding;
   const fb::OpChecks c(kOp);
+  FDSPEC_CHECK_DEFINED(c, cu_batch_token_offset, accept_num);
   c.dtype(cu_batch_token_offset, "cu_batch_token_offset", DataType::INT32)
       .dtype(accept_num, "accept_num", DataType::INT32)
       .same_place(cu_batch_token_offset, "cu_batch_token_offset", accept_num, "accept_num")

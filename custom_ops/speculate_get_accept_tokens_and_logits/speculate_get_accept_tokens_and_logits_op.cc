@@ -17,6 +17,9 @@ fdspec::AcceptTokensLogitsParams make_params(
   using paddle::DataType;
   namespace fb = fdspec::binding;
   const fb::OpChecks c(kOp);
+  FDSPEC_CHECK_DEFINED(c, token_ids, target_logits, logits, cu_batch_token_offset,
+                       cu_seqlens_q_output, seq_lens_this_time, seq_lens_encoder, accept_num,
+                       accept_tokens);
   const int64_t B = seq_lens_this_time.numel();
   c.dtype(token_ids, "token_ids", DataType::INT64)
       .dtype(cu_batch_token_offset, "cu_batch_token_offset", DataType::INT32)

@@ -19,6 +19,9 @@ fdspec::LogprobsTopkParams make_params(const paddle::Tensor& target_logits,
   using paddle::DataType;
   namespace fb = fdspec::binding;
   const fb::OpChecks c(kOp);
+  FDSPEC_CHECK_DEFINED(c, target_logits, token_ids, cu_batch_token_offset, logprob_token_ids,
+                       logprob_scores, logprob_ranks);
+  if (temperature) c.defined("temperature", {*temperature});
   fb::check_logits_dtype(c, target_logits, "target_logits");
   c.dtype(token_ids, "token_ids", DataType::INT64)
       .dtype(cu_batch_token_offset, "cu_batch_token_offset", DataType::INT32)

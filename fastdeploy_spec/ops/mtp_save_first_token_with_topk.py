@@ -5,7 +5,16 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import precheck
+from fastdeploy_spec.ops._common import BOOL, INT32, INT64, OpSpec
+
+SPEC = OpSpec(
+    "mtp_save_first_token_with_topk",
+    tensors=("sampled_token_ids", "logprob_token_ids", "logprob_scores", "logprob_ranks",
+             "token_num_per_batch", "cu_batch_token_offset", "not_need_stop", "seq_lens_decoder",
+             "prompt_lens", "preempted_idx"),
+    attrs=(("message_flag", INT32), ("rank_id", INT64), ("save_each_rank", BOOL)),
+    same_place=False,
+)
 
 
 def mtp_save_first_token_with_topk(
@@ -61,8 +70,4 @@ def mtp_save_first_token_with_topk(
     ...     t(np.array([0, 1], np.int32)), t(np.array([True])), t(np.array([4], np.int32)),
     ...     t(np.array([[4]], np.int64)), t(np.array([0], np.int32)), 4, 0)   # slot 0 sends 7, 8, 9
     """
-    precheck("mtp_save_first_token_with_topk", locals(), same_place=False)
-    _loader.load().mtp_save_first_token_with_topk(
-        sampled_token_ids, logprob_token_ids, logprob_scores, logprob_ranks, token_num_per_batch,
-        cu_batch_token_offset, not_need_stop, seq_lens_decoder, prompt_lens, preempted_idx,
-        int(message_flag), int(rank_id), bool(save_each_rank))
+    _loader.load().mtp_save_first_token_with_topk(*SPEC.args(locals()))

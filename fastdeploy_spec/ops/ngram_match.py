@@ -5,7 +5,15 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import precheck, threshold_attr
+from fastdeploy_spec.ops._common import INT32, THRESHOLD, OpSpec
+
+SPEC = OpSpec(
+    "ngram_match",
+    tensors=("token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
+             "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len"),
+    outputs=frozenset({"draft_tokens", "seq_lens_this_time"}),
+    attrs=(("max_ngram_size", INT32), ("max_draft_tokens", INT32), ("threshold", THRESHOLD)),
+)
 
 
 def ngram_match(
@@ -65,9 +73,4 @@ def ngram_match(
     >>> drafts.numpy().tolist(), slt.numpy().tolist()   # "5 6" was followed by "7 8" in the prompt
     ([[0, 7, 8, 0]], [3])
     """
-    if precheck("ngram_match", locals(), batch=seq_lens_this_time):
-        return
-    _loader.load().ngram_match(
-        token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens, seq_lens_this_time,
-        seq_lens_encoder, seq_lens_decoder, max_dec_len, int(max_ngram_size), int(max_draft_tokens),
-        threshold_attr(threshold))
+    _loader.load().ngram_match(*SPEC.args(locals()))

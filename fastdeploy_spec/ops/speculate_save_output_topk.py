@@ -5,7 +5,16 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import precheck
+from fastdeploy_spec.ops._common import BOOL, INT32, INT64, OpSpec
+
+SPEC = OpSpec(
+    "speculate_save_output_topk",
+    tensors=("sampled_token_ids", "logprob_token_ids", "logprob_scores", "logprob_ranks",
+             "token_num_per_batch", "cu_batch_token_offset", "not_need_stop", "seq_lens_decoder",
+             "prompt_lens"),
+    attrs=(("message_flag", INT32), ("rank_id", INT64), ("save_each_rank", BOOL)),
+    same_place=False,
+)
 
 
 def speculate_save_output_topk(
@@ -67,8 +76,4 @@ def speculate_save_output_topk(
     ...     t(np.zeros([2], np.int64)), t(np.array([2], np.int32)), t(np.array([0, 2], np.int32)),
     ...     t(np.array([True])), t(np.array([4], np.int32)), t(np.array([[4]], np.int64)), 3, 0)
     """
-    precheck("speculate_save_output_topk", locals(), same_place=False)
-    _loader.load().speculate_save_output_topk(
-        sampled_token_ids, logprob_token_ids, logprob_scores, logprob_ranks, token_num_per_batch,
-        cu_batch_token_offset, not_need_stop, seq_lens_decoder, prompt_lens, int(message_flag),
-        int(rank_id), bool(save_each_rank))
+    _loader.load().speculate_save_output_topk(*SPEC.args(locals()))
