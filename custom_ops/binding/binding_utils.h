@@ -79,11 +79,33 @@ class OpChecks {
     return *this;
   }
 
+  // The batch B, the element count of the tensor that defines it (`name`). Recorded so that a shape
+  // error against B also names that tensor: when the two disagree, either may be the wrong one.
+  int64_t batch(const paddle::Tensor& t, const char* name) const {
+    note_batch(t.numel(), name);
+    return batch_;
+  }
+
+  // Records B and where it comes from, for ops that derive it otherwise (e.g. offsets' size - 1).
+  void note_batch(int64_t b, const char* from) const {
+    batch_name_ = from;
+    batch_ = b;
+  }
+
   // A per-slot tensor: [n] or [n, 1], as upstream callers pass both.
   const OpChecks& per_slot(const paddle::Tensor& t, const char* name, int64_t n) const {
     const auto s = t.shape();
     const bool ok = (s.size() == 1 && s[0] == n) || (s.size() == 2 && s[0] == n && s[1] == 1);
-    PD_CHECK(ok, op_, ": ", name, " must have shape [", n, "] or [", n, ", 1], got ", shape_str(t));
+    PD_CHECK(ok, op_, ": ", name, " must have shape [", n, "] or [", n, ", 1]", batch_note(name, n),
+             ", got ", shape_str(t));
+    return *this;
+  }
+
+  // A flat vector of any length: [n] or [n, 1] (offsets, buffers read and written as one array).
+  const OpChecks& vector(const paddle::Tensor& t, const char* name) const {
+    const auto s = t.shape();
+    PD_CHECK(s.size() == 1 || (s.size() == 2 && s[1] == 1), op_, ": ", name,
+             " must be a vector, shape [n] or [n, 1], got ", shape_str(t));
     return *this;
   }
 
@@ -91,8 +113,8 @@ class OpChecks {
   const OpChecks& rows_at_least(const paddle::Tensor& t, const char* name, int64_t min_rows) const {
     const auto s = t.shape();
     PD_CHECK(s.size() == 2, op_, ": ", name, " must be 2-D, got shape ", shape_str(t));
-    PD_CHECK(s[0] >= min_rows, op_, ": ", name, " must have at least ", min_rows,
-             " rows (the batch), got shape ", shape_str(t));
+    PD_CHECK(s[0] >= min_rows, op_, ": ", name, " must have at least ", min_rows, " rows (the batch",
+             batch_note(name, min_rows), "), got shape ", shape_str(t));
     return *this;
   }
 
@@ -123,6 +145,12 @@ class OpChecks {
   const char* op() const { return op_; }
 
  private:
+  // " (B = n, from <batch tensor> <its shape>)" when n is the recorded batch and `name` is not its tensor.
+  std::string batch_note(const char* name, int64_t n) const {
+    if (batch_name_ == nullptr || n != batch_ || std::string(name) == batch_name_) return {};
+    return std::string(" (B = ") + std::to_string(n) + ", the size of " + batch_name_ + ")";
+  }
+
   static std::string place_str(const paddle::Tensor& t) {
     if (t.is_cpu()) return "CPU";
     if (t.is_gpu()) return "GPU";
@@ -130,6 +158,8 @@ class OpChecks {
   }
 
   const char* op_;
+  mutable const char* batch_name_ = nullptr;
+  mutable int64_t batch_ = -1;
 };
 
 // Reads an integer environment variable: `dflt` when unset or empty, else the whole value parsed as a

@@ -20,7 +20,7 @@ fdspec::HybridMtpNgramParams make_params(
   const fdspec::binding::OpChecks c(kOp);
   FDSPEC_CHECK_DEFINED(c, token_ids_all, prompt_lens, pre_ids, step_idx, draft_token_num,
                        draft_tokens, seq_lens_this_time, seq_lens_decoder, max_dec_len);
-  const int64_t B = seq_lens_this_time.numel();
+  const int64_t B = c.batch(seq_lens_this_time, "seq_lens_this_time");
   c.dtype(token_ids_all, "token_ids_all", DataType::INT64)
       .dtype(prompt_lens, "prompt_lens", DataType::INT64)
       .dtype(pre_ids, "pre_ids", DataType::INT64)

@@ -94,7 +94,7 @@ inline void save_logprob_message(const char* op, logprob_msg::SaveMode mode, con
                 (in.token_num_per_batch.shape().size() == 2 && in.token_num_per_batch.shape()[1] == 1),
             "token_num_per_batch must have shape [B] or [B, 1] (it defines the batch), got " +
                 binding::shape_str(in.token_num_per_batch));
-  const int64_t B = in.token_num_per_batch.numel();
+  const int64_t B = c.batch(in.token_num_per_batch, "token_num_per_batch");
   c.dtype(in.sampled_token_ids, "sampled_token_ids", DataType::INT64)
       .dtype(in.logprob_token_ids, "logprob_token_ids", DataType::INT64)
       .dtype(in.logprob_scores, "logprob_scores", DataType::FLOAT32)
@@ -119,11 +119,14 @@ inline void save_logprob_message(const char* op, logprob_msg::SaveMode mode, con
       .that(in.cu_batch_token_offset.numel() >= B,
             "cu_batch_token_offset must hold at least B = " + std::to_string(B) + " offsets, got " +
                 binding::shape_str(in.cu_batch_token_offset))
-      .that(in.not_need_stop.numel() >= 1, "not_need_stop must hold one value")
+      .vector(in.cu_batch_token_offset, "cu_batch_token_offset")
+      .that(in.not_need_stop.numel() == 1,
+            "not_need_stop must hold one value (shape [1]), got " + binding::shape_str(in.not_need_stop))
       .per_slot(in.seq_lens_decoder, "seq_lens_decoder", B)
       .per_slot(in.prompt_lens, "prompt_lens", B)
       .that(message_flag >= 0 && message_flag <= lm::kFlagMask,
             "message_flag " + std::to_string(message_flag) + " must be in [0, 255] (8 bits of [1])");
+  if (!first_token) c.vector(in.sampled_token_ids, "sampled_token_ids");
   if (first_token) {
     c.rows_at_least(in.sampled_token_ids, "sampled_token_ids", B)
         .dtype(*in.preempted_idx, "preempted_idx", DataType::INT32)

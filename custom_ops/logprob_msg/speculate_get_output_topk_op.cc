@@ -13,6 +13,7 @@ constexpr const char* kOp = "speculate_get_output_topk";
 void check_host_buffer(const fdspec::binding::OpChecks& c, const paddle::Tensor& t, const char* name,
                        paddle::DataType dtype, int64_t min_numel) {
   c.dtype(t, name, dtype)
+      .vector(t, name)
       .that(t.is_cpu(), std::string(name) + " must be a CPU tensor (the receive buffers live on the host)")
       .that(t.numel() >= min_numel, std::string(name) + " must hold at least " + std::to_string(min_numel) +
                                         " values (upstream's receive layout), got " +

@@ -34,6 +34,7 @@ fdspec::LogprobsTopkParams make_params(const paddle::Tensor& target_logits,
   const int64_t N = target_logits.shape()[0];
   const int64_t V = target_logits.shape()[1];
   const int64_t B = cu_batch_token_offset.shape()[0] - 1;
+  c.note_batch(B, "cu_batch_token_offset minus one");
   const int64_t cols = logprob_token_ids.shape()[1];
   c.that(V >= 1 && V <= fdspec::kMaxVocab,
          "target_logits must have 1 .. 2^24 columns (the vocabulary), got shape " +

@@ -21,7 +21,7 @@ void SpeculateVerifyGreedy(const paddle::Tensor& target_tokens, paddle::Tensor& 
   FDSPEC_CHECK_DEFINED(c, target_tokens, accept_tokens, accept_num, step_idx, stop_flags,
                        seq_lens_encoder, seq_lens_decoder, draft_tokens, seq_lens_this_time,
                        max_dec_len, end_tokens);
-  const int64_t B = seq_lens_this_time.numel();
+  const int64_t B = c.batch(seq_lens_this_time, "seq_lens_this_time");
   c.dtype(target_tokens, "target_tokens", DataType::INT64)
       .dtype(accept_tokens, "accept_tokens", DataType::INT64)
       .dtype(accept_num, "accept_num", DataType::INT32)
