@@ -44,9 +44,13 @@ OPS: dict[str, dict[str, list[str]]] = {
     },
     "speculate_get_accept_tokens_and_logits": {
         "cpp": ["speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits_op.cc",
-                "speculate_get_accept_tokens_and_logits/speculate_compute_cu_batch_offset_op.cc",
                 "speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits_cpu.cc"],
         "cuda": ["speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits.cu"],
+    },
+    # The offset step of the gather alone: its CPU and CUDA code are the gather's, listed above.
+    "speculate_compute_cu_batch_offset": {
+        "cpp": ["speculate_get_accept_tokens_and_logits/speculate_compute_cu_batch_offset_op.cc"],
+        "cuda": [],
     },
     "speculate_logprobs_topk": {
         "cpp": ["speculate_logprobs_topk/speculate_logprobs_topk_op.cc",

@@ -19,6 +19,9 @@ LOGITS_DTYPES = ["float32", "float16", "bfloat16"]
 FLOAT32_MIN = float(np.finfo(np.float32).min)
 
 
+# Temperatures below this are a greedy slot (the op's kMinTemperature, restated).
+MIN_TEMPERATURE = np.float32(1e-5)
+
 def bf16_bits(values: np.ndarray) -> np.ndarray:
     """float32 -> bfloat16 bits, rounding to nearest even (finite inputs)."""
     bits = np.ascontiguousarray(values, np.float32).view(np.uint32).astype(np.uint64)
@@ -69,7 +72,8 @@ def ref_get_accept_tokens_and_logits(token_ids, target_logits, logits, cu, cu_q,
     """The SPEC §3 walk on copies of the in/out arrays (any storage dtype: rows are copied whole)."""
     token_ids, target_logits, cu = token_ids.copy(), target_logits.copy(), cu.copy()
     B = accept_num.size
-    if B == 0:
+    if B == 0:  # an empty batch still says so: cu[0] = 0 (no valid row)
+        cu[0] = 0
         return token_ids, target_logits, cu
     stride = accept_tokens.shape[1]
     N, R = token_ids.shape[0], logits.shape[0]
@@ -107,7 +111,7 @@ def ref_logprobs_topk(x: np.ndarray, token_ids: np.ndarray, cu: np.ndarray, k: i
         if temperature is not None:
             b = _slot_of_row(cu, B, r)
             t = np.float32(temperature.reshape(-1)[b])
-            if t > 0 and np.isfinite(t):
+            if t >= MIN_TEMPERATURE and np.isfinite(t):  # else a greedy slot: unscaled
                 scale = np.float32(1) / t
         xs = (x[r].astype(np.float32) * scale).astype(np.float32)
         m = xs.max()

@@ -253,10 +253,9 @@ def test_compute_cu_batch_offset(place, data):
     max_accept = data.draw(st.one_of(st.none(), st.integers(0, 7)), label="max_accept_num")
     cu = np.full(real_bsz + 1 + data.draw(st.integers(0, 2)), accept.SENTINEL_OFFSET, np.int32)
     want = cu.copy()
-    if real_bsz > 0:
-        if max_accept is None and np.maximum(accept_num[:real_bsz].astype(np.int64), 0).sum() >= 2**31:
-            return  # an offset past INT32_MAX: no int32 answer exists (checked in test_hostile_inputs)
-        want[:real_bsz + 1] = ref_cu_batch_offset(accept_num[:real_bsz], max_accept)
+    if max_accept is None and np.maximum(accept_num[:real_bsz].astype(np.int64), 0).sum() >= 2**31:
+        return  # an offset past INT32_MAX: no int32 answer exists (checked in test_hostile_inputs)
+    want[:real_bsz + 1] = ref_cu_batch_offset(accept_num[:real_bsz], max_accept)  # real_bsz 0: cu[0] = 0
 
     def run(p):
         t = to_place(cu, p)

@@ -435,8 +435,9 @@ def test_threshold_from_env_read_on_every_call(place, monkeypatch):
     assert run_op(d, place, 2)[1].tolist() == [5, 3, 1]
     monkeypatch.setenv(THRESHOLD_ENV, "13")
     assert run_op(d, place, 2)[1].tolist() == [5, 5, 3]
-    monkeypatch.setenv(THRESHOLD_ENV, "not a number")  # unparsable: the default 128
-    assert run_op(d, place, 2)[1].tolist() == [5, 5, 5]
+    monkeypatch.setenv(THRESHOLD_ENV, "not a number")  # unparsable: an error naming the variable
+    with pytest.raises(Exception, match=f"ngram_match: environment variable {THRESHOLD_ENV} = 'not a number'"):
+        run_op(d, place, 2)
     monkeypatch.delenv(THRESHOLD_ENV)
     assert run_op(d, place, 2)[1].tolist() == [5, 5, 5]
     for env in ("9", None):

@@ -14,7 +14,8 @@ void DraftModelAccept(const paddle::Tensor& accept_tokens, const paddle::Tensor&
                       paddle::Tensor& mtp_draft_num) {
   using paddle::DataType;
   const fdspec::binding::OpChecks c(kOp);
-  const int64_t B = accept_num.numel();
+  FDSPEC_CHECK_DEFINED(c, accept_tokens, accept_num, step_idx, pre_ids, mtp_draft_num);
+  const int64_t B = c.batch(accept_num, "accept_num");
   c.dtype(accept_tokens, "accept_tokens", DataType::INT64)
       .dtype(accept_num, "accept_num", DataType::INT32)
       .dtype(step_idx, "step_idx", DataType::INT64)

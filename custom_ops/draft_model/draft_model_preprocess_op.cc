@@ -19,7 +19,10 @@ void DraftModelPreprocess(paddle::Tensor& input_ids, paddle::Tensor& seq_lens_de
                           const paddle::Tensor& base_model_max_dec_len) {
   using paddle::DataType;
   const fdspec::binding::OpChecks c(kOp);
-  const int64_t B = base_model_seq_lens_this_time.numel();
+  FDSPEC_CHECK_DEFINED(c, input_ids, seq_lens_decoder, step_idx, pre_ids, mtp_draft_num,
+                       max_dec_len, base_model_seq_lens_this_time, base_model_seq_lens_encoder,
+                       base_model_seq_lens_decoder, base_model_stop_flags, base_model_max_dec_len);
+  const int64_t B = c.batch(base_model_seq_lens_this_time, "base_model_seq_lens_this_time");
   c.dtype(input_ids, "input_ids", DataType::INT64)
       .dtype(seq_lens_decoder, "seq_lens_decoder", DataType::INT32)
       .dtype(step_idx, "step_idx", DataType::INT64)

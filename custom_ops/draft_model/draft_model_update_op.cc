@@ -19,7 +19,9 @@ void DraftModelUpdate(const paddle::Tensor& logits, paddle::Tensor& input_ids,
   namespace fb = fdspec::binding;
   using paddle::DataType;
   const fb::OpChecks c(kOp);
-  const int64_t B = base_model_seq_lens_this_time.numel();
+  FDSPEC_CHECK_DEFINED(c, logits, input_ids, seq_lens_decoder, step_idx, pre_ids, mtp_draft_num,
+                       base_model_draft_tokens, base_model_seq_lens_this_time);
+  const int64_t B = c.batch(base_model_seq_lens_this_time, "base_model_seq_lens_this_time");
   fb::check_logits_dtype(c, logits, "logits");
   c.dtype(input_ids, "input_ids", DataType::INT64)
       .dtype(seq_lens_decoder, "seq_lens_decoder", DataType::INT32)

@@ -18,7 +18,9 @@ fdspec::HybridMtpNgramParams make_params(
     bool pad_to_max, int64_t threshold) {
   using paddle::DataType;
   const fdspec::binding::OpChecks c(kOp);
-  const int64_t B = seq_lens_this_time.numel();
+  FDSPEC_CHECK_DEFINED(c, token_ids_all, prompt_lens, pre_ids, step_idx, draft_token_num,
+                       draft_tokens, seq_lens_this_time, seq_lens_decoder, max_dec_len);
+  const int64_t B = c.batch(seq_lens_this_time, "seq_lens_this_time");
   c.dtype(token_ids_all, "token_ids_all", DataType::INT64)
       .dtype(prompt_lens, "prompt_lens", DataType::INT64)
       .dtype(pre_ids, "pre_ids", DataType::INT64)
@@ -74,7 +76,7 @@ fdspec::HybridMtpNgramParams make_params(
   p.min_ngram_size = min_ngram_size;
   p.max_draft_tokens = max_draft_tokens;
   p.pad_to_max = pad_to_max;
-  p.threshold = fdspec::binding::resolve_threshold(threshold, kThresholdEnv,
+  p.threshold = fdspec::binding::resolve_threshold(c, threshold, kThresholdEnv,
                                                    fdspec::kHybridThresholdDefault);
   c.that(fdspec::hybrid_packing_fits(fdspec::hybrid_max_ori(p), W, D),
          "min(max_draft_tokens, K) * (token_ids_all width + pre_ids width) must be below 2^31 "

@@ -413,7 +413,10 @@ std::string receive_message(int64_t queue_id, bool wait, size_t max_bytes, const
         }
       }
       if (e == EINTR) return {};
-      // Spin briefly (a sender is usually mid-send), then sleep so as not to steal its core.
+      // Spin briefly (a sender is usually mid-send), then sleep so as not to steal its core. A
+      // non-blocking receive stops after the spin: "no message yet", the fragments already read stay
+      // in the receiver's state and the next receive continues the message (nothing is lost).
+      if (!wait && idle_polls >= 64) return {};
       if (++idle_polls < 64) {
         sched_yield();
       } else {

@@ -83,7 +83,20 @@ inline void save_logprob_message(const char* op, logprob_msg::SaveMode mode, con
   namespace lm = logprob_msg;
   const binding::OpChecks c(op);
   const bool first_token = mode == lm::SaveMode::kFirstTokenWithDrafts;
-  const int64_t B = in.token_num_per_batch.numel();
+  c.defined("sampled_token_ids, logprob_token_ids, logprob_scores, logprob_ranks, token_num_per_batch, "
+            "cu_batch_token_offset, not_need_stop, seq_lens_decoder, prompt_lens",
+            {in.sampled_token_ids, in.logprob_token_ids, in.logprob_scores, in.logprob_ranks,
+             in.token_num_per_batch, in.cu_batch_token_offset, in.not_need_stop, in.seq_lens_decoder,
+             in.prompt_lens});
+  c.defined(in.preempted_name, {in.preempted_idx});
+  // The batch is token_num_per_batch's: its own shape is checked first, so a malformed one is blamed
+  // on it rather than on the first tensor compared with it.
+  c.dtype(in.token_num_per_batch, "token_num_per_batch", DataType::INT32)
+      .that(in.token_num_per_batch.shape().size() == 1 ||
+                (in.token_num_per_batch.shape().size() == 2 && in.token_num_per_batch.shape()[1] == 1),
+            "token_num_per_batch must have shape [B] or [B, 1] (it defines the batch), got " +
+                binding::shape_str(in.token_num_per_batch));
+  const int64_t B = c.batch(in.token_num_per_batch, "token_num_per_batch");
   c.dtype(in.sampled_token_ids, "sampled_token_ids", DataType::INT64)
       .dtype(in.logprob_token_ids, "logprob_token_ids", DataType::INT64)
       .dtype(in.logprob_scores, "logprob_scores", DataType::FLOAT32)
@@ -108,7 +121,9 @@ inline void save_logprob_message(const char* op, logprob_msg::SaveMode mode, con
       .that(in.cu_batch_token_offset.numel() >= B,
             "cu_batch_token_offset must hold at least B = " + std::to_string(B) + " offsets, got " +
                 binding::shape_str(in.cu_batch_token_offset))
-      .that(in.not_need_stop.numel() >= 1, "not_need_stop must hold one value")
+      .vector(in.cu_batch_token_offset, "cu_batch_token_offset")
+      .that(in.not_need_stop.numel() == 1,
+            "not_need_stop must hold one value (shape [1]), got " + binding::shape_str(in.not_need_stop))
       .per_slot(in.seq_lens_decoder, "seq_lens_decoder", B)
       .per_slot(in.prompt_lens, "prompt_lens", B)
       .dtype(in.preempted_idx, in.preempted_name, DataType::INT32)
@@ -116,6 +131,7 @@ inline void save_logprob_message(const char* op, logprob_msg::SaveMode mode, con
       .that(message_flag >= 0 && message_flag <= lm::kFlagMask,
             "message_flag " + std::to_string(message_flag) + " must be in [0, 255] (8 bits of [1])");
   if (first_token) c.rows_at_least(in.sampled_token_ids, "sampled_token_ids", B);
+  else c.vector(in.sampled_token_ids, "sampled_token_ids");
   if ((!save_each_rank && rank_id > 0) || B == 0) return;
 
   int64_t queue_id = 0;

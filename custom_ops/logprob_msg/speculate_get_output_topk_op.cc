@@ -13,6 +13,7 @@ constexpr const char* kOp = "speculate_get_output_topk";
 void check_host_buffer(const fdspec::binding::OpChecks& c, const paddle::Tensor& t, const char* name,
                        paddle::DataType dtype, int64_t min_numel) {
   c.dtype(t, name, dtype)
+      .vector(t, name)
       .that(t.is_cpu(), std::string(name) + " must be a CPU tensor (the receive buffers live on the host)")
       .that(t.numel() >= min_numel, std::string(name) + " must hold at least " + std::to_string(min_numel) +
                                         " values (upstream's receive layout), got " +
@@ -27,6 +28,7 @@ void SpeculateGetOutputTopK(paddle::Tensor& output_tokens, paddle::Tensor& outpu
   namespace lm = fdspec::logprob_msg;
   (void)rank_id;  // kept for upstream compatibility: the queue is named by queue_id / the environment
   const fdspec::binding::OpChecks c(kOp);
+  FDSPEC_CHECK_DEFINED(c, output_tokens, output_scores, output_ranks);
   check_host_buffer(c, output_tokens, "output_tokens", paddle::DataType::INT64, lm::kOutputTokensLen);
   check_host_buffer(c, output_scores, "output_scores", paddle::DataType::FLOAT32, lm::kOutputScoresLen);
   check_host_buffer(c, output_ranks, "output_ranks", paddle::DataType::INT64, lm::kOutputRanksLen);

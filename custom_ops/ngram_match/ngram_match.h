@@ -33,11 +33,15 @@ struct NgramMatchParams {
   int64_t threshold;                 // T: token budget of the whole batch
 };
 
-// Per-slot draft budget before the threshold: min(draft_token_num, max_dec_len - s - 1, K).
-// Clamping to K keeps every write inside draft_tokens (SPEC §0).
+// Per-slot draft budget before the threshold: min(draft_token_num, max_dec_len - s - 1, K), and at
+// least 0. Clamping to K keeps every write inside draft_tokens (SPEC §0). Clamping at 0 changes no
+// outcome (a budget <= 0 drafts nothing, before or after the threshold cut, whose own result
+// T - S - L is then negative too) but keeps S + budget + L far from the int64 limits: with
+// max_dec_len near INT64_MIN the sum wrapped to a huge positive value and the cut turned "no room"
+// into a positive budget (drafts written for a slot that may not grow).
 FDSPEC_HD int64_t ngram_match_slot_budget(const NgramMatchParams& p, int64_t b, int64_t s) {
   const int64_t cap = min_of<int64_t>(p.draft_token_num[b], sub_sat(p.max_dec_len[b], s + 1));
-  return min_of<int64_t>(cap, p.draft_stride - 1);
+  return max_of<int64_t>(min_of<int64_t>(cap, p.draft_stride - 1), 0);
 }
 
 // Where slot b's tokens are: its row, P clamped to [0, W] and s to [0, W - P].

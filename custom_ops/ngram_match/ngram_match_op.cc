@@ -21,7 +21,9 @@ fdspec::NgramMatchParams make_params(const paddle::Tensor& token_ids_all,
                                      int max_draft_tokens, bool pad_to_max, int64_t threshold) {
   using paddle::DataType;
   const fdspec::binding::OpChecks c(kOp);
-  const int64_t B = seq_lens_this_time.numel();
+  FDSPEC_CHECK_DEFINED(c, token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens,
+                       seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, max_dec_len);
+  const int64_t B = c.batch(seq_lens_this_time, "seq_lens_this_time");
   c.dtype(token_ids_all, "token_ids_all", DataType::INT64)
       .dtype(prompt_lens, "prompt_lens", DataType::INT64)
       .dtype(step_idx, "step_idx", DataType::INT64)
@@ -69,7 +71,7 @@ fdspec::NgramMatchParams make_params(const paddle::Tensor& token_ids_all,
   p.max_ngram_size = max_ngram_size;
   p.max_draft_tokens = max_draft_tokens;
   p.pad_to_max = pad_to_max;
-  p.threshold = fdspec::binding::resolve_threshold(threshold, kThresholdEnv,
+  p.threshold = fdspec::binding::resolve_threshold(c, threshold, kThresholdEnv,
                                                    fdspec::kNgramThresholdDefault);
   return p;
 }

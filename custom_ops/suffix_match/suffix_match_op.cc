@@ -23,7 +23,10 @@ void SuffixMatch(const paddle::Tensor& token_ids_all, const paddle::Tensor& prom
                  int max_draft_tokens, bool pad_to_max, int64_t threshold) {
   using paddle::DataType;
   const fdspec::binding::OpChecks c(kOp);
-  const int64_t B = seq_lens_this_time.numel();
+  FDSPEC_CHECK_DEFINED(c, token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens,
+                       seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, max_dec_len,
+                       suffix_tokens, suffix_probs, suffix_meta);
+  const int64_t B = c.batch(seq_lens_this_time, "seq_lens_this_time");
   c.dtype(token_ids_all, "token_ids_all", DataType::INT64)
       .dtype(prompt_lens, "prompt_lens", DataType::INT64)
       .dtype(step_idx, "step_idx", DataType::INT64)
@@ -107,7 +110,7 @@ void SuffixMatch(const paddle::Tensor& token_ids_all, const paddle::Tensor& prom
   p.min_token_prob = min_token_prob;
   p.max_draft_tokens = max_draft_tokens;
   p.pad_to_max = pad_to_max;
-  p.threshold = fdspec::binding::resolve_threshold(threshold, kThresholdEnv,
+  p.threshold = fdspec::binding::resolve_threshold(c, threshold, kThresholdEnv,
                                                    fdspec::kNgramThresholdDefault);
   FDSPEC_RUN_ON_PLACE(kOp, token_ids_all, p, fdspec::suffix_match_cpu, fdspec::suffix_match_gpu);
 }

@@ -5,7 +5,14 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import precheck
+from fastdeploy_spec.ops._common import OpSpec
+
+
+SPEC = OpSpec(
+    "draft_model_accept",
+    tensors=("accept_tokens", "accept_num", "step_idx", "pre_ids", "mtp_draft_num"),
+    outputs=frozenset({"step_idx", "pre_ids", "mtp_draft_num"}),
+)
 
 
 def draft_model_accept(
@@ -48,6 +55,4 @@ def draft_model_accept(
     >>> pre.numpy()[0].tolist(), step.numpy()[0, 0].item(), num.numpy().tolist()
     ([-1, 7, 8, 9, 2, -1], 4, [0])
     """
-    if precheck("draft_model_accept", locals(), batch=accept_num):
-        return
-    _loader.load().draft_model_accept(accept_tokens, accept_num, step_idx, pre_ids, mtp_draft_num)
+    _loader.load().draft_model_accept(*SPEC.args(locals()))

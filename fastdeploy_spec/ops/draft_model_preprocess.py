@@ -5,7 +5,17 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import precheck
+from fastdeploy_spec.ops._common import OpSpec
+
+
+SPEC = OpSpec(
+    "draft_model_preprocess",
+    tensors=("input_ids", "seq_lens_decoder", "step_idx", "pre_ids", "mtp_draft_num", "max_dec_len",
+             "base_model_seq_lens_this_time", "base_model_seq_lens_encoder",
+             "base_model_seq_lens_decoder", "base_model_stop_flags", "base_model_max_dec_len"),
+    outputs=frozenset({"input_ids", "seq_lens_decoder", "step_idx", "pre_ids", "mtp_draft_num",
+                       "max_dec_len"}),
+)
 
 
 def draft_model_preprocess(
@@ -76,9 +86,4 @@ def draft_model_preprocess(
     >>> dec.numpy().tolist(), slt.numpy().tolist(), num.numpy().tolist()
     ([9, 0], [1, 6], [0, 0])
     """
-    if precheck("draft_model_preprocess", locals(), batch=base_model_seq_lens_this_time):
-        return
-    _loader.load().draft_model_preprocess(
-        input_ids, seq_lens_decoder, step_idx, pre_ids, mtp_draft_num, max_dec_len,
-        base_model_seq_lens_this_time, base_model_seq_lens_encoder, base_model_seq_lens_decoder,
-        base_model_stop_flags, base_model_max_dec_len)
+    _loader.load().draft_model_preprocess(*SPEC.args(locals()))

@@ -5,7 +5,17 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import precheck
+from fastdeploy_spec.ops._common import INT32, OpSpec
+
+
+SPEC = OpSpec(
+    "draft_model_update",
+    tensors=("logits", "input_ids", "seq_lens_decoder", "step_idx", "pre_ids", "mtp_draft_num",
+             "base_model_draft_tokens", "base_model_seq_lens_this_time"),
+    outputs=frozenset({"input_ids", "seq_lens_decoder", "step_idx", "pre_ids", "mtp_draft_num",
+                       "base_model_draft_tokens", "base_model_seq_lens_this_time"}),
+    attrs=(("substep", INT32),),
+)
 
 
 def draft_model_update(
@@ -70,8 +80,4 @@ def draft_model_update(
     >>> ids.numpy()[:, 0].tolist(), step.numpy()[:, 0].tolist(), dec.numpy().tolist()
     ([3, 0], [3, 0], [10, 0])
     """
-    if precheck("draft_model_update", locals(), batch=base_model_seq_lens_this_time):
-        return
-    _loader.load().draft_model_update(
-        logits, input_ids, seq_lens_decoder, step_idx, pre_ids, mtp_draft_num,
-        base_model_draft_tokens, base_model_seq_lens_this_time, int(substep))
+    _loader.load().draft_model_update(*SPEC.args(locals()))

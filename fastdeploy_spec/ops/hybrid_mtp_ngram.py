@@ -5,7 +5,16 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import precheck, threshold_attr
+from fastdeploy_spec.ops._common import BOOL, INT32, THRESHOLD, OpSpec
+
+SPEC = OpSpec(
+    "hybrid_mtp_ngram",
+    tensors=("token_ids_all", "prompt_lens", "pre_ids", "step_idx", "draft_token_num", "draft_tokens",
+             "seq_lens_this_time", "seq_lens_decoder", "max_dec_len"),
+    outputs=frozenset({"draft_tokens", "seq_lens_this_time"}),
+    attrs=(("max_ngram_size", INT32), ("min_ngram_size", INT32), ("max_draft_tokens", INT32),
+           ("pad_to_max", BOOL), ("threshold", THRESHOLD)),
+)
 
 
 def hybrid_mtp_ngram(
@@ -93,12 +102,7 @@ def hybrid_mtp_ngram(
     >>> drafts.numpy().tolist(), slt.numpy().tolist()
     ([[1, 42, 7, 0], [1, 1, 1, 0]], [3, 3])
     """
-    if precheck("hybrid_mtp_ngram", locals(), batch=seq_lens_this_time):
-        return
-    _loader.load().hybrid_mtp_ngram(
-        token_ids_all, prompt_lens, pre_ids, step_idx, draft_token_num, draft_tokens,
-        seq_lens_this_time, seq_lens_decoder, max_dec_len, int(max_ngram_size), int(min_ngram_size),
-        int(max_draft_tokens), bool(pad_to_max), threshold_attr(threshold))
+    _loader.load().hybrid_mtp_ngram(*SPEC.args(locals()))
 
 
 # Upstream's Python name for the op.

@@ -5,7 +5,17 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import precheck, queue_attr
+from fastdeploy_spec.ops._common import BOOL, INT32, INT64, QUEUE_ID, OpSpec
+
+SPEC = OpSpec(
+    "mtp_save_first_token_with_topk",
+    tensors=("sampled_token_ids", "logprob_token_ids", "logprob_scores", "logprob_ranks",
+             "token_num_per_batch", "cu_batch_token_offset", "not_need_stop", "seq_lens_decoder",
+             "prompt_lens", "preempted_idx"),
+    attrs=(("message_flag", INT32), ("rank_id", INT64), ("save_each_rank", BOOL),
+           ("queue_id", QUEUE_ID)),
+    same_place=False,
+)
 
 
 def mtp_save_first_token_with_topk(
@@ -72,8 +82,4 @@ def mtp_save_first_token_with_topk(
     >>> tokens.numpy()[[3, 515, 536, 557], 0].tolist()   # slot 0 sends 3 tokens: 7, 8, 9
     [3, 7, 8, 9]
     """
-    precheck("mtp_save_first_token_with_topk", locals(), same_place=False)
-    _loader.load().mtp_save_first_token_with_topk(
-        sampled_token_ids, logprob_token_ids, logprob_scores, logprob_ranks, token_num_per_batch,
-        cu_batch_token_offset, not_need_stop, seq_lens_decoder, prompt_lens, preempted_idx,
-        int(message_flag), int(rank_id), bool(save_each_rank), queue_attr(queue_id))
+    _loader.load().mtp_save_first_token_with_topk(*SPEC.args(locals()))

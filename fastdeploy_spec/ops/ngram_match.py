@@ -5,7 +5,16 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import precheck, threshold_attr
+from fastdeploy_spec.ops._common import BOOL, INT32, THRESHOLD, OpSpec
+
+SPEC = OpSpec(
+    "ngram_match",
+    tensors=("token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
+             "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len"),
+    outputs=frozenset({"draft_tokens", "seq_lens_this_time"}),
+    attrs=(("max_ngram_size", INT32), ("max_draft_tokens", INT32), ("pad_to_max", BOOL),
+           ("threshold", THRESHOLD)),
+)
 
 
 def ngram_match(
@@ -80,9 +89,4 @@ def ngram_match(
     >>> drafts.numpy().tolist(), slt.numpy().tolist()
     ([[0, 7, 8, 8]], [4])
     """
-    if precheck("ngram_match", locals(), batch=seq_lens_this_time):
-        return
-    _loader.load().ngram_match(
-        token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens, seq_lens_this_time,
-        seq_lens_encoder, seq_lens_decoder, max_dec_len, int(max_ngram_size), int(max_draft_tokens),
-        bool(pad_to_max), threshold_attr(threshold))
+    _loader.load().ngram_match(*SPEC.args(locals()))

@@ -5,7 +5,15 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import precheck, queue_attr
+from fastdeploy_spec.ops._common import BOOL, INT32, INT64, QUEUE_ID, OpSpec
+
+SPEC = OpSpec(
+    "speculate_get_output_topk",
+    tensors=("output_tokens", "output_scores", "output_ranks"),
+    outputs=frozenset({"output_tokens", "output_scores", "output_ranks"}),
+    attrs=(("real_k", INT32), ("rank_id", INT64), ("wait_flag", BOOL), ("queue_id", QUEUE_ID)),
+    same_place=False,
+)
 
 
 def speculate_get_output_topk(
@@ -65,7 +73,4 @@ def speculate_get_output_topk(
     >>> int(tokens[0, 0])   # with an empty queue
     -2
     """
-    precheck("speculate_get_output_topk", locals(), same_place=False)
-    _loader.load().speculate_get_output_topk(
-        output_tokens, output_scores, output_ranks, int(real_k), int(rank_id), bool(wait_flag),
-        queue_attr(queue_id))
+    _loader.load().speculate_get_output_topk(*SPEC.args(locals()))

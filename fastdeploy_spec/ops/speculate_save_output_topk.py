@@ -6,7 +6,17 @@ import numpy as np
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import precheck, queue_attr
+from fastdeploy_spec.ops._common import BOOL, INT32, INT64, QUEUE_ID, OpSpec
+
+SPEC = OpSpec(
+    "speculate_save_output_topk",
+    tensors=("sampled_token_ids", "logprob_token_ids", "logprob_scores", "logprob_ranks",
+             "token_num_per_batch", "cu_batch_token_offset", "not_need_stop", "seq_lens_decoder",
+             "prompt_lens", "last_preempted_idx"),
+    attrs=(("message_flag", INT32), ("rank_id", INT64), ("save_each_rank", BOOL),
+           ("queue_id", QUEUE_ID)),
+    same_place=False,
+)
 
 _ATTRS = ("message_flag", "rank_id", "save_each_rank")
 
@@ -110,12 +120,9 @@ def speculate_save_output_topk(
     missing = [n for n in ("message_flag", "rank_id") if named[n] is None]
     if missing:
         raise TypeError(f"speculate_save_output_topk: missing {', '.join(missing)}")
-    if last_preempted_idx is None:  # upstream's earlier form: no slot is preempted
+    if (last_preempted_idx is None and isinstance(token_num_per_batch, paddle.Tensor)
+            and token_num_per_batch.ndim >= 1):  # upstream's earlier form: no slot is preempted
         last_preempted_idx = paddle.to_tensor(np.zeros(token_num_per_batch.shape[0], np.int32),
                                               place=paddle.CPUPlace())
-    precheck("speculate_save_output_topk", locals(), same_place=False)
-    _loader.load().speculate_save_output_topk(
-        sampled_token_ids, logprob_token_ids, logprob_scores, logprob_ranks, token_num_per_batch,
-        cu_batch_token_offset, not_need_stop, seq_lens_decoder, prompt_lens, last_preempted_idx,
-        int(named["message_flag"]), int(named["rank_id"]), bool(named["save_each_rank"]),
-        queue_attr(queue_id))
+    values = dict(locals(), last_preempted_idx=last_preempted_idx, **named)
+    _loader.load().speculate_save_output_topk(*SPEC.args(values))

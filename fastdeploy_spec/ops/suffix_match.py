@@ -5,7 +5,20 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import precheck, threshold_attr
+from fastdeploy_spec.ops._common import BOOL, FLOAT, INT32, THRESHOLD, OpSpec
+
+
+SPEC = OpSpec(
+    "suffix_match",
+    tensors=("token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
+             "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len",
+             "suffix_tokens", "suffix_probs", "suffix_meta"),
+    outputs=frozenset({"draft_tokens", "seq_lens_this_time", "suffix_tokens", "suffix_probs",
+                       "suffix_meta"}),
+    attrs=(("max_tree_depth", INT32), ("max_spec_factor", FLOAT), ("max_spec_offset", FLOAT),
+           ("min_token_prob", FLOAT), ("max_draft_tokens", INT32), ("pad_to_max", BOOL),
+           ("threshold", THRESHOLD)),
+)
 
 
 def suffix_match(
@@ -92,12 +105,6 @@ def suffix_match(
     >>> [round(float(p), 4) for p in probs.numpy()[0, :2]]         # 2/3, then 2/3 * 1/2
     [0.6667, 0.3333]
     """
-    if precheck("suffix_match", locals(), batch=seq_lens_this_time):
-        return
-    if max_draft_tokens is None:
+    if max_draft_tokens is None and isinstance(draft_tokens, paddle.Tensor) and draft_tokens.ndim == 2:
         max_draft_tokens = draft_tokens.shape[1] - 1
-    _loader.load().suffix_match(
-        token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens, seq_lens_this_time,
-        seq_lens_encoder, seq_lens_decoder, max_dec_len, suffix_tokens, suffix_probs, suffix_meta,
-        int(max_tree_depth), float(max_spec_factor), float(max_spec_offset), float(min_token_prob),
-        int(max_draft_tokens), bool(pad_to_max), threshold_attr(threshold))
+    _loader.load().suffix_match(*SPEC.args(locals()))

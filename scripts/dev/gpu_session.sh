@@ -15,6 +15,8 @@
 #   suffix          suffix_match's GPU tests (tests/test_suffix_match.py, its fuzz test) and kernel harness
 #   bench-kernels   ngram_match / hybrid_mtp_ngram at the kernel layer, warm and cold, no Paddle
 #                   (tests/cuda/bench_ngram_kernels.cu; notes in docs/perf/ngram_notes.md)
+#   hostile         the hostile-input suite on CPU and GPU tensors (tests/hostile_cases.py), its table
+#                   per place in $OUT/hostile.{cpu,gpu}.md, and the named-error checks of the old file
 #   toolchain, diag the compilers and C++ runtimes involved, and bad-input tests with Paddle's stack
 # Logs and results go to $OUT (or ./results/gpu when OUT is unset).
 set -uo pipefail
@@ -78,6 +80,14 @@ for stage in "$@"; do
       ;;
     bench-mtp)
       $py scripts/bench_mtp.py --out "$OUT" 2>&1 | tail -30
+      ;;
+    hostile)
+      # Each place's cases run in child processes: a crash or a hang is a reported outcome, and a
+      # correct call after each family checks that no CUDA error stuck. Proof: "N passed" with
+      # test_hostile_suite[gpu] among them, and the gpu table's last row with 0 in every failure column.
+      FDSPEC_HOSTILE_REPORT="$OUT/hostile" $py -m pytest -q -p no:cacheprovider -rA tests/test_hostile_inputs.py \
+        2>&1 | tee "$OUT/hostile.log" | grep -E "^(PASSED|FAILED|ERROR).*hostile_suite|passed|failed" | tail -6
+      cat "$OUT/hostile.gpu.md" 2>/dev/null || echo "no GPU table: test_hostile_suite[gpu] did not run"
       ;;
     graph)
       $py -m pytest -q -p no:cacheprovider -rA tests/test_graph_replay.py 2>&1 | grep -E "PASS|FAIL|SKIP|passed|failed|Error" | tail -8
