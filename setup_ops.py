@@ -39,11 +39,19 @@ OPS: dict[str, dict[str, list[str]]] = {
         "cpp": ["hybrid_mtp_ngram/hybrid_mtp_ngram_op.cc", "hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc"],
         "cuda": ["hybrid_mtp_ngram/hybrid_mtp_ngram.cu"],
     },
+    "suffix_match": {
+        "cpp": ["suffix_match/suffix_match_op.cc", "suffix_match/suffix_match_cpu.cc"],
+        "cuda": ["suffix_match/suffix_match.cu"],
+    },
     "speculate_get_accept_tokens_and_logits": {
         "cpp": ["speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits_op.cc",
-                "speculate_get_accept_tokens_and_logits/speculate_compute_cu_batch_offset_op.cc",
                 "speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits_cpu.cc"],
         "cuda": ["speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits.cu"],
+    },
+    # The offset step of the gather alone: its CPU and CUDA code are the gather's, listed above.
+    "speculate_compute_cu_batch_offset": {
+        "cpp": ["speculate_get_accept_tokens_and_logits/speculate_compute_cu_batch_offset_op.cc"],
+        "cuda": [],
     },
     "speculate_logprobs_topk": {
         "cpp": ["speculate_logprobs_topk/speculate_logprobs_topk_op.cc",
@@ -59,6 +67,12 @@ OPS: dict[str, dict[str, list[str]]] = {
         "cpp": ["speculate_step_update/speculate_step_update_op.cc",
                 "speculate_step_update/speculate_step_update_cpu.cc"],
         "cuda": ["speculate_step_update/speculate_step_update.cu"],
+    },
+    # The MTP proposer's draft-model bookkeeping: three ops sharing one kernel layer.
+    "draft_model": {
+        "cpp": ["draft_model/draft_model_preprocess_op.cc", "draft_model/draft_model_update_op.cc",
+                "draft_model/draft_model_accept_op.cc", "draft_model/draft_model_cpu.cc"],
+        "cuda": ["draft_model/draft_model.cu"],
     },
     # Host ops: their GPU path (copies of GPU inputs) is in the .cc files, built with FDSPEC_WITH_CUDA.
     # The message format and the transport are listed once, with the first of the three.

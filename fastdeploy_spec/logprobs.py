@@ -127,8 +127,8 @@ def build_output_logprobs(
         ``raw_logprobs`` / ``processed_logprobs``: log-softmax values; ``raw_logits`` /
         ``processed_logits``: the logits themselves (temperature not applied, as upstream).
     temperature : float32 [B] or [B, 1], optional
-        Per-slot temperature for the logprob modes (non-positive: none). Upstream scales only slots
-        with ``temp_scaled_logprobs`` set: pass 1 for the others.
+        Per-slot temperature for the logprob modes (below 1e-5, a greedy slot: none). Upstream
+        scales only slots with ``temp_scaled_logprobs`` set: pass 1 for the others.
     buffers : LogprobsBuffers, optional
         Preallocated outputs for ``B`` slots and ``K``; allocated on ``logits``' place if omitted.
 

@@ -54,6 +54,7 @@ from fastdeploy_spec.config import SpecMethod, SpeculativeConfig
 from fastdeploy_spec.logprobs import LogprobsBuffers, build_output_logprobs, max_num_logprobs
 from fastdeploy_spec.ops import speculate_save_output_topk, speculate_step_update, speculate_verify_greedy
 from fastdeploy_spec.proposers import Proposer, create_proposer
+from fastdeploy_spec.stats import AcceptanceStats
 from fastdeploy_spec.transport import LogprobMessage, LogprobReceiver, free_queue_id, layout, queue_env
 
 # Timed phases of a step: the proposer (the ngram_match op; for MTP also the draft model and its host
@@ -218,7 +219,7 @@ class SpecRunner:
     Parameters
     ----------
     config : SpeculativeConfig
-        Method (``naive``: no drafts, ``ngram``; ``mtp`` needs ``proposer``) and K.
+        Method (``naive``: no drafts, ``ngram``, ``suffix``; ``mtp`` needs ``proposer``) and K.
     target_model : callable
         ``target_model(VerifyBatch) -> int64 [S, K + 1]`` (see ``VerifyBatch``).
     max_num_seqs, max_model_len : int
@@ -277,6 +278,7 @@ class SpecRunner:
         self.outputs: Dict[Hashable, List[int]] = {}
         self.stats = RunStats()
         self.observers: List[StepObserver] = []
+        self.acceptance = AcceptanceStats(config.num_speculative_tokens)  # per request, from the StepRecords
         self.logprobs: Dict[Hashable, List[TokenLogprob]] = {}
         self._logprob_path = None if logprobs is None else _LogprobPath(self, int(logprobs))
         if self._logprob_path is not None:
@@ -420,6 +422,7 @@ class SpecRunner:
                             accept_num=self._read("accept_num"), finished=finished,
                             not_need_stop=self.has_work())
         self.stats.add(record)
+        self.acceptance.add_step(record)
         return record
 
     def run(self, requests: Sequence[Request] = (), progress: Optional[Callable[[int], None]] = None

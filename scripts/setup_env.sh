@@ -1,14 +1,25 @@
 #!/usr/bin/env bash
-# Creates (or reuses) the project's virtual environment with Paddle 3.3.1 (CPU, from PyPI) and the
-# test/demo dependencies. Sourced by run_tests.sh and run_demo.sh; prints the venv's python path.
+# Creates (or reuses) a virtual environment with Paddle and the test/demo dependencies; prints its
+# python path. Used by run_tests.sh and run_demo.sh.
+#   default          .venv:     paddlepaddle 3.3.1 (CPU) from PyPI
+#   FDSPEC_PADDLE=gpu .venv-gpu: paddlepaddle-gpu 2.6.2, the CUDA build on PyPI (built against NumPy 1)
+# FDSPEC_VENV overrides the directory.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-venv=${FDSPEC_VENV:-$root/.venv}
+if [ "${FDSPEC_PADDLE:-cpu}" = gpu ]; then
+  venv=${FDSPEC_VENV:-$root/.venv-gpu}
+  paddle=("paddlepaddle-gpu==2.6.2" "numpy<2")
+  check="import zlib, sys, paddle; sys.exit(0 if paddle.is_compiled_with_cuda() else 1)"
+else
+  venv=${FDSPEC_VENV:-$root/.venv}
+  paddle=("paddlepaddle==3.3.1" numpy)
+  check="import paddle"
+fi
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv" >&2
 fi
-if ! "$venv/bin/python" -c "import paddle, numpy, pytest, hypothesis, matplotlib, tqdm, wheel" 2>/dev/null; then
+if ! "$venv/bin/python" -c "$check; import numpy, pytest, hypothesis, matplotlib, tqdm, wheel" 2>/dev/null; then
   "$venv/bin/python" -m pip install -q --disable-pip-version-check \
-    "paddlepaddle==3.3.1" numpy pytest hypothesis matplotlib tqdm setuptools wheel >&2
+    "${paddle[@]}" pytest hypothesis matplotlib tqdm setuptools wheel >&2
 fi
 echo "$venv/bin/python"

@@ -3,7 +3,7 @@ against CPU (and the reference) where a GPU exists.
 
 Generated batches mix slot states (prefill, decoding, empty, stopped, unscheduled), use vocabularies
 of 1 to 3 tokens so that n-grams and drafts match, lengths from negative to past the tensor width,
-and thresholds that bind. ``ngram_match`` on CPU is fuzzed in test_ngram_match_property.py; here it
+and thresholds that bind (``suffix_match`` too). ``ngram_match`` on CPU is fuzzed in test_ngram_match_property.py; here it
 only gets the GPU-against-CPU run.
 
 Budget: the hypothesis profile from tests/conftest.py ("ci": 150 derandomized examples per test;
@@ -23,12 +23,14 @@ from hypothesis.extra import numpy as hnp  # noqa: E402
 
 from fastdeploy_spec import ops  # noqa: E402
 from tests.helpers import LOGITS_DTYPES, PLACES, make_logits, to_place  # noqa: E402
+from tests.reference import draft_model as draft  # noqa: E402
 from tests.reference import get_accept_tokens as accept  # noqa: E402
 from tests.reference import hybrid_mtp_ngram as hybrid  # noqa: E402
 from tests.reference import logprob_msg as msg_ref  # noqa: E402
 from tests.reference import logprobs_topk as logprobs  # noqa: E402
 from tests.reference import ngram_match as ngram  # noqa: E402
 from tests.reference import step_update  # noqa: E402
+from tests.reference import suffix_match as suffix  # noqa: E402
 from tests.reference import verify_greedy as verify  # noqa: E402
 from tests.reference.get_accept_tokens import ref_cu_batch_offset  # noqa: E402
 from tests.reference.ngram_match import THRESHOLD_ENV  # noqa: E402
@@ -123,6 +125,89 @@ def test_hybrid_mtp_ngram(place, data):
     on_places(place, lambda p: hybrid.run_op(case, p, max_n, min_n, max_draft, threshold=threshold), want)
 
 
+# ---- draft-model ops (MTP proposer): preprocess, update, accept ------------------------------------
+
+def _draft_state(data, B, K, D, vocab):
+    """Draft and target slot state: every slot kind, lengths from negative to past the row."""
+    return dict(
+        input_ids=ints(data, (B, 1), -2, vocab, np.int64, "input_ids"),
+        seq_lens_decoder=choice(data, (B,), [-1, 0, 0, 3, 2**31 - 1], np.int32, "draft dec"),
+        step_idx=ints(data, (B, 1), -2, D + 2, np.int64, "step_idx"),
+        pre_ids=ints(data, (B, D), -1, vocab - 1, np.int64, "pre_ids"),
+        mtp_draft_num=ints(data, (B,), -1, K + 2, np.int32, "mtp_draft_num"),
+        max_dec_len=ints(data, (B, 1), -1, 9, np.int64, "max_dec_len"),
+        base_model_seq_lens_this_time=ints(data, (B,), -1, K + 2, np.int32, "slt"),
+        base_model_seq_lens_encoder=choice(data, (B,), [0, 0, 0, 3, -2], np.int32, "enc"),
+        base_model_seq_lens_decoder=choice(data, (B,), [0, 5, 5, 17, -1], np.int32, "dec"),
+        base_model_stop_flags=data.draw(hnp.arrays(np.bool_, (B, 1)), label="stop"),
+        base_model_max_dec_len=ints(data, (B, 1), -1, 30, np.int64, "base max_dec_len"),
+        base_model_draft_tokens=ints(data, (B, K + 1), -1, vocab - 1, np.int64, "drafts"),
+        accept_tokens=ints(data, (B, K + 1), 0, vocab - 1, np.int64, "accept_tokens"),
+        accept_num=ints(data, (B,), -2, K + 3, np.int32, "accept_num"),
+    )
+
+
+@fuzz_on_places
+def test_draft_model_ops(place, data):
+    """A random chain of preprocess / update(substep) / accept calls on one state."""
+    B, K = data.draw(st.integers(0, 9), label="B"), data.draw(st.integers(1, 5), label="K")
+    D, vocab = data.draw(st.integers(1, 10), label="D"), data.draw(st.integers(1, 4), label="vocab")
+    dtype = data.draw(st.sampled_from(LOGITS_DTYPES), label="dtype")
+    state = _draft_state(data, B, K, D, vocab)
+    calls = data.draw(st.lists(st.one_of(st.just(("preprocess", 0)), st.just(("accept", 0)),
+                                         st.tuples(st.just("update"), st.integers(0, K - 1))),
+                               min_size=1, max_size=6), label="calls")
+    logits = [make_logits(choice(data, (B, vocab), [-1.0, 0.0, 0.5, 0.5, np.inf, np.nan], np.float32,
+                                 "logits"), dtype) for _ in calls]
+
+    def run(p, side):
+        for (op, substep), storage in zip(calls, logits):
+            if op == "update":
+                side.update(storage, dtype, substep)
+            else:
+                getattr(side, op)()
+        return side.host() if p is not None else side.s
+
+    want = run(None, draft.Reference(state))
+    keys = sorted(want)
+    on_places(place, lambda p: tuple(run(p, draft.Device(state, p))[k] for k in keys),
+              tuple(want[k] for k in keys))
+
+
+# ---- suffix_match --------------------------------------------------------------------------------------
+
+
+@fuzz_on_places
+def test_suffix_match(place, data):
+    B, W = data.draw(st.integers(0, 6), label="B"), data.draw(st.integers(1, 40), label="W")
+    K = data.draw(st.integers(1, 8), label="K")
+    rows = B + data.draw(st.integers(0, 2), label="extra rows")
+    vocab = data.draw(st.integers(1, 3), label="vocab")
+    case = {
+        "token_ids_all": ints(data, (rows, W), -1, vocab - 1, np.int64, "tokens"),
+        "prompt_lens": ints(data, (B, 1), -2, W + 2, np.int64, "P"),
+        "step_idx": ints(data, (B, 1), -2, W + 2, np.int64, "s"),
+        "draft_token_num": ints(data, (B,), -1, K + 2, np.int32, "draft_token_num"),
+        "draft_tokens": ngram.sentinels(B, K),
+        "seq_lens_this_time": ints(data, (B,), -3, 12, np.int32, "slt"),
+        "seq_lens_encoder": choice(data, (B,), [0, 0, 0, 3, -1], np.int32, "enc"),
+        "seq_lens_decoder": choice(data, (B,), [0, 5, 5, 5, -1], np.int32, "dec"),
+        "max_dec_len": ints(data, (B, 1), -1, 40, np.int64, "max_dec_len"),
+        "suffix_tokens": np.full((rows, K), -7, np.int64),
+        "suffix_probs": np.full((rows, K), -7.0, np.float32),
+        "suffix_meta": np.full((rows, 2), -7, np.int32),
+    }
+    kw = dict(
+        max_tree_depth=data.draw(st.integers(1, 12), label="max_tree_depth"),
+        max_spec_factor=data.draw(st.sampled_from([0.0, 0.5, 1.0, 3.0]), label="factor"),
+        max_spec_offset=data.draw(st.sampled_from([-1.0, 0.0, 0.5, 2.0]), label="offset"),
+        min_token_prob=data.draw(st.sampled_from([0.0, 0.1, 0.34, 0.5, 1.0]), label="min_token_prob"),
+        max_draft_tokens=data.draw(st.integers(0, K), label="max_draft_tokens"),
+        pad_to_max=data.draw(st.booleans(), label="pad_to_max"),
+        threshold=data.draw(st.one_of(st.none(), THRESHOLDS), label="threshold"))
+    suffix.check(case, place, **kw)
+
+
 # ---- speculate_get_accept_tokens_and_logits / speculate_compute_cu_batch_offset -------------------
 
 @fuzz_on_places
@@ -162,10 +247,9 @@ def test_compute_cu_batch_offset(place, data):
     max_accept = data.draw(st.one_of(st.none(), st.integers(0, 7)), label="max_accept_num")
     cu = np.full(real_bsz + 1 + data.draw(st.integers(0, 2)), accept.SENTINEL_OFFSET, np.int32)
     want = cu.copy()
-    if real_bsz > 0:
-        if max_accept is None and np.maximum(accept_num[:real_bsz].astype(np.int64), 0).sum() >= 2**31:
-            return  # an offset past INT32_MAX: no int32 answer exists (checked in test_hostile_inputs)
-        want[:real_bsz + 1] = ref_cu_batch_offset(accept_num[:real_bsz], max_accept)
+    if max_accept is None and np.maximum(accept_num[:real_bsz].astype(np.int64), 0).sum() >= 2**31:
+        return  # an offset past INT32_MAX: no int32 answer exists (checked in test_hostile_inputs)
+    want[:real_bsz + 1] = ref_cu_batch_offset(accept_num[:real_bsz], max_accept)  # real_bsz 0: cu[0] = 0
 
     def run(p):
         t = to_place(cu, p)

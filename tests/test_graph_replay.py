@@ -1,5 +1,8 @@
 """CUDA-graph capture and replay of a decode step: ngram_match, speculate_verify_greedy and
-speculate_step_update, captured once on fixed device buffers.
+speculate_step_update, captured once on fixed device buffers; and of a whole MTP decode step
+(MTPProposer.run: draft_model_preprocess, two draft-model steps with draft_model_update,
+hybrid_mtp_ngram; then verification, MTPProposer.accept and the update), its draft model returning
+logits prepared on the device.
 
 Each replay follows new inputs copied into those same buffers with ``Tensor.copy_(src, True)``: in
 Paddle 2.6 and 3.x that is ``phi::Copy``, a cudaMemcpy into the tensor's existing allocation (no
@@ -76,10 +79,10 @@ def random_state(rng: np.random.Generator) -> dict:
     )
 
 
-def decode_step(t: dict) -> None:
+def decode_step(t: dict, pad_to_max: bool = False) -> None:
     ngram_match(t["token_ids_all"], t["prompt_lens"], t["step_idx"], t["actual_draft_token_num"],
                 t["draft_tokens"], t["seq_lens_this_time"], t["seq_lens_encoder"],
-                t["seq_lens_decoder"], t["max_dec_len"], 3, K, threshold=THRESHOLD)
+                t["seq_lens_decoder"], t["max_dec_len"], 3, K, pad_to_max, threshold=THRESHOLD)
     speculate_verify_greedy(t["target_tokens"], t["accept_tokens"], t["accept_num"], t["step_idx"],
                             t["stop_flags"], t["seq_lens_encoder"], t["seq_lens_decoder"],
                             t["draft_tokens"], t["seq_lens_this_time"], t["max_dec_len"],
@@ -90,12 +93,12 @@ def decode_step(t: dict) -> None:
                           t["draft_tokens"])
 
 
-def eager_steps(state: dict, targets: list, place: str) -> dict:
+def eager_steps(state: dict, targets: list, place: str, pad_to_max: bool = False) -> dict:
     """Fresh tensors on `place`, one decode step per entry of `targets` (its target tokens)."""
     t = {k: to_place(v, place) for k, v in state.items()}
     for target in targets:
         t["target_tokens"] = to_place(target, place)
-        decode_step(t)
+        decode_step(t, pad_to_max)
     return {k: t[k].numpy() for k in OUTPUTS}
 
 
@@ -110,21 +113,24 @@ def pointers(buffers: dict):
     return {k: t.data_ptr() for k, t in buffers.items()} if hasattr(paddle.Tensor, "data_ptr") else None
 
 
+# pad_to_max: graph mode of ngram_match (FastDeploy #7849), what a runner whose target model is
+# captured passes; every decoding slot then verifies K drafts.
+@pytest.mark.parametrize("pad_to_max", [False, True], ids=["unpadded", "pad_to_max"])
 @pytest.mark.parametrize("backend", list(BACKENDS))
-def test_decode_step_replays_like_eager(backend):
+def test_decode_step_replays_like_eager(backend, pad_to_max):
     rng = np.random.default_rng(0)
     states = [random_state(rng) for _ in range(3)]
     buffers = {k: to_place(v, "gpu") for k, v in random_state(rng).items()}
     before = pointers(buffers)
-    graph = Graph(lambda: decode_step(buffers), **BACKENDS[backend])
+    graph = Graph(lambda: decode_step(buffers, pad_to_max), **BACKENDS[backend])
 
     # New inputs into the captured buffers, one replay each.
     for state in states:
         for k, v in state.items():
             copy_into(buffers, k, v)
         graph.replay()
-        want = eager_steps(state, [state["target_tokens"]], "gpu")
-        want_cpu = eager_steps(state, [state["target_tokens"]], "cpu")
+        want = eager_steps(state, [state["target_tokens"]], "gpu", pad_to_max)
+        want_cpu = eager_steps(state, [state["target_tokens"]], "cpu", pad_to_max)
         for k in OUTPUTS:
             np.testing.assert_array_equal(buffers[k].numpy(), want[k], err_msg=f"{backend}: {k}")
             np.testing.assert_array_equal(want[k], want_cpu[k], err_msg=f"GPU vs CPU: {k}")
@@ -138,7 +144,153 @@ def test_decode_step_replays_like_eager(backend):
     for target in targets:
         copy_into(buffers, "target_tokens", target)
         graph.replay()
-    want = eager_steps(state, targets, "cpu")
+    want = eager_steps(state, targets, "cpu", pad_to_max)
+    if pad_to_max:  # the captured shape: every decoding slot verifies K drafts
+        t = {k: to_place(v, "gpu") for k, v in state.items()}
+        ngram_match(t["token_ids_all"], t["prompt_lens"], t["step_idx"], t["actual_draft_token_num"],
+                    t["draft_tokens"], t["seq_lens_this_time"], t["seq_lens_encoder"],
+                    t["seq_lens_decoder"], t["max_dec_len"], 3, K, True, threshold=THRESHOLD)
+        decoding = (state["seq_lens_encoder"] <= 0) & (state["seq_lens_decoder"] != 0)
+        assert decoding.any() and (t["seq_lens_this_time"].numpy()[decoding] == K + 1).all()
     for k in OUTPUTS:
         np.testing.assert_array_equal(buffers[k].numpy(), want[k], err_msg=f"{backend} loop: {k}")
     assert pointers(buffers) == before
+
+
+# ---- A whole MTP decode step: draft steps, hybrid_mtp_ngram extension, verification, update ---------
+
+MTP_STEPS = 2
+MTP_BUFFERS = ("pre_ids", "step_idx", "seq_lens_decoder", "max_dec_len", "input_ids", "mtp_draft_num")
+
+
+class PreparedLogits:
+    """The draft model of the captured step: its forward returns logits prepared on the device (one
+    buffer per draft step, refilled by copies between replays), so the graph holds only plugin ops."""
+
+    def __init__(self, logits: list) -> None:
+        self.logits = logits
+        self.substep = 0
+
+    def __call__(self, input_ids, hidden_states=None):
+        out = self.logits[self.substep % len(self.logits)]
+        self.substep += 1
+        return out
+
+
+def mtp_state(rng: np.random.Generator):
+    """A runner state (random_state), the proposer's draft side consistent with it (pre_ids holds each
+    slot's generated tokens, some slots with unverified drafts left over), and the draft logits of
+    each draft step over a vocabulary of 4 (ties everywhere)."""
+    state = random_state(rng)
+    pre = np.full((S, W), -1, np.int64)
+    step = state["step_idx"].copy()
+    drafted = np.zeros(S, np.int32)
+    for b in range(S):
+        P, s = int(state["prompt_lens"][b, 0]), int(step[b, 0])
+        pre[b, 1:s + 1] = state["token_ids_all"][b, P:P + s]
+        if s and rng.random() < 0.3:  # an earlier step's drafts, never verified
+            drafted[b] = int(rng.integers(1, 3))
+            pre[b, s + 1:s + 1 + drafted[b]] = rng.integers(0, VOCAB, drafted[b])
+            step[b, 0] += drafted[b]
+    draft_side = dict(pre_ids=pre, step_idx=step, seq_lens_decoder=np.zeros(S, np.int32),
+                      max_dec_len=np.zeros((S, 1), np.int64), input_ids=np.zeros((S, 1), np.int64),
+                      mtp_draft_num=drafted)
+    logits = [rng.integers(0, 3, (S, VOCAB)).astype(np.float32) for _ in range(MTP_STEPS)]
+    return state, draft_side, logits
+
+
+def make_mtp_proposer(place: str, logits: list):
+    from fastdeploy_spec.config import SpeculativeConfig
+    from fastdeploy_spec.proposers import MTPProposer
+
+    cfg = SpeculativeConfig(method="mtp", num_speculative_tokens=K, num_model_steps=MTP_STEPS,
+                            mtp_strategy="with_ngram", max_ngram_size=3, min_ngram_size=1,
+                            hybrid_threshold=THRESHOLD)
+    model = PreparedLogits([to_place(v, place) for v in logits])
+    return MTPProposer(cfg, model, max_num_seqs=S, max_model_len=W, place=place), model
+
+
+def mtp_step(t: dict, proposer) -> None:
+    proposer.draft_model.substep = 0
+    proposer.run(share_inputs=t)
+    speculate_verify_greedy(t["target_tokens"], t["accept_tokens"], t["accept_num"], t["step_idx"],
+                            t["stop_flags"], t["seq_lens_encoder"], t["seq_lens_decoder"],
+                            t["draft_tokens"], t["seq_lens_this_time"], t["max_dec_len"],
+                            t["end_tokens"])
+    proposer.accept(t["accept_tokens"], t["accept_num"])
+    speculate_step_update(t["accept_tokens"], t["accept_num"], t["token_ids_all"], t["prompt_lens"],
+                          t["step_idx"], t["max_dec_len"], t["end_tokens"], t["stop_flags"],
+                          t["seq_lens_this_time"], t["seq_lens_encoder"], t["seq_lens_decoder"],
+                          t["draft_tokens"])
+
+
+def mtp_results(t: dict, proposer) -> dict:
+    out = {k: t[k].numpy() for k in OUTPUTS}
+    out.update({f"proposer.{k}": getattr(proposer, k).numpy() for k in MTP_BUFFERS})
+    return out
+
+
+def eager_mtp_steps(state: dict, draft_side: dict, steps: list, place: str) -> dict:
+    """Fresh tensors and a fresh proposer on `place`; one MTP step per (target tokens, logits)."""
+    t = {k: to_place(v, place) for k, v in state.items()}
+    proposer, model = make_mtp_proposer(place, steps[0][1])
+    for k, v in draft_side.items():
+        copy_into(vars(proposer), k, v)
+    for target, logits in steps:
+        t["target_tokens"] = to_place(target, place)
+        for buf, v in zip(model.logits, logits):
+            buf.copy_(paddle.to_tensor(v, place=paddle.CPUPlace()), True)
+        mtp_step(t, proposer)
+    return mtp_results(t, proposer)
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+def test_mtp_step_replays_like_eager(backend):
+    rng = np.random.default_rng(1)
+    cases = [mtp_state(rng) for _ in range(3)]
+    state0, draft0, logits0 = mtp_state(rng)
+    buffers = {k: to_place(v, "gpu") for k, v in state0.items()}
+    proposer, model = make_mtp_proposer("gpu", logits0)
+    for k, v in draft0.items():
+        copy_into(vars(proposer), k, v)
+    tensors = dict(buffers, **{f"proposer.{k}": getattr(proposer, k) for k in MTP_BUFFERS})
+    before = pointers(tensors)
+    graph = Graph(lambda: mtp_step(buffers, proposer), **BACKENDS[backend])
+
+    def load(state, draft_side, logits):
+        for k, v in state.items():
+            copy_into(buffers, k, v)
+        for k, v in draft_side.items():
+            copy_into(vars(proposer), k, v)
+        for buf, v in zip(model.logits, logits):
+            buf.copy_(paddle.to_tensor(v, place=paddle.CPUPlace()), True)
+
+    # New inputs into the captured buffers, one replay each.
+    for state, draft_side, logits in cases:
+        load(state, draft_side, logits)
+        graph.replay()
+        want = eager_mtp_steps(state, draft_side, [(state["target_tokens"], logits)], "gpu")
+        want_cpu = eager_mtp_steps(state, draft_side, [(state["target_tokens"], logits)], "cpu")
+        got = mtp_results(buffers, proposer)
+        for k in want:
+            np.testing.assert_array_equal(got[k], want[k], err_msg=f"{backend}: {k}")
+            np.testing.assert_array_equal(want[k], want_cpu[k], err_msg=f"GPU vs CPU: {k}")
+        assert (got["seq_lens_this_time"] > 0).any()
+
+    # The decode loop: the state stays on the device, only the target's tokens and the draft logits
+    # change between replays.
+    state, draft_side, logits = cases[0]
+    load(state, draft_side, logits)
+    steps = [(rng.integers(0, VOCAB, (S, K + 1)).astype(np.int64),
+              [rng.integers(0, 3, (S, VOCAB)).astype(np.float32) for _ in range(MTP_STEPS)])
+             for _ in range(5)]
+    for target, step_logits in steps:
+        copy_into(buffers, "target_tokens", target)
+        for buf, v in zip(model.logits, step_logits):
+            buf.copy_(paddle.to_tensor(v, place=paddle.CPUPlace()), True)
+        graph.replay()
+    want = eager_mtp_steps(state, draft_side, steps, "cpu")
+    got = mtp_results(buffers, proposer)
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k], err_msg=f"{backend} MTP loop: {k}")
+    assert pointers(tensors) == before

@@ -297,3 +297,146 @@ def test_message_negative_count_carries_no_rows(queue_id, value):
     np.testing.assert_array_equal(t[0].numpy().reshape(-1), want["tokens"])
     np.testing.assert_array_equal(t[2].numpy(), want["ranks"])
     assert t[0].numpy()[3 + 1, 0] == value
+
+
+# ---- The hostile suite: every op, every family, each case where a crash cannot take the run down -----
+
+CASE_TIMEOUT_S = 30.0   # a case running longer is a hang (the slowest real case takes well under 1 s)
+STARTUP_TIMEOUT_S = 120.0
+PASS = ("named error", "correct result")
+OUTCOMES = ("named error", "correct result", "unnamed error", "unexpected error", "silent garbage", "crash",
+            "hang")
+
+
+def _run_children(place: str, ids: list[str], case_timeout_s: float = CASE_TIMEOUT_S,
+                  env: dict | None = None) -> dict[str, tuple[str, str]]:
+    """Runs the cases in child processes (tests/hostile_runner.py), restarting one after a crash or a
+    hang with the cases left. Returns {id: (outcome, detail)}."""
+    import json
+    import os
+    import selectors
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from fastdeploy_spec.transport import child_env
+
+    root = Path(__file__).resolve().parent.parent
+    results: dict[str, tuple[str, str]] = {}
+    todo = list(ids)
+    while todo:
+        with tempfile.TemporaryFile() as err:
+            proc = subprocess.Popen([sys.executable, "-m", "tests.hostile_runner", place], cwd=root,
+                                    env=child_env(**(env or {})), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+            proc.stdin.write(json.dumps(todo).encode())
+            proc.stdin.close()
+            sel = selectors.DefaultSelector()
+            sel.register(proc.stdout, selectors.EVENT_READ)
+            current, ready = None, False
+            deadline = time.monotonic() + STARTUP_TIMEOUT_S
+            pending = b""  # read unbuffered: a buffered readline would hide lines from select()
+            while True:
+                line = None  # None: the deadline passed; b"": the child closed its stdout (exited)
+                while b"\n" not in pending:
+                    if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
+                        break
+                    chunk = os.read(proc.stdout.fileno(), 1 << 16)
+                    if not chunk:
+                        line = b""
+                        break
+                    pending += chunk
+                else:
+                    line, pending = pending.split(b"\n", 1)
+                    line += b"\n"
+                if line is None:
+                    proc.send_signal(signal.SIGKILL)
+                    proc.wait()
+                    if current is None:
+                        raise AssertionError(f"the hostile runner did not start within {STARTUP_TIMEOUT_S} s")
+                    results[current] = ("hang", f"no answer within {case_timeout_s} s")
+                    break
+                if line == b"":
+                    rc = proc.wait()
+                    err.seek(0)
+                    tail = err.read().decode(errors="replace")[-600:]
+                    if current is None:
+                        if not ready or todo:
+                            raise AssertionError(f"the hostile runner exited ({rc}) before a case: {tail}")
+                    else:
+                        results[current] = ("crash", f"exit {rc}: {tail}")
+                    break
+                line = line.decode(errors="replace").rstrip("\n")
+                if not line.startswith("HOSTILE "):
+                    continue
+                rec = json.loads(line[len("HOSTILE "):])
+                if rec["event"] == "ready":
+                    ready = True
+                elif rec["event"] == "start":
+                    current = rec["id"]
+                elif rec["event"] == "done":
+                    results[rec["id"]] = (rec["outcome"], rec["detail"])
+                    current = None
+                    todo.remove(rec["id"])
+                deadline = time.monotonic() + case_timeout_s
+            if proc.poll() is None:
+                proc.wait(30)
+        todo = [i for i in todo if i not in results]
+    return results
+
+
+def hostile_table(cases, results) -> str:
+    """Markdown table: cases per family and outcome (the one docs/RELIABILITY.md quotes)."""
+    families = list(dict.fromkeys(c.family for c in cases))
+    counts = {f: {o: 0 for o in OUTCOMES} for f in families}
+    for c in cases:
+        counts[c.family][results[c.id][0]] += 1
+    head = "| Family | Cases | " + " | ".join(OUTCOMES) + " |"
+    rows = [head, "|" + "---|" * (len(OUTCOMES) + 2)]
+    total = {o: 0 for o in OUTCOMES}
+    for f in families:
+        n = sum(counts[f].values())
+        rows.append(f"| {f} | {n} | " + " | ".join(str(counts[f][o]) for o in OUTCOMES) + " |")
+        for o in OUTCOMES:
+            total[o] += counts[f][o]
+    rows.append(f"| **all** | **{sum(total.values())}** | " + " | ".join(f"**{total[o]}**" for o in OUTCOMES) + " |")
+    return "\n".join(rows)
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_hostile_suite(place):
+    """Every hostile case of tests/hostile_cases.py: a named error or the correct result; 0 crashes,
+    0 hangs, 0 silent garbage (and 0 unnamed or unexpected errors). The table goes to stdout and, with
+    FDSPEC_HOSTILE_REPORT=path, to a file (markdown + a JSON line per case)."""
+    import json
+    import os
+
+    from tests.hostile_cases import build_cases
+
+    cases = build_cases(place)
+    results = _run_children(place, [c.id for c in cases])
+    table = hostile_table(cases, results)
+    print(f"\nhostile suite ({place}):\n{table}")
+    report = os.environ.get("FDSPEC_HOSTILE_REPORT")
+    if report:
+        with open(f"{report}.{place}.md", "w") as f:
+            f.write(table + "\n")
+        with open(f"{report}.{place}.jsonl", "w") as f:
+            for c in cases:
+                f.write(json.dumps(dict(id=c.id, family=c.family, outcome=results[c.id][0],
+                                        detail=results[c.id][1])) + "\n")
+    bad = [(c.id, *results[c.id]) for c in cases if results[c.id][0] not in PASS]
+    assert not bad, f"{len(bad)} of {len(cases)} hostile cases failed:\n" + "\n".join(
+        f"  {cid}: {outcome}: {detail[:300]}" for cid, outcome, detail in bad[:60])
+
+
+def test_hostile_runner_reports_crash_and_hang():
+    # The classification itself: a case that kills its process is a crash, one that never returns a
+    # hang, and the cases after them still run (in a fresh child).
+    results = _run_children("cpu", ["selftest/crash", "selftest/hang", "selftest/after"], case_timeout_s=3.0,
+                            env={"FDSPEC_HOSTILE_SELFTEST": "1"})
+    assert results["selftest/crash"][0] == "crash", results
+    assert results["selftest/hang"][0] == "hang", results
+    assert results["selftest/after"][0] == "correct result"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fastdeploy_spec.ops import ngram_match_mixed
-from tests.helpers import PLACES, grid
-from tests.reference.hybrid_mtp_ngram import UNTOUCHED, check, make_case, run_op, run_ref
+from fastdeploy_spec.ops import hybrid_mtp_ngram, ngram_match_mixed
+from tests.helpers import PLACES, grid, to_place
+from tests.reference.hybrid_mtp_ngram import ORDER, UNTOUCHED, check, make_case, run_op, run_ref
 
 BATCHES = [0, 1, 3, 8, 33]
 WIDTHS = [(1, 1), (7, 5), (40, 24), (300, 64)]  # (W, D)
@@ -26,6 +26,24 @@ def test_random_grid(place, B, W, D, vocab, seed):
     # Non-binding, binding around the batch's own size, and tight.
     for threshold in (10**6, B + int(rng.integers(0, 3 * B + 2)), int(rng.integers(0, 6))):
         check(case, place, max_n, min_n, max_draft, threshold)
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("B", [1, 8, 33, 300])
+@pytest.mark.parametrize("vocab", [2, 5])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_random_grid_pad_to_max(place, B, vocab, seed):
+    """Graph mode on random batches: every slot with ori > 0 ends at min(max_draft_tokens, K) + 1 or
+    above, whatever the threshold and max_dec_len left it."""
+    rng = np.random.default_rng([B, vocab, seed, 7849])
+    case = make_case(rng, B, 64, 40, vocab, extra_rows=seed)
+    max_n = int(rng.integers(1, 5))
+    min_n = int(rng.integers(1, max_n + 1))
+    for max_draft in (-1, 0, 2, 5, 7):
+        for threshold in (10**6, B + int(rng.integers(0, 3 * B + 2)), int(rng.integers(0, 6))):
+            _, slt = check(case, place, max_n, min_n, max_draft, threshold, pad_to_max=True)
+            scheduled = case["seq_lens_this_time"] > 0
+            assert (slt[scheduled] >= min(max(max_draft, 0), 5) + 1).all()
 
 
 @pytest.mark.parametrize("place", PLACES)
@@ -176,6 +194,78 @@ def test_alias_and_per_slot_shapes(place):
         got = run_op(c, place, 2, 1, 4, op=ngram_match_mixed, threshold=1024)
         np.testing.assert_array_equal(got[0], want[0])
         np.testing.assert_array_equal(got[1], want[1])
+
+
+# ---- graph mode (pad_to_max, FastDeploy #7849) ---------------------------------------------------
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_upstream_operator_case(place):
+    """Upstream's tests/operators/test_hybrid_mtp_ngram.py: two slots, prompt 0..9, pre_ids
+    10 9 8 7 6 10 9 8 7 (step_idx 8), MTP drafts 8 7 (ori 2), max_draft_tokens 5, n-gram 5..2:
+    10 9 8 7 recurs in pre_ids, so 6 10 9 8 extend the drafts to 8 7 6 10 9 8 (length 6). Called
+    as upstream calls it (12 positional arguments, then with False as the 13th) and padded."""
+    B = 2
+    ids = np.full((B, 32), -1, np.int64)
+    ids[:, :10] = np.arange(10)
+    pre = np.full((B, 32), -1, np.int64)
+    pre[:, :9] = [10, 9, 8, 7, 6, 10, 9, 8, 7]
+    drafts = np.full((B, 6), -1, np.int64)
+    drafts[:, :2] = [8, 7]
+    case = dict(token_ids_all=ids, prompt_lens=np.full((B, 1), 10, np.int64), pre_ids=pre,
+                step_idx=np.full((B, 1), 8, np.int64), draft_token_num=np.full((B, 1), 5, np.int32),
+                draft_tokens=drafts, seq_lens_this_time=np.full((B, 1), 2, np.int32),
+                seq_lens_decoder=np.full((B, 1), 12, np.int32),
+                max_dec_len=np.full((B, 1), 512, np.int64))
+    t = {k: to_place(case[k], place) for k in ORDER}
+    hybrid_mtp_ngram(*(t[k] for k in ORDER), 5, 2, 5)
+    assert t["seq_lens_this_time"].numpy().tolist() == [[6], [6]]
+    assert t["draft_tokens"].numpy().tolist() == [[8, 7, 6, 10, 9, 8]] * 2
+    for pad in (False, True):  # already at max_draft_tokens + 1: padding changes nothing
+        d, s = check(case, place, 5, 2, 5, 1024, pad_to_max=pad)
+        assert s.tolist() == [[6], [6]] and d.tolist() == [[8, 7, 6, 10, 9, 8]] * 2
+    # max_draft_tokens 3 stops the n-gram drafts at 6 10; padding cannot add past K + 1 = 6.
+    d, s = check(case, place, 5, 2, 3, 1024, pad_to_max=True)
+    assert s.tolist() == [[4], [4]] and d.tolist() == [[8, 7, 6, 10, -1, -1]] * 2
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_pad_to_max_slots(place):
+    # Slot 0: ori 0 (not scheduled): untouched. Slot 1: MTP drafts only, no match: padded with its
+    # last MTP draft. Slot 2: max_dec_len reached (q <= 0): padded. Slot 3: a match, then padded with
+    # the last n-gram draft (T = 12 leaves it 2). Slot 4: out of budget: padded. Slot 5: a prefill
+    # chunk (ori 40 > K + 1): unchanged.
+    p = [1, 2, 3, 4]
+    case = slots([p, [9], p, p, p, p], [[1, 2]] * 6, [1] * 6, [0, 2, 2, 2, 2, 40])
+    case["draft_tokens"][:, :2] = [[50, 51], [60, 61], [70, 71], [80, 81], [90, 91], [0, 1]]
+    case["max_dec_len"][2, 0] = 2
+    d, s = check(case, place, 2, 1, 5, 12, pad_to_max=True)
+    assert s.tolist() == [0, 6, 6, 6, 6, 40]
+    assert d[0].tolist() == [50, 51, U, U, U, U]
+    assert d[1].tolist() == [60, 61, 61, 61, 61, 61]
+    assert d[2].tolist() == [70, 71, 71, 71, 71, 71]
+    assert d[3].tolist() == [80, 81, 3, 4, 4, 4]
+    assert d[4].tolist() == [90, 91, 91, 91, 91, 91]
+    assert d[5].tolist() == [0, 1, U, U, U, U]
+    assert run_ref(case, 2, 1, 5, 12)[1].tolist() == [0, 2, 2, 4, 2, 40]
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_pad_to_max_argument_forms(place):
+    rng = np.random.default_rng(13)
+    case = make_case(rng, 20, 40, 24, 2)
+    plain = run_op(case, place, 3, 1, 5, threshold=30)
+    for args, kw in [((False,), {}), ((), {"pad_to_max": False})]:
+        got = run_op(case, place, 3, 1, 5, *args, threshold=30, **kw)
+        np.testing.assert_array_equal(got[0], plain[0])
+        np.testing.assert_array_equal(got[1], plain[1])
+    on = run_op(case, place, 3, 1, 5, True, threshold=30)
+    on_alias = run_op(case, place, 3, 1, 5, op=ngram_match_mixed, pad_to_max=True, threshold=30)
+    want = run_ref(case, 3, 1, 5, 30, pad_to_max=True)
+    for got in (on, on_alias):
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+    assert not np.array_equal(on[1], plain[1])
 
 
 # ---- bad inputs ---------------------------------------------------------------------------------

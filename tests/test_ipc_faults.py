@@ -299,3 +299,41 @@ def test_two_ranks_sending_at_once(queue_id):
     finally:
         for p in senders + [silent]:
             stop(p)
+
+
+def test_nonblocking_receive_while_a_message_is_half_sent(queue_id):
+    # wait_flag=False must not block on a message whose sender has not finished it: the sender (a real
+    # process) fills the queue with the first fragments of an 8-fragment message and is stopped
+    # (SIGSTOP) there. Non-blocking receives return "no message" (-2) at once, keeping the fragments
+    # they took; once the sender goes on, the message arrives whole.
+    (step,) = steps_of(31, 1, **BIG)
+    results = CTX.Queue()
+    p = CTX.Process(target=_sender, args=([step], env_of(queue_id), results))
+    p.start()
+    try:
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            stats = transport.queue_stats(queue_id)
+            if stats is not None and stats.bytes + 8192 > stats.capacity:  # full: the sender blocks
+                break
+            time.sleep(0.005)
+        else:
+            pytest.fail("the sender never filled the queue")
+        os.kill(p.pid, signal.SIGSTOP)
+        t = ref.receive_tensors()
+        slowest = 0.0
+        for _ in range(20):
+            start = time.monotonic()
+            ops.speculate_get_output_topk(*t, 20, 0, False)
+            slowest = max(slowest, time.monotonic() - start)
+            assert t[0].numpy()[0, 0] == -2, "a message arrived although its sender is stopped mid-message"
+        assert slowest < 0.2, f"a non-blocking receive took {slowest:.3f} s"
+        os.kill(p.pid, signal.SIGCONT)
+        msg = receive_until(t, 30)
+        assert msg is not None, "the message never completed"
+        assert_buffers_equal(msg, want_alone(step), "the half-sent message, completed")
+        assert results.get(timeout=30) == ("sent", 1)
+    finally:
+        if p.is_alive():
+            os.kill(p.pid, signal.SIGCONT)
+        stop(p)

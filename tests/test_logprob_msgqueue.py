@@ -87,6 +87,7 @@ def round_trip_steps() -> list:
                                    not_need_stop=m % 5 != 0))
     steps += [
         ref.make_step(rng, mode="mtp", batch=33, columns=6, flag=4, preempt_frac=0.3),
+        ref.make_step(rng, batch=40, columns=6, flag=3, preempt_frac=0.3),  # with last_preempted_idx
         ref.make_step(rng, mode="mtp", batch=512, columns=21, flag=4, full=True),
         ref.make_step(rng, batch=300, columns=11, flag=255, prefill_frac=0.5, not_need_stop=False),
     ]
@@ -248,6 +249,52 @@ def test_mtp_first_token_semantics(queue_id):
     assert s0.topk_token_ids[1:] == [[int(t), -1, -1] for t in step["sampled_token_ids"][0, 1:3]]
     assert s0.topk_logprobs[1:] == [[0.0] * m] * 2 and s0.ranks[1:] == [0, 0]
     assert msg.kind == "draft"
+
+
+def test_save_op_upstream_forms(queue_id):
+    """FastDeploy's current call passes last_preempted_idx after prompt_lens (a preempted slot reports
+    -9 and no token); the call before it did not. Both forms, positional and keyword."""
+    step = small_step(mode="save", batch=4, columns=3, flag=3, prefill_frac=0.0)
+    t = [paddle.to_tensor(step[k], place=paddle.CPUPlace()) for k in ref.INPUT_NAMES]
+    preempted = np.array([0, 1, 0, 0], np.int32)
+    ops.speculate_save_output_topk(*t, 3, 0, False)
+    old = parse_logprob_output(*fresh_tensors_after_receive())
+    ops.speculate_save_output_topk(*t, paddle.to_tensor(preempted.reshape(4, 1)), 3, 0, False)
+    new = parse_logprob_output(*fresh_tensors_after_receive())
+    ops.speculate_save_output_topk(*t, last_preempted_idx=paddle.to_tensor(preempted), message_flag=3,
+                                   rank_id=0)
+    kw = parse_logprob_output(*fresh_tensors_after_receive())
+    counts = step["token_num_per_batch"].tolist()
+    assert [s.count for s in old.slots] == counts
+    assert [s.count for s in new.slots] == [counts[0], -9] + counts[2:] == [s.count for s in kw.slots]
+    assert new.slots[1].preempted and new.slots[1].token_ids == []
+    assert new.slots[2].token_ids == old.slots[2].token_ids
+    with pytest.raises(TypeError, match="missing rank_id"):
+        ops.speculate_save_output_topk(*t, 3)
+    with pytest.raises(TypeError, match="last_preempted_idx given twice"):
+        ops.speculate_save_output_topk(*t, paddle.to_tensor(preempted), 3, 0,
+                                       last_preempted_idx=paddle.to_tensor(preempted))
+
+
+def test_queue_id_keyword_names_a_private_queue(queue_id):
+    """queue_id= sends to and reads from that queue, whatever INFERENCE_MSG_QUEUE_ID says."""
+    from fastdeploy_spec.transport import private_queue
+
+    step = small_step(mode="mtp", batch=3, columns=2, flag=4)
+    with private_queue() as mine:
+        assert mine != queue_id
+        t = [paddle.to_tensor(step[k], place=paddle.CPUPlace()) for k in ref.input_names(step)]
+        ops.mtp_save_first_token_with_topk(*t, 4, 0, False, queue_id=mine)
+        assert transport.queue_stats(queue_id) is None or transport.queue_stats(queue_id).messages == 0
+        assert transport.queue_stats(mine).messages == 1
+        bufs = ref.receive_tensors()
+        ops.speculate_get_output_topk(*bufs, 20, 0, False, queue_id=mine)
+        got = dict(tokens=bufs[0].numpy().reshape(-1), scores=bufs[1].numpy().reshape(-1),
+                   ranks=bufs[2].numpy())
+        assert_buffers_equal(got, ref.apply_message(ref.fresh_buffers(), step), "private queue")
+    assert transport.queue_stats(mine) is None  # removed on exit
+    with pytest.raises(ValueError, match="queue_id must be >= 0"):
+        ops.speculate_get_output_topk(*ref.receive_tensors(), 20, 0, False, queue_id=-3)
 
 
 def fresh_tensors_after_receive():
@@ -457,7 +504,7 @@ def test_sender_that_stops_mid_message_times_out(queue_id, monkeypatch):
     raw_send(queue_id, 4244, frags[0])
     start = time.monotonic()
     with pytest.raises(Exception, match="fragment 1 of 3 did not arrive within 100 ms"):
-        receive(ref.receive_tensors())
+        receive(ref.receive_tensors(), wait=True)  # a blocking receive waits out the timeout
     assert time.monotonic() - start < 5
 
 

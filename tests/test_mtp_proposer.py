@@ -1,5 +1,6 @@
-"""MTPProposer end to end with a deterministic Paddle draft model (on the CPU; with the buffers on the
-GPU too, the draft model staying on the CPU), and create_proposer."""
+"""MTPProposer end to end with deterministic draft models, on every place: drafts, the n-gram
+extension, accept, slots that start a request, hidden states, full rows; no host synchronisation
+and no allocation in run / accept / reset; create_proposer."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from fastdeploy_spec.buffers import copy_from_host, make_share_inputs
 from fastdeploy_spec.config import SpeculativeConfig
 from fastdeploy_spec.proposers import MTPProposer, NgramProposer, create_proposer
-from tests.helpers import PLACES
+from tests.helpers import PLACES, to_place
 from tests.reference.hybrid_mtp_ngram import hybrid_mtp_ngram_ref
 
 VOCAB = 16
@@ -18,40 +19,46 @@ K = 4
 PROMPT = [1, 2, 3, 9, 9, 4]
 
 
-class PlusOne(paddle.nn.Layer):
-    """A draft model whose greedy output is (token + 1) mod VOCAB: a one-hot shift embedding."""
+class PlusOne:
+    """A draft model whose greedy output is (token + 1) mod VOCAB. It runs on the host (the caller's
+    copy: input ids to the host, logits into a buffer on the place), so it works on every place."""
 
-    def __init__(self):
-        super().__init__()
-        self.embed = paddle.nn.Embedding(VOCAB, VOCAB)
-        shift = np.roll(np.eye(VOCAB, dtype=np.float32), 1, axis=1)  # row t -> one-hot of t + 1
-        copy_from_host(self.embed.weight, shift)
+    def __init__(self, slots: int = 3, place: str = "cpu"):
+        self.logits = to_place(np.zeros((slots, VOCAB), np.float32), place)
         self.calls = []
 
-    def forward(self, input_ids, hidden_states=None):
-        self.calls.append((input_ids.numpy().copy(), hidden_states, input_ids.place.is_cpu_place()))
-        return self.embed(input_ids)[:, 0, :]
+    def __call__(self, input_ids, hidden_states=None):
+        ids = input_ids.numpy()[:, 0]
+        self.calls.append((ids.copy(), hidden_states))
+        copy_from_host(self.logits, np.eye(VOCAB, dtype=np.float32)[(ids + 1) % VOCAB])
+        return self.logits
+
+
+def write(bufs, **values):
+    for name, v in values.items():
+        copy_from_host(bufs[name], np.asarray(v, bufs[name].numpy().dtype).reshape(bufs[name].shape))
+
+
+def accept(mtp, bufs, tokens, num):
+    write(bufs, accept_tokens=tokens, accept_num=num)
+    mtp.accept(bufs["accept_tokens"], bufs["accept_num"])
 
 
 def setup(strategy, steps=2, place="cpu"):
-    """Slot 0 decodes (prompt PROMPT, first token 1); slot 1 is empty; slot 2 is prefilling. The
-    buffers live on ``place``; the draft model runs on the CPU."""
+    """Slot 0 decodes (prompt PROMPT, first token 1); slot 1 is empty; slot 2 is prefilling."""
     cfg = SpeculativeConfig(method="mtp", num_speculative_tokens=K, num_model_steps=steps,
                             mtp_strategy=strategy, max_ngram_size=2, min_ngram_size=1)
     bufs = make_share_inputs(3, 32, cfg, place)
     ids = np.full((3, 32), -1, np.int64)
     ids[0, :len(PROMPT)] = PROMPT
-    copy_from_host(bufs["token_ids_all"], ids)
-    copy_from_host(bufs["prompt_lens"], np.array([[len(PROMPT)], [0], [7]], np.int64))
-    copy_from_host(bufs["seq_lens_encoder"], np.array([0, 0, 7], np.int32))
-    copy_from_host(bufs["seq_lens_decoder"], np.array([len(PROMPT), 0, 0], np.int32))
-    copy_from_host(bufs["seq_lens_this_time"], np.array([1, 0, 7], np.int32))
-    copy_from_host(bufs["max_dec_len"], np.full((3, 1), 100, np.int64))
-    model = PlusOne()
-    mtp = MTPProposer(cfg, model, max_num_seqs=3, max_model_len=32, place=place, draft_place="cpu")
+    write(bufs, token_ids_all=ids, prompt_lens=[[len(PROMPT)], [0], [7]], seq_lens_encoder=[0, 0, 7],
+          seq_lens_decoder=[len(PROMPT), 0, 0], seq_lens_this_time=[1, 0, 7], max_dec_len=[[100]] * 3,
+          stop_flags=[[False], [True], [False]])
+    model = PlusOne(place=place)
+    mtp = MTPProposer(cfg, model, max_num_seqs=3, max_model_len=32, place=place)
     first = np.full((3, K + 1), -1, np.int64)
     first[0, 0] = 1
-    mtp.accept(first, np.array([1, 0, 0], np.int32))
+    accept(mtp, bufs, first, [1, 0, 0])
     return cfg, bufs, model, mtp
 
 
@@ -63,7 +70,11 @@ def test_greedy_drafts_default_strategy(place):
     assert bufs["seq_lens_this_time"].numpy().tolist() == [3, 0, 7]
     assert mtp.pre_ids.numpy()[0, :5].tolist() == [-1, 1, 2, 3, -1]
     assert mtp.step_idx.numpy()[:, 0].tolist() == [3, 0, 0]
-    assert [int(c[0][0, 0]) for c in model.calls] == [1, 2]  # each step feeds the newest token
+    assert mtp.mtp_draft_num.numpy().tolist() == [2, 0, 0]
+    assert mtp.seq_lens_decoder.numpy().tolist() == [len(PROMPT) + 2, 0, 0]  # the draft side's own
+    assert mtp.max_dec_len.numpy()[:, 0].tolist() == [100, 100, 100]
+    # Each step feeds the newest token; other slots get the safe id 0.
+    assert [c[0].tolist() for c in model.calls] == [[1, 0, 0], [2, 0, 0]]
 
 
 @pytest.mark.parametrize("place", PLACES)
@@ -73,14 +84,13 @@ def test_ngram_extension_after_mtp_drafts(place):
     # MTP drafts 2 3; pre_ids ends in 2 3, which the prompt continues with 9 9 (K = 4 in all).
     assert bufs["draft_tokens"].numpy()[0].tolist() == [-1, 2, 3, 9, 9]
     assert bufs["seq_lens_this_time"].numpy().tolist() == [5, 0, 7]
-    # The same as the reference op applied to the state after the MTP steps.
+    # The same as the reference op applied, with the draft side's lengths, after the MTP steps.
     drafts = np.full((3, K + 1), -1, np.int64)
     drafts[0, 1:3] = [2, 3]
     want_d, want_s = hybrid_mtp_ngram_ref(
         bufs["token_ids_all"].numpy(), bufs["prompt_lens"].numpy(), mtp.pre_ids.numpy(),
-        mtp.step_idx.numpy(), drafts, np.array([3, 0, 7], np.int32),
-        bufs["seq_lens_decoder"].numpy(), bufs["max_dec_len"].numpy(), cfg.max_ngram_size,
-        cfg.min_ngram_size, K, 1024)
+        mtp.step_idx.numpy(), drafts, np.array([3, 0, 7], np.int32), mtp.seq_lens_decoder.numpy(),
+        mtp.max_dec_len.numpy(), cfg.max_ngram_size, cfg.min_ngram_size, K, 1024)
     np.testing.assert_array_equal(bufs["draft_tokens"].numpy(), want_d)
     np.testing.assert_array_equal(bufs["seq_lens_this_time"].numpy(), want_s)
 
@@ -94,32 +104,55 @@ def test_no_extension_when_model_steps_fill_k():
 
 @pytest.mark.parametrize("place", PLACES)
 def test_accept_replaces_drafts_with_verified_tokens(place):
-    _, bufs, model, mtp = setup("default", place=place)
+    _, bufs, _, mtp = setup("default", place=place)
     mtp.run(share_inputs=bufs)
     accepted = np.full((3, K + 1), -1, np.int64)
     accepted[0, :2] = [2, 7]  # draft 2 accepted, then the target's own token 7
-    mtp.accept(paddle.to_tensor(accepted), paddle.to_tensor(np.array([2, 0, 0], np.int32)))
+    accept(mtp, bufs, accepted, [2, 0, 0])
     assert mtp.pre_ids.numpy()[0, :5].tolist() == [-1, 1, 2, 7, -1]
     assert mtp.step_idx.numpy()[:, 0].tolist() == [3, 0, 0]
+    assert mtp.mtp_draft_num.numpy().tolist() == [0, 0, 0]
     mtp.run(share_inputs=bufs)
     assert bufs["draft_tokens"].numpy()[0, 1:3].tolist() == [8, 9]
-    mtp.reset([0])
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_run_without_accept_drops_the_unverified_drafts(place):
+    _, bufs, model, mtp = setup("default", place=place)
+    mtp.run(share_inputs=bufs)
+    mtp.run(share_inputs=bufs)  # the first run's drafts 2 3 were never verified
+    assert mtp.pre_ids.numpy()[0, :4].tolist() == [-1, 1, 2, 3]
+    assert mtp.step_idx.numpy()[0, 0] == 3
+    assert [c[0][0] for c in model.calls] == [1, 2, 1, 2]
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_slot_starting_a_request_is_cleared(place):
+    _, bufs, model, mtp = setup("default", place=place)
+    mtp.run(share_inputs=bufs)
+    mtp.reset([0])  # nothing to do there: the next run sees the slot in prefill
+    write(bufs, seq_lens_encoder=[5, 0, 7], seq_lens_this_time=[5, 0, 7])
+    mtp.run(share_inputs=bufs)
     assert (mtp.pre_ids.numpy()[0] == -1).all() and mtp.step_idx.numpy()[0, 0] == 0
+    assert bufs["seq_lens_this_time"].numpy().tolist() == [5, 0, 7]  # prefill slots keep theirs
+    assert model.calls[-1][0].tolist() == [0, 0, 0]
+    accept(mtp, bufs, np.full((3, K + 1), 11, np.int64), [1, 0, 0])  # the new request's first token
+    assert mtp.pre_ids.numpy()[0, :3].tolist() == [-1, 11, -1]
 
 
 def test_hidden_states_are_threaded():
     seen = []
+    inner = PlusOne(slots=1)
 
     def model(ids, hidden):
         seen.append(hidden)
-        logits = paddle.nn.functional.one_hot((ids[:, 0] + 1) % VOCAB, VOCAB)
-        return logits, f"h{len(seen)}"
+        return inner(ids), f"h{len(seen)}"
 
     cfg = SpeculativeConfig(method="mtp", num_speculative_tokens=3, num_model_steps=3)
     bufs = make_share_inputs(1, 16, cfg)
-    copy_from_host(bufs["seq_lens_decoder"], np.array([4], np.int32))
+    write(bufs, seq_lens_decoder=[4], stop_flags=[[False]])
     mtp = MTPProposer(cfg, model, max_num_seqs=1, max_model_len=16)
-    mtp.accept(np.array([[5, -1, -1, -1]]), np.array([1]))
+    accept(mtp, bufs, [[5, -1, -1, -1]], [1])
     mtp.run(share_inputs=bufs, hidden_states="target")
     assert seen == ["target", "h1", "h2"]
     assert bufs["draft_tokens"].numpy()[0].tolist() == [-1, 6, 7, 8]
@@ -128,13 +161,22 @@ def test_hidden_states_are_threaded():
 def test_full_pre_ids_row_stops_drafting():
     cfg = SpeculativeConfig(method="mtp", num_speculative_tokens=3, num_model_steps=3)
     bufs = make_share_inputs(1, 16, cfg)
-    copy_from_host(bufs["seq_lens_decoder"], np.array([4], np.int32))
-    mtp = MTPProposer(cfg, PlusOne(), max_num_seqs=1, max_model_len=4)
-    mtp.accept(np.array([[5, 6, -1, -1]]), np.array([2]))  # pre_ids row: -1 5 6 _
+    write(bufs, seq_lens_decoder=[4], stop_flags=[[False]])
+    mtp = MTPProposer(cfg, PlusOne(slots=1), max_num_seqs=1, max_model_len=4)
+    accept(mtp, bufs, [[5, 6, -1, -1]], [2])  # pre_ids row: -1 5 6 _
     mtp.run(share_inputs=bufs)
     assert mtp.pre_ids.numpy()[0].tolist() == [-1, 5, 6, 7]
     assert bufs["draft_tokens"].numpy()[0].tolist() == [-1, 7, -1, -1]
     assert bufs["seq_lens_this_time"].numpy().tolist() == [2]
+
+
+def test_wrong_inputs_are_named():
+    _, bufs, _, mtp = setup("default")
+    with pytest.raises(TypeError, match="accept_tokens must be a Paddle tensor"):
+        mtp.accept(np.zeros((3, K + 1), np.int64), bufs["accept_num"])
+    mtp.draft_model = lambda ids, hidden: np.zeros((3, VOCAB), np.float32)
+    with pytest.raises(TypeError, match="must return its logits as a Paddle tensor"):
+        mtp.run(share_inputs=bufs)
 
 
 def test_create_proposer():
@@ -149,25 +191,48 @@ def test_create_proposer():
         MTPProposer(SpeculativeConfig(method="mtp"), object(), 2, 8)
 
 
+class PreparedLogits:
+    """A draft model with no host work: it returns logits tensors prepared on the place in advance."""
+
+    def __init__(self, logits):
+        self.logits, self.calls = logits, 0
+
+    def __call__(self, input_ids, hidden_states=None):
+        out = self.logits[self.calls % len(self.logits)]
+        self.calls += 1
+        return out
+
+
+@pytest.mark.parametrize("strategy", ["default", "with_ngram"])
 @pytest.mark.parametrize("place", PLACES)
-def test_buffers_stay_in_place(place):
-    # Every write is a copy into the existing allocation on the buffers' own place (Tensor.set_value
-    # would re-allocate on Paddle's default place); the draft model gets its input on draft_place.
-    _, bufs, model, mtp = setup("with_ngram", place=place)
-    tensors = dict(bufs, pre_ids=mtp.pre_ids, step_idx=mtp.step_idx)
+def test_no_host_sync_and_no_allocation(place, strategy, monkeypatch):
+    """run / accept / reset launch only plugin ops: any device->host read, host->device copy or
+    tensor creation inside them fails the test; every buffer keeps its allocation."""
+    cfg, bufs, _, mtp = setup(strategy, place=place)
+    rng = np.random.default_rng(0)
+    mtp.draft_model = PreparedLogits([to_place(rng.standard_normal((3, VOCAB)).astype(np.float32), place)
+                                      for _ in range(2)])
+    tensors = dict(bufs, **{n: getattr(mtp, n) for n in ("pre_ids", "step_idx", "seq_lens_decoder",
+                                                          "max_dec_len", "input_ids", "mtp_draft_num")})
     before = {name: t.data_ptr() for name, t in tensors.items()}
-    mtp.run(share_inputs=bufs)
-    mtp.accept(np.full((3, K + 1), 5, np.int64), np.array([1, 0, 0], np.int32))
-    mtp.reset([1])
+
+    def forbidden(name):
+        def fail(*args, **kwargs):
+            raise AssertionError(f"{name} called inside the proposer")
+        return fail
+
+    with monkeypatch.context() as m:
+        for name in ("numpy", "tolist", "item", "cpu", "cuda", "copy_", "_copy_to", "__array__",
+                     "__bool__", "__int__", "__index__"):
+            if hasattr(paddle.Tensor, name):
+                m.setattr(paddle.Tensor, name, forbidden(f"Tensor.{name}"))
+        for name in ("to_tensor", "zeros", "full", "empty", "ones"):
+            m.setattr(paddle, name, forbidden(f"paddle.{name}"))
+        for _ in range(3):
+            mtp.run(share_inputs=bufs)
+            mtp.accept(bufs["accept_tokens"], bufs["accept_num"])
+            mtp.reset([1])
     for name, t in tensors.items():
         assert t.place.is_gpu_place() == (place == "gpu"), name
         assert t.data_ptr() == before[name], name
-    assert len(model.calls) == 2 and all(on_cpu for _, _, on_cpu in model.calls)
-
-
-def test_copy_from_host_refuses_another_shape_or_dtype():
-    t = paddle.to_tensor(np.zeros((2, 3), np.int64), place=paddle.CPUPlace())
-    with pytest.raises(ValueError, match=r"int32 \[2, 3\] does not match the tensor's paddle.int64"):
-        copy_from_host(t, np.zeros((2, 3), np.int32))
-    with pytest.raises(ValueError, match=r"\[3, 2\] does not match"):
-        copy_from_host(t, np.zeros((3, 2), np.int64))
+    assert mtp.draft_model.calls == 6

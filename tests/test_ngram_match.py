@@ -99,6 +99,24 @@ def test_random_grid(place, batch, width, vocab):
             check(d, place, n, threshold_of(kind, d, rng))
 
 
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("vocab", [2, 1000])
+@pytest.mark.parametrize("batch,width", [(1, 1), (3, 12), (33, 64), (129, 500), (256, 2000)])
+def test_random_grid_pad_to_max(place, batch, width, vocab):
+    """Graph mode on random batches: every decoding slot ends at max_draft_tokens + 1 (max_draft_tokens
+    below, at and above K), whatever the threshold did to its drafts."""
+    rng = np.random.default_rng([batch, width, vocab, 7849])
+    for n in (1, 3):
+        for kind in THRESHOLD_KINDS:
+            k = int(rng.integers(1, 8))
+            d = make_ngram_batch(rng, batch, width, k=k, vocab=vocab, max_ngram_size=n, p_odd=0.1)
+            mdt = int(rng.integers(-1, k + 3))
+            drafts, slt = check(d, place, n, threshold_of(kind, d, rng), pad_to_max=True,
+                                max_draft_tokens=mdt)
+            decoding = (d["seq_lens_encoder"] <= 0) & (d["seq_lens_decoder"] != 0)
+            assert (slt[decoding] >= max(min(mdt, k) + 1, 1)).all()
+
+
 # ---------------------------------------------------------------------------------------------------
 # One test per branch of the walk
 
@@ -210,6 +228,97 @@ def test_empty_batch(place):
 
 
 # ---------------------------------------------------------------------------------------------------
+# Graph mode (pad_to_max, FastDeploy #7849)
+
+
+def upstream_proposer_batch(prompt, gen, mdl=200, bsz=2, k=5, width=256):
+    """The share_inputs of upstream's tests/spec_decode/test_ngram_proposer.py: bsz 2, 5 speculative
+    tokens, zeros everywhere (draft_tokens too), one decoding step per slot."""
+    ids = np.zeros((bsz, width), np.int64)
+    ids[:, :len(prompt)] = prompt
+    ids[:, len(prompt):len(prompt) + len(gen)] = gen
+    return {"token_ids_all": ids, "prompt_lens": np.full((bsz, 1), len(prompt), np.int64),
+            "step_idx": np.full((bsz, 1), len(gen), np.int64),
+            "draft_token_num": np.full((bsz, 1), k, np.int32),
+            "draft_tokens": np.zeros((bsz, k + 1), np.int64),
+            "seq_lens_this_time": np.ones(bsz, np.int32), "seq_lens_encoder": np.zeros(bsz, np.int32),
+            "seq_lens_decoder": np.ones(bsz, np.int32), "max_dec_len": np.full((bsz, 1), mdl, np.int64)}
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_upstream_proposer_cases(place):
+    """Upstream's NgramProposer tests (max_ngram_size 3, K 5), as the op sees them."""
+    # step_idx 0: no pattern, no draft; with pad_to_max (use_cudagraph) every slot is K + 1 = 6.
+    d = upstream_proposer_batch([], [])
+    assert check(d, place, 3)[1].tolist() == [1, 1]
+    drafts, slt = check(d, place, 3, pad_to_max=True)
+    assert slt.tolist() == [6, 6] and (drafts == 0).all()
+    # Generated tokens absent from the prompt: no match.
+    d = upstream_proposer_batch([1, 2, 3, 4, 5, 6], [100, 200, 300])
+    assert check(d, place, 3)[1].tolist() == [1, 1]
+    # [40, 50, 10] matches prompt[3:6]: drafts prompt[6:8] = [20, 30]. Graph mode repeats the 30.
+    d = upstream_proposer_batch([10, 20, 30, 40, 50, 10, 20, 30], [40, 50, 10])
+    drafts, slt = check(d, place, 3)
+    assert slt.tolist() == [3, 3] and drafts[:, 1:3].tolist() == [[20, 30], [20, 30]]
+    drafts, slt = check(d, place, 3, pad_to_max=True)
+    assert slt.tolist() == [6, 6] and drafts.tolist() == [[0, 20, 30, 30, 30, 30]] * 2
+    # max_dec_len 4 = step_idx + 1: no room for drafts; graph mode still pads (the verify op cuts).
+    d = upstream_proposer_batch([10, 20, 30, 40, 50, 10, 20, 30], [40, 50, 10], mdl=4)
+    assert check(d, place, 3)[1].tolist() == [1, 1]
+    assert check(d, place, 3, pad_to_max=True)[1].tolist() == [6, 6]
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_pad_to_max_slots(place):
+    """Which slots are padded: decoding ones (with or without drafts, out of budget, at max_dec_len);
+    not prefill or empty ones. The padding repeats the last draft, else column 0."""
+    dec = dict(prompt=[1, 2, 3, 4, 5, 6], gen=[1, 2])
+    d = batch_of(dec, dict(prompt=[1], gen=[], enc=4, slt=10), dict(prompt=[7, 8], gen=[9]),
+                 dict(dec, dec=0, slt=3), dec, dict(dec, mdl=3), k=4)
+    d["draft_tokens"][:, 0] = [11, 12, 13, 14, 15, 16]  # the last accepted tokens
+    # T = 10: slot 0 keeps its 4 drafts (S 1, L 4); the prefill slot's 10 tokens then leave no budget
+    # to any later slot (slot 2 has no match anyway, slot 5 no room before max_dec_len).
+    drafts, slt = check(d, place, 2, threshold=10, pad_to_max=True)
+    assert slt.tolist() == [5, 10, 5, 0, 5, 5]
+    assert drafts[0].tolist() == [11, 3, 4, 5, 6]
+    np.testing.assert_array_equal(drafts[1], d["draft_tokens"][1])  # prefill
+    assert drafts[2].tolist() == [13] * 5                           # no match: column 0 repeated
+    np.testing.assert_array_equal(drafts[3], d["draft_tokens"][3])  # empty
+    assert drafts[4].tolist() == [15] * 5                           # out of budget
+    assert drafts[5].tolist() == [16] * 5                           # max_dec_len reached
+    unpadded = check(d, place, 2, threshold=10)
+    assert unpadded[1].tolist() == [5, 10, 1, 0, 1, 1]
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_pad_length_follows_max_draft_tokens(place):
+    # K = 4. max_draft_tokens 2: pad to 3, and a slot with more drafts (draft_token_num 4) keeps them;
+    # max_draft_tokens 9: pad to K + 1 = 5 (writes stay in the row); -1: no padding.
+    d = batch_of(dict(prompt=[1, 2, 3, 4, 5, 6], gen=[1, 2]), dict(prompt=[7], gen=[8]), k=4)
+    for mdt, want in [(2, [5, 3]), (3, [5, 4]), (9, [5, 5]), (0, [5, 1]), (-1, [5, 1])]:
+        assert check(d, place, 2, pad_to_max=True, max_draft_tokens=mdt)[1].tolist() == want
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_pad_to_max_argument_forms(place):
+    """Upstream's positional 12th argument, the keyword, and False = the call without it."""
+    rng = np.random.default_rng(7849)
+    d = make_ngram_batch(rng, 12, 30, k=4, vocab=3)
+    plain = run_op(d, place, 3, threshold=BIG)
+    for off in (run_op(d, place, 3, False, threshold=BIG),
+                run_op(d, place, 3, pad_to_max=False, threshold=BIG)):
+        np.testing.assert_array_equal(off[0], plain[0])
+        np.testing.assert_array_equal(off[1], plain[1])
+    on = run_op(d, place, 3, True, threshold=BIG)
+    on_kw = run_op(d, place, 3, pad_to_max=True, threshold=BIG)
+    np.testing.assert_array_equal(on[0], on_kw[0])
+    np.testing.assert_array_equal(on[1], on_kw[1])
+    want = ngram_match_ref(*(d[name] for name in TENSOR_ARGS), 3, 4, True, threshold=BIG)
+    np.testing.assert_array_equal(on[1], want[1])
+    assert not np.array_equal(on[1], plain[1])
+
+
+# ---------------------------------------------------------------------------------------------------
 # The search rules
 
 
@@ -297,8 +406,9 @@ def test_threshold_from_env_read_on_every_call(place, monkeypatch):
     assert run_op(d, place, 2)[1].tolist() == [5, 3, 1]
     monkeypatch.setenv(THRESHOLD_ENV, "13")
     assert run_op(d, place, 2)[1].tolist() == [5, 5, 3]
-    monkeypatch.setenv(THRESHOLD_ENV, "not a number")  # unparsable: the default 128
-    assert run_op(d, place, 2)[1].tolist() == [5, 5, 5]
+    monkeypatch.setenv(THRESHOLD_ENV, "not a number")  # unparsable: an error naming the variable
+    with pytest.raises(Exception, match=f"ngram_match: environment variable {THRESHOLD_ENV} = 'not a number'"):
+        run_op(d, place, 2)
     monkeypatch.delenv(THRESHOLD_ENV)
     assert run_op(d, place, 2)[1].tolist() == [5, 5, 5]
     for env in ("9", None):

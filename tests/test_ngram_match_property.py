@@ -46,4 +46,6 @@ def test_property_cpu_matches_reference(data):
     }
     n = data.draw(st.integers(1, 5), label="max_ngram_size")
     threshold = data.draw(st.one_of(st.none(), st.integers(0, 30)), label="threshold")
-    check(d, "cpu", n, threshold)
+    pad_to_max = data.draw(st.booleans(), label="pad_to_max")
+    max_draft_tokens = data.draw(st.integers(-1, k + 2), label="max_draft_tokens")
+    check(d, "cpu", n, threshold, pad_to_max, max_draft_tokens)

@@ -2,7 +2,9 @@
 // translation of a CUDA status into a Paddle error. Kernel layers never include this file.
 #pragma once
 
+#include <cerrno>
 #include <cstdlib>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -46,6 +48,25 @@ class OpChecks {
  public:
   explicit OpChecks(const char* op) : op_(op) {}
 
+  // Every tensor of the call is defined: Paddle hands a custom op an undefined tensor (no
+  // implementation behind it) for a None argument, and its first dtype(), shape() or numel() would
+  // dereference null. `names` is the comma-separated list of the tensors' names, in order (the
+  // FDSPEC_CHECK_DEFINED macro writes it from the parameter names). Empty tensors are defined: an
+  // empty batch is a valid call.
+  const OpChecks& defined(const char* names,
+                          std::initializer_list<std::reference_wrapper<const paddle::Tensor>> tensors) const {
+    const char* name = names;
+    for (const paddle::Tensor& t : tensors) {
+      const char* end = name;
+      while (*end != '\0' && *end != ',') ++end;
+      PD_CHECK(t.defined(), op_, ": ", std::string(name, end),
+               " is not a tensor (None or an undefined tensor was passed); expected a paddle.Tensor");
+      name = *end == ',' ? end + 1 : end;
+      while (*name == ' ') ++name;
+    }
+    return *this;
+  }
+
   const OpChecks& dtype(const paddle::Tensor& t, const char* name, paddle::DataType want) const {
     PD_CHECK(t.dtype() == want, op_, ": ", name, " must be ", dtype_str(want), ", got ",
              dtype_str(t.dtype()));
@@ -58,11 +79,33 @@ class OpChecks {
     return *this;
   }
 
+  // The batch B, the element count of the tensor that defines it (`name`). Recorded so that a shape
+  // error against B also names that tensor: when the two disagree, either may be the wrong one.
+  int64_t batch(const paddle::Tensor& t, const char* name) const {
+    note_batch(t.numel(), name);
+    return batch_;
+  }
+
+  // Records B and where it comes from, for ops that derive it otherwise (e.g. offsets' size - 1).
+  void note_batch(int64_t b, const char* from) const {
+    batch_name_ = from;
+    batch_ = b;
+  }
+
   // A per-slot tensor: [n] or [n, 1], as upstream callers pass both.
   const OpChecks& per_slot(const paddle::Tensor& t, const char* name, int64_t n) const {
     const auto s = t.shape();
     const bool ok = (s.size() == 1 && s[0] == n) || (s.size() == 2 && s[0] == n && s[1] == 1);
-    PD_CHECK(ok, op_, ": ", name, " must have shape [", n, "] or [", n, ", 1], got ", shape_str(t));
+    PD_CHECK(ok, op_, ": ", name, " must have shape [", n, "] or [", n, ", 1]", batch_note(name, n),
+             ", got ", shape_str(t));
+    return *this;
+  }
+
+  // A flat vector of any length: [n] or [n, 1] (offsets, buffers read and written as one array).
+  const OpChecks& vector(const paddle::Tensor& t, const char* name) const {
+    const auto s = t.shape();
+    PD_CHECK(s.size() == 1 || (s.size() == 2 && s[1] == 1), op_, ": ", name,
+             " must be a vector, shape [n] or [n, 1], got ", shape_str(t));
     return *this;
   }
 
@@ -70,8 +113,8 @@ class OpChecks {
   const OpChecks& rows_at_least(const paddle::Tensor& t, const char* name, int64_t min_rows) const {
     const auto s = t.shape();
     PD_CHECK(s.size() == 2, op_, ": ", name, " must be 2-D, got shape ", shape_str(t));
-    PD_CHECK(s[0] >= min_rows, op_, ": ", name, " must have at least ", min_rows,
-             " rows (the batch), got shape ", shape_str(t));
+    PD_CHECK(s[0] >= min_rows, op_, ": ", name, " must have at least ", min_rows, " rows (the batch",
+             batch_note(name, min_rows), "), got shape ", shape_str(t));
     return *this;
   }
 
@@ -102,6 +145,12 @@ class OpChecks {
   const char* op() const { return op_; }
 
  private:
+  // " (B = n, from <batch tensor> <its shape>)" when n is the recorded batch and `name` is not its tensor.
+  std::string batch_note(const char* name, int64_t n) const {
+    if (batch_name_ == nullptr || n != batch_ || std::string(name) == batch_name_) return {};
+    return std::string(" (B = ") + std::to_string(n) + ", the size of " + batch_name_ + ")";
+  }
+
   static std::string place_str(const paddle::Tensor& t) {
     if (t.is_cpu()) return "CPU";
     if (t.is_gpu()) return "GPU";
@@ -109,25 +158,34 @@ class OpChecks {
   }
 
   const char* op_;
+  mutable const char* batch_name_ = nullptr;
+  mutable int64_t batch_ = -1;
 };
 
-// Reads an integer environment variable, falling back to `dflt` when unset or unparsable. Called on
-// every op call (on the host), as upstream does, so a runner may change it between steps.
-inline int64_t env_int64(const char* var, int64_t dflt) {
+// Reads an integer environment variable: `dflt` when unset or empty, else the whole value parsed as a
+// decimal int64. A value that is not one (garbage, trailing characters, out of the int64 range) is an
+// error naming the op and the variable: a misspelt budget must not silently become the default.
+// Called on every op call (on the host), as upstream does, so a runner may change it between steps.
+inline int64_t env_int64(const OpChecks& c, const char* var, int64_t dflt) {
   const char* v = std::getenv(var);
   if (v == nullptr || *v == '\0') return dflt;
   char* end = nullptr;
+  errno = 0;
   const long long x = std::strtoll(v, &end, 10);
-  return (end != nullptr && *end == '\0') ? static_cast<int64_t>(x) : dflt;
+  c.that(errno == 0 && end != v && *end == '\0',
+         std::string("environment variable ") + var + " = '" + v +
+             "' is not an integer in the int64 range (unset it to use the default " +
+             std::to_string(dflt) + ")");
+  return static_cast<int64_t>(x);
 }
 
 // `threshold` attribute convention: a negative value means "not given": read the environment.
 // The walk computes T - S - L and T - 1 with S, L below 2^40 (B slots of int32 lengths), so the result
 // is clamped to +-2^62: no overflow, and no decision changes (a T that low already makes every slot
 // give up, one that high never binds).
-inline int64_t resolve_threshold(int64_t attr, const char* env_var, int64_t dflt) {
+inline int64_t resolve_threshold(const OpChecks& c, int64_t attr, const char* env_var, int64_t dflt) {
   constexpr int64_t kLimit = int64_t{1} << 62;
-  return clamp_to<int64_t>(attr >= 0 ? attr : env_int64(env_var, dflt), -kLimit, kLimit);
+  return clamp_to<int64_t>(attr >= 0 ? attr : env_int64(c, env_var, dflt), -kLimit, kLimit);
 }
 
 #ifdef FDSPEC_WITH_CUDA
@@ -151,6 +209,10 @@ inline void check_cuda(cudaError_t status, const char* op) {
 
 }  // namespace binding
 }  // namespace fdspec
+
+// The first check of every binding: each listed tensor is defined (see OpChecks::defined); the names
+// in the errors are the parameter names as written here.
+#define FDSPEC_CHECK_DEFINED(checks, ...) (checks).defined(#__VA_ARGS__, {__VA_ARGS__})
 
 // Runs `cpu_fn(params)` when `first` (the op's first tensor) is on the CPU and
 // `gpu_fn(params, stream of first)` when it is on a GPU, turning a CUDA error into a Paddle error. A

@@ -3,7 +3,7 @@
 // Kernel 1 (one block per slot) finds each processed slot's best match with the budget-independent
 // search of ngram_search.cuh (haystacks: the prompt, then pre_ids[0 .. s); pattern ending at
 // pre_ids[s]; sizes max_ngram_size .. min_ngram_size). Kernel 2 (one block) is the walk of
-// ngram_common/ngram_walk.cuh, which proves it exact given two facts that hold here: a processed slot's
+// ngram_common/ngram_walk.cuh, exact (ngram_common/ngram_walk.h) given two facts that hold here: a processed slot's
 // base length is ori >= 1, and every other slot keeps its seq_lens_this_time, >= 0 after the clamp of
 // hybrid_mtp_ngram.h. Between two processed slots b < b', G grows by the drafts b keeps, the lengths
 // of the slots in between and ori_b' - 1. A skipped slot (ori == 0 or q <= 0) stays counted in L when
@@ -16,8 +16,8 @@
 // = 0 for no match, else 1 + the continuation's start in the prompt followed by pre_ids[0 .. s).
 // Entries are >= 0 for every other slot (a negative input is clamped to 0 by kernel 1), so a negative
 // entry marks a processed slot; the binding checks M * (W + D) < 2^31 so the packing fits an int32.
-// Every draft_tokens column outside the written drafts must keep its value and no other memory
-// belongs to the op, so this costs no workspace and keeps the op graph capturable and re-entrant on
+// Every draft_tokens column outside the written drafts (and the graph-mode padding) must keep its
+// value and no other memory belongs to the op, so this costs no workspace and keeps the op graph capturable and re-entrant on
 // concurrent streams.
 #include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
 
@@ -29,22 +29,6 @@
 
 namespace fdspec {
 namespace {
-
-struct HybridSlotView {
-  const int64_t* prompt;
-  const int64_t* pre;
-  int64_t P;
-  int64_t s;
-};
-
-__device__ __forceinline__ HybridSlotView hybrid_view(const HybridMtpNgramParams& p, int64_t b) {
-  HybridSlotView v;
-  v.prompt = p.token_ids_all + b * p.token_ids_stride;
-  v.pre = p.pre_ids + b * p.pre_ids_stride;
-  v.P = clamp_to<int64_t>(p.prompt_lens[b], 0, p.token_ids_stride);
-  v.s = clamp_to<int64_t>(p.step_idx[b], 0, p.pre_ids_stride - 1);
-  return v;
-}
 
 // Search problem of kernel 1. A processed slot that is sure to give up whatever the earlier slots
 // draft is not searched: G_b >= I + ori_b - 1, I being the initial `unprocessed`, since every earlier
@@ -59,14 +43,13 @@ struct HybridSearch {
   __device__ SearchSlot slot(int64_t b) const {
     SearchSlot out;
     const int32_t raw = p.seq_lens_this_time[b];
-    const int64_t ori = max_of<int64_t>(raw, 0);
-    const HybridSlotView v = hybrid_view(p, b);
-    if (!hybrid_is_processed(p, b, ori, v.s)) {
+    const HybridView v = hybrid_view(p, b);
+    if (!hybrid_walk_slot(p, b, max_of<int64_t>(raw, 0), v.s).processed) {
       out.record = raw < 0;  // store() writes the clamped 0
       return out;
     }
     out.record = true;
-    out.h = NgramHaystacks{v.prompt, v.P, v.pre, v.s, v.pre + v.s, v.s};
+    out.h = hybrid_haystacks(v);
     out.cap = static_cast<int>(min_of<int64_t>(p.max_ngram_size, v.s));
     out.min_n = p.min_ngram_size;
     out.search = true;
@@ -90,8 +73,8 @@ struct HybridSearch {
   // Called once per recorded slot, after every thread has read the slot's input entry.
   __device__ void store(int64_t b, int32_t code) const {
     const int64_t ori = max_of<int64_t>(p.seq_lens_this_time[b], 0);
-    const HybridSlotView v = hybrid_view(p, b);
-    if (!hybrid_is_processed(p, b, ori, v.s)) {
+    const HybridView v = hybrid_view(p, b);
+    if (!hybrid_walk_slot(p, b, ori, v.s).processed) {
       p.seq_lens_this_time[b] = 0;
       return;
     }
@@ -106,43 +89,32 @@ struct HybridSearch {
 
 // Kernel 2's view of the walk: a negative entry is a processed slot's packed (ori, match).
 struct HybridWalk {
-  struct Slot : WalkSlot {
-    const int64_t* src = nullptr;  // first token of the continuation
-  };
   HybridMtpNgramParams p;
 
   __device__ int64_t batch() const { return p.batch; }
   __device__ int64_t threshold() const { return p.threshold; }
+  __device__ WalkOutputs outputs() const { return hybrid_outputs(p); }
 
-  __device__ Slot slot(int64_t b) const {
-    Slot w;
-    w.counted = p.seq_lens_decoder[b] > 0;
+  __device__ DeviceWalkSlot slot(int64_t b) const {
     const int32_t entry = p.seq_lens_this_time[b];
-    if (entry >= 0) {
-      w.base = entry;
+    const HybridView v = hybrid_view(p, b);
+    DeviceWalkSlot w;
+    if (entry >= 0) {  // not processed: the entry is its (clamped) ori
+      static_cast<WalkSlot&>(w) = hybrid_walk_slot(p, b, entry, v.s);
       return w;
     }
     const int64_t M = hybrid_max_ori(p);
     const int64_t packed = -static_cast<int64_t>(entry) - 1;
     const int64_t ori = packed % M + 1;
     const int64_t c = packed / M;
-    w.processed = true;
-    w.base = ori;
+    static_cast<WalkSlot&>(w) = hybrid_walk_slot(p, b, ori, v.s);
     if (c == 0) return w;
-    const HybridSlotView v = hybrid_view(p, b);
     const int64_t start = c - 1;
     const bool in_prompt = start < v.P;
     w.src = in_prompt ? v.prompt + start : v.pre + (start - v.P);
     const int64_t avail = in_prompt ? v.P - start : v.s - (start - v.P);
-    w.untruncated = min_of<int64_t>(avail, hybrid_slot_budget(p, b, ori, v.s));
+    w.untruncated = min_of<int64_t>(avail, w.budget);
     return w;
-  }
-
-  __device__ void finish(int64_t b, const Slot& w, int64_t kept) const {
-    if (!w.processed) return;  // its entry already holds its final value
-    int64_t* drafts = p.draft_tokens + b * p.draft_stride + w.base;
-    for (int64_t k = 0; k < kept; ++k) drafts[k] = w.src[k];
-    p.seq_lens_this_time[b] = static_cast<int32_t>(w.base + kept);
   }
 };
 

@@ -7,7 +7,7 @@
 // - P to [0, W]; s to [0, D - 1] (pre_ids[b, s] is the pattern's newest token).
 // - A negative seq_lens_this_time is a length below its bound: taken as 0 (the slot is skipped, as
 //   `ori == 0` is) and written back as 0. This also keeps every length the walk sums >= 0, which its
-//   GPU form relies on (ngram_common/ngram_walk.cuh).
+//   GPU form relies on (ngram_common/ngram_walk.h).
 // - The slot budget q also stays within the columns left after the MTP drafts (K + 1 - ori), see
 //   hybrid_slot_budget.
 #pragma once
@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "common/fdspec_common.h"
+#include "ngram_common/ngram_walk.h"
 
 #ifdef FDSPEC_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -38,8 +39,29 @@ struct HybridMtpNgramParams {
   int max_ngram_size;                // 1 .. kMaxNgramSize
   int min_ngram_size;                // 1 .. max_ngram_size
   int64_t max_draft_tokens;          // most tokens per slot after the last accepted one (MTP + n-gram)
+  bool pad_to_max;                   // graph mode: every slot with ori > 0 ends with max_draft_tokens + 1
   int64_t threshold;                 // T: token budget of the whole batch
 };
+
+// Where slot b's tokens are: its prompt (P clamped to [0, W]) and its pre_ids row (s clamped to
+// [0, D - 1]).
+struct HybridView {
+  const int64_t* prompt;
+  const int64_t* pre;
+  int64_t P;
+  int64_t s;
+};
+
+FDSPEC_HD HybridView hybrid_view(const HybridMtpNgramParams& p, int64_t b) {
+  return HybridView{p.token_ids_all + b * p.token_ids_stride, p.pre_ids + b * p.pre_ids_stride,
+                    clamp_to<int64_t>(p.prompt_lens[b], 0, p.token_ids_stride),
+                    clamp_to<int64_t>(p.step_idx[b], 0, p.pre_ids_stride - 1)};
+}
+
+// The prompt, then pre_ids[0 .. s); the pattern ends at pre_ids[s].
+FDSPEC_HD NgramHaystacks hybrid_haystacks(const HybridView& v) {
+  return NgramHaystacks{v.prompt, v.P, v.pre, v.s, v.pre + v.s, v.s};
+}
 
 // The MTP length of slot b as the walk reads it: seq_lens_this_time, negative taken as 0.
 FDSPEC_HD int64_t hybrid_ori(const HybridMtpNgramParams& p, int64_t b) {
@@ -61,6 +83,28 @@ FDSPEC_HD bool hybrid_is_processed(const HybridMtpNgramParams& p, int64_t b, int
   return ori > 0 && hybrid_slot_budget(p, b, ori, s) > 0;
 }
 
+// Slot b as the walk sees it (ngram_common/ngram_walk.h), given its MTP length ori (hybrid_ori, or
+// what the GPU search kept of it) and its clamped step s. Every slot keeps ori as its length unless
+// it takes part; it is counted when seq_lens_decoder > 0 (a skipped slot stays counted: upstream's
+// quirk, kept); in graph mode every slot the draft model scheduled (ori > 0) is padded, the ones
+// with no budget (q <= 0) too, so that the captured shape holds for every one of them.
+FDSPEC_HD WalkSlot hybrid_walk_slot(const HybridMtpNgramParams& p, int64_t b, int64_t ori, int64_t s) {
+  WalkSlot w;
+  w.counted = p.seq_lens_decoder[b] > 0;
+  w.padded = ori > 0;
+  w.base = ori;
+  if (hybrid_is_processed(p, b, ori, s)) {
+    w.processed = true;
+    w.budget = hybrid_slot_budget(p, b, ori, s);
+  }
+  return w;
+}
+
+FDSPEC_HD WalkOutputs hybrid_outputs(const HybridMtpNgramParams& p) {
+  return WalkOutputs{p.draft_tokens, p.draft_stride, p.seq_lens_this_time,
+                     graph_pad_length(p.pad_to_max, p.max_draft_tokens, p.draft_stride)};
+}
+
 // Largest ori of a processed slot: q > 0 needs ori <= max_draft_tokens and ori <= K.
 FDSPEC_HD int64_t hybrid_max_ori(const HybridMtpNgramParams& p) {
   return min_of<int64_t>(p.max_draft_tokens, p.draft_stride - 1);
@@ -76,8 +120,7 @@ inline bool hybrid_packing_fits(int64_t max_ori, int64_t token_ids_width, int64_
   return max_of<int64_t>(max_ori, 1) * (token_ids_width + pre_ids_width) < kHybridPackedLimit;
 }
 
-// Sequential reference walk of docs/contract/ngram.md#hybrid_mtp_ngram on the host.
-// O(B * (P + s) * max_ngram_size).
+// The walk of docs/contract/ngram.md#hybrid_mtp_ngram on the host (ngram_walk_host). O(B * (P + s) * max_ngram_size).
 void hybrid_mtp_ngram_cpu(const HybridMtpNgramParams& p);
 
 #ifdef FDSPEC_WITH_CUDA

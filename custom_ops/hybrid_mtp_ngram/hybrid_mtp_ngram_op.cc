@@ -15,10 +15,12 @@ fdspec::HybridMtpNgramParams make_params(
     const paddle::Tensor& draft_token_num, paddle::Tensor& draft_tokens,
     paddle::Tensor& seq_lens_this_time, const paddle::Tensor& seq_lens_decoder,
     const paddle::Tensor& max_dec_len, int max_ngram_size, int min_ngram_size, int max_draft_tokens,
-    int64_t threshold) {
+    bool pad_to_max, int64_t threshold) {
   using paddle::DataType;
   const fdspec::binding::OpChecks c(kOp);
-  const int64_t B = seq_lens_this_time.numel();
+  FDSPEC_CHECK_DEFINED(c, token_ids_all, prompt_lens, pre_ids, step_idx, draft_token_num,
+                       draft_tokens, seq_lens_this_time, seq_lens_decoder, max_dec_len);
+  const int64_t B = c.batch(seq_lens_this_time, "seq_lens_this_time");
   c.dtype(token_ids_all, "token_ids_all", DataType::INT64)
       .dtype(prompt_lens, "prompt_lens", DataType::INT64)
       .dtype(pre_ids, "pre_ids", DataType::INT64)
@@ -73,7 +75,8 @@ fdspec::HybridMtpNgramParams make_params(
   p.max_ngram_size = max_ngram_size;
   p.min_ngram_size = min_ngram_size;
   p.max_draft_tokens = max_draft_tokens;
-  p.threshold = fdspec::binding::resolve_threshold(threshold, kThresholdEnv,
+  p.pad_to_max = pad_to_max;
+  p.threshold = fdspec::binding::resolve_threshold(c, threshold, kThresholdEnv,
                                                    fdspec::kHybridThresholdDefault);
   c.that(fdspec::hybrid_packing_fits(fdspec::hybrid_max_ori(p), W, D),
          "min(max_draft_tokens, K) * (token_ids_all width + pre_ids width) must be below 2^31 "
@@ -88,11 +91,11 @@ void HybridMtpNgram(const paddle::Tensor& token_ids_all, const paddle::Tensor& p
                     const paddle::Tensor& draft_token_num, paddle::Tensor& draft_tokens,
                     paddle::Tensor& seq_lens_this_time, const paddle::Tensor& seq_lens_decoder,
                     const paddle::Tensor& max_dec_len, int max_ngram_size, int min_ngram_size,
-                    int max_draft_tokens, int64_t threshold) {
+                    int max_draft_tokens, bool pad_to_max, int64_t threshold) {
   const fdspec::HybridMtpNgramParams p =
       make_params(token_ids_all, prompt_lens, pre_ids, step_idx, draft_token_num, draft_tokens,
                   seq_lens_this_time, seq_lens_decoder, max_dec_len, max_ngram_size,
-                  min_ngram_size, max_draft_tokens, threshold);
+                  min_ngram_size, max_draft_tokens, pad_to_max, threshold);
   FDSPEC_RUN_ON_PLACE(kOp, token_ids_all, p, fdspec::hybrid_mtp_ngram_cpu,
                       fdspec::hybrid_mtp_ngram_gpu);
 }
@@ -101,7 +104,7 @@ PD_BUILD_OP(hybrid_mtp_ngram)
     .Inputs({"token_ids_all", "prompt_lens", "pre_ids", "step_idx", "draft_token_num",
              "draft_tokens", "seq_lens_this_time", "seq_lens_decoder", "max_dec_len"})
     .Attrs({"max_ngram_size: int", "min_ngram_size: int", "max_draft_tokens: int",
-            "threshold: int64_t"})
+            "pad_to_max: bool", "threshold: int64_t"})
     .Outputs({"draft_tokens_out", "seq_lens_this_time_out"})
     .SetInplaceMap({{"draft_tokens", "draft_tokens_out"},
                     {"seq_lens_this_time", "seq_lens_this_time_out"}})

@@ -30,8 +30,8 @@ std::string at(const char* name, int64_t i) { return std::string(name) + "[" + s
 int64_t slot_count(const SaveParams& p, int64_t i) {
   const bool prefilling = p.seq_lens_decoder[i] < p.prompt_lens[i];
   const int64_t token_num = p.token_num_per_batch[i];
-  if (p.mode == SaveMode::kAcceptedTokens) return prefilling ? 0 : token_num;
   if (p.preempted_idx[i] == 1) return kPreemptedCount;
+  if (p.mode == SaveMode::kAcceptedTokens) return prefilling ? 0 : token_num;
   return (prefilling || token_num == 0) ? 0 : token_num + 1;
 }
 

@@ -48,7 +48,7 @@ constexpr int32_t kFlagMask = 0xFF;
 constexpr int32_t kColumnsMask = 0xFFFF;  // 16 bits of columns (bits 8..23)
 constexpr int32_t kMessageFlagTarget = 3;
 constexpr int32_t kMessageFlagDraft = 4;
-// mtp_save_first_token_with_topk's count of a preempted slot.
+// The count a preempted slot reports (upstream's PREEMPTED_TOKEN_ID), in both save ops.
 constexpr int32_t kPreemptedCount = -9;
 static_assert(kColumns <= kColumnsMask, "the column count must fit the flag word");
 
@@ -96,7 +96,8 @@ static_assert(kMaxWireBytes == 16 + 4 * 512 + 3072 * (21 * 8 + 4), "largest mess
 // ---- Sender ------------------------------------------------------------------------------------------
 enum class SaveMode {
   // speculate_save_output_topk: slot i sends token_num_per_batch[i] rows starting at row
-  // cu_batch_token_offset[i] of every input (0 while its chunked prefill runs).
+  // cu_batch_token_offset[i] of every input (0 while its chunked prefill runs; the count -9 and no
+  // row when preempted).
   kAcceptedTokens,
   // mtp_save_first_token_with_topk: token_num_per_batch[i] + 1 rows (0 during chunked prefill or when
   // token_num is 0; the count -9 and no row when preempted); row 0 has the full top-k, the other rows
@@ -119,7 +120,7 @@ struct SaveParams {
   const int32_t* cu_batch_token_offset;  // [>= B]: first row of slot i
   const int32_t* seq_lens_decoder;       // [B]: < prompt_lens marks a chunked prefill (count 0)
   const int64_t* prompt_lens;            // [B]
-  const int32_t* preempted_idx;          // [B] (kFirstTokenWithDrafts only): 1 marks a preempted slot
+  const int32_t* preempted_idx;          // [B]: 1 marks a preempted slot (upstream's last_preempted_idx)
   int64_t batch;                         // B, 1 .. kMaxBsz
   int32_t stop_flag;                     // +-INFERENCE_MSG_ID
   int32_t message_flag;                  // 0 .. 255

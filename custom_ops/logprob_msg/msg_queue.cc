@@ -282,6 +282,12 @@ int64_t fragment_timeout_ms() {
 
 std::string queue_id_from_env(int64_t* queue_id) { return env_integer(kQueueIdEnv, kQueueIdDefault, queue_id); }
 
+std::string resolve_queue_id(int64_t attr, int64_t* queue_id) {
+  if (attr < 0) return queue_id_from_env(queue_id);
+  *queue_id = attr;
+  return {};
+}
+
 std::string msg_id_from_env(int32_t* msg_id) {
   int64_t v = 0;
   std::string err = env_integer(kMsgIdEnv, kMsgIdDefault, &v);
@@ -407,7 +413,10 @@ std::string receive_message(int64_t queue_id, bool wait, size_t max_bytes, const
         }
       }
       if (e == EINTR) return {};
-      // Spin briefly (a sender is usually mid-send), then sleep so as not to steal its core.
+      // Spin briefly (a sender is usually mid-send), then sleep so as not to steal its core. A
+      // non-blocking receive stops after the spin: "no message yet", the fragments already read stay
+      // in the receiver's state and the next receive continues the message (nothing is lost).
+      if (!wait && idle_polls >= 64) return {};
       if (++idle_polls < 64) {
         sched_yield();
       } else {

@@ -59,6 +59,9 @@ static_assert(kFramePrefix % 8 == 0, "frames must stay 8-byte aligned");
 
 // INFERENCE_MSG_QUEUE_ID (default 1). Returns an error for a value that is not an integer.
 std::string queue_id_from_env(int64_t* queue_id);
+// The queue an op call uses: its queue_id attribute when >= 0 (a private queue), else the environment.
+constexpr int64_t kQueueIdFromEnv = -1;
+std::string resolve_queue_id(int64_t attr, int64_t* queue_id);
 // INFERENCE_MSG_ID (default 1): a positive int32 other than 2 (-2 means "no message").
 std::string msg_id_from_env(int32_t* msg_id);
 
@@ -75,7 +78,10 @@ std::string send_message(int64_t queue_id, uint8_t* buf, size_t payload_bytes, S
 
 // Receives one whole message of at most `max_bytes` from queue `queue_id` (created if absent) and
 // hands it to `consume` (under the receiver's lock, so concurrent receives cannot clobber it). `wait`
-// blocks until a first fragment arrives (a signal ends the wait with no message). Sets `*got` when a
+// blocks until a whole message is there (a signal ends the wait with no message). Without `wait` the
+// call returns at once (after a spin of a few microseconds when a message is half-read): with no
+// whole message it reports none, and keeps the fragments of an unfinished message for the next call,
+// which goes on assembling it (the fragment timeout still applies across calls). Sets `*got` when a
 // message was read; returns the transport's error, else consume's.
 using Consumer = std::function<std::string(const uint8_t* payload, size_t bytes)>;
 std::string receive_message(int64_t queue_id, bool wait, size_t max_bytes, const Consumer& consume,

@@ -12,20 +12,19 @@ void MtpSaveFirstTokenWithTopK(const paddle::Tensor& sampled_token_ids,
                                const paddle::Tensor& seq_lens_decoder,
                                const paddle::Tensor& prompt_lens,
                                const paddle::Tensor& preempted_idx, int message_flag,
-                               int64_t rank_id, bool save_each_rank) {
-  const fdspec::logprob_binding::SaveInputs in{sampled_token_ids,     logprob_token_ids,
-                                               logprob_scores,        logprob_ranks,
-                                               token_num_per_batch,   cu_batch_token_offset,
-                                               not_need_stop,         seq_lens_decoder,
-                                               prompt_lens,           &preempted_idx};
+                               int64_t rank_id, bool save_each_rank, int64_t queue_id) {
+  const fdspec::logprob_binding::SaveInputs in{
+      sampled_token_ids,     logprob_token_ids, logprob_scores,   logprob_ranks,
+      token_num_per_batch,   cu_batch_token_offset, not_need_stop, seq_lens_decoder,
+      prompt_lens,           preempted_idx,     "preempted_idx"};
   fdspec::logprob_binding::save_logprob_message(
       "mtp_save_first_token_with_topk", fdspec::logprob_msg::SaveMode::kFirstTokenWithDrafts, in,
-      message_flag, rank_id, save_each_rank);
+      message_flag, rank_id, save_each_rank, queue_id);
 }
 
 PD_BUILD_OP(mtp_save_first_token_with_topk)
     .Inputs({"sampled_token_ids", "logprob_token_ids", "logprob_scores", "logprob_ranks",
              "token_num_per_batch", "cu_batch_token_offset", "not_need_stop", "seq_lens_decoder",
              "prompt_lens", "preempted_idx"})
-    .Attrs({"message_flag: int", "rank_id: int64_t", "save_each_rank: bool"})
+    .Attrs({"message_flag: int", "rank_id: int64_t", "save_each_rank: bool", "queue_id: int64_t"})
     .SetKernelFn(PD_KERNEL(MtpSaveFirstTokenWithTopK));

@@ -73,16 +73,31 @@ struct SaveInputs {
   const paddle::Tensor& not_need_stop;
   const paddle::Tensor& seq_lens_decoder;
   const paddle::Tensor& prompt_lens;
-  const paddle::Tensor* preempted_idx;  // mtp_save_first_token_with_topk only
+  const paddle::Tensor& preempted_idx;  // int32 [B], 1 marks a preempted slot
+  const char* preempted_name;           // its name in the op's signature
 };
 
 inline void save_logprob_message(const char* op, logprob_msg::SaveMode mode, const SaveInputs& in,
-                                 int message_flag, int64_t rank_id, bool save_each_rank) {
+                                 int message_flag, int64_t rank_id, bool save_each_rank,
+                                 int64_t queue_id_attr) {
   using paddle::DataType;
   namespace lm = logprob_msg;
   const binding::OpChecks c(op);
   const bool first_token = mode == lm::SaveMode::kFirstTokenWithDrafts;
-  const int64_t B = in.token_num_per_batch.numel();
+  c.defined("sampled_token_ids, logprob_token_ids, logprob_scores, logprob_ranks, token_num_per_batch, "
+            "cu_batch_token_offset, not_need_stop, seq_lens_decoder, prompt_lens",
+            {in.sampled_token_ids, in.logprob_token_ids, in.logprob_scores, in.logprob_ranks,
+             in.token_num_per_batch, in.cu_batch_token_offset, in.not_need_stop, in.seq_lens_decoder,
+             in.prompt_lens});
+  c.defined(in.preempted_name, {in.preempted_idx});
+  // The batch is token_num_per_batch's: its own shape is checked first, so a malformed one is blamed
+  // on it rather than on the first tensor compared with it.
+  c.dtype(in.token_num_per_batch, "token_num_per_batch", DataType::INT32)
+      .that(in.token_num_per_batch.shape().size() == 1 ||
+                (in.token_num_per_batch.shape().size() == 2 && in.token_num_per_batch.shape()[1] == 1),
+            "token_num_per_batch must have shape [B] or [B, 1] (it defines the batch), got " +
+                binding::shape_str(in.token_num_per_batch));
+  const int64_t B = c.batch(in.token_num_per_batch, "token_num_per_batch");
   c.dtype(in.sampled_token_ids, "sampled_token_ids", DataType::INT64)
       .dtype(in.logprob_token_ids, "logprob_token_ids", DataType::INT64)
       .dtype(in.logprob_scores, "logprob_scores", DataType::FLOAT32)
@@ -107,21 +122,22 @@ inline void save_logprob_message(const char* op, logprob_msg::SaveMode mode, con
       .that(in.cu_batch_token_offset.numel() >= B,
             "cu_batch_token_offset must hold at least B = " + std::to_string(B) + " offsets, got " +
                 binding::shape_str(in.cu_batch_token_offset))
-      .that(in.not_need_stop.numel() >= 1, "not_need_stop must hold one value")
+      .vector(in.cu_batch_token_offset, "cu_batch_token_offset")
+      .that(in.not_need_stop.numel() == 1,
+            "not_need_stop must hold one value (shape [1]), got " + binding::shape_str(in.not_need_stop))
       .per_slot(in.seq_lens_decoder, "seq_lens_decoder", B)
       .per_slot(in.prompt_lens, "prompt_lens", B)
+      .dtype(in.preempted_idx, in.preempted_name, DataType::INT32)
+      .per_slot(in.preempted_idx, in.preempted_name, B)
       .that(message_flag >= 0 && message_flag <= lm::kFlagMask,
             "message_flag " + std::to_string(message_flag) + " must be in [0, 255] (8 bits of [1])");
-  if (first_token) {
-    c.rows_at_least(in.sampled_token_ids, "sampled_token_ids", B)
-        .dtype(*in.preempted_idx, "preempted_idx", DataType::INT32)
-        .per_slot(*in.preempted_idx, "preempted_idx", B);
-  }
+  if (first_token) c.rows_at_least(in.sampled_token_ids, "sampled_token_ids", B);
+  else c.vector(in.sampled_token_ids, "sampled_token_ids");
   if ((!save_each_rank && rank_id > 0) || B == 0) return;
 
   int64_t queue_id = 0;
   int32_t msg_id = 0;
-  std::string err = msgq::queue_id_from_env(&queue_id);
+  std::string err = msgq::resolve_queue_id(queue_id_attr, &queue_id);
   c.that(err.empty(), err);
   err = msgq::msg_id_from_env(&msg_id);
   c.that(err.empty(), err);
@@ -141,7 +157,7 @@ inline void save_logprob_message(const char* op, logprob_msg::SaveMode mode, con
   p.cu_batch_token_offset = h.host<int32_t>(in.cu_batch_token_offset);
   p.seq_lens_decoder = h.host<int32_t>(in.seq_lens_decoder);
   p.prompt_lens = h.host<int64_t>(in.prompt_lens);
-  p.preempted_idx = first_token ? h.host<int32_t>(*in.preempted_idx) : nullptr;
+  p.preempted_idx = h.host<int32_t>(in.preempted_idx);
   const bool* not_need_stop = h.host<bool>(in.not_need_stop);
   p.batch = B;
   p.message_flag = message_flag;

@@ -13,6 +13,7 @@ constexpr const char* kOp = "speculate_get_output_topk";
 void check_host_buffer(const fdspec::binding::OpChecks& c, const paddle::Tensor& t, const char* name,
                        paddle::DataType dtype, int64_t min_numel) {
   c.dtype(t, name, dtype)
+      .vector(t, name)
       .that(t.is_cpu(), std::string(name) + " must be a CPU tensor (the receive buffers live on the host)")
       .that(t.numel() >= min_numel, std::string(name) + " must hold at least " + std::to_string(min_numel) +
                                         " values (upstream's receive layout), got " +
@@ -22,10 +23,12 @@ void check_host_buffer(const fdspec::binding::OpChecks& c, const paddle::Tensor&
 }  // namespace
 
 void SpeculateGetOutputTopK(paddle::Tensor& output_tokens, paddle::Tensor& output_scores,
-                            paddle::Tensor& output_ranks, int real_k, int64_t rank_id, bool wait_flag) {
+                            paddle::Tensor& output_ranks, int real_k, int64_t rank_id, bool wait_flag,
+                            int64_t queue_id_attr) {
   namespace lm = fdspec::logprob_msg;
-  (void)rank_id;  // kept for upstream compatibility: the queue is named by INFERENCE_MSG_QUEUE_ID
+  (void)rank_id;  // kept for upstream compatibility: the queue is named by queue_id / the environment
   const fdspec::binding::OpChecks c(kOp);
+  FDSPEC_CHECK_DEFINED(c, output_tokens, output_scores, output_ranks);
   check_host_buffer(c, output_tokens, "output_tokens", paddle::DataType::INT64, lm::kOutputTokensLen);
   check_host_buffer(c, output_scores, "output_scores", paddle::DataType::FLOAT32, lm::kOutputScoresLen);
   check_host_buffer(c, output_ranks, "output_ranks", paddle::DataType::INT64, lm::kOutputRanksLen);
@@ -33,7 +36,7 @@ void SpeculateGetOutputTopK(paddle::Tensor& output_tokens, paddle::Tensor& outpu
   c.that(real_k >= 0 && real_k <= lm::kTopK,
          "real_k " + std::to_string(real_k) + " must be in [0, K = " + std::to_string(lm::kTopK) + "]");
   int64_t queue_id = 0;
-  std::string err = fdspec::msgq::queue_id_from_env(&queue_id);
+  std::string err = fdspec::msgq::resolve_queue_id(queue_id_attr, &queue_id);
   c.that(err.empty(), err);
 
   const lm::ReceiveBuffers out{output_tokens.data<int64_t>(), output_scores.data<float>(),
@@ -48,7 +51,7 @@ void SpeculateGetOutputTopK(paddle::Tensor& output_tokens, paddle::Tensor& outpu
 
 PD_BUILD_OP(speculate_get_output_topk)
     .Inputs({"output_tokens", "output_scores", "output_ranks"})
-    .Attrs({"real_k: int", "rank_id: int64_t", "wait_flag: bool"})
+    .Attrs({"real_k: int", "rank_id: int64_t", "wait_flag: bool", "queue_id: int64_t"})
     .Outputs({"output_tokens_out", "output_scores_out", "output_ranks_out"})
     .SetInplaceMap({{"output_tokens", "output_tokens_out"},
                     {"output_scores", "output_scores_out"},

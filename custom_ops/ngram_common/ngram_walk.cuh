@@ -1,23 +1,5 @@
-// The batch-wide token-budget walk of the n-gram ops (CUDA side), generic over the op. No Paddle
-// include. hybrid_mtp_ngram runs on it; ngram_match's walk kernel is the same algorithm (base 1,
-// prefill lengths fixed) and can move onto it with a ~30-line Walk policy.
-//
-// Both ops (docs/contract/ngram.md) walk the slots in batch order with a batch budget T. A slot either takes
-// part ("processed": it may draft) or not. A slot that does not keeps a fixed length. A processed slot has a
-// base length (1 in ngram_match, the MTP length `ori` in hybrid_mtp_ngram) and, once its search is
-// done, an untruncated draft count u. `unprocessed` starts at I (the slots the op counts) and drops by
-// one at each processed slot. At processed slot b, with S_b = (final lengths of the slots before b) +
-// base_b and L_b = unprocessed after the drop, let G_b = S_b + L_b: the slot gives up when
-// G_b >= T - 1, else keeps c_b = min(u_b, T - G_b) drafts and ends with length base_b + c_b.
-//
-// Why the walk is a scan. From one processed slot b to the next one b', G grows by c_b, plus the
-// lengths of the slots in between, plus base_b' - 1. Provided every fixed length is >= 0 and every base
-// is >= 1 (each op guarantees it, see its header), G never decreases. So once a slot gives up, every
-// later one does; once a slot is clamped (c_b = T - G_b), G_b' >= T and every later slot gives up too.
-// Let G'_b be G_b computed with every earlier processed slot keeping its untruncated u (a prefix sum).
-// Every processed slot before the first slot b0 with G'_b0 >= T - 1 or G'_b0 + u_b0 > T keeps u
-// exactly (G = G' up to b0); b0 keeps min(u, T - G') or gives up; every later slot gives up. The
-// kernel computes the prefix sums, finds b0 by a block-wide min, and hands each slot its count.
+// The batch-wide token-budget walk of the n-gram ops on the GPU: the scan form that ngram_walk.h
+// states and proves exact, generic over the op. No Paddle include.
 #pragma once
 
 #include <cstdint>
@@ -28,24 +10,29 @@
 
 #include "common/cuda_utils.cuh"
 #include "common/fdspec_common.h"
+#include "ngram_common/ngram_walk.h"
 
 namespace fdspec {
 
-// What the walk needs of one slot. Walk::slot(b) returns this or a type derived from it (carrying what
-// the op's finish() needs, e.g. where the drafts come from).
-struct WalkSlot {
-  bool processed = false;   // takes part: drops `unprocessed` and may draft
-  bool counted = false;     // counted in the initial `unprocessed` (I)
-  int64_t base = 0;         // processed: length before drafts (>= 1); others: fixed length (>= 0)
-  int64_t untruncated = 0;  // processed: u, drafts kept if the threshold never binds (>= 0)
+// What the GPU walk knows of one slot once its search is done: the slot state plus u (the drafts it
+// keeps if the threshold never binds, >= 0) and where they come from.
+struct DeviceWalkSlot : WalkSlot {
+  int64_t untruncated = 0;
+  const int64_t* src = nullptr;
 };
+
+// Drafts slot b keeps at walk state G (ngram_walk.h): none once the batch is out of budget, else u
+// cut to what the budget leaves.
+__device__ __forceinline__ int64_t ngram_walk_kept(int64_t G, int64_t untruncated, int64_t T) {
+  return G >= T - 1 ? 0 : min_of<int64_t>(untruncated, T - G);
+}
 
 // One block: each thread owns a contiguous run of slots, so the batch-wide prefix sums are one
 // sequential pass per thread plus one block scan. O(B / kThreads + log kThreads) steps.
-// Walk provides: int64_t batch() and threshold(); slot(b) (above, called three times per slot, so it
-// must be a pure function of memory that finish() does not write for another slot); and
-// finish(b, slot, kept): writes slot b's outcome (kept drafts, 0 for a slot that gives up; unused for
-// a slot not processed).
+// Walk provides: int64_t batch() and threshold(); WalkOutputs outputs(); DeviceWalkSlot slot(b)
+// (called up to three times per slot, so a pure function of memory that no other slot's
+// ngram_walk_finish writes). A negative fixed length anywhere (see ngram_walk.h) sends the block to
+// the sequential walk, on thread 0.
 template <int kThreads, class Walk>
 __global__ void __launch_bounds__(kThreads) ngram_walk_kernel(Walk walk) {
   wait_for_primary_grid();  // launched as a dependent of the search kernel
@@ -56,33 +43,53 @@ __global__ void __launch_bounds__(kThreads) ngram_walk_kernel(Walk walk) {
   __shared__ int64_t shared_counted, shared_b0;
 
   const int64_t B = walk.batch();
+  const int64_t T = walk.threshold();
+  const WalkOutputs out = walk.outputs();
   const int64_t per = ceil_div<int64_t>(B, kThreads);
   const int64_t lo = min_of<int64_t>(threadIdx.x * per, B);
   const int64_t hi = min_of<int64_t>(lo + per, B);
 
   int64_t len_sum = 0, proc_count = 0, counted = 0;
+  bool negative = false;
   for (int64_t b = lo; b < hi; ++b) {
-    const auto w = walk.slot(b);
+    const DeviceWalkSlot w = walk.slot(b);
     len_sum += w.base + (w.processed ? w.untruncated : 0);
     proc_count += w.processed;
     counted += w.counted;
+    negative |= w.base < 0;
   }
+  const int64_t counted_all = Reduce(reduce_tmp).Sum(counted);
+  if (threadIdx.x == 0) shared_counted = counted_all;
+  if (__syncthreads_or(negative)) {  // also publishes shared_counted
+    if (threadIdx.x == 0) {
+      const int64_t I = shared_counted;
+      int64_t A = 0, D = 0;
+      for (int64_t b = 0; b < B; ++b) {
+        const DeviceWalkSlot w = walk.slot(b);
+        int64_t kept = 0;
+        if (w.processed) {
+          ++D;
+          kept = ngram_walk_kept(A + w.base + (I - D), w.untruncated, T);
+        }
+        A += w.base + kept;
+        ngram_walk_finish(out, b, w, w.src, kept);
+      }
+    }
+    return;
+  }
+  const int64_t I = shared_counted;
   int64_t len_before, proc_before;
   Scan(scan_tmp).ExclusiveSum(len_sum, len_before);
   __syncthreads();
   Scan(scan_tmp).ExclusiveSum(proc_count, proc_before);
-  const int64_t counted_all = Reduce(reduce_tmp).Sum(counted);
-  if (threadIdx.x == 0) shared_counted = counted_all;
   __syncthreads();
-  const int64_t I = shared_counted;
-  const int64_t T = walk.threshold();
 
   // First slot where the untruncated walk would clamp or give up (B: none).
   int64_t first = B;
   {
     int64_t A = len_before, D = proc_before;
     for (int64_t b = lo; b < hi && first == B; ++b) {
-      const auto w = walk.slot(b);
+      const DeviceWalkSlot w = walk.slot(b);
       if (w.processed) {
         ++D;
         const int64_t G = A + w.base + (I - D);
@@ -99,18 +106,17 @@ __global__ void __launch_bounds__(kThreads) ngram_walk_kernel(Walk walk) {
 
   int64_t A = len_before, D = proc_before;
   for (int64_t b = lo; b < hi; ++b) {
-    const auto w = walk.slot(b);
+    const DeviceWalkSlot w = walk.slot(b);
     int64_t kept = 0;
     if (w.processed) {
       ++D;
-      const int64_t G = A + w.base + (I - D);
       kept = w.untruncated;
       if (b > first_binding) kept = 0;
-      if (b == first_binding) kept = G >= T - 1 ? 0 : min_of<int64_t>(w.untruncated, T - G);
+      if (b == first_binding) kept = ngram_walk_kept(A + w.base + (I - D), w.untruncated, T);
       A += w.untruncated;
     }
     A += w.base;
-    walk.finish(b, w, kept);
+    ngram_walk_finish(out, b, w, w.src, kept);
   }
 }
 

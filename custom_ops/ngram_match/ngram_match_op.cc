@@ -18,10 +18,12 @@ fdspec::NgramMatchParams make_params(const paddle::Tensor& token_ids_all,
                                      const paddle::Tensor& seq_lens_encoder,
                                      const paddle::Tensor& seq_lens_decoder,
                                      const paddle::Tensor& max_dec_len, int max_ngram_size,
-                                     int64_t threshold) {
+                                     int max_draft_tokens, bool pad_to_max, int64_t threshold) {
   using paddle::DataType;
   const fdspec::binding::OpChecks c(kOp);
-  const int64_t B = seq_lens_this_time.numel();
+  FDSPEC_CHECK_DEFINED(c, token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens,
+                       seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, max_dec_len);
+  const int64_t B = c.batch(seq_lens_this_time, "seq_lens_this_time");
   c.dtype(token_ids_all, "token_ids_all", DataType::INT64)
       .dtype(prompt_lens, "prompt_lens", DataType::INT64)
       .dtype(step_idx, "step_idx", DataType::INT64)
@@ -67,7 +69,9 @@ fdspec::NgramMatchParams make_params(const paddle::Tensor& token_ids_all,
   p.max_dec_len = max_dec_len.data<int64_t>();
   p.batch = B;
   p.max_ngram_size = max_ngram_size;
-  p.threshold = fdspec::binding::resolve_threshold(threshold, kThresholdEnv,
+  p.max_draft_tokens = max_draft_tokens;
+  p.pad_to_max = pad_to_max;
+  p.threshold = fdspec::binding::resolve_threshold(c, threshold, kThresholdEnv,
                                                    fdspec::kNgramThresholdDefault);
   return p;
 }
@@ -79,19 +83,19 @@ void NgramMatch(const paddle::Tensor& token_ids_all, const paddle::Tensor& promp
                 paddle::Tensor& draft_tokens, paddle::Tensor& seq_lens_this_time,
                 const paddle::Tensor& seq_lens_encoder, const paddle::Tensor& seq_lens_decoder,
                 const paddle::Tensor& max_dec_len, int max_ngram_size, int max_draft_tokens,
-                int64_t threshold) {
-  (void)max_draft_tokens;  // kept for upstream compatibility: the cap is per slot (draft_token_num)
+                bool pad_to_max, int64_t threshold) {
+  // max_draft_tokens only sets graph mode's pad length: the draft cap is per slot (draft_token_num).
   const fdspec::NgramMatchParams p =
       make_params(token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens,
                   seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, max_dec_len,
-                  max_ngram_size, threshold);
+                  max_ngram_size, max_draft_tokens, pad_to_max, threshold);
   FDSPEC_RUN_ON_PLACE(kOp, token_ids_all, p, fdspec::ngram_match_cpu, fdspec::ngram_match_gpu);
 }
 
 PD_BUILD_OP(ngram_match)
     .Inputs({"token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
              "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len"})
-    .Attrs({"max_ngram_size: int", "max_draft_tokens: int", "threshold: int64_t"})
+    .Attrs({"max_ngram_size: int", "max_draft_tokens: int", "pad_to_max: bool", "threshold: int64_t"})
     .Outputs({"draft_tokens_out", "seq_lens_this_time_out"})
     .SetInplaceMap({{"draft_tokens", "draft_tokens_out"},
                     {"seq_lens_this_time", "seq_lens_this_time_out"}})

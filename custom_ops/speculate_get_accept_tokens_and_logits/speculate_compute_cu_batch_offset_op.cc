@@ -13,8 +13,11 @@ void SpeculateComputeCuBatchOffset(paddle::Tensor& cu_batch_token_offset,
   using paddle::DataType;
   namespace fb = fdspec::binding;
   const fb::OpChecks c(kOp);
+  FDSPEC_CHECK_DEFINED(c, cu_batch_token_offset, accept_num);
   c.dtype(cu_batch_token_offset, "cu_batch_token_offset", DataType::INT32)
       .dtype(accept_num, "accept_num", DataType::INT32)
+      .vector(cu_batch_token_offset, "cu_batch_token_offset")
+      .vector(accept_num, "accept_num")
       .same_place(cu_batch_token_offset, "cu_batch_token_offset", accept_num, "accept_num")
       .that(real_bsz >= 0, "real_bsz must be >= 0, got " + std::to_string(real_bsz))
       .that(accept_num.numel() >= real_bsz,

@@ -131,13 +131,17 @@ cudaError_t dispatch_gather(const AcceptTokensLogitsParams& p, cudaStream_t stre
 }  // namespace
 
 cudaError_t compute_cu_batch_offset_gpu(const CuBatchOffsetParams& p, cudaStream_t stream) {
-  if (p.batch <= 0) return cudaSuccess;
+  if (p.batch <= 0) {  // B = 0 still writes cu[0] = 0 (the valid-row count of an empty batch)
+    return cudaMemsetAsync(p.cu_batch_token_offset, 0, sizeof(int32_t), stream);
+  }
   cu_batch_offset_kernel<<<1, kScanThreads, 0, stream>>>(p);
   return FDSPEC_LAUNCH_STATUS(stream);
 }
 
 cudaError_t get_accept_tokens_and_logits_gpu(const AcceptTokensLogitsParams& p, cudaStream_t stream) {
-  if (p.batch <= 0) return cudaSuccess;
+  if (p.batch <= 0) {  // nothing to gather; the offsets still say so: cu[0] = 0
+    return compute_cu_batch_offset_gpu({p.cu_batch_token_offset, p.accept_num, 0, p.accept_stride}, stream);
+  }
   if (p.batch <= kFusedOffsetMaxBatch) return dispatch_gather<true>(p, stream);
   const cudaError_t err =
       compute_cu_batch_offset_gpu({p.cu_batch_token_offset, p.accept_num, p.batch, p.accept_stride}, stream);

@@ -24,7 +24,7 @@ constexpr int64_t kMaxVocab = int64_t{1} << 24;
 struct CuBatchOffsetParams {
   int32_t* cu_batch_token_offset;  // [>= B + 1] int32, in place: [0] = 0, [b + 1] = [b] + clamp(accept)
   const int32_t* accept_num;       // [>= B] int32
-  int64_t batch;                   // B (0: no-op)
+  int64_t batch;                   // B (0: only [0] = 0 is written)
   int64_t max_accept;              // upper clamp of accept_num (< 0: none; the lower clamp is 0)
 };
 
@@ -41,7 +41,7 @@ struct AcceptTokensLogitsParams {
   const int32_t* accept_num;           // [B] int32: clamped to [0, K + 1]
   const int64_t* accept_tokens;        // [B, K + 1] int64
   int64_t accept_stride;               // K + 1 (>= 1)
-  int64_t batch;                       // B (0: no-op)
+  int64_t batch;                       // B (0: only cu_batch_token_offset[0] = 0 is written)
 };
 
 // The clamp every user of accept_num applies.

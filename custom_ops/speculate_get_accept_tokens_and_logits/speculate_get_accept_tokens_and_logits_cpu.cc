@@ -7,9 +7,8 @@
 namespace fdspec {
 
 void compute_cu_batch_offset_cpu(const CuBatchOffsetParams& p) {
-  if (p.batch <= 0) return;
+  p.cu_batch_token_offset[0] = 0;  // even for B = 0: readers take cu[B] as the valid-row count
   int64_t sum = 0;
-  p.cu_batch_token_offset[0] = 0;
   for (int64_t b = 0; b < p.batch; ++b) {
     sum += clamped_accept(p.accept_num[b], p.max_accept);
     p.cu_batch_token_offset[b + 1] = saturate_offset(sum);
@@ -17,7 +16,6 @@ void compute_cu_batch_offset_cpu(const CuBatchOffsetParams& p) {
 }
 
 void get_accept_tokens_and_logits_cpu(const AcceptTokensLogitsParams& p) {
-  if (p.batch <= 0) return;
   compute_cu_batch_offset_cpu({p.cu_batch_token_offset, p.accept_num, p.batch, p.accept_stride});
   int64_t offset = 0;
   for (int64_t b = 0; b < p.batch; ++b) {

@@ -17,7 +17,10 @@ fdspec::AcceptTokensLogitsParams make_params(
   using paddle::DataType;
   namespace fb = fdspec::binding;
   const fb::OpChecks c(kOp);
-  const int64_t B = seq_lens_this_time.numel();
+  FDSPEC_CHECK_DEFINED(c, token_ids, target_logits, logits, cu_batch_token_offset,
+                       cu_seqlens_q_output, seq_lens_this_time, seq_lens_encoder, accept_num,
+                       accept_tokens);
+  const int64_t B = c.batch(seq_lens_this_time, "seq_lens_this_time");
   c.dtype(token_ids, "token_ids", DataType::INT64)
       .dtype(cu_batch_token_offset, "cu_batch_token_offset", DataType::INT32)
       .dtype(cu_seqlens_q_output, "cu_seqlens_q_output", DataType::INT32)
@@ -41,6 +44,8 @@ fdspec::AcceptTokensLogitsParams make_params(
       .per_slot(seq_lens_encoder, "seq_lens_encoder", B)
       .per_slot(accept_num, "accept_num", B)
       .rows_at_least(accept_tokens, "accept_tokens", B)
+      .vector(cu_batch_token_offset, "cu_batch_token_offset")
+      .vector(cu_seqlens_q_output, "cu_seqlens_q_output")
       .that(cu_batch_token_offset.numel() >= B + 1,
             "cu_batch_token_offset must have at least B + 1 = " + std::to_string(B + 1) +
                 " elements, got shape " + fb::shape_str(cu_batch_token_offset))

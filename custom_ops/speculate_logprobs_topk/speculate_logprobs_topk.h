@@ -2,7 +2,7 @@
 // Contract: docs/contract/logprobs.md (logprobs of the gathered rows). N = rows; V = vocabulary; k = top_k.
 //
 // For each valid row r (r < cu[B], read where the data lives) with scaled logits x = logits[r] * s
-// (s = 1 / temperature of the row's slot, 1 without temperature):
+// (s = 1 / temperature of the row's slot; 1 without temperature, or below kMinTemperature):
 //   column 0:     the accepted token token_ids[r] and its score; rank[r] = #{v : x[v] >= x[token]}
 //   columns 1..k: the k best entries by (x descending, token id ascending), with their scores
 // where score(v) = x[v] - logsumexp(x) (or x[v] itself with raw_logits), clipped below at -FLT_MAX as
@@ -29,6 +29,13 @@ constexpr float kPadScore = 0.0f;    // padding rows: every score; also an out-o
 constexpr int64_t kPadRank = 0;      // padding rows, out-of-vocabulary token
 constexpr int32_t kNoEntryId = INT32_MAX;  // top-k sentinel: worse than every real entry
 
+// Temperatures below this (0, negative, NaN and tiny positive values alike) mark a greedy slot, whose
+// logits are not scaled; so does +inf. The bound is the sampling epsilon vLLM and FastDeploy use for
+// "greedy". It keeps 1 / T finite and small enough that x / T of any realistic logit (|x| < 3e33)
+// stays finite: below about 3e-39, 1 / T is +inf and a scaled row turns into inf - inf = NaN scores
+// with a wrong order.
+constexpr float kMinTemperature = 1e-5f;
+
 struct LogprobsTopkParams {
   const void* logits;                     // [N, V] float32 / float16 / bfloat16 (dtype)
   LogitsDType dtype;
@@ -37,7 +44,7 @@ struct LogprobsTopkParams {
   const int64_t* token_ids;               // [N] int64: the accepted token of each row
   const int32_t* cu_batch_token_offset;   // [B + 1] int32: rows cu[b] .. cu[b+1]-1 belong to slot b
   int64_t batch;                          // B (0: every row is padding)
-  const float* temperature;               // [B] float32 per slot, or nullptr; <= 0 or non-finite: 1
+  const float* temperature;               // [B] float32 per slot, or nullptr; < kMinTemperature or non-finite: 1
   int64_t* logprob_token_ids;             // [N, k + 1] int64, written
   float* logprob_scores;                  // [N, k + 1] float32, written
   int64_t* logprob_ranks;                 // [N] int64, written
@@ -69,7 +76,7 @@ FDSPEC_HD int64_t logprobs_slot_of_row(const int32_t* cu, int64_t batch, int64_t
 FDSPEC_HD float logprobs_row_scale(const LogprobsTopkParams& p, int64_t r) {
   if (p.temperature == nullptr) return 1.0f;
   const float t = p.temperature[logprobs_slot_of_row(p.cu_batch_token_offset, p.batch, r)];
-  return (t > 0.0f && t <= FLT_MAX) ? 1.0f / t : 1.0f;
+  return (t >= kMinTemperature && t <= FLT_MAX) ? 1.0f / t : 1.0f;
 }
 
 // Total order of the top-k: larger value first, then lower token id. NaN is never better.

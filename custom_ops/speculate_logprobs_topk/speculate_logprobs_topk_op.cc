@@ -20,6 +20,9 @@ fdspec::LogprobsTopkParams make_params(const paddle::Tensor& target_logits,
   using paddle::DataType;
   namespace fb = fdspec::binding;
   const fb::OpChecks c(kOp);
+  FDSPEC_CHECK_DEFINED(c, target_logits, token_ids, cu_batch_token_offset, logprob_token_ids,
+                       logprob_scores, logprob_ranks);
+  if (temperature) c.defined("temperature", {*temperature});
   fb::check_logits_dtype(c, target_logits, "target_logits");
   c.dtype(token_ids, "token_ids", DataType::INT64)
       .dtype(cu_batch_token_offset, "cu_batch_token_offset", DataType::INT32)
@@ -32,6 +35,7 @@ fdspec::LogprobsTopkParams make_params(const paddle::Tensor& target_logits,
   const int64_t N = target_logits.shape()[0];
   const int64_t V = target_logits.shape()[1];
   const int64_t B = cu_batch_token_offset.shape()[0] - 1;
+  c.note_batch(B, "cu_batch_token_offset minus one");
   const int64_t cols = logprob_token_ids.shape()[1];
   c.that(V >= 1 && V <= fdspec::kMaxVocab,
          "target_logits must have 1 .. 2^24 columns (the vocabulary), got shape " +

@@ -20,7 +20,8 @@
 //     decoding: seq_lens_decoder += n (the last accepted token and the accepted drafts are cached)
 //     n > 0:    draft_tokens[b, 0] = accept_tokens[b, n - 1] (the next step's first input)
 //     stop when the last accepted token is an end token, or s + n >= max_dec_len[b], or the row is
-//     full (P + s + n >= W):
+//     full (P + s + n >= W), or the new seq_lens_decoder would pass INT32_MAX (the KV length no
+//     longer fits its int32 counter: the slot is as full as a full row; it never wraps around):
 //       stop_flags = true, seq_lens_this_time = encoder = decoder = 0 (the slot is free; step_idx
 //       and the row keep the output for the runner to read)
 //     else seq_lens_this_time = 1 (the proposer raises it to 1 + drafts)
@@ -79,7 +80,10 @@ FDSPEC_HD StepUpdateSlot step_update_slot(const SpeculateStepUpdateParams& p, in
   u.n = clamp_to<int64_t>(p.accept_num[b], 0, min_of<int64_t>(p.width, W - u.row));
   const bool ends = u.n > 0 && is_end_token(p.accept_tokens[b * p.width + u.n - 1], p.end_tokens,
                                             p.num_end_tokens);
-  u.finishes = ends || u.s + u.n >= p.max_dec_len[b] || u.row + u.n >= W;
+  // The decoder length this step would reach, in int64: at INT32_MAX the counter cannot grow.
+  const int32_t enc = p.seq_lens_encoder[b];
+  const int64_t grown = int64_t{p.seq_lens_decoder[b]} + (enc > 0 ? int64_t{enc} : u.n);
+  u.finishes = ends || u.s + u.n >= p.max_dec_len[b] || u.row + u.n >= W || grown > INT32_MAX;
   return u;
 }
 
@@ -106,7 +110,8 @@ FDSPEC_HD void step_update_write_scalars(const SpeculateStepUpdateParams& p, int
     return;
   }
   const int32_t enc = p.seq_lens_encoder[b];
-  p.seq_lens_decoder[b] += enc > 0 ? enc : static_cast<int32_t>(u.n);
+  // Fits: a sum past INT32_MAX made the slot finish above.
+  p.seq_lens_decoder[b] = static_cast<int32_t>(int64_t{p.seq_lens_decoder[b]} + (enc > 0 ? enc : u.n));
   p.seq_lens_encoder[b] = 0;
   p.seq_lens_this_time[b] = 1;
 }

@@ -17,7 +17,10 @@ void SpeculateStepUpdate(const paddle::Tensor& accept_tokens, const paddle::Tens
                          paddle::Tensor& seq_lens_decoder, paddle::Tensor& draft_tokens) {
   using paddle::DataType;
   const fdspec::binding::OpChecks c(kOp);
-  const int64_t B = seq_lens_this_time.numel();
+  FDSPEC_CHECK_DEFINED(c, accept_tokens, accept_num, token_ids_all, prompt_lens, step_idx,
+                       max_dec_len, end_tokens, stop_flags, seq_lens_this_time, seq_lens_encoder,
+                       seq_lens_decoder, draft_tokens);
+  const int64_t B = c.batch(seq_lens_this_time, "seq_lens_this_time");
   c.dtype(accept_tokens, "accept_tokens", DataType::INT64)
       .dtype(accept_num, "accept_num", DataType::INT32)
       .dtype(token_ids_all, "token_ids_all", DataType::INT64)

@@ -18,7 +18,10 @@ void SpeculateVerifyGreedy(const paddle::Tensor& target_tokens, paddle::Tensor& 
                            const paddle::Tensor& max_dec_len, const paddle::Tensor& end_tokens) {
   using paddle::DataType;
   const fdspec::binding::OpChecks c(kOp);
-  const int64_t B = seq_lens_this_time.numel();
+  FDSPEC_CHECK_DEFINED(c, target_tokens, accept_tokens, accept_num, step_idx, stop_flags,
+                       seq_lens_encoder, seq_lens_decoder, draft_tokens, seq_lens_this_time,
+                       max_dec_len, end_tokens);
+  const int64_t B = c.batch(seq_lens_this_time, "seq_lens_this_time");
   c.dtype(target_tokens, "target_tokens", DataType::INT64)
       .dtype(accept_tokens, "accept_tokens", DataType::INT64)
       .dtype(accept_num, "accept_num", DataType::INT32)

@@ -4,7 +4,7 @@ A batch of requests whose prompts are source files of the Python standard librar
 are an edit of them (the file's most used identifier renamed throughout: the kind of rewrite an LLM
 is asked for every day). The target model is an oracle that emits the answer greedily, token by
 token; the runner mirror (fastdeploy_spec.runner) decodes it with plain decoding (the baseline), with
-the n-gram proposer and with the MTP proposer, on the plugin's ops, and the demo checks that
+the n-gram proposer, the suffix-decoding proposer and the MTP proposer, on the plugin's ops, and the demo checks that
 speculation did not change a single token. It prints acceptance, tokens per step, the decode steps
 saved and the time per step in the proposer and the verification ops, and writes ``demo.json`` and
 ``demo.png`` into ``--out``.
@@ -15,7 +15,8 @@ turns on the logprob path: every step's accepted tokens go with their top-K logp
 logits, ``fastdeploy_spec.testing.oracle_logits``) through a System V message queue to a token
 processor process, and the demo checks what arrived.
 
-    python -m fastdeploy_spec.demo                       # plain, ngram, mtp; GPU if there is one
+    python -m fastdeploy_spec.demo                       # plain, ngram, suffix, mtp; GPU if there is one
+    python -m fastdeploy_spec.demo --method suffix
     python -m fastdeploy_spec.demo --method mtp --mtp-strategy with_ngram --logprobs 5
     python -m fastdeploy_spec.demo --device cpu
 """
@@ -35,7 +36,33 @@ import numpy as np
 
 from fastdeploy_spec.demo.data import BigramDraft, Task, Vocabulary, make_tasks
 
-__all__ = ["BigramDraft", "main", "parse_args", "resolve_device", "run_method"]
+__all__ = ["BigramDraft", "HostDraftOnPlace", "main", "parse_args", "plot", "plot_acceptance", "resolve_device",
+           "run_method"]
+
+
+class HostDraftOnPlace:
+    """A host (NumPy) draft model as the MTP proposer needs it: logits on the buffers' place.
+
+    The caller's copy, outside the proposer: the input ids come to the host, the model runs there,
+    and its logits are copied into one float32 [S, V] buffer on ``place``, allocated once. (On the
+    GPU machine Paddle computes nothing on the GPU, so a real model would run the same way there.)
+    """
+
+    def __init__(self, model, num_slots: int, vocab_size: int, place) -> None:
+        import paddle
+
+        from fastdeploy_spec.buffers import resolve_place
+
+        self.model = model
+        self.logits = paddle.to_tensor(np.zeros((num_slots, vocab_size), np.float32),
+                                       place=resolve_place(place))
+
+    def __call__(self, input_ids, hidden_states=None):
+        from fastdeploy_spec.buffers import copy_from_host
+
+        copy_from_host(self.logits, np.asarray(self.model(input_ids, hidden_states), np.float32))
+        return self.logits
+
 
 class Progress:
     """tqdm when installed, else a one-line counter on a terminal."""
@@ -62,7 +89,7 @@ class Progress:
             print("\r", end="", file=sys.stderr)
 
 
-METHODS = ("naive", "ngram", "mtp")
+METHODS = ("naive", "ngram", "suffix", "mtp")
 
 
 def method_label(method: str, args) -> str:
@@ -82,11 +109,12 @@ def run_method(method: str, tasks: List[Task], vocab: Vocabulary, args) -> Dict:
     requests = [Request(i, vocab.encode(t.prompt), t.max_dec_len) for i, t in enumerate(tasks)]
     oracle = OracleTarget({i: vocab.encode(t.answer) for i, t in enumerate(tasks)}, len(vocab), 0)
     width = max(len(r.prompt) + r.max_dec_len for r in requests) + 1
-    draft = BigramDraft([r.prompt for r in requests], len(vocab)) if method == "mtp" else None
-    # The draft model gets its input on the host: it is NumPy code, and on a GPU the buffers stay
-    # there (the proposer copies to and from them), so no Paddle kernel runs on the device.
+    # The draft model is NumPy code on the host; its logits are copied to the buffers' place, where the
+    # proposer's ops read them (no Paddle kernel runs on the device).
+    draft = HostDraftOnPlace(BigramDraft([r.prompt for r in requests], len(vocab)), args.slots,
+                             len(vocab), args.device) if method == "mtp" else None
     proposer = create_proposer(cfg, draft_model=draft, max_num_seqs=args.slots, max_model_len=width,
-                               place=args.device, draft_place="cpu")
+                               place=args.device)
     label = method_label(method, args)
     runner = SpecRunner(cfg, oracle, max_num_seqs=args.slots, max_model_len=width, end_tokens=[0],
                         place=args.device, proposer=proposer, logprobs=args.logprobs, timing=True)
@@ -124,6 +152,8 @@ def run_method(method: str, tasks: List[Task], vocab: Vocabulary, args) -> Dict:
     if method == "mtp":
         result.update(num_model_steps=cfg.num_model_steps, mtp_strategy=cfg.mtp_strategy,
                       draft_model="bigram table of the prompts (BigramDraft)")
+    result["acceptance"] = runner.acceptance.to_dict()
+    result["acceptance_table"] = runner.acceptance.table()
     if args.logprobs is not None:
         result["logprobs"] = check_logprobs(runner, checker, oracle, len(tasks))
     return result
@@ -161,8 +191,17 @@ def check_logprobs(runner, checker, oracle, num_requests: int) -> Dict:
                 max_abs_logprob_error=worst)
 
 
-def plot(results: List[Dict], path: Path) -> None:
-    import matplotlib
+PLOT_EXTRA_HINT = ("pip install matplotlib, or install the demo extras: "
+                   "pip install 'fastdeploy_spec[demo]' (matplotlib, tqdm)")
+
+
+def plot(results: List[Dict], path: Path) -> bool:
+    """Writes the figure to ``path``; False (nothing written) when matplotlib is not installed: the
+    plot is optional, the demo's checks and its JSON report do not need it."""
+    try:
+        import matplotlib
+    except ImportError:
+        return False
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -186,6 +225,34 @@ def plot(results: List[Dict], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+    return True
+
+
+def plot_acceptance(results: List[Dict], path: Path) -> bool:
+    """Histogram of accepted drafts per decode step, one panel per speculative method; False when
+    matplotlib is missing (the plot is optional)."""
+    try:
+        import matplotlib
+    except ImportError:
+        return False
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    spec = [r for r in results if r["num_speculative_tokens"] > 0]
+    if not spec:
+        return False
+    fig, axes = plt.subplots(1, len(spec), figsize=(4.5 * len(spec), 3.5), squeeze=False)
+    for ax, r in zip(axes[0], spec):
+        overall = r["acceptance"]["overall"]
+        hist = overall["histogram"]
+        ax.bar(range(len(hist)), hist)
+        ax.set(xlabel="drafts accepted in a decode step", ylabel="decode steps (all requests)",
+               title=f"{r['method']}: rate {100 * overall['acceptance_rate']:.1f}%, "
+                     f"mean length {overall['mean_acceptance_length']:.2f}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
 
 
 def resolve_device(device: str) -> str:
@@ -203,7 +270,7 @@ def resolve_device(device: str) -> str:
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m fastdeploy_spec.demo", description=__doc__.split("\n")[0])
     p.add_argument("--method", choices=("all",) + METHODS[1:], default="all",
-                   help="speculative method compared with plain decoding; all: ngram and mtp (default)")
+                   help="speculative method compared with plain decoding; all: ngram, suffix and mtp (default)")
     p.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
                    help="auto (default): gpu when Paddle has CUDA, a GPU is present and the op library "
                         "has CUDA kernels, else cpu")
@@ -275,8 +342,11 @@ def main(argv=None) -> int:
               f"{us['proposer'] + verify:>7.1f}"
               + (f" {us['build_output_logprobs']:>9.1f} {us['speculate_save_output_topk']:>9.1f}"
                  if lp_cols else "") + f" {r['wall_s']:>7.2f}")
-    print("(proposer: the ngram_match op; for mtp the bigram draft model, the proposer's host "
-          "bookkeeping and hybrid_mtp_ngram)")
+    print("(proposer: the ngram_match op; for mtp the bigram draft model on the host with its copies, "
+          "the draft_model_* ops and hybrid_mtp_ngram)")
+    for r in results:
+        if r["num_speculative_tokens"] > 0:
+            print(f"\nacceptance per request ({r['method']}; request = task index):\n{r['acceptance_table']}")
     ok = all(all(r["outputs_identical"]) for r in results)
     for r in results:
         same = sum(r["outputs_identical"])
@@ -303,6 +373,11 @@ def main(argv=None) -> int:
         results=results,
     )
     (args.out / "demo.json").write_text(json.dumps(report, indent=1))
-    plot(results, args.out / "demo.png")
-    print(f"wrote {args.out / 'demo.json'} and {args.out / 'demo.png'}")
+    if plot(results, args.out / "demo.png"):
+        print(f"wrote {args.out / 'demo.json'} and {args.out / 'demo.png'}")
+    else:
+        print(f"wrote {args.out / 'demo.json'}; plot skipped: matplotlib is not installed "
+              f"({PLOT_EXTRA_HINT})")
+    if plot_acceptance(results, args.out / "demo_acceptance.png"):
+        print(f"wrote {args.out / 'demo_acceptance.png'}")
     return 0 if ok else 1

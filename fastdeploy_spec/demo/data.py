@@ -98,9 +98,8 @@ def make_tasks(max_prompt_tokens: int, num_requests: int) -> List[Task]:
 class BigramDraft:
     """The MTP demo's draft model: the most frequent successor of each token in the prompts.
 
-    ``draft(input_ids, hidden_states)`` takes int64 [S, 1] token ids (the MTP proposer's
-    ``draft_place``, the CPU here; any place works, a GPU one is copied to the host) and returns
-    float32 [S, V] NumPy logits, 1 at the predicted token and 0 elsewhere (ties between
+    ``draft(input_ids, hidden_states)`` takes int64 [S, 1] token ids (a Paddle tensor on any place,
+    copied to the host, or an array) and returns float32 [S, V] NumPy logits, 1 at the predicted token and 0 elsewhere (ties between
     successors go to the lower id; a token never followed in the prompts predicts the end token 0,
     and so does the -1 of a slot with no token yet). It sees only the newest token: it guesses the
     next one from local statistics, as a real draft head would from its context, and it knows

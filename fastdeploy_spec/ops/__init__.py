@@ -6,6 +6,9 @@ outputs. ``with_cuda()`` tells whether the loaded library has GPU kernels.
 """
 
 from fastdeploy_spec.ops._loader import OpLibraryError, build_info, load, with_cuda
+from fastdeploy_spec.ops.draft_model_accept import draft_model_accept
+from fastdeploy_spec.ops.draft_model_preprocess import draft_model_preprocess
+from fastdeploy_spec.ops.draft_model_update import draft_model_update
 from fastdeploy_spec.ops.hybrid_mtp_ngram import hybrid_mtp_ngram, ngram_match_mixed
 from fastdeploy_spec.ops.mtp_save_first_token_with_topk import mtp_save_first_token_with_topk
 from fastdeploy_spec.ops.ngram_match import ngram_match
@@ -18,10 +21,14 @@ from fastdeploy_spec.ops.speculate_logprobs_topk import speculate_logprobs_topk
 from fastdeploy_spec.ops.speculate_save_output_topk import speculate_save_output_topk
 from fastdeploy_spec.ops.speculate_step_update import speculate_step_update
 from fastdeploy_spec.ops.speculate_verify_greedy import speculate_verify_greedy
+from fastdeploy_spec.ops.suffix_match import suffix_match
 
 __all__ = [
     "OpLibraryError",
     "build_info",
+    "draft_model_accept",
+    "draft_model_preprocess",
+    "draft_model_update",
     "hybrid_mtp_ngram",
     "load",
     "mtp_save_first_token_with_topk",
@@ -34,5 +41,6 @@ __all__ = [
     "speculate_save_output_topk",
     "speculate_step_update",
     "speculate_verify_greedy",
+    "suffix_match",
     "with_cuda",
 ]

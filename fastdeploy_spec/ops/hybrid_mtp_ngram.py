@@ -6,7 +6,16 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import precheck, threshold_attr
+from fastdeploy_spec.ops._common import BOOL, INT32, THRESHOLD, OpSpec
+
+SPEC = OpSpec(
+    "hybrid_mtp_ngram",
+    tensors=("token_ids_all", "prompt_lens", "pre_ids", "step_idx", "draft_token_num", "draft_tokens",
+             "seq_lens_this_time", "seq_lens_decoder", "max_dec_len"),
+    outputs=frozenset({"draft_tokens", "seq_lens_this_time"}),
+    attrs=(("max_ngram_size", INT32), ("min_ngram_size", INT32), ("max_draft_tokens", INT32),
+           ("pad_to_max", BOOL), ("threshold", THRESHOLD)),
+)
 
 
 def hybrid_mtp_ngram(
@@ -22,6 +31,7 @@ def hybrid_mtp_ngram(
     max_ngram_size: int,
     min_ngram_size: int,
     max_draft_tokens: int,
+    pad_to_max: bool = False,
     *,
     threshold: int | None = None,
 ) -> None:
@@ -50,13 +60,19 @@ def hybrid_mtp_ngram(
         column keeps its value.
     seq_lens_this_time : int32 [B]
         **Mutated.** ``ori + m``. Slots with ``ori == 0``, or no budget left, are untouched (a
-        negative entry, which no runner produces, is clamped to 0).
+        negative entry, which no runner produces, is clamped to 0); with ``pad_to_max`` every slot
+        with ``ori > 0`` ends with ``min(max_draft_tokens, K) + 1`` (or more, if ``ori`` was).
     seq_lens_decoder : int32 [B]
         ``> 0`` counts the slot in the batch budget.
     max_ngram_size, min_ngram_size : int
         Largest and smallest n-gram tried, ``1 <= min <= max <= 64``.
     max_draft_tokens : int
         Most draft tokens per slot (MTP drafts included); writes also stay within the K columns.
+    pad_to_max : bool, default False
+        Graph mode (FastDeploy #7849: upstream's 13th argument, True when the target model runs in
+        CUDA graphs): after the budget walk, every slot with ``ori > 0`` shorter than
+        ``min(max_draft_tokens, K) + 1`` is raised to it, the new columns repeating its last valid
+        token (its last draft, else column 0).
     threshold : int, optional
         Token budget of the batch. Default: ``$SPEC_TOKENUM_THRESHOLD``, else 1024.
 
@@ -75,13 +91,19 @@ def hybrid_mtp_ngram(
     ...                  drafts, slt, one([6], np.int32), one([[100]], np.int64), 2, 1, 3)
     >>> drafts.numpy().tolist(), slt.numpy().tolist()
     ([[1, 42, 7, 8]], [4])
+
+    With ``max_draft_tokens = 2`` only 7 fits; in graph mode a slot without a match is padded:
+
+    >>> drafts = one([[1, 42, 0, 0], [1, 0, 0, 0]], np.int64); slt = one([2, 1], np.int32)
+    >>> two = lambda v, d: paddle.to_tensor(np.array([v, v], d))
+    >>> hybrid_mtp_ngram(two([5, 6, 7, 8, -1, -1], np.int64), two([4], np.int64),
+    ...                  one([[9, 5, 6, -1], [9, 3, 4, -1]], np.int64), two([2], np.int64),
+    ...                  two(3, np.int32), drafts, slt, two(6, np.int32), two([100], np.int64),
+    ...                  2, 1, 2, True)
+    >>> drafts.numpy().tolist(), slt.numpy().tolist()
+    ([[1, 42, 7, 0], [1, 1, 1, 0]], [3, 3])
     """
-    if precheck("hybrid_mtp_ngram", locals(), batch=seq_lens_this_time):
-        return
-    _loader.load().hybrid_mtp_ngram(
-        token_ids_all, prompt_lens, pre_ids, step_idx, draft_token_num, draft_tokens,
-        seq_lens_this_time, seq_lens_decoder, max_dec_len, int(max_ngram_size), int(min_ngram_size),
-        int(max_draft_tokens), threshold_attr(threshold))
+    _loader.load().hybrid_mtp_ngram(*SPEC.args(locals()))
 
 
 # Upstream's Python name for the op.

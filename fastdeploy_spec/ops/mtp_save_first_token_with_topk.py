@@ -5,7 +5,17 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import precheck
+from fastdeploy_spec.ops._common import BOOL, INT32, INT64, QUEUE_ID, OpSpec
+
+SPEC = OpSpec(
+    "mtp_save_first_token_with_topk",
+    tensors=("sampled_token_ids", "logprob_token_ids", "logprob_scores", "logprob_ranks",
+             "token_num_per_batch", "cu_batch_token_offset", "not_need_stop", "seq_lens_decoder",
+             "prompt_lens", "preempted_idx"),
+    attrs=(("message_flag", INT32), ("rank_id", INT64), ("save_each_rank", BOOL),
+           ("queue_id", QUEUE_ID)),
+    same_place=False,
+)
 
 
 def mtp_save_first_token_with_topk(
@@ -22,6 +32,8 @@ def mtp_save_first_token_with_topk(
     message_flag: int,
     rank_id: int,
     save_each_rank: bool = False,
+    *,
+    queue_id: int | None = None,
 ) -> None:
     """Send each slot's first token with its top-k logprobs, followed by its draft tokens.
 
@@ -46,23 +58,28 @@ def mtp_save_first_token_with_topk(
     seq_lens_decoder : int32 [B]
     prompt_lens : int64 [B, 1]
     preempted_idx : int32 [B]
-        1 marks a preempted slot.
-    message_flag, rank_id, save_each_rank
+        1 marks a preempted slot (upstream passes its ``last_preempted_idx`` here).
+    message_flag, rank_id, save_each_rank, queue_id
         As in ``speculate_save_output_topk``.
 
     Examples
     --------
+    On a private queue, read back by the receiving side:
+
     >>> import numpy as np, paddle
-    >>> from fastdeploy_spec.ops import mtp_save_first_token_with_topk
+    >>> from fastdeploy_spec.ops import mtp_save_first_token_with_topk, speculate_get_output_topk
+    >>> from fastdeploy_spec.transport import private_queue
     >>> t = paddle.to_tensor
-    >>> mtp_save_first_token_with_topk(
-    ...     t(np.array([[7, 8, 9]], np.int64)), t(np.zeros([1, 3], np.int64)),
-    ...     t(np.zeros([1, 3], np.float32)), t(np.zeros([1], np.int64)), t(np.array([2], np.int32)),
-    ...     t(np.array([0, 1], np.int32)), t(np.array([True])), t(np.array([4], np.int32)),
-    ...     t(np.array([[4]], np.int64)), t(np.array([0], np.int32)), 4, 0)   # slot 0 sends 7, 8, 9
+    >>> tokens = t(np.zeros([3 + 512 + 512 * 126, 1], np.int64))
+    >>> scores, ranks = t(np.zeros([512 * 126, 1], np.float32)), t(np.zeros([512 * 6], np.int64))
+    >>> with private_queue() as qid:
+    ...     mtp_save_first_token_with_topk(
+    ...         t(np.array([[7, 8, 9]], np.int64)), t(np.zeros([1, 3], np.int64)),
+    ...         t(np.zeros([1, 3], np.float32)), t(np.zeros([1], np.int64)), t(np.array([2], np.int32)),
+    ...         t(np.array([0, 1], np.int32)), t(np.array([True])), t(np.array([4], np.int32)),
+    ...         t(np.array([[4]], np.int64)), t(np.array([0], np.int32)), 4, 0, queue_id=qid)
+    ...     speculate_get_output_topk(tokens, scores, ranks, 2, 0, True, queue_id=qid)
+    >>> tokens.numpy()[[3, 515, 536, 557], 0].tolist()   # slot 0 sends 3 tokens: 7, 8, 9
+    [3, 7, 8, 9]
     """
-    precheck("mtp_save_first_token_with_topk", locals(), same_place=False)
-    _loader.load().mtp_save_first_token_with_topk(
-        sampled_token_ids, logprob_token_ids, logprob_scores, logprob_ranks, token_num_per_batch,
-        cu_batch_token_offset, not_need_stop, seq_lens_decoder, prompt_lens, preempted_idx,
-        int(message_flag), int(rank_id), bool(save_each_rank))
+    _loader.load().mtp_save_first_token_with_topk(*SPEC.args(locals()))

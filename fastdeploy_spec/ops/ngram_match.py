@@ -5,7 +5,16 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import precheck, threshold_attr
+from fastdeploy_spec.ops._common import BOOL, INT32, THRESHOLD, OpSpec
+
+SPEC = OpSpec(
+    "ngram_match",
+    tensors=("token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
+             "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len"),
+    outputs=frozenset({"draft_tokens", "seq_lens_this_time"}),
+    attrs=(("max_ngram_size", INT32), ("max_draft_tokens", INT32), ("pad_to_max", BOOL),
+           ("threshold", THRESHOLD)),
+)
 
 
 def ngram_match(
@@ -20,6 +29,7 @@ def ngram_match(
     max_dec_len: paddle.Tensor,
     max_ngram_size: int,
     max_draft_tokens: int,
+    pad_to_max: bool = False,
     *,
     threshold: int | None = None,
 ) -> None:
@@ -43,13 +53,19 @@ def ngram_match(
         **Mutated.** Columns ``1 .. m`` receive the ``m`` drafts; column 0 and columns past the
         drafts keep their values.
     seq_lens_this_time : int32 [B]
-        **Mutated.** ``1 + m`` for decoding slots, 0 for empty slots; prefill slots keep theirs.
+        **Mutated.** ``1 + m`` for decoding slots (``max_draft_tokens + 1`` with ``pad_to_max``), 0
+        for empty slots; prefill slots keep theirs.
     seq_lens_encoder, seq_lens_decoder : int32 [B]
         ``encoder > 0`` marks a prefill slot (untouched); ``decoder == 0`` an empty one.
     max_ngram_size : int
         Largest n-gram tried, 1 .. 64.
     max_draft_tokens : int
-        Kept for upstream compatibility; the cap comes from ``draft_token_num``.
+        The length ``pad_to_max`` pads to, minus one (the draft cap itself is ``draft_token_num``).
+    pad_to_max : bool, default False
+        Graph mode (FastDeploy #7849, passed when the target model runs in CUDA graphs): every
+        decoding slot ends with ``seq_lens_this_time = min(max_draft_tokens, K) + 1``, the columns
+        after its drafts repeating its last valid token (its last draft, else column 0). Applied
+        after the budget walk; prefill and empty slots are untouched.
     threshold : int, optional
         Token budget of the batch. Default: ``$INFER_WITH_REFERENCE_TOKENUM_THRESHOLD``, else 128.
 
@@ -64,10 +80,13 @@ def ngram_match(
     ...             slt, one([0], np.int32), one([6], np.int32), one([[100]], np.int64), 2, 3)
     >>> drafts.numpy().tolist(), slt.numpy().tolist()   # "5 6" was followed by "7 8" in the prompt
     ([[0, 7, 8, 0]], [3])
+
+    In graph mode the slot is padded to ``max_draft_tokens + 1 = 4`` tokens with its last draft:
+
+    >>> slt = one([1], np.int32)
+    >>> ngram_match(ids, one([[4]], np.int64), one([[2]], np.int64), one([3], np.int32), drafts,
+    ...             slt, one([0], np.int32), one([6], np.int32), one([[100]], np.int64), 2, 3, True)
+    >>> drafts.numpy().tolist(), slt.numpy().tolist()
+    ([[0, 7, 8, 8]], [4])
     """
-    if precheck("ngram_match", locals(), batch=seq_lens_this_time):
-        return
-    _loader.load().ngram_match(
-        token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens, seq_lens_this_time,
-        seq_lens_encoder, seq_lens_decoder, max_dec_len, int(max_ngram_size), int(max_draft_tokens),
-        threshold_attr(threshold))
+    _loader.load().ngram_match(*SPEC.args(locals()))

@@ -5,7 +5,15 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import precheck
+from fastdeploy_spec.ops._common import INT32, IntAttr, OpSpec
+
+SPEC = OpSpec(
+    "speculate_compute_cu_batch_offset",
+    tensors=("cu_batch_token_offset", "accept_num"),
+    outputs=frozenset({"cu_batch_token_offset"}),
+    # max_accept_num: None means no upper clamp (-1 for the binding).
+    attrs=(("real_bsz", INT32), ("max_accept_num", IntAttr("int32", 0, 2**31 - 1, none=-1))),
+)
 
 
 def speculate_compute_cu_batch_offset(
@@ -27,7 +35,8 @@ def speculate_compute_cu_batch_offset(
         **Mutated.**
     accept_num : int32 [>= real_bsz]
     real_bsz : int
-        Slots to count (0: no-op).
+        Slots to count, ``>= 0``; with 0 only ``cu[0] = 0`` is written (an empty batch has no
+        valid row, and readers take ``cu[real_bsz]`` as the count of valid rows).
     max_accept_num : int, optional
         Upper clamp of each count; pass K + 1 to get the offsets that
         ``speculate_get_accept_tokens_and_logits`` computes. Default: no upper clamp.
@@ -42,10 +51,4 @@ def speculate_compute_cu_batch_offset(
     >>> cu.numpy().tolist()
     [0, 2, 5, 5]
     """
-    if max_accept_num is None:
-        max_accept_num = -1
-    elif int(max_accept_num) < 0:
-        raise ValueError(f"max_accept_num must be >= 0, got {max_accept_num}")
-    precheck("speculate_compute_cu_batch_offset", locals())
-    _loader.load().speculate_compute_cu_batch_offset(
-        cu_batch_token_offset, accept_num, int(real_bsz), int(max_accept_num))
+    _loader.load().speculate_compute_cu_batch_offset(*SPEC.args(locals()))

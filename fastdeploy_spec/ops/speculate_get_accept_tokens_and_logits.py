@@ -5,7 +5,14 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import allocated, precheck
+from fastdeploy_spec.ops._common import OpSpec
+
+SPEC = OpSpec(
+    "speculate_get_accept_tokens_and_logits",
+    tensors=("token_ids", "target_logits", "logits", "cu_batch_token_offset", "cu_seqlens_q_output",
+             "seq_lens_this_time", "seq_lens_encoder", "accept_num", "accept_tokens"),
+    outputs=frozenset({"token_ids", "target_logits", "cu_batch_token_offset"}),
+)
 
 
 def speculate_get_accept_tokens_and_logits(
@@ -58,8 +65,4 @@ def speculate_get_accept_tokens_and_logits(
     >>> ids.numpy().tolist(), cu.numpy().tolist(), rows.numpy()[:, 0].tolist()
     ([10, 20, 21, 30], [0, 1, 3, 4], [0.0, 4.0, 6.0, 8.0])
     """
-    if precheck("speculate_get_accept_tokens_and_logits", locals(), batch=seq_lens_this_time):
-        return
-    _loader.load().speculate_get_accept_tokens_and_logits(
-        allocated(token_ids), allocated(target_logits), logits, cu_batch_token_offset, cu_seqlens_q_output,
-        seq_lens_this_time, seq_lens_encoder, accept_num, accept_tokens)
+    _loader.load().speculate_get_accept_tokens_and_logits(*SPEC.args(locals()))

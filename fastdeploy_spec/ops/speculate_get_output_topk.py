@@ -5,7 +5,15 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import precheck
+from fastdeploy_spec.ops._common import BOOL, INT32, INT64, QUEUE_ID, OpSpec
+
+SPEC = OpSpec(
+    "speculate_get_output_topk",
+    tensors=("output_tokens", "output_scores", "output_ranks"),
+    outputs=frozenset({"output_tokens", "output_scores", "output_ranks"}),
+    attrs=(("real_k", INT32), ("rank_id", INT64), ("wait_flag", BOOL), ("queue_id", QUEUE_ID)),
+    same_place=False,
+)
 
 
 def speculate_get_output_topk(
@@ -15,10 +23,13 @@ def speculate_get_output_topk(
     real_k: int,
     rank_id: int,
     wait_flag: bool,
+    *,
+    queue_id: int | None = None,
 ) -> None:
     """Receive one logprob message and write it, in place, into upstream's receive layout.
 
-    Reads the queue named by ``$INFERENCE_MSG_QUEUE_ID`` (default 1), reassembling fragmented
+    Reads the queue ``queue_id``, by default the one named by ``$INFERENCE_MSG_QUEUE_ID`` (default
+    1), reassembling fragmented
     messages. ``fastdeploy_spec.transport.parse_logprob_output`` turns the buffers into Python values.
     A message that cannot be reassembled (its sender stopped mid-message, foreign data in the queue)
     is dropped with an error; the next call goes on with the next message.
@@ -40,6 +51,8 @@ def speculate_get_output_topk(
     wait_flag : bool
         Block until a message arrives; otherwise return at once, with ``output_tokens[0] = -2`` if
         the queue is empty.
+    queue_id : int, optional
+        Keyword only: the queue to read (0 .. 255), instead of ``$INFERENCE_MSG_QUEUE_ID``.
 
     Notes
     -----
@@ -52,13 +65,13 @@ def speculate_get_output_topk(
     --------
     >>> import numpy as np, paddle
     >>> from fastdeploy_spec.ops import speculate_get_output_topk
+    >>> from fastdeploy_spec.transport import private_queue
     >>> tokens = paddle.to_tensor(np.zeros([3 + 512 + 512 * 126, 1], np.int64))
     >>> scores = paddle.to_tensor(np.zeros([512 * 126, 1], np.float32))
     >>> ranks = paddle.to_tensor(np.zeros([512 * 6], np.int64))
-    >>> speculate_get_output_topk(tokens, scores, ranks, 20, 0, False)
+    >>> with private_queue() as qid:
+    ...     speculate_get_output_topk(tokens, scores, ranks, 20, 0, False, queue_id=qid)
     >>> int(tokens[0, 0])   # with an empty queue
     -2
     """
-    precheck("speculate_get_output_topk", locals(), same_place=False)
-    _loader.load().speculate_get_output_topk(
-        output_tokens, output_scores, output_ranks, int(real_k), int(rank_id), bool(wait_flag))
+    _loader.load().speculate_get_output_topk(*SPEC.args(locals()))

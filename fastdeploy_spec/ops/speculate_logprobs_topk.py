@@ -5,7 +5,16 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import precheck
+from fastdeploy_spec.ops._common import BOOL, OpSpec
+
+SPEC = OpSpec(
+    "speculate_logprobs_topk",
+    tensors=("target_logits", "token_ids", "cu_batch_token_offset", "logprob_token_ids",
+             "logprob_scores", "logprob_ranks", "temperature"),
+    outputs=frozenset({"logprob_token_ids", "logprob_scores", "logprob_ranks"}),
+    attrs=(("raw_logits", BOOL),),
+    optional=frozenset({"temperature"}),
+)
 
 
 def speculate_logprobs_topk(
@@ -30,9 +39,10 @@ def speculate_logprobs_topk(
     - columns ``1 .. k``: the ``k`` best entries, larger ``x`` first, ties to the lower token id.
 
     Scores are clipped below at the float32 minimum, as upstream clips its logprobs. Padding rows
-    (``r >= cu[B]``) get ids -1, scores 0 and rank 0 in every column; so does column 0 (and the rank)
-    when the accepted token is outside ``[0, V)``. The outputs are caller-allocated and written in
-    place, so a runner can capture the op in a CUDA graph; k is ``logprob_token_ids.shape[1] - 1``.
+    (``r >= cu[B]``) get ids -1, scores 0 and rank 0 in every column. An accepted token outside
+    ``[0, V)`` keeps its id in column 0, with score 0 and rank 0. The outputs are caller-allocated
+    and written in place, so a runner can capture the op in a CUDA graph; k is
+    ``logprob_token_ids.shape[1] - 1``.
 
     Parameters
     ----------
@@ -48,8 +58,10 @@ def speculate_logprobs_topk(
     logprob_ranks : int64 [N]
         **Mutated.** Rank of the accepted token.
     temperature : float32 [B] or [B, 1], optional
-        Per-slot temperature; a value that is not a positive finite number means 1 (e.g. the 0 of
-        a greedy slot). To mirror upstream's ``temp_scaled_logprobs`` flag, pass 1 where it is off.
+        Per-slot temperature. A value below ``1e-5`` (the sampling epsilon under which a slot is
+        greedy: 0, negative, NaN, or so small that ``1 / T`` would overflow) or ``+inf`` means 1:
+        the slot's logits are not scaled. To mirror upstream's ``temp_scaled_logprobs`` flag, pass 1
+        where it is off.
     raw_logits : bool
         Scores are the (scaled) logits themselves, not logprobs (``logprobs_mode="*_logits"``).
 
@@ -64,8 +76,4 @@ def speculate_logprobs_topk(
     >>> ids.numpy().tolist(), ranks.numpy().tolist()   # row 1 is padding (cu[B] = 1)
     ([[2, 1, 3], [-1, -1, -1]], [3, 0])
     """
-    if precheck("speculate_logprobs_topk", locals(), batch=token_ids):
-        return
-    _loader.load().speculate_logprobs_topk(
-        target_logits, token_ids, cu_batch_token_offset, logprob_token_ids, logprob_scores,
-        logprob_ranks, temperature, bool(raw_logits))
+    _loader.load().speculate_logprobs_topk(*SPEC.args(locals()))

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import numpy as np
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import precheck
+from fastdeploy_spec.ops._common import BOOL, INT32, INT64, QUEUE_ID, OpSpec
+
+SPEC = OpSpec(
+    "speculate_save_output_topk",
+    tensors=("sampled_token_ids", "logprob_token_ids", "logprob_scores", "logprob_ranks",
+             "token_num_per_batch", "cu_batch_token_offset", "not_need_stop", "seq_lens_decoder",
+             "prompt_lens", "last_preempted_idx"),
+    attrs=(("message_flag", INT32), ("rank_id", INT64), ("save_each_rank", BOOL),
+           ("queue_id", QUEUE_ID)),
+    same_place=False,
+)
+
+_ATTRS = ("message_flag", "rank_id", "save_each_rank")
 
 
 def speculate_save_output_topk(
@@ -18,14 +31,22 @@ def speculate_save_output_topk(
     not_need_stop: paddle.Tensor,
     seq_lens_decoder: paddle.Tensor,
     prompt_lens: paddle.Tensor,
-    message_flag: int,
-    rank_id: int,
+    *args: object,
+    last_preempted_idx: paddle.Tensor | None = None,
+    message_flag: int | None = None,
+    rank_id: int | None = None,
     save_each_rank: bool = False,
+    queue_id: int | None = None,
 ) -> None:
     """Send a step's accepted tokens with their top-k logprobs to the token processor.
 
-    One message goes to the System V queue named by ``$INFERENCE_MSG_QUEUE_ID`` (default 1, created
-    if absent). It carries only the ``B`` slots, their tokens and the ``M`` columns, so its size grows
+    Both of upstream's forms are accepted: ``(..., prompt_lens, last_preempted_idx, message_flag,
+    rank_id, save_each_rank)`` (FastDeploy's current call) and ``(..., prompt_lens, message_flag,
+    rank_id, save_each_rank)`` (before ``last_preempted_idx``; no slot is then preempted).
+
+    One message goes to the System V queue ``queue_id``, by default the one named by
+    ``$INFERENCE_MSG_QUEUE_ID`` (default 1: the queue a FastDeploy server on this host reads),
+    created if absent. It carries only the ``B`` slots, their tokens and the ``M`` columns, so its size grows
     with the content; beyond the kernel's ``msgmax`` it travels as fragments that
     ``speculate_get_output_topk`` reassembles. Blocks while the queue is full; a send that cannot
     succeed raises an error naming its cause (and the sysctl when a kernel limit is the cause).
@@ -51,24 +72,60 @@ def speculate_save_output_topk(
         ``[0]`` of the message is ``+INFERENCE_MSG_ID`` when true, else its negative (default 1).
     seq_lens_decoder : int32 [B]
     prompt_lens : int64 [B, 1]
+    last_preempted_idx : int32 [B] or [B, 1], optional
+        1 marks a slot preempted since the last step: it reports the count -9 (upstream's
+        ``PREEMPTED_TOKEN_ID``) and no token. Positional (10th) or keyword.
     message_flag : int
         0 .. 255, e.g. 3 for the target model, 4 for the draft model; sent in bits 0..7 of ``[1]``.
     rank_id : int
         A rank > 0 sends nothing unless ``save_each_rank``.
     save_each_rank : bool
+    queue_id : int, optional
+        Keyword only: the queue to send to (0 .. 255), instead of ``$INFERENCE_MSG_QUEUE_ID``.
 
     Examples
     --------
+    On a private queue (``private_queue`` reserves an unused id and removes the queue afterwards);
+    the receiving side reads the message back:
+
     >>> import numpy as np, paddle
-    >>> from fastdeploy_spec.ops import speculate_save_output_topk
+    >>> from fastdeploy_spec.ops import speculate_get_output_topk, speculate_save_output_topk
+    >>> from fastdeploy_spec.transport import private_queue
     >>> t = paddle.to_tensor
-    >>> speculate_save_output_topk(
-    ...     t(np.array([7, 8], np.int64)), t(np.zeros([2, 3], np.int64)), t(np.zeros([2, 3], np.float32)),
-    ...     t(np.zeros([2], np.int64)), t(np.array([2], np.int32)), t(np.array([0, 2], np.int32)),
-    ...     t(np.array([True])), t(np.array([4], np.int32)), t(np.array([[4]], np.int64)), 3, 0)
+    >>> tokens = t(np.zeros([3 + 512 + 512 * 126, 1], np.int64))
+    >>> scores, ranks = t(np.zeros([512 * 126, 1], np.float32)), t(np.zeros([512 * 6], np.int64))
+    >>> with private_queue() as qid:
+    ...     speculate_save_output_topk(
+    ...         t(np.array([7, 8], np.int64)), t(np.zeros([2, 3], np.int64)),
+    ...         t(np.zeros([2, 3], np.float32)), t(np.zeros([2], np.int64)), t(np.array([2], np.int32)),
+    ...         t(np.array([0, 2], np.int32)), t(np.array([True])), t(np.array([4], np.int32)),
+    ...         t(np.array([[4]], np.int64)), t(np.array([0], np.int32)), 3, 0, False, queue_id=qid)
+    ...     speculate_get_output_topk(tokens, scores, ranks, 2, 0, True, queue_id=qid)
+    >>> tokens.numpy()[[2, 3, 515, 536], 0].tolist()   # batch 1; slot 0: 2 tokens, 7 then 8
+    [1, 2, 7, 8]
     """
-    precheck("speculate_save_output_topk", locals(), same_place=False)
-    _loader.load().speculate_save_output_topk(
-        sampled_token_ids, logprob_token_ids, logprob_scores, logprob_ranks, token_num_per_batch,
-        cu_batch_token_offset, not_need_stop, seq_lens_decoder, prompt_lens, int(message_flag),
-        int(rank_id), bool(save_each_rank))
+    rest = list(args)
+    # A tensor in 10th place, or one argument more than the attributes: the 10-tensor form, whose
+    # 10th argument is then checked as a tensor (named) rather than taken for message_flag.
+    explicit = bool(rest) and (isinstance(rest[0], paddle.Tensor) or len(rest) > len(_ATTRS))
+    if explicit:
+        if last_preempted_idx is not None:
+            raise TypeError("speculate_save_output_topk: last_preempted_idx given twice")
+        last_preempted_idx = rest.pop(0)
+    if len(rest) > len(_ATTRS):
+        raise TypeError(f"speculate_save_output_topk: at most {9 + 1 + len(_ATTRS)} positional "
+                        f"arguments, got {9 + len(args)}")
+    named = {"message_flag": message_flag, "rank_id": rank_id, "save_each_rank": save_each_rank}
+    for name, value in zip(_ATTRS, rest):
+        if name != "save_each_rank" and named[name] is not None:
+            raise TypeError(f"speculate_save_output_topk: {name} given twice")
+        named[name] = value
+    missing = [n for n in ("message_flag", "rank_id") if named[n] is None]
+    if missing:
+        raise TypeError(f"speculate_save_output_topk: missing {', '.join(missing)}")
+    if (last_preempted_idx is None and not explicit and isinstance(token_num_per_batch, paddle.Tensor)
+            and token_num_per_batch.ndim >= 1):  # upstream's earlier form: no slot is preempted
+        last_preempted_idx = paddle.to_tensor(np.zeros(token_num_per_batch.shape[0], np.int32),
+                                              place=paddle.CPUPlace())
+    values = dict(locals(), last_preempted_idx=last_preempted_idx, **named)
+    _loader.load().speculate_save_output_topk(*SPEC.args(values))

@@ -5,7 +5,16 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import allocated, precheck
+from fastdeploy_spec.ops._common import OpSpec
+
+SPEC = OpSpec(
+    "speculate_step_update",
+    tensors=("accept_tokens", "accept_num", "token_ids_all", "prompt_lens", "step_idx", "max_dec_len",
+             "end_tokens", "stop_flags", "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder",
+             "draft_tokens"),
+    outputs=frozenset({"token_ids_all", "step_idx", "stop_flags", "seq_lens_this_time",
+                       "seq_lens_encoder", "seq_lens_decoder", "draft_tokens"}),
+)
 
 
 def speculate_step_update(
@@ -72,8 +81,4 @@ def speculate_step_update(
     >>> ids.numpy()[0].tolist(), step_idx.numpy().item(), dec.numpy().item(), drafts.numpy()[0, 0].item()
     ([1, 2, 3, 9, 4, 6, -1, -1], 3, 5, 6)
     """
-    if precheck("speculate_step_update", locals(), batch=accept_num):
-        return
-    _loader.load().speculate_step_update(
-        accept_tokens, accept_num, allocated(token_ids_all), prompt_lens, step_idx, max_dec_len, end_tokens,
-        stop_flags, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, draft_tokens)
+    _loader.load().speculate_step_update(*SPEC.args(locals()))

@@ -5,7 +5,15 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import precheck
+from fastdeploy_spec.ops._common import OpSpec
+
+SPEC = OpSpec(
+    "speculate_verify_greedy",
+    tensors=("target_tokens", "accept_tokens", "accept_num", "step_idx", "stop_flags",
+             "seq_lens_encoder", "seq_lens_decoder", "draft_tokens", "seq_lens_this_time",
+             "max_dec_len", "end_tokens"),
+    outputs=frozenset({"accept_tokens", "accept_num"}),
+)
 
 
 def speculate_verify_greedy(
@@ -70,8 +78,4 @@ def speculate_verify_greedy(
     >>> accept_tokens.numpy().tolist(), accept_num.numpy().tolist()  # 7 8 agree, 9 != 5: take 5
     ([[7, 8, 5, 0]], [3])
     """
-    if precheck("speculate_verify_greedy", locals(), batch=accept_num):
-        return
-    _loader.load().speculate_verify_greedy(
-        target_tokens, accept_tokens, accept_num, step_idx, stop_flags, seq_lens_encoder,
-        seq_lens_decoder, draft_tokens, seq_lens_this_time, max_dec_len, end_tokens)
+    _loader.load().speculate_verify_greedy(*SPEC.args(locals()))

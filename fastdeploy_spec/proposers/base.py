@@ -5,26 +5,36 @@ from __future__ import annotations
 import abc
 from typing import Any, Sequence
 
-from fastdeploy_spec.config import SpeculativeConfig
+from fastdeploy_spec.config import proposer_config
 
 
 class Proposer(abc.ABC):
     """Writes draft tokens for the next verification step into the runner's buffers.
 
-    ``run(**kw)`` is what a runner calls once per decode step; subclasses implement ``_run_impl``.
-    A proposer mutates ``draft_tokens`` and ``seq_lens_this_time`` of the share-inputs in place, on
-    the place where they live.
+    ``run(share_inputs, ...)`` (positional as FastDeploy calls it, or keyword) is what a runner calls
+    once per decode step; subclasses implement ``_run_impl``. A proposer mutates ``draft_tokens`` and
+    ``seq_lens_this_time`` of the share-inputs in place, on the place where they live.
+
+    ``config`` is a ``SpeculativeConfig``, a ``ProposerConfig`` or an object shaped like FastDeploy's
+    ``FDConfig`` (see :func:`fastdeploy_spec.config.proposer_config`); the attributes below are
+    FastDeploy's names. ``config`` keeps the typed ``SpeculativeConfig``.
     """
 
-    def __init__(self, config: SpeculativeConfig) -> None:
-        self.config = config
-        self.max_draft_token_num = config.num_speculative_tokens
+    def __init__(self, config: Any) -> None:
+        setup = proposer_config(config)
+        self.config = setup.speculative
+        self.pad_to_max = setup.pad_to_max
+        self.max_num_seqs = setup.max_num_seqs
+        self.max_model_len = setup.max_model_len
+        self.max_draft_token_num = self.config.num_speculative_tokens
+        self.max_ngram_size = self.config.max_ngram_size
+        self.min_ngram_size = self.config.min_ngram_size
 
-    def run(self, **kw: Any) -> None:
-        self._run_impl(**kw)
+    def run(self, *args: Any, **kw: Any) -> None:
+        self._run_impl(*args, **kw)
 
     @abc.abstractmethod
-    def _run_impl(self, **kw: Any) -> None:
+    def _run_impl(self, *args: Any, **kw: Any) -> None:
         """Propose drafts for one step."""
 
     def reset(self, slots: Sequence[int]) -> None:

@@ -7,9 +7,13 @@ from typing import Any, Callable, Dict, Optional, Sequence
 import numpy as np
 import paddle
 
-from fastdeploy_spec.buffers import copy_from_host, resolve_place
-from fastdeploy_spec.config import SpeculativeConfig
-from fastdeploy_spec.ops import hybrid_mtp_ngram
+from fastdeploy_spec.buffers import resolve_place
+from fastdeploy_spec.ops import (
+    draft_model_accept,
+    draft_model_preprocess,
+    draft_model_update,
+    hybrid_mtp_ngram,
+)
 from fastdeploy_spec.proposers.base import Proposer
 
 DraftModel = Callable[..., Any]
@@ -18,50 +22,54 @@ DraftModel = Callable[..., Any]
 class MTPProposer(Proposer):
     """Proposes drafts with a draft (MTP) model, then extends them with ``hybrid_mtp_ngram``.
 
-    The proposer owns the draft model's inputs: ``pre_ids`` [S, D] int64 (row b: -1 at index 0, then
-    the slot's generated tokens, newest at ``step_idx[b]``) and ``step_idx`` [S, 1] int64, which is
-    also the slot's sequence length in ``pre_ids``. Per decode step, for every decoding slot
-    (``seq_lens_encoder == 0`` and ``seq_lens_decoder > 0``):
+    The proposer owns the draft side's buffers, allocated once on ``place`` (that of the runner's
+    share-inputs): ``pre_ids`` [S, D] int64 (row b: -1 at index 0, then the slot's generated tokens,
+    newest at ``step_idx[b]``), ``step_idx`` and ``max_dec_len`` [S, 1] int64, ``seq_lens_decoder``
+    [S] int32, ``input_ids`` [S, 1] int64 (the draft model's input) and ``mtp_draft_num`` [S] int32
+    (MTP drafts not verified yet). A decode step runs only plugin ops and the draft model, with no
+    host synchronisation and no allocation, so it can be captured in a CUDA graph:
 
-    1. ``num_model_steps`` greedy steps: the draft model maps the newest token of each slot to logits,
-       the argmax becomes draft ``i`` (``draft_tokens[b, 1 + i]``) and is appended to ``pre_ids``;
-       ``seq_lens_this_time[b] = 1 + drafts``. Column 0 (the last accepted token) is the runner's.
-    2. With ``mtp_strategy == "with_ngram"`` and K > ``num_model_steps``: ``hybrid_mtp_ngram``
-       appends n-gram continuations of the newest tokens of ``pre_ids`` (the MTP drafts included),
-       up to K drafts in all, in place on the share-inputs.
+    1. ``draft_model_preprocess``: drops drafts never verified, clears the slots that start a request
+       (``seq_lens_encoder > 0``), gives each decoding slot's newest token to ``input_ids`` (other
+       slots 0) and sets its ``seq_lens_this_time`` to 1.
+    2. ``num_model_steps`` times: ``logits = draft_model(input_ids, hidden)``, then
+       ``draft_model_update`` takes the greedy token of each decoding slot (argmax, ties to the
+       lowest id) and appends it to ``draft_tokens``, ``pre_ids``, ``step_idx`` and
+       ``seq_lens_this_time``, and makes it the next ``input_ids``.
+    3. With ``mtp_strategy == "with_ngram"`` and K > ``num_model_steps``: ``hybrid_mtp_ngram``
+       appends n-gram continuations of the newest tokens of ``pre_ids`` (MTP drafts included), up to
+       K drafts in all, called as upstream calls it: the draft side's ``pre_ids``, ``step_idx``,
+       ``seq_lens_decoder`` and ``max_dec_len``, the target's drafts and lengths.
 
-    After verification the runner calls :meth:`accept`, which drops the step's MTP drafts from
-    ``pre_ids`` and appends the accepted tokens; :meth:`reset` clears slots that start a request.
-
-    The bookkeeping runs on the host in NumPy (a device->host copy of the logits and of the touched
-    buffers, then host->device copies back into the same allocations): correct wherever the buffers
-    live, but not free of host synchronisation on a GPU; a device-side argmax and draft write is
-    future work. No Paddle kernel touches the buffers (copies and ``hybrid_mtp_ngram`` only); the
-    only Paddle kernels are the draft model's own, on ``draft_place``. Slots are told
-    apart only by ``seq_lens_this_time`` inside ``hybrid_mtp_ngram`` (as upstream): a prefill chunk of
-    at most K tokens in the same batch would be extended too.
+    After verification the runner calls :meth:`accept` (``draft_model_accept``: the step's MTP
+    drafts leave ``pre_ids``, the accepted tokens join it). Slots that start a request are cleared by
+    step 1 when it sees them in prefill, as upstream's ``draft_model_preprocess`` does, so
+    :meth:`reset` has nothing to do. Column 0 of ``draft_tokens`` (the last accepted token) is the
+    runner's. Slots are told apart only by ``seq_lens_this_time`` inside ``hybrid_mtp_ngram`` (as
+    upstream): a prefill chunk of at most K tokens in the same batch would be extended too.
 
     Parameters
     ----------
-    config : SpeculativeConfig
+    config : SpeculativeConfig or FDConfig-shaped
         K = ``num_speculative_tokens``, ``num_model_steps``, ``mtp_strategy``, n-gram sizes and
-        ``hybrid_threshold``.
+        ``hybrid_threshold``; from an ``FDConfig``, also ``max_num_seqs`` / ``max_model_len`` and
+        ``pad_to_max`` (``graph_opt_config.use_cudagraph``, passed to ``hybrid_mtp_ngram``).
     draft_model : callable
-        ``draft_model(input_ids, hidden_states)`` with ``input_ids`` int64 [S, 1] (each slot's newest
-        token; rows of other slots hold 0 and are ignored) returns logits [S, V], or
-        ``(logits, hidden)``. Step 0 gets the ``hidden_states`` given to :meth:`run` (None if none),
-        later steps the ``hidden`` the model returned (None if it returned logits only).
-    max_num_seqs : int
-        S, the slots.
-    max_model_len : int
-        Default width D of ``pre_ids`` (a slot stops drafting once its row is full).
+        ``draft_model(input_ids, hidden_states)`` with ``input_ids`` int64 [S, 1] on ``place`` (each
+        decoding slot's newest token; other rows hold 0 and their logits are not read) returns
+        logits [S, V] (float32, float16 or bfloat16) on ``place``, or ``(logits, hidden)``. It must
+        not write ``input_ids``. Step 0 gets the ``hidden_states`` given to :meth:`run` (None if
+        none), later steps the ``hidden`` the model returned (None if it returned logits only). A
+        model that runs elsewhere (on the host, say) is wrapped by the caller, who copies its input
+        out and its logits into a buffer on ``place``: that copy is the caller's, outside the
+        proposer.
+    max_num_seqs : int, optional
+        S, the slots (default: the config's ``scheduler_config.max_num_seqs``).
+    max_model_len : int, optional
+        Default width D of ``pre_ids`` (a slot stops drafting once its row is full); default: the
+        config's ``model_config.max_model_len``.
     place : str or Paddle place, optional
-        Where ``pre_ids`` and ``step_idx`` live: the place of the share-inputs ('cpu' by default).
-    draft_place : str or Paddle place, optional
-        Where the draft model's ``input_ids`` are put, hence where a Paddle draft model runs (default:
-        ``place``). 'cpu' runs the draft model on the host while the buffers stay on the GPU: the
-        setting for a GPU whose architecture the installed Paddle has no kernels for (Paddle 2.6 on an
-        H100), where a Paddle model on the GPU silently computes garbage.
+        Where the buffers live: the place of the share-inputs ('cpu' by default).
 
     Examples
     --------
@@ -75,17 +83,27 @@ class MTPProposer(Proposer):
     >>> plus_one = lambda ids, hidden: paddle.nn.functional.one_hot((ids[:, 0] + 1) % 8, 8)
     >>> bufs = make_share_inputs(1, 16, cfg)
     >>> copy_from_host(bufs["seq_lens_decoder"], np.array([4], np.int32))
+    >>> copy_from_host(bufs["stop_flags"], np.array([[False]]))
     >>> copy_from_host(bufs["max_dec_len"], np.array([[100]], np.int64))
     >>> mtp = MTPProposer(cfg, plus_one, max_num_seqs=1, max_model_len=16)
-    >>> mtp.accept(np.array([[3, -1, -1]]), np.array([1]))  # the first generated token
+    >>> copy_from_host(bufs["accept_tokens"], np.array([[3, -1, -1]], np.int64))
+    >>> copy_from_host(bufs["accept_num"], np.array([1], np.int32))
+    >>> mtp.accept(bufs["accept_tokens"], bufs["accept_num"])  # the first generated token
     >>> mtp.run(share_inputs=bufs)
     >>> bufs["draft_tokens"].numpy()[0, 1:].tolist(), bufs["seq_lens_this_time"].numpy().tolist()
     ([4, 5], [3])
     """
 
-    def __init__(self, config: SpeculativeConfig, draft_model: DraftModel, max_num_seqs: int,
-                 max_model_len: int, *, place=None, draft_place=None) -> None:
-        super().__init__(config)
+    def __init__(self, config, draft_model: DraftModel, max_num_seqs: Optional[int] = None,
+                 max_model_len: Optional[int] = None, *, place=None) -> None:
+        super().__init__(config)  # also an FDConfig-shaped object (proposers/base.py)
+        max_num_seqs = self.max_num_seqs if max_num_seqs is None else max_num_seqs
+        max_model_len = self.max_model_len if max_model_len is None else max_model_len
+        if max_num_seqs is None or max_model_len is None:
+            raise ValueError("MTPProposer needs max_num_seqs and max_model_len (arguments, or the "
+                             "config's scheduler_config / model_config)")
+        self.max_num_seqs, self.max_model_len = max_num_seqs, max_model_len
+        config = self.config
         if not callable(draft_model):
             raise TypeError(f"draft_model must be callable, got {type(draft_model).__name__}")
         if max_num_seqs < 0 or max_model_len < 2:
@@ -96,85 +114,58 @@ class MTPProposer(Proposer):
         self.extend_with_ngram = (config.mtp_strategy == "with_ngram"
                                   and config.num_speculative_tokens > config.num_model_steps)
         self.place = resolve_place(place)
-        self.draft_place = self.place if draft_place is None else resolve_place(draft_place)
-        self.pre_ids = paddle.to_tensor(np.full((max_num_seqs, max_model_len), -1, np.int64),
-                                        place=self.place)
-        self.step_idx = paddle.to_tensor(np.zeros((max_num_seqs, 1), np.int64), place=self.place)
-        # MTP drafts appended to pre_ids by the last run, dropped again by accept().
-        self._drafted = np.zeros(max_num_seqs, np.int64)
+        S, D = max_num_seqs, max_model_len
+
+        def buffer(shape, fill, dtype):  # made on the host, copied to the place once
+            return paddle.to_tensor(np.full(shape, fill, dtype), place=self.place)
+
+        self.pre_ids = buffer((S, D), -1, np.int64)
+        self.step_idx = buffer((S, 1), 0, np.int64)
+        self.seq_lens_decoder = buffer((S,), 0, np.int32)
+        self.max_dec_len = buffer((S, 1), 0, np.int64)
+        self.input_ids = buffer((S, 1), 0, np.int64)
+        self.mtp_draft_num = buffer((S,), 0, np.int32)
 
     def reset(self, slots: Sequence[int]) -> None:
-        """Forget the tokens of ``slots`` (a new request starts there)."""
-        idx = np.asarray(slots, np.int64)
-        pre, step = self.pre_ids.numpy(), self.step_idx.numpy()
-        pre[idx] = -1
-        step[idx] = 0
-        self._drafted[idx] = 0
-        copy_from_host(self.pre_ids, pre)
-        copy_from_host(self.step_idx, step)
+        """Nothing to do: ``run`` clears a slot when it sees it start a request (in prefill)."""
 
-    def accept(self, accept_tokens, accept_num) -> None:
-        """Replace the last run's MTP drafts in ``pre_ids`` by the verified tokens.
+    def accept(self, accept_tokens: paddle.Tensor, accept_num: paddle.Tensor) -> None:
+        """Replace the last run's MTP drafts in ``pre_ids`` by the verified tokens (one op).
 
         Parameters
         ----------
-        accept_tokens : int64 [S, K + 1] (Paddle tensor or NumPy array)
+        accept_tokens : int64 [S, K + 1] Paddle tensor on the proposer's place
             Row b: the ``accept_num[b]`` tokens the target accepted (first token after prefill too).
-        accept_num : int32 [S]
-            Tokens accepted per slot; 0 leaves the slot's accepted history as it was.
+        accept_num : int32 [S] Paddle tensor on the proposer's place
+            Tokens accepted per slot; 0 only drops the drafts.
         """
-        tokens = _host(accept_tokens).astype(np.int64)
-        num = _host(accept_num).reshape(-1)
-        pre, step = self.pre_ids.numpy(), self.step_idx.numpy()
-        D = pre.shape[1]
-        for b in range(pre.shape[0]):
-            s = int(step[b, 0]) - int(self._drafted[b])
-            n = int(np.clip(num[b], 0, min(tokens.shape[1], D - 1 - s)))
-            pre[b, s + 1:s + 1 + n] = tokens[b, :n]
-            step[b, 0] = s + n
-        self._drafted[:] = 0
-        copy_from_host(self.pre_ids, pre)
-        copy_from_host(self.step_idx, step)
+        for name, t in (("accept_tokens", accept_tokens), ("accept_num", accept_num)):
+            if not isinstance(t, paddle.Tensor):
+                raise TypeError(f"MTPProposer.accept: {name} must be a Paddle tensor on the proposer's "
+                                f"place, got {type(t).__name__}")
+        draft_model_accept(accept_tokens, accept_num, self.step_idx, self.pre_ids, self.mtp_draft_num)
 
     def _run_impl(self, share_inputs: Dict[str, paddle.Tensor],
                   hidden_states: Optional[paddle.Tensor] = None, **_: object) -> None:
         s = share_inputs
-        enc = s["seq_lens_encoder"].numpy().reshape(-1)
-        dec = s["seq_lens_decoder"].numpy().reshape(-1)
-        active = (enc == 0) & (dec > 0)
-        pre, step = self.pre_ids.numpy(), self.step_idx.numpy()
-        drafts, slt = s["draft_tokens"].numpy(), s["seq_lens_this_time"].numpy()
-        rows = np.arange(pre.shape[0])
-        drafted = np.zeros(pre.shape[0], np.int64)
-
+        draft_model_preprocess(
+            self.input_ids, self.seq_lens_decoder, self.step_idx, self.pre_ids, self.mtp_draft_num,
+            self.max_dec_len, s["seq_lens_this_time"], s["seq_lens_encoder"], s["seq_lens_decoder"],
+            s["stop_flags"], s["max_dec_len"])
         hidden = hidden_states
-        for i in range(self.num_model_steps):
-            # Other slots get token 0, not their row's -1 fill: an embedding lookup of -1 reads
-            # outside the table (Paddle's CPU embedding does not check; found by ASan).
-            newest = np.where(active, pre[rows, step[:, 0]], 0).reshape(-1, 1)
-            out = self.draft_model(paddle.to_tensor(newest, place=self.draft_place), hidden)
+        for substep in range(self.num_model_steps):
+            out = self.draft_model(self.input_ids, hidden)
             logits, hidden = out if isinstance(out, tuple) else (out, None)
-            token = np.argmax(_host(logits).reshape(len(rows), -1), axis=-1)
-            room = active & (step[:, 0] + 1 < pre.shape[1]) & (drafted == i)
-            step[room, 0] += 1
-            pre[rows[room], step[room, 0]] = token[room]
-            drafts[room, 1 + i] = token[room]
-            drafted[room] += 1
-        slt[active] = 1 + drafted[active]
-
-        self._drafted = drafted
-        copy_from_host(self.pre_ids, pre)
-        copy_from_host(self.step_idx, step)
-        copy_from_host(s["draft_tokens"], drafts)
-        copy_from_host(s["seq_lens_this_time"], slt)
+            if not isinstance(logits, paddle.Tensor):
+                raise TypeError(f"the draft model must return its logits as a Paddle tensor on the "
+                                f"proposer's place, got {type(logits).__name__}")
+            draft_model_update(logits, self.input_ids, self.seq_lens_decoder, self.step_idx,
+                               self.pre_ids, self.mtp_draft_num, s["draft_tokens"],
+                               s["seq_lens_this_time"], substep)
         if self.extend_with_ngram:
             cfg = self.config
             hybrid_mtp_ngram(
                 s["token_ids_all"], s["prompt_lens"], self.pre_ids, self.step_idx,
                 s["actual_draft_token_num"], s["draft_tokens"], s["seq_lens_this_time"],
-                s["seq_lens_decoder"], s["max_dec_len"], cfg.max_ngram_size, cfg.min_ngram_size,
-                cfg.num_speculative_tokens, threshold=cfg.hybrid_threshold)
-
-
-def _host(x) -> np.ndarray:
-    return x.numpy() if isinstance(x, paddle.Tensor) else np.asarray(x)
+                self.seq_lens_decoder, self.max_dec_len, cfg.max_ngram_size, cfg.min_ngram_size,
+                cfg.num_speculative_tokens, self.pad_to_max, threshold=cfg.hybrid_threshold)

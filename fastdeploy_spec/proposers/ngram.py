@@ -6,7 +6,6 @@ from typing import Dict
 
 import paddle
 
-from fastdeploy_spec.config import SpeculativeConfig
 from fastdeploy_spec.ops import ngram_match
 from fastdeploy_spec.proposers.base import Proposer
 
@@ -15,7 +14,9 @@ class NgramProposer(Proposer):
     """Proposes drafts with ``ngram_match``, in place on the runner's share-inputs.
 
     No tensor is copied or created: the op runs where the buffers live (CPU or GPU) and, on the GPU,
-    without host synchronisation.
+    without host synchronisation. ``config``: a ``SpeculativeConfig``, or FastDeploy's ``FDConfig``
+    (or any object of its shape), whose ``graph_opt_config.use_cudagraph`` turns on ``pad_to_max``:
+    every decoding slot then verifies K drafts, as a target model captured in CUDA graphs needs.
 
     Examples
     --------
@@ -37,12 +38,25 @@ class NgramProposer(Proposer):
     >>> NgramProposer(cfg).run(share_inputs=bufs)
     >>> bufs["draft_tokens"].numpy()[0, 1:].tolist(), int(bufs["seq_lens_this_time"].numpy()[0])
     ([3, 4], 3)
+
+    Built from a FastDeploy-shaped config with CUDA graphs on, and called as FastDeploy calls it:
+
+    >>> from types import SimpleNamespace as NS
+    >>> fd_config = NS(speculative_config=NS(method="ngram", num_speculative_tokens=2,
+    ...                                      max_ngram_size=2, min_ngram_size=1),
+    ...                graph_opt_config=NS(use_cudagraph=True), scheduler_config=NS(max_num_seqs=1),
+    ...                model_config=NS(max_model_len=16))
+    >>> copy_from_host(bufs["seq_lens_this_time"], np.array([1], np.int32))
+    >>> copy_from_host(bufs["step_idx"], np.array([[1]], np.int64))  # newest token 7: no match
+    >>> copy_from_host(bufs["draft_tokens"], np.array([[7, -1, -1]], np.int64))  # last accepted: 7
+    >>> NgramProposer(fd_config).run(bufs)   # K + 1 = 3 tokens: 7 repeated as placeholder drafts
+    >>> bufs["draft_tokens"].numpy()[0].tolist(), int(bufs["seq_lens_this_time"].numpy()[0])
+    ([7, 7, 7], 3)
     """
 
-    def __init__(self, config: SpeculativeConfig) -> None:
+    def __init__(self, config) -> None:
         super().__init__(config)
-        self.max_ngram_size = config.max_ngram_size
-        self.threshold = config.ngram_threshold
+        self.threshold = self.config.ngram_threshold
 
     def _run_impl(self, share_inputs: Dict[str, paddle.Tensor], **_: object) -> None:
         s = share_inputs
@@ -50,4 +64,4 @@ class NgramProposer(Proposer):
             s["token_ids_all"], s["prompt_lens"], s["step_idx"], s["actual_draft_token_num"],
             s["draft_tokens"], s["seq_lens_this_time"], s["seq_lens_encoder"],
             s["seq_lens_decoder"], s["max_dec_len"], self.max_ngram_size, self.max_draft_token_num,
-            threshold=self.threshold)
+            self.pad_to_max, threshold=self.threshold)

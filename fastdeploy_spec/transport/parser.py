@@ -75,10 +75,26 @@ def parse_logprob_output(output_tokens, output_scores, output_ranks) -> LogprobM
 
     Examples
     --------
-    >>> msg = parse_logprob_output(tokens, scores, ranks)      # after speculate_get_output_topk
-    >>> if msg is not None and msg.kind == "target":
-    ...     for s in msg.slots:
-    ...         print(s.slot, s.token_ids, s.logprobs, s.topk_token_ids, s.ranks)
+    One message of the target model (slot 0: tokens 7 and 8 with their top-1), on a private queue:
+
+    >>> import numpy as np, paddle
+    >>> from fastdeploy_spec.ops import speculate_get_output_topk, speculate_save_output_topk
+    >>> from fastdeploy_spec.transport import parse_logprob_output
+    >>> from fastdeploy_spec.transport import private_queue
+    >>> t = paddle.to_tensor
+    >>> tokens = t(np.zeros([3 + 512 + 512 * 126, 1], np.int64))
+    >>> scores, ranks = t(np.zeros([512 * 126, 1], np.float32)), t(np.zeros([512 * 6], np.int64))
+    >>> with private_queue() as qid:
+    ...     speculate_save_output_topk(
+    ...         t(np.array([7, 8], np.int64)), t(np.array([[0, 5], [0, 9]], np.int64)),
+    ...         t(np.array([[-0.5, -1.0], [-0.25, -2.0]], np.float32)), t(np.array([1, 0], np.int64)),
+    ...         t(np.array([2], np.int32)), t(np.array([0, 2], np.int32)), t(np.array([True])),
+    ...         t(np.array([4], np.int32)), t(np.array([[4]], np.int64)), 3, 0, queue_id=qid)
+    ...     speculate_get_output_topk(tokens, scores, ranks, 1, 0, True, queue_id=qid)
+    >>> msg = parse_logprob_output(tokens, scores, ranks)
+    >>> for s in msg.slots:
+    ...     print(s.slot, s.token_ids, s.logprobs, s.topk_token_ids, s.ranks)
+    0 [7, 8] [-0.5, -0.25] [[7, 5], [8, 9]] [1, 0]
     """
     lay = layout()
     tokens = _flat(output_tokens)

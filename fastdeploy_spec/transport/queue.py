@@ -116,6 +116,30 @@ def release_queue_id(queue_id: int) -> None:
 
 
 @contextmanager
+def private_queue() -> Iterator[int]:
+    """A queue id of this process's own (:func:`free_queue_id`) for the ops' ``queue_id`` keyword;
+    on exit the queue is removed, with any message left in it, and the id released.
+
+    Examples
+    --------
+    >>> from fastdeploy_spec.transport import private_queue, queue_stats
+    >>> with private_queue() as qid:
+    ...     2 <= qid <= 255
+    True
+    >>> queue_stats(qid) is None
+    True
+    """
+    qid = free_queue_id()
+    try:
+        yield qid
+    finally:
+        try:
+            remove_queue(qid)
+        finally:
+            release_queue_id(qid)
+
+
+@contextmanager
 def queue_env(queue_id: int) -> Iterator[None]:
     """Names ``queue_id`` in ``INFERENCE_MSG_QUEUE_ID`` for the ops called inside, then restores it."""
     old = os.environ.get(QUEUE_ID_ENV)

@@ -80,12 +80,24 @@ class LogprobReceiver:
 
     Examples
     --------
-    >>> receiver = LogprobReceiver(free_queue_id())        # doctest: +SKIP
-    >>> with queue_env(receiver.queue_id):                 # doctest: +SKIP
-    ...     speculate_save_output_topk(...)                # one message per step
-    >>> receiver.take(count=1, timeout_s=30)               # doctest: +SKIP
-    [LogprobMessage(stop_flag=1, message_flag=3, ...)]
-    >>> receiver.close()                                   # doctest: +SKIP
+    One step's message (two tokens of slot 0, top-2 logprobs), sent on a reserved queue and received
+    by the child; ``close`` removes the queue and releases the id:
+
+    >>> import numpy as np, paddle
+    >>> from fastdeploy_spec.ops import speculate_save_output_topk
+    >>> from fastdeploy_spec.transport import LogprobReceiver, free_queue_id
+    >>> t = paddle.to_tensor
+    >>> receiver = LogprobReceiver(free_queue_id())
+    >>> speculate_save_output_topk(
+    ...     t(np.array([7, 8], np.int64)), t(np.array([[0, 5, 6], [0, 9, 7]], np.int64)),
+    ...     t(np.array([[-0.5, -1.0, -2.0], [-0.1, -0.2, -3.0]], np.float32)),
+    ...     t(np.array([1, 0], np.int64)), t(np.array([2], np.int32)), t(np.array([0, 2], np.int32)),
+    ...     t(np.array([True])), t(np.array([4], np.int32)), t(np.array([[4]], np.int64)),
+    ...     3, 0, queue_id=receiver.queue_id)
+    >>> [msg] = receiver.take(count=1, timeout_s=60)
+    >>> msg.kind, msg.slots[0].token_ids, msg.slots[0].topk_token_ids
+    ('target', [7, 8], [[7, 5, 6], [8, 9, 7]])
+    >>> receiver.close()
     """
 
     def __init__(self, queue_id: int) -> None:

@@ -7,7 +7,17 @@
 #   checks          the Paddle-free kernel harnesses and compute-sanitizer (tests/cuda/run_cuda_checks.sh)
 #   graph           the CUDA-graph replay test
 #   bench-ngram, bench-hybrid   every row warm and cold L2 (gpu_us, gpu_cold_us in $OUT/bench_*.json)
-#   bench-logprobs, demo
+#   bench-logprobs, bench-mtp, demo
+#   run-demo        the README's main command as a user here runs it: bash scripts/run_demo.sh in a
+#                   fresh copy of the tree (no build, no venv), the staged Paddle on PYTHONPATH
+#   pad-to-max      the GPU tests of pad_to_max: ngram_match / hybrid_mtp_ngram grids and named cases,
+#                   FastDeploy-shaped NgramProposer, graph replay with pad_to_max
+#   bench-suffix    suffix_match per-step device time (warm, cold L2) and the host path
+#   suffix          suffix_match's GPU tests (tests/test_suffix_match.py, its fuzz test) and kernel harness
+#   bench-kernels   ngram_match / hybrid_mtp_ngram at the kernel layer, warm and cold, no Paddle
+#                   (tests/cuda/bench_ngram_kernels.cu; notes in docs/perf/ngram_notes.md)
+#   hostile         the hostile-input suite on CPU and GPU tensors (tests/hostile_cases.py), its table
+#                   per place in $OUT/hostile.{cpu,gpu}.md, and the named-error checks of the old file
 #   toolchain, diag the compilers and C++ runtimes involved, and bad-input tests with Paddle's stack
 # Logs and results go to $OUT (or ./results/gpu when OUT is unset).
 set -uo pipefail
@@ -46,14 +56,58 @@ for stage in "$@"; do
     bench-hybrid)
       $py scripts/bench_hybrid.py --out "$OUT" 2>&1 | tee "$OUT/bench_hybrid.log" | tail -55
       ;;
+    bench-suffix)
+      $py scripts/bench_suffix.py --out "$OUT" 2>&1 | tail -30
+      ;;
+    suffix)
+      $py -m pytest -q -p no:cacheprovider -rfE tests/test_suffix_match.py tests/test_fuzz.py -k suffix \
+        2>&1 | tee "$OUT/pytest_suffix.log" | tail -15
+      HARNESSES=suffix_match_vs_cpu CHECKS_LOGDIR="$OUT/cuda_checks_suffix" \
+        bash tests/cuda/run_cuda_checks.sh 90 build 2>&1 | tee "$OUT/cuda_checks_suffix.log"
+      ;;
+    bench-kernels)
+      mkdir -p build
+      $CUDA_HOME/bin/nvcc -std=c++17 -O3 -lineinfo -DFDSPEC_WITH_CUDA -Icustom_ops -I$CUDA_HOME/include/cccl \
+        -gencode=arch=compute_90,code=sm_90 tests/cuda/bench_ngram_kernels.cu \
+        custom_ops/ngram_match/ngram_match.cu custom_ops/ngram_match/ngram_match_cpu.cc \
+        custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc \
+        -o build/bench_ngram_kernels && build/bench_ngram_kernels --json "$OUT/bench_ngram_kernels.json" 2>&1 | tail -30
+      ;;
     bench-logprobs)
       $py scripts/bench_logprobs.py --out "$OUT" 2>&1 | tail -30
+      ;;
+    bench-mtp)
+      $py scripts/bench_mtp.py --out "$OUT" 2>&1 | tail -30
+      ;;
+    hostile)
+      # Each place's cases run in child processes: a crash or a hang is a reported outcome, and a
+      # correct call after each family checks that no CUDA error stuck. Proof: "N passed" with
+      # test_hostile_suite[gpu] among them, and the gpu table's last row with 0 in every failure column.
+      FDSPEC_HOSTILE_REPORT="$OUT/hostile" $py -m pytest -q -p no:cacheprovider -rA tests/test_hostile_inputs.py \
+        2>&1 | tee "$OUT/hostile.log" | grep -E "^(PASSED|FAILED|ERROR).*hostile_suite|passed|failed" | tail -6
+      cat "$OUT/hostile.gpu.md" 2>/dev/null || echo "no GPU table: test_hostile_suite[gpu] did not run"
       ;;
     graph)
       $py -m pytest -q -p no:cacheprovider -rA tests/test_graph_replay.py 2>&1 | grep -E "PASS|FAIL|SKIP|passed|failed|Error" | tail -8
       ;;
     demo)
       $py -m fastdeploy_spec.demo --device gpu --out "$OUT/demo" 2>&1 | tail -30
+      ;;
+    run-demo)
+      [ -d /root/pdsite/paddle ] || bash /root/pd/install.sh 2>&1 | tail -3
+      fresh=$(mktemp -d) out_abs=$(cd "$OUT" && pwd)
+      tar -cf - --exclude=./fastdeploy_spec/_lib --exclude=./build --exclude=./results \
+        --exclude='./.venv*' --exclude=__pycache__ . | tar -xf - -C "$fresh"
+      (cd "$fresh" && env -u CUDA_HOME -u FDSPEC_CUDA_ARCHS PYTHONPATH=/root/pdsite \
+        bash scripts/run_demo.sh --out "$out_abs/run_demo") 2>&1 | tee "$OUT/run_demo.log" | tail -22
+      rm -rf "$fresh"
+      ;;
+    pad-to-max)
+      $py -m pytest -q -p no:cacheprovider -n 12 -m gpu -rfE tests/test_ngram_match.py \
+        tests/test_hybrid_mtp_ngram.py tests/test_fd_config.py -k "pad_to_max or pad_length or upstream or cudagraph" \
+        2>&1 | tee "$OUT/pytest_pad_to_max.log" | tail -8
+      $py -m pytest -q -p no:cacheprovider -rA tests/test_graph_replay.py 2>&1 \
+        | grep -E "PASS|FAIL|SKIP|passed|failed|Error" | tail -8
       ;;
     toolchain)
       $py -c "import sysconfig; print('CC', sysconfig.get_config_var('CC'), '| CXX', sysconfig.get_config_var('CXX'))"

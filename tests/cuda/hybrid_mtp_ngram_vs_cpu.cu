@@ -4,7 +4,8 @@
 // common; thresholds that bind; min_ngram_size at 1, at max_ngram_size and in between; slots with
 // ori == 0, with drafts already filling the row, with max_dec_len reached; docs/contract/general.md hostile
 // values (negative and too large lengths, negative seq_lens_this_time, int64 limits, extra rows); n-gram
-// sizes up to 64; wide rows. Then CUDA-graph rounds: one capture per shape, new inputs copied into
+// sizes up to 64; wide rows; graph mode (pad_to_max) on about a third of the shapes. Then CUDA-graph
+// rounds: one capture per shape, new inputs copied into
 // the captured buffers before each replay. Usage and exit status: tests/cuda/harness.cuh.
 #include <algorithm>
 #include <cinttypes>
@@ -25,6 +26,7 @@ struct Shape {
   int64_t ids_rows = 0, pre_rows = 0, draft_rows = 0;  // >= B: the op reads and writes only B rows
   int max_n = 1, min_n = 1;
   int64_t max_draft = 0, T = 0;
+  bool pad = false;  // pad_to_max
   int64_t vocab = 2;
   double odd = 0.0;  // rate of hostile values per slot
 };
@@ -52,6 +54,7 @@ Shape make_shape(Rng& r, int64_t B, int64_t W, int64_t D, int64_t K1, int max_n_
   } else {
     sh.max_draft = r.pick<int64_t>({-1, INT32_MAX});
   }
+  sh.pad = r.chance(0.35);
   return sh;
 }
 
@@ -150,6 +153,7 @@ fdspec::HybridMtpNgramParams params_of(const Shape& sh, const int64_t* ids, cons
   p.max_ngram_size = sh.max_n;
   p.min_ngram_size = sh.min_n;
   p.max_draft_tokens = sh.max_draft;
+  p.pad_to_max = sh.pad;
   p.threshold = sh.T;
   return p;
 }
@@ -161,7 +165,8 @@ Inputs cpu_result(const Shape& sh, const Inputs& in) {
   return c;
 }
 
-// What the case reaches: slots that draft, a threshold that changes the outcome, MTP rows already full.
+// What the case reaches: slots that draft, a threshold that changes the outcome, MTP rows already full,
+// graph-mode padding that changes the outcome.
 void count_coverage(harness::Tally& t, const Shape& sh, const Inputs& in, const Inputs& want) {
   for (int64_t b = 0; b < sh.B; ++b) {
     t.count("drafted_slots", want.slt[b] > std::max<int32_t>(in.slt[b], 0));
@@ -170,6 +175,11 @@ void count_coverage(harness::Tally& t, const Shape& sh, const Inputs& in, const 
   Shape unbound = sh;
   unbound.T = INT64_MAX;
   t.count("threshold_binds", cpu_result(unbound, in).slt != want.slt);
+  if (sh.pad) {
+    Shape unpadded = sh;
+    unpadded.pad = false;
+    t.count("padding_changes", cpu_result(unpadded, in).slt != want.slt);
+  }
 }
 
 // The GPU launcher; in the self-test the CPU implementation, perturbed on request.
@@ -206,8 +216,9 @@ std::string describe(const Shape& sh, const Inputs& in, const Inputs& want, cons
   char buf[512];
   std::snprintf(buf, sizeof(buf),
                 "[%s] B=%" PRId64 " W=%" PRId64 " D=%" PRId64 " K+1=%" PRId64 " max_n=%d min_n=%d "
-                "max_draft=%" PRId64 " T=%" PRId64 " vocab=%" PRId64,
-                how, sh.B, sh.W, sh.D, sh.K1, sh.max_n, sh.min_n, sh.max_draft, sh.T, sh.vocab);
+                "max_draft=%" PRId64 " pad_to_max=%d T=%" PRId64 " vocab=%" PRId64,
+                how, sh.B, sh.W, sh.D, sh.K1, sh.max_n, sh.min_n, sh.max_draft, sh.pad, sh.T,
+                sh.vocab);
   std::string s = buf;
   if (got.ids != in.ids || got.P != in.P || got.pre != in.pre || got.s != in.s || got.mdl != in.mdl ||
       got.dec != in.dec) {

@@ -1,6 +1,7 @@
 // ngram_match's CUDA launcher against its CPU implementation, at the kernel layer (no Paddle), bit for
 // bit, on random batches: small grids with out-of-range values and binding thresholds, mid-size batches
-// with thresholds around the batch's floor, n-gram sizes up to 64, CUDA-graph capture and replay,
+// with thresholds around the batch's floor, n-gram sizes up to 64, graph mode (pad_to_max, with
+// max_draft_tokens below, at and above K) on a third of the cases, CUDA-graph capture and replay,
 // repeated launches, and 256 x 128k batches. Usage and exit status: tests/cuda/harness.cuh.
 #include <algorithm>
 #include <cstdio>
@@ -61,12 +62,13 @@ Batch make(std::mt19937_64& g, int64_t B, int64_t W, int64_t K, int64_t vocab, i
   return b;
 }
 
-NgramMatchParams params(Batch& b, int maxn, int64_t T) {
+NgramMatchParams params(Batch& b, int maxn, int64_t T, bool pad, int64_t mdt) {
   NgramMatchParams p;
   p.token_ids_all = b.ids.data(); p.token_ids_stride = b.W; p.prompt_lens = b.P.data(); p.step_idx = b.s.data();
   p.draft_token_num = b.dtn.data(); p.draft_tokens = b.drafts.data(); p.draft_stride = b.K + 1;
   p.seq_lens_this_time = b.slt.data(); p.seq_lens_encoder = b.enc.data(); p.seq_lens_decoder = b.dec.data();
   p.max_dec_len = b.mdl.data(); p.batch = b.B; p.max_ngram_size = maxn; p.threshold = T;
+  p.pad_to_max = pad; p.max_draft_tokens = mdt;
   return p;
 }
 
@@ -80,10 +82,10 @@ cudaError_t launch(const NgramMatchParams& p, cudaStream_t stream) {
 }
 
 std::string describe(const Batch& b, const Batch& c, const std::vector<int64_t>& dr, const std::vector<int32_t>& sl,
-                     int maxn, int64_t T, bool graph) {
+                     int maxn, int64_t T, bool graph, bool pad, int64_t mdt) {
   char buf[256];
-  std::snprintf(buf, sizeof(buf), "B=%ld W=%ld K=%ld maxn=%d T=%ld graph=%d", (long)b.B, (long)b.W, (long)b.K,
-                maxn, (long)T, graph);
+  std::snprintf(buf, sizeof(buf), "B=%ld W=%ld K=%ld maxn=%d T=%ld graph=%d pad_to_max=%d max_draft_tokens=%ld",
+                (long)b.B, (long)b.W, (long)b.K, maxn, (long)T, graph, pad, (long)mdt);
   std::string s = buf;
   for (int64_t i = 0; i < b.B; ++i) {
     bool rowbad = sl[i] != c.slt[i];
@@ -102,14 +104,15 @@ std::string describe(const Batch& b, const Batch& c, const std::vector<int64_t>&
 }
 
 void run_case(harness::Tally& t, const harness::Stream& stream, Batch b, int maxn, int64_t T, bool graph,
-              int repeats = 1) {
+              int repeats = 1, bool pad = false, int64_t mdt = 0) {
   Batch c = b;
-  NgramMatchParams pc = params(c, maxn, T);
+  NgramMatchParams pc = params(c, maxn, T, pad, mdt);
   ngram_match_cpu(pc);
   for (int64_t i = 0; i < b.B; ++i) t.count("drafted_slots", c.slt[i] > 1 && c.enc[i] <= 0);
   DevVec<int64_t> ids(b.ids), P(b.P), s(b.s), mdl(b.mdl), drafts(b.drafts);
   DevVec<int32_t> dtn(b.dtn), enc(b.enc), dec(b.dec), slt(b.slt);
-  NgramMatchParams pg = params(b, maxn, T);
+  t.count("pad_to_max_cases", pad);
+  NgramMatchParams pg = params(b, maxn, T, pad, mdt);
   pg.token_ids_all = ids.ptr(); pg.prompt_lens = P.ptr(); pg.step_idx = s.ptr(); pg.draft_token_num = dtn.ptr();
   pg.draft_tokens = drafts.ptr(); pg.seq_lens_this_time = slt.ptr(); pg.seq_lens_encoder = enc.ptr();
   pg.seq_lens_decoder = dec.ptr(); pg.max_dec_len = mdl.ptr();
@@ -121,7 +124,7 @@ void run_case(harness::Tally& t, const harness::Stream& stream, Batch b, int max
         [&] {
           const std::vector<int64_t> dr = drafts.download();
           const std::vector<int32_t> sl = slt.download();
-          return dr == c.drafts && sl == c.slt ? std::string() : describe(b, c, dr, sl, maxn, T, graph);
+          return dr == c.drafts && sl == c.slt ? std::string() : describe(b, c, dr, sl, maxn, T, graph, pad, mdt);
         });
   }
 }
@@ -135,7 +138,7 @@ void body(harness::Tally& t, bool quick) {
     int64_t B = U(0, 40), W = U(0, 60), K = U(0, 7), vocab = U(1, 5); int maxn = (int)U(1, it % 10 == 0 ? 64 : 6);
     Batch b = make(g, B, W, K, vocab, maxn, 0.15);
     int64_t T = U(0, 2) == 0 ? (1 << 20) : U(0, 3 * B + 10);
-    run_case(t, stream, b, maxn, T, it % 50 == 0);
+    run_case(t, stream, b, maxn, T, it % 50 == 0, 1, it % 3 == 1, U(-1, K + 2));
   }
   const int mids = quick ? 4 : 300;
   for (int it = 0; it < mids; ++it) {
@@ -144,13 +147,13 @@ void body(harness::Tally& t, bool quick) {
     int64_t enc_sum = 0, counted = 0;
     for (int64_t i = 0; i < B; ++i) { if (b.enc[i] > 0) enc_sum += std::max(b.slt[i], 0); counted += b.enc[i] > 0 || b.dec[i] > 0; }
     int64_t T = U(0, 3) == 0 ? (1 << 20) : counted + enc_sum + U(-5, 2 * B + 5);
-    run_case(t, stream, b, maxn, T, it % 10 == 0, it % 30 == 0 ? 5 : 1);
+    run_case(t, stream, b, maxn, T, it % 10 == 0, it % 30 == 0 ? 5 : 1, it % 3 == 1, U(-1, K + 2));
   }
   if (!quick) {
     for (int it = 0; it < 6; ++it) {
       int64_t vocab = it < 2 ? 1000 : (it < 4 ? 4 : 50); int maxn = it % 2 ? 5 : 3;
       Batch b = make(g, 256, 1 << 17, 7, vocab, maxn, 0.05);
-      run_case(t, stream, b, maxn, it < 3 ? (1 << 20) : 900, it == 5, 2);
+      run_case(t, stream, b, maxn, it < 3 ? (1 << 20) : 900, it == 5, 2, it % 2 == 1, 7);
     }
   }
 }

@@ -41,9 +41,11 @@ declare -A sources=(
   [hybrid_mtp_ngram_vs_cpu]="tests/cuda/hybrid_mtp_ngram_vs_cpu.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc"
   [speculate_get_accept_tokens_and_logits_vs_cpu]="tests/cuda/speculate_get_accept_tokens_and_logits_vs_cpu.cu custom_ops/speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits.cu custom_ops/speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits_cpu.cc"
   [speculate_logprobs_topk_vs_cpu]="tests/cuda/speculate_logprobs_topk_vs_cpu.cu custom_ops/speculate_logprobs_topk/speculate_logprobs_topk.cu custom_ops/speculate_logprobs_topk/speculate_logprobs_topk_cpu.cc"
+  [draft_model_vs_cpu]="tests/cuda/draft_model_vs_cpu.cu custom_ops/draft_model/draft_model.cu custom_ops/draft_model/draft_model_cpu.cc"
+  [suffix_match_vs_cpu]="tests/cuda/suffix_match_vs_cpu.cu custom_ops/suffix_match/suffix_match.cu custom_ops/suffix_match/suffix_match_cpu.cc"
 )
-all="ngram_match_vs_cpu step_ops_vs_cpu hybrid_mtp_ngram_vs_cpu speculate_get_accept_tokens_and_logits_vs_cpu speculate_logprobs_topk_vs_cpu"
-selftests="ngram_match_vs_cpu step_ops_vs_cpu hybrid_mtp_ngram_vs_cpu speculate_get_accept_tokens_and_logits_vs_cpu speculate_logprobs_topk_vs_cpu"
+all="ngram_match_vs_cpu step_ops_vs_cpu hybrid_mtp_ngram_vs_cpu speculate_get_accept_tokens_and_logits_vs_cpu speculate_logprobs_topk_vs_cpu draft_model_vs_cpu suffix_match_vs_cpu"
+selftests="ngram_match_vs_cpu step_ops_vs_cpu hybrid_mtp_ngram_vs_cpu speculate_get_accept_tokens_and_logits_vs_cpu speculate_logprobs_topk_vs_cpu draft_model_vs_cpu suffix_match_vs_cpu"
 names=${HARNESSES:-$all}
 for n in $names; do
   [ -n "${sources[$n]:-}" ] || { echo "unknown harness $n (known: $all)" >&2; exit 2; }

@@ -22,7 +22,8 @@ def ref_get_accept_tokens_and_logits(token_ids, target_logits, logits, cu, cu_q,
     copied whole)."""
     token_ids, target_logits, cu = token_ids.copy(), target_logits.copy(), cu.copy()
     B = accept_num.size
-    if B == 0:
+    if B == 0:  # an empty batch still says so: cu[0] = 0 (no valid row)
+        cu[0] = 0
         return token_ids, target_logits, cu
     stride = accept_tokens.shape[1]
     N, R = token_ids.shape[0], logits.shape[0]

@@ -1,7 +1,8 @@
 """NumPy reference of ``hybrid_mtp_ngram`` (docs/contract/ngram.md#hybrid_mtp_ngram), written as the walk
 reads, plus the clamps that the contract is silent on (custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.h): P
 to [0, W], s to [0, D - 1], a negative seq_lens_this_time taken (and written back) as 0, and q capped at
-the K + 1 - ori columns left after the MTP drafts.
+the K + 1 - ori columns left after the MTP drafts. With ``pad_to_max`` every slot with ori > 0 is
+padded after the walk.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import numpy as np
 
 from fastdeploy_spec.ops import hybrid_mtp_ngram
 from tests.helpers import to_place
+from tests.reference.ngram_match import graph_pad
 
 
 def _scan(hay: np.ndarray, pattern: np.ndarray, budget: int):
@@ -25,9 +27,10 @@ def _scan(hay: np.ndarray, pattern: np.ndarray, budget: int):
 
 def hybrid_mtp_ngram_ref(token_ids_all, prompt_lens, pre_ids, step_idx, draft_tokens,
                          seq_lens_this_time, seq_lens_decoder, max_dec_len, max_ngram_size,
-                         min_ngram_size, max_draft_tokens, threshold):
+                         min_ngram_size, max_draft_tokens, threshold, pad_to_max=False):
     """Returns (draft_tokens, seq_lens_this_time) after the op; the inputs are not modified."""
     draft = np.array(draft_tokens, dtype=np.int64, copy=True)
+    slt_shape = np.shape(seq_lens_this_time)
     slt = np.array(seq_lens_this_time, dtype=np.int32, copy=True).reshape(-1)
     B = slt.shape[0]
     W = token_ids_all.shape[1]
@@ -39,6 +42,7 @@ def hybrid_mtp_ngram_ref(token_ids_all, prompt_lens, pre_ids, step_idx, draft_to
     max_dec_len = np.asarray(max_dec_len).reshape(-1)
 
     slt[slt < 0] = 0
+    scheduled = [int(v) > 0 for v in slt]
     unprocessed = int(np.sum(dec > 0))
     for b in range(B):
         ori = int(slt[b])
@@ -67,7 +71,11 @@ def hybrid_mtp_ngram_ref(token_ids_all, prompt_lens, pre_ids, step_idx, draft_to
                 draft[b, ori:ori + len(cont)] = cont
                 slt[b] = ori + len(cont)
                 break
-    return draft, slt
+    if pad_to_max:
+        lengths = [int(v) for v in slt]
+        graph_pad(draft, lengths, scheduled, max_draft_tokens)
+        slt = np.array(lengths, np.int32)
+    return draft, slt.reshape(slt_shape)
 
 
 # ---- Random cases and the op against the reference ------------------------------------------------
@@ -109,24 +117,25 @@ ORDER = ("token_ids_all", "prompt_lens", "pre_ids", "step_idx", "draft_token_num
          "seq_lens_this_time", "seq_lens_decoder", "max_dec_len")
 
 
-def run_op(case, place, max_ngram_size, min_ngram_size, max_draft_tokens, op=hybrid_mtp_ngram,
+def run_op(case, place, max_ngram_size, min_ngram_size, max_draft_tokens, *pad, op=hybrid_mtp_ngram,
            **kw):
     t = {k: to_place(case[k], place) for k in ORDER}
-    op(*(t[k] for k in ORDER), max_ngram_size, min_ngram_size, max_draft_tokens, **kw)
+    op(*(t[k] for k in ORDER), max_ngram_size, min_ngram_size, max_draft_tokens, *pad, **kw)
     return t["draft_tokens"].numpy(), t["seq_lens_this_time"].numpy()
 
 
-def run_ref(case, max_ngram_size, min_ngram_size, max_draft_tokens, threshold):
+def run_ref(case, max_ngram_size, min_ngram_size, max_draft_tokens, threshold, pad_to_max=False):
     c = case
     return hybrid_mtp_ngram_ref(
         c["token_ids_all"], c["prompt_lens"], c["pre_ids"], c["step_idx"], c["draft_tokens"],
         c["seq_lens_this_time"], c["seq_lens_decoder"], c["max_dec_len"], max_ngram_size,
-        min_ngram_size, max_draft_tokens, threshold)
+        min_ngram_size, max_draft_tokens, threshold, pad_to_max)
 
 
-def check(case, place, max_n, min_n, max_draft, threshold):
-    got_d, got_s = run_op(case, place, max_n, min_n, max_draft, threshold=threshold)
-    want_d, want_s = run_ref(case, max_n, min_n, max_draft, threshold)
+def check(case, place, max_n, min_n, max_draft, threshold, pad_to_max=False):
+    got_d, got_s = run_op(case, place, max_n, min_n, max_draft, threshold=threshold,
+                          pad_to_max=pad_to_max)
+    want_d, want_s = run_ref(case, max_n, min_n, max_draft, threshold, pad_to_max)
     np.testing.assert_array_equal(got_s, want_s)
     np.testing.assert_array_equal(got_d, want_d)
     return want_d, want_s

@@ -26,7 +26,7 @@ SENTINEL_TOKEN, SENTINEL_SCORE, SENTINEL_RANK = 2, 7.5, 99
 
 
 def make_step(rng: np.random.Generator, *, mode: str = "save", batch: int, columns: int, flag: int = 3,
-              not_need_stop: bool = True, prefill_frac: float = 0.2, preempt_frac: float = 0.2,
+              not_need_stop: bool = True, prefill_frac: float = 0.2, preempt_frac: float | None = None,
               full: bool = False) -> dict:
     """Random inputs of one call of the save op (mode 'save') or of the MTP first-token op ('mtp')."""
     b, m = batch, columns
@@ -65,7 +65,9 @@ def make_step(rng: np.random.Generator, *, mode: str = "save", batch: int, colum
         prompt_lens=prompt.astype(np.int64).reshape(b, 1),
     )
     if mode == "mtp":
-        step["preempted_idx"] = (rng.random(b) < preempt_frac).astype(np.int32)
+        step["preempted_idx"] = (rng.random(b) < (0.2 if preempt_frac is None else preempt_frac)).astype(np.int32)
+    elif preempt_frac is not None:  # FastDeploy's current form of the save op (else the one before it)
+        step["last_preempted_idx"] = (rng.random(b) < preempt_frac).astype(np.int32)
     return step
 
 
@@ -78,10 +80,11 @@ def expected_rows(step: dict):
     for i, tn in enumerate(step["token_num_per_batch"].tolist()):
         prefill = step["seq_lens_decoder"][i] < step["prompt_lens"][i, 0]
         o = int(step["cu_batch_token_offset"][i])
-        if step["mode"] == "save":
-            count = 0 if prefill else tn
-        elif step["preempted_idx"][i] == 1:
+        preempted = step.get("preempted_idx", step.get("last_preempted_idx"))
+        if preempted is not None and preempted[i] == 1:
             count = PREEMPTED
+        elif step["mode"] == "save":
+            count = 0 if prefill else tn
         else:
             count = 0 if (prefill or tn == 0) else tn + 1
         rows = []
@@ -153,8 +156,10 @@ INPUT_NAMES = ["sampled_token_ids", "logprob_token_ids", "logprob_scores", "logp
 
 
 def input_names(step: dict) -> list:
-    """The op's positional tensor inputs, in order."""
-    return INPUT_NAMES + (["preempted_idx"] if step["mode"] == "mtp" else [])
+    """The op's positional tensor inputs, in order (the save op's last_preempted_idx when the step
+    uses FastDeploy's current form)."""
+    extra = [k for k in ("preempted_idx", "last_preempted_idx") if k in step]
+    return INPUT_NAMES + extra
 
 
 def _tensors(step: dict) -> list:

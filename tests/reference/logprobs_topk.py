@@ -7,6 +7,9 @@ import numpy as np
 from fastdeploy_spec.ops import speculate_logprobs_topk
 from tests.helpers import FLOAT32_MIN, as_f32, logits_to_place, make_logits, to_place
 
+# Temperatures below this are a greedy slot (the op's kMinTemperature, restated).
+MIN_TEMPERATURE = np.float32(1e-5)
+
 
 def ref_logprobs_topk(x: np.ndarray, token_ids: np.ndarray, cu: np.ndarray, k: int,
                       temperature: np.ndarray | None = None, raw_logits: bool = False):
@@ -27,7 +30,7 @@ def ref_logprobs_topk(x: np.ndarray, token_ids: np.ndarray, cu: np.ndarray, k: i
         if temperature is not None:
             b = _slot_of_row(cu, B, r)
             t = np.float32(temperature.reshape(-1)[b])
-            if t > 0 and np.isfinite(t):
+            if t >= MIN_TEMPERATURE and np.isfinite(t):  # else a greedy slot: unscaled
                 scale = np.float32(1) / t
         xs = (x[r].astype(np.float32) * scale).astype(np.float32)
         m = xs.max()

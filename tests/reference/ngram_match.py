@@ -70,14 +70,24 @@ def _first_productive(hay: np.ndarray, pattern: np.ndarray, budget: int) -> np.n
     return None
 
 
+def graph_pad(drafts: np.ndarray, slt: list[int], padded: list[bool], max_draft_tokens: int) -> None:
+    """Graph mode (``pad_to_max``), in place: every padded slot shorter than
+    min(max_draft_tokens, K) + 1 is raised to it, the new columns repeating its last valid token."""
+    target = max(min(max_draft_tokens, drafts.shape[1] - 1) + 1, 0)
+    for b, length in enumerate(slt):
+        if padded[b] and 1 <= length < target:
+            drafts[b, length:target] = drafts[b, length - 1]
+            slt[b] = target
+
+
 def ngram_match_ref(token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens,
                     seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, max_dec_len,
-                    max_ngram_size: int, max_draft_tokens: int = 0, *,
+                    max_ngram_size: int, max_draft_tokens: int = 0, pad_to_max: bool = False, *,
                     threshold: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """docs/contract/ngram.md#ngram_match on NumPy arrays. Returns new ``(draft_tokens,
-    seq_lens_this_time)``; inputs are not modified. ``max_draft_tokens`` is unused, as in the op (the
-    cap is ``draft_token_num``)."""
-    del max_draft_tokens
+    seq_lens_this_time)``; inputs are not modified. ``max_draft_tokens`` only sets the pad length of
+    ``pad_to_max`` (the draft cap is ``draft_token_num``); padding follows the whole walk and pads
+    every decoding slot."""
     T = resolve_threshold(threshold)
     ids = np.asarray(token_ids_all, np.int64)
     W = ids.shape[1]
@@ -121,6 +131,8 @@ def ngram_match_ref(token_ids_all, prompt_lens, step_idx, draft_token_num, draft
                 drafts[b, 1:1 + len(found)] = found
                 slt[b] = 1 + len(found)
                 break
+    if pad_to_max:
+        graph_pad(drafts, slt, [enc[b] <= 0 and dec[b] != 0 for b in range(B)], max_draft_tokens)
     return drafts, np.array(slt, np.int32).reshape(slt_shape)
 
 
@@ -202,18 +214,24 @@ def make_ngram_batch(rng: np.random.Generator, batch: int, width: int, *, k: int
 BIG = 1 << 20  # a threshold or max_dec_len that never binds
 
 
-def run_op(d: dict, place: str, max_ngram_size: int, **kw) -> tuple[np.ndarray, np.ndarray]:
-    """Runs the op on copies of ``d`` on ``place``; returns (draft_tokens, seq_lens_this_time)."""
+def run_op(d: dict, place: str, max_ngram_size: int, *pad: object, max_draft_tokens: int | None = None,
+           **kw) -> tuple[np.ndarray, np.ndarray]:
+    """Runs the op on copies of ``d`` on ``place``; returns (draft_tokens, seq_lens_this_time).
+    ``pad`` is the optional positional ``pad_to_max``; ``max_draft_tokens`` defaults to K."""
     t = {name: to_place(d[name], place) for name in TENSOR_ARGS}
-    ngram_match(*(t[name] for name in TENSOR_ARGS), max_ngram_size, d["draft_tokens"].shape[1] - 1,
-                **kw)
+    mdt = d["draft_tokens"].shape[1] - 1 if max_draft_tokens is None else max_draft_tokens
+    ngram_match(*(t[name] for name in TENSOR_ARGS), max_ngram_size, mdt, *pad, **kw)
     return t["draft_tokens"].numpy(), t["seq_lens_this_time"].numpy()
 
 
-def check(d: dict, place: str, max_ngram_size: int, threshold=BIG) -> tuple[np.ndarray, np.ndarray]:
+def check(d: dict, place: str, max_ngram_size: int, threshold=BIG, pad_to_max: bool = False,
+          max_draft_tokens: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Asserts op == reference exactly and returns the op's result."""
-    want = ngram_match_ref(*(d[name] for name in TENSOR_ARGS), max_ngram_size, threshold=threshold)
-    got = run_op(d, place, max_ngram_size, threshold=threshold)
+    mdt = d["draft_tokens"].shape[1] - 1 if max_draft_tokens is None else max_draft_tokens
+    want = ngram_match_ref(*(d[name] for name in TENSOR_ARGS), max_ngram_size, mdt, pad_to_max,
+                           threshold=threshold)
+    got = run_op(d, place, max_ngram_size, max_draft_tokens=mdt, threshold=threshold,
+                 pad_to_max=pad_to_max)
     np.testing.assert_array_equal(got[1], want[1], err_msg="seq_lens_this_time")
     np.testing.assert_array_equal(got[0], want[0], err_msg="draft_tokens")
     assert got[1].shape == d["seq_lens_this_time"].shape

@@ -33,13 +33,14 @@ def step_update_ref(accept_tokens, accept_num, token_ids_all, prompt_lens, step_
         step[b] = s + n
         if n > 0:
             drafts[b, 0] = accept_tokens[b, n - 1]
+        grown = int(dec[b]) + (int(enc[b]) if enc[b] > 0 else n)  # the KV length, unbounded
         finished = (n > 0 and int(accept_tokens[b, n - 1]) in ends) or s + n >= max_dec_len[b] \
-            or P + s + n >= W
+            or P + s + n >= W or grown > np.iinfo(np.int32).max
         if finished:
             stop[b] = True
             slt[b] = enc[b] = dec[b] = 0
             continue
-        dec[b] += enc[b] if enc[b] > 0 else n
+        dec[b] = grown
         enc[b] = 0
         slt[b] = 1
     return dict(token_ids_all=ids, step_idx=step, stop_flags=stop, seq_lens_this_time=slt,

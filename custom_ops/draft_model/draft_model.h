@@ -1,0 +1,197 @@
+// Draft-model bookkeeping of the MTP proposer: kernel layer (CPU implementations and CUDA launchers
+// of three ops). No Paddle include. Contract: docs/contract/draft_model.md.
+//
+// The proposer owns the draft side's state, one row or entry per slot: pre_ids [B, D] (index 0 holds
+// -1, generated token k at k + 1, the newest at step_idx), step_idx, seq_lens_decoder, max_dec_len,
+// input_ids (the draft model's next input) and mtp_draft_num (MTP drafts appended to pre_ids by the
+// current step and not verified yet). A decode step is
+//   draft_model_preprocess   drop unverified drafts, clear slots starting a request, build inputs
+//   (draft model, draft_model_update) x num_model_steps: greedy choice fused with the writes
+//   hybrid_mtp_ngram         (optional) n-gram extension, on the draft side's own lengths
+//   ... target model, verification ...
+//   draft_model_accept       drop the drafts, append the verified tokens
+// Slot kinds come from the target (base model) state as every op of the plugin reads them
+// (speculate_slot.h): stopped or empty slots are idle, seq_lens_encoder > 0 is a prefill (a request
+// starts), otherwise seq_lens_decoder > 0 is a decoding slot, the only kind that drafts.
+// Every length is clamped in the kernels; nothing is read or written outside a tensor whatever the
+// values. The GPU paths launch one kernel each, allocate nothing and never synchronise (CUDA-graph
+// capturable).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "common/fdspec_common.h"
+#include "common/half_bits.h"
+
+#ifdef FDSPEC_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace fdspec {
+
+// The draft model's input for a slot that has nothing to feed (idle, prefill, no token yet): an id
+// every embedding table has. -1 (pre_ids' fill) would read outside the table.
+constexpr int64_t kDraftSafeTokenId = 0;
+
+// ---- draft_model_preprocess -------------------------------------------------------------------------
+
+struct DraftModelPreprocessParams {
+  int64_t* input_ids;                           // [B] int64, in place: the draft model's input
+  int32_t* seq_lens_decoder;                    // [B] int32, in place: draft side, 0 unless decoding
+  int64_t* step_idx;                            // [B] int64, in place: draft side, newest pre_ids index
+  int64_t* pre_ids;                             // [>= B, D] int64, in place: rows of prefill slots -> -1
+  int64_t pre_ids_stride;                       // D (>= 1)
+  int32_t* mtp_draft_num;                       // [B] int32, in place: -> 0
+  int64_t* max_dec_len;                         // [B] int64, in place: draft side, copy of the target's
+  int32_t* base_model_seq_lens_this_time;       // [B] int32, in place: 1 for decoding slots
+  const int32_t* base_model_seq_lens_encoder;   // [B] int32
+  const int32_t* base_model_seq_lens_decoder;   // [B] int32
+  const bool* base_model_stop_flags;            // [B] bool
+  const int64_t* base_model_max_dec_len;        // [B] int64
+  int64_t batch;                                // B (0: no-op)
+};
+
+enum class DraftSlot : int { kIdle = 0, kPrefill = 1, kDecoding = 2 };
+
+FDSPEC_HD DraftSlot draft_slot_kind(bool stopped, int32_t enc, int32_t dec) {
+  if (stopped) return DraftSlot::kIdle;
+  if (enc > 0) return DraftSlot::kPrefill;
+  return dec > 0 ? DraftSlot::kDecoding : DraftSlot::kIdle;
+}
+
+// step_idx with the unverified MTP drafts dropped: s0 = clamp(step_idx, 0, D - 1),
+// s0 - clamp(mtp_draft_num, 0, s0).
+FDSPEC_HD int64_t draft_verified_step(int64_t step_idx, int32_t mtp_draft_num, int64_t D) {
+  const int64_t s0 = clamp_to<int64_t>(step_idx, 0, D - 1);
+  return s0 - clamp_to<int64_t>(mtp_draft_num, 0, s0);
+}
+
+// Everything but the row clear of a prefill slot. Reads pre_ids[b, s] before any write of slot b.
+FDSPEC_HD void draft_preprocess_slot(const DraftModelPreprocessParams& p, int64_t b, DraftSlot kind) {
+  const int64_t D = p.pre_ids_stride;
+  int64_t s = draft_verified_step(p.step_idx[b], p.mtp_draft_num[b], D);
+  int64_t input = kDraftSafeTokenId;
+  int32_t dec = 0;
+  if (kind == DraftSlot::kPrefill) {
+    s = 0;
+  } else if (kind == DraftSlot::kDecoding) {
+    const int64_t newest = p.pre_ids[b * D + s];
+    if (s >= 1 && newest >= 0) input = newest;
+    dec = p.base_model_seq_lens_decoder[b];
+    p.base_model_seq_lens_this_time[b] = 1;
+  }
+  p.step_idx[b] = s;
+  p.mtp_draft_num[b] = 0;
+  p.input_ids[b] = input;
+  p.seq_lens_decoder[b] = dec;
+  p.max_dec_len[b] = p.base_model_max_dec_len[b];
+}
+
+// Sequential reference on the host. O(B + D * prefill slots).
+void draft_model_preprocess_cpu(const DraftModelPreprocessParams& p);
+
+// ---- draft_model_update -----------------------------------------------------------------------------
+
+struct DraftModelUpdateParams {
+  const void* logits;                           // [>= B, V] float32 / float16 / bfloat16
+  LogitsDType logits_dtype;
+  int64_t vocab_size;                           // V (1 .. 2^31 - 1): columns of logits
+  int64_t* input_ids;                           // [B] int64, in place: the chosen token
+  int32_t* seq_lens_decoder;                    // [B] int32, in place: draft side, +1 per draft
+  int64_t* step_idx;                            // [B] int64, in place: +1 per draft
+  int64_t* pre_ids;                             // [>= B, D] int64, in place: the draft at step_idx
+  int64_t pre_ids_stride;                       // D (>= 1)
+  int32_t* mtp_draft_num;                       // [B] int32, in place: substep -> substep + 1
+  int64_t* base_model_draft_tokens;             // [>= B, K + 1] int64, in place: column substep + 1
+  int64_t draft_stride;                         // K + 1 (>= substep + 2)
+  int32_t* base_model_seq_lens_this_time;       // [B] int32, in place: substep + 2
+  int64_t substep;                              // 0-based index of this draft-model step
+  int64_t batch;                                // B (0: no-op)
+};
+
+// A slot drafts at `substep` when it decodes (draft-side seq_lens_decoder > 0, set by the
+// preprocess), drafted at every earlier substep, and its pre_ids row has room.
+FDSPEC_HD bool draft_update_takes(const DraftModelUpdateParams& p, int64_t b) {
+  return p.seq_lens_decoder[b] > 0 && p.mtp_draft_num[b] == p.substep &&
+         clamp_to<int64_t>(p.step_idx[b], 0, p.pre_ids_stride - 1) + 1 < p.pre_ids_stride;
+}
+
+// Greedy choice as one 64-bit key, so that "the largest logit, ties to the lowest id" is the plain
+// maximum of the keys (associative: any reduction order gives the CPU's answer). High half: the
+// logit's bits mapped to an unsigned order (NaN counts as -inf, -0 as +0, so the order is total and
+// agrees with float comparison); low half: ~id.
+FDSPEC_HD uint32_t draft_logit_order(float x) {
+  constexpr uint32_t kNegInfOrder = 0x007FFFFFu;  // the order of -inf (bits 0xFF800000)
+  if (x != x) return kNegInfOrder;
+  if (x == 0.0f) x = 0.0f;
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof(u));
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+FDSPEC_HD uint64_t draft_argmax_key(float x, int64_t id) {
+  return (static_cast<uint64_t>(draft_logit_order(x)) << 32) | (0xFFFFFFFFu - static_cast<uint32_t>(id));
+}
+
+FDSPEC_HD int64_t draft_argmax_id(uint64_t key) {
+  return static_cast<int64_t>(0xFFFFFFFFu - static_cast<uint32_t>(key & 0xFFFFFFFFu));
+}
+
+// The writes of a slot that drafts `token`.
+FDSPEC_HD void draft_update_write(const DraftModelUpdateParams& p, int64_t b, int64_t token) {
+  const int64_t s = clamp_to<int64_t>(p.step_idx[b], 0, p.pre_ids_stride - 1) + 1;
+  p.step_idx[b] = s;
+  p.pre_ids[b * p.pre_ids_stride + s] = token;
+  p.base_model_draft_tokens[b * p.draft_stride + p.substep + 1] = token;
+  p.mtp_draft_num[b] = static_cast<int32_t>(p.substep + 1);
+  p.base_model_seq_lens_this_time[b] = static_cast<int32_t>(p.substep + 2);
+  const int32_t dec = p.seq_lens_decoder[b];
+  p.seq_lens_decoder[b] = dec < INT32_MAX ? dec + 1 : dec;
+  p.input_ids[b] = token;
+}
+
+// Sequential reference on the host. O(V * drafting slots).
+void draft_model_update_cpu(const DraftModelUpdateParams& p);
+
+// ---- draft_model_accept -----------------------------------------------------------------------------
+
+struct DraftModelAcceptParams {
+  const int64_t* accept_tokens;                 // [>= B, K + 1] int64: the verified tokens
+  const int32_t* accept_num;                    // [B] int32: n, clamped
+  int64_t width;                                // K + 1 (>= 1)
+  int64_t* step_idx;                            // [B] int64, in place: s + n
+  int64_t* pre_ids;                             // [>= B, D] int64, in place: s + 1 .. s + n
+  int64_t pre_ids_stride;                       // D (>= 1)
+  int32_t* mtp_draft_num;                       // [B] int32, in place: -> 0
+  int64_t batch;                                // B (0: no-op)
+};
+
+struct DraftAcceptSlot {
+  int64_t s = 0;  // step_idx with the drafts dropped
+  int64_t n = 0;  // tokens appended
+};
+
+FDSPEC_HD DraftAcceptSlot draft_accept_slot(const DraftModelAcceptParams& p, int64_t b) {
+  DraftAcceptSlot a;
+  a.s = draft_verified_step(p.step_idx[b], p.mtp_draft_num[b], p.pre_ids_stride);
+  a.n = clamp_to<int64_t>(p.accept_num[b], 0, min_of<int64_t>(p.width, p.pre_ids_stride - 1 - a.s));
+  return a;
+}
+
+// Sequential reference on the host. O(B * (K + 1)).
+void draft_model_accept_cpu(const DraftModelAcceptParams& p);
+
+#ifdef FDSPEC_WITH_CUDA
+// One warp per slot (the lanes clear a prefill slot's row). One kernel, graph-capturable.
+cudaError_t draft_model_preprocess_gpu(const DraftModelPreprocessParams& p, cudaStream_t stream);
+// Per slot a thread-block cluster (sm_90+; one block elsewhere) splits the logits row into slices of
+// about 16 KB (at most 8): idle slots exit at once; a drafting slot's blocks read the row once in
+// 16-byte loads, reduce the keys, and the leader writes. One kernel, graph-capturable.
+cudaError_t draft_model_update_gpu(const DraftModelUpdateParams& p, cudaStream_t stream);
+// One warp per slot: the lanes copy the verified tokens, lane 0 writes the scalars. One kernel,
+// graph-capturable.
+cudaError_t draft_model_accept_gpu(const DraftModelAcceptParams& p, cudaStream_t stream);
+#endif
+
+}  // namespace fdspec

@@ -1,0 +1,57 @@
+// draft_model_accept: Paddle binding. Checks the tensors by name and dispatches on the place of
+// accept_tokens. Rule: draft_model.h; contract: docs/contract/draft_model.md.
+#include "binding/binding_utils.h"
+#include "draft_model/draft_model.h"
+
+namespace {
+
+constexpr const char* kOp = "draft_model_accept";
+
+}  // namespace
+
+void DraftModelAccept(const paddle::Tensor& accept_tokens, const paddle::Tensor& accept_num,
+                      paddle::Tensor& step_idx, paddle::Tensor& pre_ids,
+                      paddle::Tensor& mtp_draft_num) {
+  using paddle::DataType;
+  const fdspec::binding::OpChecks c(kOp);
+  FDSPEC_CHECK_DEFINED(c, accept_tokens, accept_num, step_idx, pre_ids, mtp_draft_num);
+  const int64_t B = c.batch(accept_num, "accept_num");
+  c.dtype(accept_tokens, "accept_tokens", DataType::INT64)
+      .dtype(accept_num, "accept_num", DataType::INT32)
+      .dtype(step_idx, "step_idx", DataType::INT64)
+      .dtype(pre_ids, "pre_ids", DataType::INT64)
+      .dtype(mtp_draft_num, "mtp_draft_num", DataType::INT32);
+  c.per_slot(accept_num, "accept_num", B)
+      .rows_at_least(accept_tokens, "accept_tokens", B)
+      .per_slot(step_idx, "step_idx", B)
+      .rows_at_least(pre_ids, "pre_ids", B)
+      .per_slot(mtp_draft_num, "mtp_draft_num", B);
+  c.that(accept_tokens.shape()[1] >= 1, "accept_tokens must have at least one column (K + 1), got shape " +
+                                            fdspec::binding::shape_str(accept_tokens))
+      .that(pre_ids.shape()[1] >= 1,
+            "pre_ids must have at least one column, got shape " + fdspec::binding::shape_str(pre_ids));
+  c.same_place_as(accept_tokens, "accept_tokens",
+                  {{"accept_num", accept_num}, {"step_idx", step_idx}, {"pre_ids", pre_ids},
+                   {"mtp_draft_num", mtp_draft_num}});
+
+  fdspec::DraftModelAcceptParams p;
+  p.accept_tokens = accept_tokens.data<int64_t>();
+  p.accept_num = accept_num.data<int32_t>();
+  p.width = accept_tokens.shape()[1];
+  p.step_idx = step_idx.data<int64_t>();
+  p.pre_ids = pre_ids.data<int64_t>();
+  p.pre_ids_stride = pre_ids.shape()[1];
+  p.mtp_draft_num = mtp_draft_num.data<int32_t>();
+  p.batch = B;
+
+  FDSPEC_RUN_ON_PLACE(kOp, accept_tokens, p, fdspec::draft_model_accept_cpu,
+                      fdspec::draft_model_accept_gpu);
+}
+
+PD_BUILD_OP(draft_model_accept)
+    .Inputs({"accept_tokens", "accept_num", "step_idx", "pre_ids", "mtp_draft_num"})
+    .Outputs({"step_idx_out", "pre_ids_out", "mtp_draft_num_out"})
+    .SetInplaceMap({{"step_idx", "step_idx_out"},
+                    {"pre_ids", "pre_ids_out"},
+                    {"mtp_draft_num", "mtp_draft_num_out"}})
+    .SetKernelFn(PD_KERNEL(DraftModelAccept));

@@ -1,0 +1,53 @@
+// Draft-model bookkeeping: CPU implementations of the rules in draft_model.h.
+#include "draft_model/draft_model.h"
+
+namespace fdspec {
+
+void draft_model_preprocess_cpu(const DraftModelPreprocessParams& p) {
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const DraftSlot kind = draft_slot_kind(p.base_model_stop_flags[b], p.base_model_seq_lens_encoder[b],
+                                           p.base_model_seq_lens_decoder[b]);
+    draft_preprocess_slot(p, b, kind);
+    if (kind == DraftSlot::kPrefill) {
+      int64_t* row = p.pre_ids + b * p.pre_ids_stride;
+      for (int64_t i = 0; i < p.pre_ids_stride; ++i) row[i] = -1;
+    }
+  }
+}
+
+namespace {
+
+float logit_at(const DraftModelUpdateParams& p, int64_t i) {
+  switch (p.logits_dtype) {
+    case LogitsDType::kFloat16: return float16_bits_to_float(static_cast<const uint16_t*>(p.logits)[i]);
+    case LogitsDType::kBFloat16: return bfloat16_bits_to_float(static_cast<const uint16_t*>(p.logits)[i]);
+    default: return static_cast<const float*>(p.logits)[i];
+  }
+}
+
+}  // namespace
+
+void draft_model_update_cpu(const DraftModelUpdateParams& p) {
+  for (int64_t b = 0; b < p.batch; ++b) {
+    if (!draft_update_takes(p, b)) continue;
+    uint64_t best = 0;  // below every key: the lowest key is that of id 2^32 - 1
+    for (int64_t v = 0; v < p.vocab_size; ++v) {
+      const uint64_t key = draft_argmax_key(logit_at(p, b * p.vocab_size + v), v);
+      best = key > best ? key : best;
+    }
+    draft_update_write(p, b, draft_argmax_id(best));
+  }
+}
+
+void draft_model_accept_cpu(const DraftModelAcceptParams& p) {
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const DraftAcceptSlot a = draft_accept_slot(p, b);
+    int64_t* row = p.pre_ids + b * p.pre_ids_stride + a.s + 1;
+    const int64_t* accepted = p.accept_tokens + b * p.width;
+    for (int64_t i = 0; i < a.n; ++i) row[i] = accepted[i];
+    p.step_idx[b] = a.s + a.n;
+    p.mtp_draft_num[b] = 0;
+  }
+}
+
+}  // namespace fdspec

@@ -1,0 +1,92 @@
+// draft_model_preprocess: Paddle binding. Checks the tensors by name and dispatches on the place of
+// input_ids. Rule: draft_model.h; contract: docs/contract/draft_model.md.
+#include "binding/binding_utils.h"
+#include "draft_model/draft_model.h"
+
+namespace {
+
+constexpr const char* kOp = "draft_model_preprocess";
+
+}  // namespace
+
+void DraftModelPreprocess(paddle::Tensor& input_ids, paddle::Tensor& seq_lens_decoder,
+                          paddle::Tensor& step_idx, paddle::Tensor& pre_ids,
+                          paddle::Tensor& mtp_draft_num, paddle::Tensor& max_dec_len,
+                          paddle::Tensor& base_model_seq_lens_this_time,
+                          const paddle::Tensor& base_model_seq_lens_encoder,
+                          const paddle::Tensor& base_model_seq_lens_decoder,
+                          const paddle::Tensor& base_model_stop_flags,
+                          const paddle::Tensor& base_model_max_dec_len) {
+  using paddle::DataType;
+  const fdspec::binding::OpChecks c(kOp);
+  FDSPEC_CHECK_DEFINED(c, input_ids, seq_lens_decoder, step_idx, pre_ids, mtp_draft_num,
+                       max_dec_len, base_model_seq_lens_this_time, base_model_seq_lens_encoder,
+                       base_model_seq_lens_decoder, base_model_stop_flags, base_model_max_dec_len);
+  const int64_t B = c.batch(base_model_seq_lens_this_time, "base_model_seq_lens_this_time");
+  c.dtype(input_ids, "input_ids", DataType::INT64)
+      .dtype(seq_lens_decoder, "seq_lens_decoder", DataType::INT32)
+      .dtype(step_idx, "step_idx", DataType::INT64)
+      .dtype(pre_ids, "pre_ids", DataType::INT64)
+      .dtype(mtp_draft_num, "mtp_draft_num", DataType::INT32)
+      .dtype(max_dec_len, "max_dec_len", DataType::INT64)
+      .dtype(base_model_seq_lens_this_time, "base_model_seq_lens_this_time", DataType::INT32)
+      .dtype(base_model_seq_lens_encoder, "base_model_seq_lens_encoder", DataType::INT32)
+      .dtype(base_model_seq_lens_decoder, "base_model_seq_lens_decoder", DataType::INT32)
+      .dtype(base_model_stop_flags, "base_model_stop_flags", DataType::BOOL)
+      .dtype(base_model_max_dec_len, "base_model_max_dec_len", DataType::INT64);
+  c.per_slot(base_model_seq_lens_this_time, "base_model_seq_lens_this_time", B)
+      .per_slot(input_ids, "input_ids", B)
+      .per_slot(seq_lens_decoder, "seq_lens_decoder", B)
+      .per_slot(step_idx, "step_idx", B)
+      .rows_at_least(pre_ids, "pre_ids", B)
+      .per_slot(mtp_draft_num, "mtp_draft_num", B)
+      .per_slot(max_dec_len, "max_dec_len", B)
+      .per_slot(base_model_seq_lens_encoder, "base_model_seq_lens_encoder", B)
+      .per_slot(base_model_seq_lens_decoder, "base_model_seq_lens_decoder", B)
+      .per_slot(base_model_stop_flags, "base_model_stop_flags", B)
+      .per_slot(base_model_max_dec_len, "base_model_max_dec_len", B);
+  c.that(pre_ids.shape()[1] >= 1, "pre_ids must have at least one column, got shape " +
+                                      fdspec::binding::shape_str(pre_ids));
+  c.same_place_as(input_ids, "input_ids",
+                  {{"seq_lens_decoder", seq_lens_decoder}, {"step_idx", step_idx},
+                   {"pre_ids", pre_ids}, {"mtp_draft_num", mtp_draft_num},
+                   {"max_dec_len", max_dec_len},
+                   {"base_model_seq_lens_this_time", base_model_seq_lens_this_time},
+                   {"base_model_seq_lens_encoder", base_model_seq_lens_encoder},
+                   {"base_model_seq_lens_decoder", base_model_seq_lens_decoder},
+                   {"base_model_stop_flags", base_model_stop_flags},
+                   {"base_model_max_dec_len", base_model_max_dec_len}});
+
+  fdspec::DraftModelPreprocessParams p;
+  p.input_ids = input_ids.data<int64_t>();
+  p.seq_lens_decoder = seq_lens_decoder.data<int32_t>();
+  p.step_idx = step_idx.data<int64_t>();
+  p.pre_ids = pre_ids.data<int64_t>();
+  p.pre_ids_stride = pre_ids.shape()[1];
+  p.mtp_draft_num = mtp_draft_num.data<int32_t>();
+  p.max_dec_len = max_dec_len.data<int64_t>();
+  p.base_model_seq_lens_this_time = base_model_seq_lens_this_time.data<int32_t>();
+  p.base_model_seq_lens_encoder = base_model_seq_lens_encoder.data<int32_t>();
+  p.base_model_seq_lens_decoder = base_model_seq_lens_decoder.data<int32_t>();
+  p.base_model_stop_flags = base_model_stop_flags.data<bool>();
+  p.base_model_max_dec_len = base_model_max_dec_len.data<int64_t>();
+  p.batch = B;
+
+  FDSPEC_RUN_ON_PLACE(kOp, input_ids, p, fdspec::draft_model_preprocess_cpu,
+                      fdspec::draft_model_preprocess_gpu);
+}
+
+PD_BUILD_OP(draft_model_preprocess)
+    .Inputs({"input_ids", "seq_lens_decoder", "step_idx", "pre_ids", "mtp_draft_num", "max_dec_len",
+             "base_model_seq_lens_this_time", "base_model_seq_lens_encoder",
+             "base_model_seq_lens_decoder", "base_model_stop_flags", "base_model_max_dec_len"})
+    .Outputs({"input_ids_out", "seq_lens_decoder_out", "step_idx_out", "pre_ids_out",
+              "mtp_draft_num_out", "max_dec_len_out", "base_model_seq_lens_this_time_out"})
+    .SetInplaceMap({{"input_ids", "input_ids_out"},
+                    {"seq_lens_decoder", "seq_lens_decoder_out"},
+                    {"step_idx", "step_idx_out"},
+                    {"pre_ids", "pre_ids_out"},
+                    {"mtp_draft_num", "mtp_draft_num_out"},
+                    {"max_dec_len", "max_dec_len_out"},
+                    {"base_model_seq_lens_this_time", "base_model_seq_lens_this_time_out"}})
+    .SetKernelFn(PD_KERNEL(DraftModelPreprocess));

@@ -1,0 +1,113 @@
+// The batch-wide token-budget walk of the n-gram ops: the slot state, the walk itself on the host,
+// and the graph-mode padding. No Paddle or CUDA include. ngram_match (docs/contract/ngram.md#ngram_match) and hybrid_mtp_ngram
+// (docs/contract/ngram.md#hybrid_mtp_ngram) both run on it: each op only says what a slot is (its `*_walk_slot` function, the one
+// definition its CPU path, its search kernel and its GPU walk all read) and how a slot searches.
+// The GPU form of the walk is in ngram_walk.cuh.
+//
+// The walk. The slots are visited in batch order with a batch budget T. A slot either takes part
+// ("processed": it may draft) or keeps a fixed length. A processed slot has a base length (1 in
+// ngram_match, the MTP length `ori` in hybrid_mtp_ngram) and a budget q, the drafts it may take
+// before the threshold. `unprocessed` starts at I, the number of slots the op counts, and drops by one
+// at each processed slot. At processed slot b, with S_b = (final lengths of the slots before b) +
+// base_b and L_b = unprocessed after the drop, let G_b = S_b + L_b: the slot gives up (keeps its base)
+// when G_b >= T - 1; otherwise its search runs with the budget min(q, T - G_b) and the slot keeps the
+// c_b tokens it finds. Its final length is base_b + c_b.
+//
+// Why the walk is a scan (what the GPU relies on). Let u_b be the drafts slot b would keep with no
+// threshold (its search with budget q). The window a search picks does not depend on the budget (only
+// a non-empty continuation is needed, any budget >= 1 gives one), so c_b = min(u_b, T - G_b) when the
+// slot does not give up. From one processed slot b to the next one b', G grows by c_b, plus the fixed
+// lengths of the slots in between, plus base_b' - 1. Provided every fixed length is >= 0 and every
+// base is >= 1, G never decreases. So once a slot gives up, every later one does; once a slot is
+// clamped (c_b = T - G_b), G_b' >= T and every later slot gives up too. Let G'_b be G_b computed with
+// every earlier processed slot keeping its u (a prefix sum). Every processed slot before the first
+// slot b0 with G'_b0 >= T - 1 or G'_b0 + u_b0 > T keeps u exactly (G = G' up to b0); b0 keeps
+// min(u, T - G') or gives up; every later slot gives up. A negative fixed length (ngram_match's
+// prefill length is summed as given) breaks the monotonicity: the GPU then walks sequentially.
+//
+// Graph mode (pad_to_max, FastDeploy #7849). A target model captured in CUDA graphs needs the same
+// number of tokens from every scheduled slot at every step. After the walk, every slot the op marks
+// `padded` whose length is below the pad length (min(max_draft_tokens, K) + 1) is raised to it; the
+// new draft columns repeat the slot's last valid token (its last draft, else column 0, the last
+// accepted token), so they are real token ids of the target's vocabulary. Padding changes no budget:
+// the walk above runs on the unpadded lengths.
+#pragma once
+
+#include <cstdint>
+
+#include "common/fdspec_common.h"
+#include "ngram_common/ngram_search.h"
+
+namespace fdspec {
+
+// What the walk needs of one slot. Each op builds it in one function (ngram_match_walk_slot,
+// hybrid_walk_slot).
+struct WalkSlot {
+  bool processed = false;  // takes part: drops `unprocessed` and may draft
+  bool counted = false;    // counted in the initial `unprocessed` (I)
+  bool padded = false;     // graph mode raises its length to the pad length (then base >= 1)
+  int64_t base = 0;        // processed: length before drafts (>= 1); others: the fixed length
+  int64_t budget = 0;      // processed: q, drafts allowed before the threshold (may be <= 0)
+  bool untouched = false;  // fixed: its seq_lens_this_time is left as given (base may differ from it)
+};
+
+// Where the walk writes, and the graph-mode pad length (0: no padding).
+struct WalkOutputs {
+  int64_t* draft_tokens;        // [>= B, K + 1]: columns base .. base + c - 1, then the padding
+  int64_t draft_stride;         // K + 1
+  int32_t* seq_lens_this_time;  // [B]: the final length
+  int64_t pad_length;
+};
+
+// The length every padded slot ends with: max_draft_tokens + 1, kept within the K + 1 columns of
+// draft_tokens (a larger max_draft_tokens would make upstream write past the row). 0 when off.
+FDSPEC_HD int64_t graph_pad_length(bool pad_to_max, int64_t max_draft_tokens, int64_t draft_stride) {
+  return pad_to_max ? max_of<int64_t>(min_of<int64_t>(max_draft_tokens, draft_stride - 1) + 1, 0) : 0;
+}
+
+// Writes slot b's outcome: `kept` drafts from `src` after its base, the graph-mode padding, and its
+// final length (a fixed slot's length is written back unchanged: the same value, or the clamp the
+// op's slot function applied).
+FDSPEC_HD void ngram_walk_finish(const WalkOutputs& o, int64_t b, const WalkSlot& w,
+                                 const int64_t* src, int64_t kept) {
+  if (w.untouched) return;
+  int64_t* row = o.draft_tokens + b * o.draft_stride;
+  for (int64_t k = 0; k < kept; ++k) row[w.base + k] = src[k];
+  int64_t len = w.base + kept;
+  if (w.padded && len >= 1 && len < o.pad_length) {
+    const int64_t last = row[len - 1];
+    for (int64_t k = len; k < o.pad_length; ++k) row[k] = last;
+    len = o.pad_length;
+  }
+  o.seq_lens_this_time[b] = static_cast<int32_t>(len);
+}
+
+// The walk on the host, as stated above. Op provides: int64_t batch() and threshold(); WalkSlot
+// slot(b) (called before slot b is written); NgramMatch search(b, budget), the slot's first
+// productive match with that budget; WalkOutputs outputs().
+template <class Op>
+void ngram_walk_host(const Op& op) {
+  const int64_t B = op.batch();
+  const int64_t T = op.threshold();
+  const WalkOutputs out = op.outputs();
+  int64_t unprocessed = 0;
+  for (int64_t b = 0; b < B; ++b) unprocessed += op.slot(b).counted;
+
+  int64_t prefix = 0;  // the final (unpadded) lengths of the slots before b
+  for (int64_t b = 0; b < B; ++b) {
+    const WalkSlot w = op.slot(b);
+    NgramMatch m;
+    if (w.processed) {
+      --unprocessed;
+      const int64_t S = prefix + w.base;
+      const int64_t L = unprocessed;
+      int64_t budget = w.budget;
+      if (S + budget + L > T) budget = T - S - L;
+      if (S + L < T - 1) m = op.search(b, budget);
+    }
+    prefix += w.base + m.count;
+    ngram_walk_finish(out, b, w, m.src, m.count);
+  }
+}
+
+}  // namespace fdspec

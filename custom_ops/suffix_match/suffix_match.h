@@ -1,0 +1,130 @@
+// suffix_match: kernel layer (CPU implementation and CUDA launcher). No Paddle include.
+// Contract: docs/contract/suffix.md. B = batch; W = token_ids_stride; K + 1 = draft_stride.
+//
+// Suffix decoding over each slot's own history H (prompt then generated tokens): for every match
+// length L of the context's suffix, a greedy path through the continuation counts of H, scored by
+// the product of count ratios; the best-scoring path becomes the slot's draft, then the batch token
+// budget of ngram_match (docs/contract/ngram.md#ngram_match) and pad_to_max apply. No per-slot state: every call reads the
+// history, so nothing has to be inserted at prefill and a slot's new request needs no reset.
+#pragma once
+
+#include <cstdint>
+
+#include "common/fdspec_common.h"
+
+#ifdef FDSPEC_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace fdspec {
+
+// The GPU kernel keeps the context (the last max_tree_depth tokens) and the per-match-length
+// histogram in shared memory, and each candidate draft of a warp in shared memory too; these bound
+// both. Histories are addressed with int32 positions (the same 2^30 bound as the n-gram ops).
+constexpr int kMaxSuffixTreeDepth = 256;
+constexpr int kMaxSuffixSpecTokens = 64;
+constexpr int64_t kMaxSuffixHistory = int64_t{1} << 30;
+
+struct SuffixMatchParams {
+  const int64_t* token_ids_all;      // [>= B, W] int64: prompt then generated tokens, -1 padded
+  int64_t token_ids_stride;          // W (< kMaxSuffixHistory)
+  const int64_t* prompt_lens;        // [B] int64: P, clamped to [0, W]
+  const int64_t* step_idx;           // [B] int64: s, generated tokens, clamped to [0, W - P]
+  const int32_t* draft_token_num;    // [B] int32: per-slot draft cap
+  int64_t* draft_tokens;             // [B, K + 1] int64, in place: columns 1 .. kept written
+  int64_t draft_stride;              // K + 1 (1 .. kMaxSuffixSpecTokens + 1)
+  int32_t* seq_lens_this_time;       // [B] int32, in place: 1 + kept for decoding slots, 0 empty
+  const int32_t* seq_lens_encoder;   // [B] int32: > 0 marks a prefill slot (left untouched)
+  const int32_t* seq_lens_decoder;   // [B] int32: 0 marks an empty slot
+  const int64_t* max_dec_len;        // [B] int64
+  int64_t* suffix_tokens;            // [>= B, K] int64, out: a decoding slot's draft before the
+                                     //   batch budget, -1 after its m tokens (other rows untouched)
+  float* suffix_probs;               // [>= B, K] float32, out: the draft's probabilities, 0 after m
+  int32_t* suffix_meta;              // [>= B, 2] int32, out: (m, match length L)
+  int64_t batch;                     // B (0: no-op)
+  int max_tree_depth;                // D, 1 .. kMaxSuffixTreeDepth
+  float max_spec_factor;             // finite
+  float max_spec_offset;             // finite
+  float min_token_prob;              // finite
+  int max_draft_tokens;              // 0 .. K: the slot cap and the pad_to_max length
+  bool pad_to_max;                   // every decoding slot leaves with max_draft_tokens + 1
+  int64_t threshold;                 // T: token budget of the whole batch
+};
+
+// IEEE single-precision steps that CPU and GPU must round identically: on the device the _rn
+// intrinsics, which the compiler never contracts into an FMA (a fused p * r + score would round once
+// instead of twice and differ in the last bit).
+FDSPEC_HD float suffix_fmul(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+FDSPEC_HD float suffix_fadd(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+// count(s.d.t) / count(s.d) in float32, the counts rounded to float first (as Arctic does).
+FDSPEC_HD float suffix_ratio(int64_t num, int64_t den) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(__ll2float_rn(num), __ll2float_rn(den));
+#else
+  return static_cast<float>(num) / static_cast<float>(den);
+#endif
+}
+
+// Draft length allowed at match length L: min(cap, floor(float32(float32(L * factor) + offset) +
+// 1e-6)), at least 0 (Arctic's rule, its float32 steps included).
+FDSPEC_HD int64_t suffix_spec_limit(int L, float factor, float offset, int64_t cap) {
+  const float x = suffix_fadd(suffix_fmul(static_cast<float>(L), factor), offset);
+#if defined(__CUDA_ARCH__)
+  const double y = __dadd_rn(static_cast<double>(x), 1e-6);
+#else
+  const double y = static_cast<double>(x) + 1e-6;
+#endif
+  if (!(y >= 0.0)) return 0;
+  const int64_t whole = static_cast<int64_t>(y < 1e15 ? y : 1e15);
+  return min_of<int64_t>(whole, cap);
+}
+
+// What one slot reads: its history row, P + s = N (both clamped), and its draft cap
+// min(draft_token_num, max_draft_tokens, K, max_dec_len - s - 1, W - N - 1), at least 0.
+struct SuffixSlot {
+  const int64_t* row;
+  int64_t n;
+  int64_t cap;
+};
+
+FDSPEC_HD SuffixSlot suffix_slot(const SuffixMatchParams& p, int64_t b) {
+  const int64_t W = p.token_ids_stride;
+  const int64_t P = clamp_to<int64_t>(p.prompt_lens[b], 0, W);
+  const int64_t s = clamp_to<int64_t>(p.step_idx[b], 0, W - P);
+  int64_t cap = min_of<int64_t>(p.draft_token_num[b], p.max_draft_tokens);
+  cap = min_of<int64_t>(cap, p.draft_stride - 1);
+  cap = min_of<int64_t>(cap, sub_sat(p.max_dec_len[b], s + 1));
+  cap = min_of<int64_t>(cap, W - P - s - 1);
+  return SuffixSlot{p.token_ids_all + b * W, P + s, max_of<int64_t>(cap, 0)};
+}
+
+// The walk's slot kinds, as ngram_match reads them (docs/contract/ngram.md#ngram_match).
+FDSPEC_HD bool suffix_is_decoding(int32_t enc, int32_t dec) { return enc <= 0 && dec != 0; }
+FDSPEC_HD bool suffix_is_counted(int32_t enc, int32_t dec) { return enc > 0 || dec > 0; }
+
+// Sequential reference on the host. Per decoding slot O(N * D) for the match lengths plus
+// O(sum over L, steps of |S| log |S|) for the paths (N * D * K log N at worst, with one token).
+void suffix_match_cpu(const SuffixMatchParams& p);
+
+#ifdef FDSPEC_WITH_CUDA
+// Two kernels on `stream`, no allocation, no host synchronisation (CUDA-graph capturable): the draft
+// search, one block per slot, then the batch budget walk of ngram_common/ngram_walk.cuh, which also
+// copies the drafts and pads. Returns the launch status.
+cudaError_t suffix_match_gpu(const SuffixMatchParams& p, cudaStream_t stream);
+#endif
+
+}  // namespace fdspec

@@ -1,0 +1,292 @@
+// The draft-model ops' CUDA launchers against their CPU implementations, at the kernel layer (no
+// Paddle), bit for bit on every tensor: whole MTP steps (draft_model_preprocess, draft_model_update
+// for substeps 0 .. steps - 1 on their own logits, draft_model_accept) on random slot states (every
+// slot kind, unverified drafts left over, full pre_ids rows, hostile lengths), tiny and large
+// vocabularies, float32 / float16 / bfloat16 logits with raw random 16-bit patterns (ties, NaN, inf,
+// -0), logits rows off 16-byte boundaries. Then CUDA-graph rounds: a whole step captured once, new
+// state and logits copied into the captured buffers before each replay. Usage: tests/cuda/harness.cuh.
+#include <cinttypes>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "draft_model/draft_model.h"
+#include "harness.cuh"
+
+namespace {
+
+using fdspec::LogitsDType;
+using harness::DevVec;
+using harness::Rng;
+
+struct Shape {
+  int64_t B = 0, rows = 0, D = 1, K1 = 2, V = 1;
+  int steps = 1;
+  LogitsDType dtype = LogitsDType::kFloat32;
+  int64_t esize() const { return fdspec::logits_dtype_size(dtype); }
+};
+
+// Every tensor of the three ops. Bools are held as bytes.
+struct State {
+  std::vector<int64_t> input_ids, step, pre, mdl, bmdl, drafts, acc_tokens;
+  std::vector<int32_t> dec, num, slt, enc, bdec, acc_num;
+  std::vector<uint8_t> stop;
+  std::vector<uint8_t> logits;  // steps x rows x V elements of the dtype (only read)
+
+  bool operator==(const State& o) const {
+    return input_ids == o.input_ids && step == o.step && pre == o.pre && mdl == o.mdl &&
+           bmdl == o.bmdl && drafts == o.drafts && acc_tokens == o.acc_tokens && dec == o.dec &&
+           num == o.num && slt == o.slt && enc == o.enc && bdec == o.bdec && acc_num == o.acc_num &&
+           stop == o.stop && logits == o.logits;
+  }
+};
+
+State make_state(Rng& r, const Shape& sh, double odd) {
+  const int64_t B = sh.B, D = sh.D, K1 = sh.K1, V = sh.V;
+  const int64_t vocab = std::min<int64_t>(V, 50);
+  State s;
+  s.pre.resize(sh.rows * D);
+  for (auto& t : s.pre) t = r.chance(0.9) ? r.uni(0, vocab - 1) : -1;
+  s.drafts.resize(sh.rows * K1);
+  for (auto& t : s.drafts) t = r.uni(-1, vocab - 1);
+  s.acc_tokens.resize(sh.rows * K1);
+  for (auto& t : s.acc_tokens) t = r.uni(0, vocab - 1);
+  s.input_ids.resize(B); s.step.resize(B); s.mdl.resize(B); s.bmdl.resize(B);
+  s.dec.resize(B); s.num.resize(B); s.slt.resize(B); s.enc.resize(B); s.bdec.resize(B);
+  s.acc_num.resize(B); s.stop.resize(B);
+  for (int64_t b = 0; b < B; ++b) {
+    s.pre[b * D] = -1;
+    const double kind = r.real();  // decoding, prefill, idle, stopped
+    s.enc[b] = kind > 0.7 && kind <= 0.85 ? static_cast<int32_t>(r.uni(1, 9)) : 0;
+    s.bdec[b] = kind <= 0.7 || kind > 0.95 ? static_cast<int32_t>(r.uni(1, 300)) : 0;
+    s.stop[b] = kind > 0.95;
+    s.step[b] = r.chance(0.1) ? D - 1 : r.uni(0, D - 1);  // full rows too
+    s.num[b] = static_cast<int32_t>(r.uni(0, std::min<int64_t>(K1 - 1, s.step[b])));
+    s.input_ids[b] = r.uni(-3, vocab);
+    s.dec[b] = static_cast<int32_t>(r.uni(0, 5));
+    s.mdl[b] = r.uni(0, 9);
+    s.bmdl[b] = r.uni(1, 1000);
+    s.slt[b] = static_cast<int32_t>(r.uni(0, K1));
+    s.acc_num[b] = static_cast<int32_t>(r.uni(0, K1));
+    if (r.chance(odd)) {
+      switch (r.uni(0, 6)) {
+        case 0: s.step[b] = r.pick<int64_t>({INT64_MIN, -1, D, D + 5, INT64_MAX}); break;
+        case 1: s.num[b] = r.pick<int32_t>({INT32_MIN, -1, static_cast<int32_t>(K1 + 3), INT32_MAX}); break;
+        case 2: s.acc_num[b] = r.pick<int32_t>({INT32_MIN, -2, static_cast<int32_t>(K1 + 1), INT32_MAX}); break;
+        case 3: s.bdec[b] = r.pick<int32_t>({INT32_MIN, -1, INT32_MAX}); break;
+        case 4: s.enc[b] = r.pick<int32_t>({INT32_MIN, -1, INT32_MAX}); break;
+        case 5: s.pre[b * D + std::min<int64_t>(std::max<int64_t>(s.step[b], 0), D - 1)] = -r.uni(1, 5); break;
+        default: s.bmdl[b] = r.pick<int64_t>({INT64_MIN, INT64_MAX}); break;
+      }
+    }
+  }
+  // Logits: float32 small integers (ties) or random values with NaN / inf / -0; 16-bit types as raw
+  // random bit patterns, a third of them forced into a few values so that ties are common.
+  const int64_t n = sh.steps * sh.rows * V;
+  s.logits.resize(n * sh.esize());
+  for (int64_t i = 0; i < n; ++i) {
+    if (sh.dtype == LogitsDType::kFloat32) {
+      const double c = r.real();
+      float x = c < 0.5 ? static_cast<float>(r.uni(-2, 2))
+                        : (c < 0.9 ? static_cast<float>(r.real() * 8 - 4)
+                                   : r.pick<float>({-0.0f, 0.0f, __builtin_inff(), -__builtin_inff(),
+                                                    __builtin_nanf("")}));
+      std::memcpy(s.logits.data() + i * 4, &x, 4);
+    } else {
+      uint16_t h = r.chance(0.33) ? r.pick<uint16_t>({0x3C00, 0x3C00, 0x8000, 0x0000, 0x7C00, 0xFF80})
+                                  : static_cast<uint16_t>(r.uni(0, 0xFFFF));
+      std::memcpy(s.logits.data() + i * 2, &h, 2);
+    }
+  }
+  return s;
+}
+
+// The step on raw pointers: the same function drives the CPU (host pointers) and the GPU (device).
+struct Ptrs {
+  int64_t *input_ids, *step, *pre, *mdl, *bmdl, *drafts, *acc_tokens;
+  int32_t *dec, *num, *slt, *enc, *bdec, *acc_num;
+  bool* stop;
+  const uint8_t* logits;
+};
+
+fdspec::DraftModelPreprocessParams pre_params(const Shape& sh, const Ptrs& q) {
+  fdspec::DraftModelPreprocessParams p;
+  p.input_ids = q.input_ids; p.seq_lens_decoder = q.dec; p.step_idx = q.step; p.pre_ids = q.pre;
+  p.pre_ids_stride = sh.D; p.mtp_draft_num = q.num; p.max_dec_len = q.mdl;
+  p.base_model_seq_lens_this_time = q.slt; p.base_model_seq_lens_encoder = q.enc;
+  p.base_model_seq_lens_decoder = q.bdec; p.base_model_stop_flags = q.stop;
+  p.base_model_max_dec_len = q.bmdl; p.batch = sh.B;
+  return p;
+}
+
+fdspec::DraftModelUpdateParams upd_params(const Shape& sh, const Ptrs& q, int substep) {
+  fdspec::DraftModelUpdateParams p;
+  p.logits = q.logits + static_cast<int64_t>(substep) * sh.rows * sh.V * sh.esize();
+  p.logits_dtype = sh.dtype; p.vocab_size = sh.V; p.input_ids = q.input_ids; p.seq_lens_decoder = q.dec;
+  p.step_idx = q.step; p.pre_ids = q.pre; p.pre_ids_stride = sh.D; p.mtp_draft_num = q.num;
+  p.base_model_draft_tokens = q.drafts; p.draft_stride = sh.K1; p.base_model_seq_lens_this_time = q.slt;
+  p.substep = substep; p.batch = sh.B;
+  return p;
+}
+
+fdspec::DraftModelAcceptParams acc_params(const Shape& sh, const Ptrs& q) {
+  fdspec::DraftModelAcceptParams p;
+  p.accept_tokens = q.acc_tokens; p.accept_num = q.acc_num; p.width = sh.K1; p.step_idx = q.step;
+  p.pre_ids = q.pre; p.pre_ids_stride = sh.D; p.mtp_draft_num = q.num; p.batch = sh.B;
+  return p;
+}
+
+void cpu_step(const Shape& sh, State& s) {
+  const Ptrs q{s.input_ids.data(), s.step.data(), s.pre.data(), s.mdl.data(), s.bmdl.data(),
+               s.drafts.data(), s.acc_tokens.data(), s.dec.data(), s.num.data(), s.slt.data(),
+               s.enc.data(), s.bdec.data(), s.acc_num.data(), reinterpret_cast<bool*>(s.stop.data()),
+               s.logits.data()};
+  fdspec::draft_model_preprocess_cpu(pre_params(sh, q));
+  for (int i = 0; i < sh.steps; ++i) fdspec::draft_model_update_cpu(upd_params(sh, q, i));
+  fdspec::draft_model_accept_cpu(acc_params(sh, q));
+}
+
+// The GPU step; in the self-test the CPU implementation, with a perturbed output now and then.
+cudaError_t gpu_step(const Shape& sh, const Ptrs& q, cudaStream_t stream) {
+  auto& st = harness::selftest();
+  if (st.host_backend) {
+    fdspec::draft_model_preprocess_cpu(pre_params(sh, q));
+    for (int i = 0; i < sh.steps; ++i) fdspec::draft_model_update_cpu(upd_params(sh, q, i));
+    fdspec::draft_model_accept_cpu(acc_params(sh, q));
+    if (st.perturb && sh.B > 0) {
+      static int turn = 0;
+      switch (++turn % 3) {
+        case 0: q.step[sh.B - 1] += 1; break;
+        case 1: q.pre[sh.B * sh.D - 1] ^= 1; break;
+        default: q.drafts[sh.B * sh.K1 - 1] += 1; break;
+      }
+      st.perturbed = true;
+    }
+    return cudaSuccess;
+  }
+  cudaError_t e = fdspec::draft_model_preprocess_gpu(pre_params(sh, q), stream);
+  for (int i = 0; i < sh.steps && e == cudaSuccess; ++i) e = fdspec::draft_model_update_gpu(upd_params(sh, q, i), stream);
+  return e == cudaSuccess ? fdspec::draft_model_accept_gpu(acc_params(sh, q), stream) : e;
+}
+
+struct DeviceState {
+  DevVec<int64_t> input_ids, step, pre, mdl, bmdl, drafts, acc_tokens;
+  DevVec<int32_t> dec, num, slt, enc, bdec, acc_num;
+  DevVec<uint8_t> stop, logits;
+  explicit DeviceState(const State& s)
+      : input_ids(s.input_ids), step(s.step), pre(s.pre), mdl(s.mdl), bmdl(s.bmdl), drafts(s.drafts),
+        acc_tokens(s.acc_tokens), dec(s.dec), num(s.num), slt(s.slt), enc(s.enc), bdec(s.bdec),
+        acc_num(s.acc_num), stop(s.stop), logits(s.logits) {}
+  void upload(const State& s) {
+    input_ids.upload(s.input_ids); step.upload(s.step); pre.upload(s.pre); mdl.upload(s.mdl);
+    bmdl.upload(s.bmdl); drafts.upload(s.drafts); acc_tokens.upload(s.acc_tokens); dec.upload(s.dec);
+    num.upload(s.num); slt.upload(s.slt); enc.upload(s.enc); bdec.upload(s.bdec);
+    acc_num.upload(s.acc_num); stop.upload(s.stop); logits.upload(s.logits);
+  }
+  State download() const {
+    State s;
+    s.input_ids = input_ids.download(); s.step = step.download(); s.pre = pre.download();
+    s.mdl = mdl.download(); s.bmdl = bmdl.download(); s.drafts = drafts.download();
+    s.acc_tokens = acc_tokens.download(); s.dec = dec.download(); s.num = num.download();
+    s.slt = slt.download(); s.enc = enc.download(); s.bdec = bdec.download();
+    s.acc_num = acc_num.download(); s.stop = stop.download(); s.logits = logits.download();
+    return s;
+  }
+  Ptrs ptrs() const {
+    return Ptrs{input_ids.ptr(), step.ptr(), pre.ptr(), mdl.ptr(), bmdl.ptr(), drafts.ptr(),
+                acc_tokens.ptr(), dec.ptr(), num.ptr(), slt.ptr(), enc.ptr(), bdec.ptr(),
+                acc_num.ptr(), reinterpret_cast<bool*>(stop.ptr()), logits.ptr()};
+  }
+};
+
+std::string describe(const Shape& sh, const State& want, const State& got, const char* how) {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                "[%s] B=%" PRId64 " rows=%" PRId64 " D=%" PRId64 " K+1=%" PRId64 " V=%" PRId64
+                " steps=%d dtype=%d; first differences: step %" PRId64 " pre %" PRId64
+                " drafts %" PRId64 " slt %" PRId64 " input_ids %" PRId64 " dec %" PRId64,
+                how, sh.B, sh.rows, sh.D, sh.K1, sh.V, sh.steps, static_cast<int>(sh.dtype),
+                harness::first_diff(want.step, got.step), harness::first_diff(want.pre, got.pre),
+                harness::first_diff(want.drafts, got.drafts), harness::first_diff(want.slt, got.slt),
+                harness::first_diff(want.input_ids, got.input_ids), harness::first_diff(want.dec, got.dec));
+  return buf;
+}
+
+void count_coverage(harness::Tally& t, const Shape& sh, const State& in, const State& want) {
+  for (int64_t b = 0; b < sh.B; ++b) {
+    t.count("drafting_slots", want.slt[b] >= 2 && in.slt[b] != want.slt[b]);
+    t.count("prefill_clears", in.enc[b] > 0 && !in.stop[b]);
+    t.count("full_rows", in.step[b] == sh.D - 1);
+  }
+}
+
+void run_case(harness::Tally& t, const Shape& sh, const State& in, const harness::Stream& stream) {
+  State want = in;
+  cpu_step(sh, want);
+  count_coverage(t, sh, in, want);
+  DeviceState dev(in);
+  t.begin_case();
+  CHECK(gpu_step(sh, dev.ptrs(), stream.get()));
+  stream.sync();
+  const State got = dev.download();
+  const bool ok = got == want;
+  t.record(ok, ok ? std::string() : describe(sh, want, got, "eager"));
+}
+
+void run_graph_rounds(harness::Tally& t, Rng& r, const Shape& sh, int replays,
+                      const harness::Stream& stream) {
+  State in = make_state(r, sh, 0.1);
+  DeviceState dev(in);
+  const Ptrs q = dev.ptrs();
+  const harness::Graph graph(stream.get(), [&](cudaStream_t s) { return gpu_step(sh, q, s); });
+  for (int i = 0; i < replays; ++i) {
+    in = make_state(r, sh, 0.1);
+    dev.upload(in);
+    State want = in;
+    cpu_step(sh, want);
+    t.begin_case();
+    graph.replay(stream.get());
+    stream.sync();
+    const State got = dev.download();
+    const bool ok = got == want;
+    t.record(ok, ok ? std::string() : describe(sh, want, got, "graph replay"));
+  }
+}
+
+Shape make_shape(Rng& r, int64_t B, int64_t D, int64_t V) {
+  Shape sh;
+  sh.B = B;
+  sh.rows = B + r.uni(0, 2);
+  sh.D = D;
+  sh.K1 = r.uni(2, 6);
+  sh.V = V;
+  sh.steps = static_cast<int>(r.uni(1, sh.K1 - 1));
+  sh.dtype = r.pick<LogitsDType>({LogitsDType::kFloat32, LogitsDType::kFloat16, LogitsDType::kBFloat16});
+  return sh;
+}
+
+void body(harness::Tally& t, bool quick) {
+  Rng r(20261124);
+  const harness::Stream stream;
+  const int small = quick ? 80 : 6000;
+  for (int it = 0; it < small; ++it) {
+    const Shape sh = make_shape(r, r.uni(0, 40), r.uni(1, 12), r.uni(1, 50));
+    run_case(t, sh, make_state(r, sh, 0.15), stream);
+  }
+  const int large = quick ? 3 : 60;
+  for (int it = 0; it < large; ++it) {  // vectors, odd V (rows off 16-byte boundaries), many rows
+    const Shape sh = make_shape(r, r.uni(1, quick ? 16 : 300), r.uni(2, 64), r.uni(51, quick ? 3000 : 40000));
+    run_case(t, sh, make_state(r, sh, 0.05), stream);
+  }
+  const int shapes = quick ? 2 : 10;
+  for (int it = 0; it < shapes; ++it) {
+    run_graph_rounds(t, r, make_shape(r, r.uni(1, 64), r.uni(2, 40), r.uni(2, 2000)), quick ? 3 : 20, stream);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const harness::Mode mode = harness::parse_mode(argc, argv);
+  return harness::run_harness("draft_model_vs_cpu", mode, [&](harness::Tally& t) { body(t, mode.quick); });
+}

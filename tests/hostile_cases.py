@@ -1,0 +1,847 @@
+"""The hostile-input cases of every op, run one by one by tests/hostile_runner.py in a child process.
+
+A case is a call a hostile (or careless) caller could make, with what the contract says must come out:
+``expect="error"``: an exception whose message names the op and the argument (``arg``); ``expect="ok"``:
+the op returns and its outputs equal the NumPy reference (the case function asserts it). What
+actually came out is one of
+
+    named error       rejected, the message names the op and the argument      (pass for "error")
+    correct result    returned, outputs equal the reference                      (pass for "ok")
+    unnamed error     rejected, but the message misses the op or the argument   (fail)
+    unexpected error  rejected a call the contract accepts                       (fail)
+    silent garbage    returned without error: wrong outputs, or a call that must be rejected (fail)
+    crash / hang      the child process died or the case ran past its timeout  (fail; decided by
+                      the parent, tests/test_hostile_inputs.py)
+
+Families: types (None, NumPy, Python scalars, lists for every tensor argument), undefined tensors at
+the binding, dtypes, ranks (0-d, one more dimension), batch mismatches, zero sizes, strided views,
+in-place outputs that require grad, hostile values (integer limits, NaN/inf, tiny temperatures),
+attribute limits, environment variables, queue traffic (malformed, interleaved, half-sent). On a GPU
+every tensor case runs on GPU tensors too, and a correct call after each family checks that no
+CUDA error stuck.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import dataclass
+from typing import Callable, Dict, List
+
+import numpy as np
+import paddle
+
+from fastdeploy_spec import ops
+from fastdeploy_spec.ops import _loader
+from fastdeploy_spec.ops._common import SPECS, FloatAttr
+from tests.helpers import FRAGMENT_HEADER, FRAGMENT_MAGIC, fragments, payload_of, raw_receive_all, raw_send, to_place
+from tests.reference import logprob_msg as msg_ref
+from tests.reference import draft_model as draft_ref
+from tests.reference import suffix_match as suffix_ref
+from tests.reference.get_accept_tokens import ref_cu_batch_offset, ref_get_accept_tokens_and_logits
+from tests.reference.hybrid_mtp_ngram import hybrid_mtp_ngram_ref
+from tests.reference.logprobs_topk import ref_logprobs_topk
+from tests.reference.ngram_match import TENSOR_ARGS as NGRAM_ARGS, make_ngram_batch, ngram_match_ref
+from tests.reference.step_update import step_update_ref
+from tests.reference.verify_greedy import verify_greedy_ref
+
+I32_MIN, I32_MAX = -(2**31), 2**31 - 1
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+B = 3  # batch of the good calls
+
+
+@dataclass
+class Case:
+    id: str
+    family: str
+    op: str
+    arg: str          # the argument an error must name ("" for transport errors: the op alone)
+    expect: str       # "error" or "ok"
+    fn: Callable[[], None]
+
+
+# ---- Good calls: valid inputs of every op, as NumPy arrays keyed by the op's argument names ----------
+
+def _flat(a):
+    return a.reshape(-1)
+
+
+def good(op: str, seed: int = 0) -> tuple[Dict[str, np.ndarray], Dict[str, object]]:
+    """Valid tensor inputs (in the op's order) and attributes of a small call of `op`."""
+    rng = np.random.default_rng(seed)
+    if op == "ngram_match":
+        d = make_ngram_batch(rng, B, 12, vocab=2)
+        return {k: d[k] for k in NGRAM_ARGS}, dict(max_ngram_size=3, max_draft_tokens=5, pad_to_max=False,
+                                                   threshold=None)
+    if op == "hybrid_mtp_ngram":
+        ids = rng.integers(0, 2, (B, 10)).astype(np.int64)
+        return dict(token_ids_all=ids, prompt_lens=np.full((B, 1), 6, np.int64),
+                    pre_ids=rng.integers(0, 2, (B, 8)).astype(np.int64),
+                    step_idx=np.array([[3], [5], [6]], np.int64), draft_token_num=np.full(B, 4, np.int32),
+                    draft_tokens=np.full((B, 5), -7, np.int64), seq_lens_this_time=np.array([1, 2, 0], np.int32),
+                    seq_lens_decoder=np.array([4, 9, 0], np.int32), max_dec_len=np.full((B, 1), 50, np.int64)), \
+            dict(max_ngram_size=3, min_ngram_size=1, max_draft_tokens=4, pad_to_max=False, threshold=None)
+    if op == "speculate_verify_greedy":
+        return dict(target_tokens=rng.integers(0, 3, (B, 4)).astype(np.int64),
+                    accept_tokens=np.full((B, 4), -5, np.int64), accept_num=np.full(B, -5, np.int32),
+                    step_idx=np.array([[2], [0], [5]], np.int64), stop_flags=np.array([[False], [False], [True]]),
+                    seq_lens_encoder=np.array([0, 4, 0], np.int32), seq_lens_decoder=np.array([6, 0, 3], np.int32),
+                    draft_tokens=rng.integers(0, 3, (B, 4)).astype(np.int64),
+                    seq_lens_this_time=np.array([4, 4, 2], np.int32), max_dec_len=np.full((B, 1), 40, np.int64),
+                    end_tokens=np.array([2], np.int64)), {}
+    if op == "speculate_step_update":
+        return dict(accept_tokens=rng.integers(0, 3, (B, 4)).astype(np.int64), accept_num=np.array([2, 1, 3], np.int32),
+                    token_ids_all=rng.integers(10, 20, (B, 16)).astype(np.int64),
+                    prompt_lens=np.full((B, 1), 4, np.int64), step_idx=np.array([[1], [0], [2]], np.int64),
+                    max_dec_len=np.full((B, 1), 10, np.int64), end_tokens=np.array([9], np.int64),
+                    stop_flags=np.zeros((B, 1), bool), seq_lens_this_time=np.array([3, 4, 4], np.int32),
+                    seq_lens_encoder=np.array([0, 4, 0], np.int32), seq_lens_decoder=np.array([5, 0, 6], np.int32),
+                    draft_tokens=np.full((B, 4), 30, np.int64)), {}
+    if op == "speculate_get_accept_tokens_and_logits":
+        logits = rng.standard_normal((7, 5)).astype(np.float32)
+        return dict(token_ids=np.full(B * 3, -3, np.int64), target_logits=np.full((B * 3, 5), 9, np.float32),
+                    logits=logits, cu_batch_token_offset=np.full(B + 1, 77, np.int32),
+                    cu_seqlens_q_output=np.array([0, 3, 4, 7], np.int32),
+                    seq_lens_this_time=np.array([3, 4, 3], np.int32), seq_lens_encoder=np.array([0, 4, 0], np.int32),
+                    accept_num=np.array([2, 1, 3], np.int32),
+                    accept_tokens=rng.integers(0, 100, (B, 3)).astype(np.int64)), {}
+    if op == "speculate_compute_cu_batch_offset":
+        return dict(cu_batch_token_offset=np.full(B + 1, 77, np.int32),
+                    accept_num=np.array([2, 0, 5], np.int32)), dict(real_bsz=B, max_accept_num=None)
+    if op == "speculate_logprobs_topk":
+        return dict(target_logits=rng.standard_normal((6, 9)).astype(np.float32),
+                    token_ids=rng.integers(0, 9, 6).astype(np.int64), cu_batch_token_offset=np.array([0, 2, 3, 5], np.int32),
+                    logprob_token_ids=np.full((6, 4), 99, np.int64), logprob_scores=np.full((6, 4), 99, np.float32),
+                    logprob_ranks=np.full(6, 99, np.int64), temperature=np.array([1.0, 0.5, 0.0], np.float32)), \
+            dict(raw_logits=False)
+    if op in ("speculate_save_output_topk", "mtp_save_first_token_with_topk"):
+        save = op == "speculate_save_output_topk"
+        step = msg_ref.make_step(rng, mode="save" if save else "mtp", batch=B, columns=4, full=True,
+                                 preempt_frac=0.3 if save else None)  # save: FastDeploy's 10-tensor form
+        return {k: step[k] for k in msg_ref.input_names(step)}, dict(message_flag=3, rank_id=0, save_each_rank=False,
+                                                                     queue_id=None)
+    if op == "speculate_get_output_topk":
+        b = msg_ref.fresh_buffers()
+        return dict(output_tokens=b["tokens"].reshape(-1, 1), output_scores=b["scores"].reshape(-1, 1),
+                    output_ranks=b["ranks"]), dict(real_k=20, rank_id=0, wait_flag=False, queue_id=None)
+    if op in DRAFT_ORDERS:
+        state = draft_ref.random_state(rng, B, 3, 6, 5)
+        a = {k: state[k] for k in DRAFT_ORDERS[op]}
+        if op == "draft_model_update":
+            return dict(logits=rng.standard_normal((B, 5)).astype(np.float32), **a), dict(substep=1)
+        return a, {}
+    if op == "suffix_match":
+        d = suffix_ref.make_suffix_batch(rng, B, 16, k=4, vocab=3)
+        return {k: d[k] for k in suffix_ref.TENSOR_ARGS}, dict(
+            max_tree_depth=8, max_spec_factor=1.0, max_spec_offset=0.0, min_token_prob=0.1, max_draft_tokens=4,
+            pad_to_max=False, threshold=None)
+    raise KeyError(op)
+
+
+DRAFT_ORDERS = {"draft_model_preprocess": draft_ref.PRE_ORDER, "draft_model_update": draft_ref.UPD_ORDER,
+                "draft_model_accept": draft_ref.ACC_ORDER}
+
+
+def tensors(arrays: Dict[str, np.ndarray], place: str) -> Dict[str, paddle.Tensor]:
+    return {k: _to(v, "cpu" if _host_only(k) else place) for k, v in arrays.items()}
+
+
+def _to(a: np.ndarray, place: str) -> paddle.Tensor:
+    if a.ndim == 0:  # to_place would make it [1] (np.ascontiguousarray returns at least 1-D)
+        return paddle.to_tensor(a, place=paddle.CUDAPlace(0) if place == "gpu" else paddle.CPUPlace())
+    return to_place(a, place)
+
+
+def _host_only(name: str) -> bool:  # the receive buffers live on the host whatever the place
+    return name.startswith("output_")
+
+
+def call(op: str, t: Dict[str, object], attrs: Dict[str, object]) -> None:
+    """Calls the op's Python entry point with the tensors `t` (any values) and attributes `attrs`."""
+    spec = SPECS[op]
+    fn = getattr(ops, op)
+    pos = [t[k] for k in spec.tensors if not (k == "temperature")]
+    kw = {}
+    if "temperature" in spec.tensors:
+        kw["temperature"] = t["temperature"]
+    names = [n for n, _ in spec.attrs]
+    keyword_only = set(names) if op == "suffix_match" else {"threshold", "raw_logits", "max_accept_num", "queue_id"}
+    pos += [attrs[n] for n in names if n not in keyword_only]
+    kw.update({n: attrs[n] for n in names if n in keyword_only})
+    fn(*pos, **kw)
+
+
+def reference(op: str, a: Dict[str, np.ndarray], attrs: Dict[str, object]) -> Dict[str, np.ndarray]:
+    """The outputs the op must leave in its in-place tensors for inputs `a` (NumPy references)."""
+    if op == "ngram_match":
+        thr = attrs["threshold"] if attrs["threshold"] is not None else 128
+        d, s = ngram_match_ref(*(a[k] for k in NGRAM_ARGS), attrs["max_ngram_size"], attrs["max_draft_tokens"],
+                               attrs["pad_to_max"], threshold=thr)
+        return dict(draft_tokens=d, seq_lens_this_time=s)
+    if op == "hybrid_mtp_ngram":
+        thr = attrs["threshold"] if attrs["threshold"] is not None else 1024
+        d, s = hybrid_mtp_ngram_ref(a["token_ids_all"], _flat(a["prompt_lens"]), a["pre_ids"], _flat(a["step_idx"]),
+                                    a["draft_tokens"], _flat(a["seq_lens_this_time"]), _flat(a["seq_lens_decoder"]),
+                                    _flat(a["max_dec_len"]), attrs["max_ngram_size"], attrs["min_ngram_size"],
+                                    attrs["max_draft_tokens"], thr, attrs["pad_to_max"])
+        return dict(draft_tokens=d, seq_lens_this_time=s)
+    if op == "speculate_verify_greedy":
+        order = SPECS[op].tensors
+        acc, num = verify_greedy_ref(*(_flat(a[k]) if a[k].ndim == 2 and a[k].shape[1] == 1 and k not in (
+            "target_tokens", "accept_tokens", "draft_tokens") else a[k] for k in order))
+        return dict(accept_tokens=acc, accept_num=num)
+    if op == "speculate_step_update":
+        order = SPECS[op].tensors
+        flat = {k: _flat(v) if k in ("prompt_lens", "step_idx", "max_dec_len", "stop_flags") else v for k, v in a.items()}
+        return step_update_ref(*(flat[k] for k in order))
+    if op == "speculate_get_accept_tokens_and_logits":
+        ids, rows, cu = ref_get_accept_tokens_and_logits(
+            a["token_ids"], a["target_logits"], a["logits"], a["cu_batch_token_offset"], a["cu_seqlens_q_output"],
+            _flat(a["seq_lens_encoder"]), _flat(a["accept_num"]), a["accept_tokens"])
+        return dict(token_ids=ids, target_logits=rows, cu_batch_token_offset=cu)
+    if op == "speculate_compute_cu_batch_offset":
+        cu = a["cu_batch_token_offset"].copy()
+        n = attrs["real_bsz"]
+        cu[:n + 1] = ref_cu_batch_offset(a["accept_num"][:n], attrs["max_accept_num"])
+        return dict(cu_batch_token_offset=cu)
+    if op == "speculate_logprobs_topk":
+
+        k = a["logprob_token_ids"].shape[1] - 1
+        ids, scores, ranks = ref_logprobs_topk(a["target_logits"], a["token_ids"], a["cu_batch_token_offset"], k,
+                                               a.get("temperature"), attrs["raw_logits"])
+        return dict(logprob_token_ids=ids, logprob_scores=scores.astype(np.float32), logprob_ranks=ranks)
+    if op in DRAFT_ORDERS:
+        ref = draft_ref.Reference({k: v for k, v in a.items() if k != "logits"})
+        if op == "draft_model_update":
+            ref.update(a["logits"], "float32", attrs["substep"])
+        else:
+            getattr(ref, op[len("draft_model_"):])()
+        return {k: ref.s[k] for k in SPECS[op].outputs}
+    if op == "suffix_match":
+        return suffix_ref.suffix_match_ref(*(a[k] for k in suffix_ref.TENSOR_ARGS), **attrs)
+    raise KeyError(op)
+
+
+TOKEN_OPS = ("ngram_match", "hybrid_mtp_ngram", "speculate_verify_greedy", "speculate_step_update",
+             "speculate_get_accept_tokens_and_logits", "speculate_compute_cu_batch_offset",
+             "speculate_logprobs_topk", "draft_model_preprocess", "draft_model_update", "draft_model_accept",
+             "suffix_match")
+SEND_OPS = ("speculate_save_output_topk", "mtp_save_first_token_with_topk")
+ALL_OPS = TOKEN_OPS + SEND_OPS + ("speculate_get_output_topk",)
+
+
+def run_and_check(op: str, a: Dict[str, np.ndarray], attrs: Dict[str, object], place: str,
+                  t: Dict[str, paddle.Tensor] | None = None) -> None:
+    """Runs the op on `a` (or on the given tensors `t`, holding `a`'s values) and asserts every
+    in-place output equals the reference (scores of the logprob op within 1e-5)."""
+    want = reference(op, a, attrs)
+    t = tensors(a, place) if t is None else t
+    call(op, t, attrs)
+    for name, w in want.items():
+        got = t[name].numpy()
+        if op == "speculate_logprobs_topk" and name == "logprob_scores":
+            np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-5, err_msg=name)
+        else:
+            np.testing.assert_array_equal(got.reshape(w.shape), w, err_msg=f"{op}: {name}")
+
+
+# ---- Families ----------------------------------------------------------------------------------------
+
+def _error_case(cases, family, op, arg, cid, fn):
+    cases.append(Case(cid, family, op, arg, "error", fn))
+
+
+def _ok_case(cases, family, op, cid, fn):
+    cases.append(Case(cid, family, op, "", "ok", fn))
+
+
+def _tensor_args(op):
+    return [n for n in SPECS[op].tensors if n not in SPECS[op].optional]
+
+
+def family_types(place, cases):
+    bad = {"None": None, "numpy": "numpy", "int": 3, "float": 1.5, "list": "list"}
+    for op in ALL_OPS:
+        for name in _tensor_args(op):
+            for label, value in bad.items():
+                def fn(op=op, name=name, value=value):
+                    a, attrs = good(op)
+                    t = tensors(a, place)
+                    t[name] = {"numpy": a[name], "list": a[name].tolist()}.get(value, value)
+                    call(op, t, attrs)
+                _error_case(cases, "types", op, name, f"types/{op}/{name}/{label}", fn)
+
+
+def family_undefined_at_binding(place, cases):
+    # The binding's own check: the raw Paddle entry point (no Python wrapper) given None.
+    for op in ALL_OPS:
+        spec = SPECS[op]
+        for name in _tensor_args(op):
+            def fn(op=op, name=name, spec=spec):
+                a, attrs = good(op)
+                args = list(spec.args({**tensors(a, place), **attrs}))
+                args[spec.tensors.index(name)] = None
+                getattr(_loader.load(), op)(*args)
+            _error_case(cases, "undefined tensor (binding)", op, name, f"undefined/{op}/{name}", fn)
+
+
+def _other_dtype(a: np.ndarray) -> np.ndarray:
+    if a.dtype == np.int64:
+        return a.astype(np.int32)
+    if a.dtype == np.int32:
+        return a.astype(np.int64)
+    if a.dtype == np.bool_:
+        return a.astype(np.int32)
+    return a.astype(np.float64)  # float32 logits/scores/temperature -> float64
+
+
+def family_dtypes(place, cases):
+    for op in ALL_OPS:
+        for name in SPECS[op].tensors:
+            def fn(op=op, name=name):
+                a, attrs = good(op)
+                a[name] = _other_dtype(a[name])
+                call(op, tensors(a, place), attrs)
+            _error_case(cases, "dtypes", op, name, f"dtypes/{op}/{name}", fn)
+
+
+def family_ranks(place, cases):
+    for op in ALL_OPS:
+        for name in SPECS[op].tensors:
+            def zero_d(op=op, name=name):
+                a, attrs = good(op)
+                a[name] = np.array(a[name].reshape(-1)[0])
+                call(op, tensors(a, place), attrs)
+
+            def one_element(op=op, name=name):  # [1]: a batch of one where the others have B
+                a, attrs = good(op)
+                a[name] = a[name].reshape(-1)[:1]
+                call(op, tensors(a, place), attrs)
+
+            def extra_dim(op=op, name=name):
+                a, attrs = good(op)
+                a[name] = np.stack([a[name], a[name]], axis=-1)  # [..., 2]: never a legal shape
+                call(op, tensors(a, place), attrs)
+            _error_case(cases, "ranks", op, name, f"ranks/{op}/{name}/0-d", zero_d)
+            _error_case(cases, "ranks", op, name, f"ranks/{op}/{name}/extra-dim", extra_dim)
+            if name not in ONE_ELEMENT_OK.get(op, ()):
+                _error_case(cases, "ranks", op, name, f"ranks/{op}/{name}/one-element", one_element)
+
+
+# Tensors for which one element is a valid shape in the good calls (no batch dimension).
+ONE_ELEMENT_OK = {"speculate_verify_greedy": ("end_tokens",), "speculate_step_update": ("end_tokens",),
+                  "speculate_save_output_topk": ("not_need_stop",),
+                  "mtp_save_first_token_with_topk": ("not_need_stop",)}
+
+
+# Tensors whose first dimension is the batch and must equal it (per-slot: [B] or [B, 1]); rows
+# tensors ([>= B, X]) may have more rows but not fewer.
+PER_SLOT = {
+    "ngram_match": ("prompt_lens", "step_idx", "draft_token_num", "seq_lens_encoder", "seq_lens_decoder",
+                    "max_dec_len"),
+    "hybrid_mtp_ngram": ("prompt_lens", "step_idx", "draft_token_num", "seq_lens_decoder", "max_dec_len"),
+    "speculate_verify_greedy": ("accept_num", "step_idx", "stop_flags", "seq_lens_encoder", "seq_lens_decoder",
+                                "max_dec_len"),
+    "speculate_step_update": ("accept_num", "prompt_lens", "step_idx", "max_dec_len", "stop_flags",
+                              "seq_lens_encoder", "seq_lens_decoder"),
+    "speculate_get_accept_tokens_and_logits": ("seq_lens_encoder", "accept_num"),
+    "speculate_logprobs_topk": ("temperature",),
+    "speculate_save_output_topk": ("seq_lens_decoder", "prompt_lens"),
+    "mtp_save_first_token_with_topk": ("seq_lens_decoder", "prompt_lens", "preempted_idx"),
+}
+ROWS = {
+    "ngram_match": ("token_ids_all", "draft_tokens"),
+    "hybrid_mtp_ngram": ("token_ids_all", "pre_ids", "draft_tokens"),
+    "speculate_verify_greedy": ("target_tokens", "accept_tokens", "draft_tokens"),
+    "speculate_step_update": ("accept_tokens", "token_ids_all", "draft_tokens"),
+    "speculate_get_accept_tokens_and_logits": ("accept_tokens",),
+    "mtp_save_first_token_with_topk": ("sampled_token_ids",),
+}
+
+
+def family_batch(place, cases):
+    for op, names in PER_SLOT.items():
+        for name in names:
+            for delta in (-1, 1):
+                def fn(op=op, name=name, delta=delta):
+                    a, attrs = good(op)
+                    v = a[name]
+                    a[name] = v[:-1] if delta < 0 else np.concatenate([v, v[-1:]])
+                    call(op, tensors(a, place), attrs)
+                _error_case(cases, "batch mismatch", op, name, f"batch/{op}/{name}/{delta:+d}", fn)
+    for op, names in ROWS.items():
+        for name in names:
+            def fewer(op=op, name=name):
+                a, attrs = good(op)
+                a[name] = a[name][:-1]
+                call(op, tensors(a, place), attrs)
+            _error_case(cases, "batch mismatch", op, name, f"batch/{op}/{name}/fewer-rows", fewer)
+            if op in TOKEN_OPS:
+                def more(op=op, name=name):  # more rows than slots: the extra row is never touched
+                    a, attrs = good(op)
+                    a[name] = np.concatenate([a[name], np.full_like(a[name][-1:], 4)])
+                    want = reference(op, {k: v[:B] if k == name else v for k, v in a.items()}, attrs)
+                    t = tensors(a, place)
+                    call(op, t, attrs)
+                    if name in want:
+                        got = t[name].numpy()
+                        np.testing.assert_array_equal(got[:B], want[name])
+                        np.testing.assert_array_equal(got[B:], a[name][B:])
+                _ok_case(cases, "batch mismatch", op, f"batch/{op}/{name}/more-rows", more)
+    # The tensor that defines the batch, checked against the rest (and blamed, not another).
+    for op, name, arg in [("speculate_logprobs_topk", "token_ids", "token_ids"),
+                          ("speculate_save_output_topk", "token_num_per_batch", "token_num_per_batch")]:
+        def zero_d(op=op, name=name):
+            a, attrs = good(op)
+            a[name] = np.array(a[name].reshape(-1)[0])
+            call(op, tensors(a, place), attrs)
+        _error_case(cases, "batch mismatch", op, arg, f"batch/{op}/{name}/0-d-batch", zero_d)
+    for op, name in [("speculate_verify_greedy", "accept_num"), ("speculate_step_update", "accept_num"),
+                     ("speculate_logprobs_topk", "token_ids")]:
+        def empty(op=op, name=name):  # an empty tensor with B > 0 slots: a mismatch, not an empty batch
+            a, attrs = good(op)
+            a[name] = a[name][:0]
+            call(op, tensors(a, place), attrs)
+        _error_case(cases, "batch mismatch", op, name, f"batch/{op}/{name}/empty-with-B>0", empty)
+
+
+def _empty_batch(op: str):
+    """`good(op)` cut to B = 0 (every batch-sized dimension 0)."""
+    a, attrs = good(op)
+    cut = {}
+    for k, v in a.items():
+        if k in ("end_tokens", "logits", "target_logits", "cu_seqlens_q_output", "cu_batch_token_offset",
+                 "token_ids", "logprob_token_ids", "logprob_scores", "logprob_ranks"):
+            cut[k] = v
+        else:
+            cut[k] = v[:0]
+    if op == "speculate_get_accept_tokens_and_logits":
+        cut["cu_batch_token_offset"] = np.full(1, 77, np.int32)
+    if op == "speculate_compute_cu_batch_offset":
+        attrs = dict(attrs, real_bsz=0)
+        cut["cu_batch_token_offset"] = np.full(1, 77, np.int32)
+    if op == "speculate_logprobs_topk":
+        cut["cu_batch_token_offset"] = np.zeros(1, np.int32)
+    return cut, attrs
+
+
+def family_zero_sizes(place, cases):
+    for op in TOKEN_OPS:
+        def fn(op=op):
+            a, attrs = _empty_batch(op)
+            run_and_check(op, a, attrs, place)
+            if "cu_batch_token_offset" in a and op != "speculate_logprobs_topk":
+                want0 = reference(op, a, attrs)["cu_batch_token_offset"][0]
+                assert want0 == 0, "cu[0] of an empty batch must be 0"
+        _ok_case(cases, "zero sizes", op, f"zero/{op}/B=0", fn)
+
+    def logprobs_no_rows_b_gt_0():
+        a, attrs = good("speculate_logprobs_topk")
+        for k in ("target_logits", "token_ids", "logprob_token_ids", "logprob_scores", "logprob_ranks"):
+            a[k] = a[k][:0]
+        a["cu_batch_token_offset"] = np.zeros(4, np.int32)
+        run_and_check("speculate_logprobs_topk", a, attrs, place)
+    _ok_case(cases, "zero sizes", "speculate_logprobs_topk", "zero/speculate_logprobs_topk/N=0", logprobs_no_rows_b_gt_0)
+
+    def logprobs_b0_with_rows():  # no slot: every row is padding (no stale value survives)
+        a, attrs = good("speculate_logprobs_topk")
+        a["cu_batch_token_offset"] = np.array([5], np.int32)
+        a["temperature"] = a["temperature"][:0]
+        run_and_check("speculate_logprobs_topk", a, attrs, place)
+    _ok_case(cases, "zero sizes", "speculate_logprobs_topk", "zero/speculate_logprobs_topk/B=0-N>0",
+             logprobs_b0_with_rows)
+
+    def accept_no_out_rows():
+        a, attrs = good("speculate_get_accept_tokens_and_logits")
+        a["token_ids"], a["target_logits"] = a["token_ids"][:0], a["target_logits"][:0]
+        run_and_check("speculate_get_accept_tokens_and_logits", a, attrs, place)
+    _ok_case(cases, "zero sizes", "speculate_get_accept_tokens_and_logits",
+             "zero/speculate_get_accept_tokens_and_logits/N=0", accept_no_out_rows)
+
+    def accept_no_logits_rows():
+        a, attrs = good("speculate_get_accept_tokens_and_logits")
+        a["logits"] = a["logits"][:0]
+        run_and_check("speculate_get_accept_tokens_and_logits", a, attrs, place)
+    _ok_case(cases, "zero sizes", "speculate_get_accept_tokens_and_logits",
+             "zero/speculate_get_accept_tokens_and_logits/R=0", accept_no_logits_rows)
+
+    for op, name in [("ngram_match", "token_ids_all"), ("speculate_step_update", "token_ids_all"),
+                     ("speculate_verify_greedy", "end_tokens"), ("speculate_step_update", "end_tokens")]:
+        def fn(op=op, name=name):
+            a, attrs = good(op)
+            a[name] = a[name][..., :0]
+            run_and_check(op, a, attrs, place)
+        _ok_case(cases, "zero sizes", op, f"zero/{op}/{name}-width-0", fn)
+
+    for op, name in [("speculate_verify_greedy", "draft_tokens"), ("speculate_step_update", "accept_tokens"),
+                     ("speculate_get_accept_tokens_and_logits", "logits"), ("speculate_logprobs_topk", "target_logits"),
+                     ("speculate_logprobs_topk", "logprob_token_ids"), ("hybrid_mtp_ngram", "pre_ids"),
+                     ("speculate_save_output_topk", "logprob_token_ids")]:
+        def fn(op=op, name=name):  # a dimension the op needs >= 1 of: named error
+            a, attrs = good(op)
+            a[name] = a[name][:, :0]
+            call(op, tensors(a, place), attrs)
+        _error_case(cases, "zero sizes", op, name, f"zero/{op}/{name}-no-columns", fn)
+
+
+def family_views(place, cases):
+    for op in ALL_OPS:
+        for name in SPECS[op].tensors:
+            def fn(op=op, name=name):
+                a, attrs = good(op)
+                t = tensors(a, place)
+                v = a[name]
+                wide = np.repeat(v[..., None], 2, axis=-1) if v.ndim >= 1 else v
+                pt = to_place(wide, "cpu" if _host_only(name) else place)
+                view = pt[..., 0]
+                if view.is_contiguous():
+                    raise AssertionError("expected a strided view")
+                t[name] = view
+                call(op, t, attrs)
+            if not hasattr(paddle.Tensor, "is_contiguous"):
+                continue  # Paddle 2.6: no strided views at all
+            _error_case(cases, "strided views", op, name, f"views/{op}/{name}", fn)
+    for op in TOKEN_OPS:  # leading rows of bigger buffers (the runner's buf[:bsz]) stay usable
+        def fn(op=op):
+            a, attrs = good(op)
+            if op == "speculate_compute_cu_batch_offset":
+                attrs = dict(attrs)
+            big = {k: to_place(np.concatenate([v, v]) if v.ndim else v, "cpu" if _host_only(k) else place)
+                   for k, v in a.items()}
+            t = {k: big[k][: a[k].shape[0]] for k in a}
+            run_and_check(op, a, attrs, place, t)
+        _ok_case(cases, "strided views", op, f"views/{op}/leading-rows", fn)
+
+
+def family_grad(place, cases):
+    for op in TOKEN_OPS + ("speculate_get_output_topk",):
+        for name in sorted(SPECS[op].outputs):
+            def fn(op=op, name=name):
+                a, attrs = good(op)
+                t = tensors(a, place)
+                t[name].stop_gradient = False
+                call(op, t, attrs)
+            _error_case(cases, "grad", op, name, f"grad/{op}/{name}", fn)
+
+
+def _spread(values, n, dtype, seed):
+    v = np.resize(np.array(values, dtype=object), n)
+    np.random.default_rng(seed).shuffle(v)
+    return np.array(v.tolist(), dtype=dtype)
+
+
+def family_values(place, cases):
+    ext32 = [I32_MIN, I32_MIN + 1, -1, 0, I32_MAX - 1, I32_MAX]
+    ext64 = [I64_MIN, I64_MIN + 1, I32_MIN, -1, 0, I32_MAX, I32_MAX + 1, I64_MAX - 1, I64_MAX]
+    for op in TOKEN_OPS:
+        a0, _ = good(op)
+        for name, v in a0.items():
+            if v.dtype not in (np.int32, np.int64):
+                continue
+            for seed in (1, 2):
+                def fn(op=op, name=name, seed=seed):
+                    a, attrs = good(op)
+                    ext = ext64 if a[name].dtype == np.int64 else ext32
+                    a[name] = _spread(ext, a[name].size, a[name].dtype, seed).reshape(a[name].shape)
+                    if op == "speculate_compute_cu_batch_offset" and name == "accept_num":
+                        attrs = dict(attrs, max_accept_num=7)  # an unclamped sum past INT32_MAX has no answer
+                    run_and_check(op, a, attrs, place)
+                _ok_case(cases, "hostile values", op, f"values/{op}/{name}/extremes-{seed}", fn)
+    for label, value in [("nan", np.nan), ("+inf", np.inf), ("-inf", -np.inf)]:
+        def fn(value=value):
+            a, attrs = good("speculate_logprobs_topk")
+            a["target_logits"] = a["target_logits"].copy()
+            a["target_logits"][[0, 3], [1, 4]] = value
+            t = tensors(a, place)
+            call("speculate_logprobs_topk", t, attrs)
+            ids, ranks = t["logprob_token_ids"].numpy(), t["logprob_ranks"].numpy()
+            want = reference("speculate_logprobs_topk", a, attrs)
+            clean = [r for r in range(5) if r not in (0, 3)]  # rows 0..4 valid (cu[B] = 5), 5 padding
+            np.testing.assert_array_equal(ids[clean], want["logprob_token_ids"][clean])
+            np.testing.assert_array_equal(ids[5], [-1] * 4)
+            assert ((ids[:, 1:] >= -1) & (ids[:, 1:] < 9)).all() and ((ranks >= 0) & (ranks <= 9)).all()
+        _ok_case(cases, "hostile values", "speculate_logprobs_topk", f"values/logprobs/logits-{label}", fn)
+    for t_val in [1e-45, 2.9e-39, 1e-30, 9.9e-6, 1e-5, 0.0, -0.0, -1.0, np.nan, np.inf, -np.inf, 3e38]:
+        def fn(t_val=t_val):  # tiny positive temperatures: greedy (unscaled), never NaN or a wrong order
+            a, attrs = good("speculate_logprobs_topk")
+            a["target_logits"] = a["target_logits"] * 40  # logits in the tens: x / 1e-30 would overflow
+            a["temperature"] = np.full(B, t_val, np.float32)
+            run_and_check("speculate_logprobs_topk", a, attrs, place)
+            t = tensors(a, place)
+            call("speculate_logprobs_topk", t, attrs)
+            s = t["logprob_scores"].numpy()[:5]
+            assert not np.isnan(s).any(), f"NaN scores at temperature {t_val}"
+        _ok_case(cases, "hostile values", "speculate_logprobs_topk", f"values/logprobs/temperature-{t_val!r}", fn)
+    # seq_lens_decoder at the int32 limit: the slot finishes instead of wrapping to a negative length.
+    for dec, enc, n in [(I32_MAX, 0, 2), (I32_MAX - 1, 0, 1), (I32_MAX - 1, 0, 2), (I32_MAX - 5, 9, 1), (5, I32_MAX, 1)]:
+        def fn(dec=dec, enc=enc, n=n):
+            a, attrs = good("speculate_step_update")
+            a["seq_lens_decoder"] = np.array([dec, 5, 6], np.int32)
+            a["seq_lens_encoder"] = np.array([enc, 4, 0], np.int32)
+            a["accept_num"] = np.array([n, 1, 3], np.int32)
+            a["max_dec_len"] = np.full((B, 1), 100, np.int64)
+            a["token_ids_all"] = np.zeros((B, 64), np.int64)
+            run_and_check("speculate_step_update", a, attrs, place)
+            t = tensors(a, place)
+            call("speculate_step_update", t, attrs)
+            assert (t["seq_lens_decoder"].numpy() >= 0).all(), "seq_lens_decoder wrapped around"
+        _ok_case(cases, "hostile values", "speculate_step_update", f"values/step_update/dec={dec},enc={enc},n={n}", fn)
+
+
+# Attributes whose None is a documented value (suffix_match: max_draft_tokens None means K).
+NONE_IS_DEFAULT = {("suffix_match", "max_draft_tokens")}
+
+
+def family_attrs(place, cases):
+    int_bad = [("2^31", 2**31), ("-2^31-1", -(2**31) - 1), ("2^63", 2**63), ("-2^63-1", -(2**63) - 1),
+               ("2^64", 2**64), ("float", 2.5), ("nan", float("nan")), ("None", None), ("True", True),
+               ("str", "3"), ("tensor", "tensor")]
+    int64_bad = [x for x in int_bad if x[0] not in ("2^31", "-2^31-1")]
+    bool_bad = [("2", 2), ("-1", -1), ("None", None), ("str", "yes"), ("float", 0.5), ("nan", float("nan"))]
+    for op in ALL_OPS:
+        for name, kind in SPECS[op].attrs:
+            ctype = getattr(kind, "ctype", "bool")
+            if isinstance(kind, FloatAttr):
+                bads = [("nan", float("nan")), ("+inf", float("inf")), ("None", None), ("True", True),
+                        ("str", "3"), ("tensor", "tensor")]
+            elif ctype == "bool":
+                bads = bool_bad
+            elif kind.none is not None:
+                bads = [x for x in (int64_bad if kind.hi > 2**31 else int_bad) if x[0] != "None"] + [("-1", -1)]
+            else:
+                bads = int64_bad if kind.hi > 2**31 else int_bad
+            if (op, name) in NONE_IS_DEFAULT:
+                bads = [x for x in bads if x[0] != "None"]
+            for label, value in bads:
+                def fn(op=op, name=name, value=value):
+                    a, attrs = good(op)
+                    v = paddle.to_tensor(np.array([3], np.int64)) if value == "tensor" else value
+                    call(op, tensors(a, place), dict(attrs, **{name: v}))
+                _error_case(cases, "attribute limits", op, name, f"attrs/{op}/{name}/{label}", fn)
+    # Semantic ranges the binding owns.
+    for op, name, value in [("ngram_match", "max_ngram_size", 0), ("ngram_match", "max_ngram_size", 65),
+                            ("hybrid_mtp_ngram", "min_ngram_size", 4), ("hybrid_mtp_ngram", "max_ngram_size", -1),
+                            ("speculate_compute_cu_batch_offset", "real_bsz", -1),
+                            ("speculate_compute_cu_batch_offset", "real_bsz", 4),
+                            ("speculate_get_output_topk", "real_k", 21),
+                            ("speculate_save_output_topk", "message_flag", 256),
+                            ("mtp_save_first_token_with_topk", "message_flag", -1)]:
+        def fn(op=op, name=name, value=value):
+            a, attrs = good(op)
+            call(op, tensors(a, place), dict(attrs, **{name: value}))
+        _error_case(cases, "attribute limits", op, name, f"attrs/{op}/{name}/range-{value}", fn)
+    # Limits that are valid: exact results.
+    for op, changes in [("ngram_match", dict(threshold=2**63 - 1)), ("ngram_match", dict(threshold=0)),
+                        ("ngram_match", dict(max_draft_tokens=I32_MAX)), ("ngram_match", dict(max_ngram_size=64)),
+                        ("hybrid_mtp_ngram", dict(threshold=2**63 - 1)), ("hybrid_mtp_ngram", dict(max_draft_tokens=-5)),
+                        ("speculate_compute_cu_batch_offset", dict(max_accept_num=I32_MAX)),
+                        ("speculate_compute_cu_batch_offset", dict(max_accept_num=0)),
+                        ("speculate_compute_cu_batch_offset", dict(real_bsz=np.int64(2))),
+                        ("speculate_logprobs_topk", dict(raw_logits=np.bool_(True)))]:
+        def fn(op=op, changes=changes):
+            a, attrs = good(op)
+            run_and_check(op, a, dict(attrs, **changes), place)
+        _ok_case(cases, "attribute limits", op, f"attrs/{op}/valid-{changes}", fn)
+
+
+@contextlib.contextmanager
+def _env(var, value):
+    old = os.environ.get(var)
+    if value is None:
+        os.environ.pop(var, None)
+    else:
+        os.environ[var] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = old
+
+
+def family_env(place, cases):
+    for op, var, dflt in [("ngram_match", "INFER_WITH_REFERENCE_TOKENUM_THRESHOLD", 128),
+                          ("hybrid_mtp_ngram", "SPEC_TOKENUM_THRESHOLD", 1024)]:
+        for value in ["abc", "1e3", "12abc", " 12 ", "0x10", "99999999999999999999", "-99999999999999999999", "4.0"]:
+            def fn(op=op, var=var, value=value):
+                a, attrs = good(op)
+                with _env(var, value):
+                    call(op, tensors(a, place), attrs)
+            _error_case(cases, "environment", op, var, f"env/{op}/{var}={value!r}", fn)
+        for value, thr in [("", dflt), (None, dflt), ("5", 5), ("-5", -5), ("0", 0), ("+7", 7),
+                           (str(I64_MAX), I64_MAX), (str(I64_MIN), I64_MIN)]:
+            def fn(op=op, var=var, value=value, thr=thr):
+                a, attrs = good(op)
+                with _env(var, value):
+                    want = reference(op, a, dict(attrs, threshold=thr))
+                    t = tensors(a, place)
+                    call(op, t, attrs)
+                for k, w in want.items():
+                    np.testing.assert_array_equal(t[k].numpy().reshape(w.shape), w, err_msg=k)
+            _ok_case(cases, "environment", op, f"env/{op}/{var}={value!r}", fn)
+    for var, value in [("INFERENCE_MSG_QUEUE_ID", "abc"), ("INFERENCE_MSG_QUEUE_ID", "1.5"),
+                       ("INFERENCE_MSG_QUEUE_ID", "99999999999999999999"), ("INFERENCE_MSG_ID", "0"),
+                       ("INFERENCE_MSG_ID", "2"), ("INFERENCE_MSG_ID", "-3"), ("INFERENCE_MSG_ID", "x"),
+                       ("INFERENCE_MSG_ID", str(2**31))]:
+        for op in SEND_OPS + ("speculate_get_output_topk",):
+            if op == "speculate_get_output_topk" and var == "INFERENCE_MSG_ID":
+                continue  # the receiver does not read it
+            def fn(op=op, var=var, value=value):
+                a, attrs = good(op)
+                with _env(var, value):
+                    call(op, tensors(a, place), attrs)
+            _error_case(cases, "environment", op, var, f"env/{op}/{var}={value!r}", fn)
+    # Odd but integer ids: ftok keeps the low 8 bits, so these four name the queue of id 0, which no
+    # reservation hands out (free_queue_id: 2 .. 255); concurrent runs take turns through its lock file.
+    for value in ["0", "256", "-256", str(2**40)]:
+        def fn(value=value):
+            import fcntl
+
+            from fastdeploy_spec import transport
+            from fastdeploy_spec.transport import lock_path
+
+            step = msg_ref.make_step(np.random.default_rng(5), batch=2, columns=3, full=True)
+            qid = int(value)
+            with open(lock_path(0), "a") as lock, _env("INFERENCE_MSG_QUEUE_ID", value):
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                transport.remove_queue(qid)
+                try:
+                    msg_ref.send_step(step)
+                    bufs = msg_ref.receive_tensors()
+                    ops.speculate_get_output_topk(*bufs, 20, 0, False)
+                    want = msg_ref.apply_message(msg_ref.fresh_buffers(), step)
+                    np.testing.assert_array_equal(bufs[0].numpy().reshape(-1), want["tokens"])
+                finally:
+                    transport.remove_queue(qid)
+        _ok_case(cases, "environment", "speculate_get_output_topk", f"env/queue-id={value}", fn)
+
+
+def family_queue(place, cases):
+    def payload(step):
+        raw_receive_all(qid())  # what earlier cases (valid sends of other families) left in the queue
+        return payload_of(step)
+
+    def qid():
+        return int(os.environ["INFERENCE_MSG_QUEUE_ID"])
+
+    def receive(wait=False):
+        bufs = msg_ref.receive_tensors()
+        ops.speculate_get_output_topk(*bufs, 20, 0, wait)
+        return bufs
+
+    def whole_after(step):
+        bufs = receive()
+        want = msg_ref.apply_message(msg_ref.fresh_buffers(), step)
+        np.testing.assert_array_equal(bufs[0].numpy().reshape(-1), want["tokens"])
+        np.testing.assert_array_equal(bufs[2].numpy(), want["ranks"])
+
+    step = msg_ref.make_step(np.random.default_rng(9), batch=3, columns=4, full=True)
+    malformed = {
+        "foreign-bytes": lambda p: [b"hello"],
+        "empty": lambda p: [b""],
+        "bad-magic": lambda p: [b"\0" * 4 + fragments(p, 1, 1)[0][4:]],
+        "index>=count": lambda p: [FRAGMENT_HEADER.pack(FRAGMENT_MAGIC, 1, 3, 2, len(p)) + p],
+        "count-0": lambda p: [FRAGMENT_HEADER.pack(FRAGMENT_MAGIC, 1, 0, 0, len(p)) + p],
+        "total-huge": lambda p: [FRAGMENT_HEADER.pack(FRAGMENT_MAGIC, 1, 0, 2, 2**62) + p[:8]],
+        "total-short": lambda p: [FRAGMENT_HEADER.pack(FRAGMENT_MAGIC, 1, 0, 1, len(p) - 4) + p],
+        "orphan-fragment": lambda p: fragments(p, 2, 3)[1:],
+        "out-of-sequence": lambda p: [fragments(p, 3, 3)[0], fragments(p, 3, 3)[2]],
+        "truncated-payload": lambda p: [fragments(p[:20], 4, 1)[0]],
+        "flag-word-22-columns": lambda p: [fragments(p[:8] + (3 | (22 << 8)).to_bytes(4, "little") + p[12:], 5, 1)[0]],
+        "negative-batch": lambda p: [fragments(p[:12] + (-5 & 0xFFFFFFFF).to_bytes(4, "little") + p[16:], 6, 1)[0]],
+    }
+    for label, make in malformed.items():
+        def fn(make=make):
+            p = payload(step)
+            for text in make(p):
+                raw_send(qid(), 4300, text)
+            raw_send(qid(), 4301, fragments(p, 7, 1)[0])  # then a good message from another sender
+            errors = []
+            for _ in range(len(make(p)) + 2):  # each malformed item costs at most one error
+                try:
+                    bufs = receive()
+                except Exception as e:
+                    errors.append(e)
+                    continue
+                if bufs[0].numpy()[0, 0] != -2:
+                    break
+            want = msg_ref.apply_message(msg_ref.fresh_buffers(), step)
+            np.testing.assert_array_equal(bufs[0].numpy().reshape(-1), want["tokens"],
+                                          err_msg="the good message after the malformed traffic")
+            if errors:
+                raise errors[0]  # the runner checks that it names the op
+        _error_case(cases, "queue traffic", "speculate_get_output_topk", "", f"queue/malformed/{label}", fn)
+
+    def interleaved():
+        p1 = payload(step)
+        step2 = msg_ref.make_step(np.random.default_rng(10), batch=2, columns=3, full=True)
+        p2 = payload(step2)
+        f1, f2 = fragments(p1, 20, 3), fragments(p2, 21, 2)
+        for pid, text in [(5001, f1[0]), (5002, f2[0]), (5001, f1[1]), (5002, f2[1]), (5001, f1[2])]:
+            raw_send(qid(), pid, text)
+        whole_after(step2)  # completes first
+        whole_after(step)
+    _ok_case(cases, "queue traffic", "speculate_get_output_topk", "queue/interleaved-senders", interleaved)
+
+    def half_sent_nonblocking():
+        p = payload(step)
+        f = fragments(p, 30, 3)
+        raw_send(qid(), 5003, f[0])
+        start = time.monotonic()
+        bufs = receive()
+        assert time.monotonic() - start < 0.5, "a non-blocking receive blocked on a half-sent message"
+        assert bufs[0].numpy()[0, 0] == -2
+        raw_send(qid(), 5003, f[1])
+        assert receive()[0].numpy()[0, 0] == -2
+        raw_send(qid(), 5003, f[2])
+        whole_after(step)  # the fragments kept across the calls: nothing lost
+    _ok_case(cases, "queue traffic", "speculate_get_output_topk", "queue/half-sent-nonblocking", half_sent_nonblocking)
+
+    def empty_queue_nonblocking():
+        start = time.monotonic()
+        assert receive()[0].numpy()[0, 0] == -2
+        assert time.monotonic() - start < 0.5
+    _ok_case(cases, "queue traffic", "speculate_get_output_topk", "queue/empty-nonblocking", empty_queue_nonblocking)
+
+
+def sticky_check(place: str) -> Callable[[], None]:
+    """A correct call whose result is checked: after bad calls on a GPU, no CUDA error may stick."""
+    def fn():
+        for op in ("speculate_verify_greedy", "speculate_get_accept_tokens_and_logits", "speculate_logprobs_topk"):
+            a, attrs = good(op, seed=11)
+            run_and_check(op, a, attrs, place)
+        if place == "gpu":
+            paddle.device.cuda.synchronize()
+    return fn
+
+
+FAMILIES = [family_types, family_undefined_at_binding, family_dtypes, family_ranks, family_batch,
+            family_zero_sizes, family_views, family_grad, family_values, family_attrs, family_env, family_queue]
+HOST_ONLY_FAMILIES = {"environment", "queue traffic"}  # no tensor place: run once, on the CPU pass
+
+
+def _selftest_cases(cases):
+    """Cases that crash and hang on purpose (FDSPEC_HOSTILE_SELFTEST=1): the parent must report them."""
+    import signal
+
+    _ok_case(cases, "selftest", "", "selftest/crash", lambda: os.kill(os.getpid(), signal.SIGSEGV))
+    _ok_case(cases, "selftest", "", "selftest/hang", lambda: time.sleep(3600))
+    _ok_case(cases, "selftest", "", "selftest/after", lambda: None)
+
+
+def build_cases(place: str) -> List[Case]:
+    cases: List[Case] = []
+    if os.environ.get("FDSPEC_HOSTILE_SELFTEST") == "1":
+        _selftest_cases(cases)
+    for family in FAMILIES:
+        before = len(cases)
+        family(place, cases)
+        fam = cases[before].family if len(cases) > before else None
+        if place == "gpu" and fam in HOST_ONLY_FAMILIES:
+            del cases[before:]
+            continue
+        if fam is not None:
+            _ok_case(cases, "sticky-error check", "", f"sticky/after-{fam}", sticky_check(place))
+    return cases

@@ -1,0 +1,272 @@
+"""Executable specification of ``suffix_match`` (docs/contract/suffix.md), and random inputs for it.
+
+``suffix_draft_ref`` is the suffix-decoding draft of one request, written from the definition with
+sets of positions rather than a suffix tree:
+
+* H is the slot's history (prompt then generated tokens), N = |H|; C the last min(D, N) tokens, D =
+  ``max_tree_depth``, c = |C|.
+* An occurrence of a string x is a start j with H[j:j+|x|] == x; count(x) counts them (the newest
+  occurrence of a suffix of H, at the end of H, counts, though nothing follows it).
+* For L = 1 .. c-1, s = C[-L:]. The occurrences of s are identified by their last position i; S_0 is
+  the set of those i. Step k (draft d of length k so far) keeps S_k = the i of S_0 with
+  H[i+1:i+1+k] == d (so |S_k| = count(s.d)); the next token t maximises the number of i in S_k
+  with H[i+k+1] == t (= count(s.d.t)); **ties between continuations with equal counts go to the
+  one whose first occurrence is earliest** (smallest i). p <- float32(p * float32(count(s.d.t)) /
+  float32(count(s.d))); t is appended while p >= min_token_prob, |d| < min(cap, floor(L * factor
+  + offset + 1e-6)) and L + |d| < D; the path also ends where no i of S_k has a next token.
+* score = float32 sum of the probabilities, left to right; the draft with the highest score wins, a
+  later (longer) L winning ties; no L (c <= 1): empty draft, match length 0.
+
+``suffix_match_ref`` applies it to a batch as the op does: the slot cap, the outputs of every
+decoding slot, the batch budget walk of ngram_match (docs/contract/ngram.md#ngram_match) on the drafts, and ``pad_to_max``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fastdeploy_spec.ops import suffix_match
+from tests.helpers import to_place
+from tests.reference.ngram_match import DTYPES as NGRAM_DTYPES
+from tests.reference.ngram_match import resolve_threshold
+
+# Argument order of the op's tensors.
+TENSOR_ARGS = (
+    "token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
+    "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len",
+    "suffix_tokens", "suffix_probs", "suffix_meta",
+)
+DTYPES = dict(NGRAM_DTYPES, suffix_tokens=np.int64, suffix_probs=np.float32, suffix_meta=np.int32)
+OUTPUTS = ("draft_tokens", "seq_lens_this_time", "suffix_tokens", "suffix_probs", "suffix_meta")
+
+MAX_TREE_DEPTH = 256      # largest max_tree_depth the op accepts
+MAX_SPEC_TOKENS = 64      # largest K (draft columns) the op accepts
+DEFAULTS = dict(max_tree_depth=64, max_spec_factor=1.0, max_spec_offset=0.0, min_token_prob=0.1)
+
+f32 = np.float32
+
+
+def spec_limit(L: int, factor: float, offset: float, cap: int) -> int:
+    """min(cap, floor(float32(float32(L * factor) + offset) + 1e-6)), at least 0 (Arctic's rule)."""
+    x = float(f32(f32(f32(L) * f32(factor)) + f32(offset))) + 1e-6
+    if not x >= 0.0:
+        return 0
+    return int(min(cap, math.floor(min(x, 2.0**40))))
+
+
+def match_lengths(H: np.ndarray, c: int) -> np.ndarray:
+    """l(i) for every position i of H: the length of the longest common suffix of H[:i+1] and H,
+    capped at c - 1 (the longest match the search uses)."""
+    N = len(H)
+    ell = np.zeros(N, np.int64)
+    alive = np.ones(N, bool)
+    idx = np.arange(N)
+    for j in range(max(c - 1, 0)):
+        ok = idx >= j
+        ok[j:] &= H[:N - j] == H[N - 1 - j]
+        alive &= ok
+        ell += alive
+    return ell
+
+
+def greedy_path(H: np.ndarray, S0: np.ndarray, L: int, D: int, limit: int, min_prob: float):
+    """The greedy draft from the occurrences S0 (last positions, ascending) of the matched suffix."""
+    N = len(H)
+    p, score = f32(1.0), f32(0.0)
+    tokens, probs = [], []
+    S = S0
+    k = 0
+    while k < limit and L + k < D:
+        cand = S[S + k + 1 <= N - 1]
+        if len(cand) == 0:
+            break
+        nxt = H[cand + k + 1]
+        uniq, first, counts = np.unique(nxt, return_index=True, return_counts=True)
+        # Highest count, then the earliest first occurrence (cand is ascending: first = min i).
+        best = min(range(len(uniq)), key=lambda u: (-counts[u], cand[first[u]]))
+        p_next = f32(p * (f32(counts[best]) / f32(len(S))))
+        if not p_next >= f32(min_prob):
+            break
+        p = p_next
+        t = int(uniq[best])
+        tokens.append(t)
+        probs.append(p)
+        score = f32(score + p)
+        S = cand[nxt == t]
+        k += 1
+    return tokens, np.array(probs, np.float32), score
+
+
+def suffix_draft_ref(H, cap: int, *, max_tree_depth: int = 64, max_spec_factor: float = 1.0,
+                     max_spec_offset: float = 0.0, min_token_prob: float = 0.1):
+    """The draft of one request with history ``H``: (tokens, probs float32, score float32, match_len).
+
+    ``cap`` is max_spec_tokens (the most tokens any draft may have)."""
+    H = np.asarray(H, np.int64)
+    N = len(H)
+    D = int(max_tree_depth)
+    c = min(D, N)
+    ell = match_lengths(H, c)
+    best = ([], np.zeros(0, np.float32), f32(0.0), 0)
+    for L in range(1, c):
+        S0 = np.flatnonzero(ell >= L)
+        limit = spec_limit(L, max_spec_factor, max_spec_offset, max(cap, 0))
+        tokens, probs, score = greedy_path(H, S0, L, D, limit, min_token_prob)
+        if score >= best[2]:
+            best = (tokens, probs, score, L)
+    return best
+
+
+def suffix_match_ref(token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens,
+                     seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, max_dec_len,
+                     suffix_tokens, suffix_probs, suffix_meta, *, max_tree_depth: int = 64,
+                     max_spec_factor: float = 1.0, max_spec_offset: float = 0.0,
+                     min_token_prob: float = 0.1, max_draft_tokens: int | None = None,
+                     pad_to_max: bool = False, threshold: int | None = None) -> dict:
+    """The op on NumPy arrays. Returns new arrays for every output (keyed as ``OUTPUTS``)."""
+    T = resolve_threshold(threshold)
+    ids = np.asarray(token_ids_all, np.int64)
+    W = ids.shape[1]
+    drafts = np.array(draft_tokens, np.int64, copy=True)
+    K = drafts.shape[1] - 1
+    if max_draft_tokens is None:
+        max_draft_tokens = K
+    stoks = np.array(suffix_tokens, np.int64, copy=True)
+    sprobs = np.array(suffix_probs, np.float32, copy=True)
+    smeta = np.array(suffix_meta, np.int32, copy=True)
+    slt_shape = np.shape(seq_lens_this_time)
+    slt = [int(v) for v in np.ravel(seq_lens_this_time)]
+    B = len(slt)
+    P_in, s_in, dtn, enc, dec, mdl = (
+        [int(v) for v in np.ravel(a)]
+        for a in (prompt_lens, step_idx, draft_token_num, seq_lens_encoder, seq_lens_decoder,
+                  max_dec_len))
+
+    # 1. Every decoding slot's draft, before the batch budget.
+    untruncated = [0] * B
+    for b in range(B):
+        if not (enc[b] <= 0 and dec[b] != 0):
+            continue
+        P = min(max(P_in[b], 0), W)
+        s = min(max(s_in[b], 0), W - P)
+        cap = min(dtn[b], max_draft_tokens, K, mdl[b] - s - 1, W - P - s - 1)
+        tokens, probs, _, L = suffix_draft_ref(
+            ids[b, :P + s], cap, max_tree_depth=max_tree_depth, max_spec_factor=max_spec_factor,
+            max_spec_offset=max_spec_offset, min_token_prob=min_token_prob)
+        m = len(tokens)
+        stoks[b, :] = -1
+        stoks[b, :m] = tokens
+        sprobs[b, :] = 0.0
+        sprobs[b, :m] = probs
+        smeta[b] = (m, L)
+        untruncated[b] = m
+
+    # 2. The batch budget walk of docs/contract/ngram.md#ngram_match (a prefill slot's length counts as max(slt, 0)).
+    unprocessed = sum(1 for b in range(B) if enc[b] > 0 or dec[b] > 0)
+    total = 0
+    for b in range(B):
+        if enc[b] > 0:
+            total += max(slt[b], 0)
+            continue
+        if dec[b] == 0:
+            slt[b] = 0
+            continue
+        unprocessed -= 1
+        S = total + 1
+        G = S + unprocessed
+        kept = 0 if G >= T - 1 else min(untruncated[b], T - G)
+        drafts[b, 1:1 + kept] = stoks[b, :kept]
+        slt[b] = 1 + kept
+        if pad_to_max:
+            last = drafts[b, kept]
+            drafts[b, 1 + kept:1 + max_draft_tokens] = last
+            slt[b] = 1 + max_draft_tokens
+        total += 1 + kept
+    return {"draft_tokens": drafts, "seq_lens_this_time": np.array(slt, np.int32).reshape(slt_shape),
+            "suffix_tokens": stoks, "suffix_probs": sprobs, "suffix_meta": smeta}
+
+
+def make_suffix_batch(rng: np.random.Generator, batch: int, width: int, *, k: int = 5,
+                      vocab: int = 4, p_prefill: float = 0.15, p_empty: float = 0.1,
+                      p_repeat: float = 0.5, p_odd: float = 0.05, extra_rows: int = 0) -> dict:
+    """A random batch of op inputs: slots drawn from ``vocab`` tokens, with probability ``p_repeat``
+    the history ends with a copy of an earlier stretch (so long suffixes recur), limits that bind
+    sometimes, and with probability ``p_odd`` out-of-range lengths the op must clamp."""
+    B, W = batch, width
+    ids = np.full((B + extra_rows, W), -1, np.int64)
+    P = np.zeros(B, np.int64)
+    s = np.zeros(B, np.int64)
+    enc = np.zeros(B, np.int32)
+    dec = np.zeros(B, np.int32)
+    slt = rng.integers(0, 4, B).astype(np.int32)
+    dtn = np.full(B, k, np.int32)
+    mdl = np.full(B, 1 << 20, np.int64)
+    state = rng.choice(3, size=B, p=[p_prefill, p_empty, 1.0 - p_prefill - p_empty])
+    for b in range(B):
+        used = int(rng.integers(0, W + 1)) if W else 0
+        P[b] = int(rng.integers(0, used + 1))
+        s[b] = used - P[b]
+        row = ids[b]
+        row[:used] = rng.integers(0, vocab, used)
+        if used >= 8 and rng.random() < p_repeat:
+            n = int(rng.integers(2, max(3, used // 2)))
+            src = int(rng.integers(0, used - n))
+            row[used - n:used] = row[src:src + n].copy()
+        if rng.random() < p_odd:
+            row[used:] = rng.integers(0, vocab, W - used)  # garbage that must never be read
+        if rng.random() < 0.2:
+            mdl[b] = s[b] + 1 + int(rng.integers(-1, k + 2))
+        if rng.random() < 0.2:
+            dtn[b] = int(rng.integers(-1, k + 2))
+        if state[b] == 0:
+            enc[b] = int(rng.integers(1, 64))
+            slt[b] = int(rng.integers(1, 64))
+        elif state[b] == 2:
+            dec[b] = int(P[b] + s[b]) or 1
+        if rng.random() < p_odd:
+            which = int(rng.integers(0, 4))
+            if which == 0:
+                P[b] = -int(rng.integers(1, 10))
+            elif which == 1:
+                P[b] = W + int(rng.integers(0, 10))
+            elif which == 2:
+                s[b] = W + int(rng.integers(1, 10))
+            else:
+                s[b] = -int(rng.integers(1, 10))
+    ids[B:] = rng.integers(0, vocab, (extra_rows, W))
+    return {
+        "token_ids_all": ids, "prompt_lens": P.reshape(B, 1), "step_idx": s.reshape(B, 1),
+        "draft_token_num": dtn,
+        "draft_tokens": -(np.arange(B * (k + 1), dtype=np.int64).reshape(B, k + 1) + 100),
+        "seq_lens_this_time": slt, "seq_lens_encoder": enc, "seq_lens_decoder": dec,
+        "max_dec_len": mdl.reshape(B, 1),
+        "suffix_tokens": np.full((B, k), -7, np.int64),
+        "suffix_probs": np.full((B, k), -7.0, np.float32),
+        "suffix_meta": np.full((B, 2), -7, np.int32),
+    }
+
+
+def run_op(d: dict, place: str, **kw) -> dict:
+    """Runs the op on copies of ``d`` on ``place``; returns every output as a NumPy array."""
+    t = {name: to_place(d[name], place) for name in TENSOR_ARGS}
+    suffix_match(*(t[name] for name in TENSOR_ARGS), **kw)
+    return {name: t[name].numpy() for name in OUTPUTS}
+
+
+def check(d: dict, place: str, **kw) -> dict:
+    """Asserts op == reference exactly (on the GPU also op == CPU) and returns the op's result."""
+    want = suffix_match_ref(*(d[name] for name in TENSOR_ARGS), **kw)
+    got = run_op(d, place, **kw)
+    cpu = run_op(d, "cpu", **kw) if place == "gpu" else None
+    for name in OUTPUTS:
+        g = np.asarray(got[name]).reshape(want[name].shape)
+        if cpu is not None:
+            np.testing.assert_array_equal(g, np.asarray(cpu[name]).reshape(g.shape),
+                                          err_msg=f"{name}: GPU against CPU")
+        # float32 probabilities compared bit for bit, not with a tolerance
+        np.testing.assert_array_equal(g.view(np.int32) if g.dtype == np.float32 else g,
+                                      want[name].view(np.int32) if g.dtype == np.float32 else want[name],
+                                      err_msg=name)
+    return got
