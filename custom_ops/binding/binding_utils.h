@@ -137,6 +137,44 @@ class OpChecks {
     return *this;
   }
 
+  // How a tensor's shape relates to the batch B.
+  enum class Dim { kPerSlot, kRows, kVector, kRank1 };
+
+  // One row of an op's tensor table: the tensor, its name, its dtype (UNDEFINED: the caller checks
+  // it, e.g. the logits dtypes) and its shape against B.
+  struct Rule {
+    const char* name;
+    const paddle::Tensor& tensor;
+    paddle::DataType dtype;
+    Dim dim;
+  };
+
+  // Checks an op's tensors from one table (in argument order) and returns B: every tensor defined,
+  // B = the element count of `batch_tensor`, every dtype, the shape of `batch_tensor` and then every
+  // other shape against B, and every tensor on the place of the first. The op's own column and
+  // attribute checks follow with that().
+  int64_t tensors(std::initializer_list<Rule> table, const char* batch_tensor) const {
+    for (const Rule& r : table) {
+      PD_CHECK(r.tensor.defined(), op_, ": ", r.name,
+               " is not a tensor (None or an undefined tensor was passed); expected a paddle.Tensor");
+    }
+    const Rule* by = nullptr;
+    for (const Rule& r : table) {
+      if (std::string(r.name) == batch_tensor) by = &r;
+    }
+    PD_CHECK(by != nullptr, op_, ": internal error, no batch tensor ", batch_tensor);
+    const int64_t B = batch(by->tensor, by->name);
+    for (const Rule& r : table) {
+      if (r.dtype != paddle::DataType::UNDEFINED) dtype(r.tensor, r.name, r.dtype);
+    }
+    shape(*by, B);
+    for (const Rule& r : table) {
+      if (&r != by) shape(r, B);
+    }
+    for (const Rule& r : table) same_place(table.begin()->tensor, table.begin()->name, r.tensor, r.name);
+    return B;
+  }
+
   const OpChecks& that(bool cond, const std::string& msg) const {
     PD_CHECK(cond, op_, ": ", msg);
     return *this;
@@ -155,6 +193,15 @@ class OpChecks {
     if (t.is_cpu()) return "CPU";
     if (t.is_gpu()) return "GPU";
     return "another place";
+  }
+
+  void shape(const Rule& r, int64_t B) const {
+    switch (r.dim) {
+      case Dim::kPerSlot: per_slot(r.tensor, r.name, B); break;
+      case Dim::kRows: rows_at_least(r.tensor, r.name, B); break;
+      case Dim::kVector: vector(r.tensor, r.name); break;
+      case Dim::kRank1: rank(r.tensor, r.name, 1); break;
+    }
   }
 
   const char* op_;

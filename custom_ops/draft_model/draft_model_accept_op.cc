@@ -14,25 +14,18 @@ void DraftModelAccept(const paddle::Tensor& accept_tokens, const paddle::Tensor&
                       paddle::Tensor& mtp_draft_num) {
   using paddle::DataType;
   const fdspec::binding::OpChecks c(kOp);
-  FDSPEC_CHECK_DEFINED(c, accept_tokens, accept_num, step_idx, pre_ids, mtp_draft_num);
-  const int64_t B = c.batch(accept_num, "accept_num");
-  c.dtype(accept_tokens, "accept_tokens", DataType::INT64)
-      .dtype(accept_num, "accept_num", DataType::INT32)
-      .dtype(step_idx, "step_idx", DataType::INT64)
-      .dtype(pre_ids, "pre_ids", DataType::INT64)
-      .dtype(mtp_draft_num, "mtp_draft_num", DataType::INT32);
-  c.per_slot(accept_num, "accept_num", B)
-      .rows_at_least(accept_tokens, "accept_tokens", B)
-      .per_slot(step_idx, "step_idx", B)
-      .rows_at_least(pre_ids, "pre_ids", B)
-      .per_slot(mtp_draft_num, "mtp_draft_num", B);
+  using Dim = fdspec::binding::OpChecks::Dim;
+  const int64_t B = c.tensors(
+      {{"accept_tokens", accept_tokens, DataType::INT64, Dim::kRows},
+       {"accept_num", accept_num, DataType::INT32, Dim::kPerSlot},
+       {"step_idx", step_idx, DataType::INT64, Dim::kPerSlot},
+       {"pre_ids", pre_ids, DataType::INT64, Dim::kRows},
+       {"mtp_draft_num", mtp_draft_num, DataType::INT32, Dim::kPerSlot}},
+      "accept_num");
   c.that(accept_tokens.shape()[1] >= 1, "accept_tokens must have at least one column (K + 1), got shape " +
                                             fdspec::binding::shape_str(accept_tokens))
       .that(pre_ids.shape()[1] >= 1,
             "pre_ids must have at least one column, got shape " + fdspec::binding::shape_str(pre_ids));
-  c.same_place_as(accept_tokens, "accept_tokens",
-                  {{"accept_num", accept_num}, {"step_idx", step_idx}, {"pre_ids", pre_ids},
-                   {"mtp_draft_num", mtp_draft_num}});
 
   fdspec::DraftModelAcceptParams p;
   p.accept_tokens = accept_tokens.data<int64_t>();

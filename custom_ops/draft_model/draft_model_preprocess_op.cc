@@ -19,43 +19,22 @@ void DraftModelPreprocess(paddle::Tensor& input_ids, paddle::Tensor& seq_lens_de
                           const paddle::Tensor& base_model_max_dec_len) {
   using paddle::DataType;
   const fdspec::binding::OpChecks c(kOp);
-  FDSPEC_CHECK_DEFINED(c, input_ids, seq_lens_decoder, step_idx, pre_ids, mtp_draft_num,
-                       max_dec_len, base_model_seq_lens_this_time, base_model_seq_lens_encoder,
-                       base_model_seq_lens_decoder, base_model_stop_flags, base_model_max_dec_len);
-  const int64_t B = c.batch(base_model_seq_lens_this_time, "base_model_seq_lens_this_time");
-  c.dtype(input_ids, "input_ids", DataType::INT64)
-      .dtype(seq_lens_decoder, "seq_lens_decoder", DataType::INT32)
-      .dtype(step_idx, "step_idx", DataType::INT64)
-      .dtype(pre_ids, "pre_ids", DataType::INT64)
-      .dtype(mtp_draft_num, "mtp_draft_num", DataType::INT32)
-      .dtype(max_dec_len, "max_dec_len", DataType::INT64)
-      .dtype(base_model_seq_lens_this_time, "base_model_seq_lens_this_time", DataType::INT32)
-      .dtype(base_model_seq_lens_encoder, "base_model_seq_lens_encoder", DataType::INT32)
-      .dtype(base_model_seq_lens_decoder, "base_model_seq_lens_decoder", DataType::INT32)
-      .dtype(base_model_stop_flags, "base_model_stop_flags", DataType::BOOL)
-      .dtype(base_model_max_dec_len, "base_model_max_dec_len", DataType::INT64);
-  c.per_slot(base_model_seq_lens_this_time, "base_model_seq_lens_this_time", B)
-      .per_slot(input_ids, "input_ids", B)
-      .per_slot(seq_lens_decoder, "seq_lens_decoder", B)
-      .per_slot(step_idx, "step_idx", B)
-      .rows_at_least(pre_ids, "pre_ids", B)
-      .per_slot(mtp_draft_num, "mtp_draft_num", B)
-      .per_slot(max_dec_len, "max_dec_len", B)
-      .per_slot(base_model_seq_lens_encoder, "base_model_seq_lens_encoder", B)
-      .per_slot(base_model_seq_lens_decoder, "base_model_seq_lens_decoder", B)
-      .per_slot(base_model_stop_flags, "base_model_stop_flags", B)
-      .per_slot(base_model_max_dec_len, "base_model_max_dec_len", B);
+  using Dim = fdspec::binding::OpChecks::Dim;
+  const int64_t B = c.tensors(
+      {{"input_ids", input_ids, DataType::INT64, Dim::kPerSlot},
+       {"seq_lens_decoder", seq_lens_decoder, DataType::INT32, Dim::kPerSlot},
+       {"step_idx", step_idx, DataType::INT64, Dim::kPerSlot},
+       {"pre_ids", pre_ids, DataType::INT64, Dim::kRows},
+       {"mtp_draft_num", mtp_draft_num, DataType::INT32, Dim::kPerSlot},
+       {"max_dec_len", max_dec_len, DataType::INT64, Dim::kPerSlot},
+       {"base_model_seq_lens_this_time", base_model_seq_lens_this_time, DataType::INT32, Dim::kPerSlot},
+       {"base_model_seq_lens_encoder", base_model_seq_lens_encoder, DataType::INT32, Dim::kPerSlot},
+       {"base_model_seq_lens_decoder", base_model_seq_lens_decoder, DataType::INT32, Dim::kPerSlot},
+       {"base_model_stop_flags", base_model_stop_flags, DataType::BOOL, Dim::kPerSlot},
+       {"base_model_max_dec_len", base_model_max_dec_len, DataType::INT64, Dim::kPerSlot}},
+      "base_model_seq_lens_this_time");
   c.that(pre_ids.shape()[1] >= 1, "pre_ids must have at least one column, got shape " +
                                       fdspec::binding::shape_str(pre_ids));
-  c.same_place_as(input_ids, "input_ids",
-                  {{"seq_lens_decoder", seq_lens_decoder}, {"step_idx", step_idx},
-                   {"pre_ids", pre_ids}, {"mtp_draft_num", mtp_draft_num},
-                   {"max_dec_len", max_dec_len},
-                   {"base_model_seq_lens_this_time", base_model_seq_lens_this_time},
-                   {"base_model_seq_lens_encoder", base_model_seq_lens_encoder},
-                   {"base_model_seq_lens_decoder", base_model_seq_lens_decoder},
-                   {"base_model_stop_flags", base_model_stop_flags},
-                   {"base_model_max_dec_len", base_model_max_dec_len}});
 
   fdspec::DraftModelPreprocessParams p;
   p.input_ids = input_ids.data<int64_t>();

@@ -19,25 +19,18 @@ void DraftModelUpdate(const paddle::Tensor& logits, paddle::Tensor& input_ids,
   namespace fb = fdspec::binding;
   using paddle::DataType;
   const fb::OpChecks c(kOp);
-  FDSPEC_CHECK_DEFINED(c, logits, input_ids, seq_lens_decoder, step_idx, pre_ids, mtp_draft_num,
-                       base_model_draft_tokens, base_model_seq_lens_this_time);
-  const int64_t B = c.batch(base_model_seq_lens_this_time, "base_model_seq_lens_this_time");
+  using Dim = fb::OpChecks::Dim;
+  const int64_t B = c.tensors(
+      {{"logits", logits, DataType::UNDEFINED, Dim::kRows},
+       {"input_ids", input_ids, DataType::INT64, Dim::kPerSlot},
+       {"seq_lens_decoder", seq_lens_decoder, DataType::INT32, Dim::kPerSlot},
+       {"step_idx", step_idx, DataType::INT64, Dim::kPerSlot},
+       {"pre_ids", pre_ids, DataType::INT64, Dim::kRows},
+       {"mtp_draft_num", mtp_draft_num, DataType::INT32, Dim::kPerSlot},
+       {"base_model_draft_tokens", base_model_draft_tokens, DataType::INT64, Dim::kRows},
+       {"base_model_seq_lens_this_time", base_model_seq_lens_this_time, DataType::INT32, Dim::kPerSlot}},
+      "base_model_seq_lens_this_time");
   fb::check_logits_dtype(c, logits, "logits");
-  c.dtype(input_ids, "input_ids", DataType::INT64)
-      .dtype(seq_lens_decoder, "seq_lens_decoder", DataType::INT32)
-      .dtype(step_idx, "step_idx", DataType::INT64)
-      .dtype(pre_ids, "pre_ids", DataType::INT64)
-      .dtype(mtp_draft_num, "mtp_draft_num", DataType::INT32)
-      .dtype(base_model_draft_tokens, "base_model_draft_tokens", DataType::INT64)
-      .dtype(base_model_seq_lens_this_time, "base_model_seq_lens_this_time", DataType::INT32);
-  c.per_slot(base_model_seq_lens_this_time, "base_model_seq_lens_this_time", B)
-      .rows_at_least(logits, "logits", B)
-      .per_slot(input_ids, "input_ids", B)
-      .per_slot(seq_lens_decoder, "seq_lens_decoder", B)
-      .per_slot(step_idx, "step_idx", B)
-      .rows_at_least(pre_ids, "pre_ids", B)
-      .per_slot(mtp_draft_num, "mtp_draft_num", B)
-      .rows_at_least(base_model_draft_tokens, "base_model_draft_tokens", B);
   const int64_t V = logits.shape()[1];
   const int64_t width = base_model_draft_tokens.shape()[1];
   c.that(V >= 1 && V <= INT32_MAX, "logits must have 1 .. 2^31 - 1 columns (the vocabulary), got shape " +
@@ -47,11 +40,6 @@ void DraftModelUpdate(const paddle::Tensor& logits, paddle::Tensor& input_ids,
       .that(substep >= 0 && int64_t{substep} + 2 <= width,
             "substep must be in [0, K - 1] (base_model_draft_tokens has K + 1 = " +
                 std::to_string(width) + " columns), got " + std::to_string(substep));
-  c.same_place_as(logits, "logits",
-                  {{"input_ids", input_ids}, {"seq_lens_decoder", seq_lens_decoder},
-                   {"step_idx", step_idx}, {"pre_ids", pre_ids}, {"mtp_draft_num", mtp_draft_num},
-                   {"base_model_draft_tokens", base_model_draft_tokens},
-                   {"base_model_seq_lens_this_time", base_model_seq_lens_this_time}});
 
   fdspec::DraftModelUpdateParams p;
   p.logits = fb::logits_data(logits);

@@ -18,27 +18,18 @@ fdspec::HybridMtpNgramParams make_params(
     bool pad_to_max, int64_t threshold) {
   using paddle::DataType;
   const fdspec::binding::OpChecks c(kOp);
-  FDSPEC_CHECK_DEFINED(c, token_ids_all, prompt_lens, pre_ids, step_idx, draft_token_num,
-                       draft_tokens, seq_lens_this_time, seq_lens_decoder, max_dec_len);
-  const int64_t B = c.batch(seq_lens_this_time, "seq_lens_this_time");
-  c.dtype(token_ids_all, "token_ids_all", DataType::INT64)
-      .dtype(prompt_lens, "prompt_lens", DataType::INT64)
-      .dtype(pre_ids, "pre_ids", DataType::INT64)
-      .dtype(step_idx, "step_idx", DataType::INT64)
-      .dtype(draft_token_num, "draft_token_num", DataType::INT32)
-      .dtype(draft_tokens, "draft_tokens", DataType::INT64)
-      .dtype(seq_lens_this_time, "seq_lens_this_time", DataType::INT32)
-      .dtype(seq_lens_decoder, "seq_lens_decoder", DataType::INT32)
-      .dtype(max_dec_len, "max_dec_len", DataType::INT64);
-  c.per_slot(seq_lens_this_time, "seq_lens_this_time", B)
-      .rows_at_least(token_ids_all, "token_ids_all", B)
-      .per_slot(prompt_lens, "prompt_lens", B)
-      .rows_at_least(pre_ids, "pre_ids", B)
-      .per_slot(step_idx, "step_idx", B)
-      .per_slot(draft_token_num, "draft_token_num", B)
-      .rows_at_least(draft_tokens, "draft_tokens", B)
-      .per_slot(seq_lens_decoder, "seq_lens_decoder", B)
-      .per_slot(max_dec_len, "max_dec_len", B);
+  using Dim = fdspec::binding::OpChecks::Dim;
+  const int64_t B = c.tensors(
+      {{"token_ids_all", token_ids_all, DataType::INT64, Dim::kRows},
+       {"prompt_lens", prompt_lens, DataType::INT64, Dim::kPerSlot},
+       {"pre_ids", pre_ids, DataType::INT64, Dim::kRows},
+       {"step_idx", step_idx, DataType::INT64, Dim::kPerSlot},
+       {"draft_token_num", draft_token_num, DataType::INT32, Dim::kPerSlot},
+       {"draft_tokens", draft_tokens, DataType::INT64, Dim::kRows},
+       {"seq_lens_this_time", seq_lens_this_time, DataType::INT32, Dim::kPerSlot},
+       {"seq_lens_decoder", seq_lens_decoder, DataType::INT32, Dim::kPerSlot},
+       {"max_dec_len", max_dec_len, DataType::INT64, Dim::kPerSlot}},
+      "seq_lens_this_time");
   const int64_t W = token_ids_all.shape()[1];
   const int64_t D = pre_ids.shape()[1];
   const int64_t K1 = draft_tokens.shape()[1];
@@ -53,11 +44,6 @@ fdspec::HybridMtpNgramParams make_params(
       .that(min_ngram_size >= 1 && min_ngram_size <= max_ngram_size,
             "min_ngram_size must be in [1, max_ngram_size = " + std::to_string(max_ngram_size) +
                 "], got " + std::to_string(min_ngram_size));
-  c.same_place_as(token_ids_all, "token_ids_all",
-                    {{"prompt_lens", prompt_lens}, {"pre_ids", pre_ids}, {"step_idx", step_idx},
-                     {"draft_token_num", draft_token_num}, {"draft_tokens", draft_tokens},
-                     {"seq_lens_this_time", seq_lens_this_time},
-                     {"seq_lens_decoder", seq_lens_decoder}, {"max_dec_len", max_dec_len}});
 
   fdspec::HybridMtpNgramParams p;
   p.token_ids_all = token_ids_all.data<int64_t>();

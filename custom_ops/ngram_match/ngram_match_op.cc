@@ -21,39 +21,24 @@ fdspec::NgramMatchParams make_params(const paddle::Tensor& token_ids_all,
                                      int max_draft_tokens, bool pad_to_max, int64_t threshold) {
   using paddle::DataType;
   const fdspec::binding::OpChecks c(kOp);
-  FDSPEC_CHECK_DEFINED(c, token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens,
-                       seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, max_dec_len);
-  const int64_t B = c.batch(seq_lens_this_time, "seq_lens_this_time");
-  c.dtype(token_ids_all, "token_ids_all", DataType::INT64)
-      .dtype(prompt_lens, "prompt_lens", DataType::INT64)
-      .dtype(step_idx, "step_idx", DataType::INT64)
-      .dtype(draft_token_num, "draft_token_num", DataType::INT32)
-      .dtype(draft_tokens, "draft_tokens", DataType::INT64)
-      .dtype(seq_lens_this_time, "seq_lens_this_time", DataType::INT32)
-      .dtype(seq_lens_encoder, "seq_lens_encoder", DataType::INT32)
-      .dtype(seq_lens_decoder, "seq_lens_decoder", DataType::INT32)
-      .dtype(max_dec_len, "max_dec_len", DataType::INT64);
-  c.per_slot(seq_lens_this_time, "seq_lens_this_time", B)
-      .rows_at_least(token_ids_all, "token_ids_all", B)
-      .per_slot(prompt_lens, "prompt_lens", B)
-      .per_slot(step_idx, "step_idx", B)
-      .per_slot(draft_token_num, "draft_token_num", B)
-      .rows_at_least(draft_tokens, "draft_tokens", B)
-      .per_slot(seq_lens_encoder, "seq_lens_encoder", B)
-      .per_slot(seq_lens_decoder, "seq_lens_decoder", B)
-      .per_slot(max_dec_len, "max_dec_len", B);
+  using Dim = fdspec::binding::OpChecks::Dim;
+  const int64_t B = c.tensors(
+      {{"token_ids_all", token_ids_all, DataType::INT64, Dim::kRows},
+       {"prompt_lens", prompt_lens, DataType::INT64, Dim::kPerSlot},
+       {"step_idx", step_idx, DataType::INT64, Dim::kPerSlot},
+       {"draft_token_num", draft_token_num, DataType::INT32, Dim::kPerSlot},
+       {"draft_tokens", draft_tokens, DataType::INT64, Dim::kRows},
+       {"seq_lens_this_time", seq_lens_this_time, DataType::INT32, Dim::kPerSlot},
+       {"seq_lens_encoder", seq_lens_encoder, DataType::INT32, Dim::kPerSlot},
+       {"seq_lens_decoder", seq_lens_decoder, DataType::INT32, Dim::kPerSlot},
+       {"max_dec_len", max_dec_len, DataType::INT64, Dim::kPerSlot}},
+      "seq_lens_this_time");
   c.that(draft_tokens.shape()[1] >= 1, "draft_tokens must have at least one column (K + 1)")
       .that(token_ids_all.shape()[1] < fdspec::kMaxHaystackLen,
             "token_ids_all is wider than the supported maximum of 2^30 tokens")
       .that(max_ngram_size >= 1 && max_ngram_size <= fdspec::kMaxNgramSize,
             "max_ngram_size must be in [1, " + std::to_string(fdspec::kMaxNgramSize) + "], got " +
                 std::to_string(max_ngram_size));
-  c.same_place_as(token_ids_all, "token_ids_all",
-                    {{"prompt_lens", prompt_lens}, {"step_idx", step_idx},
-                     {"draft_token_num", draft_token_num}, {"draft_tokens", draft_tokens},
-                     {"seq_lens_this_time", seq_lens_this_time},
-                     {"seq_lens_encoder", seq_lens_encoder},
-                     {"seq_lens_decoder", seq_lens_decoder}, {"max_dec_len", max_dec_len}});
 
   fdspec::NgramMatchParams p;
   p.token_ids_all = token_ids_all.data<int64_t>();

@@ -17,46 +17,26 @@ void SpeculateStepUpdate(const paddle::Tensor& accept_tokens, const paddle::Tens
                          paddle::Tensor& seq_lens_decoder, paddle::Tensor& draft_tokens) {
   using paddle::DataType;
   const fdspec::binding::OpChecks c(kOp);
-  FDSPEC_CHECK_DEFINED(c, accept_tokens, accept_num, token_ids_all, prompt_lens, step_idx,
-                       max_dec_len, end_tokens, stop_flags, seq_lens_this_time, seq_lens_encoder,
-                       seq_lens_decoder, draft_tokens);
-  const int64_t B = c.batch(seq_lens_this_time, "seq_lens_this_time");
-  c.dtype(accept_tokens, "accept_tokens", DataType::INT64)
-      .dtype(accept_num, "accept_num", DataType::INT32)
-      .dtype(token_ids_all, "token_ids_all", DataType::INT64)
-      .dtype(prompt_lens, "prompt_lens", DataType::INT64)
-      .dtype(step_idx, "step_idx", DataType::INT64)
-      .dtype(max_dec_len, "max_dec_len", DataType::INT64)
-      .dtype(end_tokens, "end_tokens", DataType::INT64)
-      .dtype(stop_flags, "stop_flags", DataType::BOOL)
-      .dtype(seq_lens_this_time, "seq_lens_this_time", DataType::INT32)
-      .dtype(seq_lens_encoder, "seq_lens_encoder", DataType::INT32)
-      .dtype(seq_lens_decoder, "seq_lens_decoder", DataType::INT32)
-      .dtype(draft_tokens, "draft_tokens", DataType::INT64);
-  c.per_slot(seq_lens_this_time, "seq_lens_this_time", B)
-      .rows_at_least(accept_tokens, "accept_tokens", B)
-      .per_slot(accept_num, "accept_num", B)
-      .rows_at_least(token_ids_all, "token_ids_all", B)
-      .per_slot(prompt_lens, "prompt_lens", B)
-      .per_slot(step_idx, "step_idx", B)
-      .per_slot(max_dec_len, "max_dec_len", B)
-      .rank(end_tokens, "end_tokens", 1)
-      .per_slot(stop_flags, "stop_flags", B)
-      .per_slot(seq_lens_encoder, "seq_lens_encoder", B)
-      .per_slot(seq_lens_decoder, "seq_lens_decoder", B)
-      .rows_at_least(draft_tokens, "draft_tokens", B);
+  using Dim = fdspec::binding::OpChecks::Dim;
+  const int64_t B = c.tensors(
+      {{"accept_tokens", accept_tokens, DataType::INT64, Dim::kRows},
+       {"accept_num", accept_num, DataType::INT32, Dim::kPerSlot},
+       {"token_ids_all", token_ids_all, DataType::INT64, Dim::kRows},
+       {"prompt_lens", prompt_lens, DataType::INT64, Dim::kPerSlot},
+       {"step_idx", step_idx, DataType::INT64, Dim::kPerSlot},
+       {"max_dec_len", max_dec_len, DataType::INT64, Dim::kPerSlot},
+       {"end_tokens", end_tokens, DataType::INT64, Dim::kRank1},
+       {"stop_flags", stop_flags, DataType::BOOL, Dim::kPerSlot},
+       {"seq_lens_this_time", seq_lens_this_time, DataType::INT32, Dim::kPerSlot},
+       {"seq_lens_encoder", seq_lens_encoder, DataType::INT32, Dim::kPerSlot},
+       {"seq_lens_decoder", seq_lens_decoder, DataType::INT32, Dim::kPerSlot},
+       {"draft_tokens", draft_tokens, DataType::INT64, Dim::kRows}},
+      "seq_lens_this_time");
   const int64_t width = accept_tokens.shape()[1];
   c.that(width >= 1, "accept_tokens must have at least one column (K + 1)")
       .that(draft_tokens.shape()[1] == width,
             "draft_tokens must have as many columns as accept_tokens (K + 1 = " +
                 std::to_string(width) + "), got shape " + fdspec::binding::shape_str(draft_tokens));
-  c.same_place_as(accept_tokens, "accept_tokens",
-                    {{"accept_num", accept_num}, {"token_ids_all", token_ids_all},
-                     {"prompt_lens", prompt_lens}, {"step_idx", step_idx},
-                     {"max_dec_len", max_dec_len}, {"end_tokens", end_tokens},
-                     {"stop_flags", stop_flags}, {"seq_lens_this_time", seq_lens_this_time},
-                     {"seq_lens_encoder", seq_lens_encoder},
-                     {"seq_lens_decoder", seq_lens_decoder}, {"draft_tokens", draft_tokens}});
 
   fdspec::SpeculateStepUpdateParams p;
   p.accept_tokens = accept_tokens.data<int64_t>();

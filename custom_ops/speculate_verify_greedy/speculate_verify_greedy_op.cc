@@ -18,32 +18,20 @@ void SpeculateVerifyGreedy(const paddle::Tensor& target_tokens, paddle::Tensor& 
                            const paddle::Tensor& max_dec_len, const paddle::Tensor& end_tokens) {
   using paddle::DataType;
   const fdspec::binding::OpChecks c(kOp);
-  FDSPEC_CHECK_DEFINED(c, target_tokens, accept_tokens, accept_num, step_idx, stop_flags,
-                       seq_lens_encoder, seq_lens_decoder, draft_tokens, seq_lens_this_time,
-                       max_dec_len, end_tokens);
-  const int64_t B = c.batch(seq_lens_this_time, "seq_lens_this_time");
-  c.dtype(target_tokens, "target_tokens", DataType::INT64)
-      .dtype(accept_tokens, "accept_tokens", DataType::INT64)
-      .dtype(accept_num, "accept_num", DataType::INT32)
-      .dtype(step_idx, "step_idx", DataType::INT64)
-      .dtype(stop_flags, "stop_flags", DataType::BOOL)
-      .dtype(seq_lens_encoder, "seq_lens_encoder", DataType::INT32)
-      .dtype(seq_lens_decoder, "seq_lens_decoder", DataType::INT32)
-      .dtype(draft_tokens, "draft_tokens", DataType::INT64)
-      .dtype(seq_lens_this_time, "seq_lens_this_time", DataType::INT32)
-      .dtype(max_dec_len, "max_dec_len", DataType::INT64)
-      .dtype(end_tokens, "end_tokens", DataType::INT64);
-  c.per_slot(seq_lens_this_time, "seq_lens_this_time", B)
-      .rows_at_least(draft_tokens, "draft_tokens", B)
-      .rows_at_least(target_tokens, "target_tokens", B)
-      .rows_at_least(accept_tokens, "accept_tokens", B)
-      .per_slot(accept_num, "accept_num", B)
-      .per_slot(step_idx, "step_idx", B)
-      .per_slot(stop_flags, "stop_flags", B)
-      .per_slot(seq_lens_encoder, "seq_lens_encoder", B)
-      .per_slot(seq_lens_decoder, "seq_lens_decoder", B)
-      .per_slot(max_dec_len, "max_dec_len", B)
-      .rank(end_tokens, "end_tokens", 1);
+  using Dim = fdspec::binding::OpChecks::Dim;
+  const int64_t B = c.tensors(
+      {{"target_tokens", target_tokens, DataType::INT64, Dim::kRows},
+       {"accept_tokens", accept_tokens, DataType::INT64, Dim::kRows},
+       {"accept_num", accept_num, DataType::INT32, Dim::kPerSlot},
+       {"step_idx", step_idx, DataType::INT64, Dim::kPerSlot},
+       {"stop_flags", stop_flags, DataType::BOOL, Dim::kPerSlot},
+       {"seq_lens_encoder", seq_lens_encoder, DataType::INT32, Dim::kPerSlot},
+       {"seq_lens_decoder", seq_lens_decoder, DataType::INT32, Dim::kPerSlot},
+       {"draft_tokens", draft_tokens, DataType::INT64, Dim::kRows},
+       {"seq_lens_this_time", seq_lens_this_time, DataType::INT32, Dim::kPerSlot},
+       {"max_dec_len", max_dec_len, DataType::INT64, Dim::kPerSlot},
+       {"end_tokens", end_tokens, DataType::INT64, Dim::kRank1}},
+      "seq_lens_this_time");
   const int64_t width = draft_tokens.shape()[1];
   c.that(width >= 1, "draft_tokens must have at least one column (K + 1)")
       .that(target_tokens.shape()[1] == width,
@@ -52,13 +40,6 @@ void SpeculateVerifyGreedy(const paddle::Tensor& target_tokens, paddle::Tensor& 
       .that(accept_tokens.shape()[1] == width,
             "accept_tokens must have as many columns as draft_tokens (K + 1 = " +
                 std::to_string(width) + "), got shape " + fdspec::binding::shape_str(accept_tokens));
-  c.same_place_as(target_tokens, "target_tokens",
-                    {{"accept_tokens", accept_tokens}, {"accept_num", accept_num},
-                     {"step_idx", step_idx}, {"stop_flags", stop_flags},
-                     {"seq_lens_encoder", seq_lens_encoder},
-                     {"seq_lens_decoder", seq_lens_decoder}, {"draft_tokens", draft_tokens},
-                     {"seq_lens_this_time", seq_lens_this_time}, {"max_dec_len", max_dec_len},
-                     {"end_tokens", end_tokens}});
 
   fdspec::SpeculateVerifyGreedyParams p;
   p.target_tokens = target_tokens.data<int64_t>();

@@ -23,34 +23,21 @@ void SuffixMatch(const paddle::Tensor& token_ids_all, const paddle::Tensor& prom
                  int max_draft_tokens, bool pad_to_max, int64_t threshold) {
   using paddle::DataType;
   const fdspec::binding::OpChecks c(kOp);
-  FDSPEC_CHECK_DEFINED(c, token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens,
-                       seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, max_dec_len,
-                       suffix_tokens, suffix_probs, suffix_meta);
-  const int64_t B = c.batch(seq_lens_this_time, "seq_lens_this_time");
-  c.dtype(token_ids_all, "token_ids_all", DataType::INT64)
-      .dtype(prompt_lens, "prompt_lens", DataType::INT64)
-      .dtype(step_idx, "step_idx", DataType::INT64)
-      .dtype(draft_token_num, "draft_token_num", DataType::INT32)
-      .dtype(draft_tokens, "draft_tokens", DataType::INT64)
-      .dtype(seq_lens_this_time, "seq_lens_this_time", DataType::INT32)
-      .dtype(seq_lens_encoder, "seq_lens_encoder", DataType::INT32)
-      .dtype(seq_lens_decoder, "seq_lens_decoder", DataType::INT32)
-      .dtype(max_dec_len, "max_dec_len", DataType::INT64)
-      .dtype(suffix_tokens, "suffix_tokens", DataType::INT64)
-      .dtype(suffix_probs, "suffix_probs", DataType::FLOAT32)
-      .dtype(suffix_meta, "suffix_meta", DataType::INT32);
-  c.per_slot(seq_lens_this_time, "seq_lens_this_time", B)
-      .rows_at_least(token_ids_all, "token_ids_all", B)
-      .per_slot(prompt_lens, "prompt_lens", B)
-      .per_slot(step_idx, "step_idx", B)
-      .per_slot(draft_token_num, "draft_token_num", B)
-      .rows_at_least(draft_tokens, "draft_tokens", B)
-      .per_slot(seq_lens_encoder, "seq_lens_encoder", B)
-      .per_slot(seq_lens_decoder, "seq_lens_decoder", B)
-      .per_slot(max_dec_len, "max_dec_len", B)
-      .rows_at_least(suffix_tokens, "suffix_tokens", B)
-      .rows_at_least(suffix_probs, "suffix_probs", B)
-      .rows_at_least(suffix_meta, "suffix_meta", B);
+  using Dim = fdspec::binding::OpChecks::Dim;
+  const int64_t B = c.tensors(
+      {{"token_ids_all", token_ids_all, DataType::INT64, Dim::kRows},
+       {"prompt_lens", prompt_lens, DataType::INT64, Dim::kPerSlot},
+       {"step_idx", step_idx, DataType::INT64, Dim::kPerSlot},
+       {"draft_token_num", draft_token_num, DataType::INT32, Dim::kPerSlot},
+       {"draft_tokens", draft_tokens, DataType::INT64, Dim::kRows},
+       {"seq_lens_this_time", seq_lens_this_time, DataType::INT32, Dim::kPerSlot},
+       {"seq_lens_encoder", seq_lens_encoder, DataType::INT32, Dim::kPerSlot},
+       {"seq_lens_decoder", seq_lens_decoder, DataType::INT32, Dim::kPerSlot},
+       {"max_dec_len", max_dec_len, DataType::INT64, Dim::kPerSlot},
+       {"suffix_tokens", suffix_tokens, DataType::INT64, Dim::kRows},
+       {"suffix_probs", suffix_probs, DataType::FLOAT32, Dim::kRows},
+       {"suffix_meta", suffix_meta, DataType::INT32, Dim::kRows}},
+      "seq_lens_this_time");
   const int64_t K = draft_tokens.shape()[1] - 1;
   const std::string k_str = std::to_string(K);
   c.that(K >= 0 && K <= fdspec::kMaxSuffixSpecTokens,
@@ -79,14 +66,6 @@ void SuffixMatch(const paddle::Tensor& token_ids_all, const paddle::Tensor& prom
       .that(max_draft_tokens >= 0 && max_draft_tokens <= K,
             "max_draft_tokens must be in [0, K = " + k_str + "], got " +
                 std::to_string(max_draft_tokens));
-  c.same_place_as(token_ids_all, "token_ids_all",
-                  {{"prompt_lens", prompt_lens}, {"step_idx", step_idx},
-                   {"draft_token_num", draft_token_num}, {"draft_tokens", draft_tokens},
-                   {"seq_lens_this_time", seq_lens_this_time},
-                   {"seq_lens_encoder", seq_lens_encoder},
-                   {"seq_lens_decoder", seq_lens_decoder}, {"max_dec_len", max_dec_len},
-                   {"suffix_tokens", suffix_tokens}, {"suffix_probs", suffix_probs},
-                   {"suffix_meta", suffix_meta}});
 
   fdspec::SuffixMatchParams p;
   p.token_ids_all = token_ids_all.data<int64_t>();
