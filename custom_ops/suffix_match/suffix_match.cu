@@ -446,12 +446,22 @@ struct SuffixWalk {
 
 }  // namespace
 
-cudaError_t suffix_match_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
+cudaError_t suffix_search_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
   if (p.batch <= 0) return cudaSuccess;
   suffix_search_kernel<<<static_cast<unsigned>(p.batch), kThreads, 0, stream>>>(p);
-  cudaError_t err = cudaGetLastError();
+  return cudaGetLastError();
+}
+
+cudaError_t suffix_walk_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
+  if (p.batch <= 0) return cudaSuccess;
+  return launch_ngram_walk(SuffixWalk{p}, stream);
+}
+
+cudaError_t suffix_match_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
+  if (p.batch <= 0) return cudaSuccess;
+  cudaError_t err = suffix_search_gpu(p, stream);
   if (err != cudaSuccess) return err;
-  err = launch_ngram_walk(SuffixWalk{p}, stream);
+  err = suffix_walk_gpu(p, stream);
   if (err != cudaSuccess) return err;
   return FDSPEC_LAUNCH_STATUS(stream);
 }

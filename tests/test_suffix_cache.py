@@ -1,0 +1,291 @@
+"""Tests of the suffix-decoding global cache (docs/contract/suffix.md, "The global cache"): random
+request streams through insert / query / finish with the op's state and drafts equal to the NumPy
+reference exactly (CPU; GPU against CPU and the reference where a GPU exists), the local/global
+winner, evictions and detached slots, named edge cases, bad inputs, hypothesis fuzzing, and a soak
+run with memory flat."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fastdeploy_spec.ops.suffix_cache import (SuffixCache, suffix_cache_finish, suffix_cache_insert,
+                                              suffix_cache_query)
+from tests.conftest import PLACES, to_place
+from tests.ref_ngram_match import THRESHOLD_ENV
+from tests.ref_suffix_cache import SuffixCacheRef, global_draft_ref
+from tests.stream_suffix_cache import RequestStream
+
+OP_ERRORS = (OSError, RuntimeError, ValueError)
+QUERY_ARGS = ("token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
+              "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len",
+              "suffix_tokens", "suffix_probs", "suffix_meta", "suffix_source")
+OUTPUTS = ("draft_tokens", "seq_lens_this_time", "suffix_tokens", "suffix_probs", "suffix_meta",
+           "suffix_source")
+
+
+@pytest.fixture(autouse=True)
+def _no_threshold_env(monkeypatch):
+    monkeypatch.delenv(THRESHOLD_ENV, raising=False)
+
+
+class Driver:
+    """The op's cache on one place and the reference, stepped together."""
+
+    def __init__(self, place, rows, width, slots, key_len=2, max_occurrences=32):
+        self.place = place
+        self.cache = SuffixCache.allocate(rows, width, slots, key_len=key_len,
+                                          max_occurrences=max_occurrences,
+                                          place=to_place(np.zeros(1), place).place)
+        self.ref = SuffixCacheRef(rows, width, slots, key_len=key_len,
+                                  max_occurrences=max_occurrences)
+
+    def t(self, a):
+        return to_place(np.asarray(a), self.place)
+
+    def insert(self, step):
+        args = (step.token_ids_all, step.prompt_lens, step.step_idx, step.seq_lens_encoder,
+                step.seq_lens_decoder)
+        suffix_cache_insert(*(self.t(a) for a in args), self.cache)
+        self.ref.insert(*args)
+
+    def query(self, d, **kw):
+        t = {n: self.t(d[n]) for n in QUERY_ARGS}
+        suffix_cache_query(*(t[n] for n in QUERY_ARGS), self.cache, **kw)
+        got = {n: t[n].numpy() for n in OUTPUTS}
+        want = self.ref.query(*(d[n] for n in QUERY_ARGS), **kw)
+        for n in OUTPUTS:
+            g, w = np.asarray(got[n]).reshape(want[n].shape), want[n]
+            if g.dtype == np.float32:
+                g, w = g.view(np.int32), w.view(np.int32)  # bit for bit
+            np.testing.assert_array_equal(g, w, err_msg=n)
+        return got
+
+    def finish(self, finished):
+        suffix_cache_finish(self.t(finished), self.cache)
+        self.ref.finish(finished)
+
+    def check_state(self):
+        rows, toks = self.ref.rows_view()
+        np.testing.assert_array_equal(self.cache.rows_state.numpy(), rows)
+        np.testing.assert_array_equal(self.cache.slots_state.numpy(), self.ref.slots)
+        assert int(self.cache.counter.numpy()[0]) == self.ref.counter
+        ctoks = self.cache.tokens.numpy()
+        for r, resp in toks.items():
+            np.testing.assert_array_equal(ctoks[r, :len(resp)], resp)
+
+
+def run_stream(place, seed, steps, *, rows=6, width=24, slots=4, vocab=3, key_len=2, M=32,
+               params=None, check_every=1):
+    rng = np.random.default_rng(seed)
+    stream = RequestStream(rng, slots, width=64, vocab=vocab, k=4, max_answer=width + 8)
+    drv = Driver(place, rows, width, slots, key_len=key_len, max_occurrences=M)
+    wins = 0
+    for i in range(steps):
+        step = stream.step()
+        drv.insert(step)
+        got = drv.query(step.query_inputs(rng), **(params or {}))
+        wins += int((got["suffix_source"] == 1).sum())
+        drv.finish(step.finished)
+        if i % check_every == 0:
+            drv.check_state()
+    return drv, wins
+
+
+def params_of(rng):
+    return dict(max_tree_depth=int(rng.choice([2, 3, 5, 16, 64])),
+                max_spec_factor=float(rng.choice([0.5, 1.0, 4.0])),
+                max_spec_offset=float(rng.choice([-1.0, 0.0, 2.0])),
+                min_token_prob=float(rng.choice([0.0, 0.1, 0.4])),
+                pad_to_max=bool(rng.integers(0, 2)))
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("seed", range(6))
+def test_random_streams_equal_reference(place, seed):
+    rng = np.random.default_rng(100 + seed)
+    _, wins = run_stream(place, seed, 60, rows=int(rng.integers(1, 8)), width=int(rng.integers(4, 30)),
+                         slots=int(rng.integers(1, 6)), vocab=int(rng.integers(2, 6)),
+                         key_len=int(rng.integers(1, 4)), M=32, params=params_of(rng))
+
+
+def test_streams_exercise_the_global_draft():
+    """The streams are not vacuous: the global draft wins in some slots and steps."""
+    _, wins = run_stream("cpu", 7, 80, rows=8, width=40, slots=4, vocab=4, key_len=2,
+                         params=dict(max_spec_factor=4.0, max_spec_offset=2.0, min_token_prob=0.0))
+    assert wins > 20
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_global_draft_from_another_request(place):
+    """A finished response drafts for a new request whose own history does not contain the match."""
+    drv = Driver(place, rows=4, width=16, slots=1, key_len=2)
+    W = 24
+
+    def step(prompt, resp, enc=0):
+        ids = np.full((1, W), -1, np.int64)
+        ids[0, :len(prompt)] = prompt
+        ids[0, len(prompt):len(prompt) + len(resp)] = resp
+        return dict(token_ids_all=ids, prompt_lens=np.array([[len(prompt)]], np.int64),
+                    step_idx=np.array([[len(resp)]], np.int64),
+                    seq_lens_encoder=np.array([enc], np.int32),
+                    seq_lens_decoder=np.array([0 if enc else len(prompt) + len(resp)], np.int32))
+
+    def insert(d):
+        suffix_cache_insert(*(drv.t(d[k]) for k in ("token_ids_all", "prompt_lens", "step_idx",
+                                                     "seq_lens_encoder", "seq_lens_decoder")),
+                            drv.cache)
+        drv.ref.insert(*(d[k] for k in ("token_ids_all", "prompt_lens", "step_idx",
+                                         "seq_lens_encoder", "seq_lens_decoder")))
+
+    insert(step([9], [1, 2, 3, 4, 5, 6]))                   # request 0 answers 1 2 3 4 5 6
+    insert(step([8], [], enc=1))                            # request 1 prefills on the same slot
+    d = step([8], [7, 1, 2])
+    insert(d)
+    q = dict(d, draft_token_num=np.array([4], np.int32), draft_tokens=np.zeros((1, 5), np.int64),
+             seq_lens_this_time=np.ones(1, np.int32), max_dec_len=np.array([[99]], np.int64),
+             suffix_tokens=np.zeros((1, 4), np.int64), suffix_probs=np.zeros((1, 4), np.float32),
+             suffix_meta=np.zeros((1, 2), np.int32), suffix_source=np.zeros(1, np.int32))
+    got = drv.query(q, max_spec_factor=2.0)
+    assert got["suffix_source"].tolist() == [1]
+    assert got["draft_tokens"][0, 1:5].tolist() == [3, 4, 5, 6]
+    assert got["suffix_meta"][0].tolist() == [4, 2]
+    drv.check_state()
+
+
+def test_local_wins_ties():
+    """Equal scores: the local draft is kept (source 0)."""
+    responses = [(0, [1, 2, 3])]
+    g = global_draft_ref(responses, [1, 2], 3, max_tree_depth=64, max_spec_factor=1.0,
+                         max_spec_offset=0.0, min_token_prob=0.1, key_len=1, max_occurrences=32)
+    assert g[0] == [3] and float(g[2]) == 1.0
+    drv = Driver("cpu", rows=2, width=8, slots=2, key_len=1)
+    ids = np.array([[1, 2, 3, -1, -1, -1, -1, -1], [1, 2, 3, 1, 2, -1, -1, -1]], np.int64)  # local [3]
+    d = dict(token_ids_all=ids, prompt_lens=np.array([[0], [3]], np.int64),
+             step_idx=np.array([[3], [2]], np.int64), seq_lens_encoder=np.zeros(2, np.int32),
+             seq_lens_decoder=np.array([3, 5], np.int32), draft_token_num=np.full(2, 1, np.int32),
+             draft_tokens=np.zeros((2, 2), np.int64), seq_lens_this_time=np.ones(2, np.int32),
+             max_dec_len=np.full((2, 1), 99, np.int64), suffix_tokens=np.zeros((2, 1), np.int64),
+             suffix_probs=np.zeros((2, 1), np.float32), suffix_meta=np.zeros((2, 2), np.int32),
+             suffix_source=np.zeros(2, np.int32))
+    drv.insert(type("S", (), {k: d[k] for k in ("token_ids_all", "prompt_lens", "step_idx",
+                                                 "seq_lens_encoder", "seq_lens_decoder")}))
+    got = drv.query(d)
+    assert got["suffix_source"][1] == 0 and got["draft_tokens"][1, 1] == 3
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_fifo_eviction_and_detached_slots(place):
+    """More requests than rows: the oldest responses go first; an active request whose row is taken
+    stops caching (detached) until its next request."""
+    drv, _ = run_stream(place, 11, 120, rows=2, width=12, slots=5, vocab=3, key_len=1)
+    assert int(drv.cache.counter.numpy()[0]) > 10
+    rows = drv.cache.rows_state.numpy()
+    live = sorted(int(q) for q in rows[:, 0] if q >= 0)
+    assert live == list(range(drv.ref.counter - len(live), drv.ref.counter))
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_occurrence_cap_skips_frequent_suffixes(place):
+    """A suffix occurring more than M times is skipped (a longer one is still used)."""
+    ref = global_draft_ref([(0, [5] * 40 + [6])], [5, 5], 4, max_tree_depth=64, max_spec_factor=2.0,
+                           max_spec_offset=0.0, min_token_prob=0.0, key_len=1, max_occurrences=32)
+    assert ref[3] == 0  # "5" occurs 40 times: skipped
+    ref = global_draft_ref([(0, [5] * 20 + [6])], [5, 5], 4, max_tree_depth=64, max_spec_factor=2.0,
+                           max_spec_offset=0.0, min_token_prob=0.0, key_len=1, max_occurrences=32)
+    assert ref[3] == 1 and ref[0][0] == 5
+    run_stream(place, 3, 40, rows=3, width=60, slots=2, vocab=2, key_len=1, M=32,
+               params=dict(max_spec_factor=4.0, min_token_prob=0.0))
+
+
+def test_bad_inputs_are_named():
+    c = SuffixCache.allocate(2, 4, 2)
+    ids = to_place(np.zeros((2, 8), np.int64), "cpu")
+    i64 = to_place(np.zeros((2, 1), np.int64), "cpu")
+    i32 = to_place(np.zeros(2, np.int32), "cpu")
+    with pytest.raises(OP_ERRORS, match="suffix_cache_insert: prompt_lens"):
+        suffix_cache_insert(ids, i32, i64, i32, i32, c)
+    with pytest.raises(OP_ERRORS, match="suffix_cache_insert: token_ids_all"):
+        suffix_cache_insert(to_place(np.zeros((1, 8), np.int64), "cpu"), i64, i64, i32, i32, c)
+    bad = SuffixCache.allocate(2, 4, 2)
+    bad.keys = to_place(np.zeros((2, 5), np.int32), "cpu")
+    with pytest.raises(OP_ERRORS, match="cache_keys must have the shape of cache_tokens"):
+        suffix_cache_insert(ids, i64, i64, i32, i32, bad)
+    small = SuffixCache.allocate(2, 4, 1)
+    with pytest.raises(OP_ERRORS, match="cache_slots must have shape"):
+        suffix_cache_insert(ids, i64, i64, i32, i32, small)
+    with pytest.raises(OP_ERRORS, match="suffix_cache_finish: finished"):
+        suffix_cache_finish(to_place(np.zeros(2, np.int64), "cpu"), c)
+    for kw, msg in [(dict(rows=0, width=4, slots=1), "rows must be"),
+                    (dict(rows=1, width=1 << 17, slots=1), "width must be"),
+                    (dict(rows=1, width=4, slots=1, key_len=9), "key_len must be"),
+                    (dict(rows=1, width=4, slots=1, max_occurrences=8), "max_occurrences must be")]:
+        with pytest.raises(ValueError, match=msg):
+            SuffixCache.allocate(**kw)
+    with pytest.raises(ValueError, match="max_cached_requests must be"):
+        SuffixCache.from_config(0, 4, 100, 1)
+    assert SuffixCache.from_config(-1, 10, 105, 1).tokens.shape == [10, 10]
+
+
+def test_query_bad_inputs_are_named():
+    rng = np.random.default_rng(0)
+    stream = RequestStream(rng, 2, 32)
+    d = stream.step().query_inputs(rng)
+    c = SuffixCache.allocate(2, 8, 2)
+    t = {n: to_place(d[n], "cpu") for n in QUERY_ARGS}
+    t2 = dict(t, suffix_source=to_place(np.zeros(2, np.int64), "cpu"))
+    with pytest.raises(OP_ERRORS, match="suffix_cache_query: suffix_source"):
+        suffix_cache_query(*(t2[n] for n in QUERY_ARGS), c)
+    with pytest.raises(OP_ERRORS, match="suffix_cache_query: max_tree_depth"):
+        suffix_cache_query(*(t[n] for n in QUERY_ARGS), c, max_tree_depth=0)
+    short = SuffixCache.allocate(2, 8, 1)
+    with pytest.raises(OP_ERRORS, match="query_cand must have at least 2 rows|query_cand"):
+        suffix_cache_query(*(t[n] for n in QUERY_ARGS), short)
+
+
+@given(seed=st.integers(0, 2**31 - 1), rows=st.integers(1, 6), width=st.integers(1, 20),
+       slots=st.integers(1, 4), vocab=st.integers(1, 5), key_len=st.integers(1, 4))
+def test_fuzz_streams(seed, rows, width, slots, vocab, key_len):
+    run_stream("cpu", seed, 12, rows=rows, width=width, slots=slots, vocab=vocab, key_len=key_len,
+               params=params_of(np.random.default_rng(seed)))
+
+
+def soak(place, seed, requests, *, rows=32, width=48, slots=8, check_every=200):
+    """Drives ``requests`` requests through the cache; asserts device memory flat and, at the end,
+    the drafts and state equal to the reference."""
+    rng = np.random.default_rng(seed)
+    stream = RequestStream(rng, slots, width=96, vocab=6, k=4, max_answer=width + 16, p_new=0.9)
+    drv = Driver(place, rows, width, slots, key_len=2, max_occurrences=64)
+    before = drv.cache.nbytes
+    ptrs = [drv.cache.tokens.data_ptr(), drv.cache.cand.data_ptr()]
+    i = 0
+    while int(drv.cache.counter.numpy()[0]) < requests:
+        step = stream.step()
+        t = [drv.t(a) for a in (step.token_ids_all, step.prompt_lens, step.step_idx,
+                                step.seq_lens_encoder, step.seq_lens_decoder)]
+        suffix_cache_insert(*t, drv.cache)
+        drv.ref.insert(step.token_ids_all, step.prompt_lens, step.step_idx, step.seq_lens_encoder,
+                       step.seq_lens_decoder)
+        if i % check_every == 0:
+            drv.query(step.query_inputs(rng), max_spec_factor=4.0, min_token_prob=0.0)
+        drv.finish(step.finished)
+        i += 1
+    drv.query(stream.step().query_inputs(rng), max_spec_factor=4.0, min_token_prob=0.0)
+    drv.check_state()
+    assert drv.cache.nbytes == before
+    assert [drv.cache.tokens.data_ptr(), drv.cache.cand.data_ptr()] == ptrs
+    return drv
+
+
+def test_soak_cpu():
+    """Thousands of requests through a 32-row cache (evictions all along): state and drafts still
+    equal to the reference at the end, memory unchanged."""
+    drv = soak("cpu", 5, 3000)
+    assert drv.ref.counter >= 3000
+
+
+@pytest.mark.gpu
+def test_soak_gpu():
+    soak("gpu", 6, 3000)
