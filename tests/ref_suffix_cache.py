@@ -175,7 +175,8 @@ class SuffixCacheRef:
         total = 0
         for b in range(B):
             if enc[b] > 0:
-                total += max(slt[b], 0)
+                slt[b] = max(slt[b], 0)
+                total += slt[b]
                 continue
             if dec[b] == 0:
                 slt[b] = 0

@@ -37,6 +37,7 @@ constexpr int kSuffixStatLmin = 257;               // shortest match length the 
 constexpr int kSuffixStatKey = 258;                // the context's key (its last G tokens)
 constexpr int kSuffixStatCtx = 259;                // c = |C| for a querying slot, 0 otherwise
 constexpr int kSuffixStatStored = 260;             // candidates stored by the second pass
+constexpr int kSuffixStatN = 261;                  // N, the querying slot's history length
 constexpr int kSuffixStatCols = 264;
 static_assert(kMaxSuffixTreeDepth <= 256, "match lengths are stored in 8 bits of a candidate");
 

@@ -118,8 +118,9 @@ void suffix_walk_cpu(const SuffixMatchParams& p) {
   for (int64_t b = 0; b < p.batch; ++b) unprocessed += suffix_is_counted(enc[b], dec[b]);
   int64_t total = 0;  // final lengths of the slots before b
   for (int64_t b = 0; b < p.batch; ++b) {
-    if (enc[b] > 0) {
-      total += max_of<int32_t>(slt[b], 0);
+    if (enc[b] > 0) {  // a fixed length, clamped to >= 0 (written back so, as the shared walk does)
+      slt[b] = max_of<int32_t>(slt[b], 0);
+      total += slt[b];
       continue;
     }
     if (dec[b] == 0) {
