@@ -91,7 +91,7 @@ class SpeculativeConfig:
     suffix_decoding_max_cached_requests: int = 10000
     suffix_decoding_max_cached_tokens: int = 1 << 22
     suffix_decoding_cached_response_len: int = 512
-    suffix_decoding_global_min_match: int = 3
+    suffix_decoding_global_min_match: int = 1
     suffix_decoding_global_max_occurrences: int = 1024
 
     def __post_init__(self) -> None:

@@ -1,7 +1,9 @@
 """Random request streams for the global cache's tests and soak runs: slots that take requests, prefill,
 decode a few accepted tokens per step, finish (sometimes through ``suffix_cache_finish``) and empty.
 Responses copy stretches of a shared pool of phrases, so requests repeat each other (the global cache
-has something to find), over small vocabularies (ties)."""
+has something to find), over small vocabularies (ties). ``Driver`` steps the ops and the reference
+together and compares them; ``soak`` is the long run (also used by scripts/bench_suffix_cache.py
+--soak on the GPU, so nothing here needs hypothesis)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,17 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 import numpy as np
+
+from fastdeploy_spec.ops.suffix_cache import (SuffixCache, suffix_cache_finish, suffix_cache_insert,
+                                              suffix_cache_query)
+from tests.conftest import to_place
+from tests.ref_suffix_cache import SuffixCacheRef
+
+QUERY_ARGS = ("token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
+              "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len",
+              "suffix_tokens", "suffix_probs", "suffix_meta", "suffix_source")
+OUTPUTS = ("draft_tokens", "seq_lens_this_time", "suffix_tokens", "suffix_probs", "suffix_meta",
+           "suffix_source")
 
 
 @dataclass
@@ -109,3 +122,76 @@ class RequestStream:
             if r.done >= len(r.answer) and rng.random() < self.p_finish_op:
                 finished[b] = 1
         return StreamStep(self.ids.copy(), P, s, enc, dec, finished, self.k)
+
+
+class Driver:
+    """The op's cache on one place and the reference, stepped together."""
+
+    def __init__(self, place, rows, width, slots, key_len=2, max_occurrences=32):
+        self.place = place
+        self.cache = SuffixCache.allocate(rows, width, slots, key_len=key_len,
+                                          max_occurrences=max_occurrences,
+                                          place=to_place(np.zeros(1), place).place)
+        self.ref = SuffixCacheRef(rows, width, slots, key_len=key_len,
+                                  max_occurrences=max_occurrences)
+
+    def t(self, a):
+        return to_place(np.asarray(a), self.place)
+
+    def insert(self, step):
+        args = (step.token_ids_all, step.prompt_lens, step.step_idx, step.seq_lens_encoder,
+                step.seq_lens_decoder)
+        suffix_cache_insert(*(self.t(a) for a in args), self.cache)
+        self.ref.insert(*args)
+
+    def query(self, d, **kw):
+        t = {n: self.t(d[n]) for n in QUERY_ARGS}
+        suffix_cache_query(*(t[n] for n in QUERY_ARGS), self.cache, **kw)
+        got = {n: t[n].numpy() for n in OUTPUTS}
+        want = self.ref.query(*(d[n] for n in QUERY_ARGS), **kw)
+        for n in OUTPUTS:
+            g, w = np.asarray(got[n]).reshape(want[n].shape), want[n]
+            if g.dtype == np.float32:
+                g, w = g.view(np.int32), w.view(np.int32)  # bit for bit
+            np.testing.assert_array_equal(g, w, err_msg=n)
+        return got
+
+    def finish(self, finished):
+        suffix_cache_finish(self.t(finished), self.cache)
+        self.ref.finish(finished)
+
+    def check_state(self):
+        rows, toks = self.ref.rows_view()
+        np.testing.assert_array_equal(self.cache.rows_state.numpy(), rows)
+        np.testing.assert_array_equal(self.cache.slots_state.numpy(), self.ref.slots)
+        assert int(self.cache.counter.numpy()[0]) == self.ref.counter
+        ctoks = self.cache.tokens.numpy()
+        for r, resp in toks.items():
+            np.testing.assert_array_equal(ctoks[r, :len(resp)], resp)
+
+
+def soak(place, seed, requests, *, rows=32, width=48, slots=8, check_every=200):
+    """Drives ``requests`` requests through the cache; asserts device memory flat and, at the end,
+    the drafts and state equal to the reference."""
+    rng = np.random.default_rng(seed)
+    stream = RequestStream(rng, slots, width=96, vocab=6, k=4, max_answer=width + 16, p_new=0.9)
+    drv = Driver(place, rows, width, slots, key_len=2, max_occurrences=64)
+    before = drv.cache.nbytes
+    ptrs = [drv.cache.tokens.data_ptr(), drv.cache.cand.data_ptr()]
+    i = 0
+    while int(drv.cache.counter.numpy()[0]) < requests:
+        step = stream.step()
+        t = [drv.t(a) for a in (step.token_ids_all, step.prompt_lens, step.step_idx,
+                                step.seq_lens_encoder, step.seq_lens_decoder)]
+        suffix_cache_insert(*t, drv.cache)
+        drv.ref.insert(step.token_ids_all, step.prompt_lens, step.step_idx, step.seq_lens_encoder,
+                       step.seq_lens_decoder)
+        if i % check_every == 0:
+            drv.query(step.query_inputs(rng), max_spec_factor=4.0, min_token_prob=0.0)
+        drv.finish(step.finished)
+        i += 1
+    drv.query(stream.step().query_inputs(rng), max_spec_factor=4.0, min_token_prob=0.0)
+    drv.check_state()
+    assert drv.cache.nbytes == before
+    assert [drv.cache.tokens.data_ptr(), drv.cache.cand.data_ptr()] == ptrs
+    return drv

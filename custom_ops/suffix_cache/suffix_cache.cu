@@ -150,14 +150,27 @@ __device__ __forceinline__ uint32_t table_hash(int32_t key, uint32_t mask) {
   return static_cast<uint32_t>(suffix_mix64(static_cast<uint32_t>(key))) & mask;
 }
 
+// Pass 1 aggregates the counts of short matches (the frequent ones: a common last token hits many
+// positions) per block in shared memory when the batch is at most kAggSlots, and flushes them once.
+constexpr int kAggSlots = 256;
+constexpr int kAggLen = 8;
+
 // One pass over the occupied positions. pass 1: every slot, hits with l >= G; pass 2: only the slots
 // that overflowed in pass 1, hits with l >= their L_min.
 __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryParams q, int pass,
                                                               uint32_t table_size) {
-  extern __shared__ int32_t table[];  // [table_size] keys, then [table_size] slots (-1: free)
+  extern __shared__ int32_t table[];  // [table_size] keys, [table_size] slots (-1: free), then
+                                      // pass 1's aggregates: [kAggSlots][kAggLen] hist, [kAggSlots] hits
   int32_t* tkey = table;
   int32_t* tslot = table + table_size;
+  int32_t* agg_hist = tslot + table_size;
+  int32_t* agg_hits = agg_hist + kAggSlots * kAggLen;
   if (pass == 2 && *overflow_flag(q) == 0) return;
+  const bool agg = pass == 1 && q.m.batch <= kAggSlots;
+  if (agg) {
+    for (int j = threadIdx.x; j < kAggSlots * kAggLen; j += kThreads) agg_hist[j] = 0;
+    for (int j = threadIdx.x; j < kAggSlots; j += kThreads) agg_hits[j] = 0;
+  }
   const SuffixMatchParams& p = q.m;
   const SuffixCache& c = q.cache;
   const int G = c.key_len;
@@ -195,9 +208,21 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
         while (l < ctx_len - 1 && off - l >= 0 && toks[off - l] == ctx[ctx_len - 1 - l]) ++l;
         if (pass == 1) {
           if (l < G) continue;
-          atomicAdd(&st[kSuffixStatHist + l], 1);
-          const int at = atomicAdd(&st[kSuffixStatHits], 1);
-          if (at < M) q.cand[b * M + at] = suffix_cand_pack(req, off, l);
+          if (agg && l < kAggLen) {
+            atomicAdd(&agg_hist[b * kAggLen + l], 1);
+          } else {
+            atomicAdd(&st[kSuffixStatHist + l], 1);
+          }
+          // While the slot has fewer than M hits a hit takes a global index; after that the slot has
+          // overflowed whatever else happens (the count only grows), and only the count matters.
+          if (*reinterpret_cast<volatile int32_t*>(&st[kSuffixStatHits]) < M) {
+            const int at = atomicAdd(&st[kSuffixStatHits], 1);
+            if (at < M) q.cand[b * M + at] = suffix_cand_pack(req, off, l);
+          } else if (agg) {
+            atomicAdd(&agg_hits[b], 1);
+          } else {
+            atomicAdd(&st[kSuffixStatHits], 1);
+          }
         } else {
           if (l < st[kSuffixStatLmin]) continue;
           const int at = atomicAdd(&st[kSuffixStatStored], 1);
@@ -205,6 +230,14 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
         }
       }
     }
+  }
+  if (!agg) return;
+  __syncthreads();
+  for (int64_t j = threadIdx.x; j < q.m.batch * kAggLen; j += kThreads) {
+    if (agg_hist[j] != 0) atomicAdd(&stat_row(q, j / kAggLen)[kSuffixStatHist + j % kAggLen], agg_hist[j]);
+  }
+  for (int64_t b = threadIdx.x; b < q.m.batch; b += kThreads) {
+    if (agg_hits[b] != 0) atomicAdd(&stat_row(q, b)[kSuffixStatHits], agg_hits[b]);
   }
 }
 
@@ -567,7 +600,7 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
   // The slots' key table: a power of two at least twice the batch.
   uint32_t table_size = 64;
   while (table_size < 2 * static_cast<uint64_t>(B)) table_size *= 2;
-  const size_t smem = 2 * table_size * sizeof(int32_t);
+  const size_t smem = (2 * table_size + kAggSlots * (kAggLen + 1)) * sizeof(int32_t);
   const int64_t row_blocks = (q.cache.num_rows + kWarps - 1) / kWarps;
   const unsigned grid = static_cast<unsigned>(min_of<int64_t>(row_blocks, 2048));
   query_scan_kernel<<<grid, kThreads, smem, stream>>>(q, 1, table_size);

@@ -70,7 +70,7 @@ class SuffixCache:
     key_len: int
 
     @classmethod
-    def allocate(cls, rows: int, width: int, slots: int, key_len: int = 3,
+    def allocate(cls, rows: int, width: int, slots: int, key_len: int = 1,
                  max_occurrences: int = 1024, place=None) -> "SuffixCache":
         if not 1 <= rows <= 1 << 30:
             raise ValueError(f"SuffixCache: rows must be in [1, 2^30], got {rows}")
