@@ -217,3 +217,91 @@ def test_soak_cpu():
 @pytest.mark.gpu
 def test_soak_gpu():
     soak("gpu", 6, 3000)
+
+
+def _replay(cfg, traces, slots=1):
+    """Runs ``traces`` (prompt, answer) through the runner with the oracle target; returns the
+    runner's stats and its proposer."""
+    from fastdeploy_spec.proposers import create_proposer
+    from fastdeploy_spec.runner import OracleTarget, Request, SpecRunner
+    answers = {i: list(a) for i, (_, a) in enumerate(traces)}
+    reqs = [Request(i, list(p), len(a) + 1) for i, (p, a) in enumerate(traces)]
+    width = max(len(p) + len(a) for p, a in traces) + 16
+    proposer = create_proposer(cfg)
+    runner = SpecRunner(cfg, OracleTarget(answers, 64, 0), max_num_seqs=slots, max_model_len=width,
+                        end_tokens=[0], proposer=proposer)
+    out = runner.run(reqs)
+    assert all(out[i] == answers[i] + [0] for i in answers)
+    return runner.stats, proposer
+
+
+def test_proposer_drafts_from_earlier_requests():
+    """Repeated traffic: the second request's answer is drafted from the first one's cached response
+    (more tokens per step than with the request's own history alone), and suffix_source says so."""
+    from fastdeploy_spec.config import SpeculativeConfig
+    answer = [5, 9, 7, 3, 8, 2, 6, 4, 11, 12, 13, 14, 15, 16, 17, 18]
+    traces = [([1, 2], answer), ([3, 1, 2], answer)]
+    local = SpeculativeConfig(method="suffix", num_speculative_tokens=4,
+                              suffix_decoding_max_cached_requests=0)
+    warm = SpeculativeConfig(method="suffix", num_speculative_tokens=4,
+                             suffix_decoding_max_cached_requests=8,
+                             suffix_decoding_cached_response_len=32)
+    st_local, p_local = _replay(local, traces)
+    st_warm, p_warm = _replay(warm, traces)
+    assert p_local.cache is None and p_warm.cache is not None
+    assert p_warm.cache.tokens.shape == [8, 32]
+    assert st_warm.tokens_per_decode_step > st_local.tokens_per_decode_step
+    # Each response is cached up to the tokens accepted before the request's last decoding step
+    # (the proposer inserts when it runs; the final accepted tokens come after its last run).
+    rows = p_warm.cache.rows_state.numpy()
+    assert rows[:2, 0].tolist() == [0, 1] and rows[2:, 0].tolist() == [-1] * 6
+    toks = p_warm.cache.tokens.numpy()
+    for r in range(2):
+        assert 0 < rows[r, 1] <= len(answer)
+        assert toks[r, :rows[r, 1]].tolist() == answer[:rows[r, 1]]
+
+
+def test_proposer_source_output():
+    """suffix_source marks the global winner per slot (0 local, 1 global)."""
+    import paddle
+    from fastdeploy_spec.buffers import copy_from_host, make_share_inputs
+    from fastdeploy_spec.config import SpeculativeConfig
+    from fastdeploy_spec.proposers import SuffixProposer
+    cfg = SpeculativeConfig(method="suffix", num_speculative_tokens=3,
+                            suffix_decoding_max_cached_requests=4,
+                            suffix_decoding_cached_response_len=16)
+    bufs = make_share_inputs(2, 16, cfg)
+    row = np.full((2, 16), -1, np.int64)
+    row[0, :6] = [9, 5, 6, 7, 8, 1]      # prompt 9, response 5 6 7 8 1
+    row[1, :4] = [4, 4, 5, 6]            # prompt 4 4, response 5 6
+    copy_from_host(bufs["token_ids_all"], row)
+    copy_from_host(bufs["prompt_lens"], np.array([[1], [2]], np.int64))
+    copy_from_host(bufs["step_idx"], np.array([[5], [2]], np.int64))
+    copy_from_host(bufs["max_dec_len"], np.array([[100], [100]], np.int64))
+    copy_from_host(bufs["seq_lens_decoder"], np.array([6, 4], np.int32))
+    proposer = SuffixProposer(cfg)
+    proposer.run(share_inputs=bufs)
+    assert proposer.suffix_source.numpy().tolist() == [0, 1]
+    assert bufs["draft_tokens"].numpy()[1, 1].tolist() == 7
+    proposer.finish(paddle.to_tensor(np.array([1, 0], np.int32)))
+    assert proposer.cache.slots_state.numpy().tolist() == [-2, 1]
+
+
+def test_fd_config_keys_reach_the_cache():
+    from types import SimpleNamespace as NS
+    from fastdeploy_spec.proposers import SuffixProposer
+    fd = NS(speculative_config=NS(method="suffix", num_speculative_tokens=2,
+                                  suffix_decoding_max_cached_requests=3,
+                                  suffix_decoding_cached_response_len=8,
+                                  suffix_decoding_global_min_match=2),
+            graph_opt_config=NS(use_cudagraph=False), scheduler_config=NS(max_num_seqs=1),
+            model_config=NS(max_model_len=32))
+    p = SuffixProposer(fd)
+    assert p.max_cached_requests == 3
+    assert p.config.suffix_decoding_cached_response_len == 8
+    assert p.config.suffix_decoding_global_min_match == 2
+    from fastdeploy_spec.config import SpeculativeConfig
+    with pytest.raises(ValueError, match="suffix_decoding_max_cached_requests"):
+        SpeculativeConfig(method="suffix", suffix_decoding_max_cached_requests=-2)
+    with pytest.raises(ValueError, match="suffix_decoding_global_min_match"):
+        SpeculativeConfig(method="suffix", suffix_decoding_global_min_match=0)
