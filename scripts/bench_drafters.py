@@ -30,7 +30,8 @@ winning) on the same runs. Written to ``bench_drafters_warm.md`` and the JSON.
 
 ``--arctic PATH`` adds Arctic Inference's own suffix tree (its nanobind extension ``_C`` built from
 the arctic-inference 0.3.0 sdist, directory PATH) as a host-side drafter on the same traces, with
-the same parameters and only the request's own history (its acceptance figures), and, on our own
+the same parameters and only the request's own history (its acceptance figures; ``arctic_wide``
+with suffix_wide's settings), and, on our own
 suffix runs, Arctic's draft for every decoding slot state of ours (same history, same cap): the
 share of identical drafts (the tie orders differ: docs/contract/suffix.md).
 
