@@ -115,6 +115,10 @@ class SuffixCacheRef:
             if upto > have:
                 self.responses[q] += [int(x) for x in ids[b, P + have:P + upto]]
 
+    def evict(self, keep: int):
+        for q in [q for q in self.responses if q < self.counter - keep]:
+            del self.responses[q]
+
     def finish(self, finished):
         for b, f in enumerate(np.ravel(finished)):
             if f != 0:

@@ -12,8 +12,8 @@ from typing import List, Optional
 
 import numpy as np
 
-from fastdeploy_spec.ops.suffix_cache import (SuffixCache, suffix_cache_finish, suffix_cache_insert,
-                                              suffix_cache_query)
+from fastdeploy_spec.ops.suffix_cache import (SuffixCache, suffix_cache_evict, suffix_cache_finish,
+                                              suffix_cache_insert, suffix_cache_query)
 from tests.conftest import to_place
 from tests.ref_suffix_cache import SuffixCacheRef
 
@@ -155,6 +155,10 @@ class Driver:
                 g, w = g.view(np.int32), w.view(np.int32)  # bit for bit
             np.testing.assert_array_equal(g, w, err_msg=n)
         return got
+
+    def evict(self, keep):
+        suffix_cache_evict(self.cache, keep)
+        self.ref.evict(keep)
 
     def finish(self, finished):
         suffix_cache_finish(self.t(finished), self.cache)

@@ -31,7 +31,7 @@ def _no_threshold_env(monkeypatch):
 
 
 def run_stream(place, seed, steps, *, rows=6, width=24, slots=4, vocab=3, key_len=2, M=32,
-               params=None, check_every=1):
+               params=None, check_every=1, evict_every=0):
     rng = np.random.default_rng(seed)
     stream = RequestStream(rng, slots, width=64, vocab=vocab, k=4, max_answer=width + 8)
     drv = Driver(place, rows, width, slots, key_len=key_len, max_occurrences=M)
@@ -42,6 +42,8 @@ def run_stream(place, seed, steps, *, rows=6, width=24, slots=4, vocab=3, key_le
         got = drv.query(step.query_inputs(rng), **(params or {}))
         wins += int((got["suffix_source"] == 1).sum())
         drv.finish(step.finished)
+        if evict_every and i % evict_every == evict_every - 1:
+            drv.evict(int(rng.integers(0, rows + 1)))
         if i % check_every == 0:
             drv.check_state()
     return drv, wins
@@ -61,7 +63,8 @@ def test_random_streams_equal_reference(place, seed):
     rng = np.random.default_rng(100 + seed)
     _, wins = run_stream(place, seed, 60, rows=int(rng.integers(1, 8)), width=int(rng.integers(4, 30)),
                          slots=int(rng.integers(1, 6)), vocab=int(rng.integers(2, 6)),
-                         key_len=int(rng.integers(1, 4)), M=32, params=params_of(rng))
+                         key_len=int(rng.integers(1, 4)), M=32, params=params_of(rng),
+                         evict_every=int(rng.choice([0, 7])))
 
 
 def test_streams_exercise_the_global_draft():
@@ -151,6 +154,18 @@ def test_occurrence_cap_skips_frequent_suffixes(place):
     assert ref[3] == 1 and ref[0][0] == 5
     run_stream(place, 3, 40, rows=3, width=60, slots=2, vocab=2, key_len=1, M=32,
                params=dict(max_spec_factor=4.0, min_token_prob=0.0))
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_evict_keeps_the_newest(place):
+    """suffix_cache_evict(keep) drops all but the newest responses; an active slot whose response
+    goes adds nothing more (detached) until its next request; keep=0 empties the cache."""
+    drv, _ = run_stream(place, 21, 40, rows=8, width=30, slots=4, vocab=3, key_len=1, evict_every=5)
+    drv.evict(0)
+    assert (drv.cache.rows_state.numpy()[:, 0] == -1).all()
+    drv.check_state()
+    with pytest.raises(ValueError, match="keep must be >= 0"):
+        drv.evict(-1)
 
 
 def test_bad_inputs_are_named():

@@ -119,6 +119,16 @@ __global__ void finish_kernel(const int32_t* finished, int64_t* slots, int64_t b
   if (b < batch && finished[b] != 0) slots[b] = kSuffixSlotDetached;
 }
 
+__global__ void evict_kernel(SuffixCache cache, const int64_t* counter, int64_t keep) {
+  const int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (r >= cache.num_rows) return;
+  const int64_t q = cache.rows[2 * r];
+  if (q >= 0 && q < *counter - keep) {
+    cache.rows[2 * r] = -1;
+    cache.rows[2 * r + 1] = 0;
+  }
+}
+
 // ---- query: prep and scans ----------------------------------------------------------------------
 
 __global__ void __launch_bounds__(kThreads) query_prep_kernel(SuffixCacheQueryParams q) {
@@ -588,6 +598,13 @@ cudaError_t suffix_cache_finish_gpu(const int32_t* finished, int64_t* slots, int
                                     cudaStream_t stream) {
   if (batch <= 0) return cudaSuccess;
   finish_kernel<<<static_cast<unsigned>((batch + 255) / 256), 256, 0, stream>>>(finished, slots, batch);
+  return FDSPEC_LAUNCH_STATUS(stream);
+}
+
+cudaError_t suffix_cache_evict_gpu(const SuffixCache& cache, const int64_t* counter, int64_t keep,
+                                   cudaStream_t stream) {
+  const unsigned grid = static_cast<unsigned>((cache.num_rows + 255) / 256);
+  evict_kernel<<<grid, 256, 0, stream>>>(cache, counter, keep);
   return FDSPEC_LAUNCH_STATUS(stream);
 }
 

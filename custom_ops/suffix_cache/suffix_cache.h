@@ -107,6 +107,10 @@ void suffix_cache_insert_cpu(const SuffixCacheInsertParams& p);
 // finished[b] != 0 detaches slot b (its response stays cached; nothing more is added until the slot
 // prefills or empties).
 void suffix_cache_finish_cpu(const int32_t* finished, int64_t* slots, int64_t batch);
+// Evicts every cached response but the newest `keep` (keep >= 0; 0 empties the cache): rows of
+// requests numbered below counter - keep are cleared. Slots writing to them detach at their next
+// insert. Eviction also happens on its own as requests begin (the ring, first in first out).
+void suffix_cache_evict_cpu(const SuffixCache& cache, const int64_t* counter, int64_t keep);
 // suffix_match's local search, then the global search from the same context, the winner per slot
 // (local if its score >= the global's), then suffix_match's budget walk on the winners.
 void suffix_cache_query_cpu(const SuffixCacheQueryParams& p);
@@ -116,6 +120,8 @@ cudaError_t suffix_cache_insert_gpu(const SuffixCacheInsertParams& p, cudaStream
 cudaError_t suffix_cache_finish_gpu(const int32_t* finished, int64_t* slots, int64_t batch,
                                     cudaStream_t stream);
 cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& p, cudaStream_t stream);
+cudaError_t suffix_cache_evict_gpu(const SuffixCache& cache, const int64_t* counter, int64_t keep,
+                                   cudaStream_t stream);
 #endif
 
 }  // namespace fdspec

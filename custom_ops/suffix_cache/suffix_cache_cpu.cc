@@ -161,6 +161,15 @@ void suffix_cache_finish_cpu(const int32_t* finished, int64_t* slots, int64_t ba
   }
 }
 
+void suffix_cache_evict_cpu(const SuffixCache& cache, const int64_t* counter, int64_t keep) {
+  for (int64_t r = 0; r < cache.num_rows; ++r) {
+    if (cache.rows[2 * r] >= 0 && cache.rows[2 * r] < *counter - keep) {
+      cache.rows[2 * r] = -1;
+      cache.rows[2 * r + 1] = 0;
+    }
+  }
+}
+
 void suffix_cache_query_cpu(const SuffixCacheQueryParams& q) {
   const SuffixMatchParams& p = q.m;
   const int64_t K = p.draft_stride - 1;

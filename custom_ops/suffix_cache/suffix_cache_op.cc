@@ -124,6 +124,38 @@ void SuffixCacheFinish(const paddle::Tensor& finished, paddle::Tensor& cache_slo
   FDSPEC_RUN_ON_PLACE(kOp, finished, a, finish_cpu, finish_gpu);
 }
 
+namespace {
+
+struct EvictArgs {
+  fdspec::SuffixCache cache;
+  const int64_t* counter;
+  int64_t keep;
+};
+
+void evict_cpu(const EvictArgs& a) { fdspec::suffix_cache_evict_cpu(a.cache, a.counter, a.keep); }
+#ifdef FDSPEC_WITH_CUDA
+cudaError_t evict_gpu(const EvictArgs& a, cudaStream_t stream) {
+  return fdspec::suffix_cache_evict_gpu(a.cache, a.counter, a.keep, stream);
+}
+#endif
+
+}  // namespace
+
+void SuffixCacheEvict(paddle::Tensor& cache_tokens, paddle::Tensor& cache_keys,
+                      paddle::Tensor& cache_rows, const paddle::Tensor& cache_counter, int64_t keep,
+                      int key_len) {
+  constexpr const char* kOp = "suffix_cache_evict";
+  const fdspec::binding::OpChecks c(kOp);
+  c.dtype(cache_counter, "cache_counter", DataType::INT64)
+      .that(cache_counter.numel() == 1,
+            "cache_counter must have one element, got " + fdspec::binding::shape_str(cache_counter))
+      .that(keep >= 0, "keep must be >= 0, got " + std::to_string(keep));
+  c.same_place_as(cache_rows, "cache_rows", {{"cache_counter", cache_counter}});
+  const EvictArgs a{cache_view(c, cache_rows, "cache_rows", cache_tokens, cache_keys, cache_rows, key_len),
+                    cache_counter.data<int64_t>(), keep};
+  FDSPEC_RUN_ON_PLACE(kOp, cache_rows, a, evict_cpu, evict_gpu);
+}
+
 void SuffixCacheQuery(const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
                       const paddle::Tensor& step_idx, const paddle::Tensor& draft_token_num,
                       paddle::Tensor& draft_tokens, paddle::Tensor& seq_lens_this_time,
@@ -196,6 +228,15 @@ PD_BUILD_OP(suffix_cache_finish)
     .Outputs({"cache_slots_out"})
     .SetInplaceMap({{"cache_slots", "cache_slots_out"}})
     .SetKernelFn(PD_KERNEL(SuffixCacheFinish));
+
+PD_BUILD_OP(suffix_cache_evict)
+    .Inputs({"cache_tokens", "cache_keys", "cache_rows", "cache_counter"})
+    .Attrs({"keep: int64_t", "key_len: int"})
+    .Outputs({"cache_tokens_out", "cache_keys_out", "cache_rows_out"})
+    .SetInplaceMap({{"cache_tokens", "cache_tokens_out"},
+                    {"cache_keys", "cache_keys_out"},
+                    {"cache_rows", "cache_rows_out"}})
+    .SetKernelFn(PD_KERNEL(SuffixCacheEvict));
 
 PD_BUILD_OP(suffix_cache_query)
     .Inputs({"token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",

@@ -2,7 +2,7 @@
 
 ``SuffixCache`` allocates the cache's device state once; ``suffix_cache_insert`` adds every decoding
 slot's newly accepted tokens, ``suffix_cache_finish`` detaches finished requests (their responses stay
-cached), and ``suffix_cache_query`` is ``suffix_match`` with the global draft: per slot the local
+cached), ``suffix_cache_evict`` drops all but the newest responses, and ``suffix_cache_query`` is ``suffix_match`` with the global draft: per slot the local
 draft if its score is at least the global draft's, else the global one.
 """
 
@@ -156,6 +156,29 @@ def suffix_cache_finish(finished: paddle.Tensor, cache: SuffixCache) -> None:
     if precheck("suffix_cache_finish", locals(), batch=finished):
         return
     _loader.load().suffix_cache_finish(finished, cache.slots_state)
+
+
+def suffix_cache_evict(cache: SuffixCache, keep: int = 0) -> None:
+    """Evicts every cached response but the newest ``keep`` (0 empties the cache), on the device,
+    without host synchronisation. Eviction also happens on its own: beginning request q evicts
+    request q - rows. A slot whose response is evicted adds nothing more until its next request.
+
+    Examples
+    --------
+    >>> import numpy as np, paddle
+    >>> from fastdeploy_spec.ops.suffix_cache import SuffixCache, suffix_cache_evict
+    >>> c = SuffixCache.allocate(rows=3, width=4, slots=1)
+    >>> c.rows_state = paddle.to_tensor(np.array([[3, 2], [4, 1], [2, 4]], np.int64))
+    >>> c.counter = paddle.to_tensor(np.array([5], np.int64))
+    >>> suffix_cache_evict(c, keep=2)                        # keeps requests 3 and 4
+    >>> c.rows_state.numpy().tolist()
+    [[3, 2], [4, 1], [-1, 0]]
+    """
+    if keep < 0:
+        raise ValueError(f"suffix_cache_evict: keep must be >= 0, got {keep}")
+    precheck("suffix_cache_evict", dict(rows=cache.rows_state, counter=cache.counter))
+    _loader.load().suffix_cache_evict(cache.tokens, cache.keys, cache.rows_state, cache.counter,
+                                      int(keep), int(cache.key_len))
 
 
 def suffix_cache_query(

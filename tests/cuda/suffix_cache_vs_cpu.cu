@@ -1,4 +1,4 @@
-// suffix_cache's CUDA launchers (insert, finish, query) against their CPU implementation, at the
+// suffix_cache's CUDA launchers (insert, finish, evict, query) against their CPU implementation, at the
 // kernel layer (no Paddle), bit for bit: random request streams (slots that prefill, decode a few
 // accepted tokens per step, finish through the finish op or not, and empty), responses copied from a
 // shared pool of phrases over vocabularies of 1 .. 8 tokens, rings of 1 .. 12 rows (evictions, slots
@@ -230,7 +230,7 @@ using RefSide = Side<HostVec>;
 
 // The device step (insert, query, finish), or in the self-test the CPU implementation with one
 // output value perturbed now and then.
-cudaError_t launch_step(const Config& c, const DevSide& d, cudaStream_t stream) {
+cudaError_t launch_step(const Config& c, const DevSide& d, cudaStream_t stream, int64_t evict_keep = -1) {
   const auto ins = d.insert_params(c);
   const auto qry = d.query_params(c);
   auto& st = harness::selftest();
@@ -238,11 +238,15 @@ cudaError_t launch_step(const Config& c, const DevSide& d, cudaStream_t stream) 
     cudaError_t err = fdspec::suffix_cache_insert_gpu(ins, stream);
     if (err == cudaSuccess) err = fdspec::suffix_cache_query_gpu(qry, stream);
     if (err == cudaSuccess) err = fdspec::suffix_cache_finish_gpu(d.finished.ptr(), d.slots.ptr(), c.B, stream);
+    if (err == cudaSuccess && evict_keep >= 0) {
+      err = fdspec::suffix_cache_evict_gpu(ins.cache, ins.counter, evict_keep, stream);
+    }
     return err;
   }
   fdspec::suffix_cache_insert_cpu(ins);
   fdspec::suffix_cache_query_cpu(qry);
   fdspec::suffix_cache_finish_cpu(d.finished.ptr(), d.slots.ptr(), c.B);
+  if (evict_keep >= 0) fdspec::suffix_cache_evict_cpu(ins.cache, ins.counter, evict_keep);
   if (st.perturb && c.B > 0) {
     static int turn = 0;
     switch (++turn % 4) {
@@ -304,15 +308,19 @@ void body(harness::Tally& t, bool quick) {
       dev.upload(in, c);
       ref.upload(in, c);
       t.begin_case();
+      // Now and then (not in graph cases) an explicit eviction of all but the newest responses.
+      const int64_t evict_keep = !graph && step % 13 == 12 ? r.uni(0, c.R) : -1;
+      if (evict_keep >= 0) t.count("evict_calls");
       if (graph) {
         graph->replay(s.get());
       } else {
-        CHECK(launch_step(c, dev, s.get()));
+        CHECK(launch_step(c, dev, s.get(), evict_keep));
       }
       s.sync();
       fdspec::suffix_cache_insert_cpu(ref.insert_params(c));
       fdspec::suffix_cache_query_cpu(ref.query_params(c));
       fdspec::suffix_cache_finish_cpu(ref.finished.ptr(), ref.slots.ptr(), c.B);
+      if (evict_keep >= 0) fdspec::suffix_cache_evict_cpu(ref.cache(c), ref.counter.ptr(), evict_keep);
       std::string what = "case " + std::to_string(ci) + " step " + std::to_string(step) + ":";
       bool ok = true;
       ok &= same(dev.rows, ref.rows, "rows", what);
