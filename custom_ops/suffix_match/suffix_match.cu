@@ -411,9 +411,15 @@ struct SuffixWalk {
 
   __device__ int64_t batch() const { return p.batch; }
   __device__ int64_t threshold() const { return p.threshold; }
+  __device__ WalkOutputs outputs() const {
+    return WalkOutputs{p.draft_tokens, p.draft_stride, p.seq_lens_this_time,
+                       graph_pad_length(p.pad_to_max, p.max_draft_tokens, p.draft_stride)};
+  }
 
-  __device__ WalkSlot slot(int64_t b) const {
-    WalkSlot w;
+  // Prefill: a fixed length of max(seq_lens_this_time, 0), written back as that; empty: 0; decoding:
+  // base 1 and the search's draft (suffix_meta's length, suffix_tokens' row), padded in graph mode.
+  __device__ DeviceWalkSlot slot(int64_t b) const {
+    DeviceWalkSlot w;
     const int32_t enc = p.seq_lens_encoder[b];
     const int32_t dec = p.seq_lens_decoder[b];
     w.counted = suffix_is_counted(enc, dec);
@@ -422,36 +428,35 @@ struct SuffixWalk {
       return w;
     }
     if (dec == 0) return w;
-    w.processed = true;
-    w.base = 1;
-    w.untruncated = clamp_to<int64_t>(p.suffix_meta[2 * b], 0, p.draft_stride - 1);
-    return w;
-  }
-
-  __device__ void finish(int64_t b, const WalkSlot& w, int64_t kept) const {
-    if (!w.processed) {
-      if (p.seq_lens_encoder[b] <= 0) p.seq_lens_this_time[b] = 0;  // empty; prefill untouched
-      return;
-    }
     const int64_t K = p.draft_stride - 1;
-    int64_t* drafts = p.draft_tokens + b * p.draft_stride;
-    for (int64_t k = 0; k < kept; ++k) drafts[1 + k] = p.suffix_tokens[b * K + k];
-    p.seq_lens_this_time[b] = static_cast<int32_t>(1 + kept);
-    if (p.pad_to_max) {
-      for (int64_t k = kept + 1; k <= p.max_draft_tokens; ++k) drafts[k] = drafts[kept];
-      p.seq_lens_this_time[b] = p.max_draft_tokens + 1;
-    }
+    w.processed = true;
+    w.padded = p.pad_to_max;
+    w.base = 1;
+    w.budget = K;
+    w.untruncated = clamp_to<int64_t>(p.suffix_meta[2 * b], 0, K);
+    w.src = p.suffix_tokens + b * K;
+    return w;
   }
 };
 
 }  // namespace
 
-cudaError_t suffix_match_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
+cudaError_t suffix_search_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
   if (p.batch <= 0) return cudaSuccess;
   suffix_search_kernel<<<static_cast<unsigned>(p.batch), kThreads, 0, stream>>>(p);
-  cudaError_t err = cudaGetLastError();
+  return cudaGetLastError();
+}
+
+cudaError_t suffix_walk_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
+  if (p.batch <= 0) return cudaSuccess;
+  return launch_ngram_walk(SuffixWalk{p}, stream);
+}
+
+cudaError_t suffix_match_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
+  if (p.batch <= 0) return cudaSuccess;
+  cudaError_t err = suffix_search_gpu(p, stream);
   if (err != cudaSuccess) return err;
-  err = launch_ngram_walk(SuffixWalk{p}, stream);
+  err = suffix_walk_gpu(p, stream);
   if (err != cudaSuccess) return err;
   return FDSPEC_LAUNCH_STATUS(stream);
 }

@@ -2,8 +2,7 @@
 // resolves the threshold on the host, and dispatches on the place of token_ids_all.
 #include <cmath>
 
-#include "binding/binding_utils.h"
-#include "suffix_match/suffix_match.h"
+#include "suffix_match/suffix_match_binding.h"
 
 namespace {
 
@@ -13,16 +12,16 @@ constexpr const char* kThresholdEnv = "INFER_WITH_REFERENCE_TOKENUM_THRESHOLD";
 
 }  // namespace
 
-void SuffixMatch(const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
-                 const paddle::Tensor& step_idx, const paddle::Tensor& draft_token_num,
-                 paddle::Tensor& draft_tokens, paddle::Tensor& seq_lens_this_time,
-                 const paddle::Tensor& seq_lens_encoder, const paddle::Tensor& seq_lens_decoder,
-                 const paddle::Tensor& max_dec_len, paddle::Tensor& suffix_tokens,
-                 paddle::Tensor& suffix_probs, paddle::Tensor& suffix_meta, int max_tree_depth,
-                 float max_spec_factor, float max_spec_offset, float min_token_prob,
-                 int max_draft_tokens, bool pad_to_max, int64_t threshold) {
+fdspec::SuffixMatchParams fdspec::binding::suffix_match_params(
+    const char* op, const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
+    const paddle::Tensor& step_idx, const paddle::Tensor& draft_token_num,
+    paddle::Tensor& draft_tokens, paddle::Tensor& seq_lens_this_time,
+    const paddle::Tensor& seq_lens_encoder, const paddle::Tensor& seq_lens_decoder,
+    const paddle::Tensor& max_dec_len, paddle::Tensor& suffix_tokens, paddle::Tensor& suffix_probs,
+    paddle::Tensor& suffix_meta, int max_tree_depth, float max_spec_factor, float max_spec_offset,
+    float min_token_prob, int max_draft_tokens, bool pad_to_max, int64_t threshold) {
   using paddle::DataType;
-  const fdspec::binding::OpChecks c(kOp);
+  const fdspec::binding::OpChecks c(op);
   FDSPEC_CHECK_DEFINED(c, token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens,
                        seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, max_dec_len,
                        suffix_tokens, suffix_probs, suffix_meta);
@@ -112,6 +111,22 @@ void SuffixMatch(const paddle::Tensor& token_ids_all, const paddle::Tensor& prom
   p.pad_to_max = pad_to_max;
   p.threshold = fdspec::binding::resolve_threshold(c, threshold, kThresholdEnv,
                                                    fdspec::kNgramThresholdDefault);
+  return p;
+}
+
+void SuffixMatch(const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
+                 const paddle::Tensor& step_idx, const paddle::Tensor& draft_token_num,
+                 paddle::Tensor& draft_tokens, paddle::Tensor& seq_lens_this_time,
+                 const paddle::Tensor& seq_lens_encoder, const paddle::Tensor& seq_lens_decoder,
+                 const paddle::Tensor& max_dec_len, paddle::Tensor& suffix_tokens,
+                 paddle::Tensor& suffix_probs, paddle::Tensor& suffix_meta, int max_tree_depth,
+                 float max_spec_factor, float max_spec_offset, float min_token_prob,
+                 int max_draft_tokens, bool pad_to_max, int64_t threshold) {
+  const fdspec::SuffixMatchParams p = fdspec::binding::suffix_match_params(
+      kOp, token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens, seq_lens_this_time,
+      seq_lens_encoder, seq_lens_decoder, max_dec_len, suffix_tokens, suffix_probs, suffix_meta,
+      max_tree_depth, max_spec_factor, max_spec_offset, min_token_prob, max_draft_tokens,
+      pad_to_max, threshold);
   FDSPEC_RUN_ON_PLACE(kOp, token_ids_all, p, fdspec::suffix_match_cpu, fdspec::suffix_match_gpu);
 }
 
