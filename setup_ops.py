@@ -43,6 +43,10 @@ OPS: dict[str, dict[str, list[str]]] = {
         "cpp": ["suffix_match/suffix_match_op.cc", "suffix_match/suffix_match_cpu.cc"],
         "cuda": ["suffix_match/suffix_match.cu"],
     },
+    "suffix_cache": {
+        "cpp": ["suffix_cache/suffix_cache_op.cc", "suffix_cache/suffix_cache_cpu.cc"],
+        "cuda": ["suffix_cache/suffix_cache.cu"],
+    },
     "speculate_get_accept_tokens_and_logits": {
         "cpp": ["speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits_op.cc",
                 "speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits_cpu.cc"],

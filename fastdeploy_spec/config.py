@@ -61,6 +61,19 @@ class SpeculativeConfig:
         A draft after a match of length L has at most ``L * factor + offset`` tokens.
     suffix_decoding_min_token_prob : float
         A token is drafted only while its estimated probability is at least this.
+    suffix_decoding_max_cached_requests : int
+        The global cache (FastDeploy's key and default): responses of this many requests are kept
+        and drafted from across requests (first in, first out); 0 disables it; -1 keeps as many as
+        ``suffix_decoding_max_cached_tokens`` positions hold.
+    suffix_decoding_max_cached_tokens : int
+        With ``max_cached_requests = -1``: the cache's size in token positions.
+    suffix_decoding_cached_response_len : int
+        The most tokens of one response the cache keeps (its row width), 1 .. 65536. Memory: 12 bytes
+        per position, ``max_cached_requests * cached_response_len * 12`` bytes in all.
+    suffix_decoding_global_min_match : int
+        The shortest match length searched in the global cache (1 .. 8; the index keys this many tokens).
+    suffix_decoding_global_max_occurrences : int
+        A global match length whose suffix occurs more than this many times (32 .. 1024) is skipped.
     """
 
     method: SpecMethod | str = SpecMethod.NGRAM
@@ -75,6 +88,11 @@ class SpeculativeConfig:
     suffix_decoding_max_spec_factor: float = 1.0
     suffix_decoding_max_spec_offset: float = 0.0
     suffix_decoding_min_token_prob: float = 0.1
+    suffix_decoding_max_cached_requests: int = 10000
+    suffix_decoding_max_cached_tokens: int = 1 << 22
+    suffix_decoding_cached_response_len: int = 512
+    suffix_decoding_global_min_match: int = 1
+    suffix_decoding_global_max_occurrences: int = 1024
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "method", SpecMethod.parse(self.method))
@@ -88,6 +106,18 @@ class SpeculativeConfig:
         if not 1 <= self.suffix_decoding_max_tree_depth <= 256:
             raise ValueError(f"suffix_decoding_max_tree_depth must be in [1, 256], got "
                              f"{self.suffix_decoding_max_tree_depth}")
+        if self.suffix_decoding_max_cached_requests < -1:
+            raise ValueError(f"suffix_decoding_max_cached_requests must be -1, 0 or positive, got "
+                             f"{self.suffix_decoding_max_cached_requests}")
+        if not 1 <= self.suffix_decoding_cached_response_len <= 1 << 16:
+            raise ValueError(f"suffix_decoding_cached_response_len must be in [1, 65536], got "
+                             f"{self.suffix_decoding_cached_response_len}")
+        if not 1 <= self.suffix_decoding_global_min_match <= 8:
+            raise ValueError(f"suffix_decoding_global_min_match must be in [1, 8], got "
+                             f"{self.suffix_decoding_global_min_match}")
+        if not 32 <= self.suffix_decoding_global_max_occurrences <= 1024:
+            raise ValueError(f"suffix_decoding_global_max_occurrences must be in [32, 1024], got "
+                             f"{self.suffix_decoding_global_max_occurrences}")
         if self.mtp_strategy not in MTP_STRATEGIES:
             raise ValueError(f"mtp_strategy must be one of {MTP_STRATEGIES}, got {self.mtp_strategy!r}")
 
@@ -124,7 +154,7 @@ def proposer_config(config: Any) -> ProposerConfig:
 
     From an ``FDConfig``-shaped object it reads ``speculative_config.method``,
     ``num_speculative_tokens``, ``max_ngram_size``, ``min_ngram_size``, ``num_model_steps`` and
-    ``mtp_strategy`` and the four ``suffix_decoding_*`` keys (a missing field takes :class:`SpeculativeConfig`'s default; a method given as an
+    ``mtp_strategy`` and the ``suffix_decoding_*`` keys (a missing field takes :class:`SpeculativeConfig`'s default; a method given as an
     enum is read by its ``value``), ``graph_opt_config.use_cudagraph`` (as ``pad_to_max``),
     ``scheduler_config.max_num_seqs`` and ``model_config.max_model_len``. The thresholds stay None
     (read from the environment on every call, as upstream does).
@@ -153,7 +183,10 @@ def proposer_config(config: Any) -> ProposerConfig:
     fields = {}
     for name in ("num_speculative_tokens", "max_ngram_size", "min_ngram_size", "num_model_steps",
                  "mtp_strategy", "suffix_decoding_max_tree_depth", "suffix_decoding_max_spec_factor",
-                 "suffix_decoding_max_spec_offset", "suffix_decoding_min_token_prob"):
+                 "suffix_decoding_max_spec_offset", "suffix_decoding_min_token_prob",
+                 "suffix_decoding_max_cached_requests", "suffix_decoding_max_cached_tokens",
+                 "suffix_decoding_cached_response_len", "suffix_decoding_global_min_match",
+                 "suffix_decoding_global_max_occurrences"):
         value = getattr(sc, name, None)
         fields[name] = getattr(defaults, name) if value is None else value
     method = getattr(sc, "method", None)

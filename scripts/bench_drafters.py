@@ -19,9 +19,19 @@ naive decoding (slot steps, so batching does not blur it), mean accepted tokens 
 the acceptance rate of the drafts. The batch budget is set so that it never binds (a drafter's
 quality, not the budget, is measured). Writes a Markdown table, ``bench_drafters.json`` and a plot.
 
+Warm-cache mode (the global cache, ``--warm``, on by default): the requests of a dataset run one
+after another (one slot), then all of them again (repeated traffic), with the global cache on, so
+each request drafts from the responses of those before it. Reported per dataset: mean accepted
+tokens per decode step of the first pass (warm) and of the second (repeat), for suffix and
+suffix_wide with the cache, beside the cache-less figures of the main table (cold: the request's own
+history only, which the order of the requests cannot change) and, with ``--arctic``, Arctic's
+``SuffixDecodingCache`` logic (its local tree and a global tree of responses, the higher score
+winning) on the same runs. Written to ``bench_drafters_warm.md`` and the JSON.
+
 ``--arctic PATH`` adds Arctic Inference's own suffix tree (its nanobind extension ``_C`` built from
 the arctic-inference 0.3.0 sdist, directory PATH) as a host-side drafter on the same traces, with
-the same parameters and only the request's own history (its acceptance figures), and, on our own
+the same parameters and only the request's own history (its acceptance figures; ``arctic_wide``
+with suffix_wide's settings), and, on our own
 suffix runs, Arctic's draft for every decoding slot state of ours (same history, same cap): the
 share of identical drafts (the tie orders differ: docs/contract/suffix.md).
 
@@ -54,6 +64,8 @@ from fastdeploy_spec.testing import OracleTarget  # noqa: E402
 
 SPEC_BENCH_ENV = "FDSPEC_SPEC_BENCH"
 METHODS = ("naive", "ngram", "suffix", "suffix_wide")
+# The main table's suffix methods use the request's own history only (the global cache off).
+LOCAL_ONLY = dict(suffix_decoding_max_cached_requests=0)
 # suffix_wide: the same drafter with longer drafts allowed (no probability floor, 4 tokens per matched
 # token plus 2): on a replay wrong drafts cost nothing, so this shows what suffix decoding can reach.
 WIDE = dict(suffix_decoding_max_spec_factor=4.0, suffix_decoding_max_spec_offset=2.0,
@@ -101,14 +113,27 @@ class ArcticProposer(Proposer):
     reads the share-inputs on the host each step, writes drafts back (as FastDeploy's SUFFIX
     method does)."""
 
-    def __init__(self, config: SpeculativeConfig, module) -> None:
+    def __init__(self, config: SpeculativeConfig, module, global_cache: bool = False) -> None:
         super().__init__(config)
         self.module = module
         self.trees: Dict[int, Tuple[object, int]] = {}  # slot -> (tree, tokens inserted)
+        # The global cache as Arctic's SuffixDecodingCache keeps it: one tree over the responses,
+        # a sequence id per request, FIFO eviction beyond max_cached_requests.
+        self.global_tree = module.SuffixTree(config.suffix_decoding_max_tree_depth) if global_cache else None
+        self.seq_of: Dict[int, Tuple[int, int]] = {}  # slot -> (sequence id, response tokens inserted)
+        self.cached: List[int] = []
+        self.next_seq = 0
 
     def reset(self, slots) -> None:
         for b in slots:
             self.trees.pop(int(b), None)
+            if self.global_tree is not None:
+                self.seq_of[int(b)] = (self.next_seq, 0)
+                self.cached.append(self.next_seq)
+                self.next_seq += 1
+                limit = self.config.suffix_decoding_max_cached_requests
+                while limit > 0 and len(self.cached) > limit:
+                    self.global_tree.remove(self.cached.pop(0))
 
     def _run_impl(self, share_inputs, **_):
         from fastdeploy_spec.buffers import copy_from_host
@@ -139,6 +164,17 @@ class ArcticProposer(Proposer):
             draft = tree.speculate(context, max(cap, 0), cfg.suffix_decoding_max_spec_factor,
                                    cfg.suffix_decoding_max_spec_offset,
                                    cfg.suffix_decoding_min_token_prob, False)
+            if self.global_tree is not None:
+                seq, done = self.seq_of[b]
+                if done < n:
+                    self.global_tree.extend(seq, hist[P + done:P + n].tolist())
+                    self.seq_of[b] = (seq, n)
+                other = self.global_tree.speculate(context, max(cap, 0),
+                                                   cfg.suffix_decoding_max_spec_factor,
+                                                   cfg.suffix_decoding_max_spec_offset,
+                                                   cfg.suffix_decoding_min_token_prob, False)
+                if other.score > draft.score:  # Arctic keeps the local draft on ties
+                    draft = other
             tokens = list(draft.token_ids)
             s["draft_tokens"][b, 1:1 + len(tokens)] = tokens
             s["seq_lens_this_time"][b] = 1 + len(tokens)
@@ -203,11 +239,11 @@ def replay(name: str, traces: List[Trace], method: str, k: int, slots: int, arct
     requests = [Request(i, vocab.encode(p), len(a) + 1) for i, (p, a) in enumerate(traces)]
     answers = {i: vocab.encode(a) for i, (_, a) in enumerate(traces)}
     width = max(len(r.prompt) + r.max_dec_len for r in requests) + k + 2
-    keys = dict(SUFFIX_KEYS, **(WIDE if method == "suffix_wide" else {}))
-    cfg = SpeculativeConfig(method="suffix" if method in ("arctic", "suffix_wide") else method,
+    keys = dict(SUFFIX_KEYS, **LOCAL_ONLY, **(WIDE if method.endswith("_wide") else {}))
+    cfg = SpeculativeConfig(method="suffix" if method.startswith(("arctic", "suffix")) else method,
                             num_speculative_tokens=0 if method == "naive" else k,
                             ngram_threshold=NEVER_BINDS, **keys)
-    if method == "arctic":
+    if method.startswith("arctic"):
         proposer = ArcticProposer(cfg, arctic)
     else:
         proposer = create_proposer(cfg)
@@ -230,6 +266,78 @@ def replay(name: str, traces: List[Trace], method: str, k: int, slots: int, arct
     return row
 
 
+WARM_METHODS = ("suffix", "suffix_wide")
+
+
+def replay_warm(name: str, traces: List[Trace], method: str, k: int, arctic=None) -> dict:
+    """Warm-cache replay: the requests one after another (one slot), then all again; returns the
+    accepted tokens per decode step of each pass. ``method``: suffix, suffix_wide, arctic or
+    arctic_wide (Arctic's trees with its global cache)."""
+    vocab = Vocabulary([p for p, _ in traces] + [a for _, a in traces])
+    n = len(traces)
+    answers = {i: vocab.encode(a) for i, (_, a) in enumerate(traces)}
+    answers.update({n + i: a for i, a in list(answers.items())})
+    prompts = [vocab.encode(p) for p, _ in traces]
+    passes = [[Request(i, prompts[i], len(answers[i]) + 1) for i in range(n)],
+              [Request(n + i, prompts[i], len(answers[i]) + 1) for i in range(n)]]
+    width = max(len(r.prompt) + r.max_dec_len for r in passes[0]) + k + 2
+    longest = max(len(a) for a in answers.values())
+    keys = dict(SUFFIX_KEYS, **(WIDE if method.endswith("_wide") else {}),
+                # every response fits its row, and nothing is evicted within the run (as the
+                # default 10000 requests would not be): rows for the 2n requests
+                suffix_decoding_max_cached_requests=2 * n,
+                suffix_decoding_cached_response_len=min(longest + 1, 1 << 16),
+                **GLOBAL_KEYS)
+    cfg = SpeculativeConfig(method="suffix", num_speculative_tokens=k, ngram_threshold=NEVER_BINDS,
+                            **keys)
+    proposer = (ArcticProposer(cfg, arctic, global_cache=True) if method.startswith("arctic")
+                else create_proposer(cfg))
+    runner = SpecRunner(cfg, OracleTarget(answers, len(vocab), 0), max_num_seqs=1,
+                        max_model_len=width, end_tokens=[0], proposer=proposer)
+    row = dict(dataset=name, method=method, K=k, requests=n)
+    t0 = time.perf_counter()
+    ok = True
+    for label, reqs in zip(("warm", "repeat"), passes):
+        before = (runner.stats.decode_tokens, runner.stats.decode_slot_steps,
+                  runner.stats.drafts_proposed, runner.stats.drafts_accepted)
+        outputs = runner.run(reqs)
+        ok &= all(outputs[r.request_id] == answers[r.request_id] + [0] for r in reqs)
+        st = runner.stats
+        tokens, steps = st.decode_tokens - before[0], st.decode_slot_steps - before[1]
+        row[f"{label}_accepted_per_step"] = tokens / steps if steps else 0.0
+        row[f"{label}_decode_slot_steps"] = steps
+        proposed = st.drafts_proposed - before[2]
+        row[f"{label}_acceptance_rate"] = (st.drafts_accepted - before[3]) / proposed if proposed else 0.0
+    row.update(outputs_identical=ok, wall_s=time.perf_counter() - t0)
+    return row
+
+
+GLOBAL_KEYS: Dict[str, int] = {}  # suffix_decoding_global_* from the command line
+
+
+def warm_table(rows: List[dict], warm: List[dict]) -> List[str]:
+    def cold(name, method, k):
+        return next((r["accepted_per_step"] for r in rows if r["dataset"] == name
+                     and r["method"] == method and r["K"] == k), float("nan"))
+
+    out = ["| dataset | K | settings | ngram | cold (own history) | warm | repeat | Arctic warm | "
+           "Arctic repeat | warm / Arctic | repeat / Arctic |",
+           "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in warm:
+        if r["method"].startswith("arctic"):
+            continue
+        a = next((x for x in warm if x["dataset"] == r["dataset"] and x["K"] == r["K"]
+                  and x["method"] == "arctic" + r["method"][len("suffix"):]), None)
+        aw = a["warm_accepted_per_step"] if a else float("nan")
+        ar = a["repeat_accepted_per_step"] if a else float("nan")
+        settings = "wide" if r["method"].endswith("_wide") else "default"
+        out.append(f"| {r['dataset']} | {r['K']} | {settings} | {cold(r['dataset'], 'ngram', r['K']):.3f} | "
+                   f"{cold(r['dataset'], r['method'], r['K']):.3f} | {r['warm_accepted_per_step']:.3f} | "
+                   f"{r['repeat_accepted_per_step']:.3f} | {aw:.3f} | {ar:.3f} | "
+                   f"{r['warm_accepted_per_step'] / aw:.3f} | {r['repeat_accepted_per_step'] / ar:.3f} |")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--spec-bench", type=Path, default=os.environ.get(SPEC_BENCH_ENV),
@@ -245,6 +353,10 @@ def main() -> int:
     ap.add_argument("--max-spec-factor", type=float, default=1.0)
     ap.add_argument("--max-spec-offset", type=float, default=0.0)
     ap.add_argument("--min-token-prob", type=float, default=0.1)
+    ap.add_argument("--no-warm", action="store_true", help="skip the warm-cache replays")
+    ap.add_argument("--ks", type=int, nargs="*", default=list(KS), help="draft lengths K")
+    ap.add_argument("--global-min-match", type=int, default=1)
+    ap.add_argument("--global-max-occurrences", type=int, default=1024)
     ap.add_argument("--out", type=Path, default=Path("results/bench_drafters"))
     args = ap.parse_args()
     paddle.set_device("cpu")
@@ -252,6 +364,8 @@ def main() -> int:
                        suffix_decoding_max_spec_factor=args.max_spec_factor,
                        suffix_decoding_max_spec_offset=args.max_spec_offset,
                        suffix_decoding_min_token_prob=args.min_token_prob)
+    GLOBAL_KEYS.update(suffix_decoding_global_min_match=args.global_min_match,
+                       suffix_decoding_global_max_occurrences=args.global_max_occurrences)
 
     datasets: Dict[str, List[Trace]] = {}
     if args.spec_bench is not None:
@@ -268,13 +382,13 @@ def main() -> int:
         sys.path.insert(0, str(args.arctic))
         import _C as arctic  # noqa: N813  (Arctic's module name)
 
-    methods = list(METHODS) + (["arctic"] if arctic is not None else [])
+    methods = list(METHODS) + (["arctic", "arctic_wide"] if arctic is not None else [])
     rows = []
     for name, traces in datasets.items():
         naive = replay(name, traces, "naive", 0, args.slots)
         naive["steps_saved"] = 0.0
         rows.append(naive)
-        for k in KS:
+        for k in args.ks:
             for method in methods[1:]:
                 row = replay(name, traces, method, k, args.slots, arctic)
                 row["steps_saved"] = 1.0 - row["decode_slot_steps"] / naive["decode_slot_steps"]
@@ -285,14 +399,31 @@ def main() -> int:
                       f"acceptance {row['acceptance_rate']:.3f}, steps saved {row['steps_saved']:.1%}"
                       f"{same}{'' if row['outputs_identical'] else '  OUTPUT MISMATCH'}", flush=True)
 
+    warm: List[dict] = []
+    if not args.no_warm:
+        warm_methods = list(WARM_METHODS) + (["arctic", "arctic_wide"] if arctic is not None else [])
+        for name, traces in datasets.items():
+            for k in args.ks:
+                for method in warm_methods:
+                    row = replay_warm(name, traces, method, k, arctic)
+                    warm.append(row)
+                    print(f"{name:28s} {method + '+cache':17s} K={k:2d}: warm "
+                          f"{row['warm_accepted_per_step']:.3f}, repeat {row['repeat_accepted_per_step']:.3f}"
+                          f" tok/step{'' if row['outputs_identical'] else '  OUTPUT MISMATCH'}", flush=True)
+
     args.out.mkdir(parents=True, exist_ok=True)
     meta = dict(tokenizer="demo.tokenize: \\w+ | \\s+ | one punctuation character",
                 target="oracle emitting the reference answer, greedy verification",
                 slots=args.slots, threshold="never binds", ngram="max_ngram_size 5 (config default)",
                 suffix=dict(SUFFIX_KEYS),
                 spec_bench=str(args.spec_bench) if args.spec_bench else None)
+    meta["global"] = dict(GLOBAL_KEYS, order="one slot, the requests in dataset order, then again")
     (args.out / "bench_drafters.json").write_text(
-        json.dumps({"meta": meta, "rows": rows}, indent=2))
+        json.dumps({"meta": meta, "rows": rows, "warm": warm}, indent=2))
+    if warm:
+        wt = warm_table(rows, warm)
+        (args.out / "bench_drafters_warm.md").write_text("\n".join(wt) + "\n")
+        print("\n" + "\n".join(wt))
     table = ["| dataset | method | K | accepted tok/step | acceptance | steps saved | = Arctic's draft |",
              "|---|---|---:|---:|---:|---:|---:|"]
     for r in rows:
@@ -303,7 +434,7 @@ def main() -> int:
     (args.out / "bench_drafters.md").write_text("\n".join(table) + "\n")
     print("\n" + "\n".join(table))
     plot(rows, args.out / "bench_drafters.png")
-    return 0 if all(r["outputs_identical"] for r in rows) else 1
+    return 0 if all(r["outputs_identical"] for r in rows + warm) else 1
 
 
 def plot(rows: List[dict], out: Path) -> None:

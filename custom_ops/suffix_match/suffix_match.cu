@@ -24,7 +24,7 @@
 // 4. The best (score, L) over both paths wins; its draft, probabilities and match length are
 //    written to suffix_tokens / suffix_probs / suffix_meta.
 //
-// Kernel 2 is the batch budget walk of ngram_common/ngram_walk.cuh (docs/contract/ngram.md#ngram_match), with the drafts of
+// Kernel 2 is the batch budget walk of ngram_common/ngram_walk.cuh (docs/contract/ngram.md), with the drafts of
 // suffix_tokens, then pad_to_max.
 //
 // Bit-identity with the CPU: counts are integers; every float step (the count ratio, the running
@@ -411,14 +411,13 @@ struct SuffixWalk {
 
   __device__ int64_t batch() const { return p.batch; }
   __device__ int64_t threshold() const { return p.threshold; }
-
   __device__ WalkOutputs outputs() const {
     return WalkOutputs{p.draft_tokens, p.draft_stride, p.seq_lens_this_time,
                        graph_pad_length(p.pad_to_max, p.max_draft_tokens, p.draft_stride)};
   }
 
-  // A prefill slot counts max(slt, 0) and keeps its seq_lens_this_time as given; an empty slot gets
-  // 0; a decoding slot drafts from suffix_tokens[b], its count from the search (suffix_meta[b, 0]).
+  // Prefill: a fixed length of max(seq_lens_this_time, 0), written back as that; empty: 0; decoding:
+  // base 1 and the search's draft (suffix_meta's length, suffix_tokens' row), padded in graph mode.
   __device__ DeviceWalkSlot slot(int64_t b) const {
     DeviceWalkSlot w;
     const int32_t enc = p.seq_lens_encoder[b];
@@ -426,27 +425,38 @@ struct SuffixWalk {
     w.counted = suffix_is_counted(enc, dec);
     if (enc > 0) {
       w.base = max_of<int32_t>(p.seq_lens_this_time[b], 0);
-      w.untouched = true;
       return w;
     }
     if (dec == 0) return w;
+    const int64_t K = p.draft_stride - 1;
     w.processed = true;
-    w.padded = true;
+    w.padded = p.pad_to_max;
     w.base = 1;
-    w.untruncated = clamp_to<int64_t>(p.suffix_meta[2 * b], 0, p.draft_stride - 1);
-    w.src = p.suffix_tokens + b * (p.draft_stride - 1);
+    w.budget = K;
+    w.untruncated = clamp_to<int64_t>(p.suffix_meta[2 * b], 0, K);
+    w.src = p.suffix_tokens + b * K;
     return w;
   }
 };
 
 }  // namespace
 
-cudaError_t suffix_match_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
+cudaError_t suffix_search_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
   if (p.batch <= 0) return cudaSuccess;
   suffix_search_kernel<<<static_cast<unsigned>(p.batch), kThreads, 0, stream>>>(p);
-  cudaError_t err = cudaGetLastError();
+  return cudaGetLastError();
+}
+
+cudaError_t suffix_walk_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
+  if (p.batch <= 0) return cudaSuccess;
+  return launch_ngram_walk(SuffixWalk{p}, stream);
+}
+
+cudaError_t suffix_match_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
+  if (p.batch <= 0) return cudaSuccess;
+  cudaError_t err = suffix_search_gpu(p, stream);
   if (err != cudaSuccess) return err;
-  err = launch_ngram_walk(SuffixWalk{p}, stream);
+  err = suffix_walk_gpu(p, stream);
   if (err != cudaSuccess) return err;
   return FDSPEC_LAUNCH_STATUS(stream);
 }

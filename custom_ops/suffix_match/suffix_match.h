@@ -119,12 +119,18 @@ FDSPEC_HD bool suffix_is_counted(int32_t enc, int32_t dec) { return enc > 0 || d
 // Sequential reference on the host. Per decoding slot O(N * D) for the match lengths plus
 // O(sum over L, steps of |S| log |S|) for the paths (N * D * K log N at worst, with one token).
 void suffix_match_cpu(const SuffixMatchParams& p);
+// Its two halves, for ops that combine drafts before the walk (suffix_cache): the search writes the
+// suffix outputs of every decoding slot; the walk reads suffix_meta's lengths and suffix_tokens.
+void suffix_search_cpu(const SuffixMatchParams& p);
+void suffix_walk_cpu(const SuffixMatchParams& p);
 
 #ifdef FDSPEC_WITH_CUDA
 // Two kernels on `stream`, no allocation, no host synchronisation (CUDA-graph capturable): the draft
 // search, one block per slot, then the batch budget walk of ngram_common/ngram_walk.cuh, which also
 // copies the drafts and pads. Returns the launch status.
 cudaError_t suffix_match_gpu(const SuffixMatchParams& p, cudaStream_t stream);
+cudaError_t suffix_search_gpu(const SuffixMatchParams& p, cudaStream_t stream);
+cudaError_t suffix_walk_gpu(const SuffixMatchParams& p, cudaStream_t stream);
 #endif
 
 }  // namespace fdspec

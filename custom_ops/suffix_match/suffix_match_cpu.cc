@@ -93,15 +93,10 @@ Draft suffix_draft(const SuffixMatchParams& p, const SuffixSlot& v) {
 
 }  // namespace
 
-void suffix_match_cpu(const SuffixMatchParams& p) {
+void suffix_search_cpu(const SuffixMatchParams& p) {
   const int64_t K = p.draft_stride - 1;
-  const int32_t* enc = p.seq_lens_encoder;
-  const int32_t* dec = p.seq_lens_decoder;
-  int32_t* slt = p.seq_lens_this_time;
-
-  std::vector<int64_t> untruncated(p.batch, 0);
   for (int64_t b = 0; b < p.batch; ++b) {
-    if (!suffix_is_decoding(enc[b], dec[b])) continue;
+    if (!suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b])) continue;
     const Draft d = suffix_draft(p, suffix_slot(p, b));
     const int64_t m = static_cast<int64_t>(d.tokens.size());
     for (int64_t k = 0; k < K; ++k) {
@@ -110,16 +105,22 @@ void suffix_match_cpu(const SuffixMatchParams& p) {
     }
     p.suffix_meta[2 * b] = static_cast<int32_t>(m);
     p.suffix_meta[2 * b + 1] = d.match_len;
-    untruncated[b] = m;
   }
+}
 
-  // The batch budget walk of docs/contract/ngram.md#ngram_match, a prefill slot's length counted as max(slt, 0).
+void suffix_walk_cpu(const SuffixMatchParams& p) {
+  const int64_t K = p.draft_stride - 1;
+  const int32_t* enc = p.seq_lens_encoder;
+  const int32_t* dec = p.seq_lens_decoder;
+  int32_t* slt = p.seq_lens_this_time;
+  // The batch budget walk of docs/contract/ngram.md, a prefill slot's length counted as max(slt, 0).
   int64_t unprocessed = 0;
   for (int64_t b = 0; b < p.batch; ++b) unprocessed += suffix_is_counted(enc[b], dec[b]);
   int64_t total = 0;  // final lengths of the slots before b
   for (int64_t b = 0; b < p.batch; ++b) {
-    if (enc[b] > 0) {
-      total += max_of<int32_t>(slt[b], 0);
+    if (enc[b] > 0) {  // a fixed length, clamped to >= 0 (written back so, as the shared walk does)
+      slt[b] = max_of<int32_t>(slt[b], 0);
+      total += slt[b];
       continue;
     }
     if (dec[b] == 0) {
@@ -128,7 +129,8 @@ void suffix_match_cpu(const SuffixMatchParams& p) {
     }
     --unprocessed;
     const int64_t G = total + 1 + unprocessed;
-    const int64_t kept = G >= p.threshold - 1 ? 0 : min_of<int64_t>(untruncated[b], p.threshold - G);
+    const int64_t untruncated = clamp_to<int64_t>(p.suffix_meta[2 * b], 0, K);
+    const int64_t kept = G >= p.threshold - 1 ? 0 : min_of<int64_t>(untruncated, p.threshold - G);
     int64_t* drafts = p.draft_tokens + b * p.draft_stride;
     for (int64_t k = 0; k < kept; ++k) drafts[1 + k] = p.suffix_tokens[b * K + k];
     slt[b] = static_cast<int32_t>(1 + kept);
@@ -138,6 +140,11 @@ void suffix_match_cpu(const SuffixMatchParams& p) {
       slt[b] = p.max_draft_tokens + 1;
     }
   }
+}
+
+void suffix_match_cpu(const SuffixMatchParams& p) {
+  suffix_search_cpu(p);
+  suffix_walk_cpu(p);
 }
 
 }  // namespace fdspec

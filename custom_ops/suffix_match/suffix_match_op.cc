@@ -2,42 +2,54 @@
 // resolves the threshold on the host, and dispatches on the place of token_ids_all.
 #include <cmath>
 
-#include "binding/binding_utils.h"
-#include "suffix_match/suffix_match.h"
+#include "suffix_match/suffix_match_binding.h"
 
 namespace {
 
 constexpr const char* kOp = "suffix_match";
-// The budget of ngram_match (docs/contract/ngram.md#ngram_match): the same variable and default.
+// The budget of ngram_match (docs/contract/ngram.md): the same variable and default.
 constexpr const char* kThresholdEnv = "INFER_WITH_REFERENCE_TOKENUM_THRESHOLD";
 
 }  // namespace
 
-void SuffixMatch(const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
-                 const paddle::Tensor& step_idx, const paddle::Tensor& draft_token_num,
-                 paddle::Tensor& draft_tokens, paddle::Tensor& seq_lens_this_time,
-                 const paddle::Tensor& seq_lens_encoder, const paddle::Tensor& seq_lens_decoder,
-                 const paddle::Tensor& max_dec_len, paddle::Tensor& suffix_tokens,
-                 paddle::Tensor& suffix_probs, paddle::Tensor& suffix_meta, int max_tree_depth,
-                 float max_spec_factor, float max_spec_offset, float min_token_prob,
-                 int max_draft_tokens, bool pad_to_max, int64_t threshold) {
+fdspec::SuffixMatchParams fdspec::binding::suffix_match_params(
+    const char* op, const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
+    const paddle::Tensor& step_idx, const paddle::Tensor& draft_token_num,
+    paddle::Tensor& draft_tokens, paddle::Tensor& seq_lens_this_time,
+    const paddle::Tensor& seq_lens_encoder, const paddle::Tensor& seq_lens_decoder,
+    const paddle::Tensor& max_dec_len, paddle::Tensor& suffix_tokens, paddle::Tensor& suffix_probs,
+    paddle::Tensor& suffix_meta, int max_tree_depth, float max_spec_factor, float max_spec_offset,
+    float min_token_prob, int max_draft_tokens, bool pad_to_max, int64_t threshold) {
   using paddle::DataType;
-  const fdspec::binding::OpChecks c(kOp);
-  using Dim = fdspec::binding::OpChecks::Dim;
-  const int64_t B = c.tensors(
-      {{"token_ids_all", token_ids_all, DataType::INT64, Dim::kRows},
-       {"prompt_lens", prompt_lens, DataType::INT64, Dim::kPerSlot},
-       {"step_idx", step_idx, DataType::INT64, Dim::kPerSlot},
-       {"draft_token_num", draft_token_num, DataType::INT32, Dim::kPerSlot},
-       {"draft_tokens", draft_tokens, DataType::INT64, Dim::kRows},
-       {"seq_lens_this_time", seq_lens_this_time, DataType::INT32, Dim::kPerSlot},
-       {"seq_lens_encoder", seq_lens_encoder, DataType::INT32, Dim::kPerSlot},
-       {"seq_lens_decoder", seq_lens_decoder, DataType::INT32, Dim::kPerSlot},
-       {"max_dec_len", max_dec_len, DataType::INT64, Dim::kPerSlot},
-       {"suffix_tokens", suffix_tokens, DataType::INT64, Dim::kRows},
-       {"suffix_probs", suffix_probs, DataType::FLOAT32, Dim::kRows},
-       {"suffix_meta", suffix_meta, DataType::INT32, Dim::kRows}},
-      "seq_lens_this_time");
+  const fdspec::binding::OpChecks c(op);
+  FDSPEC_CHECK_DEFINED(c, token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens,
+                       seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, max_dec_len,
+                       suffix_tokens, suffix_probs, suffix_meta);
+  const int64_t B = c.batch(seq_lens_this_time, "seq_lens_this_time");
+  c.dtype(token_ids_all, "token_ids_all", DataType::INT64)
+      .dtype(prompt_lens, "prompt_lens", DataType::INT64)
+      .dtype(step_idx, "step_idx", DataType::INT64)
+      .dtype(draft_token_num, "draft_token_num", DataType::INT32)
+      .dtype(draft_tokens, "draft_tokens", DataType::INT64)
+      .dtype(seq_lens_this_time, "seq_lens_this_time", DataType::INT32)
+      .dtype(seq_lens_encoder, "seq_lens_encoder", DataType::INT32)
+      .dtype(seq_lens_decoder, "seq_lens_decoder", DataType::INT32)
+      .dtype(max_dec_len, "max_dec_len", DataType::INT64)
+      .dtype(suffix_tokens, "suffix_tokens", DataType::INT64)
+      .dtype(suffix_probs, "suffix_probs", DataType::FLOAT32)
+      .dtype(suffix_meta, "suffix_meta", DataType::INT32);
+  c.per_slot(seq_lens_this_time, "seq_lens_this_time", B)
+      .rows_at_least(token_ids_all, "token_ids_all", B)
+      .per_slot(prompt_lens, "prompt_lens", B)
+      .per_slot(step_idx, "step_idx", B)
+      .per_slot(draft_token_num, "draft_token_num", B)
+      .rows_at_least(draft_tokens, "draft_tokens", B)
+      .per_slot(seq_lens_encoder, "seq_lens_encoder", B)
+      .per_slot(seq_lens_decoder, "seq_lens_decoder", B)
+      .per_slot(max_dec_len, "max_dec_len", B)
+      .rows_at_least(suffix_tokens, "suffix_tokens", B)
+      .rows_at_least(suffix_probs, "suffix_probs", B)
+      .rows_at_least(suffix_meta, "suffix_meta", B);
   const int64_t K = draft_tokens.shape()[1] - 1;
   const std::string k_str = std::to_string(K);
   c.that(K >= 0 && K <= fdspec::kMaxSuffixSpecTokens,
@@ -66,6 +78,14 @@ void SuffixMatch(const paddle::Tensor& token_ids_all, const paddle::Tensor& prom
       .that(max_draft_tokens >= 0 && max_draft_tokens <= K,
             "max_draft_tokens must be in [0, K = " + k_str + "], got " +
                 std::to_string(max_draft_tokens));
+  c.same_place_as(token_ids_all, "token_ids_all",
+                  {{"prompt_lens", prompt_lens}, {"step_idx", step_idx},
+                   {"draft_token_num", draft_token_num}, {"draft_tokens", draft_tokens},
+                   {"seq_lens_this_time", seq_lens_this_time},
+                   {"seq_lens_encoder", seq_lens_encoder},
+                   {"seq_lens_decoder", seq_lens_decoder}, {"max_dec_len", max_dec_len},
+                   {"suffix_tokens", suffix_tokens}, {"suffix_probs", suffix_probs},
+                   {"suffix_meta", suffix_meta}});
 
   fdspec::SuffixMatchParams p;
   p.token_ids_all = token_ids_all.data<int64_t>();
@@ -91,6 +111,22 @@ void SuffixMatch(const paddle::Tensor& token_ids_all, const paddle::Tensor& prom
   p.pad_to_max = pad_to_max;
   p.threshold = fdspec::binding::resolve_threshold(c, threshold, kThresholdEnv,
                                                    fdspec::kNgramThresholdDefault);
+  return p;
+}
+
+void SuffixMatch(const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
+                 const paddle::Tensor& step_idx, const paddle::Tensor& draft_token_num,
+                 paddle::Tensor& draft_tokens, paddle::Tensor& seq_lens_this_time,
+                 const paddle::Tensor& seq_lens_encoder, const paddle::Tensor& seq_lens_decoder,
+                 const paddle::Tensor& max_dec_len, paddle::Tensor& suffix_tokens,
+                 paddle::Tensor& suffix_probs, paddle::Tensor& suffix_meta, int max_tree_depth,
+                 float max_spec_factor, float max_spec_offset, float min_token_prob,
+                 int max_draft_tokens, bool pad_to_max, int64_t threshold) {
+  const fdspec::SuffixMatchParams p = fdspec::binding::suffix_match_params(
+      kOp, token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens, seq_lens_this_time,
+      seq_lens_encoder, seq_lens_decoder, max_dec_len, suffix_tokens, suffix_probs, suffix_meta,
+      max_tree_depth, max_spec_factor, max_spec_offset, min_token_prob, max_draft_tokens,
+      pad_to_max, threshold);
   FDSPEC_RUN_ON_PLACE(kOp, token_ids_all, p, fdspec::suffix_match_cpu, fdspec::suffix_match_gpu);
 }
 

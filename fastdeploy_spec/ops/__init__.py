@@ -21,10 +21,13 @@ from fastdeploy_spec.ops.speculate_logprobs_topk import speculate_logprobs_topk
 from fastdeploy_spec.ops.speculate_save_output_topk import speculate_save_output_topk
 from fastdeploy_spec.ops.speculate_step_update import speculate_step_update
 from fastdeploy_spec.ops.speculate_verify_greedy import speculate_verify_greedy
+from fastdeploy_spec.ops.suffix_cache import (SuffixCache, suffix_cache_evict, suffix_cache_finish,
+                                              suffix_cache_insert, suffix_cache_query)
 from fastdeploy_spec.ops.suffix_match import suffix_match
 
 __all__ = [
     "OpLibraryError",
+    "SuffixCache",
     "build_info",
     "draft_model_accept",
     "draft_model_preprocess",
@@ -41,6 +44,10 @@ __all__ = [
     "speculate_save_output_topk",
     "speculate_step_update",
     "speculate_verify_greedy",
+    "suffix_cache_evict",
+    "suffix_cache_finish",
+    "suffix_cache_insert",
+    "suffix_cache_query",
     "suffix_match",
     "with_cuda",
 ]

@@ -1,4 +1,5 @@
-"""The suffix-decoding proposer: drafts from the continuation counts of each slot's own history."""
+"""The suffix-decoding proposer: drafts from the continuation counts of each slot's own history and,
+with the global cache, of the responses of earlier (and concurrent) requests."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import numpy as np
 import paddle
 
 from fastdeploy_spec.ops import suffix_match
+from fastdeploy_spec.ops.suffix_cache import (SuffixCache, suffix_cache_finish, suffix_cache_insert,
+                                              suffix_cache_query)
 from fastdeploy_spec.proposers.base import Proposer
 
 
@@ -22,7 +25,14 @@ class SuffixProposer(Proposer):
 
     * ``suffix_tokens`` int64 [S, K] and ``suffix_probs`` float32 [S, K]: the draft and each
       token's estimated probability;
-    * ``suffix_meta`` int32 [S, 2]: the draft's length and its match length.
+    * ``suffix_meta`` int32 [S, 2]: the draft's length and its match length;
+    * ``suffix_source`` int32 [S]: which draft won, 0 the slot's own history, 1 the global cache.
+
+    With ``suffix_decoding_max_cached_requests != 0`` (FastDeploy's default is 10000) the proposer
+    also owns the global cache (:class:`~fastdeploy_spec.ops.suffix_cache.SuffixCache`, allocated
+    once): each step ``suffix_cache_insert`` adds the slots' accepted tokens to their cached
+    responses and ``suffix_cache_query`` drafts from both sources. A request's response stays cached
+    after it finishes, until the ring evicts it.
 
     Examples
     --------
@@ -58,6 +68,9 @@ class SuffixProposer(Proposer):
         self.suffix_tokens: Optional[paddle.Tensor] = None
         self.suffix_probs: Optional[paddle.Tensor] = None
         self.suffix_meta: Optional[paddle.Tensor] = None
+        self.suffix_source: Optional[paddle.Tensor] = None
+        self.cache: Optional[SuffixCache] = None
+        self.max_cached_requests = config.suffix_decoding_max_cached_requests
 
     def _allocate(self, draft_tokens: paddle.Tensor) -> None:
         S, K = draft_tokens.shape[0], draft_tokens.shape[1] - 1
@@ -65,16 +78,36 @@ class SuffixProposer(Proposer):
         self.suffix_tokens = paddle.to_tensor(np.full((S, K), -1, np.int64), place=place)
         self.suffix_probs = paddle.to_tensor(np.zeros((S, K), np.float32), place=place)
         self.suffix_meta = paddle.to_tensor(np.zeros((S, 2), np.int32), place=place)
+        self.suffix_source = paddle.to_tensor(np.zeros(S, np.int32), place=place)
+        if self.max_cached_requests != 0:
+            c = self.config
+            self.cache = SuffixCache.from_config(
+                self.max_cached_requests, c.suffix_decoding_cached_response_len,
+                c.suffix_decoding_max_cached_tokens, S, key_len=c.suffix_decoding_global_min_match,
+                max_occurrences=c.suffix_decoding_global_max_occurrences, place=place)
 
     def _run_impl(self, share_inputs: Dict[str, paddle.Tensor], **_: object) -> None:
         s = share_inputs
         if self.suffix_tokens is None:
             self._allocate(s["draft_tokens"])
-        suffix_match(
-            s["token_ids_all"], s["prompt_lens"], s["step_idx"], s["actual_draft_token_num"],
-            s["draft_tokens"], s["seq_lens_this_time"], s["seq_lens_encoder"],
-            s["seq_lens_decoder"], s["max_dec_len"], self.suffix_tokens, self.suffix_probs,
-            self.suffix_meta, max_tree_depth=self.max_tree_depth,
-            max_spec_factor=self.max_spec_factor, max_spec_offset=self.max_spec_offset,
-            min_token_prob=self.min_token_prob, max_draft_tokens=self.max_draft_token_num,
-            pad_to_max=self.pad_to_max, threshold=self.threshold)
+        args = (s["token_ids_all"], s["prompt_lens"], s["step_idx"], s["actual_draft_token_num"],
+                s["draft_tokens"], s["seq_lens_this_time"], s["seq_lens_encoder"],
+                s["seq_lens_decoder"], s["max_dec_len"], self.suffix_tokens, self.suffix_probs,
+                self.suffix_meta)
+        kw = dict(max_tree_depth=self.max_tree_depth, max_spec_factor=self.max_spec_factor,
+                  max_spec_offset=self.max_spec_offset, min_token_prob=self.min_token_prob,
+                  max_draft_tokens=self.max_draft_token_num, pad_to_max=self.pad_to_max,
+                  threshold=self.threshold)
+        if self.cache is None:
+            suffix_match(*args, **kw)
+            return
+        suffix_cache_insert(s["token_ids_all"], s["prompt_lens"], s["step_idx"],
+                            s["seq_lens_encoder"], s["seq_lens_decoder"], self.cache)
+        suffix_cache_query(*args, self.suffix_source, self.cache, **kw)
+
+    def finish(self, finished: paddle.Tensor) -> None:
+        """Requests that finished (int32 [S] mask, on the state's place): their responses stay in the
+        global cache, nothing more is added to them. Optional: a slot that prefills a new request or
+        empties is detached by the next step anyway."""
+        if self.cache is not None:
+            suffix_cache_finish(finished, self.cache)

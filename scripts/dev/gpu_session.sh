@@ -13,7 +13,11 @@
 #   pad-to-max      the GPU tests of pad_to_max: ngram_match / hybrid_mtp_ngram grids and named cases,
 #                   FastDeploy-shaped NgramProposer, graph replay with pad_to_max
 #   bench-suffix    suffix_match per-step device time (warm, cold L2) and the host path
-#   suffix          suffix_match's GPU tests (tests/test_suffix_match.py, its fuzz test) and kernel harness
+#   suffix          suffix_match's and the global cache's GPU tests (tests/test_suffix_match.py,
+#                   tests/test_suffix_cache.py, the fuzz tests) and their kernel harnesses
+#   bench-suffix-cache  the global cache: insert + query per step at B 8/64/256 with 1k/10k/100k cached
+#                   responses (warm, cold L2, memory per cached token), then the GPU soak (20k
+#                   requests); QUICK=1 for --quick (no 100k case) and a 5k-request soak
 #   bench-kernels   ngram_match / hybrid_mtp_ngram at the kernel layer, warm and cold, no Paddle
 #                   (tests/cuda/bench_ngram_kernels.cu; notes in docs/perf/ngram_notes.md)
 #   hostile         the hostile-input suite on CPU and GPU tensors (tests/hostile_cases.py), its table
@@ -60,9 +64,9 @@ for stage in "$@"; do
       $py scripts/bench_suffix.py --out "$OUT" 2>&1 | tail -30
       ;;
     suffix)
-      $py -m pytest -q -p no:cacheprovider -rfE tests/test_suffix_match.py tests/test_fuzz.py -k suffix \
-        2>&1 | tee "$OUT/pytest_suffix.log" | tail -15
-      HARNESSES=suffix_match_vs_cpu CHECKS_LOGDIR="$OUT/cuda_checks_suffix" \
+      $py -m pytest -q -p no:cacheprovider -rfE tests/test_suffix_match.py tests/test_suffix_cache.py \
+        tests/test_fuzz.py -k suffix 2>&1 | tee "$OUT/pytest_suffix.log" | tail -15
+      HARNESSES="suffix_match_vs_cpu suffix_cache_vs_cpu" CHECKS_LOGDIR="$OUT/cuda_checks_suffix" \
         bash tests/cuda/run_cuda_checks.sh 90 build 2>&1 | tee "$OUT/cuda_checks_suffix.log"
       ;;
     bench-kernels)
@@ -72,6 +76,13 @@ for stage in "$@"; do
         custom_ops/ngram_match/ngram_match.cu custom_ops/ngram_match/ngram_match_cpu.cc \
         custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc \
         -o build/bench_ngram_kernels && build/bench_ngram_kernels --json "$OUT/bench_ngram_kernels.json" 2>&1 | tail -30
+
+      ;;
+    bench-suffix-cache)
+      $py scripts/bench_suffix_cache.py --out "$OUT" ${QUICK:+--quick} 2>&1 | tee "$OUT/bench_suffix_cache.log" | tail -30
+      soak_requests=20000; [ -n "${QUICK:-}" ] && soak_requests=5000
+      $py scripts/bench_suffix_cache.py --soak --soak-requests "$soak_requests" 2>&1 \
+        | tee "$OUT/soak_suffix_cache.log" | tail -5
       ;;
     bench-logprobs)
       $py scripts/bench_logprobs.py --out "$OUT" 2>&1 | tail -30

@@ -168,7 +168,8 @@ def suffix_match_ref(token_ids_all, prompt_lens, step_idx, draft_token_num, draf
     total = 0
     for b in range(B):
         if enc[b] > 0:
-            total += max(slt[b], 0)
+            slt[b] = max(slt[b], 0)
+            total += slt[b]
             continue
         if dec[b] == 0:
             slt[b] = 0

@@ -1,0 +1,127 @@
+// suffix_cache: the global cache of suffix decoding (memory across requests), kernel layer (CPU
+// implementation and CUDA launchers). No Paddle include. Contract: docs/contract/suffix.md, section
+// "The global cache".
+//
+// The cache holds the responses (generated tokens, not prompts) of the last R requests, one row of a
+// ring of R rows each: request number q (counted from 0 in the order requests begin, slot order within
+// a step) owns row q mod R, so beginning request q evicts request q - R (first in, first out) and the
+// memory is allocated once: R * width tokens. Tokens past a row's width are not cached.
+//
+// Per position the cache also keeps a 32-bit key: a hash of the G (= key_len) tokens ending there. A
+// query scans the keys of the occupied positions once per step for all slots at once (no per-slot
+// pass over the cache), and every key hit is verified against the stored tokens, so a hash collision
+// costs time, never a wrong draft.
+#pragma once
+
+#include <cstdint>
+
+#include "common/fdspec_common.h"
+#include "suffix_match/suffix_match.h"
+
+#ifdef FDSPEC_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace fdspec {
+
+constexpr int kMaxSuffixCacheKeyLen = 8;           // G: tokens hashed into a position's key
+constexpr int64_t kMaxSuffixCacheWidth = 1 << 16;   // a row's width (offsets fit 16 bits of a candidate)
+constexpr int64_t kMaxSuffixCacheRows = int64_t{1} << 30;
+constexpr int kMaxSuffixCacheOccurrences = 1024;   // M: the most occurrences a global match length may have
+constexpr int kMinSuffixCacheOccurrences = 32;
+constexpr int kMaxSuffixCacheBatch = 2048;         // slots a query serves (its per-block key table)
+// Columns of the per-slot query statistics (int32): the match-length histogram, then five fields.
+constexpr int kSuffixStatHist = 0;                 // [0, 256): count of verified hits with l == index
+constexpr int kSuffixStatHits = 256;               // hits with l >= G (all of them, stored or not)
+constexpr int kSuffixStatLmin = 257;               // shortest match length the global search uses
+constexpr int kSuffixStatKey = 258;                // the context's key (its last G tokens)
+constexpr int kSuffixStatCtx = 259;                // c = |C| for a querying slot, 0 otherwise
+constexpr int kSuffixStatStored = 260;             // candidates stored by the second pass
+constexpr int kSuffixStatN = 261;                  // N, the querying slot's history length
+constexpr int kSuffixStatCols = 264;
+static_assert(kMaxSuffixTreeDepth <= 256, "match lengths are stored in 8 bits of a candidate");
+
+// Slot states in cache_slots: the request number the slot writes to, or one of these.
+constexpr int64_t kSuffixSlotFree = -1;      // the next decoding step begins a new cached response
+constexpr int64_t kSuffixSlotDetached = -2;  // finished or evicted: nothing cached until its next request
+
+struct SuffixCache {
+  int64_t* tokens;     // [R, width] int64: row q mod R holds request q's response
+  int32_t* keys;       // [R, width] int32: key of the G tokens ending at each position (off >= G - 1)
+  int64_t* rows;       // [R, 2] int64: (request number or -1, cached length)
+  int64_t num_rows;    // R >= 1
+  int64_t width;       // 1 .. kMaxSuffixCacheWidth
+  int key_len;         // G, 1 .. kMaxSuffixCacheKeyLen
+};
+
+struct SuffixCacheInsertParams {
+  const int64_t* token_ids_all;     // [>= B, W] int64 (the layout of suffix_match)
+  int64_t token_ids_stride;         // W
+  const int64_t* prompt_lens;       // [B] int64
+  const int64_t* step_idx;          // [B] int64
+  const int32_t* seq_lens_encoder;  // [B] int32: > 0 prefill
+  const int32_t* seq_lens_decoder;  // [B] int32: 0 empty
+  int64_t* slots;                   // [>= B] int64, in place: slot states
+  int64_t* counter;                 // [1] int64, in place: requests begun so far
+  int64_t batch;                    // B
+  SuffixCache cache;
+};
+
+struct SuffixCacheQueryParams {
+  SuffixMatchParams m;              // the local op's inputs and outputs (its walk runs last)
+  SuffixCache cache;                // read only
+  int32_t* source;                  // [>= B] int32, out: 0 the local draft won, 1 the global one
+  int64_t* cand;                    // [>= B, M] int64 scratch: verified occurrences
+  int32_t* stat;                    // [>= B + 1, kSuffixStatCols] int32 scratch
+  int max_occurrences;              // M
+};
+
+// The key of the G tokens t[0 .. G-1]: SplitMix64 steps over the tokens, the high half kept.
+FDSPEC_HD uint64_t suffix_mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return x;
+}
+
+FDSPEC_HD int32_t suffix_cache_key(const int64_t* t, int G) {
+  uint64_t h = 0x9e3779b97f4a7c15ULL;
+  for (int j = 0; j < G; ++j) h = suffix_mix64(h ^ static_cast<uint64_t>(t[j]));
+  return static_cast<int32_t>(h >> 32);
+}
+
+// A verified occurrence: request number (40 bits), offset of its last token (16), match length (8).
+// Ordering candidates by value orders them by (request number, offset): the tie rule's "earliest".
+FDSPEC_HD int64_t suffix_cand_pack(int64_t q, int64_t off, int l) {
+  return (q << 24) | (off << 8) | static_cast<int64_t>(l);
+}
+FDSPEC_HD int64_t suffix_cand_req(int64_t c) { return c >> 24; }
+FDSPEC_HD int64_t suffix_cand_off(int64_t c) { return (c >> 8) & 0xffff; }
+FDSPEC_HD int suffix_cand_len(int64_t c) { return static_cast<int>(c & 0xff); }
+
+// Whether the slot inserts this step: a decoding slot (the kinds of suffix_match, docs/contract/ngram.md).
+// Prefill and empty slots free their state (their previous response, if any, stays cached).
+void suffix_cache_insert_cpu(const SuffixCacheInsertParams& p);
+// finished[b] != 0 detaches slot b (its response stays cached; nothing more is added until the slot
+// prefills or empties).
+void suffix_cache_finish_cpu(const int32_t* finished, int64_t* slots, int64_t batch);
+// Evicts every cached response but the newest `keep` (keep >= 0; 0 empties the cache): rows of
+// requests numbered below counter - keep are cleared. Slots writing to them detach at their next
+// insert. Eviction also happens on its own as requests begin (the ring, first in first out).
+void suffix_cache_evict_cpu(const SuffixCache& cache, const int64_t* counter, int64_t keep);
+// suffix_match's local search, then the global search from the same context, the winner per slot
+// (local if its score >= the global's), then suffix_match's budget walk on the winners.
+void suffix_cache_query_cpu(const SuffixCacheQueryParams& p);
+
+#ifdef FDSPEC_WITH_CUDA
+cudaError_t suffix_cache_insert_gpu(const SuffixCacheInsertParams& p, cudaStream_t stream);
+cudaError_t suffix_cache_finish_gpu(const int32_t* finished, int64_t* slots, int64_t batch,
+                                    cudaStream_t stream);
+cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& p, cudaStream_t stream);
+cudaError_t suffix_cache_evict_gpu(const SuffixCache& cache, const int64_t* counter, int64_t keep,
+                                   cudaStream_t stream);
+#endif
+
+}  // namespace fdspec

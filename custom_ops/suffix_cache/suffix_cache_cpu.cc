@@ -1,0 +1,199 @@
+// suffix_cache: CPU implementation (docs/contract/suffix.md, "The global cache"). Sequential; the
+// GPU kernels reproduce it exactly. The query scans the keys of the occupied positions, verifies each
+// hit against the stored tokens, and runs the greedy paths on sorted candidate lists.
+#include <algorithm>
+#include <vector>
+
+#include "suffix_cache/suffix_cache.h"
+
+namespace fdspec {
+namespace {
+
+struct GlobalDraft {
+  std::vector<int64_t> tokens;
+  std::vector<float> probs;
+  float score = 0.0f;
+  int match_len = 0;
+};
+
+// The slot's history as suffix_match reads it (clamped P and s).
+struct SlotHistory {
+  const int64_t* row;
+  int64_t prompt;   // P
+  int64_t steps;    // s
+};
+
+SlotHistory slot_history(const int64_t* ids, int64_t W, const int64_t* prompt_lens,
+                         const int64_t* step_idx, int64_t b) {
+  const int64_t P = clamp_to<int64_t>(prompt_lens[b], 0, W);
+  const int64_t s = clamp_to<int64_t>(step_idx[b], 0, W - P);
+  return SlotHistory{ids + b * W, P, s};
+}
+
+// The greedy path over candidates `occ` (packed, ascending = by (request, offset)), as suffix_match's.
+GlobalDraft greedy_global(const SuffixCache& cache, std::vector<int64_t> occ, int L, int depth,
+                          int64_t limit, float min_prob) {
+  GlobalDraft d;
+  float prob = 1.0f;
+  std::vector<std::pair<int64_t, int64_t>> buf;  // (next token, candidate)
+  for (int64_t k = 0; k < limit && L + k < depth; ++k) {
+    buf.clear();
+    for (int64_t c : occ) {
+      const int64_t r = suffix_cand_req(c) % cache.num_rows;
+      const int64_t off = suffix_cand_off(c);
+      if (off + k + 1 < cache.rows[2 * r + 1]) buf.emplace_back(cache.tokens[r * cache.width + off + k + 1], c);
+    }
+    if (buf.empty()) break;
+    std::sort(buf.begin(), buf.end());
+    int64_t best_count = 0, best_cand = 0, best_tok = 0;
+    for (size_t a = 0; a < buf.size();) {
+      size_t e = a;
+      while (e < buf.size() && buf[e].first == buf[a].first) ++e;
+      const int64_t count = static_cast<int64_t>(e - a);
+      if (count > best_count || (count == best_count && buf[a].second < best_cand)) {
+        best_count = count;
+        best_cand = buf[a].second;
+        best_tok = buf[a].first;
+      }
+      a = e;
+    }
+    const float next = suffix_fmul(prob, suffix_ratio(best_count, static_cast<int64_t>(occ.size())));
+    if (!(next >= min_prob)) break;
+    prob = next;
+    d.tokens.push_back(best_tok);
+    d.probs.push_back(prob);
+    d.score = suffix_fadd(d.score, prob);
+    std::vector<int64_t> kept;
+    for (const auto& e : buf) {
+      if (e.first == best_tok) kept.push_back(e.second);
+    }
+    occ = std::move(kept);  // still ascending: buf was sorted by (token, candidate)
+  }
+  return d;
+}
+
+GlobalDraft global_draft(const SuffixCacheQueryParams& q, const int64_t* ctx, int c, int64_t cap) {
+  const SuffixCache& cache = q.cache;
+  const SuffixMatchParams& p = q.m;
+  const int G = cache.key_len;
+  GlobalDraft best;
+  if (c < G + 1 || cap == 0) return best;
+  const int32_t want = suffix_cache_key(ctx + c - G, G);
+  std::vector<int64_t> cands;
+  std::vector<int64_t> at_least(c + 1, 0);  // n_L after the suffix sum
+  for (int64_t r = 0; r < cache.num_rows; ++r) {
+    const int64_t q_id = cache.rows[2 * r];
+    const int64_t len = cache.rows[2 * r + 1];
+    if (q_id < 0) continue;
+    const int64_t* t = cache.tokens + r * cache.width;
+    const int32_t* keys = cache.keys + r * cache.width;
+    for (int64_t off = G - 1; off < len; ++off) {
+      if (keys[off] != want) continue;
+      int l = 0;
+      while (l < c - 1 && off - l >= 0 && t[off - l] == ctx[c - 1 - l]) ++l;
+      if (l < G) continue;
+      cands.push_back(suffix_cand_pack(q_id, off, l));
+      ++at_least[l];
+    }
+  }
+  for (int L = c - 1; L >= 1; --L) at_least[L - 1] += at_least[L];
+  std::sort(cands.begin(), cands.end());
+  std::vector<int64_t> occ;
+  for (int L = G; L < c; ++L) {
+    if (at_least[L] == 0) break;  // longer suffixes of C do not occur either
+    if (at_least[L] > q.max_occurrences) continue;
+    occ.clear();
+    for (int64_t e : cands) {
+      if (suffix_cand_len(e) >= L) occ.push_back(e);
+    }
+    const int64_t limit = suffix_spec_limit(L, p.max_spec_factor, p.max_spec_offset, cap);
+    GlobalDraft d = greedy_global(cache, occ, L, p.max_tree_depth, limit, p.min_token_prob);
+    if (d.score >= best.score) {  // a later (longer) match wins ties
+      best = std::move(d);
+      best.match_len = L;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+void suffix_cache_insert_cpu(const SuffixCacheInsertParams& p) {
+  const SuffixCache& cache = p.cache;
+  const int64_t R = cache.num_rows;
+  // 1. State changes and new responses, in slot order: request numbers are handed out in that order.
+  for (int64_t b = 0; b < p.batch; ++b) {
+    if (!suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b])) {
+      p.slots[b] = kSuffixSlotFree;
+      continue;
+    }
+    if (p.slots[b] != kSuffixSlotFree) continue;
+    const int64_t q = (*p.counter)++;
+    p.slots[b] = q;
+    cache.rows[2 * (q % R)] = q;  // evicts request q - R
+    cache.rows[2 * (q % R) + 1] = 0;
+  }
+  // 2. Appends: tokens the slot generated since the last call, up to the row's width.
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t q = p.slots[b];
+    if (q < 0 || !suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b])) continue;
+    const int64_t r = q % R;
+    if (cache.rows[2 * r] != q) {  // evicted while active
+      p.slots[b] = kSuffixSlotDetached;
+      continue;
+    }
+    const SlotHistory h = slot_history(p.token_ids_all, p.token_ids_stride, p.prompt_lens, p.step_idx, b);
+    const int64_t have = cache.rows[2 * r + 1];
+    const int64_t upto = min_of<int64_t>(h.steps, cache.width);
+    const int64_t* resp = h.row + h.prompt;
+    for (int64_t off = have; off < upto; ++off) {
+      cache.tokens[r * cache.width + off] = resp[off];
+      cache.keys[r * cache.width + off] =
+          off >= cache.key_len - 1 ? suffix_cache_key(resp + off - cache.key_len + 1, cache.key_len) : 0;
+    }
+    if (upto > have) cache.rows[2 * r + 1] = upto;
+  }
+}
+
+void suffix_cache_finish_cpu(const int32_t* finished, int64_t* slots, int64_t batch) {
+  for (int64_t b = 0; b < batch; ++b) {
+    if (finished[b] != 0) slots[b] = kSuffixSlotDetached;
+  }
+}
+
+void suffix_cache_evict_cpu(const SuffixCache& cache, const int64_t* counter, int64_t keep) {
+  for (int64_t r = 0; r < cache.num_rows; ++r) {
+    if (cache.rows[2 * r] >= 0 && cache.rows[2 * r] < *counter - keep) {
+      cache.rows[2 * r] = -1;
+      cache.rows[2 * r + 1] = 0;
+    }
+  }
+}
+
+void suffix_cache_query_cpu(const SuffixCacheQueryParams& q) {
+  const SuffixMatchParams& p = q.m;
+  const int64_t K = p.draft_stride - 1;
+  suffix_search_cpu(p);
+  for (int64_t b = 0; b < p.batch; ++b) {
+    if (!suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b])) continue;
+    q.source[b] = 0;
+    const SuffixSlot v = suffix_slot(p, b);
+    const int c = static_cast<int>(min_of<int64_t>(p.max_tree_depth, v.n));
+    const GlobalDraft g = global_draft(q, v.row + v.n - c, c, v.cap);
+    float local = 0.0f;
+    const int64_t m_local = clamp_to<int64_t>(p.suffix_meta[2 * b], 0, K);
+    for (int64_t k = 0; k < m_local; ++k) local = suffix_fadd(local, p.suffix_probs[b * K + k]);
+    if (!(g.score > local)) continue;
+    const int64_t m = static_cast<int64_t>(g.tokens.size());
+    for (int64_t k = 0; k < K; ++k) {
+      p.suffix_tokens[b * K + k] = k < m ? g.tokens[k] : -1;
+      p.suffix_probs[b * K + k] = k < m ? g.probs[k] : 0.0f;
+    }
+    p.suffix_meta[2 * b] = static_cast<int32_t>(m);
+    p.suffix_meta[2 * b + 1] = g.match_len;
+    q.source[b] = 1;
+  }
+  suffix_walk_cpu(p);
+}
+
+}  // namespace fdspec

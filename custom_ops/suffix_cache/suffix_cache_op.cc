@@ -1,0 +1,266 @@
+// suffix_cache: Paddle bindings of the global cache's ops (docs/contract/suffix.md, "The global
+// cache"): suffix_cache_insert, suffix_cache_finish, suffix_cache_query. Named checks, place dispatch.
+#include <string>
+
+#include "suffix_cache/suffix_cache.h"
+#include "suffix_match/suffix_match_binding.h"
+
+namespace {
+
+using paddle::DataType;
+
+// The cache tensors: checked together, with the key length, into the kernel's view of the cache.
+// The query only reads the cache (const tensors); the view's pointers are writable for the insert.
+fdspec::SuffixCache cache_view(const fdspec::binding::OpChecks& c, const paddle::Tensor& first,
+                               const char* first_name, const paddle::Tensor& tokens,
+                               const paddle::Tensor& keys, const paddle::Tensor& rows, int key_len) {
+  c.dtype(tokens, "cache_tokens", DataType::INT64)
+      .dtype(keys, "cache_keys", DataType::INT32)
+      .dtype(rows, "cache_rows", DataType::INT64)
+      .rank(tokens, "cache_tokens", 2)
+      .rank(keys, "cache_keys", 2)
+      .rank(rows, "cache_rows", 2);
+  const int64_t R = tokens.shape()[0];
+  const int64_t width = tokens.shape()[1];
+  c.that(R >= 1 && R <= fdspec::kMaxSuffixCacheRows,
+         "cache_tokens must have 1 to 2^30 rows, got " + fdspec::binding::shape_str(tokens))
+      .that(width >= 1 && width <= fdspec::kMaxSuffixCacheWidth,
+            "cache_tokens must have 1 to 65536 columns, got " + fdspec::binding::shape_str(tokens))
+      .that(keys.shape() == tokens.shape(),
+            "cache_keys must have the shape of cache_tokens " + fdspec::binding::shape_str(tokens) +
+                ", got " + fdspec::binding::shape_str(keys))
+      .that(rows.shape()[0] == R && rows.shape()[1] == 2,
+            "cache_rows must have shape [" + std::to_string(R) + ", 2], got " +
+                fdspec::binding::shape_str(rows))
+      .that(key_len >= 1 && key_len <= fdspec::kMaxSuffixCacheKeyLen,
+            "key_len must be in [1, " + std::to_string(fdspec::kMaxSuffixCacheKeyLen) + "], got " +
+                std::to_string(key_len));
+  c.same_place_as(first, first_name,
+                  {{"cache_tokens", tokens}, {"cache_keys", keys}, {"cache_rows", rows}});
+  return fdspec::SuffixCache{const_cast<int64_t*>(tokens.data<int64_t>()),
+                             const_cast<int32_t*>(keys.data<int32_t>()),
+                             const_cast<int64_t*>(rows.data<int64_t>()), R, width, key_len};
+}
+
+}  // namespace
+
+void SuffixCacheInsert(const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
+                       const paddle::Tensor& step_idx, const paddle::Tensor& seq_lens_encoder,
+                       const paddle::Tensor& seq_lens_decoder, paddle::Tensor& cache_tokens,
+                       paddle::Tensor& cache_keys, paddle::Tensor& cache_rows,
+                       paddle::Tensor& cache_slots, paddle::Tensor& cache_counter, int key_len) {
+  constexpr const char* kOp = "suffix_cache_insert";
+  const fdspec::binding::OpChecks c(kOp);
+  FDSPEC_CHECK_DEFINED(c, token_ids_all, prompt_lens, step_idx, seq_lens_encoder, seq_lens_decoder,
+                       cache_tokens, cache_keys, cache_rows, cache_slots, cache_counter);
+  const int64_t B = c.batch(seq_lens_encoder, "seq_lens_encoder");
+  c.dtype(token_ids_all, "token_ids_all", DataType::INT64)
+      .dtype(prompt_lens, "prompt_lens", DataType::INT64)
+      .dtype(step_idx, "step_idx", DataType::INT64)
+      .dtype(seq_lens_encoder, "seq_lens_encoder", DataType::INT32)
+      .dtype(seq_lens_decoder, "seq_lens_decoder", DataType::INT32)
+      .dtype(cache_slots, "cache_slots", DataType::INT64)
+      .dtype(cache_counter, "cache_counter", DataType::INT64);
+  c.per_slot(seq_lens_encoder, "seq_lens_encoder", B)
+      .rank(token_ids_all, "token_ids_all", 2)
+      .rows_at_least(token_ids_all, "token_ids_all", B)
+      .per_slot(prompt_lens, "prompt_lens", B)
+      .per_slot(step_idx, "step_idx", B)
+      .per_slot(seq_lens_decoder, "seq_lens_decoder", B);
+  c.that(cache_slots.numel() >= B && cache_slots.shape().size() == 1,
+         "cache_slots must have shape [S] with S >= B = " + std::to_string(B) + ", got " +
+             fdspec::binding::shape_str(cache_slots))
+      .that(cache_counter.numel() == 1,
+            "cache_counter must have one element, got " + fdspec::binding::shape_str(cache_counter))
+      .that(token_ids_all.shape()[1] < fdspec::kMaxSuffixHistory,
+            "token_ids_all is wider than the supported maximum of 2^30 tokens");
+  c.same_place_as(token_ids_all, "token_ids_all",
+                  {{"prompt_lens", prompt_lens}, {"step_idx", step_idx},
+                   {"seq_lens_encoder", seq_lens_encoder}, {"seq_lens_decoder", seq_lens_decoder},
+                   {"cache_slots", cache_slots}, {"cache_counter", cache_counter}});
+  fdspec::SuffixCacheInsertParams p;
+  p.cache = cache_view(c, token_ids_all, "token_ids_all", cache_tokens, cache_keys, cache_rows,
+                       key_len);
+  p.token_ids_all = token_ids_all.data<int64_t>();
+  p.token_ids_stride = token_ids_all.shape()[1];
+  p.prompt_lens = prompt_lens.data<int64_t>();
+  p.step_idx = step_idx.data<int64_t>();
+  p.seq_lens_encoder = seq_lens_encoder.data<int32_t>();
+  p.seq_lens_decoder = seq_lens_decoder.data<int32_t>();
+  p.slots = cache_slots.data<int64_t>();
+  p.counter = cache_counter.data<int64_t>();
+  p.batch = B;
+  FDSPEC_RUN_ON_PLACE(kOp, token_ids_all, p, fdspec::suffix_cache_insert_cpu,
+                      fdspec::suffix_cache_insert_gpu);
+}
+
+namespace {
+
+struct FinishArgs {
+  const int32_t* finished;
+  int64_t* slots;
+  int64_t batch;
+};
+
+void finish_cpu(const FinishArgs& a) { fdspec::suffix_cache_finish_cpu(a.finished, a.slots, a.batch); }
+#ifdef FDSPEC_WITH_CUDA
+cudaError_t finish_gpu(const FinishArgs& a, cudaStream_t stream) {
+  return fdspec::suffix_cache_finish_gpu(a.finished, a.slots, a.batch, stream);
+}
+#endif
+
+}  // namespace
+
+void SuffixCacheFinish(const paddle::Tensor& finished, paddle::Tensor& cache_slots) {
+  constexpr const char* kOp = "suffix_cache_finish";
+  const fdspec::binding::OpChecks c(kOp);
+  FDSPEC_CHECK_DEFINED(c, finished, cache_slots);
+  const int64_t B = c.batch(finished, "finished");
+  c.dtype(finished, "finished", DataType::INT32)
+      .dtype(cache_slots, "cache_slots", DataType::INT64)
+      .per_slot(finished, "finished", B);
+  c.that(cache_slots.numel() >= B && cache_slots.shape().size() == 1,
+         "cache_slots must have shape [S] with S >= B = " + std::to_string(B) + ", got " +
+             fdspec::binding::shape_str(cache_slots));
+  c.same_place_as(finished, "finished", {{"cache_slots", cache_slots}});
+  const FinishArgs a{finished.data<int32_t>(), cache_slots.data<int64_t>(), B};
+  FDSPEC_RUN_ON_PLACE(kOp, finished, a, finish_cpu, finish_gpu);
+}
+
+namespace {
+
+struct EvictArgs {
+  fdspec::SuffixCache cache;
+  const int64_t* counter;
+  int64_t keep;
+};
+
+void evict_cpu(const EvictArgs& a) { fdspec::suffix_cache_evict_cpu(a.cache, a.counter, a.keep); }
+#ifdef FDSPEC_WITH_CUDA
+cudaError_t evict_gpu(const EvictArgs& a, cudaStream_t stream) {
+  return fdspec::suffix_cache_evict_gpu(a.cache, a.counter, a.keep, stream);
+}
+#endif
+
+}  // namespace
+
+void SuffixCacheEvict(paddle::Tensor& cache_tokens, paddle::Tensor& cache_keys,
+                      paddle::Tensor& cache_rows, const paddle::Tensor& cache_counter, int64_t keep,
+                      int key_len) {
+  constexpr const char* kOp = "suffix_cache_evict";
+  const fdspec::binding::OpChecks c(kOp);
+  FDSPEC_CHECK_DEFINED(c, cache_tokens, cache_keys, cache_rows, cache_counter);
+  c.dtype(cache_counter, "cache_counter", DataType::INT64)
+      .that(cache_counter.numel() == 1,
+            "cache_counter must have one element, got " + fdspec::binding::shape_str(cache_counter))
+      .that(keep >= 0, "keep must be >= 0, got " + std::to_string(keep));
+  c.same_place_as(cache_rows, "cache_rows", {{"cache_counter", cache_counter}});
+  const EvictArgs a{cache_view(c, cache_rows, "cache_rows", cache_tokens, cache_keys, cache_rows, key_len),
+                    cache_counter.data<int64_t>(), keep};
+  FDSPEC_RUN_ON_PLACE(kOp, cache_rows, a, evict_cpu, evict_gpu);
+}
+
+void SuffixCacheQuery(const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
+                      const paddle::Tensor& step_idx, const paddle::Tensor& draft_token_num,
+                      paddle::Tensor& draft_tokens, paddle::Tensor& seq_lens_this_time,
+                      const paddle::Tensor& seq_lens_encoder, const paddle::Tensor& seq_lens_decoder,
+                      const paddle::Tensor& max_dec_len, paddle::Tensor& suffix_tokens,
+                      paddle::Tensor& suffix_probs, paddle::Tensor& suffix_meta,
+                      paddle::Tensor& suffix_source, const paddle::Tensor& cache_tokens,
+                      const paddle::Tensor& cache_keys, const paddle::Tensor& cache_rows,
+                      paddle::Tensor& query_cand, paddle::Tensor& query_stat, int max_tree_depth,
+                      float max_spec_factor, float max_spec_offset, float min_token_prob,
+                      int max_draft_tokens, bool pad_to_max, int64_t threshold, int key_len) {
+  constexpr const char* kOp = "suffix_cache_query";
+  FDSPEC_CHECK_DEFINED(fdspec::binding::OpChecks(kOp), suffix_source, cache_tokens, cache_keys,
+                       cache_rows, query_cand, query_stat);
+  fdspec::SuffixCacheQueryParams q;
+  q.m = fdspec::binding::suffix_match_params(
+      kOp, token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens, seq_lens_this_time,
+      seq_lens_encoder, seq_lens_decoder, max_dec_len, suffix_tokens, suffix_probs, suffix_meta,
+      max_tree_depth, max_spec_factor, max_spec_offset, min_token_prob, max_draft_tokens,
+      pad_to_max, threshold);
+  const fdspec::binding::OpChecks c(kOp);
+  const int64_t B = q.m.batch;
+  c.dtype(suffix_source, "suffix_source", DataType::INT32)
+      .dtype(query_cand, "query_cand", DataType::INT64)
+      .dtype(query_stat, "query_stat", DataType::INT32)
+      .rank(suffix_source, "suffix_source", 1)
+      .rank(query_cand, "query_cand", 2)
+      .rank(query_stat, "query_stat", 2)
+      .rows_at_least(query_cand, "query_cand", B)
+      .rows_at_least(query_stat, "query_stat", B + 1);
+  const int64_t M = query_cand.shape()[1];
+  c.that(suffix_source.numel() >= B,
+         "suffix_source must have at least B = " + std::to_string(B) + " elements, got " +
+             fdspec::binding::shape_str(suffix_source))
+      .that(M >= fdspec::kMinSuffixCacheOccurrences && M <= fdspec::kMaxSuffixCacheOccurrences,
+         "query_cand must have 32 to 1024 columns (the most occurrences a match length may have), "
+         "got " + fdspec::binding::shape_str(query_cand))
+      .that(query_stat.shape()[1] == fdspec::kSuffixStatCols,
+            "query_stat must have " + std::to_string(fdspec::kSuffixStatCols) + " columns, got " +
+                fdspec::binding::shape_str(query_stat))
+      .that(B <= fdspec::kMaxSuffixCacheBatch,
+            "the batch must have at most " + std::to_string(fdspec::kMaxSuffixCacheBatch) +
+                " slots, got " + std::to_string(B));
+  c.same_place_as(token_ids_all, "token_ids_all",
+                  {{"suffix_source", suffix_source}, {"query_cand", query_cand},
+                   {"query_stat", query_stat}});
+  q.cache = cache_view(c, token_ids_all, "token_ids_all", cache_tokens, cache_keys, cache_rows,
+                       key_len);
+  q.source = suffix_source.data<int32_t>();
+  q.cand = query_cand.data<int64_t>();
+  q.stat = query_stat.data<int32_t>();
+  q.max_occurrences = static_cast<int>(M);
+  FDSPEC_RUN_ON_PLACE(kOp, token_ids_all, q, fdspec::suffix_cache_query_cpu,
+                      fdspec::suffix_cache_query_gpu);
+}
+
+PD_BUILD_OP(suffix_cache_insert)
+    .Inputs({"token_ids_all", "prompt_lens", "step_idx", "seq_lens_encoder", "seq_lens_decoder",
+             "cache_tokens", "cache_keys", "cache_rows", "cache_slots", "cache_counter"})
+    .Attrs({"key_len: int"})
+    .Outputs({"cache_tokens_out", "cache_keys_out", "cache_rows_out", "cache_slots_out",
+              "cache_counter_out"})
+    .SetInplaceMap({{"cache_tokens", "cache_tokens_out"},
+                    {"cache_keys", "cache_keys_out"},
+                    {"cache_rows", "cache_rows_out"},
+                    {"cache_slots", "cache_slots_out"},
+                    {"cache_counter", "cache_counter_out"}})
+    .SetKernelFn(PD_KERNEL(SuffixCacheInsert));
+
+PD_BUILD_OP(suffix_cache_finish)
+    .Inputs({"finished", "cache_slots"})
+    .Outputs({"cache_slots_out"})
+    .SetInplaceMap({{"cache_slots", "cache_slots_out"}})
+    .SetKernelFn(PD_KERNEL(SuffixCacheFinish));
+
+PD_BUILD_OP(suffix_cache_evict)
+    .Inputs({"cache_tokens", "cache_keys", "cache_rows", "cache_counter"})
+    .Attrs({"keep: int64_t", "key_len: int"})
+    .Outputs({"cache_tokens_out", "cache_keys_out", "cache_rows_out"})
+    .SetInplaceMap({{"cache_tokens", "cache_tokens_out"},
+                    {"cache_keys", "cache_keys_out"},
+                    {"cache_rows", "cache_rows_out"}})
+    .SetKernelFn(PD_KERNEL(SuffixCacheEvict));
+
+PD_BUILD_OP(suffix_cache_query)
+    .Inputs({"token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
+             "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len",
+             "suffix_tokens", "suffix_probs", "suffix_meta", "suffix_source", "cache_tokens",
+             "cache_keys", "cache_rows", "query_cand", "query_stat"})
+    .Attrs({"max_tree_depth: int", "max_spec_factor: float", "max_spec_offset: float",
+            "min_token_prob: float", "max_draft_tokens: int", "pad_to_max: bool",
+            "threshold: int64_t", "key_len: int"})
+    .Outputs({"draft_tokens_out", "seq_lens_this_time_out", "suffix_tokens_out",
+              "suffix_probs_out", "suffix_meta_out", "suffix_source_out", "query_cand_out",
+              "query_stat_out"})
+    .SetInplaceMap({{"draft_tokens", "draft_tokens_out"},
+                    {"seq_lens_this_time", "seq_lens_this_time_out"},
+                    {"suffix_tokens", "suffix_tokens_out"},
+                    {"suffix_probs", "suffix_probs_out"},
+                    {"suffix_meta", "suffix_meta_out"},
+                    {"suffix_source", "suffix_source_out"},
+                    {"query_cand", "query_cand_out"},
+                    {"query_stat", "query_stat_out"}})
+    .SetKernelFn(PD_KERNEL(SuffixCacheQuery));

@@ -1,0 +1,272 @@
+"""Python entry points of the suffix-decoding global cache (docs/contract/suffix.md, "The global cache").
+
+``SuffixCache`` allocates the cache's device state once; ``suffix_cache_insert`` adds every decoding
+slot's newly accepted tokens, ``suffix_cache_finish`` detaches finished requests (their responses stay
+cached), ``suffix_cache_evict`` drops all but the newest responses, and ``suffix_cache_query`` is ``suffix_match`` with the global draft: per slot the local
+draft if its score is at least the global draft's, else the global one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import paddle
+
+from fastdeploy_spec.ops import _loader
+from fastdeploy_spec.ops._common import BOOL, FLOAT, INT32, THRESHOLD, ArgumentError, IntAttr, OpSpec
+
+# Layout constants of the kernels (custom_ops/suffix_cache/suffix_cache.h).
+STAT_COLS = 264
+MAX_WIDTH = 1 << 16
+MAX_KEY_LEN = 8
+MIN_OCCURRENCES, MAX_OCCURRENCES = 32, 1024
+SLOT_FREE, SLOT_DETACHED = -1, -2
+# Bytes of device memory per cached token position: the token (int64) and its key (int32).
+BYTES_PER_POSITION = 12
+
+
+@dataclass
+class SuffixCache:
+    """The global cache's device state, allocated once.
+
+    A ring of ``rows`` rows of ``width`` tokens: request number q (counted in the order requests
+    begin) caches its response in row q mod rows, evicting request q - rows (first in, first out).
+    Tokens past ``width`` are not cached. Memory: ``rows * width * 12`` bytes, plus 16 per row, 8 per
+    slot and the query scratch (``slots * (8 * max_occurrences + 4 * 264)`` bytes).
+
+    Parameters
+    ----------
+    rows : int
+        Cached responses (FastDeploy's ``suffix_decoding_max_cached_requests``; see
+        :meth:`from_config` for -1).
+    width : int
+        The most tokens of one response that are cached, 1 .. 65536.
+    slots : int
+        Slots of the runner (the batch of every call is at most this).
+    key_len : int
+        G, 1 .. 8: match lengths shorter than G are not searched in the global cache (the index keys
+        the last G tokens of each position).
+    max_occurrences : int
+        M, 32 .. 1024: a global match length whose suffix occurs more than M times is skipped.
+    place : paddle place, optional
+        Where the state lives (default: the current device).
+
+    Examples
+    --------
+    >>> from fastdeploy_spec.ops.suffix_cache import SuffixCache
+    >>> c = SuffixCache.allocate(rows=4, width=8, slots=2)
+    >>> c.rows_state.numpy().tolist(), c.slots_state.numpy().tolist(), c.nbytes
+    ([[-1, 0], [-1, 0], [-1, 0], [-1, 0]], [-1, -1], 20024)
+    """
+
+    tokens: paddle.Tensor
+    keys: paddle.Tensor
+    rows_state: paddle.Tensor
+    slots_state: paddle.Tensor
+    counter: paddle.Tensor
+    cand: paddle.Tensor
+    stat: paddle.Tensor
+    key_len: int
+
+    @classmethod
+    def allocate(cls, rows: int, width: int, slots: int, key_len: int = 1,
+                 max_occurrences: int = 1024, place=None) -> "SuffixCache":
+        if not 1 <= rows <= 1 << 30:
+            raise ValueError(f"SuffixCache: rows must be in [1, 2^30], got {rows}")
+        if not 1 <= width <= MAX_WIDTH:
+            raise ValueError(f"SuffixCache: width must be in [1, {MAX_WIDTH}], got {width}")
+        if slots < 1:
+            raise ValueError(f"SuffixCache: slots must be at least 1, got {slots}")
+        if not 1 <= key_len <= MAX_KEY_LEN:
+            raise ValueError(f"SuffixCache: key_len must be in [1, {MAX_KEY_LEN}], got {key_len}")
+        if not MIN_OCCURRENCES <= max_occurrences <= MAX_OCCURRENCES:
+            raise ValueError(f"SuffixCache: max_occurrences must be in [{MIN_OCCURRENCES}, "
+                             f"{MAX_OCCURRENCES}], got {max_occurrences}")
+        place = paddle.get_device() if place is None else place
+
+        def t(a):
+            return paddle.to_tensor(a, place=place)
+
+        rows_state = np.zeros((rows, 2), np.int64)
+        rows_state[:, 0] = -1
+        return cls(tokens=t(np.full((rows, width), -1, np.int64)),
+                   keys=t(np.zeros((rows, width), np.int32)), rows_state=t(rows_state),
+                   slots_state=t(np.full(slots, SLOT_FREE, np.int64)),
+                   counter=t(np.zeros(1, np.int64)),
+                   cand=t(np.zeros((slots, max_occurrences), np.int64)),
+                   stat=t(np.zeros((slots + 1, STAT_COLS), np.int32)), key_len=int(key_len))
+
+    @classmethod
+    def from_config(cls, max_cached_requests: int, width: int, max_cached_tokens: int, slots: int,
+                    **kw) -> "SuffixCache":
+        """Rows from FastDeploy's ``max_cached_requests``; -1 (unbounded) takes as many rows of
+        ``width`` as ``max_cached_tokens`` positions hold. The memory is allocated here, once."""
+        if max_cached_requests == -1:
+            rows = max(1, max_cached_tokens // width)
+        elif max_cached_requests >= 1:
+            rows = max_cached_requests
+        else:
+            raise ValueError("SuffixCache: max_cached_requests must be -1 (bounded by memory) or "
+                             f"at least 1, got {max_cached_requests}")
+        return cls.allocate(rows, width, slots, **kw)
+
+    def op_args(self) -> dict:
+        """The cache's tensors and key length under the names the ops' bindings give them."""
+        return dict(cache_tokens=self.tokens, cache_keys=self.keys, cache_rows=self.rows_state,
+                    cache_slots=self.slots_state, cache_counter=self.counter, query_cand=self.cand,
+                    query_stat=self.stat, key_len=self.key_len)
+
+    @property
+    def nbytes(self) -> int:
+        """Device bytes held by the cache and its query scratch."""
+        return int(sum(int(np.prod(x.shape)) * (8 if x.dtype == paddle.int64 else 4)
+                       for x in (self.tokens, self.keys, self.rows_state, self.slots_state,
+                                 self.counter, self.cand, self.stat)))
+
+
+_CACHE = ("cache_tokens", "cache_keys", "cache_rows")
+_INSERT = OpSpec(
+    "suffix_cache_insert",
+    tensors=("token_ids_all", "prompt_lens", "step_idx", "seq_lens_encoder", "seq_lens_decoder",
+             *_CACHE, "cache_slots", "cache_counter"),
+    outputs=frozenset({*_CACHE, "cache_slots", "cache_counter"}),
+    attrs=(("key_len", INT32),),
+)
+_FINISH = OpSpec("suffix_cache_finish", tensors=("finished", "cache_slots"),
+                 outputs=frozenset({"cache_slots"}))
+_EVICT = OpSpec(
+    "suffix_cache_evict",
+    tensors=(*_CACHE, "cache_counter"),
+    outputs=frozenset(_CACHE),
+    attrs=(("keep", IntAttr("int64, >= 0", 0, 2**63 - 1)), ("key_len", INT32)),
+)
+_QUERY = OpSpec(
+    "suffix_cache_query",
+    tensors=("token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
+             "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len",
+             "suffix_tokens", "suffix_probs", "suffix_meta", "suffix_source", *_CACHE, "query_cand",
+             "query_stat"),
+    outputs=frozenset({"draft_tokens", "seq_lens_this_time", "suffix_tokens", "suffix_probs",
+                       "suffix_meta", "suffix_source", "query_cand", "query_stat"}),
+    attrs=(("max_tree_depth", INT32), ("max_spec_factor", FLOAT), ("max_spec_offset", FLOAT),
+           ("min_token_prob", FLOAT), ("max_draft_tokens", INT32), ("pad_to_max", BOOL),
+           ("threshold", THRESHOLD), ("key_len", INT32)),
+)
+
+
+def suffix_cache_insert(token_ids_all: paddle.Tensor, prompt_lens: paddle.Tensor,
+                        step_idx: paddle.Tensor, seq_lens_encoder: paddle.Tensor,
+                        seq_lens_decoder: paddle.Tensor, cache: SuffixCache) -> None:
+    """Adds each decoding slot's tokens generated since the last call to its cached response.
+
+    Slot b's response is ``token_ids_all[b, P : P + s]`` (``prompt_lens``, ``step_idx``, clamped as
+    ``suffix_match`` does). A prefill (``seq_lens_encoder > 0``) or empty (``seq_lens_decoder == 0``)
+    slot frees its state; a decoding slot with a free state begins a new cached response (request
+    numbers in slot order), evicting the oldest one; a slot whose response was evicted while active,
+    or that was finished, adds nothing until its next request. Runs on the place of its tensors,
+    without host synchronisation on the GPU.
+
+    Examples
+    --------
+    >>> import numpy as np, paddle
+    >>> from fastdeploy_spec.ops.suffix_cache import SuffixCache, suffix_cache_insert
+    >>> c = SuffixCache.allocate(rows=2, width=4, slots=1)
+    >>> t = lambda v, d: paddle.to_tensor(np.array(v, d))
+    >>> ids = t([[7, 8, 1, 2, 3, 0]], np.int64)                 # prompt 7 8, response 1 2 3
+    >>> suffix_cache_insert(ids, t([[2]], np.int64), t([[3]], np.int64), t([0], np.int32),
+    ...                     t([5], np.int32), c)
+    >>> c.tokens.numpy()[0].tolist(), c.rows_state.numpy()[0].tolist()
+    ([1, 2, 3, -1], [0, 3])
+    """
+    _loader.load().suffix_cache_insert(*_INSERT.args(dict(locals(), **_cache_args(_INSERT, cache))))
+
+
+def suffix_cache_finish(finished: paddle.Tensor, cache: SuffixCache) -> None:
+    """Detaches the slots with ``finished[b] != 0`` (int32 [B]): their responses stay cached, and
+    nothing more is added to them until the slot's next request (a prefill or an empty step)."""
+    _loader.load().suffix_cache_finish(*_FINISH.args(dict(locals(), **_cache_args(_FINISH, cache))))
+
+
+def suffix_cache_evict(cache: SuffixCache, keep: int = 0) -> None:
+    """Evicts every cached response but the newest ``keep`` (0 empties the cache), on the device,
+    without host synchronisation. Eviction also happens on its own: beginning request q evicts
+    request q - rows. A slot whose response is evicted adds nothing more until its next request.
+
+    Examples
+    --------
+    >>> import numpy as np, paddle
+    >>> from fastdeploy_spec.ops.suffix_cache import SuffixCache, suffix_cache_evict
+    >>> c = SuffixCache.allocate(rows=3, width=4, slots=1)
+    >>> c.rows_state = paddle.to_tensor(np.array([[3, 2], [4, 1], [2, 4]], np.int64))
+    >>> c.counter = paddle.to_tensor(np.array([5], np.int64))
+    >>> suffix_cache_evict(c, keep=2)                        # keeps requests 3 and 4
+    >>> c.rows_state.numpy().tolist()
+    [[3, 2], [4, 1], [-1, 0]]
+    """
+    _loader.load().suffix_cache_evict(*_EVICT.args(dict(locals(), **_cache_args(_EVICT, cache))))
+
+
+def suffix_cache_query(
+    token_ids_all: paddle.Tensor,
+    prompt_lens: paddle.Tensor,
+    step_idx: paddle.Tensor,
+    draft_token_num: paddle.Tensor,
+    draft_tokens: paddle.Tensor,
+    seq_lens_this_time: paddle.Tensor,
+    seq_lens_encoder: paddle.Tensor,
+    seq_lens_decoder: paddle.Tensor,
+    max_dec_len: paddle.Tensor,
+    suffix_tokens: paddle.Tensor,
+    suffix_probs: paddle.Tensor,
+    suffix_meta: paddle.Tensor,
+    suffix_source: paddle.Tensor,
+    cache: SuffixCache,
+    *,
+    max_tree_depth: int = 64,
+    max_spec_factor: float = 1.0,
+    max_spec_offset: float = 0.0,
+    min_token_prob: float = 0.1,
+    max_draft_tokens: int | None = None,
+    pad_to_max: bool = False,
+    threshold: int | None = None,
+) -> None:
+    """``suffix_match`` with the global cache: per decoding slot, the local draft (its own history)
+    and the global draft (the cached responses, from the same context and with the same rules), the
+    local one kept if its score is at least the global one's; then the batch budget walk.
+
+    Arguments as ``suffix_match``'s, plus ``suffix_source`` (int32 [>= B], **mutated** for decoding
+    slots: 0 the local draft won, 1 the global one) and the ``cache``. ``suffix_meta`` holds the
+    winner's length and match length, ``suffix_probs`` its probabilities.
+
+    Examples
+    --------
+    A cached response ``5 6 7 8`` drafts ``7 8`` for a request whose own history ends in ``5 6``:
+
+    >>> import numpy as np, paddle
+    >>> from fastdeploy_spec.ops.suffix_cache import (SuffixCache, suffix_cache_insert,
+    ...                                                suffix_cache_query)
+    >>> t = lambda v, d: paddle.to_tensor(np.array(v, d))
+    >>> c = SuffixCache.allocate(rows=4, width=8, slots=2, key_len=2)
+    >>> ids = t([[1, 5, 6, 7, 8, -1, -1, -1, -1], [2, 3, 5, 6, -1, -1, -1, -1, -1]], np.int64)
+    >>> P, s = t([[1], [2]], np.int64), t([[4], [2]], np.int64)
+    >>> enc, dec = t([0, 0], np.int32), t([5, 4], np.int32)
+    >>> suffix_cache_insert(ids, P, s, enc, dec, c)          # responses 5 6 7 8 and 5 6
+    >>> drafts, slt = paddle.zeros([2, 4], 'int64'), t([1, 1], np.int32)
+    >>> toks, probs = paddle.zeros([2, 3], 'int64'), paddle.zeros([2, 3])
+    >>> meta, src = t([[0, 0], [0, 0]], np.int32), t([0, 0], np.int32)
+    >>> suffix_cache_query(ids, P, s, t([3, 3], np.int32), drafts, slt, enc, dec,
+    ...                    t([[9], [9]], np.int64), toks, probs, meta, src, c, max_spec_factor=2.0)
+    >>> drafts.numpy()[1, 1:3].tolist(), src.numpy().tolist(), meta.numpy()[1].tolist()
+    ([7, 8], [0, 1], [2, 2])
+    """
+    if max_draft_tokens is None and isinstance(draft_tokens, paddle.Tensor) and draft_tokens.ndim == 2:
+        max_draft_tokens = draft_tokens.shape[1] - 1
+    _loader.load().suffix_cache_query(*_QUERY.args(dict(locals(), **_cache_args(_QUERY, cache))))
+
+
+def _cache_args(spec: OpSpec, cache) -> dict:
+    if not isinstance(cache, SuffixCache):
+        raise ArgumentError(f"{spec.op}: cache must be a SuffixCache (SuffixCache.allocate), got "
+                            f"{type(cache).__name__}")
+    return cache.op_args()

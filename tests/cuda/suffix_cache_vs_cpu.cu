@@ -1,0 +1,355 @@
+// suffix_cache's CUDA launchers (insert, finish, evict, query) against their CPU implementation, at the
+// kernel layer (no Paddle), bit for bit: random request streams (slots that prefill, decode a few
+// accepted tokens per step, finish through the finish op or not, and empty), responses copied from a
+// shared pool of phrases over vocabularies of 1 .. 8 tokens, rings of 1 .. 12 rows (evictions, slots
+// evicted while active), key lengths 1 .. 4, occurrence caps 32 .. 64 with long single-token runs (the
+// second scan), every suffix parameter varied. After every step the cache state (rows, tokens, keys,
+// slots, counter) and every query output are compared; some cases run each step as one CUDA graph
+// (insert + query captured once, inputs copied into the captured buffers before each replay).
+// Usage and exit status: tests/cuda/harness.cuh.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness.cuh"
+#include "suffix_cache/suffix_cache.h"
+
+namespace {
+
+using harness::DevVec;
+using harness::Rng;
+
+struct Config {
+  int64_t B, W, K, R, width, M;
+  int G, depth, steps, vocab;
+  float factor, offset, min_prob;
+  bool pad, graph;
+};
+
+// The step inputs of a stream (host), in the layout of the ops.
+struct StepIn {
+  std::vector<int64_t> ids, P, s, drafts, mdl;
+  std::vector<int32_t> enc, dec, dtn, slt, finished;
+};
+
+struct Stream {
+  struct Req {
+    std::vector<int64_t> prompt, answer;
+    int64_t done = 0;
+    bool prefilled = false;
+  };
+  Rng& r;
+  const Config& cfg;
+  std::vector<std::vector<int64_t>> pool;
+  std::vector<Req> reqs;
+  std::vector<bool> active;
+  std::vector<int64_t> ids;
+
+  Stream(Rng& rng, const Config& c) : r(rng), cfg(c), reqs(c.B), active(c.B, false), ids(c.B * c.W, -1) {
+    for (int i = 0; i < 6; ++i) {
+      std::vector<int64_t> ph(r.uni(2, 10));
+      for (auto& t : ph) t = r.uni(0, cfg.vocab - 1);
+      pool.push_back(ph);
+    }
+    if (r.chance(0.3)) pool.push_back(std::vector<int64_t>(r.uni(40, 90), 0));  // a long run
+  }
+
+  std::vector<int64_t> text(int64_t n) {
+    std::vector<int64_t> out;
+    while (static_cast<int64_t>(out.size()) < n) {
+      if (r.chance(0.6)) {
+        const auto& ph = pool[r.uni(0, pool.size() - 1)];
+        out.insert(out.end(), ph.begin(), ph.end());
+      } else {
+        out.push_back(r.uni(0, cfg.vocab - 1));
+      }
+    }
+    out.resize(n);
+    return out;
+  }
+
+  StepIn step() {
+    const int64_t B = cfg.B, W = cfg.W, K = cfg.K;
+    StepIn in;
+    in.P.assign(B, 0);
+    in.s.assign(B, 0);
+    in.enc.assign(B, 0);
+    in.dec.assign(B, 0);
+    in.finished.assign(B, 0);
+    in.dtn.assign(B, static_cast<int32_t>(K));
+    in.slt.assign(B, 1);
+    in.mdl.assign(B, 1 << 20);
+    for (int64_t b = 0; b < B; ++b) {
+      Req& q = reqs[b];
+      if (active[b] && q.prefilled && q.done >= static_cast<int64_t>(q.answer.size())) active[b] = false;
+      if (!active[b]) {
+        if (r.chance(0.5)) {
+          const int64_t p_len = r.uni(1, 10);
+          const int64_t a_len = r.uni(1, std::max<int64_t>(1, W - p_len - K - 2));
+          q = Req{text(p_len), text(a_len), 0, false};
+          active[b] = true;
+          std::fill(ids.begin() + b * W, ids.begin() + (b + 1) * W, -1);
+          std::copy(q.prompt.begin(), q.prompt.end(), ids.begin() + b * W);
+          in.enc[b] = static_cast<int32_t>(p_len);
+          in.slt[b] = static_cast<int32_t>(p_len);
+          in.P[b] = p_len;
+        }
+        continue;
+      }
+      in.P[b] = static_cast<int64_t>(q.prompt.size());
+      if (!q.prefilled) {
+        q.prefilled = true;
+        q.done = 1;
+      } else {
+        q.done = std::min<int64_t>(q.answer.size(), q.done + r.uni(0, K + 1));
+      }
+      std::copy(q.answer.begin(), q.answer.begin() + q.done, ids.begin() + b * W + in.P[b]);
+      in.s[b] = q.done;
+      in.dec[b] = static_cast<int32_t>(in.P[b] + q.done);
+      if (q.done >= static_cast<int64_t>(q.answer.size()) && r.chance(0.5)) in.finished[b] = 1;
+      if (r.chance(0.1)) in.dtn[b] = static_cast<int32_t>(r.uni(0, K));
+    }
+    in.ids = ids;
+    in.drafts.assign(B * (K + 1), -5);
+    return in;
+  }
+};
+
+// Host memory with DevVec's interface: the reference side, stepped with the CPU implementation.
+template <class T>
+class HostVec {
+ public:
+  explicit HostVec(const std::vector<T>& v) : v_(v) {}
+  T* ptr() const { return const_cast<T*>(v_.data()); }
+  void upload(const std::vector<T>& v) { v_ = v; }
+  std::vector<T> download() const { return v_; }
+
+ private:
+  std::vector<T> v_;
+};
+
+// One side's buffers: DevVec (device, or host memory in the self-test) or HostVec (the reference).
+template <template <class> class V>
+struct Side {
+  V<int64_t> ids, P, s, drafts, mdl, stoks, tokens, rows, slots, counter, cand;
+  V<int32_t> enc, dec, dtn, slt, smeta, source, keys, stat, finished;
+  V<float> sprobs;
+
+  explicit Side(const Config& c)
+      : ids(std::vector<int64_t>(c.B * c.W)), P(std::vector<int64_t>(c.B)), s(std::vector<int64_t>(c.B)),
+        drafts(std::vector<int64_t>(c.B * (c.K + 1))), mdl(std::vector<int64_t>(c.B)),
+        stoks(std::vector<int64_t>(c.B * c.K, -7)), tokens(std::vector<int64_t>(c.R * c.width, -1)),
+        rows(init_rows(c.R)), slots(std::vector<int64_t>(c.B, fdspec::kSuffixSlotFree)),
+        counter(std::vector<int64_t>(1, 0)), cand(std::vector<int64_t>(c.B * c.M, 0)),
+        enc(std::vector<int32_t>(c.B)), dec(std::vector<int32_t>(c.B)), dtn(std::vector<int32_t>(c.B)),
+        slt(std::vector<int32_t>(c.B)), smeta(std::vector<int32_t>(c.B * 2, -7)),
+        source(std::vector<int32_t>(c.B, -7)), keys(std::vector<int32_t>(c.R * c.width, 0)),
+        stat(std::vector<int32_t>((c.B + 1) * fdspec::kSuffixStatCols, 0)),
+        finished(std::vector<int32_t>(c.B)), sprobs(std::vector<float>(c.B * c.K, -7.0f)) {}
+
+  static std::vector<int64_t> init_rows(int64_t R) {
+    std::vector<int64_t> v(2 * R, 0);
+    for (int64_t r = 0; r < R; ++r) v[2 * r] = -1;
+    return v;
+  }
+
+  // Inputs of the step; the outputs start from the same sentinels on both sides.
+  void upload(const StepIn& in, const Config& c) {
+    ids.upload(in.ids);
+    P.upload(in.P);
+    s.upload(in.s);
+    drafts.upload(in.drafts);
+    mdl.upload(in.mdl);
+    enc.upload(in.enc);
+    dec.upload(in.dec);
+    dtn.upload(in.dtn);
+    slt.upload(in.slt);
+    finished.upload(in.finished);
+    stoks.upload(std::vector<int64_t>(c.B * c.K, -7));
+    sprobs.upload(std::vector<float>(c.B * c.K, -7.0f));
+    smeta.upload(std::vector<int32_t>(c.B * 2, -7));
+    source.upload(std::vector<int32_t>(c.B, -7));
+  }
+
+  fdspec::SuffixCache cache(const Config& c) const {
+    return fdspec::SuffixCache{tokens.ptr(), keys.ptr(), rows.ptr(), c.R, c.width, c.G};
+  }
+
+  fdspec::SuffixCacheInsertParams insert_params(const Config& c) const {
+    fdspec::SuffixCacheInsertParams p;
+    p.token_ids_all = ids.ptr();
+    p.token_ids_stride = c.W;
+    p.prompt_lens = P.ptr();
+    p.step_idx = s.ptr();
+    p.seq_lens_encoder = enc.ptr();
+    p.seq_lens_decoder = dec.ptr();
+    p.slots = slots.ptr();
+    p.counter = counter.ptr();
+    p.batch = c.B;
+    p.cache = cache(c);
+    return p;
+  }
+
+  fdspec::SuffixCacheQueryParams query_params(const Config& c) const {
+    fdspec::SuffixCacheQueryParams q;
+    fdspec::SuffixMatchParams& m = q.m;
+    m.token_ids_all = ids.ptr();
+    m.token_ids_stride = c.W;
+    m.prompt_lens = P.ptr();
+    m.step_idx = s.ptr();
+    m.draft_token_num = dtn.ptr();
+    m.draft_tokens = drafts.ptr();
+    m.draft_stride = c.K + 1;
+    m.seq_lens_this_time = slt.ptr();
+    m.seq_lens_encoder = enc.ptr();
+    m.seq_lens_decoder = dec.ptr();
+    m.max_dec_len = mdl.ptr();
+    m.suffix_tokens = stoks.ptr();
+    m.suffix_probs = sprobs.ptr();
+    m.suffix_meta = smeta.ptr();
+    m.batch = c.B;
+    m.max_tree_depth = c.depth;
+    m.max_spec_factor = c.factor;
+    m.max_spec_offset = c.offset;
+    m.min_token_prob = c.min_prob;
+    m.max_draft_tokens = static_cast<int>(c.K);
+    m.pad_to_max = c.pad;
+    m.threshold = 1 << 20;
+    q.cache = cache(c);
+    q.source = source.ptr();
+    q.cand = cand.ptr();
+    q.stat = stat.ptr();
+    q.max_occurrences = static_cast<int>(c.M);
+    return q;
+  }
+};
+
+using DevSide = Side<DevVec>;
+using RefSide = Side<HostVec>;
+
+// The device step (insert, query, finish), or in the self-test the CPU implementation with one
+// output value perturbed now and then.
+cudaError_t launch_step(const Config& c, const DevSide& d, cudaStream_t stream, int64_t evict_keep = -1) {
+  const auto ins = d.insert_params(c);
+  const auto qry = d.query_params(c);
+  auto& st = harness::selftest();
+  if (!st.host_backend) {
+    cudaError_t err = fdspec::suffix_cache_insert_gpu(ins, stream);
+    if (err == cudaSuccess) err = fdspec::suffix_cache_query_gpu(qry, stream);
+    if (err == cudaSuccess) err = fdspec::suffix_cache_finish_gpu(d.finished.ptr(), d.slots.ptr(), c.B, stream);
+    if (err == cudaSuccess && evict_keep >= 0) {
+      err = fdspec::suffix_cache_evict_gpu(ins.cache, ins.counter, evict_keep, stream);
+    }
+    return err;
+  }
+  fdspec::suffix_cache_insert_cpu(ins);
+  fdspec::suffix_cache_query_cpu(qry);
+  fdspec::suffix_cache_finish_cpu(d.finished.ptr(), d.slots.ptr(), c.B);
+  if (evict_keep >= 0) fdspec::suffix_cache_evict_cpu(ins.cache, ins.counter, evict_keep);
+  if (st.perturb && c.B > 0) {
+    static int turn = 0;
+    switch (++turn % 4) {
+      case 0: qry.source[0] ^= 1; break;
+      case 1: ins.cache.rows[1] += 1; break;
+      case 2: qry.m.suffix_meta[0] += 1; break;
+      default: ins.counter[0] += 1; break;
+    }
+    st.perturbed = true;
+  }
+  return cudaSuccess;
+}
+
+template <class T>
+bool same(const DevVec<T>& a, const HostVec<T>& b, const char* name, std::string& what) {
+  const auto va = a.download(), vb = b.download();
+  const int64_t i = harness::first_diff(va, vb);
+  if (i < 0) return true;
+  what += std::string(" ") + name + "[" + std::to_string(i) + "]";
+  return false;
+}
+
+Config make_config(Rng& r, bool quick) {
+  Config c;
+  c.B = r.uni(1, quick ? 4 : 12);
+  c.K = r.pick<int64_t>({1, 3, 5, 8});
+  c.W = r.uni(24, quick ? 80 : 200);
+  c.R = r.uni(1, 12);
+  c.width = r.uni(4, 120);
+  c.M = r.pick<int64_t>({32, 48, 64});
+  c.G = static_cast<int>(r.uni(1, 4));
+  c.depth = r.pick<int>({2, 3, 8, 24, 64, 200});
+  c.steps = quick ? 25 : 80;
+  c.vocab = static_cast<int>(r.uni(1, 8));
+  c.factor = r.pick<float>({0.5f, 1.0f, 4.0f});
+  c.offset = r.pick<float>({-1.0f, 0.0f, 2.0f});
+  c.min_prob = r.pick<float>({0.0f, 0.1f, 0.4f});
+  c.pad = r.chance(0.3);
+  c.graph = r.chance(0.3);
+  return c;
+}
+
+void body(harness::Tally& t, bool quick) {
+  Rng r(20261124);
+  const int cases = quick ? 6 : 60;
+  for (int ci = 0; ci < cases; ++ci) {
+    const Config c = make_config(r, quick);
+    Stream stream(r, c);
+    DevSide dev(c);
+    RefSide ref(c);
+    harness::Stream s;
+    std::unique_ptr<harness::Graph> graph;
+    if (c.graph) {
+      graph.reset(new harness::Graph(s.get(), [&](cudaStream_t st) { return launch_step(c, dev, st); }));
+      t.count("graph_cases");
+    }
+    for (int step = 0; step < c.steps; ++step) {
+      const StepIn in = stream.step();
+      dev.upload(in, c);
+      ref.upload(in, c);
+      t.begin_case();
+      // Now and then (not in graph cases) an explicit eviction of all but the newest responses.
+      const int64_t evict_keep = !graph && step % 13 == 12 ? r.uni(0, c.R) : -1;
+      if (evict_keep >= 0) t.count("evict_calls");
+      if (graph) {
+        graph->replay(s.get());
+      } else {
+        CHECK(launch_step(c, dev, s.get(), evict_keep));
+      }
+      s.sync();
+      fdspec::suffix_cache_insert_cpu(ref.insert_params(c));
+      fdspec::suffix_cache_query_cpu(ref.query_params(c));
+      fdspec::suffix_cache_finish_cpu(ref.finished.ptr(), ref.slots.ptr(), c.B);
+      if (evict_keep >= 0) fdspec::suffix_cache_evict_cpu(ref.cache(c), ref.counter.ptr(), evict_keep);
+      std::string what = "case " + std::to_string(ci) + " step " + std::to_string(step) + ":";
+      bool ok = true;
+      ok &= same(dev.rows, ref.rows, "rows", what);
+      ok &= same(dev.tokens, ref.tokens, "tokens", what);
+      ok &= same(dev.keys, ref.keys, "keys", what);
+      ok &= same(dev.slots, ref.slots, "slots", what);
+      ok &= same(dev.counter, ref.counter, "counter", what);
+      ok &= same(dev.drafts, ref.drafts, "draft_tokens", what);
+      ok &= same(dev.slt, ref.slt, "seq_lens_this_time", what);
+      ok &= same(dev.stoks, ref.stoks, "suffix_tokens", what);
+      ok &= same(dev.sprobs, ref.sprobs, "suffix_probs", what);
+      ok &= same(dev.smeta, ref.smeta, "suffix_meta", what);
+      ok &= same(dev.source, ref.source, "suffix_source", what);
+      t.record(ok, what);
+      const auto src = ref.source.download();
+      const auto st = dev.stat.download();
+      for (int64_t b = 0; b < c.B; ++b) {
+        if (src[b] == 1) t.count("global_wins");
+        if (st[b * fdspec::kSuffixStatCols + fdspec::kSuffixStatHits] > c.M) t.count("second_scan");
+      }
+      if (ref.counter.download()[0] > c.R) t.count("evicting_steps");
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const harness::Mode mode = harness::parse_mode(argc, argv);
+  return harness::run_harness("suffix_cache_vs_cpu", mode,
+                              [&](harness::Tally& t) { body(t, mode.quick); });
+}

@@ -1,0 +1,210 @@
+"""Executable specification of the suffix-decoding global cache (docs/contract/suffix.md, "The global
+cache"), written from the definition: a FIFO of cached responses (lists of tokens), no ring, no
+keys, no scratch.
+
+* Requests are numbered in the order they begin (slot order within a call). The cache holds the
+  responses of the last R of them: beginning request q evicts request q - R.
+* count(x) in the cache: occurrences of x inside one cached response (never across two).
+* The global draft of a slot: its context C (the last min(D, N) tokens of its history), c = |C|;
+  for L = G .. c-1 while C[-L:] occurs in the cache, skipping the L whose suffix occurs more than M
+  times, the greedy path of suffix_match over the occurrences (the earliest first occurrence wins a
+  tie: ordered by (request number, offset)); the highest score wins, a longer L on ties.
+* The request keeps its local draft (suffix_match's) if its score is >= the global draft's score.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+
+from tests.reference.suffix_match import f32, spec_limit, suffix_draft_ref
+from tests.reference.ngram_match import resolve_threshold
+
+SLOT_FREE, SLOT_DETACHED = -1, -2
+
+
+def global_draft_ref(responses, C, cap: int, *, max_tree_depth: int, max_spec_factor: float,
+                     max_spec_offset: float, min_token_prob: float, key_len: int,
+                     max_occurrences: int):
+    """The global draft: (tokens, probs float32, score float32, match_len). ``responses`` is a list
+    of (request number, token list) in request order."""
+    C = [int(x) for x in C]
+    c = len(C)
+    D = int(max_tree_depth)
+    best = ([], np.zeros(0, np.float32), f32(0.0), 0)
+    if cap <= 0:
+        return best
+    for L in range(key_len, c):
+        s = C[c - L:]
+        occ = [(q, off) for q, toks in responses for off in range(L - 1, len(toks))
+               if toks[off - L + 1:off + 1] == s]
+        if not occ:
+            break
+        if len(occ) > max_occurrences:
+            continue
+        limit = spec_limit(L, max_spec_factor, max_spec_offset, cap)
+        seq = dict(responses)
+        p, score, tokens, probs = f32(1.0), f32(0.0), [], []
+        S = sorted(occ)
+        k = 0
+        while k < limit and L + k < D:
+            nxt = {}
+            for q, off in S:
+                if off + k + 1 < len(seq[q]):
+                    nxt.setdefault(seq[q][off + k + 1], []).append((q, off))
+            if not nxt:
+                break
+            t = min(nxt, key=lambda u: (-len(nxt[u]), nxt[u][0]))
+            p_next = f32(p * (f32(len(nxt[t])) / f32(len(S))))
+            if not p_next >= f32(min_token_prob):
+                break
+            p = p_next
+            tokens.append(int(t))
+            probs.append(p)
+            score = f32(score + p)
+            S = nxt[t]
+            k += 1
+        if score >= best[2]:
+            best = (tokens, np.array(probs, np.float32), score, L)
+    return best
+
+
+class SuffixCacheRef:
+    """The cache's state and its three ops on NumPy inputs."""
+
+    def __init__(self, rows: int, width: int, slots: int, key_len: int = 3,
+                 max_occurrences: int = 1024) -> None:
+        self.R, self.width, self.key_len, self.M = rows, width, key_len, max_occurrences
+        self.responses: "OrderedDict[int, list]" = OrderedDict()
+        self.slots = [SLOT_FREE] * slots
+        self.counter = 0
+
+    @staticmethod
+    def _history(ids, P_in, s_in, b):
+        W = ids.shape[1]
+        P = min(max(int(P_in[b]), 0), W)
+        s = min(max(int(s_in[b]), 0), W - P)
+        return P, s
+
+    def insert(self, token_ids_all, prompt_lens, step_idx, seq_lens_encoder, seq_lens_decoder):
+        ids = np.asarray(token_ids_all, np.int64)
+        P_in, s_in, enc, dec = (np.ravel(a) for a in (prompt_lens, step_idx, seq_lens_encoder,
+                                                      seq_lens_decoder))
+        B = len(enc)
+        decoding = [enc[b] <= 0 and dec[b] != 0 for b in range(B)]
+        for b in range(B):
+            if not decoding[b]:
+                self.slots[b] = SLOT_FREE
+            elif self.slots[b] == SLOT_FREE:
+                q = self.counter
+                self.counter += 1
+                self.slots[b] = q
+                self.responses[q] = []
+                self.responses.pop(q - self.R, None)  # first in, first out
+        for b in range(B):
+            q = self.slots[b]
+            if q < 0 or not decoding[b]:
+                continue
+            if q not in self.responses:
+                self.slots[b] = SLOT_DETACHED
+                continue
+            P, s = self._history(ids, P_in, s_in, b)
+            have = len(self.responses[q])
+            upto = min(s, self.width)
+            if upto > have:
+                self.responses[q] += [int(x) for x in ids[b, P + have:P + upto]]
+
+    def evict(self, keep: int):
+        for q in [q for q in self.responses if q < self.counter - keep]:
+            del self.responses[q]
+
+    def finish(self, finished):
+        for b, f in enumerate(np.ravel(finished)):
+            if f != 0:
+                self.slots[b] = SLOT_DETACHED
+
+    def query(self, token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens,
+              seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, max_dec_len, suffix_tokens,
+              suffix_probs, suffix_meta, suffix_source, *, max_tree_depth: int = 64,
+              max_spec_factor: float = 1.0, max_spec_offset: float = 0.0,
+              min_token_prob: float = 0.1, max_draft_tokens=None, pad_to_max: bool = False,
+              threshold=None) -> dict:
+        """The query op on NumPy arrays: new arrays for every output."""
+        T = resolve_threshold(threshold)
+        ids = np.asarray(token_ids_all, np.int64)
+        W = ids.shape[1]
+        drafts = np.array(draft_tokens, np.int64, copy=True)
+        K = drafts.shape[1] - 1
+        if max_draft_tokens is None:
+            max_draft_tokens = K
+        stoks = np.array(suffix_tokens, np.int64, copy=True)
+        sprobs = np.array(suffix_probs, np.float32, copy=True)
+        smeta = np.array(suffix_meta, np.int32, copy=True)
+        src = np.array(suffix_source, np.int32, copy=True)
+        slt_shape = np.shape(seq_lens_this_time)
+        slt = [int(v) for v in np.ravel(seq_lens_this_time)]
+        B = len(slt)
+        P_in, s_in, dtn, enc, dec, mdl = (
+            [int(v) for v in np.ravel(a)]
+            for a in (prompt_lens, step_idx, draft_token_num, seq_lens_encoder, seq_lens_decoder,
+                      max_dec_len))
+        responses = list(self.responses.items())
+        kw = dict(max_tree_depth=max_tree_depth, max_spec_factor=max_spec_factor,
+                  max_spec_offset=max_spec_offset, min_token_prob=min_token_prob)
+        untruncated = [0] * B
+        for b in range(B):
+            if not (enc[b] <= 0 and dec[b] != 0):
+                continue
+            P = min(max(P_in[b], 0), W)
+            s = min(max(s_in[b], 0), W - P)
+            cap = max(min(dtn[b], max_draft_tokens, K, mdl[b] - s - 1, W - P - s - 1), 0)
+            H = ids[b, :P + s]
+            draft = suffix_draft_ref(H, cap, **kw)
+            C = H[len(H) - min(max_tree_depth, len(H)):]
+            g = global_draft_ref(responses, C, cap, key_len=self.key_len,
+                                 max_occurrences=self.M, **kw)
+            src[b] = 0
+            if g[2] > draft[2]:
+                draft, src[b] = g, 1
+            tokens, probs, _, L = draft
+            m = len(tokens)
+            stoks[b, :] = -1
+            stoks[b, :m] = tokens
+            sprobs[b, :] = 0.0
+            sprobs[b, :m] = probs
+            smeta[b] = (m, L)
+            untruncated[b] = m
+        unprocessed = sum(1 for b in range(B) if enc[b] > 0 or dec[b] > 0)
+        total = 0
+        for b in range(B):
+            if enc[b] > 0:
+                slt[b] = max(slt[b], 0)
+                total += slt[b]
+                continue
+            if dec[b] == 0:
+                slt[b] = 0
+                continue
+            unprocessed -= 1
+            G = total + 1 + unprocessed
+            kept = 0 if G >= T - 1 else min(untruncated[b], T - G)
+            drafts[b, 1:1 + kept] = stoks[b, :kept]
+            slt[b] = 1 + kept
+            if pad_to_max:
+                drafts[b, 1 + kept:1 + max_draft_tokens] = drafts[b, kept]
+                slt[b] = 1 + max_draft_tokens
+            total += 1 + kept
+        return {"draft_tokens": drafts,
+                "seq_lens_this_time": np.array(slt, np.int32).reshape(slt_shape),
+                "suffix_tokens": stoks, "suffix_probs": sprobs, "suffix_meta": smeta,
+                "suffix_source": src}
+
+    def rows_view(self):
+        """(rows [R, 2], tokens [R, width]) as the op's ring lays them out, for state comparison."""
+        rows = np.zeros((self.R, 2), np.int64)
+        rows[:, 0] = -1
+        toks = {}
+        for q, resp in self.responses.items():
+            rows[q % self.R] = (q, len(resp))
+            toks[q % self.R] = resp
+        return rows, toks

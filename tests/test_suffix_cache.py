@@ -1,0 +1,323 @@
+"""Tests of the suffix-decoding global cache (docs/contract/suffix.md, "The global cache"): random
+request streams through insert / query / finish with the op's state and drafts equal to the NumPy
+reference exactly (CPU; GPU against CPU and the reference where a GPU exists), the local/global
+winner, evictions and detached slots, named edge cases, bad inputs, hypothesis fuzzing, and a soak
+run with memory flat."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+try:  # a test-only dependency; the GPU machine may lack it (the other tests still run there)
+    from hypothesis import given
+    from hypothesis import strategies as st
+except ImportError:
+    given = None
+
+from fastdeploy_spec.ops.suffix_cache import (SuffixCache, suffix_cache_finish, suffix_cache_insert,
+                                              suffix_cache_query)
+from tests.helpers import PLACES, to_place
+from tests.reference.ngram_match import THRESHOLD_ENV
+from tests.reference.suffix_cache import global_draft_ref
+from tests.reference.suffix_cache_stream import QUERY_ARGS, Driver, RequestStream, soak
+
+OP_ERRORS = (OSError, RuntimeError, ValueError)
+
+
+@pytest.fixture(autouse=True)
+def _no_threshold_env(monkeypatch):
+    monkeypatch.delenv(THRESHOLD_ENV, raising=False)
+
+
+def run_stream(place, seed, steps, *, rows=6, width=24, slots=4, vocab=3, key_len=2, M=32,
+               params=None, check_every=1, evict_every=0):
+    rng = np.random.default_rng(seed)
+    stream = RequestStream(rng, slots, width=64, vocab=vocab, k=4, max_answer=width + 8)
+    drv = Driver(place, rows, width, slots, key_len=key_len, max_occurrences=M)
+    wins = 0
+    for i in range(steps):
+        step = stream.step()
+        drv.insert(step)
+        got = drv.query(step.query_inputs(rng), **(params or {}))
+        wins += int((got["suffix_source"] == 1).sum())
+        drv.finish(step.finished)
+        if evict_every and i % evict_every == evict_every - 1:
+            drv.evict(int(rng.integers(0, rows + 1)))
+        if i % check_every == 0:
+            drv.check_state()
+    return drv, wins
+
+
+def params_of(rng):
+    return dict(max_tree_depth=int(rng.choice([2, 3, 5, 16, 64])),
+                max_spec_factor=float(rng.choice([0.5, 1.0, 4.0])),
+                max_spec_offset=float(rng.choice([-1.0, 0.0, 2.0])),
+                min_token_prob=float(rng.choice([0.0, 0.1, 0.4])),
+                pad_to_max=bool(rng.integers(0, 2)))
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("seed", range(6))
+def test_random_streams_equal_reference(place, seed):
+    rng = np.random.default_rng(100 + seed)
+    _, wins = run_stream(place, seed, 60, rows=int(rng.integers(1, 8)), width=int(rng.integers(4, 30)),
+                         slots=int(rng.integers(1, 6)), vocab=int(rng.integers(2, 6)),
+                         key_len=int(rng.integers(1, 4)), M=32, params=params_of(rng),
+                         evict_every=int(rng.choice([0, 7])))
+
+
+def test_streams_exercise_the_global_draft():
+    """The streams are not vacuous: the global draft wins in some slots and steps."""
+    _, wins = run_stream("cpu", 7, 80, rows=8, width=40, slots=4, vocab=4, key_len=2,
+                         params=dict(max_spec_factor=4.0, max_spec_offset=2.0, min_token_prob=0.0))
+    assert wins > 20
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_global_draft_from_another_request(place):
+    """A finished response drafts for a new request whose own history does not contain the match."""
+    drv = Driver(place, rows=4, width=16, slots=1, key_len=2)
+    W = 24
+
+    def step(prompt, resp, enc=0):
+        ids = np.full((1, W), -1, np.int64)
+        ids[0, :len(prompt)] = prompt
+        ids[0, len(prompt):len(prompt) + len(resp)] = resp
+        return dict(token_ids_all=ids, prompt_lens=np.array([[len(prompt)]], np.int64),
+                    step_idx=np.array([[len(resp)]], np.int64),
+                    seq_lens_encoder=np.array([enc], np.int32),
+                    seq_lens_decoder=np.array([0 if enc else len(prompt) + len(resp)], np.int32))
+
+    def insert(d):
+        suffix_cache_insert(*(drv.t(d[k]) for k in ("token_ids_all", "prompt_lens", "step_idx",
+                                                     "seq_lens_encoder", "seq_lens_decoder")),
+                            drv.cache)
+        drv.ref.insert(*(d[k] for k in ("token_ids_all", "prompt_lens", "step_idx",
+                                         "seq_lens_encoder", "seq_lens_decoder")))
+
+    insert(step([9], [1, 2, 3, 4, 5, 6]))                   # request 0 answers 1 2 3 4 5 6
+    insert(step([8], [], enc=1))                            # request 1 prefills on the same slot
+    d = step([8], [7, 1, 2])
+    insert(d)
+    q = dict(d, draft_token_num=np.array([4], np.int32), draft_tokens=np.zeros((1, 5), np.int64),
+             seq_lens_this_time=np.ones(1, np.int32), max_dec_len=np.array([[99]], np.int64),
+             suffix_tokens=np.zeros((1, 4), np.int64), suffix_probs=np.zeros((1, 4), np.float32),
+             suffix_meta=np.zeros((1, 2), np.int32), suffix_source=np.zeros(1, np.int32))
+    got = drv.query(q, max_spec_factor=2.0)
+    assert got["suffix_source"].tolist() == [1]
+    assert got["draft_tokens"][0, 1:5].tolist() == [3, 4, 5, 6]
+    assert got["suffix_meta"][0].tolist() == [4, 2]
+    drv.check_state()
+
+
+def test_local_wins_ties():
+    """Equal scores: the local draft is kept (source 0)."""
+    responses = [(0, [1, 2, 3])]
+    g = global_draft_ref(responses, [1, 2], 3, max_tree_depth=64, max_spec_factor=1.0,
+                         max_spec_offset=0.0, min_token_prob=0.1, key_len=1, max_occurrences=32)
+    assert g[0] == [3] and float(g[2]) == 1.0
+    drv = Driver("cpu", rows=2, width=8, slots=2, key_len=1)
+    ids = np.array([[1, 2, 3, -1, -1, -1, -1, -1], [1, 2, 3, 1, 2, -1, -1, -1]], np.int64)  # local [3]
+    d = dict(token_ids_all=ids, prompt_lens=np.array([[0], [3]], np.int64),
+             step_idx=np.array([[3], [2]], np.int64), seq_lens_encoder=np.zeros(2, np.int32),
+             seq_lens_decoder=np.array([3, 5], np.int32), draft_token_num=np.full(2, 1, np.int32),
+             draft_tokens=np.zeros((2, 2), np.int64), seq_lens_this_time=np.ones(2, np.int32),
+             max_dec_len=np.full((2, 1), 99, np.int64), suffix_tokens=np.zeros((2, 1), np.int64),
+             suffix_probs=np.zeros((2, 1), np.float32), suffix_meta=np.zeros((2, 2), np.int32),
+             suffix_source=np.zeros(2, np.int32))
+    drv.insert(type("S", (), {k: d[k] for k in ("token_ids_all", "prompt_lens", "step_idx",
+                                                 "seq_lens_encoder", "seq_lens_decoder")}))
+    got = drv.query(d)
+    assert got["suffix_source"][1] == 0 and got["draft_tokens"][1, 1] == 3
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_fifo_eviction_and_detached_slots(place):
+    """More requests than rows: the oldest responses go first; an active request whose row is taken
+    stops caching (detached) until its next request."""
+    drv, _ = run_stream(place, 11, 120, rows=2, width=12, slots=5, vocab=3, key_len=1)
+    assert int(drv.cache.counter.numpy()[0]) > 10
+    rows = drv.cache.rows_state.numpy()
+    live = sorted(int(q) for q in rows[:, 0] if q >= 0)
+    assert live == list(range(drv.ref.counter - len(live), drv.ref.counter))
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_occurrence_cap_skips_frequent_suffixes(place):
+    """A suffix occurring more than M times is skipped (a longer one is still used)."""
+    ref = global_draft_ref([(0, [5] * 40 + [6])], [5, 5], 4, max_tree_depth=64, max_spec_factor=2.0,
+                           max_spec_offset=0.0, min_token_prob=0.0, key_len=1, max_occurrences=32)
+    assert ref[3] == 0  # "5" occurs 40 times: skipped
+    ref = global_draft_ref([(0, [5] * 20 + [6])], [5, 5], 4, max_tree_depth=64, max_spec_factor=2.0,
+                           max_spec_offset=0.0, min_token_prob=0.0, key_len=1, max_occurrences=32)
+    assert ref[3] == 1 and ref[0][0] == 5
+    run_stream(place, 3, 40, rows=3, width=60, slots=2, vocab=2, key_len=1, M=32,
+               params=dict(max_spec_factor=4.0, min_token_prob=0.0))
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_evict_keeps_the_newest(place):
+    """suffix_cache_evict(keep) drops all but the newest responses; an active slot whose response
+    goes adds nothing more (detached) until its next request; keep=0 empties the cache."""
+    drv, _ = run_stream(place, 21, 40, rows=8, width=30, slots=4, vocab=3, key_len=1, evict_every=5)
+    drv.evict(0)
+    assert (drv.cache.rows_state.numpy()[:, 0] == -1).all()
+    drv.check_state()
+    with pytest.raises(ValueError, match="keep must be >= 0"):
+        drv.evict(-1)
+
+
+def test_bad_inputs_are_named():
+    c = SuffixCache.allocate(2, 4, 2)
+    ids = to_place(np.zeros((2, 8), np.int64), "cpu")
+    i64 = to_place(np.zeros((2, 1), np.int64), "cpu")
+    i32 = to_place(np.zeros(2, np.int32), "cpu")
+    with pytest.raises(OP_ERRORS, match="suffix_cache_insert: prompt_lens"):
+        suffix_cache_insert(ids, i32, i64, i32, i32, c)
+    with pytest.raises(OP_ERRORS, match="suffix_cache_insert: token_ids_all"):
+        suffix_cache_insert(to_place(np.zeros((1, 8), np.int64), "cpu"), i64, i64, i32, i32, c)
+    bad = SuffixCache.allocate(2, 4, 2)
+    bad.keys = to_place(np.zeros((2, 5), np.int32), "cpu")
+    with pytest.raises(OP_ERRORS, match="cache_keys must have the shape of cache_tokens"):
+        suffix_cache_insert(ids, i64, i64, i32, i32, bad)
+    small = SuffixCache.allocate(2, 4, 1)
+    with pytest.raises(OP_ERRORS, match="cache_slots must have shape"):
+        suffix_cache_insert(ids, i64, i64, i32, i32, small)
+    with pytest.raises(OP_ERRORS, match="suffix_cache_finish: finished"):
+        suffix_cache_finish(to_place(np.zeros(2, np.int64), "cpu"), c)
+    for kw, msg in [(dict(rows=0, width=4, slots=1), "rows must be"),
+                    (dict(rows=1, width=1 << 17, slots=1), "width must be"),
+                    (dict(rows=1, width=4, slots=1, key_len=9), "key_len must be"),
+                    (dict(rows=1, width=4, slots=1, max_occurrences=8), "max_occurrences must be")]:
+        with pytest.raises(ValueError, match=msg):
+            SuffixCache.allocate(**kw)
+    with pytest.raises(ValueError, match="max_cached_requests must be"):
+        SuffixCache.from_config(0, 4, 100, 1)
+    assert SuffixCache.from_config(-1, 10, 105, 1).tokens.shape == [10, 10]
+
+
+def test_query_bad_inputs_are_named():
+    rng = np.random.default_rng(0)
+    stream = RequestStream(rng, 2, 32)
+    d = stream.step().query_inputs(rng)
+    c = SuffixCache.allocate(2, 8, 2)
+    t = {n: to_place(d[n], "cpu") for n in QUERY_ARGS}
+    t2 = dict(t, suffix_source=to_place(np.zeros(2, np.int64), "cpu"))
+    with pytest.raises(OP_ERRORS, match="suffix_cache_query: suffix_source"):
+        suffix_cache_query(*(t2[n] for n in QUERY_ARGS), c)
+    with pytest.raises(OP_ERRORS, match="suffix_cache_query: max_tree_depth"):
+        suffix_cache_query(*(t[n] for n in QUERY_ARGS), c, max_tree_depth=0)
+    short = SuffixCache.allocate(2, 8, 1)
+    with pytest.raises(OP_ERRORS, match="query_cand must have at least 2 rows|query_cand"):
+        suffix_cache_query(*(t[n] for n in QUERY_ARGS), short)
+
+
+if given is not None:
+    @pytest.mark.parametrize("place", PLACES)
+    @given(seed=st.integers(0, 2**31 - 1), rows=st.integers(1, 6), width=st.integers(1, 20),
+           slots=st.integers(1, 4), vocab=st.integers(1, 5), key_len=st.integers(1, 4))
+    def test_fuzz_streams(place, seed, rows, width, slots, vocab, key_len):
+        run_stream(place, seed, 12, rows=rows, width=width, slots=slots, vocab=vocab,
+                   key_len=key_len, params=params_of(np.random.default_rng(seed)))
+
+
+def test_soak_cpu():
+    """Thousands of requests through a 32-row cache (evictions all along): state and drafts still
+    equal to the reference at the end, memory unchanged."""
+    drv = soak("cpu", 5, 3000)
+    assert drv.ref.counter >= 3000
+
+
+@pytest.mark.gpu
+def test_soak_gpu():
+    soak("gpu", 6, 3000)
+
+
+def _replay(cfg, traces, slots=1):
+    """Runs ``traces`` (prompt, answer) through the runner with the oracle target; returns the
+    runner's stats and its proposer."""
+    from fastdeploy_spec.proposers import create_proposer
+    from fastdeploy_spec.runner import Request, SpecRunner
+    from fastdeploy_spec.testing import OracleTarget
+    answers = {i: list(a) for i, (_, a) in enumerate(traces)}
+    reqs = [Request(i, list(p), len(a) + 1) for i, (p, a) in enumerate(traces)]
+    width = max(len(p) + len(a) for p, a in traces) + 16
+    proposer = create_proposer(cfg)
+    runner = SpecRunner(cfg, OracleTarget(answers, 64, 0), max_num_seqs=slots, max_model_len=width,
+                        end_tokens=[0], proposer=proposer)
+    out = runner.run(reqs)
+    assert all(out[i] == answers[i] + [0] for i in answers)
+    return runner.stats, proposer
+
+
+def test_proposer_drafts_from_earlier_requests():
+    """Repeated traffic: the second request's answer is drafted from the first one's cached response
+    (more tokens per step than with the request's own history alone), and suffix_source says so."""
+    from fastdeploy_spec.config import SpeculativeConfig
+    answer = [5, 9, 7, 3, 8, 2, 6, 4, 11, 12, 13, 14, 15, 16, 17, 18]
+    traces = [([1, 2], answer), ([3, 1, 2], answer)]
+    local = SpeculativeConfig(method="suffix", num_speculative_tokens=4,
+                              suffix_decoding_max_cached_requests=0)
+    warm = SpeculativeConfig(method="suffix", num_speculative_tokens=4,
+                             suffix_decoding_max_cached_requests=8,
+                             suffix_decoding_cached_response_len=32)
+    st_local, p_local = _replay(local, traces)
+    st_warm, p_warm = _replay(warm, traces)
+    assert p_local.cache is None and p_warm.cache is not None
+    assert p_warm.cache.tokens.shape == [8, 32]
+    assert st_warm.tokens_per_decode_step > st_local.tokens_per_decode_step
+    # Each response is cached up to the tokens accepted before the request's last decoding step
+    # (the proposer inserts when it runs; the final accepted tokens come after its last run).
+    rows = p_warm.cache.rows_state.numpy()
+    assert rows[:2, 0].tolist() == [0, 1] and rows[2:, 0].tolist() == [-1] * 6
+    toks = p_warm.cache.tokens.numpy()
+    for r in range(2):
+        assert 0 < rows[r, 1] <= len(answer)
+        assert toks[r, :rows[r, 1]].tolist() == answer[:rows[r, 1]]
+
+
+def test_proposer_source_output():
+    """suffix_source marks the global winner per slot (0 local, 1 global)."""
+    import paddle
+    from fastdeploy_spec.buffers import copy_from_host, make_share_inputs
+    from fastdeploy_spec.config import SpeculativeConfig
+    from fastdeploy_spec.proposers import SuffixProposer
+    cfg = SpeculativeConfig(method="suffix", num_speculative_tokens=3,
+                            suffix_decoding_max_cached_requests=4,
+                            suffix_decoding_cached_response_len=16)
+    bufs = make_share_inputs(2, 16, cfg)
+    row = np.full((2, 16), -1, np.int64)
+    row[0, :6] = [9, 5, 6, 7, 8, 1]      # prompt 9, response 5 6 7 8 1
+    row[1, :4] = [4, 4, 5, 6]            # prompt 4 4, response 5 6
+    copy_from_host(bufs["token_ids_all"], row)
+    copy_from_host(bufs["prompt_lens"], np.array([[1], [2]], np.int64))
+    copy_from_host(bufs["step_idx"], np.array([[5], [2]], np.int64))
+    copy_from_host(bufs["max_dec_len"], np.array([[100], [100]], np.int64))
+    copy_from_host(bufs["seq_lens_decoder"], np.array([6, 4], np.int32))
+    proposer = SuffixProposer(cfg)
+    proposer.run(share_inputs=bufs)
+    assert proposer.suffix_source.numpy().tolist() == [0, 1]
+    assert bufs["draft_tokens"].numpy()[1, 1].tolist() == 7
+    proposer.finish(paddle.to_tensor(np.array([1, 0], np.int32)))
+    assert proposer.cache.slots_state.numpy().tolist() == [-2, 1]
+
+
+def test_fd_config_keys_reach_the_cache():
+    from types import SimpleNamespace as NS
+    from fastdeploy_spec.proposers import SuffixProposer
+    fd = NS(speculative_config=NS(method="suffix", num_speculative_tokens=2,
+                                  suffix_decoding_max_cached_requests=3,
+                                  suffix_decoding_cached_response_len=8,
+                                  suffix_decoding_global_min_match=2),
+            graph_opt_config=NS(use_cudagraph=False), scheduler_config=NS(max_num_seqs=1),
+            model_config=NS(max_model_len=32))
+    p = SuffixProposer(fd)
+    assert p.max_cached_requests == 3
+    assert p.config.suffix_decoding_cached_response_len == 8
+    assert p.config.suffix_decoding_global_min_match == 2
+    from fastdeploy_spec.config import SpeculativeConfig
+    with pytest.raises(ValueError, match="suffix_decoding_max_cached_requests"):
+        SpeculativeConfig(method="suffix", suffix_decoding_max_cached_requests=-2)
+    with pytest.raises(ValueError, match="suffix_decoding_global_min_match"):
+        SpeculativeConfig(method="suffix", suffix_decoding_global_min_match=0)
