@@ -35,10 +35,12 @@ import paddle
 from fastdeploy_spec import ops
 from fastdeploy_spec.ops import _loader
 from fastdeploy_spec.ops._common import SPECS, FloatAttr
+from fastdeploy_spec.ops.suffix_cache import SuffixCache
 from tests.helpers import FRAGMENT_HEADER, FRAGMENT_MAGIC, fragments, payload_of, raw_receive_all, raw_send, to_place
 from tests.reference import logprob_msg as msg_ref
 from tests.reference import draft_model as draft_ref
 from tests.reference import suffix_match as suffix_ref
+from tests.reference.suffix_cache import SuffixCacheRef
 from tests.reference.get_accept_tokens import ref_cu_batch_offset, ref_get_accept_tokens_and_logits
 from tests.reference.hybrid_mtp_ngram import hybrid_mtp_ngram_ref
 from tests.reference.logprobs_topk import ref_logprobs_topk
@@ -136,7 +138,83 @@ def good(op: str, seed: int = 0) -> tuple[Dict[str, np.ndarray], Dict[str, objec
         return {k: d[k] for k in suffix_ref.TENSOR_ARGS}, dict(
             max_tree_depth=8, max_spec_factor=1.0, max_spec_offset=0.0, min_token_prob=0.1, max_draft_tokens=4,
             pad_to_max=False, threshold=None)
+    if op in CACHE_OPS:
+        return _good_cache(op, rng)
     raise KeyError(op)
+
+
+# ---- The global suffix cache: its tensors travel as arrays under SuffixCache.op_args()'s names ----
+
+CACHE_OPS = ("suffix_cache_insert", "suffix_cache_finish", "suffix_cache_evict", "suffix_cache_query")
+CACHE_FIELDS = dict(cache_tokens="tokens", cache_keys="keys", cache_rows="rows_state", cache_slots="slots_state",
+                    cache_counter="counter", query_cand="cand", query_stat="stat")
+CACHE_KEY_LEN, CACHE_ROWS, CACHE_WIDTH, CACHE_M = 2, 4, 12, 32
+
+
+def _good_cache(op: str, rng: np.random.Generator):
+    """A cache already holding responses (built by the insert op on the CPU from two random batches:
+    rows evicted and slots detached on the way), and the op's other inputs from a suffix batch."""
+    c = SuffixCache.allocate(CACHE_ROWS, CACHE_WIDTH, B, key_len=CACHE_KEY_LEN, max_occurrences=CACHE_M,
+                             place="cpu")
+    for _ in range(2):
+        d = suffix_ref.make_suffix_batch(rng, B, 16, k=4, vocab=3, p_prefill=0.1, p_empty=0.1)
+        ops.suffix_cache_insert(*(paddle.to_tensor(d[k]) for k in _INSERT_ARGS), c)
+    state = {k: getattr(c, f).numpy() for k, f in CACHE_FIELDS.items()}
+    d = suffix_ref.make_suffix_batch(rng, B, 16, k=4, vocab=3, p_prefill=0.1, p_empty=0.1)
+    d["suffix_source"] = np.full(B, -7, np.int32)
+    d["finished"] = np.array([1, 0, 1], np.int32)
+    names = SPECS[op].tensors
+    a = {k: (state[k] if k in state else d[k]) for k in names}
+    attrs = dict(key_len=CACHE_KEY_LEN)
+    if op == "suffix_cache_evict":
+        attrs["keep"] = 1
+    if op == "suffix_cache_query":
+        attrs.update(max_tree_depth=8, max_spec_factor=2.0, max_spec_offset=0.0, min_token_prob=0.1,
+                     max_draft_tokens=4, pad_to_max=False, threshold=None)
+    return a, attrs
+
+
+_INSERT_ARGS = ("token_ids_all", "prompt_lens", "step_idx", "seq_lens_encoder", "seq_lens_decoder")
+
+
+def _cache_of(t: Dict[str, object], attrs: Dict[str, object], place: str) -> SuffixCache:
+    """The SuffixCache holding the call's cache tensors (a field the op does not take: a fresh one)."""
+    fresh = SuffixCache.allocate(CACHE_ROWS, CACHE_WIDTH, B, key_len=CACHE_KEY_LEN, max_occurrences=CACHE_M,
+                                 place="gpu" if place == "gpu" else "cpu")
+    fields = {f: t.get(k, getattr(fresh, f)) for k, f in CACHE_FIELDS.items()}
+    return SuffixCache(key_len=attrs["key_len"], **fields)
+
+
+def _cache_ref(a: Dict[str, np.ndarray], key_len: int) -> SuffixCacheRef:
+    """The reference cache in the state the arrays `a` hold (responses read back from the ring)."""
+    tokens, rows = a["cache_tokens"], a["cache_rows"]
+    ref = SuffixCacheRef(tokens.shape[0], tokens.shape[1], B, key_len=key_len,
+                         max_occurrences=a["query_cand"].shape[1] if "query_cand" in a else CACHE_M)
+    for r in np.argsort(rows[:, 0], kind="stable"):
+        q, n = (int(x) for x in rows[r])
+        if q >= 0:
+            ref.responses[q] = [int(x) for x in tokens[r, :n]]
+    ref.slots = [int(x) for x in a.get("cache_slots", ref.slots)]
+    ref.counter = int(a["cache_counter"][0]) if "cache_counter" in a else 0
+    return ref
+
+
+def _cache_state(ref: SuffixCacheRef, a: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """The op's state arrays for the reference cache `ref`: tokens past a row's length are not compared
+    (masked to -1 by `_canon`)."""
+    rows, toks = ref.rows_view()
+    tokens = np.full_like(a["cache_tokens"], -1)
+    for r, resp in toks.items():
+        tokens[r, :len(resp)] = resp
+    return dict(cache_rows=rows, cache_tokens=tokens, cache_slots=np.array(ref.slots, np.int64),
+                cache_counter=np.array([ref.counter], np.int64))
+
+
+def _canon(name: str, got: np.ndarray, t: Dict[str, paddle.Tensor]) -> np.ndarray:
+    if name != "cache_tokens":
+        return got
+    lens = t["cache_rows"].numpy()[:, 1]
+    return np.where(np.arange(got.shape[1])[None, :] < lens[:, None], got, -1)
 
 
 DRAFT_ORDERS = {"draft_model_preprocess": draft_ref.PRE_ORDER, "draft_model_update": draft_ref.UPD_ORDER,
@@ -161,6 +239,13 @@ def call(op: str, t: Dict[str, object], attrs: Dict[str, object]) -> None:
     """Calls the op's Python entry point with the tensors `t` (any values) and attributes `attrs`."""
     spec = SPECS[op]
     fn = getattr(ops, op)
+    if op in CACHE_OPS:
+        place = "gpu" if any(isinstance(v, paddle.Tensor) and v.place.is_gpu_place() for v in t.values()) else "cpu"
+        cache = t["cache"] if "cache" in t else _cache_of(t, attrs, place)
+        pos = [t[k] for k in spec.tensors if k not in CACHE_FIELDS]
+        kw = {n: attrs[n] for n, _ in spec.attrs if n != "key_len"}
+        fn(*pos, cache, **kw)
+        return
     pos = [t[k] for k in spec.tensors if not (k == "temperature")]
     kw = {}
     if "temperature" in spec.tensors:
@@ -220,13 +305,28 @@ def reference(op: str, a: Dict[str, np.ndarray], attrs: Dict[str, object]) -> Di
         return {k: ref.s[k] for k in SPECS[op].outputs}
     if op == "suffix_match":
         return suffix_ref.suffix_match_ref(*(a[k] for k in suffix_ref.TENSOR_ARGS), **attrs)
+    if op == "suffix_cache_finish":
+        ref = SuffixCacheRef(1, 1, len(a["cache_slots"]))
+        ref.slots = [int(x) for x in a["cache_slots"]]
+        ref.finish(a["finished"])
+        return dict(cache_slots=np.array(ref.slots, np.int64))
+    if op in CACHE_OPS:
+        ref = _cache_ref(a, attrs["key_len"])
+        if op == "suffix_cache_query":
+            kw = {k: v for k, v in attrs.items() if k != "key_len"}
+            return ref.query(*(a[k] for k in SPECS[op].tensors if k not in CACHE_FIELDS), **kw)
+        if op == "suffix_cache_insert":
+            ref.insert(*(a[k] for k in _INSERT_ARGS))
+        else:
+            ref.evict(attrs["keep"])
+        return {k: v for k, v in _cache_state(ref, a).items() if k in SPECS[op].outputs}
     raise KeyError(op)
 
 
 TOKEN_OPS = ("ngram_match", "hybrid_mtp_ngram", "speculate_verify_greedy", "speculate_step_update",
              "speculate_get_accept_tokens_and_logits", "speculate_compute_cu_batch_offset",
              "speculate_logprobs_topk", "draft_model_preprocess", "draft_model_update", "draft_model_accept",
-             "suffix_match")
+             "suffix_match") + CACHE_OPS
 SEND_OPS = ("speculate_save_output_topk", "mtp_save_first_token_with_topk")
 ALL_OPS = TOKEN_OPS + SEND_OPS + ("speculate_get_output_topk",)
 
@@ -239,7 +339,7 @@ def run_and_check(op: str, a: Dict[str, np.ndarray], attrs: Dict[str, object], p
     t = tensors(a, place) if t is None else t
     call(op, t, attrs)
     for name, w in want.items():
-        got = t[name].numpy()
+        got = _canon(name, t[name].numpy(), t)
         if op == "speculate_logprobs_topk" and name == "logprob_scores":
             np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-5, err_msg=name)
         else:
@@ -332,7 +432,9 @@ def family_ranks(place, cases):
 # Tensors for which one element is a valid shape in the good calls (no batch dimension).
 ONE_ELEMENT_OK = {"speculate_verify_greedy": ("end_tokens",), "speculate_step_update": ("end_tokens",),
                   "speculate_save_output_topk": ("not_need_stop",),
-                  "mtp_save_first_token_with_topk": ("not_need_stop",)}
+                  "mtp_save_first_token_with_topk": ("not_need_stop",),
+                  "suffix_cache_insert": ("cache_counter",), "suffix_cache_evict": ("cache_counter",),
+                  "suffix_cache_finish": ("finished",)}  # finished defines the batch: one slot is valid
 
 
 # Tensors whose first dimension is the batch and must equal it (per-slot: [B] or [B, 1]); rows
@@ -349,6 +451,9 @@ PER_SLOT = {
     "speculate_logprobs_topk": ("temperature",),
     "speculate_save_output_topk": ("seq_lens_decoder", "prompt_lens"),
     "mtp_save_first_token_with_topk": ("seq_lens_decoder", "prompt_lens", "preempted_idx"),
+    "suffix_cache_insert": ("prompt_lens", "step_idx", "seq_lens_decoder"),
+    "suffix_cache_query": ("prompt_lens", "step_idx", "draft_token_num", "seq_lens_encoder", "seq_lens_decoder",
+                           "max_dec_len"),
 }
 ROWS = {
     "ngram_match": ("token_ids_all", "draft_tokens"),
@@ -357,6 +462,10 @@ ROWS = {
     "speculate_step_update": ("accept_tokens", "token_ids_all", "draft_tokens"),
     "speculate_get_accept_tokens_and_logits": ("accept_tokens",),
     "mtp_save_first_token_with_topk": ("sampled_token_ids",),
+    "suffix_cache_insert": ("token_ids_all", "cache_slots"),
+    "suffix_cache_finish": ("cache_slots",),
+    "suffix_cache_query": ("token_ids_all", "draft_tokens", "suffix_tokens", "suffix_probs", "suffix_meta",
+                           "suffix_source", "query_cand", "query_stat"),
 }
 
 
@@ -411,7 +520,7 @@ def _empty_batch(op: str):
     a, attrs = good(op)
     cut = {}
     for k, v in a.items():
-        if k in ("end_tokens", "logits", "target_logits", "cu_seqlens_q_output", "cu_batch_token_offset",
+        if k in CACHE_FIELDS or k in ("end_tokens", "logits", "target_logits", "cu_seqlens_q_output", "cu_batch_token_offset",
                  "token_ids", "logprob_token_ids", "logprob_scores", "logprob_ranks"):
             cut[k] = v
         else:
@@ -537,7 +646,7 @@ def family_values(place, cases):
     for op in TOKEN_OPS:
         a0, _ = good(op)
         for name, v in a0.items():
-            if v.dtype not in (np.int32, np.int64):
+            if v.dtype not in (np.int32, np.int64) or name in CACHE_FIELDS:  # the cache: the ops' own state
                 continue
             for seed in (1, 2):
                 def fn(op=op, name=name, seed=seed):
@@ -589,8 +698,9 @@ def family_values(place, cases):
         _ok_case(cases, "hostile values", "speculate_step_update", f"values/step_update/dec={dec},enc={enc},n={n}", fn)
 
 
-# Attributes whose None is a documented value (suffix_match: max_draft_tokens None means K).
-NONE_IS_DEFAULT = {("suffix_match", "max_draft_tokens")}
+# Attributes whose None is a documented value (suffix_match, suffix_cache_query: max_draft_tokens None
+# means K).
+NONE_IS_DEFAULT = {("suffix_match", "max_draft_tokens"), ("suffix_cache_query", "max_draft_tokens")}
 
 
 def family_attrs(place, cases):
@@ -643,6 +753,62 @@ def family_attrs(place, cases):
             a, attrs = good(op)
             run_and_check(op, a, dict(attrs, **changes), place)
         _ok_case(cases, "attribute limits", op, f"attrs/{op}/valid-{changes}", fn)
+
+
+def family_cache(place, cases):
+    """The global suffix cache: the `cache` argument itself, its shape limits, its key length."""
+    for op in CACHE_OPS:
+        for label, value in [("None", None), ("dict", "dict"), ("numpy", "numpy"), ("tensor", "tensor")]:
+            def fn(op=op, value=value):
+                a, attrs = good(op)
+                t = tensors(a, place)
+                c = _cache_of(t, attrs, place)
+                t["cache"] = {"dict": c.op_args(), "numpy": a.get("cache_slots", a.get("cache_rows")),
+                              "tensor": c.slots_state}.get(value, value)
+                call(op, t, attrs)
+            _error_case(cases, "suffix cache", op, "cache", f"cache/{op}/cache={label}", fn)
+    for op in ("suffix_cache_insert", "suffix_cache_evict", "suffix_cache_query"):
+        for key_len in (0, 9, -1):
+            def fn(op=op, key_len=key_len):
+                a, attrs = good(op)
+                call(op, tensors(a, place), dict(attrs, key_len=key_len))
+            _error_case(cases, "suffix cache", op, "key_len", f"cache/{op}/key_len={key_len}", fn)
+        for name, cut in [("cache_tokens", lambda v: v[:0]), ("cache_tokens", lambda v: v[:, :0]),
+                          ("cache_rows", lambda v: v[:, :1]), ("cache_keys", lambda v: v[:-1])]:
+            def fn(op=op, name=name, cut=cut):
+                a, attrs = good(op)
+                a[name] = cut(a[name])
+                call(op, tensors(a, place), attrs)
+            _error_case(cases, "suffix cache", op, name, f"cache/{op}/{name}-{a_shape(cut)}", fn)
+    for name, cut in [("query_cand", lambda v: v[:, :31]), ("query_stat", lambda v: v[:, :-1]),
+                      ("suffix_source", lambda v: v[:-1])]:
+        def fn(name=name, cut=cut):
+            a, attrs = good("suffix_cache_query")
+            a[name] = cut(a[name])
+            call("suffix_cache_query", tensors(a, place), attrs)
+        _error_case(cases, "suffix cache", "suffix_cache_query", name, f"cache/query/{name}-{a_shape(cut)}", fn)
+    # Valid limits: exact results.
+    for op, changes in [("suffix_cache_evict", dict(keep=0)), ("suffix_cache_evict", dict(keep=2**63 - 1)),
+                        ("suffix_cache_evict", dict(keep=CACHE_ROWS)), ("suffix_cache_insert", dict(key_len=1)),
+                        ("suffix_cache_insert", dict(key_len=8)), ("suffix_cache_query", dict(threshold=0)),
+                        ("suffix_cache_query", dict(threshold=2**63 - 1)), ("suffix_cache_query", dict(pad_to_max=True)),
+                        ("suffix_cache_query", dict(min_token_prob=0.0)), ("suffix_cache_query", dict(max_spec_factor=0.0)),
+                        ("suffix_cache_query", dict(max_spec_offset=-1e30)), ("suffix_cache_query", dict(max_tree_depth=1))]:
+        def fn(op=op, changes=changes):
+            a, attrs = good(op)
+            run_and_check(op, a, dict(attrs, **changes), place)
+        _ok_case(cases, "suffix cache", op, f"cache/{op}/valid-{changes}", fn)
+
+    def width_0():  # no history at all: nothing cached, no draft
+        for op in ("suffix_cache_insert", "suffix_cache_query"):
+            a, attrs = good(op)
+            a["token_ids_all"] = a["token_ids_all"][:, :0]
+            run_and_check(op, a, attrs, place)
+    _ok_case(cases, "suffix cache", "suffix_cache_insert", "cache/token_ids_all-width-0", width_0)
+
+
+def a_shape(cut) -> str:
+    return "x".join(str(n) for n in cut(np.zeros((5, 40))).shape)
 
 
 @contextlib.contextmanager
@@ -818,7 +984,8 @@ def sticky_check(place: str) -> Callable[[], None]:
 
 
 FAMILIES = [family_types, family_undefined_at_binding, family_dtypes, family_ranks, family_batch,
-            family_zero_sizes, family_views, family_grad, family_values, family_attrs, family_env, family_queue]
+            family_zero_sizes, family_views, family_grad, family_values, family_attrs, family_cache, family_env,
+            family_queue]
 HOST_ONLY_FAMILIES = {"environment", "queue traffic"}  # no tensor place: run once, on the CPU pass
 
 
