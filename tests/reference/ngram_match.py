@@ -41,6 +41,16 @@ PER_SLOT = ("prompt_lens", "step_idx", "draft_token_num", "seq_lens_this_time", 
             "seq_lens_decoder", "max_dec_len")
 
 
+def batch_inputs(threshold, token_ids_all, draft_tokens, seq_lens_this_time, *per_slot):
+    """The inputs every n-gram/suffix reference starts from: (T, ids, W, drafts (a copy), K,
+    seq_lens_this_time's shape, seq_lens_this_time as ints, B, each per-slot tensor as ints)."""
+    ids = np.asarray(token_ids_all, np.int64)
+    drafts = np.array(draft_tokens, np.int64, copy=True)
+    slt = [int(v) for v in np.ravel(seq_lens_this_time)]
+    return (resolve_threshold(threshold), ids, ids.shape[1], drafts, drafts.shape[1] - 1,
+            np.shape(seq_lens_this_time), slt, len(slt), [[int(v) for v in np.ravel(a)] for a in per_slot])
+
+
 def resolve_threshold(threshold: int | None) -> int:
     """The op's threshold rule: the keyword, else the environment variable, else 128."""
     if threshold is not None:
@@ -88,18 +98,9 @@ def ngram_match_ref(token_ids_all, prompt_lens, step_idx, draft_token_num, draft
     seq_lens_this_time)``; inputs are not modified. ``max_draft_tokens`` only sets the pad length of
     ``pad_to_max`` (the draft cap is ``draft_token_num``); padding follows the whole walk and pads
     every decoding slot."""
-    T = resolve_threshold(threshold)
-    ids = np.asarray(token_ids_all, np.int64)
-    W = ids.shape[1]
-    drafts = np.array(draft_tokens, np.int64, copy=True)
-    K = drafts.shape[1] - 1
-    slt_shape = np.shape(seq_lens_this_time)
-    slt = [int(v) for v in np.ravel(seq_lens_this_time)]
-    B = len(slt)
-    P_in, s_in, dtn, enc, dec, mdl = (
-        [int(v) for v in np.ravel(a)]
-        for a in (prompt_lens, step_idx, draft_token_num, seq_lens_encoder, seq_lens_decoder,
-                  max_dec_len))
+    T, ids, W, drafts, K, slt_shape, slt, B, (P_in, s_in, dtn, enc, dec, mdl) = batch_inputs(
+        threshold, token_ids_all, draft_tokens, seq_lens_this_time, prompt_lens, step_idx,
+        draft_token_num, seq_lens_encoder, seq_lens_decoder, max_dec_len)
 
     unprocessed = sum(1 for b in range(B) if enc[b] > 0 or dec[b] > 0)
     for b in range(B):

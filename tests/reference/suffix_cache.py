@@ -18,8 +18,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from tests.reference.suffix_match import f32, spec_limit, suffix_draft_ref
-from tests.reference.ngram_match import resolve_threshold
+from tests.reference.suffix_match import f32, spec_limit, suffix_draft_ref, suffix_match_ref
 
 SLOT_FREE, SLOT_DETACHED = -1, -2
 
@@ -126,78 +125,25 @@ class SuffixCacheRef:
 
     def query(self, token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens,
               seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, max_dec_len, suffix_tokens,
-              suffix_probs, suffix_meta, suffix_source, *, max_tree_depth: int = 64,
-              max_spec_factor: float = 1.0, max_spec_offset: float = 0.0,
-              min_token_prob: float = 0.1, max_draft_tokens=None, pad_to_max: bool = False,
-              threshold=None) -> dict:
-        """The query op on NumPy arrays: new arrays for every output."""
-        T = resolve_threshold(threshold)
-        ids = np.asarray(token_ids_all, np.int64)
-        W = ids.shape[1]
-        drafts = np.array(draft_tokens, np.int64, copy=True)
-        K = drafts.shape[1] - 1
-        if max_draft_tokens is None:
-            max_draft_tokens = K
-        stoks = np.array(suffix_tokens, np.int64, copy=True)
-        sprobs = np.array(suffix_probs, np.float32, copy=True)
-        smeta = np.array(suffix_meta, np.int32, copy=True)
+              suffix_probs, suffix_meta, suffix_source, **attrs) -> dict:
+        """The query op on NumPy arrays: new arrays for every output. ``attrs``: suffix_match_ref's
+        keywords. The walk is suffix_match's; only the draft of a slot differs: the local one
+        unless the global one scores higher."""
         src = np.array(suffix_source, np.int32, copy=True)
-        slt_shape = np.shape(seq_lens_this_time)
-        slt = [int(v) for v in np.ravel(seq_lens_this_time)]
-        B = len(slt)
-        P_in, s_in, dtn, enc, dec, mdl = (
-            [int(v) for v in np.ravel(a)]
-            for a in (prompt_lens, step_idx, draft_token_num, seq_lens_encoder, seq_lens_decoder,
-                      max_dec_len))
         responses = list(self.responses.items())
-        kw = dict(max_tree_depth=max_tree_depth, max_spec_factor=max_spec_factor,
-                  max_spec_offset=max_spec_offset, min_token_prob=min_token_prob)
-        untruncated = [0] * B
-        for b in range(B):
-            if not (enc[b] <= 0 and dec[b] != 0):
-                continue
-            P = min(max(P_in[b], 0), W)
-            s = min(max(s_in[b], 0), W - P)
-            cap = max(min(dtn[b], max_draft_tokens, K, mdl[b] - s - 1, W - P - s - 1), 0)
-            H = ids[b, :P + s]
-            draft = suffix_draft_ref(H, cap, **kw)
-            C = H[len(H) - min(max_tree_depth, len(H)):]
-            g = global_draft_ref(responses, C, cap, key_len=self.key_len,
-                                 max_occurrences=self.M, **kw)
-            src[b] = 0
-            if g[2] > draft[2]:
-                draft, src[b] = g, 1
-            tokens, probs, _, L = draft
-            m = len(tokens)
-            stoks[b, :] = -1
-            stoks[b, :m] = tokens
-            sprobs[b, :] = 0.0
-            sprobs[b, :m] = probs
-            smeta[b] = (m, L)
-            untruncated[b] = m
-        unprocessed = sum(1 for b in range(B) if enc[b] > 0 or dec[b] > 0)
-        total = 0
-        for b in range(B):
-            if enc[b] > 0:
-                slt[b] = max(slt[b], 0)
-                total += slt[b]
-                continue
-            if dec[b] == 0:
-                slt[b] = 0
-                continue
-            unprocessed -= 1
-            G = total + 1 + unprocessed
-            kept = 0 if G >= T - 1 else min(untruncated[b], T - G)
-            drafts[b, 1:1 + kept] = stoks[b, :kept]
-            slt[b] = 1 + kept
-            if pad_to_max:
-                drafts[b, 1 + kept:1 + max_draft_tokens] = drafts[b, kept]
-                slt[b] = 1 + max_draft_tokens
-            total += 1 + kept
-        return {"draft_tokens": drafts,
-                "seq_lens_this_time": np.array(slt, np.int32).reshape(slt_shape),
-                "suffix_tokens": stoks, "suffix_probs": sprobs, "suffix_meta": smeta,
-                "suffix_source": src}
+
+        def draft_of(b, H, cap, kw):
+            cap = max(cap, 0)
+            local = suffix_draft_ref(H, cap, **kw)
+            C = H[len(H) - min(kw["max_tree_depth"], len(H)):]
+            g = global_draft_ref(responses, C, cap, key_len=self.key_len, max_occurrences=self.M, **kw)
+            src[b] = int(g[2] > local[2])
+            return g if src[b] else local
+
+        out = suffix_match_ref(token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens,
+                               seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, max_dec_len,
+                               suffix_tokens, suffix_probs, suffix_meta, draft_of=draft_of, **attrs)
+        return dict(out, suffix_source=src)
 
     def rows_view(self):
         """(rows [R, 2], tokens [R, width]) as the op's ring lays them out, for state comparison."""

@@ -30,7 +30,7 @@ import numpy as np
 from fastdeploy_spec.ops import suffix_match
 from tests.helpers import to_place
 from tests.reference.ngram_match import DTYPES as NGRAM_DTYPES
-from tests.reference.ngram_match import resolve_threshold
+from tests.reference.ngram_match import batch_inputs
 
 # Argument order of the op's tensors.
 TENSOR_ARGS = (
@@ -124,25 +124,25 @@ def suffix_match_ref(token_ids_all, prompt_lens, step_idx, draft_token_num, draf
                      suffix_tokens, suffix_probs, suffix_meta, *, max_tree_depth: int = 64,
                      max_spec_factor: float = 1.0, max_spec_offset: float = 0.0,
                      min_token_prob: float = 0.1, max_draft_tokens: int | None = None,
-                     pad_to_max: bool = False, threshold: int | None = None) -> dict:
-    """The op on NumPy arrays. Returns new arrays for every output (keyed as ``OUTPUTS``)."""
-    T = resolve_threshold(threshold)
-    ids = np.asarray(token_ids_all, np.int64)
-    W = ids.shape[1]
-    drafts = np.array(draft_tokens, np.int64, copy=True)
-    K = drafts.shape[1] - 1
+                     pad_to_max: bool = False, threshold: int | None = None, draft_of=None) -> dict:
+    """The op on NumPy arrays. Returns new arrays for every output (keyed as ``OUTPUTS``).
+
+    ``draft_of(b, H, cap, kw)`` chooses slot b's draft (tokens, probs, score, match_len) from its
+    history ``H``, its cap and the four draft keywords ``kw``; default: the local draft
+    (``suffix_draft_ref``). ``suffix_cache_query``'s reference passes its local-or-global choice."""
+    T, ids, W, drafts, K, slt_shape, slt, B, (P_in, s_in, dtn, enc, dec, mdl) = batch_inputs(
+        threshold, token_ids_all, draft_tokens, seq_lens_this_time, prompt_lens, step_idx,
+        draft_token_num, seq_lens_encoder, seq_lens_decoder, max_dec_len)
     if max_draft_tokens is None:
         max_draft_tokens = K
+    if draft_of is None:
+        def draft_of(b, H, cap, kw):
+            return suffix_draft_ref(H, cap, **kw)
+    kw = dict(max_tree_depth=max_tree_depth, max_spec_factor=max_spec_factor,
+              max_spec_offset=max_spec_offset, min_token_prob=min_token_prob)
     stoks = np.array(suffix_tokens, np.int64, copy=True)
     sprobs = np.array(suffix_probs, np.float32, copy=True)
     smeta = np.array(suffix_meta, np.int32, copy=True)
-    slt_shape = np.shape(seq_lens_this_time)
-    slt = [int(v) for v in np.ravel(seq_lens_this_time)]
-    B = len(slt)
-    P_in, s_in, dtn, enc, dec, mdl = (
-        [int(v) for v in np.ravel(a)]
-        for a in (prompt_lens, step_idx, draft_token_num, seq_lens_encoder, seq_lens_decoder,
-                  max_dec_len))
 
     # 1. Every decoding slot's draft, before the batch budget.
     untruncated = [0] * B
@@ -152,9 +152,7 @@ def suffix_match_ref(token_ids_all, prompt_lens, step_idx, draft_token_num, draf
         P = min(max(P_in[b], 0), W)
         s = min(max(s_in[b], 0), W - P)
         cap = min(dtn[b], max_draft_tokens, K, mdl[b] - s - 1, W - P - s - 1)
-        tokens, probs, _, L = suffix_draft_ref(
-            ids[b, :P + s], cap, max_tree_depth=max_tree_depth, max_spec_factor=max_spec_factor,
-            max_spec_offset=max_spec_offset, min_token_prob=min_token_prob)
+        tokens, probs, _, L = draft_of(b, ids[b, :P + s], cap, kw)
         m = len(tokens)
         stoks[b, :] = -1
         stoks[b, :m] = tokens
