@@ -79,14 +79,14 @@ OPS: dict[str, dict[str, list[str]]] = {
         "cuda": ["draft_model/draft_model.cu"],
     },
     # Host ops: their GPU path (copies of GPU inputs) is in the .cc files, built with FDSPEC_WITH_CUDA.
-    # The message format and the transport are listed once, with the first of the three.
+    # The message format and the transport are listed once, with the first of the three; both save
+    # ops are bound in one file.
     "speculate_save_output_topk": {
-        "cpp": ["logprob_msg/speculate_save_output_topk_op.cc", "logprob_msg/logprob_msg.cc",
-                "logprob_msg/msg_queue.cc"],
+        "cpp": ["logprob_msg/save_ops.cc", "logprob_msg/logprob_msg.cc", "logprob_msg/msg_queue.cc"],
         "cuda": [],
     },
     "mtp_save_first_token_with_topk": {
-        "cpp": ["logprob_msg/mtp_save_first_token_with_topk_op.cc"],
+        "cpp": [],
         "cuda": [],
     },
     "speculate_get_output_topk": {

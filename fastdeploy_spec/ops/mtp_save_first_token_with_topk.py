@@ -5,17 +5,9 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import BOOL, INT32, INT64, QUEUE_ID, OpSpec
+from fastdeploy_spec.ops.speculate_save_output_topk import save_spec
 
-SPEC = OpSpec(
-    "mtp_save_first_token_with_topk",
-    tensors=("sampled_token_ids", "logprob_token_ids", "logprob_scores", "logprob_ranks",
-             "token_num_per_batch", "cu_batch_token_offset", "not_need_stop", "seq_lens_decoder",
-             "prompt_lens", "preempted_idx"),
-    attrs=(("message_flag", INT32), ("rank_id", INT64), ("save_each_rank", BOOL),
-           ("queue_id", QUEUE_ID)),
-    same_place=False,
-)
+SPEC = save_spec("mtp_save_first_token_with_topk", "preempted_idx")
 
 
 def mtp_save_first_token_with_topk(
@@ -68,10 +60,9 @@ def mtp_save_first_token_with_topk(
 
     >>> import numpy as np, paddle
     >>> from fastdeploy_spec.ops import mtp_save_first_token_with_topk, speculate_get_output_topk
-    >>> from fastdeploy_spec.transport import private_queue
+    >>> from fastdeploy_spec.transport import private_queue, receive_buffers
     >>> t = paddle.to_tensor
-    >>> tokens = t(np.zeros([3 + 512 + 512 * 126, 1], np.int64))
-    >>> scores, ranks = t(np.zeros([512 * 126, 1], np.float32)), t(np.zeros([512 * 6], np.int64))
+    >>> tokens, scores, ranks = receive_buffers()
     >>> with private_queue() as qid:
     ...     mtp_save_first_token_with_topk(
     ...         t(np.array([[7, 8, 9]], np.int64)), t(np.zeros([1, 3], np.int64)),

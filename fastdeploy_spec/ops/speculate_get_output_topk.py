@@ -65,10 +65,8 @@ def speculate_get_output_topk(
     --------
     >>> import numpy as np, paddle
     >>> from fastdeploy_spec.ops import speculate_get_output_topk
-    >>> from fastdeploy_spec.transport import private_queue
-    >>> tokens = paddle.to_tensor(np.zeros([3 + 512 + 512 * 126, 1], np.int64))
-    >>> scores = paddle.to_tensor(np.zeros([512 * 126, 1], np.float32))
-    >>> ranks = paddle.to_tensor(np.zeros([512 * 6], np.int64))
+    >>> from fastdeploy_spec.transport import private_queue, receive_buffers
+    >>> tokens, scores, ranks = receive_buffers()     # int64 [3 + 512 + 512 * 126, 1], ...
     >>> with private_queue() as qid:
     ...     speculate_get_output_topk(tokens, scores, ranks, 20, 0, False, queue_id=qid)
     >>> int(tokens[0, 0])   # with an empty queue

@@ -8,15 +8,21 @@ import paddle
 from fastdeploy_spec.ops import _loader
 from fastdeploy_spec.ops._common import BOOL, INT32, INT64, QUEUE_ID, OpSpec
 
-SPEC = OpSpec(
-    "speculate_save_output_topk",
-    tensors=("sampled_token_ids", "logprob_token_ids", "logprob_scores", "logprob_ranks",
-             "token_num_per_batch", "cu_batch_token_offset", "not_need_stop", "seq_lens_decoder",
-             "prompt_lens", "last_preempted_idx"),
-    attrs=(("message_flag", INT32), ("rank_id", INT64), ("save_each_rank", BOOL),
-           ("queue_id", QUEUE_ID)),
-    same_place=False,
-)
+def save_spec(op: str, preempted: str) -> OpSpec:
+    """The OpSpec of a save op: the two take the same tensors and attributes (one binding,
+    ``custom_ops/logprob_msg/save_ops.cc``) and differ in the name of their last tensor."""
+    return OpSpec(
+        op,
+        tensors=("sampled_token_ids", "logprob_token_ids", "logprob_scores", "logprob_ranks",
+                 "token_num_per_batch", "cu_batch_token_offset", "not_need_stop", "seq_lens_decoder",
+                 "prompt_lens", preempted),
+        attrs=(("message_flag", INT32), ("rank_id", INT64), ("save_each_rank", BOOL),
+               ("queue_id", QUEUE_ID)),
+        same_place=False,
+    )
+
+
+SPEC = save_spec("speculate_save_output_topk", "last_preempted_idx")
 
 _ATTRS = ("message_flag", "rank_id", "save_each_rank")
 
@@ -90,10 +96,9 @@ def speculate_save_output_topk(
 
     >>> import numpy as np, paddle
     >>> from fastdeploy_spec.ops import speculate_get_output_topk, speculate_save_output_topk
-    >>> from fastdeploy_spec.transport import private_queue
+    >>> from fastdeploy_spec.transport import private_queue, receive_buffers
     >>> t = paddle.to_tensor
-    >>> tokens = t(np.zeros([3 + 512 + 512 * 126, 1], np.int64))
-    >>> scores, ranks = t(np.zeros([512 * 126, 1], np.float32)), t(np.zeros([512 * 6], np.int64))
+    >>> tokens, scores, ranks = receive_buffers()
     >>> with private_queue() as qid:
     ...     speculate_save_output_topk(
     ...         t(np.array([7, 8], np.int64)), t(np.zeros([2, 3], np.int64)),

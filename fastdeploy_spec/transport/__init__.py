@@ -14,7 +14,7 @@ from fastdeploy_spec.transport.parser import LogprobMessage, SlotLogprobs, parse
 from fastdeploy_spec.transport.queue import (QUEUE_ID_ENV, QueueStats, free_queue_id, last_send_stats,
                                              lock_path, private_queue, queue_env, queue_stats, release_queue_id,
                                              remove_queue)
-from fastdeploy_spec.transport.receiver import LogprobReceiver, child_env
+from fastdeploy_spec.transport.receiver import LogprobReceiver, child_env, receive_buffers
 
 __all__ = [
     "QUEUE_ID_ENV",
@@ -28,6 +28,7 @@ __all__ = [
     "last_send_stats",
     "layout",
     "lock_path",
+    "receive_buffers",
     "parse_logprob_output",
     "private_queue",
     "queue_env",

@@ -80,10 +80,9 @@ def parse_logprob_output(output_tokens, output_scores, output_ranks) -> LogprobM
     >>> import numpy as np, paddle
     >>> from fastdeploy_spec.ops import speculate_get_output_topk, speculate_save_output_topk
     >>> from fastdeploy_spec.transport import parse_logprob_output
-    >>> from fastdeploy_spec.transport import private_queue
+    >>> from fastdeploy_spec.transport import private_queue, receive_buffers
     >>> t = paddle.to_tensor
-    >>> tokens = t(np.zeros([3 + 512 + 512 * 126, 1], np.int64))
-    >>> scores, ranks = t(np.zeros([512 * 126, 1], np.float32)), t(np.zeros([512 * 6], np.int64))
+    >>> tokens, scores, ranks = receive_buffers()
     >>> with private_queue() as qid:
     ...     speculate_save_output_topk(
     ...         t(np.array([7, 8], np.int64)), t(np.array([[0, 5], [0, 9]], np.int64)),

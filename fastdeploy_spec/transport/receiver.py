@@ -47,6 +47,19 @@ def child_env(**extra: str) -> Dict[str, str]:
     return env
 
 
+def receive_buffers():
+    """The three receive buffers of ``speculate_get_output_topk`` (tokens int64 [3 + 512 + 512 * 126,
+    1], scores float32 [512 * 126, 1], ranks int64 [512 * 6], sized from the op library's layout),
+    zeroed, on the host (also under a GPU Paddle: the receive is a host op)."""
+    import paddle
+
+    lay = layout()
+    cpu = paddle.CPUPlace()
+    return (paddle.to_tensor(np.zeros((lay.tokens_len, 1), np.int64), place=cpu),
+            paddle.to_tensor(np.zeros((lay.scores_len, 1), np.float32), place=cpu),
+            paddle.to_tensor(np.zeros(lay.ranks_len, np.int64), place=cpu))
+
+
 def _receive_forever(out) -> None:
     """The child: blocking receive, parse, pickle to ``out``; until the parent ends it."""
     try:
@@ -55,10 +68,7 @@ def _receive_forever(out) -> None:
         from fastdeploy_spec.ops import speculate_get_output_topk
 
         lay = layout()
-        cpu = paddle.CPUPlace()  # host buffers, also under a GPU Paddle
-        tokens = paddle.to_tensor(np.zeros((lay.tokens_len, 1), np.int64), place=cpu)
-        scores = paddle.to_tensor(np.zeros((lay.scores_len, 1), np.float32), place=cpu)
-        ranks = paddle.to_tensor(np.zeros(lay.ranks_len, np.int64), place=cpu)
+        tokens, scores, ranks = receive_buffers()
         while True:
             speculate_get_output_topk(tokens, scores, ranks, lay.k, 0, True)
             message = parse_logprob_output(tokens, scores, ranks)
