@@ -154,25 +154,11 @@ class OpChecks {
   // other shape against B, and every tensor on the place of the first. The op's own column and
   // attribute checks follow with that().
   int64_t tensors(std::initializer_list<Rule> table, const char* batch_tensor) const {
-    for (const Rule& r : table) {
-      PD_CHECK(r.tensor.defined(), op_, ": ", r.name,
-               " is not a tensor (None or an undefined tensor was passed); expected a paddle.Tensor");
-    }
-    const Rule* by = nullptr;
-    for (const Rule& r : table) {
-      if (std::string(r.name) == batch_tensor) by = &r;
-    }
-    PD_CHECK(by != nullptr, op_, ": internal error, no batch tensor ", batch_tensor);
-    const int64_t B = batch(by->tensor, by->name);
-    for (const Rule& r : table) {
-      if (r.dtype != paddle::DataType::UNDEFINED) dtype(r.tensor, r.name, r.dtype);
-    }
-    shape(*by, B);
-    for (const Rule& r : table) {
-      if (&r != by) shape(r, B);
-    }
-    for (const Rule& r : table) same_place(table.begin()->tensor, table.begin()->name, r.tensor, r.name);
-    return B;
+    return tensors(table.begin(), table.end(), batch_tensor);
+  }
+  // The same for a table assembled from shared parts (e.g. binding/draft_inputs.h).
+  int64_t tensors(const std::vector<Rule>& table, const char* batch_tensor) const {
+    return tensors(table.data(), table.data() + table.size(), batch_tensor);
   }
 
   const OpChecks& that(bool cond, const std::string& msg) const {
@@ -183,6 +169,28 @@ class OpChecks {
   const char* op() const { return op_; }
 
  private:
+  int64_t tensors(const Rule* begin, const Rule* end, const char* batch_tensor) const {
+    for (const Rule* r = begin; r != end; ++r) {
+      PD_CHECK(r->tensor.defined(), op_, ": ", r->name,
+               " is not a tensor (None or an undefined tensor was passed); expected a paddle.Tensor");
+    }
+    const Rule* by = nullptr;
+    for (const Rule* r = begin; r != end; ++r) {
+      if (std::string(r->name) == batch_tensor) by = r;
+    }
+    PD_CHECK(by != nullptr, op_, ": internal error, no batch tensor ", batch_tensor);
+    const int64_t B = batch(by->tensor, by->name);
+    for (const Rule* r = begin; r != end; ++r) {
+      if (r->dtype != paddle::DataType::UNDEFINED) dtype(r->tensor, r->name, r->dtype);
+    }
+    shape(*by, B);
+    for (const Rule* r = begin; r != end; ++r) {
+      if (r != by) shape(*r, B);
+    }
+    for (const Rule* r = begin; r != end; ++r) same_place(begin->tensor, begin->name, r->tensor, r->name);
+    return B;
+  }
+
   // " (B = n, from <batch tensor> <its shape>)" when n is the recorded batch and `name` is not its tensor.
   std::string batch_note(const char* name, int64_t n) const {
     if (batch_name_ == nullptr || n != batch_ || std::string(name) == batch_name_) return {};

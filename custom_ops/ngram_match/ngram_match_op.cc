@@ -1,6 +1,6 @@
 // ngram_match: Paddle binding (docs/contract/ngram.md#ngram_match). Checks the tensors by name, resolves the
 // threshold on the host, and dispatches on the place of token_ids_all.
-#include "binding/binding_utils.h"
+#include "binding/draft_inputs.h"
 #include "ngram_common/ngram_search.h"
 #include "ngram_match/ngram_match.h"
 
@@ -19,40 +19,18 @@ fdspec::NgramMatchParams make_params(const paddle::Tensor& token_ids_all,
                                      const paddle::Tensor& seq_lens_decoder,
                                      const paddle::Tensor& max_dec_len, int max_ngram_size,
                                      int max_draft_tokens, bool pad_to_max, int64_t threshold) {
-  using paddle::DataType;
   const fdspec::binding::OpChecks c(kOp);
-  using Dim = fdspec::binding::OpChecks::Dim;
-  const int64_t B = c.tensors(
-      {{"token_ids_all", token_ids_all, DataType::INT64, Dim::kRows},
-       {"prompt_lens", prompt_lens, DataType::INT64, Dim::kPerSlot},
-       {"step_idx", step_idx, DataType::INT64, Dim::kPerSlot},
-       {"draft_token_num", draft_token_num, DataType::INT32, Dim::kPerSlot},
-       {"draft_tokens", draft_tokens, DataType::INT64, Dim::kRows},
-       {"seq_lens_this_time", seq_lens_this_time, DataType::INT32, Dim::kPerSlot},
-       {"seq_lens_encoder", seq_lens_encoder, DataType::INT32, Dim::kPerSlot},
-       {"seq_lens_decoder", seq_lens_decoder, DataType::INT32, Dim::kPerSlot},
-       {"max_dec_len", max_dec_len, DataType::INT64, Dim::kPerSlot}},
-      "seq_lens_this_time");
+  fdspec::NgramMatchParams p;
+  fdspec::binding::check_draft_inputs(
+      c, {token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens, seq_lens_this_time,
+          seq_lens_encoder, seq_lens_decoder, max_dec_len},
+      {}, p);
   c.that(draft_tokens.shape()[1] >= 1, "draft_tokens must have at least one column (K + 1)")
       .that(token_ids_all.shape()[1] < fdspec::kMaxHaystackLen,
             "token_ids_all is wider than the supported maximum of 2^30 tokens")
       .that(max_ngram_size >= 1 && max_ngram_size <= fdspec::kMaxNgramSize,
             "max_ngram_size must be in [1, " + std::to_string(fdspec::kMaxNgramSize) + "], got " +
                 std::to_string(max_ngram_size));
-
-  fdspec::NgramMatchParams p;
-  p.token_ids_all = token_ids_all.data<int64_t>();
-  p.token_ids_stride = token_ids_all.shape()[1];
-  p.prompt_lens = prompt_lens.data<int64_t>();
-  p.step_idx = step_idx.data<int64_t>();
-  p.draft_token_num = draft_token_num.data<int32_t>();
-  p.draft_tokens = draft_tokens.data<int64_t>();
-  p.draft_stride = draft_tokens.shape()[1];
-  p.seq_lens_this_time = seq_lens_this_time.data<int32_t>();
-  p.seq_lens_encoder = seq_lens_encoder.data<int32_t>();
-  p.seq_lens_decoder = seq_lens_decoder.data<int32_t>();
-  p.max_dec_len = max_dec_len.data<int64_t>();
-  p.batch = B;
   p.max_ngram_size = max_ngram_size;
   p.max_draft_tokens = max_draft_tokens;
   p.pad_to_max = pad_to_max;

@@ -176,8 +176,10 @@ void SuffixCacheQuery(const paddle::Tensor& token_ids_all, const paddle::Tensor&
                        cache_rows, query_cand, query_stat);
   fdspec::SuffixCacheQueryParams q;
   q.m = fdspec::binding::suffix_match_params(
-      kOp, token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens, seq_lens_this_time,
-      seq_lens_encoder, seq_lens_decoder, max_dec_len, suffix_tokens, suffix_probs, suffix_meta,
+      kOp,
+      {token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens, seq_lens_this_time,
+       seq_lens_encoder, seq_lens_decoder, max_dec_len},
+      suffix_tokens, suffix_probs, suffix_meta,
       max_tree_depth, max_spec_factor, max_spec_offset, min_token_prob, max_draft_tokens,
       pad_to_max, threshold);
   const fdspec::binding::OpChecks c(kOp);

@@ -2,7 +2,7 @@
 // suffix_cache_query). Paddle binding layer.
 #pragma once
 
-#include "binding/binding_utils.h"
+#include "binding/draft_inputs.h"
 #include "suffix_match/suffix_match.h"
 
 namespace fdspec {
@@ -10,14 +10,12 @@ namespace binding {
 
 // Checks suffix_match's tensors and attributes by name (errors prefixed with `op`), resolves the
 // threshold, and returns the kernel parameters.
-SuffixMatchParams suffix_match_params(
-    const char* op, const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
-    const paddle::Tensor& step_idx, const paddle::Tensor& draft_token_num,
-    paddle::Tensor& draft_tokens, paddle::Tensor& seq_lens_this_time,
-    const paddle::Tensor& seq_lens_encoder, const paddle::Tensor& seq_lens_decoder,
-    const paddle::Tensor& max_dec_len, paddle::Tensor& suffix_tokens, paddle::Tensor& suffix_probs,
-    paddle::Tensor& suffix_meta, int max_tree_depth, float max_spec_factor, float max_spec_offset,
-    float min_token_prob, int max_draft_tokens, bool pad_to_max, int64_t threshold);
+SuffixMatchParams suffix_match_params(const char* op, const DraftInputs& in,
+                                      paddle::Tensor& suffix_tokens, paddle::Tensor& suffix_probs,
+                                      paddle::Tensor& suffix_meta, int max_tree_depth,
+                                      float max_spec_factor, float max_spec_offset,
+                                      float min_token_prob, int max_draft_tokens, bool pad_to_max,
+                                      int64_t threshold);
 
 }  // namespace binding
 }  // namespace fdspec

@@ -13,48 +13,25 @@ constexpr const char* kThresholdEnv = "INFER_WITH_REFERENCE_TOKENUM_THRESHOLD";
 }  // namespace
 
 fdspec::SuffixMatchParams fdspec::binding::suffix_match_params(
-    const char* op, const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
-    const paddle::Tensor& step_idx, const paddle::Tensor& draft_token_num,
-    paddle::Tensor& draft_tokens, paddle::Tensor& seq_lens_this_time,
-    const paddle::Tensor& seq_lens_encoder, const paddle::Tensor& seq_lens_decoder,
-    const paddle::Tensor& max_dec_len, paddle::Tensor& suffix_tokens, paddle::Tensor& suffix_probs,
-    paddle::Tensor& suffix_meta, int max_tree_depth, float max_spec_factor, float max_spec_offset,
-    float min_token_prob, int max_draft_tokens, bool pad_to_max, int64_t threshold) {
+    const char* op, const DraftInputs& in, paddle::Tensor& suffix_tokens,
+    paddle::Tensor& suffix_probs, paddle::Tensor& suffix_meta, int max_tree_depth,
+    float max_spec_factor, float max_spec_offset, float min_token_prob, int max_draft_tokens,
+    bool pad_to_max, int64_t threshold) {
   using paddle::DataType;
+  using Dim = fdspec::binding::OpChecks::Dim;
   const fdspec::binding::OpChecks c(op);
-  FDSPEC_CHECK_DEFINED(c, token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens,
-                       seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, max_dec_len,
-                       suffix_tokens, suffix_probs, suffix_meta);
-  const int64_t B = c.batch(seq_lens_this_time, "seq_lens_this_time");
-  c.dtype(token_ids_all, "token_ids_all", DataType::INT64)
-      .dtype(prompt_lens, "prompt_lens", DataType::INT64)
-      .dtype(step_idx, "step_idx", DataType::INT64)
-      .dtype(draft_token_num, "draft_token_num", DataType::INT32)
-      .dtype(draft_tokens, "draft_tokens", DataType::INT64)
-      .dtype(seq_lens_this_time, "seq_lens_this_time", DataType::INT32)
-      .dtype(seq_lens_encoder, "seq_lens_encoder", DataType::INT32)
-      .dtype(seq_lens_decoder, "seq_lens_decoder", DataType::INT32)
-      .dtype(max_dec_len, "max_dec_len", DataType::INT64)
-      .dtype(suffix_tokens, "suffix_tokens", DataType::INT64)
-      .dtype(suffix_probs, "suffix_probs", DataType::FLOAT32)
-      .dtype(suffix_meta, "suffix_meta", DataType::INT32);
-  c.per_slot(seq_lens_this_time, "seq_lens_this_time", B)
-      .rows_at_least(token_ids_all, "token_ids_all", B)
-      .per_slot(prompt_lens, "prompt_lens", B)
-      .per_slot(step_idx, "step_idx", B)
-      .per_slot(draft_token_num, "draft_token_num", B)
-      .rows_at_least(draft_tokens, "draft_tokens", B)
-      .per_slot(seq_lens_encoder, "seq_lens_encoder", B)
-      .per_slot(seq_lens_decoder, "seq_lens_decoder", B)
-      .per_slot(max_dec_len, "max_dec_len", B)
-      .rows_at_least(suffix_tokens, "suffix_tokens", B)
-      .rows_at_least(suffix_probs, "suffix_probs", B)
-      .rows_at_least(suffix_meta, "suffix_meta", B);
-  const int64_t K = draft_tokens.shape()[1] - 1;
+  fdspec::SuffixMatchParams p;
+  fdspec::binding::check_draft_inputs(
+      c, in,
+      {{"suffix_tokens", suffix_tokens, DataType::INT64, Dim::kRows},
+       {"suffix_probs", suffix_probs, DataType::FLOAT32, Dim::kRows},
+       {"suffix_meta", suffix_meta, DataType::INT32, Dim::kRows}},
+      p);
+  const int64_t K = in.draft_tokens.shape()[1] - 1;
   const std::string k_str = std::to_string(K);
   c.that(K >= 0 && K <= fdspec::kMaxSuffixSpecTokens,
          "draft_tokens must have 1 to " + std::to_string(fdspec::kMaxSuffixSpecTokens + 1) +
-             " columns (K + 1), got " + fdspec::binding::shape_str(draft_tokens))
+             " columns (K + 1), got " + fdspec::binding::shape_str(in.draft_tokens))
       .that(suffix_tokens.shape()[1] == K,
             "suffix_tokens must have K = " + k_str + " columns (draft_tokens has K + 1), got " +
                 fdspec::binding::shape_str(suffix_tokens))
@@ -64,7 +41,7 @@ fdspec::SuffixMatchParams fdspec::binding::suffix_match_params(
       .that(suffix_meta.shape()[1] == 2,
             "suffix_meta must have 2 columns (draft length, match length), got " +
                 fdspec::binding::shape_str(suffix_meta))
-      .that(token_ids_all.shape()[1] < fdspec::kMaxSuffixHistory,
+      .that(in.token_ids_all.shape()[1] < fdspec::kMaxSuffixHistory,
             "token_ids_all is wider than the supported maximum of 2^30 tokens")
       .that(max_tree_depth >= 1 && max_tree_depth <= fdspec::kMaxSuffixTreeDepth,
             "max_tree_depth must be in [1, " + std::to_string(fdspec::kMaxSuffixTreeDepth) +
@@ -78,31 +55,9 @@ fdspec::SuffixMatchParams fdspec::binding::suffix_match_params(
       .that(max_draft_tokens >= 0 && max_draft_tokens <= K,
             "max_draft_tokens must be in [0, K = " + k_str + "], got " +
                 std::to_string(max_draft_tokens));
-  c.same_place_as(token_ids_all, "token_ids_all",
-                  {{"prompt_lens", prompt_lens}, {"step_idx", step_idx},
-                   {"draft_token_num", draft_token_num}, {"draft_tokens", draft_tokens},
-                   {"seq_lens_this_time", seq_lens_this_time},
-                   {"seq_lens_encoder", seq_lens_encoder},
-                   {"seq_lens_decoder", seq_lens_decoder}, {"max_dec_len", max_dec_len},
-                   {"suffix_tokens", suffix_tokens}, {"suffix_probs", suffix_probs},
-                   {"suffix_meta", suffix_meta}});
-
-  fdspec::SuffixMatchParams p;
-  p.token_ids_all = token_ids_all.data<int64_t>();
-  p.token_ids_stride = token_ids_all.shape()[1];
-  p.prompt_lens = prompt_lens.data<int64_t>();
-  p.step_idx = step_idx.data<int64_t>();
-  p.draft_token_num = draft_token_num.data<int32_t>();
-  p.draft_tokens = draft_tokens.data<int64_t>();
-  p.draft_stride = draft_tokens.shape()[1];
-  p.seq_lens_this_time = seq_lens_this_time.data<int32_t>();
-  p.seq_lens_encoder = seq_lens_encoder.data<int32_t>();
-  p.seq_lens_decoder = seq_lens_decoder.data<int32_t>();
-  p.max_dec_len = max_dec_len.data<int64_t>();
   p.suffix_tokens = suffix_tokens.data<int64_t>();
   p.suffix_probs = suffix_probs.data<float>();
   p.suffix_meta = suffix_meta.data<int32_t>();
-  p.batch = B;
   p.max_tree_depth = max_tree_depth;
   p.max_spec_factor = max_spec_factor;
   p.max_spec_offset = max_spec_offset;
@@ -123,8 +78,10 @@ void SuffixMatch(const paddle::Tensor& token_ids_all, const paddle::Tensor& prom
                  float max_spec_factor, float max_spec_offset, float min_token_prob,
                  int max_draft_tokens, bool pad_to_max, int64_t threshold) {
   const fdspec::SuffixMatchParams p = fdspec::binding::suffix_match_params(
-      kOp, token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens, seq_lens_this_time,
-      seq_lens_encoder, seq_lens_decoder, max_dec_len, suffix_tokens, suffix_probs, suffix_meta,
+      kOp,
+      {token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens, seq_lens_this_time,
+       seq_lens_encoder, seq_lens_decoder, max_dec_len},
+      suffix_tokens, suffix_probs, suffix_meta,
       max_tree_depth, max_spec_factor, max_spec_offset, min_token_prob, max_draft_tokens,
       pad_to_max, threshold);
   FDSPEC_RUN_ON_PLACE(kOp, token_ids_all, p, fdspec::suffix_match_cpu, fdspec::suffix_match_gpu);

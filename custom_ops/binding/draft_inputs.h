@@ -1,0 +1,61 @@
+// The tensors that every op of the n-gram/suffix family takes first, in this order (ngram_match,
+// suffix_match, suffix_cache_query): declared, checked and read once here. Paddle binding layer.
+#pragma once
+
+#include <vector>
+
+#include "binding/binding_utils.h"
+
+namespace fdspec {
+namespace binding {
+
+// The nine share-input tensors (docs/contract/ngram.md#ngram_match): the history, the slot state and
+// the two in-place outputs of the batch budget walk.
+struct DraftInputs {
+  const paddle::Tensor& token_ids_all;       // int64 [>= B, W]
+  const paddle::Tensor& prompt_lens;         // int64 [B] / [B, 1]
+  const paddle::Tensor& step_idx;            // int64 [B] / [B, 1]
+  const paddle::Tensor& draft_token_num;     // int32 [B]
+  paddle::Tensor& draft_tokens;              // int64 [>= B, K + 1], written
+  paddle::Tensor& seq_lens_this_time;        // int32 [B], written; defines B
+  const paddle::Tensor& seq_lens_encoder;    // int32 [B]
+  const paddle::Tensor& seq_lens_decoder;    // int32 [B]
+  const paddle::Tensor& max_dec_len;         // int64 [B] / [B, 1]
+};
+
+// Checks the nine tensors followed by the op's own (`extra`, in argument order) as one table, fills
+// the fields they give every family params struct (pointers, strides, batch) and returns B.
+template <class Params>
+int64_t check_draft_inputs(const OpChecks& c, const DraftInputs& in,
+                           std::initializer_list<OpChecks::Rule> extra, Params& p) {
+  using paddle::DataType;
+  using Dim = OpChecks::Dim;
+  std::vector<OpChecks::Rule> table = {
+      {"token_ids_all", in.token_ids_all, DataType::INT64, Dim::kRows},
+      {"prompt_lens", in.prompt_lens, DataType::INT64, Dim::kPerSlot},
+      {"step_idx", in.step_idx, DataType::INT64, Dim::kPerSlot},
+      {"draft_token_num", in.draft_token_num, DataType::INT32, Dim::kPerSlot},
+      {"draft_tokens", in.draft_tokens, DataType::INT64, Dim::kRows},
+      {"seq_lens_this_time", in.seq_lens_this_time, DataType::INT32, Dim::kPerSlot},
+      {"seq_lens_encoder", in.seq_lens_encoder, DataType::INT32, Dim::kPerSlot},
+      {"seq_lens_decoder", in.seq_lens_decoder, DataType::INT32, Dim::kPerSlot},
+      {"max_dec_len", in.max_dec_len, DataType::INT64, Dim::kPerSlot}};
+  for (const OpChecks::Rule& r : extra) table.push_back(r);
+  const int64_t B = c.tensors(table, "seq_lens_this_time");
+  p.token_ids_all = in.token_ids_all.data<int64_t>();
+  p.token_ids_stride = in.token_ids_all.shape()[1];
+  p.prompt_lens = in.prompt_lens.data<int64_t>();
+  p.step_idx = in.step_idx.data<int64_t>();
+  p.draft_token_num = in.draft_token_num.data<int32_t>();
+  p.draft_tokens = in.draft_tokens.data<int64_t>();
+  p.draft_stride = in.draft_tokens.shape()[1];
+  p.seq_lens_this_time = in.seq_lens_this_time.data<int32_t>();
+  p.seq_lens_encoder = in.seq_lens_encoder.data<int32_t>();
+  p.seq_lens_decoder = in.seq_lens_decoder.data<int32_t>();
+  p.max_dec_len = in.max_dec_len.data<int64_t>();
+  p.batch = B;
+  return B;
+}
+
+}  // namespace binding
+}  // namespace fdspec
