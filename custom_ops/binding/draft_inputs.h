@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "binding/binding_utils.h"
+#include "binding/tensor_rules.h"
 
 namespace fdspec {
 namespace binding {
@@ -28,18 +28,12 @@ struct DraftInputs {
 template <class Params>
 int64_t check_draft_inputs(const OpChecks& c, const DraftInputs& in,
                            std::initializer_list<OpChecks::Rule> extra, Params& p) {
-  using paddle::DataType;
-  using Dim = OpChecks::Dim;
   std::vector<OpChecks::Rule> table = {
-      {"token_ids_all", in.token_ids_all, DataType::INT64, Dim::kRows},
-      {"prompt_lens", in.prompt_lens, DataType::INT64, Dim::kPerSlot},
-      {"step_idx", in.step_idx, DataType::INT64, Dim::kPerSlot},
-      {"draft_token_num", in.draft_token_num, DataType::INT32, Dim::kPerSlot},
-      {"draft_tokens", in.draft_tokens, DataType::INT64, Dim::kRows},
-      {"seq_lens_this_time", in.seq_lens_this_time, DataType::INT32, Dim::kPerSlot},
-      {"seq_lens_encoder", in.seq_lens_encoder, DataType::INT32, Dim::kPerSlot},
-      {"seq_lens_decoder", in.seq_lens_decoder, DataType::INT32, Dim::kPerSlot},
-      {"max_dec_len", in.max_dec_len, DataType::INT64, Dim::kPerSlot}};
+      rule::token_ids_all(in.token_ids_all), rule::prompt_lens(in.prompt_lens),
+      rule::step_idx(in.step_idx), rule::draft_token_num(in.draft_token_num),
+      rule::draft_tokens(in.draft_tokens), rule::seq_lens_this_time(in.seq_lens_this_time),
+      rule::seq_lens_encoder(in.seq_lens_encoder), rule::seq_lens_decoder(in.seq_lens_decoder),
+      rule::max_dec_len(in.max_dec_len)};
   for (const OpChecks::Rule& r : extra) table.push_back(r);
   const int64_t B = c.tensors(table, "seq_lens_this_time");
   p.token_ids_all = in.token_ids_all.data<int64_t>();

@@ -1,6 +1,6 @@
 // draft_model_accept: Paddle binding. Checks the tensors by name and dispatches on the place of
 // accept_tokens. Rule: draft_model.h; contract: docs/contract/draft_model.md.
-#include "binding/binding_utils.h"
+#include "binding/tensor_rules.h"
 #include "draft_model/draft_model.h"
 
 namespace {
@@ -12,15 +12,11 @@ constexpr const char* kOp = "draft_model_accept";
 void DraftModelAccept(const paddle::Tensor& accept_tokens, const paddle::Tensor& accept_num,
                       paddle::Tensor& step_idx, paddle::Tensor& pre_ids,
                       paddle::Tensor& mtp_draft_num) {
-  using paddle::DataType;
   const fdspec::binding::OpChecks c(kOp);
-  using Dim = fdspec::binding::OpChecks::Dim;
+  namespace rule = fdspec::binding::rule;
   const int64_t B = c.tensors(
-      {{"accept_tokens", accept_tokens, DataType::INT64, Dim::kRows},
-       {"accept_num", accept_num, DataType::INT32, Dim::kPerSlot},
-       {"step_idx", step_idx, DataType::INT64, Dim::kPerSlot},
-       {"pre_ids", pre_ids, DataType::INT64, Dim::kRows},
-       {"mtp_draft_num", mtp_draft_num, DataType::INT32, Dim::kPerSlot}},
+      {rule::accept_tokens(accept_tokens), rule::accept_num(accept_num), rule::step_idx(step_idx),
+       rule::pre_ids(pre_ids), rule::mtp_draft_num(mtp_draft_num)},
       "accept_num");
   c.that(accept_tokens.shape()[1] >= 1, "accept_tokens must have at least one column (K + 1), got shape " +
                                             fdspec::binding::shape_str(accept_tokens))

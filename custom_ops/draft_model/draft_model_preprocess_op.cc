@@ -1,6 +1,6 @@
 // draft_model_preprocess: Paddle binding. Checks the tensors by name and dispatches on the place of
 // input_ids. Rule: draft_model.h; contract: docs/contract/draft_model.md.
-#include "binding/binding_utils.h"
+#include "binding/tensor_rules.h"
 #include "draft_model/draft_model.h"
 
 namespace {
@@ -17,21 +17,17 @@ void DraftModelPreprocess(paddle::Tensor& input_ids, paddle::Tensor& seq_lens_de
                           const paddle::Tensor& base_model_seq_lens_decoder,
                           const paddle::Tensor& base_model_stop_flags,
                           const paddle::Tensor& base_model_max_dec_len) {
-  using paddle::DataType;
   const fdspec::binding::OpChecks c(kOp);
-  using Dim = fdspec::binding::OpChecks::Dim;
+  namespace rule = fdspec::binding::rule;
   const int64_t B = c.tensors(
-      {{"input_ids", input_ids, DataType::INT64, Dim::kPerSlot},
-       {"seq_lens_decoder", seq_lens_decoder, DataType::INT32, Dim::kPerSlot},
-       {"step_idx", step_idx, DataType::INT64, Dim::kPerSlot},
-       {"pre_ids", pre_ids, DataType::INT64, Dim::kRows},
-       {"mtp_draft_num", mtp_draft_num, DataType::INT32, Dim::kPerSlot},
-       {"max_dec_len", max_dec_len, DataType::INT64, Dim::kPerSlot},
-       {"base_model_seq_lens_this_time", base_model_seq_lens_this_time, DataType::INT32, Dim::kPerSlot},
-       {"base_model_seq_lens_encoder", base_model_seq_lens_encoder, DataType::INT32, Dim::kPerSlot},
-       {"base_model_seq_lens_decoder", base_model_seq_lens_decoder, DataType::INT32, Dim::kPerSlot},
-       {"base_model_stop_flags", base_model_stop_flags, DataType::BOOL, Dim::kPerSlot},
-       {"base_model_max_dec_len", base_model_max_dec_len, DataType::INT64, Dim::kPerSlot}},
+      {rule::input_ids(input_ids), rule::seq_lens_decoder(seq_lens_decoder),
+       rule::step_idx(step_idx), rule::pre_ids(pre_ids), rule::mtp_draft_num(mtp_draft_num),
+       rule::max_dec_len(max_dec_len),
+       rule::base_model_seq_lens_this_time(base_model_seq_lens_this_time),
+       rule::base_model_seq_lens_encoder(base_model_seq_lens_encoder),
+       rule::base_model_seq_lens_decoder(base_model_seq_lens_decoder),
+       rule::base_model_stop_flags(base_model_stop_flags),
+       rule::base_model_max_dec_len(base_model_max_dec_len)},
       "base_model_seq_lens_this_time");
   c.that(pre_ids.shape()[1] >= 1, "pre_ids must have at least one column, got shape " +
                                       fdspec::binding::shape_str(pre_ids));

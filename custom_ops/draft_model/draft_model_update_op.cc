@@ -3,6 +3,7 @@
 #include <climits>
 
 #include "binding/logits_binding.h"
+#include "binding/tensor_rules.h"
 #include "draft_model/draft_model.h"
 
 namespace {
@@ -17,18 +18,13 @@ void DraftModelUpdate(const paddle::Tensor& logits, paddle::Tensor& input_ids,
                       paddle::Tensor& base_model_draft_tokens,
                       paddle::Tensor& base_model_seq_lens_this_time, int substep) {
   namespace fb = fdspec::binding;
-  using paddle::DataType;
   const fb::OpChecks c(kOp);
-  using Dim = fb::OpChecks::Dim;
+  namespace rule = fdspec::binding::rule;
   const int64_t B = c.tensors(
-      {{"logits", logits, DataType::UNDEFINED, Dim::kRows},
-       {"input_ids", input_ids, DataType::INT64, Dim::kPerSlot},
-       {"seq_lens_decoder", seq_lens_decoder, DataType::INT32, Dim::kPerSlot},
-       {"step_idx", step_idx, DataType::INT64, Dim::kPerSlot},
-       {"pre_ids", pre_ids, DataType::INT64, Dim::kRows},
-       {"mtp_draft_num", mtp_draft_num, DataType::INT32, Dim::kPerSlot},
-       {"base_model_draft_tokens", base_model_draft_tokens, DataType::INT64, Dim::kRows},
-       {"base_model_seq_lens_this_time", base_model_seq_lens_this_time, DataType::INT32, Dim::kPerSlot}},
+      {rule::logits(logits), rule::input_ids(input_ids), rule::seq_lens_decoder(seq_lens_decoder),
+       rule::step_idx(step_idx), rule::pre_ids(pre_ids), rule::mtp_draft_num(mtp_draft_num),
+       rule::base_model_draft_tokens(base_model_draft_tokens),
+       rule::base_model_seq_lens_this_time(base_model_seq_lens_this_time)},
       "base_model_seq_lens_this_time");
   fb::check_logits_dtype(c, logits, "logits");
   const int64_t V = logits.shape()[1];

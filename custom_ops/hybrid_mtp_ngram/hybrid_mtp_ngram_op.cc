@@ -1,6 +1,6 @@
 // hybrid_mtp_ngram: Paddle binding (docs/contract/ngram.md#hybrid_mtp_ngram). Checks the tensors by name,
 // resolves the threshold on the host, and dispatches on the place of token_ids_all.
-#include "binding/binding_utils.h"
+#include "binding/tensor_rules.h"
 #include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
 #include "ngram_common/ngram_search.h"
 
@@ -16,19 +16,13 @@ fdspec::HybridMtpNgramParams make_params(
     paddle::Tensor& seq_lens_this_time, const paddle::Tensor& seq_lens_decoder,
     const paddle::Tensor& max_dec_len, int max_ngram_size, int min_ngram_size, int max_draft_tokens,
     bool pad_to_max, int64_t threshold) {
-  using paddle::DataType;
   const fdspec::binding::OpChecks c(kOp);
-  using Dim = fdspec::binding::OpChecks::Dim;
+  namespace rule = fdspec::binding::rule;
   const int64_t B = c.tensors(
-      {{"token_ids_all", token_ids_all, DataType::INT64, Dim::kRows},
-       {"prompt_lens", prompt_lens, DataType::INT64, Dim::kPerSlot},
-       {"pre_ids", pre_ids, DataType::INT64, Dim::kRows},
-       {"step_idx", step_idx, DataType::INT64, Dim::kPerSlot},
-       {"draft_token_num", draft_token_num, DataType::INT32, Dim::kPerSlot},
-       {"draft_tokens", draft_tokens, DataType::INT64, Dim::kRows},
-       {"seq_lens_this_time", seq_lens_this_time, DataType::INT32, Dim::kPerSlot},
-       {"seq_lens_decoder", seq_lens_decoder, DataType::INT32, Dim::kPerSlot},
-       {"max_dec_len", max_dec_len, DataType::INT64, Dim::kPerSlot}},
+      {rule::token_ids_all(token_ids_all), rule::prompt_lens(prompt_lens), rule::pre_ids(pre_ids),
+       rule::step_idx(step_idx), rule::draft_token_num(draft_token_num),
+       rule::draft_tokens(draft_tokens), rule::seq_lens_this_time(seq_lens_this_time),
+       rule::seq_lens_decoder(seq_lens_decoder), rule::max_dec_len(max_dec_len)},
       "seq_lens_this_time");
   const int64_t W = token_ids_all.shape()[1];
   const int64_t D = pre_ids.shape()[1];

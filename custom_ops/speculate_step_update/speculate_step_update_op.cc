@@ -1,6 +1,6 @@
 // speculate_step_update: Paddle binding. Checks the tensors by name and dispatches on the place of
 // accept_tokens.
-#include "binding/binding_utils.h"
+#include "binding/tensor_rules.h"
 #include "speculate_step_update/speculate_step_update.h"
 
 namespace {
@@ -15,22 +15,14 @@ void SpeculateStepUpdate(const paddle::Tensor& accept_tokens, const paddle::Tens
                          const paddle::Tensor& end_tokens, paddle::Tensor& stop_flags,
                          paddle::Tensor& seq_lens_this_time, paddle::Tensor& seq_lens_encoder,
                          paddle::Tensor& seq_lens_decoder, paddle::Tensor& draft_tokens) {
-  using paddle::DataType;
   const fdspec::binding::OpChecks c(kOp);
-  using Dim = fdspec::binding::OpChecks::Dim;
+  namespace rule = fdspec::binding::rule;
   const int64_t B = c.tensors(
-      {{"accept_tokens", accept_tokens, DataType::INT64, Dim::kRows},
-       {"accept_num", accept_num, DataType::INT32, Dim::kPerSlot},
-       {"token_ids_all", token_ids_all, DataType::INT64, Dim::kRows},
-       {"prompt_lens", prompt_lens, DataType::INT64, Dim::kPerSlot},
-       {"step_idx", step_idx, DataType::INT64, Dim::kPerSlot},
-       {"max_dec_len", max_dec_len, DataType::INT64, Dim::kPerSlot},
-       {"end_tokens", end_tokens, DataType::INT64, Dim::kRank1},
-       {"stop_flags", stop_flags, DataType::BOOL, Dim::kPerSlot},
-       {"seq_lens_this_time", seq_lens_this_time, DataType::INT32, Dim::kPerSlot},
-       {"seq_lens_encoder", seq_lens_encoder, DataType::INT32, Dim::kPerSlot},
-       {"seq_lens_decoder", seq_lens_decoder, DataType::INT32, Dim::kPerSlot},
-       {"draft_tokens", draft_tokens, DataType::INT64, Dim::kRows}},
+      {rule::accept_tokens(accept_tokens), rule::accept_num(accept_num),
+       rule::token_ids_all(token_ids_all), rule::prompt_lens(prompt_lens), rule::step_idx(step_idx),
+       rule::max_dec_len(max_dec_len), rule::end_tokens(end_tokens), rule::stop_flags(stop_flags),
+       rule::seq_lens_this_time(seq_lens_this_time), rule::seq_lens_encoder(seq_lens_encoder),
+       rule::seq_lens_decoder(seq_lens_decoder), rule::draft_tokens(draft_tokens)},
       "seq_lens_this_time");
   const int64_t width = accept_tokens.shape()[1];
   c.that(width >= 1, "accept_tokens must have at least one column (K + 1)")

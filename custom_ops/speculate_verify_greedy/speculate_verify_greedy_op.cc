@@ -1,6 +1,6 @@
 // speculate_verify_greedy: Paddle binding. Checks the tensors by name and dispatches on the place of
 // target_tokens.
-#include "binding/binding_utils.h"
+#include "binding/tensor_rules.h"
 #include "speculate_verify_greedy/speculate_verify_greedy.h"
 
 namespace {
@@ -16,21 +16,14 @@ void SpeculateVerifyGreedy(const paddle::Tensor& target_tokens, paddle::Tensor& 
                            const paddle::Tensor& draft_tokens,
                            const paddle::Tensor& seq_lens_this_time,
                            const paddle::Tensor& max_dec_len, const paddle::Tensor& end_tokens) {
-  using paddle::DataType;
   const fdspec::binding::OpChecks c(kOp);
-  using Dim = fdspec::binding::OpChecks::Dim;
+  namespace rule = fdspec::binding::rule;
   const int64_t B = c.tensors(
-      {{"target_tokens", target_tokens, DataType::INT64, Dim::kRows},
-       {"accept_tokens", accept_tokens, DataType::INT64, Dim::kRows},
-       {"accept_num", accept_num, DataType::INT32, Dim::kPerSlot},
-       {"step_idx", step_idx, DataType::INT64, Dim::kPerSlot},
-       {"stop_flags", stop_flags, DataType::BOOL, Dim::kPerSlot},
-       {"seq_lens_encoder", seq_lens_encoder, DataType::INT32, Dim::kPerSlot},
-       {"seq_lens_decoder", seq_lens_decoder, DataType::INT32, Dim::kPerSlot},
-       {"draft_tokens", draft_tokens, DataType::INT64, Dim::kRows},
-       {"seq_lens_this_time", seq_lens_this_time, DataType::INT32, Dim::kPerSlot},
-       {"max_dec_len", max_dec_len, DataType::INT64, Dim::kPerSlot},
-       {"end_tokens", end_tokens, DataType::INT64, Dim::kRank1}},
+      {rule::target_tokens(target_tokens), rule::accept_tokens(accept_tokens),
+       rule::accept_num(accept_num), rule::step_idx(step_idx), rule::stop_flags(stop_flags),
+       rule::seq_lens_encoder(seq_lens_encoder), rule::seq_lens_decoder(seq_lens_decoder),
+       rule::draft_tokens(draft_tokens), rule::seq_lens_this_time(seq_lens_this_time),
+       rule::max_dec_len(max_dec_len), rule::end_tokens(end_tokens)},
       "seq_lens_this_time");
   const int64_t width = draft_tokens.shape()[1];
   c.that(width >= 1, "draft_tokens must have at least one column (K + 1)")

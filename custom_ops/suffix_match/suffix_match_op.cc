@@ -17,15 +17,13 @@ fdspec::SuffixMatchParams fdspec::binding::suffix_match_params(
     paddle::Tensor& suffix_probs, paddle::Tensor& suffix_meta, int max_tree_depth,
     float max_spec_factor, float max_spec_offset, float min_token_prob, int max_draft_tokens,
     bool pad_to_max, int64_t threshold) {
-  using paddle::DataType;
-  using Dim = fdspec::binding::OpChecks::Dim;
+  namespace rule = fdspec::binding::rule;
   const fdspec::binding::OpChecks c(op);
   fdspec::SuffixMatchParams p;
   fdspec::binding::check_draft_inputs(
       c, in,
-      {{"suffix_tokens", suffix_tokens, DataType::INT64, Dim::kRows},
-       {"suffix_probs", suffix_probs, DataType::FLOAT32, Dim::kRows},
-       {"suffix_meta", suffix_meta, DataType::INT32, Dim::kRows}},
+      {rule::suffix_tokens(suffix_tokens), rule::suffix_probs(suffix_probs),
+       rule::suffix_meta(suffix_meta)},
       p);
   const int64_t K = in.draft_tokens.shape()[1] - 1;
   const std::string k_str = std::to_string(K);
