@@ -5,16 +5,10 @@
 #include <vector>
 
 #include "suffix_cache/suffix_cache.h"
+#include "suffix_match/suffix_greedy_cpu.h"
 
 namespace fdspec {
 namespace {
-
-struct GlobalDraft {
-  std::vector<int64_t> tokens;
-  std::vector<float> probs;
-  float score = 0.0f;
-  int match_len = 0;
-};
 
 // The slot's history as suffix_match reads it (clamped P and s).
 struct SlotHistory {
@@ -30,53 +24,11 @@ SlotHistory slot_history(const int64_t* ids, int64_t W, const int64_t* prompt_le
   return SlotHistory{ids + b * W, P, s};
 }
 
-// The greedy path over candidates `occ` (packed, ascending = by (request, offset)), as suffix_match's.
-GlobalDraft greedy_global(const SuffixCache& cache, std::vector<int64_t> occ, int L, int depth,
-                          int64_t limit, float min_prob) {
-  GlobalDraft d;
-  float prob = 1.0f;
-  std::vector<std::pair<int64_t, int64_t>> buf;  // (next token, candidate)
-  for (int64_t k = 0; k < limit && L + k < depth; ++k) {
-    buf.clear();
-    for (int64_t c : occ) {
-      const int64_t r = suffix_cand_req(c) % cache.num_rows;
-      const int64_t off = suffix_cand_off(c);
-      if (off + k + 1 < cache.rows[2 * r + 1]) buf.emplace_back(cache.tokens[r * cache.width + off + k + 1], c);
-    }
-    if (buf.empty()) break;
-    std::sort(buf.begin(), buf.end());
-    int64_t best_count = 0, best_cand = 0, best_tok = 0;
-    for (size_t a = 0; a < buf.size();) {
-      size_t e = a;
-      while (e < buf.size() && buf[e].first == buf[a].first) ++e;
-      const int64_t count = static_cast<int64_t>(e - a);
-      if (count > best_count || (count == best_count && buf[a].second < best_cand)) {
-        best_count = count;
-        best_cand = buf[a].second;
-        best_tok = buf[a].first;
-      }
-      a = e;
-    }
-    const float next = suffix_fmul(prob, suffix_ratio(best_count, static_cast<int64_t>(occ.size())));
-    if (!(next >= min_prob)) break;
-    prob = next;
-    d.tokens.push_back(best_tok);
-    d.probs.push_back(prob);
-    d.score = suffix_fadd(d.score, prob);
-    std::vector<int64_t> kept;
-    for (const auto& e : buf) {
-      if (e.first == best_tok) kept.push_back(e.second);
-    }
-    occ = std::move(kept);  // still ascending: buf was sorted by (token, candidate)
-  }
-  return d;
-}
-
-GlobalDraft global_draft(const SuffixCacheQueryParams& q, const int64_t* ctx, int c, int64_t cap) {
+SuffixDraft global_draft(const SuffixCacheQueryParams& q, const int64_t* ctx, int c, int64_t cap) {
   const SuffixCache& cache = q.cache;
   const SuffixMatchParams& p = q.m;
   const int G = cache.key_len;
-  GlobalDraft best;
+  SuffixDraft best;
   if (c < G + 1 || cap == 0) return best;
   const int32_t want = suffix_cache_key(ctx + c - G, G);
   std::vector<int64_t> cands;
@@ -99,6 +51,7 @@ GlobalDraft global_draft(const SuffixCacheQueryParams& q, const int64_t* ctx, in
   for (int L = c - 1; L >= 1; --L) at_least[L - 1] += at_least[L];
   std::sort(cands.begin(), cands.end());
   std::vector<int64_t> occ;
+  std::vector<std::pair<int64_t, int64_t>> buf;
   for (int L = G; L < c; ++L) {
     if (at_least[L] == 0) break;  // longer suffixes of C do not occur either
     if (at_least[L] > q.max_occurrences) continue;
@@ -107,11 +60,16 @@ GlobalDraft global_draft(const SuffixCacheQueryParams& q, const int64_t* ctx, in
       if (suffix_cand_len(e) >= L) occ.push_back(e);
     }
     const int64_t limit = suffix_spec_limit(L, p.max_spec_factor, p.max_spec_offset, cap);
-    GlobalDraft d = greedy_global(cache, occ, L, p.max_tree_depth, limit, p.min_token_prob);
-    if (d.score >= best.score) {  // a later (longer) match wins ties
-      best = std::move(d);
-      best.match_len = L;
-    }
+    // Candidate c (request, offset) is followed k + 1 places on by that row's token off + k + 1.
+    SuffixDraft d = suffix_greedy_path(occ, L, p.max_tree_depth, limit, p.min_token_prob, buf,
+                                       [&](int64_t c, int64_t k, int64_t* token) {
+                                         const int64_t r = suffix_cand_req(c) % cache.num_rows;
+                                         const int64_t off = suffix_cand_off(c);
+                                         if (off + k + 1 >= cache.rows[2 * r + 1]) return false;
+                                         *token = cache.tokens[r * cache.width + off + k + 1];
+                                         return true;
+                                       });
+    suffix_keep_best(best, std::move(d), L);
   }
   return best;
 }
@@ -179,18 +137,12 @@ void suffix_cache_query_cpu(const SuffixCacheQueryParams& q) {
     q.source[b] = 0;
     const SuffixSlot v = suffix_slot(p, b);
     const int c = static_cast<int>(min_of<int64_t>(p.max_tree_depth, v.n));
-    const GlobalDraft g = global_draft(q, v.row + v.n - c, c, v.cap);
+    const SuffixDraft g = global_draft(q, v.row + v.n - c, c, v.cap);
     float local = 0.0f;
     const int64_t m_local = clamp_to<int64_t>(p.suffix_meta[2 * b], 0, K);
     for (int64_t k = 0; k < m_local; ++k) local = suffix_fadd(local, p.suffix_probs[b * K + k]);
     if (!(g.score > local)) continue;
-    const int64_t m = static_cast<int64_t>(g.tokens.size());
-    for (int64_t k = 0; k < K; ++k) {
-      p.suffix_tokens[b * K + k] = k < m ? g.tokens[k] : -1;
-      p.suffix_probs[b * K + k] = k < m ? g.probs[k] : 0.0f;
-    }
-    p.suffix_meta[2 * b] = static_cast<int32_t>(m);
-    p.suffix_meta[2 * b + 1] = g.match_len;
+    suffix_store_draft(p, b, g);
     q.source[b] = 1;
   }
   suffix_walk_cpu(p);

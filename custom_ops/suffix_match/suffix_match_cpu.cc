@@ -5,17 +5,11 @@
 #include <utility>
 #include <vector>
 
+#include "suffix_match/suffix_greedy_cpu.h"
 #include "suffix_match/suffix_match.h"
 
 namespace fdspec {
 namespace {
-
-struct Draft {
-  std::vector<int64_t> tokens;
-  std::vector<float> probs;
-  float score = 0.0f;
-  int match_len = 0;
-};
 
 // l(i) for every position: the longest common suffix of H[0 .. i] and H, capped at `cap`.
 std::vector<int32_t> match_lengths(const int64_t* h, int64_t n, int cap) {
@@ -28,49 +22,8 @@ std::vector<int32_t> match_lengths(const int64_t* h, int64_t n, int cap) {
   return ell;
 }
 
-// The greedy path from the occurrences `occ` (last positions, any order) of the matched suffix.
-Draft greedy_path(const int64_t* h, int64_t n, std::vector<int64_t> occ, int L, int depth,
-                  int64_t limit, float min_prob, std::vector<std::pair<int64_t, int64_t>>& buf) {
-  Draft d;
-  float prob = 1.0f;
-  for (int64_t k = 0; k < limit && L + k < depth; ++k) {
-    buf.clear();
-    for (int64_t i : occ) {
-      if (i + k + 1 <= n - 1) buf.emplace_back(h[i + k + 1], i);
-    }
-    if (buf.empty()) break;
-    std::sort(buf.begin(), buf.end());
-    // Highest count, then the earliest first occurrence (a run's first element has the least i).
-    int64_t best_count = 0, best_pos = 0, best_tok = 0;
-    for (size_t a = 0; a < buf.size();) {
-      size_t e = a;
-      while (e < buf.size() && buf[e].first == buf[a].first) ++e;
-      const int64_t count = static_cast<int64_t>(e - a);
-      if (count > best_count || (count == best_count && buf[a].second < best_pos)) {
-        best_count = count;
-        best_pos = buf[a].second;
-        best_tok = buf[a].first;
-      }
-      a = e;
-    }
-    const float next = suffix_fmul(prob, suffix_ratio(best_count, static_cast<int64_t>(occ.size())));
-    if (!(next >= min_prob)) break;
-    prob = next;
-    d.tokens.push_back(best_tok);
-    d.probs.push_back(prob);
-    d.score = suffix_fadd(d.score, prob);
-    std::vector<int64_t> kept;
-    kept.reserve(best_count);
-    for (const auto& e : buf) {
-      if (e.first == best_tok) kept.push_back(e.second);
-    }
-    occ = std::move(kept);
-  }
-  return d;
-}
-
-Draft suffix_draft(const SuffixMatchParams& p, const SuffixSlot& v) {
-  Draft best;
+SuffixDraft suffix_draft(const SuffixMatchParams& p, const SuffixSlot& v) {
+  SuffixDraft best;
   const int64_t c = min_of<int64_t>(p.max_tree_depth, v.n);
   if (c <= 1) return best;
   const std::vector<int32_t> ell = match_lengths(v.row, v.n, static_cast<int>(c - 1));
@@ -82,11 +35,14 @@ Draft suffix_draft(const SuffixMatchParams& p, const SuffixSlot& v) {
       if (ell[i] >= L) occ.push_back(i);
     }
     const int64_t limit = suffix_spec_limit(L, p.max_spec_factor, p.max_spec_offset, v.cap);
-    Draft d = greedy_path(v.row, v.n, occ, L, p.max_tree_depth, limit, p.min_token_prob, buf);
-    if (d.score >= best.score) {  // a later (longer) match wins ties
-      best = std::move(d);
-      best.match_len = L;
-    }
+    // Occurrence i (a position of H) is followed k + 1 places on by H[i + k + 1].
+    SuffixDraft d = suffix_greedy_path(occ, L, p.max_tree_depth, limit, p.min_token_prob, buf,
+                                       [&](int64_t i, int64_t k, int64_t* token) {
+                                         if (i + k + 1 > v.n - 1) return false;
+                                         *token = v.row[i + k + 1];
+                                         return true;
+                                       });
+    suffix_keep_best(best, std::move(d), L);
   }
   return best;
 }
@@ -94,17 +50,9 @@ Draft suffix_draft(const SuffixMatchParams& p, const SuffixSlot& v) {
 }  // namespace
 
 void suffix_search_cpu(const SuffixMatchParams& p) {
-  const int64_t K = p.draft_stride - 1;
   for (int64_t b = 0; b < p.batch; ++b) {
     if (!suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b])) continue;
-    const Draft d = suffix_draft(p, suffix_slot(p, b));
-    const int64_t m = static_cast<int64_t>(d.tokens.size());
-    for (int64_t k = 0; k < K; ++k) {
-      p.suffix_tokens[b * K + k] = k < m ? d.tokens[k] : -1;
-      p.suffix_probs[b * K + k] = k < m ? d.probs[k] : 0.0f;
-    }
-    p.suffix_meta[2 * b] = static_cast<int32_t>(m);
-    p.suffix_meta[2 * b + 1] = d.match_len;
+    suffix_store_draft(p, b, suffix_draft(p, suffix_slot(p, b)));
   }
 }
 
