@@ -356,6 +356,15 @@ def _ok_case(cases, family, op, cid, fn):
     cases.append(Case(cid, family, op, "", "ok", fn))
 
 
+def _changed(op, place, name, change):
+    """A case function: the good call of `op` with tensor `name` replaced by `change(array)`."""
+    def fn():
+        a, attrs = good(op)
+        a[name] = change(a[name])
+        call(op, tensors(a, place), attrs)
+    return fn
+
+
 def _tensor_args(op):
     return [n for n in SPECS[op].tensors if n not in SPECS[op].optional]
 
@@ -399,34 +408,22 @@ def _other_dtype(a: np.ndarray) -> np.ndarray:
 def family_dtypes(place, cases):
     for op in ALL_OPS:
         for name in SPECS[op].tensors:
-            def fn(op=op, name=name):
-                a, attrs = good(op)
-                a[name] = _other_dtype(a[name])
-                call(op, tensors(a, place), attrs)
-            _error_case(cases, "dtypes", op, name, f"dtypes/{op}/{name}", fn)
+            _error_case(cases, "dtypes", op, name, f"dtypes/{op}/{name}", _changed(op, place, name, _other_dtype))
 
 
 def family_ranks(place, cases):
     for op in ALL_OPS:
         for name in SPECS[op].tensors:
-            def zero_d(op=op, name=name):
-                a, attrs = good(op)
-                a[name] = np.array(a[name].reshape(-1)[0])
-                call(op, tensors(a, place), attrs)
+            _error_case(cases, "ranks", op, name, f"ranks/{op}/{name}/0-d", _changed(op, place, name, _zero_d))
+            _error_case(cases, "ranks", op, name, f"ranks/{op}/{name}/extra-dim",  # [..., 2]: never legal
+                        _changed(op, place, name, lambda v: np.stack([v, v], axis=-1)))
+            if name not in ONE_ELEMENT_OK.get(op, ()):  # [1]: a batch of one where the others have B
+                _error_case(cases, "ranks", op, name, f"ranks/{op}/{name}/one-element",
+                            _changed(op, place, name, lambda v: v.reshape(-1)[:1]))
 
-            def one_element(op=op, name=name):  # [1]: a batch of one where the others have B
-                a, attrs = good(op)
-                a[name] = a[name].reshape(-1)[:1]
-                call(op, tensors(a, place), attrs)
 
-            def extra_dim(op=op, name=name):
-                a, attrs = good(op)
-                a[name] = np.stack([a[name], a[name]], axis=-1)  # [..., 2]: never a legal shape
-                call(op, tensors(a, place), attrs)
-            _error_case(cases, "ranks", op, name, f"ranks/{op}/{name}/0-d", zero_d)
-            _error_case(cases, "ranks", op, name, f"ranks/{op}/{name}/extra-dim", extra_dim)
-            if name not in ONE_ELEMENT_OK.get(op, ()):
-                _error_case(cases, "ranks", op, name, f"ranks/{op}/{name}/one-element", one_element)
+def _zero_d(v: np.ndarray) -> np.ndarray:
+    return np.array(v.reshape(-1)[0])
 
 
 # Tensors for which one element is a valid shape in the good calls (no batch dimension).
@@ -473,19 +470,13 @@ def family_batch(place, cases):
     for op, names in PER_SLOT.items():
         for name in names:
             for delta in (-1, 1):
-                def fn(op=op, name=name, delta=delta):
-                    a, attrs = good(op)
-                    v = a[name]
-                    a[name] = v[:-1] if delta < 0 else np.concatenate([v, v[-1:]])
-                    call(op, tensors(a, place), attrs)
-                _error_case(cases, "batch mismatch", op, name, f"batch/{op}/{name}/{delta:+d}", fn)
+                change = (lambda v: v[:-1]) if delta < 0 else (lambda v: np.concatenate([v, v[-1:]]))
+                _error_case(cases, "batch mismatch", op, name, f"batch/{op}/{name}/{delta:+d}",
+                            _changed(op, place, name, change))
     for op, names in ROWS.items():
         for name in names:
-            def fewer(op=op, name=name):
-                a, attrs = good(op)
-                a[name] = a[name][:-1]
-                call(op, tensors(a, place), attrs)
-            _error_case(cases, "batch mismatch", op, name, f"batch/{op}/{name}/fewer-rows", fewer)
+            _error_case(cases, "batch mismatch", op, name, f"batch/{op}/{name}/fewer-rows",
+                        _changed(op, place, name, lambda v: v[:-1]))
             if op in TOKEN_OPS:
                 def more(op=op, name=name):  # more rows than slots: the extra row is never touched
                     a, attrs = good(op)
@@ -501,18 +492,12 @@ def family_batch(place, cases):
     # The tensor that defines the batch, checked against the rest (and blamed, not another).
     for op, name, arg in [("speculate_logprobs_topk", "token_ids", "token_ids"),
                           ("speculate_save_output_topk", "token_num_per_batch", "token_num_per_batch")]:
-        def zero_d(op=op, name=name):
-            a, attrs = good(op)
-            a[name] = np.array(a[name].reshape(-1)[0])
-            call(op, tensors(a, place), attrs)
-        _error_case(cases, "batch mismatch", op, arg, f"batch/{op}/{name}/0-d-batch", zero_d)
+        _error_case(cases, "batch mismatch", op, arg, f"batch/{op}/{name}/0-d-batch", _changed(op, place, name, _zero_d))
     for op, name in [("speculate_verify_greedy", "accept_num"), ("speculate_step_update", "accept_num"),
                      ("speculate_logprobs_topk", "token_ids")]:
-        def empty(op=op, name=name):  # an empty tensor with B > 0 slots: a mismatch, not an empty batch
-            a, attrs = good(op)
-            a[name] = a[name][:0]
-            call(op, tensors(a, place), attrs)
-        _error_case(cases, "batch mismatch", op, name, f"batch/{op}/{name}/empty-with-B>0", empty)
+        # an empty tensor with B > 0 slots: a mismatch, not an empty batch
+        _error_case(cases, "batch mismatch", op, name, f"batch/{op}/{name}/empty-with-B>0",
+                    _changed(op, place, name, lambda v: v[:0]))
 
 
 def _empty_batch(op: str):
@@ -587,11 +572,9 @@ def family_zero_sizes(place, cases):
                      ("speculate_get_accept_tokens_and_logits", "logits"), ("speculate_logprobs_topk", "target_logits"),
                      ("speculate_logprobs_topk", "logprob_token_ids"), ("hybrid_mtp_ngram", "pre_ids"),
                      ("speculate_save_output_topk", "logprob_token_ids")]:
-        def fn(op=op, name=name):  # a dimension the op needs >= 1 of: named error
-            a, attrs = good(op)
-            a[name] = a[name][:, :0]
-            call(op, tensors(a, place), attrs)
-        _error_case(cases, "zero sizes", op, name, f"zero/{op}/{name}-no-columns", fn)
+        # a dimension the op needs >= 1 of: named error
+        _error_case(cases, "zero sizes", op, name, f"zero/{op}/{name}-no-columns",
+                    _changed(op, place, name, lambda v: v[:, :0]))
 
 
 def family_views(place, cases):
@@ -775,18 +758,12 @@ def family_cache(place, cases):
             _error_case(cases, "suffix cache", op, "key_len", f"cache/{op}/key_len={key_len}", fn)
         for name, cut in [("cache_tokens", lambda v: v[:0]), ("cache_tokens", lambda v: v[:, :0]),
                           ("cache_rows", lambda v: v[:, :1]), ("cache_keys", lambda v: v[:-1])]:
-            def fn(op=op, name=name, cut=cut):
-                a, attrs = good(op)
-                a[name] = cut(a[name])
-                call(op, tensors(a, place), attrs)
-            _error_case(cases, "suffix cache", op, name, f"cache/{op}/{name}-{a_shape(cut)}", fn)
+            _error_case(cases, "suffix cache", op, name, f"cache/{op}/{name}-{a_shape(cut)}",
+                        _changed(op, place, name, cut))
     for name, cut in [("query_cand", lambda v: v[:, :31]), ("query_stat", lambda v: v[:, :-1]),
                       ("suffix_source", lambda v: v[:-1])]:
-        def fn(name=name, cut=cut):
-            a, attrs = good("suffix_cache_query")
-            a[name] = cut(a[name])
-            call("suffix_cache_query", tensors(a, place), attrs)
-        _error_case(cases, "suffix cache", "suffix_cache_query", name, f"cache/query/{name}-{a_shape(cut)}", fn)
+        _error_case(cases, "suffix cache", "suffix_cache_query", name, f"cache/query/{name}-{a_shape(cut)}",
+                    _changed("suffix_cache_query", place, name, cut))
     # Valid limits: exact results.
     for op, changes in [("suffix_cache_evict", dict(keep=0)), ("suffix_cache_evict", dict(keep=2**63 - 1)),
                         ("suffix_cache_evict", dict(keep=CACHE_ROWS)), ("suffix_cache_insert", dict(key_len=1)),

@@ -72,6 +72,22 @@ def on_places(place, run, want):
         np.testing.assert_array_equal(np.asarray(g).reshape(np.shape(w)), w)
 
 
+def draft_inputs(data, B, W, K, rows, vocab, *, max_dec_len_hi):
+    """The nine share inputs of the n-gram/suffix ops (ngram_match's order), drawn with hostile
+    lengths: negative and past-the-row prompt and step counts, negative budgets, odd slot states."""
+    return {
+        "token_ids_all": ints(data, (rows, W), -1, vocab - 1, np.int64, "tokens"),
+        "prompt_lens": ints(data, (B, 1), -2, W + 2, np.int64, "P"),
+        "step_idx": ints(data, (B, 1), -2, W + 2, np.int64, "s"),
+        "draft_token_num": ints(data, (B,), -1, K + 2, np.int32, "draft_token_num"),
+        "draft_tokens": ngram.sentinels(B, K),
+        "seq_lens_this_time": ints(data, (B,), -3, 12, np.int32, "slt"),
+        "seq_lens_encoder": choice(data, (B,), [0, 0, 0, 3, -1], np.int32, "enc"),
+        "seq_lens_decoder": choice(data, (B,), [0, 5, 5, 5, -1], np.int32, "dec"),
+        "max_dec_len": ints(data, (B, 1), -1, max_dec_len_hi, np.int64, "max_dec_len"),
+    }
+
+
 # ---- ngram_match: GPU against CPU ------------------------------------------------------------------
 
 @pytest.mark.gpu
@@ -82,17 +98,7 @@ def test_ngram_match_gpu_against_cpu(data):
         data.draw(st.integers(0, 6), label="K")
     rows = B + data.draw(st.integers(0, 2), label="extra rows")
     vocab = data.draw(st.integers(1, 3), label="vocab")
-    d = {
-        "token_ids_all": ints(data, (rows, W), -1, vocab - 1, np.int64, "tokens"),
-        "prompt_lens": ints(data, (B, 1), -2, W + 2, np.int64, "P"),
-        "step_idx": ints(data, (B, 1), -2, W + 2, np.int64, "s"),
-        "draft_token_num": ints(data, (B,), -1, k + 2, np.int32, "draft_token_num"),
-        "draft_tokens": ngram.sentinels(B, k),
-        "seq_lens_this_time": ints(data, (B,), -3, 12, np.int32, "slt"),
-        "seq_lens_encoder": choice(data, (B,), [0, 0, 0, 3, -1], np.int32, "enc"),
-        "seq_lens_decoder": choice(data, (B,), [0, 5, 5, 5, -1], np.int32, "dec"),
-        "max_dec_len": ints(data, (B, 1), -1, 24, np.int64, "max_dec_len"),
-    }
+    d = draft_inputs(data, B, W, k, rows, vocab, max_dec_len_hi=24)
     ngram.check(d, "gpu", data.draw(st.integers(1, 5), label="n"),
                 data.draw(st.one_of(st.none(), THRESHOLDS), label="threshold"))
 
@@ -184,15 +190,7 @@ def test_suffix_match(place, data):
     rows = B + data.draw(st.integers(0, 2), label="extra rows")
     vocab = data.draw(st.integers(1, 3), label="vocab")
     case = {
-        "token_ids_all": ints(data, (rows, W), -1, vocab - 1, np.int64, "tokens"),
-        "prompt_lens": ints(data, (B, 1), -2, W + 2, np.int64, "P"),
-        "step_idx": ints(data, (B, 1), -2, W + 2, np.int64, "s"),
-        "draft_token_num": ints(data, (B,), -1, K + 2, np.int32, "draft_token_num"),
-        "draft_tokens": ngram.sentinels(B, K),
-        "seq_lens_this_time": ints(data, (B,), -3, 12, np.int32, "slt"),
-        "seq_lens_encoder": choice(data, (B,), [0, 0, 0, 3, -1], np.int32, "enc"),
-        "seq_lens_decoder": choice(data, (B,), [0, 5, 5, 5, -1], np.int32, "dec"),
-        "max_dec_len": ints(data, (B, 1), -1, 40, np.int64, "max_dec_len"),
+        **draft_inputs(data, B, W, K, rows, vocab, max_dec_len_hi=40),
         "suffix_tokens": np.full((rows, K), -7, np.int64),
         "suffix_probs": np.full((rows, K), -7.0, np.float32),
         "suffix_meta": np.full((rows, 2), -7, np.int32),
