@@ -47,6 +47,7 @@ from fastdeploy_spec.buffers import copy_from_host, make_share_inputs  # noqa: E
 from fastdeploy_spec.config import SpeculativeConfig  # noqa: E402
 from fastdeploy_spec.ops import hybrid_mtp_ngram  # noqa: E402
 from fastdeploy_spec.proposers import MTPProposer  # noqa: E402
+from fastdeploy_spec.testing.oracle import PreparedLogits  # noqa: E402
 
 BATCHES = (1, 8, 64, 256)
 K = 5
@@ -57,18 +58,6 @@ GENERATED = 512
 THRESHOLD = 1 << 40
 STATE = ("draft_tokens", "seq_lens_this_time")
 DRAFT_STATE = ("pre_ids", "step_idx")
-
-
-class PreparedLogits:
-    """The draft model without its forward: logits prepared on the device, one buffer per step."""
-
-    def __init__(self, logits):
-        self.logits, self.calls = logits, 0
-
-    def __call__(self, input_ids, hidden_states=None):
-        out = self.logits[self.calls % len(self.logits)]
-        self.calls += 1
-        return out
 
 
 class HostPathMTPProposer:

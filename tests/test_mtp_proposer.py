@@ -11,6 +11,7 @@ import pytest
 from fastdeploy_spec.buffers import copy_from_host, make_share_inputs
 from fastdeploy_spec.config import SpeculativeConfig
 from fastdeploy_spec.proposers import MTPProposer, NgramProposer, create_proposer
+from fastdeploy_spec.testing.oracle import PreparedLogits
 from tests.helpers import PLACES, to_place
 from tests.reference.hybrid_mtp_ngram import hybrid_mtp_ngram_ref
 
@@ -189,18 +190,6 @@ def test_create_proposer():
         create_proposer(SpeculativeConfig(method="mtp"), max_num_seqs=2, max_model_len=8)
     with pytest.raises(TypeError, match="draft_model must be callable"):
         MTPProposer(SpeculativeConfig(method="mtp"), object(), 2, 8)
-
-
-class PreparedLogits:
-    """A draft model with no host work: it returns logits tensors prepared on the place in advance."""
-
-    def __init__(self, logits):
-        self.logits, self.calls = logits, 0
-
-    def __call__(self, input_ids, hidden_states=None):
-        out = self.logits[self.calls % len(self.logits)]
-        self.calls += 1
-        return out
 
 
 @pytest.mark.parametrize("strategy", ["default", "with_ngram"])

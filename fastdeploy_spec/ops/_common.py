@@ -106,6 +106,10 @@ THRESHOLD = IntAttr("int64, >= 0", 0, 2**63 - 1, none=THRESHOLD_FROM_ENV)
 QUEUE_ID = IntAttr("int64, >= 0", 0, 2**63 - 1, none=QUEUE_ID_FROM_ENV)
 
 
+# The tensors every op of the n-gram/suffix family takes first, in this order (binding/draft_inputs.h).
+DRAFT_INPUTS = ("token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
+                "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len")
+
 # Every op's OpSpec by op name, filled as the wrappers are imported (``fastdeploy_spec.ops``).
 SPECS: dict = {}
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import BOOL, INT32, THRESHOLD, OpSpec
+from fastdeploy_spec.ops._common import BOOL, DRAFT_INPUTS, INT32, THRESHOLD, OpSpec
 
 SPEC = OpSpec(
     "ngram_match",
-    tensors=("token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
-             "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len"),
+    tensors=DRAFT_INPUTS,
     outputs=frozenset({"draft_tokens", "seq_lens_this_time"}),
     attrs=(("max_ngram_size", INT32), ("max_draft_tokens", INT32), ("pad_to_max", BOOL),
            ("threshold", THRESHOLD)),

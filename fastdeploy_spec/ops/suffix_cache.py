@@ -14,7 +14,8 @@ import numpy as np
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import BOOL, FLOAT, INT32, THRESHOLD, ArgumentError, IntAttr, OpSpec
+from fastdeploy_spec.ops._common import INT32, ArgumentError, IntAttr, OpSpec
+from fastdeploy_spec.ops.suffix_match import SPEC as _MATCH
 
 # Layout constants of the kernels (custom_ops/suffix_cache/suffix_cache.h).
 STAT_COLS = 264
@@ -141,17 +142,12 @@ _EVICT = OpSpec(
     outputs=frozenset(_CACHE),
     attrs=(("keep", IntAttr("int64, >= 0", 0, 2**63 - 1)), ("key_len", INT32)),
 )
+# suffix_match's arguments, then the source of each draft, the cache and the query's scratch.
 _QUERY = OpSpec(
     "suffix_cache_query",
-    tensors=("token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
-             "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len",
-             "suffix_tokens", "suffix_probs", "suffix_meta", "suffix_source", *_CACHE, "query_cand",
-             "query_stat"),
-    outputs=frozenset({"draft_tokens", "seq_lens_this_time", "suffix_tokens", "suffix_probs",
-                       "suffix_meta", "suffix_source", "query_cand", "query_stat"}),
-    attrs=(("max_tree_depth", INT32), ("max_spec_factor", FLOAT), ("max_spec_offset", FLOAT),
-           ("min_token_prob", FLOAT), ("max_draft_tokens", INT32), ("pad_to_max", BOOL),
-           ("threshold", THRESHOLD), ("key_len", INT32)),
+    tensors=(*_MATCH.tensors, "suffix_source", *_CACHE, "query_cand", "query_stat"),
+    outputs=_MATCH.outputs | {"suffix_source", "query_cand", "query_stat"},
+    attrs=(*_MATCH.attrs, ("key_len", INT32)),
 )
 
 

@@ -5,14 +5,12 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import BOOL, FLOAT, INT32, THRESHOLD, OpSpec
+from fastdeploy_spec.ops._common import BOOL, DRAFT_INPUTS, FLOAT, INT32, THRESHOLD, OpSpec
 
 
 SPEC = OpSpec(
     "suffix_match",
-    tensors=("token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
-             "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len",
-             "suffix_tokens", "suffix_probs", "suffix_meta"),
+    tensors=(*DRAFT_INPUTS, "suffix_tokens", "suffix_probs", "suffix_meta"),
     outputs=frozenset({"draft_tokens", "seq_lens_this_time", "suffix_tokens", "suffix_probs",
                        "suffix_meta"}),
     attrs=(("max_tree_depth", INT32), ("max_spec_factor", FLOAT), ("max_spec_offset", FLOAT),

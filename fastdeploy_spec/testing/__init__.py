@@ -1,6 +1,7 @@
 """Test and demo machinery for the runner mirror and the benchmarks: never imported by the library.
 
 - ``OracleTarget``: a target model that knows each request's answer (``oracle_logits`` its logits);
+  ``PreparedLogits``: a draft model that returns logits prepared in advance;
 - ``LogprobChecker``: a runner observer that checks every logprob message, bit for bit, against the
   rows the device computed in its step;
 - ``gpu_timer``: CUDA graphs and the GPU timer of the benchmarks and the graph-replay test;
@@ -12,7 +13,7 @@ The names above load their module on first use, so that ``gpu_timer`` and ``sysv
 import importlib
 
 _EXPORTS = {"LogprobChecker": "checks", "ORACLE_HASH_MODULUS": "oracle", "OracleTarget": "oracle",
-            "oracle_logits": "oracle"}
+            "oracle_logits": "oracle", "PreparedLogits": "oracle"}
 __all__ = sorted(_EXPORTS)
 
 

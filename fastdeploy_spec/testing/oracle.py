@@ -78,3 +78,16 @@ class OracleTarget:
         slot = np.repeat(np.arange(len(rows)), rows)
         col = np.arange(int(rows.sum())) - np.repeat(np.cumsum(rows) - rows, rows)
         return oracle_logits(tokens[slot, col], batch.step_idx[slot] + col, self.vocab_size)
+
+
+class PreparedLogits:
+    """A draft model with no forward and no host work: it returns, call after call, the logits tensors
+    prepared on the place in advance (cycling through them). For the MTP proposer's tests and benchmark."""
+
+    def __init__(self, logits):
+        self.logits, self.calls = logits, 0
+
+    def __call__(self, input_ids, hidden_states=None):
+        out = self.logits[self.calls % len(self.logits)]
+        self.calls += 1
+        return out
