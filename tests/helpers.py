@@ -157,11 +157,11 @@ def grid(*axes):
     return decorate
 
 
-def assert_bad_input(call, inputs: dict, name: str, corrupt, message: str) -> None:
-    """``call(inputs)`` with ``inputs[name]`` replaced by ``corrupt(inputs)`` raises an error matching
-    ``message``."""
+def assert_bad_input(call, inputs: dict, name: str, corrupt, message: str, errors=Exception) -> None:
+    """``call(inputs)`` with ``inputs[name]`` replaced by ``corrupt(inputs)`` raises one of ``errors``
+    matching ``message``."""
     inputs[name] = corrupt(inputs)
-    with pytest.raises(Exception, match=message):
+    with pytest.raises(errors, match=message):
         call(inputs)
 
 

@@ -44,6 +44,13 @@ def spread(values, n, dtype, seed):
     return np.array(v.tolist(), dtype=dtype)
 
 
+def extremes(case, field, seed):
+    """Fills `case[field]` (16 slots) with the integer limits of its dtype, shuffled by `seed`."""
+    v = case[field]
+    big = EXTREMES_64 if v.dtype == np.int64 else EXTREMES_32
+    case[field] = spread(big, 16, v.dtype, seed).reshape(v.shape)
+
+
 # ---- Integer limits in every length and count: same answer as the reference (which clamps) --------
 
 @pytest.mark.parametrize("place", PLACES)
@@ -51,8 +58,7 @@ def spread(values, n, dtype, seed):
                                    "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder"])
 def test_ngram_match_integer_limits(place, field):
     d = make_ngram_batch(np.random.default_rng(1), 16, 24, vocab=2)
-    big = EXTREMES_64 if d[field].dtype == np.int64 else EXTREMES_32
-    d[field] = spread(big, 16, d[field].dtype, 2).reshape(d[field].shape)
+    extremes(d, field, 2)
     for threshold in (10**6, 20):
         ngram.check(d, place, 3, threshold)
 
@@ -62,8 +68,7 @@ def test_ngram_match_integer_limits(place, field):
                                    "seq_lens_decoder"])
 def test_hybrid_mtp_ngram_integer_limits(place, field):
     case = hybrid.make_case(np.random.default_rng(3), 16, 20, 12, 2)
-    big = EXTREMES_64 if case[field].dtype == np.int64 else EXTREMES_32
-    case[field] = spread(big, 16, case[field].dtype, 4).reshape(case[field].shape)
+    extremes(case, field, 4)
     for threshold in (10**6, 20):
         hybrid.check(case, place, 3, 1, 5, threshold)
 
@@ -73,8 +78,7 @@ def test_hybrid_mtp_ngram_integer_limits(place, field):
                                    "seq_lens_decoder"])
 def test_verify_greedy_integer_limits(place, field):
     case = verify.random_case(np.random.default_rng(5), 16, 4, 2)
-    big = EXTREMES_64 if case[field].dtype == np.int64 else EXTREMES_32
-    case[field] = spread(big, 16, case[field].dtype, 6).reshape(case[field].shape)
+    extremes(case, field, 6)
     verify.check(case, place)
 
 
@@ -83,8 +87,7 @@ def test_verify_greedy_integer_limits(place, field):
                                    "seq_lens_this_time", "seq_lens_encoder"])
 def test_step_update_integer_limits(place, field):
     case = step_update.random_case(np.random.default_rng(7), 16, 4, 12)
-    big = EXTREMES_64 if case[field].dtype == np.int64 else EXTREMES_32
-    case[field] = spread(big, 16, case[field].dtype, 8).reshape(case[field].shape)
+    extremes(case, field, 8)
     step_update.check(case, place)
 
 

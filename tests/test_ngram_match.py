@@ -11,7 +11,7 @@ import pytest
 
 from fastdeploy_spec import ops
 from fastdeploy_spec.ops import ngram_match
-from tests.helpers import PLACES, to_place
+from tests.helpers import PLACES, assert_bad_input, to_place
 from tests.reference.ngram_match import (BIG, DTYPES, PER_SLOT, TENSOR_ARGS, THRESHOLD_ENV, check,
                                          make_ngram_batch, ngram_match_ref, run_op, sentinels)
 
@@ -458,10 +458,7 @@ def test_wrong_dtype_names_the_tensor(name):
     ("max_dec_len", (1, 3), r"max_dec_len must have shape \[3\] or \[3, 1\]"),
 ])
 def test_wrong_rank_names_the_tensor(name, shape, message):
-    d = _good()
-    d[name] = np.zeros(shape, DTYPES[name])
-    with pytest.raises(OP_ERRORS, match=message):
-        _call(d)
+    assert_bad_input(_call, _good(), name, lambda d: np.zeros(shape, DTYPES[name]), message, OP_ERRORS)
 
 
 @pytest.mark.parametrize("name", [n for n in TENSOR_ARGS if n != "seq_lens_this_time"])

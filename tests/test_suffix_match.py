@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from fastdeploy_spec.ops import suffix_match
-from tests.helpers import PLACES, to_place
+from tests.helpers import PLACES, assert_bad_input, to_place
 from tests.reference.ngram_match import THRESHOLD_ENV
 from tests.reference.suffix_match import (DTYPES, OUTPUTS, TENSOR_ARGS, check, make_suffix_batch, run_op,
                                           suffix_draft_ref, suffix_match_ref)
@@ -264,10 +264,7 @@ def test_wrong_dtype_names_the_tensor(name):
     ("prompt_lens", (3, 2), r"prompt_lens must have shape \[3\] or \[3, 1\]"),
 ])
 def test_wrong_shape_names_the_tensor(name, shape, message):
-    d = _good()
-    d[name] = np.zeros(shape, DTYPES[name])
-    with pytest.raises(OP_ERRORS, match=message):
-        _call(d)
+    assert_bad_input(_call, _good(), name, lambda d: np.zeros(shape, DTYPES[name]), message, OP_ERRORS)
 
 
 @pytest.mark.parametrize("attrs,message", [

@@ -137,6 +137,19 @@ def ngram_match_ref(token_ids_all, prompt_lens, step_idx, draft_token_num, draft
     return drafts, np.array(slt, np.int32).reshape(slt_shape)
 
 
+def odd_length(rng: np.random.Generator, which: int, P: np.ndarray, s: np.ndarray, b: int, W: int) -> None:
+    """Puts slot b's prompt length (which 0: negative, 1: past the row) or step count (2: past the
+    row, 3: negative) out of range: lengths the ops must clamp."""
+    if which == 0:
+        P[b] = -int(rng.integers(1, 10))
+    elif which == 1:
+        P[b] = W + int(rng.integers(0, 10))
+    elif which == 2:
+        s[b] = W + int(rng.integers(1, 10))
+    else:
+        s[b] = -int(rng.integers(1, 10))
+
+
 def make_ngram_batch(rng: np.random.Generator, batch: int, width: int, *, k: int = 5,
                      vocab: int = 4, max_ngram_size: int = 3, p_prefill: float = 0.2,
                      p_empty: float = 0.15, p_plant: float = 0.5, p_odd: float = 0.05,
@@ -186,14 +199,8 @@ def make_ngram_batch(rng: np.random.Generator, batch: int, width: int, *, k: int
             dec[b] = int(P[b] + s[b]) or 1
         if rng.random() < p_odd:
             which = int(rng.integers(0, 5))
-            if which == 0:
-                P[b] = -int(rng.integers(1, 10))
-            elif which == 1:
-                P[b] = W + int(rng.integers(0, 10))
-            elif which == 2:
-                s[b] = W + int(rng.integers(1, 10))
-            elif which == 3:
-                s[b] = -int(rng.integers(1, 10))
+            if which < 4:
+                odd_length(rng, which, P, s, b, W)
             elif state[b] == 0:
                 slt[b] = -int(rng.integers(1, 64))
             else:

@@ -30,7 +30,7 @@ import numpy as np
 from fastdeploy_spec.ops import suffix_match
 from tests.helpers import to_place
 from tests.reference.ngram_match import DTYPES as NGRAM_DTYPES
-from tests.reference.ngram_match import batch_inputs
+from tests.reference.ngram_match import batch_inputs, odd_length
 
 # Argument order of the op's tensors.
 TENSOR_ARGS = (
@@ -225,15 +225,7 @@ def make_suffix_batch(rng: np.random.Generator, batch: int, width: int, *, k: in
         elif state[b] == 2:
             dec[b] = int(P[b] + s[b]) or 1
         if rng.random() < p_odd:
-            which = int(rng.integers(0, 4))
-            if which == 0:
-                P[b] = -int(rng.integers(1, 10))
-            elif which == 1:
-                P[b] = W + int(rng.integers(0, 10))
-            elif which == 2:
-                s[b] = W + int(rng.integers(1, 10))
-            else:
-                s[b] = -int(rng.integers(1, 10))
+            odd_length(rng, int(rng.integers(0, 4)), P, s, b, W)
     ids[B:] = rng.integers(0, vocab, (extra_rows, W))
     return {
         "token_ids_all": ids, "prompt_lens": P.reshape(B, 1), "step_idx": s.reshape(B, 1),
