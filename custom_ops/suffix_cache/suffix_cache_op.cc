@@ -51,22 +51,15 @@ void SuffixCacheInsert(const paddle::Tensor& token_ids_all, const paddle::Tensor
                        paddle::Tensor& cache_slots, paddle::Tensor& cache_counter, int key_len) {
   constexpr const char* kOp = "suffix_cache_insert";
   const fdspec::binding::OpChecks c(kOp);
+  namespace rule = fdspec::binding::rule;
   FDSPEC_CHECK_DEFINED(c, token_ids_all, prompt_lens, step_idx, seq_lens_encoder, seq_lens_decoder,
                        cache_tokens, cache_keys, cache_rows, cache_slots, cache_counter);
-  const int64_t B = c.batch(seq_lens_encoder, "seq_lens_encoder");
-  c.dtype(token_ids_all, "token_ids_all", DataType::INT64)
-      .dtype(prompt_lens, "prompt_lens", DataType::INT64)
-      .dtype(step_idx, "step_idx", DataType::INT64)
-      .dtype(seq_lens_encoder, "seq_lens_encoder", DataType::INT32)
-      .dtype(seq_lens_decoder, "seq_lens_decoder", DataType::INT32)
-      .dtype(cache_slots, "cache_slots", DataType::INT64)
+  const int64_t B = c.tensors({rule::token_ids_all(token_ids_all), rule::prompt_lens(prompt_lens),
+                               rule::step_idx(step_idx), rule::seq_lens_encoder(seq_lens_encoder),
+                               rule::seq_lens_decoder(seq_lens_decoder)},
+                              "seq_lens_encoder");
+  c.dtype(cache_slots, "cache_slots", DataType::INT64)
       .dtype(cache_counter, "cache_counter", DataType::INT64);
-  c.per_slot(seq_lens_encoder, "seq_lens_encoder", B)
-      .rank(token_ids_all, "token_ids_all", 2)
-      .rows_at_least(token_ids_all, "token_ids_all", B)
-      .per_slot(prompt_lens, "prompt_lens", B)
-      .per_slot(step_idx, "step_idx", B)
-      .per_slot(seq_lens_decoder, "seq_lens_decoder", B);
   c.that(cache_slots.numel() >= B && cache_slots.shape().size() == 1,
          "cache_slots must have shape [S] with S >= B = " + std::to_string(B) + ", got " +
              fdspec::binding::shape_str(cache_slots))
