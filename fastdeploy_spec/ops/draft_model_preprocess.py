@@ -14,7 +14,7 @@ SPEC = OpSpec(
              "base_model_seq_lens_this_time", "base_model_seq_lens_encoder",
              "base_model_seq_lens_decoder", "base_model_stop_flags", "base_model_max_dec_len"),
     outputs=frozenset({"input_ids", "seq_lens_decoder", "step_idx", "pre_ids", "mtp_draft_num",
-                       "max_dec_len"}),
+                       "max_dec_len", "base_model_seq_lens_this_time"}),
 )
 
 
