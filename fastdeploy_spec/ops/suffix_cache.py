@@ -15,7 +15,7 @@ import paddle
 
 from fastdeploy_spec.ops import _loader
 from fastdeploy_spec.ops._common import INT32, ArgumentError, IntAttr, OpSpec
-from fastdeploy_spec.ops.suffix_match import SPEC as _MATCH
+from fastdeploy_spec.ops.suffix_match import SPEC as _MATCH, default_max_draft_tokens
 
 # Layout constants of the kernels (custom_ops/suffix_cache/suffix_cache.h).
 STAT_COLS = 264
@@ -256,8 +256,7 @@ def suffix_cache_query(
     >>> drafts.numpy()[1, 1:3].tolist(), src.numpy().tolist(), meta.numpy()[1].tolist()
     ([7, 8], [0, 1], [2, 2])
     """
-    if max_draft_tokens is None and isinstance(draft_tokens, paddle.Tensor) and draft_tokens.ndim == 2:
-        max_draft_tokens = draft_tokens.shape[1] - 1
+    max_draft_tokens = default_max_draft_tokens(max_draft_tokens, draft_tokens)
     _loader.load().suffix_cache_query(*_QUERY.args(dict(locals(), **_cache_args(_QUERY, cache))))
 
 

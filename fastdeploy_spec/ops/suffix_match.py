@@ -103,6 +103,13 @@ def suffix_match(
     >>> [round(float(p), 4) for p in probs.numpy()[0, :2]]         # 2/3, then 2/3 * 1/2
     [0.6667, 0.3333]
     """
-    if max_draft_tokens is None and isinstance(draft_tokens, paddle.Tensor) and draft_tokens.ndim == 2:
-        max_draft_tokens = draft_tokens.shape[1] - 1
+    max_draft_tokens = default_max_draft_tokens(max_draft_tokens, draft_tokens)
     _loader.load().suffix_match(*SPEC.args(locals()))
+
+
+def default_max_draft_tokens(max_draft_tokens, draft_tokens):
+    """``max_draft_tokens`` of the suffix ops: None means K, the drafts that fit a ``draft_tokens`` row
+    [B, K + 1]. A malformed ``draft_tokens`` keeps None, for the validation layer to name it."""
+    if max_draft_tokens is None and isinstance(draft_tokens, paddle.Tensor) and draft_tokens.ndim == 2:
+        return draft_tokens.shape[1] - 1
+    return max_draft_tokens
