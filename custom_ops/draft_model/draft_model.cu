@@ -1,16 +1,18 @@
 // Draft-model bookkeeping: CUDA implementations (rules in draft_model.h). No Paddle include.
 //
-// Each kernel is launched as a programmatic dependent (common/cuda_utils.cuh): it waits for the work
-// before it on the stream, then lets the next kernel start its launch, which hides most of the launch
-// latency of a step made of several tiny kernels.
+// A step's kernels are tiny: their time is launch latency plus a few dependent trips to memory
+// (each costs a fraction of a microsecond; tests/cuda/bench_mtp_kernels.cu times them). So each
+// kernel is a programmatic dependent of the work before it (common/cuda_utils.cuh: its launch
+// overlaps its predecessor), loads a slot's scalars together (draft_model.h's *_load helpers) rather
+// than one after another, and keeps what it read in registers for its writes.
 #include "draft_model/draft_model.h"
 
 #include <cooperative_groups.h>
-#include <cuda_fp16.h>
 
 #include <algorithm>
 
 #include "common/cuda_utils.cuh"
+#include "common/logit_cuda.cuh"
 
 namespace fdspec {
 namespace {
@@ -20,79 +22,94 @@ constexpr unsigned kFullMask = 0xFFFFFFFFu;
 constexpr int kSlotWarpsPerBlock = 4;  // preprocess / accept: slots are tiny, small blocks spread out
 constexpr int kArgmaxThreads = 256;     // update: one block per slice of a drafting row
 constexpr int kArgmaxUnroll = 4;        // 16-byte vectors in flight per thread: 16 KB per block
-// A row of logits is split into slices of about this many bytes, one block each, up to the portable
-// cluster size: one slice is one round of the loads above, and B = 1 .. 64 rows then still cover
-// most SMs (a whole 128 KB row in one block streams at one SM's bandwidth).
-constexpr int64_t kSliceBytes = 16 << 10;
+// A row is split into at most this many slices (the portable cluster size), and into no more than
+// it takes to give the batch about kBlocksPerSm blocks per SM: at B = 1 .. 8 the rows still cover
+// many SMs (one 128 KB row in one block streams at one SM's bandwidth), at B = 64 .. 256 each block
+// loops over several rounds of loads instead of paying a block's fixed cost per 16 KB. On an H100
+// (V = 32000 float32, tests/cuda/bench_mtp_kernels.cu) one block per SM beat 2 and 4 by 0.2 and
+// 0.3 us per update at B = 64, by 0.9 and 2.9 us at B = 256, and tied at B = 1 and 8; 8 vectors per
+// thread instead of 4 lost 1.9 us at B = 256.
 constexpr int kMaxParts = 8;
+constexpr int kBlocksPerSm = 1;
+
+// The slot of the calling warp (preprocess, accept), after the programmatic-launch handshake.
+__device__ __forceinline__ int64_t warp_slot() {
+  wait_for_primary_grid();
+  allow_dependent_launch();
+  return static_cast<int64_t>(blockIdx.x) * kSlotWarpsPerBlock + threadIdx.x / kWarp;
+}
 
 __global__ void __launch_bounds__(kSlotWarpsPerBlock * kWarp)
     draft_model_preprocess_kernel(DraftModelPreprocessParams p) {
-  wait_for_primary_grid();
-  allow_dependent_launch();
-  const int lane = threadIdx.x % kWarp;
-  const int64_t b = static_cast<int64_t>(blockIdx.x) * kSlotWarpsPerBlock + threadIdx.x / kWarp;
+  const int64_t b = warp_slot();
   if (b >= p.batch) return;
-  const DraftSlot kind = draft_slot_kind(p.base_model_stop_flags[b], p.base_model_seq_lens_encoder[b],
-                                         p.base_model_seq_lens_decoder[b]);
-  if (kind == DraftSlot::kPrefill) {
+  const int lane = threadIdx.x % kWarp;
+  const DraftPreprocessSlot q = draft_preprocess_load(p, b);  // every lane: the kind steers the warp
+  if (q.kind == DraftSlot::kPrefill) {
     int64_t* row = p.pre_ids + b * p.pre_ids_stride;
     for (int64_t i = lane; i < p.pre_ids_stride; i += kWarp) row[i] = -1;
   }
-  // Lane 0 reads step_idx and pre_ids[b, s] of a decoding slot, whose row no lane clears.
-  if (lane == 0) draft_preprocess_slot(p, b, kind);
+  // Lane 0 reads pre_ids[b, s] of a decoding slot, whose row no lane clears.
+  if (lane == 0) {
+    draft_preprocess_store(p, b, q, draft_preprocess_reads_newest(q) ? p.pre_ids[b * p.pre_ids_stride + q.s] : -1);
+  }
 }
-
-template <LogitsDType D>
-struct Logit;
-template <>
-struct Logit<LogitsDType::kFloat32> {
-  using Storage = float;
-  static __device__ __forceinline__ float to_float(float v) { return v; }
-};
-template <>
-struct Logit<LogitsDType::kFloat16> {
-  using Storage = uint16_t;
-  static __device__ __forceinline__ float to_float(uint16_t b) { return __half2float(__ushort_as_half(b)); }
-};
-template <>
-struct Logit<LogitsDType::kBFloat16> {
-  using Storage = uint16_t;
-  static __device__ __forceinline__ float to_float(uint16_t b) { return __uint_as_float(uint32_t{b} << 16); }
-};
 
 __device__ __forceinline__ uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
-// `parts` consecutive blocks share a slot's row (a thread-block cluster on sm_90+, so that a small
-// batch still spreads the logits over many SMs): each reduces the keys of its slice, the cluster's
-// leader takes the maximum of the blocks' keys through distributed shared memory and writes.
+// `parts` consecutive blocks share a slot's row (a thread-block cluster on sm_90+). Each block loads
+// the slot's scalars, leaves if the slot does not draft (uniform in the cluster: no barrier waits for
+// it; its logits row is not read), reduces its slice, and sends its key to the leader's shared
+// memory; the leader writes with the scalars it loaded. A thread scans its elements in increasing id
+// and keeps the first strict maximum as a float: NaN and -inf never win and -0 ties +0, so with the
+// thread's first id as the start (whatever its value) its (value, id) has the largest
+// draft_argmax_key among its elements; 64-bit keys are built only to reduce across threads.
+// (Measured: issuing the first logits loads before the slot's scalars are known gains nothing.)
 template <LogitsDType D>
 __global__ void __launch_bounds__(kArgmaxThreads) draft_model_update_kernel(DraftModelUpdateParams p, int parts) {
   using T = typename Logit<D>::Storage;
   constexpr int kVec = 16 / sizeof(T);
-  using Vec = typename VecOf<16>::type;
+  constexpr int kRound = kArgmaxThreads * kArgmaxUnroll;  // vectors per block and round
   union Pack {
-    Vec v;
+    uint4 v;
     T e[kVec];
   };
   __shared__ uint64_t warp_best[kArgmaxThreads / kWarp];
-  __shared__ uint64_t block_best;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  __shared__ uint64_t part_best[kMaxParts];  // the leader's: each block's key
+#endif
 
   wait_for_primary_grid();
   allow_dependent_launch();
   const int part = static_cast<int>(blockIdx.x % parts);
   const int64_t b = blockIdx.x / parts;
-  if (!draft_update_takes(p, b)) return;  // uniform in the cluster: no cluster barrier waits
   const int64_t V = p.vocab_size;
   const T* row = static_cast<const T*>(p.logits) + b * V;
-  uint64_t best = 0;
-
   // Head: elements up to the first 16-byte boundary; body: whole vectors, split between the parts;
-  // tail: the rest. Part 0 takes head and tail.
+  // tail: the rest. Part 0 takes head and tail (64-bit keys: at most 2 * kVec elements).
   const int64_t misalign = static_cast<int64_t>(reinterpret_cast<uintptr_t>(row) % 16) / sizeof(T);
   const int64_t head = min_of<int64_t>(misalign == 0 ? 0 : kVec - misalign, V);
   const int64_t nvec = (V - head) / kVec;
   const int64_t tail = head + nvec * kVec;
+  const int64_t per = ceil_div<int64_t>(nvec, parts);
+  const int64_t lo = min_of<int64_t>(nvec, per * part), hi = min_of<int64_t>(nvec, lo + per);
+  const uint4* body = reinterpret_cast<const uint4*>(row + head);
+
+  const DraftUpdateSlot slot = draft_update_load(p, b);
+  if (!draft_update_takes(p, slot)) return;
+  Pack pk[kArgmaxUnroll];
+#pragma unroll
+  for (int u = 0; u < kArgmaxUnroll; ++u) {
+    const int64_t j = lo + u * kArgmaxThreads + threadIdx.x;
+    if (j < hi) pk[u].v = __ldg(body + j);
+  }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Announces this block to the cluster early; the wait below, before the first write into the
+  // leader's shared memory, then finds every block of the cluster started.
+  if (parts > 1) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+#endif
+
+  uint64_t best = 0;
   if (part == 0) {
     for (int64_t i = threadIdx.x; i < head; i += kArgmaxThreads) {
       best = max_u64(best, draft_argmax_key(Logit<D>::to_float(row[i]), i));
@@ -101,26 +118,33 @@ __global__ void __launch_bounds__(kArgmaxThreads) draft_model_update_kernel(Draf
       best = max_u64(best, draft_argmax_key(Logit<D>::to_float(row[i]), i));
     }
   }
-  const int64_t per = ceil_div<int64_t>(nvec, parts);
-  const int64_t lo = min_of<int64_t>(nvec, per * part), hi = min_of<int64_t>(nvec, lo + per);
-  const Vec* body = reinterpret_cast<const Vec*>(row + head);
-  for (int64_t base = lo; base < hi; base += int64_t{kArgmaxThreads} * kArgmaxUnroll) {
-    Pack pk[kArgmaxUnroll];
+  if (lo + threadIdx.x < hi) {
+    float top = -__int_as_float(0x7F800000);  // -inf: nothing beats it but a larger value
+    uint32_t top_id = static_cast<uint32_t>(head + (lo + threadIdx.x) * kVec);
+    for (int64_t base = lo;;) {
 #pragma unroll
-    for (int u = 0; u < kArgmaxUnroll; ++u) {
-      const int64_t j = base + u * kArgmaxThreads + threadIdx.x;
-      if (j < hi) pk[u].v = __ldg(body + j);
-    }
+      for (int u = 0; u < kArgmaxUnroll; ++u) {
+        const int64_t j = base + u * kArgmaxThreads + threadIdx.x;
+        if (j >= hi) continue;
+        const uint32_t id0 = static_cast<uint32_t>(head + j * kVec);
 #pragma unroll
-    for (int u = 0; u < kArgmaxUnroll; ++u) {
-      const int64_t j = base + u * kArgmaxThreads + threadIdx.x;
-      if (j >= hi) continue;
-      const int64_t id0 = head + j * kVec;
+        for (int e = 0; e < kVec; ++e) {
+          const float x = Logit<D>::to_float(pk[u].e[e]);
+          if (x > top) {
+            top = x;
+            top_id = id0 + e;
+          }
+        }
+      }
+      base += kRound;
+      if (base >= hi) break;
 #pragma unroll
-      for (int e = 0; e < kVec; ++e) {
-        best = max_u64(best, draft_argmax_key(Logit<D>::to_float(pk[u].e[e]), id0 + e));
+      for (int u = 0; u < kArgmaxUnroll; ++u) {
+        const int64_t j = base + u * kArgmaxThreads + threadIdx.x;
+        if (j < hi) pk[u].v = __ldg(body + j);
       }
     }
+    best = max_u64(best, draft_argmax_key(top, top_id));
   }
 
 #pragma unroll
@@ -132,29 +156,28 @@ __global__ void __launch_bounds__(kArgmaxThreads) draft_model_update_kernel(Draf
     best = lane < kArgmaxThreads / kWarp ? warp_best[lane] : 0;
 #pragma unroll
     for (int d = kWarp / 2; d > 0; d >>= 1) best = max_u64(best, __shfl_xor_sync(kFullMask, best, d));
-    if (lane == 0) block_best = best;
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (parts > 1) {
     namespace cg = cooperative_groups;
     cg::cluster_group cluster = cg::this_cluster();
-    cluster.sync();  // every block's key is in its shared memory
-    if (part == 0 && threadIdx.x == 0) {
-      for (int q = 1; q < parts; ++q) best = max_u64(best, *cluster.map_shared_rank(&block_best, q));
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // every block has started
+    if (threadIdx.x == 0) *cluster.map_shared_rank(&part_best[part], 0) = best;
+    cluster.sync();  // the keys are in the leader's shared memory, which no block reads after this
+    if (part != 0) return;
+    if (threadIdx.x == 0) {
+      for (int q = 1; q < parts; ++q) best = max_u64(best, part_best[q]);
     }
-    cluster.sync();  // a block's shared memory must outlive the leader's reads of it
   }
 #endif
-  if (part == 0 && threadIdx.x == 0) draft_update_write(p, b, draft_argmax_id(best));
+  if (part == 0 && threadIdx.x == 0) draft_update_write(p, b, slot, draft_argmax_id(best));
 }
 
 __global__ void __launch_bounds__(kSlotWarpsPerBlock * kWarp)
     draft_model_accept_kernel(DraftModelAcceptParams p) {
-  wait_for_primary_grid();
-  allow_dependent_launch();
-  const int lane = threadIdx.x % kWarp;
-  const int64_t b = static_cast<int64_t>(blockIdx.x) * kSlotWarpsPerBlock + threadIdx.x / kWarp;
+  const int64_t b = warp_slot();
   if (b >= p.batch) return;
+  const int lane = threadIdx.x % kWarp;
   const DraftAcceptSlot a = draft_accept_slot(p, b);
   int64_t* row = p.pre_ids + b * p.pre_ids_stride + a.s + 1;
   for (int64_t i = lane; i < a.n; i += kWarp) row[i] = p.accept_tokens[b * p.width + i];
@@ -207,19 +230,22 @@ cudaError_t draft_model_preprocess_gpu(const DraftModelPreprocessParams& p, cuda
 
 cudaError_t draft_model_update_gpu(const DraftModelUpdateParams& p, cudaStream_t stream) {
   if (p.batch <= 0) return cudaSuccess;
-  int dev = 0, major = 0;
+  int dev = 0, major = 0, sms = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   if (err != cudaSuccess) return err;
-  // Clusters (distributed shared memory) and programmatic launches need sm_90.
-  const int64_t row_bytes = p.vocab_size * logits_dtype_size(p.logits_dtype);
-  int parts = static_cast<int>(std::min<int64_t>(kMaxParts, ceil_div<int64_t>(row_bytes, kSliceBytes)));
-  if (major < 9 || p.batch > INT32_MAX / kMaxParts) parts = 1;
+  // Clusters (distributed shared memory) and programmatic launches need sm_90. No more parts than
+  // rounds of loads in a row (each part reads at least one round), nor than the SMs want.
+  const int64_t row_vecs = p.vocab_size * logits_dtype_size(p.logits_dtype) / 16;
+  int64_t parts = ceil_div<int64_t>(int64_t{kBlocksPerSm} * sms, p.batch);
+  parts = std::min<int64_t>({parts, kMaxParts, ceil_div<int64_t>(row_vecs, kArgmaxThreads * kArgmaxUnroll)});
+  if (major < 9 || parts < 1 || p.batch > INT32_MAX / kMaxParts) parts = 1;
   const bool pdl = major >= 9;
   switch (p.logits_dtype) {
-    case LogitsDType::kFloat16: return launch_update<LogitsDType::kFloat16>(p, parts, pdl, stream);
-    case LogitsDType::kBFloat16: return launch_update<LogitsDType::kBFloat16>(p, parts, pdl, stream);
-    default: return launch_update<LogitsDType::kFloat32>(p, parts, pdl, stream);
+    case LogitsDType::kFloat16: return launch_update<LogitsDType::kFloat16>(p, static_cast<int>(parts), pdl, stream);
+    case LogitsDType::kBFloat16: return launch_update<LogitsDType::kBFloat16>(p, static_cast<int>(parts), pdl, stream);
+    default: return launch_update<LogitsDType::kFloat32>(p, static_cast<int>(parts), pdl, stream);
   }
 }
 

@@ -67,25 +67,43 @@ FDSPEC_HD int64_t draft_verified_step(int64_t step_idx, int32_t mtp_draft_num, i
   return s0 - clamp_to<int64_t>(mtp_draft_num, 0, s0);
 }
 
-// Everything but the row clear of a prefill slot. Reads pre_ids[b, s] before any write of slot b.
-FDSPEC_HD void draft_preprocess_slot(const DraftModelPreprocessParams& p, int64_t b, DraftSlot kind) {
-  const int64_t D = p.pre_ids_stride;
-  int64_t s = draft_verified_step(p.step_idx[b], p.mtp_draft_num[b], D);
-  int64_t input = kDraftSafeTokenId;
-  int32_t dec = 0;
-  if (kind == DraftSlot::kPrefill) {
-    s = 0;
-  } else if (kind == DraftSlot::kDecoding) {
-    const int64_t newest = p.pre_ids[b * D + s];
-    if (s >= 1 && newest >= 0) input = newest;
-    dec = p.base_model_seq_lens_decoder[b];
-    p.base_model_seq_lens_this_time[b] = 1;
-  }
-  p.step_idx[b] = s;
+// What the preprocess of a slot reads, pre_ids aside, in one place: the GPU issues these loads
+// together (one round trip to memory), then at most one read of pre_ids.
+struct DraftPreprocessSlot {
+  DraftSlot kind = DraftSlot::kIdle;
+  int64_t s = 0;            // the new step_idx: the verified step, 0 for a prefill slot
+  int32_t dec = 0;          // the new draft-side seq_lens_decoder
+  int64_t max_dec_len = 0;  // the target's
+};
+
+FDSPEC_HD DraftPreprocessSlot draft_preprocess_load(const DraftModelPreprocessParams& p, int64_t b) {
+  const bool stopped = p.base_model_stop_flags[b];
+  const int32_t enc = p.base_model_seq_lens_encoder[b], base_dec = p.base_model_seq_lens_decoder[b];
+  const int64_t step = p.step_idx[b];
+  const int32_t drafts = p.mtp_draft_num[b];
+  DraftPreprocessSlot q;
+  q.kind = draft_slot_kind(stopped, enc, base_dec);
+  q.s = q.kind == DraftSlot::kPrefill ? 0 : draft_verified_step(step, drafts, p.pre_ids_stride);
+  q.dec = q.kind == DraftSlot::kDecoding ? base_dec : 0;
+  q.max_dec_len = p.base_model_max_dec_len[b];
+  return q;
+}
+
+// Whether the draft model's input is pre_ids[b, s] (a decoding slot with a generated token).
+FDSPEC_HD bool draft_preprocess_reads_newest(const DraftPreprocessSlot& q) {
+  return q.kind == DraftSlot::kDecoding && q.s >= 1;
+}
+
+// The writes of a slot, the row clear of a prefill slot aside; `newest` is pre_ids[b, s] when
+// draft_preprocess_reads_newest, read before any write of slot b.
+FDSPEC_HD void draft_preprocess_store(const DraftModelPreprocessParams& p, int64_t b, const DraftPreprocessSlot& q,
+                                      int64_t newest) {
+  if (q.kind == DraftSlot::kDecoding) p.base_model_seq_lens_this_time[b] = 1;
+  p.step_idx[b] = q.s;
   p.mtp_draft_num[b] = 0;
-  p.input_ids[b] = input;
-  p.seq_lens_decoder[b] = dec;
-  p.max_dec_len[b] = p.base_model_max_dec_len[b];
+  p.input_ids[b] = draft_preprocess_reads_newest(q) && newest >= 0 ? newest : kDraftSafeTokenId;
+  p.seq_lens_decoder[b] = q.dec;
+  p.max_dec_len[b] = q.max_dec_len;
 }
 
 // Sequential reference on the host. O(B + D * prefill slots).
@@ -110,11 +128,26 @@ struct DraftModelUpdateParams {
   int64_t batch;                                // B (0: no-op)
 };
 
+// The draft-side scalars the update of a slot reads, loaded together.
+struct DraftUpdateSlot {
+  int64_t step = 0;    // step_idx
+  int32_t dec = 0;     // seq_lens_decoder (draft side)
+  int32_t drafts = 0;  // mtp_draft_num
+};
+
+FDSPEC_HD DraftUpdateSlot draft_update_load(const DraftModelUpdateParams& p, int64_t b) {
+  DraftUpdateSlot u;
+  u.step = p.step_idx[b];
+  u.dec = p.seq_lens_decoder[b];
+  u.drafts = p.mtp_draft_num[b];
+  return u;
+}
+
 // A slot drafts at `substep` when it decodes (draft-side seq_lens_decoder > 0, set by the
 // preprocess), drafted at every earlier substep, and its pre_ids row has room.
-FDSPEC_HD bool draft_update_takes(const DraftModelUpdateParams& p, int64_t b) {
-  return p.seq_lens_decoder[b] > 0 && p.mtp_draft_num[b] == p.substep &&
-         clamp_to<int64_t>(p.step_idx[b], 0, p.pre_ids_stride - 1) + 1 < p.pre_ids_stride;
+FDSPEC_HD bool draft_update_takes(const DraftModelUpdateParams& p, const DraftUpdateSlot& u) {
+  return u.dec > 0 && u.drafts == p.substep &&
+         clamp_to<int64_t>(u.step, 0, p.pre_ids_stride - 1) + 1 < p.pre_ids_stride;
 }
 
 // Greedy choice as one 64-bit key, so that "the largest logit, ties to the lowest id" is the plain
@@ -139,15 +172,15 @@ FDSPEC_HD int64_t draft_argmax_id(uint64_t key) {
 }
 
 // The writes of a slot that drafts `token`.
-FDSPEC_HD void draft_update_write(const DraftModelUpdateParams& p, int64_t b, int64_t token) {
-  const int64_t s = clamp_to<int64_t>(p.step_idx[b], 0, p.pre_ids_stride - 1) + 1;
+FDSPEC_HD void draft_update_write(const DraftModelUpdateParams& p, int64_t b, const DraftUpdateSlot& u,
+                                  int64_t token) {
+  const int64_t s = clamp_to<int64_t>(u.step, 0, p.pre_ids_stride - 1) + 1;
   p.step_idx[b] = s;
   p.pre_ids[b * p.pre_ids_stride + s] = token;
   p.base_model_draft_tokens[b * p.draft_stride + p.substep + 1] = token;
   p.mtp_draft_num[b] = static_cast<int32_t>(p.substep + 1);
   p.base_model_seq_lens_this_time[b] = static_cast<int32_t>(p.substep + 2);
-  const int32_t dec = p.seq_lens_decoder[b];
-  p.seq_lens_decoder[b] = dec < INT32_MAX ? dec + 1 : dec;
+  p.seq_lens_decoder[b] = u.dec < INT32_MAX ? u.dec + 1 : u.dec;
   p.input_ids[b] = token;
 }
 
@@ -183,14 +216,18 @@ FDSPEC_HD DraftAcceptSlot draft_accept_slot(const DraftModelAcceptParams& p, int
 void draft_model_accept_cpu(const DraftModelAcceptParams& p);
 
 #ifdef FDSPEC_WITH_CUDA
-// One warp per slot (the lanes clear a prefill slot's row). One kernel, graph-capturable.
+// The kernels are short chains of dependent memory accesses, so each reads what it needs at once
+// (one round trip for a slot's scalars) and is launched as a programmatic dependent of the work
+// before it (common/cuda_utils.cuh), which hides its launch behind its predecessor.
+// Preprocess: one warp per slot (the lanes clear a prefill slot's row). One kernel, graph-capturable.
 cudaError_t draft_model_preprocess_gpu(const DraftModelPreprocessParams& p, cudaStream_t stream);
-// Per slot a thread-block cluster (sm_90+; one block elsewhere) splits the logits row into slices of
-// about 16 KB (at most 8): idle slots exit at once; a drafting slot's blocks read the row once in
-// 16-byte loads, reduce the keys, and the leader writes. One kernel, graph-capturable.
+// Update: per slot a thread-block cluster (sm_90+; one block elsewhere) splits the logits row into
+// `parts` slices, about one block per SM over the batch (at most 8 per row): idle slots exit after
+// reading their scalars; a drafting slot's blocks read their slice once in 16-byte loads, reduce the
+// keys, and the leader writes. One kernel, graph-capturable.
 cudaError_t draft_model_update_gpu(const DraftModelUpdateParams& p, cudaStream_t stream);
-// One warp per slot: the lanes copy the verified tokens, lane 0 writes the scalars. One kernel,
-// graph-capturable.
+// Accept: one warp per slot: the lanes copy the verified tokens, lane 0 writes the scalars. One
+// kernel, graph-capturable.
 cudaError_t draft_model_accept_gpu(const DraftModelAcceptParams& p, cudaStream_t stream);
 #endif
 

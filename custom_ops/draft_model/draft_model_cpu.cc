@@ -5,10 +5,9 @@ namespace fdspec {
 
 void draft_model_preprocess_cpu(const DraftModelPreprocessParams& p) {
   for (int64_t b = 0; b < p.batch; ++b) {
-    const DraftSlot kind = draft_slot_kind(p.base_model_stop_flags[b], p.base_model_seq_lens_encoder[b],
-                                           p.base_model_seq_lens_decoder[b]);
-    draft_preprocess_slot(p, b, kind);
-    if (kind == DraftSlot::kPrefill) {
+    const DraftPreprocessSlot q = draft_preprocess_load(p, b);
+    draft_preprocess_store(p, b, q, draft_preprocess_reads_newest(q) ? p.pre_ids[b * p.pre_ids_stride + q.s] : -1);
+    if (q.kind == DraftSlot::kPrefill) {
       int64_t* row = p.pre_ids + b * p.pre_ids_stride;
       for (int64_t i = 0; i < p.pre_ids_stride; ++i) row[i] = -1;
     }
@@ -29,13 +28,14 @@ float logit_at(const DraftModelUpdateParams& p, int64_t i) {
 
 void draft_model_update_cpu(const DraftModelUpdateParams& p) {
   for (int64_t b = 0; b < p.batch; ++b) {
-    if (!draft_update_takes(p, b)) continue;
+    const DraftUpdateSlot u = draft_update_load(p, b);
+    if (!draft_update_takes(p, u)) continue;
     uint64_t best = 0;  // below every key: the lowest key is that of id 2^32 - 1
     for (int64_t v = 0; v < p.vocab_size; ++v) {
       const uint64_t key = draft_argmax_key(logit_at(p, b * p.vocab_size + v), v);
       best = key > best ? key : best;
     }
-    draft_update_write(p, b, draft_argmax_id(best));
+    draft_update_write(p, b, u, draft_argmax_id(best));
   }
 }
 

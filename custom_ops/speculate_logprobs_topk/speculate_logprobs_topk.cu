@@ -19,6 +19,7 @@
 #include <limits>
 
 #include "common/cuda_utils.cuh"
+#include "common/logit_cuda.cuh"
 
 namespace fdspec {
 namespace {
@@ -36,24 +37,6 @@ constexpr int kMaxParts = 8;  // the portable cluster size
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-template <LogitsDType D>
-struct Logit;
-template <>
-struct Logit<LogitsDType::kFloat32> {
-  using Storage = float;
-  static __device__ __forceinline__ float to_float(float v) { return v; }
-};
-template <>
-struct Logit<LogitsDType::kFloat16> {
-  using Storage = uint16_t;
-  static __device__ __forceinline__ float to_float(uint16_t b) { return __half2float(__ushort_as_half(b)); }
-};
-template <>
-struct Logit<LogitsDType::kBFloat16> {
-  using Storage = uint16_t;
-  static __device__ __forceinline__ float to_float(uint16_t b) { return __uint_as_float(uint32_t{b} << 16); }
-};
 
 // Online log-sum-exp state, in base 2 internally (exp2f is one MUFU instruction).
 struct SumExp {
