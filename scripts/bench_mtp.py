@@ -24,6 +24,9 @@ bind (every slot searches). accept_num is 0 for every slot (the step's drafts ar
 nothing appended), so the state is the same at every replay.
 
     python scripts/bench_mtp.py [--quick] [--vocab 32000] [--out results/bench_mtp]
+
+The same step at the kernel layer, without Paddle and with a per-kernel breakdown:
+tests/cuda/bench_mtp_kernels.cu.
 """
 
 from __future__ import annotations
