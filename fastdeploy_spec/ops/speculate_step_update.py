@@ -36,11 +36,12 @@ def speculate_step_update(
     For every running slot (prefill or decoding): ``accept_tokens[b, :n]`` (``n = accept_num[b]``)
     are written to ``token_ids_all[b, P + s : P + s + n]`` (``P`` the prompt length, ``s`` the
     generated count), ``step_idx`` grows by ``n``, the last accepted token becomes
-    ``draft_tokens[b, 0]``, and the slot either finishes (an end token was accepted,
-    ``max_dec_len`` or the row width is reached: ``stop_flags`` set, every sequence length 0, the
-    output kept in ``token_ids_all`` and ``step_idx``) or goes on decoding (a prefill slot moves its
-    prompt into ``seq_lens_decoder``, a decoding slot adds ``n``; ``seq_lens_this_time`` = 1). Empty
-    slots get ``seq_lens_this_time`` 0; a slot stopped from outside is freed; a running slot with
+    ``draft_tokens[b, 0]``, a prefill slot moves its prompt into ``seq_lens_decoder`` and a decoding
+    slot adds ``n``. The slot then either finishes (an end token was accepted, ``max_dec_len`` or
+    the row width is reached: ``stop_flags`` set, ``seq_lens_this_time`` 0, the other lengths those
+    of this step until the next step frees it, the output kept in ``token_ids_all`` and
+    ``step_idx``) or goes on decoding (``seq_lens_this_time`` = 1). Empty slots get
+    ``seq_lens_this_time`` 0; a stopped slot (finished earlier, or from outside) is freed; a running slot with
     ``seq_lens_this_time <= 0`` (not scheduled this step) is left as is. Lengths are clamped in
     the op. Runs on the place of ``accept_tokens``; on the GPU one warp per slot, without host
     synchronisation.
