@@ -17,17 +17,16 @@ fdspec::HybridMtpNgramParams make_params(
     const paddle::Tensor& max_dec_len, int max_ngram_size, int min_ngram_size, int max_draft_tokens,
     bool pad_to_max, int64_t threshold) {
   const fdspec::binding::OpChecks c(kOp);
-  namespace rule = fdspec::binding::rule;
-  const int64_t B = c.tensors(
-      {rule::token_ids_all(token_ids_all), rule::prompt_lens(prompt_lens), rule::pre_ids(pre_ids),
-       rule::step_idx(step_idx), rule::draft_token_num(draft_token_num),
-       rule::draft_tokens(draft_tokens), rule::seq_lens_this_time(seq_lens_this_time),
-       rule::seq_lens_decoder(seq_lens_decoder), rule::max_dec_len(max_dec_len)},
+  fdspec::HybridMtpNgramParams p;
+  p.batch = c.tensors(
+      {FDSPEC_TENSORS(p, token_ids_all, prompt_lens, pre_ids, step_idx),
+       fdspec::binding::rule::draft_token_num(draft_token_num),
+       FDSPEC_TENSORS(p, draft_tokens, seq_lens_this_time, seq_lens_decoder, max_dec_len)},
       "seq_lens_this_time");
-  const int64_t W = token_ids_all.shape()[1];
-  const int64_t D = pre_ids.shape()[1];
-  const int64_t K1 = draft_tokens.shape()[1];
-  c.that(K1 >= 1, "draft_tokens must have at least one column (K + 1)")
+  const int64_t W = p.token_ids_stride = token_ids_all.shape()[1];
+  const int64_t D = p.pre_ids_stride = pre_ids.shape()[1];
+  p.draft_stride = draft_tokens.shape()[1];
+  c.that(p.draft_stride >= 1, "draft_tokens must have at least one column (K + 1)")
       .that(W < fdspec::kMaxHaystackLen,
             "token_ids_all is wider than the supported maximum of 2^30 tokens")
       .that(D >= 1 && D < fdspec::kMaxHaystackLen,
@@ -38,20 +37,6 @@ fdspec::HybridMtpNgramParams make_params(
       .that(min_ngram_size >= 1 && min_ngram_size <= max_ngram_size,
             "min_ngram_size must be in [1, max_ngram_size = " + std::to_string(max_ngram_size) +
                 "], got " + std::to_string(min_ngram_size));
-
-  fdspec::HybridMtpNgramParams p;
-  p.token_ids_all = token_ids_all.data<int64_t>();
-  p.token_ids_stride = W;
-  p.prompt_lens = prompt_lens.data<int64_t>();
-  p.pre_ids = pre_ids.data<int64_t>();
-  p.pre_ids_stride = D;
-  p.step_idx = step_idx.data<int64_t>();
-  p.draft_tokens = draft_tokens.data<int64_t>();
-  p.draft_stride = K1;
-  p.seq_lens_this_time = seq_lens_this_time.data<int32_t>();
-  p.seq_lens_decoder = seq_lens_decoder.data<int32_t>();
-  p.max_dec_len = max_dec_len.data<int64_t>();
-  p.batch = B;
   p.max_ngram_size = max_ngram_size;
   p.min_ngram_size = min_ngram_size;
   p.max_draft_tokens = max_draft_tokens;
@@ -85,7 +70,5 @@ PD_BUILD_OP(hybrid_mtp_ngram)
              "draft_tokens", "seq_lens_this_time", "seq_lens_decoder", "max_dec_len"})
     .Attrs({"max_ngram_size: int", "min_ngram_size: int", "max_draft_tokens: int",
             "pad_to_max: bool", "threshold: int64_t"})
-    .Outputs({"draft_tokens_out", "seq_lens_this_time_out"})
-    .SetInplaceMap({{"draft_tokens", "draft_tokens_out"},
-                    {"seq_lens_this_time", "seq_lens_this_time_out"}})
+    FDSPEC_INPLACE_OUTPUTS("draft_tokens", "seq_lens_this_time")
     .SetKernelFn(PD_KERNEL(HybridMtpNgram));
