@@ -292,6 +292,16 @@ inline int64_t resolve_threshold(const OpChecks& c, int64_t attr, const char* en
   return clamp_to<int64_t>(attr >= 0 ? attr : env_int64(c, env_var, dflt), -kLimit, kLimit);
 }
 
+// The batch-budget attributes of the n-gram/suffix family's params (ngram_match, hybrid_mtp_ngram,
+// suffix_match): graph-mode padding and the threshold T, resolved as resolve_threshold does.
+template <class Params>
+void set_budget(const OpChecks& c, Params& p, int64_t max_draft_tokens, bool pad_to_max,
+                int64_t threshold, const char* env_var, int64_t dflt) {
+  p.max_draft_tokens = max_draft_tokens;
+  p.pad_to_max = pad_to_max;
+  p.threshold = resolve_threshold(c, threshold, env_var, dflt);
+}
+
 #ifdef FDSPEC_WITH_CUDA
 // The one place that asks Paddle for a tensor's stream (Tensor::stream() is deprecated upstream; when
 // it goes, only this function changes).
@@ -324,26 +334,28 @@ inline void check_cuda(cudaError_t status, const char* op) {
   .Outputs(::fdspec::binding::inplace_outputs({__VA_ARGS__}))      \
       .SetInplaceMap(::fdspec::binding::inplace_map({__VA_ARGS__}))
 
-// Runs `cpu_fn(params)` when `first` (the op's first tensor) is on the CPU and
-// `gpu_fn(params, stream of first)` when it is on a GPU, turning a CUDA error into a Paddle error. A
+// Runs `cpu_fn(args...)` when `first` (the op's first tensor) is on the CPU and
+// `gpu_fn(args..., stream of first)` when it is on a GPU, turning a CUDA error into a Paddle error. A
 // macro because `gpu_fn` is not declared at all in a build without CUDA, where GPU tensors get the
-// no_gpu_kernels error instead.
+// no_gpu_kernels error instead. FDSPEC_RUN_ON_PLACE is the usual case: one params struct.
 #ifdef FDSPEC_WITH_CUDA
-#define FDSPEC_RUN_ON_PLACE(op, first, params, cpu_fn, gpu_fn)                               \
-  do {                                                                                       \
-    if ((first).is_cpu()) {                                                                  \
-      cpu_fn(params);                                                                        \
-    } else {                                                                                 \
-      ::fdspec::binding::check_cuda(gpu_fn(params, ::fdspec::binding::stream_of(first)), op); \
-    }                                                                                        \
+#define FDSPEC_RUN_ON_PLACE_WITH(op, first, cpu_fn, gpu_fn, ...)                                     \
+  do {                                                                                              \
+    if ((first).is_cpu()) {                                                                         \
+      cpu_fn(__VA_ARGS__);                                                                          \
+    } else {                                                                                        \
+      ::fdspec::binding::check_cuda(gpu_fn(__VA_ARGS__, ::fdspec::binding::stream_of(first)), op); \
+    }                                                                                               \
   } while (0)
 #else
-#define FDSPEC_RUN_ON_PLACE(op, first, params, cpu_fn, gpu_fn) \
-  do {                                                         \
-    if ((first).is_cpu()) {                                    \
-      cpu_fn(params);                                          \
-    } else {                                                   \
-      ::fdspec::binding::no_gpu_kernels(op);                   \
-    }                                                          \
+#define FDSPEC_RUN_ON_PLACE_WITH(op, first, cpu_fn, gpu_fn, ...) \
+  do {                                                           \
+    if ((first).is_cpu()) {                                      \
+      cpu_fn(__VA_ARGS__);                                       \
+    } else {                                                     \
+      ::fdspec::binding::no_gpu_kernels(op);                     \
+    }                                                            \
   } while (0)
 #endif
+#define FDSPEC_RUN_ON_PLACE(op, first, params, cpu_fn, gpu_fn) \
+  FDSPEC_RUN_ON_PLACE_WITH(op, first, cpu_fn, gpu_fn, params)

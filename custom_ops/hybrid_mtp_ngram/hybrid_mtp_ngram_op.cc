@@ -9,13 +9,14 @@ namespace {
 constexpr const char* kOp = "hybrid_mtp_ngram";
 constexpr const char* kThresholdEnv = "SPEC_TOKENUM_THRESHOLD";
 
-fdspec::HybridMtpNgramParams make_params(
-    const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
-    const paddle::Tensor& pre_ids, const paddle::Tensor& step_idx,
-    const paddle::Tensor& draft_token_num, paddle::Tensor& draft_tokens,
-    paddle::Tensor& seq_lens_this_time, const paddle::Tensor& seq_lens_decoder,
-    const paddle::Tensor& max_dec_len, int max_ngram_size, int min_ngram_size, int max_draft_tokens,
-    bool pad_to_max, int64_t threshold) {
+}  // namespace
+
+void HybridMtpNgram(const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
+                    const paddle::Tensor& pre_ids, const paddle::Tensor& step_idx,
+                    const paddle::Tensor& draft_token_num, paddle::Tensor& draft_tokens,
+                    paddle::Tensor& seq_lens_this_time, const paddle::Tensor& seq_lens_decoder,
+                    const paddle::Tensor& max_dec_len, int max_ngram_size, int min_ngram_size,
+                    int max_draft_tokens, bool pad_to_max, int64_t threshold) {
   const fdspec::binding::OpChecks c(kOp);
   fdspec::HybridMtpNgramParams p;
   p.batch = c.tensors(
@@ -39,28 +40,11 @@ fdspec::HybridMtpNgramParams make_params(
                 "], got " + std::to_string(min_ngram_size));
   p.max_ngram_size = max_ngram_size;
   p.min_ngram_size = min_ngram_size;
-  p.max_draft_tokens = max_draft_tokens;
-  p.pad_to_max = pad_to_max;
-  p.threshold = fdspec::binding::resolve_threshold(c, threshold, kThresholdEnv,
-                                                   fdspec::kHybridThresholdDefault);
+  fdspec::binding::set_budget(c, p, max_draft_tokens, pad_to_max, threshold, kThresholdEnv,
+                              fdspec::kHybridThresholdDefault);
   c.that(fdspec::hybrid_packing_fits(fdspec::hybrid_max_ori(p), W, D),
          "min(max_draft_tokens, K) * (token_ids_all width + pre_ids width) must be below 2^31 "
          "(the GPU path packs each slot's state into one int32)");
-  return p;
-}
-
-}  // namespace
-
-void HybridMtpNgram(const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
-                    const paddle::Tensor& pre_ids, const paddle::Tensor& step_idx,
-                    const paddle::Tensor& draft_token_num, paddle::Tensor& draft_tokens,
-                    paddle::Tensor& seq_lens_this_time, const paddle::Tensor& seq_lens_decoder,
-                    const paddle::Tensor& max_dec_len, int max_ngram_size, int min_ngram_size,
-                    int max_draft_tokens, bool pad_to_max, int64_t threshold) {
-  const fdspec::HybridMtpNgramParams p =
-      make_params(token_ids_all, prompt_lens, pre_ids, step_idx, draft_token_num, draft_tokens,
-                  seq_lens_this_time, seq_lens_decoder, max_dec_len, max_ngram_size,
-                  min_ngram_size, max_draft_tokens, pad_to_max, threshold);
   FDSPEC_RUN_ON_PLACE(kOp, token_ids_all, p, fdspec::hybrid_mtp_ngram_cpu,
                       fdspec::hybrid_mtp_ngram_gpu);
 }

@@ -77,23 +77,6 @@ void SuffixCacheInsert(const paddle::Tensor& token_ids_all, const paddle::Tensor
                       fdspec::suffix_cache_insert_gpu);
 }
 
-namespace {
-
-struct FinishArgs {
-  const int32_t* finished;
-  int64_t* slots;
-  int64_t batch;
-};
-
-void finish_cpu(const FinishArgs& a) { fdspec::suffix_cache_finish_cpu(a.finished, a.slots, a.batch); }
-#ifdef FDSPEC_WITH_CUDA
-cudaError_t finish_gpu(const FinishArgs& a, cudaStream_t stream) {
-  return fdspec::suffix_cache_finish_gpu(a.finished, a.slots, a.batch, stream);
-}
-#endif
-
-}  // namespace
-
 void SuffixCacheFinish(const paddle::Tensor& finished, paddle::Tensor& cache_slots) {
   constexpr const char* kOp = "suffix_cache_finish";
   const fdspec::binding::OpChecks c(kOp);
@@ -106,26 +89,9 @@ void SuffixCacheFinish(const paddle::Tensor& finished, paddle::Tensor& cache_slo
          "cache_slots must have shape [S] with S >= B = " + std::to_string(B) + ", got " +
              fdspec::binding::shape_str(cache_slots));
   c.same_place_as(finished, "finished", {{"cache_slots", cache_slots}});
-  const FinishArgs a{finished.data<int32_t>(), cache_slots.data<int64_t>(), B};
-  FDSPEC_RUN_ON_PLACE(kOp, finished, a, finish_cpu, finish_gpu);
+  FDSPEC_RUN_ON_PLACE_WITH(kOp, finished, fdspec::suffix_cache_finish_cpu, fdspec::suffix_cache_finish_gpu,
+                           finished.data<int32_t>(), cache_slots.data<int64_t>(), B);
 }
-
-namespace {
-
-struct EvictArgs {
-  fdspec::SuffixCache cache;
-  const int64_t* counter;
-  int64_t keep;
-};
-
-void evict_cpu(const EvictArgs& a) { fdspec::suffix_cache_evict_cpu(a.cache, a.counter, a.keep); }
-#ifdef FDSPEC_WITH_CUDA
-cudaError_t evict_gpu(const EvictArgs& a, cudaStream_t stream) {
-  return fdspec::suffix_cache_evict_gpu(a.cache, a.counter, a.keep, stream);
-}
-#endif
-
-}  // namespace
 
 void SuffixCacheEvict(paddle::Tensor& cache_tokens, paddle::Tensor& cache_keys,
                       paddle::Tensor& cache_rows, const paddle::Tensor& cache_counter, int64_t keep,
@@ -138,9 +104,10 @@ void SuffixCacheEvict(paddle::Tensor& cache_tokens, paddle::Tensor& cache_keys,
             "cache_counter must have one element, got " + fdspec::binding::shape_str(cache_counter))
       .that(keep >= 0, "keep must be >= 0, got " + std::to_string(keep));
   c.same_place_as(cache_rows, "cache_rows", {{"cache_counter", cache_counter}});
-  const EvictArgs a{cache_view(c, cache_rows, "cache_rows", cache_tokens, cache_keys, cache_rows, key_len),
-                    cache_counter.data<int64_t>(), keep};
-  FDSPEC_RUN_ON_PLACE(kOp, cache_rows, a, evict_cpu, evict_gpu);
+  const fdspec::SuffixCache cache =
+      cache_view(c, cache_rows, "cache_rows", cache_tokens, cache_keys, cache_rows, key_len);
+  FDSPEC_RUN_ON_PLACE_WITH(kOp, cache_rows, fdspec::suffix_cache_evict_cpu, fdspec::suffix_cache_evict_gpu,
+                           cache, cache_counter.data<int64_t>(), keep);
 }
 
 void SuffixCacheQuery(const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,

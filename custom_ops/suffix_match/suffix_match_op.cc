@@ -55,10 +55,8 @@ fdspec::SuffixMatchParams fdspec::binding::suffix_match_params(
   p.max_spec_factor = max_spec_factor;
   p.max_spec_offset = max_spec_offset;
   p.min_token_prob = min_token_prob;
-  p.max_draft_tokens = max_draft_tokens;
-  p.pad_to_max = pad_to_max;
-  p.threshold = fdspec::binding::resolve_threshold(c, threshold, kThresholdEnv,
-                                                   fdspec::kNgramThresholdDefault);
+  fdspec::binding::set_budget(c, p, max_draft_tokens, pad_to_max, threshold, kThresholdEnv,
+                              fdspec::kNgramThresholdDefault);
   return p;
 }
 
