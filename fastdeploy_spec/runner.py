@@ -364,11 +364,12 @@ class SpecRunner:
             return
         if self.proposer is not None and free:
             self.proposer.reset(free)
-        names = ("token_ids_all", "prompt_lens", "step_idx", "max_dec_len", "seq_lens_this_time",
-                 "seq_lens_encoder", "seq_lens_decoder", "stop_flags")
+        lengths = ("seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder")
+        names = lengths if not free else ("token_ids_all", "prompt_lens", "step_idx", "max_dec_len",
+                                          *lengths, "stop_flags")
         host = {n: self._read(n) for n in names}
         for b in released:
-            for n in ("seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder"):
+            for n in lengths:
                 host[n][b] = 0
         for b in free:
             req = self.pending.popleft()
