@@ -28,50 +28,27 @@ LIB_DIR = PKG / "_lib"
 LIB_NAME = "fastdeploy_spec_ops"
 DEFAULT_ARCHS = ("80", "86", "89", "90")
 
+def _layered(op: str) -> dict[str, list[str]]:
+    """The three layers of an op in its own folder: <op>/<op>_op.cc, <op>/<op>_cpu.cc, <op>/<op>.cu."""
+    return {"cpp": [f"{op}/{op}_op.cc", f"{op}/{op}_cpu.cc"], "cuda": [f"{op}/{op}.cu"]}
+
+
 # Every op: its binding, its CPU implementation and, for the CUDA build, its kernels. Explicit, so a
 # stray file never ends up in the library.
 OPS: dict[str, dict[str, list[str]]] = {
-    "ngram_match": {
-        "cpp": ["ngram_match/ngram_match_op.cc", "ngram_match/ngram_match_cpu.cc"],
-        "cuda": ["ngram_match/ngram_match.cu"],
-    },
-    "hybrid_mtp_ngram": {
-        "cpp": ["hybrid_mtp_ngram/hybrid_mtp_ngram_op.cc", "hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc"],
-        "cuda": ["hybrid_mtp_ngram/hybrid_mtp_ngram.cu"],
-    },
-    "suffix_match": {
-        "cpp": ["suffix_match/suffix_match_op.cc", "suffix_match/suffix_match_cpu.cc"],
-        "cuda": ["suffix_match/suffix_match.cu"],
-    },
-    "suffix_cache": {
-        "cpp": ["suffix_cache/suffix_cache_op.cc", "suffix_cache/suffix_cache_cpu.cc"],
-        "cuda": ["suffix_cache/suffix_cache.cu"],
-    },
-    "speculate_get_accept_tokens_and_logits": {
-        "cpp": ["speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits_op.cc",
-                "speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits_cpu.cc"],
-        "cuda": ["speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits.cu"],
-    },
+    "ngram_match": _layered("ngram_match"),
+    "hybrid_mtp_ngram": _layered("hybrid_mtp_ngram"),
+    "suffix_match": _layered("suffix_match"),
+    "suffix_cache": _layered("suffix_cache"),
+    "speculate_get_accept_tokens_and_logits": _layered("speculate_get_accept_tokens_and_logits"),
     # The offset step of the gather alone: its CPU and CUDA code are the gather's, listed above.
     "speculate_compute_cu_batch_offset": {
         "cpp": ["speculate_get_accept_tokens_and_logits/speculate_compute_cu_batch_offset_op.cc"],
         "cuda": [],
     },
-    "speculate_logprobs_topk": {
-        "cpp": ["speculate_logprobs_topk/speculate_logprobs_topk_op.cc",
-                "speculate_logprobs_topk/speculate_logprobs_topk_cpu.cc"],
-        "cuda": ["speculate_logprobs_topk/speculate_logprobs_topk.cu"],
-    },
-    "speculate_verify_greedy": {
-        "cpp": ["speculate_verify_greedy/speculate_verify_greedy_op.cc",
-                "speculate_verify_greedy/speculate_verify_greedy_cpu.cc"],
-        "cuda": ["speculate_verify_greedy/speculate_verify_greedy.cu"],
-    },
-    "speculate_step_update": {
-        "cpp": ["speculate_step_update/speculate_step_update_op.cc",
-                "speculate_step_update/speculate_step_update_cpu.cc"],
-        "cuda": ["speculate_step_update/speculate_step_update.cu"],
-    },
+    "speculate_logprobs_topk": _layered("speculate_logprobs_topk"),
+    "speculate_verify_greedy": _layered("speculate_verify_greedy"),
+    "speculate_step_update": _layered("speculate_step_update"),
     # The MTP proposer's draft-model bookkeeping: three ops sharing one kernel layer.
     "draft_model": {
         "cpp": ["draft_model/draft_model_preprocess_op.cc", "draft_model/draft_model_update_op.cc",

@@ -3,7 +3,9 @@
 It drives the plugin the way a runner does: requests go into the share-inputs buffers
 (``make_share_inputs``: upstream names, shapes and dtypes), and :meth:`SpecRunner.step` is
 
-    insert            pending requests take free slots (prompt row, lengths, cleared stop flag)
+    schedule          the slots whose request finished at the previous step are released (lengths
+                      0, as upstream's step op recycles them); pending requests take free slots
+                      (prompt row, lengths, cleared stop flag)
     propose           the proposer (``create_proposer``: ngram_match, or the MTP proposer) writes
                       drafts into draft_tokens / seq_lens_this_time
     score             the target model scores, per slot, the last accepted token and the drafts
@@ -274,6 +276,7 @@ class SpecRunner:
         self.buffers["end_tokens"] = self._device(np.asarray(list(end_tokens), np.int64))
         self.max_model_len = max_model_len
         self.slots: List[Optional[Request]] = [None] * max_num_seqs
+        self._finished_slots: List[int] = []  # released at the next step's schedule
         self.pending: Deque[Request] = collections.deque()
         self.outputs: Dict[Hashable, List[int]] = {}
         self.stats = RunStats()
@@ -321,7 +324,7 @@ class SpecRunner:
     def step(self) -> List[Hashable]:
         """Runs one decode step; returns the ids of the requests that finished in it."""
         lp, proposer, timed = self._logprob_path, self.proposer, self.timer
-        self._insert_pending()
+        self._schedule()
         if proposer is not None:
             with timed("proposer"):
                 proposer.run(share_inputs=self.buffers)
@@ -347,17 +350,27 @@ class SpecRunner:
             lp.receive(wait=False)
         return record.finished
 
-    def _insert_pending(self) -> None:
-        """Puts pending requests into free slots: prompt row, lengths, a cleared stop flag."""
-        free = [b for b, r in enumerate(self.slots) if r is None]
-        if not free or not self.pending:
+    def _schedule(self) -> None:
+        """Releases the slots whose request finished at the previous step and puts pending requests
+        into free slots (prompt row, lengths, a cleared stop flag).
+
+        ``speculate_step_update`` leaves a finishing slot stopped with the lengths of its last step (so
+        that the step's logprob message reads them); the proposers' ops judge a slot by its lengths
+        alone, so its lengths go to 0 here, before the next proposer runs (upstream's step op).
+        """
+        released, self._finished_slots = self._finished_slots, []
+        free = [b for b, r in enumerate(self.slots) if r is None][:len(self.pending)]
+        if not released and not free:
             return
-        free = free[:len(self.pending)]
-        if self.proposer is not None:
+        if self.proposer is not None and free:
             self.proposer.reset(free)
-        names = ("token_ids_all", "prompt_lens", "step_idx", "max_dec_len", "seq_lens_this_time",
-                 "seq_lens_encoder", "seq_lens_decoder", "stop_flags")
+        lengths = ("seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder")
+        names = lengths if not free else ("token_ids_all", "prompt_lens", "step_idx", "max_dec_len",
+                                          *lengths, "stop_flags")
         host = {n: self._read(n) for n in names}
+        for b in released:
+            for n in lengths:
+                host[n][b] = 0
         for b in free:
             req = self.pending.popleft()
             P = len(req.prompt)
@@ -416,6 +429,7 @@ class SpecRunner:
                 P, n = int(prompt_lens[b, 0]), int(step_idx[b, 0])
                 self.outputs[req.request_id] = ids[b, P:P + n].tolist()
                 self.slots[b] = None
+                self._finished_slots.append(b)
                 finished.append(req.request_id)
         record = StepRecord(index=self.stats.steps, request_ids=batch.request_ids,
                             num_tokens=batch.num_tokens, is_prefill=batch.is_prefill,
@@ -483,13 +497,6 @@ class _LogprobPath:
         self.logits = runner._device(self.logits_host)
         self.buffers = LogprobsBuffers.allocate(S, K1 - 1, self.vocab_size, k, place=runner.place)
         self.not_need_stop = runner._device(np.ones(1, np.bool_))
-        # speculate_save_output_topk reports 0 tokens for a slot while seq_lens_decoder < prompt_lens (a
-        # chunked prefill in progress), a rule meant for the lengths after the step's update. This
-        # runner has no chunked prefill, and speculate_step_update frees a slot that finishes in the
-        # same step (seq_lens_decoder = 0), where upstream frees it at the next step: with the real
-        # prompt lengths the rule would drop a finishing slot's last tokens after the update, and a
-        # prefill slot's first token before it. Prompt lengths of 0 keep the rule from firing.
-        self.no_chunked_prefill = runner._device(np.zeros((S, 1), np.int64))
         self.sent: Deque[StepRecord] = collections.deque()
         self.receiver = LogprobReceiver(free_queue_id())
 
@@ -519,7 +526,7 @@ class _LogprobPath:
         with queue_env(self.receiver.queue_id):
             speculate_save_output_topk(
                 lb.token_ids, lb.logprob_token_ids, lb.logprob_scores, lb.logprob_ranks, s["accept_num"],
-                lb.cu_batch_token_offset, self.not_need_stop, s["seq_lens_decoder"], self.no_chunked_prefill,
+                lb.cu_batch_token_offset, self.not_need_stop, s["seq_lens_decoder"], s["prompt_lens"],
                 layout().flag_target, 0)
         self.runner.stats.logprob_messages_sent += 1
         self.sent.append(record)

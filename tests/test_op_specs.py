@@ -29,9 +29,14 @@ def _bindings() -> dict:
         for name, body in _BUILD.findall(path.read_text()):
             inputs = re.search(r"\.Inputs\(\{(.*?)\}\)", body, re.S)
             inplace = re.search(r"\.SetInplaceMap\(\{(.*?)\}\)", body, re.S)
-            found[name] = (tuple(re.findall(r'"(\w+)"', inputs.group(1))) if inputs else (),
-                           frozenset(re.findall(r'\{"(\w+)",\s*"\w+_out"\}', inplace.group(1)))
+            # FDSPEC_INPLACE_OUTPUTS("a", "b") (binding_utils.h): outputs a_out, b_out, in place
+            macro = re.search(r"FDSPEC_INPLACE_OUTPUTS\((.*?)\)", body, re.S)
+            if macro:
+                written = frozenset(re.findall(r'"(\w+)"', macro.group(1)))
+            else:
+                written = (frozenset(re.findall(r'\{"(\w+)",\s*"\w+_out"\}', inplace.group(1)))
                            if inplace else frozenset())
+            found[name] = (tuple(re.findall(r'"(\w+)"', inputs.group(1))) if inputs else (), written)
     return found
 
 

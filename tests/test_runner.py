@@ -13,7 +13,7 @@ import pytest
 from fastdeploy_spec import transport
 from fastdeploy_spec.config import SpeculativeConfig
 from fastdeploy_spec.proposers import Proposer
-from fastdeploy_spec.runner import Request, SpecRunner
+from fastdeploy_spec.runner import Request, SpecRunner, StepObserver
 from fastdeploy_spec.testing import LogprobChecker, OracleTarget, oracle_logits
 from tests.helpers import PLACES
 
@@ -370,3 +370,59 @@ def test_logprob_checker_finds_a_changed_row():
         with pytest.raises(RuntimeError, match="the rows received differ from the rows computed"):
             runner.step()
             runner.drain_logprobs(timeout_s=30)
+
+
+class _MessagesBySlot(StepObserver):
+    """Per step: the tokens each slot's logprob message carried, and the lengths it was sent with."""
+
+    def __init__(self):
+        self.tokens, self.lengths = {}, {}
+
+    def on_step(self, runner, record):
+        s = runner.buffers
+        self.lengths[record.index] = (s["seq_lens_decoder"].numpy().copy(), s["prompt_lens"].numpy().ravel())
+
+    def on_logprob_message(self, runner, message, record):
+        self.tokens[record.index] = [list(slot.token_ids) for slot in message.slots]
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_logprob_messages_carry_first_and_last_tokens_with_real_prompt_lens(place):
+    """The message goes out with the real prompt lengths. A prefill step's message carries the
+    request's first token (seq_lens_decoder has reached the prompt after the update), and the step
+    that finishes a request carries its last tokens, EOS included (the finishing slot keeps its
+    lengths until the next step); a slot released at the previous step carries nothing."""
+    answers = {0: [3, 4, 5, 1, 2, 3], 1: [2], 2: [4, 4]}
+    prompts = {0: [3, 4, 5, 1, 2, 3, 4, 5], 1: [5, 5, 1], 2: [1, 2, 3, 4, 5]}
+    cfg = SpeculativeConfig(method="ngram", num_speculative_tokens=3)
+    with SpecRunner(cfg, OracleTarget(answers, VOCAB, EOS), max_num_seqs=2, max_model_len=32,
+                    end_tokens=[EOS], place=place, logprobs=1) as runner:
+        seen = _MessagesBySlot()
+        runner.observers.append(seen)
+        records = []
+        runner.observers.append(type("Records", (StepObserver,), {
+            "on_step": lambda self, r, record: records.append(record)})())
+        runner.run([Request(rid, prompts[rid], 20) for rid in sorted(answers)])
+    got = collections.defaultdict(list)
+    first_step, last_step = {}, {}
+    for rec in records:
+        dec, prompt_lens = seen.lengths[rec.index]
+        for b, rid in enumerate(rec.request_ids):
+            tokens = seen.tokens[rec.index][b]
+            if rid is None:
+                assert tokens == []
+                continue
+            assert prompt_lens[b] == len(prompts[rid]) and dec[b] >= prompt_lens[b]
+            assert len(tokens) == rec.accept_num[b]
+            got[rid] += tokens
+            first_step.setdefault(rid, rec)
+            if rid in rec.finished:
+                last_step[rid] = (rec, tokens)
+    for rid, ans in answers.items():
+        assert got[rid] == ans + [EOS] == runner.outputs[rid]
+        rec = first_step[rid]
+        b = rec.request_ids.index(rid)
+        assert rec.is_prefill[b] and seen.tokens[rec.index][b] == ans[:1]
+        rec, tokens = last_step[rid]
+        assert tokens and tokens[-1] == EOS and tokens == (ans + [EOS])[-len(tokens):]
+    assert any(rid is None for r in records for rid in r.request_ids)  # released slots were seen

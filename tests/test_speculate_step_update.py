@@ -54,15 +54,23 @@ EDGE_CASES = {
     "prefill_becomes_decoding": (one_slot([5], step=0, enc=3, dec=0, slt=3),
                                  dict(step=1, stop=False, slt=1, enc=0, dec=3, last=5, row=[-1] * 3 + [5, -1])),
     "end_token_stops": (one_slot([5, 99]),
-                        dict(step=4, stop=True, slt=0, enc=0, dec=0, last=99, row=[-1] * 5 + [5, 99, -1])),
+                        dict(step=4, stop=True, slt=0, enc=0, dec=6, last=99, row=[-1] * 5 + [5, 99, -1])),
     "max_dec_len_stops": (one_slot([5, 6], max_dec=4),
-                          dict(step=4, stop=True, slt=0, enc=0, dec=0, last=6, row=[-1] * 5 + [5, 6, -1])),
+                          dict(step=4, stop=True, slt=0, enc=0, dec=6, last=6, row=[-1] * 5 + [5, 6, -1])),
     "row_full_stops": (one_slot([5, 6, 8], W=7),
-                       dict(step=4, stop=True, slt=0, enc=0, dec=0, last=6, row=[-1] * 5 + [5, 6])),
+                       dict(step=4, stop=True, slt=0, enc=0, dec=6, last=6, row=[-1] * 5 + [5, 6])),
     "nothing_accepted": (one_slot([]),
                          dict(step=2, stop=False, slt=1, enc=0, dec=4, last=7, row=[-1] * 6)),
     "nothing_accepted_at_limit": (one_slot([], max_dec=2),
-                                  dict(step=2, stop=True, slt=0, enc=0, dec=0, last=7, row=[-1] * 6)),
+                                  dict(step=2, stop=True, slt=0, enc=0, dec=4, last=7, row=[-1] * 6)),
+    # A slot that finishes keeps the lengths of its last step (the logprob message reads them after
+    # the update); the next step's update frees it.
+    "prefill_end_token_keeps_prompt": (one_slot([99], step=0, enc=3, dec=0, slt=3),
+                                       dict(step=1, stop=True, slt=0, enc=0, dec=3, last=99,
+                                            row=[-1] * 3 + [99, -1])),
+    "decoder_length_saturates": (one_slot([5, 6], dec=2**31 - 2),
+                                 dict(step=4, stop=True, slt=0, enc=0, dec=2**31 - 1, last=6,
+                                      row=[-1] * 5 + [5, 6, -1])),
     "stopped_is_freed": (one_slot([5, 6], stop=True),
                          dict(step=2, stop=True, slt=0, enc=0, dec=0, last=7, row=[-1] * 6)),
     "empty_untouched": (one_slot([5, 6], dec=0),
@@ -79,6 +87,18 @@ def test_edge_cases(name, place):
     got = state(check(case, place))
     assert got["row"][:len(want["row"])] == want["row"]
     assert {k: v for k, v in got.items() if k != "row"} == {k: v for k, v in want.items() if k != "row"}
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_finished_slot_is_freed_at_the_next_step(place):
+    """Step 1 finishes the slot and keeps its lengths; step 2 (nothing accepted) frees it and leaves
+    its output alone."""
+    case = one_slot([5, 99])
+    first = check(case, place)
+    again = dict(case, **{k: first[k] for k in first}, accept_num=np.array([0], np.int32))
+    got = state(check(again, place))
+    assert (got["stop"], got["slt"], got["enc"], got["dec"], got["step"]) == (True, 0, 0, 0, 4)
+    assert got["row"] == first["token_ids_all"][0].tolist()
 
 
 @pytest.mark.parametrize("place", PLACES)

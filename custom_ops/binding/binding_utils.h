@@ -7,6 +7,7 @@
 #include <functional>
 #include <initializer_list>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/fdspec_common.h"
@@ -118,6 +119,14 @@ class OpChecks {
     return *this;
   }
 
+  // A [., K + 1] tensor with as many columns as the op's reference tensor `ref_name` (K + 1 = width).
+  const OpChecks& k1_columns(const paddle::Tensor& t, const char* name, const char* ref_name,
+                             int64_t width) const {
+    PD_CHECK(t.shape()[1] == width, op_, ": ", name, " must have as many columns as ", ref_name,
+             " (K + 1 = ", width, "), got shape ", shape_str(t));
+    return *this;
+  }
+
   const OpChecks& same_place(const paddle::Tensor& first, const char* first_name,
                              const paddle::Tensor& t, const char* name) const {
     PD_CHECK(first.place() == t.place(), op_, ": ", name, " is on ", place_str(t), " but ",
@@ -141,18 +150,22 @@ class OpChecks {
   enum class Dim { kPerSlot, kRows, kVector, kRank1 };
 
   // One row of an op's tensor table: the tensor, its name, its dtype (UNDEFINED: the caller checks
-  // it, e.g. the logits dtypes) and its shape against B.
+  // it, e.g. the logits dtypes), its shape against B and, optionally, the params field that takes
+  // its data pointer (a `const T*` field for a tensor the op reads, a `T*` one with `writable` set
+  // for a tensor it writes; binding/tensor_rules.h builds the rows with the right types).
   struct Rule {
     const char* name;
     const paddle::Tensor& tensor;
     paddle::DataType dtype;
     Dim dim;
+    void* field = nullptr;
+    paddle::Tensor* writable = nullptr;
   };
 
   // Checks an op's tensors from one table (in argument order) and returns B: every tensor defined,
   // B = the element count of `batch_tensor`, every dtype, the shape of `batch_tensor` and then every
-  // other shape against B, and every tensor on the place of the first. The op's own column and
-  // attribute checks follow with that().
+  // other shape against B, and every tensor on the place of the first. Then each row with a field
+  // gets its data pointer. The op's own column and attribute checks follow with that().
   int64_t tensors(std::initializer_list<Rule> table, const char* batch_tensor) const {
     return tensors(table.begin(), table.end(), batch_tensor);
   }
@@ -188,7 +201,29 @@ class OpChecks {
       if (r != by) shape(*r, B);
     }
     for (const Rule* r = begin; r != end; ++r) same_place(begin->tensor, begin->name, r->tensor, r->name);
+    for (const Rule* r = begin; r != end; ++r) {
+      if (r->field != nullptr) bind(*r);
+    }
     return B;
+  }
+
+  template <class T>
+  static void bind_as(const Rule& r) {
+    if (r.writable != nullptr) {
+      *static_cast<T**>(r.field) = r.writable->data<T>();
+    } else {
+      *static_cast<const T**>(r.field) = r.tensor.data<T>();
+    }
+  }
+
+  void bind(const Rule& r) const {
+    switch (r.dtype) {
+      case paddle::DataType::BOOL: bind_as<bool>(r); break;
+      case paddle::DataType::INT32: bind_as<int32_t>(r); break;
+      case paddle::DataType::INT64: bind_as<int64_t>(r); break;
+      case paddle::DataType::FLOAT32: bind_as<float>(r); break;
+      default: PD_THROW(op_, ": internal error, no data pointer for ", r.name, " of ", dtype_str(r.dtype));
+    }
   }
 
   // " (B = n, from <batch tensor> <its shape>)" when n is the recorded batch and `name` is not its tensor.
@@ -217,6 +252,20 @@ class OpChecks {
   mutable int64_t batch_ = -1;
 };
 
+// The outputs of an op's in-place tensors, `<name>_out` each, in order (the convention of every op
+// here), and the in-place map from each tensor to its output: FDSPEC_INPLACE_OUTPUTS writes both.
+inline std::vector<std::string> inplace_outputs(std::initializer_list<const char*> names) {
+  std::vector<std::string> out;
+  for (const char* n : names) out.push_back(std::string(n) + "_out");
+  return out;
+}
+
+inline std::unordered_map<std::string, std::string> inplace_map(std::initializer_list<const char*> names) {
+  std::unordered_map<std::string, std::string> map;
+  for (const char* n : names) map.emplace(n, std::string(n) + "_out");
+  return map;
+}
+
 // Reads an integer environment variable: `dflt` when unset or empty, else the whole value parsed as a
 // decimal int64. A value that is not one (garbage, trailing characters, out of the int64 range) is an
 // error naming the op and the variable: a misspelt budget must not silently become the default.
@@ -241,6 +290,16 @@ inline int64_t env_int64(const OpChecks& c, const char* var, int64_t dflt) {
 inline int64_t resolve_threshold(const OpChecks& c, int64_t attr, const char* env_var, int64_t dflt) {
   constexpr int64_t kLimit = int64_t{1} << 62;
   return clamp_to<int64_t>(attr >= 0 ? attr : env_int64(c, env_var, dflt), -kLimit, kLimit);
+}
+
+// The batch-budget attributes of the n-gram/suffix family's params (ngram_match, hybrid_mtp_ngram,
+// suffix_match): graph-mode padding and the threshold T, resolved as resolve_threshold does.
+template <class Params>
+void set_budget(const OpChecks& c, Params& p, int64_t max_draft_tokens, bool pad_to_max,
+                int64_t threshold, const char* env_var, int64_t dflt) {
+  p.max_draft_tokens = max_draft_tokens;
+  p.pad_to_max = pad_to_max;
+  p.threshold = resolve_threshold(c, threshold, env_var, dflt);
 }
 
 #ifdef FDSPEC_WITH_CUDA
@@ -269,26 +328,34 @@ inline void check_cuda(cudaError_t status, const char* op) {
 // in the errors are the parameter names as written here.
 #define FDSPEC_CHECK_DEFINED(checks, ...) (checks).defined(#__VA_ARGS__, {__VA_ARGS__})
 
-// Runs `cpu_fn(params)` when `first` (the op's first tensor) is on the CPU and
-// `gpu_fn(params, stream of first)` when it is on a GPU, turning a CUDA error into a Paddle error. A
+// In a PD_BUILD_OP chain: `.Inputs({...}) FDSPEC_INPLACE_OUTPUTS("a", "b") .SetKernelFn(...)` declares
+// the outputs a_out, b_out, each written in place of its input.
+#define FDSPEC_INPLACE_OUTPUTS(...)                                \
+  .Outputs(::fdspec::binding::inplace_outputs({__VA_ARGS__}))      \
+      .SetInplaceMap(::fdspec::binding::inplace_map({__VA_ARGS__}))
+
+// Runs `cpu_fn(args...)` when `first` (the op's first tensor) is on the CPU and
+// `gpu_fn(args..., stream of first)` when it is on a GPU, turning a CUDA error into a Paddle error. A
 // macro because `gpu_fn` is not declared at all in a build without CUDA, where GPU tensors get the
-// no_gpu_kernels error instead.
+// no_gpu_kernels error instead. FDSPEC_RUN_ON_PLACE is the usual case: one params struct.
 #ifdef FDSPEC_WITH_CUDA
-#define FDSPEC_RUN_ON_PLACE(op, first, params, cpu_fn, gpu_fn)                               \
-  do {                                                                                       \
-    if ((first).is_cpu()) {                                                                  \
-      cpu_fn(params);                                                                        \
-    } else {                                                                                 \
-      ::fdspec::binding::check_cuda(gpu_fn(params, ::fdspec::binding::stream_of(first)), op); \
-    }                                                                                        \
+#define FDSPEC_RUN_ON_PLACE_WITH(op, first, cpu_fn, gpu_fn, ...)                                     \
+  do {                                                                                              \
+    if ((first).is_cpu()) {                                                                         \
+      cpu_fn(__VA_ARGS__);                                                                          \
+    } else {                                                                                        \
+      ::fdspec::binding::check_cuda(gpu_fn(__VA_ARGS__, ::fdspec::binding::stream_of(first)), op); \
+    }                                                                                               \
   } while (0)
 #else
-#define FDSPEC_RUN_ON_PLACE(op, first, params, cpu_fn, gpu_fn) \
-  do {                                                         \
-    if ((first).is_cpu()) {                                    \
-      cpu_fn(params);                                          \
-    } else {                                                   \
-      ::fdspec::binding::no_gpu_kernels(op);                   \
-    }                                                          \
+#define FDSPEC_RUN_ON_PLACE_WITH(op, first, cpu_fn, gpu_fn, ...) \
+  do {                                                           \
+    if ((first).is_cpu()) {                                      \
+      cpu_fn(__VA_ARGS__);                                       \
+    } else {                                                     \
+      ::fdspec::binding::no_gpu_kernels(op);                     \
+    }                                                            \
   } while (0)
 #endif
+#define FDSPEC_RUN_ON_PLACE(op, first, params, cpu_fn, gpu_fn) \
+  FDSPEC_RUN_ON_PLACE_WITH(op, first, cpu_fn, gpu_fn, params)

@@ -29,26 +29,20 @@ template <class Params>
 int64_t check_draft_inputs(const OpChecks& c, const DraftInputs& in,
                            std::initializer_list<OpChecks::Rule> extra, Params& p) {
   std::vector<OpChecks::Rule> table = {
-      rule::token_ids_all(in.token_ids_all), rule::prompt_lens(in.prompt_lens),
-      rule::step_idx(in.step_idx), rule::draft_token_num(in.draft_token_num),
-      rule::draft_tokens(in.draft_tokens), rule::seq_lens_this_time(in.seq_lens_this_time),
-      rule::seq_lens_encoder(in.seq_lens_encoder), rule::seq_lens_decoder(in.seq_lens_decoder),
-      rule::max_dec_len(in.max_dec_len)};
+      rule::token_ids_all(in.token_ids_all, &p.token_ids_all),
+      rule::prompt_lens(in.prompt_lens, &p.prompt_lens),
+      rule::step_idx(in.step_idx, &p.step_idx),
+      rule::draft_token_num(in.draft_token_num, &p.draft_token_num),
+      rule::draft_tokens(in.draft_tokens, &p.draft_tokens),
+      rule::seq_lens_this_time(in.seq_lens_this_time, &p.seq_lens_this_time),
+      rule::seq_lens_encoder(in.seq_lens_encoder, &p.seq_lens_encoder),
+      rule::seq_lens_decoder(in.seq_lens_decoder, &p.seq_lens_decoder),
+      rule::max_dec_len(in.max_dec_len, &p.max_dec_len)};
   for (const OpChecks::Rule& r : extra) table.push_back(r);
-  const int64_t B = c.tensors(table, "seq_lens_this_time");
-  p.token_ids_all = in.token_ids_all.data<int64_t>();
+  p.batch = c.tensors(table, "seq_lens_this_time");
   p.token_ids_stride = in.token_ids_all.shape()[1];
-  p.prompt_lens = in.prompt_lens.data<int64_t>();
-  p.step_idx = in.step_idx.data<int64_t>();
-  p.draft_token_num = in.draft_token_num.data<int32_t>();
-  p.draft_tokens = in.draft_tokens.data<int64_t>();
   p.draft_stride = in.draft_tokens.shape()[1];
-  p.seq_lens_this_time = in.seq_lens_this_time.data<int32_t>();
-  p.seq_lens_encoder = in.seq_lens_encoder.data<int32_t>();
-  p.seq_lens_decoder = in.seq_lens_decoder.data<int32_t>();
-  p.max_dec_len = in.max_dec_len.data<int64_t>();
-  p.batch = B;
-  return B;
+  return p.batch;
 }
 
 }  // namespace binding

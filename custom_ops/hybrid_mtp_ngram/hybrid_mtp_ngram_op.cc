@@ -9,25 +9,25 @@ namespace {
 constexpr const char* kOp = "hybrid_mtp_ngram";
 constexpr const char* kThresholdEnv = "SPEC_TOKENUM_THRESHOLD";
 
-fdspec::HybridMtpNgramParams make_params(
-    const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
-    const paddle::Tensor& pre_ids, const paddle::Tensor& step_idx,
-    const paddle::Tensor& draft_token_num, paddle::Tensor& draft_tokens,
-    paddle::Tensor& seq_lens_this_time, const paddle::Tensor& seq_lens_decoder,
-    const paddle::Tensor& max_dec_len, int max_ngram_size, int min_ngram_size, int max_draft_tokens,
-    bool pad_to_max, int64_t threshold) {
+}  // namespace
+
+void HybridMtpNgram(const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
+                    const paddle::Tensor& pre_ids, const paddle::Tensor& step_idx,
+                    const paddle::Tensor& draft_token_num, paddle::Tensor& draft_tokens,
+                    paddle::Tensor& seq_lens_this_time, const paddle::Tensor& seq_lens_decoder,
+                    const paddle::Tensor& max_dec_len, int max_ngram_size, int min_ngram_size,
+                    int max_draft_tokens, bool pad_to_max, int64_t threshold) {
   const fdspec::binding::OpChecks c(kOp);
-  namespace rule = fdspec::binding::rule;
-  const int64_t B = c.tensors(
-      {rule::token_ids_all(token_ids_all), rule::prompt_lens(prompt_lens), rule::pre_ids(pre_ids),
-       rule::step_idx(step_idx), rule::draft_token_num(draft_token_num),
-       rule::draft_tokens(draft_tokens), rule::seq_lens_this_time(seq_lens_this_time),
-       rule::seq_lens_decoder(seq_lens_decoder), rule::max_dec_len(max_dec_len)},
+  fdspec::HybridMtpNgramParams p;
+  p.batch = c.tensors(
+      {FDSPEC_TENSORS(p, token_ids_all, prompt_lens, pre_ids, step_idx),
+       fdspec::binding::rule::draft_token_num(draft_token_num),
+       FDSPEC_TENSORS(p, draft_tokens, seq_lens_this_time, seq_lens_decoder, max_dec_len)},
       "seq_lens_this_time");
-  const int64_t W = token_ids_all.shape()[1];
-  const int64_t D = pre_ids.shape()[1];
-  const int64_t K1 = draft_tokens.shape()[1];
-  c.that(K1 >= 1, "draft_tokens must have at least one column (K + 1)")
+  const int64_t W = p.token_ids_stride = token_ids_all.shape()[1];
+  const int64_t D = p.pre_ids_stride = pre_ids.shape()[1];
+  p.draft_stride = draft_tokens.shape()[1];
+  c.that(p.draft_stride >= 1, "draft_tokens must have at least one column (K + 1)")
       .that(W < fdspec::kMaxHaystackLen,
             "token_ids_all is wider than the supported maximum of 2^30 tokens")
       .that(D >= 1 && D < fdspec::kMaxHaystackLen,
@@ -38,44 +38,13 @@ fdspec::HybridMtpNgramParams make_params(
       .that(min_ngram_size >= 1 && min_ngram_size <= max_ngram_size,
             "min_ngram_size must be in [1, max_ngram_size = " + std::to_string(max_ngram_size) +
                 "], got " + std::to_string(min_ngram_size));
-
-  fdspec::HybridMtpNgramParams p;
-  p.token_ids_all = token_ids_all.data<int64_t>();
-  p.token_ids_stride = W;
-  p.prompt_lens = prompt_lens.data<int64_t>();
-  p.pre_ids = pre_ids.data<int64_t>();
-  p.pre_ids_stride = D;
-  p.step_idx = step_idx.data<int64_t>();
-  p.draft_tokens = draft_tokens.data<int64_t>();
-  p.draft_stride = K1;
-  p.seq_lens_this_time = seq_lens_this_time.data<int32_t>();
-  p.seq_lens_decoder = seq_lens_decoder.data<int32_t>();
-  p.max_dec_len = max_dec_len.data<int64_t>();
-  p.batch = B;
   p.max_ngram_size = max_ngram_size;
   p.min_ngram_size = min_ngram_size;
-  p.max_draft_tokens = max_draft_tokens;
-  p.pad_to_max = pad_to_max;
-  p.threshold = fdspec::binding::resolve_threshold(c, threshold, kThresholdEnv,
-                                                   fdspec::kHybridThresholdDefault);
+  fdspec::binding::set_budget(c, p, max_draft_tokens, pad_to_max, threshold, kThresholdEnv,
+                              fdspec::kHybridThresholdDefault);
   c.that(fdspec::hybrid_packing_fits(fdspec::hybrid_max_ori(p), W, D),
          "min(max_draft_tokens, K) * (token_ids_all width + pre_ids width) must be below 2^31 "
          "(the GPU path packs each slot's state into one int32)");
-  return p;
-}
-
-}  // namespace
-
-void HybridMtpNgram(const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
-                    const paddle::Tensor& pre_ids, const paddle::Tensor& step_idx,
-                    const paddle::Tensor& draft_token_num, paddle::Tensor& draft_tokens,
-                    paddle::Tensor& seq_lens_this_time, const paddle::Tensor& seq_lens_decoder,
-                    const paddle::Tensor& max_dec_len, int max_ngram_size, int min_ngram_size,
-                    int max_draft_tokens, bool pad_to_max, int64_t threshold) {
-  const fdspec::HybridMtpNgramParams p =
-      make_params(token_ids_all, prompt_lens, pre_ids, step_idx, draft_token_num, draft_tokens,
-                  seq_lens_this_time, seq_lens_decoder, max_dec_len, max_ngram_size,
-                  min_ngram_size, max_draft_tokens, pad_to_max, threshold);
   FDSPEC_RUN_ON_PLACE(kOp, token_ids_all, p, fdspec::hybrid_mtp_ngram_cpu,
                       fdspec::hybrid_mtp_ngram_gpu);
 }
@@ -85,7 +54,5 @@ PD_BUILD_OP(hybrid_mtp_ngram)
              "draft_tokens", "seq_lens_this_time", "seq_lens_decoder", "max_dec_len"})
     .Attrs({"max_ngram_size: int", "min_ngram_size: int", "max_draft_tokens: int",
             "pad_to_max: bool", "threshold: int64_t"})
-    .Outputs({"draft_tokens_out", "seq_lens_this_time_out"})
-    .SetInplaceMap({{"draft_tokens", "draft_tokens_out"},
-                    {"seq_lens_this_time", "seq_lens_this_time_out"}})
+    FDSPEC_INPLACE_OUTPUTS("draft_tokens", "seq_lens_this_time")
     .SetKernelFn(PD_KERNEL(HybridMtpNgram));

@@ -32,10 +32,8 @@ fdspec::NgramMatchParams make_params(const paddle::Tensor& token_ids_all,
             "max_ngram_size must be in [1, " + std::to_string(fdspec::kMaxNgramSize) + "], got " +
                 std::to_string(max_ngram_size));
   p.max_ngram_size = max_ngram_size;
-  p.max_draft_tokens = max_draft_tokens;
-  p.pad_to_max = pad_to_max;
-  p.threshold = fdspec::binding::resolve_threshold(c, threshold, kThresholdEnv,
-                                                   fdspec::kNgramThresholdDefault);
+  fdspec::binding::set_budget(c, p, max_draft_tokens, pad_to_max, threshold, kThresholdEnv,
+                              fdspec::kNgramThresholdDefault);
   return p;
 }
 

@@ -8,7 +8,7 @@
 //
 // Per slot b, with W = token_ids_all width, P = clamp(prompt_lens[b], 0, W),
 // s = clamp(step_idx[b], 0, W - P), n = clamp(accept_num[b], 0, min(K + 1, W - P - s)):
-//   stopped slot (stop flag set)         -> freed: seq_lens_this_time = encoder = decoder = 0
+//   stopped slot (stop flag set on entry) -> freed: seq_lens_this_time = encoder = decoder = 0
 //   empty slot (speculate_slot.h)        -> seq_lens_this_time = 0
 //   unscheduled slot (seq_lens_this_time <= 0, not stopped) -> left as is
 //   prefill or decoding slot:
@@ -22,8 +22,12 @@
 //     stop when the last accepted token is an end token, or s + n >= max_dec_len[b], or the row is
 //     full (P + s + n >= W), or the new seq_lens_decoder would pass INT32_MAX (the KV length no
 //     longer fits its int32 counter: the slot is as full as a full row; it never wraps around):
-//       stop_flags = true, seq_lens_this_time = encoder = decoder = 0 (the slot is free; step_idx
-//       and the row keep the output for the runner to read)
+//       stop_flags = true, seq_lens_this_time = 0; encoder and decoder lengths as a running slot's
+//       (the decoder length saturating at INT32_MAX). The slot keeps the lengths of the step it
+//       finished in, so that what reads this step's state after the update (the logprob message's
+//       `seq_lens_decoder < prompt_lens` rule) sees its tokens; it is freed at the next step, as
+//       upstream's update leaves a finishing slot to the step after (by the runner's scheduling, or
+//       by this op's stopped-slot rule). step_idx and the row keep the output.
 //     else seq_lens_this_time = 1 (the proposer raises it to 1 + drafts)
 // Every length is clamped in the kernel; nothing is written outside a tensor whatever its values.
 #pragma once
@@ -66,6 +70,7 @@ struct StepUpdateSlot {
   int64_t s = 0;          // clamped step_idx before the update
   int64_t row = 0;        // first column written: P + s
   int64_t n = 0;          // tokens appended
+  int64_t dec = 0;        // seq_lens_decoder after the step, in int64 (may pass INT32_MAX)
 };
 
 FDSPEC_HD StepUpdateSlot step_update_slot(const SpeculateStepUpdateParams& p, int64_t b) {
@@ -82,8 +87,8 @@ FDSPEC_HD StepUpdateSlot step_update_slot(const SpeculateStepUpdateParams& p, in
                                             p.num_end_tokens);
   // The decoder length this step would reach, in int64: at INT32_MAX the counter cannot grow.
   const int32_t enc = p.seq_lens_encoder[b];
-  const int64_t grown = int64_t{p.seq_lens_decoder[b]} + (enc > 0 ? int64_t{enc} : u.n);
-  u.finishes = ends || u.s + u.n >= p.max_dec_len[b] || u.row + u.n >= W || grown > INT32_MAX;
+  u.dec = int64_t{p.seq_lens_decoder[b]} + (enc > 0 ? int64_t{enc} : u.n);
+  u.finishes = ends || u.s + u.n >= p.max_dec_len[b] || u.row + u.n >= W || u.dec > INT32_MAX;
   return u;
 }
 
@@ -93,7 +98,7 @@ FDSPEC_HD void step_update_write_scalars(const SpeculateStepUpdateParams& p, int
                                          const StepUpdateSlot& u) {
   if (u.kind == SlotKind::kEmpty) {
     p.seq_lens_this_time[b] = 0;
-    if (p.stop_flags[b]) {  // stopped from outside (or earlier): free it
+    if (p.stop_flags[b]) {  // finished at an earlier step, or stopped from outside: free it
       p.seq_lens_encoder[b] = 0;
       p.seq_lens_decoder[b] = 0;
     }
@@ -102,18 +107,12 @@ FDSPEC_HD void step_update_write_scalars(const SpeculateStepUpdateParams& p, int
   if (!u.scheduled) return;
   p.step_idx[b] = u.s + u.n;
   if (u.n > 0) p.draft_tokens[b * p.width] = p.accept_tokens[b * p.width + u.n - 1];
-  if (u.finishes) {
-    p.stop_flags[b] = true;
-    p.seq_lens_this_time[b] = 0;
-    p.seq_lens_encoder[b] = 0;
-    p.seq_lens_decoder[b] = 0;
-    return;
-  }
-  const int32_t enc = p.seq_lens_encoder[b];
-  // Fits: a sum past INT32_MAX made the slot finish above.
-  p.seq_lens_decoder[b] = static_cast<int32_t>(int64_t{p.seq_lens_decoder[b]} + (enc > 0 ? enc : u.n));
+  // A finishing slot keeps its lengths until the next step frees it; only its decoder length can
+  // pass INT32_MAX (that is why it finished), and it saturates there instead of wrapping around.
+  p.seq_lens_decoder[b] = static_cast<int32_t>(min_of<int64_t>(u.dec, INT32_MAX));
   p.seq_lens_encoder[b] = 0;
-  p.seq_lens_this_time[b] = 1;
+  p.seq_lens_this_time[b] = u.finishes ? 0 : 1;
+  if (u.finishes) p.stop_flags[b] = true;
 }
 
 // Sequential reference on the host. O(B * (K + 1 + E)).

@@ -51,13 +51,12 @@ void SuffixCacheInsert(const paddle::Tensor& token_ids_all, const paddle::Tensor
                        paddle::Tensor& cache_slots, paddle::Tensor& cache_counter, int key_len) {
   constexpr const char* kOp = "suffix_cache_insert";
   const fdspec::binding::OpChecks c(kOp);
-  namespace rule = fdspec::binding::rule;
   FDSPEC_CHECK_DEFINED(c, token_ids_all, prompt_lens, step_idx, seq_lens_encoder, seq_lens_decoder,
                        cache_tokens, cache_keys, cache_rows, cache_slots, cache_counter);
-  const int64_t B = c.tensors({rule::token_ids_all(token_ids_all), rule::prompt_lens(prompt_lens),
-                               rule::step_idx(step_idx), rule::seq_lens_encoder(seq_lens_encoder),
-                               rule::seq_lens_decoder(seq_lens_decoder)},
-                              "seq_lens_encoder");
+  fdspec::SuffixCacheInsertParams p;
+  const int64_t B = p.batch = c.tensors(
+      {FDSPEC_TENSORS(p, token_ids_all, prompt_lens, step_idx, seq_lens_encoder, seq_lens_decoder)},
+      "seq_lens_encoder");
   c.dtype(cache_slots, "cache_slots", DataType::INT64)
       .dtype(cache_counter, "cache_counter", DataType::INT64);
   c.that(cache_slots.numel() >= B && cache_slots.shape().size() == 1,
@@ -68,41 +67,15 @@ void SuffixCacheInsert(const paddle::Tensor& token_ids_all, const paddle::Tensor
       .that(token_ids_all.shape()[1] < fdspec::kMaxSuffixHistory,
             "token_ids_all is wider than the supported maximum of 2^30 tokens");
   c.same_place_as(token_ids_all, "token_ids_all",
-                  {{"prompt_lens", prompt_lens}, {"step_idx", step_idx},
-                   {"seq_lens_encoder", seq_lens_encoder}, {"seq_lens_decoder", seq_lens_decoder},
-                   {"cache_slots", cache_slots}, {"cache_counter", cache_counter}});
-  fdspec::SuffixCacheInsertParams p;
+                  {{"cache_slots", cache_slots}, {"cache_counter", cache_counter}});
   p.cache = cache_view(c, token_ids_all, "token_ids_all", cache_tokens, cache_keys, cache_rows,
                        key_len);
-  p.token_ids_all = token_ids_all.data<int64_t>();
   p.token_ids_stride = token_ids_all.shape()[1];
-  p.prompt_lens = prompt_lens.data<int64_t>();
-  p.step_idx = step_idx.data<int64_t>();
-  p.seq_lens_encoder = seq_lens_encoder.data<int32_t>();
-  p.seq_lens_decoder = seq_lens_decoder.data<int32_t>();
   p.slots = cache_slots.data<int64_t>();
   p.counter = cache_counter.data<int64_t>();
-  p.batch = B;
   FDSPEC_RUN_ON_PLACE(kOp, token_ids_all, p, fdspec::suffix_cache_insert_cpu,
                       fdspec::suffix_cache_insert_gpu);
 }
-
-namespace {
-
-struct FinishArgs {
-  const int32_t* finished;
-  int64_t* slots;
-  int64_t batch;
-};
-
-void finish_cpu(const FinishArgs& a) { fdspec::suffix_cache_finish_cpu(a.finished, a.slots, a.batch); }
-#ifdef FDSPEC_WITH_CUDA
-cudaError_t finish_gpu(const FinishArgs& a, cudaStream_t stream) {
-  return fdspec::suffix_cache_finish_gpu(a.finished, a.slots, a.batch, stream);
-}
-#endif
-
-}  // namespace
 
 void SuffixCacheFinish(const paddle::Tensor& finished, paddle::Tensor& cache_slots) {
   constexpr const char* kOp = "suffix_cache_finish";
@@ -116,26 +89,9 @@ void SuffixCacheFinish(const paddle::Tensor& finished, paddle::Tensor& cache_slo
          "cache_slots must have shape [S] with S >= B = " + std::to_string(B) + ", got " +
              fdspec::binding::shape_str(cache_slots));
   c.same_place_as(finished, "finished", {{"cache_slots", cache_slots}});
-  const FinishArgs a{finished.data<int32_t>(), cache_slots.data<int64_t>(), B};
-  FDSPEC_RUN_ON_PLACE(kOp, finished, a, finish_cpu, finish_gpu);
+  FDSPEC_RUN_ON_PLACE_WITH(kOp, finished, fdspec::suffix_cache_finish_cpu, fdspec::suffix_cache_finish_gpu,
+                           finished.data<int32_t>(), cache_slots.data<int64_t>(), B);
 }
-
-namespace {
-
-struct EvictArgs {
-  fdspec::SuffixCache cache;
-  const int64_t* counter;
-  int64_t keep;
-};
-
-void evict_cpu(const EvictArgs& a) { fdspec::suffix_cache_evict_cpu(a.cache, a.counter, a.keep); }
-#ifdef FDSPEC_WITH_CUDA
-cudaError_t evict_gpu(const EvictArgs& a, cudaStream_t stream) {
-  return fdspec::suffix_cache_evict_gpu(a.cache, a.counter, a.keep, stream);
-}
-#endif
-
-}  // namespace
 
 void SuffixCacheEvict(paddle::Tensor& cache_tokens, paddle::Tensor& cache_keys,
                       paddle::Tensor& cache_rows, const paddle::Tensor& cache_counter, int64_t keep,
@@ -148,9 +104,10 @@ void SuffixCacheEvict(paddle::Tensor& cache_tokens, paddle::Tensor& cache_keys,
             "cache_counter must have one element, got " + fdspec::binding::shape_str(cache_counter))
       .that(keep >= 0, "keep must be >= 0, got " + std::to_string(keep));
   c.same_place_as(cache_rows, "cache_rows", {{"cache_counter", cache_counter}});
-  const EvictArgs a{cache_view(c, cache_rows, "cache_rows", cache_tokens, cache_keys, cache_rows, key_len),
-                    cache_counter.data<int64_t>(), keep};
-  FDSPEC_RUN_ON_PLACE(kOp, cache_rows, a, evict_cpu, evict_gpu);
+  const fdspec::SuffixCache cache =
+      cache_view(c, cache_rows, "cache_rows", cache_tokens, cache_keys, cache_rows, key_len);
+  FDSPEC_RUN_ON_PLACE_WITH(kOp, cache_rows, fdspec::suffix_cache_evict_cpu, fdspec::suffix_cache_evict_gpu,
+                           cache, cache_counter.data<int64_t>(), keep);
 }
 
 void SuffixCacheQuery(const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
@@ -215,28 +172,19 @@ PD_BUILD_OP(suffix_cache_insert)
     .Inputs({"token_ids_all", "prompt_lens", "step_idx", "seq_lens_encoder", "seq_lens_decoder",
              "cache_tokens", "cache_keys", "cache_rows", "cache_slots", "cache_counter"})
     .Attrs({"key_len: int"})
-    .Outputs({"cache_tokens_out", "cache_keys_out", "cache_rows_out", "cache_slots_out",
-              "cache_counter_out"})
-    .SetInplaceMap({{"cache_tokens", "cache_tokens_out"},
-                    {"cache_keys", "cache_keys_out"},
-                    {"cache_rows", "cache_rows_out"},
-                    {"cache_slots", "cache_slots_out"},
-                    {"cache_counter", "cache_counter_out"}})
+    FDSPEC_INPLACE_OUTPUTS("cache_tokens", "cache_keys", "cache_rows", "cache_slots",
+                           "cache_counter")
     .SetKernelFn(PD_KERNEL(SuffixCacheInsert));
 
 PD_BUILD_OP(suffix_cache_finish)
     .Inputs({"finished", "cache_slots"})
-    .Outputs({"cache_slots_out"})
-    .SetInplaceMap({{"cache_slots", "cache_slots_out"}})
+    FDSPEC_INPLACE_OUTPUTS("cache_slots")
     .SetKernelFn(PD_KERNEL(SuffixCacheFinish));
 
 PD_BUILD_OP(suffix_cache_evict)
     .Inputs({"cache_tokens", "cache_keys", "cache_rows", "cache_counter"})
     .Attrs({"keep: int64_t", "key_len: int"})
-    .Outputs({"cache_tokens_out", "cache_keys_out", "cache_rows_out"})
-    .SetInplaceMap({{"cache_tokens", "cache_tokens_out"},
-                    {"cache_keys", "cache_keys_out"},
-                    {"cache_rows", "cache_rows_out"}})
+    FDSPEC_INPLACE_OUTPUTS("cache_tokens", "cache_keys", "cache_rows")
     .SetKernelFn(PD_KERNEL(SuffixCacheEvict));
 
 PD_BUILD_OP(suffix_cache_query)
@@ -247,15 +195,6 @@ PD_BUILD_OP(suffix_cache_query)
     .Attrs({"max_tree_depth: int", "max_spec_factor: float", "max_spec_offset: float",
             "min_token_prob: float", "max_draft_tokens: int", "pad_to_max: bool",
             "threshold: int64_t", "key_len: int"})
-    .Outputs({"draft_tokens_out", "seq_lens_this_time_out", "suffix_tokens_out",
-              "suffix_probs_out", "suffix_meta_out", "suffix_source_out", "query_cand_out",
-              "query_stat_out"})
-    .SetInplaceMap({{"draft_tokens", "draft_tokens_out"},
-                    {"seq_lens_this_time", "seq_lens_this_time_out"},
-                    {"suffix_tokens", "suffix_tokens_out"},
-                    {"suffix_probs", "suffix_probs_out"},
-                    {"suffix_meta", "suffix_meta_out"},
-                    {"suffix_source", "suffix_source_out"},
-                    {"query_cand", "query_cand_out"},
-                    {"query_stat", "query_stat_out"}})
+    FDSPEC_INPLACE_OUTPUTS("draft_tokens", "seq_lens_this_time", "suffix_tokens", "suffix_probs",
+                           "suffix_meta", "suffix_source", "query_cand", "query_stat")
     .SetKernelFn(PD_KERNEL(SuffixCacheQuery));

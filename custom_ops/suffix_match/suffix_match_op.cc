@@ -17,13 +17,11 @@ fdspec::SuffixMatchParams fdspec::binding::suffix_match_params(
     paddle::Tensor& suffix_probs, paddle::Tensor& suffix_meta, int max_tree_depth,
     float max_spec_factor, float max_spec_offset, float min_token_prob, int max_draft_tokens,
     bool pad_to_max, int64_t threshold) {
-  namespace rule = fdspec::binding::rule;
   const fdspec::binding::OpChecks c(op);
   fdspec::SuffixMatchParams p;
   fdspec::binding::check_draft_inputs(
       c, in,
-      {rule::suffix_tokens(suffix_tokens), rule::suffix_probs(suffix_probs),
-       rule::suffix_meta(suffix_meta)},
+      {FDSPEC_TENSORS(p, suffix_tokens, suffix_probs, suffix_meta)},
       p);
   const int64_t K = in.draft_tokens.shape()[1] - 1;
   const std::string k_str = std::to_string(K);
@@ -53,17 +51,12 @@ fdspec::SuffixMatchParams fdspec::binding::suffix_match_params(
       .that(max_draft_tokens >= 0 && max_draft_tokens <= K,
             "max_draft_tokens must be in [0, K = " + k_str + "], got " +
                 std::to_string(max_draft_tokens));
-  p.suffix_tokens = suffix_tokens.data<int64_t>();
-  p.suffix_probs = suffix_probs.data<float>();
-  p.suffix_meta = suffix_meta.data<int32_t>();
   p.max_tree_depth = max_tree_depth;
   p.max_spec_factor = max_spec_factor;
   p.max_spec_offset = max_spec_offset;
   p.min_token_prob = min_token_prob;
-  p.max_draft_tokens = max_draft_tokens;
-  p.pad_to_max = pad_to_max;
-  p.threshold = fdspec::binding::resolve_threshold(c, threshold, kThresholdEnv,
-                                                   fdspec::kNgramThresholdDefault);
+  fdspec::binding::set_budget(c, p, max_draft_tokens, pad_to_max, threshold, kThresholdEnv,
+                              fdspec::kNgramThresholdDefault);
   return p;
 }
 
@@ -92,11 +85,6 @@ PD_BUILD_OP(suffix_match)
     .Attrs({"max_tree_depth: int", "max_spec_factor: float", "max_spec_offset: float",
             "min_token_prob: float", "max_draft_tokens: int", "pad_to_max: bool",
             "threshold: int64_t"})
-    .Outputs({"draft_tokens_out", "seq_lens_this_time_out", "suffix_tokens_out",
-              "suffix_probs_out", "suffix_meta_out"})
-    .SetInplaceMap({{"draft_tokens", "draft_tokens_out"},
-                    {"seq_lens_this_time", "seq_lens_this_time_out"},
-                    {"suffix_tokens", "suffix_tokens_out"},
-                    {"suffix_probs", "suffix_probs_out"},
-                    {"suffix_meta", "suffix_meta_out"}})
+    FDSPEC_INPLACE_OUTPUTS("draft_tokens", "seq_lens_this_time", "suffix_tokens", "suffix_probs",
+                           "suffix_meta")
     .SetKernelFn(PD_KERNEL(SuffixMatch));

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import paddle
+from paddle import Tensor
 
 from fastdeploy_spec.ops import _loader
 from fastdeploy_spec.ops.speculate_save_output_topk import save_spec
@@ -11,16 +11,9 @@ SPEC = save_spec("mtp_save_first_token_with_topk", "preempted_idx")
 
 
 def mtp_save_first_token_with_topk(
-    sampled_token_ids: paddle.Tensor,
-    logprob_token_ids: paddle.Tensor,
-    logprob_scores: paddle.Tensor,
-    logprob_ranks: paddle.Tensor,
-    token_num_per_batch: paddle.Tensor,
-    cu_batch_token_offset: paddle.Tensor,
-    not_need_stop: paddle.Tensor,
-    seq_lens_decoder: paddle.Tensor,
-    prompt_lens: paddle.Tensor,
-    preempted_idx: paddle.Tensor,
+    sampled_token_ids: Tensor, logprob_token_ids: Tensor, logprob_scores: Tensor,
+    logprob_ranks: Tensor, token_num_per_batch: Tensor, cu_batch_token_offset: Tensor,
+    not_need_stop: Tensor, seq_lens_decoder: Tensor, prompt_lens: Tensor, preempted_idx: Tensor,
     message_flag: int,
     rank_id: int,
     save_each_rank: bool = False,
@@ -59,17 +52,15 @@ def mtp_save_first_token_with_topk(
     On a private queue, read back by the receiving side:
 
     >>> import numpy as np, paddle
-    >>> from fastdeploy_spec.ops import mtp_save_first_token_with_topk, speculate_get_output_topk
-    >>> from fastdeploy_spec.transport import private_queue, receive_buffers
-    >>> t = paddle.to_tensor
-    >>> tokens, scores, ranks = receive_buffers()
-    >>> with private_queue() as qid:
-    ...     mtp_save_first_token_with_topk(
+    >>> from fastdeploy_spec import ops, transport
+    >>> t, (tokens, scores, ranks) = paddle.to_tensor, transport.receive_buffers()
+    >>> with transport.private_queue() as qid:
+    ...     ops.mtp_save_first_token_with_topk(
     ...         t(np.array([[7, 8, 9]], np.int64)), t(np.zeros([1, 3], np.int64)),
     ...         t(np.zeros([1, 3], np.float32)), t(np.zeros([1], np.int64)), t(np.array([2], np.int32)),
     ...         t(np.array([0, 1], np.int32)), t(np.array([True])), t(np.array([4], np.int32)),
     ...         t(np.array([[4]], np.int64)), t(np.array([0], np.int32)), 4, 0, queue_id=qid)
-    ...     speculate_get_output_topk(tokens, scores, ranks, 2, 0, True, queue_id=qid)
+    ...     ops.speculate_get_output_topk(tokens, scores, ranks, 2, 0, True, queue_id=qid)
     >>> tokens.numpy()[[3, 515, 536, 557], 0].tolist()   # slot 0 sends 3 tokens: 7, 8, 9
     [3, 7, 8, 9]
     """

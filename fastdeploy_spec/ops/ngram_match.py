@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import paddle
+from paddle import Tensor
 
 from fastdeploy_spec.ops import _loader
 from fastdeploy_spec.ops._common import BOOL, DRAFT_INPUTS, INT32, THRESHOLD, OpSpec
@@ -17,15 +17,10 @@ SPEC = OpSpec(
 
 
 def ngram_match(
-    token_ids_all: paddle.Tensor,
-    prompt_lens: paddle.Tensor,
-    step_idx: paddle.Tensor,
-    draft_token_num: paddle.Tensor,
-    draft_tokens: paddle.Tensor,
-    seq_lens_this_time: paddle.Tensor,
-    seq_lens_encoder: paddle.Tensor,
-    seq_lens_decoder: paddle.Tensor,
-    max_dec_len: paddle.Tensor,
+    # the nine share-input tensors of the n-gram/suffix family (DRAFT_INPUTS), in upstream's order
+    token_ids_all: Tensor, prompt_lens: Tensor, step_idx: Tensor, draft_token_num: Tensor,
+    draft_tokens: Tensor, seq_lens_this_time: Tensor, seq_lens_encoder: Tensor,
+    seq_lens_decoder: Tensor, max_dec_len: Tensor,
     max_ngram_size: int,
     max_draft_tokens: int,
     pad_to_max: bool = False,

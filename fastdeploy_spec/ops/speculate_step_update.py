@@ -36,11 +36,12 @@ def speculate_step_update(
     For every running slot (prefill or decoding): ``accept_tokens[b, :n]`` (``n = accept_num[b]``)
     are written to ``token_ids_all[b, P + s : P + s + n]`` (``P`` the prompt length, ``s`` the
     generated count), ``step_idx`` grows by ``n``, the last accepted token becomes
-    ``draft_tokens[b, 0]``, and the slot either finishes (an end token was accepted,
-    ``max_dec_len`` or the row width is reached: ``stop_flags`` set, every sequence length 0, the
-    output kept in ``token_ids_all`` and ``step_idx``) or goes on decoding (a prefill slot moves its
-    prompt into ``seq_lens_decoder``, a decoding slot adds ``n``; ``seq_lens_this_time`` = 1). Empty
-    slots get ``seq_lens_this_time`` 0; a slot stopped from outside is freed; a running slot with
+    ``draft_tokens[b, 0]``, a prefill slot moves its prompt into ``seq_lens_decoder`` and a decoding
+    slot adds ``n``. The slot then either finishes (an end token was accepted, ``max_dec_len`` or
+    the row width is reached: ``stop_flags`` set, ``seq_lens_this_time`` 0, the other lengths those
+    of this step until the next step frees it, the output kept in ``token_ids_all`` and
+    ``step_idx``) or goes on decoding (``seq_lens_this_time`` = 1). Empty slots get
+    ``seq_lens_this_time`` 0; a stopped slot (finished earlier, or from outside) is freed; a running slot with
     ``seq_lens_this_time <= 0`` (not scheduled this step) is left as is. Lengths are clamped in
     the op. Runs on the place of ``accept_tokens``; on the GPU one warp per slot, without host
     synchronisation.
@@ -68,17 +69,23 @@ def speculate_step_update(
 
     Examples
     --------
+    A decoding slot (prompt 1 2 3, generated 9) accepts 4 6, then accepts the end token 2 and
+    finishes: stopped, with the lengths of that step until the next step frees it.
+
     >>> import numpy as np, paddle
     >>> from fastdeploy_spec.ops import speculate_step_update
-    >>> t = lambda v, d: paddle.to_tensor(np.array(v, d))
-    >>> ids = t([[1, 2, 3, 9, -1, -1, -1, -1]], np.int64)   # prompt 1 2 3, generated 9
-    >>> step_idx, stop = t([[1]], np.int64), t([[False]], np.bool_)
-    >>> slt, enc, dec = t([3], np.int32), t([0], np.int32), t([3], np.int32)
-    >>> drafts = t([[9, 4, 5]], np.int64)
-    >>> speculate_step_update(t([[4, 6, 0]], np.int64), t([2], np.int32), ids, t([[3]], np.int64),
-    ...                       step_idx, t([[100]], np.int64), t([2], np.int64), stop, slt, enc, dec,
-    ...                       drafts)
-    >>> ids.numpy()[0].tolist(), step_idx.numpy().item(), dec.numpy().item(), drafts.numpy()[0, 0].item()
-    ([1, 2, 3, 9, 4, 6, -1, -1], 3, 5, 6)
+    >>> i64 = lambda v: paddle.to_tensor(np.array(v, np.int64))
+    >>> i32 = lambda v: paddle.to_tensor(np.array(v, np.int32))
+    >>> ids, prompt_lens, max_dec_len, ends = i64([[1, 2, 3, 9, -1, -1, -1, -1]]), i64([[3]]), i64([[100]]), i64([2])
+    >>> step_idx, stop = i64([[1]]), paddle.to_tensor(np.array([[False]]))
+    >>> slt, enc, dec, drafts = i32([3]), i32([0]), i32([3]), i64([[9, 4, 5]])
+    >>> def step(accepted, n):
+    ...     speculate_step_update(i64([accepted]), i32([n]), ids, prompt_lens, step_idx, max_dec_len,
+    ...                           ends, stop, slt, enc, dec, drafts)
+    ...     return ids.numpy()[0].tolist(), step_idx.numpy().item(), stop.numpy().item(), dec.numpy().item()
+    >>> step([4, 6, 0], 2)
+    ([1, 2, 3, 9, 4, 6, -1, -1], 3, False, 5)
+    >>> step([2, 0, 0], 1)
+    ([1, 2, 3, 9, 4, 6, 2, -1], 4, True, 6)
     """
     _loader.load().speculate_step_update(*SPEC.args(locals()))

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import paddle
+from paddle import Tensor
 
 from fastdeploy_spec.ops import _loader
 from fastdeploy_spec.ops._common import INT32, ArgumentError, IntAttr, OpSpec
@@ -204,27 +205,14 @@ def suffix_cache_evict(cache: SuffixCache, keep: int = 0) -> None:
 
 
 def suffix_cache_query(
-    token_ids_all: paddle.Tensor,
-    prompt_lens: paddle.Tensor,
-    step_idx: paddle.Tensor,
-    draft_token_num: paddle.Tensor,
-    draft_tokens: paddle.Tensor,
-    seq_lens_this_time: paddle.Tensor,
-    seq_lens_encoder: paddle.Tensor,
-    seq_lens_decoder: paddle.Tensor,
-    max_dec_len: paddle.Tensor,
-    suffix_tokens: paddle.Tensor,
-    suffix_probs: paddle.Tensor,
-    suffix_meta: paddle.Tensor,
-    suffix_source: paddle.Tensor,
+    token_ids_all: Tensor, prompt_lens: Tensor, step_idx: Tensor, draft_token_num: Tensor,
+    draft_tokens: Tensor, seq_lens_this_time: Tensor, seq_lens_encoder: Tensor,
+    seq_lens_decoder: Tensor, max_dec_len: Tensor,
+    suffix_tokens: Tensor, suffix_probs: Tensor, suffix_meta: Tensor, suffix_source: Tensor,
     cache: SuffixCache,
     *,
-    max_tree_depth: int = 64,
-    max_spec_factor: float = 1.0,
-    max_spec_offset: float = 0.0,
-    min_token_prob: float = 0.1,
-    max_draft_tokens: int | None = None,
-    pad_to_max: bool = False,
+    max_tree_depth: int = 64, max_spec_factor: float = 1.0, max_spec_offset: float = 0.0,
+    min_token_prob: float = 0.1, max_draft_tokens: int | None = None, pad_to_max: bool = False,
     threshold: int | None = None,
 ) -> None:
     """``suffix_match`` with the global cache: per decoding slot, the local draft (its own history)

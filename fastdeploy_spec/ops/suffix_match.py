@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import paddle
+from paddle import Tensor
 
 from fastdeploy_spec.ops import _loader
 from fastdeploy_spec.ops._common import BOOL, DRAFT_INPUTS, FLOAT, INT32, THRESHOLD, OpSpec
@@ -20,25 +20,13 @@ SPEC = OpSpec(
 
 
 def suffix_match(
-    token_ids_all: paddle.Tensor,
-    prompt_lens: paddle.Tensor,
-    step_idx: paddle.Tensor,
-    draft_token_num: paddle.Tensor,
-    draft_tokens: paddle.Tensor,
-    seq_lens_this_time: paddle.Tensor,
-    seq_lens_encoder: paddle.Tensor,
-    seq_lens_decoder: paddle.Tensor,
-    max_dec_len: paddle.Tensor,
-    suffix_tokens: paddle.Tensor,
-    suffix_probs: paddle.Tensor,
-    suffix_meta: paddle.Tensor,
+    token_ids_all: Tensor, prompt_lens: Tensor, step_idx: Tensor, draft_token_num: Tensor,
+    draft_tokens: Tensor, seq_lens_this_time: Tensor, seq_lens_encoder: Tensor,
+    seq_lens_decoder: Tensor, max_dec_len: Tensor,
+    suffix_tokens: Tensor, suffix_probs: Tensor, suffix_meta: Tensor,
     *,
-    max_tree_depth: int = 64,
-    max_spec_factor: float = 1.0,
-    max_spec_offset: float = 0.0,
-    min_token_prob: float = 0.1,
-    max_draft_tokens: int | None = None,
-    pad_to_max: bool = False,
+    max_tree_depth: int = 64, max_spec_factor: float = 1.0, max_spec_offset: float = 0.0,
+    min_token_prob: float = 0.1, max_draft_tokens: int | None = None, pad_to_max: bool = False,
     threshold: int | None = None,
 ) -> None:
     """Propose draft tokens by suffix decoding over each slot's own history.
@@ -90,6 +78,8 @@ def suffix_match(
 
     Examples
     --------
+    The history ends with 1 2, which occurred twice before, followed by 3 4 and by 3 6:
+
     >>> import numpy as np, paddle
     >>> from fastdeploy_spec.ops import suffix_match
     >>> t = lambda v, d: paddle.to_tensor(np.array(v, d))
@@ -110,6 +100,6 @@ def suffix_match(
 def default_max_draft_tokens(max_draft_tokens, draft_tokens):
     """``max_draft_tokens`` of the suffix ops: None means K, the drafts that fit a ``draft_tokens`` row
     [B, K + 1]. A malformed ``draft_tokens`` keeps None, for the validation layer to name it."""
-    if max_draft_tokens is None and isinstance(draft_tokens, paddle.Tensor) and draft_tokens.ndim == 2:
+    if max_draft_tokens is None and isinstance(draft_tokens, Tensor) and draft_tokens.ndim == 2:
         return draft_tokens.shape[1] - 1
     return max_draft_tokens

@@ -213,6 +213,18 @@ void launch_once(cudaStream_t stream, bool graph, Launch&& launch) {
   }
 }
 
+// A harness launcher: `gpu(p, stream)`, or in the self-test `cpu(p)` in its place and then, in the
+// perturbed pass, `perturb(p)`, which changes one output value and returns true (false when it
+// found nothing to change).
+template <class Params, class Gpu, class Cpu, class Perturb>
+cudaError_t launch_or_emulate(const Params& p, cudaStream_t stream, Gpu&& gpu, Cpu&& cpu, Perturb&& perturb) {
+  auto& st = selftest();
+  if (!st.host_backend) return gpu(p, stream);
+  cpu(p);
+  if (st.perturb && perturb(p)) st.perturbed = true;
+  return cudaSuccess;
+}
+
 // In the perturbed self-test pass, after the CPU implementation ran in place of a launch: changes one
 // output value, alternately a length's low bit and a cell the op may not have written.
 template <class Length, class Cell>

@@ -150,33 +150,31 @@ void count_coverage(harness::Tally& t, const Shape& sh, const Inputs& in, const 
 
 // The GPU launchers; in the self-test the CPU implementations, perturbed on request.
 cudaError_t launch_gather(const fdspec::AcceptTokensLogitsParams& p, cudaStream_t stream) {
-  auto& st = harness::selftest();
-  if (!st.host_backend) return fdspec::get_accept_tokens_and_logits_gpu(p, stream);
-  fdspec::get_accept_tokens_and_logits_cpu(p);
-  if (st.perturb && p.batch > 0) {
-    static int turn = 0;
-    const int k = turn++ % 3;
-    if (k == 1 && p.out_rows > 0) {
-      p.token_ids[p.out_rows - 1] ^= 1;
-    } else if (k == 2 && p.out_rows > 0) {
-      p.target_logits[p.out_rows * p.row_bytes - 1] ^= 1;
-    } else {
-      p.cu_batch_token_offset[p.batch] ^= 1;
-    }
-    st.perturbed = true;
-  }
-  return cudaSuccess;
+  return harness::launch_or_emulate(
+      p, stream, fdspec::get_accept_tokens_and_logits_gpu, fdspec::get_accept_tokens_and_logits_cpu,
+      [](const fdspec::AcceptTokensLogitsParams& q) {
+        if (q.batch <= 0) return false;
+        static int turn = 0;  // a token, a copied row's last byte, an offset, in turn
+        const int k = turn++ % 3;
+        if (k == 1 && q.out_rows > 0) {
+          q.token_ids[q.out_rows - 1] ^= 1;
+        } else if (k == 2 && q.out_rows > 0) {
+          q.target_logits[q.out_rows * q.row_bytes - 1] ^= 1;
+        } else {
+          q.cu_batch_token_offset[q.batch] ^= 1;
+        }
+        return true;
+      });
 }
 
 cudaError_t launch_offsets(const fdspec::CuBatchOffsetParams& p, cudaStream_t stream) {
-  auto& st = harness::selftest();
-  if (!st.host_backend) return fdspec::compute_cu_batch_offset_gpu(p, stream);
-  fdspec::compute_cu_batch_offset_cpu(p);
-  if (st.perturb && p.batch > 0) {
-    p.cu_batch_token_offset[p.batch] ^= 1;
-    st.perturbed = true;
-  }
-  return cudaSuccess;
+  return harness::launch_or_emulate(p, stream, fdspec::compute_cu_batch_offset_gpu,
+                                    fdspec::compute_cu_batch_offset_cpu,
+                                    [](const fdspec::CuBatchOffsetParams& q) {
+                                      if (q.batch <= 0) return false;
+                                      q.cu_batch_token_offset[q.batch] ^= 1;
+                                      return true;
+                                    });
 }
 
 struct DeviceInputs {

@@ -197,9 +197,7 @@ fdspec::LogprobsTopkParams params_of(const Shape& sh, const void* logits, const 
   p.cu_batch_token_offset = cu;
   p.batch = sh.B;
   p.temperature = sh.temperature ? temp : nullptr;
-  p.logprob_token_ids = ids;
-  p.logprob_scores = scores;
-  p.logprob_ranks = ranks;
+  p.logprob_token_ids = ids; p.logprob_scores = scores; p.logprob_ranks = ranks;  // the outputs
   p.top_k = sh.k;
   p.raw_logits = sh.raw;
   return p;

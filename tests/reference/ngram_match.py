@@ -150,6 +150,33 @@ def odd_length(rng: np.random.Generator, which: int, P: np.ndarray, s: np.ndarra
         s[b] = -int(rng.integers(1, 10))
 
 
+def new_slots(rng: np.random.Generator, batch: int, rows: int, width: int, k: int, p_prefill: float,
+              p_empty: float):
+    """The arrays a random batch of the n-gram/suffix family starts from: token rows of -1, zero
+    lengths, random ``seq_lens_this_time``, caps ``draft_token_num = k`` and ``max_dec_len = 2^20``, and
+    each slot's state (0 prefill, 1 empty, 2 decoding)."""
+    B = batch
+    ids = np.full((rows, width), -1, np.int64)
+    P, s = np.zeros(B, np.int64), np.zeros(B, np.int64)
+    enc, dec = np.zeros(B, np.int32), np.zeros(B, np.int32)
+    slt = rng.integers(0, 4, B).astype(np.int32)
+    dtn = np.full(B, k, np.int32)
+    mdl = np.full(B, 1 << 20, np.int64)
+    state = rng.choice(3, size=B, p=[p_prefill, p_empty, 1.0 - p_prefill - p_empty])
+    return ids, P, s, enc, dec, slt, dtn, mdl, state
+
+
+def draw_history(rng: np.random.Generator, ids, P, s, b: int, vocab: int) -> int:
+    """Slot b's prompt and generated tokens: ``used`` random tokens of ``vocab``, split at random
+    into P and s. Returns ``used``."""
+    W = ids.shape[1]
+    used = int(rng.integers(0, W + 1)) if W else 0
+    P[b] = int(rng.integers(0, used + 1))
+    s[b] = used - P[b]
+    ids[b, :used] = rng.integers(0, vocab, used)
+    return used
+
+
 def make_ngram_batch(rng: np.random.Generator, batch: int, width: int, *, k: int = 5,
                      vocab: int = 4, max_ngram_size: int = 3, p_prefill: float = 0.2,
                      p_empty: float = 0.15, p_plant: float = 0.5, p_odd: float = 0.05,
@@ -167,21 +194,10 @@ def make_ngram_batch(rng: np.random.Generator, batch: int, width: int, *, k: int
     """
     B, W = batch, width
     rows = B + extra_rows
-    ids = np.full((rows, W), -1, np.int64)
-    P = np.zeros(B, np.int64)
-    s = np.zeros(B, np.int64)
-    enc = np.zeros(B, np.int32)
-    dec = np.zeros(B, np.int32)
-    slt = rng.integers(0, 4, B).astype(np.int32)
-    dtn = np.full(B, k, np.int32)
-    mdl = np.zeros(B, np.int64)
-    state = rng.choice(3, size=B, p=[p_prefill, p_empty, 1.0 - p_prefill - p_empty])
+    ids, P, s, enc, dec, slt, dtn, mdl, state = new_slots(rng, B, rows, W, k, p_prefill, p_empty)
     for b in range(B):
-        used = int(rng.integers(0, W + 1)) if W else 0
-        P[b] = int(rng.integers(0, used + 1))
-        s[b] = used - P[b]
+        used = draw_history(rng, ids, P, s, b, vocab)
         row = ids[b]
-        row[:used] = rng.integers(0, vocab, used)
         if used and rng.random() < p_plant:
             n = int(rng.integers(1, max_ngram_size + 1))
             if used >= 2 * n:

@@ -36,13 +36,13 @@ def step_update_ref(accept_tokens, accept_num, token_ids_all, prompt_lens, step_
         grown = int(dec[b]) + (int(enc[b]) if enc[b] > 0 else n)  # the KV length, unbounded
         finished = (n > 0 and int(accept_tokens[b, n - 1]) in ends) or s + n >= max_dec_len[b] \
             or P + s + n >= W or grown > np.iinfo(np.int32).max
+        # A finishing slot keeps the lengths of its last step (freed at the next step); its decoder
+        # length saturates at INT32_MAX.
+        dec[b] = min(grown, np.iinfo(np.int32).max)
+        enc[b] = 0
+        slt[b] = 0 if finished else 1
         if finished:
             stop[b] = True
-            slt[b] = enc[b] = dec[b] = 0
-            continue
-        dec[b] = grown
-        enc[b] = 0
-        slt[b] = 1
     return dict(token_ids_all=ids, step_idx=step, stop_flags=stop, seq_lens_this_time=slt,
                 seq_lens_encoder=enc, seq_lens_decoder=dec, draft_tokens=drafts)
 

@@ -30,7 +30,7 @@ import numpy as np
 from fastdeploy_spec.ops import suffix_match
 from tests.helpers import to_place
 from tests.reference.ngram_match import DTYPES as NGRAM_DTYPES
-from tests.reference.ngram_match import batch_inputs, odd_length
+from tests.reference.ngram_match import batch_inputs, draw_history, new_slots, odd_length
 
 # Argument order of the op's tensors.
 TENSOR_ARGS = (
@@ -194,21 +194,10 @@ def make_suffix_batch(rng: np.random.Generator, batch: int, width: int, *, k: in
     the history ends with a copy of an earlier stretch (so long suffixes recur), limits that bind
     sometimes, and with probability ``p_odd`` out-of-range lengths the op must clamp."""
     B, W = batch, width
-    ids = np.full((B + extra_rows, W), -1, np.int64)
-    P = np.zeros(B, np.int64)
-    s = np.zeros(B, np.int64)
-    enc = np.zeros(B, np.int32)
-    dec = np.zeros(B, np.int32)
-    slt = rng.integers(0, 4, B).astype(np.int32)
-    dtn = np.full(B, k, np.int32)
-    mdl = np.full(B, 1 << 20, np.int64)
-    state = rng.choice(3, size=B, p=[p_prefill, p_empty, 1.0 - p_prefill - p_empty])
+    ids, P, s, enc, dec, slt, dtn, mdl, state = new_slots(rng, B, B + extra_rows, W, k, p_prefill, p_empty)
     for b in range(B):
-        used = int(rng.integers(0, W + 1)) if W else 0
-        P[b] = int(rng.integers(0, used + 1))
-        s[b] = used - P[b]
+        used = draw_history(rng, ids, P, s, b, vocab)
         row = ids[b]
-        row[:used] = rng.integers(0, vocab, used)
         if used >= 8 and rng.random() < p_repeat:
             n = int(rng.integers(2, max(3, used // 2)))
             src = int(rng.integers(0, used - n))
