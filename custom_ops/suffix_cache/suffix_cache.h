@@ -101,8 +101,17 @@ FDSPEC_HD int64_t suffix_cand_req(int64_t c) { return c >> 24; }
 FDSPEC_HD int64_t suffix_cand_off(int64_t c) { return (c >> 8) & 0xffff; }
 FDSPEC_HD int suffix_cand_len(int64_t c) { return static_cast<int>(c & 0xff); }
 
-// Whether the slot inserts this step: a decoding slot (the kinds of suffix_match, docs/contract/ngram.md).
-// Prefill and empty slots free their state (their previous response, if any, stays cached).
+// A closing slot: empty this step (not prefill, seq_lens_decoder == 0) while its state is still a
+// request (the one that finished at the previous step). Its row still holds that request, prompt_lens
+// and step_idx included, after the runner's update: the tokens accepted at its last step are appended
+// before the slot is freed (Arctic adds them after verification; the op sees them one call later).
+FDSPEC_HD bool suffix_is_closing(int32_t enc, int32_t dec, int64_t state) {
+  return enc <= 0 && dec == 0 && state >= 0;
+}
+
+// Decoding slots (the kinds of suffix_match, docs/contract/ngram.md) begin a request if free, then
+// append their new tokens; closing slots append their last tokens, then are free; prefill and other
+// empty slots free their state (their previous response, if any, stays cached).
 void suffix_cache_insert_cpu(const SuffixCacheInsertParams& p);
 // finished[b] != 0 detaches slot b (its response stays cached; nothing more is added until the slot
 // prefills or empties).
