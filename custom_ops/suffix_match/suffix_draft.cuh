@@ -11,7 +11,8 @@
 //   such L is sorted by key, one candidate per lane, and its continuation tokens are loaded into
 //   shared memory once; every warp then walks its own match lengths without touching global memory
 //   (a step: __match_any_sync groups equal next tokens, a warp max picks the largest group, ties to
-//   the lowest lane = least key).
+//   the lowest lane = least key), one walk per run of match lengths with the same set (their
+//   drafts are one path cut at different lengths).
 // - block path, the shorter match lengths with larger sets, longest first: a step counts the next
 //   tokens of the live candidates in a shared hash table (an entry: a member index with that token,
 //   the count, the least key), so its work is O(candidates), never O(history). A match length is
@@ -80,6 +81,9 @@ struct CoreShared {
   int32_t widx[kWarpSet];
   DraftBuf cur;                       // block path: the draft being walked
   DraftBuf best;                      // the best draft (after core_finish)
+  float wprefix[kWarps][kMaxSuffixSpecTokens + 1];  // warp path: a path's score after m tokens
+  int32_t runs[kMaxSuffixTreeDepth + 1];  // warp path: first match length of each run, then hi + 1
+  int n_runs;
   Best warp_best[kWarps];
   Best best_info;
   int best_from_warp;                 // best_info came from the warp path (its tokens: core_finish)
@@ -104,9 +108,10 @@ struct CoreArgs {
   float bar;       // pruning only: a draft not above max(bar, best) cannot matter
 };
 
-// Walks match length L over the warp set; lane 0 writes the draft to `out` when given.
+// Walks match length L over the warp set; lane 0 writes the draft to `out` and the score after each
+// token to `prefix[1 ..]` when given.
 __device__ __forceinline__ float warp_walk(const CoreShared& sh, int L, int64_t limit, const CoreArgs& a,
-                                           DraftBuf* out, int* m_out) {
+                                           DraftBuf* out, float* prefix, int* m_out) {
   const int lane = threadIdx.x & 31;
   const bool valid = lane < sh.small_n && sh.wlen[lane] >= L;
   unsigned alive = __ballot_sync(kFull, valid);
@@ -137,10 +142,16 @@ __device__ __forceinline__ float warp_walk(const CoreShared& sh, int L, int64_t 
     }
     score = suffix_fadd(score, prob);
     ++m;
+    if (prefix != nullptr && lane == 0) prefix[m] = score;
   }
   __syncwarp();
   *m_out = m;
   return score;
+}
+
+// The longest draft match length L may have: min(limit, D - L) tokens.
+__device__ __forceinline__ int64_t draft_cut(int L, const CoreArgs& a) {
+  return min_of<int64_t>(suffix_spec_limit(L, a.factor, a.offset, a.cap), a.depth - L);
 }
 
 // Walks match length L over every candidate with l >= L (block path); the draft goes to sh.cur.
@@ -293,12 +304,47 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
       sh.cont[j][k] = t;
     }
     if (threadIdx.x < small_n) sh.avail[threadIdx.x] = src.avail(sh.wkey[threadIdx.x], window);
+    // Runs of match lengths with the same occurrence set: a new run starts at L when some candidate
+    // has l = L - 1. Within a run the greedy path is the same (the set decides every step and every
+    // stop but the cut), so the draft of L is that path cut at min(limit, D - L) tokens and its
+    // score the path's running sum there: one walk per run, exact.
+    if (threadIdx.x == 0) {
+      uint32_t ends[kMaxSuffixTreeDepth / 32] = {};
+      for (int j = 0; j < small_n; ++j) ends[sh.wlen[j] >> 5] |= 1u << (sh.wlen[j] & 31);
+      int runs = 0;
+      for (int L = a.warp_lo; L <= a.hi; ++L) {
+        if (L == a.warp_lo || ((ends[(L - 1) >> 5] >> ((L - 1) & 31)) & 1u)) sh.runs[runs++] = L;
+      }
+      sh.runs[runs] = a.hi + 1;
+      sh.n_runs = runs;
+    }
     __syncthreads();
-    for (int L = a.warp_lo + warp; L <= a.hi; L += kWarps) {
-      const int64_t limit = suffix_spec_limit(L, a.factor, a.offset, a.cap);
+    for (int r = warp; r < sh.n_runs; r += kWarps) {
+      const int first = sh.runs[r], last = sh.runs[r + 1] - 1;
+      unsigned cut = 0;  // <= 64
+      for (int L = first + lane; L <= last; L += 32) cut = max(cut, static_cast<unsigned>(draft_cut(L, a)));
+      cut = __reduce_max_sync(kFull, cut);
       int m = 0;
-      const float score = warp_walk(sh, L, limit, a, nullptr, &m);
-      if (lane == 0 && beats(score, L, sh.warp_best[warp])) sh.warp_best[warp] = Best{score, L, m};
+      float* prefix = sh.wprefix[warp];
+      if (lane == 0) prefix[0] = 0.0f;
+      warp_walk(sh, first, cut, a, nullptr, prefix, &m);
+      // The run's best (score, L): scores are >= 0, so their bits order like the floats.
+      unsigned long long mine = 0;
+      for (int L = first + lane; L <= last; L += 32) {
+        const int mL = static_cast<int>(min_of<int64_t>(m, draft_cut(L, a)));
+        const unsigned long long e = (static_cast<unsigned long long>(__float_as_uint(prefix[mL])) << 32) |
+                                     static_cast<unsigned>(L);
+        mine = mine > e ? mine : e;
+      }
+      for (int o = 16; o > 0; o >>= 1) {
+        const unsigned long long other = __shfl_xor_sync(kFull, mine, o);
+        mine = mine > other ? mine : other;
+      }
+      if (lane == 0) {
+        const int L = static_cast<int>(mine & 0xffffffffu);
+        const int mL = static_cast<int>(min_of<int64_t>(m, draft_cut(L, a)));
+        if (beats(prefix[mL], L, sh.warp_best[warp])) sh.warp_best[warp] = Best{prefix[mL], L, mL};
+      }
       __syncwarp();
     }
     __syncthreads();
@@ -326,7 +372,7 @@ __device__ __forceinline__ void core_finish(CoreShared& sh, const CoreArgs& a) {
   if (sh.best_from_warp && threadIdx.x < 32) {
     const Best b = sh.best_info;
     int m = 0;
-    warp_walk(sh, b.L, suffix_spec_limit(b.L, a.factor, a.offset, a.cap), a, &sh.best, &m);
+    warp_walk(sh, b.L, suffix_spec_limit(b.L, a.factor, a.offset, a.cap), a, &sh.best, nullptr, &m);
   }
   __syncthreads();
 }

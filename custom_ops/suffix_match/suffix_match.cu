@@ -78,31 +78,13 @@ struct HistorySource {
   }
 };
 
-// l(i), the match length of H[0 .. i] against the context (capped at c - 1), given H[i]. The
-// compare runs eight tokens per round (independent loads in flight instead of a chain of dependent
-// ones: the newest occurrence and a long repeat compare c - 1 tokens), and positions inside the
-// context are read from its copy in shared memory.
-constexpr int kMatchChunk = 8;
-
-__device__ __forceinline__ int match_len(const int64_t* row, const int64_t* ctx, int64_t n, int c,
-                                         int64_t i, int64_t tok) {
+// l(i), the match length of H[0 .. i] against the context (capped at c - 1), given H[i].
+__device__ __forceinline__ int match_len(const int64_t* row, const int64_t* ctx, int c, int64_t i,
+                                         int64_t tok) {
   if (tok != ctx[c - 1]) return 0;
-  const int64_t ctx_start = n - c;  // row[j] == ctx[j - ctx_start] for j >= ctx_start
   int l = 1;
-  while (true) {
-    int64_t t[kMatchChunk];
-#pragma unroll
-    for (int u = 0; u < kMatchChunk; ++u) {
-      const int64_t j = i - l - u;
-      const bool in = l + u < c - 1 && j >= 0;
-      t[u] = !in ? 0 : (j >= ctx_start ? ctx[j - ctx_start] : row[j]);
-    }
-#pragma unroll
-    for (int u = 0; u < kMatchChunk; ++u) {
-      if (l + u >= c - 1 || i - l - u < 0 || t[u] != ctx[c - 1 - l - u]) return l + u;
-    }
-    l += kMatchChunk;
-  }
+  while (l < c - 1 && i - l >= 0 && row[i - l] == ctx[c - 1 - l]) ++l;
+  return l;
 }
 
 // Appends (i, l) for the lanes with `take` to the candidate list (warp-aggregated: one shared
@@ -135,7 +117,7 @@ __device__ void history_pass(SearchShared& sh, const int64_t* row, int64_t n, in
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t i = base + u * kThreads + threadIdx.x;
-      const int l = i < n ? match_len(row, sh.ctx, n, c, i, tok[u]) : 0;
+      const int l = i < n ? match_len(row, sh.ctx, c, i, tok[u]) : 0;
       if (pass == 0) {
         const unsigned group = __match_any_sync(kFull, l);
         if (l > 0 && (threadIdx.x & 31) == __ffs(group) - 1) atomicAdd(&sh.hist[l], __popc(group));
