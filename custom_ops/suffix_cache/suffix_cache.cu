@@ -1,7 +1,8 @@
 // suffix_cache: CUDA implementation (docs/contract/suffix.md, "The global cache"). No Paddle include.
 //
 // Insert: one block hands out request numbers in slot order (a block scan), then one block per slot
-// copies its new tokens and their keys into its row.
+// copies its new tokens and their keys into its row (a closing slot, empty with its request still
+// set, copies its last tokens, then is free).
 //
 // Query, per step, for all slots at once:
 // 1. suffix_match's local search (suffix_search_gpu).
@@ -14,19 +15,16 @@
 // 4. prep2: a slot with more than M hits takes the shortest match length L whose suffix occurs at
 //    most M times (from its histogram), and the scan runs again for those slots only, storing the
 //    hits with l >= L (at most M). No slot overflowed: the second scan exits at once.
-// 5. search, one block per querying slot: suffix_match's greedy paths over the candidates. Small
-//    sets (<= 32 occurrences: the long matches) take the warp path with every continuation token
-//    preloaded into shared memory (one load round for all match lengths); larger sets take the block
-//    path (a shared hash table of next tokens), longest first, skipping a match length whose longest
-//    possible draft cannot beat the best score so far (each probability is at most 1, so a draft of
-//    n tokens scores at most n: an exact bound). The winner against the local draft is written.
+// 5. search, one block per querying slot: the candidate->draft core shared with suffix_match
+//    (suffix_match/suffix_draft.cuh) on the slot's candidates, whose continuations are read from the
+//    cache rows; the bound that skips a match length is taken against max(best, local score). The
+//    winner against the local draft is written.
 // 6. suffix_match's budget walk.
 //
 // Determinism: every result is a count or a minimum (atomicAdd / atomicMin); candidate order in the
 // buffer never matters, so every rank with the same tokens computes the same drafts.
 #include "suffix_cache/suffix_cache.h"
 
-#include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
 #include "common/cuda_utils.cuh"

@@ -18,9 +18,10 @@
 
 namespace fdspec {
 
-// The GPU kernel keeps the context (the last max_tree_depth tokens) and the per-match-length
-// histogram in shared memory, and each candidate draft of a warp in shared memory too; these bound
-// both. Histories are addressed with int32 positions (the same 2^30 bound as the n-gram ops).
+// The GPU kernel keeps the context (the last max_tree_depth tokens), the per-match-length histogram,
+// the match lengths of its candidates (8 bits) and the warp path's continuations (up to
+// kMaxSuffixSpecTokens per lane) in shared memory; these bound both. Histories are addressed with
+// int32 positions (the same 2^30 bound as the n-gram ops).
 constexpr int kMaxSuffixTreeDepth = 256;
 constexpr int kMaxSuffixSpecTokens = 64;
 constexpr int64_t kMaxSuffixHistory = int64_t{1} << 30;
