@@ -331,16 +331,7 @@ __global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(Suff
   const int64_t m_local = clamp_to<int64_t>(p.suffix_meta[2 * b], 0, K);
   for (int64_t k = 0; k < m_local; ++k) local = suffix_fadd(local, p.suffix_probs[b * K + k]);
 
-  suffix_gpu::CoreArgs a;
-  a.lo = lmin;
-  a.warp_lo = short_end;
-  a.hi = last_l;
-  a.depth = p.max_tree_depth;
-  a.cap = v.cap;
-  a.factor = p.max_spec_factor;
-  a.offset = p.max_spec_offset;
-  a.min_prob = p.min_token_prob;
-  a.bar = local;
+  const suffix_gpu::CoreArgs a = suffix_gpu::core_args(p, v.cap, lmin, short_end, last_l, local);
   suffix_gpu::core_search(sh, CacheSource{q.cache}, a);
   const suffix_gpu::Best best = sh.best_info;
   if (!(best.score > local)) return;  // uniform: every thread reads the same shared best

@@ -76,16 +76,8 @@ struct SuffixCacheQueryParams {
   int max_occurrences;              // M
 };
 
-// The key of the G tokens t[0 .. G-1]: SplitMix64 steps over the tokens, the high half kept.
-FDSPEC_HD uint64_t suffix_mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
-
+// The key of the G tokens t[0 .. G-1]: SplitMix64 steps over the tokens (suffix_mix64), the high
+// half kept.
 FDSPEC_HD int32_t suffix_cache_key(const int64_t* t, int G) {
   uint64_t h = 0x9e3779b97f4a7c15ULL;
   for (int j = 0; j < G; ++j) h = suffix_mix64(h ^ static_cast<uint64_t>(t[j]));

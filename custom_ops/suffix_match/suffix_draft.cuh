@@ -57,16 +57,6 @@ struct DraftBuf {
   float probs[kMaxSuffixSpecTokens];
 };
 
-// SplitMix64's finaliser (a bijection of the 64-bit tokens).
-__device__ __forceinline__ uint64_t draft_mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
-
 struct CoreShared {
   unsigned long long key[kCandCap];   // candidates: order key
   uint8_t len[kCandCap];              // match length l
@@ -107,6 +97,22 @@ struct CoreArgs {
   float factor, offset, min_prob;
   float bar;       // pruning only: a draft not above max(bar, best) cannot matter
 };
+
+// The search's arguments for a slot with cap `cap` (the suffix parameters from `p`).
+__device__ __forceinline__ CoreArgs core_args(const SuffixMatchParams& p, int64_t cap, int lo, int warp_lo,
+                                              int hi, float bar) {
+  CoreArgs a;
+  a.lo = lo;
+  a.warp_lo = warp_lo;
+  a.hi = hi;
+  a.depth = p.max_tree_depth;
+  a.cap = cap;
+  a.factor = p.max_spec_factor;
+  a.offset = p.max_spec_offset;
+  a.min_prob = p.min_token_prob;
+  a.bar = bar;
+  return a;
+}
 
 // Walks match length L over the warp set; lane 0 writes the draft to `out` and the score after each
 // token to `prefix[1 ..]` when given.
@@ -181,7 +187,7 @@ __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit
       const int64_t tok = src.token(sh.key[j], m, &has);
       if (!has) continue;
       // Distinct next tokens <= members <= kCandCap: the probe always ends.
-      uint32_t h = static_cast<uint32_t>(draft_mix64(static_cast<uint64_t>(tok))) & (kCandCap - 1);
+      uint32_t h = static_cast<uint32_t>(suffix_mix64(static_cast<uint64_t>(tok))) & (kCandCap - 1);
       while (true) {
         const uint32_t o = atomicCAS(&sh.tab_idx[h], 0u, static_cast<uint32_t>(j) + 1);
         bool same = o == 0;

@@ -200,7 +200,7 @@ __device__ StepResult slow_step(SearchShared& sh, const int64_t* row, int64_t n,
       ++members;
       if (i + k + 1 > n - 1) continue;
       const int64_t tok = row[i + k + 1];
-      const uint64_t h = suffix_gpu::draft_mix64(static_cast<uint64_t>(tok));
+      const uint64_t h = suffix_mix64(static_cast<uint64_t>(tok));
       if (width_log < 64 && (h >> width_log) != (lo >> width_log)) continue;
       if (!full) full = !slow_table_add(sh, row, k, i, tok, h);
     }
@@ -334,16 +334,7 @@ __global__ void __launch_bounds__(kThreads) suffix_search_kernel(SuffixMatchPara
   __syncthreads();
 
   // 2. The core over the candidates: match lengths l0 .. last_l.
-  CoreArgs a;
-  a.lo = l0;
-  a.warp_lo = sh.short_end;
-  a.hi = last_l;
-  a.depth = p.max_tree_depth;
-  a.cap = v.cap;
-  a.factor = p.max_spec_factor;
-  a.offset = p.max_spec_offset;
-  a.min_prob = p.min_token_prob;
-  a.bar = 0.0f;
+  const CoreArgs a = suffix_gpu::core_args(p, v.cap, l0, sh.short_end, last_l, 0.0f);
   suffix_gpu::core_search(sh.core, HistorySource{row, n}, a);
 
   // 3. The slow path: match lengths below l0, longest first, under the same bound.

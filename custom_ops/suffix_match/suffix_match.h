@@ -94,6 +94,17 @@ FDSPEC_HD int64_t suffix_spec_limit(int L, float factor, float offset, int64_t c
   return min_of<int64_t>(whole, cap);
 }
 
+// SplitMix64's finaliser: a bijection of the 64-bit tokens (hash tables of next tokens on the GPU,
+// the cache's position keys).
+FDSPEC_HD uint64_t suffix_mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return x;
+}
+
 // What one slot reads: its history row, P + s = N (both clamped), and its draft cap
 // min(draft_token_num, max_draft_tokens, K, max_dec_len - s - 1, W - N - 1), at least 0.
 struct SuffixSlot {

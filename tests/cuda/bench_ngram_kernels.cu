@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.cuh"
 #include "harness.cuh"
 #include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
 #include "common/cuda_utils.cuh"
@@ -31,6 +32,8 @@
 
 namespace {
 
+using bench::Flusher;
+using bench::graph_us;
 using harness::DevVec;
 
 constexpr int64_t kVocab = 50000;
@@ -142,72 +145,6 @@ void cpu_reference(Case& c) {
     p.max_ngram_size = kMaxNgram; p.max_draft_tokens = kK; p.pad_to_max = false; p.threshold = c.T;
     fdspec::ngram_match_cpu(p);
   }
-}
-
-// Reads a buffer larger than L2 (its sum goes nowhere unless it hits a magic value, so the compiler
-// keeps the loads): what evicts the op's tokens from L2 before a cold call.
-__global__ void flush_l2(const uint4* __restrict__ buf, size_t n, unsigned* sink) {
-  unsigned acc = 0;
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x) {
-    const uint4 v = buf[i];  // a plain load: it allocates in L2 (a streaming hint would not evict)
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x9E3779B9u) *sink = acc;
-}
-
-struct Flusher {
-  harness::DevBuf buf, sink;
-  size_t n = 0;
-  int blocks = 0;
-  Flusher() {
-    int dev = 0, l2 = 0, sms = 0;
-    CHECK(cudaGetDevice(&dev));
-    CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
-    CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    const size_t bytes = std::max<size_t>(size_t{5} * l2 / 2, size_t{128} << 20);
-    buf = harness::DevBuf(bytes);
-    sink = harness::DevBuf(sizeof(unsigned));
-    CHECK(cudaMemset(buf.bytes(), 1, bytes));
-    n = bytes / sizeof(uint4);
-    blocks = sms * 4;
-  }
-  cudaError_t run(cudaStream_t st) const {
-    flush_l2<<<blocks, 512, 0, st>>>(reinterpret_cast<const uint4*>(buf.bytes()), n,
-                                     reinterpret_cast<unsigned*>(sink.bytes()));
-    return cudaGetLastError();
-  }
-};
-
-// Median over rounds of (time of `reps` replays of a graph of `calls` x body) / calls, in us.
-double graph_us(cudaStream_t st, int calls, int reps, int rounds,
-                const std::function<cudaError_t(cudaStream_t)>& body) {
-  harness::Graph g(st, [&](cudaStream_t s) {
-    for (int i = 0; i < calls; ++i) {
-      const cudaError_t e = body(s);
-      if (e != cudaSuccess) return e;
-    }
-    return cudaSuccess;
-  });
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  g.replay(st);
-  g.replay(st);
-  CHECK(cudaStreamSynchronize(st));
-  std::vector<double> t;
-  for (int r = 0; r < rounds; ++r) {
-    CHECK(cudaEventRecord(e0, st));
-    for (int i = 0; i < reps; ++i) g.replay(st);
-    CHECK(cudaEventRecord(e1, st));
-    CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(ms * 1e3 / (double(calls) * reps));
-  }
-  CHECK(cudaEventDestroy(e0));
-  CHECK(cudaEventDestroy(e1));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
 }
 
 struct Row {
@@ -329,22 +266,11 @@ int profile(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--profile") return profile(argc, argv);
-  const char* json = nullptr;
-  std::string only;
-  bool quick = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--json" && i + 1 < argc) {
-      json = argv[++i];
-    } else if (a == "--only" && i + 1 < argc) {
-      only = argv[++i];
-    } else if (a == "--quick") {
-      quick = true;
-    } else {
-      std::fprintf(stderr, "usage: %s [--json FILE] [--only match|hybrid] [--quick]\n", argv[0]);
-      return 2;
-    }
-  }
+  const bench::Options opt = bench::parse_options(argc, argv, "match|hybrid");
+  if (!opt.ok) return 2;
+  const char* json = opt.json;
+  const std::string only = opt.only;
+  const bool quick = opt.quick;
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   Flusher fl;

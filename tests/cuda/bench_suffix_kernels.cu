@@ -8,13 +8,13 @@
 //   in a second graph and subtracted.
 //
 // Every row is checked bit for bit against the CPU implementation (after one plain step and after the
-// timed replays; cache rows up to 10k responses unless --check-all). Prints one line per row, then
-// a table; exits 1 on a mismatch.
+// timed replays; cache rows up to 10k responses: the CPU query of 100k is slow). Prints one line per
+// row, then a table; exits 1 on a mismatch.
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90a -DFDSPEC_WITH_CUDA -Icustom_ops -I$CUDA_HOME/include/cccl \
 //        tests/cuda/bench_suffix_kernels.cu custom_ops/suffix_match/suffix_match{.cu,_cpu.cc} \
 //        custom_ops/suffix_cache/suffix_cache{.cu,_cpu.cc} -o build/bench_suffix_kernels
-//   build/bench_suffix_kernels [--quick] [--only match|cache] [--check-all]
+//   build/bench_suffix_kernels [--json FILE] [--quick] [--only match|cache]
 //   build/bench_suffix_kernels --profile match|cache B N   (a few plain steps, for nsys / ncu)
 #include <algorithm>
 #include <cmath>
@@ -26,21 +26,21 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.cuh"
 #include "harness.cuh"
 #include "suffix_cache/suffix_cache.h"
 #include "suffix_match/suffix_match.h"
 
 namespace {
 
-using harness::DevVec;
+// The scripts' settings: FastDeploy's suffix defaults (K = 5, depth 64, factor 1, offset 0, min
+// probability 0.1), a non-binding batch budget, a 32k vocabulary; the cache's rows of 512 tokens,
+// querying histories of 2048 tokens, M = 1024 occurrences.
+constexpr int64_t kK = 5, kVocab = 32000, kNonBinding = int64_t{1} << 40;
+constexpr int kDepth = 64, kM = 1024;
+constexpr int64_t kWidth = 512, kHistory = 2048;
 
-constexpr int64_t kVocab = 32000;
-constexpr int64_t kK = 5;
-constexpr int kDepth = 64;
-constexpr int64_t kNonBinding = int64_t{1} << 40;
-constexpr int64_t kWidth = 512;     // bench_suffix_cache.py: cached tokens per row
-constexpr int64_t kHistory = 2048;  // the querying slots' history (bench_suffix_cache.py)
-constexpr int kM = 1024;            // max_occurrences (the default)
+using harness::DevVec;
 
 // NumPy's Zipf sampler (Devroye's rejection method for a > 1), so that the distribution is the
 // benchmark scripts'.
@@ -71,6 +71,22 @@ struct Match {
   std::vector<float> probs;
 };
 
+// Every slot decoding with a history of N tokens, P of them the prompt; a draft cap of K.
+void decoding_slots(Match& c, int64_t P, int64_t N) {
+  const int64_t B = c.B;
+  c.P.assign(B, P);
+  c.s.assign(B, N - P);
+  c.dtn.assign(B, kK);
+  c.drafts.assign(B * (kK + 1), 0);
+  c.slt.assign(B, 1);
+  c.enc.assign(B, 0);
+  c.dec.assign(B, static_cast<int32_t>(N));
+  c.mdl.assign(B, kNonBinding);
+  c.toks.assign(B * kK, 0);
+  c.probs.assign(B * kK, 0.0f);
+  c.meta.assign(B * 2, 0);
+}
+
 // bench_suffix.py's make_case: Zipf histories of N tokens whose last 256 repeat an earlier stretch.
 Match make_match(int64_t B, int64_t N) {
   Zipf z(11);
@@ -84,18 +100,7 @@ Match make_match(int64_t B, int64_t N) {
     const int64_t src = z.uni_int(0, N - 513);
     for (int64_t j = 0; j < 256; ++j) h[N - 256 + j] = h[src + j];
   }
-  const int64_t P = 3 * N / 4;
-  c.P.assign(B, P);
-  c.s.assign(B, N - P);
-  c.dtn.assign(B, kK);
-  c.drafts.assign(B * (kK + 1), 0);
-  c.slt.assign(B, 1);
-  c.enc.assign(B, 0);
-  c.dec.assign(B, static_cast<int32_t>(N));
-  c.mdl.assign(B, kNonBinding);
-  c.toks.assign(B * kK, 0);
-  c.probs.assign(B * kK, 0.0f);
-  c.meta.assign(B * 2, 0);
+  decoding_slots(c, 3 * N / 4, N);
   return c;
 }
 
@@ -229,17 +234,7 @@ Match make_query(int64_t B, const HostCache& h) {
     const int64_t take = std::min<int64_t>(src.size() - 1, 200);
     for (int64_t i = 0; i < 200; ++i) row[P + i] = i < take ? src[i] : z.token();
   }
-  c.P.assign(B, P);
-  c.s.assign(B, kHistory - P);
-  c.dtn.assign(B, kK);
-  c.drafts.assign(B * (kK + 1), 0);
-  c.slt.assign(B, 1);
-  c.enc.assign(B, 0);
-  c.dec.assign(B, static_cast<int32_t>(kHistory));
-  c.mdl.assign(B, kNonBinding);
-  c.toks.assign(B * kK, 0);
-  c.probs.assign(B * kK, 0.0f);
-  c.meta.assign(B * 2, 0);
+  decoding_slots(c, P, kHistory);
   return c;
 }
 
@@ -287,70 +282,7 @@ bool cache_same(Match ref, const DevMatch& d, const DevCache& k, int* global_win
   return d.same(ref, nullptr) && gsrc == source;
 }
 
-// ---- timing ---------------------------------------------------------------------------------------
-
-__global__ void flush_l2(const uint4* __restrict__ buf, size_t n, unsigned* sink) {
-  unsigned acc = 0;
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x) {
-    const uint4 v = buf[i];
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x9E3779B9u) *sink = acc;
-}
-
-struct Flusher {
-  harness::DevBuf buf, sink;
-  size_t n = 0;
-  int blocks = 0;
-  Flusher() {
-    int dev = 0, l2 = 0, sms = 0;
-    CHECK(cudaGetDevice(&dev));
-    CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
-    CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    const size_t bytes = std::max<size_t>(size_t{5} * l2 / 2, size_t{128} << 20);
-    buf = harness::DevBuf(bytes);
-    sink = harness::DevBuf(sizeof(unsigned));
-    CHECK(cudaMemset(buf.bytes(), 1, bytes));
-    n = bytes / sizeof(uint4);
-    blocks = sms * 4;
-  }
-  cudaError_t run(cudaStream_t st) const {
-    flush_l2<<<blocks, 512, 0, st>>>(reinterpret_cast<const uint4*>(buf.bytes()), n,
-                                     reinterpret_cast<unsigned*>(sink.bytes()));
-    return cudaGetLastError();
-  }
-};
-
-double graph_us(cudaStream_t st, int calls, int reps, int rounds,
-                const std::function<cudaError_t(cudaStream_t)>& body) {
-  harness::Graph g(st, [&](cudaStream_t s) {
-    for (int i = 0; i < calls; ++i) {
-      const cudaError_t e = body(s);
-      if (e != cudaSuccess) return e;
-    }
-    return cudaSuccess;
-  });
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  g.replay(st);
-  g.replay(st);
-  CHECK(cudaStreamSynchronize(st));
-  std::vector<double> t;
-  for (int r = 0; r < rounds; ++r) {
-    CHECK(cudaEventRecord(e0, st));
-    for (int i = 0; i < reps; ++i) g.replay(st);
-    CHECK(cudaEventRecord(e1, st));
-    CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(ms * 1e3 / (double(calls) * reps));
-  }
-  CHECK(cudaEventDestroy(e0));
-  CHECK(cudaEventDestroy(e1));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+// ---- timing (bench_timing.cuh) ---------------------------------------------------------------
 
 struct Result {
   std::string op;
@@ -361,20 +293,20 @@ struct Result {
 };
 
 // Warm and cold per-step time of `step`.
-void time_step(cudaStream_t st, const Flusher& fl, bool quick,
+void time_step(cudaStream_t st, const bench::Flusher& fl, bool quick,
                const std::function<cudaError_t(cudaStream_t)>& step, double* warm, double* cold) {
   const int calls = 20, reps = quick ? 3 : 10, rounds = quick ? 5 : 15;
-  *warm = graph_us(st, calls, reps, rounds, step);
+  *warm = bench::graph_us(st, calls, reps, rounds, step);
   auto flush_call = [&](cudaStream_t s) {
     const cudaError_t e = fl.run(s);
     return e != cudaSuccess ? e : step(s);
   };
   const int cold_reps = quick ? 1 : 3;
-  const double flush_us = graph_us(st, calls, cold_reps, rounds, [&](cudaStream_t s) { return fl.run(s); });
-  *cold = graph_us(st, calls, cold_reps, rounds, flush_call) - flush_us;
+  const double flush_us = bench::graph_us(st, calls, cold_reps, rounds, [&](cudaStream_t s) { return fl.run(s); });
+  *cold = bench::graph_us(st, calls, cold_reps, rounds, flush_call) - flush_us;
 }
 
-Result bench_match(int64_t B, int64_t N, const Flusher& fl, cudaStream_t st, bool quick) {
+Result bench_match(int64_t B, int64_t N, const bench::Flusher& fl, cudaStream_t st, bool quick) {
   Match c = make_match(B, N);
   DevMatch d(c);
   Match ref = c;
@@ -390,7 +322,7 @@ Result bench_match(int64_t B, int64_t N, const Flusher& fl, cudaStream_t st, boo
   return Result{"suffix_match", B, N, warm, cold, drafting, ok ? 1 : 0};
 }
 
-Result bench_cache(int64_t B, const HostCache& h, const Flusher& fl, cudaStream_t st, bool quick, bool check) {
+Result bench_cache(int64_t B, const HostCache& h, const bench::Flusher& fl, cudaStream_t st, bool quick, bool check) {
   Match c = make_query(B, h);
   DevMatch d(c);
   DevCache k(h, B);
@@ -431,24 +363,11 @@ int profile(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--profile") return profile(argc, argv);
-  std::string only;
-  bool quick = false, check_all = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--only" && i + 1 < argc) {
-      only = argv[++i];
-    } else if (a == "--quick") {
-      quick = true;
-    } else if (a == "--check-all") {
-      check_all = true;
-    } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--only match|cache] [--check-all]\n", argv[0]);
-      return 2;
-    }
-  }
+  const bench::Options opt = bench::parse_options(argc, argv, "match|cache");
+  if (!opt.ok) return 2;
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
-  Flusher fl;
+  bench::Flusher fl;
   harness::Stream st;
   std::vector<Result> res;
   auto show = [&](const Result& r) {
@@ -457,20 +376,20 @@ int main(int argc, char** argv) {
                 r.extra, r.checked < 0 ? "unchecked" : (r.checked ? "identical" : "MISMATCH"));
     std::fflush(stdout);
   };
-  if (only.empty() || only == "match") {
+  if (opt.only.empty() || opt.only == "match") {
     for (int64_t B : {1, 8, 64, 256}) {
       for (int64_t N : {1 << 10, 1 << 13, 1 << 15}) {
-        res.push_back(bench_match(B, N, fl, st.get(), quick));
+        res.push_back(bench_match(B, N, fl, st.get(), opt.quick));
         show(res.back());
       }
     }
   }
-  if (only.empty() || only == "cache") {
+  if (opt.only.empty() || opt.only == "cache") {
     Texts texts(5);
     for (int64_t n : {1000, 10000, 100000}) {
       const HostCache h = fill_cache(n, texts);
       for (int64_t B : {8, 64, 256}) {
-        res.push_back(bench_cache(B, h, fl, st.get(), quick, check_all || n <= 10000));
+        res.push_back(bench_cache(B, h, fl, st.get(), opt.quick, n <= 10000));
         show(res.back());
       }
     }
@@ -482,6 +401,19 @@ int main(int argc, char** argv) {
     ok = ok && r.checked != 0;
     std::printf("| %s | %lld | %lld | %.2f | %.2f | %s |\n", r.op.c_str(), (long long)r.B, (long long)r.N, r.warm,
                 r.cold, r.checked < 0 ? "-" : (r.checked ? "yes" : "NO"));
+  }
+  if (opt.json != nullptr) {
+    FILE* f = std::fopen(opt.json, "w");
+    if (f == nullptr) return 2;
+    std::fprintf(f, "{\"device\": \"%s\", \"rows\": [\n", prop.name);
+    for (size_t i = 0; i < res.size(); ++i) {
+      const Result& r = res[i];
+      std::fprintf(f, "  {\"op\": \"%s\", \"B\": %lld, \"N\": %lld, \"gpu_us\": %.3f, \"gpu_cold_us\": %.3f, "
+                      "\"identical\": %s}%s\n", r.op.c_str(), (long long)r.B, (long long)r.N, r.warm, r.cold,
+                   r.checked < 0 ? "null" : (r.checked ? "true" : "false"), i + 1 < res.size() ? "," : "");
+    }
+    std::fprintf(f, "]}\n");
+    std::fclose(f);
   }
   std::printf("bench_suffix_kernels: %s\n", ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
