@@ -17,6 +17,9 @@ Histories are text-like: Zipf-distributed tokens over a 32k vocabulary whose las
 an earlier stretch (so long matches exist and the warp path and the block path both run).
 
     python scripts/bench_suffix.py [--quick] [--out results/bench_suffix]
+
+The same rows at the kernel layer without Paddle (the device time per step, warm and cold, each row
+checked against the CPU op): tests/cuda/bench_suffix_kernels.cu.
 """
 
 from __future__ import annotations

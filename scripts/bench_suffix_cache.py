@@ -22,6 +22,9 @@ step by step, and checks memory flat and the drafts equal to the CPU implementat
 
     python scripts/bench_suffix_cache.py [--quick] [--out results/bench_suffix_cache]
     python scripts/bench_suffix_cache.py --soak [--soak-requests 20000]
+
+The same rows at the kernel layer without Paddle (the device time per step, warm and cold, each row
+checked against the CPU op): tests/cuda/bench_suffix_kernels.cu.
 """
 
 from __future__ import annotations

@@ -267,14 +267,47 @@ def test_proposer_drafts_from_earlier_requests():
     assert p_local.cache is None and p_warm.cache is not None
     assert p_warm.cache.tokens.shape == [8, 32]
     assert st_warm.tokens_per_decode_step > st_local.tokens_per_decode_step
-    # Each response is cached up to the tokens accepted before the request's last decoding step
-    # (the proposer inserts when it runs; the final accepted tokens come after its last run).
+    # The first response is cached whole, end token included: its last accepted tokens were added
+    # when the second request took the slot (the proposer's reset). The second one, whose slot is
+    # never seen again, up to the tokens accepted before its last decoding step.
     rows = p_warm.cache.rows_state.numpy()
     assert rows[:2, 0].tolist() == [0, 1] and rows[2:, 0].tolist() == [-1] * 6
     toks = p_warm.cache.tokens.numpy()
-    for r in range(2):
-        assert 0 < rows[r, 1] <= len(answer)
-        assert toks[r, :rows[r, 1]].tolist() == answer[:rows[r, 1]]
+    assert toks[0, :rows[0, 1]].tolist() == answer + [0]
+    assert 0 < rows[1, 1] <= len(answer)
+    assert toks[1, :rows[1, 1]].tolist() == answer[:rows[1, 1]]
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_closing_slot_adds_its_last_tokens(place):
+    """A request's last step: the runner's update frees the slot (seq_lens_decoder 0) after writing
+    the accepted tokens into its row. At the next insert the slot is closing: those tokens are
+    appended, then the slot is free (state -1). A slot that prefills instead holds a new prompt:
+    nothing of it is appended. Equal to the reference."""
+    from tests.reference.suffix_cache import SuffixCacheRef
+    ids = np.full((2, 12), -1, np.int64)
+    ids[0, :8] = [1, 5, 6, 7, 8, 9, 4, 3]   # prompt 1, response 5 6 7 8 9 4 3
+    ids[1, :6] = [2, 5, 6, 7, 8, 1]         # prompt 2, response 5 6 7 8 1
+    P = np.array([[1], [1]], np.int64)
+    cache = SuffixCache.allocate(4, 16, 2, key_len=1, place=to_place(ids, place).place)
+    ref = SuffixCacheRef(4, 16, 2, key_len=1)
+    steps = [  # (step_idx, seq_lens_encoder, seq_lens_decoder)
+        ([3, 3], [0, 0], [4, 4]),           # both decoding: 3 tokens each
+        ([7, 5], [0, 0], [0, 0]),           # slot 0 finished (empty, 7 tokens in its row), slot 1 too
+        ([7, 5], [0, 3], [0, 0]),           # slot 0 still empty, slot 1 prefills: nothing changes
+    ]
+    for s, enc, dec in steps:
+        args = (ids, P, np.array(s, np.int64).reshape(2, 1), np.array(enc, np.int32),
+                np.array(dec, np.int32))
+        suffix_cache_insert(*(to_place(a, place) for a in args), cache)
+        ref.insert(*args)
+    rows = cache.rows_state.numpy()
+    assert rows[:2].tolist() == [[0, 7], [1, 5]]
+    assert cache.tokens.numpy()[0, :7].tolist() == [5, 6, 7, 8, 9, 4, 3]
+    assert cache.tokens.numpy()[1, :5].tolist() == [5, 6, 7, 8, 1]
+    assert cache.slots_state.numpy().tolist() == [-1, -1]
+    assert ref.responses == {0: [5, 6, 7, 8, 9, 4, 3], 1: [5, 6, 7, 8, 1]}
+    assert ref.slots == [-1, -1]
 
 
 def test_proposer_source_output():

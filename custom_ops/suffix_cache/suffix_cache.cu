@@ -1,7 +1,8 @@
 // suffix_cache: CUDA implementation (docs/contract/suffix.md, "The global cache"). No Paddle include.
 //
 // Insert: one block hands out request numbers in slot order (a block scan), then one block per slot
-// copies its new tokens and their keys into its row.
+// copies its new tokens and their keys into its row (a closing slot, empty with its request still
+// set, copies its last tokens, then is free).
 //
 // Query, per step, for all slots at once:
 // 1. suffix_match's local search (suffix_search_gpu).
@@ -14,22 +15,20 @@
 // 4. prep2: a slot with more than M hits takes the shortest match length L whose suffix occurs at
 //    most M times (from its histogram), and the scan runs again for those slots only, storing the
 //    hits with l >= L (at most M). No slot overflowed: the second scan exits at once.
-// 5. search, one block per querying slot: suffix_match's greedy paths over the candidates. Small
-//    sets (<= 32 occurrences: the long matches) take the warp path with every continuation token
-//    preloaded into shared memory (one load round for all match lengths); larger sets take the block
-//    path (a shared hash table of next tokens), longest first, skipping a match length whose longest
-//    possible draft cannot beat the best score so far (each probability is at most 1, so a draft of
-//    n tokens scores at most n: an exact bound). The winner against the local draft is written.
+// 5. search, one block per querying slot: the candidate->draft core shared with suffix_match
+//    (suffix_match/suffix_draft.cuh) on the slot's candidates, whose continuations are read from the
+//    cache rows; the bound that skips a match length is taken against max(best, local score). The
+//    winner against the local draft is written.
 // 6. suffix_match's budget walk.
 //
 // Determinism: every result is a count or a minimum (atomicAdd / atomicMin); candidate order in the
 // buffer never matters, so every rank with the same tokens computes the same drafts.
 #include "suffix_cache/suffix_cache.h"
 
-#include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
 #include "common/cuda_utils.cuh"
+#include "suffix_match/suffix_draft.cuh"
 
 namespace fdspec {
 namespace {
@@ -37,10 +36,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kScanThreads = 1024;
-constexpr int kWarpSet = 32;
-constexpr int kTable = 1024;  // next-token table of the block path: holds <= M distinct tokens
-constexpr unsigned kFull = 0xffffffffu;
-static_assert(kTable >= kMaxSuffixCacheOccurrences, "the table must hold every distinct next token");
 
 __device__ __forceinline__ int32_t* stat_row(const SuffixCacheQueryParams& q, int64_t b) {
   return q.stat + b * kSuffixStatCols;
@@ -63,7 +58,10 @@ __global__ void __launch_bounds__(kScanThreads) insert_states_kernel(SuffixCache
     int64_t need = 0;
     if (b < p.batch) {
       if (!suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b])) {
-        p.slots[b] = kSuffixSlotFree;
+        // A closing slot keeps its request until the append kernel has added its last tokens.
+        if (!suffix_is_closing(p.seq_lens_encoder[b], p.seq_lens_decoder[b], p.slots[b])) {
+          p.slots[b] = kSuffixSlotFree;
+        }
       } else if (p.slots[b] == kSuffixSlotFree) {
         need = 1;
       }
@@ -89,14 +87,16 @@ __global__ void __launch_bounds__(kScanThreads) insert_states_kernel(SuffixCache
 
 __global__ void __launch_bounds__(128) insert_append_kernel(SuffixCacheInsertParams p) {
   const int64_t b = blockIdx.x;
-  if (!suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b])) return;
+  const bool decoding = suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b]);
   const int64_t q = p.slots[b];
+  const bool closing = suffix_is_closing(p.seq_lens_encoder[b], p.seq_lens_decoder[b], q);
+  if (!decoding && !closing) return;
   if (q < 0) return;
   const SuffixCache& c = p.cache;
   const int64_t r = q % c.num_rows;
   if (c.rows[2 * r] != q) {  // evicted while active
     __syncthreads();
-    if (threadIdx.x == 0) p.slots[b] = kSuffixSlotDetached;
+    if (threadIdx.x == 0) p.slots[b] = closing ? kSuffixSlotFree : kSuffixSlotDetached;
     return;
   }
   const int64_t W = p.token_ids_stride;
@@ -110,8 +110,9 @@ __global__ void __launch_bounds__(128) insert_append_kernel(SuffixCacheInsertPar
     c.keys[r * c.width + off] =
         off >= c.key_len - 1 ? suffix_cache_key(resp + off - c.key_len + 1, c.key_len) : 0;
   }
-  __syncthreads();  // every thread has read `have`
+  __syncthreads();  // every thread has read `have` and the slot's state
   if (threadIdx.x == 0 && upto > have) c.rows[2 * r + 1] = upto;
+  if (threadIdx.x == 0 && closing) p.slots[b] = kSuffixSlotFree;
 }
 
 __global__ void finish_kernel(const int32_t* finished, int64_t* slots, int64_t batch) {
@@ -273,179 +274,30 @@ __global__ void query_prep2_kernel(SuffixCacheQueryParams q) {
 
 // ---- query: the search --------------------------------------------------------------------------
 
-struct DraftBuf {
-  int64_t tokens[kMaxSuffixSpecTokens];
-  float probs[kMaxSuffixSpecTokens];
-};
-
-struct Best {
-  float score;
-  int L;
-  int m;
-};
-
-struct SearchShared {
-  int64_t cand[kMaxSuffixCacheOccurrences];
-  union {
-    int64_t cont[kWarpSet][kMaxSuffixSpecTokens];  // warp path: continuation tokens
-    struct {
-      uint32_t idx[kTable];  // candidate index + 1 of an entry's token (0: free)
-      uint32_t cnt[kTable];
-      unsigned long long least[kTable];  // least candidate (= earliest occurrence) with the token
-    } tab;                               // block path
-  } u;
-  uint8_t alive[kMaxSuffixCacheOccurrences];
-  int32_t small_idx[kWarpSet];
-  int64_t sorted[kWarpSet];
-  int32_t avail[kWarpSet];
-  DraftBuf warp_cur[kWarps];
-  DraftBuf warp_best[kWarps];
-  Best warp_best_info[kWarps];
-  DraftBuf block_cur;
-  DraftBuf block_best;
-  Best best_info;
-  int small_n;
-  int short_end;
-  int last_l;
-  int n_total;
-  uint32_t members;
-};
-
-__device__ __forceinline__ int64_t cont_token(const SuffixCache& c, int64_t cand, int64_t k,
-                                              bool* has) {
-  const int64_t r = suffix_cand_req(cand) % c.num_rows;
-  const int64_t pos = suffix_cand_off(cand) + k + 1;
-  *has = pos < c.rows[2 * r + 1];
-  return *has ? c.tokens[r * c.width + pos] : 0;
-}
-
-// Match length L over the <= 32 sorted occurrences with preloaded continuations; lane 0 writes.
-__device__ float warp_walk(const SuffixMatchParams& p, const SearchShared& sh, int L, int64_t limit,
-                           DraftBuf& out, int* m_out) {
-  const int lane = threadIdx.x & 31;
-  const bool valid = lane < sh.small_n && suffix_cand_len(sh.sorted[lane]) >= L;
-  unsigned alive = __ballot_sync(kFull, valid);
-  float prob = 1.0f, score = 0.0f;
-  int m = 0;
-  while (m < limit && L + m < p.max_tree_depth) {
-    const int members = __popc(alive);
-    const bool has = ((alive >> lane) & 1u) && m < sh.avail[lane];
-    const int64_t tok = has ? sh.u.cont[lane][m] : 0;
-    const unsigned with_next = __ballot_sync(kFull, has);
-    if (with_next == 0) break;
-    const unsigned group = __match_any_sync(kFull, static_cast<unsigned long long>(tok)) & with_next;
-    const unsigned key = has ? (static_cast<unsigned>(__popc(group)) << 6) |
-                                   static_cast<unsigned>(63 - (__ffs(group) - 1))
-                             : 0u;
-    const unsigned best = __reduce_max_sync(kFull, key);
-    const int count = static_cast<int>(best >> 6);
-    const int winner = 63 - static_cast<int>(best & 63u);
-    const float next = suffix_fmul(prob, suffix_ratio(count, members));
-    if (!(next >= p.min_token_prob)) break;
-    prob = next;
-    const int64_t t = __shfl_sync(kFull, tok, winner);
-    alive = __shfl_sync(kFull, group, winner);
-    if (lane == 0) {
-      out.tokens[m] = t;
-      out.probs[m] = prob;
-    }
-    score = suffix_fadd(score, prob);
-    ++m;
+// The occurrences of the cache: key = a packed candidate (request, offset, l), whose order is the
+// tie rule's (request number, offset).
+struct CacheSource {
+  SuffixCache c;
+  __device__ int64_t token(unsigned long long key, int k, bool* has) const {
+    const int64_t cand = static_cast<int64_t>(key);
+    const int64_t r = suffix_cand_req(cand) % c.num_rows;
+    const int64_t pos = suffix_cand_off(cand) + k + 1;
+    *has = pos < c.rows[2 * r + 1];
+    return *has ? c.tokens[r * c.width + pos] : 0;
   }
-  __syncwarp();
-  *m_out = m;
-  return score;
-}
-
-// Match length L over the stored candidates with the block's next-token table.
-__device__ float block_walk(const SuffixCacheQueryParams& q, SearchShared& sh, int L,
-                            int64_t limit, int* m_out) {
-  using ReduceU = cub::BlockReduce<unsigned, kThreads>;
-  using ReduceL = cub::BlockReduce<unsigned long long, kThreads>;
-  __shared__ union {
-    typename ReduceU::TempStorage u;
-    typename ReduceL::TempStorage l;
-  } tmp;
-  __shared__ unsigned best_count;
-  __shared__ unsigned long long best_cand;
-  const SuffixCache& c = q.cache;
-  const int n = sh.n_total;
-  for (int j = threadIdx.x; j < n; j += kThreads) sh.alive[j] = suffix_cand_len(sh.cand[j]) >= L;
-  float prob = 1.0f, score = 0.0f;
-  int m = 0;
-  while (m < limit && L + m < q.m.max_tree_depth) {
-    for (int j = threadIdx.x; j < kTable; j += kThreads) {
-      sh.u.tab.idx[j] = 0;
-      sh.u.tab.cnt[j] = 0;
-      sh.u.tab.least[j] = ~0ull;
-    }
-    if (threadIdx.x == 0) sh.members = 0;
-    __syncthreads();
-    unsigned members = 0;
-    for (int j = threadIdx.x; j < n; j += kThreads) {
-      if (!sh.alive[j]) continue;
-      ++members;
-      bool has = false;
-      const int64_t tok = cont_token(c, sh.cand[j], m, &has);
-      if (!has) continue;
-      uint32_t h = static_cast<uint32_t>(suffix_mix64(static_cast<uint64_t>(tok))) & (kTable - 1);
-      while (true) {
-        uint32_t o = atomicCAS(&sh.u.tab.idx[h], 0u, static_cast<uint32_t>(j) + 1);
-        bool same = o == 0;
-        if (!same) {
-          bool h2 = false;
-          same = cont_token(c, sh.cand[o - 1], m, &h2) == tok;
-        }
-        if (same) {
-          atomicAdd(&sh.u.tab.cnt[h], 1u);
-          atomicMin(&sh.u.tab.least[h], static_cast<unsigned long long>(sh.cand[j]));
-          break;
-        }
-        h = (h + 1) & (kTable - 1);
-      }
-    }
-    if (members) atomicAdd(&sh.members, members);
-    __syncthreads();
-    unsigned cnt = 0;
-    for (int j = threadIdx.x; j < kTable; j += kThreads) cnt = max(cnt, sh.u.tab.cnt[j]);
-    cnt = ReduceU(tmp.u).Reduce(cnt, [](unsigned a, unsigned b) { return a > b ? a : b; });
-    if (threadIdx.x == 0) best_count = cnt;
-    __syncthreads();
-    unsigned long long least = ~0ull;
-    for (int j = threadIdx.x; j < kTable; j += kThreads) {
-      if (sh.u.tab.cnt[j] == best_count && best_count > 0) least = min(least, sh.u.tab.least[j]);
-    }
-    least = ReduceL(tmp.l).Reduce(least, [](unsigned long long a, unsigned long long b) {
-      return a < b ? a : b;
-    });
-    if (threadIdx.x == 0) best_cand = least;
-    __syncthreads();
-    if (best_count == 0) break;
-    const float next = suffix_fmul(prob, suffix_ratio(best_count, sh.members));
-    if (!(next >= q.m.min_token_prob)) break;
-    prob = next;
-    bool has = false;
-    const int64_t t = cont_token(c, static_cast<int64_t>(best_cand), m, &has);
-    if (threadIdx.x == 0) {
-      sh.block_cur.tokens[m] = t;
-      sh.block_cur.probs[m] = prob;
-    }
-    for (int j = threadIdx.x; j < n; j += kThreads) {
-      if (!sh.alive[j]) continue;
-      bool h2 = false;
-      const int64_t tok = cont_token(c, sh.cand[j], m, &h2);
-      sh.alive[j] = h2 && tok == t;
-    }
-    score = suffix_fadd(score, prob);
-    ++m;
-    __syncthreads();
+  __device__ int avail(unsigned long long key, int window) const {
+    const int64_t cand = static_cast<int64_t>(key);
+    const int64_t r = suffix_cand_req(cand) % c.num_rows;
+    return static_cast<int>(clamp_to<int64_t>(c.rows[2 * r + 1] - suffix_cand_off(cand) - 1, 0, window));
   }
-  *m_out = m;
-  return score;
-}
+};
 
-__global__ void __launch_bounds__(kThreads) query_search_kernel(SuffixCacheQueryParams q) {
-  __shared__ SearchShared sh;
+constexpr size_t kSearchSmem = sizeof(suffix_gpu::CoreShared);
+static_assert(suffix_gpu::kCandCap >= kMaxSuffixCacheOccurrences, "the core holds every candidate");
+
+__global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(SuffixCacheQueryParams q) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  suffix_gpu::CoreShared& sh = *reinterpret_cast<suffix_gpu::CoreShared*>(smem_raw);
   const int64_t b = blockIdx.x;
   const SuffixMatchParams& p = q.m;
   const int32_t* st = stat_row(q, b);
@@ -457,126 +309,36 @@ __global__ void __launch_bounds__(kThreads) query_search_kernel(SuffixCacheQuery
   const int hits = st[kSuffixStatHits];
   const int lmin = hits > M ? st[kSuffixStatLmin] : G;
   const int n = hits > M ? min_of<int>(st[kSuffixStatStored], M) : hits;
-  for (int j = threadIdx.x; j < n; j += kThreads) sh.cand[j] = q.cand[b * M + j];
-  if (threadIdx.x == 0) {
-    sh.n_total = n;
-    sh.small_n = 0;
-    int64_t at_least = 0;
-    int short_end = c, last_l = 0;
-    for (int L = c - 1; L >= lmin; --L) {
-      at_least += st[kSuffixStatHist + L];
-      if (at_least >= 1 && last_l == 0) last_l = L;
-      if (at_least <= kWarpSet) short_end = L;
-    }
-    sh.short_end = short_end;
-    sh.last_l = last_l;
-    sh.best_info = Best{0.0f, 0, 0};
+  for (int j = threadIdx.x; j < n; j += suffix_gpu::kThreads) {
+    const int64_t e = q.cand[b * M + j];
+    sh.key[j] = static_cast<unsigned long long>(e);
+    sh.len[j] = static_cast<uint8_t>(suffix_cand_len(e));
   }
-  const int warp = threadIdx.x / 32;
-  const int lane = threadIdx.x & 31;
-  if (lane == 0) sh.warp_best_info[warp] = Best{0.0f, 0, 0};
+  int64_t at_least = 0;
+  int short_end = c, last_l = 0;  // n_L <= 32 from short_end on; the longest L that occurs
+  for (int L = c - 1; L >= lmin; --L) {
+    at_least += st[kSuffixStatHist + L];
+    if (at_least >= 1 && last_l == 0) last_l = L;
+    if (at_least <= suffix_gpu::kWarpSet) short_end = L;
+  }
+  if (threadIdx.x == 0) sh.n = n;
   __syncthreads();
-  const int short_end = sh.short_end;
-  const int last_l = sh.last_l;
   if (last_l == 0) return;  // no suffix of length >= L_min occurs: the local draft stands
 
-  // Warp path: the <= 32 occurrences of C[-short_end:], sorted, their continuations preloaded.
-  if (short_end <= last_l) {
-    for (int j = threadIdx.x; j < n; j += kThreads) {
-      if (suffix_cand_len(sh.cand[j]) >= short_end) sh.small_idx[atomicAdd(&sh.small_n, 1)] = j;
-    }
-    __syncthreads();
-    const int small_n = sh.small_n;
-    if (threadIdx.x < small_n) {
-      const int64_t mine = sh.cand[sh.small_idx[threadIdx.x]];
-      int rank = 0;
-      for (int j = 0; j < small_n; ++j) rank += sh.cand[sh.small_idx[j]] < mine;
-      sh.sorted[rank] = mine;
-    }
-    __syncthreads();
-    const int window = static_cast<int>(min_of<int64_t>(v.cap, p.max_tree_depth - short_end));
-    for (int e = threadIdx.x; e < small_n * kMaxSuffixSpecTokens; e += kThreads) {
-      const int j = e / kMaxSuffixSpecTokens, k = e % kMaxSuffixSpecTokens;
-      if (k >= window) continue;
-      bool has = false;
-      sh.u.cont[j][k] = cont_token(q.cache, sh.sorted[j], k, &has);
-    }
-    if (threadIdx.x < small_n) {
-      const int64_t e = sh.sorted[threadIdx.x];
-      const int64_t r = suffix_cand_req(e) % q.cache.num_rows;
-      const int64_t left = q.cache.rows[2 * r + 1] - suffix_cand_off(e) - 1;
-      sh.avail[threadIdx.x] = static_cast<int32_t>(clamp_to<int64_t>(left, 0, window));
-    }
-    __syncthreads();
-    for (int L = short_end + warp; L <= last_l; L += kWarps) {
-      const int64_t limit = suffix_spec_limit(L, p.max_spec_factor, p.max_spec_offset, v.cap);
-      int m = 0;
-      const float score = warp_walk(p, sh, L, limit, sh.warp_cur[warp], &m);
-      if (score >= sh.warp_best_info[warp].score) {
-        for (int j = lane; j < m; j += 32) {
-          sh.warp_best[warp].tokens[j] = sh.warp_cur[warp].tokens[j];
-          sh.warp_best[warp].probs[j] = sh.warp_cur[warp].probs[j];
-        }
-        __syncwarp();
-        if (lane == 0) sh.warp_best_info[warp] = Best{score, L, m};
-      }
-      __syncwarp();
-    }
-    __syncthreads();
-  }
-
-  // The warp path's best: the highest score, the longest L on ties.
-  if (threadIdx.x == 0) {
-    Best best{0.0f, 0, 0};
-    int from = -1;
-    for (int w = 0; w < kWarps; ++w) {
-      const Best& o = sh.warp_best_info[w];
-      if (o.m > 0 && (o.score > best.score || (o.score == best.score && o.L > best.L))) {
-        best = o;
-        from = w;
-      }
-    }
-    sh.best_info = best;
-    if (from >= 0) {
-      for (int j = 0; j < best.m; ++j) {
-        sh.block_best.tokens[j] = sh.warp_best[from].tokens[j];
-        sh.block_best.probs[j] = sh.warp_best[from].probs[j];
-      }
-    }
-  }
-  __syncthreads();
-
-  // Block path: shorter match lengths, longest first; a shorter L must score strictly higher, and
-  // the global draft matters only if it beats the local one.
+  // The local draft's score: the global one matters only if it scores strictly higher.
   const int64_t K = p.draft_stride - 1;
   float local = 0.0f;
   const int64_t m_local = clamp_to<int64_t>(p.suffix_meta[2 * b], 0, K);
   for (int64_t k = 0; k < m_local; ++k) local = suffix_fadd(local, p.suffix_probs[b * K + k]);
-  for (int L = min_of<int>(short_end, last_l + 1) - 1; L >= lmin; --L) {
-    const int64_t limit = suffix_spec_limit(L, p.max_spec_factor, p.max_spec_offset, v.cap);
-    const int64_t longest = min_of<int64_t>(limit, p.max_tree_depth - L);
-    const float bar = sh.best_info.score > local ? sh.best_info.score : local;
-    if (static_cast<float>(longest) <= bar) continue;  // cannot win: exact bound
-    int m = 0;
-    const float score = block_walk(q, sh, L, limit, &m);
-    if (score > sh.best_info.score) {
-      for (int j = threadIdx.x; j < m; j += kThreads) {
-        sh.block_best.tokens[j] = sh.block_cur.tokens[j];
-        sh.block_best.probs[j] = sh.block_cur.probs[j];
-      }
-      __syncthreads();
-      if (threadIdx.x == 0) sh.best_info = Best{score, L, m};
-    }
-    __syncthreads();
-  }
 
-  // Local against global: the local draft stays unless the global one scores strictly higher.
-  const Best best = sh.best_info;
-  if (!(best.score > local)) return;
-  __syncthreads();  // every thread has read the local draft
-  for (int64_t j = threadIdx.x; j < K; j += kThreads) {
-    p.suffix_tokens[b * K + j] = j < best.m ? sh.block_best.tokens[j] : -1;
-    p.suffix_probs[b * K + j] = j < best.m ? sh.block_best.probs[j] : 0.0f;
+  const suffix_gpu::CoreArgs a = suffix_gpu::core_args(p, v.cap, lmin, short_end, last_l, local);
+  suffix_gpu::core_search(sh, CacheSource{q.cache}, a);
+  const suffix_gpu::Best best = sh.best_info;
+  if (!(best.score > local)) return;  // uniform: every thread reads the same shared best
+  suffix_gpu::core_finish(sh, a);
+  for (int64_t j = threadIdx.x; j < K; j += suffix_gpu::kThreads) {
+    p.suffix_tokens[b * K + j] = j < best.m ? sh.best.tokens[j] : -1;
+    p.suffix_probs[b * K + j] = j < best.m ? sh.best.probs[j] : 0.0f;
   }
   if (threadIdx.x == 0) {
     p.suffix_meta[2 * b] = best.m;
@@ -623,7 +385,10 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
   query_scan_kernel<<<grid, kThreads, smem, stream>>>(q, 1, table_size);
   query_prep2_kernel<<<static_cast<unsigned>((B + 255) / 256), 256, 0, stream>>>(q);
   query_scan_kernel<<<grid, kThreads, smem, stream>>>(q, 2, table_size);
-  query_search_kernel<<<static_cast<unsigned>(B), kThreads, 0, stream>>>(q);
+  err = cudaFuncSetAttribute(query_search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(kSearchSmem));
+  if (err != cudaSuccess) return err;
+  query_search_kernel<<<static_cast<unsigned>(B), suffix_gpu::kThreads, kSearchSmem, stream>>>(q);
   err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   err = suffix_walk_gpu(q.m, stream);

@@ -76,16 +76,8 @@ struct SuffixCacheQueryParams {
   int max_occurrences;              // M
 };
 
-// The key of the G tokens t[0 .. G-1]: SplitMix64 steps over the tokens, the high half kept.
-FDSPEC_HD uint64_t suffix_mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
-
+// The key of the G tokens t[0 .. G-1]: SplitMix64 steps over the tokens (suffix_mix64), the high
+// half kept.
 FDSPEC_HD int32_t suffix_cache_key(const int64_t* t, int G) {
   uint64_t h = 0x9e3779b97f4a7c15ULL;
   for (int j = 0; j < G; ++j) h = suffix_mix64(h ^ static_cast<uint64_t>(t[j]));
@@ -101,8 +93,17 @@ FDSPEC_HD int64_t suffix_cand_req(int64_t c) { return c >> 24; }
 FDSPEC_HD int64_t suffix_cand_off(int64_t c) { return (c >> 8) & 0xffff; }
 FDSPEC_HD int suffix_cand_len(int64_t c) { return static_cast<int>(c & 0xff); }
 
-// Whether the slot inserts this step: a decoding slot (the kinds of suffix_match, docs/contract/ngram.md).
-// Prefill and empty slots free their state (their previous response, if any, stays cached).
+// A closing slot: empty this step (not prefill, seq_lens_decoder == 0) while its state is still a
+// request (the one that finished at the previous step). Its row still holds that request, prompt_lens
+// and step_idx included, after the runner's update: the tokens accepted at its last step are appended
+// before the slot is freed (Arctic adds them after verification; the op sees them one call later).
+FDSPEC_HD bool suffix_is_closing(int32_t enc, int32_t dec, int64_t state) {
+  return enc <= 0 && dec == 0 && state >= 0;
+}
+
+// Decoding slots (the kinds of suffix_match, docs/contract/ngram.md) begin a request if free, then
+// append their new tokens; closing slots append their last tokens, then are free; prefill and other
+// empty slots free their state (their previous response, if any, stays cached).
 void suffix_cache_insert_cpu(const SuffixCacheInsertParams& p);
 // finished[b] != 0 detaches slot b (its response stays cached; nothing more is added until the slot
 // prefills or empties).

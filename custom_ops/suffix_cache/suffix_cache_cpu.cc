@@ -82,7 +82,10 @@ void suffix_cache_insert_cpu(const SuffixCacheInsertParams& p) {
   // 1. State changes and new responses, in slot order: request numbers are handed out in that order.
   for (int64_t b = 0; b < p.batch; ++b) {
     if (!suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b])) {
-      p.slots[b] = kSuffixSlotFree;
+      // A closing slot keeps its request until step 2 has added its last tokens.
+      if (!suffix_is_closing(p.seq_lens_encoder[b], p.seq_lens_decoder[b], p.slots[b])) {
+        p.slots[b] = kSuffixSlotFree;
+      }
       continue;
     }
     if (p.slots[b] != kSuffixSlotFree) continue;
@@ -91,13 +94,15 @@ void suffix_cache_insert_cpu(const SuffixCacheInsertParams& p) {
     cache.rows[2 * (q % R)] = q;  // evicts request q - R
     cache.rows[2 * (q % R) + 1] = 0;
   }
-  // 2. Appends: tokens the slot generated since the last call, up to the row's width.
+  // 2. Appends: tokens the slot generated since the last call, up to the row's width; a closing
+  // slot adds its last ones, then is free.
   for (int64_t b = 0; b < p.batch; ++b) {
     const int64_t q = p.slots[b];
-    if (q < 0 || !suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b])) continue;
+    const bool closing = suffix_is_closing(p.seq_lens_encoder[b], p.seq_lens_decoder[b], q);
+    if (q < 0 || !(closing || suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b]))) continue;
     const int64_t r = q % R;
     if (cache.rows[2 * r] != q) {  // evicted while active
-      p.slots[b] = kSuffixSlotDetached;
+      p.slots[b] = closing ? kSuffixSlotFree : kSuffixSlotDetached;
       continue;
     }
     const SlotHistory h = slot_history(p.token_ids_all, p.token_ids_stride, p.prompt_lens, p.step_idx, b);
@@ -110,6 +115,7 @@ void suffix_cache_insert_cpu(const SuffixCacheInsertParams& p) {
           off >= cache.key_len - 1 ? suffix_cache_key(resp + off - cache.key_len + 1, cache.key_len) : 0;
     }
     if (upto > have) cache.rows[2 * r + 1] = upto;
+    if (closing) p.slots[b] = kSuffixSlotFree;
   }
 }
 

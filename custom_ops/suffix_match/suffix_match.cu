@@ -4,28 +4,27 @@
 // suffix tree and without a vocabulary-sized histogram:
 //
 // 1. One pass over the history computes l(i), the match length of H[0 .. i] against the context C
-//    (capped at |C| - 1), for every position i, and a histogram of l in shared memory. The
-//    occurrences of s = C[-L:] are the i with l(i) >= L, so n_L = |S_0(L)| is a suffix sum of the
-//    histogram; the sets nest as L grows. n_L >= 1 always (the newest occurrence, i = N - 1, has no
-//    continuation), and a match length with n_L = 1 drafts nothing.
-// 2. Small sets (n_L <= 32, the long matches: almost every L on real text) go to the warp path: the
-//    <= 32 occurrences of the shortest such L are collected once, sorted by position, one per lane;
-//    each warp walks its own match lengths. A step is one load per lane, __match_any_sync to group
-//    equal next tokens, and a warp max over (count, earliest lane): no shared memory, no barrier.
-// 3. Large sets (the few short matches of frequent tokens) go to the block path, one match length
-//    at a time: each step rescans the history for the members of S_k (l(i) >= L and the draft so
-//    far follows i) and counts their next tokens in a shared-memory hash table. A table entry holds
-//    the least member position with that token (+1) and a count; the token itself is read back from
-//    the history, so there is no reserved key and no token value is special. A table that fills up
-//    (more distinct next tokens than it holds) is never a wrong answer: the step restarts on half
-//    of the 64-bit hash range of the tokens (a bijective mix), range by range, down to one hash value
-//    = one token if it has to. Work is O(N / threads) per step on real text and bounded by
-//    O(D * K * N * log N / threads) on adversarial histories (one token repeated).
-// 4. The best (score, L) over both paths wins; its draft, probabilities and match length are
-//    written to suffix_tokens / suffix_probs / suffix_meta.
+//    (capped at |C| - 1), for every position i (coalesced loads, four positions in flight per thread,
+//    early exit), a histogram of l, and compacts the positions with l(i) >= 1 into a candidate list
+//    in shared memory. The occurrences of s = C[-L:] are the candidates with l >= L, so
+//    n_L = |S_0(L)| is a suffix sum of the histogram and the sets nest as L grows. n_L >= 1 always
+//    (the newest occurrence, i = N - 1, has no continuation); a match length with n_L = 1 drafts
+//    nothing.
+// 2. Everything after that touches the candidates only (suffix_draft.cuh, the core shared with the
+//    global cache): the long matches (n_L <= 32) take the warp path with their continuations in
+//    shared memory, the shorter ones the block path over the candidate list, longest first, each
+//    skipped when its longest possible draft cannot beat the best so far (an exact bound).
+// 3. More than kCandCap candidates (a very frequent last token over a long history, tiny
+//    vocabularies): the list keeps the positions with l >= L0, the shortest match length with at most
+//    kCandCap occurrences (a second pass), and match lengths below L0 take the slow path: each step
+//    rescans the history for the members of S_k and counts their next tokens in the same shared
+//    table; a table that fills up restarts the step on half of the 64-bit hash range of the tokens (a
+//    bijective mix), range by range: never a wrong answer, only more passes.
+// 4. The best (score, L) wins; its draft, probabilities and match length are written to
+//    suffix_tokens / suffix_probs / suffix_meta.
 //
-// Kernel 2 is the batch budget walk of ngram_common/ngram_walk.cuh (docs/contract/ngram.md), with the drafts of
-// suffix_tokens, then pad_to_max.
+// Kernel 2 is the batch budget walk of ngram_common/ngram_walk.cuh (docs/contract/ngram.md), with the
+// drafts of suffix_tokens, then pad_to_max.
 //
 // Bit-identity with the CPU: counts are integers; every float step (the count ratio, the running
 // product, the score sum, the length limit) is one correctly rounded IEEE operation through the
@@ -36,60 +35,99 @@
 
 #include "common/cuda_utils.cuh"
 #include "ngram_common/ngram_walk.cuh"
+#include "suffix_match/suffix_draft.cuh"
 
 namespace fdspec {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
-constexpr int kWarpSet = 32;     // sets up to this size take the warp path
-constexpr int kTable = 2048;     // hash-table entries of the block path (a power of two)
-constexpr unsigned kFull = 0xffffffffu;
+using suffix_gpu::Best;
+using suffix_gpu::CoreArgs;
+using suffix_gpu::CoreShared;
+using suffix_gpu::DraftBuf;
+using suffix_gpu::kCandCap;
+using suffix_gpu::kFull;
+using suffix_gpu::kThreads;
 
-struct DraftBuf {
-  int64_t tokens[kMaxSuffixSpecTokens];
-  float probs[kMaxSuffixSpecTokens];
-};
-
-struct Best {
-  float score;
-  int L;
-  int m;
-};
+constexpr int kWarpSet = suffix_gpu::kWarpSet;
+constexpr int kUnroll = 4;  // history positions in flight per thread in the match-length pass
 
 struct SearchShared {
   int64_t ctx[kMaxSuffixTreeDepth];
   int32_t hist[kMaxSuffixTreeDepth];
-  uint32_t occ[kTable];   // least member position + 1 with the entry's next token; 0: free
-  uint32_t cnt[kTable];
-  int32_t small_pos[kWarpSet];
-  int32_t small_len[kWarpSet];
-  int32_t sorted_pos[kWarpSet];
-  int32_t sorted_len[kWarpSet];
-  DraftBuf warp_cur[kWarps];
-  DraftBuf warp_best[kWarps];
-  Best warp_best_info[kWarps];
-  DraftBuf block_cur;
-  DraftBuf block_best;
-  Best block_best_info;
-  int small_n;
-  int short_end;    // match lengths below this take the block path
-  int last_l;       // the longest match length with n_L >= 2 (0: none)
-  uint32_t members;
+  CoreShared core;
+  int n_cand;        // candidates appended (may exceed kCandCap: then the second pass)
+  int l0;            // shortest match length held in the candidate list
+  int short_end;     // shortest match length with n_L <= 32 (c: none)
+  int last_l;        // the longest match length with n_L >= 2 (0: none)
   int overflow;
+  unsigned members;
   unsigned long long step_best;
 };
 
-// SplitMix64's finaliser: a bijection of the 64-bit tokens, so a hash range of width 1 holds one
-// token.
-__device__ __forceinline__ uint64_t mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
+// The occurrences of the slot's own history: key = the position i of an occurrence's last token.
+struct HistorySource {
+  const int64_t* row;
+  int64_t n;
+  __device__ int64_t token(unsigned long long key, int k, bool* has) const {
+    const int64_t at = static_cast<int64_t>(key) + k + 1;
+    *has = at <= n - 1;
+    return *has ? row[at] : 0;
+  }
+  __device__ int avail(unsigned long long key, int window) const {
+    return static_cast<int>(clamp_to<int64_t>(n - 1 - static_cast<int64_t>(key), 0, window));
+  }
+};
+
+// l(i), the match length of H[0 .. i] against the context (capped at c - 1), given H[i].
+__device__ __forceinline__ int match_len(const int64_t* row, const int64_t* ctx, int c, int64_t i,
+                                         int64_t tok) {
+  if (tok != ctx[c - 1]) return 0;
+  int l = 1;
+  while (l < c - 1 && i - l >= 0 && row[i - l] == ctx[c - 1 - l]) ++l;
+  return l;
 }
+
+// Appends (i, l) for the lanes with `take` to the candidate list (warp-aggregated: one shared
+// atomic per warp), counting past kCandCap.
+__device__ __forceinline__ void append_candidate(SearchShared& sh, bool take, int64_t i, int l) {
+  const unsigned ballot = __ballot_sync(kFull, take);
+  if (ballot == 0) return;
+  const int lane = threadIdx.x & 31;
+  int base = 0;
+  if (lane == 0) base = atomicAdd(&sh.n_cand, __popc(ballot));
+  base = __shfl_sync(kFull, base, 0);
+  if (!take) return;
+  const int at = base + __popc(ballot & ((1u << lane) - 1u));
+  if (at < kCandCap) {
+    sh.core.key[at] = static_cast<unsigned long long>(i);
+    sh.core.len[at] = static_cast<uint8_t>(l);
+  }
+}
+
+// One pass over the history: pass 0 appends every l >= 1 and builds the histogram; pass 1 appends
+// the positions with l >= l0 only.
+__device__ void history_pass(SearchShared& sh, const int64_t* row, int64_t n, int c, int pass, int l0) {
+  for (int64_t base = 0; base < n; base += int64_t{kThreads} * kUnroll) {
+    int64_t tok[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = base + u * kThreads + threadIdx.x;
+      tok[u] = i < n ? row[i] : 0;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = base + u * kThreads + threadIdx.x;
+      const int l = i < n ? match_len(row, sh.ctx, c, i, tok[u]) : 0;
+      if (pass == 0) {
+        const unsigned group = __match_any_sync(kFull, l);
+        if (l > 0 && (threadIdx.x & 31) == __ffs(group) - 1) atomicAdd(&sh.hist[l], __popc(group));
+      }
+      append_candidate(sh, pass == 0 ? l > 0 : l >= l0, i, l);
+    }
+  }
+}
+
+// ---- slow path: match lengths with more than kCandCap occurrences --------------------------------
 
 // l(i) >= want? (want <= the cap, so this is the CPU's l(i) compared with want.)
 __device__ __forceinline__ bool ends_match(const int64_t* row, const int64_t* ctx, int c, int64_t i,
@@ -101,152 +139,99 @@ __device__ __forceinline__ bool ends_match(const int64_t* row, const int64_t* ct
   return true;
 }
 
-// One greedy step's outcome: the continuation with the highest count (ties: least position).
-struct StepResult {
-  int64_t members;  // |S_k|
-  int64_t count;    // count of the winner (0: no member has a next token)
-  int64_t pos;      // the winner's least member position
-};
-
-// Keeps the best (score, L) of a path, a later L winning ties because each path visits its match
-// lengths in increasing order.
-__device__ __forceinline__ bool improves(float score, const Best& best) { return score >= best.score; }
-
-// ---- warp path ----------------------------------------------------------------------------------
-
-// Walks match length L over the <= 32 sorted occurrences in shared memory; lane 0 writes the draft.
-__device__ float warp_walk(const SuffixMatchParams& p, const SearchShared& sh, const int64_t* row,
-                           int64_t n, int L, int64_t limit, DraftBuf& out, int* m_out) {
-  const int lane = threadIdx.x & 31;
-  const bool valid = lane < sh.small_n && sh.sorted_len[lane] >= L;
-  const int64_t pos = valid ? sh.sorted_pos[lane] : 0;
-  unsigned alive = __ballot_sync(kFull, valid);
-  float prob = 1.0f, score = 0.0f;
-  int m = 0;
-  while (m < limit && L + m < p.max_tree_depth) {
-    const int members = __popc(alive);
-    const bool has = ((alive >> lane) & 1u) && pos + m + 1 <= n - 1;
-    const int64_t tok = has ? row[pos + m + 1] : 0;
-    const unsigned with_next = __ballot_sync(kFull, has);
-    if (with_next == 0) break;
-    const unsigned group = __match_any_sync(kFull, static_cast<unsigned long long>(tok)) & with_next;
-    // Lanes are in position order: the group's lowest lane holds its least position.
-    const unsigned key = has ? (static_cast<unsigned>(__popc(group)) << 6) |
-                                   static_cast<unsigned>(63 - (__ffs(group) - 1))
-                             : 0u;
-    const unsigned best = __reduce_max_sync(kFull, key);
-    const int count = static_cast<int>(best >> 6);
-    const int winner = 63 - static_cast<int>(best & 63u);
-    const float next = suffix_fmul(prob, suffix_ratio(count, members));
-    if (!(next >= p.min_token_prob)) break;
-    prob = next;
-    const int64_t t = __shfl_sync(kFull, tok, winner);
-    alive = __shfl_sync(kFull, group, winner);
-    if (lane == 0) {
-      out.tokens[m] = t;
-      out.probs[m] = prob;
-    }
-    score = suffix_fadd(score, prob);
-    ++m;
-  }
-  __syncwarp();
-  *m_out = m;
-  return score;
-}
-
-// ---- block path ---------------------------------------------------------------------------------
-
-// Is position i in S_k for match length L and the draft so far (k tokens in sh.block_cur)?
-__device__ __forceinline__ bool block_member(const SearchShared& sh, const int64_t* row, int64_t n,
-                                             int c, int L, int k, int64_t i) {
+// Is position i in S_k for match length L and the draft so far (k tokens in core.cur)?
+__device__ __forceinline__ bool slow_member(const SearchShared& sh, const int64_t* row, int64_t n,
+                                            int c, int L, int k, int64_t i) {
   if (i + k > n - 1 || !ends_match(row, sh.ctx, c, i, L)) return false;
   for (int j = 0; j < k; ++j) {
-    if (row[i + 1 + j] != sh.block_cur.tokens[j]) return false;
+    if (row[i + 1 + j] != sh.core.cur.tokens[j]) return false;
   }
   return true;
 }
 
-// Counts next token row[i + k + 1] of member i in the table; false if the table is full.
-__device__ __forceinline__ bool table_add(SearchShared& sh, const int64_t* row, int k, int64_t i,
-                                          int64_t tok, uint64_t h) {
+// Counts next token row[i + k + 1] of member i in the table (tab_idx: least member position + 1 with
+// the entry's token, tab_cnt: count); false if the table is full.
+__device__ __forceinline__ bool slow_table_add(SearchShared& sh, const int64_t* row, int k, int64_t i,
+                                               int64_t tok, uint64_t h) {
   const uint32_t me = static_cast<uint32_t>(i) + 1;
-  uint32_t slot = static_cast<uint32_t>(h) & (kTable - 1);
-  for (int probe = 0; probe < kTable; ++probe) {
-    uint32_t o = *reinterpret_cast<volatile uint32_t*>(&sh.occ[slot]);
+  uint32_t slot = static_cast<uint32_t>(h) & (kCandCap - 1);
+  for (int probe = 0; probe < kCandCap; ++probe) {
+    uint32_t o = atomicCAS(&sh.core.tab_idx[slot], 0u, me);
     if (o == 0) {
-      o = atomicCAS(&sh.occ[slot], 0u, me);
-      if (o == 0) {
-        atomicAdd(&sh.cnt[slot], 1u);
-        return true;
-      }
+      atomicAdd(&sh.core.tab_cnt[slot], 1u);
+      return true;
     }
     // Any value read is a member with this entry's token (atomicMin keeps it one).
     if (row[static_cast<int64_t>(o) - 1 + k + 1] == tok) {
-      atomicMin(&sh.occ[slot], me);
-      atomicAdd(&sh.cnt[slot], 1u);
+      atomicMin(&sh.core.tab_idx[slot], me);
+      atomicAdd(&sh.core.tab_cnt[slot], 1u);
       return true;
     }
-    slot = (slot + 1) & (kTable - 1);
+    slot = (slot + 1) & (kCandCap - 1);
   }
   return false;
 }
 
-// Step k of match length L: |S_k| and the winning continuation.
-__device__ StepResult block_step(SearchShared& sh, const int64_t* row, int64_t n, int c, int L,
-                                 int k) {
+struct StepResult {
+  unsigned members;  // |S_k|
+  int64_t count;     // count of the winner (0: no member has a next token)
+  int64_t pos;       // the winner's least member position
+};
+
+// Step k of match length L over the whole history. Uniform call; ends with a barrier.
+__device__ StepResult slow_step(SearchShared& sh, const int64_t* row, int64_t n, int c, int L, int k) {
   using Reduce = cub::BlockReduce<unsigned long long, kThreads>;
-  __shared__ typename Reduce::TempStorage reduce_tmp;
-  if (threadIdx.x == 0) {
-    sh.members = 0;
-    sh.step_best = 0;
-  }
+  if (threadIdx.x == 0) sh.members = 0;
   uint64_t lo = 0;
   int width_log = 64;  // the hash range [lo, lo + 2^width_log) of this pass
   bool counted = false;
+  unsigned long long best = 0;  // thread 0's running best (count << 32 | ~position)
   while (true) {
-    for (int j = threadIdx.x; j < kTable; j += kThreads) {
-      sh.occ[j] = 0;
-      sh.cnt[j] = 0;
+    for (int j = threadIdx.x; j < kCandCap; j += kThreads) {
+      sh.core.tab_idx[j] = 0;
+      sh.core.tab_cnt[j] = 0;
     }
     if (threadIdx.x == 0) sh.overflow = 0;
     __syncthreads();
-    uint32_t members = 0;
+    unsigned members = 0;
     bool full = false;
     for (int64_t i = threadIdx.x; i < n; i += kThreads) {
-      if (!block_member(sh, row, n, c, L, k, i)) continue;
+      if (!slow_member(sh, row, n, c, L, k, i)) continue;
       ++members;
       if (i + k + 1 > n - 1) continue;
       const int64_t tok = row[i + k + 1];
-      const uint64_t h = mix64(static_cast<uint64_t>(tok));
+      const uint64_t h = suffix_mix64(static_cast<uint64_t>(tok));
       if (width_log < 64 && (h >> width_log) != (lo >> width_log)) continue;
-      if (!full) full = !table_add(sh, row, k, i, tok, h);
+      if (!full) full = !slow_table_add(sh, row, k, i, tok, h);
     }
     if (!counted && members) atomicAdd(&sh.members, members);
     counted = true;
-    if (full) sh.overflow = 1;
+    if (full) atomicExch(&sh.overflow, 1);
     __syncthreads();
-    if (sh.overflow) {  // read by every thread after the barrier: a uniform branch
+    const int overflow = sh.overflow;
+    __syncthreads();  // everyone has read the flag before thread 0 clears it
+    if (overflow) {
       --width_log;
-      __syncthreads();  // nobody clears the table before everyone has read the flag
       continue;
     }
     unsigned long long key = 0;
-    for (int j = threadIdx.x; j < kTable; j += kThreads) {
-      const uint32_t o = sh.occ[j];
+    for (int j = threadIdx.x; j < kCandCap; j += kThreads) {
+      const uint32_t o = sh.core.tab_idx[j];
       if (o == 0) continue;
-      const unsigned long long e = (static_cast<unsigned long long>(sh.cnt[j]) << 32) |
+      const unsigned long long e = (static_cast<unsigned long long>(sh.core.tab_cnt[j]) << 32) |
                                    (0xffffffffull - (o - 1));
       key = key > e ? key : e;
     }
-    key = Reduce(reduce_tmp).Reduce(key, [](unsigned long long a, unsigned long long b) {
+    key = Reduce(sh.core.reduce.l).Reduce(key, [](unsigned long long a, unsigned long long b) {
       return a > b ? a : b;
     });
-    if (threadIdx.x == 0 && key > sh.step_best) sh.step_best = key;
+    __syncthreads();  // the reduction's storage and the table are free again
+    if (threadIdx.x == 0 && key > best) best = key;
     if (width_log == 64) break;
     lo += uint64_t{1} << width_log;
     if (lo == 0) break;  // wrapped: the whole range is done
-    __syncthreads();
   }
+  if (threadIdx.x == 0) sh.step_best = best;
   __syncthreads();
   StepResult r;
   r.members = sh.members;
@@ -256,20 +241,21 @@ __device__ StepResult block_step(SearchShared& sh, const int64_t* row, int64_t n
   return r;
 }
 
-// Walks match length L with block_step; every thread holds the same prob, score and m.
-__device__ float block_walk(const SuffixMatchParams& p, SearchShared& sh, const int64_t* row,
-                            int64_t n, int c, int L, int64_t limit, int* m_out) {
+// Walks match length L with slow_step; the draft goes to core.cur. Every thread holds the same
+// score and m.
+__device__ float slow_walk(const SuffixMatchParams& p, SearchShared& sh, const int64_t* row, int64_t n,
+                           int c, int L, int64_t limit, int* m_out) {
   float prob = 1.0f, score = 0.0f;
   int m = 0;
   while (m < limit && L + m < p.max_tree_depth) {
-    const StepResult r = block_step(sh, row, n, c, L, m);
+    const StepResult r = slow_step(sh, row, n, c, L, m);
     if (r.count == 0) break;
     const float next = suffix_fmul(prob, suffix_ratio(r.count, r.members));
     if (!(next >= p.min_token_prob)) break;
     prob = next;
     if (threadIdx.x == 0) {
-      sh.block_cur.tokens[m] = row[r.pos + m + 1];
-      sh.block_cur.probs[m] = prob;
+      sh.core.cur.tokens[m] = row[r.pos + m + 1];
+      sh.core.cur.probs[m] = prob;
     }
     score = suffix_fadd(score, prob);
     ++m;
@@ -293,9 +279,13 @@ __device__ void write_draft(const SuffixMatchParams& p, int64_t b, const DraftBu
   }
 }
 
+constexpr size_t kSearchSmem = sizeof(SearchShared);
+
 __global__ void __launch_bounds__(kThreads) suffix_search_kernel(SuffixMatchParams p) {
-  __shared__ SearchShared sh;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  SearchShared& sh = *reinterpret_cast<SearchShared*>(smem_raw);
   const int64_t b = blockIdx.x;
+  allow_dependent_launch();  // the walk waits for this grid's completion anyway
   if (!suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b])) return;
   const SuffixSlot v = suffix_slot(p, b);
   const int64_t* row = v.row;
@@ -306,102 +296,61 @@ __global__ void __launch_bounds__(kThreads) suffix_search_kernel(SuffixMatchPara
     return;
   }
 
-  // 1. Match lengths and their histogram.
+  // 1. Match lengths, their histogram and the candidate list.
   for (int j = threadIdx.x; j < c; j += kThreads) {
     sh.ctx[j] = row[n - c + j];
     sh.hist[j] = 0;
   }
-  if (threadIdx.x == 0) sh.small_n = 0;
+  if (threadIdx.x == 0) sh.n_cand = 0;
   __syncthreads();
-  for (int64_t i = threadIdx.x; i < n; i += kThreads) {
-    int l = 0;
-    while (l < c - 1 && i - l >= 0 && row[i - l] == sh.ctx[c - 1 - l]) ++l;
-    if (l > 0) atomicAdd(&sh.hist[l], 1);
-  }
+  history_pass(sh, row, n, c, 0, 1);
   __syncthreads();
   if (threadIdx.x == 0) {
     int64_t at_least = 0;  // n_L
-    int short_end = c, last_l = 0;  // short_end = c: no match length has <= 32 occurrences
+    int short_end = c, last_l = 0, l0 = c;  // l0 = c: no match length fits the list
     for (int L = c - 1; L >= 1; --L) {
       at_least += sh.hist[L];
       if (at_least >= 2 && last_l == 0) last_l = L;
       if (at_least <= kWarpSet) short_end = L;
+      if (at_least <= kCandCap) l0 = L;
     }
     sh.short_end = short_end;
     sh.last_l = last_l;
+    sh.l0 = sh.n_cand > kCandCap ? l0 : 1;
+    if (sh.n_cand > kCandCap) sh.n_cand = 0;
   }
   __syncthreads();
-  const int short_end = sh.short_end;
   const int last_l = sh.last_l;
-
-  // 2. Warp path: the occurrences of C[-short_end:], at most 32, sorted by position.
-  if (short_end <= last_l) {
-    for (int64_t i = threadIdx.x; i < n; i += kThreads) {
-      if (!ends_match(row, sh.ctx, c, i, short_end)) continue;
-      int l = short_end;
-      while (l < c - 1 && i - l >= 0 && row[i - l] == sh.ctx[c - 1 - l]) ++l;
-      const int at = atomicAdd(&sh.small_n, 1);
-      sh.small_pos[at] = static_cast<int32_t>(i);
-      sh.small_len[at] = l;
-    }
-    __syncthreads();
-    if (threadIdx.x < sh.small_n) {
-      const int32_t mine = sh.small_pos[threadIdx.x];
-      int rank = 0;
-      for (int j = 0; j < sh.small_n; ++j) rank += sh.small_pos[j] < mine;
-      sh.sorted_pos[rank] = mine;
-      sh.sorted_len[rank] = sh.small_len[threadIdx.x];
-    }
+  const int l0 = sh.l0;
+  if (last_l == 0) {  // every occurrence set is the newest one alone: every draft is empty
+    write_draft(p, b, nullptr, 0, c - 1);
+    return;
   }
-  const int warp = threadIdx.x / 32;
-  if ((threadIdx.x & 31) == 0) sh.warp_best_info[warp] = Best{0.0f, 0, 0};
-  if (threadIdx.x == 0) sh.block_best_info = Best{0.0f, 0, 0};
-  __syncthreads();
-  for (int L = short_end + warp; L <= last_l; L += kWarps) {
-    const int64_t limit = suffix_spec_limit(L, p.max_spec_factor, p.max_spec_offset, v.cap);
-    int m = 0;
-    const float score = warp_walk(p, sh, row, n, L, limit, sh.warp_cur[warp], &m);
-    if (improves(score, sh.warp_best_info[warp])) {
-      for (int j = threadIdx.x & 31; j < m; j += 32) {
-        sh.warp_best[warp].tokens[j] = sh.warp_cur[warp].tokens[j];
-        sh.warp_best[warp].probs[j] = sh.warp_cur[warp].probs[j];
-      }
-      __syncwarp();
-      if ((threadIdx.x & 31) == 0) sh.warp_best_info[warp] = Best{score, L, m};
-    }
-    __syncwarp();
-  }
-
-  // 3. Block path: the short match lengths with more than 32 occurrences.
-  const int block_end = min_of<int>(short_end, last_l + 1);
-  for (int L = 1; L < block_end; ++L) {
-    const int64_t limit = suffix_spec_limit(L, p.max_spec_factor, p.max_spec_offset, v.cap);
-    int m = 0;
-    const float score = block_walk(p, sh, row, n, c, L, limit, &m);
-    if (improves(score, sh.block_best_info)) {
-      for (int j = threadIdx.x; j < m; j += kThreads) {
-        sh.block_best.tokens[j] = sh.block_cur.tokens[j];
-        sh.block_best.probs[j] = sh.block_cur.probs[j];
-      }
-      __syncthreads();
-      if (threadIdx.x == 0) sh.block_best_info = Best{score, L, m};
-    }
+  if (l0 > 1) {  // the list overflowed: keep the occurrences of C[-l0:] (at most kCandCap)
+    history_pass(sh, row, n, c, 1, l0);
     __syncthreads();
   }
+  if (threadIdx.x == 0) sh.core.n = min(sh.n_cand, kCandCap);
   __syncthreads();
+
+  // 2. The core over the candidates: match lengths l0 .. last_l.
+  const CoreArgs a = suffix_gpu::core_args(p, v.cap, l0, sh.short_end, last_l, 0.0f);
+  suffix_gpu::core_search(sh.core, HistorySource{row, n}, a);
+
+  // 3. The slow path: match lengths below l0, longest first, under the same bound.
+  for (int L = min_of<int>(l0, last_l + 1) - 1; L >= 1; --L) {
+    const int64_t limit = suffix_spec_limit(L, p.max_spec_factor, p.max_spec_offset, v.cap);
+    if (!suffix_gpu::worth_walking(sh.core, L, limit, p.max_tree_depth, 0.0f)) continue;
+    int m = 0;
+    const float score = slow_walk(p, sh, row, n, c, L, limit, &m);
+    suffix_gpu::keep_block_draft(sh.core, score, L, m);
+  }
+  suffix_gpu::core_finish(sh.core, a);
 
   // 4. The best (score, L); match lengths past last_l draft nothing and score 0.
-  Best best = sh.block_best_info;
-  const DraftBuf* src = &sh.block_best;
-  for (int w = 0; w < kWarps; ++w) {
-    const Best& o = sh.warp_best_info[w];
-    if (o.score > best.score || (o.score == best.score && o.L > best.L)) {
-      best = o;
-      src = &sh.warp_best[w];
-    }
-  }
+  Best best = sh.core.best_info;
   if (best.score == 0.0f && c - 1 > best.L) best = Best{0.0f, c - 1, 0};
-  write_draft(p, b, src, best.m, best.L);
+  write_draft(p, b, &sh.core.best, best.m, best.L);
 }
 
 // ---- the budget walk ----------------------------------------------------------------------------
@@ -443,7 +392,12 @@ struct SuffixWalk {
 
 cudaError_t suffix_search_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
   if (p.batch <= 0) return cudaSuccess;
-  suffix_search_kernel<<<static_cast<unsigned>(p.batch), kThreads, 0, stream>>>(p);
+  // More than the default 48 KB of dynamic shared memory: a host-side attribute (no stream work),
+  // fine under graph capture; set on every launch as it is per device.
+  cudaError_t err = cudaFuncSetAttribute(suffix_search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(kSearchSmem));
+  if (err != cudaSuccess) return err;
+  suffix_search_kernel<<<static_cast<unsigned>(p.batch), kThreads, kSearchSmem, stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -18,9 +18,10 @@
 
 namespace fdspec {
 
-// The GPU kernel keeps the context (the last max_tree_depth tokens) and the per-match-length
-// histogram in shared memory, and each candidate draft of a warp in shared memory too; these bound
-// both. Histories are addressed with int32 positions (the same 2^30 bound as the n-gram ops).
+// The GPU kernel keeps the context (the last max_tree_depth tokens), the per-match-length histogram,
+// the match lengths of its candidates (8 bits) and the warp path's continuations (up to
+// kMaxSuffixSpecTokens per lane) in shared memory; these bound both. Histories are addressed with
+// int32 positions (the same 2^30 bound as the n-gram ops).
 constexpr int kMaxSuffixTreeDepth = 256;
 constexpr int kMaxSuffixSpecTokens = 64;
 constexpr int64_t kMaxSuffixHistory = int64_t{1} << 30;
@@ -91,6 +92,17 @@ FDSPEC_HD int64_t suffix_spec_limit(int L, float factor, float offset, int64_t c
   if (!(y >= 0.0)) return 0;
   const int64_t whole = static_cast<int64_t>(y < 1e15 ? y : 1e15);
   return min_of<int64_t>(whole, cap);
+}
+
+// SplitMix64's finaliser: a bijection of the 64-bit tokens (hash tables of next tokens on the GPU,
+// the cache's position keys).
+FDSPEC_HD uint64_t suffix_mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return x;
 }
 
 // What one slot reads: its history row, P + s = N (both clamped), and its draft cap

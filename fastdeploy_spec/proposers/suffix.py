@@ -32,7 +32,9 @@ class SuffixProposer(Proposer):
     also owns the global cache (:class:`~fastdeploy_spec.ops.suffix_cache.SuffixCache`, allocated
     once): each step ``suffix_cache_insert`` adds the slots' accepted tokens to their cached
     responses and ``suffix_cache_query`` drafts from both sources. A request's response stays cached
-    after it finishes, until the ring evicts it.
+    after it finishes, until the ring evicts it. The tokens accepted at a request's last step reach
+    its response when its slot is next seen empty (the next step's insert), or in :meth:`reset`,
+    before the runner writes a new request into the slot.
 
     Examples
     --------
@@ -71,6 +73,7 @@ class SuffixProposer(Proposer):
         self.suffix_source: Optional[paddle.Tensor] = None
         self.cache: Optional[SuffixCache] = None
         self.max_cached_requests = config.suffix_decoding_max_cached_requests
+        self._share_inputs: Optional[Dict[str, paddle.Tensor]] = None
 
     def _allocate(self, draft_tokens: paddle.Tensor) -> None:
         S, K = draft_tokens.shape[0], draft_tokens.shape[1] - 1
@@ -90,6 +93,7 @@ class SuffixProposer(Proposer):
         s = share_inputs
         if self.suffix_tokens is None:
             self._allocate(s["draft_tokens"])
+        self._share_inputs = s
         args = (s["token_ids_all"], s["prompt_lens"], s["step_idx"], s["actual_draft_token_num"],
                 s["draft_tokens"], s["seq_lens_this_time"], s["seq_lens_encoder"],
                 s["seq_lens_decoder"], s["max_dec_len"], self.suffix_tokens, self.suffix_probs,
@@ -101,9 +105,19 @@ class SuffixProposer(Proposer):
         if self.cache is None:
             suffix_match(*args, **kw)
             return
+        self._insert(s)
+        suffix_cache_query(*args, self.suffix_source, self.cache, **kw)
+
+    def _insert(self, s: Dict[str, paddle.Tensor]) -> None:
         suffix_cache_insert(s["token_ids_all"], s["prompt_lens"], s["step_idx"],
                             s["seq_lens_encoder"], s["seq_lens_decoder"], self.cache)
-        suffix_cache_query(*args, self.suffix_source, self.cache, **kw)
+
+    def reset(self, slots) -> None:
+        """New requests are about to be written into ``slots``: an insert first, while their rows
+        still hold the requests that finished there (empty after the update, so the op adds their
+        last accepted tokens and frees the slots). Nothing to do without the global cache."""
+        if self.cache is not None and self._share_inputs is not None and len(slots):
+            self._insert(self._share_inputs)
 
     def finish(self, finished: paddle.Tensor) -> None:
         """Requests that finished (int32 [S] mask, on the state's place): their responses stay in the

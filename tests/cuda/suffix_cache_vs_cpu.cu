@@ -5,7 +5,9 @@
 // evicted while active), key lengths 1 .. 4, occurrence caps 32 .. 64 with long single-token runs (the
 // second scan), every suffix parameter varied. After every step the cache state (rows, tokens, keys,
 // slots, counter) and every query output are compared; some cases run each step as one CUDA graph
-// (insert + query captured once, inputs copied into the captured buffers before each replay).
+// (insert + query captured once, inputs copied into the captured buffers before each replay). A
+// request's slot may close: empty for one step with its row still holding the request and the
+// tokens accepted at its last step, which the insert adds.
 // Usage and exit status: tests/cuda/harness.cuh.
 #include <algorithm>
 #include <memory>
@@ -82,8 +84,23 @@ struct Stream {
     in.mdl.assign(B, 1 << 20);
     for (int64_t b = 0; b < B; ++b) {
       Req& q = reqs[b];
-      if (active[b] && q.prefilled && q.done >= static_cast<int64_t>(q.answer.size())) active[b] = false;
+      bool closing = false;
+      if (active[b] && q.prefilled && q.done >= static_cast<int64_t>(q.answer.size())) {
+        active[b] = false;
+        closing = true;
+      }
       if (!active[b]) {
+        if (closing && r.chance(0.5)) {
+          // The runner's update after the request's last step: the slot is empty while its row
+          // holds the request with the tokens accepted at that step (a few more): the insert adds
+          // them (a closing slot).
+          const int64_t P = static_cast<int64_t>(q.prompt.size());
+          const int64_t extra = std::max<int64_t>(0, std::min<int64_t>(r.uni(0, K + 1), W - P - q.done));
+          for (int64_t j = 0; j < extra; ++j) ids[b * W + P + q.done + j] = r.uni(0, cfg.vocab - 1);
+          in.P[b] = P;
+          in.s[b] = q.done + extra;
+          continue;
+        }
         if (r.chance(0.5)) {
           const int64_t p_len = r.uni(1, 10);
           const int64_t a_len = r.uni(1, std::max<int64_t>(1, W - p_len - K - 2));

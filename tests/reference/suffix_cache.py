@@ -92,9 +92,12 @@ class SuffixCacheRef:
                                                       seq_lens_decoder))
         B = len(enc)
         decoding = [enc[b] <= 0 and dec[b] != 0 for b in range(B)]
+        # closing: empty while its request is active: its last tokens are appended, then it is free
+        closing = [enc[b] <= 0 and dec[b] == 0 and self.slots[b] >= 0 for b in range(B)]
         for b in range(B):
             if not decoding[b]:
-                self.slots[b] = SLOT_FREE
+                if not closing[b]:
+                    self.slots[b] = SLOT_FREE
             elif self.slots[b] == SLOT_FREE:
                 q = self.counter
                 self.counter += 1
@@ -103,16 +106,18 @@ class SuffixCacheRef:
                 self.responses.pop(q - self.R, None)  # first in, first out
         for b in range(B):
             q = self.slots[b]
-            if q < 0 or not decoding[b]:
+            if q < 0 or not (decoding[b] or closing[b]):
                 continue
             if q not in self.responses:
-                self.slots[b] = SLOT_DETACHED
+                self.slots[b] = SLOT_FREE if closing[b] else SLOT_DETACHED
                 continue
             P, s = self._history(ids, P_in, s_in, b)
             have = len(self.responses[q])
             upto = min(s, self.width)
             if upto > have:
                 self.responses[q] += [int(x) for x in ids[b, P + have:P + upto]]
+            if closing[b]:
+                self.slots[b] = SLOT_FREE
 
     def evict(self, keep: int):
         for q in [q for q in self.responses if q < self.counter - keep]:

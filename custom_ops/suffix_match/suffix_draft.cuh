@@ -1,0 +1,387 @@
+// The device core of suffix decoding (docs/contract/suffix.md): from a list of occurrences of the
+// context's suffixes held in shared memory, the best-scoring greedy draft over a range of match
+// lengths. Written once for the local search (suffix_match.cu: occurrences are positions of the slot's
+// own history) and the global one (suffix_cache.cu: occurrences are verified hits in the cache's
+// rows); a `Source` says how an occurrence's continuation is read.
+//
+// A candidate is (key, l): an order key (the tie rule's "earliest occurrence" is the least key) and
+// its match length l against the context; the occurrences of C[-L:] are the candidates with l >= L.
+// Two paths, as in the contract's "How the GPU computes it":
+// - warp path, match lengths whose set has <= 32 members (the long matches): the set of the shortest
+//   such L is sorted by key, one candidate per lane, and its continuation tokens are loaded into
+//   shared memory once; every warp then walks its own match lengths without touching global memory
+//   (a step: __match_any_sync groups equal next tokens, a warp max picks the largest group, ties to
+//   the lowest lane = least key), one walk per run of match lengths with the same set (their
+//   drafts are one path cut at different lengths).
+// - block path, the shorter match lengths with larger sets, longest first: a step counts the next
+//   tokens of the live candidates in a shared hash table (an entry: a member index with that token,
+//   the count, the least key), so its work is O(candidates), never O(history). A match length is
+//   skipped when its longest possible draft n = min(limit, D - L) cannot beat the best so far (or
+//   the caller's bar): each probability is <= 1, so a draft of n tokens scores <= n, exactly in float32.
+// Every count is an atomic add and every tie a minimum, so the result does not depend on the order in
+// which threads run. Every float step is the correctly rounded helper of suffix_match.h in the CPU's
+// order (suffix_greedy_cpu.h).
+//
+// Source concept:
+//   int64_t token(uint64_t key, int k, bool* has) const;  // the token k + 1 places after the occurrence
+//   int avail(uint64_t key, int window) const;            // how many of its next `window` tokens exist
+#pragma once
+
+#include <cub/block/block_reduce.cuh>
+
+#include "suffix_match/suffix_match.h"
+
+namespace fdspec {
+namespace suffix_gpu {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kWarpSet = 32;     // sets up to this size take the warp path
+constexpr int kCandCap = 2048;   // candidates held in shared memory (a power of two: the table's size)
+constexpr unsigned kFull = 0xffffffffu;
+static_assert((kCandCap & (kCandCap - 1)) == 0, "the next-token table is indexed with a mask");
+
+struct Best {
+  float score;
+  int L;
+  int m;
+};
+
+// The draft order of the contract: a higher score wins, a longer match length on ties.
+__device__ __forceinline__ bool beats(float score, int L, const Best& b) {
+  return score > b.score || (score == b.score && L > b.L);
+}
+
+struct DraftBuf {
+  int64_t tokens[kMaxSuffixSpecTokens];
+  float probs[kMaxSuffixSpecTokens];
+};
+
+struct CoreShared {
+  unsigned long long key[kCandCap];   // candidates: order key
+  uint8_t len[kCandCap];              // match length l
+  uint8_t alive[kCandCap];            // block path: still a member of the path's set
+  uint32_t tab_idx[kCandCap];         // next-token table: a member index + 1 with the token (0: free)
+  uint32_t tab_cnt[kCandCap];
+  unsigned long long tab_least[kCandCap];  // least key with the token
+  int64_t cont[kWarpSet][kMaxSuffixSpecTokens];  // warp path: continuation tokens, lane-major
+  unsigned long long wkey[kWarpSet];  // warp path: its set, sorted by key
+  int32_t wlen[kWarpSet];
+  int32_t avail[kWarpSet];
+  int32_t widx[kWarpSet];
+  DraftBuf cur;                       // block path: the draft being walked
+  DraftBuf best;                      // the best draft (after core_finish)
+  float wprefix[kWarps][kMaxSuffixSpecTokens + 1];  // warp path: a path's score after m tokens
+  int32_t runs[kMaxSuffixTreeDepth + 1];  // warp path: first match length of each run, then hi + 1
+  int n_runs;
+  Best warp_best[kWarps];
+  Best best_info;
+  int best_from_warp;                 // best_info came from the warp path (its tokens: core_finish)
+  int n;                              // candidates (set by the caller)
+  int small_n;
+  unsigned members;
+  unsigned best_count;
+  unsigned long long best_least;
+  union {
+    typename cub::BlockReduce<unsigned, kThreads>::TempStorage u;
+    typename cub::BlockReduce<unsigned long long, kThreads>::TempStorage l;
+  } reduce;
+};
+
+struct CoreArgs {
+  int lo;          // shortest match length searched (>= 1)
+  int warp_lo;     // shortest match length of the warp path (n_L <= 32); > hi: no warp path
+  int hi;          // longest match length searched
+  int depth;       // D
+  int64_t cap;     // the slot cap
+  float factor, offset, min_prob;
+  float bar;       // pruning only: a draft not above max(bar, best) cannot matter
+};
+
+// The search's arguments for a slot with cap `cap` (the suffix parameters from `p`).
+__device__ __forceinline__ CoreArgs core_args(const SuffixMatchParams& p, int64_t cap, int lo, int warp_lo,
+                                              int hi, float bar) {
+  CoreArgs a;
+  a.lo = lo;
+  a.warp_lo = warp_lo;
+  a.hi = hi;
+  a.depth = p.max_tree_depth;
+  a.cap = cap;
+  a.factor = p.max_spec_factor;
+  a.offset = p.max_spec_offset;
+  a.min_prob = p.min_token_prob;
+  a.bar = bar;
+  return a;
+}
+
+// Walks match length L over the warp set; lane 0 writes the draft to `out` and the score after each
+// token to `prefix[1 ..]` when given.
+__device__ __forceinline__ float warp_walk(const CoreShared& sh, int L, int64_t limit, const CoreArgs& a,
+                                           DraftBuf* out, float* prefix, int* m_out) {
+  const int lane = threadIdx.x & 31;
+  const bool valid = lane < sh.small_n && sh.wlen[lane] >= L;
+  unsigned alive = __ballot_sync(kFull, valid);
+  float prob = 1.0f, score = 0.0f;
+  int m = 0;
+  while (m < limit && L + m < a.depth) {
+    const int members = __popc(alive);
+    const bool has = ((alive >> lane) & 1u) && m < sh.avail[lane];
+    const int64_t tok = has ? sh.cont[lane][m] : 0;
+    const unsigned with_next = __ballot_sync(kFull, has);
+    if (with_next == 0) break;
+    const unsigned group = __match_any_sync(kFull, static_cast<unsigned long long>(tok)) & with_next;
+    // Lanes are in key order: a group's lowest lane holds its least key.
+    const unsigned key = has ? (static_cast<unsigned>(__popc(group)) << 6) |
+                                   static_cast<unsigned>(63 - (__ffs(group) - 1))
+                             : 0u;
+    const unsigned best = __reduce_max_sync(kFull, key);
+    const int count = static_cast<int>(best >> 6);
+    const int winner = 63 - static_cast<int>(best & 63u);
+    const float next = suffix_fmul(prob, suffix_ratio(count, members));
+    if (!(next >= a.min_prob)) break;
+    prob = next;
+    const int64_t t = __shfl_sync(kFull, tok, winner);
+    alive = __shfl_sync(kFull, group, winner);
+    if (out != nullptr && lane == 0) {
+      out->tokens[m] = t;
+      out->probs[m] = prob;
+    }
+    score = suffix_fadd(score, prob);
+    ++m;
+    if (prefix != nullptr && lane == 0) prefix[m] = score;
+  }
+  __syncwarp();
+  *m_out = m;
+  return score;
+}
+
+// The longest draft match length L may have: min(limit, D - L) tokens.
+__device__ __forceinline__ int64_t draft_cut(int L, const CoreArgs& a) {
+  return min_of<int64_t>(suffix_spec_limit(L, a.factor, a.offset, a.cap), a.depth - L);
+}
+
+// Walks match length L over every candidate with l >= L (block path); the draft goes to sh.cur.
+// Every thread returns the same score and m. Ends with a barrier.
+template <class Src>
+__device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit, const CoreArgs& a,
+                            int* m_out) {
+  using ReduceU = cub::BlockReduce<unsigned, kThreads>;
+  using ReduceL = cub::BlockReduce<unsigned long long, kThreads>;
+  const int n = sh.n;
+  for (int j = threadIdx.x; j < n; j += kThreads) sh.alive[j] = sh.len[j] >= L;
+  float prob = 1.0f, score = 0.0f;
+  int m = 0;
+  while (m < limit && L + m < a.depth) {
+    for (int j = threadIdx.x; j < kCandCap; j += kThreads) {
+      sh.tab_idx[j] = 0;
+      sh.tab_cnt[j] = 0;
+      sh.tab_least[j] = ~0ull;
+    }
+    if (threadIdx.x == 0) sh.members = 0;
+    __syncthreads();
+    unsigned members = 0;
+    for (int j = threadIdx.x; j < n; j += kThreads) {
+      if (!sh.alive[j]) continue;
+      ++members;
+      bool has = false;
+      const int64_t tok = src.token(sh.key[j], m, &has);
+      if (!has) continue;
+      // Distinct next tokens <= members <= kCandCap: the probe always ends.
+      uint32_t h = static_cast<uint32_t>(suffix_mix64(static_cast<uint64_t>(tok))) & (kCandCap - 1);
+      while (true) {
+        const uint32_t o = atomicCAS(&sh.tab_idx[h], 0u, static_cast<uint32_t>(j) + 1);
+        bool same = o == 0;
+        if (!same) {
+          bool h2 = false;
+          same = src.token(sh.key[o - 1], m, &h2) == tok;
+        }
+        if (same) {
+          atomicAdd(&sh.tab_cnt[h], 1u);
+          atomicMin(&sh.tab_least[h], sh.key[j]);
+          break;
+        }
+        h = (h + 1) & (kCandCap - 1);
+      }
+    }
+    members = __reduce_add_sync(kFull, members);
+    if ((threadIdx.x & 31) == 0 && members) atomicAdd(&sh.members, members);
+    __syncthreads();
+    unsigned cnt = 0;
+    for (int j = threadIdx.x; j < kCandCap; j += kThreads) cnt = max(cnt, sh.tab_cnt[j]);
+    cnt = ReduceU(sh.reduce.u).Reduce(cnt, [](unsigned x, unsigned y) { return x > y ? x : y; });
+    if (threadIdx.x == 0) sh.best_count = cnt;
+    __syncthreads();
+    const unsigned best_count = sh.best_count;
+    unsigned long long least = ~0ull;
+    for (int j = threadIdx.x; j < kCandCap; j += kThreads) {
+      if (best_count > 0 && sh.tab_cnt[j] == best_count) least = min(least, sh.tab_least[j]);
+    }
+    least = ReduceL(sh.reduce.l).Reduce(least, [](unsigned long long x, unsigned long long y) {
+      return x < y ? x : y;
+    });
+    if (threadIdx.x == 0) sh.best_least = least;
+    __syncthreads();
+    if (best_count == 0) break;
+    const float next = suffix_fmul(prob, suffix_ratio(best_count, sh.members));
+    if (!(next >= a.min_prob)) break;
+    prob = next;
+    bool has_t = false;
+    const int64_t t = src.token(sh.best_least, m, &has_t);
+    if (threadIdx.x == 0) {
+      sh.cur.tokens[m] = t;
+      sh.cur.probs[m] = prob;
+    }
+    for (int j = threadIdx.x; j < n; j += kThreads) {
+      if (!sh.alive[j]) continue;
+      bool h2 = false;
+      const int64_t tok = src.token(sh.key[j], m, &h2);
+      sh.alive[j] = h2 && tok == t;
+    }
+    score = suffix_fadd(score, prob);
+    ++m;
+    __syncthreads();
+  }
+  __syncthreads();  // every thread has read best_count, best_least and members
+  *m_out = m;
+  return score;
+}
+
+// Records the block path's draft of L (in sh.cur) as the best when it beats it. Uniform call.
+__device__ __forceinline__ void keep_block_draft(CoreShared& sh, float score, int L, int m) {
+  if (!beats(score, L, sh.best_info)) return;
+  for (int j = threadIdx.x; j < m; j += kThreads) {
+    sh.best.tokens[j] = sh.cur.tokens[j];
+    sh.best.probs[j] = sh.cur.probs[j];
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    sh.best_info = Best{score, L, m};
+    sh.best_from_warp = 0;
+  }
+  __syncthreads();
+}
+
+// Does match length L with this limit need a walk? (Each probability is <= 1: a draft of n tokens
+// scores <= n.) Uniform: every thread reads the same shared best.
+__device__ __forceinline__ bool worth_walking(const CoreShared& sh, int L, int64_t limit, int depth,
+                                              float bar) {
+  const int64_t longest = min_of<int64_t>(limit, depth - L);
+  const float above = sh.best_info.score > bar ? sh.best_info.score : bar;
+  return static_cast<float>(longest) > above;
+}
+
+// The search over match lengths [a.lo, a.hi] of the sh.n candidates. Leaves the best (score, L, m) in
+// sh.best_info (L = 0: nothing searched); its tokens need core_finish. Uniform call.
+template <class Src>
+__device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x & 31;
+  if (threadIdx.x == 0) {
+    sh.small_n = 0;
+    sh.best_info = Best{0.0f, 0, 0};
+    sh.best_from_warp = 0;
+  }
+  if (lane == 0) sh.warp_best[warp] = Best{0.0f, 0, 0};
+  __syncthreads();
+  const int n = sh.n;
+  if (a.warp_lo <= a.hi) {
+    for (int j = threadIdx.x; j < n; j += kThreads) {
+      if (sh.len[j] < a.warp_lo) continue;
+      const int at = atomicAdd(&sh.small_n, 1);
+      if (at < kWarpSet) sh.widx[at] = j;  // at most n_{warp_lo} <= 32 of them (the caller's choice)
+    }
+    __syncthreads();
+    const int small_n = min(sh.small_n, kWarpSet);
+    if (threadIdx.x < small_n) {
+      const int me = sh.widx[threadIdx.x];
+      const unsigned long long mine = sh.key[me];
+      int rank = 0;
+      for (int j = 0; j < small_n; ++j) rank += sh.key[sh.widx[j]] < mine;
+      sh.wkey[rank] = mine;
+      sh.wlen[rank] = sh.len[me];
+    }
+    __syncthreads();
+    const int window = static_cast<int>(min_of<int64_t>(a.cap, a.depth - a.warp_lo));
+    for (int e = threadIdx.x; e < small_n * kMaxSuffixSpecTokens; e += kThreads) {
+      const int j = e / kMaxSuffixSpecTokens, k = e % kMaxSuffixSpecTokens;
+      if (k >= window) continue;
+      bool has = false;
+      const int64_t t = src.token(sh.wkey[j], k, &has);
+      sh.cont[j][k] = t;
+    }
+    if (threadIdx.x < small_n) sh.avail[threadIdx.x] = src.avail(sh.wkey[threadIdx.x], window);
+    // Runs of match lengths with the same occurrence set: a new run starts at L when some candidate
+    // has l = L - 1. Within a run the greedy path is the same (the set decides every step and every
+    // stop but the cut), so the draft of L is that path cut at min(limit, D - L) tokens and its
+    // score the path's running sum there: one walk per run, exact.
+    if (threadIdx.x == 0) {
+      uint32_t ends[kMaxSuffixTreeDepth / 32] = {};
+      for (int j = 0; j < small_n; ++j) ends[sh.wlen[j] >> 5] |= 1u << (sh.wlen[j] & 31);
+      int runs = 0;
+      for (int L = a.warp_lo; L <= a.hi; ++L) {
+        if (L == a.warp_lo || ((ends[(L - 1) >> 5] >> ((L - 1) & 31)) & 1u)) sh.runs[runs++] = L;
+      }
+      sh.runs[runs] = a.hi + 1;
+      sh.n_runs = runs;
+    }
+    __syncthreads();
+    for (int r = warp; r < sh.n_runs; r += kWarps) {
+      const int first = sh.runs[r], last = sh.runs[r + 1] - 1;
+      unsigned cut = 0;  // <= 64
+      for (int L = first + lane; L <= last; L += 32) cut = max(cut, static_cast<unsigned>(draft_cut(L, a)));
+      cut = __reduce_max_sync(kFull, cut);
+      int m = 0;
+      float* prefix = sh.wprefix[warp];
+      if (lane == 0) prefix[0] = 0.0f;
+      warp_walk(sh, first, cut, a, nullptr, prefix, &m);
+      // The run's best (score, L): scores are >= 0, so their bits order like the floats.
+      unsigned long long mine = 0;
+      for (int L = first + lane; L <= last; L += 32) {
+        const int mL = static_cast<int>(min_of<int64_t>(m, draft_cut(L, a)));
+        const unsigned long long e = (static_cast<unsigned long long>(__float_as_uint(prefix[mL])) << 32) |
+                                     static_cast<unsigned>(L);
+        mine = mine > e ? mine : e;
+      }
+      for (int o = 16; o > 0; o >>= 1) {
+        const unsigned long long other = __shfl_xor_sync(kFull, mine, o);
+        mine = mine > other ? mine : other;
+      }
+      if (lane == 0) {
+        const int L = static_cast<int>(mine & 0xffffffffu);
+        const int mL = static_cast<int>(min_of<int64_t>(m, draft_cut(L, a)));
+        if (beats(prefix[mL], L, sh.warp_best[warp])) sh.warp_best[warp] = Best{prefix[mL], L, mL};
+      }
+      __syncwarp();
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int w = 0; w < kWarps; ++w) {
+        if (sh.warp_best[w].L > 0 && beats(sh.warp_best[w].score, sh.warp_best[w].L, sh.best_info)) {
+          sh.best_info = sh.warp_best[w];
+          sh.best_from_warp = 1;
+        }
+      }
+    }
+    __syncthreads();
+  }
+  for (int L = min_of<int>(a.warp_lo, a.hi + 1) - 1; L >= a.lo; --L) {
+    const int64_t limit = suffix_spec_limit(L, a.factor, a.offset, a.cap);
+    if (!worth_walking(sh, L, limit, a.depth, a.bar)) continue;
+    int m = 0;
+    const float score = block_walk(sh, src, L, limit, a, &m);
+    keep_block_draft(sh, score, L, m);
+  }
+}
+
+// The best draft's tokens into sh.best (a warp-path winner is walked again by warp 0). Uniform call.
+__device__ __forceinline__ void core_finish(CoreShared& sh, const CoreArgs& a) {
+  if (sh.best_from_warp && threadIdx.x < 32) {
+    const Best b = sh.best_info;
+    int m = 0;
+    warp_walk(sh, b.L, suffix_spec_limit(b.L, a.factor, a.offset, a.cap), a, &sh.best, nullptr, &m);
+  }
+  __syncthreads();
+}
+
+}  // namespace suffix_gpu
+}  // namespace fdspec
