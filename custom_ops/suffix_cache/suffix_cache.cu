@@ -6,17 +6,22 @@
 //
 // Query, per step, for all slots at once:
 // 1. suffix_match's local search (suffix_search_gpu).
-// 2. prep: per querying slot, the key of its context's last G tokens; histograms cleared.
+// 2. prep: per querying slot, the key of its context's last G tokens, histograms cleared, and its
+//    group: the slots whose contexts end with the same G tokens (its rep: the least of them).
 // 3. scan: one warp per cached row, one lane per position; each position's key is looked up in a
-//    shared-memory table of the querying slots' keys (built by every block), and each hit is verified
-//    against the stored tokens, which also gives its match length l against the slot's context. Hits
-//    with l >= G are counted per (slot, l) and stored as candidates (up to M per slot). The cost is
-//    one 4-byte key read per cached token, independent of the batch, plus the verified hits.
-// 4. prep2: a slot with more than M hits takes the shortest match length L whose suffix occurs at
-//    most M times (from its histogram), and the scan runs again for those slots only, storing the
-//    hits with l >= L (at most M). No slot overflowed: the second scan exits at once.
+//    shared-memory table of the groups' keys (built by every block) and its G tokens compared with
+//    the group's: a hit of every slot of the group (l >= G), counted once per group. Only a group's
+//    members whose token before the G is the position's (a second table, keyed by group and token)
+//    are verified further, and their hits with l > G counted per (slot, l). The cost is one 4-byte
+//    key read per cached token, one count per hit, and a verification per hit only for the slots
+//    that share its token before the G: not one per slot that shares a frequent last token.
+// 4. prep2: per slot n_G (its group's hits), its hits with l == G, and with n_G > M the shortest
+//    match length L whose suffix occurs at most M times (from the histogram); the scan runs again
+//    and stores the candidates: a group with n_G <= M its hits in one list (its rep's row), each
+//    member of a group with n_G > M its hits with l >= L (at most M). No hits: it exits at once.
 // 5. search, one block per querying slot: the candidate->draft core shared with suffix_match
-//    (suffix_match/suffix_draft.cuh) on the slot's candidates, whose continuations are read from the
+//    (suffix_match/suffix_draft.cuh) on the slot's candidates (from a group's list, the match length
+//    against the slot's own context measured first), whose continuations are read from the
 //    cache rows; the bound that skips a match length is taken against max(best, local score). The
 //    winner against the local draft is written.
 // 6. suffix_match's budget walk.
@@ -40,7 +45,8 @@ constexpr int kScanThreads = 1024;
 __device__ __forceinline__ int32_t* stat_row(const SuffixCacheQueryParams& q, int64_t b) {
   return q.stat + b * kSuffixStatCols;
 }
-__device__ __forceinline__ int32_t* overflow_flag(const SuffixCacheQueryParams& q) {
+// Row B of the statistics: 1 when some group has candidates to store (the second scan runs).
+__device__ __forceinline__ int32_t* store_flag(const SuffixCacheQueryParams& q) {
   return q.stat + q.m.batch * kSuffixStatCols;
 }
 
@@ -132,71 +138,142 @@ __global__ void evict_kernel(SuffixCache cache, const int64_t* counter, int64_t 
 
 // ---- query: prep and scans ----------------------------------------------------------------------
 
+// Per querying slot: its context's key, counters cleared, and its group: the least querying slot
+// whose context ends with the same G tokens (from the inputs: no other block's output is read). A
+// group's slots share the occurrences of those tokens (n_G) and, while n_G <= M, one candidate list.
 __global__ void __launch_bounds__(kThreads) query_prep_kernel(SuffixCacheQueryParams q) {
   const int64_t b = blockIdx.x;
   const SuffixMatchParams& p = q.m;
   int32_t* st = stat_row(q, b);
-  if (b == 0 && threadIdx.x == 0) *overflow_flag(q) = 0;
+  if (b == 0 && threadIdx.x == 0) *store_flag(q) = 0;
   if (!suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b])) {
     if (threadIdx.x == 0) st[kSuffixStatCtx] = 0;
     return;
   }
   const SuffixSlot v = suffix_slot(p, b);
   const int G = q.cache.key_len;
-  const int c = static_cast<int>(min_of<int64_t>(p.max_tree_depth, v.n));
+  const int D = p.max_tree_depth;
+  const int c = static_cast<int>(min_of<int64_t>(D, v.n));
+  const bool query = c >= G + 1 && v.cap > 0;
+  __shared__ int32_t rep;
   for (int j = threadIdx.x; j < 256; j += kThreads) st[kSuffixStatHist + j] = 0;
   if (threadIdx.x == 0) {
+    rep = static_cast<int32_t>(b);
     q.source[b] = 0;
-    const bool query = c >= G + 1 && v.cap > 0;
     st[kSuffixStatCtx] = query ? c : 0;
     st[kSuffixStatKey] = query ? suffix_cache_key(v.row + v.n - G, G) : 0;
     st[kSuffixStatN] = static_cast<int32_t>(v.n);
     st[kSuffixStatHits] = 0;
     st[kSuffixStatStored] = 0;
     st[kSuffixStatLmin] = G;
+    st[kSuffixStatGroup] = 0;
   }
+  __syncthreads();
+  if (!query) return;  // uniform over the block
+  const int64_t* mine = v.row + v.n - G;
+  for (int64_t o = threadIdx.x; o < b; o += kThreads) {
+    if (!suffix_is_decoding(p.seq_lens_encoder[o], p.seq_lens_decoder[o])) continue;
+    const SuffixSlot w = suffix_slot(p, o);
+    if (min_of<int64_t>(D, w.n) < G + 1 || w.cap <= 0) continue;  // not querying
+    const int64_t* theirs = w.row + w.n - G;
+    bool same = true;
+    for (int j = 0; j < G && same; ++j) same = mine[j] == theirs[j];
+    if (same) atomicMin(&rep, static_cast<int32_t>(o));
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) st[kSuffixStatRep] = rep;
 }
 
 __device__ __forceinline__ uint32_t table_hash(int32_t key, uint32_t mask) {
   return static_cast<uint32_t>(suffix_mix64(static_cast<uint32_t>(key))) & mask;
 }
+// The members' table: (group, the token before the group's G tokens).
+__device__ __forceinline__ uint32_t member_hash(int32_t group, int64_t token, uint32_t mask) {
+  return static_cast<uint32_t>(suffix_mix64(static_cast<uint64_t>(token) +
+                                            0x9e3779b97f4a7c15ULL * (static_cast<uint64_t>(group) + 1))) &
+         mask;
+}
 
-// Pass 1 aggregates the counts of short matches (the frequent ones: a common last token hits many
-// positions) per block in shared memory when the batch is at most kAggSlots, and flushes them once.
+// Pass 1 aggregates the counts of short matches per block in shared memory when the batch is at
+// most kAggSlots, and flushes them once.
 constexpr int kAggSlots = 256;
 constexpr int kAggLen = 8;
 
-// One pass over the occupied positions. pass 1: every slot, hits with l >= G; pass 2: only the slots
-// that overflowed in pass 1, hits with l >= their L_min.
+// The scans' shared memory (byte offsets): B the batch, T the tables' size.
+struct ScanLayout {
+  size_t prev, tkey, trep, tmem, srep, agg_hits, agg_hist, bytes;
+};
+__host__ __device__ __forceinline__ ScanLayout scan_layout(int64_t B, uint32_t T, bool hist) {
+  ScanLayout s;
+  size_t at = 0;
+  s.prev = at;      at += sizeof(int64_t) * B;  // first: 8-byte aligned
+  s.tkey = at;      at += sizeof(int32_t) * T;
+  s.trep = at;      at += sizeof(int32_t) * T;
+  s.tmem = at;      at += sizeof(int32_t) * T;
+  s.srep = at;      at += sizeof(int32_t) * B;
+  s.agg_hits = at;  at += sizeof(int32_t) * B;
+  s.agg_hist = at;  at += hist ? sizeof(int32_t) * B * kAggLen : 0;
+  s.bytes = at;
+  return s;
+}
+
+// One pass over the occupied positions. A position whose key is a group's (table 1) and whose G
+// tokens are the group's is a hit of every slot of the group: l >= G for all of them. Only the
+// group's *members* (slots with c >= G + 2) whose token before the G is the position's (table 2)
+// can match longer; they alone are verified further. So a hit costs one group count, not one
+// verification per slot, however many slots end with a frequent token.
+// pass 1: counts n_G per group and, per member, the hits with l > G by l.
+// pass 2: a group with n_G <= M stores its hits (its rep's candidate list); in a group with
+//         n_G > M each member with L_min < c stores its hits with l >= L_min (at most M).
 __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryParams q, int pass,
                                                               uint32_t table_size) {
-  extern __shared__ int32_t table[];  // [table_size] keys, [table_size] slots (-1: free), then
-                                      // pass 1's aggregates: [kAggSlots][kAggLen] hist, [kAggSlots] hits
-  int32_t* tkey = table;
-  int32_t* tslot = table + table_size;
-  int32_t* agg_hist = tslot + table_size;
-  int32_t* agg_hits = agg_hist + kAggSlots * kAggLen;
-  if (pass == 2 && *overflow_flag(q) == 0) return;
-  const bool agg = pass == 1 && q.m.batch <= kAggSlots;
-  if (agg) {
-    for (int j = threadIdx.x; j < kAggSlots * kAggLen; j += kThreads) agg_hist[j] = 0;
-    for (int j = threadIdx.x; j < kAggSlots; j += kThreads) agg_hits[j] = 0;
-  }
+  extern __shared__ __align__(16) unsigned char scan_smem[];
   const SuffixMatchParams& p = q.m;
+  const int64_t B = p.batch;
+  if (pass == 2 && *store_flag(q) == 0) return;
+  const bool agg = pass == 1 && B <= kAggSlots;
+  const ScanLayout lay = scan_layout(B, table_size, agg);
+  int64_t* sprev = reinterpret_cast<int64_t*>(scan_smem + lay.prev);  // a member's token before the G
+  int32_t* tkey = reinterpret_cast<int32_t*>(scan_smem + lay.tkey);   // table 1: a group's key
+  int32_t* trep = reinterpret_cast<int32_t*>(scan_smem + lay.trep);   // table 1: its rep (-1: free)
+  int32_t* tmem = reinterpret_cast<int32_t*>(scan_smem + lay.tmem);   // table 2: a member (-1: free)
+  int32_t* srep = reinterpret_cast<int32_t*>(scan_smem + lay.srep);   // a member's group
+  int32_t* agg_hits = reinterpret_cast<int32_t*>(scan_smem + lay.agg_hits);  // pass 1: counts; 2: n_G
+  int32_t* agg_hist = reinterpret_cast<int32_t*>(scan_smem + lay.agg_hist);
   const SuffixCache& c = q.cache;
   const int G = c.key_len;
   const int M = q.max_occurrences;
+  const int64_t W = p.token_ids_stride;
   const uint32_t mask = table_size - 1;
-  for (uint32_t j = threadIdx.x; j < table_size; j += kThreads) tslot[j] = -1;
+  for (uint32_t j = threadIdx.x; j < table_size; j += kThreads) {
+    trep[j] = -1;
+    tmem[j] = -1;
+  }
+  if (agg) {
+    for (int64_t j = threadIdx.x; j < B * kAggLen; j += kThreads) agg_hist[j] = 0;
+  }
   __syncthreads();
-  for (int64_t b = threadIdx.x; b < p.batch; b += kThreads) {
+  for (int64_t b = threadIdx.x; b < B; b += kThreads) {
     const int32_t* st = stat_row(q, b);
-    if (st[kSuffixStatCtx] == 0) continue;
-    if (pass == 2 && st[kSuffixStatHits] <= M) continue;
-    const int32_t key = st[kSuffixStatKey];
-    uint32_t h = table_hash(key, mask);
-    while (atomicCAS(&tslot[h], -1, static_cast<int32_t>(b)) != -1) h = (h + 1) & mask;
-    tkey[h] = key;
+    const int ctx_len = st[kSuffixStatCtx];
+    agg_hits[b] = pass == 2 && ctx_len != 0 ? st[kSuffixStatGroup] : 0;
+    if (ctx_len == 0) continue;
+    const int32_t rep = st[kSuffixStatRep];
+    if (rep == b && (pass == 1 || st[kSuffixStatGroup] > 0)) {
+      const int32_t key = st[kSuffixStatKey];
+      uint32_t h = table_hash(key, mask);
+      while (atomicCAS(&trep[h], -1, static_cast<int32_t>(b)) != -1) h = (h + 1) & mask;
+      tkey[h] = key;
+    }
+    const bool member =
+        ctx_len >= G + 2 && (pass == 1 || (st[kSuffixStatHits] > M && st[kSuffixStatLmin] < ctx_len));
+    if (member) {
+      const int64_t prev = p.token_ids_all[b * W + st[kSuffixStatN] - 1 - G];
+      srep[b] = rep;
+      sprev[b] = prev;
+      uint32_t h = member_hash(rep, prev, mask);
+      while (atomicCAS(&tmem[h], -1, static_cast<int32_t>(b)) != -1) h = (h + 1) & mask;
+    }
   }
   __syncthreads();
   const int lane = threadIdx.x & 31;
@@ -209,57 +286,74 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
     const int32_t* keys = c.keys + r * c.width;
     for (int64_t off = G - 1 + lane; off < len; off += 32) {
       const int32_t key = keys[off];
-      for (uint32_t h = table_hash(key, mask); tslot[h] != -1; h = (h + 1) & mask) {
+      for (uint32_t h = table_hash(key, mask); trep[h] != -1; h = (h + 1) & mask) {
         if (tkey[h] != key) continue;
-        const int64_t b = tslot[h];
-        int32_t* st = stat_row(q, b);
-        const int ctx_len = st[kSuffixStatCtx];
-        const int64_t* ctx = p.token_ids_all + b * p.token_ids_stride + st[kSuffixStatN] - ctx_len;
-        int l = 0;
-        while (l < ctx_len - 1 && off - l >= 0 && toks[off - l] == ctx[ctx_len - 1 - l]) ++l;
+        const int32_t g = trep[h];
+        int32_t* gst = stat_row(q, g);
+        const int64_t* gend = p.token_ids_all + g * W + gst[kSuffixStatN];  // one past its last token
+        bool same = true;
+        for (int j = 0; j < G && same; ++j) same = toks[off - j] == gend[-1 - j];
+        if (!same) continue;  // a hash collision: another group may own the key
         if (pass == 1) {
-          if (l < G) continue;
-          if (agg && l < kAggLen) {
-            atomicAdd(&agg_hist[b * kAggLen + l], 1);
-          } else {
-            atomicAdd(&st[kSuffixStatHist + l], 1);
-          }
-          // While the slot has fewer than M hits a hit takes a global index; after that the slot has
-          // overflowed whatever else happens (the count only grows), and only the count matters.
-          if (*reinterpret_cast<volatile int32_t*>(&st[kSuffixStatHits]) < M) {
-            const int at = atomicAdd(&st[kSuffixStatHits], 1);
-            if (at < M) q.cand[b * M + at] = suffix_cand_pack(req, off, l);
-          } else if (agg) {
-            atomicAdd(&agg_hits[b], 1);
-          } else {
-            atomicAdd(&st[kSuffixStatHits], 1);
-          }
-        } else {
-          if (l < st[kSuffixStatLmin]) continue;
-          const int at = atomicAdd(&st[kSuffixStatStored], 1);
-          if (at < M) q.cand[b * M + at] = suffix_cand_pack(req, off, l);  // at < M always
+          atomicAdd(&agg_hits[g], 1);
+        } else if (agg_hits[g] <= M) {
+          const int at = atomicAdd(&gst[kSuffixStatStored], 1);
+          if (at < M) q.cand[g * M + at] = suffix_cand_pack(req, off, 0);  // at < M always
         }
+        if (off >= G && (pass == 1 || agg_hits[g] > M)) {
+          const int64_t before = toks[off - G];
+          for (uint32_t h2 = member_hash(g, before, mask); tmem[h2] != -1; h2 = (h2 + 1) & mask) {
+            const int32_t s = tmem[h2];
+            if (srep[s] != g || sprev[s] != before) continue;
+            int32_t* sst = stat_row(q, s);
+            const int ctx_len = sst[kSuffixStatCtx];
+            const int64_t* send = p.token_ids_all + s * W + sst[kSuffixStatN];
+            int l = G + 1;
+            while (l < ctx_len - 1 && off - l >= 0 && toks[off - l] == send[-1 - l]) ++l;
+            if (pass == 1) {
+              if (agg && l < kAggLen) {
+                atomicAdd(&agg_hist[s * kAggLen + l], 1);
+              } else {
+                atomicAdd(&sst[kSuffixStatHist + l], 1);
+              }
+            } else if (l >= sst[kSuffixStatLmin]) {
+              const int at = atomicAdd(&sst[kSuffixStatStored], 1);
+              if (at < M) q.cand[s * M + at] = suffix_cand_pack(req, off, l);  // at < M always
+            }
+          }
+        }
+        break;  // the position's G tokens are one group's
       }
     }
   }
-  if (!agg) return;
+  if (pass != 1) return;
   __syncthreads();
-  for (int64_t j = threadIdx.x; j < q.m.batch * kAggLen; j += kThreads) {
-    if (agg_hist[j] != 0) atomicAdd(&stat_row(q, j / kAggLen)[kSuffixStatHist + j % kAggLen], agg_hist[j]);
+  for (int64_t b = threadIdx.x; b < B; b += kThreads) {
+    if (agg_hits[b] != 0) atomicAdd(&stat_row(q, b)[kSuffixStatGroup], agg_hits[b]);
   }
-  for (int64_t b = threadIdx.x; b < q.m.batch; b += kThreads) {
-    if (agg_hits[b] != 0) atomicAdd(&stat_row(q, b)[kSuffixStatHits], agg_hits[b]);
+  if (!agg) return;
+  for (int64_t j = threadIdx.x; j < B * kAggLen; j += kThreads) {
+    if (agg_hist[j] != 0) atomicAdd(&stat_row(q, j / kAggLen)[kSuffixStatHist + j % kAggLen], agg_hist[j]);
   }
 }
 
-// A slot with more than M hits: the shortest match length with at most M occurrences.
+// Per querying slot: n_G from its group, the hits with l == G (n_G minus the longer ones), and with
+// n_G > M the shortest match length with at most M occurrences.
 __global__ void query_prep2_kernel(SuffixCacheQueryParams q) {
   const int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (b >= q.m.batch) return;
   int32_t* st = stat_row(q, b);
   const int c = st[kSuffixStatCtx];
-  if (c == 0 || st[kSuffixStatHits] <= q.max_occurrences) return;
+  if (c == 0) return;
   const int G = q.cache.key_len;
+  const int32_t n = stat_row(q, st[kSuffixStatRep])[kSuffixStatGroup];
+  int64_t longer = 0;
+  for (int L = G + 1; L < c; ++L) longer += st[kSuffixStatHist + L];
+  st[kSuffixStatHits] = n;
+  st[kSuffixStatHist + G] = static_cast<int32_t>(n - longer);
+  if (n == 0) return;
+  *store_flag(q) = 1;  // the second pass has candidates to store
+  if (n <= q.max_occurrences) return;
   int64_t at_least = 0;
   int lmin = c;  // none
   for (int L = c - 1; L >= G; --L) {
@@ -268,8 +362,6 @@ __global__ void query_prep2_kernel(SuffixCacheQueryParams q) {
     lmin = L;
   }
   st[kSuffixStatLmin] = lmin;
-  st[kSuffixStatStored] = 0;
-  *overflow_flag(q) = 1;
 }
 
 // ---- query: the search --------------------------------------------------------------------------
@@ -306,11 +398,22 @@ __global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(Suff
   const SuffixSlot v = suffix_slot(p, b);
   const int G = q.cache.key_len;
   const int M = q.max_occurrences;
-  const int hits = st[kSuffixStatHits];
-  const int lmin = hits > M ? st[kSuffixStatLmin] : G;
-  const int n = hits > M ? min_of<int>(st[kSuffixStatStored], M) : hits;
+  // n_G <= M: every hit is a candidate, in the group's list (its rep's row), and the match length
+  // against this slot's context is measured here; else the slot's own list of hits with l >= L_min.
+  const bool own = st[kSuffixStatHits] > M;
+  const int lmin = own ? st[kSuffixStatLmin] : G;
+  const int64_t from = own ? b : st[kSuffixStatRep];
+  const int n = min_of<int>(stat_row(q, from)[kSuffixStatStored], M);
+  const int64_t* end = v.row + v.n;  // one past the context's last token
   for (int j = threadIdx.x; j < n; j += suffix_gpu::kThreads) {
-    const int64_t e = q.cand[b * M + j];
+    int64_t e = q.cand[from * M + j];
+    if (!own) {
+      const int64_t* toks = q.cache.tokens + (suffix_cand_req(e) % q.cache.num_rows) * q.cache.width;
+      const int64_t off = suffix_cand_off(e);
+      int l = 0;
+      while (l < c - 1 && off - l >= 0 && toks[off - l] == end[-1 - l]) ++l;
+      e = suffix_cand_pack(suffix_cand_req(e), off, l);
+    }
     sh.key[j] = static_cast<unsigned long long>(e);
     sh.len[j] = static_cast<uint8_t>(suffix_cand_len(e));
   }
@@ -376,15 +479,19 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
   cudaError_t err = suffix_search_gpu(q.m, stream);
   if (err != cudaSuccess) return err;
   query_prep_kernel<<<static_cast<unsigned>(B), kThreads, 0, stream>>>(q);
-  // The slots' key table: a power of two at least twice the batch.
+  // The scans' tables: a power of two at least twice the batch.
   uint32_t table_size = 64;
   while (table_size < 2 * static_cast<uint64_t>(B)) table_size *= 2;
-  const size_t smem = (2 * table_size + kAggSlots * (kAggLen + 1)) * sizeof(int32_t);
+  const size_t smem1 = scan_layout(B, table_size, B <= kAggSlots).bytes;
+  const size_t smem2 = scan_layout(B, table_size, false).bytes;
+  err = cudaFuncSetAttribute(query_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(smem1));
+  if (err != cudaSuccess) return err;
   const int64_t row_blocks = (q.cache.num_rows + kWarps - 1) / kWarps;
   const unsigned grid = static_cast<unsigned>(min_of<int64_t>(row_blocks, 2048));
-  query_scan_kernel<<<grid, kThreads, smem, stream>>>(q, 1, table_size);
+  query_scan_kernel<<<grid, kThreads, smem1, stream>>>(q, 1, table_size);
   query_prep2_kernel<<<static_cast<unsigned>((B + 255) / 256), 256, 0, stream>>>(q);
-  query_scan_kernel<<<grid, kThreads, smem, stream>>>(q, 2, table_size);
+  query_scan_kernel<<<grid, kThreads, smem2, stream>>>(q, 2, table_size);
   err = cudaFuncSetAttribute(query_search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(kSearchSmem));
   if (err != cudaSuccess) return err;

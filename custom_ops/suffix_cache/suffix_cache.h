@@ -32,12 +32,14 @@ constexpr int kMinSuffixCacheOccurrences = 32;
 constexpr int kMaxSuffixCacheBatch = 2048;         // slots a query serves (its per-block key table)
 // Columns of the per-slot query statistics (int32): the match-length histogram, then five fields.
 constexpr int kSuffixStatHist = 0;                 // [0, 256): count of verified hits with l == index
-constexpr int kSuffixStatHits = 256;               // hits with l >= G (all of them, stored or not)
+constexpr int kSuffixStatHits = 256;               // hits with l >= G: n_G, the occurrences of C[-G:]
 constexpr int kSuffixStatLmin = 257;               // shortest match length the global search uses
 constexpr int kSuffixStatKey = 258;                // the context's key (its last G tokens)
 constexpr int kSuffixStatCtx = 259;                // c = |C| for a querying slot, 0 otherwise
-constexpr int kSuffixStatStored = 260;             // candidates stored by the second pass
+constexpr int kSuffixStatStored = 260;             // candidates stored (a group's list at its rep, else own)
 constexpr int kSuffixStatN = 261;                  // N, the querying slot's history length
+constexpr int kSuffixStatRep = 262;                // the slot's group: least querying slot with its last G tokens
+constexpr int kSuffixStatGroup = 263;              // a group's hits (occurrences of its last G tokens), at its rep
 constexpr int kSuffixStatCols = 264;
 static_assert(kMaxSuffixTreeDepth <= 256, "match lengths are stored in 8 bits of a candidate");
 

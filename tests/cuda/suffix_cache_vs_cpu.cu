@@ -3,7 +3,8 @@
 // accepted tokens per step, finish through the finish op or not, and empty), responses copied from a
 // shared pool of phrases over vocabularies of 1 .. 8 tokens, rings of 1 .. 12 rows (evictions, slots
 // evicted while active), key lengths 1 .. 4, occurrence caps 32 .. 64 with long single-token runs (the
-// second scan), every suffix parameter varied. After every step the cache state (rows, tokens, keys,
+// scan's overflow path), slots whose contexts end alike (one group of hits, its candidate list
+// shared), every suffix parameter varied. After every step the cache state (rows, tokens, keys,
 // slots, counter) and every query output are compared; some cases run each step as one CUDA graph
 // (insert + query captured once, inputs copied into the captured buffers before each replay). A
 // request's slot may close: empty for one step with its row still holding the request and the
@@ -308,9 +309,18 @@ Config make_config(Rng& r, bool quick) {
 
 void body(harness::Tally& t, bool quick) {
   Rng r(20261124);
-  const int cases = quick ? 6 : 60;
+  // The last cases are wide batches: past the scan's shared aggregation (256 slots) and, in the full
+  // mode, past 48 KB of its shared tables.
+  const int narrow = quick ? 6 : 60;
+  const std::vector<int64_t> wide = quick ? std::vector<int64_t>{300} : std::vector<int64_t>{300, 1500};
+  const int cases = narrow + static_cast<int>(wide.size());
   for (int ci = 0; ci < cases; ++ci) {
-    const Config c = make_config(r, quick);
+    Config c = make_config(r, quick);
+    if (ci >= narrow) {
+      c.B = wide[ci - narrow];
+      c.steps = quick ? 8 : 20;
+      t.count("wide_cases");
+    }
     Stream stream(r, c);
     DevSide dev(c);
     RefSide ref(c);
@@ -356,7 +366,10 @@ void body(harness::Tally& t, bool quick) {
       const auto st = dev.stat.download();
       for (int64_t b = 0; b < c.B; ++b) {
         if (src[b] == 1) t.count("global_wins");
-        if (st[b * fdspec::kSuffixStatCols + fdspec::kSuffixStatHits] > c.M) t.count("second_scan");
+        const int32_t* row = st.data() + b * fdspec::kSuffixStatCols;
+        if (row[fdspec::kSuffixStatCtx] == 0) continue;
+        if (row[fdspec::kSuffixStatHits] > c.M) t.count("overflowed_slots");
+        if (row[fdspec::kSuffixStatRep] != b) t.count("grouped_slots");  // shares a group's hits
       }
       if (ref.counter.download()[0] > c.R) t.count("evicting_steps");
     }
