@@ -8,8 +8,9 @@
 //   in a second graph and subtracted.
 //
 // Every row is checked bit for bit against the CPU implementation (after one plain step and after the
-// timed replays; cache rows up to 10k responses: the CPU query of 100k is slow). Prints one line per
-// row, then a table; exits 1 on a mismatch.
+// timed replays; cache rows up to 10k responses: the CPU query of 100k is slow). Each cache row is
+// followed by the time of its query's local part alone (suffix_match on the same slots, unchecked).
+// Prints one line per row, then a table; exits 1 on a mismatch.
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90a -DFDSPEC_WITH_CUDA -Icustom_ops -I$CUDA_HOME/include/cccl \
 //        tests/cuda/bench_suffix_kernels.cu custom_ops/suffix_match/suffix_match{.cu,_cpu.cc} \
