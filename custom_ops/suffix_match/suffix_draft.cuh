@@ -41,6 +41,26 @@ constexpr int kCandCap = 2048;   // candidates held in shared memory (a power of
 constexpr unsigned kFull = 0xffffffffu;
 static_assert((kCandCap & (kCandCap - 1)) == 0, "the next-token table is indexed with a mask");
 
+#ifdef FDSPEC_SUFFIX_PROFILE
+// Bench-only instrumentation (tests/cuda/bench_suffix_kernels.cu --stages): thread 0's clock64() at
+// the end of each stage of a block, and a few counters (stage indices: suffix_match.cu).
+constexpr int kProfBlocks = 4096, kProfSlots = 16;
+static __device__ long long g_suffix_prof[kProfBlocks][kProfSlots];
+#define SUFFIX_PROF_SET(k, v)                                                          \
+  do {                                                                                \
+    if (threadIdx.x == 0 && blockIdx.x < suffix_gpu::kProfBlocks)                     \
+      suffix_gpu::g_suffix_prof[blockIdx.x][k] = static_cast<long long>(v);           \
+  } while (0)
+#define SUFFIX_PROF_ADD(k, v)                                                          \
+  do {                                                                                \
+    if (threadIdx.x == 0 && blockIdx.x < suffix_gpu::kProfBlocks)                     \
+      suffix_gpu::g_suffix_prof[blockIdx.x][k] += static_cast<long long>(v);          \
+  } while (0)
+#else
+#define SUFFIX_PROF_SET(k, v) ((void)0)
+#define SUFFIX_PROF_ADD(k, v) ((void)0)
+#endif
+
 struct Best {
   float score;
   int L;
@@ -168,10 +188,12 @@ __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit
   using ReduceU = cub::BlockReduce<unsigned, kThreads>;
   using ReduceL = cub::BlockReduce<unsigned long long, kThreads>;
   const int n = sh.n;
+  SUFFIX_PROF_ADD(10, 1);
   for (int j = threadIdx.x; j < n; j += kThreads) sh.alive[j] = sh.len[j] >= L;
   float prob = 1.0f, score = 0.0f;
   int m = 0;
   while (m < limit && L + m < a.depth) {
+    SUFFIX_PROF_ADD(11, 1);
     for (int j = threadIdx.x; j < kCandCap; j += kThreads) {
       sh.tab_idx[j] = 0;
       sh.tab_cnt[j] = 0;
@@ -364,6 +386,7 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
     }
     __syncthreads();
   }
+  SUFFIX_PROF_SET(5, clock64());
   for (int L = min_of<int>(a.warp_lo, a.hi + 1) - 1; L >= a.lo; --L) {
     const int64_t limit = suffix_spec_limit(L, a.factor, a.offset, a.cap);
     if (!worth_walking(sh, L, limit, a.depth, a.bar)) continue;
@@ -371,6 +394,7 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
     const float score = block_walk(sh, src, L, limit, a, &m);
     keep_block_draft(sh, score, L, m);
   }
+  SUFFIX_PROF_SET(6, clock64());
 }
 
 // The best draft's tokens into sh.best (a warp-path winner is walked again by warp 0). Uniform call.

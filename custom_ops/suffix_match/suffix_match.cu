@@ -31,6 +31,8 @@
 // helpers of suffix_match.h, in the order of the CPU code; ties are decided by positions.
 #include "suffix_match/suffix_match.h"
 
+#include <cstdio>
+
 #include <cub/block/block_reduce.cuh>
 
 #include "common/cuda_utils.cuh"
@@ -181,6 +183,7 @@ struct StepResult {
 // Step k of match length L over the whole history. Uniform call; ends with a barrier.
 __device__ StepResult slow_step(SearchShared& sh, const int64_t* row, int64_t n, int c, int L, int k) {
   using Reduce = cub::BlockReduce<unsigned long long, kThreads>;
+  SUFFIX_PROF_ADD(12, 1);
   if (threadIdx.x == 0) sh.members = 0;
   uint64_t lo = 0;
   int width_log = 64;  // the hash range [lo, lo + 2^width_log) of this pass
@@ -285,6 +288,10 @@ __global__ void __launch_bounds__(kThreads) suffix_search_kernel(SuffixMatchPara
   extern __shared__ __align__(16) unsigned char smem_raw[];
   SearchShared& sh = *reinterpret_cast<SearchShared*>(smem_raw);
   const int64_t b = blockIdx.x;
+#ifdef FDSPEC_SUFFIX_PROFILE
+  for (int k = 1; k < suffix_gpu::kProfSlots; ++k) SUFFIX_PROF_SET(k, 0);
+  SUFFIX_PROF_SET(0, clock64());
+#endif
   allow_dependent_launch();  // the walk waits for this grid's completion anyway
   if (!suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b])) return;
   const SuffixSlot v = suffix_slot(p, b);
@@ -303,8 +310,10 @@ __global__ void __launch_bounds__(kThreads) suffix_search_kernel(SuffixMatchPara
   }
   if (threadIdx.x == 0) sh.n_cand = 0;
   __syncthreads();
+  SUFFIX_PROF_SET(1, clock64());
   history_pass(sh, row, n, c, 0, 1);
   __syncthreads();
+  SUFFIX_PROF_SET(2, clock64());
   if (threadIdx.x == 0) {
     int64_t at_least = 0;  // n_L
     int short_end = c, last_l = 0, l0 = c;  // l0 = c: no match length fits the list
@@ -320,6 +329,7 @@ __global__ void __launch_bounds__(kThreads) suffix_search_kernel(SuffixMatchPara
     if (sh.n_cand > kCandCap) sh.n_cand = 0;
   }
   __syncthreads();
+  SUFFIX_PROF_SET(3, clock64());
   const int last_l = sh.last_l;
   const int l0 = sh.l0;
   if (last_l == 0) {  // every occurrence set is the newest one alone: every draft is empty
@@ -332,6 +342,10 @@ __global__ void __launch_bounds__(kThreads) suffix_search_kernel(SuffixMatchPara
   }
   if (threadIdx.x == 0) sh.core.n = min(sh.n_cand, kCandCap);
   __syncthreads();
+  SUFFIX_PROF_SET(4, clock64());
+  SUFFIX_PROF_SET(13, sh.core.n);
+  SUFFIX_PROF_SET(14, sh.short_end);
+  SUFFIX_PROF_SET(15, l0 * 1000 + last_l);
 
   // 2. The core over the candidates: match lengths l0 .. last_l.
   const CoreArgs a = suffix_gpu::core_args(p, v.cap, l0, sh.short_end, last_l, 0.0f);
@@ -345,12 +359,15 @@ __global__ void __launch_bounds__(kThreads) suffix_search_kernel(SuffixMatchPara
     const float score = slow_walk(p, sh, row, n, c, L, limit, &m);
     suffix_gpu::keep_block_draft(sh.core, score, L, m);
   }
+  SUFFIX_PROF_SET(7, clock64());
   suffix_gpu::core_finish(sh.core, a);
+  SUFFIX_PROF_SET(8, clock64());
 
   // 4. The best (score, L); match lengths past last_l draft nothing and score 0.
   Best best = sh.core.best_info;
   if (best.score == 0.0f && c - 1 > best.L) best = Best{0.0f, c - 1, 0};
   write_draft(p, b, &sh.core.best, best.m, best.L);
+  SUFFIX_PROF_SET(9, clock64());
 }
 
 // ---- the budget walk ----------------------------------------------------------------------------
@@ -389,6 +406,34 @@ struct SuffixWalk {
 };
 
 }  // namespace
+
+#ifdef FDSPEC_SUFFIX_PROFILE
+// Prints the stage profile of the last search launch over `blocks` slots (bench-only build).
+void suffix_profile_print(int64_t blocks, double clock_khz) {
+  static long long h[suffix_gpu::kProfBlocks][suffix_gpu::kProfSlots];
+  if (cudaMemcpyFromSymbol(h, suffix_gpu::g_suffix_prof, sizeof(h)) != cudaSuccess) return;
+  const char* names[10] = {"entry", "ctx", "pass0", "hist", "pass1", "warp", "block", "slow", "finish", "write"};
+  const int64_t nb = blocks < suffix_gpu::kProfBlocks ? blocks : suffix_gpu::kProfBlocks;
+  double sum[10] = {}, mx[10] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    long long last = h[b][0];
+    for (int k = 1; k < 10; ++k) {
+      if (h[b][k] == 0) continue;
+      const double us = (h[b][k] - last) / clock_khz * 1e3;
+      last = h[b][k];
+      sum[k] += us;
+      mx[k] = us > mx[k] ? us : mx[k];
+    }
+    if (b < 4 || (h[b][9] - h[b][0]) / clock_khz * 1e3 > 3.0)
+      std::printf("  slot %lld: total %.2f us cand=%lld warp_lo=%lld l0=%lld last_l=%lld walks=%lld steps=%lld slow=%lld\n",
+                  (long long)b, (h[b][9] - h[b][0]) / clock_khz * 1e3, h[b][13], h[b][14], h[b][15] / 1000,
+                  h[b][15] % 1000, h[b][10], h[b][11], h[b][12]);
+  }
+  std::printf("  stage (us, mean / max over %lld blocks):", (long long)nb);
+  for (int k = 1; k < 10; ++k) std::printf(" %s %.2f/%.2f", names[k], sum[k] / nb, mx[k]);
+  std::printf("\n");
+}
+#endif
 
 cudaError_t suffix_search_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
   if (p.batch <= 0) return cudaSuccess;
