@@ -51,7 +51,7 @@ using suffix_gpu::kFull;
 using suffix_gpu::kThreads;
 
 constexpr int kWarpSet = suffix_gpu::kWarpSet;
-constexpr int kUnroll = 4;  // history positions in flight per thread in the match-length pass
+constexpr int kUnroll = 8;  // history positions in flight per thread in the match-length pass
 
 struct SearchShared {
   int64_t ctx[kMaxSuffixTreeDepth];
@@ -80,35 +80,37 @@ struct HistorySource {
   }
 };
 
-// l(i), the match length of H[0 .. i] against the context (capped at c - 1), given H[i].
+// l(i), the match length of H[0 .. i] against the context (capped at c - 1), given H[i]. The long
+// matches (the ones that draft) compare kMatchChunk positions per round of loads, not one: a serial
+// chain of up to c - 1 dependent loads was the longest latency of the pass.
+constexpr int kMatchChunk = 8;
+
 __device__ __forceinline__ int match_len(const int64_t* row, const int64_t* ctx, int c, int64_t i,
                                          int64_t tok) {
   if (tok != ctx[c - 1]) return 0;
+  const int lim = static_cast<int>(min_of<int64_t>(c - 1, i + 1));  // l < c - 1 and i - l >= 0
   int l = 1;
-  while (l < c - 1 && i - l >= 0 && row[i - l] == ctx[c - 1 - l]) ++l;
+  while (l < lim) {
+    int64_t t[kMatchChunk];
+#pragma unroll
+    for (int u = 0; u < kMatchChunk; ++u) t[u] = l + u < lim ? row[i - l - u] : 0;
+#pragma unroll
+    for (int u = 0; u < kMatchChunk; ++u) {
+      if (l + u >= lim || t[u] != ctx[c - 1 - l - u]) return l + u;
+    }
+    l += kMatchChunk;
+  }
   return l;
 }
 
-// Appends (i, l) for the lanes with `take` to the candidate list (warp-aggregated: one shared
-// atomic per warp), counting past kCandCap.
-__device__ __forceinline__ void append_candidate(SearchShared& sh, bool take, int64_t i, int l) {
-  const unsigned ballot = __ballot_sync(kFull, take);
-  if (ballot == 0) return;
-  const int lane = threadIdx.x & 31;
-  int base = 0;
-  if (lane == 0) base = atomicAdd(&sh.n_cand, __popc(ballot));
-  base = __shfl_sync(kFull, base, 0);
-  if (!take) return;
-  const int at = base + __popc(ballot & ((1u << lane) - 1u));
-  if (at < kCandCap) {
-    sh.core.key[at] = static_cast<unsigned long long>(i);
-    sh.core.len[at] = static_cast<uint8_t>(l);
-  }
-}
-
-// One pass over the history: pass 0 appends every l >= 1 and builds the histogram; pass 1 appends
-// the positions with l >= l0 only.
+// One pass over the history: pass 0 appends every l >= 1 and counts the l >= 2 in the histogram (n_1
+// is the number appended); pass 1 appends the positions with l >= l0 only. Appends are
+// warp-aggregated over the kUnroll positions of a round: one shared atomic per warp and round; the
+// list counts past kCandCap.
 __device__ void history_pass(SearchShared& sh, const int64_t* row, int64_t n, int c, int pass, int l0) {
+  const int lane = threadIdx.x & 31;
+  const unsigned below = (1u << lane) - 1u;
+  const int want = pass == 0 ? 1 : l0;
   for (int64_t base = 0; base < n; base += int64_t{kThreads} * kUnroll) {
     int64_t tok[kUnroll];
 #pragma unroll
@@ -116,16 +118,78 @@ __device__ void history_pass(SearchShared& sh, const int64_t* row, int64_t n, in
       const int64_t i = base + u * kThreads + threadIdx.x;
       tok[u] = i < n ? row[i] : 0;
     }
+    int len[kUnroll];
+    unsigned ballot[kUnroll];
+    int total = 0;
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t i = base + u * kThreads + threadIdx.x;
-      const int l = i < n ? match_len(row, sh.ctx, c, i, tok[u]) : 0;
-      if (pass == 0) {
-        const unsigned group = __match_any_sync(kFull, l);
-        if (l > 0 && (threadIdx.x & 31) == __ffs(group) - 1) atomicAdd(&sh.hist[l], __popc(group));
-      }
-      append_candidate(sh, pass == 0 ? l > 0 : l >= l0, i, l);
+      len[u] = i < n ? match_len(row, sh.ctx, c, i, tok[u]) : 0;
+      ballot[u] = __ballot_sync(kFull, len[u] >= want);
+      total += __popc(ballot[u]);
     }
+    if (total == 0) continue;  // warp-uniform
+    int at = 0;
+    if (lane == 0) at = atomicAdd(&sh.n_cand, total);
+    at = __shfl_sync(kFull, at, 0);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (len[u] >= want) {
+        const int j = at + __popc(ballot[u] & below);
+        if (j < kCandCap) {
+          sh.core.key[j] = static_cast<unsigned long long>(base + u * kThreads + threadIdx.x);
+          sh.core.len[j] = static_cast<uint8_t>(len[u]);
+        }
+        if (pass == 0 && len[u] >= 2) atomicAdd(&sh.hist[len[u]], 1);
+      }
+      at += __popc(ballot[u]);
+    }
+  }
+}
+
+// Warp 0: n_L, the number of positions with l >= L (n_cand for L = 1, else a suffix sum of the
+// histogram: lane q owns match lengths 8q .. 8q + 7), then the bounds the search needs, each a min or
+// max over L as n_L never grows with L: last_l, the longest L with n_L >= 2 (0: none); short_end, the
+// shortest with n_L <= kWarpSet (c: none); l0, the shortest held by the candidate list (1 unless it
+// overflowed: then the shortest with n_L <= kCandCap, c: none; the list is reset for the second pass).
+__device__ void match_length_bounds(SearchShared& sh, int c) {
+  constexpr int kPer = kMaxSuffixTreeDepth / 32;
+  const int lane = threadIdx.x;
+  int h[kPer];
+  int total = 0;
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int L = lane * kPer + j;
+    h[j] = L >= 1 && L < c ? sh.hist[L] : 0;
+    total += h[j];
+  }
+  int incl = total;  // this lane's and the lanes above it
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int v = __shfl_down_sync(kFull, incl, o);
+    if (lane + o < 32) incl += v;
+  }
+  const int above = incl - total;
+  unsigned last_l = 0, short_end = c, l0 = c;
+  int at_least = above;
+#pragma unroll
+  for (int j = kPer - 1; j >= 0; --j) {
+    const int L = lane * kPer + j;
+    at_least += h[j];
+    if (L == 1) at_least = sh.n_cand;  // every l >= 1 was appended (hist counts l >= 2 only)
+    if (L < 1 || L >= c) continue;
+    if (at_least >= 2) last_l = max(last_l, static_cast<unsigned>(L));
+    if (at_least <= kWarpSet) short_end = min(short_end, static_cast<unsigned>(L));
+    if (at_least <= kCandCap) l0 = min(l0, static_cast<unsigned>(L));
+  }
+  last_l = __reduce_max_sync(kFull, last_l);
+  short_end = __reduce_min_sync(kFull, short_end);
+  l0 = __reduce_min_sync(kFull, l0);
+  if (lane == 0) {
+    sh.short_end = static_cast<int>(short_end);
+    sh.last_l = static_cast<int>(last_l);
+    sh.l0 = sh.n_cand > kCandCap ? static_cast<int>(l0) : 1;
+    if (sh.n_cand > kCandCap) sh.n_cand = 0;
   }
 }
 
@@ -282,17 +346,45 @@ __device__ void write_draft(const SuffixMatchParams& p, int64_t b, const DraftBu
   }
 }
 
+// ---- the budget walk ----------------------------------------------------------------------------
+
+struct SuffixWalk {
+  SuffixMatchParams p;
+
+  __device__ int64_t batch() const { return p.batch; }
+  __device__ int64_t threshold() const { return p.threshold; }
+  __device__ WalkOutputs outputs() const {
+    return WalkOutputs{p.draft_tokens, p.draft_stride, p.seq_lens_this_time,
+                       graph_pad_length(p.pad_to_max, p.max_draft_tokens, p.draft_stride)};
+  }
+
+  // Prefill: a fixed length of max(seq_lens_this_time, 0), written back as that; empty: 0; decoding:
+  // base 1 and the search's draft (suffix_meta's length, suffix_tokens' row), padded in graph mode.
+  __device__ DeviceWalkSlot slot(int64_t b) const {
+    DeviceWalkSlot w;
+    const int32_t enc = p.seq_lens_encoder[b];
+    const int32_t dec = p.seq_lens_decoder[b];
+    w.counted = suffix_is_counted(enc, dec);
+    if (enc > 0) {
+      w.base = max_of<int32_t>(p.seq_lens_this_time[b], 0);
+      return w;
+    }
+    if (dec == 0) return w;
+    const int64_t K = p.draft_stride - 1;
+    w.processed = true;
+    w.padded = p.pad_to_max;
+    w.base = 1;
+    w.budget = K;
+    w.untruncated = clamp_to<int64_t>(p.suffix_meta[2 * b], 0, K);
+    w.src = p.suffix_tokens + b * K;
+    return w;
+  }
+};
+
 constexpr size_t kSearchSmem = sizeof(SearchShared);
 
-__global__ void __launch_bounds__(kThreads) suffix_search_kernel(SuffixMatchParams p) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  SearchShared& sh = *reinterpret_cast<SearchShared*>(smem_raw);
-  const int64_t b = blockIdx.x;
-#ifdef FDSPEC_SUFFIX_PROFILE
-  for (int k = 1; k < suffix_gpu::kProfSlots; ++k) SUFFIX_PROF_SET(k, 0);
-  SUFFIX_PROF_SET(0, clock64());
-#endif
-  allow_dependent_launch();  // the walk waits for this grid's completion anyway
+// Slot b's search (block-uniform returns).
+__device__ void search_slot(const SuffixMatchParams& p, SearchShared& sh, int64_t b) {
   if (!suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b])) return;
   const SuffixSlot v = suffix_slot(p, b);
   const int64_t* row = v.row;
@@ -314,20 +406,7 @@ __global__ void __launch_bounds__(kThreads) suffix_search_kernel(SuffixMatchPara
   history_pass(sh, row, n, c, 0, 1);
   __syncthreads();
   SUFFIX_PROF_SET(2, clock64());
-  if (threadIdx.x == 0) {
-    int64_t at_least = 0;  // n_L
-    int short_end = c, last_l = 0, l0 = c;  // l0 = c: no match length fits the list
-    for (int L = c - 1; L >= 1; --L) {
-      at_least += sh.hist[L];
-      if (at_least >= 2 && last_l == 0) last_l = L;
-      if (at_least <= kWarpSet) short_end = L;
-      if (at_least <= kCandCap) l0 = L;
-    }
-    sh.short_end = short_end;
-    sh.last_l = last_l;
-    sh.l0 = sh.n_cand > kCandCap ? l0 : 1;
-    if (sh.n_cand > kCandCap) sh.n_cand = 0;
-  }
+  if (threadIdx.x < 32) match_length_bounds(sh, c);
   __syncthreads();
   SUFFIX_PROF_SET(3, clock64());
   const int last_l = sh.last_l;
@@ -367,43 +446,29 @@ __global__ void __launch_bounds__(kThreads) suffix_search_kernel(SuffixMatchPara
   Best best = sh.core.best_info;
   if (best.score == 0.0f && c - 1 > best.L) best = Best{0.0f, c - 1, 0};
   write_draft(p, b, &sh.core.best, best.m, best.L);
-  SUFFIX_PROF_SET(9, clock64());
 }
 
-// ---- the budget walk ----------------------------------------------------------------------------
-
-struct SuffixWalk {
-  SuffixMatchParams p;
-
-  __device__ int64_t batch() const { return p.batch; }
-  __device__ int64_t threshold() const { return p.threshold; }
-  __device__ WalkOutputs outputs() const {
-    return WalkOutputs{p.draft_tokens, p.draft_stride, p.seq_lens_this_time,
-                       graph_pad_length(p.pad_to_max, p.max_draft_tokens, p.draft_stride)};
+// `finish`: the batch budget cannot bind (budget_never_binds), so every slot's outcome is its own
+// and the block writes it as the walk would (ngram_walk_finish with every draft kept): no walk kernel.
+__global__ void __launch_bounds__(kThreads, 2) suffix_search_kernel(SuffixMatchParams p, bool finish) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  SearchShared& sh = *reinterpret_cast<SearchShared*>(smem_raw);
+  const int64_t b = blockIdx.x;
+#ifdef FDSPEC_SUFFIX_PROFILE
+  for (int k = 1; k < suffix_gpu::kProfSlots; ++k) SUFFIX_PROF_SET(k, 0);
+  SUFFIX_PROF_SET(0, clock64());
+#endif
+  allow_dependent_launch();  // the walk waits for this grid's completion anyway
+  search_slot(p, sh, b);
+  SUFFIX_PROF_SET(9, clock64());
+  if (!finish) return;
+  __syncthreads();  // the slot's suffix_tokens row and suffix_meta are written
+  if (threadIdx.x == 0) {
+    const SuffixWalk walk{p};
+    const DeviceWalkSlot w = walk.slot(b);
+    ngram_walk_finish(walk.outputs(), b, w, w.src, w.processed ? w.untruncated : 0);
   }
-
-  // Prefill: a fixed length of max(seq_lens_this_time, 0), written back as that; empty: 0; decoding:
-  // base 1 and the search's draft (suffix_meta's length, suffix_tokens' row), padded in graph mode.
-  __device__ DeviceWalkSlot slot(int64_t b) const {
-    DeviceWalkSlot w;
-    const int32_t enc = p.seq_lens_encoder[b];
-    const int32_t dec = p.seq_lens_decoder[b];
-    w.counted = suffix_is_counted(enc, dec);
-    if (enc > 0) {
-      w.base = max_of<int32_t>(p.seq_lens_this_time[b], 0);
-      return w;
-    }
-    if (dec == 0) return w;
-    const int64_t K = p.draft_stride - 1;
-    w.processed = true;
-    w.padded = p.pad_to_max;
-    w.base = 1;
-    w.budget = K;
-    w.untruncated = clamp_to<int64_t>(p.suffix_meta[2 * b], 0, K);
-    w.src = p.suffix_tokens + b * K;
-    return w;
-  }
-};
+}
 
 }  // namespace
 
@@ -435,15 +500,32 @@ void suffix_profile_print(int64_t blocks, double clock_khz) {
 }
 #endif
 
-cudaError_t suffix_search_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
-  if (p.batch <= 0) return cudaSuccess;
+namespace {
+
+// The walk keeps every draft when even the longest possible batch stays under the threshold: the
+// walk state G of a slot plus its drafts is at most the sum over all slots of their longest length
+// (a fixed one <= 2^31 - 1, a decoding one <= K + 1) and one per slot still counted, so
+// T > B (2^31 + K + 2) + 1 gives G < T - 1 and G + u <= T for every slot (docs/contract/ngram.md).
+bool budget_never_binds(const SuffixMatchParams& p) {
+  if (p.batch > (int64_t{1} << 30)) return false;
+  return p.threshold > p.batch * ((int64_t{1} << 31) + (p.draft_stride - 1) + 2) + 1;
+}
+
+cudaError_t launch_search(const SuffixMatchParams& p, bool finish, cudaStream_t stream) {
   // More than the default 48 KB of dynamic shared memory: a host-side attribute (no stream work),
   // fine under graph capture; set on every launch as it is per device.
   cudaError_t err = cudaFuncSetAttribute(suffix_search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(kSearchSmem));
   if (err != cudaSuccess) return err;
-  suffix_search_kernel<<<static_cast<unsigned>(p.batch), kThreads, kSearchSmem, stream>>>(p);
+  suffix_search_kernel<<<static_cast<unsigned>(p.batch), kThreads, kSearchSmem, stream>>>(p, finish);
   return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t suffix_search_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
+  if (p.batch <= 0) return cudaSuccess;
+  return launch_search(p, false, stream);
 }
 
 cudaError_t suffix_walk_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
@@ -453,10 +535,13 @@ cudaError_t suffix_walk_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
 
 cudaError_t suffix_match_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
   if (p.batch <= 0) return cudaSuccess;
-  cudaError_t err = suffix_search_gpu(p, stream);
+  const bool alone = budget_never_binds(p);
+  cudaError_t err = launch_search(p, alone, stream);
   if (err != cudaSuccess) return err;
-  err = suffix_walk_gpu(p, stream);
-  if (err != cudaSuccess) return err;
+  if (!alone) {
+    err = suffix_walk_gpu(p, stream);
+    if (err != cudaSuccess) return err;
+  }
   return FDSPEC_LAUNCH_STATUS(stream);
 }
 
