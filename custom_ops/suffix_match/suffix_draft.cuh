@@ -111,12 +111,14 @@ struct CoreShared {
   int32_t widx[kWarpSet];
   DraftBuf cur;                       // block path: the draft being walked
   DraftBuf best;                      // the best draft (after core_finish)
+  DraftBuf wpath[kWarps];             // warp path: each warp's last walk
+  DraftBuf wdraft[kWarps];            // warp path: each warp's best draft
   float wprefix[kWarps][kMaxSuffixSpecTokens + 1];  // warp path: a path's score after m tokens
   int32_t runs[kMaxSuffixTreeDepth + 1];  // warp path: first match length of each run, then hi + 1
   int n_runs;
   Best warp_best[kWarps];
   Best best_info;
-  int best_from_warp;                 // best_info came from the warp path (its tokens: core_finish)
+  int best_from_warp;                 // w + 1: best_info came from warp w's path (0: not)
   int n;                              // candidates (set by the caller)
   int small_n;
   StepTop step_top;
@@ -316,11 +318,6 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
     sh.best_from_warp = 0;
   }
   if (lane == 0) sh.warp_best[warp] = Best{0.0f, 0, 0};
-  for (int j = threadIdx.x; j < kCandCap; j += kThreads) {  // the block path's table starts clean
-    sh.tab_idx[j] = 0;
-    sh.tab_cnt[j] = 0;
-    sh.tab_least[j] = ~0ull;
-  }
   __syncthreads();
   const int n = sh.n;
   if (a.warp_lo <= a.hi) {
@@ -386,7 +383,7 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
       int m = 0;
       float* prefix = sh.wprefix[warp];
       if (lane == 0) prefix[0] = 0.0f;
-      warp_walk(sh, first, cut, a, nullptr, prefix, &m);
+      warp_walk(sh, first, cut, a, &sh.wpath[warp], prefix, &m);
       // The run's best (score, L): scores are >= 0, so their bits order like the floats.
       unsigned long long mine = 0;
       for (int L = first + lane; L <= last; L += 32) {
@@ -399,28 +396,55 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
         const unsigned long long other = __shfl_xor_sync(kFull, mine, o);
         mine = mine > other ? mine : other;
       }
-      if (lane == 0) {
-        const int L = static_cast<int>(mine & 0xffffffffu);
-        const int mL = static_cast<int>(min_of<int64_t>(m, draft_cut(L, a)));
-        if (beats(prefix[mL], L, sh.warp_best[warp])) sh.warp_best[warp] = Best{prefix[mL], L, mL};
+      // The draft of L is the path's first mL tokens: the warp keeps the best one's (no second walk).
+      const int L = static_cast<int>(mine & 0xffffffffu);
+      const int mL = static_cast<int>(min_of<int64_t>(m, draft_cut(L, a)));
+      const bool better = beats(prefix[mL], L, sh.warp_best[warp]);
+      __syncwarp();
+      if (better) {
+        for (int k = lane; k < mL; k += 32) {
+          sh.wdraft[warp].tokens[k] = sh.wpath[warp].tokens[k];
+          sh.wdraft[warp].probs[k] = sh.wpath[warp].probs[k];
+        }
+        if (lane == 0) sh.warp_best[warp] = Best{prefix[mL], L, mL};
       }
       __syncwarp();
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-      for (int w = 0; w < kWarps; ++w) {
-        if (sh.warp_best[w].L > 0 && beats(sh.warp_best[w].score, sh.warp_best[w].L, sh.best_info)) {
+    if (warp == 0) {  // the best over the warps: (score, L) keys are unique (runs are disjoint)
+      const Best wb = lane < kWarps ? sh.warp_best[lane] : Best{0.0f, 0, 0};
+      const unsigned long long key =
+          wb.L > 0 ? (static_cast<unsigned long long>(__float_as_uint(wb.score)) << 32) | static_cast<unsigned>(wb.L)
+                   : 0ull;
+      unsigned long long top = key;
+      for (int o = 16; o > 0; o >>= 1) {
+        const unsigned long long other = __shfl_xor_sync(kFull, top, o);
+        top = top > other ? top : other;
+      }
+      if (top != 0) {
+        const int w = __ffs(__ballot_sync(kFull, key == top)) - 1;
+        if (lane == 0) {
           sh.best_info = sh.warp_best[w];
-          sh.best_from_warp = 1;
+          sh.best_from_warp = w + 1;
         }
       }
     }
     __syncthreads();
   }
   SUFFIX_PROF_SET(5, clock64());
+  bool clean = false;  // the block path's table, cleared before its first walk
   for (int L = min_of<int>(a.warp_lo, a.hi + 1) - 1; L >= a.lo; --L) {
     const int64_t limit = suffix_spec_limit(L, a.factor, a.offset, a.cap);
     if (!worth_walking(sh, L, limit, a.depth, a.bar)) continue;
+    if (!clean) {
+      for (int j = threadIdx.x; j < kCandCap; j += kThreads) {
+        sh.tab_idx[j] = 0;
+        sh.tab_cnt[j] = 0;
+        sh.tab_least[j] = ~0ull;
+      }
+      __syncthreads();
+      clean = true;
+    }
     int m = 0;
     const float score = block_walk(sh, src, L, limit, a, &m);
     keep_block_draft(sh, score, L, m);
@@ -428,12 +452,14 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
   SUFFIX_PROF_SET(6, clock64());
 }
 
-// The best draft's tokens into sh.best (a warp-path winner is walked again by warp 0). Uniform call.
-__device__ __forceinline__ void core_finish(CoreShared& sh, const CoreArgs& a) {
-  if (sh.best_from_warp && threadIdx.x < 32) {
-    const Best b = sh.best_info;
-    int m = 0;
-    warp_walk(sh, b.L, suffix_spec_limit(b.L, a.factor, a.offset, a.cap), a, &sh.best, nullptr, &m);
+// The best draft's tokens into sh.best (a warp-path winner's from its warp's copy). Uniform call.
+__device__ __forceinline__ void core_finish(CoreShared& sh, const CoreArgs&) {
+  if (sh.best_from_warp > 0) {
+    const DraftBuf& src = sh.wdraft[sh.best_from_warp - 1];
+    for (int k = threadIdx.x; k < sh.best_info.m; k += kThreads) {
+      sh.best.tokens[k] = src.tokens[k];
+      sh.best.probs[k] = src.probs[k];
+    }
   }
   __syncthreads();
 }

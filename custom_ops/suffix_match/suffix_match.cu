@@ -57,7 +57,10 @@ struct SearchShared {
   int64_t ctx[kMaxSuffixTreeDepth];
   int32_t hist[kMaxSuffixTreeDepth];
   CoreShared core;
-  int n_cand;        // candidates appended (may exceed kCandCap: then the second pass)
+  uint32_t key2[kCandCap];  // the second list: positions with l >= 2 (< kMaxSuffixHistory)
+  uint8_t len2[kCandCap];
+  int n_cand;        // candidates appended (may exceed kCandCap: then the second list or pass)
+  int n_cand2;
   int l0;            // shortest match length held in the candidate list
   int short_end;     // shortest match length with n_L <= 32 (c: none)
   int last_l;        // the longest match length with n_L >= 2 (0: none)
@@ -80,16 +83,19 @@ struct HistorySource {
   }
 };
 
-// l(i), the match length of H[0 .. i] against the context (capped at c - 1), given H[i]. The long
-// matches (the ones that draft) compare kMatchChunk positions per round of loads, not one: a serial
-// chain of up to c - 1 dependent loads was the longest latency of the pass.
+// l(i), the match length of H[0 .. i] against the context (capped at c - 1), given H[i] and, when
+// `have_prev`, H[i - 1] (a neighbour lane's token): the common l <= 1 needs no load. The rarer longer
+// matches compare kMatchChunk positions per round of loads: a serial chain of up to c - 1 dependent
+// loads was the longest latency of the pass.
 constexpr int kMatchChunk = 8;
 
 __device__ __forceinline__ int match_len(const int64_t* row, const int64_t* ctx, int c, int64_t i,
-                                         int64_t tok) {
+                                         int64_t tok, int64_t prev, bool have_prev) {
   if (tok != ctx[c - 1]) return 0;
   const int lim = static_cast<int>(min_of<int64_t>(c - 1, i + 1));  // l < c - 1 and i - l >= 0
-  int l = 1;
+  if (lim <= 1) return 1;
+  if ((have_prev ? prev : row[i - 1]) != ctx[c - 2]) return 1;
+  int l = 2;
   while (l < lim) {
     int64_t t[kMatchChunk];
 #pragma unroll
@@ -103,10 +109,20 @@ __device__ __forceinline__ int match_len(const int64_t* row, const int64_t* ctx,
   return l;
 }
 
-// One pass over the history: pass 0 appends every l >= 1 and counts the l >= 2 in the histogram (n_1
-// is the number appended); pass 1 appends the positions with l >= l0 only. Appends are
-// warp-aggregated over the kUnroll positions of a round: one shared atomic per warp and round; the
-// list counts past kCandCap.
+// Appends (key, l) at `at` of a list of capacity kCandCap (positions past it are counted only).
+template <class Key>
+__device__ __forceinline__ void store_candidate(Key* keys, uint8_t* lens, int at, int64_t i, int l) {
+  if (at < kCandCap) {
+    keys[at] = static_cast<Key>(i);
+    lens[at] = static_cast<uint8_t>(l);
+  }
+}
+
+// One pass over the history. Pass 0 appends every l >= 1 to the candidate list, every l >= 2 also to
+// the second list (what the search needs when the first overflows, unless n_2 > kCandCap too), and
+// counts the l >= 2 in the histogram (n_1 is the number appended); pass 1 appends the positions with
+// l >= l0 only. Appends are warp-aggregated over the kUnroll positions of a round (one shared atomic
+// per warp and list); the lists count past kCandCap.
 __device__ void history_pass(SearchShared& sh, const int64_t* row, int64_t n, int c, int pass, int l0) {
   const int lane = threadIdx.x & 31;
   const unsigned below = (1u << lane) - 1u;
@@ -120,29 +136,38 @@ __device__ void history_pass(SearchShared& sh, const int64_t* row, int64_t n, in
     }
     int len[kUnroll];
     unsigned ballot[kUnroll];
-    int total = 0;
+    int total = 0, total2 = 0;
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t i = base + u * kThreads + threadIdx.x;
-      len[u] = i < n ? match_len(row, sh.ctx, c, i, tok[u]) : 0;
+      const int64_t prev = __shfl_up_sync(kFull, tok[u], 1);  // H[i - 1], but on lane 0
+      len[u] = i < n ? match_len(row, sh.ctx, c, i, tok[u], prev, lane > 0) : 0;
       ballot[u] = __ballot_sync(kFull, len[u] >= want);
       total += __popc(ballot[u]);
+      if (pass == 0) total2 += __popc(__ballot_sync(kFull, len[u] >= 2));
     }
     if (total == 0) continue;  // warp-uniform
-    int at = 0;
-    if (lane == 0) at = atomicAdd(&sh.n_cand, total);
+    int at = 0, at2 = 0;
+    if (lane == 0) {
+      at = atomicAdd(&sh.n_cand, total);
+      if (total2 > 0) at2 = atomicAdd(&sh.n_cand2, total2);
+    }
     at = __shfl_sync(kFull, at, 0);
+    at2 = __shfl_sync(kFull, at2, 0);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      if (len[u] >= want) {
-        const int j = at + __popc(ballot[u] & below);
-        if (j < kCandCap) {
-          sh.core.key[j] = static_cast<unsigned long long>(base + u * kThreads + threadIdx.x);
-          sh.core.len[j] = static_cast<uint8_t>(len[u]);
-        }
-        if (pass == 0 && len[u] >= 2) atomicAdd(&sh.hist[len[u]], 1);
-      }
+      const int64_t i = base + u * kThreads + threadIdx.x;
+      if (len[u] >= want) store_candidate(sh.core.key, sh.core.len, at + __popc(ballot[u] & below), i, len[u]);
       at += __popc(ballot[u]);
+      if (pass == 0) {
+        const unsigned two = __ballot_sync(kFull, len[u] >= 2);
+        if (two != 0) {  // warp-uniform; rare: the histogram and the second list
+          if (len[u] >= 2) store_candidate(sh.key2, sh.len2, at2 + __popc(two & below), i, len[u]);
+          at2 += __popc(two);
+          const unsigned group = __match_any_sync(kFull, len[u] >= 2 ? len[u] : 0);
+          if (len[u] >= 2 && lane == __ffs(group) - 1) atomicAdd(&sh.hist[len[u]], __popc(group));
+        }
+      }
     }
   }
 }
@@ -400,7 +425,10 @@ __device__ void search_slot(const SuffixMatchParams& p, SearchShared& sh, int64_
     sh.ctx[j] = row[n - c + j];
     sh.hist[j] = 0;
   }
-  if (threadIdx.x == 0) sh.n_cand = 0;
+  if (threadIdx.x == 0) {
+    sh.n_cand = 0;
+    sh.n_cand2 = 0;
+  }
   __syncthreads();
   SUFFIX_PROF_SET(1, clock64());
   history_pass(sh, row, n, c, 0, 1);
@@ -415,11 +443,23 @@ __device__ void search_slot(const SuffixMatchParams& p, SearchShared& sh, int64_
     write_draft(p, b, nullptr, 0, c - 1);
     return;
   }
-  if (l0 > 1) {  // the list overflowed: keep the occurrences of C[-l0:] (at most kCandCap)
+  // l0 > 1: the list overflowed; keep the occurrences of C[-l0:] (at most kCandCap): for l0 = 2 the
+  // second list (n_2 <= kCandCap), for l0 = c none (no match length fits), else a second pass.
+  int n_list = 0;
+  if (l0 == 1) {
+    n_list = sh.n_cand;
+  } else if (l0 == 2) {
+    n_list = sh.n_cand2;
+    for (int j = threadIdx.x; j < n_list; j += kThreads) {
+      sh.core.key[j] = sh.key2[j];
+      sh.core.len[j] = sh.len2[j];
+    }
+  } else if (l0 < c) {
     history_pass(sh, row, n, c, 1, l0);
     __syncthreads();
+    n_list = sh.n_cand;
   }
-  if (threadIdx.x == 0) sh.core.n = min(sh.n_cand, kCandCap);
+  if (threadIdx.x == 0) sh.core.n = min(n_list, kCandCap);
   __syncthreads();
   SUFFIX_PROF_SET(4, clock64());
   SUFFIX_PROF_SET(13, sh.core.n);
