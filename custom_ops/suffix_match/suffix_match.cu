@@ -4,27 +4,30 @@
 // suffix tree and without a vocabulary-sized histogram:
 //
 // 1. One pass over the history computes l(i), the match length of H[0 .. i] against the context C
-//    (capped at |C| - 1), for every position i (coalesced loads, four positions in flight per thread,
-//    early exit), a histogram of l, and compacts the positions with l(i) >= 1 into a candidate list
-//    in shared memory. The occurrences of s = C[-L:] are the candidates with l >= L, so
-//    n_L = |S_0(L)| is a suffix sum of the histogram and the sets nest as L grows. n_L >= 1 always
-//    (the newest occurrence, i = N - 1, has no continuation); a match length with n_L = 1 drafts
-//    nothing.
+//    (capped at |C| - 1), for every position i (coalesced loads, eight positions in flight per thread;
+//    H[i - 1] from the neighbouring lane, so only l >= 2 loads more), a histogram of the l >= 2, and
+//    compacts the positions with l(i) >= 1 into a candidate list in shared memory (those with l >= 2
+//    also into a second list). The occurrences of s = C[-L:] are the candidates with l >= L, so
+//    n_L = |S_0(L)| is the list's length for L = 1, a suffix sum of the histogram above, and the sets
+//    nest as L grows. n_L >= 1 always (the newest occurrence, i = N - 1, has no continuation); a
+//    match length with n_L = 1 drafts nothing.
 // 2. Everything after that touches the candidates only (suffix_draft.cuh, the core shared with the
 //    global cache): the long matches (n_L <= 32) take the warp path with their continuations in
 //    shared memory, the shorter ones the block path over the candidate list, longest first, each
 //    skipped when its longest possible draft cannot beat the best so far (an exact bound).
 // 3. More than kCandCap candidates (a very frequent last token over a long history, tiny
 //    vocabularies): the list keeps the positions with l >= L0, the shortest match length with at most
-//    kCandCap occurrences (a second pass), and match lengths below L0 take the slow path: each step
-//    rescans the history for the members of S_k and counts their next tokens in the same shared
-//    table; a table that fills up restarts the step on half of the 64-bit hash range of the tokens (a
-//    bijective mix), range by range: never a wrong answer, only more passes.
+//    kCandCap occurrences (the second list when L0 = 2, else a second pass), and match lengths below
+//    L0 take the slow path: each step rescans the history for the members of S_k and counts their
+//    next tokens in the same shared table; a table that fills up restarts the step on half of the
+//    64-bit hash range of the tokens (a bijective mix), range by range: never a wrong answer, only
+//    more passes.
 // 4. The best (score, L) wins; its draft, probabilities and match length are written to
 //    suffix_tokens / suffix_probs / suffix_meta.
 //
 // Kernel 2 is the batch budget walk of ngram_common/ngram_walk.cuh (docs/contract/ngram.md), with the
-// drafts of suffix_tokens, then pad_to_max.
+// drafts of suffix_tokens, then pad_to_max. When the threshold cannot bind, kernel 1 writes each
+// slot's outcome itself and kernel 2 is not launched.
 //
 // Bit-identity with the CPU: counts are integers; every float step (the count ratio, the running
 // product, the score sum, the length limit) is one correctly rounded IEEE operation through the
