@@ -533,7 +533,8 @@ void suffix_profile_print(int64_t blocks, double clock_khz) {
       mx[k] = us > mx[k] ? us : mx[k];
     }
     if (b < 4 || (h[b][9] - h[b][0]) / clock_khz * 1e3 > 3.0)
-      std::printf("  slot %lld: total %.2f us cand=%lld warp_lo=%lld l0=%lld last_l=%lld walks=%lld steps=%lld slow=%lld\n",
+      std::printf("  slot %lld: total %.2f us cand=%lld warp_lo=%lld l0=%lld last_l=%lld walks=%lld steps=%lld "
+                  "slow=%lld\n",
                   (long long)b, (h[b][9] - h[b][0]) / clock_khz * 1e3, h[b][13], h[b][14], h[b][15] / 1000,
                   h[b][15] % 1000, h[b][10], h[b][11], h[b][12]);
   }

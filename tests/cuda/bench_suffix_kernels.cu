@@ -354,11 +354,13 @@ int stages(int argc, char** argv) {
   Match c = make_match(B, N);
   DevMatch d(c);
   const fdspec::SuffixMatchParams p = d.params();
-  const double search = bench::graph_us(st.get(), 20, 3, 5, [&](cudaStream_t s) { return fdspec::suffix_search_gpu(p, s); });
-  const double walk = bench::graph_us(st.get(), 20, 3, 5, [&](cudaStream_t s) { return fdspec::suffix_walk_gpu(p, s); });
-  const double both = bench::graph_us(st.get(), 20, 3, 5, [&](cudaStream_t s) { return fdspec::suffix_match_gpu(p, s); });
-  std::printf("stages B=%lld N=%lld: search %.2f us, walk %.2f us, match %.2f us (warm graph replays)\n", (long long)B,
-              (long long)N, search, walk, both);
+  auto time = [&](cudaError_t (*op)(const fdspec::SuffixMatchParams&, cudaStream_t)) {
+    return bench::graph_us(st.get(), 20, 3, 5, [&](cudaStream_t s) { return op(p, s); });
+  };
+  const double search = time(fdspec::suffix_search_gpu), walk = time(fdspec::suffix_walk_gpu);
+  const double both = time(fdspec::suffix_match_gpu);
+  std::printf("stages B=%lld N=%lld: search %.2f us, walk %.2f us, match %.2f us (warm graph replays)\n",
+              (long long)B, (long long)N, search, walk, both);
 #ifdef FDSPEC_SUFFIX_PROFILE
   CHECK(fdspec::suffix_search_gpu(p, st.get()));
   st.sync();

@@ -288,7 +288,8 @@ void body(harness::Tally& t, bool quick) {
   // Adversarial histories: the block path with huge sets, and its hash-range splitting.
   for (int kind : {1, 2}) {
     // 5000: more occurrences than the candidate list and (kind 2) more continuations than its table.
-    const std::vector<int64_t> widths = quick ? std::vector<int64_t>{200, 5000} : std::vector<int64_t>{200, 5000, 20000};
+    const std::vector<int64_t> widths =
+        quick ? std::vector<int64_t>{200, 5000} : std::vector<int64_t>{200, 5000, 20000};
     for (int64_t W : widths) {
       Shape sh = make_shape(r, 3, W, 2, kind);
       sh.T = kind == 1 ? INT64_MAX : int64_t{1} << 20;
