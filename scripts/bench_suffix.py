@@ -19,7 +19,9 @@ an earlier stretch (so long matches exist and the warp path and the block path b
     python scripts/bench_suffix.py [--quick] [--out results/bench_suffix]
 
 The same rows at the kernel layer without Paddle (the device time per step, warm and cold, each row
-checked against the CPU op): tests/cuda/bench_suffix_kernels.cu.
+checked against the CPU op): tests/cuda/bench_suffix_kernels.cu; its ``--stages B N`` times the search
+and the walk kernels apart and, built with -DFDSPEC_SUFFIX_PROFILE, prints per-stage clocks of the
+search. The budget here never binds, so the op runs as one kernel (docs/contract/suffix.md).
 """
 
 from __future__ import annotations

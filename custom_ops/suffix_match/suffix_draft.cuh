@@ -12,10 +12,11 @@
 //   shared memory once; every warp then walks its own match lengths without touching global memory
 //   (a step: __match_any_sync groups equal next tokens, a warp max picks the largest group, ties to
 //   the lowest lane = least key), one walk per run of match lengths with the same set (their
-//   drafts are one path cut at different lengths).
+//   drafts are one path cut at different lengths); each warp keeps its best draft's tokens.
 // - block path, the shorter match lengths with larger sets, longest first: a step counts the next
 //   tokens of the live candidates in a shared hash table (an entry: a member index with that token,
-//   the count, the least key), so its work is O(candidates), never O(history). A match length is
+//   the count, the least key), so its work is O(candidates), never O(history); one block reduction
+//   per step finds the winner and the member count and clears the table. A match length is
 //   skipped when its longest possible draft n = min(limit, D - L) cannot beat the best so far (or
 //   the caller's bar): each probability is <= 1, so a draft of n tokens scores <= n, exactly in float32.
 // Every count is an atomic add and every tie a minimum, so the result does not depend on the order in
@@ -41,6 +42,26 @@ constexpr int kCandCap = 2048;   // candidates held in shared memory (a power of
 constexpr unsigned kFull = 0xffffffffu;
 static_assert((kCandCap & (kCandCap - 1)) == 0, "the next-token table is indexed with a mask");
 
+#ifdef FDSPEC_SUFFIX_PROFILE
+// Bench-only instrumentation (tests/cuda/bench_suffix_kernels.cu --stages): thread 0's clock64() at
+// the end of each stage of a block, and a few counters (stage indices: suffix_match.cu).
+constexpr int kProfBlocks = 4096, kProfSlots = 16;
+static __device__ long long g_suffix_prof[kProfBlocks][kProfSlots];
+#define SUFFIX_PROF_SET(k, v)                                                          \
+  do {                                                                                \
+    if (threadIdx.x == 0 && blockIdx.x < suffix_gpu::kProfBlocks)                     \
+      suffix_gpu::g_suffix_prof[blockIdx.x][k] = static_cast<long long>(v);           \
+  } while (0)
+#define SUFFIX_PROF_ADD(k, v)                                                          \
+  do {                                                                                \
+    if (threadIdx.x == 0 && blockIdx.x < suffix_gpu::kProfBlocks)                     \
+      suffix_gpu::g_suffix_prof[blockIdx.x][k] += static_cast<long long>(v);          \
+  } while (0)
+#else
+#define SUFFIX_PROF_SET(k, v) ((void)0)
+#define SUFFIX_PROF_ADD(k, v) ((void)0)
+#endif
+
 struct Best {
   float score;
   int L;
@@ -52,6 +73,25 @@ __device__ __forceinline__ bool beats(float score, int L, const Best& b) {
   return score > b.score || (score == b.score && L > b.L);
 }
 
+// Block path: a step's most frequent next token (its count, table entry and least key; the largest
+// count wins, ties to the least key) and the members counted, reduced over the block in one pass.
+struct StepTop {
+  unsigned cnt;
+  unsigned slot;
+  unsigned long long least;
+  unsigned members;
+};
+
+struct StepTopMerge {
+  __device__ __forceinline__ StepTop operator()(const StepTop& x, const StepTop& y) const {
+    StepTop r = (x.cnt > y.cnt || (x.cnt == y.cnt && x.least < y.least)) ? x : y;
+    r.members = x.members + y.members;
+    return r;
+  }
+};
+
+constexpr uint16_t kNoSlot = 0xffff;  // cslot: the candidate has no next token
+
 struct DraftBuf {
   int64_t tokens[kMaxSuffixSpecTokens];
   float probs[kMaxSuffixSpecTokens];
@@ -61,9 +101,10 @@ struct CoreShared {
   unsigned long long key[kCandCap];   // candidates: order key
   uint8_t len[kCandCap];              // match length l
   uint8_t alive[kCandCap];            // block path: still a member of the path's set
+  uint16_t cslot[kCandCap];            // block path: the table entry of the member's next token
   uint32_t tab_idx[kCandCap];         // next-token table: a member index + 1 with the token (0: free)
   uint32_t tab_cnt[kCandCap];
-  unsigned long long tab_least[kCandCap];  // least key with the token
+  unsigned long long tab_least[kCandCap];  // least key with the token (~0: free)
   int64_t cont[kWarpSet][kMaxSuffixSpecTokens];  // warp path: continuation tokens, lane-major
   unsigned long long wkey[kWarpSet];  // warp path: its set, sorted by key
   int32_t wlen[kWarpSet];
@@ -71,20 +112,20 @@ struct CoreShared {
   int32_t widx[kWarpSet];
   DraftBuf cur;                       // block path: the draft being walked
   DraftBuf best;                      // the best draft (after core_finish)
+  DraftBuf wpath[kWarps];             // warp path: each warp's last walk
+  DraftBuf wdraft[kWarps];            // warp path: each warp's best draft
   float wprefix[kWarps][kMaxSuffixSpecTokens + 1];  // warp path: a path's score after m tokens
   int32_t runs[kMaxSuffixTreeDepth + 1];  // warp path: first match length of each run, then hi + 1
   int n_runs;
   Best warp_best[kWarps];
   Best best_info;
-  int best_from_warp;                 // best_info came from the warp path (its tokens: core_finish)
+  int best_from_warp;                 // w + 1: best_info came from warp w's path (0: not)
   int n;                              // candidates (set by the caller)
   int small_n;
-  unsigned members;
-  unsigned best_count;
-  unsigned long long best_least;
+  StepTop step_top;
   union {
-    typename cub::BlockReduce<unsigned, kThreads>::TempStorage u;
     typename cub::BlockReduce<unsigned long long, kThreads>::TempStorage l;
+    typename cub::BlockReduce<StepTop, kThreads>::TempStorage t;
   } reduce;
 };
 
@@ -161,31 +202,30 @@ __device__ __forceinline__ int64_t draft_cut(int L, const CoreArgs& a) {
 }
 
 // Walks match length L over every candidate with l >= L (block path); the draft goes to sh.cur.
-// Every thread returns the same score and m. Ends with a barrier.
+// Every thread returns the same score and m. The table is clean on entry and left clean (each step's
+// reduction clears the entries it reads); thread t alone touches alive[j] and cslot[j] for j = t mod
+// kThreads, so a step needs two barriers: after the counts, and after the winner is published.
 template <class Src>
 __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit, const CoreArgs& a,
                             int* m_out) {
-  using ReduceU = cub::BlockReduce<unsigned, kThreads>;
-  using ReduceL = cub::BlockReduce<unsigned long long, kThreads>;
+  using Reduce = cub::BlockReduce<StepTop, kThreads>;
   const int n = sh.n;
+  SUFFIX_PROF_ADD(10, 1);
   for (int j = threadIdx.x; j < n; j += kThreads) sh.alive[j] = sh.len[j] >= L;
   float prob = 1.0f, score = 0.0f;
   int m = 0;
   while (m < limit && L + m < a.depth) {
-    for (int j = threadIdx.x; j < kCandCap; j += kThreads) {
-      sh.tab_idx[j] = 0;
-      sh.tab_cnt[j] = 0;
-      sh.tab_least[j] = ~0ull;
-    }
-    if (threadIdx.x == 0) sh.members = 0;
-    __syncthreads();
+    SUFFIX_PROF_ADD(11, 1);
     unsigned members = 0;
     for (int j = threadIdx.x; j < n; j += kThreads) {
       if (!sh.alive[j]) continue;
       ++members;
       bool has = false;
       const int64_t tok = src.token(sh.key[j], m, &has);
-      if (!has) continue;
+      if (!has) {
+        sh.cslot[j] = kNoSlot;
+        continue;
+      }
       // Distinct next tokens <= members <= kCandCap: the probe always ends.
       uint32_t h = static_cast<uint32_t>(suffix_mix64(static_cast<uint64_t>(tok))) & (kCandCap - 1);
       while (true) {
@@ -198,50 +238,47 @@ __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit
         if (same) {
           atomicAdd(&sh.tab_cnt[h], 1u);
           atomicMin(&sh.tab_least[h], sh.key[j]);
+          sh.cslot[j] = static_cast<uint16_t>(h);
           break;
         }
         h = (h + 1) & (kCandCap - 1);
       }
     }
-    members = __reduce_add_sync(kFull, members);
-    if ((threadIdx.x & 31) == 0 && members) atomicAdd(&sh.members, members);
     __syncthreads();
-    unsigned cnt = 0;
-    for (int j = threadIdx.x; j < kCandCap; j += kThreads) cnt = max(cnt, sh.tab_cnt[j]);
-    cnt = ReduceU(sh.reduce.u).Reduce(cnt, [](unsigned x, unsigned y) { return x > y ? x : y; });
-    if (threadIdx.x == 0) sh.best_count = cnt;
-    __syncthreads();
-    const unsigned best_count = sh.best_count;
-    unsigned long long least = ~0ull;
+    StepTop top{0u, 0u, ~0ull, members};
     for (int j = threadIdx.x; j < kCandCap; j += kThreads) {
-      if (best_count > 0 && sh.tab_cnt[j] == best_count) least = min(least, sh.tab_least[j]);
+      const unsigned cnt = sh.tab_cnt[j];
+      if (cnt == 0) continue;
+      const unsigned long long least = sh.tab_least[j];
+      if (cnt > top.cnt || (cnt == top.cnt && least < top.least)) {
+        top.cnt = cnt;
+        top.slot = static_cast<unsigned>(j);
+        top.least = least;
+      }
+      sh.tab_idx[j] = 0;
+      sh.tab_cnt[j] = 0;
+      sh.tab_least[j] = ~0ull;
     }
-    least = ReduceL(sh.reduce.l).Reduce(least, [](unsigned long long x, unsigned long long y) {
-      return x < y ? x : y;
-    });
-    if (threadIdx.x == 0) sh.best_least = least;
+    top = Reduce(sh.reduce.t).Reduce(top, StepTopMerge());
+    if (threadIdx.x == 0) sh.step_top = top;
     __syncthreads();
-    if (best_count == 0) break;
-    const float next = suffix_fmul(prob, suffix_ratio(best_count, sh.members));
+    const StepTop t = sh.step_top;
+    if (t.cnt == 0) break;
+    const float next = suffix_fmul(prob, suffix_ratio(t.cnt, t.members));
     if (!(next >= a.min_prob)) break;
     prob = next;
-    bool has_t = false;
-    const int64_t t = src.token(sh.best_least, m, &has_t);
     if (threadIdx.x == 0) {
-      sh.cur.tokens[m] = t;
+      bool has_t = false;
+      sh.cur.tokens[m] = src.token(t.least, m, &has_t);
       sh.cur.probs[m] = prob;
     }
     for (int j = threadIdx.x; j < n; j += kThreads) {
-      if (!sh.alive[j]) continue;
-      bool h2 = false;
-      const int64_t tok = src.token(sh.key[j], m, &h2);
-      sh.alive[j] = h2 && tok == t;
+      if (sh.alive[j]) sh.alive[j] = sh.cslot[j] == t.slot;
     }
     score = suffix_fadd(score, prob);
     ++m;
-    __syncthreads();
   }
-  __syncthreads();  // every thread has read best_count, best_least and members
+  __syncthreads();  // every thread has read step_top, and sh.cur is complete
   *m_out = m;
   return score;
 }
@@ -314,15 +351,29 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
     // has l = L - 1. Within a run the greedy path is the same (the set decides every step and every
     // stop but the cut), so the draft of L is that path cut at min(limit, D - L) tokens and its
     // score the path's running sum there: one walk per run, exact.
-    if (threadIdx.x == 0) {
-      uint32_t ends[kMaxSuffixTreeDepth / 32] = {};
-      for (int j = 0; j < small_n; ++j) ends[sh.wlen[j] >> 5] |= 1u << (sh.wlen[j] & 31);
-      int runs = 0;
-      for (int L = a.warp_lo; L <= a.hi; ++L) {
-        if (L == a.warp_lo || ((ends[(L - 1) >> 5] >> ((L - 1) & 31)) & 1u)) sh.runs[runs++] = L;
+    if (warp == 0) {
+      // Bit l of `ends` is set when a member has match length l (l < 256: 8 words; lane w keeps
+      // word w), then the run starts are compacted 32 match lengths at a time.
+      unsigned word = 0;
+#pragma unroll
+      for (int w = 0; w < kMaxSuffixTreeDepth / 32; ++w) {
+        const int l = lane < small_n ? sh.wlen[lane] : -1;
+        const unsigned all = __reduce_or_sync(kFull, l >= 0 && (l >> 5) == w ? 1u << (l & 31) : 0u);
+        if (lane == w) word = all;
       }
-      sh.runs[runs] = a.hi + 1;
-      sh.n_runs = runs;
+      int runs = 0;
+      for (int base = a.warp_lo; base <= a.hi; base += 32) {
+        const int L = base + lane;
+        const unsigned ends = __shfl_sync(kFull, word, ((L - 1) >> 5) & 7);
+        const bool start = L <= a.hi && (L == a.warp_lo || ((ends >> ((L - 1) & 31)) & 1u));
+        const unsigned ballot = __ballot_sync(kFull, start);
+        if (start) sh.runs[runs + __popc(ballot & ((1u << lane) - 1u))] = L;
+        runs += __popc(ballot);
+      }
+      if (lane == 0) {
+        sh.runs[runs] = a.hi + 1;
+        sh.n_runs = runs;
+      }
     }
     __syncthreads();
     for (int r = warp; r < sh.n_runs; r += kWarps) {
@@ -333,7 +384,7 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
       int m = 0;
       float* prefix = sh.wprefix[warp];
       if (lane == 0) prefix[0] = 0.0f;
-      warp_walk(sh, first, cut, a, nullptr, prefix, &m);
+      warp_walk(sh, first, cut, a, &sh.wpath[warp], prefix, &m);
       // The run's best (score, L): scores are >= 0, so their bits order like the floats.
       unsigned long long mine = 0;
       for (int L = first + lane; L <= last; L += 32) {
@@ -346,39 +397,70 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
         const unsigned long long other = __shfl_xor_sync(kFull, mine, o);
         mine = mine > other ? mine : other;
       }
-      if (lane == 0) {
-        const int L = static_cast<int>(mine & 0xffffffffu);
-        const int mL = static_cast<int>(min_of<int64_t>(m, draft_cut(L, a)));
-        if (beats(prefix[mL], L, sh.warp_best[warp])) sh.warp_best[warp] = Best{prefix[mL], L, mL};
+      // The draft of L is the path's first mL tokens: the warp keeps the best one's (no second walk).
+      const int L = static_cast<int>(mine & 0xffffffffu);
+      const int mL = static_cast<int>(min_of<int64_t>(m, draft_cut(L, a)));
+      const bool better = beats(prefix[mL], L, sh.warp_best[warp]);
+      __syncwarp();
+      if (better) {
+        for (int k = lane; k < mL; k += 32) {
+          sh.wdraft[warp].tokens[k] = sh.wpath[warp].tokens[k];
+          sh.wdraft[warp].probs[k] = sh.wpath[warp].probs[k];
+        }
+        if (lane == 0) sh.warp_best[warp] = Best{prefix[mL], L, mL};
       }
       __syncwarp();
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-      for (int w = 0; w < kWarps; ++w) {
-        if (sh.warp_best[w].L > 0 && beats(sh.warp_best[w].score, sh.warp_best[w].L, sh.best_info)) {
+    if (warp == 0) {  // the best over the warps: (score, L) keys are unique (runs are disjoint)
+      const Best wb = lane < kWarps ? sh.warp_best[lane] : Best{0.0f, 0, 0};
+      const unsigned long long key =
+          wb.L > 0 ? (static_cast<unsigned long long>(__float_as_uint(wb.score)) << 32) | static_cast<unsigned>(wb.L)
+                   : 0ull;
+      unsigned long long top = key;
+      for (int o = 16; o > 0; o >>= 1) {
+        const unsigned long long other = __shfl_xor_sync(kFull, top, o);
+        top = top > other ? top : other;
+      }
+      if (top != 0) {
+        const int w = __ffs(__ballot_sync(kFull, key == top)) - 1;
+        if (lane == 0) {
           sh.best_info = sh.warp_best[w];
-          sh.best_from_warp = 1;
+          sh.best_from_warp = w + 1;
         }
       }
     }
     __syncthreads();
   }
+  SUFFIX_PROF_SET(5, clock64());
+  bool clean = false;  // the block path's table, cleared before its first walk
   for (int L = min_of<int>(a.warp_lo, a.hi + 1) - 1; L >= a.lo; --L) {
     const int64_t limit = suffix_spec_limit(L, a.factor, a.offset, a.cap);
     if (!worth_walking(sh, L, limit, a.depth, a.bar)) continue;
+    if (!clean) {
+      for (int j = threadIdx.x; j < kCandCap; j += kThreads) {
+        sh.tab_idx[j] = 0;
+        sh.tab_cnt[j] = 0;
+        sh.tab_least[j] = ~0ull;
+      }
+      __syncthreads();
+      clean = true;
+    }
     int m = 0;
     const float score = block_walk(sh, src, L, limit, a, &m);
     keep_block_draft(sh, score, L, m);
   }
+  SUFFIX_PROF_SET(6, clock64());
 }
 
-// The best draft's tokens into sh.best (a warp-path winner is walked again by warp 0). Uniform call.
-__device__ __forceinline__ void core_finish(CoreShared& sh, const CoreArgs& a) {
-  if (sh.best_from_warp && threadIdx.x < 32) {
-    const Best b = sh.best_info;
-    int m = 0;
-    warp_walk(sh, b.L, suffix_spec_limit(b.L, a.factor, a.offset, a.cap), a, &sh.best, nullptr, &m);
+// The best draft's tokens into sh.best (a warp-path winner's from its warp's copy). Uniform call.
+__device__ __forceinline__ void core_finish(CoreShared& sh, const CoreArgs&) {
+  if (sh.best_from_warp > 0) {
+    const DraftBuf& src = sh.wdraft[sh.best_from_warp - 1];
+    for (int k = threadIdx.x; k < sh.best_info.m; k += kThreads) {
+      sh.best.tokens[k] = src.tokens[k];
+      sh.best.probs[k] = src.probs[k];
+    }
   }
   __syncthreads();
 }

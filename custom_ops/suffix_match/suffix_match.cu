@@ -4,32 +4,37 @@
 // suffix tree and without a vocabulary-sized histogram:
 //
 // 1. One pass over the history computes l(i), the match length of H[0 .. i] against the context C
-//    (capped at |C| - 1), for every position i (coalesced loads, four positions in flight per thread,
-//    early exit), a histogram of l, and compacts the positions with l(i) >= 1 into a candidate list
-//    in shared memory. The occurrences of s = C[-L:] are the candidates with l >= L, so
-//    n_L = |S_0(L)| is a suffix sum of the histogram and the sets nest as L grows. n_L >= 1 always
-//    (the newest occurrence, i = N - 1, has no continuation); a match length with n_L = 1 drafts
-//    nothing.
+//    (capped at |C| - 1), for every position i (coalesced loads, eight positions in flight per thread;
+//    H[i - 1] from the neighbouring lane, so only l >= 2 loads more), a histogram of the l >= 2, and
+//    compacts the positions with l(i) >= 1 into a candidate list in shared memory (those with l >= 2
+//    also into a second list). The occurrences of s = C[-L:] are the candidates with l >= L, so
+//    n_L = |S_0(L)| is the list's length for L = 1, a suffix sum of the histogram above, and the sets
+//    nest as L grows. n_L >= 1 always (the newest occurrence, i = N - 1, has no continuation); a
+//    match length with n_L = 1 drafts nothing.
 // 2. Everything after that touches the candidates only (suffix_draft.cuh, the core shared with the
 //    global cache): the long matches (n_L <= 32) take the warp path with their continuations in
 //    shared memory, the shorter ones the block path over the candidate list, longest first, each
 //    skipped when its longest possible draft cannot beat the best so far (an exact bound).
 // 3. More than kCandCap candidates (a very frequent last token over a long history, tiny
 //    vocabularies): the list keeps the positions with l >= L0, the shortest match length with at most
-//    kCandCap occurrences (a second pass), and match lengths below L0 take the slow path: each step
-//    rescans the history for the members of S_k and counts their next tokens in the same shared
-//    table; a table that fills up restarts the step on half of the 64-bit hash range of the tokens (a
-//    bijective mix), range by range: never a wrong answer, only more passes.
+//    kCandCap occurrences (the second list when L0 = 2, else a second pass), and match lengths below
+//    L0 take the slow path: each step rescans the history for the members of S_k and counts their
+//    next tokens in the same shared table; a table that fills up restarts the step on half of the
+//    64-bit hash range of the tokens (a bijective mix), range by range: never a wrong answer, only
+//    more passes.
 // 4. The best (score, L) wins; its draft, probabilities and match length are written to
 //    suffix_tokens / suffix_probs / suffix_meta.
 //
 // Kernel 2 is the batch budget walk of ngram_common/ngram_walk.cuh (docs/contract/ngram.md), with the
-// drafts of suffix_tokens, then pad_to_max.
+// drafts of suffix_tokens, then pad_to_max. When the threshold cannot bind, kernel 1 writes each
+// slot's outcome itself and kernel 2 is not launched.
 //
 // Bit-identity with the CPU: counts are integers; every float step (the count ratio, the running
 // product, the score sum, the length limit) is one correctly rounded IEEE operation through the
 // helpers of suffix_match.h, in the order of the CPU code; ties are decided by positions.
 #include "suffix_match/suffix_match.h"
+
+#include <cstdio>
 
 #include <cub/block/block_reduce.cuh>
 
@@ -49,13 +54,16 @@ using suffix_gpu::kFull;
 using suffix_gpu::kThreads;
 
 constexpr int kWarpSet = suffix_gpu::kWarpSet;
-constexpr int kUnroll = 4;  // history positions in flight per thread in the match-length pass
+constexpr int kUnroll = 8;  // history positions in flight per thread in the match-length pass
 
 struct SearchShared {
   int64_t ctx[kMaxSuffixTreeDepth];
   int32_t hist[kMaxSuffixTreeDepth];
   CoreShared core;
-  int n_cand;        // candidates appended (may exceed kCandCap: then the second pass)
+  uint32_t key2[kCandCap];  // the second list: positions with l >= 2 (< kMaxSuffixHistory)
+  uint8_t len2[kCandCap];
+  int n_cand;        // candidates appended (may exceed kCandCap: then the second list or pass)
+  int n_cand2;
   int l0;            // shortest match length held in the candidate list
   int short_end;     // shortest match length with n_L <= 32 (c: none)
   int last_l;        // the longest match length with n_L >= 2 (0: none)
@@ -78,35 +86,50 @@ struct HistorySource {
   }
 };
 
-// l(i), the match length of H[0 .. i] against the context (capped at c - 1), given H[i].
+// l(i), the match length of H[0 .. i] against the context (capped at c - 1), given H[i] and, when
+// `have_prev`, H[i - 1] (a neighbour lane's token): the common l <= 1 needs no load. The rarer longer
+// matches compare kMatchChunk positions per round of loads: a serial chain of up to c - 1 dependent
+// loads was the longest latency of the pass.
+constexpr int kMatchChunk = 8;
+
 __device__ __forceinline__ int match_len(const int64_t* row, const int64_t* ctx, int c, int64_t i,
-                                         int64_t tok) {
+                                         int64_t tok, int64_t prev, bool have_prev) {
   if (tok != ctx[c - 1]) return 0;
-  int l = 1;
-  while (l < c - 1 && i - l >= 0 && row[i - l] == ctx[c - 1 - l]) ++l;
+  const int lim = static_cast<int>(min_of<int64_t>(c - 1, i + 1));  // l < c - 1 and i - l >= 0
+  if (lim <= 1) return 1;
+  if ((have_prev ? prev : row[i - 1]) != ctx[c - 2]) return 1;
+  int l = 2;
+  while (l < lim) {
+    int64_t t[kMatchChunk];
+#pragma unroll
+    for (int u = 0; u < kMatchChunk; ++u) t[u] = l + u < lim ? row[i - l - u] : 0;
+#pragma unroll
+    for (int u = 0; u < kMatchChunk; ++u) {
+      if (l + u >= lim || t[u] != ctx[c - 1 - l - u]) return l + u;
+    }
+    l += kMatchChunk;
+  }
   return l;
 }
 
-// Appends (i, l) for the lanes with `take` to the candidate list (warp-aggregated: one shared
-// atomic per warp), counting past kCandCap.
-__device__ __forceinline__ void append_candidate(SearchShared& sh, bool take, int64_t i, int l) {
-  const unsigned ballot = __ballot_sync(kFull, take);
-  if (ballot == 0) return;
-  const int lane = threadIdx.x & 31;
-  int base = 0;
-  if (lane == 0) base = atomicAdd(&sh.n_cand, __popc(ballot));
-  base = __shfl_sync(kFull, base, 0);
-  if (!take) return;
-  const int at = base + __popc(ballot & ((1u << lane) - 1u));
+// Appends (key, l) at `at` of a list of capacity kCandCap (positions past it are counted only).
+template <class Key>
+__device__ __forceinline__ void store_candidate(Key* keys, uint8_t* lens, int at, int64_t i, int l) {
   if (at < kCandCap) {
-    sh.core.key[at] = static_cast<unsigned long long>(i);
-    sh.core.len[at] = static_cast<uint8_t>(l);
+    keys[at] = static_cast<Key>(i);
+    lens[at] = static_cast<uint8_t>(l);
   }
 }
 
-// One pass over the history: pass 0 appends every l >= 1 and builds the histogram; pass 1 appends
-// the positions with l >= l0 only.
+// One pass over the history. Pass 0 appends every l >= 1 to the candidate list, every l >= 2 also to
+// the second list (what the search needs when the first overflows, unless n_2 > kCandCap too), and
+// counts the l >= 2 in the histogram (n_1 is the number appended); pass 1 appends the positions with
+// l >= l0 only. Appends are warp-aggregated over the kUnroll positions of a round (one shared atomic
+// per warp and list); the lists count past kCandCap.
 __device__ void history_pass(SearchShared& sh, const int64_t* row, int64_t n, int c, int pass, int l0) {
+  const int lane = threadIdx.x & 31;
+  const unsigned below = (1u << lane) - 1u;
+  const int want = pass == 0 ? 1 : l0;
   for (int64_t base = 0; base < n; base += int64_t{kThreads} * kUnroll) {
     int64_t tok[kUnroll];
 #pragma unroll
@@ -114,16 +137,87 @@ __device__ void history_pass(SearchShared& sh, const int64_t* row, int64_t n, in
       const int64_t i = base + u * kThreads + threadIdx.x;
       tok[u] = i < n ? row[i] : 0;
     }
+    int len[kUnroll];
+    unsigned ballot[kUnroll];
+    int total = 0, total2 = 0;
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t i = base + u * kThreads + threadIdx.x;
-      const int l = i < n ? match_len(row, sh.ctx, c, i, tok[u]) : 0;
-      if (pass == 0) {
-        const unsigned group = __match_any_sync(kFull, l);
-        if (l > 0 && (threadIdx.x & 31) == __ffs(group) - 1) atomicAdd(&sh.hist[l], __popc(group));
-      }
-      append_candidate(sh, pass == 0 ? l > 0 : l >= l0, i, l);
+      const int64_t prev = __shfl_up_sync(kFull, tok[u], 1);  // H[i - 1], but on lane 0
+      len[u] = i < n ? match_len(row, sh.ctx, c, i, tok[u], prev, lane > 0) : 0;
+      ballot[u] = __ballot_sync(kFull, len[u] >= want);
+      total += __popc(ballot[u]);
+      if (pass == 0) total2 += __popc(__ballot_sync(kFull, len[u] >= 2));
     }
+    if (total == 0) continue;  // warp-uniform
+    int at = 0, at2 = 0;
+    if (lane == 0) {
+      at = atomicAdd(&sh.n_cand, total);
+      if (total2 > 0) at2 = atomicAdd(&sh.n_cand2, total2);
+    }
+    at = __shfl_sync(kFull, at, 0);
+    at2 = __shfl_sync(kFull, at2, 0);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = base + u * kThreads + threadIdx.x;
+      if (len[u] >= want) store_candidate(sh.core.key, sh.core.len, at + __popc(ballot[u] & below), i, len[u]);
+      at += __popc(ballot[u]);
+      if (pass == 0) {
+        const unsigned two = __ballot_sync(kFull, len[u] >= 2);
+        if (two != 0) {  // warp-uniform; rare: the histogram and the second list
+          if (len[u] >= 2) store_candidate(sh.key2, sh.len2, at2 + __popc(two & below), i, len[u]);
+          at2 += __popc(two);
+          const unsigned group = __match_any_sync(kFull, len[u] >= 2 ? len[u] : 0);
+          if (len[u] >= 2 && lane == __ffs(group) - 1) atomicAdd(&sh.hist[len[u]], __popc(group));
+        }
+      }
+    }
+  }
+}
+
+// Warp 0: n_L, the number of positions with l >= L (n_cand for L = 1, else a suffix sum of the
+// histogram: lane q owns match lengths 8q .. 8q + 7), then the bounds the search needs, each a min or
+// max over L as n_L never grows with L: last_l, the longest L with n_L >= 2 (0: none); short_end, the
+// shortest with n_L <= kWarpSet (c: none); l0, the shortest held by the candidate list (1 unless it
+// overflowed: then the shortest with n_L <= kCandCap, c: none; the list is reset for the second pass).
+__device__ void match_length_bounds(SearchShared& sh, int c) {
+  constexpr int kPer = kMaxSuffixTreeDepth / 32;
+  const int lane = threadIdx.x;
+  int h[kPer];
+  int total = 0;
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int L = lane * kPer + j;
+    h[j] = L >= 1 && L < c ? sh.hist[L] : 0;
+    total += h[j];
+  }
+  int incl = total;  // this lane's and the lanes above it
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int v = __shfl_down_sync(kFull, incl, o);
+    if (lane + o < 32) incl += v;
+  }
+  const int above = incl - total;
+  unsigned last_l = 0, short_end = c, l0 = c;
+  int at_least = above;
+#pragma unroll
+  for (int j = kPer - 1; j >= 0; --j) {
+    const int L = lane * kPer + j;
+    at_least += h[j];
+    if (L == 1) at_least = sh.n_cand;  // every l >= 1 was appended (hist counts l >= 2 only)
+    if (L < 1 || L >= c) continue;
+    if (at_least >= 2) last_l = max(last_l, static_cast<unsigned>(L));
+    if (at_least <= kWarpSet) short_end = min(short_end, static_cast<unsigned>(L));
+    if (at_least <= kCandCap) l0 = min(l0, static_cast<unsigned>(L));
+  }
+  last_l = __reduce_max_sync(kFull, last_l);
+  short_end = __reduce_min_sync(kFull, short_end);
+  l0 = __reduce_min_sync(kFull, l0);
+  if (lane == 0) {
+    sh.short_end = static_cast<int>(short_end);
+    sh.last_l = static_cast<int>(last_l);
+    sh.l0 = sh.n_cand > kCandCap ? static_cast<int>(l0) : 1;
+    if (sh.n_cand > kCandCap) sh.n_cand = 0;
   }
 }
 
@@ -181,6 +275,7 @@ struct StepResult {
 // Step k of match length L over the whole history. Uniform call; ends with a barrier.
 __device__ StepResult slow_step(SearchShared& sh, const int64_t* row, int64_t n, int c, int L, int k) {
   using Reduce = cub::BlockReduce<unsigned long long, kThreads>;
+  SUFFIX_PROF_ADD(12, 1);
   if (threadIdx.x == 0) sh.members = 0;
   uint64_t lo = 0;
   int width_log = 64;  // the hash range [lo, lo + 2^width_log) of this pass
@@ -279,80 +374,6 @@ __device__ void write_draft(const SuffixMatchParams& p, int64_t b, const DraftBu
   }
 }
 
-constexpr size_t kSearchSmem = sizeof(SearchShared);
-
-__global__ void __launch_bounds__(kThreads) suffix_search_kernel(SuffixMatchParams p) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  SearchShared& sh = *reinterpret_cast<SearchShared*>(smem_raw);
-  const int64_t b = blockIdx.x;
-  allow_dependent_launch();  // the walk waits for this grid's completion anyway
-  if (!suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b])) return;
-  const SuffixSlot v = suffix_slot(p, b);
-  const int64_t* row = v.row;
-  const int64_t n = v.n;
-  const int c = static_cast<int>(min_of<int64_t>(p.max_tree_depth, n));
-  if (c <= 1 || v.cap == 0) {  // no match length, or every draft is empty: the last L wins
-    write_draft(p, b, nullptr, 0, c > 1 ? c - 1 : 0);
-    return;
-  }
-
-  // 1. Match lengths, their histogram and the candidate list.
-  for (int j = threadIdx.x; j < c; j += kThreads) {
-    sh.ctx[j] = row[n - c + j];
-    sh.hist[j] = 0;
-  }
-  if (threadIdx.x == 0) sh.n_cand = 0;
-  __syncthreads();
-  history_pass(sh, row, n, c, 0, 1);
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int64_t at_least = 0;  // n_L
-    int short_end = c, last_l = 0, l0 = c;  // l0 = c: no match length fits the list
-    for (int L = c - 1; L >= 1; --L) {
-      at_least += sh.hist[L];
-      if (at_least >= 2 && last_l == 0) last_l = L;
-      if (at_least <= kWarpSet) short_end = L;
-      if (at_least <= kCandCap) l0 = L;
-    }
-    sh.short_end = short_end;
-    sh.last_l = last_l;
-    sh.l0 = sh.n_cand > kCandCap ? l0 : 1;
-    if (sh.n_cand > kCandCap) sh.n_cand = 0;
-  }
-  __syncthreads();
-  const int last_l = sh.last_l;
-  const int l0 = sh.l0;
-  if (last_l == 0) {  // every occurrence set is the newest one alone: every draft is empty
-    write_draft(p, b, nullptr, 0, c - 1);
-    return;
-  }
-  if (l0 > 1) {  // the list overflowed: keep the occurrences of C[-l0:] (at most kCandCap)
-    history_pass(sh, row, n, c, 1, l0);
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) sh.core.n = min(sh.n_cand, kCandCap);
-  __syncthreads();
-
-  // 2. The core over the candidates: match lengths l0 .. last_l.
-  const CoreArgs a = suffix_gpu::core_args(p, v.cap, l0, sh.short_end, last_l, 0.0f);
-  suffix_gpu::core_search(sh.core, HistorySource{row, n}, a);
-
-  // 3. The slow path: match lengths below l0, longest first, under the same bound.
-  for (int L = min_of<int>(l0, last_l + 1) - 1; L >= 1; --L) {
-    const int64_t limit = suffix_spec_limit(L, p.max_spec_factor, p.max_spec_offset, v.cap);
-    if (!suffix_gpu::worth_walking(sh.core, L, limit, p.max_tree_depth, 0.0f)) continue;
-    int m = 0;
-    const float score = slow_walk(p, sh, row, n, c, L, limit, &m);
-    suffix_gpu::keep_block_draft(sh.core, score, L, m);
-  }
-  suffix_gpu::core_finish(sh.core, a);
-
-  // 4. The best (score, L); match lengths past last_l draft nothing and score 0.
-  Best best = sh.core.best_info;
-  if (best.score == 0.0f && c - 1 > best.L) best = Best{0.0f, c - 1, 0};
-  write_draft(p, b, &sh.core.best, best.m, best.L);
-}
-
 // ---- the budget walk ----------------------------------------------------------------------------
 
 struct SuffixWalk {
@@ -388,17 +409,167 @@ struct SuffixWalk {
   }
 };
 
+constexpr size_t kSearchSmem = sizeof(SearchShared);
+
+// Slot b's search (block-uniform returns).
+__device__ void search_slot(const SuffixMatchParams& p, SearchShared& sh, int64_t b) {
+  if (!suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b])) return;
+  const SuffixSlot v = suffix_slot(p, b);
+  const int64_t* row = v.row;
+  const int64_t n = v.n;
+  const int c = static_cast<int>(min_of<int64_t>(p.max_tree_depth, n));
+  if (c <= 1 || v.cap == 0) {  // no match length, or every draft is empty: the last L wins
+    write_draft(p, b, nullptr, 0, c > 1 ? c - 1 : 0);
+    return;
+  }
+
+  // 1. Match lengths, their histogram and the candidate list.
+  for (int j = threadIdx.x; j < c; j += kThreads) {
+    sh.ctx[j] = row[n - c + j];
+    sh.hist[j] = 0;
+  }
+  if (threadIdx.x == 0) {
+    sh.n_cand = 0;
+    sh.n_cand2 = 0;
+  }
+  __syncthreads();
+  SUFFIX_PROF_SET(1, clock64());
+  history_pass(sh, row, n, c, 0, 1);
+  __syncthreads();
+  SUFFIX_PROF_SET(2, clock64());
+  if (threadIdx.x < 32) match_length_bounds(sh, c);
+  __syncthreads();
+  SUFFIX_PROF_SET(3, clock64());
+  const int last_l = sh.last_l;
+  const int l0 = sh.l0;
+  if (last_l == 0) {  // every occurrence set is the newest one alone: every draft is empty
+    write_draft(p, b, nullptr, 0, c - 1);
+    return;
+  }
+  // l0 > 1: the list overflowed; keep the occurrences of C[-l0:] (at most kCandCap): for l0 = 2 the
+  // second list (n_2 <= kCandCap), for l0 = c none (no match length fits), else a second pass.
+  int n_list = 0;
+  if (l0 == 1) {
+    n_list = sh.n_cand;
+  } else if (l0 == 2) {
+    n_list = sh.n_cand2;
+    for (int j = threadIdx.x; j < n_list; j += kThreads) {
+      sh.core.key[j] = sh.key2[j];
+      sh.core.len[j] = sh.len2[j];
+    }
+  } else if (l0 < c) {
+    history_pass(sh, row, n, c, 1, l0);
+    __syncthreads();
+    n_list = sh.n_cand;
+  }
+  if (threadIdx.x == 0) sh.core.n = min(n_list, kCandCap);
+  __syncthreads();
+  SUFFIX_PROF_SET(4, clock64());
+  SUFFIX_PROF_SET(13, sh.core.n);
+  SUFFIX_PROF_SET(14, sh.short_end);
+  SUFFIX_PROF_SET(15, l0 * 1000 + last_l);
+
+  // 2. The core over the candidates: match lengths l0 .. last_l.
+  const CoreArgs a = suffix_gpu::core_args(p, v.cap, l0, sh.short_end, last_l, 0.0f);
+  suffix_gpu::core_search(sh.core, HistorySource{row, n}, a);
+
+  // 3. The slow path: match lengths below l0, longest first, under the same bound.
+  for (int L = min_of<int>(l0, last_l + 1) - 1; L >= 1; --L) {
+    const int64_t limit = suffix_spec_limit(L, p.max_spec_factor, p.max_spec_offset, v.cap);
+    if (!suffix_gpu::worth_walking(sh.core, L, limit, p.max_tree_depth, 0.0f)) continue;
+    int m = 0;
+    const float score = slow_walk(p, sh, row, n, c, L, limit, &m);
+    suffix_gpu::keep_block_draft(sh.core, score, L, m);
+  }
+  SUFFIX_PROF_SET(7, clock64());
+  suffix_gpu::core_finish(sh.core, a);
+  SUFFIX_PROF_SET(8, clock64());
+
+  // 4. The best (score, L); match lengths past last_l draft nothing and score 0.
+  Best best = sh.core.best_info;
+  if (best.score == 0.0f && c - 1 > best.L) best = Best{0.0f, c - 1, 0};
+  write_draft(p, b, &sh.core.best, best.m, best.L);
+}
+
+// `finish`: the batch budget cannot bind (budget_never_binds), so every slot's outcome is its own
+// and the block writes it as the walk would (ngram_walk_finish with every draft kept): no walk kernel.
+__global__ void __launch_bounds__(kThreads, 2) suffix_search_kernel(SuffixMatchParams p, bool finish) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  SearchShared& sh = *reinterpret_cast<SearchShared*>(smem_raw);
+  const int64_t b = blockIdx.x;
+#ifdef FDSPEC_SUFFIX_PROFILE
+  for (int k = 1; k < suffix_gpu::kProfSlots; ++k) SUFFIX_PROF_SET(k, 0);
+  SUFFIX_PROF_SET(0, clock64());
+#endif
+  allow_dependent_launch();  // the walk waits for this grid's completion anyway
+  search_slot(p, sh, b);
+  SUFFIX_PROF_SET(9, clock64());
+  if (!finish) return;
+  __syncthreads();  // the slot's suffix_tokens row and suffix_meta are written
+  if (threadIdx.x == 0) {
+    const SuffixWalk walk{p};
+    const DeviceWalkSlot w = walk.slot(b);
+    ngram_walk_finish(walk.outputs(), b, w, w.src, w.processed ? w.untruncated : 0);
+  }
+}
+
 }  // namespace
 
-cudaError_t suffix_search_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
-  if (p.batch <= 0) return cudaSuccess;
+#ifdef FDSPEC_SUFFIX_PROFILE
+// Prints the stage profile of the last search launch over `blocks` slots (bench-only build).
+void suffix_profile_print(int64_t blocks, double clock_khz) {
+  static long long h[suffix_gpu::kProfBlocks][suffix_gpu::kProfSlots];
+  if (cudaMemcpyFromSymbol(h, suffix_gpu::g_suffix_prof, sizeof(h)) != cudaSuccess) return;
+  const char* names[10] = {"entry", "ctx", "pass0", "hist", "pass1", "warp", "block", "slow", "finish", "write"};
+  const int64_t nb = blocks < suffix_gpu::kProfBlocks ? blocks : suffix_gpu::kProfBlocks;
+  double sum[10] = {}, mx[10] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    long long last = h[b][0];
+    for (int k = 1; k < 10; ++k) {
+      if (h[b][k] == 0) continue;
+      const double us = (h[b][k] - last) / clock_khz * 1e3;
+      last = h[b][k];
+      sum[k] += us;
+      mx[k] = us > mx[k] ? us : mx[k];
+    }
+    if (b < 4 || (h[b][9] - h[b][0]) / clock_khz * 1e3 > 3.0)
+      std::printf("  slot %lld: total %.2f us cand=%lld warp_lo=%lld l0=%lld last_l=%lld walks=%lld steps=%lld "
+                  "slow=%lld\n",
+                  (long long)b, (h[b][9] - h[b][0]) / clock_khz * 1e3, h[b][13], h[b][14], h[b][15] / 1000,
+                  h[b][15] % 1000, h[b][10], h[b][11], h[b][12]);
+  }
+  std::printf("  stage (us, mean / max over %lld blocks):", (long long)nb);
+  for (int k = 1; k < 10; ++k) std::printf(" %s %.2f/%.2f", names[k], sum[k] / nb, mx[k]);
+  std::printf("\n");
+}
+#endif
+
+namespace {
+
+// The walk keeps every draft when even the longest possible batch stays under the threshold: the
+// walk state G of a slot plus its drafts is at most the sum over all slots of their longest length
+// (a fixed one <= 2^31 - 1, a decoding one <= K + 1) and one per slot still counted, so
+// T > B (2^31 + K + 2) + 1 gives G < T - 1 and G + u <= T for every slot (docs/contract/ngram.md).
+bool budget_never_binds(const SuffixMatchParams& p) {
+  if (p.batch > (int64_t{1} << 30)) return false;
+  return p.threshold > p.batch * ((int64_t{1} << 31) + (p.draft_stride - 1) + 2) + 1;
+}
+
+cudaError_t launch_search(const SuffixMatchParams& p, bool finish, cudaStream_t stream) {
   // More than the default 48 KB of dynamic shared memory: a host-side attribute (no stream work),
   // fine under graph capture; set on every launch as it is per device.
   cudaError_t err = cudaFuncSetAttribute(suffix_search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(kSearchSmem));
   if (err != cudaSuccess) return err;
-  suffix_search_kernel<<<static_cast<unsigned>(p.batch), kThreads, kSearchSmem, stream>>>(p);
+  suffix_search_kernel<<<static_cast<unsigned>(p.batch), kThreads, kSearchSmem, stream>>>(p, finish);
   return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t suffix_search_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
+  if (p.batch <= 0) return cudaSuccess;
+  return launch_search(p, false, stream);
 }
 
 cudaError_t suffix_walk_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
@@ -408,10 +579,13 @@ cudaError_t suffix_walk_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
 
 cudaError_t suffix_match_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
   if (p.batch <= 0) return cudaSuccess;
-  cudaError_t err = suffix_search_gpu(p, stream);
+  const bool alone = budget_never_binds(p);
+  cudaError_t err = launch_search(p, alone, stream);
   if (err != cudaSuccess) return err;
-  err = suffix_walk_gpu(p, stream);
-  if (err != cudaSuccess) return err;
+  if (!alone) {
+    err = suffix_walk_gpu(p, stream);
+    if (err != cudaSuccess) return err;
+  }
   return FDSPEC_LAUNCH_STATUS(stream);
 }
 

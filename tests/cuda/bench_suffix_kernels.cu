@@ -17,6 +17,8 @@
 //        custom_ops/suffix_cache/suffix_cache{.cu,_cpu.cc} -o build/bench_suffix_kernels
 //   build/bench_suffix_kernels [--json FILE] [--quick] [--only match|cache]
 //   build/bench_suffix_kernels --profile match|cache B N   (a few plain steps, for nsys / ncu)
+//   build/bench_suffix_kernels --stages B N   (suffix_match: the search and the walk timed apart; with
+//                                               -DFDSPEC_SUFFIX_PROFILE also the search's per-stage clocks)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -346,6 +348,39 @@ Result bench_cache(int64_t B, const HostCache& h, const bench::Flusher& fl, cuda
   return Result{"cache insert+query", B, h.R, warm, cold, wins, checked};
 }
 
+#ifdef FDSPEC_SUFFIX_PROFILE
+}  // namespace
+namespace fdspec {
+void suffix_profile_print(int64_t blocks, double clock_khz);
+}
+namespace {
+#endif
+
+int stages(int argc, char** argv) {
+  if (argc < 4) return 2;
+  const int64_t B = std::atoll(argv[2]), N = std::atoll(argv[3]);
+  harness::Stream st;
+  Match c = make_match(B, N);
+  DevMatch d(c);
+  const fdspec::SuffixMatchParams p = d.params();
+  auto time = [&](cudaError_t (*op)(const fdspec::SuffixMatchParams&, cudaStream_t)) {
+    return bench::graph_us(st.get(), 20, 3, 5, [&](cudaStream_t s) { return op(p, s); });
+  };
+  const double search = time(fdspec::suffix_search_gpu), walk = time(fdspec::suffix_walk_gpu);
+  const double both = time(fdspec::suffix_match_gpu);
+  std::printf("stages B=%lld N=%lld: search %.2f us, walk %.2f us, match %.2f us (warm graph replays)\n",
+              (long long)B, (long long)N, search, walk, both);
+#ifdef FDSPEC_SUFFIX_PROFILE
+  CHECK(fdspec::suffix_search_gpu(p, st.get()));
+  st.sync();
+  int khz = 0;
+  CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+  fdspec::suffix_profile_print(B, khz);
+#endif
+  std::fflush(stdout);
+  return 0;
+}
+
 int profile(int argc, char** argv) {
   if (argc < 5) return 2;
   const std::string what = argv[2];
@@ -372,6 +407,7 @@ int profile(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--profile") return profile(argc, argv);
+  if (argc > 1 && std::string(argv[1]) == "--stages") return stages(argc, argv);
   const bench::Options opt = bench::parse_options(argc, argv, "match|cache");
   if (!opt.ok) return 2;
   cudaDeviceProp prop;
