@@ -74,42 +74,120 @@ __device__ __forceinline__ unsigned long long warp_max_u64(unsigned long long v)
 }
 
 // Shape of the search: 1024 threads x 4 tokens = 32 KB tiles, kNgramSearchStages of them in a ring of
-// shared memory filled by cp.async, so that a block keeps up to 96 KB of loads in flight while it
-// examines one tile, with 32 warps to hide the shared-memory latency of the examination. One block
-// per slot must draw about 50 GB/s from its SM for a batch of 64 slots to run at the device's
-// memory bandwidth.
+// shared memory filled by cp.async (16-byte copies where the haystack allows), so that a block keeps
+// up to 96 KB of loads in flight while it examines one tile, with 32 warps to hide the shared-memory
+// latency of the examination. One block per SM (the ring takes 128 KB).
 constexpr int kNgramSearchThreads = 1024;
 constexpr int kNgramSearchTok = 4;
 constexpr int kNgramSearchStages = 4;
 constexpr int kNgramSearchTile = kNgramSearchThreads * kNgramSearchTok;
 constexpr size_t kNgramSearchSmem = sizeof(int64_t) * kNgramSearchTile * kNgramSearchStages;
+// Most blocks that search one slot together (a thread-block cluster, one block per SM).
+constexpr int kNgramMaxCluster = 8;
 
-// One block per slot. Problem::slot(b) says what to search; Problem::gives_up(b) (called by every
-// thread, may use the whole block) may skip the search of a slot that the budget walk will surely
-// drop; Problem::store(b, code) (thread 0, once per recorded slot, after a barrier that follows every
-// thread's slot() and gives_up() reads) keeps the result. The haystacks (prompt, then the second one) form one sequence of tiles that stream through
-// the ring. Each haystack token is loaded once: O(len0 + len1) loads per slot. The scan stops once
-// the best key has the largest possible size: windows of one size are ordered by position, so no
-// later tile can beat it.
+// The blocks of one slot's cluster, C of them (1 without a cluster launch), and this block's rank.
+__device__ __forceinline__ unsigned ngram_cluster_size() {
+  unsigned r = 1;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+#endif
+  return r;
+}
+__device__ __forceinline__ unsigned ngram_cluster_rank() {
+  unsigned r = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+#endif
+  return r;
+}
+// Every thread of every block of the cluster arrives, then waits for all (release / acquire at
+// cluster scope: shared-memory stores to other blocks before it are visible to their reads after it).
+// Not `.aligned`: it is reached from code whose control flow depends on the thread.
+__device__ __forceinline__ void ngram_cluster_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
+#endif
+}
+// Stores v at the address of `local` in the shared memory of the cluster's block `rank`.
+__device__ __forceinline__ void ngram_cluster_store(unsigned long long* local, unsigned rank,
+                                                    unsigned long long v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(local));
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(a), "r"(rank));
+  asm volatile("st.shared::cluster.u64 [%0], %1;" ::"r"(remote), "l"(v) : "memory");
+#else
+  *local = v;
+#endif
+}
+
+#ifndef FDSPEC_NGRAM_COPY
+#define FDSPEC_NGRAM_COPY 161
+#endif
+// Copies 16 bytes from global to shared memory asynchronously (part of the thread's current group).
+__device__ __forceinline__ void ngram_copy16(int64_t* dst, const int64_t* src) {
+#if FDSPEC_NGRAM_COPY == 162
+  __pipeline_memcpy_async(dst, src, 2 * sizeof(int64_t));
+#else
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+#endif
+}
+
+// The search of `batch` slots: C blocks per slot (a cluster; C = 1 when the batch fills the GPU), the
+// slot's tiles dealt round-robin to them.
+//
+// Problem provides:
+// - SearchSlot slot(b): what to search (every thread calls it);
+// - bool threshold_may_bind(), int64_t give_up_term(b, j), bool gives_up(b, total): a slot with
+//   gives_up(b, sum over j of give_up_term(b, j)) is sure to be dropped by the budget walk and is not
+//   searched; threshold_may_bind() false (from the parameters alone) says no slot can be, and no
+//   term is read. The terms are read in the same round trip as the slot, so the test costs a barrier.
+// - store(b, code) (thread 0 of the slot's first block, once per recorded slot, after a barrier that
+//   follows every thread's slot() and give_up_term() reads) keeps the result.
+//
+// The haystacks (prompt, then the second one) form one sequence of tiles; block r of the cluster
+// streams tiles r, r + C, r + 2C, ... through its ring. Each haystack token is loaded once: O(len0 +
+// len1) loads per slot. The scan stops once a key of the largest possible size is known: windows of
+// one size are ordered by position, so no later tile can beat it. In a cluster, the blocks publish
+// their best key so far to one another at each round's cluster barrier (double-buffered, so that a
+// round's stores never meet a read of the round before), so they all stop at the same round; at the
+// end block 0 takes the best of the C final keys. No atomic crosses blocks.
 template <int kMaxN, class Problem>
 __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Problem prob) {
   constexpr int kThreads = kNgramSearchThreads;
   constexpr int kTile = kNgramSearchTile;
   constexpr int kStages = kNgramSearchStages;
-  extern __shared__ int64_t ring[];  // [kStages][kTile]
+  extern __shared__ __align__(16) int64_t ring[];  // [kStages][kTile]
   __shared__ int64_t pat[kMaxNgramSize];
+  __shared__ int64_t warp_terms[kThreads / 32];
   __shared__ unsigned long long best;
+  __shared__ unsigned long long round_keys[2][kNgramMaxCluster];  // written by the cluster's blocks
+  __shared__ unsigned long long final_keys[kNgramMaxCluster];     // block 0's: each block's last key
 
+#ifdef FDSPEC_NGRAM_PDL_SEARCH
+  wait_for_primary_grid();
+#endif
   allow_dependent_launch();  // the op's next kernel may launch now and wait for this grid
-  const int64_t b = blockIdx.x;
+  const unsigned C = ngram_cluster_size();
+  const unsigned rank = ngram_cluster_rank();
+  const int64_t b = blockIdx.x / C;
+
+  // One round trip: this thread's share of the give-up sum and the slot's own facts.
+  const bool may_bind = prob.threshold_may_bind();
+  int64_t term = 0;
+  if (may_bind) {
+    for (int64_t j = threadIdx.x; j < prob.batch(); j += kThreads) term += prob.give_up_term(b, j);
+  }
   const SearchSlot s = prob.slot(b);
-  if (!s.record) return;
+  if (!s.record) return;  // the same for every block of the cluster: none touches another's memory
 
   // Candidate window ends are e in [0, len - 2]; tile ti covers positions [base, base + kTile).
   const int64_t ends0 = max_of<int64_t>(s.h.len0 - 1, 0);
   const int64_t ends1 = max_of<int64_t>(s.h.len1 - 1, 0);
   const int64_t tiles0 = ceil_div<int64_t>(ends0, kTile);
   const int64_t tiles = tiles0 + ceil_div<int64_t>(ends1, kTile);
+  const int64_t rounds = ceil_div<int64_t>(tiles, C);  // this block's tiles: r = 0 .. rounds - 1
   const bool searching = s.search && s.cap >= s.min_n;
 
   struct TileView {
@@ -125,43 +203,89 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
     v.n = min_of<int64_t>(kTile, (v.first ? ends0 : ends1) - v.base);
     return v;
   };
-  // Every thread commits one group per tile, even an empty one, so that "all but the newest
-  // kStages - 1 groups are complete" always means "tile ti has landed".
-  auto issue = [&](int64_t ti) {
-    if (ti < tiles) {
+  // Every thread commits one group per round, even an empty one, so that "all but the newest
+  // kStages - 1 groups are complete" always means "round r's tile has landed". A tile whose first
+  // token is 16-byte aligned (the base is even) moves in 16-byte copies, the odd last token alone.
+  auto issue = [&](int64_t r) {
+    const int64_t ti = r * C + rank;
+    if (r < rounds && ti < tiles) {
       const TileView v = view(ti);
-      int64_t* dst = ring + (ti % kStages) * kTile;
+      int64_t* dst = ring + (r % kStages) * kTile;
+      const int64_t* src = v.hay + v.base;
+#if FDSPEC_NGRAM_COPY != 8
+      if ((reinterpret_cast<uintptr_t>(src) & 15) == 0) {
 #pragma unroll
-      for (int k = 0; k < kNgramSearchTok; ++k) {
-        const int i = threadIdx.x + k * kThreads;
-        if (i < v.n) __pipeline_memcpy_async(dst + i, v.hay + v.base + i, sizeof(int64_t));
+        for (int k = 0; k < kNgramSearchTok / 2; ++k) {
+          const int i = 2 * (threadIdx.x + k * kThreads);
+          if (i + 1 < v.n) {
+            ngram_copy16(dst + i, src + i);
+          } else if (i < v.n) {
+            __pipeline_memcpy_async(dst + i, src + i, sizeof(int64_t));
+          }
+        }
+      } else
+#endif
+      {
+#pragma unroll
+        for (int k = 0; k < kNgramSearchTok; ++k) {
+          const int i = threadIdx.x + k * kThreads;
+          if (i < v.n) __pipeline_memcpy_async(dst + i, src + i, sizeof(int64_t));
+        }
       }
     }
     __pipeline_commit();
   };
 
-  // The first tile is requested before the give-up test, whose reductions then overlap it; the
-  // others only once the slot is known to search (a batch that gives up reads almost nothing).
+  // The first tile is requested before the give-up test, the others once the slot is known to
+  // search (a batch that gives up reads almost nothing).
   if (searching) {
     issue(0);
     if (threadIdx.x < s.cap) pat[threadIdx.x] = s.h.pattern_last[-static_cast<int64_t>(threadIdx.x)];
   }
   if (threadIdx.x == 0) best = 0;
-  const bool run = searching && !prob.gives_up(b);
+  bool run = searching;
+  if (searching && may_bind) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) term += __shfl_xor_sync(0xFFFFFFFFu, term, off);
+    if ((threadIdx.x & 31) == 0) warp_terms[threadIdx.x / 32] = term;
+    __syncthreads();
+    int64_t total = 0;
+#pragma unroll
+    for (int w = 0; w < kThreads / 32; ++w) total += warp_terms[w];
+    run = !prob.gives_up(b, total);
+  }
   if (run) {
     for (int st = 1; st < kStages - 1; ++st) issue(st);
   }
 
   const int64_t pat_last = run ? s.h.pattern_last[0] : 0;
-  for (int64_t ti = 0; run && ti < tiles; ++ti) {
+  for (int64_t r = 0; run && r < rounds; ++r) {
     __pipeline_wait_prior(kStages - 2);
-    // One barrier per tile: tile ti is visible to all, everyone is done with tile ti - 1 (whose slot
-    // is refilled below), and the stop decision is the same for the whole block.
-    if (__syncthreads_or(static_cast<int>(best >> 40) >= s.cap)) break;
-    issue(ti + kStages - 1);
+    // One barrier per round: the tile is visible to the block, everyone is done with the previous
+    // one (whose ring slot is refilled below), and the stop decision is the same for the whole block
+    // (and cluster).
+    // `best` is read only from the second round on: the first barrier is what publishes its reset.
+    bool stop;
+    if (C == 1) {
+      stop = __syncthreads_or(r > 0 && static_cast<int>(best >> 40) >= s.cap);
+    } else {
+      // The block's best so far (an atomic read: warps may still fold the last round in; any value
+      // it returns is a key found, which is all the stop rule needs).
+      if (threadIdx.x < C) {
+        ngram_cluster_store(&round_keys[r & 1][rank], threadIdx.x, r > 0 ? atomicAdd(&best, 0ull) : 0ull);
+      }
+      ngram_cluster_sync();
+      unsigned long long m = 0;
+      for (unsigned k = 0; k < C; ++k) m = max_of(m, round_keys[r & 1][k]);
+      stop = static_cast<int>(m >> 40) >= s.cap;
+    }
+    if (stop) break;
+    issue(r + kStages - 1);
 
+    const int64_t ti = r * C + rank;
+    if (ti >= tiles) continue;
     const TileView v = view(ti);
-    const int64_t* tile = ring + (ti % kStages) * kTile;
+    const int64_t* tile = ring + (r % kStages) * kTile;
     unsigned long long key = 0;
     // Almost every position fails on the pattern's last token: test that first, from registers,
     // and measure the full common suffix only on a hit. Positions past n hold stale tokens; the hit
@@ -189,12 +313,19 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   }
   __pipeline_wait_prior(0);  // no copy may still target shared memory when the block exits
   __syncthreads();
+  unsigned long long result = best;
+  if (C > 1) {
+    if (threadIdx.x == 0) ngram_cluster_store(&final_keys[rank], 0, result);
+    ngram_cluster_sync();  // also keeps every block alive until the others' stores to it are done
+    if (rank != 0) return;
+    for (unsigned k = 0; k < C; ++k) result = max_of(result, final_keys[k]);
+  }
   if (threadIdx.x == 0) {
-    if (!run || best == 0) {
+    if (!run || result == 0) {
       prob.store(b, kNoMatch);
     } else {
-      const bool in_prompt = (best >> 32) & 1;
-      const int64_t e = 0xFFFFFFFFu - static_cast<uint32_t>(best);
+      const bool in_prompt = (result >> 32) & 1;
+      const int64_t e = 0xFFFFFFFFu - static_cast<uint32_t>(result);
       prob.store(b, static_cast<int32_t>(e + 1) | (in_prompt ? 0 : kSeg1Bit));
     }
   }
@@ -212,29 +343,72 @@ __device__ __forceinline__ NgramMatch decode_search_result(int32_t code, const N
   return m;
 }
 
+// Blocks per slot: more than one only while the clusters surely fit on the GPU at once (B x C <= half
+// the SM count: a cluster's blocks must share a GPU processing cluster, and with one block per SM the
+// GPCs do not seat every pairing of the SMs) and each block gets at least two tiles of the widest
+// haystack (`max_tokens`).
+inline int ngram_search_cluster(int64_t batch, int64_t max_tokens, int sms) {
+  int c = 1;
+#ifdef FDSPEC_NGRAM_NO_CLUSTER
+  return c;
+#endif
+  while (c < kNgramMaxCluster && batch * c * 2 * 2 <= sms && int64_t{c} * 2 * 2 * kNgramSearchTile <= max_tokens) {
+    c *= 2;
+  }
+  return c;
+}
+
 template <int kMaxN, class Problem>
-cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, cudaStream_t stream) {
+cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, int64_t max_tokens,
+                                  cudaStream_t stream) {
   static_assert(Problem::kThreads == kNgramSearchThreads, "the search problem's block size");
   auto kernel = ngram_search_kernel<kMaxN, Problem>;
-  // The ring is larger than the default 48 KB of dynamic shared memory. A host-side attribute (no
-  // stream work), so it is fine under graph capture; set on every launch as it is per device.
+  // The ring is larger than the default 48 KB of dynamic shared memory. Host-side attributes (no
+  // stream work), so they are fine under graph capture; set on every launch as they are per device.
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(kNgramSearchSmem));
+  int dev = 0, sms = 0, major = 0;
+  if (err == cudaSuccess) err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
   if (err != cudaSuccess) return err;
-  kernel<<<static_cast<unsigned>(batch), kNgramSearchThreads, kNgramSearchSmem, stream>>>(prob);
-  return cudaGetLastError();
+  const int c = major >= 9 ? ngram_search_cluster(batch, max_tokens, sms) : 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(batch * c));
+  cfg.blockDim = dim3(kNgramSearchThreads);
+  cfg.dynamicSmemBytes = kNgramSearchSmem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[2];
+  cfg.attrs = attr;
+  if (c > 1) {
+    attr[cfg.numAttrs].id = cudaLaunchAttributeClusterDimension;
+    attr[cfg.numAttrs].val.clusterDim.x = static_cast<unsigned>(c);
+    attr[cfg.numAttrs].val.clusterDim.y = 1;
+    attr[cfg.numAttrs].val.clusterDim.z = 1;
+    ++cfg.numAttrs;
+  }
+#ifdef FDSPEC_NGRAM_PDL_SEARCH
+  if (major >= 9) {
+    attr[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
+    ++cfg.numAttrs;
+  }
+#endif
+  return cudaLaunchKernelEx(&cfg, kernel, prob);
 }
 
 // Launches the search over `batch` slots with the compare loop specialised for the usual sizes.
+// `max_tokens` bounds the tokens of a slot's two haystacks (it sizes the clusters).
 template <class Problem>
-cudaError_t launch_ngram_search(const Problem& prob, int64_t batch, int max_n, cudaStream_t stream) {
+cudaError_t launch_ngram_search(const Problem& prob, int64_t batch, int max_n, int64_t max_tokens,
+                                cudaStream_t stream) {
   switch (max_n) {
-    case 1: return launch_ngram_search_n<1>(prob, batch, stream);
-    case 2: return launch_ngram_search_n<2>(prob, batch, stream);
-    case 3: return launch_ngram_search_n<3>(prob, batch, stream);
-    case 4: return launch_ngram_search_n<4>(prob, batch, stream);
-    case 5: return launch_ngram_search_n<5>(prob, batch, stream);
-    default: return launch_ngram_search_n<0>(prob, batch, stream);
+    case 1: return launch_ngram_search_n<1>(prob, batch, max_tokens, stream);
+    case 2: return launch_ngram_search_n<2>(prob, batch, max_tokens, stream);
+    case 3: return launch_ngram_search_n<3>(prob, batch, max_tokens, stream);
+    case 4: return launch_ngram_search_n<4>(prob, batch, max_tokens, stream);
+    case 5: return launch_ngram_search_n<5>(prob, batch, max_tokens, stream);
+    default: return launch_ngram_search_n<0>(prob, batch, max_tokens, stream);
   }
 }
 

@@ -305,6 +305,15 @@ void body(harness::Tally& t, bool quick) {
   // Haystacks longer than the search kernel's ring of shared-memory tiles (4 x 4096 tokens), with a
   // large vocabulary so that the scan rarely stops early: the ring wraps around.
   random_case(3, 40000, 3000, 6, 3, 1000, 0.0);
+  // Few slots with long rows: C = 2 .. 8 blocks search each slot (a cluster), stopping at an early
+  // round (small vocabulary) or scanning to the end (large one).
+  if (!quick) {
+    for (int it = 0; it < 60; ++it) {
+      const int64_t vocab = it % 3 == 0 ? 4 : (it % 3 == 1 ? 50 : 30000);
+      random_case(r.uni(1, 16), r.uni(16384, int64_t{1} << 17), r.uni(1, 8192), r.uni(1, 9),
+                  it % 4 == 0 ? 64 : 5, vocab, 0.05);
+    }
+  }
   if (!quick) {
     for (int64_t vocab : {1000, 4, 50}) random_case(256, int64_t{1} << 16, int64_t{1} << 12, 8, 5, vocab, 0.02);
   }

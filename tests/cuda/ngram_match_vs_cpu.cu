@@ -149,6 +149,16 @@ void body(harness::Tally& t, bool quick) {
     int64_t T = U(0, 3) == 0 ? (1 << 20) : counted + enc_sum + U(-5, 2 * B + 5);
     run_case(t, stream, b, maxn, T, it % 10 == 0, it % 30 == 0 ? 5 : 1, it % 3 == 1, U(-1, K + 2));
   }
+  // Few slots with long rows: the search runs C = 2 .. 8 blocks per slot (a cluster). Rare matches
+  // (a large vocabulary) make the blocks scan to the end; frequent ones stop them at an early round.
+  const int clustered = quick ? 2 : 60;
+  for (int it = 0; it < clustered; ++it) {
+    int64_t B = quick ? U(1, 3) : U(1, 16), W = quick ? U(16384, 40000) : U(16384, 1 << 17), K = U(1, 8), vocab = it % 3 == 0 ? 4 : (it % 3 == 1 ? 50 : 30000);
+    int maxn = (int)U(1, it % 4 == 0 ? 64 : 5);
+    Batch b = make(g, B, W, K, vocab, maxn, 0.05);
+    int64_t T = U(0, 2) == 0 ? (1 << 20) : U(0, 3 * B + 10);
+    run_case(t, stream, b, maxn, T, it % 10 == 0, it % 15 == 0 ? 3 : 1, it % 3 == 1, U(-1, K + 2));
+  }
   if (!quick) {
     for (int it = 0; it < 6; ++it) {
       int64_t vocab = it < 2 ? 1000 : (it < 4 ? 4 : 50); int maxn = it % 2 ? 5 : 3;
