@@ -10,6 +10,19 @@
 // prompt before the second haystack, the leftmost window last. Each position is examined once, with
 // the tile of the haystack staged in shared memory; the scan stops early once a window of the largest
 // possible size has been found, since nothing to its right can beat it.
+//
+// The design, in numbers (H100; docs/perf/ngram_notes.md holds the measurements):
+// - One 1024-thread block per slot, one per SM (its ring of 4 x 32 KB tiles is 128 KB), streaming
+//   the slot's tiles with 16-byte cp.async (8-byte where the haystack is not 16-byte aligned).
+// - A small batch with long rows (B x C <= half the SMs, two tiles per block at least) searches
+//   each slot with a cluster of C = 2 .. 8 blocks; their stop decision and final key are exchanged
+//   through shared memory at cluster barriers, never by cross-block atomics. 1 x 128k: 29.8 -> 16 us.
+//   C = 2 at B = 64 (128 blocks) measured slower than C = 1: not used.
+// - Fixed cost: a block reads its slot and, only when the threshold can bind, its share of the
+//   batch's give-up sum in one round trip, then tests the sum after one barrier. The walk is a
+//   second kernel (ngram_walk.cuh). Limits: at 8 x 8k the search kernel costs ~6 us and the walk
+//   ~3 us (both measured by leaving the other out), against 0.86 us for an empty kernel; a late hit
+//   wastes the tiles in flight when the scan stops.
 #pragma once
 
 #include <cstdint>
@@ -85,20 +98,16 @@ constexpr size_t kNgramSearchSmem = sizeof(int64_t) * kNgramSearchTile * kNgramS
 // Most blocks that search one slot together (a thread-block cluster, one block per SM).
 constexpr int kNgramMaxCluster = 8;
 
-// The blocks of one slot's cluster, C of them (1 without a cluster launch), and this block's rank.
-__device__ __forceinline__ unsigned ngram_cluster_size() {
-  unsigned r = 1;
+// The blocks of one slot's cluster: C of them (1 without a cluster launch) and this block's rank.
+struct ClusterPlace {
+  unsigned size = 1, rank = 0;
+};
+__device__ __forceinline__ ClusterPlace ngram_cluster_place() {
+  ClusterPlace c;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+  asm("mov.u32 %0, %%cluster_nctarank;\n\tmov.u32 %1, %%cluster_ctarank;" : "=r"(c.size), "=r"(c.rank));
 #endif
-  return r;
-}
-__device__ __forceinline__ unsigned ngram_cluster_rank() {
-  unsigned r = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-#endif
-  return r;
+  return c;
 }
 // Every thread of every block of the cluster arrives, then waits for all (release / acquire at
 // cluster scope: shared-memory stores to other blocks before it are visible to their reads after it).
@@ -121,17 +130,11 @@ __device__ __forceinline__ void ngram_cluster_store(unsigned long long* local, u
 #endif
 }
 
-#ifndef FDSPEC_NGRAM_COPY
-#define FDSPEC_NGRAM_COPY 161
-#endif
 // Copies 16 bytes from global to shared memory asynchronously (part of the thread's current group).
+// Through L1 (.ca): the L2-only form (.cg) measured 10 % slower on the bandwidth-bound rows.
 __device__ __forceinline__ void ngram_copy16(int64_t* dst, const int64_t* src) {
-#if FDSPEC_NGRAM_COPY == 162
-  __pipeline_memcpy_async(dst, src, 2 * sizeof(int64_t));
-#else
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
-#endif
 }
 
 // The search of `batch` slots: C blocks per slot (a cluster; C = 1 when the batch fills the GPU), the
@@ -165,12 +168,9 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   __shared__ unsigned long long round_keys[2][kNgramMaxCluster];  // written by the cluster's blocks
   __shared__ unsigned long long final_keys[kNgramMaxCluster];     // block 0's: each block's last key
 
-#ifdef FDSPEC_NGRAM_PDL_SEARCH
-  wait_for_primary_grid();
-#endif
   allow_dependent_launch();  // the op's next kernel may launch now and wait for this grid
-  const unsigned C = ngram_cluster_size();
-  const unsigned rank = ngram_cluster_rank();
+  const ClusterPlace place = ngram_cluster_place();
+  const unsigned C = place.size, rank = place.rank;
   const int64_t b = blockIdx.x / C;
 
   // One round trip: this thread's share of the give-up sum and the slot's own facts.
@@ -212,7 +212,6 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
       const TileView v = view(ti);
       int64_t* dst = ring + (r % kStages) * kTile;
       const int64_t* src = v.hay + v.base;
-#if FDSPEC_NGRAM_COPY != 8
       if ((reinterpret_cast<uintptr_t>(src) & 15) == 0) {
 #pragma unroll
         for (int k = 0; k < kNgramSearchTok / 2; ++k) {
@@ -223,9 +222,7 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
             __pipeline_memcpy_async(dst + i, src + i, sizeof(int64_t));
           }
         }
-      } else
-#endif
-      {
+      } else {
 #pragma unroll
         for (int k = 0; k < kNgramSearchTok; ++k) {
           const int i = threadIdx.x + k * kThreads;
@@ -236,13 +233,15 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
     __pipeline_commit();
   };
 
-  // The first tile is requested before the give-up test, the others once the slot is known to
-  // search (a batch that gives up reads almost nothing).
+  // The tiles are requested once the slot is known to search: at once when the threshold cannot
+  // bind, else after the give-up test (a batch that gives up reads no haystack, and its blocks need
+  // not wait for copies before they exit).
   if (searching) {
-    issue(0);
+    if (!may_bind) issue(0);
     if (threadIdx.x < s.cap) pat[threadIdx.x] = s.h.pattern_last[-static_cast<int64_t>(threadIdx.x)];
   }
   if (threadIdx.x == 0) best = 0;
+  if (threadIdx.x < kNgramMaxCluster) round_keys[0][threadIdx.x] = 0;
   bool run = searching;
   if (searching && may_bind) {
 #pragma unroll
@@ -255,7 +254,7 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
     run = !prob.gives_up(b, total);
   }
   if (run) {
-    for (int st = 1; st < kStages - 1; ++st) issue(st);
+    for (int st = may_bind ? 0 : 1; st < kStages - 1; ++st) issue(st);
   }
 
   const int64_t pat_last = run ? s.h.pattern_last[0] : 0;
@@ -264,15 +263,18 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
     // One barrier per round: the tile is visible to the block, everyone is done with the previous
     // one (whose ring slot is refilled below), and the stop decision is the same for the whole block
     // (and cluster).
-    // `best` is read only from the second round on: the first barrier is what publishes its reset.
+    // `best` is read only from the second round on: the first barrier is what publishes its reset
+    // (a volatile read, which the compiler may not hoist above the test of r).
     bool stop;
     if (C == 1) {
-      stop = __syncthreads_or(r > 0 && static_cast<int>(best >> 40) >= s.cap);
+      stop = __syncthreads_or(r > 0 && static_cast<int>(*static_cast<volatile unsigned long long*>(&best) >> 40) >= s.cap);
     } else {
       // The block's best so far (an atomic read: warps may still fold the last round in; any value
-      // it returns is a key found, which is all the stop rule needs).
-      if (threadIdx.x < C) {
-        ngram_cluster_store(&round_keys[r & 1][rank], threadIdx.x, r > 0 ? atomicAdd(&best, 0ull) : 0ull);
+      // it returns is a key found, which is all the stop rule needs). Not in the first round: no
+      // block may touch another's shared memory before the first cluster barrier, which proves
+      // that every block of the cluster has started; each block zeroed its own first buffer.
+      if (r > 0 && threadIdx.x < C) {
+        ngram_cluster_store(&round_keys[r & 1][rank], threadIdx.x, atomicAdd(&best, 0ull));
       }
       ngram_cluster_sync();
       unsigned long long m = 0;
@@ -315,6 +317,7 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   __syncthreads();
   unsigned long long result = best;
   if (C > 1) {
+    if (!run || rounds == 0) ngram_cluster_sync();  // no round did: every block has started now
     if (threadIdx.x == 0) ngram_cluster_store(&final_keys[rank], 0, result);
     ngram_cluster_sync();  // also keeps every block alive until the others' stores to it are done
     if (rank != 0) return;
@@ -349,9 +352,6 @@ __device__ __forceinline__ NgramMatch decode_search_result(int32_t code, const N
 // haystack (`max_tokens`).
 inline int ngram_search_cluster(int64_t batch, int64_t max_tokens, int sms) {
   int c = 1;
-#ifdef FDSPEC_NGRAM_NO_CLUSTER
-  return c;
-#endif
   while (c < kNgramMaxCluster && batch * c * 2 * 2 <= sms && int64_t{c} * 2 * 2 * kNgramSearchTile <= max_tokens) {
     c *= 2;
   }
@@ -373,27 +373,12 @@ cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, int64_t ma
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
   if (err != cudaSuccess) return err;
   const int c = major >= 9 ? ngram_search_cluster(batch, max_tokens, sms) : 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(batch * c));
-  cfg.blockDim = dim3(kNgramSearchThreads);
-  cfg.dynamicSmemBytes = kNgramSearchSmem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[2];
-  cfg.attrs = attr;
-  if (c > 1) {
-    attr[cfg.numAttrs].id = cudaLaunchAttributeClusterDimension;
-    attr[cfg.numAttrs].val.clusterDim.x = static_cast<unsigned>(c);
-    attr[cfg.numAttrs].val.clusterDim.y = 1;
-    attr[cfg.numAttrs].val.clusterDim.z = 1;
-    ++cfg.numAttrs;
-  }
-#ifdef FDSPEC_NGRAM_PDL_SEARCH
-  if (major >= 9) {
-    attr[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
-    ++cfg.numAttrs;
-  }
-#endif
+  cudaLaunchAttribute cluster = {};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = static_cast<unsigned>(c);
+  cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
+  const cudaLaunchConfig_t cfg = {dim3(static_cast<unsigned>(batch * c)), dim3(kNgramSearchThreads),
+                                  kNgramSearchSmem, stream, &cluster, c > 1 ? 1u : 0u};
   return cudaLaunchKernelEx(&cfg, kernel, prob);
 }
 

@@ -54,9 +54,6 @@ struct WalkSums {
 template <int kThreads, int kPer, class Walk>
 __global__ void __launch_bounds__(kThreads) ngram_walk_kernel(Walk walk) {
   wait_for_primary_grid();  // launched as a dependent of the search kernel
-#ifdef FDSPEC_NGRAM_PDL_SEARCH
-  allow_dependent_launch();
-#endif
   using Scan = cub::BlockScan<WalkSums, kThreads>;
   __shared__ typename Scan::TempStorage scan_tmp;
   __shared__ unsigned long long shared_b0;
@@ -150,17 +147,11 @@ __global__ void __launch_bounds__(kThreads) ngram_walk_kernel(Walk walk) {
 
 // One block of 256 threads on `stream` (the walk is latency-bound: more threads only add to the
 // scans), each holding up to 4 slots in registers; graph capturable. Launched as a programmatic
-// dependent of the search, with the search's shared-memory carveout so that it can share an SM with
-// a search block. Returns the launch status.
+// dependent of the search. Returns the launch status.
 template <class Walk>
 cudaError_t launch_ngram_walk(const Walk& walk, cudaStream_t stream) {
   constexpr int kWalkThreads = 256;
   auto kernel = ngram_walk_kernel<kWalkThreads, 4, Walk>;
-#ifndef FDSPEC_NGRAM_NO_CARVEOUT
-  const cudaError_t err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-  if (err != cudaSuccess) return err;
-#endif
   return launch_dependent(kernel, dim3(1), dim3(kWalkThreads), stream, walk);
 }
 
