@@ -1,7 +1,7 @@
 // hybrid_mtp_ngram: CUDA implementation (docs/contract/ngram.md#hybrid_mtp_ngram). No Paddle include.
 //
-// Kernel 1 (one block per slot) finds each processed slot's best match with the budget-independent
-// search of ngram_search.cuh (haystacks: the prompt, then pre_ids[0 .. s); pattern ending at
+// Kernel 1 (one block, or a cluster, per slot) finds each processed slot's best match with the
+// budget-independent search of ngram_search.cuh (haystacks: the prompt, then pre_ids[0 .. s); pattern ending at
 // pre_ids[s]; sizes max_ngram_size .. min_ngram_size). Kernel 2 (one block) is the walk of
 // ngram_common/ngram_walk.cuh, exact (ngram_common/ngram_walk.h) given two facts that hold here: a processed slot's
 // base length is ori >= 1, and every other slot keeps its seq_lens_this_time, >= 0 after the clamp of

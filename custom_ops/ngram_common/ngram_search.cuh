@@ -267,7 +267,8 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
     // (a volatile read, which the compiler may not hoist above the test of r).
     bool stop;
     if (C == 1) {
-      stop = __syncthreads_or(r > 0 && static_cast<int>(*static_cast<volatile unsigned long long*>(&best) >> 40) >= s.cap);
+      const auto* seen = static_cast<volatile unsigned long long*>(&best);
+      stop = __syncthreads_or(r > 0 && static_cast<int>(*seen >> 40) >= s.cap);
     } else {
       // The block's best so far (an atomic read: warps may still fold the last round in; any value
       // it returns is a key found, which is all the stop rule needs). Not in the first round: no
@@ -352,7 +353,8 @@ __device__ __forceinline__ NgramMatch decode_search_result(int32_t code, const N
 // haystack (`max_tokens`).
 inline int ngram_search_cluster(int64_t batch, int64_t max_tokens, int sms) {
   int c = 1;
-  while (c < kNgramMaxCluster && batch * c * 2 * 2 <= sms && int64_t{c} * 2 * 2 * kNgramSearchTile <= max_tokens) {
+  while (c < kNgramMaxCluster && batch * c * 2 * 2 <= sms &&
+         int64_t{c} * 2 * 2 * kNgramSearchTile <= max_tokens) {
     c *= 2;
   }
   return c;

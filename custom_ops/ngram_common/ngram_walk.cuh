@@ -90,8 +90,8 @@ __global__ void __launch_bounds__(kThreads) ngram_walk_kernel(Walk walk) {
     if (w.processed && w.untruncated > 0) prefetch_l1(w.src);
   });
   WalkSums before, all;
-  Scan(scan_tmp).ExclusiveScan(mine, before, WalkSums{}, [](const WalkSums& a, const WalkSums& c) { return a + c; },
-                               all);
+  auto add = [](const WalkSums& a, const WalkSums& c) { return a + c; };
+  Scan(scan_tmp).ExclusiveScan(mine, before, WalkSums{}, add, all);
   const int64_t I = all.counted;
   if (all.negative > 0) {
     if (threadIdx.x == 0) {
@@ -125,7 +125,9 @@ __global__ void __launch_bounds__(kThreads) ngram_walk_kernel(Walk walk) {
     });
   }
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1) first = min_of<int64_t>(first, __shfl_xor_sync(0xFFFFFFFFu, first, off));
+  for (int off = 16; off > 0; off >>= 1) {
+    first = min_of<int64_t>(first, __shfl_xor_sync(0xFFFFFFFFu, first, off));
+  }
   if ((threadIdx.x & 31) == 0 && first < B) atomicMin(&shared_b0, static_cast<unsigned long long>(first));
   __syncthreads();
   const int64_t first_binding = static_cast<int64_t>(shared_b0);

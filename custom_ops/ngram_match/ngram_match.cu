@@ -1,7 +1,7 @@
 // ngram_match: CUDA implementation (docs/contract/ngram.md#ngram_match). No Paddle include.
 //
-// Kernel 1 (one block per slot) finds each decoding slot's best match with the budget-independent
-// search of ngram_search.cuh: which window wins does not depend on the budget, only how many tokens
+// Kernel 1 (one block, or a cluster, per slot) finds each decoding slot's best match with the
+// budget-independent search of ngram_search.cuh: which window wins does not depend on the budget, only how many tokens
 // of its continuation are kept. Kernel 2 (one block) is the walk of ngram_common/ngram_walk.cuh,
 // exact here because a decoding slot's base is 1 and every other slot keeps its length (a negative
 // prefill length, which no runner produces, sends it to its sequential form). The search result waits
