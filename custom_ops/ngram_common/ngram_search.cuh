@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
@@ -98,6 +99,33 @@ constexpr size_t kNgramSearchSmem = sizeof(int64_t) * kNgramSearchTile * kNgramS
 // Most blocks that search one slot together (a thread-block cluster, one block per SM).
 constexpr int kNgramMaxCluster = 8;
 
+// A/B experiment switches (temporary, issue 18): variant v of the search kernel.
+//   v: stop test read            copies   block start   ring stages
+//   0: volatile best (ngramperf)  16 B     new           4
+//   1: plain best (racy, v2b)     16 B     new           4
+//   2: warp flag + syncthreads_or 16 B     new           4
+//   3: flag                       8 B      new           4
+//   4: flag                       16 B     old           4
+//   5: flag                       16 B     new           6
+//   6: flag                       8 B      new           6
+//   7: flag                       16 B     new           5
+#ifndef FDSPEC_NGRAM_DEFAULT_VARIANT
+#define FDSPEC_NGRAM_DEFAULT_VARIANT 2
+#endif
+constexpr int kNgramVariants = 8;
+__host__ __device__ constexpr int ngram_var_stop(int v) { return v == 0 ? 0 : (v == 1 ? 1 : 2); }
+__host__ __device__ constexpr bool ngram_var_copy16(int v) { return !(v == 3 || v == 6); }
+__host__ __device__ constexpr bool ngram_var_old_start(int v) { return v == 4; }
+__host__ __device__ constexpr int ngram_var_stages(int v) { return v == 5 || v == 6 ? 6 : (v == 7 ? 5 : 4); }
+#ifdef FDSPEC_NGRAM_AB
+inline int ngram_ab_env_variant() {
+  const char* e = std::getenv("FDSPEC_NGRAM_VARIANT");
+  return e != nullptr ? std::atoi(e) : FDSPEC_NGRAM_DEFAULT_VARIANT;
+}
+// The variant the next launch uses (host side; the bench sets it, the harnesses read the env).
+inline int g_ngram_ab_variant = ngram_ab_env_variant();
+#endif
+
 // The blocks of one slot's cluster: C of them (1 without a cluster launch) and this block's rank.
 struct ClusterPlace {
   unsigned size = 1, rank = 0;
@@ -156,11 +184,14 @@ __device__ __forceinline__ void ngram_copy16(int64_t* dst, const int64_t* src) {
 // their best key so far to one another at each round's cluster barrier (double-buffered, so that a
 // round's stores never meet a read of the round before), so they all stop at the same round; at the
 // end block 0 takes the best of the C final keys. No atomic crosses blocks.
-template <int kMaxN, class Problem>
+template <int kMaxN, int kVar, class Problem>
 __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Problem prob) {
   constexpr int kThreads = kNgramSearchThreads;
   constexpr int kTile = kNgramSearchTile;
-  constexpr int kStages = kNgramSearchStages;
+  constexpr int kStages = ngram_var_stages(kVar);
+  constexpr int kStop = ngram_var_stop(kVar);
+  constexpr bool kCopy16 = ngram_var_copy16(kVar);
+  constexpr bool kOldStart = ngram_var_old_start(kVar);
   extern __shared__ __align__(16) int64_t ring[];  // [kStages][kTile]
   __shared__ int64_t pat[kMaxNgramSize];
   __shared__ int64_t warp_terms[kThreads / 32];
@@ -174,7 +205,7 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   const int64_t b = blockIdx.x / C;
 
   // One round trip: this thread's share of the give-up sum and the slot's own facts.
-  const bool may_bind = prob.threshold_may_bind();
+  const bool may_bind = kOldStart || prob.threshold_may_bind();
   int64_t term = 0;
   if (may_bind) {
     for (int64_t j = threadIdx.x; j < prob.batch(); j += kThreads) term += prob.give_up_term(b, j);
@@ -212,7 +243,7 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
       const TileView v = view(ti);
       int64_t* dst = ring + (r % kStages) * kTile;
       const int64_t* src = v.hay + v.base;
-      if ((reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+      if (kCopy16 && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
 #pragma unroll
         for (int k = 0; k < kNgramSearchTok / 2; ++k) {
           const int i = 2 * (threadIdx.x + k * kThreads);
@@ -237,7 +268,7 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   // bind, else after the give-up test (a batch that gives up reads no haystack, and its blocks need
   // not wait for copies before they exit).
   if (searching) {
-    if (!may_bind) issue(0);
+    if (!may_bind || kOldStart) issue(0);
     if (threadIdx.x < s.cap) pat[threadIdx.x] = s.h.pattern_last[-static_cast<int64_t>(threadIdx.x)];
   }
   if (threadIdx.x == 0) best = 0;
@@ -254,10 +285,11 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
     run = !prob.gives_up(b, total);
   }
   if (run) {
-    for (int st = may_bind ? 0 : 1; st < kStages - 1; ++st) issue(st);
+    for (int st = may_bind && !kOldStart ? 0 : 1; st < kStages - 1; ++st) issue(st);
   }
 
   const int64_t pat_last = run ? s.h.pattern_last[0] : 0;
+  bool found = false;  // kStop == 2: this warp has seen a key of the largest size
   for (int64_t r = 0; run && r < rounds; ++r) {
     __pipeline_wait_prior(kStages - 2);
     // One barrier per round: the tile is visible to the block, everyone is done with the previous
@@ -267,8 +299,14 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
     // (a volatile read, which the compiler may not hoist above the test of r).
     bool stop;
     if (C == 1) {
-      const auto* seen = static_cast<volatile unsigned long long*>(&best);
-      stop = __syncthreads_or(r > 0 && static_cast<int>(*seen >> 40) >= s.cap);
+      if constexpr (kStop == 0) {
+        const auto* seen = static_cast<volatile unsigned long long*>(&best);
+        stop = __syncthreads_or(r > 0 && static_cast<int>(*seen >> 40) >= s.cap);
+      } else if constexpr (kStop == 1) {
+        stop = __syncthreads_or(r > 0 && static_cast<int>(best >> 40) >= s.cap);
+      } else {
+        stop = __syncthreads_or(found);
+      }
     } else {
       // The block's best so far (an atomic read: warps may still fold the last round in; any value
       // it returns is a key found, which is all the stop rule needs). Not in the first round: no
@@ -312,6 +350,7 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
     if (__any_sync(0xFFFFFFFFu, key != 0)) {
       key = warp_max_u64(key);
       if ((threadIdx.x & 31) == 0 && key != 0) atomicMax(&best, key);
+      if constexpr (kStop == 2) found = found || static_cast<int>(key >> 40) >= s.cap;
     }
   }
   __pipeline_wait_prior(0);  // no copy may still target shared memory when the block exits
@@ -360,15 +399,16 @@ inline int ngram_search_cluster(int64_t batch, int64_t max_tokens, int sms) {
   return c;
 }
 
-template <int kMaxN, class Problem>
-cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, int64_t max_tokens,
+template <int kMaxN, int kVar, class Problem>
+cudaError_t launch_ngram_search_v(const Problem& prob, int64_t batch, int64_t max_tokens,
                                   cudaStream_t stream) {
   static_assert(Problem::kThreads == kNgramSearchThreads, "the search problem's block size");
-  auto kernel = ngram_search_kernel<kMaxN, Problem>;
+  auto kernel = ngram_search_kernel<kMaxN, kVar, Problem>;
+  constexpr size_t kSmem = sizeof(int64_t) * kNgramSearchTile * ngram_var_stages(kVar);
   // The ring is larger than the default 48 KB of dynamic shared memory. Host-side attributes (no
   // stream work), so they are fine under graph capture; set on every launch as they are per device.
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(kNgramSearchSmem));
+                                         static_cast<int>(kSmem));
   int dev = 0, sms = 0, major = 0;
   if (err == cudaSuccess) err = cudaGetDevice(&dev);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
@@ -380,8 +420,33 @@ cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, int64_t ma
   cluster.val.clusterDim.x = static_cast<unsigned>(c);
   cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
   const cudaLaunchConfig_t cfg = {dim3(static_cast<unsigned>(batch * c)), dim3(kNgramSearchThreads),
-                                  kNgramSearchSmem, stream, &cluster, c > 1 ? 1u : 0u};
+                                  kSmem, stream, &cluster, c > 1 ? 1u : 0u};
   return cudaLaunchKernelEx(&cfg, kernel, prob);
+}
+
+template <int kMaxN, class Problem>
+cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, int64_t max_tokens,
+                                  cudaStream_t stream) {
+#ifdef FDSPEC_NGRAM_AB
+#ifdef FDSPEC_NGRAM_AB_ALL_N
+  if (true) {  // the harnesses: every size
+#else
+  if (kMaxN == 3) {  // the bench's size: every variant
+#endif
+    switch (g_ngram_ab_variant) {
+      case 0: return launch_ngram_search_v<kMaxN, 0>(prob, batch, max_tokens, stream);
+      case 1: return launch_ngram_search_v<kMaxN, 1>(prob, batch, max_tokens, stream);
+      case 2: return launch_ngram_search_v<kMaxN, 2>(prob, batch, max_tokens, stream);
+      case 3: return launch_ngram_search_v<kMaxN, 3>(prob, batch, max_tokens, stream);
+      case 4: return launch_ngram_search_v<kMaxN, 4>(prob, batch, max_tokens, stream);
+      case 5: return launch_ngram_search_v<kMaxN, 5>(prob, batch, max_tokens, stream);
+      case 6: return launch_ngram_search_v<kMaxN, 6>(prob, batch, max_tokens, stream);
+      case 7: return launch_ngram_search_v<kMaxN, 7>(prob, batch, max_tokens, stream);
+      default: return cudaErrorInvalidValue;
+    }
+  }
+#endif
+  return launch_ngram_search_v<kMaxN, FDSPEC_NGRAM_DEFAULT_VARIANT>(prob, batch, max_tokens, stream);
 }
 
 // Launches the search over `batch` slots with the compare loop specialised for the usual sizes.
