@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <type_traits>
 
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
@@ -60,9 +61,9 @@ __device__ __forceinline__ unsigned long long ngram_key(int len, bool in_prompt,
 // Common-suffix length of hay[.. e] and the pattern, up to `cap`. Positions at or after tile_base are
 // read from the shared-memory tile, earlier ones (only a partial match that crosses the tile start
 // gets there) from global memory. kMaxN > 0 unrolls the comparison for the common small sizes.
-template <int kMaxN>
-__device__ __forceinline__ int suffix_match(const int64_t* __restrict__ tile, int64_t tile_base,
-                                            const int64_t* __restrict__ hay, int64_t e,
+template <int kMaxN, class Idx>
+__device__ __forceinline__ int suffix_match(const int64_t* __restrict__ tile, Idx tile_base,
+                                            const int64_t* __restrict__ hay, Idx e,
                                             const int64_t* __restrict__ pat, int cap) {
   constexpr int kBound = kMaxN > 0 ? kMaxN : kMaxNgramSize;
   constexpr int kUnroll = kMaxN > 0 ? kMaxN : 1;
@@ -70,7 +71,7 @@ __device__ __forceinline__ int suffix_match(const int64_t* __restrict__ tile, in
 #pragma unroll kUnroll
   for (int k = 0; k < kBound; ++k) {
     if (k >= cap) break;
-    const int64_t pos = e - k;
+    const Idx pos = e - k;
     const int64_t v = pos >= tile_base ? tile[pos - tile_base] : __ldg(hay + pos);
     if (v != pat[k]) break;
     ++l;
@@ -109,14 +110,22 @@ constexpr int kNgramMaxCluster = 8;
 //   5: flag                       16 B     new           6
 //   6: flag                       8 B      new           6
 //   7: flag                       16 B     new           5
+//   8: flag                       16 B     new           6 if blocks <= SMs / 2, else 4 (v5 / v2)
+//   9: flag                       16 B     new           6 if blocks <= SMs / 2, 3 if blocks > SMs,
+//                                                        else 4 (v5 / v10 / v2)
+//  10: flag                       16 B     new           3
+//  11: as v2 with 32-bit tile / position arithmetic (haystacks are < 2^30 tokens)
+//  12: as v8 with 32-bit arithmetic (v13 / v11)
+//  13: as v5 with 32-bit arithmetic
 #ifndef FDSPEC_NGRAM_DEFAULT_VARIANT
 #define FDSPEC_NGRAM_DEFAULT_VARIANT 2
 #endif
-constexpr int kNgramVariants = 8;
+constexpr int kNgramVariants = 14;
 __host__ __device__ constexpr int ngram_var_stop(int v) { return v == 0 ? 0 : (v == 1 ? 1 : 2); }
 __host__ __device__ constexpr bool ngram_var_copy16(int v) { return !(v == 3 || v == 6); }
 __host__ __device__ constexpr bool ngram_var_old_start(int v) { return v == 4; }
-__host__ __device__ constexpr int ngram_var_stages(int v) { return v == 5 || v == 6 ? 6 : (v == 7 ? 5 : 4); }
+__host__ __device__ constexpr int ngram_var_stages(int v) { return v == 5 || v == 6 || v == 13 ? 6 : (v == 7 ? 5 : (v == 10 ? 3 : 4)); }
+__host__ __device__ constexpr bool ngram_var_i32(int v) { return v >= 11; }
 #ifdef FDSPEC_NGRAM_AB
 inline int ngram_ab_env_variant() {
   const char* e = std::getenv("FDSPEC_NGRAM_VARIANT");
@@ -192,6 +201,7 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   constexpr int kStop = ngram_var_stop(kVar);
   constexpr bool kCopy16 = ngram_var_copy16(kVar);
   constexpr bool kOldStart = ngram_var_old_start(kVar);
+  using Idx = std::conditional_t<ngram_var_i32(kVar), int, int64_t>;
   extern __shared__ __align__(16) int64_t ring[];  // [kStages][kTile]
   __shared__ int64_t pat[kMaxNgramSize];
   __shared__ int64_t warp_terms[kThreads / 32];
@@ -214,31 +224,31 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   if (!s.record) return;  // the same for every block of the cluster: none touches another's memory
 
   // Candidate window ends are e in [0, len - 2]; tile ti covers positions [base, base + kTile).
-  const int64_t ends0 = max_of<int64_t>(s.h.len0 - 1, 0);
-  const int64_t ends1 = max_of<int64_t>(s.h.len1 - 1, 0);
-  const int64_t tiles0 = ceil_div<int64_t>(ends0, kTile);
-  const int64_t tiles = tiles0 + ceil_div<int64_t>(ends1, kTile);
-  const int64_t rounds = ceil_div<int64_t>(tiles, C);  // this block's tiles: r = 0 .. rounds - 1
+  const Idx ends0 = static_cast<Idx>(max_of<int64_t>(s.h.len0 - 1, 0));
+  const Idx ends1 = static_cast<Idx>(max_of<int64_t>(s.h.len1 - 1, 0));
+  const Idx tiles0 = ceil_div<Idx>(ends0, kTile);
+  const Idx tiles = tiles0 + ceil_div<Idx>(ends1, kTile);
+  const Idx rounds = ceil_div<Idx>(tiles, static_cast<Idx>(C));  // this block's tiles: r = 0 .. rounds - 1
   const bool searching = s.search && s.cap >= s.min_n;
 
   struct TileView {
     const int64_t* hay;
-    int64_t base, n;
+    Idx base, n;
     bool first;
   };
-  auto view = [&](int64_t ti) {
+  auto view = [&](Idx ti) {
     TileView v;
     v.first = ti < tiles0;
     v.hay = v.first ? s.h.seg0 : s.h.seg1;
     v.base = (v.first ? ti : ti - tiles0) * kTile;
-    v.n = min_of<int64_t>(kTile, (v.first ? ends0 : ends1) - v.base);
+    v.n = min_of<Idx>(kTile, (v.first ? ends0 : ends1) - v.base);
     return v;
   };
   // Every thread commits one group per round, even an empty one, so that "all but the newest
   // kStages - 1 groups are complete" always means "round r's tile has landed". A tile whose first
   // token is 16-byte aligned (the base is even) moves in 16-byte copies, the odd last token alone.
-  auto issue = [&](int64_t r) {
-    const int64_t ti = r * C + rank;
+  auto issue = [&](Idx r) {
+    const Idx ti = r * static_cast<Idx>(C) + static_cast<Idx>(rank);
     if (r < rounds && ti < tiles) {
       const TileView v = view(ti);
       int64_t* dst = ring + (r % kStages) * kTile;
@@ -290,7 +300,7 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
 
   const int64_t pat_last = run ? s.h.pattern_last[0] : 0;
   bool found = false;  // kStop == 2: this warp has seen a key of the largest size
-  for (int64_t r = 0; run && r < rounds; ++r) {
+  for (Idx r = 0; run && r < rounds; ++r) {
     __pipeline_wait_prior(kStages - 2);
     // One barrier per round: the tile is visible to the block, everyone is done with the previous
     // one (whose ring slot is refilled below), and the stop decision is the same for the whole block
@@ -323,7 +333,7 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
     if (stop) break;
     issue(r + kStages - 1);
 
-    const int64_t ti = r * C + rank;
+    const Idx ti = r * static_cast<Idx>(C) + static_cast<Idx>(rank);
     if (ti >= tiles) continue;
     const TileView v = view(ti);
     const int64_t* tile = ring + (r % kStages) * kTile;
@@ -338,8 +348,8 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
     for (int k = 0; k < kNgramSearchTok; ++k) {
       const int i = threadIdx.x + k * kThreads;
       if (tok[k] == pat_last && i < v.n) {
-        const int64_t e = v.base + i;
-        const int cap_e = static_cast<int>(min_of<int64_t>(s.cap, e + 1));
+        const Idx e = v.base + i;
+        const int cap_e = static_cast<int>(min_of<Idx>(s.cap, e + 1));
         const int l = suffix_match<kMaxN>(tile, v.base, v.hay, e, pat, cap_e);
         if (l >= s.min_n) {
           const unsigned long long kk = ngram_key(l, v.first, e);
@@ -400,21 +410,14 @@ inline int ngram_search_cluster(int64_t batch, int64_t max_tokens, int sms) {
 }
 
 template <int kMaxN, int kVar, class Problem>
-cudaError_t launch_ngram_search_v(const Problem& prob, int64_t batch, int64_t max_tokens,
-                                  cudaStream_t stream) {
-  static_assert(Problem::kThreads == kNgramSearchThreads, "the search problem's block size");
+cudaError_t launch_ngram_search_k(const Problem& prob, int64_t batch, int c, cudaStream_t stream) {
   auto kernel = ngram_search_kernel<kMaxN, kVar, Problem>;
   constexpr size_t kSmem = sizeof(int64_t) * kNgramSearchTile * ngram_var_stages(kVar);
   // The ring is larger than the default 48 KB of dynamic shared memory. Host-side attributes (no
   // stream work), so they are fine under graph capture; set on every launch as they are per device.
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(kSmem));
-  int dev = 0, sms = 0, major = 0;
-  if (err == cudaSuccess) err = cudaGetDevice(&dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(kSmem));
   if (err != cudaSuccess) return err;
-  const int c = major >= 9 ? ngram_search_cluster(batch, max_tokens, sms) : 1;
   cudaLaunchAttribute cluster = {};
   cluster.id = cudaLaunchAttributeClusterDimension;
   cluster.val.clusterDim.x = static_cast<unsigned>(c);
@@ -422,6 +425,30 @@ cudaError_t launch_ngram_search_v(const Problem& prob, int64_t batch, int64_t ma
   const cudaLaunchConfig_t cfg = {dim3(static_cast<unsigned>(batch * c)), dim3(kNgramSearchThreads),
                                   kSmem, stream, &cluster, c > 1 ? 1u : 0u};
   return cudaLaunchKernelEx(&cfg, kernel, prob);
+}
+
+template <int kMaxN, int kVar, class Problem>
+cudaError_t launch_ngram_search_v(const Problem& prob, int64_t batch, int64_t max_tokens,
+                                  cudaStream_t stream) {
+  static_assert(Problem::kThreads == kNgramSearchThreads, "the search problem's block size");
+  int dev = 0, sms = 0, major = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  if (err != cudaSuccess) return err;
+  const int c = major >= 9 ? ngram_search_cluster(batch, max_tokens, sms) : 1;
+  if constexpr (kVar == 8 || kVar == 9) {
+    const int64_t blocks = batch * c;
+    if (blocks * 2 <= sms) return launch_ngram_search_k<kMaxN, 5>(prob, batch, c, stream);
+    if (kVar == 9 && blocks > sms) return launch_ngram_search_k<kMaxN, 10>(prob, batch, c, stream);
+    return launch_ngram_search_k<kMaxN, 2>(prob, batch, c, stream);
+  } else if constexpr (kVar == 12) {
+    const int64_t blocks = batch * c;
+    if (blocks * 2 <= sms) return launch_ngram_search_k<kMaxN, 13>(prob, batch, c, stream);
+    return launch_ngram_search_k<kMaxN, 11>(prob, batch, c, stream);
+  } else {
+    return launch_ngram_search_k<kMaxN, kVar>(prob, batch, c, stream);
+  }
 }
 
 template <int kMaxN, class Problem>
@@ -442,6 +469,12 @@ cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, int64_t ma
       case 5: return launch_ngram_search_v<kMaxN, 5>(prob, batch, max_tokens, stream);
       case 6: return launch_ngram_search_v<kMaxN, 6>(prob, batch, max_tokens, stream);
       case 7: return launch_ngram_search_v<kMaxN, 7>(prob, batch, max_tokens, stream);
+      case 8: return launch_ngram_search_v<kMaxN, 8>(prob, batch, max_tokens, stream);
+      case 9: return launch_ngram_search_v<kMaxN, 9>(prob, batch, max_tokens, stream);
+      case 10: return launch_ngram_search_v<kMaxN, 10>(prob, batch, max_tokens, stream);
+      case 11: return launch_ngram_search_v<kMaxN, 11>(prob, batch, max_tokens, stream);
+      case 12: return launch_ngram_search_v<kMaxN, 12>(prob, batch, max_tokens, stream);
+      case 13: return launch_ngram_search_v<kMaxN, 13>(prob, batch, max_tokens, stream);
       default: return cudaErrorInvalidValue;
     }
   }
