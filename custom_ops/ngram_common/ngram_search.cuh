@@ -14,6 +14,10 @@
 // The design, in numbers (H100; docs/perf/ngram_notes.md holds the measurements):
 // - One 1024-thread block per slot, one per SM (its ring of 4 x 32 KB tiles is 128 KB), streaming
 //   the slot's tiles with 16-byte cp.async (8-byte where the haystack is not 16-byte aligned).
+// - 1024 threads leave 64 registers each: tile and position arithmetic is 32-bit (haystacks are
+//   shorter than 2^30 tokens). Against the same kernel in 64-bit arithmetic (which spilled 24..44
+//   bytes in hybrid_mtp_ngram) every row is 0.5..29 % faster, 64 x 128k late 34.2 -> 25.1 us; the
+//   stop test reads no shared memory (a per-warp flag ORed by the round's barrier).
 // - A small batch with long rows (B x C <= half the SMs, two tiles per block at least) searches
 //   each slot with a cluster of C = 2 .. 8 blocks; their stop decision and final key are exchanged
 //   through shared memory at cluster barriers, never by cross-block atomics. 1 x 128k: 29.8 -> 16 us.
@@ -26,8 +30,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>
-#include <type_traits>
 
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
@@ -61,9 +63,9 @@ __device__ __forceinline__ unsigned long long ngram_key(int len, bool in_prompt,
 // Common-suffix length of hay[.. e] and the pattern, up to `cap`. Positions at or after tile_base are
 // read from the shared-memory tile, earlier ones (only a partial match that crosses the tile start
 // gets there) from global memory. kMaxN > 0 unrolls the comparison for the common small sizes.
-template <int kMaxN, class Idx>
-__device__ __forceinline__ int suffix_match(const int64_t* __restrict__ tile, Idx tile_base,
-                                            const int64_t* __restrict__ hay, Idx e,
+template <int kMaxN>
+__device__ __forceinline__ int suffix_match(const int64_t* __restrict__ tile, int tile_base,
+                                            const int64_t* __restrict__ hay, int e,
                                             const int64_t* __restrict__ pat, int cap) {
   constexpr int kBound = kMaxN > 0 ? kMaxN : kMaxNgramSize;
   constexpr int kUnroll = kMaxN > 0 ? kMaxN : 1;
@@ -71,7 +73,7 @@ __device__ __forceinline__ int suffix_match(const int64_t* __restrict__ tile, Id
 #pragma unroll kUnroll
   for (int k = 0; k < kBound; ++k) {
     if (k >= cap) break;
-    const Idx pos = e - k;
+    const int pos = e - k;
     const int64_t v = pos >= tile_base ? tile[pos - tile_base] : __ldg(hay + pos);
     if (v != pat[k]) break;
     ++l;
@@ -99,41 +101,6 @@ constexpr int kNgramSearchTile = kNgramSearchThreads * kNgramSearchTok;
 constexpr size_t kNgramSearchSmem = sizeof(int64_t) * kNgramSearchTile * kNgramSearchStages;
 // Most blocks that search one slot together (a thread-block cluster, one block per SM).
 constexpr int kNgramMaxCluster = 8;
-
-// A/B experiment switches (temporary, issue 18): variant v of the search kernel.
-//   v: stop test read            copies   block start   ring stages
-//   0: volatile best (ngramperf)  16 B     new           4
-//   1: plain best (racy, v2b)     16 B     new           4
-//   2: warp flag + syncthreads_or 16 B     new           4
-//   3: flag                       8 B      new           4
-//   4: flag                       16 B     old           4
-//   5: flag                       16 B     new           6
-//   6: flag                       8 B      new           6
-//   7: flag                       16 B     new           5
-//   8: flag                       16 B     new           6 if blocks <= SMs / 2, else 4 (v5 / v2)
-//   9: flag                       16 B     new           6 if blocks <= SMs / 2, 3 if blocks > SMs,
-//                                                        else 4 (v5 / v10 / v2)
-//  10: flag                       16 B     new           3
-//  11: as v2 with 32-bit tile / position arithmetic (haystacks are < 2^30 tokens)
-//  12: as v8 with 32-bit arithmetic (v13 / v11)
-//  13: as v5 with 32-bit arithmetic
-#ifndef FDSPEC_NGRAM_DEFAULT_VARIANT
-#define FDSPEC_NGRAM_DEFAULT_VARIANT 2
-#endif
-constexpr int kNgramVariants = 14;
-__host__ __device__ constexpr int ngram_var_stop(int v) { return v == 0 ? 0 : (v == 1 ? 1 : 2); }
-__host__ __device__ constexpr bool ngram_var_copy16(int v) { return !(v == 3 || v == 6); }
-__host__ __device__ constexpr bool ngram_var_old_start(int v) { return v == 4; }
-__host__ __device__ constexpr int ngram_var_stages(int v) { return v == 5 || v == 6 || v == 13 ? 6 : (v == 7 ? 5 : (v == 10 ? 3 : 4)); }
-__host__ __device__ constexpr bool ngram_var_i32(int v) { return v >= 11; }
-#ifdef FDSPEC_NGRAM_AB
-inline int ngram_ab_env_variant() {
-  const char* e = std::getenv("FDSPEC_NGRAM_VARIANT");
-  return e != nullptr ? std::atoi(e) : FDSPEC_NGRAM_DEFAULT_VARIANT;
-}
-// The variant the next launch uses (host side; the bench sets it, the harnesses read the env).
-inline int g_ngram_ab_variant = ngram_ab_env_variant();
-#endif
 
 // The blocks of one slot's cluster: C of them (1 without a cluster launch) and this block's rank.
 struct ClusterPlace {
@@ -189,19 +156,16 @@ __device__ __forceinline__ void ngram_copy16(int64_t* dst, const int64_t* src) {
 // The haystacks (prompt, then the second one) form one sequence of tiles; block r of the cluster
 // streams tiles r, r + C, r + 2C, ... through its ring. Each haystack token is loaded once: O(len0 +
 // len1) loads per slot. The scan stops once a key of the largest possible size is known: windows of
-// one size are ordered by position, so no later tile can beat it. In a cluster, the blocks publish
+// one size are ordered by position, so no later tile can beat it. Positions, tiles and rounds are
+// int: a haystack has fewer than kMaxHaystackLen = 2^30 tokens. In a cluster, the blocks publish
 // their best key so far to one another at each round's cluster barrier (double-buffered, so that a
 // round's stores never meet a read of the round before), so they all stop at the same round; at the
 // end block 0 takes the best of the C final keys. No atomic crosses blocks.
-template <int kMaxN, int kVar, class Problem>
+template <int kMaxN, class Problem>
 __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Problem prob) {
   constexpr int kThreads = kNgramSearchThreads;
   constexpr int kTile = kNgramSearchTile;
-  constexpr int kStages = ngram_var_stages(kVar);
-  constexpr int kStop = ngram_var_stop(kVar);
-  constexpr bool kCopy16 = ngram_var_copy16(kVar);
-  constexpr bool kOldStart = ngram_var_old_start(kVar);
-  using Idx = std::conditional_t<ngram_var_i32(kVar), int, int64_t>;
+  constexpr int kStages = kNgramSearchStages;
   extern __shared__ __align__(16) int64_t ring[];  // [kStages][kTile]
   __shared__ int64_t pat[kMaxNgramSize];
   __shared__ int64_t warp_terms[kThreads / 32];
@@ -215,7 +179,7 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   const int64_t b = blockIdx.x / C;
 
   // One round trip: this thread's share of the give-up sum and the slot's own facts.
-  const bool may_bind = kOldStart || prob.threshold_may_bind();
+  const bool may_bind = prob.threshold_may_bind();
   int64_t term = 0;
   if (may_bind) {
     for (int64_t j = threadIdx.x; j < prob.batch(); j += kThreads) term += prob.give_up_term(b, j);
@@ -224,36 +188,36 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   if (!s.record) return;  // the same for every block of the cluster: none touches another's memory
 
   // Candidate window ends are e in [0, len - 2]; tile ti covers positions [base, base + kTile).
-  const Idx ends0 = static_cast<Idx>(max_of<int64_t>(s.h.len0 - 1, 0));
-  const Idx ends1 = static_cast<Idx>(max_of<int64_t>(s.h.len1 - 1, 0));
-  const Idx tiles0 = ceil_div<Idx>(ends0, kTile);
-  const Idx tiles = tiles0 + ceil_div<Idx>(ends1, kTile);
-  const Idx rounds = ceil_div<Idx>(tiles, static_cast<Idx>(C));  // this block's tiles: r = 0 .. rounds - 1
+  const int ends0 = static_cast<int>(max_of<int64_t>(s.h.len0 - 1, 0));
+  const int ends1 = static_cast<int>(max_of<int64_t>(s.h.len1 - 1, 0));
+  const int tiles0 = ceil_div(ends0, kTile);
+  const int tiles = tiles0 + ceil_div(ends1, kTile);
+  const int rounds = ceil_div(tiles, static_cast<int>(C));  // this block's tiles: r = 0 .. rounds - 1
   const bool searching = s.search && s.cap >= s.min_n;
 
   struct TileView {
     const int64_t* hay;
-    Idx base, n;
+    int base, n;
     bool first;
   };
-  auto view = [&](Idx ti) {
+  auto view = [&](int ti) {
     TileView v;
     v.first = ti < tiles0;
     v.hay = v.first ? s.h.seg0 : s.h.seg1;
     v.base = (v.first ? ti : ti - tiles0) * kTile;
-    v.n = min_of<Idx>(kTile, (v.first ? ends0 : ends1) - v.base);
+    v.n = min_of(kTile, (v.first ? ends0 : ends1) - v.base);
     return v;
   };
   // Every thread commits one group per round, even an empty one, so that "all but the newest
   // kStages - 1 groups are complete" always means "round r's tile has landed". A tile whose first
   // token is 16-byte aligned (the base is even) moves in 16-byte copies, the odd last token alone.
-  auto issue = [&](Idx r) {
-    const Idx ti = r * static_cast<Idx>(C) + static_cast<Idx>(rank);
+  auto issue = [&](int r) {
+    const int ti = r * static_cast<int>(C) + static_cast<int>(rank);
     if (r < rounds && ti < tiles) {
       const TileView v = view(ti);
       int64_t* dst = ring + (r % kStages) * kTile;
       const int64_t* src = v.hay + v.base;
-      if (kCopy16 && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+      if ((reinterpret_cast<uintptr_t>(src) & 15) == 0) {
 #pragma unroll
         for (int k = 0; k < kNgramSearchTok / 2; ++k) {
           const int i = 2 * (threadIdx.x + k * kThreads);
@@ -278,7 +242,7 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   // bind, else after the give-up test (a batch that gives up reads no haystack, and its blocks need
   // not wait for copies before they exit).
   if (searching) {
-    if (!may_bind || kOldStart) issue(0);
+    if (!may_bind) issue(0);
     if (threadIdx.x < s.cap) pat[threadIdx.x] = s.h.pattern_last[-static_cast<int64_t>(threadIdx.x)];
   }
   if (threadIdx.x == 0) best = 0;
@@ -295,28 +259,22 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
     run = !prob.gives_up(b, total);
   }
   if (run) {
-    for (int st = may_bind && !kOldStart ? 0 : 1; st < kStages - 1; ++st) issue(st);
+    for (int st = may_bind ? 0 : 1; st < kStages - 1; ++st) issue(st);
   }
 
   const int64_t pat_last = run ? s.h.pattern_last[0] : 0;
-  bool found = false;  // kStop == 2: this warp has seen a key of the largest size
-  for (Idx r = 0; run && r < rounds; ++r) {
+  // Whether this warp has found a key of the largest size (the same in all its lanes). The stop test
+  // ORs it over the block in the round's barrier: no read of `best` races with its reset or with the
+  // other warps' atomicMax (a volatile or plain read of `best` there measured 0..1.3 us slower).
+  bool found = false;
+  for (int r = 0; run && r < rounds; ++r) {
     __pipeline_wait_prior(kStages - 2);
     // One barrier per round: the tile is visible to the block, everyone is done with the previous
     // one (whose ring slot is refilled below), and the stop decision is the same for the whole block
     // (and cluster).
-    // `best` is read only from the second round on: the first barrier is what publishes its reset
-    // (a volatile read, which the compiler may not hoist above the test of r).
     bool stop;
     if (C == 1) {
-      if constexpr (kStop == 0) {
-        const auto* seen = static_cast<volatile unsigned long long*>(&best);
-        stop = __syncthreads_or(r > 0 && static_cast<int>(*seen >> 40) >= s.cap);
-      } else if constexpr (kStop == 1) {
-        stop = __syncthreads_or(r > 0 && static_cast<int>(best >> 40) >= s.cap);
-      } else {
-        stop = __syncthreads_or(found);
-      }
+      stop = __syncthreads_or(found);
     } else {
       // The block's best so far (an atomic read: warps may still fold the last round in; any value
       // it returns is a key found, which is all the stop rule needs). Not in the first round: no
@@ -333,7 +291,7 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
     if (stop) break;
     issue(r + kStages - 1);
 
-    const Idx ti = r * static_cast<Idx>(C) + static_cast<Idx>(rank);
+    const int ti = r * static_cast<int>(C) + static_cast<int>(rank);
     if (ti >= tiles) continue;
     const TileView v = view(ti);
     const int64_t* tile = ring + (r % kStages) * kTile;
@@ -348,8 +306,8 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
     for (int k = 0; k < kNgramSearchTok; ++k) {
       const int i = threadIdx.x + k * kThreads;
       if (tok[k] == pat_last && i < v.n) {
-        const Idx e = v.base + i;
-        const int cap_e = static_cast<int>(min_of<Idx>(s.cap, e + 1));
+        const int e = v.base + i;
+        const int cap_e = min_of(s.cap, e + 1);
         const int l = suffix_match<kMaxN>(tile, v.base, v.hay, e, pat, cap_e);
         if (l >= s.min_n) {
           const unsigned long long kk = ngram_key(l, v.first, e);
@@ -360,7 +318,7 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
     if (__any_sync(0xFFFFFFFFu, key != 0)) {
       key = warp_max_u64(key);
       if ((threadIdx.x & 31) == 0 && key != 0) atomicMax(&best, key);
-      if constexpr (kStop == 2) found = found || static_cast<int>(key >> 40) >= s.cap;
+      found = found || static_cast<int>(key >> 40) >= s.cap;
     }
   }
   __pipeline_wait_prior(0);  // no copy may still target shared memory when the block exits
@@ -409,77 +367,28 @@ inline int ngram_search_cluster(int64_t batch, int64_t max_tokens, int sms) {
   return c;
 }
 
-template <int kMaxN, int kVar, class Problem>
-cudaError_t launch_ngram_search_k(const Problem& prob, int64_t batch, int c, cudaStream_t stream) {
-  auto kernel = ngram_search_kernel<kMaxN, kVar, Problem>;
-  constexpr size_t kSmem = sizeof(int64_t) * kNgramSearchTile * ngram_var_stages(kVar);
+template <int kMaxN, class Problem>
+cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, int64_t max_tokens,
+                                  cudaStream_t stream) {
+  static_assert(Problem::kThreads == kNgramSearchThreads, "the search problem's block size");
+  auto kernel = ngram_search_kernel<kMaxN, Problem>;
   // The ring is larger than the default 48 KB of dynamic shared memory. Host-side attributes (no
   // stream work), so they are fine under graph capture; set on every launch as they are per device.
-  const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(kSmem));
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(kNgramSearchSmem));
+  int dev = 0, sms = 0, major = 0;
+  if (err == cudaSuccess) err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
   if (err != cudaSuccess) return err;
+  const int c = major >= 9 ? ngram_search_cluster(batch, max_tokens, sms) : 1;
   cudaLaunchAttribute cluster = {};
   cluster.id = cudaLaunchAttributeClusterDimension;
   cluster.val.clusterDim.x = static_cast<unsigned>(c);
   cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
   const cudaLaunchConfig_t cfg = {dim3(static_cast<unsigned>(batch * c)), dim3(kNgramSearchThreads),
-                                  kSmem, stream, &cluster, c > 1 ? 1u : 0u};
+                                  kNgramSearchSmem, stream, &cluster, c > 1 ? 1u : 0u};
   return cudaLaunchKernelEx(&cfg, kernel, prob);
-}
-
-template <int kMaxN, int kVar, class Problem>
-cudaError_t launch_ngram_search_v(const Problem& prob, int64_t batch, int64_t max_tokens,
-                                  cudaStream_t stream) {
-  static_assert(Problem::kThreads == kNgramSearchThreads, "the search problem's block size");
-  int dev = 0, sms = 0, major = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  if (err != cudaSuccess) return err;
-  const int c = major >= 9 ? ngram_search_cluster(batch, max_tokens, sms) : 1;
-  if constexpr (kVar == 8 || kVar == 9) {
-    const int64_t blocks = batch * c;
-    if (blocks * 2 <= sms) return launch_ngram_search_k<kMaxN, 5>(prob, batch, c, stream);
-    if (kVar == 9 && blocks > sms) return launch_ngram_search_k<kMaxN, 10>(prob, batch, c, stream);
-    return launch_ngram_search_k<kMaxN, 2>(prob, batch, c, stream);
-  } else if constexpr (kVar == 12) {
-    const int64_t blocks = batch * c;
-    if (blocks * 2 <= sms) return launch_ngram_search_k<kMaxN, 13>(prob, batch, c, stream);
-    return launch_ngram_search_k<kMaxN, 11>(prob, batch, c, stream);
-  } else {
-    return launch_ngram_search_k<kMaxN, kVar>(prob, batch, c, stream);
-  }
-}
-
-template <int kMaxN, class Problem>
-cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, int64_t max_tokens,
-                                  cudaStream_t stream) {
-#ifdef FDSPEC_NGRAM_AB
-#ifdef FDSPEC_NGRAM_AB_ALL_N
-  if (true) {  // the harnesses: every size
-#else
-  if (kMaxN == 3) {  // the bench's size: every variant
-#endif
-    switch (g_ngram_ab_variant) {
-      case 0: return launch_ngram_search_v<kMaxN, 0>(prob, batch, max_tokens, stream);
-      case 1: return launch_ngram_search_v<kMaxN, 1>(prob, batch, max_tokens, stream);
-      case 2: return launch_ngram_search_v<kMaxN, 2>(prob, batch, max_tokens, stream);
-      case 3: return launch_ngram_search_v<kMaxN, 3>(prob, batch, max_tokens, stream);
-      case 4: return launch_ngram_search_v<kMaxN, 4>(prob, batch, max_tokens, stream);
-      case 5: return launch_ngram_search_v<kMaxN, 5>(prob, batch, max_tokens, stream);
-      case 6: return launch_ngram_search_v<kMaxN, 6>(prob, batch, max_tokens, stream);
-      case 7: return launch_ngram_search_v<kMaxN, 7>(prob, batch, max_tokens, stream);
-      case 8: return launch_ngram_search_v<kMaxN, 8>(prob, batch, max_tokens, stream);
-      case 9: return launch_ngram_search_v<kMaxN, 9>(prob, batch, max_tokens, stream);
-      case 10: return launch_ngram_search_v<kMaxN, 10>(prob, batch, max_tokens, stream);
-      case 11: return launch_ngram_search_v<kMaxN, 11>(prob, batch, max_tokens, stream);
-      case 12: return launch_ngram_search_v<kMaxN, 12>(prob, batch, max_tokens, stream);
-      case 13: return launch_ngram_search_v<kMaxN, 13>(prob, batch, max_tokens, stream);
-      default: return cudaErrorInvalidValue;
-    }
-  }
-#endif
-  return launch_ngram_search_v<kMaxN, FDSPEC_NGRAM_DEFAULT_VARIANT>(prob, batch, max_tokens, stream);
 }
 
 // Launches the search over `batch` slots with the compare loop specialised for the usual sizes.
