@@ -1,7 +1,7 @@
 // hybrid_mtp_ngram: CUDA implementation (docs/contract/ngram.md#hybrid_mtp_ngram). No Paddle include.
 //
-// Kernel 1 (one block per slot) finds each processed slot's best match with the budget-independent
-// search of ngram_search.cuh (haystacks: the prompt, then pre_ids[0 .. s); pattern ending at
+// Kernel 1 (one block, or a cluster, per slot) finds each processed slot's best match with the
+// budget-independent search of ngram_search.cuh (haystacks: the prompt, then pre_ids[0 .. s); pattern ending at
 // pre_ids[s]; sizes max_ngram_size .. min_ngram_size). Kernel 2 (one block) is the walk of
 // ngram_common/ngram_walk.cuh, exact (ngram_common/ngram_walk.h) given two facts that hold here: a processed slot's
 // base length is ori >= 1, and every other slot keeps its seq_lens_this_time, >= 0 after the clamp of
@@ -21,11 +21,8 @@
 // concurrent streams.
 #include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
 
-#include <cub/block/block_reduce.cuh>
-
 #include "common/cuda_utils.cuh"
-#include "ngram_common/ngram_search.cuh"
-#include "ngram_common/ngram_walk.cuh"
+#include "ngram_common/ngram_launch.cuh"
 
 namespace fdspec {
 namespace {
@@ -56,19 +53,14 @@ struct HybridSearch {
     return out;
   }
 
-  // Only a processed slot (which slot() recorded with search set) is asked.
-  __device__ bool gives_up(int64_t b) const {
-    using Reduce = cub::BlockReduce<int64_t, kThreads>;
-    __shared__ typename Reduce::TempStorage tmp;
-    __shared__ int64_t counted_all;
-    int64_t counted = 0;
-    for (int64_t j = threadIdx.x; j < p.batch; j += kThreads) counted += p.seq_lens_decoder[j] > 0;
-    counted = Reduce(tmp).Sum(counted);
-    if (threadIdx.x == 0) counted_all = counted;
-    __syncthreads();
-    const int64_t ori = max_of<int64_t>(p.seq_lens_this_time[b], 0);
-    return counted_all + ori >= p.threshold;
+  // Only a processed slot (which slot() recorded with search set) is asked: the sum of I and ori_b.
+  // It is at most B + 2^31 - 1: a larger threshold cannot bind and nothing is read.
+  __device__ int64_t batch() const { return p.batch; }
+  __device__ bool threshold_may_bind() const { return p.threshold <= p.batch + INT32_MAX; }
+  __device__ int64_t give_up_term(int64_t b, int64_t j) const {
+    return (p.seq_lens_decoder[j] > 0) + (j == b ? max_of<int64_t>(p.seq_lens_this_time[b], 0) : 0);
   }
+  __device__ bool gives_up(int64_t, int64_t total) const { return total >= p.threshold; }
 
   // Called once per recorded slot, after every thread has read the slot's input entry.
   __device__ void store(int64_t b, int32_t code) const {
@@ -121,13 +113,8 @@ struct HybridWalk {
 }  // namespace
 
 cudaError_t hybrid_mtp_ngram_gpu(const HybridMtpNgramParams& p, cudaStream_t stream) {
-  if (p.batch <= 0) return cudaSuccess;
-  cudaError_t err =
-      launch_ngram_search(HybridSearch<kNgramSearchThreads>{p}, p.batch, p.max_ngram_size, stream);
-  if (err != cudaSuccess) return err;
-  err = launch_ngram_walk(HybridWalk{p}, stream);
-  if (err != cudaSuccess) return err;
-  return FDSPEC_LAUNCH_STATUS(stream);
+  return launch_ngram_op(HybridSearch<kNgramSearchThreads>{p}, HybridWalk{p}, p.batch, p.max_ngram_size,
+                         p.token_ids_stride + p.pre_ids_stride, stream);
 }
 
 }  // namespace fdspec

@@ -125,8 +125,8 @@ void hybrid_mtp_ngram_cpu(const HybridMtpNgramParams& p);
 
 #ifdef FDSPEC_WITH_CUDA
 // Two kernels on `stream`, no allocation, no host synchronisation (CUDA-graph capturable): a parallel
-// search, one block per slot, then one block for the batch-wide budget walk and the copy of the
-// drafts. Returns the launch status.
+// search, one block (a cluster of up to 8 for a small batch) per slot, then one block for the
+// batch-wide budget walk and the copy of the drafts. Returns the launch status.
 cudaError_t hybrid_mtp_ngram_gpu(const HybridMtpNgramParams& p, cudaStream_t stream);
 #endif
 

@@ -5,24 +5,14 @@
 #include "ngram_common/ngram_search.h"
 
 namespace fdspec {
-namespace {
 
-struct HybridHostWalk {
-  const HybridMtpNgramParams& p;
-
-  int64_t batch() const { return p.batch; }
-  int64_t threshold() const { return p.threshold; }
-  WalkOutputs outputs() const { return hybrid_outputs(p); }
-  WalkSlot slot(int64_t b) const { return hybrid_walk_slot(p, b, hybrid_ori(p, b), hybrid_view(p, b).s); }
-
-  NgramMatch search(int64_t b, int64_t budget) const {
-    return ngram_search_host(hybrid_haystacks(hybrid_view(p, b)), p.max_ngram_size, p.min_ngram_size,
-                             budget);
-  }
-};
-
-}  // namespace
-
-void hybrid_mtp_ngram_cpu(const HybridMtpNgramParams& p) { ngram_walk_host(HybridHostWalk{p}); }
+void hybrid_mtp_ngram_cpu(const HybridMtpNgramParams& p) {
+  ngram_walk_host(
+      p.batch, p.threshold, hybrid_outputs(p),
+      [&](int64_t b) { return hybrid_walk_slot(p, b, hybrid_ori(p, b), hybrid_view(p, b).s); },
+      [&](int64_t b, int64_t budget) {
+        return ngram_search_host(hybrid_haystacks(hybrid_view(p, b)), p.max_ngram_size, p.min_ngram_size, budget);
+      });
+}
 
 }  // namespace fdspec

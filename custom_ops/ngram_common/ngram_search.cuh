@@ -10,6 +10,24 @@
 // prompt before the second haystack, the leftmost window last. Each position is examined once, with
 // the tile of the haystack staged in shared memory; the scan stops early once a window of the largest
 // possible size has been found, since nothing to its right can beat it.
+//
+// The design, in numbers (H100; docs/perf/ngram_notes.md holds the measurements). Against main's
+// one-block-per-slot kernel, timed in the same process: every bench row 3..51 % faster, warm and cold.
+// - One 1024-thread block per slot, one per SM (its ring of 4 x 32 KB tiles is 128 KB), streaming
+//   the slot's tiles with 16-byte cp.async (8-byte where the haystack is not 16-byte aligned).
+// - 1024 threads leave 64 registers each: tile and position arithmetic is 32-bit (haystacks are
+//   shorter than 2^30 tokens). Against the same kernel in 64-bit arithmetic (which spilled 24..44
+//   bytes in hybrid_mtp_ngram) every row is 0.5..29 % faster, 64 x 128k late 34.2 -> 25.1 us; the
+//   stop test reads no shared memory (a per-warp flag ORed by the round's barrier).
+// - A small batch with long rows (B x C <= half the SMs, two tiles per block at least) searches
+//   each slot with a cluster of C = 2 .. 8 blocks; their stop decision and final key are exchanged
+//   through shared memory at cluster barriers, never by cross-block atomics. 1 x 128k: 29.9 -> 14.6 us.
+//   C = 2 at B = 64 (128 blocks) measured slower than C = 1: not used.
+// - Fixed cost: a block reads its slot and, only when the threshold can bind, its share of the
+//   batch's give-up sum in one round trip, then tests the sum after one barrier. The walk is a
+//   second kernel (ngram_walk.cuh). Limits: at 8 x 8k the search kernel costs ~6 us and the walk
+//   ~3 us (both measured by leaving the other out), against 0.86 us for an empty kernel; a late hit
+//   wastes the tiles in flight when the scan stops.
 #pragma once
 
 #include <cstdint>
@@ -47,8 +65,8 @@ __device__ __forceinline__ unsigned long long ngram_key(int len, bool in_prompt,
 // read from the shared-memory tile, earlier ones (only a partial match that crosses the tile start
 // gets there) from global memory. kMaxN > 0 unrolls the comparison for the common small sizes.
 template <int kMaxN>
-__device__ __forceinline__ int suffix_match(const int64_t* __restrict__ tile, int64_t tile_base,
-                                            const int64_t* __restrict__ hay, int64_t e,
+__device__ __forceinline__ int suffix_match(const int64_t* __restrict__ tile, int tile_base,
+                                            const int64_t* __restrict__ hay, int e,
                                             const int64_t* __restrict__ pat, int cap) {
   constexpr int kBound = kMaxN > 0 ? kMaxN : kMaxNgramSize;
   constexpr int kUnroll = kMaxN > 0 ? kMaxN : 1;
@@ -56,7 +74,7 @@ __device__ __forceinline__ int suffix_match(const int64_t* __restrict__ tile, in
 #pragma unroll kUnroll
   for (int k = 0; k < kBound; ++k) {
     if (k >= cap) break;
-    const int64_t pos = e - k;
+    const int pos = e - k;
     const int64_t v = pos >= tile_base ? tile[pos - tile_base] : __ldg(hay + pos);
     if (v != pat[k]) break;
     ++l;
@@ -74,94 +92,210 @@ __device__ __forceinline__ unsigned long long warp_max_u64(unsigned long long v)
 }
 
 // Shape of the search: 1024 threads x 4 tokens = 32 KB tiles, kNgramSearchStages of them in a ring of
-// shared memory filled by cp.async, so that a block keeps up to 96 KB of loads in flight while it
-// examines one tile, with 32 warps to hide the shared-memory latency of the examination. One block
-// per slot must draw about 50 GB/s from its SM for a batch of 64 slots to run at the device's
-// memory bandwidth.
+// shared memory filled by cp.async (16-byte copies where the haystack allows), so that a block keeps
+// up to 96 KB of loads in flight while it examines one tile, with 32 warps to hide the shared-memory
+// latency of the examination. One block per SM (the ring takes 128 KB).
 constexpr int kNgramSearchThreads = 1024;
 constexpr int kNgramSearchTok = 4;
 constexpr int kNgramSearchStages = 4;
 constexpr int kNgramSearchTile = kNgramSearchThreads * kNgramSearchTok;
 constexpr size_t kNgramSearchSmem = sizeof(int64_t) * kNgramSearchTile * kNgramSearchStages;
+// Most blocks that search one slot together (a thread-block cluster, one block per SM).
+constexpr int kNgramMaxCluster = 8;
 
-// One block per slot. Problem::slot(b) says what to search; Problem::gives_up(b) (called by every
-// thread, may use the whole block) may skip the search of a slot that the budget walk will surely
-// drop; Problem::store(b, code) (thread 0, once per recorded slot, after a barrier that follows every
-// thread's slot() and gives_up() reads) keeps the result. The haystacks (prompt, then the second one) form one sequence of tiles that stream through
-// the ring. Each haystack token is loaded once: O(len0 + len1) loads per slot. The scan stops once
-// the best key has the largest possible size: windows of one size are ordered by position, so no
-// later tile can beat it.
+// The blocks of one slot's cluster: C of them (1 without a cluster launch) and this block's rank.
+struct ClusterPlace {
+  unsigned size = 1, rank = 0;
+};
+__device__ __forceinline__ ClusterPlace ngram_cluster_place() {
+  ClusterPlace c;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm("mov.u32 %0, %%cluster_nctarank;\n\tmov.u32 %1, %%cluster_ctarank;" : "=r"(c.size), "=r"(c.rank));
+#endif
+  return c;
+}
+// Every thread of every block of the cluster arrives, then waits for all (release / acquire at
+// cluster scope: shared-memory stores to other blocks before it are visible to their reads after it).
+// Not `.aligned`: it is reached from code whose control flow depends on the thread.
+__device__ __forceinline__ void ngram_cluster_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
+#endif
+}
+// Stores v at the address of `local` in the shared memory of the cluster's block `rank`.
+__device__ __forceinline__ void ngram_cluster_store(unsigned long long* local, unsigned rank,
+                                                    unsigned long long v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(local));
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(a), "r"(rank));
+  asm volatile("st.shared::cluster.u64 [%0], %1;" ::"r"(remote), "l"(v) : "memory");
+#else
+  *local = v;
+#endif
+}
+
+// Copies 16 bytes from global to shared memory asynchronously (part of the thread's current group).
+// Through L1 (.ca): the L2-only form (.cg) measured 10 % slower on the bandwidth-bound rows.
+__device__ __forceinline__ void ngram_copy16(int64_t* dst, const int64_t* src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+}
+
+// The search of `batch` slots: C blocks per slot (a cluster; C = 1 when the batch fills the GPU), the
+// slot's tiles dealt round-robin to them.
+//
+// Problem provides:
+// - SearchSlot slot(b): what to search (every thread calls it);
+// - bool threshold_may_bind(), int64_t give_up_term(b, j), bool gives_up(b, total): a slot with
+//   gives_up(b, sum over j of give_up_term(b, j)) is sure to be dropped by the budget walk and is not
+//   searched; threshold_may_bind() false (from the parameters alone) says no slot can be, and no
+//   term is read. The terms are read in the same round trip as the slot, so the test costs a barrier.
+// - store(b, code) (thread 0 of the slot's first block, once per recorded slot, after a barrier that
+//   follows every thread's slot() and give_up_term() reads) keeps the result.
+//
+// The haystacks (prompt, then the second one) form one sequence of tiles; block r of the cluster
+// streams tiles r, r + C, r + 2C, ... through its ring. Each haystack token is loaded once: O(len0 +
+// len1) loads per slot. The scan stops once a key of the largest possible size is known: windows of
+// one size are ordered by position, so no later tile can beat it. Positions, tiles and rounds are
+// int: a haystack has fewer than kMaxHaystackLen = 2^30 tokens. In a cluster, the blocks publish
+// their best key so far to one another at each round's cluster barrier (double-buffered, so that a
+// round's stores never meet a read of the round before), so they all stop at the same round; at the
+// end block 0 takes the best of the C final keys. No atomic crosses blocks.
 template <int kMaxN, class Problem>
 __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Problem prob) {
   constexpr int kThreads = kNgramSearchThreads;
   constexpr int kTile = kNgramSearchTile;
   constexpr int kStages = kNgramSearchStages;
-  extern __shared__ int64_t ring[];  // [kStages][kTile]
+  extern __shared__ __align__(16) int64_t ring[];  // [kStages][kTile]
   __shared__ int64_t pat[kMaxNgramSize];
+  __shared__ int64_t warp_terms[kThreads / 32];
   __shared__ unsigned long long best;
+  __shared__ unsigned long long round_keys[2][kNgramMaxCluster];  // written by the cluster's blocks
+  __shared__ unsigned long long final_keys[kNgramMaxCluster];     // block 0's: each block's last key
 
   allow_dependent_launch();  // the op's next kernel may launch now and wait for this grid
-  const int64_t b = blockIdx.x;
+  const ClusterPlace place = ngram_cluster_place();
+  const unsigned C = place.size, rank = place.rank;
+  const int64_t b = blockIdx.x / C;
+
+  // One round trip: this thread's share of the give-up sum and the slot's own facts.
+  const bool may_bind = prob.threshold_may_bind();
+  int64_t term = 0;
+  if (may_bind) {
+    for (int64_t j = threadIdx.x; j < prob.batch(); j += kThreads) term += prob.give_up_term(b, j);
+  }
   const SearchSlot s = prob.slot(b);
-  if (!s.record) return;
+  if (!s.record) return;  // the same for every block of the cluster: none touches another's memory
 
   // Candidate window ends are e in [0, len - 2]; tile ti covers positions [base, base + kTile).
-  const int64_t ends0 = max_of<int64_t>(s.h.len0 - 1, 0);
-  const int64_t ends1 = max_of<int64_t>(s.h.len1 - 1, 0);
-  const int64_t tiles0 = ceil_div<int64_t>(ends0, kTile);
-  const int64_t tiles = tiles0 + ceil_div<int64_t>(ends1, kTile);
+  const int ends0 = static_cast<int>(max_of<int64_t>(s.h.len0 - 1, 0));
+  const int ends1 = static_cast<int>(max_of<int64_t>(s.h.len1 - 1, 0));
+  const int tiles0 = ceil_div(ends0, kTile);
+  const int tiles = tiles0 + ceil_div(ends1, kTile);
+  const int rounds = ceil_div(tiles, static_cast<int>(C));  // this block's tiles: r = 0 .. rounds - 1
   const bool searching = s.search && s.cap >= s.min_n;
 
   struct TileView {
     const int64_t* hay;
-    int64_t base, n;
+    int base, n;
     bool first;
   };
-  auto view = [&](int64_t ti) {
+  auto view = [&](int ti) {
     TileView v;
     v.first = ti < tiles0;
     v.hay = v.first ? s.h.seg0 : s.h.seg1;
     v.base = (v.first ? ti : ti - tiles0) * kTile;
-    v.n = min_of<int64_t>(kTile, (v.first ? ends0 : ends1) - v.base);
+    v.n = min_of(kTile, (v.first ? ends0 : ends1) - v.base);
     return v;
   };
-  // Every thread commits one group per tile, even an empty one, so that "all but the newest
-  // kStages - 1 groups are complete" always means "tile ti has landed".
-  auto issue = [&](int64_t ti) {
-    if (ti < tiles) {
+  // Every thread commits one group per round, even an empty one, so that "all but the newest
+  // kStages - 1 groups are complete" always means "round r's tile has landed". A tile whose first
+  // token is 16-byte aligned (the base is even) moves in 16-byte copies, the odd last token alone.
+  auto issue = [&](int r) {
+    const int ti = r * static_cast<int>(C) + static_cast<int>(rank);
+    if (r < rounds && ti < tiles) {
       const TileView v = view(ti);
-      int64_t* dst = ring + (ti % kStages) * kTile;
+      int64_t* dst = ring + (r % kStages) * kTile;
+      const int64_t* src = v.hay + v.base;
+      if ((reinterpret_cast<uintptr_t>(src) & 15) == 0) {
 #pragma unroll
-      for (int k = 0; k < kNgramSearchTok; ++k) {
-        const int i = threadIdx.x + k * kThreads;
-        if (i < v.n) __pipeline_memcpy_async(dst + i, v.hay + v.base + i, sizeof(int64_t));
+        for (int k = 0; k < kNgramSearchTok / 2; ++k) {
+          const int i = 2 * (threadIdx.x + k * kThreads);
+          if (i + 1 < v.n) {
+            ngram_copy16(dst + i, src + i);
+          } else if (i < v.n) {
+            __pipeline_memcpy_async(dst + i, src + i, sizeof(int64_t));
+          }
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < kNgramSearchTok; ++k) {
+          const int i = threadIdx.x + k * kThreads;
+          if (i < v.n) __pipeline_memcpy_async(dst + i, src + i, sizeof(int64_t));
+        }
       }
     }
     __pipeline_commit();
   };
 
-  // The first tile is requested before the give-up test, whose reductions then overlap it; the
-  // others only once the slot is known to search (a batch that gives up reads almost nothing).
+  // The tiles are requested once the slot is known to search: at once when the threshold cannot
+  // bind, else after the give-up test (a batch that gives up reads no haystack, and its blocks need
+  // not wait for copies before they exit).
   if (searching) {
-    issue(0);
+    if (!may_bind) issue(0);
     if (threadIdx.x < s.cap) pat[threadIdx.x] = s.h.pattern_last[-static_cast<int64_t>(threadIdx.x)];
   }
   if (threadIdx.x == 0) best = 0;
-  const bool run = searching && !prob.gives_up(b);
+  if (threadIdx.x < kNgramMaxCluster) round_keys[0][threadIdx.x] = 0;
+  bool run = searching;
+  if (searching && may_bind) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) term += __shfl_xor_sync(0xFFFFFFFFu, term, off);
+    if ((threadIdx.x & 31) == 0) warp_terms[threadIdx.x / 32] = term;
+    __syncthreads();
+    int64_t total = 0;
+#pragma unroll
+    for (int w = 0; w < kThreads / 32; ++w) total += warp_terms[w];
+    run = !prob.gives_up(b, total);
+  }
   if (run) {
-    for (int st = 1; st < kStages - 1; ++st) issue(st);
+    for (int st = may_bind ? 0 : 1; st < kStages - 1; ++st) issue(st);
   }
 
   const int64_t pat_last = run ? s.h.pattern_last[0] : 0;
-  for (int64_t ti = 0; run && ti < tiles; ++ti) {
+  // Whether this warp has found a key of the largest size (the same in all its lanes). The stop test
+  // ORs it over the block in the round's barrier: no read of `best` races with its reset or with the
+  // other warps' atomicMax (a volatile or a plain read of `best` there measured up to 1.3 us slower).
+  bool found = false;
+  for (int r = 0; run && r < rounds; ++r) {
     __pipeline_wait_prior(kStages - 2);
-    // One barrier per tile: tile ti is visible to all, everyone is done with tile ti - 1 (whose slot
-    // is refilled below), and the stop decision is the same for the whole block.
-    if (__syncthreads_or(static_cast<int>(best >> 40) >= s.cap)) break;
-    issue(ti + kStages - 1);
+    // One barrier per round: the tile is visible to the block, everyone is done with the previous
+    // one (whose ring slot is refilled below), and the stop decision is the same for the whole block
+    // (and cluster).
+    bool stop;
+    if (C == 1) {
+      stop = __syncthreads_or(found);
+    } else {
+      // The block's best so far (an atomic read: warps may still fold the last round in; any value
+      // it returns is a key found, which is all the stop rule needs). Not in the first round: no
+      // block may touch another's shared memory before the first cluster barrier, which proves
+      // that every block of the cluster has started; each block zeroed its own first buffer.
+      if (r > 0 && threadIdx.x < C) {
+        ngram_cluster_store(&round_keys[r & 1][rank], threadIdx.x, atomicAdd(&best, 0ull));
+      }
+      ngram_cluster_sync();
+      unsigned long long m = 0;
+      for (unsigned k = 0; k < C; ++k) m = max_of(m, round_keys[r & 1][k]);
+      stop = static_cast<int>(m >> 40) >= s.cap;
+    }
+    if (stop) break;
+    issue(r + kStages - 1);
 
+    const int ti = r * static_cast<int>(C) + static_cast<int>(rank);
+    if (ti >= tiles) continue;
     const TileView v = view(ti);
-    const int64_t* tile = ring + (ti % kStages) * kTile;
+    const int64_t* tile = ring + (r % kStages) * kTile;
     unsigned long long key = 0;
     // Almost every position fails on the pattern's last token: test that first, from registers,
     // and measure the full common suffix only on a hit. Positions past n hold stale tokens; the hit
@@ -173,8 +307,8 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
     for (int k = 0; k < kNgramSearchTok; ++k) {
       const int i = threadIdx.x + k * kThreads;
       if (tok[k] == pat_last && i < v.n) {
-        const int64_t e = v.base + i;
-        const int cap_e = static_cast<int>(min_of<int64_t>(s.cap, e + 1));
+        const int e = v.base + i;
+        const int cap_e = min_of(s.cap, e + 1);
         const int l = suffix_match<kMaxN>(tile, v.base, v.hay, e, pat, cap_e);
         if (l >= s.min_n) {
           const unsigned long long kk = ngram_key(l, v.first, e);
@@ -185,16 +319,25 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
     if (__any_sync(0xFFFFFFFFu, key != 0)) {
       key = warp_max_u64(key);
       if ((threadIdx.x & 31) == 0 && key != 0) atomicMax(&best, key);
+      found = found || static_cast<int>(key >> 40) >= s.cap;
     }
   }
   __pipeline_wait_prior(0);  // no copy may still target shared memory when the block exits
   __syncthreads();
+  unsigned long long result = best;
+  if (C > 1) {
+    if (!run || rounds == 0) ngram_cluster_sync();  // no round did: every block has started now
+    if (threadIdx.x == 0) ngram_cluster_store(&final_keys[rank], 0, result);
+    ngram_cluster_sync();  // also keeps every block alive until the others' stores to it are done
+    if (rank != 0) return;
+    for (unsigned k = 0; k < C; ++k) result = max_of(result, final_keys[k]);
+  }
   if (threadIdx.x == 0) {
-    if (!run || best == 0) {
+    if (!run || result == 0) {
       prob.store(b, kNoMatch);
     } else {
-      const bool in_prompt = (best >> 32) & 1;
-      const int64_t e = 0xFFFFFFFFu - static_cast<uint32_t>(best);
+      const bool in_prompt = (result >> 32) & 1;
+      const int64_t e = 0xFFFFFFFFu - static_cast<uint32_t>(result);
       prob.store(b, static_cast<int32_t>(e + 1) | (in_prompt ? 0 : kSeg1Bit));
     }
   }
@@ -212,29 +355,55 @@ __device__ __forceinline__ NgramMatch decode_search_result(int32_t code, const N
   return m;
 }
 
+// Blocks per slot: more than one only while the clusters surely fit on the GPU at once (B x C <= half
+// the SM count: a cluster's blocks must share a GPU processing cluster, and with one block per SM the
+// GPCs do not seat every pairing of the SMs) and each block gets at least two tiles of the widest
+// haystack (`max_tokens`).
+inline int ngram_search_cluster(int64_t batch, int64_t max_tokens, int sms) {
+  int c = 1;
+  while (c < kNgramMaxCluster && batch * c * 2 * 2 <= sms &&
+         int64_t{c} * 2 * 2 * kNgramSearchTile <= max_tokens) {
+    c *= 2;
+  }
+  return c;
+}
+
 template <int kMaxN, class Problem>
-cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, cudaStream_t stream) {
+cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, int64_t max_tokens,
+                                  cudaStream_t stream) {
   static_assert(Problem::kThreads == kNgramSearchThreads, "the search problem's block size");
   auto kernel = ngram_search_kernel<kMaxN, Problem>;
-  // The ring is larger than the default 48 KB of dynamic shared memory. A host-side attribute (no
-  // stream work), so it is fine under graph capture; set on every launch as it is per device.
+  // The ring is larger than the default 48 KB of dynamic shared memory. Host-side attributes (no
+  // stream work), so they are fine under graph capture; set on every launch as they are per device.
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(kNgramSearchSmem));
+  int dev = 0, sms = 0, major = 0;
+  if (err == cudaSuccess) err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
   if (err != cudaSuccess) return err;
-  kernel<<<static_cast<unsigned>(batch), kNgramSearchThreads, kNgramSearchSmem, stream>>>(prob);
-  return cudaGetLastError();
+  const int c = major >= 9 ? ngram_search_cluster(batch, max_tokens, sms) : 1;
+  cudaLaunchAttribute cluster = {};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = static_cast<unsigned>(c);
+  cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
+  const cudaLaunchConfig_t cfg = {dim3(static_cast<unsigned>(batch * c)), dim3(kNgramSearchThreads),
+                                  kNgramSearchSmem, stream, &cluster, c > 1 ? 1u : 0u};
+  return cudaLaunchKernelEx(&cfg, kernel, prob);
 }
 
 // Launches the search over `batch` slots with the compare loop specialised for the usual sizes.
+// `max_tokens` bounds the tokens of a slot's two haystacks (it sizes the clusters).
 template <class Problem>
-cudaError_t launch_ngram_search(const Problem& prob, int64_t batch, int max_n, cudaStream_t stream) {
+cudaError_t launch_ngram_search(const Problem& prob, int64_t batch, int max_n, int64_t max_tokens,
+                                cudaStream_t stream) {
   switch (max_n) {
-    case 1: return launch_ngram_search_n<1>(prob, batch, stream);
-    case 2: return launch_ngram_search_n<2>(prob, batch, stream);
-    case 3: return launch_ngram_search_n<3>(prob, batch, stream);
-    case 4: return launch_ngram_search_n<4>(prob, batch, stream);
-    case 5: return launch_ngram_search_n<5>(prob, batch, stream);
-    default: return launch_ngram_search_n<0>(prob, batch, stream);
+    case 1: return launch_ngram_search_n<1>(prob, batch, max_tokens, stream);
+    case 2: return launch_ngram_search_n<2>(prob, batch, max_tokens, stream);
+    case 3: return launch_ngram_search_n<3>(prob, batch, max_tokens, stream);
+    case 4: return launch_ngram_search_n<4>(prob, batch, max_tokens, stream);
+    case 5: return launch_ngram_search_n<5>(prob, batch, max_tokens, stream);
+    default: return launch_ngram_search_n<0>(prob, batch, max_tokens, stream);
   }
 }
 

@@ -4,7 +4,6 @@
 
 #include <cstdint>
 
-#include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cuda_runtime.h>
 
@@ -27,20 +26,37 @@ __device__ __forceinline__ int64_t ngram_walk_kept(int64_t G, int64_t untruncate
   return G >= T - 1 ? 0 : min_of<int64_t>(untruncated, T - G);
 }
 
-// One block: each thread owns a contiguous run of slots, so the batch-wide prefix sums are one
-// sequential pass per thread plus one block scan. O(B / kThreads + log kThreads) steps.
+// Asks for the cache line at p to be brought to this SM's L1 (no wait, no fault on any address).
+__device__ __forceinline__ void prefetch_l1(const void* p) {
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+}
+
+// Sums of a run of slots that the walk scans: the lengths with no threshold, the processed slots,
+// the counted slots, and the negative fixed lengths (any: the walk goes sequential).
+struct WalkSums {
+  int64_t len = 0, proc = 0, counted = 0, negative = 0;
+  __device__ WalkSums operator+(const WalkSums& o) const {
+    WalkSums r;
+    r.len = len + o.len;
+    r.proc = proc + o.proc;
+    r.counted = counted + o.counted;
+    r.negative = negative + o.negative;
+    return r;
+  }
+};
+
+// One block: each thread owns a contiguous run of at most `per` slots, held in registers (the first
+// kPer of them; a larger batch re-reads the rest), so the batch-wide prefix sums are one pass per
+// thread plus one block scan, and the slots are read once. O(B / kThreads + log kThreads) steps.
 // Walk provides: int64_t batch() and threshold(); WalkOutputs outputs(); DeviceWalkSlot slot(b)
-// (called up to three times per slot, so a pure function of memory that no other slot's
-// ngram_walk_finish writes). A negative fixed length anywhere (see ngram_walk.h) sends the block to
-// the sequential walk, on thread 0.
-template <int kThreads, class Walk>
+// (a pure function of memory that no other slot's ngram_walk_finish writes). A negative fixed length
+// anywhere (see ngram_walk.h) sends the block to the sequential walk, on thread 0.
+template <int kThreads, int kPer, class Walk>
 __global__ void __launch_bounds__(kThreads) ngram_walk_kernel(Walk walk) {
   wait_for_primary_grid();  // launched as a dependent of the search kernel
-  using Scan = cub::BlockScan<int64_t, kThreads>;
-  using Reduce = cub::BlockReduce<int64_t, kThreads>;
+  using Scan = cub::BlockScan<WalkSums, kThreads>;
   __shared__ typename Scan::TempStorage scan_tmp;
-  __shared__ typename Reduce::TempStorage reduce_tmp;
-  __shared__ int64_t shared_counted, shared_b0;
+  __shared__ unsigned long long shared_b0;
 
   const int64_t B = walk.batch();
   const int64_t T = walk.threshold();
@@ -48,21 +64,37 @@ __global__ void __launch_bounds__(kThreads) ngram_walk_kernel(Walk walk) {
   const int64_t per = ceil_div<int64_t>(B, kThreads);
   const int64_t lo = min_of<int64_t>(threadIdx.x * per, B);
   const int64_t hi = min_of<int64_t>(lo + per, B);
+  if (threadIdx.x == 0) shared_b0 = static_cast<unsigned long long>(B);
 
-  int64_t len_sum = 0, proc_count = 0, counted = 0;
-  bool negative = false;
-  for (int64_t b = lo; b < hi; ++b) {
-    const DeviceWalkSlot w = walk.slot(b);
-    len_sum += w.base + (w.processed ? w.untruncated : 0);
-    proc_count += w.processed;
-    counted += w.counted;
-    negative |= w.base < 0;
+  DeviceWalkSlot cache[kPer];
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    if (lo + k < hi) cache[k] = walk.slot(lo + k);
   }
-  const int64_t counted_all = Reduce(reduce_tmp).Sum(counted);
-  if (threadIdx.x == 0) shared_counted = counted_all;
-  if (__syncthreads_or(negative)) {  // also publishes shared_counted
+  // Visits this thread's slots in order: f(b, slot).
+  auto visit = [&](auto&& f) {
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      if (lo + k < hi) f(lo + k, cache[k]);
+    }
+    for (int64_t b = lo + kPer; b < hi; ++b) f(b, walk.slot(b));
+  };
+
+  WalkSums mine;
+  visit([&](int64_t, const DeviceWalkSlot& w) {
+    mine.len += w.base + (w.processed ? w.untruncated : 0);
+    mine.proc += w.processed;
+    mine.counted += w.counted;
+    mine.negative += w.base < 0;
+    // The drafts are copied at the end, after two barriers: start their way to this SM now.
+    if (w.processed && w.untruncated > 0) prefetch_l1(w.src);
+  });
+  WalkSums before, all;
+  auto add = [](const WalkSums& a, const WalkSums& c) { return a + c; };
+  Scan(scan_tmp).ExclusiveScan(mine, before, WalkSums{}, add, all);
+  const int64_t I = all.counted;
+  if (all.negative > 0) {
     if (threadIdx.x == 0) {
-      const int64_t I = shared_counted;
       int64_t A = 0, D = 0;
       for (int64_t b = 0; b < B; ++b) {
         const DeviceWalkSlot w = walk.slot(b);
@@ -77,36 +109,31 @@ __global__ void __launch_bounds__(kThreads) ngram_walk_kernel(Walk walk) {
     }
     return;
   }
-  const int64_t I = shared_counted;
-  int64_t len_before, proc_before;
-  Scan(scan_tmp).ExclusiveSum(len_sum, len_before);
-  __syncthreads();
-  Scan(scan_tmp).ExclusiveSum(proc_count, proc_before);
-  __syncthreads();
 
   // First slot where the untruncated walk would clamp or give up (B: none).
   int64_t first = B;
   {
-    int64_t A = len_before, D = proc_before;
-    for (int64_t b = lo; b < hi && first == B; ++b) {
-      const DeviceWalkSlot w = walk.slot(b);
+    int64_t A = before.len, D = before.proc;
+    visit([&](int64_t b, const DeviceWalkSlot& w) {
       if (w.processed) {
         ++D;
         const int64_t G = A + w.base + (I - D);
-        if (G >= T - 1 || G + w.untruncated > T) first = b;
+        if (first == B && (G >= T - 1 || G + w.untruncated > T)) first = b;
         A += w.untruncated;
       }
       A += w.base;
-    }
+    });
   }
-  const int64_t b0 = Reduce(reduce_tmp).Reduce(first, [](int64_t a, int64_t c) { return a < c ? a : c; });
-  if (threadIdx.x == 0) shared_b0 = b0;
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    first = min_of<int64_t>(first, __shfl_xor_sync(0xFFFFFFFFu, first, off));
+  }
+  if ((threadIdx.x & 31) == 0 && first < B) atomicMin(&shared_b0, static_cast<unsigned long long>(first));
   __syncthreads();
-  const int64_t first_binding = shared_b0;
+  const int64_t first_binding = static_cast<int64_t>(shared_b0);
 
-  int64_t A = len_before, D = proc_before;
-  for (int64_t b = lo; b < hi; ++b) {
-    const DeviceWalkSlot w = walk.slot(b);
+  int64_t A = before.len, D = before.proc;
+  visit([&](int64_t b, const DeviceWalkSlot& w) {
     int64_t kept = 0;
     if (w.processed) {
       ++D;
@@ -117,17 +144,17 @@ __global__ void __launch_bounds__(kThreads) ngram_walk_kernel(Walk walk) {
     }
     A += w.base;
     ngram_walk_finish(out, b, w, w.src, kept);
-  }
+  });
 }
 
 // One block of 256 threads on `stream` (the walk is latency-bound: more threads only add to the
-// scans, and 1024 would cap registers at 64 and spill); graph capturable. Launched as a programmatic
+// scans), each holding up to 4 slots in registers; graph capturable. Launched as a programmatic
 // dependent of the search. Returns the launch status.
 template <class Walk>
 cudaError_t launch_ngram_walk(const Walk& walk, cudaStream_t stream) {
   constexpr int kWalkThreads = 256;
-  return launch_dependent(ngram_walk_kernel<kWalkThreads, Walk>, dim3(1), dim3(kWalkThreads), stream,
-                          walk);
+  auto kernel = ngram_walk_kernel<kWalkThreads, 4, Walk>;
+  return launch_dependent(kernel, dim3(1), dim3(kWalkThreads), stream, walk);
 }
 
 }  // namespace fdspec

@@ -82,20 +82,18 @@ FDSPEC_HD void ngram_walk_finish(const WalkOutputs& o, int64_t b, const WalkSlot
   o.seq_lens_this_time[b] = static_cast<int32_t>(len);
 }
 
-// The walk on the host, as stated above. Op provides: int64_t batch() and threshold(); WalkSlot
-// slot(b) (called before slot b is written); NgramMatch search(b, budget), the slot's first
-// productive match with that budget; WalkOutputs outputs().
-template <class Op>
-void ngram_walk_host(const Op& op) {
-  const int64_t B = op.batch();
-  const int64_t T = op.threshold();
-  const WalkOutputs out = op.outputs();
+// The walk on the host, as stated above, over `batch` slots with threshold T. slot(b) gives slot b's
+// WalkSlot (called before slot b is written); search(b, budget) its first productive match with that
+// budget (an NgramMatch).
+template <class SlotFn, class SearchFn>
+void ngram_walk_host(int64_t B, int64_t T, const WalkOutputs& out, const SlotFn& slot,
+                     const SearchFn& search) {
   int64_t unprocessed = 0;
-  for (int64_t b = 0; b < B; ++b) unprocessed += op.slot(b).counted;
+  for (int64_t b = 0; b < B; ++b) unprocessed += slot(b).counted;
 
   int64_t prefix = 0;  // the final (unpadded) lengths of the slots before b
   for (int64_t b = 0; b < B; ++b) {
-    const WalkSlot w = op.slot(b);
+    const WalkSlot w = slot(b);
     NgramMatch m;
     if (w.processed) {
       --unprocessed;
@@ -103,7 +101,7 @@ void ngram_walk_host(const Op& op) {
       const int64_t L = unprocessed;
       int64_t budget = w.budget;
       if (S + budget + L > T) budget = T - S - L;
-      if (S + L < T - 1) m = op.search(b, budget);
+      if (S + L < T - 1) m = search(b, budget);
     }
     prefix += w.base + m.count;
     ngram_walk_finish(out, b, w, m.src, m.count);

@@ -1,7 +1,7 @@
 // ngram_match: CUDA implementation (docs/contract/ngram.md#ngram_match). No Paddle include.
 //
-// Kernel 1 (one block per slot) finds each decoding slot's best match with the budget-independent
-// search of ngram_search.cuh: which window wins does not depend on the budget, only how many tokens
+// Kernel 1 (one block, or a cluster, per slot) finds each decoding slot's best match with the
+// budget-independent search of ngram_search.cuh: which window wins does not depend on the budget, only how many tokens
 // of its continuation are kept. Kernel 2 (one block) is the walk of ngram_common/ngram_walk.cuh,
 // exact here because a decoding slot's base is 1 and every other slot keeps its length (a negative
 // prefill length, which no runner produces, sends it to its sequential form). The search result waits
@@ -9,27 +9,11 @@
 // never reads for such a slot (ngram_match_walk_slot): no workspace, graph capturable.
 #include "ngram_match/ngram_match.h"
 
-#include <cub/block/block_reduce.cuh>
-
 #include "common/cuda_utils.cuh"
-#include "ngram_common/ngram_search.cuh"
-#include "ngram_common/ngram_walk.cuh"
+#include "ngram_common/ngram_launch.cuh"
 
 namespace fdspec {
 namespace {
-
-template <int kThreads>
-__device__ __forceinline__ int64_t block_sum(int64_t v) {
-  using Reduce = cub::BlockReduce<int64_t, kThreads>;
-  __shared__ typename Reduce::TempStorage tmp;
-  __shared__ int64_t total;
-  const int64_t r = Reduce(tmp).Sum(v);
-  if (threadIdx.x == 0) total = r;
-  __syncthreads();
-  const int64_t out = total;
-  __syncthreads();
-  return out;
-}
 
 // Search problem of kernel 1.
 template <int kThreadsPerSlot>
@@ -53,19 +37,15 @@ struct NgramMatchSearch {
   // A decoding slot that gives up whatever the earlier slots draft needs no search:
   // G_b >= I + (lengths of the prefill slots before b), I being the initial `unprocessed`, because
   // every earlier decoding slot adds at least 1 to S and takes 1 from L. With a batch larger than
-  // the threshold every slot gives up this way and the op reads no haystack. O(B) reads per block,
-  // served by L2.
-  __device__ bool gives_up(int64_t b) const {
-    int64_t counted = 0, prefill_before = 0;
-    for (int64_t j = threadIdx.x; j < p.batch; j += kThreads) {
-      const int32_t e = p.seq_lens_encoder[j];
-      counted += e > 0 || p.seq_lens_decoder[j] > 0;
-      if (j < b && e > 0) prefill_before += p.seq_lens_this_time[j];
-    }
-    counted = block_sum<kThreads>(counted);
-    prefill_before = block_sum<kThreads>(prefill_before);
-    return counted + prefill_before >= p.threshold - 1;
+  // the threshold every slot gives up this way and the op reads no haystack. The sum is at most
+  // B * 2^31 (a count plus int32 lengths): a larger threshold cannot bind and nothing is read.
+  __device__ int64_t batch() const { return p.batch; }
+  __device__ bool threshold_may_bind() const { return p.threshold - 1 <= p.batch * (int64_t{1} << 31); }
+  __device__ int64_t give_up_term(int64_t b, int64_t j) const {
+    const int32_t e = p.seq_lens_encoder[j];
+    return (e > 0 || p.seq_lens_decoder[j] > 0) + (j < b && e > 0 ? p.seq_lens_this_time[j] : 0);
   }
+  __device__ bool gives_up(int64_t, int64_t total) const { return total >= p.threshold - 1; }
 
   __device__ void store(int64_t b, int32_t code) const { p.seq_lens_this_time[b] = code; }
 };
@@ -93,13 +73,8 @@ struct NgramMatchWalk {
 }  // namespace
 
 cudaError_t ngram_match_gpu(const NgramMatchParams& p, cudaStream_t stream) {
-  if (p.batch <= 0) return cudaSuccess;
-  cudaError_t err =
-      launch_ngram_search(NgramMatchSearch<kNgramSearchThreads>{p}, p.batch, p.max_ngram_size, stream);
-  if (err != cudaSuccess) return err;
-  err = launch_ngram_walk(NgramMatchWalk{p}, stream);
-  if (err != cudaSuccess) return err;
-  return FDSPEC_LAUNCH_STATUS(stream);
+  return launch_ngram_op(NgramMatchSearch<kNgramSearchThreads>{p}, NgramMatchWalk{p}, p.batch,
+                         p.max_ngram_size, p.token_ids_stride, stream);
 }
 
 }  // namespace fdspec

@@ -102,8 +102,8 @@ void ngram_match_cpu(const NgramMatchParams& p);
 
 #ifdef FDSPEC_WITH_CUDA
 // Two kernels on `stream`, no allocation, no host synchronisation (CUDA-graph capturable): a parallel
-// search, one block per decoding slot, then one block for the batch-wide budget walk and the
-// copy of the drafts. Returns the launch status.
+// search, one block (a cluster of up to 8 for a small batch) per decoding slot, then one block for
+// the batch-wide budget walk and the copy of the drafts. Returns the launch status.
 cudaError_t ngram_match_gpu(const NgramMatchParams& p, cudaStream_t stream);
 #endif
 

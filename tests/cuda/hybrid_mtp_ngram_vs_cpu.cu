@@ -8,6 +8,7 @@
 // rounds: one capture per shape, new inputs copied into
 // the captured buffers before each replay. Usage and exit status: tests/cuda/harness.cuh.
 #include <algorithm>
+#include <chrono>
 #include <cinttypes>
 #include <string>
 #include <vector>
@@ -283,6 +284,12 @@ void run_graph_rounds(harness::Tally& t, Rng& r, const Shape& shape, int replays
 
 void body(harness::Tally& t, bool quick) {
   Rng r(20260707);
+  // Progress on stderr, so that a run cut short by a time limit says how far it got.
+  const auto t0 = std::chrono::steady_clock::now();
+  auto phase = [&](const char* name) {
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "  %s done at %.1f s\n", name, sec);
+  };
   const harness::Stream stream;
   auto random_case = [&](int64_t B, int64_t W, int64_t D, int64_t K1, int max_n_hi, int64_t vocab,
                          double odd) {
@@ -297,6 +304,7 @@ void body(harness::Tally& t, bool quick) {
     random_case(r.uni(0, 40), r.uni(0, 60), r.uni(1, 40), r.uni(1, 8), it % 10 == 0 ? 64 : 6,
                 r.uni(1, 4), 0.15);
   }
+  phase("small");
   const int mid = quick ? 2 : 300;
   for (int it = 0; it < mid; ++it) {
     random_case(r.uni(1, quick ? 40 : 300), r.uni(1, 5000), r.uni(1, 2000), r.uni(1, 9),
@@ -304,10 +312,22 @@ void body(harness::Tally& t, bool quick) {
   }
   // Haystacks longer than the search kernel's ring of shared-memory tiles (4 x 4096 tokens), with a
   // large vocabulary so that the scan rarely stops early: the ring wraps around.
+  phase("mid-size");
   random_case(3, 40000, 3000, 6, 3, 1000, 0.0);
+  // Few slots with long rows: C = 2 .. 8 blocks search each slot (a cluster), stopping at an early
+  // round (small vocabulary) or scanning to the end (large one).
+  if (!quick) {
+    for (int it = 0; it < 30; ++it) {
+      const int64_t vocab = it % 3 == 0 ? 4 : (it % 3 == 1 ? 50 : 30000);
+      random_case(r.uni(1, 16), r.uni(16384, int64_t{1} << 17), r.uni(1, 8192), r.uni(1, 9),
+                  it % 4 == 0 ? 64 : 5, vocab, 0.05);
+    }
+  }
+  phase("clustered");
   if (!quick) {
     for (int64_t vocab : {1000, 4, 50}) random_case(256, int64_t{1} << 16, int64_t{1} << 12, 8, 5, vocab, 0.02);
   }
+  phase("256 x 64k");
   const int shapes = quick ? 2 : 12;
   for (int it = 0; it < shapes; ++it) {
     const Shape sh = make_shape(r, r.uni(1, 64), r.uni(1, 200), r.uni(1, 100), r.uni(2, 8), 5,

@@ -4,6 +4,7 @@
 // max_draft_tokens below, at and above K) on a third of the cases, CUDA-graph capture and replay,
 // repeated launches, and 256 x 128k batches. Usage and exit status: tests/cuda/harness.cuh.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -131,6 +132,12 @@ void run_case(harness::Tally& t, const harness::Stream& stream, Batch b, int max
 
 void body(harness::Tally& t, bool quick) {
   std::mt19937_64 g(1234);
+  // Progress on stderr, so that a run cut short by a time limit says how far it got.
+  const auto t0 = std::chrono::steady_clock::now();
+  auto phase = [&](const char* name) {
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "  %s done at %.1f s\n", name, sec);
+  };
   const harness::Stream stream;
   auto U = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(g); };
   const int small = quick ? 150 : 20000;
@@ -140,6 +147,7 @@ void body(harness::Tally& t, bool quick) {
     int64_t T = U(0, 2) == 0 ? (1 << 20) : U(0, 3 * B + 10);
     run_case(t, stream, b, maxn, T, it % 50 == 0, 1, it % 3 == 1, U(-1, K + 2));
   }
+  phase("small");
   const int mids = quick ? 4 : 300;
   for (int it = 0; it < mids; ++it) {
     int64_t B = U(1, 300), W = U(1, 5000), K = U(1, 8), vocab = U(2, 50); int maxn = (int)U(1, it % 5 == 0 ? 64 : 5);
@@ -149,6 +157,18 @@ void body(harness::Tally& t, bool quick) {
     int64_t T = U(0, 3) == 0 ? (1 << 20) : counted + enc_sum + U(-5, 2 * B + 5);
     run_case(t, stream, b, maxn, T, it % 10 == 0, it % 30 == 0 ? 5 : 1, it % 3 == 1, U(-1, K + 2));
   }
+  // Few slots with long rows: the search runs C = 2 .. 8 blocks per slot (a cluster). Rare matches
+  // (a large vocabulary) make the blocks scan to the end; frequent ones stop them at an early round.
+  phase("mid-size");
+  const int clustered = quick ? 2 : 30;
+  for (int it = 0; it < clustered; ++it) {
+    int64_t B = quick ? U(1, 3) : U(1, 16), W = quick ? U(16384, 40000) : U(16384, 1 << 17), K = U(1, 8), vocab = it % 3 == 0 ? 4 : (it % 3 == 1 ? 50 : 30000);
+    int maxn = (int)U(1, it % 4 == 0 ? 64 : 5);
+    Batch b = make(g, B, W, K, vocab, maxn, 0.05);
+    int64_t T = U(0, 2) == 0 ? (1 << 20) : U(0, 3 * B + 10);
+    run_case(t, stream, b, maxn, T, it % 10 == 0, it % 15 == 0 ? 3 : 1, it % 3 == 1, U(-1, K + 2));
+  }
+  phase("clustered");
   if (!quick) {
     for (int it = 0; it < 6; ++it) {
       int64_t vocab = it < 2 ? 1000 : (it < 4 ? 4 : 50); int maxn = it % 2 ? 5 : 3;
