@@ -436,7 +436,7 @@ def main() -> int:
                 target="oracle emitting the reference answer, greedy verification",
                 slots=args.slots, threshold="never binds", ngram="max_ngram_size 5 (config default)",
                 suffix=dict(SUFFIX_KEYS),
-                spec_bench=str(args.spec_bench) if args.spec_bench else None)
+                spec_bench=f"{Path(args.spec_bench).name} (Spec-Bench, --spec-bench)" if args.spec_bench else None)
     meta["global"] = dict(GLOBAL_KEYS, order="one slot, the requests in dataset order, then again")
     (args.out / "bench_drafters.json").write_text(
         json.dumps({"meta": meta, "rows": rows, "warm": warm}, indent=2))
