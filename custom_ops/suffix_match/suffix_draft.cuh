@@ -329,24 +329,33 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
     }
     __syncthreads();
     const int small_n = min(sh.small_n, kWarpSet);
-    if (threadIdx.x < small_n) {
-      const int me = sh.widx[threadIdx.x];
-      const unsigned long long mine = sh.key[me];
-      int rank = 0;
-      for (int j = 0; j < small_n; ++j) rank += sh.key[sh.widx[j]] < mine;
-      sh.wkey[rank] = mine;
-      sh.wlen[rank] = sh.len[me];
-    }
-    __syncthreads();
     const int window = static_cast<int>(min_of<int64_t>(a.cap, a.depth - a.warp_lo));
-    for (int e = threadIdx.x; e < small_n * kMaxSuffixSpecTokens; e += kThreads) {
-      const int j = e / kMaxSuffixSpecTokens, k = e % kMaxSuffixSpecTokens;
-      if (k >= window) continue;
-      bool has = false;
-      const int64_t t = src.token(sh.wkey[j], k, &has);
-      sh.cont[j][k] = t;
+    if (warp == 0) {
+      // The set sorted by key (keys are distinct: ranks by shuffles, a permutation), each lane then
+      // loads its member's continuations into its sorted row, all loads of a chunk in flight.
+      const int me = lane < small_n ? sh.widx[lane] : 0;
+      const unsigned long long mine = lane < small_n ? sh.key[me] : ~0ull;
+      int rank = 0;
+      for (int j = 0; j < small_n; ++j) rank += __shfl_sync(kFull, mine, j) < mine;
+      if (lane < small_n) {
+        sh.wkey[rank] = mine;
+        sh.wlen[rank] = sh.len[me];
+        for (int k0 = 0; k0 < window; k0 += 8) {
+          int64_t t[8];
+#pragma unroll
+          for (int u = 0; u < 8; ++u) {
+            bool has = false;
+            t[u] = k0 + u < window ? src.token(mine, k0 + u, &has) : 0;
+          }
+#pragma unroll
+          for (int u = 0; u < 8; ++u) {
+            if (k0 + u < window) sh.cont[rank][k0 + u] = t[u];
+          }
+        }
+        sh.avail[rank] = src.avail(mine, window);
+      }
+      __syncwarp();
     }
-    if (threadIdx.x < small_n) sh.avail[threadIdx.x] = src.avail(sh.wkey[threadIdx.x], window);
     // Runs of match lengths with the same occurrence set: a new run starts at L when some candidate
     // has l = L - 1. Within a run the greedy path is the same (the set decides every step and every
     // stop but the cut), so the draft of L is that path cut at min(limit, D - L) tokens and its

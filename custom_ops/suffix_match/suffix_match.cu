@@ -62,6 +62,7 @@ struct SearchShared {
   CoreShared core;
   uint32_t key2[kCandCap];  // the second list: positions with l >= 2 (< kMaxSuffixHistory)
   uint8_t len2[kCandCap];
+  uint16_t idx2[kCandCap];  // the second list's entry's index in the first (kNoIndex: past kCandCap)
   int n_cand;        // candidates appended (may exceed kCandCap: then the second list or pass)
   int n_cand2;
   int l0;            // shortest match length held in the candidate list
@@ -92,12 +93,9 @@ struct HistorySource {
 // loads was the longest latency of the pass.
 constexpr int kMatchChunk = 8;
 
-__device__ __forceinline__ int match_len(const int64_t* row, const int64_t* ctx, int c, int64_t i,
-                                         int64_t tok, int64_t prev, bool have_prev) {
-  if (tok != ctx[c - 1]) return 0;
-  const int lim = static_cast<int>(min_of<int64_t>(c - 1, i + 1));  // l < c - 1 and i - l >= 0
-  if (lim <= 1) return 1;
-  if ((have_prev ? prev : row[i - 1]) != ctx[c - 2]) return 1;
+// The match length of a position known to have l >= 2 (lim = min(c - 1, i + 1) > 1).
+__device__ __forceinline__ int extend_match(const int64_t* row, const int64_t* ctx, int c, int64_t i) {
+  const int lim = static_cast<int>(min_of<int64_t>(c - 1, i + 1));
   int l = 2;
   while (l < lim) {
     int64_t t[kMatchChunk];
@@ -110,6 +108,15 @@ __device__ __forceinline__ int match_len(const int64_t* row, const int64_t* ctx,
     l += kMatchChunk;
   }
   return l;
+}
+
+__device__ __forceinline__ int match_len(const int64_t* row, const int64_t* ctx, int c, int64_t i,
+                                         int64_t tok, int64_t prev, bool have_prev) {
+  if (tok != ctx[c - 1]) return 0;
+  const int lim = static_cast<int>(min_of<int64_t>(c - 1, i + 1));  // l < c - 1 and i - l >= 0
+  if (lim <= 1) return 1;
+  if ((have_prev ? prev : row[i - 1]) != ctx[c - 2]) return 1;
+  return extend_match(row, ctx, c, i);
 }
 
 // Appends (key, l) at `at` of a list of capacity kCandCap (positions past it are counted only).
@@ -172,6 +179,163 @@ __device__ void history_pass(SearchShared& sh, const int64_t* row, int64_t n, in
         }
       }
     }
+  }
+}
+
+constexpr uint16_t kNoIndex = 0xffff;
+constexpr int kPairs = 16;  // 16-byte loads per lane and tile, all in flight
+constexpr int kExtendChunk = 16;  // a lane's first round of loads when it extends an l >= 2
+
+// Extends the match lengths of second-list entries [from, to) (< kCandCap) of the calling warp to
+// their full length, fixes both lists and counts the histogram. Each lane compares kExtendChunk
+// positions of its own entry, all loads in flight; the few entries still matching after that (the
+// long matches, up to c - 1) continue one after another with the whole warp, 64 positions per round
+// of loads. The newest occurrence, n - 1, is the context itself: l = c - 1, nothing to load.
+__device__ void extend_entries(SearchShared& sh, const int64_t* row, int64_t n, int c, int from, int to) {
+  const int lane = threadIdx.x & 31;
+  for (int j0 = from; j0 < to; j0 += 32) {  // warp-uniform
+    const int j = j0 + lane;
+    const bool mine = j < to;
+    const int64_t i = mine ? sh.key2[j] : 0;
+    const int lim = static_cast<int>(min_of<int64_t>(c - 1, i + 1));
+    int l = 2;
+    bool more = false;
+    if (mine && i == n - 1) {
+      l = lim;
+    } else if (mine) {
+      int64_t t[kExtendChunk];
+#pragma unroll
+      for (int u = 0; u < kExtendChunk; ++u) t[u] = l + u < lim ? row[i - l - u] : 0;
+      int stop = kExtendChunk;
+#pragma unroll
+      for (int u = kExtendChunk - 1; u >= 0; --u) {
+        if (l + u >= lim || t[u] != sh.ctx[c - 1 - l - u]) stop = u;
+      }
+      l += stop;
+      more = stop == kExtendChunk && l < lim;
+    }
+    for (unsigned pend = __ballot_sync(kFull, more); pend != 0; pend &= pend - 1) {
+      const int src = __ffs(pend) - 1;
+      const int64_t pi = __shfl_sync(kFull, i, src);
+      const int plim = __shfl_sync(kFull, lim, src);
+      int pl = __shfl_sync(kFull, l, src);
+      while (pl < plim) {
+        const int k0 = pl + lane, k1 = pl + 32 + lane;
+        const int64_t t0 = k0 < plim ? row[pi - k0] : 0;
+        const int64_t t1 = k1 < plim ? row[pi - k1] : 0;
+        const unsigned stop0 = __ballot_sync(kFull, k0 >= plim || t0 != sh.ctx[c - 1 - k0]);
+        const unsigned stop1 = __ballot_sync(kFull, k1 >= plim || t1 != sh.ctx[c - 1 - k1]);
+        if (stop0 != 0) {
+          pl += __ffs(stop0) - 1;
+          break;
+        }
+        if (stop1 != 0) {
+          pl += 32 + __ffs(stop1) - 1;
+          break;
+        }
+        pl += 64;
+      }
+      if (lane == src) l = pl;
+    }
+    if (mine) {
+      sh.len2[j] = static_cast<uint8_t>(l);
+      if (sh.idx2[j] != kNoIndex) sh.core.len[sh.idx2[j]] = static_cast<uint8_t>(l);
+      atomicAdd(&sh.hist[l], 1);
+    }
+  }
+}
+
+__device__ void history_pass0(SearchShared& sh, const int64_t* row, int64_t n, int c) {
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  // The context (one token per thread) and its last two tokens are loaded with the first tile: the
+  // block waits for the context and the caller's counters in shared memory once those are in flight.
+  static_assert(kMaxSuffixTreeDepth <= kThreads, "one context token per thread");
+  const int64_t ctx_tok = threadIdx.x < c ? row[n - c + threadIdx.x] : 0;
+  const long long c1 = __ldg(row + n - 1);
+  const long long c2 = c >= 3 ? __ldg(row + n - 2) : 0;  // c = 2: lim <= 1, every l <= 1
+  // Pairs start at 16-byte addresses: position -1 is a virtual one when the row is not so aligned.
+  const int64_t origin = -static_cast<int64_t>((reinterpret_cast<uintptr_t>(row) >> 3) & 1);
+  // As few tiles as kPairs allows, the positions spread evenly over the warps of each (a warp's
+  // span: a multiple of 64 positions, at most kPairs * 64).
+  constexpr int64_t kWarpsPerBlock = kThreads / 32;
+  const int64_t tiles = (n - origin + kWarpsPerBlock * kPairs * 64 - 1) / (kWarpsPerBlock * kPairs * 64);
+  const int span = static_cast<int>((n - origin + tiles * kWarpsPerBlock * 64 - 1) / (tiles * kWarpsPerBlock * 64) * 64);
+  const int64_t tile_len = int64_t{span} * kWarpsPerBlock;
+  for (int64_t tile = origin; tile < n; tile += tile_len) {
+    const int64_t start = tile + int64_t{warp} * span;
+    const int64_t end = min_of<int64_t>(max_of<int64_t>(start + span, start), n);  // [start, end)
+    longlong2 t[kPairs];
+#pragma unroll
+    for (int u = 0; u < kPairs; ++u) {
+      const int64_t i = start + u * 64 + 2 * lane;
+      if (i + 1 < end && i >= 0) {
+        t[u] = __ldg(reinterpret_cast<const longlong2*>(row + i));
+      } else {
+        t[u].x = i >= 0 && i < end ? row[i] : 0;
+        t[u].y = i + 1 >= 0 && i + 1 < end ? row[i + 1] : 0;
+      }
+    }
+    const long long before = lane == 0 && start >= 1 && start < n ? row[start - 1] : 0;
+    if (tile == origin) {  // block-uniform
+      if (threadIdx.x < c) sh.ctx[threadIdx.x] = ctx_tok;
+      __syncthreads();
+    }
+    if (start >= n) continue;             // warp-uniform; no other block barrier in the loop
+    unsigned m1 = 0, m2 = 0;  // bit 2u + h: position start + 64u + 2 lane + h has l >= 1 / l >= 2
+#pragma unroll
+    for (int u = 0; u < kPairs; ++u) {
+      const int64_t i = start + u * 64 + 2 * lane;
+      // H[i - 1]: lane - 1's second token; lane 0's is lane 31's of the previous pair (or `before`).
+      const long long sent = lane == 31 && u > 0 ? t[u > 0 ? u - 1 : 0].y : t[u].y;
+      const long long got = __shfl_sync(kFull, sent, (lane + 31) & 31);
+      const long long prev = lane > 0 || u > 0 ? got : before;
+      const bool a0 = i >= 0 && i < end && t[u].x == c1;
+      const bool a1 = i + 1 >= 0 && i + 1 < end && t[u].y == c1;
+      const bool b0 = a0 && c >= 3 && i >= 1 && prev == c2;
+      const bool b1 = a1 && c >= 3 && i >= 0 && t[u].x == c2;
+      m1 |= (static_cast<unsigned>(a0) | static_cast<unsigned>(a1) << 1) << (2 * u);
+      m2 |= (static_cast<unsigned>(b0) | static_cast<unsigned>(b1) << 1) << (2 * u);
+    }
+    // One warp scan of both counts (each <= 32 * 32, packed in 16 bits), one atomic per list.
+    const int mine = __popc(m1) | __popc(m2) << 16;
+    int incl = mine;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int v = __shfl_up_sync(kFull, incl, o);
+      if (lane >= o) incl += v;
+    }
+    const int total = __shfl_sync(kFull, incl, 31);
+    if (total == 0) continue;  // warp-uniform
+    const int total1 = total & 0xffff, total2 = total >> 16;
+    int at = 0, at2 = 0;
+    if (lane == 0) {
+      at = atomicAdd(&sh.n_cand, total1);
+      if (total2 > 0) at2 = atomicAdd(&sh.n_cand2, total2);
+    }
+    at = __shfl_sync(kFull, at, 0);
+    at2 = __shfl_sync(kFull, at2, 0);
+    int o1 = at + ((incl - mine) & 0xffff), o2 = at2 + ((incl - mine) >> 16);
+    for (unsigned m = m1; m != 0; m &= m - 1) {
+      const int e = __ffs(m) - 1;
+      const int64_t i = start + (e >> 1) * 64 + 2 * lane + (e & 1);
+      const bool two = (m2 >> e) & 1u;
+      if (o1 < kCandCap) {
+        sh.core.key[o1] = static_cast<unsigned long long>(i);
+        sh.core.len[o1] = two ? 2 : 1;
+      }
+      if (two) {
+        if (o2 < kCandCap) {
+          sh.key2[o2] = static_cast<uint32_t>(i);
+          sh.idx2[o2] = o1 < kCandCap ? static_cast<uint16_t>(o1) : kNoIndex;
+        }
+        ++o2;
+      }
+      ++o1;
+    }
+    if (total2 == 0) continue;  // warp-uniform
+    __syncwarp();
+    extend_entries(sh, row, n, c, at2, min(at2 + total2, kCandCap));
   }
 }
 
@@ -424,18 +588,25 @@ __device__ void search_slot(const SuffixMatchParams& p, SearchShared& sh, int64_
   }
 
   // 1. Match lengths, their histogram and the candidate list.
-  for (int j = threadIdx.x; j < c; j += kThreads) {
-    sh.ctx[j] = row[n - c + j];
-    sh.hist[j] = 0;
-  }
+  for (int j = threadIdx.x; j < c; j += kThreads) sh.hist[j] = 0;
   if (threadIdx.x == 0) {
     sh.n_cand = 0;
     sh.n_cand2 = 0;
   }
-  __syncthreads();
   SUFFIX_PROF_SET(1, clock64());
-  history_pass(sh, row, n, c, 0, 1);
+  history_pass0(sh, row, n, c);  // also loads the context
   __syncthreads();
+  if (sh.n_cand2 > kCandCap) {  // the second list overflowed: its lengths are incomplete
+    __syncthreads();  // everyone has read n_cand2
+    for (int j = threadIdx.x; j < c; j += kThreads) sh.hist[j] = 0;
+    if (threadIdx.x == 0) {
+      sh.n_cand = 0;
+      sh.n_cand2 = 0;
+    }
+    __syncthreads();
+    history_pass(sh, row, n, c, 0, 1);
+    __syncthreads();
+  }
   SUFFIX_PROF_SET(2, clock64());
   if (threadIdx.x < 32) match_length_bounds(sh, c);
   __syncthreads();

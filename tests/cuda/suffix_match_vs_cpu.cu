@@ -274,8 +274,11 @@ void body(harness::Tally& t, bool quick) {
   harness::Stream stream;
   const int64_t vocabs[] = {1, 2, 3, 5, 12, 50};
   const int reps = quick ? 1 : 12;  // quick: one case per (vocabulary, width), for racecheck
+  // 12289 (full mode): histories over more than one tile of the match-length pass, odd rows.
+  const std::vector<int64_t> widths = quick ? std::vector<int64_t>{1, 7, 40, 300, 1500, 4096}
+                                            : std::vector<int64_t>{1, 7, 40, 300, 1500, 4096, 12289};
   for (int64_t vocab : vocabs) {
-    for (int64_t W : {int64_t{1}, int64_t{7}, int64_t{40}, int64_t{300}, int64_t{1500}, int64_t{4096}}) {
+    for (int64_t W : widths) {
       for (int rep = 0; rep < reps; ++rep) {
         Shape sh = make_shape(r, r.uni(0, quick ? 4 : 12), W, vocab, 0);
         const Inputs in = make_inputs(r, sh);
