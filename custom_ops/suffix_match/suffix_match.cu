@@ -4,13 +4,16 @@
 // suffix tree and without a vocabulary-sized histogram:
 //
 // 1. One pass over the history computes l(i), the match length of H[0 .. i] against the context C
-//    (capped at |C| - 1), for every position i (coalesced loads, eight positions in flight per thread;
-//    H[i - 1] from the neighbouring lane, so only l >= 2 loads more), a histogram of the l >= 2, and
-//    compacts the positions with l(i) >= 1 into a candidate list in shared memory (those with l >= 2
-//    also into a second list). The occurrences of s = C[-L:] are the candidates with l >= L, so
-//    n_L = |S_0(L)| is the list's length for L = 1, a suffix sum of the histogram above, and the sets
-//    nest as L grows. n_L >= 1 always (the newest occurrence, i = N - 1, has no continuation); a
-//    match length with n_L = 1 drafts nothing.
+//    (capped at |C| - 1), for every position i, a histogram of the l >= 2, and compacts the positions
+//    with l(i) >= 1 into a candidate list in shared memory (those with l >= 2 also into a second
+//    list). Each warp owns a span of consecutive positions and loads it with 16-byte loads, all in
+//    flight at once (the context arrives with them), so H[i - 1] is in a register of the lane or its
+//    neighbour: l >= 1 and l >= 2 need no further load. The few l >= 2 are then extended to their
+//    full length, a lane per entry (the long ones by the whole warp, 64 positions per round). The
+//    occurrences of s = C[-L:] are the candidates with l >= L, so n_L = |S_0(L)| is the list's
+//    length for L = 1, a suffix sum of the histogram above, and the sets nest as L grows. n_L >= 1
+//    always (the newest occurrence, i = N - 1, has no continuation); a match length with n_L = 1
+//    drafts nothing.
 // 2. Everything after that touches the candidates only (suffix_draft.cuh, the core shared with the
 //    global cache): the long matches (n_L <= 32) take the warp path with their continuations in
 //    shared memory, the shorter ones the block path over the candidate list, longest first, each
@@ -54,7 +57,7 @@ using suffix_gpu::kFull;
 using suffix_gpu::kThreads;
 
 constexpr int kWarpSet = suffix_gpu::kWarpSet;
-constexpr int kUnroll = 8;  // history positions in flight per thread in the match-length pass
+constexpr int kUnroll = 8;  // history positions in flight per thread in history_pass (pass 1, the fallback)
 
 struct SearchShared {
   int64_t ctx[kMaxSuffixTreeDepth];
@@ -260,7 +263,8 @@ __device__ void history_pass0(SearchShared& sh, const int64_t* row, int64_t n, i
   // span: a multiple of 64 positions, at most kPairs * 64).
   constexpr int64_t kWarpsPerBlock = kThreads / 32;
   const int64_t tiles = (n - origin + kWarpsPerBlock * kPairs * 64 - 1) / (kWarpsPerBlock * kPairs * 64);
-  const int span = static_cast<int>((n - origin + tiles * kWarpsPerBlock * 64 - 1) / (tiles * kWarpsPerBlock * 64) * 64);
+  const int64_t unit = tiles * kWarpsPerBlock * 64;  // each warp of each tile: 64 more positions
+  const int span = static_cast<int>((n - origin + unit - 1) / unit * 64);
   const int64_t tile_len = int64_t{span} * kWarpsPerBlock;
   for (int64_t tile = origin; tile < n; tile += tile_len) {
     const int64_t start = tile + int64_t{warp} * span;
@@ -691,7 +695,7 @@ __global__ void __launch_bounds__(kThreads, 2) suffix_search_kernel(SuffixMatchP
 void suffix_profile_print(int64_t blocks, double clock_khz) {
   static long long h[suffix_gpu::kProfBlocks][suffix_gpu::kProfSlots];
   if (cudaMemcpyFromSymbol(h, suffix_gpu::g_suffix_prof, sizeof(h)) != cudaSuccess) return;
-  const char* names[10] = {"entry", "ctx", "pass0", "hist", "pass1", "warp", "block", "slow", "finish", "write"};
+  const char* names[10] = {"entry", "setup", "pass0", "hist", "pass1", "warp", "block", "slow", "finish", "write"};
   const int64_t nb = blocks < suffix_gpu::kProfBlocks ? blocks : suffix_gpu::kProfBlocks;
   double sum[10] = {}, mx[10] = {};
   for (int64_t b = 0; b < nb; ++b) {
