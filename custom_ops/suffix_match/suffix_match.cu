@@ -131,6 +131,17 @@ __device__ __forceinline__ void store_candidate(Key* keys, uint8_t* lens, int at
   }
 }
 
+// Lane 0 reserves n1 entries of the candidate list and n2 of the second list for its warp; every
+// lane gets both bases. Warp-uniform call.
+__device__ __forceinline__ int2 reserve_entries(SearchShared& sh, int n1, int n2) {
+  int at = 0, at2 = 0;
+  if ((threadIdx.x & 31) == 0) {
+    at = atomicAdd(&sh.n_cand, n1);
+    if (n2 > 0) at2 = atomicAdd(&sh.n_cand2, n2);
+  }
+  return make_int2(__shfl_sync(kFull, at, 0), __shfl_sync(kFull, at2, 0));
+}
+
 // One pass over the history. Pass 0 appends every l >= 1 to the candidate list, every l >= 2 also to
 // the second list (what the search needs when the first overflows, unless n_2 > kCandCap too), and
 // counts the l >= 2 in the histogram (n_1 is the number appended); pass 1 appends the positions with
@@ -160,13 +171,8 @@ __device__ void history_pass(SearchShared& sh, const int64_t* row, int64_t n, in
       if (pass == 0) total2 += __popc(__ballot_sync(kFull, len[u] >= 2));
     }
     if (total == 0) continue;  // warp-uniform
-    int at = 0, at2 = 0;
-    if (lane == 0) {
-      at = atomicAdd(&sh.n_cand, total);
-      if (total2 > 0) at2 = atomicAdd(&sh.n_cand2, total2);
-    }
-    at = __shfl_sync(kFull, at, 0);
-    at2 = __shfl_sync(kFull, at2, 0);
+    const int2 bases = reserve_entries(sh, total, total2);
+    int at = bases.x, at2 = bases.y;
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t i = base + u * kThreads + threadIdx.x;
@@ -312,14 +318,9 @@ __device__ void history_pass0(SearchShared& sh, const int64_t* row, int64_t n, i
     const int total = __shfl_sync(kFull, incl, 31);
     if (total == 0) continue;  // warp-uniform
     const int total1 = total & 0xffff, total2 = total >> 16;
-    int at = 0, at2 = 0;
-    if (lane == 0) {
-      at = atomicAdd(&sh.n_cand, total1);
-      if (total2 > 0) at2 = atomicAdd(&sh.n_cand2, total2);
-    }
-    at = __shfl_sync(kFull, at, 0);
-    at2 = __shfl_sync(kFull, at2, 0);
-    int o1 = at + ((incl - mine) & 0xffff), o2 = at2 + ((incl - mine) >> 16);
+    const int2 bases = reserve_entries(sh, total1, total2);
+    const int at2 = bases.y;
+    int o1 = bases.x + ((incl - mine) & 0xffff), o2 = at2 + ((incl - mine) >> 16);
     for (unsigned m = m1; m != 0; m &= m - 1) {
       const int e = __ffs(m) - 1;
       const int64_t i = start + (e >> 1) * 64 + 2 * lane + (e & 1);
