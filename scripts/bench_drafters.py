@@ -123,28 +123,34 @@ class ArcticProposer(Proposer):
         self.seq_of: Dict[int, Tuple[int, int]] = {}  # slot -> (sequence id, response tokens inserted)
         self.cached: List[int] = []
         self.next_seq = 0
-        self._share_inputs, self._last = None, None
+        self._share_inputs = None
 
-    def _close_response(self, b: int) -> None:
-        """Adds what the request in slot ``b`` accepted since this drafter last saw it (its final
-        step's tokens: the row still holds the request), as Arctic adds every sampled token of a
-        response before the request stops."""
-        s, (seq, done) = self._last, self.seq_of.get(b, (None, 0))
-        if s is None or seq is None:
+    def _catch_up(self, s, b: int) -> None:
+        """Adds to the global tree what the request in slot ``b`` accepted since this drafter last
+        saw it, as Arctic adds every sampled token of a response (``s``: the share-inputs on the host)."""
+        seq, done = self.seq_of.get(b, (None, 0))
+        if seq is None:
             return
         P, n = int(s["prompt_lens"][b, 0]), int(s["step_idx"][b, 0])
         if done < n:
             self.global_tree.extend(seq, s["token_ids_all"][b, P + done:P + n].astype(np.int32).tolist())
+            self.seq_of[b] = (seq, n)
+
+    def _close(self, s, b: int) -> None:
+        """The request in slot ``b`` ended: its final step's tokens (the row still holds it) are added,
+        nothing more is."""
+        self._catch_up(s, b)
         self.seq_of[b] = (None, 0)
 
     def reset(self, slots) -> None:
+        if self.global_tree is not None and self._share_inputs is not None and len(slots):
+            rows = {k: self._share_inputs[k].numpy()  # the rows still hold the finished requests
+                    for k in ("token_ids_all", "prompt_lens", "step_idx")}
+            for b in slots:
+                self._close(rows, int(b))
         for b in slots:
             self.trees.pop(int(b), None)
             if self.global_tree is not None:
-                if self._share_inputs is not None:  # the rows still hold the finished requests
-                    self._last = {k: self._share_inputs[k].numpy()
-                                  for k in ("token_ids_all", "prompt_lens", "step_idx")}
-                    self._close_response(int(b))
                 self.seq_of[int(b)] = (self.next_seq, 0)
                 self.cached.append(self.next_seq)
                 self.next_seq += 1
@@ -160,13 +166,13 @@ class ArcticProposer(Proposer):
                                                    "seq_lens_this_time", "actual_draft_token_num")}
         cfg, K = self.config, self.config.num_speculative_tokens
         W = s["token_ids_all"].shape[1]
-        self._share_inputs, self._last = share_inputs, s
+        self._share_inputs = share_inputs
         for b in range(s["token_ids_all"].shape[0]):
             if s["seq_lens_encoder"][b] > 0:
                 continue
             if s["seq_lens_decoder"][b] == 0:
                 if self.global_tree is not None:
-                    self._close_response(b)
+                    self._close(s, b)
                 s["seq_lens_this_time"][b] = 0
                 continue
             P, n = int(s["prompt_lens"][b, 0]), int(s["step_idx"][b, 0])
@@ -185,10 +191,7 @@ class ArcticProposer(Proposer):
                                    cfg.suffix_decoding_max_spec_offset,
                                    cfg.suffix_decoding_min_token_prob, False)
             if self.global_tree is not None:
-                seq, done = self.seq_of[b]
-                if done < n:
-                    self.global_tree.extend(seq, hist[P + done:P + n].tolist())
-                    self.seq_of[b] = (seq, n)
+                self._catch_up(s, b)
                 other = self.global_tree.speculate(context, max(cap, 0),
                                                    cfg.suffix_decoding_max_spec_factor,
                                                    cfg.suffix_decoding_max_spec_offset,
