@@ -273,11 +273,14 @@ void body(harness::Tally& t, bool quick) {
     const Shape sh = make_shape(r, r.uni(0, 40), r.uni(1, 12), r.uni(1, 50));
     run_case(t, sh, make_state(r, sh, 0.15), stream);
   }
-  // Vectors, odd V (rows off 16-byte boundaries), many rows; rows of more than 4096 float32 logits
-  // are split over a cluster of blocks (also in the quick mode, which the sanitizers run).
-  const int large = quick ? 3 : 60;
+  // Vectors, odd V (rows off 16-byte boundaries), many rows, in each of the update's launch shapes
+  // (draft_model.cu; on an H100: B <= 33 rows split over clusters once V > 1024 float32, B <= 132
+  // one 512-thread block per row, more one 256-thread block per row), also in the quick mode, which
+  // the sanitizers run.
+  const int large = quick ? 4 : 60;
   for (int it = 0; it < large; ++it) {
-    const Shape sh = make_shape(r, r.uni(1, quick ? 16 : 300), r.uni(2, 64), r.uni(51, quick ? 20000 : 40000));
+    const int64_t B = it % 4 == 0 ? r.uni(1, 16) : (it % 4 == 1 ? r.uni(17, 33) : (it % 4 == 2 ? r.uni(34, 132) : r.uni(133, 300)));
+    const Shape sh = make_shape(r, B, r.uni(2, 64), r.uni(51, quick ? 12000 : 40000));
     run_case(t, sh, make_state(r, sh, 0.05), stream);
   }
   const int shapes = quick ? 2 : 10;
