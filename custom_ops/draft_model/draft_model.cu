@@ -10,7 +10,6 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "common/cuda_utils.cuh"
 #include "common/logit_cuda.cuh"
@@ -21,13 +20,14 @@ namespace {
 constexpr int kWarp = 32;
 constexpr unsigned kFullMask = 0xFFFFFFFFu;
 constexpr int kSlotWarpsPerBlock = 4;  // preprocess / accept: slots are tiny, small blocks spread out
-// Update: the shape of a launch depends on the batch (tests/cuda/bench_mtp_kernels.cu on an H100,
-// V = 32000 float32; docs/perf/mtp_notes.md). Per update: at B = 1 and 8 a row split over a cluster
-// of 8 blocks of 256 threads, one round of 4 loads per thread, took 2.9 us; at B = 64 one block of
-// 512 threads per row (8 loads per thread and round, two rounds, no cluster) took 4.0 us against 4.3
-// for the best split; at B = 256 one block of 256 threads x 8 loads per row took 6.6 us. Splitting
-// rows costs the cluster launch and barriers (an empty 512-block grid in clusters of 8 launches in
-// 1.1 us against 0.5 without), which pays only while the rows alone leave most SMs idle.
+// Update: the shape of a launch depends on the batch (H100, V = 32000 float32, update alone in
+// tests/cuda/bench_mtp_kernels.cu; the sweep is in docs/perf/mtp_notes.md). Up to B = SMs / 4 a row
+// is split over a cluster of 256-thread blocks, one round of 4 loads per thread (B = 1, 8: 2.9, 3.1
+// us; one block per row: 3.4, 3.7). Up to B = SMs one 512-thread block per row, two rounds of 8 loads
+// per thread, no cluster (B = 64: 4.0 us; the best split 4.2, 1024 x 8 in one round 4.2). Beyond,
+// one 256 x 8 block per row (B = 256: 6.8 us; 512 x 8: 9.5). Splitting a row costs the cluster
+// launch and two cluster barriers (an empty grid of 512 blocks in clusters of 8 launches in 1.1 us
+// against 0.5 without), which pays only while the rows alone leave most SMs idle.
 constexpr int kMaxParts = 8;  // slices of a row at most (the portable cluster size)
 
 // The slot of the calling warp (preprocess, accept), after the programmatic-launch handshake.
@@ -222,40 +222,6 @@ __global__ void __launch_bounds__(kSlotWarpsPerBlock * kWarp)
   }
 }
 
-#ifdef FDSPEC_MTP_AB
-// Prototype: draft_model_accept then the next step's draft_model_preprocess, per slot in one warp.
-// The accepted tokens are read in the round trip of the scalars (lanes < K + 1); a decoding slot's
-// newest token is then accept_tokens[b, n - 1] (n >= 1) or pre_ids[b, s] (n = 0, one more trip).
-__global__ void __launch_bounds__(kSlotWarpsPerBlock * kWarp)
-    draft_model_accept_preprocess_kernel(DraftModelAcceptParams a, DraftModelPreprocessParams p) {
-  const int64_t b = warp_slot();
-  if (b >= p.batch) return;
-  const int lane = threadIdx.x % kWarp;
-  const int64_t D = p.pre_ids_stride;
-  const int64_t* acc = a.accept_tokens + b * a.width;
-  const int64_t tok = lane < a.width ? acc[lane] : -1;
-  const int32_t acc_num = a.accept_num[b];
-  const DraftPreprocessSlot q0 = draft_preprocess_load(p, b);  // kind, max_dec_len; s from the old state
-  const int64_t s = draft_verified_step(p.step_idx[b], p.mtp_draft_num[b], D);
-  const int64_t n = clamp_to<int64_t>(acc_num, 0, min_of<int64_t>(a.width, D - 1 - s));
-  int64_t* row = p.pre_ids + b * D;
-  DraftPreprocessSlot q = q0;
-  if (q.kind == DraftSlot::kPrefill) {
-    for (int64_t i = lane; i < D; i += kWarp) row[i] = -1;
-  } else {
-    q.s = s + n;
-    for (int64_t i = lane; i < n; i += kWarp) row[s + 1 + i] = i < kWarp ? tok : acc[i];
-  }
-  const int64_t last = n >= 1 ? __shfl_sync(kFullMask, tok, static_cast<int>(min_of<int64_t>(n - 1, kWarp - 1))) : 0;
-  __syncwarp();
-  if (lane == 0) {
-    int64_t newest = -1;
-    if (draft_preprocess_reads_newest(q)) newest = n >= 1 ? (n - 1 < kWarp ? last : acc[n - 1]) : row[q.s];
-    draft_preprocess_store(p, b, q, newest);
-  }
-}
-#endif
-
 unsigned slot_blocks(int64_t batch) {
   return static_cast<unsigned>(ceil_div<int64_t>(batch, kSlotWarpsPerBlock));
 }
@@ -304,22 +270,6 @@ cudaError_t draft_model_preprocess_gpu(const DraftModelPreprocessParams& p, cuda
   return err != cudaSuccess ? err : FDSPEC_LAUNCH_STATUS(stream);
 }
 
-#ifdef FDSPEC_MTP_AB
-// A/B scaffolding (bench only): a fixed shape and parts, chosen at run time.
-int g_update_variant = [] {
-  const char* v = std::getenv("FDSPEC_MTP_VARIANT");
-  return v ? std::atoi(v) : -1;
-}();
-int g_update_parts = [] {
-  const char* v = std::getenv("FDSPEC_MTP_PARTS");
-  return v ? std::atoi(v) : 0;
-}();
-const char* update_variant_name(int v) {
-  static const char* names[] = {"256x4", "512x8", "256x8", "1024x8", "512x4", "1024x4"};
-  return v >= 0 && v < 6 ? names[v] : "production";
-}
-#endif
-
 cudaError_t draft_model_update_gpu(const DraftModelUpdateParams& p, cudaStream_t stream) {
   if (p.batch <= 0) return cudaSuccess;
   int dev = 0, major = 0, sms = 0;
@@ -329,19 +279,6 @@ cudaError_t draft_model_update_gpu(const DraftModelUpdateParams& p, cudaStream_t
   if (err != cudaSuccess) return err;
   // Clusters (distributed shared memory) and programmatic launches need sm_90.
   const bool pdl = major >= 9;
-#ifdef FDSPEC_MTP_AB
-  if (g_update_variant >= 0) {
-    const int parts = major >= 9 && g_update_parts > 1 ? std::min(g_update_parts, kMaxParts) : 1;
-    switch (g_update_variant) {
-      case 0: return launch_update_as<UpdateShape<256, 4>>(p, parts, pdl, stream);
-      case 1: return launch_update_as<UpdateShape<512, 8>>(p, parts, pdl, stream);
-      case 2: return launch_update_as<UpdateShape<256, 8>>(p, parts, pdl, stream);
-      case 3: return launch_update_as<UpdateShape<1024, 8>>(p, parts, pdl, stream);
-      case 4: return launch_update_as<UpdateShape<512, 4>>(p, parts, pdl, stream);
-      default: return launch_update_as<UpdateShape<1024, 4>>(p, parts, pdl, stream);
-    }
-  }
-#endif
   // A batch of at most a quarter as many rows as SMs splits each row into slices, as many as fill
   // the SMs, at most kMaxParts and no more than the row has rounds of loads; larger batches give a
   // row one block.
@@ -355,16 +292,6 @@ cudaError_t draft_model_update_gpu(const DraftModelUpdateParams& p, cudaStream_t
   if (p.batch <= sms) return launch_update_as<MidBatchUpdate>(p, 1, pdl, stream);
   return launch_update_as<LargeBatchUpdate>(p, 1, pdl, stream);
 }
-
-#ifdef FDSPEC_MTP_AB
-cudaError_t draft_model_accept_preprocess_gpu(const DraftModelAcceptParams& a, const DraftModelPreprocessParams& p,
-                                              cudaStream_t stream) {
-  if (p.batch <= 0) return cudaSuccess;
-  const cudaError_t err = launch_dependent(draft_model_accept_preprocess_kernel, dim3(slot_blocks(p.batch)),
-                                           dim3(kSlotWarpsPerBlock * kWarp), stream, a, p);
-  return err != cudaSuccess ? err : FDSPEC_LAUNCH_STATUS(stream);
-}
-#endif
 
 cudaError_t draft_model_accept_gpu(const DraftModelAcceptParams& p, cudaStream_t stream) {
   if (p.batch <= 0) return cudaSuccess;

@@ -221,13 +221,15 @@ void draft_model_accept_cpu(const DraftModelAcceptParams& p);
 // before it (common/cuda_utils.cuh), which hides its launch behind its predecessor.
 // Preprocess: one warp per slot (the lanes clear a prefill slot's row). One kernel, graph-capturable.
 cudaError_t draft_model_preprocess_gpu(const DraftModelPreprocessParams& p, cudaStream_t stream);
-// Update: per slot a thread-block cluster (sm_90+; one block elsewhere) splits the logits row into
-// `parts` slices, about one block per SM over the batch (at most 8 per row): idle slots exit after
-// reading their scalars; a drafting slot's blocks read their slice once in 16-byte loads, reduce the
-// keys, and the leader writes. One kernel, graph-capturable.
+// Update: small batches (B <= SMs / 4, sm_90+) split each logits row over a thread-block cluster of
+// up to 8 blocks, larger ones give a row one block (512 threads up to B = SMs, 256 beyond; the shapes
+// and their timings are in draft_model.cu). A block issues the loads of the slot's scalars and of its
+// first round of logits together, exits if the slot does not draft (those loads go unused), else
+// reads the rest of its slice once in 16-byte loads, reduces the keys (warp reductions), and the
+// leader writes. One kernel, graph-capturable.
 cudaError_t draft_model_update_gpu(const DraftModelUpdateParams& p, cudaStream_t stream);
-// Accept: one warp per slot: the lanes copy the verified tokens, lane 0 writes the scalars. One
-// kernel, graph-capturable.
+// Accept: one warp per slot: the lanes load the verified tokens with the slot's scalars and copy
+// them, lane 0 writes the scalars. One kernel, graph-capturable.
 cudaError_t draft_model_accept_gpu(const DraftModelAcceptParams& p, cudaStream_t stream);
 #endif
 

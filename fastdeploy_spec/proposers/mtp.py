@@ -56,7 +56,7 @@ class MTPProposer(Proposer):
         ``pad_to_max`` (``graph_opt_config.use_cudagraph``, passed to ``hybrid_mtp_ngram``).
     draft_model : callable
         ``draft_model(input_ids, hidden_states)`` with ``input_ids`` int64 [S, 1] on ``place`` (each
-        decoding slot's newest token; other rows hold 0 and their logits are not read) returns
+        decoding slot's newest token; other rows hold 0 and their logits are not used) returns
         logits [S, V] (float32, float16 or bfloat16) on ``place``, or ``(logits, hidden)``. It must
         not write ``input_ids``. Step 0 gets the ``hidden_states`` given to :meth:`run` (None if
         none), later steps the ``hidden`` the model returned (None if it returned logits only). A

@@ -41,18 +41,6 @@
 #include "harness.cuh"
 #include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
 
-#ifdef FDSPEC_MTP_AB
-cudaError_t ab_main_preprocess(const void* p, cudaStream_t s);
-cudaError_t ab_main_update(const void* p, cudaStream_t s);
-cudaError_t ab_main_accept(const void* p, cudaStream_t s);
-namespace fdspec {
-extern int g_update_variant, g_update_parts;
-const char* update_variant_name(int v);
-cudaError_t draft_model_accept_preprocess_gpu(const DraftModelAcceptParams& a, const DraftModelPreprocessParams& p,
-                                              cudaStream_t stream);
-}  // namespace fdspec
-#endif
-
 namespace {
 
 using harness::DevVec;
@@ -214,41 +202,21 @@ struct DevState {
   }
 };
 
-#ifdef FDSPEC_MTP_AB
-int g_impl = 1;  // 0: main's launchers (bench_mtp_ab_main.cu), 1: the branch's
-bool g_fused = false;  // the step as fused accept + preprocess, updates, hybrid (timing only)
-#define AB_PICK(main_call, branch_call) (g_impl == 0 ? (main_call) : (branch_call))
-#else
-#define AB_PICK(main_call, branch_call) (branch_call)
-#endif
-
 cudaError_t gpu_preprocess(const DevState& d, cudaStream_t st) {
-  const auto p = d.ptrs().preprocess();
-  return AB_PICK(ab_main_preprocess(&p, st), fdspec::draft_model_preprocess_gpu(p, st));
+  return fdspec::draft_model_preprocess_gpu(d.ptrs().preprocess(), st);
 }
 cudaError_t gpu_update(const DevState& d, int i, cudaStream_t st) {
-  const auto p = d.ptrs().update(i);
-  return AB_PICK(ab_main_update(&p, st), fdspec::draft_model_update_gpu(p, st));
+  return fdspec::draft_model_update_gpu(d.ptrs().update(i), st);
 }
 cudaError_t gpu_hybrid(const DevState& d, cudaStream_t st) {
   return fdspec::hybrid_mtp_ngram_gpu(d.ptrs().hybrid(), st);
 }
 cudaError_t gpu_accept(const DevState& d, cudaStream_t st) {
-  const auto p = d.ptrs().accept();
-  return AB_PICK(ab_main_accept(&p, st), fdspec::draft_model_accept_gpu(p, st));
+  return fdspec::draft_model_accept_gpu(d.ptrs().accept(), st);
 }
 
 // The proposer's step: run (preprocess, updates, hybrid) then accept.
 cudaError_t gpu_step(const DevState& d, cudaStream_t st) {
-#ifdef FDSPEC_MTP_AB
-  if (g_fused) {
-    const Ptrs q = d.ptrs();
-    cudaError_t e = fdspec::draft_model_accept_preprocess_gpu(q.accept(), q.preprocess(), st);
-    for (int i = 0; e == cudaSuccess && i < d.h.steps; ++i) e = gpu_update(d, i, st);
-    if (e == cudaSuccess && d.h.ngram) e = gpu_hybrid(d, st);
-    return e;
-  }
-#endif
   cudaError_t e = gpu_preprocess(d, st);
   for (int i = 0; e == cudaSuccess && i < d.h.steps; ++i) e = gpu_update(d, i, st);
   if (e == cudaSuccess && d.h.ngram) e = gpu_hybrid(d, st);
@@ -420,195 +388,10 @@ int profile(int argc, char** argv) {
   return ok ? 0 : 1;
 }
 
-#ifdef FDSPEC_MTP_AB
-__global__ void empty_wide_kernel() {
-  fdspec::wait_for_primary_grid();
-  fdspec::allow_dependent_launch();
-}
-
-cudaError_t launch_empty(cudaStream_t s, unsigned grid, unsigned threads, unsigned cluster) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(threads);
-  cfg.stream = s;
-  cudaLaunchAttribute attr[2];
-  int n = 0;
-  if (cluster > 1) {
-    attr[n].id = cudaLaunchAttributeClusterDimension;
-    attr[n].val.clusterDim.x = cluster;
-    attr[n].val.clusterDim.y = 1;
-    attr[n].val.clusterDim.z = 1;
-    ++n;
-  }
-  attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[n].val.programmaticStreamSerializationAllowed = 1;
-  ++n;
-  cfg.attrs = attr;
-  cfg.numAttrs = n;
-  return cudaLaunchKernelEx(&cfg, empty_wide_kernel);
-}
-
-void ab_calibrate(cudaStream_t st) {
-  struct C { unsigned grid, threads, cluster; };
-  for (const C c : {C{1, 32, 1}, C{16, 128, 1}, C{192, 256, 1}, C{192, 256, 3}, C{8, 256, 8}, C{128, 1024, 2},
-                    C{64, 1024, 1}, C{512, 256, 8}}) {
-    const double us = bench::graph_us(st, 20, 10, 15, [&](cudaStream_t s) {
-      cudaError_t e = cudaSuccess;
-      for (int i = 0; i < 4 && e == cudaSuccess; ++i) e = launch_empty(s, c.grid, c.threads, c.cluster);
-      return e;
-    });
-    std::printf("calib: 4 empty programmatic dependents grid %u x %u cluster %u: %.2f us per 4\n", c.grid, c.threads,
-                c.cluster, us);
-  }
-}
-
-// Checks the fused accept + preprocess against draft_model_accept_cpu then draft_model_preprocess_cpu
-// on random slot states (kinds, accepted counts, leftover drafts, full rows).
-bool ab_check_fused(cudaStream_t st) {
-  bool ok = true;
-  std::mt19937_64 rng(7);
-  for (int it = 0; it < 40; ++it) {
-    const int64_t B = 1 + rng() % 300;
-    State s = make_state(B, 1, false);
-    for (int64_t b = 0; b < B; ++b) {
-      const int kind = rng() % 10;
-      s.enc[b] = kind == 0 ? 1 + rng() % 5 : 0;
-      s.stop[b] = kind == 1;
-      s.dec[b] = kind == 2 ? 0 : s.dec[b];
-      s.accept_num[b] = static_cast<int32_t>(rng() % (kK + 3)) - 1;
-      for (int64_t k = 0; k <= kK; ++k) s.accept_tokens[b * (kK + 1) + k] = static_cast<int64_t>(rng() % kV) - (rng() % 9 == 0);
-      s.mtp_num[b] = static_cast<int32_t>(rng() % (kK + 1));
-      const int sk = rng() % 8;
-      s.step[b] = sk == 0 ? kW - 1 : (sk == 1 ? kW - 3 : (sk == 2 ? 0 : s.step[b] + rng() % 5));
-      s.max_dec_len[b] = static_cast<int64_t>(rng() % 1000);
-    }
-    State ref = s;
-    const Ptrs hp = host_ptrs(ref);
-    fdspec::draft_model_accept_cpu(hp.accept());
-    fdspec::draft_model_preprocess_cpu(hp.preprocess());
-    DevState d(s);
-    const Ptrs q = d.ptrs();
-    CHECK(fdspec::draft_model_accept_preprocess_gpu(q.accept(), q.preprocess(), st));
-    CHECK(cudaStreamSynchronize(st));
-    ok = same_state(d, ref) && ok;
-  }
-  std::printf("fused accept+preprocess vs CPU accept then preprocess (40 random states): %s\n", ok ? "identical" : "MISMATCH");
-  return ok;
-}
-
-int ab(bool quick) {
-  harness::Stream stream;
-  const cudaStream_t st = stream.get();
-  ab_calibrate(st);
-  bool all_ok = ab_check_fused(st);
-  const int reps = quick ? 3 : 5, rounds = quick ? 5 : 9, calls = 20;
-  for (const int64_t B : {int64_t{1}, int64_t{8}, int64_t{16}, int64_t{32}, int64_t{64}, int64_t{128}, int64_t{256}}) {
-    for (const bool ngram : {false, true}) {
-      const State init = make_state(B, 2, ngram);
-      State ref = init;
-      cpu_step(ref);
-      DevState d(init);
-      // Update restore sources: the state after preprocess.
-      g_impl = 0;
-      g_fused = false;
-      CHECK(gpu_preprocess(d, st));
-      CHECK(cudaStreamSynchronize(st));
-      const Ptrs P = d.ptrs();
-      CHECK(cudaMemcpy(d.step_pre.ptr(), P.step, B * 8, cudaMemcpyDeviceToDevice));
-      CHECK(cudaMemcpy(d.mtp_pre.ptr(), P.mtp_num, B * 4, cudaMemcpyDeviceToDevice));
-      CHECK(cudaMemcpy(d.ddec_pre.ptr(), P.d_dec, B * 4, cudaMemcpyDeviceToDevice));
-      CHECK(cudaMemcpy(d.slt_pre.ptr(), P.slt, B * 4, cudaMemcpyDeviceToDevice));
-      const Restore r_upd{{d.step_pre.ptr(), d.mtp_pre.ptr(), d.ddec_pre.ptr(), d.slt_pre.ptr()},
-                          {P.step, P.mtp_num, P.d_dec, P.slt}, {B * 8, B * 4, B * 4, B * 4}, 4};
-      const double rest_us = bench::graph_us(st, calls, reps, rounds, [&](cudaStream_t s) { return restore(r_upd, s); });
-      struct Cfg { int impl, variant, parts; };
-      std::vector<Cfg> cfgs{{0, -1, 0}, {1, -1, 0}};
-      if (!ngram) {
-        for (const Cfg c : {Cfg{1, 0, 8}, Cfg{1, 0, 4}, Cfg{1, 0, 2}, Cfg{1, 1, 1}, Cfg{1, 1, 2}, Cfg{1, 2, 1},
-                            Cfg{1, 3, 1}, Cfg{1, 4, 1}}) {
-          cfgs.push_back(c);
-        }
-      }
-      for (const Cfg& c : cfgs) {
-        g_impl = c.impl;
-        fdspec::g_update_variant = c.variant;
-        fdspec::g_update_parts = c.parts;
-        // Correctness of the whole step with this configuration (state restored to init first).
-        const cudaError_t le = gpu_step(d, st);
-        if (le != cudaSuccess) {
-          (void)cudaGetLastError();
-          CHECK(cudaStreamSynchronize(st));
-          std::printf("ab B=%4lld ngram=%d %-10s parts=%2d: launch failed (%s)\n", (long long)B, ngram,
-                      fdspec::update_variant_name(c.variant), c.parts, cudaGetErrorString(le));
-          continue;
-        }
-        CHECK(cudaStreamSynchronize(st));
-        const bool ok = same_state(d, ref);
-        all_ok = all_ok && ok;
-        double upd = 0;
-        if (!ngram) {
-          upd = bench::graph_us(st, calls, reps, rounds, [&](cudaStream_t s) {
-            const cudaError_t e = restore(r_upd, s);
-            return e != cudaSuccess ? e : gpu_update(d, 0, s);
-          }) - rest_us;
-          CHECK(gpu_step(d, st));  // back to the step's end state
-        }
-        const double step = bench::graph_us(st, calls, reps, rounds, [&](cudaStream_t s) { return gpu_step(d, s); });
-        CHECK(cudaStreamSynchronize(st));
-        const bool ok2 = same_state(d, ref);
-        all_ok = all_ok && ok2;
-        std::printf("ab B=%4lld ngram=%d %-10s parts=%2d: update %6.2f step %6.2f %s\n", (long long)B, ngram,
-                    c.impl == 0 ? "main" : fdspec::update_variant_name(c.variant), c.parts, upd, step,
-                    ok && ok2 ? "ok" : "MISMATCH");
-        std::fflush(stdout);
-      }
-      // Accept + preprocess back to back (the end of one step and the start of the next) against the
-      // fused kernel, and the whole step with it (branch's update).
-      g_impl = 1;
-      fdspec::g_update_variant = -1;
-      fdspec::g_update_parts = 0;
-      for (const int impl : {0, 1}) {
-        g_impl = impl;
-        const double pair = bench::graph_us(st, calls, reps, rounds, [&](cudaStream_t s) {
-          const cudaError_t e = gpu_accept(d, s);
-          return e != cudaSuccess ? e : gpu_preprocess(d, s);
-        });
-        const double pre = bench::graph_us(st, calls, reps, rounds, [&](cudaStream_t s) { return gpu_preprocess(d, s); });
-        const double acc = bench::graph_us(st, calls, reps, rounds, [&](cudaStream_t s) { return gpu_accept(d, s); });
-        std::printf("ab B=%4lld ngram=%d %s: accept+preprocess %.2f | preprocess %.2f accept %.2f\n", (long long)B, ngram,
-                    impl == 0 ? "main" : "branch", pair, pre, acc);
-      }
-      g_impl = 1;
-      const Ptrs q = d.ptrs();
-      const double fused = bench::graph_us(st, calls, reps, rounds, [&](cudaStream_t s) {
-        return fdspec::draft_model_accept_preprocess_gpu(q.accept(), q.preprocess(), s);
-      });
-      g_fused = true;
-      const double fstep = bench::graph_us(st, calls, reps, rounds, [&](cudaStream_t s) { return gpu_step(d, s); });
-      g_fused = false;
-      std::printf("ab B=%4lld ngram=%d fused accept+preprocess %.2f | step with it %.2f\n", (long long)B, ngram, fused, fstep);
-      std::fflush(stdout);
-    }
-  }
-  std::printf("ab: %s\n", all_ok ? "PASS" : "FAIL");
-  return all_ok ? 0 : 1;
-}
-#endif
-
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--profile") return profile(argc, argv);
-#ifdef FDSPEC_MTP_AB
-  if (argc > 1 && std::string(argv[1]) == "--ab") return ab(argc > 2 && std::string(argv[2]) == "quick");
-  if (argc > 2 && std::string(argv[1]) == "--impl") {
-    g_impl = std::string(argv[2]) == "main" ? 0 : 1;
-    std::printf("implementation: %s\n", g_impl == 0 ? "main's launchers" : "the branch's");
-    argv[2] = argv[0];
-    argv += 2;
-    argc -= 2;
-  }
-#endif
   const bench::Options opt = bench::parse_options(argc, argv);  // or --profile B STEPS NGRAM
   if (!opt.ok) return 2;
   const char* json = opt.json;
