@@ -222,6 +222,38 @@ __global__ void __launch_bounds__(kSlotWarpsPerBlock * kWarp)
   }
 }
 
+// draft_model_accept then draft_model_preprocess on a slot, in one warp. The lanes load the slot's
+// accepted tokens (columns < 32) with both ops' scalars; after the accept the slot's step is s + n,
+// so a decoding slot's newest token is the last accepted one (n >= 1, already in a lane) or
+// pre_ids[b, s] (n = 0: the only dependent load, of an entry no lane writes).
+__global__ void __launch_bounds__(kSlotWarpsPerBlock * kWarp)
+    draft_model_accept_preprocess_kernel(DraftModelAcceptPreprocessParams p) {
+  const int64_t b = warp_slot();
+  if (b >= p.batch) return;
+  const int lane = threadIdx.x % kWarp;
+  const int64_t D = p.pre_ids_stride;
+  const int64_t* accepted = p.accept_tokens + b * p.width;
+  const int64_t token = lane < p.width ? accepted[lane] : -1;
+  const DraftModelPreprocessParams pre = p.preprocess();
+  DraftPreprocessSlot q = draft_preprocess_load(pre, b);  // the kind, the target's max_dec_len
+  const DraftAcceptSlot a = draft_accept_slot(p.accept(), b);
+  int64_t* row = p.pre_ids + b * D;
+  if (q.kind == DraftSlot::kPrefill) {
+    for (int64_t i = lane; i < D; i += kWarp) row[i] = -1;  // the accept's writes would be cleared
+  } else {
+    q.s = a.s + a.n;  // the preprocess's verified step after the accept (no drafts left)
+    for (int64_t i = lane; i < a.n; i += kWarp) row[a.s + 1 + i] = i < kWarp ? token : accepted[i];
+  }
+  const int64_t last = __shfl_sync(kFullMask, token, static_cast<int>(min_of<int64_t>(max_of<int64_t>(a.n - 1, 0), kWarp - 1)));
+  // Every lane has read the slot's scalars before lane 0 overwrites them.
+  __syncwarp();
+  if (lane == 0) {
+    int64_t newest = -1;
+    if (draft_preprocess_reads_newest(q)) newest = a.n >= 1 ? (a.n <= kWarp ? last : accepted[a.n - 1]) : row[q.s];
+    draft_preprocess_store(pre, b, q, newest);
+  }
+}
+
 unsigned slot_blocks(int64_t batch) {
   return static_cast<unsigned>(ceil_div<int64_t>(batch, kSlotWarpsPerBlock));
 }
@@ -291,6 +323,13 @@ cudaError_t draft_model_update_gpu(const DraftModelUpdateParams& p, cudaStream_t
   }
   if (p.batch <= sms) return launch_update_as<MidBatchUpdate>(p, 1, pdl, stream);
   return launch_update_as<LargeBatchUpdate>(p, 1, pdl, stream);
+}
+
+cudaError_t draft_model_accept_preprocess_gpu(const DraftModelAcceptPreprocessParams& p, cudaStream_t stream) {
+  if (p.batch <= 0) return cudaSuccess;
+  const cudaError_t err = launch_dependent(draft_model_accept_preprocess_kernel, dim3(slot_blocks(p.batch)),
+                                           dim3(kSlotWarpsPerBlock * kWarp), stream, p);
+  return err != cudaSuccess ? err : FDSPEC_LAUNCH_STATUS(stream);
 }
 
 cudaError_t draft_model_accept_gpu(const DraftModelAcceptParams& p, cudaStream_t stream) {
