@@ -49,10 +49,11 @@ OPS: dict[str, dict[str, list[str]]] = {
     "speculate_logprobs_topk": _layered("speculate_logprobs_topk"),
     "speculate_verify_greedy": _layered("speculate_verify_greedy"),
     "speculate_step_update": _layered("speculate_step_update"),
-    # The MTP proposer's draft-model bookkeeping: three ops sharing one kernel layer.
+    # The MTP proposer's draft-model bookkeeping: four ops sharing one kernel layer.
     "draft_model": {
         "cpp": ["draft_model/draft_model_preprocess_op.cc", "draft_model/draft_model_update_op.cc",
-                "draft_model/draft_model_accept_op.cc", "draft_model/draft_model_cpu.cc"],
+                "draft_model/draft_model_accept_op.cc", "draft_model/draft_model_accept_preprocess_op.cc",
+                "draft_model/draft_model_cpu.cc"],
         "cuda": ["draft_model/draft_model.cu"],
     },
     # Host ops: their GPU path (copies of GPU inputs) is in the .cc files, built with FDSPEC_WITH_CUDA.

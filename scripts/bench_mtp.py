@@ -23,7 +23,10 @@ so the n-gram extension searches the whole prompt and finds a match; the hybrid 
 bind (every slot searches). accept_num is 0 for every slot (the step's drafts are dropped and
 nothing appended), so the state is the same at every replay.
 
-    python scripts/bench_mtp.py [--quick] [--vocab 32000] [--out results/bench_mtp]
+    python scripts/bench_mtp.py [--quick] [--vocab 32000] [--defer-accept] [--out results/bench_mtp]
+
+--defer-accept builds ``MTPProposer(defer_accept=True)``: ``accept`` is kept for the next ``run``,
+which starts with draft_model_accept_preprocess (one kernel for the accept and the preprocess).
 
 The same step at the kernel layer, without Paddle and with a per-kernel breakdown:
 tests/cuda/bench_mtp_kernels.cu.
@@ -145,7 +148,7 @@ def make_case(B: int, V: int, steps: int, seed: int = 0) -> Dict[str, np.ndarray
                 pre_ids=pre, draft_step_idx=np.full((B, 1), GENERATED, np.int64), logits=logits)
 
 
-def setup(proposer_cls, B: int, V: int, steps: int, ngram: bool, case: dict):
+def setup(proposer_cls, B: int, V: int, steps: int, ngram: bool, case: dict, defer_accept: bool = False):
     cfg = SpeculativeConfig(method="mtp", num_speculative_tokens=K, num_model_steps=steps,
                             mtp_strategy="with_ngram" if ngram else "default", max_ngram_size=3,
                             min_ngram_size=1, hybrid_threshold=THRESHOLD)
@@ -155,7 +158,8 @@ def setup(proposer_cls, B: int, V: int, steps: int, ngram: bool, case: dict):
             copy_from_host(buf, case[name])
     model = PreparedLogits([bc.to_gpu(x) for x in case["logits"]])
     if proposer_cls is MTPProposer:
-        proposer = MTPProposer(cfg, model, max_num_seqs=B, max_model_len=W, place="gpu")
+        proposer = MTPProposer(cfg, model, max_num_seqs=B, max_model_len=W, place="gpu",
+                               defer_accept=defer_accept)
     else:
         proposer = HostPathMTPProposer(cfg, model, B, W, bc.gpu_place())
     copy_from_host(proposer.pre_ids, case["pre_ids"])
@@ -174,11 +178,11 @@ def results_of(bufs, proposer) -> Dict[str, np.ndarray]:
     return out
 
 
-def bench_case(B: int, V: int, steps: int, ngram: bool, quick: bool) -> dict:
+def bench_case(B: int, V: int, steps: int, ngram: bool, quick: bool, defer_accept: bool = False) -> dict:
     case = make_case(B, V, steps)
     timing = dict(calls=10 if quick else 20, reps=5 if quick else 10, rounds=7 if quick else 15)
 
-    bufs, proposer, step = setup(MTPProposer, B, V, steps, ngram, case)
+    bufs, proposer, step = setup(MTPProposer, B, V, steps, ngram, case, defer_accept)
     warm = time_graph_us(step, **timing)
     flush = L2Flush()
     try:
@@ -187,7 +191,9 @@ def bench_case(B: int, V: int, steps: int, ngram: bool, quick: bool) -> dict:
         flush.close()
 
     # One step of each path from the same state: the same drafts and draft-model state.
-    bufs_new, prop_new, step_new = setup(MTPProposer, B, V, steps, ngram, case)
+    bufs_new, prop_new, step_new = setup(MTPProposer, B, V, steps, ngram, case, defer_accept)
+    if prop_new.defer_accept:  # accept_num 0: only the fused op's path differs
+        prop_new.accept(bufs_new["accept_tokens"], bufs_new["accept_num"])
     prop_new.run(share_inputs=bufs_new)
     bufs_old, prop_old, step_old = setup(HostPathMTPProposer, B, V, steps, ngram, case)
     prop_old.run(bufs_old)
@@ -237,6 +243,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
     ap.add_argument("--vocab", type=int, default=32000, help="V of the draft logits (float32)")
+    ap.add_argument("--defer-accept", action="store_true",
+                    help="MTPProposer(defer_accept=True): accept fused into the next run's first op")
     ap.add_argument("--out", default="results/bench_mtp")
     args = ap.parse_args()
     bc.require_gpu("bench_mtp.py")
@@ -245,13 +253,14 @@ def main() -> None:
     for B in BATCHES:
         for steps in MODEL_STEPS:
             for ngram in (False, True):
-                r = bench_case(B, args.vocab, steps, ngram, args.quick)
+                r = bench_case(B, args.vocab, steps, ngram, args.quick, args.defer_accept)
                 rows.append(r)
                 print(f"B={B:4d} steps={steps} ngram={ngram!s:5}: ops {r['gpu_us']:7.2f} us (cold "
                       f"{r['gpu_cold_us']:7.2f})  host path {r['host_path_us']:9.1f} us  "
                       f"x{r['speedup']:6.0f}  identical={r['identical']}", flush=True)
     meta = {"device": bc.device_name(), "paddle": paddle.__version__, "K": K, "W": W, "prompt": PROMPT,
             "generated": GENERATED, "vocab": args.vocab, "logits_dtype": "float32",
+            "defer_accept": args.defer_accept,
             "step": "MTPProposer.run (preprocess, model_steps x (prepared logits + update), "
                     "hybrid_mtp_ngram if ngram) + MTPProposer.accept (accept_num 0)",
             "gpu_time": "CUDA events around graph replays of 20 steps, median per step (warm L2); "

@@ -218,7 +218,7 @@ def _canon(name: str, got: np.ndarray, t: Dict[str, paddle.Tensor]) -> np.ndarra
 
 
 DRAFT_ORDERS = {"draft_model_preprocess": draft_ref.PRE_ORDER, "draft_model_update": draft_ref.UPD_ORDER,
-                "draft_model_accept": draft_ref.ACC_ORDER}
+                "draft_model_accept": draft_ref.ACC_ORDER, "draft_model_accept_preprocess": draft_ref.ACC_PRE_ORDER}
 
 
 def tensors(arrays: Dict[str, np.ndarray], place: str) -> Dict[str, paddle.Tensor]:
@@ -326,7 +326,7 @@ def reference(op: str, a: Dict[str, np.ndarray], attrs: Dict[str, object]) -> Di
 TOKEN_OPS = ("ngram_match", "hybrid_mtp_ngram", "speculate_verify_greedy", "speculate_step_update",
              "speculate_get_accept_tokens_and_logits", "speculate_compute_cu_batch_offset",
              "speculate_logprobs_topk", "draft_model_preprocess", "draft_model_update", "draft_model_accept",
-             "suffix_match") + CACHE_OPS
+             "draft_model_accept_preprocess", "suffix_match") + CACHE_OPS
 SEND_OPS = ("speculate_save_output_topk", "mtp_save_first_token_with_topk")
 ALL_OPS = TOKEN_OPS + SEND_OPS + ("speculate_get_output_topk",)
 

@@ -1,5 +1,5 @@
-"""The draft-model ops (draft_model_preprocess, draft_model_update, draft_model_accept) against their
-NumPy references (tests/reference/draft_model.py), alone and chained as the MTP proposer chains them, on
+"""The draft-model ops (draft_model_preprocess, draft_model_update, draft_model_accept,
+draft_model_accept_preprocess) against their NumPy references (tests/reference/draft_model.py), alone and chained as the MTP proposer chains them, on
 every place; logits dtypes, ties and NaN; bad inputs."""
 
 from __future__ import annotations
@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fastdeploy_spec.ops import draft_model_accept, draft_model_preprocess, draft_model_update
+from fastdeploy_spec.ops import (draft_model_accept, draft_model_accept_preprocess, draft_model_preprocess,
+                                 draft_model_update)
 from tests.helpers import LOGITS_DTYPES, PLACES, as_f32, logits_to_place, make_logits, to_place
-from tests.reference.draft_model import (ACC_MUTATED, ACC_ORDER, PRE_MUTATED, PRE_ORDER, TWO_D, UPD_ORDER,
+from tests.reference.draft_model import (ACC_MUTATED, ACC_ORDER, ACC_PRE_ORDER, PRE_MUTATED, PRE_ORDER, TWO_D, UPD_ORDER,
                                          Device, Reference, accept_ref, assert_same, flat, greedy_ids,
                                          preprocess_ref, random_state, tie_logits, update_ref)
 
@@ -29,7 +30,7 @@ def test_each_op_matches_reference(B, K, D, seed, place):
     rng = np.random.default_rng([B, K, D, seed])
     V = int(rng.choice(VOCABS))
     state = random_state(rng, B, K, D, V)
-    for op in ("preprocess", "update", "accept"):
+    for op in ("preprocess", "update", "accept", "accept_preprocess"):
         dev, ref = Device(state, place), Reference(state)
         if op == "update":
             substep = int(rng.integers(0, K))
@@ -70,6 +71,68 @@ def test_mtp_steps_chain_like_reference(seed, dtype, steps, place):
         dev.accept()
         ref.accept()
         assert_same(dev.host(), ref.s, f"step {step} after accept")
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("seed", SEEDS)
+def test_deferred_accept_chain_equals_the_separate_ops(seed, place):
+    """Steps with the accept deferred into the next step's start (draft_model_accept_preprocess) leave
+    the state the separate ops leave once the last accept is applied; the slots' kinds change between
+    steps (requests start, stop, finish)."""
+    rng = np.random.default_rng([seed, 77])
+    B, K, D, V = 23, 4, 9, 5
+    state = random_state(rng, B, K, D, V)
+    fused, ref = Device(state, place), Reference(state)
+    ref.preprocess()
+    fused.preprocess()
+    for step in range(5):
+        for i in range(2):
+            storage = make_logits(tie_logits(rng, B, V), "float32")
+            fused.update(storage, "float32", i)
+            ref.update(storage, "float32", i)
+        assert_same(fused.host(), ref.s, f"step {step} after drafting")
+        news = random_state(rng, B, K, D, V)
+        changed = {k: news[k] for k in ("accept_tokens", "accept_num", "base_model_seq_lens_encoder",
+                                        "base_model_seq_lens_decoder", "base_model_stop_flags")}
+        for k, v in flat(changed).items():
+            fused.t[k] = to_place(changed[k], place)
+            ref.s[k] = v.copy()
+        ref.accept()
+        ref.preprocess()
+        fused.accept_preprocess()
+        assert_same(fused.host(), ref.s, f"step {step} after the next start")
+
+
+ACCEPT_PREPROCESS_CASES = {
+    # name: slot overrides, then step_idx, pre_ids row, input_ids after the call
+    "decoding, two accepted": (dict(step_idx=[[4]], mtp_draft_num=[2], accept_tokens=[[9, 2, 0]],
+                                    accept_num=[2]), 4, [-1, 7, 8, 9, 2, -1], 2),
+    "decoding, none accepted": (dict(step_idx=[[4]], mtp_draft_num=[2], accept_num=[0]), 2,
+                                [-1, 7, 8, 9, 6, -1], 8),
+    "decoding, negative last token": (dict(step_idx=[[2]], mtp_draft_num=[0], accept_tokens=[[-3, 5, 0]],
+                                           accept_num=[1]), 3, [-1, 7, 8, -3, 6, -1], 0),
+    "decoding, row full": (dict(step_idx=[[5]], mtp_draft_num=[0], accept_num=[3]), 5,
+                           [-1, 7, 8, 9, 6, -1], 0),
+    "prefill clears the accepted tokens too": (dict(step_idx=[[4]], mtp_draft_num=[1], accept_num=[2],
+                                                    base_model_seq_lens_encoder=[6]), 0, [-1] * 6, 0),
+    "stopped keeps the accepted tokens": (dict(step_idx=[[2]], mtp_draft_num=[0], accept_num=[2],
+                                               accept_tokens=[[4, 5, 0]], base_model_stop_flags=[[True]]),
+                                          4, [-1, 7, 8, 4, 5, -1], 0),
+}
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("name", list(ACCEPT_PREPROCESS_CASES))
+def test_accept_preprocess_edge_cases(name, place):
+    over, step, pre, ids = ACCEPT_PREPROCESS_CASES[name]
+    state = dict(one_slot(), pre_ids=np.array([[-1, 7, 8, 9, 6, -1]], np.int64),
+                 accept_tokens=np.array([[1, 1, 1]], np.int64), base_model_seq_lens_decoder=np.array([5], np.int32))
+    state.update({k: np.asarray(v, state[k].dtype) for k, v in over.items()})
+    dev = Device(state, place)
+    dev.accept_preprocess()
+    got = dev.host()
+    assert got["step_idx"].tolist() == [step] and got["pre_ids"][0].tolist() == pre
+    assert got["input_ids"].tolist() == [ids] and got["mtp_draft_num"].tolist() == [0]
 
 
 def one_slot(**over) -> dict:
@@ -214,8 +277,10 @@ def _bad(op: str, name: str, value):
         logits = t.pop("logits", None)
         draft_model_update(logits if logits is not None else to_place(np.zeros((1, 4), np.float32), "cpu"),
                            *(t[k] for k in UPD_ORDER), t.get("substep", 0))
-    else:
+    elif op == "accept":
         draft_model_accept(*(t[k] for k in ACC_ORDER))
+    else:
+        draft_model_accept_preprocess(*(t[k] for k in ACC_PRE_ORDER))
 
 
 BAD_INPUTS = [
@@ -234,6 +299,11 @@ BAD_INPUTS = [
     ("accept", "accept_tokens", np.zeros((1, 0), np.int64), "accept_tokens must have at least one column"),
     ("accept", "accept_num", np.zeros(1, np.int64), "accept_num must be int32, got int64"),
     ("accept", "pre_ids", np.zeros((0, 8), np.int64), "pre_ids must have at least 1 rows"),
+    ("accept_preprocess", "accept_tokens", np.zeros((1, 0), np.int64), "accept_tokens must have at least one column"),
+    ("accept_preprocess", "accept_num", np.zeros(2, np.int32), r"accept_num must have shape \[1\]"),
+    ("accept_preprocess", "base_model_stop_flags", np.zeros((1, 1), np.int32),
+     "base_model_stop_flags must be bool, got int32"),
+    ("accept_preprocess", "pre_ids", np.zeros((1, 0), np.int64), "pre_ids must have at least one column"),
 ]
 
 

@@ -155,12 +155,13 @@ def _draft_state(data, B, K, D, vocab):
 
 @fuzz_on_places
 def test_draft_model_ops(place, data):
-    """A random chain of preprocess / update(substep) / accept calls on one state."""
+    """A random chain of preprocess / update(substep) / accept / accept_preprocess calls on one state."""
     B, K = data.draw(st.integers(0, 9), label="B"), data.draw(st.integers(1, 5), label="K")
     D, vocab = data.draw(st.integers(1, 10), label="D"), data.draw(st.integers(1, 4), label="vocab")
     dtype = data.draw(st.sampled_from(LOGITS_DTYPES), label="dtype")
     state = _draft_state(data, B, K, D, vocab)
     calls = data.draw(st.lists(st.one_of(st.just(("preprocess", 0)), st.just(("accept", 0)),
+                                         st.just(("accept_preprocess", 0)),
                                          st.tuples(st.just("update"), st.integers(0, K - 1))),
                                min_size=1, max_size=6), label="calls")
     logits = [make_logits(choice(data, (B, vocab), [-1.0, 0.0, 0.5, 0.5, np.inf, np.nan], np.float32,

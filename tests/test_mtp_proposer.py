@@ -45,7 +45,7 @@ def accept(mtp, bufs, tokens, num):
     mtp.accept(bufs["accept_tokens"], bufs["accept_num"])
 
 
-def setup(strategy, steps=2, place="cpu"):
+def setup(strategy, steps=2, place="cpu", defer_accept=False):
     """Slot 0 decodes (prompt PROMPT, first token 1); slot 1 is empty; slot 2 is prefilling."""
     cfg = SpeculativeConfig(method="mtp", num_speculative_tokens=K, num_model_steps=steps,
                             mtp_strategy=strategy, max_ngram_size=2, min_ngram_size=1)
@@ -56,7 +56,7 @@ def setup(strategy, steps=2, place="cpu"):
           seq_lens_decoder=[len(PROMPT), 0, 0], seq_lens_this_time=[1, 0, 7], max_dec_len=[[100]] * 3,
           stop_flags=[[False], [True], [False]])
     model = PlusOne(place=place)
-    mtp = MTPProposer(cfg, model, max_num_seqs=3, max_model_len=32, place=place)
+    mtp = MTPProposer(cfg, model, max_num_seqs=3, max_model_len=32, place=place, defer_accept=defer_accept)
     first = np.full((3, K + 1), -1, np.int64)
     first[0, 0] = 1
     accept(mtp, bufs, first, [1, 0, 0])
@@ -190,6 +190,30 @@ def test_create_proposer():
         create_proposer(SpeculativeConfig(method="mtp"), max_num_seqs=2, max_model_len=8)
     with pytest.raises(TypeError, match="draft_model must be callable"):
         MTPProposer(SpeculativeConfig(method="mtp"), object(), 2, 8)
+
+
+@pytest.mark.parametrize("strategy", ["default", "with_ngram"])
+@pytest.mark.parametrize("place", PLACES)
+def test_deferred_accept_gives_the_same_steps(place, strategy):
+    """defer_accept (accept kept for the next run, draft_model_accept_preprocess) drafts and leaves the
+    state exactly as the default after every run, while slots change kind between steps."""
+    names = ("pre_ids", "step_idx", "seq_lens_decoder", "max_dec_len", "input_ids", "mtp_draft_num")
+    runs = []
+    for defer in (False, True):
+        _, bufs, model, mtp = setup(strategy, place=place, defer_accept=defer)
+        rng = np.random.default_rng(5)
+        seen = []
+        for step in range(5):
+            if step == 2:  # slot 2's prompt is cached: it decodes from now on
+                write(bufs, seq_lens_encoder=[0, 0, 0], seq_lens_decoder=[len(PROMPT) + 4, 0, 7])
+            mtp.run(share_inputs=bufs)
+            seen.append({n: bufs[n].numpy().copy() for n in ("draft_tokens", "seq_lens_this_time")})
+            seen[-1].update({n: getattr(mtp, n).numpy().copy() for n in names})
+            accept(mtp, bufs, rng.integers(0, VOCAB, (3, K + 1)), rng.integers(0, K + 2, 3))
+        runs.append(seen)
+    for step, (want, got) in enumerate(zip(*runs)):
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=f"step {step}: {name}")
 
 
 @pytest.mark.parametrize("strategy", ["default", "with_ngram"])

@@ -20,17 +20,15 @@ namespace {
 constexpr int kWarp = 32;
 constexpr unsigned kFullMask = 0xFFFFFFFFu;
 constexpr int kSlotWarpsPerBlock = 4;  // preprocess / accept: slots are tiny, small blocks spread out
-constexpr int kArgmaxThreads = 256;     // update: one block per slice of a drafting row
-constexpr int kArgmaxUnroll = 4;        // 16-byte vectors in flight per thread: 16 KB per block
-// A row is split into at most this many slices (the portable cluster size), and into no more than
-// it takes to give the batch about kBlocksPerSm blocks per SM: at B = 1 .. 8 the rows still cover
-// many SMs (one 128 KB row in one block streams at one SM's bandwidth), at B = 64 .. 256 each block
-// loops over several rounds of loads instead of paying a block's fixed cost per 16 KB. On an H100
-// (V = 32000 float32, tests/cuda/bench_mtp_kernels.cu) one block per SM beat 2 and 4 by 0.2 and
-// 0.3 us per update at B = 64, by 0.9 and 2.9 us at B = 256, and tied at B = 1 and 8; 8 vectors per
-// thread instead of 4 lost 1.9 us at B = 256.
-constexpr int kMaxParts = 8;
-constexpr int kBlocksPerSm = 1;
+// Update: the shape of a launch depends on the batch (H100, V = 32000 float32, update alone in
+// tests/cuda/bench_mtp_kernels.cu; the sweep is in docs/perf/mtp_notes.md). Up to B = SMs / 4 a row
+// is split over a cluster of 256-thread blocks, one round of 4 loads per thread (B = 1, 8: 2.9, 3.1
+// us; one block per row: 3.4, 3.7). Up to B = SMs one 512-thread block per row, two rounds of 8 loads
+// per thread, no cluster (B = 64: 4.0 us; the best split 4.2, 1024 x 8 in one round 4.2). Beyond,
+// one 256 x 8 block per row (B = 256: 6.8 us; 512 x 8: 9.5). Splitting a row costs the cluster
+// launch and two cluster barriers (an empty grid of 512 blocks in clusters of 8 launches in 1.1 us
+// against 0.5 without), which pays only while the rows alone leave most SMs idle.
+constexpr int kMaxParts = 8;  // slices of a row at most (the portable cluster size)
 
 // The slot of the calling warp (preprocess, accept), after the programmatic-launch handshake.
 __device__ __forceinline__ int64_t warp_slot() {
@@ -57,27 +55,62 @@ __global__ void __launch_bounds__(kSlotWarpsPerBlock * kWarp)
 
 __device__ __forceinline__ uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
-// `parts` consecutive blocks share a slot's row (a thread-block cluster on sm_90+). Each block loads
-// the slot's scalars, leaves if the slot does not draft (uniform in the cluster: no barrier waits for
-// it; its logits row is not read), reduces its slice, and sends its key to the leader's shared
-// memory; the leader writes with the scalars it loaded. A thread scans its elements in increasing id
-// and keeps the first strict maximum as a float: NaN and -inf never win and -0 ties +0, so with the
-// thread's first id as the start (whatever its value) its (value, id) has the largest
-// draft_argmax_key among its elements; 64-bit keys are built only to reduce across threads.
-// (Measured: issuing the first logits loads before the slot's scalars are known gains nothing.)
-template <LogitsDType D>
-__global__ void __launch_bounds__(kArgmaxThreads) draft_model_update_kernel(DraftModelUpdateParams p, int parts) {
+// The largest draft_argmax_key of the warp, in every lane: the largest high half (the logit's
+// order), then the largest low half (~id: the lowest id) among the lanes holding it. Two warp
+// reductions instead of five dependent 64-bit shuffles.
+__device__ __forceinline__ uint64_t warp_max_key(uint64_t key) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const uint32_t hi = static_cast<uint32_t>(key >> 32), lo = static_cast<uint32_t>(key);
+  const uint32_t top = __reduce_max_sync(kFullMask, hi);
+  return (static_cast<uint64_t>(top) << 32) | __reduce_max_sync(kFullMask, hi == top ? lo : 0u);
+#else
+#pragma unroll
+  for (int d = kWarp / 2; d > 0; d >>= 1) key = max_u64(key, __shfl_xor_sync(kFullMask, key, d));
+  return key;
+#endif
+}
+
+// A 16-byte load that the compiler keeps where it is written, before the branch that may make it
+// useless (read-only path, as __ldg).
+__device__ __forceinline__ uint4 load_vec_now(const uint4* ptr) {
+  uint4 v;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(ptr)
+               : "memory");
+  return v;
+}
+
+// An update launch: threads per block and 16-byte vectors per thread and round of loads.
+template <int kThreads_, int kUnroll_>
+struct UpdateShape {
+  static constexpr int kThreads = kThreads_, kUnroll = kUnroll_;
+  static constexpr int kWarps = kThreads / kWarp;
+};
+using SmallBatchUpdate = UpdateShape<256, 4>;  // rows split over clusters: 16 KB per block and round
+using MidBatchUpdate = UpdateShape<512, 8>;    // one block per row: 64 KB per round
+using LargeBatchUpdate = UpdateShape<256, 8>;  // one block per row, two blocks per SM: 32 KB per round
+
+// `parts` consecutive blocks share a slot's row (a thread-block cluster on sm_90+). Each block issues
+// the loads of the slot's scalars and of its first round of logits together (one round trip), then
+// leaves if the slot does not draft (uniform in the cluster: no barrier waits for it; those loads go
+// unused), reduces its slice, and each warp sends its key to the leader's shared memory (through
+// distributed shared memory in a cluster); the leader's first warp reduces the keys and writes with
+// the scalars it loaded. A thread scans its elements in increasing id and keeps the first strict
+// maximum as a float: NaN and -inf never win and -0 ties +0, so with the thread's first id as the
+// start (whatever its value) its (value, id) has the largest draft_argmax_key among its elements;
+// 64-bit keys are built only to reduce across threads.
+template <LogitsDType D, class S>
+__global__ void __launch_bounds__(S::kThreads) draft_model_update_kernel(DraftModelUpdateParams p, int parts) {
   using T = typename Logit<D>::Storage;
+  constexpr int kThreads = S::kThreads, kUnroll = S::kUnroll;
   constexpr int kVec = 16 / sizeof(T);
-  constexpr int kRound = kArgmaxThreads * kArgmaxUnroll;  // vectors per block and round
+  constexpr int kRound = kThreads * kUnroll;  // vectors per block and round
   union Pack {
     uint4 v;
     T e[kVec];
   };
-  __shared__ uint64_t warp_best[kArgmaxThreads / kWarp];
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  __shared__ uint64_t part_best[kMaxParts];  // the leader's: each block's key
-#endif
+  __shared__ uint64_t keys[kMaxParts * S::kWarps];  // the leader's: one key per warp of the cluster
 
   wait_for_primary_grid();
   allow_dependent_launch();
@@ -96,13 +129,13 @@ __global__ void __launch_bounds__(kArgmaxThreads) draft_model_update_kernel(Draf
   const uint4* body = reinterpret_cast<const uint4*>(row + head);
 
   const DraftUpdateSlot slot = draft_update_load(p, b);
-  if (!draft_update_takes(p, slot)) return;
-  Pack pk[kArgmaxUnroll];
+  Pack pk[kUnroll];
 #pragma unroll
-  for (int u = 0; u < kArgmaxUnroll; ++u) {
-    const int64_t j = lo + u * kArgmaxThreads + threadIdx.x;
-    if (j < hi) pk[u].v = __ldg(body + j);
+  for (int u = 0; u < kUnroll; ++u) {
+    const int64_t j = lo + u * kThreads + threadIdx.x;
+    if (j < hi) pk[u].v = load_vec_now(body + j);
   }
+  if (!draft_update_takes(p, slot)) return;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Announces this block to the cluster early; the wait below, before the first write into the
   // leader's shared memory, then finds every block of the cluster started.
@@ -111,10 +144,10 @@ __global__ void __launch_bounds__(kArgmaxThreads) draft_model_update_kernel(Draf
 
   uint64_t best = 0;
   if (part == 0) {
-    for (int64_t i = threadIdx.x; i < head; i += kArgmaxThreads) {
+    for (int64_t i = threadIdx.x; i < head; i += kThreads) {
       best = max_u64(best, draft_argmax_key(Logit<D>::to_float(row[i]), i));
     }
-    for (int64_t i = tail + threadIdx.x; i < V; i += kArgmaxThreads) {
+    for (int64_t i = tail + threadIdx.x; i < V; i += kThreads) {
       best = max_u64(best, draft_argmax_key(Logit<D>::to_float(row[i]), i));
     }
   }
@@ -123,8 +156,8 @@ __global__ void __launch_bounds__(kArgmaxThreads) draft_model_update_kernel(Draf
     uint32_t top_id = static_cast<uint32_t>(head + (lo + threadIdx.x) * kVec);
     for (int64_t base = lo;;) {
 #pragma unroll
-      for (int u = 0; u < kArgmaxUnroll; ++u) {
-        const int64_t j = base + u * kArgmaxThreads + threadIdx.x;
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t j = base + u * kThreads + threadIdx.x;
         if (j >= hi) continue;
         const uint32_t id0 = static_cast<uint32_t>(head + j * kVec);
 #pragma unroll
@@ -139,38 +172,35 @@ __global__ void __launch_bounds__(kArgmaxThreads) draft_model_update_kernel(Draf
       base += kRound;
       if (base >= hi) break;
 #pragma unroll
-      for (int u = 0; u < kArgmaxUnroll; ++u) {
-        const int64_t j = base + u * kArgmaxThreads + threadIdx.x;
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t j = base + u * kThreads + threadIdx.x;
         if (j < hi) pk[u].v = __ldg(body + j);
       }
     }
     best = max_u64(best, draft_argmax_key(top, top_id));
   }
 
-#pragma unroll
-  for (int d = kWarp / 2; d > 0; d >>= 1) best = max_u64(best, __shfl_xor_sync(kFullMask, best, d));
+  best = warp_max_key(best);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  if (lane == 0) warp_best[warp] = best;
-  __syncthreads();
-  if (warp == 0) {
-    best = lane < kArgmaxThreads / kWarp ? warp_best[lane] : 0;
-#pragma unroll
-    for (int d = kWarp / 2; d > 0; d >>= 1) best = max_u64(best, __shfl_xor_sync(kFullMask, best, d));
-  }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (parts > 1) {
     namespace cg = cooperative_groups;
     cg::cluster_group cluster = cg::this_cluster();
     asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // every block has started
-    if (threadIdx.x == 0) *cluster.map_shared_rank(&part_best[part], 0) = best;
-    cluster.sync();  // the keys are in the leader's shared memory, which no block reads after this
+    if (lane == 0) *cluster.map_shared_rank(&keys[part * S::kWarps + warp], 0) = best;
+    cluster.sync();  // the keys are in the leader's shared memory, which no other block reads
     if (part != 0) return;
-    if (threadIdx.x == 0) {
-      for (int q = 1; q < parts; ++q) best = max_u64(best, part_best[q]);
-    }
-  }
+  } else
 #endif
-  if (part == 0 && threadIdx.x == 0) draft_update_write(p, b, slot, draft_argmax_id(best));
+  {
+    if (lane == 0) keys[warp] = best;
+    __syncthreads();
+  }
+  if (warp != 0) return;
+  best = 0;
+  for (int q = lane; q < parts * S::kWarps; q += kWarp) best = max_u64(best, keys[q]);
+  best = warp_max_key(best);
+  if (lane == 0) draft_update_write(p, b, slot, draft_argmax_id(best));
 }
 
 __global__ void __launch_bounds__(kSlotWarpsPerBlock * kWarp)
@@ -178,9 +208,12 @@ __global__ void __launch_bounds__(kSlotWarpsPerBlock * kWarp)
   const int64_t b = warp_slot();
   if (b >= p.batch) return;
   const int lane = threadIdx.x % kWarp;
+  // Each lane loads its accepted token with the slot's scalars (one round trip, whatever n is).
+  const int64_t* accepted = p.accept_tokens + b * p.width;
+  const int64_t token = lane < p.width ? accepted[lane] : -1;
   const DraftAcceptSlot a = draft_accept_slot(p, b);
   int64_t* row = p.pre_ids + b * p.pre_ids_stride + a.s + 1;
-  for (int64_t i = lane; i < a.n; i += kWarp) row[i] = p.accept_tokens[b * p.width + i];
+  for (int64_t i = lane; i < a.n; i += kWarp) row[i] = i < kWarp ? token : accepted[i];
   // Every lane has read the slot's scalars before lane 0 overwrites them.
   __syncwarp();
   if (lane == 0) {
@@ -189,15 +222,47 @@ __global__ void __launch_bounds__(kSlotWarpsPerBlock * kWarp)
   }
 }
 
+// draft_model_accept then draft_model_preprocess on a slot, in one warp. The lanes load the slot's
+// accepted tokens (columns < 32) with both ops' scalars; after the accept the slot's step is s + n,
+// so a decoding slot's newest token is the last accepted one (n >= 1, already in a lane) or
+// pre_ids[b, s] (n = 0: the only dependent load, of an entry no lane writes).
+__global__ void __launch_bounds__(kSlotWarpsPerBlock * kWarp)
+    draft_model_accept_preprocess_kernel(DraftModelAcceptPreprocessParams p) {
+  const int64_t b = warp_slot();
+  if (b >= p.batch) return;
+  const int lane = threadIdx.x % kWarp;
+  const int64_t D = p.pre_ids_stride;
+  const int64_t* accepted = p.accept_tokens + b * p.width;
+  const int64_t token = lane < p.width ? accepted[lane] : -1;
+  const DraftModelPreprocessParams pre = p.preprocess();
+  DraftPreprocessSlot q = draft_preprocess_load(pre, b);  // the kind, the target's max_dec_len
+  const DraftAcceptSlot a = draft_accept_slot(p.accept(), b);
+  int64_t* row = p.pre_ids + b * D;
+  if (q.kind == DraftSlot::kPrefill) {
+    for (int64_t i = lane; i < D; i += kWarp) row[i] = -1;  // the accept's writes would be cleared
+  } else {
+    q.s = a.s + a.n;  // the preprocess's verified step after the accept (no drafts left)
+    for (int64_t i = lane; i < a.n; i += kWarp) row[a.s + 1 + i] = i < kWarp ? token : accepted[i];
+  }
+  const int64_t last = __shfl_sync(kFullMask, token, static_cast<int>(min_of<int64_t>(max_of<int64_t>(a.n - 1, 0), kWarp - 1)));
+  // Every lane has read the slot's scalars before lane 0 overwrites them.
+  __syncwarp();
+  if (lane == 0) {
+    int64_t newest = -1;
+    if (draft_preprocess_reads_newest(q)) newest = a.n >= 1 ? (a.n <= kWarp ? last : accepted[a.n - 1]) : row[q.s];
+    draft_preprocess_store(pre, b, q, newest);
+  }
+}
+
 unsigned slot_blocks(int64_t batch) {
   return static_cast<unsigned>(ceil_div<int64_t>(batch, kSlotWarpsPerBlock));
 }
 
-template <LogitsDType D>
+template <LogitsDType D, class S>
 cudaError_t launch_update(const DraftModelUpdateParams& p, int parts, bool pdl, cudaStream_t stream) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(p.batch * parts));
-  cfg.blockDim = dim3(kArgmaxThreads);
+  cfg.blockDim = dim3(S::kThreads);
   cfg.stream = stream;
   cudaLaunchAttribute attr[2];
   int n = 0;
@@ -215,8 +280,17 @@ cudaError_t launch_update(const DraftModelUpdateParams& p, int parts, bool pdl, 
   }
   cfg.attrs = n ? attr : nullptr;
   cfg.numAttrs = n;
-  const cudaError_t err = cudaLaunchKernelEx(&cfg, draft_model_update_kernel<D>, p, parts);
+  const cudaError_t err = cudaLaunchKernelEx(&cfg, draft_model_update_kernel<D, S>, p, parts);
   return err != cudaSuccess ? err : FDSPEC_LAUNCH_STATUS(stream);
+}
+
+template <class S>
+cudaError_t launch_update_as(const DraftModelUpdateParams& p, int parts, bool pdl, cudaStream_t stream) {
+  switch (p.logits_dtype) {
+    case LogitsDType::kFloat16: return launch_update<LogitsDType::kFloat16, S>(p, parts, pdl, stream);
+    case LogitsDType::kBFloat16: return launch_update<LogitsDType::kBFloat16, S>(p, parts, pdl, stream);
+    default: return launch_update<LogitsDType::kFloat32, S>(p, parts, pdl, stream);
+  }
 }
 
 }  // namespace
@@ -235,18 +309,27 @@ cudaError_t draft_model_update_gpu(const DraftModelUpdateParams& p, cudaStream_t
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   if (err != cudaSuccess) return err;
-  // Clusters (distributed shared memory) and programmatic launches need sm_90. No more parts than
-  // rounds of loads in a row (each part reads at least one round), nor than the SMs want.
-  const int64_t row_vecs = p.vocab_size * logits_dtype_size(p.logits_dtype) / 16;
-  int64_t parts = ceil_div<int64_t>(int64_t{kBlocksPerSm} * sms, p.batch);
-  parts = std::min<int64_t>({parts, kMaxParts, ceil_div<int64_t>(row_vecs, kArgmaxThreads * kArgmaxUnroll)});
-  if (major < 9 || parts < 1 || p.batch > INT32_MAX / kMaxParts) parts = 1;
+  // Clusters (distributed shared memory) and programmatic launches need sm_90.
   const bool pdl = major >= 9;
-  switch (p.logits_dtype) {
-    case LogitsDType::kFloat16: return launch_update<LogitsDType::kFloat16>(p, static_cast<int>(parts), pdl, stream);
-    case LogitsDType::kBFloat16: return launch_update<LogitsDType::kBFloat16>(p, static_cast<int>(parts), pdl, stream);
-    default: return launch_update<LogitsDType::kFloat32>(p, static_cast<int>(parts), pdl, stream);
+  // A batch of at most a quarter as many rows as SMs splits each row into slices, as many as fill
+  // the SMs, at most kMaxParts and no more than the row has rounds of loads; larger batches give a
+  // row one block.
+  if (major >= 9 && p.batch * 4 <= sms) {
+    const int64_t row_vecs = p.vocab_size * logits_dtype_size(p.logits_dtype) / 16;
+    const int64_t parts = std::max<int64_t>(
+        1, std::min<int64_t>({ceil_div<int64_t>(sms, p.batch), kMaxParts,
+                              ceil_div<int64_t>(row_vecs, SmallBatchUpdate::kThreads * SmallBatchUpdate::kUnroll)}));
+    return launch_update_as<SmallBatchUpdate>(p, static_cast<int>(parts), pdl, stream);
   }
+  if (p.batch <= sms) return launch_update_as<MidBatchUpdate>(p, 1, pdl, stream);
+  return launch_update_as<LargeBatchUpdate>(p, 1, pdl, stream);
+}
+
+cudaError_t draft_model_accept_preprocess_gpu(const DraftModelAcceptPreprocessParams& p, cudaStream_t stream) {
+  if (p.batch <= 0) return cudaSuccess;
+  const cudaError_t err = launch_dependent(draft_model_accept_preprocess_kernel, dim3(slot_blocks(p.batch)),
+                                           dim3(kSlotWarpsPerBlock * kWarp), stream, p);
+  return err != cudaSuccess ? err : FDSPEC_LAUNCH_STATUS(stream);
 }
 
 cudaError_t draft_model_accept_gpu(const DraftModelAcceptParams& p, cudaStream_t stream) {

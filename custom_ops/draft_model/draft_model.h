@@ -215,20 +215,70 @@ FDSPEC_HD DraftAcceptSlot draft_accept_slot(const DraftModelAcceptParams& p, int
 // Sequential reference on the host. O(B * (K + 1)).
 void draft_model_accept_cpu(const DraftModelAcceptParams& p);
 
+// ---- draft_model_accept_preprocess (ours) -----------------------------------------------------------
+
+// draft_model_accept then draft_model_preprocess, for a proposer that keeps a step's verified tokens
+// until the next step starts (as upstream's draft_model_preprocess takes them): the two ops' rules
+// on one set of tensors, the draft side's shared.
+struct DraftModelAcceptPreprocessParams {
+  int64_t* input_ids;                           // [B] int64, in place
+  int32_t* seq_lens_decoder;                    // [B] int32, in place
+  int64_t* step_idx;                            // [B] int64, in place
+  int64_t* pre_ids;                             // [>= B, D] int64, in place
+  int64_t pre_ids_stride;                       // D (>= 1)
+  int32_t* mtp_draft_num;                       // [B] int32, in place
+  int64_t* max_dec_len;                         // [B] int64, in place
+  const int64_t* accept_tokens;                 // [>= B, K + 1] int64
+  const int32_t* accept_num;                    // [B] int32
+  int64_t width;                                // K + 1 (>= 1)
+  int32_t* base_model_seq_lens_this_time;       // [B] int32, in place
+  const int32_t* base_model_seq_lens_encoder;   // [B] int32
+  const int32_t* base_model_seq_lens_decoder;   // [B] int32
+  const bool* base_model_stop_flags;            // [B] bool
+  const int64_t* base_model_max_dec_len;        // [B] int64
+  int64_t batch;                                // B (0: no-op)
+
+  FDSPEC_HD DraftModelAcceptParams accept() const {
+    DraftModelAcceptParams a;
+    a.accept_tokens = accept_tokens; a.accept_num = accept_num; a.width = width; a.step_idx = step_idx;
+    a.pre_ids = pre_ids; a.pre_ids_stride = pre_ids_stride; a.mtp_draft_num = mtp_draft_num; a.batch = batch;
+    return a;
+  }
+  FDSPEC_HD DraftModelPreprocessParams preprocess() const {
+    DraftModelPreprocessParams p;
+    p.input_ids = input_ids; p.seq_lens_decoder = seq_lens_decoder; p.step_idx = step_idx;
+    p.pre_ids = pre_ids; p.pre_ids_stride = pre_ids_stride; p.mtp_draft_num = mtp_draft_num;
+    p.max_dec_len = max_dec_len; p.base_model_seq_lens_this_time = base_model_seq_lens_this_time;
+    p.base_model_seq_lens_encoder = base_model_seq_lens_encoder;
+    p.base_model_seq_lens_decoder = base_model_seq_lens_decoder; p.base_model_stop_flags = base_model_stop_flags;
+    p.base_model_max_dec_len = base_model_max_dec_len; p.batch = batch;
+    return p;
+  }
+};
+
+// Sequential reference on the host: draft_model_accept_cpu, then draft_model_preprocess_cpu.
+void draft_model_accept_preprocess_cpu(const DraftModelAcceptPreprocessParams& p);
+
 #ifdef FDSPEC_WITH_CUDA
 // The kernels are short chains of dependent memory accesses, so each reads what it needs at once
 // (one round trip for a slot's scalars) and is launched as a programmatic dependent of the work
 // before it (common/cuda_utils.cuh), which hides its launch behind its predecessor.
 // Preprocess: one warp per slot (the lanes clear a prefill slot's row). One kernel, graph-capturable.
 cudaError_t draft_model_preprocess_gpu(const DraftModelPreprocessParams& p, cudaStream_t stream);
-// Update: per slot a thread-block cluster (sm_90+; one block elsewhere) splits the logits row into
-// `parts` slices, about one block per SM over the batch (at most 8 per row): idle slots exit after
-// reading their scalars; a drafting slot's blocks read their slice once in 16-byte loads, reduce the
-// keys, and the leader writes. One kernel, graph-capturable.
+// Update: small batches (B <= SMs / 4, sm_90+) split each logits row over a thread-block cluster of
+// up to 8 blocks, larger ones give a row one block (512 threads up to B = SMs, 256 beyond; the shapes
+// and their timings are in draft_model.cu). A block issues the loads of the slot's scalars and of its
+// first round of logits together, exits if the slot does not draft (those loads go unused), else
+// reads the rest of its slice once in 16-byte loads, reduces the keys (warp reductions), and the
+// leader writes. One kernel, graph-capturable.
 cudaError_t draft_model_update_gpu(const DraftModelUpdateParams& p, cudaStream_t stream);
-// Accept: one warp per slot: the lanes copy the verified tokens, lane 0 writes the scalars. One
-// kernel, graph-capturable.
+// Accept: one warp per slot: the lanes load the verified tokens with the slot's scalars and copy
+// them, lane 0 writes the scalars. One kernel, graph-capturable.
 cudaError_t draft_model_accept_gpu(const DraftModelAcceptParams& p, cudaStream_t stream);
+// Accept + preprocess: one warp per slot, both ops' reads in one round trip (the accepted tokens
+// with the scalars; a decoding slot's newest token is then the last accepted one, or pre_ids[b, s]
+// when none was), one kernel instead of two. Graph-capturable.
+cudaError_t draft_model_accept_preprocess_gpu(const DraftModelAcceptPreprocessParams& p, cudaStream_t stream);
 #endif
 
 }  // namespace fdspec

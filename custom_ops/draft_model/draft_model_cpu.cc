@@ -50,4 +50,9 @@ void draft_model_accept_cpu(const DraftModelAcceptParams& p) {
   }
 }
 
+void draft_model_accept_preprocess_cpu(const DraftModelAcceptPreprocessParams& p) {
+  draft_model_accept_cpu(p.accept());
+  draft_model_preprocess_cpu(p.preprocess());
+}
+
 }  // namespace fdspec

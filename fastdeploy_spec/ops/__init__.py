@@ -7,6 +7,7 @@ outputs. ``with_cuda()`` tells whether the loaded library has GPU kernels.
 
 from fastdeploy_spec.ops._loader import OpLibraryError, build_info, load, with_cuda
 from fastdeploy_spec.ops.draft_model_accept import draft_model_accept
+from fastdeploy_spec.ops.draft_model_accept_preprocess import draft_model_accept_preprocess
 from fastdeploy_spec.ops.draft_model_preprocess import draft_model_preprocess
 from fastdeploy_spec.ops.draft_model_update import draft_model_update
 from fastdeploy_spec.ops.hybrid_mtp_ngram import hybrid_mtp_ngram, ngram_match_mixed
@@ -30,6 +31,7 @@ __all__ = [
     "SuffixCache",
     "build_info",
     "draft_model_accept",
+    "draft_model_accept_preprocess",
     "draft_model_preprocess",
     "draft_model_update",
     "hybrid_mtp_ngram",

@@ -39,8 +39,8 @@ def draft_model_update(
     ``base_model_draft_tokens[b, substep + 1] = token``, ``mtp_draft_num = substep + 1``,
     ``base_model_seq_lens_this_time = substep + 2``, ``seq_lens_decoder += 1`` and
     ``input_ids[b] = token`` (the draft model's next input). Other slots are untouched and their
-    logits rows are not read. Runs on the place of ``logits``; on the GPU one kernel (a block per
-    slot), no host synchronisation.
+    logits rows are not used. Runs on the place of ``logits``; on the GPU one kernel (a block or a
+    cluster of blocks per slot), no host synchronisation.
 
     Parameters
     ----------

@@ -4,6 +4,11 @@
 //
 //   draft_model_preprocess, (draft_model_update) x model steps, [hybrid_mtp_ngram], draft_model_accept
 //
+// or, with --defer-accept (MTPProposer(defer_accept=True)), the previous step's accept fused with
+// this step's start:
+//
+//   draft_model_accept_preprocess, (draft_model_update) x model steps, [hybrid_mtp_ngram]
+//
 // on the inputs of scripts/bench_mtp.py: B slots, all decoding, K = 5, V = 32000, W = 8192 with a
 // prompt of 3/4 W whose late part continues the newest generated tokens (the n-gram extension
 // searches the whole prompt and finds a match), hybrid threshold not binding, accept_num 0 (a step
@@ -23,7 +28,7 @@
 //        -I$CUDA_HOME/include/cccl tests/cuda/bench_mtp_kernels.cu \
 //        custom_ops/draft_model/draft_model{.cu,_cpu.cc} \
 //        custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram{.cu,_cpu.cc} -o build/bench_mtp_kernels
-//   build/bench_mtp_kernels [--quick] [--json FILE]
+//   build/bench_mtp_kernels [--defer-accept] [--quick] [--json FILE]
 //   build/bench_mtp_kernels --profile B STEPS NGRAM   (3 plain steps and the check, for nsys / ncu)
 // or HARNESSES=bench_mtp_kernels TOOLS= bash tests/cuda/run_cuda_checks.sh
 #include <algorithm>
@@ -53,6 +58,8 @@ constexpr int64_t kGenerated = 512;
 constexpr int kMaxNgram = 3;
 constexpr int kMinNgram = 1;
 constexpr int64_t kNonBinding = int64_t{1} << 40;
+
+bool g_defer_accept = false;  // --defer-accept: the step starts with draft_model_accept_preprocess
 
 // One row's host state: the runner's share-inputs, the draft side's buffers, the logits.
 struct State {
@@ -144,6 +151,16 @@ struct Ptrs {
     p.pad_to_max = false; p.threshold = kNonBinding;
     return p;
   }
+  fdspec::DraftModelAcceptPreprocessParams accept_preprocess() const {
+    fdspec::DraftModelAcceptPreprocessParams p;
+    p.input_ids = input_ids; p.seq_lens_decoder = d_dec; p.step_idx = step; p.pre_ids = pre;
+    p.pre_ids_stride = kW; p.mtp_draft_num = mtp_num; p.max_dec_len = d_max_dec_len;
+    p.accept_tokens = accept_tokens; p.accept_num = accept_num; p.width = kK + 1;
+    p.base_model_seq_lens_this_time = slt; p.base_model_seq_lens_encoder = enc;
+    p.base_model_seq_lens_decoder = dec; p.base_model_stop_flags = stop;
+    p.base_model_max_dec_len = max_dec_len; p.batch = B;
+    return p;
+  }
   fdspec::DraftModelAcceptParams accept() const {
     fdspec::DraftModelAcceptParams p;
     p.accept_tokens = accept_tokens; p.accept_num = accept_num; p.width = kK + 1; p.step_idx = step;
@@ -163,10 +180,14 @@ Ptrs host_ptrs(State& s) {
 
 void cpu_step(State& s) {
   const Ptrs p = host_ptrs(s);
-  fdspec::draft_model_preprocess_cpu(p.preprocess());
+  if (g_defer_accept) {
+    fdspec::draft_model_accept_preprocess_cpu(p.accept_preprocess());
+  } else {
+    fdspec::draft_model_preprocess_cpu(p.preprocess());
+  }
   for (int i = 0; i < s.steps; ++i) fdspec::draft_model_update_cpu(p.update(i));
   if (s.ngram) fdspec::hybrid_mtp_ngram_cpu(p.hybrid());
-  fdspec::draft_model_accept_cpu(p.accept());
+  if (!g_defer_accept) fdspec::draft_model_accept_cpu(p.accept());
 }
 
 // Device copies of a State, and snapshots for the breakdown's restores.
@@ -202,7 +223,9 @@ struct DevState {
   }
 };
 
+// The step's first kernel: draft_model_preprocess, or with --defer-accept the fused accept + preprocess.
 cudaError_t gpu_preprocess(const DevState& d, cudaStream_t st) {
+  if (g_defer_accept) return fdspec::draft_model_accept_preprocess_gpu(d.ptrs().accept_preprocess(), st);
   return fdspec::draft_model_preprocess_gpu(d.ptrs().preprocess(), st);
 }
 cudaError_t gpu_update(const DevState& d, int i, cudaStream_t st) {
@@ -215,12 +238,13 @@ cudaError_t gpu_accept(const DevState& d, cudaStream_t st) {
   return fdspec::draft_model_accept_gpu(d.ptrs().accept(), st);
 }
 
-// The proposer's step: run (preprocess, updates, hybrid) then accept.
+// The proposer's step: run (preprocess, updates, hybrid) then accept (deferred into the next run's
+// first kernel with --defer-accept).
 cudaError_t gpu_step(const DevState& d, cudaStream_t st) {
   cudaError_t e = gpu_preprocess(d, st);
   for (int i = 0; e == cudaSuccess && i < d.h.steps; ++i) e = gpu_update(d, i, st);
   if (e == cudaSuccess && d.h.ngram) e = gpu_hybrid(d, st);
-  return e == cudaSuccess ? gpu_accept(d, st) : e;
+  return e == cudaSuccess && !g_defer_accept ? gpu_accept(d, st) : e;
 }
 
 template <class T>
@@ -336,8 +360,10 @@ Result bench_row(int64_t B, int steps, bool ngram, const bench::Flusher& fl, cud
       return e != cudaSuccess ? e : gpu_hybrid(d, s);
     }) - rest_hyb_us;
   }
-  // preprocess and accept (accept_num 0) are idempotent: their graphs need no restore.
-  const double acc_us = bench::graph_us(st, calls, reps, rounds, [&](cudaStream_t s) { return gpu_accept(d, s); });
+  // preprocess and accept (accept_num 0) are idempotent: their graphs need no restore. With
+  // --defer-accept the preprocess column is the fused kernel and the step has no accept.
+  const double acc_us =
+      g_defer_accept ? 0.0 : bench::graph_us(st, calls, reps, rounds, [&](cudaStream_t s) { return gpu_accept(d, s); });
   const double pre_us = bench::graph_us(st, calls, reps, rounds, [&](cudaStream_t s) { return gpu_preprocess(d, s); });
   // Back to the state a step starts from, then one more step must again give the CPU's answer.
   {
@@ -391,6 +417,12 @@ int profile(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--defer-accept") {
+    g_defer_accept = true;
+    argv[1] = argv[0];
+    ++argv;
+    --argc;
+  }
   if (argc > 1 && std::string(argv[1]) == "--profile") return profile(argc, argv);
   const bench::Options opt = bench::parse_options(argc, argv);  // or --profile B STEPS NGRAM
   if (!opt.ok) return 2;
@@ -418,8 +450,9 @@ int main(int argc, char** argv) {
   }
   bool all_ok = true;
   std::printf("\n%s, K = %lld, V = %lld float32, W = %lld; us per proposer step (graph of 20 steps, medians); "
-              "breakdown: each kernel alone in its own graph, warm\n",
-              prop.name, (long long)kK, (long long)kV, (long long)kW);
+              "breakdown: each kernel alone in its own graph, warm%s\n",
+              prop.name, (long long)kK, (long long)kV, (long long)kW,
+              g_defer_accept ? "; deferred accept: preprocess = draft_model_accept_preprocess, no accept kernel" : "");
   std::printf("| B | model steps | n-gram | step warm | step cold | preprocess | update | hybrid | accept | identical |\n"
               "|---:|---:|---|---:|---:|---:|---:|---:|---:|---|\n");
   for (const Result& r : res) {
@@ -431,8 +464,8 @@ int main(int argc, char** argv) {
   if (json != nullptr) {
     FILE* f = std::fopen(json, "w");
     if (f == nullptr) return 2;
-    std::fprintf(f, "{\"device\": \"%s\", \"K\": %lld, \"V\": %lld, \"W\": %lld, \"rows\": [\n", prop.name,
-                 (long long)kK, (long long)kV, (long long)kW);
+    std::fprintf(f, "{\"device\": \"%s\", \"K\": %lld, \"V\": %lld, \"W\": %lld, \"defer_accept\": %s, \"rows\": [\n",
+                 prop.name, (long long)kK, (long long)kV, (long long)kW, g_defer_accept ? "true" : "false");
     for (size_t i = 0; i < res.size(); ++i) {
       const Result& r = res[i];
       std::fprintf(f,

@@ -1,6 +1,7 @@
 // The draft-model ops' CUDA launchers against their CPU implementations, at the kernel layer (no
 // Paddle), bit for bit on every tensor: whole MTP steps (draft_model_preprocess, draft_model_update
-// for substeps 0 .. steps - 1 on their own logits, draft_model_accept) on random slot states (every
+// for substeps 0 .. steps - 1 on their own logits, draft_model_accept), and the fused
+// draft_model_accept_preprocess against the two CPU ops (also with K + 1 > 32), on random slot states (every
 // slot kind, unverified drafts left over, full pre_ids rows, hostile lengths), tiny and large
 // vocabularies, float32 / float16 / bfloat16 logits with raw random 16-bit patterns (ties, NaN, inf,
 // -0), logits rows off 16-byte boundaries. Then CUDA-graph rounds: a whole step captured once, new
@@ -169,6 +170,31 @@ cudaError_t gpu_step(const Shape& sh, const Ptrs& q, cudaStream_t stream) {
   return e == cudaSuccess ? fdspec::draft_model_accept_gpu(acc_params(sh, q), stream) : e;
 }
 
+fdspec::DraftModelAcceptPreprocessParams acc_pre_params(const Shape& sh, const Ptrs& q) {
+  fdspec::DraftModelAcceptPreprocessParams p;
+  p.input_ids = q.input_ids; p.seq_lens_decoder = q.dec; p.step_idx = q.step; p.pre_ids = q.pre;
+  p.pre_ids_stride = sh.D; p.mtp_draft_num = q.num; p.max_dec_len = q.mdl; p.accept_tokens = q.acc_tokens;
+  p.accept_num = q.acc_num; p.width = sh.K1; p.base_model_seq_lens_this_time = q.slt;
+  p.base_model_seq_lens_encoder = q.enc; p.base_model_seq_lens_decoder = q.bdec; p.base_model_stop_flags = q.stop;
+  p.base_model_max_dec_len = q.bmdl; p.batch = sh.B;
+  return p;
+}
+
+// The deferred accept: draft_model_accept then draft_model_preprocess on the CPU against the fused
+// launcher (in the self-test the CPU implementation, with a perturbed output now and then).
+cudaError_t gpu_accept_preprocess(const Shape& sh, const Ptrs& q, cudaStream_t stream) {
+  auto& st = harness::selftest();
+  if (st.host_backend) {
+    fdspec::draft_model_accept_preprocess_cpu(acc_pre_params(sh, q));
+    if (st.perturb && sh.B > 0) {
+      q.input_ids[sh.B - 1] += 1;
+      st.perturbed = true;
+    }
+    return cudaSuccess;
+  }
+  return fdspec::draft_model_accept_preprocess_gpu(acc_pre_params(sh, q), stream);
+}
+
 struct DeviceState {
   DevVec<int64_t> input_ids, step, pre, mdl, bmdl, drafts, acc_tokens;
   DevVec<int32_t> dec, num, slt, enc, bdec, acc_num;
@@ -233,6 +259,23 @@ void run_case(harness::Tally& t, const Shape& sh, const State& in, const harness
   t.record(ok, ok ? std::string() : describe(sh, want, got, "eager"));
 }
 
+void run_accept_preprocess_case(harness::Tally& t, const Shape& sh, const State& in, const harness::Stream& stream) {
+  State want = in;
+  const Ptrs q{want.input_ids.data(), want.step.data(), want.pre.data(), want.mdl.data(), want.bmdl.data(),
+               want.drafts.data(), want.acc_tokens.data(), want.dec.data(), want.num.data(), want.slt.data(),
+               want.enc.data(), want.bdec.data(), want.acc_num.data(), reinterpret_cast<bool*>(want.stop.data()),
+               want.logits.data()};
+  fdspec::draft_model_accept_cpu(acc_params(sh, q));
+  fdspec::draft_model_preprocess_cpu(pre_params(sh, q));
+  DeviceState dev(in);
+  t.begin_case();
+  CHECK(gpu_accept_preprocess(sh, dev.ptrs(), stream.get()));
+  stream.sync();
+  const State got = dev.download();
+  const bool ok = got == want;
+  t.record(ok, ok ? std::string() : describe(sh, want, got, "accept_preprocess"));
+}
+
 void run_graph_rounds(harness::Tally& t, Rng& r, const Shape& sh, int replays,
                       const harness::Stream& stream) {
   State in = make_state(r, sh, 0.1);
@@ -272,12 +315,22 @@ void body(harness::Tally& t, bool quick) {
   for (int it = 0; it < small; ++it) {
     const Shape sh = make_shape(r, r.uni(0, 40), r.uni(1, 12), r.uni(1, 50));
     run_case(t, sh, make_state(r, sh, 0.15), stream);
+    if (it % 2 == 0) run_accept_preprocess_case(t, sh, make_state(r, sh, 0.15), stream);
   }
-  // Vectors, odd V (rows off 16-byte boundaries), many rows; rows of more than 4096 float32 logits
-  // are split over a cluster of blocks (also in the quick mode, which the sanitizers run).
-  const int large = quick ? 3 : 60;
+  // The fused accept + preprocess with K + 1 > 32 accepted tokens (lanes past the warp).
+  for (int it = 0; it < (quick ? 2 : 40); ++it) {
+    Shape sh = make_shape(r, r.uni(1, 70), r.uni(2, 80), 3);
+    sh.K1 = r.uni(30, 40);
+    run_accept_preprocess_case(t, sh, make_state(r, sh, 0.15), stream);
+  }
+  // Vectors, odd V (rows off 16-byte boundaries), many rows, in each of the update's launch shapes
+  // (draft_model.cu; on an H100: B <= 33 rows split over clusters once V > 1024 float32, B <= 132
+  // one 512-thread block per row, more one 256-thread block per row), also in the quick mode, which
+  // the sanitizers run.
+  const int large = quick ? 4 : 60;
   for (int it = 0; it < large; ++it) {
-    const Shape sh = make_shape(r, r.uni(1, quick ? 16 : 300), r.uni(2, 64), r.uni(51, quick ? 20000 : 40000));
+    const int64_t B = it % 4 == 0 ? r.uni(1, 16) : (it % 4 == 1 ? r.uni(17, 33) : (it % 4 == 2 ? r.uni(34, 132) : r.uni(133, 300)));
+    const Shape sh = make_shape(r, B, r.uni(2, 64), r.uni(51, quick ? 12000 : 40000));
     run_case(t, sh, make_state(r, sh, 0.05), stream);
   }
   const int shapes = quick ? 2 : 10;

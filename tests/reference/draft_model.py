@@ -1,5 +1,5 @@
 """NumPy references of the draft-model ops (draft_model_preprocess, draft_model_update,
-draft_model_accept), written from docs/contract/draft_model.md.
+draft_model_accept, draft_model_accept_preprocess), written from docs/contract/draft_model.md.
 
 Each takes NumPy arrays (per-slot tensors flattened to [B]), leaves its inputs alone and returns the
 mutated arrays in a dict.
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastdeploy_spec.ops import draft_model_accept, draft_model_preprocess, draft_model_update
+from fastdeploy_spec.ops import (draft_model_accept, draft_model_accept_preprocess, draft_model_preprocess,
+                                 draft_model_update)
 from tests.helpers import as_f32, logits_to_place, to_place
 
 SAFE_TOKEN = 0
@@ -81,6 +82,14 @@ def accept_ref(accept_tokens, accept_num, step_idx, pre_ids, mtp_draft_num):
     return dict(step_idx=step, pre_ids=pre, mtp_draft_num=num)
 
 
+def accept_preprocess_ref(input_ids, seq_lens_decoder, step_idx, pre_ids, mtp_draft_num, max_dec_len,
+                          accept_tokens, accept_num, base_slt, base_enc, base_dec, base_stop, base_max_dec_len):
+    """draft_model_accept, then draft_model_preprocess (the contract's definition)."""
+    acc = accept_ref(accept_tokens, accept_num, step_idx, pre_ids, mtp_draft_num)
+    return preprocess_ref(input_ids, seq_lens_decoder, acc["step_idx"], acc["pre_ids"], acc["mtp_draft_num"],
+                          max_dec_len, base_slt, base_enc, base_dec, base_stop, base_max_dec_len)
+
+
 # ---- Random states and the ops against the reference ----------------------------------------------
 
 PRE_ORDER = ("input_ids", "seq_lens_decoder", "step_idx", "pre_ids", "mtp_draft_num", "max_dec_len",
@@ -91,6 +100,7 @@ UPD_ORDER = ("input_ids", "seq_lens_decoder", "step_idx", "pre_ids", "mtp_draft_
              "base_model_draft_tokens", "base_model_seq_lens_this_time")  # after logits
 ACC_ORDER = ("accept_tokens", "accept_num", "step_idx", "pre_ids", "mtp_draft_num")
 ACC_MUTATED = ACC_ORDER[2:]
+ACC_PRE_ORDER = PRE_ORDER[:6] + ("accept_tokens", "accept_num") + PRE_ORDER[6:]
 TWO_D = ("input_ids", "step_idx", "max_dec_len", "base_model_stop_flags", "base_model_max_dec_len")
 
 
@@ -149,6 +159,9 @@ class Device:
     def accept(self) -> None:
         draft_model_accept(*(self.t[k] for k in ACC_ORDER))
 
+    def accept_preprocess(self) -> None:
+        draft_model_accept_preprocess(*(self.t[k] for k in ACC_PRE_ORDER))
+
     def host(self) -> dict:
         return {k: v.numpy().reshape(-1) if k in TWO_D else v.numpy() for k, v in self.t.items()}
 
@@ -165,6 +178,9 @@ class Reference:
 
     def accept(self) -> None:
         self.s.update(accept_ref(*(self.s[k] for k in ACC_ORDER)))
+
+    def accept_preprocess(self) -> None:
+        self.s.update(accept_preprocess_ref(*(self.s[k] for k in ACC_PRE_ORDER)))
 
 
 def assert_same(got: dict, want: dict, where: str) -> None:
