@@ -31,6 +31,9 @@
 #include "suffix_cache/suffix_cache.h"
 
 #include <cub/block/block_scan.cuh>
+#ifdef FDSPEC_SUFFIX_PROFILE
+#include <cstdio>
+#endif
 
 #include "common/cuda_utils.cuh"
 #include "suffix_match/suffix_draft.cuh"
@@ -41,6 +44,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kScanThreads = 1024;
+constexpr unsigned kFull = 0xffffffffu;
 
 __device__ __forceinline__ int32_t* stat_row(const SuffixCacheQueryParams& q, int64_t b) {
   return q.stat + b * kSuffixStatCols;
@@ -217,15 +221,45 @@ __host__ __device__ __forceinline__ ScanLayout scan_layout(int64_t B, uint32_t T
   return s;
 }
 
+// How far a match extends backwards: the least l' >= l with l' == lim or x[-l'] != y[-l'], compared
+// kUnroll tokens at a time so that a long match costs one round trip per kUnroll tokens, not one
+// per token (the loads of a batch are independent).
+template <int kUnroll>
+__device__ __forceinline__ int extend_match(const int64_t* x, const int64_t* y, int l, int lim) {
+  while (l < lim) {
+    int64_t a[kUnroll], b[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const bool in = l + u < lim;
+      a[u] = in ? x[-(l + u)] : 0;
+      b[u] = in ? y[-(l + u)] : 1;
+    }
+    int k = 0;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) k += (k == u && a[u] == b[u]) ? 1 : 0;
+    l += k;
+    if (k < kUnroll) break;
+  }
+  return l < lim ? l : lim;
+}
+
+// The scans walk the cache in tiles of kTile positions of one row, a warp per tile, lane i on
+// positions base + i + 32 j (j < kTile / 32): every key load is one coalesced 128-byte line, and a
+// lane has kTile / 32 independent loads in flight. A cache of 1k rows still gives ~3k tiles, enough
+// warps to fill the GPU.
+constexpr int kTile = 128;
+constexpr int kPerLane = kTile / 32;
+
 // One pass over the occupied positions. A position whose key is a group's (table 1) and whose G
-// tokens are the group's is a hit of every slot of the group: l >= G for all of them. Only the
-// group's *members* (slots with c >= G + 2) whose token before the G is the position's (table 2)
-// can match longer; they alone are verified further. So a hit costs one group count, not one
+// tokens are the group's is a hit of every slot of the group: l >= G for all of them (with an exact
+// key, G = 1, nothing is read to verify it). Only the group's *members* (slots with c >= G + 2)
+// whose token before the G is the position's (table 2) can match longer; they alone are verified
+// further. So a hit costs one group count (one shared atomic per group per warp), not one
 // verification per slot, however many slots end with a frequent token.
 // pass 1: counts n_G per group and, per member, the hits with l > G by l.
 // pass 2: a group with n_G <= M stores its hits (its rep's candidate list); in a group with
 //         n_G > M each member with L_min < c stores its hits with l >= L_min (at most M).
-__global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryParams q, int pass,
+__global__ void __launch_bounds__(kThreads, 4) query_scan_kernel(SuffixCacheQueryParams q, int pass,
                                                               uint32_t table_size) {
   extern __shared__ __align__(16) unsigned char scan_smem[];
   const SuffixMatchParams& p = q.m;
@@ -277,52 +311,81 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
   }
   __syncthreads();
   const int lane = threadIdx.x & 31;
+  const int64_t tiles_per_row = (c.width + kTile - 1) / kTile;
+  const int64_t tiles = c.num_rows * tiles_per_row;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
-  for (int64_t r = blockIdx.x * kWarps + threadIdx.x / 32; r < c.num_rows; r += warps) {
+  for (int64_t t = blockIdx.x * kWarps + threadIdx.x / 32; t < tiles; t += warps) {
+    const int64_t r = t / tiles_per_row;
+    const int64_t base = (t - r * tiles_per_row) * kTile;
     const int64_t req = c.rows[2 * r];
     const int64_t len = c.rows[2 * r + 1];
-    if (req < 0) continue;
+    if (req < 0 || base >= len) continue;  // uniform over the warp
     const int64_t* toks = c.tokens + r * c.width;
     const int32_t* keys = c.keys + r * c.width;
-    for (int64_t off = G - 1 + lane; off < len; off += 32) {
-      const int32_t key = keys[off];
-      for (uint32_t h = table_hash(key, mask); trep[h] != -1; h = (h + 1) & mask) {
-        if (tkey[h] != key) continue;
-        const int32_t g = trep[h];
-        int32_t* gst = stat_row(q, g);
-        const int64_t* gend = p.token_ids_all + g * W + gst[kSuffixStatN];  // one past its last token
-        bool same = true;
-        for (int j = 0; j < G && same; ++j) same = toks[off - j] == gend[-1 - j];
-        if (!same) continue;  // a hash collision: another group may own the key
-        if (pass == 1) {
-          atomicAdd(&agg_hits[g], 1);
-        } else if (agg_hits[g] <= M) {
-          const int at = atomicAdd(&gst[kSuffixStatStored], 1);
-          if (at < M) q.cand[g * M + at] = suffix_cand_pack(req, off, 0);  // at < M always
-        }
-        if (off >= G && (pass == 1 || agg_hits[g] > M)) {
-          const int64_t before = toks[off - G];
-          for (uint32_t h2 = member_hash(g, before, mask); tmem[h2] != -1; h2 = (h2 + 1) & mask) {
-            const int32_t s = tmem[h2];
-            if (srep[s] != g || sprev[s] != before) continue;
-            int32_t* sst = stat_row(q, s);
-            const int ctx_len = sst[kSuffixStatCtx];
-            const int64_t* send = p.token_ids_all + s * W + sst[kSuffixStatN];
-            int l = G + 1;
-            while (l < ctx_len - 1 && off - l >= 0 && toks[off - l] == send[-1 - l]) ++l;
-            if (pass == 1) {
-              if (agg && l < kAggLen) {
-                atomicAdd(&agg_hist[s * kAggLen + l], 1);
-              } else {
-                atomicAdd(&sst[kSuffixStatHist + l], 1);
-              }
-            } else if (l >= sst[kSuffixStatLmin]) {
-              const int at = atomicAdd(&sst[kSuffixStatStored], 1);
-              if (at < M) q.cand[s * M + at] = suffix_cand_pack(req, off, l);  // at < M always
-            }
+    int32_t key[kPerLane];
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int64_t off = base + lane + 32 * j;
+      key[j] = off < len ? keys[off] : 0;
+    }
+    // With G = 1 the token before position off is named by the key at off - 1 (exact when >= 0):
+    // the previous lane's key, lane 0's from the previous line (one more load per tile).
+    const int32_t key_before_tile = (G == 1 && lane == 0 && base >= 1) ? keys[base - 1] : -1;
+    int32_t carry = key_before_tile;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int64_t off = base + lane + 32 * j;
+      const int32_t up = __shfl_up_sync(kFull, key[j], 1);
+      const int32_t key_prev = lane == 0 ? carry : up;
+      carry = __shfl_sync(kFull, key[j], 31);
+      int32_t g = -1;
+      if (off >= G - 1 && off < len) {
+        for (uint32_t h = table_hash(key[j], mask); trep[h] != -1; h = (h + 1) & mask) {
+          if (tkey[h] != key[j]) continue;
+          const int32_t cand_g = trep[h];
+          if (!suffix_cache_key_exact(key[j], G)) {
+            const int64_t* gend = p.token_ids_all + cand_g * W + stat_row(q, cand_g)[kSuffixStatN];
+            bool same = true;
+            for (int i = 0; i < G && same; ++i) same = toks[off - i] == gend[-1 - i];
+            if (!same) continue;  // a hash collision: another group may own the key
           }
+          g = cand_g;
+          break;  // the position's G tokens are one group's
         }
-        break;  // the position's G tokens are one group's
+      }
+      if (pass == 1) {
+        // One shared atomic per group present in the warp's line.
+        const unsigned peers = __match_any_sync(kFull, g);
+        if (g >= 0 && lane == __ffs(peers) - 1) atomicAdd(&agg_hits[g], __popc(peers));
+      }
+      if (g < 0) continue;
+      if (pass == 2 && agg_hits[g] <= M) {
+        int32_t* gst = stat_row(q, g);
+        const int at = atomicAdd(&gst[kSuffixStatStored], 1);
+        if (at < M) q.cand[g * M + at] = suffix_cand_pack(req, off, 0);  // at < M always
+      }
+      if (off < G || (pass == 2 && agg_hits[g] <= M)) continue;
+      const int64_t before = suffix_cache_key_exact(key_prev, G) ? key_prev : toks[off - G];
+      for (uint32_t h2 = member_hash(g, before, mask); tmem[h2] != -1; h2 = (h2 + 1) & mask) {
+        const int32_t s = tmem[h2];
+        if (srep[s] != g || sprev[s] != before) continue;
+        int32_t* sst = stat_row(q, s);
+        const int ctx_len = sst[kSuffixStatCtx];
+        const int64_t* send = p.token_ids_all + s * W + sst[kSuffixStatN];
+        // l starts at G + 1 (the G tokens and the one before match); capped at c - 1 and at the
+        // row's start (off - l >= 0).
+        const int l = extend_match<4>(toks + off, send - 1, G + 1,
+                                   static_cast<int>(min_of<int64_t>(ctx_len - 1, off + 1)));
+        if (pass == 1) {
+          if (agg && l < kAggLen) {
+            atomicAdd(&agg_hist[s * kAggLen + l], 1);
+          } else {
+            atomicAdd(&sst[kSuffixStatHist + l], 1);
+          }
+        } else if (l >= sst[kSuffixStatLmin]) {
+          const int at = atomicAdd(&sst[kSuffixStatStored], 1);
+          if (at < M) q.cand[s * M + at] = suffix_cand_pack(req, off, l);  // at < M always
+        }
       }
     }
   }
@@ -337,32 +400,51 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
   }
 }
 
-// Per querying slot: n_G from its group, the hits with l == G (n_G minus the longer ones), and with
-// n_G > M the shortest match length with at most M occurrences.
-__global__ void query_prep2_kernel(SuffixCacheQueryParams q) {
-  const int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (b >= q.m.batch) return;
+// Per querying slot, a warp each: n_G from its group, the hits with l == G (n_G minus the longer
+// ones), and with n_G > M the shortest match length with at most M occurrences (suffix sums of the
+// histogram over the lanes, 32 match lengths at a time from the longest).
+__global__ void __launch_bounds__(kThreads) query_prep2_kernel(SuffixCacheQueryParams q) {
+  const int64_t b = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x & 31;
+  if (b >= q.m.batch) return;  // uniform over the warp
   int32_t* st = stat_row(q, b);
   const int c = st[kSuffixStatCtx];
   if (c == 0) return;
   const int G = q.cache.key_len;
-  const int32_t n = stat_row(q, st[kSuffixStatRep])[kSuffixStatGroup];
+  const int M = q.max_occurrences;
+  const int64_t n = stat_row(q, st[kSuffixStatRep])[kSuffixStatGroup];
   int64_t longer = 0;
-  for (int L = G + 1; L < c; ++L) longer += st[kSuffixStatHist + L];
-  st[kSuffixStatHits] = n;
-  st[kSuffixStatHist + G] = static_cast<int32_t>(n - longer);
-  if (n == 0) return;
-  *store_flag(q) = 1;  // the second pass has candidates to store
-  if (n <= q.max_occurrences) return;
-  int64_t at_least = 0;
-  int lmin = c;  // none
-  for (int L = c - 1; L >= G; --L) {
-    at_least += st[kSuffixStatHist + L];
-    if (at_least > q.max_occurrences) break;
-    lmin = L;
+  for (int L = G + 1 + lane; L < c; L += 32) longer += st[kSuffixStatHist + L];
+  for (int o = 16; o > 0; o >>= 1) longer += __shfl_xor_sync(kFull, longer, o);
+  const int64_t at_g = n - longer;  // the hits with l == G
+  __syncwarp();  // every lane has read the histogram before lane 0 writes its entry G
+  if (lane == 0) {
+    st[kSuffixStatHits] = static_cast<int32_t>(n);
+    st[kSuffixStatHist + G] = static_cast<int32_t>(at_g);
+    if (n != 0) *store_flag(q) = 1;  // the second pass has candidates to store
   }
-  st[kSuffixStatLmin] = lmin;
+  if (n <= M) return;
+  // n_L = sum over l >= L is non-increasing in L: L_min is the least L >= G with n_L <= M (c: none).
+  int lmin = c;
+  int64_t above = 0;  // n_{top + 1}
+  for (int top = c - 1; top >= G; top -= 32) {
+    const int L = top - lane;
+    const int64_t v = L < G ? 0 : (L == G ? at_g : st[kSuffixStatHist + L]);
+    int64_t s = v;  // inclusive sum over lanes 0 .. lane: n_L - above
+    for (int o = 1; o < 32; o <<= 1) {
+      const int64_t u = __shfl_up_sync(kFull, s, o);
+      if (lane >= o) s += u;
+    }
+    const bool ok = L >= G && above + s <= M;
+    const unsigned okb = __ballot_sync(kFull, ok);  // a prefix of the lanes (n_L grows with lane)
+    const int k = __popc(okb);
+    if (k > 0) lmin = top - (k - 1);
+    above += __shfl_sync(kFull, s, 31);
+    if (k < 32) break;  // some L in this chunk has n_L > M (or the chunk ends below G)
+  }
+  if (lane == 0) st[kSuffixStatLmin] = lmin;
 }
+
 
 // ---- query: the search --------------------------------------------------------------------------
 
@@ -393,6 +475,10 @@ __global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(Suff
   const int64_t b = blockIdx.x;
   const SuffixMatchParams& p = q.m;
   const int32_t* st = stat_row(q, b);
+#ifdef FDSPEC_SUFFIX_PROFILE
+  for (int k = 1; k < suffix_gpu::kProfSlots; ++k) SUFFIX_PROF_SET(k, 0);
+  SUFFIX_PROF_SET(0, clock64());
+#endif
   const int c = st[kSuffixStatCtx];
   if (c == 0) return;
   const SuffixSlot v = suffix_slot(p, b);
@@ -410,8 +496,7 @@ __global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(Suff
     if (!own) {
       const int64_t* toks = q.cache.tokens + (suffix_cand_req(e) % q.cache.num_rows) * q.cache.width;
       const int64_t off = suffix_cand_off(e);
-      int l = 0;
-      while (l < c - 1 && off - l >= 0 && toks[off - l] == end[-1 - l]) ++l;
+      const int l = extend_match<8>(toks + off, end - 1, 0, static_cast<int>(min_of<int64_t>(c - 1, off + 1)));
       e = suffix_cand_pack(suffix_cand_req(e), off, l);
     }
     sh.key[j] = static_cast<unsigned long long>(e);
@@ -426,6 +511,10 @@ __global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(Suff
   }
   if (threadIdx.x == 0) sh.n = n;
   __syncthreads();
+  SUFFIX_PROF_SET(1, clock64());
+  SUFFIX_PROF_SET(13, n);
+  SUFFIX_PROF_SET(14, short_end);
+  SUFFIX_PROF_SET(15, lmin * 1000 + last_l);
   if (last_l == 0) return;  // no suffix of length >= L_min occurs: the local draft stands
 
   // The local draft's score: the global one matters only if it scores strictly higher.
@@ -437,6 +526,7 @@ __global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(Suff
   const suffix_gpu::CoreArgs a = suffix_gpu::core_args(p, v.cap, lmin, short_end, last_l, local);
   suffix_gpu::core_search(sh, CacheSource{q.cache}, a);
   const suffix_gpu::Best best = sh.best_info;
+  SUFFIX_PROF_SET(7, clock64());
   if (!(best.score > local)) return;  // uniform: every thread reads the same shared best
   suffix_gpu::core_finish(sh, a);
   for (int64_t j = threadIdx.x; j < K; j += suffix_gpu::kThreads) {
@@ -448,9 +538,40 @@ __global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(Suff
     p.suffix_meta[2 * b + 1] = best.L;
     q.source[b] = 1;
   }
+  SUFFIX_PROF_SET(8, clock64());
 }
 
 }  // namespace
+
+#ifdef FDSPEC_SUFFIX_PROFILE
+// Prints the stage clocks of the last global search launch (bench-only build).
+void suffix_cache_profile_print(int64_t blocks, double clock_khz) {
+  static long long h[suffix_gpu::kProfBlocks][suffix_gpu::kProfSlots];
+  if (cudaMemcpyFromSymbol(h, suffix_gpu::g_suffix_prof, sizeof(h)) != cudaSuccess) return;
+  const char* names[9] = {"entry", "load", "", "", "", "warp", "block", "core", "write"};
+  const int64_t nb = blocks < suffix_gpu::kProfBlocks ? blocks : suffix_gpu::kProfBlocks;
+  double sum[9] = {}, mx[9] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    long long last = h[b][0];
+    long long end = last;
+    for (int k = 1; k < 9; ++k) {
+      if (h[b][k] == 0) continue;
+      const double us = (h[b][k] - last) / clock_khz * 1e3;
+      last = end = h[b][k];
+      sum[k] += us;
+      mx[k] = us > mx[k] ? us : mx[k];
+    }
+    std::printf("  slot %lld: total %.2f us cand=%lld warp_lo=%lld lmin=%lld last_l=%lld walks=%lld steps=%lld\n",
+                (long long)b, (end - h[b][0]) / clock_khz * 1e3, h[b][13], h[b][14], h[b][15] / 1000,
+                h[b][15] % 1000, h[b][10], h[b][11]);
+  }
+  std::printf("  stage (us, mean / max over %lld blocks):", (long long)nb);
+  for (int k = 1; k < 9; ++k) {
+    if (names[k][0] != 0) std::printf(" %s %.2f/%.2f", names[k], sum[k] / nb, mx[k]);
+  }
+  std::printf("\n");
+}
+#endif
 
 cudaError_t suffix_cache_insert_gpu(const SuffixCacheInsertParams& p, cudaStream_t stream) {
   if (p.batch <= 0) return cudaSuccess;
@@ -487,10 +608,17 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
   err = cudaFuncSetAttribute(query_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(smem1));
   if (err != cudaSuccess) return err;
-  const int64_t row_blocks = (q.cache.num_rows + kWarps - 1) / kWarps;
-  const unsigned grid = static_cast<unsigned>(min_of<int64_t>(row_blocks, 2048));
+  // A warp per tile, 4 blocks per SM (the resident number: 64 registers a thread); a block builds its
+  // tables once, then walks tiles.
+  int dev = 0, sms = 0;
+  err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (err != cudaSuccess) return err;
+  const int64_t tiles = q.cache.num_rows * ((q.cache.width + kTile - 1) / kTile);
+  const int64_t tile_blocks = (tiles + kWarps - 1) / kWarps;
+  const unsigned grid = static_cast<unsigned>(max_of<int64_t>(min_of<int64_t>(tile_blocks, 4 * int64_t{sms}), 1));
   query_scan_kernel<<<grid, kThreads, smem1, stream>>>(q, 1, table_size);
-  query_prep2_kernel<<<static_cast<unsigned>((B + 255) / 256), 256, 0, stream>>>(q);
+  query_prep2_kernel<<<static_cast<unsigned>((B + kWarps - 1) / kWarps), kThreads, 0, stream>>>(q);
   query_scan_kernel<<<grid, kThreads, smem2, stream>>>(q, 2, table_size);
   err = cudaFuncSetAttribute(query_search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(kSearchSmem));
