@@ -39,7 +39,6 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kWarpSet = 32;     // sets up to this size take the warp path
 constexpr int kCandCap = 2048;   // candidates held in shared memory (a power of two: the table's size)
-constexpr int kPerThread = kCandCap / kThreads;  // block path: a thread's candidates (j = t mod kThreads)
 constexpr unsigned kFull = 0xffffffffu;
 static_assert((kCandCap & (kCandCap - 1)) == 0, "the next-token table is indexed with a mask");
 
@@ -218,31 +217,15 @@ __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit
   while (m < limit && L + m < a.depth) {
     SUFFIX_PROF_ADD(11, 1);
     unsigned members = 0;
-    // The next tokens of this thread's members first, all loads in flight at once (a step costs one
-    // round trip to the continuations, not one per member).
-    int64_t next_tok[kPerThread];
-    unsigned has_next = 0, alive_here = 0;
-#pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-      const int j = threadIdx.x + i * kThreads;
-      next_tok[i] = 0;
-      if (j < n && sh.alive[j]) {
-        alive_here |= 1u << i;
-        bool has = false;
-        next_tok[i] = src.token(sh.key[j], m, &has);
-        has_next |= has ? 1u << i : 0u;
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-      const int j = threadIdx.x + i * kThreads;
-      if (!((alive_here >> i) & 1u)) continue;
+    for (int j = threadIdx.x; j < n; j += kThreads) {
+      if (!sh.alive[j]) continue;
       ++members;
-      if (!((has_next >> i) & 1u)) {
+      bool has = false;
+      const int64_t tok = src.token(sh.key[j], m, &has);
+      if (!has) {
         sh.cslot[j] = kNoSlot;
         continue;
       }
-      const int64_t tok = next_tok[i];
       // Distinct next tokens <= members <= kCandCap: the probe always ends.
       uint32_t h = static_cast<uint32_t>(suffix_mix64(static_cast<uint64_t>(tok))) & (kCandCap - 1);
       while (true) {
