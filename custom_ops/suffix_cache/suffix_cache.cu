@@ -188,17 +188,14 @@ __global__ void __launch_bounds__(kThreads) query_prep_kernel(SuffixCacheQueryPa
   if (threadIdx.x == 0) st[kSuffixStatRep] = rep;
 }
 
-// The scans' tables are indexed by multiplicative hashes (one multiply: they sit on every
-// position's path), the high bits kept; `shift` = 32 - log2(table size).
-__device__ __forceinline__ uint32_t table_hash(int32_t key, int shift) {
-  return (static_cast<uint32_t>(key) * 0x9e3779b1u) >> shift;
+__device__ __forceinline__ uint32_t table_hash(int32_t key, uint32_t mask) {
+  return static_cast<uint32_t>(suffix_mix64(static_cast<uint32_t>(key))) & mask;
 }
 // The members' table: (group, the token before the group's G tokens).
-__device__ __forceinline__ uint32_t member_hash(int32_t group, int64_t token, int shift) {
-  const uint64_t t = static_cast<uint64_t>(token);
-  const uint32_t x = (static_cast<uint32_t>(t) ^ static_cast<uint32_t>(t >> 32)) +
-                     static_cast<uint32_t>(group) * 0x85ebca77u;
-  return (x * 0x9e3779b1u) >> shift;
+__device__ __forceinline__ uint32_t member_hash(int32_t group, int64_t token, uint32_t mask) {
+  return static_cast<uint32_t>(suffix_mix64(static_cast<uint64_t>(token) +
+                                            0x9e3779b97f4a7c15ULL * (static_cast<uint64_t>(group) + 1))) &
+         mask;
 }
 
 // Pass 1 aggregates the counts of short matches per block in shared memory when the batch is at
@@ -208,7 +205,7 @@ constexpr int kAggLen = 8;
 
 // The scans' shared memory (byte offsets): B the batch, T the tables' size.
 struct ScanLayout {
-  size_t prev, tkey, trep, tmem, srep, sctx, sn, agg_hits, agg_hist, bytes;
+  size_t prev, tkey, trep, tmem, srep, agg_hits, agg_hist, bytes;
 };
 __host__ __device__ __forceinline__ ScanLayout scan_layout(int64_t B, uint32_t T, bool hist) {
   ScanLayout s;
@@ -218,89 +215,21 @@ __host__ __device__ __forceinline__ ScanLayout scan_layout(int64_t B, uint32_t T
   s.trep = at;      at += sizeof(int32_t) * T;
   s.tmem = at;      at += sizeof(int32_t) * T;
   s.srep = at;      at += sizeof(int32_t) * B;
-  s.sctx = at;      at += sizeof(int32_t) * B;
-  s.sn = at;        at += sizeof(int32_t) * B;
   s.agg_hits = at;  at += sizeof(int32_t) * B;
   s.agg_hist = at;  at += hist ? sizeof(int32_t) * B * kAggLen : 0;
   s.bytes = at;
   return s;
 }
 
-// How far a match extends backwards: the least l' >= l with l' == lim or x[-l'] != y[-l'], compared
-// kUnroll tokens at a time so that a long match costs one round trip per kUnroll tokens, not one
-// per token (the loads of a batch are independent).
-template <int kUnroll>
-__device__ __forceinline__ int extend_match(const int64_t* x, const int64_t* y, int l, int lim) {
-  while (l < lim) {
-    int64_t a[kUnroll], b[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const bool in = l + u < lim;
-      a[u] = in ? x[-(l + u)] : 0;
-      b[u] = in ? y[-(l + u)] : 1;
-    }
-    int k = 0;
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) k += (k == u && a[u] == b[u]) ? 1 : 0;
-    l += k;
-    if (k < kUnroll) break;
-  }
-  return l < lim ? l : lim;
-}
-
-// extend_match on a cache row with G = 1, reading keys (int32, the lines the scan reads anyway)
-// instead of tokens: an exact key (>= 0) is its token; only a hashed key (a token outside
-// [0, 2^31)) needs the token. xk / xt: the row's keys / tokens at
-// the occurrence; y: the context, as in extend_match.
-template <int kUnroll>
-__device__ __forceinline__ int extend_match_keys(const int32_t* xk, const int64_t* xt, const int64_t* y, int l,
-                                                 int lim) {
-  while (l < lim) {
-    int32_t a[kUnroll];
-    int64_t b[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const bool in = l + u < lim;
-      a[u] = in ? xk[-(l + u)] : 0;
-      b[u] = in ? y[-(l + u)] : 0;
-    }
-    int k = 0;
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (k != u || l + u >= lim) continue;
-      if (a[u] >= 0 ? b[u] == a[u] : xt[-(l + u)] == b[u]) ++k;
-    }
-    l += k;
-    if (k < kUnroll) break;
-  }
-  return l < lim ? l : lim;
-}
-
-// The scans walk the cache in tiles of kTile positions of one row, a warp per tile, lane i on
-// positions base + i + 32 j (j < kTile / 32): every key load is one coalesced 128-byte line, and a
-// lane has kTile / 32 independent loads in flight. A cache of 1k rows still gives ~3k tiles, enough
-// warps to fill the GPU.
-constexpr int kTile = 128;
-constexpr int kPerLane = kTile / 32;
-// A warp's unit of work: kSpanTiles consecutive tiles of one row (512 positions: a whole row at the
-// default width), and a block's 8 units; blocks are many and short, so the hardware balances rows
-// of different lengths and hit counts (a fixed assignment of many units per warp left warps idle
-// at the block's barrier).
-constexpr int kSpanTiles = 4;
-__host__ __device__ __forceinline__ int64_t scan_spans_per_row(int64_t width) {
-  return (width + int64_t{kSpanTiles} * kTile - 1) / (int64_t{kSpanTiles} * kTile);
-}
-
 // One pass over the occupied positions. A position whose key is a group's (table 1) and whose G
-// tokens are the group's is a hit of every slot of the group: l >= G for all of them (with an exact
-// key, G = 1, nothing is read to verify it). Only the group's *members* (slots with c >= G + 2)
-// whose token before the G is the position's (table 2) can match longer; they alone are verified
-// further. So a hit costs one group count (one shared atomic per group per warp), not one
+// tokens are the group's is a hit of every slot of the group: l >= G for all of them. Only the
+// group's *members* (slots with c >= G + 2) whose token before the G is the position's (table 2)
+// can match longer; they alone are verified further. So a hit costs one group count, not one
 // verification per slot, however many slots end with a frequent token.
 // pass 1: counts n_G per group and, per member, the hits with l > G by l.
 // pass 2: a group with n_G <= M stores its hits (its rep's candidate list); in a group with
 //         n_G > M each member with L_min < c stores its hits with l >= L_min (at most M).
-__global__ void __launch_bounds__(kThreads, 4) query_scan_kernel(SuffixCacheQueryParams q, int pass,
+__global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryParams q, int pass,
                                                               uint32_t table_size) {
   extern __shared__ __align__(16) unsigned char scan_smem[];
   const SuffixMatchParams& p = q.m;
@@ -313,8 +242,6 @@ __global__ void __launch_bounds__(kThreads, 4) query_scan_kernel(SuffixCacheQuer
   int32_t* trep = reinterpret_cast<int32_t*>(scan_smem + lay.trep);   // table 1: its rep (-1: free)
   int32_t* tmem = reinterpret_cast<int32_t*>(scan_smem + lay.tmem);   // table 2: a member (-1: free)
   int32_t* srep = reinterpret_cast<int32_t*>(scan_smem + lay.srep);   // a member's group
-  int32_t* sctx = reinterpret_cast<int32_t*>(scan_smem + lay.sctx);   // a member's c
-  int32_t* sn = reinterpret_cast<int32_t*>(scan_smem + lay.sn);       // a member's history length N
   int32_t* agg_hits = reinterpret_cast<int32_t*>(scan_smem + lay.agg_hits);  // pass 1: counts; 2: n_G
   int32_t* agg_hist = reinterpret_cast<int32_t*>(scan_smem + lay.agg_hist);
   const SuffixCache& c = q.cache;
@@ -322,7 +249,6 @@ __global__ void __launch_bounds__(kThreads, 4) query_scan_kernel(SuffixCacheQuer
   const int M = q.max_occurrences;
   const int64_t W = p.token_ids_stride;
   const uint32_t mask = table_size - 1;
-  const int shift = 32 - __popc(mask);
   for (uint32_t j = threadIdx.x; j < table_size; j += kThreads) {
     trep[j] = -1;
     tmem[j] = -1;
@@ -339,7 +265,7 @@ __global__ void __launch_bounds__(kThreads, 4) query_scan_kernel(SuffixCacheQuer
     const int32_t rep = st[kSuffixStatRep];
     if (rep == b && (pass == 1 || st[kSuffixStatGroup] > 0)) {
       const int32_t key = st[kSuffixStatKey];
-      uint32_t h = table_hash(key, shift);
+      uint32_t h = table_hash(key, mask);
       while (atomicCAS(&trep[h], -1, static_cast<int32_t>(b)) != -1) h = (h + 1) & mask;
       tkey[h] = key;
     }
@@ -349,93 +275,58 @@ __global__ void __launch_bounds__(kThreads, 4) query_scan_kernel(SuffixCacheQuer
       const int64_t prev = p.token_ids_all[b * W + st[kSuffixStatN] - 1 - G];
       srep[b] = rep;
       sprev[b] = prev;
-      sctx[b] = ctx_len;
-      sn[b] = st[kSuffixStatN];
-      uint32_t h = member_hash(rep, prev, shift);
+      uint32_t h = member_hash(rep, prev, mask);
       while (atomicCAS(&tmem[h], -1, static_cast<int32_t>(b)) != -1) h = (h + 1) & mask;
     }
   }
   __syncthreads();
   const int lane = threadIdx.x & 31;
-  const int64_t spans_per_row = scan_spans_per_row(c.width);
-  const int64_t spans = c.num_rows * spans_per_row;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
-  for (int64_t u = blockIdx.x * kWarps + threadIdx.x / 32; u < spans; u += warps) {
-    const int64_t r = u / spans_per_row;
+  for (int64_t r = blockIdx.x * kWarps + threadIdx.x / 32; r < c.num_rows; r += warps) {
     const int64_t req = c.rows[2 * r];
     const int64_t len = c.rows[2 * r + 1];
-    if (req < 0) continue;  // uniform over the warp
+    if (req < 0) continue;
     const int64_t* toks = c.tokens + r * c.width;
     const int32_t* keys = c.keys + r * c.width;
-    const int64_t first = (u - r * spans_per_row) * kSpanTiles * kTile;
-    const int64_t end = min_of<int64_t>(len, first + kSpanTiles * kTile);
-    for (int64_t base = first; base < end; base += kTile) {
-      int32_t key[kPerLane];
-#pragma unroll
-      for (int j = 0; j < kPerLane; ++j) {
-        const int64_t off = base + lane + 32 * j;
-        key[j] = off < len ? keys[off] : 0;
-      }
-      // With G = 1 the token before position off is named by the key at off - 1 (exact when >= 0):
-      // the previous lane's key, lane 0's from the previous line (one more load per tile).
-      const int32_t key_before_tile = (G == 1 && lane == 0 && base >= 1) ? keys[base - 1] : -1;
-      int32_t carry = key_before_tile;
-#pragma unroll
-      for (int j = 0; j < kPerLane; ++j) {
-        const int64_t off = base + lane + 32 * j;
-        const int32_t up = __shfl_up_sync(kFull, key[j], 1);
-        const int32_t key_prev = lane == 0 ? carry : up;
-        carry = __shfl_sync(kFull, key[j], 31);
-        int32_t g = -1;
-        if (off >= G - 1 && off < len) {
-          for (uint32_t h = table_hash(key[j], shift); trep[h] != -1; h = (h + 1) & mask) {
-            if (tkey[h] != key[j]) continue;
-            const int32_t cand_g = trep[h];
-            if (!suffix_cache_key_exact(key[j], G)) {
-              const int64_t* gend = p.token_ids_all + cand_g * W + stat_row(q, cand_g)[kSuffixStatN];
-              bool same = true;
-              for (int i = 0; i < G && same; ++i) same = toks[off - i] == gend[-1 - i];
-              if (!same) continue;  // a hash collision: another group may own the key
-            }
-            g = cand_g;
-            break;  // the position's G tokens are one group's
-          }
-        }
+    for (int64_t off = G - 1 + lane; off < len; off += 32) {
+      const int32_t key = keys[off];
+      for (uint32_t h = table_hash(key, mask); trep[h] != -1; h = (h + 1) & mask) {
+        if (tkey[h] != key) continue;
+        const int32_t g = trep[h];
+        int32_t* gst = stat_row(q, g);
+        const int64_t* gend = p.token_ids_all + g * W + gst[kSuffixStatN];  // one past its last token
+        bool same = true;
+        for (int j = 0; j < G && same; ++j) same = toks[off - j] == gend[-1 - j];
+        if (!same) continue;  // a hash collision: another group may own the key
         if (pass == 1) {
-          // One shared atomic per group present in the warp's line.
-          const unsigned peers = __match_any_sync(kFull, g);
-          if (g >= 0 && lane == __ffs(peers) - 1) atomicAdd(&agg_hits[g], __popc(peers));
-        }
-        if (g < 0) continue;
-        if (pass == 2 && agg_hits[g] <= M) {
-          int32_t* gst = stat_row(q, g);
+          atomicAdd(&agg_hits[g], 1);
+        } else if (agg_hits[g] <= M) {
           const int at = atomicAdd(&gst[kSuffixStatStored], 1);
           if (at < M) q.cand[g * M + at] = suffix_cand_pack(req, off, 0);  // at < M always
         }
-        if (off < G || (pass == 2 && agg_hits[g] <= M)) continue;
-        const int64_t before = suffix_cache_key_exact(key_prev, G) ? key_prev : toks[off - G];
-        for (uint32_t h2 = member_hash(g, before, shift); tmem[h2] != -1; h2 = (h2 + 1) & mask) {
-          const int32_t s = tmem[h2];
-          if (srep[s] != g || sprev[s] != before) continue;
-          int32_t* sst = stat_row(q, s);
-          const int ctx_len = sctx[s];
-          const int64_t* send = p.token_ids_all + s * W + sn[s];
-          // l starts at G + 1 (the G tokens and the one before match); capped at c - 1 and at the
-          // row's start (off - l >= 0).
-          const int lim = static_cast<int>(min_of<int64_t>(ctx_len - 1, off + 1));
-          const int l = G == 1 ? extend_match_keys<4>(keys + off, toks + off, send - 1, G + 1, lim)
-                               : extend_match<4>(toks + off, send - 1, G + 1, lim);
-          if (pass == 1) {
-            if (agg && l < kAggLen) {
-              atomicAdd(&agg_hist[s * kAggLen + l], 1);
-            } else {
-              atomicAdd(&sst[kSuffixStatHist + l], 1);
+        if (off >= G && (pass == 1 || agg_hits[g] > M)) {
+          const int64_t before = toks[off - G];
+          for (uint32_t h2 = member_hash(g, before, mask); tmem[h2] != -1; h2 = (h2 + 1) & mask) {
+            const int32_t s = tmem[h2];
+            if (srep[s] != g || sprev[s] != before) continue;
+            int32_t* sst = stat_row(q, s);
+            const int ctx_len = sst[kSuffixStatCtx];
+            const int64_t* send = p.token_ids_all + s * W + sst[kSuffixStatN];
+            int l = G + 1;
+            while (l < ctx_len - 1 && off - l >= 0 && toks[off - l] == send[-1 - l]) ++l;
+            if (pass == 1) {
+              if (agg && l < kAggLen) {
+                atomicAdd(&agg_hist[s * kAggLen + l], 1);
+              } else {
+                atomicAdd(&sst[kSuffixStatHist + l], 1);
+              }
+            } else if (l >= sst[kSuffixStatLmin]) {
+              const int at = atomicAdd(&sst[kSuffixStatStored], 1);
+              if (at < M) q.cand[s * M + at] = suffix_cand_pack(req, off, l);  // at < M always
             }
-          } else if (l >= sst[kSuffixStatLmin]) {
-            const int at = atomicAdd(&sst[kSuffixStatStored], 1);
-            if (at < M) q.cand[s * M + at] = suffix_cand_pack(req, off, l);  // at < M always
           }
         }
+        break;  // the position's G tokens are one group's
       }
     }
   }
@@ -495,8 +386,29 @@ __global__ void __launch_bounds__(kThreads) query_prep2_kernel(SuffixCacheQueryP
   if (lane == 0) st[kSuffixStatLmin] = lmin;
 }
 
-
 // ---- query: the search --------------------------------------------------------------------------
+
+// How far a match extends backwards: the least l' >= l with l' == lim or x[-l'] != y[-l'], compared
+// kUnroll tokens at a time so that a long match costs one round trip per kUnroll tokens, not one
+// per token (the loads of a batch are independent).
+template <int kUnroll>
+__device__ __forceinline__ int extend_match(const int64_t* x, const int64_t* y, int l, int lim) {
+  while (l < lim) {
+    int64_t a[kUnroll], b[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const bool in = l + u < lim;
+      a[u] = in ? x[-(l + u)] : 0;
+      b[u] = in ? y[-(l + u)] : 1;
+    }
+    int k = 0;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) k += (k == u && a[u] == b[u]) ? 1 : 0;
+    l += k;
+    if (k < kUnroll) break;
+  }
+  return l < lim ? l : lim;
+}
 
 // The occurrences of the cache: key = a packed candidate (request, offset, l), whose order is the
 // tie rule's (request number, offset).
@@ -507,12 +419,7 @@ struct CacheSource {
     const int64_t r = suffix_cand_req(cand) % c.num_rows;
     const int64_t pos = suffix_cand_off(cand) + k + 1;
     *has = pos < c.rows[2 * r + 1];
-    if (!*has) return 0;
-    if (c.key_len == 1) {  // an exact key is the token (4 bytes, in lines the scans keep in L2)
-      const int32_t k = c.keys[r * c.width + pos];
-      if (k >= 0) return k;
-    }
-    return c.tokens[r * c.width + pos];
+    return *has ? c.tokens[r * c.width + pos] : 0;
   }
   __device__ int avail(unsigned long long key, int window) const {
     const int64_t cand = static_cast<int64_t>(key);
@@ -549,11 +456,9 @@ __global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(Suff
   for (int j = threadIdx.x; j < n; j += suffix_gpu::kThreads) {
     int64_t e = q.cand[from * M + j];
     if (!own) {
-      const int64_t row = (suffix_cand_req(e) % q.cache.num_rows) * q.cache.width;
+      const int64_t* toks = q.cache.tokens + (suffix_cand_req(e) % q.cache.num_rows) * q.cache.width;
       const int64_t off = suffix_cand_off(e);
-      const int lim = static_cast<int>(min_of<int64_t>(c - 1, off + 1));
-      const int l = G == 1 ? extend_match_keys<8>(q.cache.keys + row + off, q.cache.tokens + row + off, end - 1, 0, lim)
-                           : extend_match<8>(q.cache.tokens + row + off, end - 1, 0, lim);
+      const int l = extend_match<8>(toks + off, end - 1, 0, static_cast<int>(min_of<int64_t>(c - 1, off + 1)));
       e = suffix_cand_pack(suffix_cand_req(e), off, l);
     }
     sh.key[j] = static_cast<unsigned long long>(e);
@@ -630,6 +535,7 @@ void suffix_cache_profile_print(int64_t blocks, double clock_khz) {
 }
 #endif
 
+
 cudaError_t suffix_cache_insert_gpu(const SuffixCacheInsertParams& p, cudaStream_t stream) {
   if (p.batch <= 0) return cudaSuccess;
   insert_states_kernel<<<1, kScanThreads, 0, stream>>>(p);
@@ -665,9 +571,8 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
   err = cudaFuncSetAttribute(query_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(smem1));
   if (err != cudaSuccess) return err;
-  // A span per warp, a block per kWarps spans (the kernel strides beyond 2^16 blocks).
-  const int64_t spans = q.cache.num_rows * scan_spans_per_row(q.cache.width);
-  const unsigned grid = static_cast<unsigned>(min_of<int64_t>((spans + kWarps - 1) / kWarps, int64_t{1} << 16));
+  const int64_t row_blocks = (q.cache.num_rows + kWarps - 1) / kWarps;
+  const unsigned grid = static_cast<unsigned>(min_of<int64_t>(row_blocks, 2048));
   query_scan_kernel<<<grid, kThreads, smem1, stream>>>(q, 1, table_size);
   query_prep2_kernel<<<static_cast<unsigned>((B + kWarps - 1) / kWarps), kThreads, 0, stream>>>(q);
   query_scan_kernel<<<grid, kThreads, smem2, stream>>>(q, 2, table_size);

@@ -78,19 +78,13 @@ struct SuffixCacheQueryParams {
   int max_occurrences;              // M
 };
 
-// The key of the G tokens t[0 .. G-1]. With G = 1 (the default) and a token in [0, 2^31) the key is
-// the token itself, so a non-negative key names its token exactly and the scan needs no read of the
-// int64 token to verify a hit (suffix_cache_key_exact). Otherwise: SplitMix64 steps over the tokens
-// (suffix_mix64), the high half kept, and with G = 1 its sign bit set (a hash never equals a token).
+// The key of the G tokens t[0 .. G-1]: SplitMix64 steps over the tokens (suffix_mix64), the high
+// half kept.
 FDSPEC_HD int32_t suffix_cache_key(const int64_t* t, int G) {
-  if (G == 1 && t[0] >= 0 && t[0] <= INT32_MAX) return static_cast<int32_t>(t[0]);
   uint64_t h = 0x9e3779b97f4a7c15ULL;
   for (int j = 0; j < G; ++j) h = suffix_mix64(h ^ static_cast<uint64_t>(t[j]));
-  const uint32_t k = static_cast<uint32_t>(h >> 32);
-  return static_cast<int32_t>(G == 1 ? (k | 0x80000000u) : k);
+  return static_cast<int32_t>(h >> 32);
 }
-// Does key `k` of G tokens name them exactly (no token read needed to verify a hit)?
-FDSPEC_HD bool suffix_cache_key_exact(int32_t k, int G) { return G == 1 && k >= 0; }
 
 // A verified occurrence: request number (40 bits), offset of its last token (16), match length (8).
 // Ordering candidates by value orders them by (request number, offset): the tie rule's "earliest".
