@@ -15,19 +15,30 @@
 //    are verified further, and their hits with l > G counted per (slot, l). The cost is one 4-byte
 //    key read per cached token, one count per hit, and a verification per hit only for the slots
 //    that share its token before the G: not one per slot that shares a frequent last token.
-// 4. prep2: per slot n_G (its group's hits), its hits with l == G, and with n_G > M the shortest
-//    match length L whose suffix occurs at most M times (from the histogram); the scan runs again
-//    and stores the candidates: a group with n_G <= M its hits in one list (its rep's row), each
-//    member of a group with n_G > M its hits with l >= L (at most M). No hits: it exits at once.
+// 4. prep2, a warp per slot: n_G (its group's hits), its hits with l == G, and with n_G > M the
+//    shortest match length L whose suffix occurs at most M times (suffix sums of the histogram over
+//    the lanes); the scan runs again and stores the candidates: a group with n_G <= M its hits in
+//    one list (its rep's row), each member of a group with n_G > M its hits with l >= L (at most
+//    M). No hits: it exits at once.
 // 5. search, one block per querying slot: the candidate->draft core shared with suffix_match
 //    (suffix_match/suffix_draft.cuh) on the slot's candidates (from a group's list, the match length
-//    against the slot's own context measured first), whose continuations are read from the
-//    cache rows; the bound that skips a match length is taken against max(best, local score). The
-//    winner against the local draft is written.
+//    against the slot's own context measured first, 8 tokens per round trip), whose continuations
+//    are read from the cache rows; the bound that skips a match length is taken against
+//    max(best, local score). The winner against the local draft is written.
 // 6. suffix_match's budget walk.
 //
 // Determinism: every result is a count or a minimum (atomicAdd / atomicMin); candidate order in the
 // buffer never matters, so every rank with the same tokens computes the same drafts.
+//
+// Cost and limits (H100, tests/cuda/bench_suffix_kernels.cu, G = 1, B = 64, 10k cached responses of
+// ~300 tokens; docs/perf/suffix_cache_notes.md): ~225 us a step, far from issue 20's 40 us. Isolated
+// kernel times: the two scans ~97 + ~89 us (bound by the per-hit instruction path, not by the 4 bytes
+// read per position: the keys stay in L2; with B = 64 about 45 % of positions hit some group), the
+// search ~47 us (its slowest block: a block-path step over ~1000 candidates costs ~4.7 us), the local
+// search 26, walk 6, insert 7, prep 4, prep2 4. The scans grow with the cache (100k responses: ~1.5 ms
+// at B = 64) and with the hit rate; tiled scans with more loads in flight were faster at 1k responses
+// and slower at 10k x B = 256 and at 100k (the notes). Reaching the target needs the local search
+// overlapped with the scans and the second scan removed, not a faster inner loop.
 #include "suffix_cache/suffix_cache.h"
 
 #include <cub/block/block_scan.cuh>
@@ -458,7 +469,8 @@ __global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(Suff
     if (!own) {
       const int64_t* toks = q.cache.tokens + (suffix_cand_req(e) % q.cache.num_rows) * q.cache.width;
       const int64_t off = suffix_cand_off(e);
-      const int l = extend_match<8>(toks + off, end - 1, 0, static_cast<int>(min_of<int64_t>(c - 1, off + 1)));
+      const int lim = static_cast<int>(min_of<int64_t>(c - 1, off + 1));  // l <= off: within the row
+      const int l = extend_match<8>(toks + off, end - 1, 0, lim);
       e = suffix_cand_pack(suffix_cand_req(e), off, l);
     }
     sh.key[j] = static_cast<unsigned long long>(e);
@@ -510,7 +522,9 @@ __global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(Suff
 void suffix_cache_profile_print(int64_t blocks, double clock_khz) {
   static long long h[suffix_gpu::kProfBlocks][suffix_gpu::kProfSlots];
   if (cudaMemcpyFromSymbol(h, suffix_gpu::g_suffix_prof, sizeof(h)) != cudaSuccess) return;
-  const char* names[9] = {"entry", "load", "", "", "", "warp", "block", "core", "write"};
+  // Stages: candidates loaded and measured, the core's warp path, its block path, the best known,
+  // the draft written (a slot whose global draft loses, or that has none, stops earlier).
+  const char* names[9] = {"entry", "load", "", "", "", "warp", "block", "best", "write"};
   const int64_t nb = blocks < suffix_gpu::kProfBlocks ? blocks : suffix_gpu::kProfBlocks;
   double sum[9] = {}, mx[9] = {};
   for (int64_t b = 0; b < nb; ++b) {
@@ -523,7 +537,8 @@ void suffix_cache_profile_print(int64_t blocks, double clock_khz) {
       sum[k] += us;
       mx[k] = us > mx[k] ? us : mx[k];
     }
-    std::printf("  slot %lld: total %.2f us cand=%lld warp_lo=%lld lmin=%lld last_l=%lld walks=%lld steps=%lld\n",
+    std::printf("  slot %lld: total %.2f us cand=%lld warp_lo=%lld lmin=%lld last_l=%lld walks=%lld "
+                "steps=%lld\n",
                 (long long)b, (end - h[b][0]) / clock_khz * 1e3, h[b][13], h[b][14], h[b][15] / 1000,
                 h[b][15] % 1000, h[b][10], h[b][11]);
   }
