@@ -30,15 +30,16 @@
 // Determinism: every result is a count or a minimum (atomicAdd / atomicMin); candidate order in the
 // buffer never matters, so every rank with the same tokens computes the same drafts.
 //
-// Cost and limits (H100, tests/cuda/bench_suffix_kernels.cu, G = 1, B = 64, 10k cached responses of
-// ~300 tokens; docs/perf/suffix_cache_notes.md): ~225 us a step, far from issue 20's 40 us. Isolated
-// kernel times: the two scans ~97 + ~89 us (bound by the per-hit instruction path, not by the 4 bytes
-// read per position: the keys stay in L2; with B = 64 about 45 % of positions hit some group), the
-// search ~47 us (its slowest block: a block-path step over ~1000 candidates costs ~4.7 us), the local
-// search 26, walk 6, insert 7, prep 4, prep2 4. The scans grow with the cache (100k responses: ~1.5 ms
-// at B = 64) and with the hit rate; tiled scans with more loads in flight were faster at 1k responses
-// and slower at 10k x B = 256 and at 100k (the notes). Reaching the target needs the local search
-// overlapped with the scans and the second scan removed, not a faster inner loop.
+// Cost and limits (H100, tests/cuda/bench_suffix_kernels.cu, G = 1, 10k cached responses of ~300
+// tokens; docs/perf/suffix_cache_notes.md): at B = 64, 230 us a step before prep2 became a warp per
+// slot (5 us less in isolation), far from issue 20's 40 us. Isolated kernel times: the two scans
+// ~97 + ~89 us, bound by the per-hit instruction path, not by the 4 bytes read per position (the
+// keys stay in L2; 44 % of positions hit some group at B = 64, 56 % at B = 256, where 1.85M member
+// hits are verified in pass 1); the search ~47 us (its slowest block: a block-path step over ~1000
+// candidates costs ~4.7 us); the local search 26, walk 6, insert 7, prep 4, prep2 4. The scans grow
+// with the cache (100k responses: ~1.5 ms at B = 64) and with B. Tiled scans with more loads in
+// flight were faster at 1k responses and slower at 10k x B = 256 and at 100k (the notes). Reaching
+// the target needs the local search overlapped with the scans and the second scan removed.
 #include "suffix_cache/suffix_cache.h"
 
 #include <cub/block/block_scan.cuh>
