@@ -15,22 +15,37 @@
 //    are verified further, and their hits with l > G counted per (slot, l). The cost is one 4-byte
 //    key read per cached token, one count per hit, and a verification per hit only for the slots
 //    that share its token before the G: not one per slot that shares a frequent last token.
-// 4. prep2: per slot n_G (its group's hits), its hits with l == G, and with n_G > M the shortest
-//    match length L whose suffix occurs at most M times (from the histogram); the scan runs again
-//    and stores the candidates: a group with n_G <= M its hits in one list (its rep's row), each
-//    member of a group with n_G > M its hits with l >= L (at most M). No hits: it exits at once.
+// 4. prep2, a warp per slot: n_G (its group's hits), its hits with l == G, and with n_G > M the
+//    shortest match length L whose suffix occurs at most M times (suffix sums of the histogram over
+//    the lanes); the scan runs again and stores the candidates: a group with n_G <= M its hits in
+//    one list (its rep's row), each member of a group with n_G > M its hits with l >= L (at most
+//    M). No hits: it exits at once.
 // 5. search, one block per querying slot: the candidate->draft core shared with suffix_match
 //    (suffix_match/suffix_draft.cuh) on the slot's candidates (from a group's list, the match length
-//    against the slot's own context measured first), whose continuations are read from the
-//    cache rows; the bound that skips a match length is taken against max(best, local score). The
-//    winner against the local draft is written.
+//    against the slot's own context measured first, 8 tokens per round trip), whose continuations
+//    are read from the cache rows; the bound that skips a match length is taken against
+//    max(best, local score). The winner against the local draft is written.
 // 6. suffix_match's budget walk.
 //
 // Determinism: every result is a count or a minimum (atomicAdd / atomicMin); candidate order in the
 // buffer never matters, so every rank with the same tokens computes the same drafts.
+//
+// Cost and limits (H100, tests/cuda/bench_suffix_kernels.cu, G = 1, 10k cached responses of ~300
+// tokens; docs/perf/suffix_cache_notes.md): at B = 64, 230 us a step before prep2 became a warp per
+// slot (5 us less in isolation), far from issue 20's 40 us. Isolated kernel times: the two scans
+// ~97 + ~89 us, bound by the per-hit instruction path, not by the 4 bytes read per position (the
+// keys stay in L2; 44 % of positions hit some group at B = 64, 56 % at B = 256, where 1.85M member
+// hits are verified in pass 1); the search ~47 us (its slowest block: a block-path step over ~1000
+// candidates costs ~4.7 us); the local search 26, walk 6, insert 7, prep 4, prep2 4. The scans grow
+// with the cache (100k responses: ~1.5 ms at B = 64) and with B. Tiled scans with more loads in
+// flight were faster at 1k responses and slower at 10k x B = 256 and at 100k (the notes). Reaching
+// the target needs the local search overlapped with the scans and the second scan removed.
 #include "suffix_cache/suffix_cache.h"
 
 #include <cub/block/block_scan.cuh>
+#ifdef FDSPEC_SUFFIX_PROFILE
+#include <cstdio>
+#endif
 
 #include "common/cuda_utils.cuh"
 #include "suffix_match/suffix_draft.cuh"
@@ -41,6 +56,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kScanThreads = 1024;
+constexpr unsigned kFull = 0xffffffffu;
 
 __device__ __forceinline__ int32_t* stat_row(const SuffixCacheQueryParams& q, int64_t b) {
   return q.stat + b * kSuffixStatCols;
@@ -337,34 +353,74 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
   }
 }
 
-// Per querying slot: n_G from its group, the hits with l == G (n_G minus the longer ones), and with
-// n_G > M the shortest match length with at most M occurrences.
-__global__ void query_prep2_kernel(SuffixCacheQueryParams q) {
-  const int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (b >= q.m.batch) return;
+// Per querying slot, a warp each: n_G from its group, the hits with l == G (n_G minus the longer
+// ones), and with n_G > M the shortest match length with at most M occurrences (suffix sums of the
+// histogram over the lanes, 32 match lengths at a time from the longest).
+__global__ void __launch_bounds__(kThreads) query_prep2_kernel(SuffixCacheQueryParams q) {
+  const int64_t b = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x & 31;
+  if (b >= q.m.batch) return;  // uniform over the warp
   int32_t* st = stat_row(q, b);
   const int c = st[kSuffixStatCtx];
   if (c == 0) return;
   const int G = q.cache.key_len;
-  const int32_t n = stat_row(q, st[kSuffixStatRep])[kSuffixStatGroup];
+  const int M = q.max_occurrences;
+  const int64_t n = stat_row(q, st[kSuffixStatRep])[kSuffixStatGroup];
   int64_t longer = 0;
-  for (int L = G + 1; L < c; ++L) longer += st[kSuffixStatHist + L];
-  st[kSuffixStatHits] = n;
-  st[kSuffixStatHist + G] = static_cast<int32_t>(n - longer);
-  if (n == 0) return;
-  *store_flag(q) = 1;  // the second pass has candidates to store
-  if (n <= q.max_occurrences) return;
-  int64_t at_least = 0;
-  int lmin = c;  // none
-  for (int L = c - 1; L >= G; --L) {
-    at_least += st[kSuffixStatHist + L];
-    if (at_least > q.max_occurrences) break;
-    lmin = L;
+  for (int L = G + 1 + lane; L < c; L += 32) longer += st[kSuffixStatHist + L];
+  for (int o = 16; o > 0; o >>= 1) longer += __shfl_xor_sync(kFull, longer, o);
+  const int64_t at_g = n - longer;  // the hits with l == G
+  __syncwarp();  // every lane has read the histogram before lane 0 writes its entry G
+  if (lane == 0) {
+    st[kSuffixStatHits] = static_cast<int32_t>(n);
+    st[kSuffixStatHist + G] = static_cast<int32_t>(at_g);
+    if (n != 0) *store_flag(q) = 1;  // the second pass has candidates to store
   }
-  st[kSuffixStatLmin] = lmin;
+  if (n <= M) return;
+  // n_L = sum over l >= L is non-increasing in L: L_min is the least L >= G with n_L <= M (c: none).
+  int lmin = c;
+  int64_t above = 0;  // n_{top + 1}
+  for (int top = c - 1; top >= G; top -= 32) {
+    const int L = top - lane;
+    const int64_t v = L < G ? 0 : (L == G ? at_g : st[kSuffixStatHist + L]);
+    int64_t s = v;  // inclusive sum over lanes 0 .. lane: n_L - above
+    for (int o = 1; o < 32; o <<= 1) {
+      const int64_t u = __shfl_up_sync(kFull, s, o);
+      if (lane >= o) s += u;
+    }
+    const bool ok = L >= G && above + s <= M;
+    const unsigned okb = __ballot_sync(kFull, ok);  // a prefix of the lanes (n_L grows with lane)
+    const int k = __popc(okb);
+    if (k > 0) lmin = top - (k - 1);
+    above += __shfl_sync(kFull, s, 31);
+    if (k < 32) break;  // some L in this chunk has n_L > M (or the chunk ends below G)
+  }
+  if (lane == 0) st[kSuffixStatLmin] = lmin;
 }
 
 // ---- query: the search --------------------------------------------------------------------------
+
+// How far a match extends backwards: the least l' >= l with l' == lim or x[-l'] != y[-l'], compared
+// kUnroll tokens at a time so that a long match costs one round trip per kUnroll tokens, not one
+// per token (the loads of a batch are independent).
+template <int kUnroll>
+__device__ __forceinline__ int extend_match(const int64_t* x, const int64_t* y, int l, int lim) {
+  while (l < lim) {
+    int64_t a[kUnroll], b[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const bool in = l + u < lim;
+      a[u] = in ? x[-(l + u)] : 0;
+      b[u] = in ? y[-(l + u)] : 1;
+    }
+    int k = 0;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) k += (k == u && a[u] == b[u]) ? 1 : 0;
+    l += k;
+    if (k < kUnroll) break;
+  }
+  return l < lim ? l : lim;
+}
 
 // The occurrences of the cache: key = a packed candidate (request, offset, l), whose order is the
 // tie rule's (request number, offset).
@@ -393,6 +449,10 @@ __global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(Suff
   const int64_t b = blockIdx.x;
   const SuffixMatchParams& p = q.m;
   const int32_t* st = stat_row(q, b);
+#ifdef FDSPEC_SUFFIX_PROFILE
+  for (int k = 1; k < suffix_gpu::kProfSlots; ++k) SUFFIX_PROF_SET(k, 0);
+  SUFFIX_PROF_SET(0, clock64());
+#endif
   const int c = st[kSuffixStatCtx];
   if (c == 0) return;
   const SuffixSlot v = suffix_slot(p, b);
@@ -410,8 +470,8 @@ __global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(Suff
     if (!own) {
       const int64_t* toks = q.cache.tokens + (suffix_cand_req(e) % q.cache.num_rows) * q.cache.width;
       const int64_t off = suffix_cand_off(e);
-      int l = 0;
-      while (l < c - 1 && off - l >= 0 && toks[off - l] == end[-1 - l]) ++l;
+      const int lim = static_cast<int>(min_of<int64_t>(c - 1, off + 1));  // l <= off: within the row
+      const int l = extend_match<8>(toks + off, end - 1, 0, lim);
       e = suffix_cand_pack(suffix_cand_req(e), off, l);
     }
     sh.key[j] = static_cast<unsigned long long>(e);
@@ -426,6 +486,10 @@ __global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(Suff
   }
   if (threadIdx.x == 0) sh.n = n;
   __syncthreads();
+  SUFFIX_PROF_SET(1, clock64());
+  SUFFIX_PROF_SET(13, n);
+  SUFFIX_PROF_SET(14, short_end);
+  SUFFIX_PROF_SET(15, lmin * 1000 + last_l);
   if (last_l == 0) return;  // no suffix of length >= L_min occurs: the local draft stands
 
   // The local draft's score: the global one matters only if it scores strictly higher.
@@ -437,6 +501,7 @@ __global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(Suff
   const suffix_gpu::CoreArgs a = suffix_gpu::core_args(p, v.cap, lmin, short_end, last_l, local);
   suffix_gpu::core_search(sh, CacheSource{q.cache}, a);
   const suffix_gpu::Best best = sh.best_info;
+  SUFFIX_PROF_SET(7, clock64());
   if (!(best.score > local)) return;  // uniform: every thread reads the same shared best
   suffix_gpu::core_finish(sh, a);
   for (int64_t j = threadIdx.x; j < K; j += suffix_gpu::kThreads) {
@@ -448,9 +513,44 @@ __global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(Suff
     p.suffix_meta[2 * b + 1] = best.L;
     q.source[b] = 1;
   }
+  SUFFIX_PROF_SET(8, clock64());
 }
 
 }  // namespace
+
+#ifdef FDSPEC_SUFFIX_PROFILE
+// Prints the stage clocks of the last global search launch (bench-only build).
+void suffix_cache_profile_print(int64_t blocks, double clock_khz) {
+  static long long h[suffix_gpu::kProfBlocks][suffix_gpu::kProfSlots];
+  if (cudaMemcpyFromSymbol(h, suffix_gpu::g_suffix_prof, sizeof(h)) != cudaSuccess) return;
+  // Stages: candidates loaded and measured, the core's warp path, its block path, the best known,
+  // the draft written (a slot whose global draft loses, or that has none, stops earlier).
+  const char* names[9] = {"entry", "load", "", "", "", "warp", "block", "best", "write"};
+  const int64_t nb = blocks < suffix_gpu::kProfBlocks ? blocks : suffix_gpu::kProfBlocks;
+  double sum[9] = {}, mx[9] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    long long last = h[b][0];
+    long long end = last;
+    for (int k = 1; k < 9; ++k) {
+      if (h[b][k] == 0) continue;
+      const double us = (h[b][k] - last) / clock_khz * 1e3;
+      last = end = h[b][k];
+      sum[k] += us;
+      mx[k] = us > mx[k] ? us : mx[k];
+    }
+    std::printf("  slot %lld: total %.2f us cand=%lld warp_lo=%lld lmin=%lld last_l=%lld walks=%lld "
+                "steps=%lld\n",
+                (long long)b, (end - h[b][0]) / clock_khz * 1e3, h[b][13], h[b][14], h[b][15] / 1000,
+                h[b][15] % 1000, h[b][10], h[b][11]);
+  }
+  std::printf("  stage (us, mean / max over %lld blocks):", (long long)nb);
+  for (int k = 1; k < 9; ++k) {
+    if (names[k][0] != 0) std::printf(" %s %.2f/%.2f", names[k], sum[k] / nb, mx[k]);
+  }
+  std::printf("\n");
+}
+#endif
+
 
 cudaError_t suffix_cache_insert_gpu(const SuffixCacheInsertParams& p, cudaStream_t stream) {
   if (p.batch <= 0) return cudaSuccess;
@@ -490,7 +590,7 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
   const int64_t row_blocks = (q.cache.num_rows + kWarps - 1) / kWarps;
   const unsigned grid = static_cast<unsigned>(min_of<int64_t>(row_blocks, 2048));
   query_scan_kernel<<<grid, kThreads, smem1, stream>>>(q, 1, table_size);
-  query_prep2_kernel<<<static_cast<unsigned>((B + 255) / 256), 256, 0, stream>>>(q);
+  query_prep2_kernel<<<static_cast<unsigned>((B + kWarps - 1) / kWarps), kThreads, 0, stream>>>(q);
   query_scan_kernel<<<grid, kThreads, smem2, stream>>>(q, 2, table_size);
   err = cudaFuncSetAttribute(query_search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(kSearchSmem));

@@ -352,6 +352,7 @@ Result bench_cache(int64_t B, const HostCache& h, const bench::Flusher& fl, cuda
 }  // namespace
 namespace fdspec {
 void suffix_profile_print(int64_t blocks, double clock_khz);
+void suffix_cache_profile_print(int64_t blocks, double clock_khz);
 }
 namespace {
 #endif
@@ -397,6 +398,12 @@ int profile(int argc, char** argv) {
     DevMatch d(c);
     DevCache k(h, B);
     for (int i = 0; i < 5; ++i) CHECK(cache_step(d, k, st.get()));
+#ifdef FDSPEC_SUFFIX_PROFILE
+    st.sync();
+    int khz = 0;
+    CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+    fdspec::suffix_cache_profile_print(B, khz);
+#endif
   }
   st.sync();
   std::printf("profile %s B=%lld N=%lld done\n", what.c_str(), (long long)B, (long long)N);
