@@ -88,9 +88,7 @@ struct HybridWalk {
   __device__ WalkOutputs outputs() const { return hybrid_outputs(p); }
 
   __device__ DeviceWalkSlot slot(int64_t b) const {
-    // Read past L1: when the walk runs in the search grid's last block, this SM may hold the line
-    // from before the other blocks' stores.
-    const int32_t entry = __ldcg(p.seq_lens_this_time + b);
+    const int32_t entry = p.seq_lens_this_time[b];
     const HybridView v = hybrid_view(p, b);
     DeviceWalkSlot w;
     if (entry >= 0) {  // not processed: the entry is its (clamped) ori

@@ -18,10 +18,9 @@ template <class Search, class Walk>
 cudaError_t launch_ngram_op(const Search& search, const Walk& walk, int64_t batch, int max_n,
                             int64_t max_tokens, cudaStream_t stream) {
   if (batch <= 0) return cudaSuccess;
-  bool folded = false;
-  cudaError_t err = launch_ngram_search(search, walk, batch, max_n, max_tokens, &folded, stream);
+  cudaError_t err = launch_ngram_search(search, batch, max_n, max_tokens, stream);
   if (err != cudaSuccess) return err;
-  if (!folded) err = launch_ngram_walk(walk, stream);
+  err = launch_ngram_walk(walk, stream);
   if (err != cudaSuccess) return err;
   return FDSPEC_LAUNCH_STATUS(stream);
 }

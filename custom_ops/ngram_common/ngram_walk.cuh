@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
 
 #include <cub/block/block_scan.cuh>
 #include <cuda_runtime.h>
@@ -52,46 +51,13 @@ struct WalkSums {
 // Walk provides: int64_t batch() and threshold(); WalkOutputs outputs(); DeviceWalkSlot slot(b)
 // (a pure function of memory that no other slot's ngram_walk_finish writes). A negative fixed length
 // anywhere (see ngram_walk.h) sends the block to the sequential walk, on thread 0.
-// Shared memory of the walk of one block of kThreads threads. kOwnScan: the two-level scan below
-// instead of cub's raking scan (which takes 32 bytes per thread, too much beside the search's ring,
-// and whose warp-scan form costs ~6 us in a 1024-thread block: every thread folds in every warp's
-// aggregate).
-template <int kThreads, bool kOwnScan = false>
-struct WalkShared {
-  struct Own {
-    WalkSums warp[kThreads / 32];
-    WalkSums total;
-  };
-  std::conditional_t<kOwnScan, cub::Uninitialized<Own>, typename cub::BlockScan<WalkSums, kThreads>::TempStorage> scan;
-  unsigned long long first_binding;
-};
+template <int kThreads, int kPer, class Walk>
+__global__ void __launch_bounds__(kThreads) ngram_walk_kernel(Walk walk) {
+  wait_for_primary_grid();  // launched as a dependent of the search kernel
+  using Scan = cub::BlockScan<WalkSums, kThreads>;
+  __shared__ typename Scan::TempStorage scan_tmp;
+  __shared__ unsigned long long shared_b0;
 
-__device__ __forceinline__ WalkSums shfl_up_sums(const WalkSums& v, int off) {
-  WalkSums r;
-  r.len = __shfl_up_sync(0xFFFFFFFFu, v.len, off);
-  r.proc = __shfl_up_sync(0xFFFFFFFFu, v.proc, off);
-  r.counted = __shfl_up_sync(0xFFFFFFFFu, v.counted, off);
-  r.negative = __shfl_up_sync(0xFFFFFFFFu, v.negative, off);
-  return r;
-}
-
-// Inclusive scan over the lanes of a warp.
-__device__ __forceinline__ WalkSums warp_inclusive_sums(WalkSums v) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int off = 1; off < 32; off <<= 1) {
-    const WalkSums o = shfl_up_sums(v, off);
-    if (lane >= off) v = v + o;
-  }
-  return v;
-}
-
-// The walk by one whole block (every thread calls it; it ends with no barrier pending). dry: the
-// same instructions without a write (experiment: warms the instruction cache).
-template <int kThreads, int kPer, class Walk, bool kOwnScan>
-__device__ __forceinline__ void ngram_walk_block(const Walk& walk, WalkShared<kThreads, kOwnScan>& sh,
-                                                 bool dry = false) {
-  auto& shared_b0 = sh.first_binding;
   const int64_t B = walk.batch();
   const int64_t T = walk.threshold();
   const WalkOutputs out = walk.outputs();
@@ -121,40 +87,11 @@ __device__ __forceinline__ void ngram_walk_block(const Walk& walk, WalkShared<kT
     mine.counted += w.counted;
     mine.negative += w.base < 0;
     // The drafts are copied at the end, after two barriers: start their way to this SM now.
-    if (w.processed && w.untruncated > 0 && !dry) prefetch_l1(w.src);
+    if (w.processed && w.untruncated > 0) prefetch_l1(w.src);
   });
   WalkSums before, all;
-  if constexpr (kOwnScan) {
-    // Only the warps that hold slots scan (B = 8 in a 1024-thread block: one warp), then warp 0
-    // scans their totals.
-    auto& own = sh.scan.Alias();
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int active = static_cast<int>(ceil_div<int64_t>(ceil_div<int64_t>(B, per), 32));
-    WalkSums inc = mine;
-    if (warp < active) {
-      inc = warp_inclusive_sums(mine);
-      if (lane == 31) own.warp[warp] = inc;
-    }
-    __syncthreads();
-    if (warp == 0) {
-      const WalkSums t = lane < active ? own.warp[lane] : WalkSums{};
-      const WalkSums ti = warp_inclusive_sums(t);
-      const WalkSums te = shfl_up_sums(ti, 1);
-      __syncwarp();
-      if (lane < active) own.warp[lane] = lane == 0 ? WalkSums{} : te;
-      if (lane == 31) own.total = ti;
-    }
-    __syncthreads();
-    if (warp < active) {
-      const WalkSums we = shfl_up_sums(inc, 1);
-      before = own.warp[warp] + (lane == 0 ? WalkSums{} : we);
-    }
-    all = own.total;
-  } else {
-    using Scan = cub::BlockScan<WalkSums, kThreads>;
-    auto add = [](const WalkSums& a, const WalkSums& c) { return a + c; };
-    Scan(sh.scan).ExclusiveScan(mine, before, WalkSums{}, add, all);
-  }
+  auto add = [](const WalkSums& a, const WalkSums& c) { return a + c; };
+  Scan(scan_tmp).ExclusiveScan(mine, before, WalkSums{}, add, all);
   const int64_t I = all.counted;
   if (all.negative > 0) {
     if (threadIdx.x == 0) {
@@ -167,7 +104,7 @@ __device__ __forceinline__ void ngram_walk_block(const Walk& walk, WalkShared<kT
           kept = ngram_walk_kept(A + w.base + (I - D), w.untruncated, T);
         }
         A += w.base + kept;
-        if (!dry) ngram_walk_finish(out, b, w, w.src, kept);
+        ngram_walk_finish(out, b, w, w.src, kept);
       }
     }
     return;
@@ -206,15 +143,8 @@ __device__ __forceinline__ void ngram_walk_block(const Walk& walk, WalkShared<kT
       A += w.untruncated;
     }
     A += w.base;
-    if (!dry) ngram_walk_finish(out, b, w, w.src, kept);
+    ngram_walk_finish(out, b, w, w.src, kept);
   });
-}
-
-template <int kThreads, int kPer, class Walk>
-__global__ void __launch_bounds__(kThreads) ngram_walk_kernel(Walk walk) {
-  wait_for_primary_grid();  // launched as a dependent of the search kernel
-  __shared__ WalkShared<kThreads> sh;
-  ngram_walk_block<kThreads, kPer>(walk, sh);
 }
 
 // One block of 256 threads on `stream` (the walk is latency-bound: more threads only add to the

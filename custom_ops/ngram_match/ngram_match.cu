@@ -63,9 +63,7 @@ struct NgramMatchWalk {
     DeviceWalkSlot w;
     static_cast<WalkSlot&>(w) = ngram_match_walk_slot(p, b, v.s);
     if (!w.processed) return w;
-    // Read past L1: when the walk runs in the search grid's last block, this SM may hold the line
-    // from before the other blocks' stores.
-    const NgramMatch m = decode_search_result(__ldcg(p.seq_lens_this_time + b), ngram_match_haystacks(v));
+    const NgramMatch m = decode_search_result(p.seq_lens_this_time[b], ngram_match_haystacks(v));
     w.src = m.src;
     w.untruncated = max_of<int64_t>(min_of<int64_t>(m.count, w.budget), 0);
     return w;

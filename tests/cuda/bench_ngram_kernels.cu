@@ -17,10 +17,7 @@
 //   build/bench_ngram_kernels [--json FILE] [--only match|hybrid] [--quick]
 //   build/bench_ngram_kernels --profile match|hybrid B W early|late|none [T]   (3 plain calls, for ncu)
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
-#include <functional>
-#include <memory>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -32,13 +29,6 @@
 #include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
 #include "common/cuda_utils.cuh"
 #include "ngram_match/ngram_match.h"
-#ifdef FDSPEC_NGRAM_AB
-#include "ngram_common/ngram_search.cuh"
-// main's launchers (tests/cuda/bench_ngram_ab_main.cu, main's sources in namespace fdspec_main; the
-// params structs are the same).
-extern "C" cudaError_t ab_main_ngram_match_gpu(const void* p, cudaStream_t s);
-extern "C" cudaError_t ab_main_hybrid_mtp_ngram_gpu(const void* p, cudaStream_t s);
-#endif
 
 namespace {
 
@@ -134,21 +124,6 @@ struct DevCase {
     return c.hybrid ? fdspec::hybrid_mtp_ngram_gpu(hybrid_params(), st)
                     : fdspec::ngram_match_gpu(match_params(), st);
   }
-#ifdef FDSPEC_NGRAM_AB
-  // v < 0: main's kernels; else the branch's search variant v.
-  cudaError_t call_variant(int v, cudaStream_t st) const {
-    if (v < 0) {
-      if (c.hybrid) {
-        const fdspec::HybridMtpNgramParams p = hybrid_params();
-        return ab_main_hybrid_mtp_ngram_gpu(&p, st);
-      }
-      const fdspec::NgramMatchParams p = match_params();
-      return ab_main_ngram_match_gpu(&p, st);
-    }
-    fdspec::g_ngram_ab_variant = v;
-    return call(st);
-  }
-#endif
 };
 
 void cpu_reference(Case& c) {
@@ -242,238 +217,6 @@ const Row kRows[] = {
     {256, 1 << 17, "none", kNonBinding}, {256, 1 << 17, "late", 128},
 };
 
-#ifdef FDSPEC_NGRAM_AB
-// Same-call A/B: every variant on the same inputs, their graph replays interleaved round by round
-// (the order rotating each round), so that clock drift affects all alike.
-struct AbResult {
-  std::string op, hit;
-  int64_t B, W, T;
-  std::vector<double> warm, cold;
-  std::vector<bool> ok;
-};
-
-double replay_ms(const harness::Graph& g, cudaStream_t st, int reps, cudaEvent_t e0, cudaEvent_t e1) {
-  CHECK(cudaEventRecord(e0, st));
-  for (int i = 0; i < reps; ++i) g.replay(st);
-  CHECK(cudaEventRecord(e1, st));
-  CHECK(cudaEventSynchronize(e1));
-  float ms = 0;
-  CHECK(cudaEventElapsedTime(&ms, e0, e1));
-  return ms;
-}
-
-// Medians (us per call) of each graph, timed in interleaved rounds.
-std::vector<double> interleaved_us(const std::vector<const harness::Graph*>& gs, cudaStream_t st, int calls,
-                                   int reps, int rounds) {
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  for (const auto* g : gs) {
-    g->replay(st);
-    g->replay(st);
-  }
-  CHECK(cudaStreamSynchronize(st));
-  const size_t n = gs.size();
-  std::vector<std::vector<double>> t(n);
-  for (int r = 0; r < rounds; ++r) {
-    for (size_t k = 0; k < n; ++k) {
-      const size_t i = (k + r) % n;
-      t[i].push_back(replay_ms(*gs[i], st, reps, e0, e1) * 1e3 / (double(calls) * reps));
-    }
-  }
-  CHECK(cudaEventDestroy(e0));
-  CHECK(cudaEventDestroy(e1));
-  std::vector<double> med(n);
-  for (size_t i = 0; i < n; ++i) {
-    std::sort(t[i].begin(), t[i].end());
-    med[i] = t[i][t[i].size() / 2];
-  }
-  return med;
-}
-
-AbResult ab_row(bool hybrid, const Row& row, const Flusher& fl, cudaStream_t st, const std::vector<int>& vars,
-                bool quick) {
-  Case c = make_case(hybrid, row.B, row.W, row.hit, row.T);
-  DevCase d(c);
-  Case ref = c;
-  cpu_reference(ref);
-  const size_t V = vars.size();
-  AbResult res{hybrid ? "hybrid_mtp_ngram" : "ngram_match", row.hit, row.B, row.W, row.T, {}, {}, {}};
-  res.ok.assign(V, true);
-  // Before each check the outputs get their input values back: a variant that wrote nothing would
-  // otherwise show the previous one's outputs.
-  auto restore = [&] {
-    CHECK(cudaStreamSynchronize(st));
-    d.drafts.upload(c.drafts);
-    d.slt.upload(c.slt);
-  };
-  for (size_t i = 0; i < V; ++i) {
-    restore();
-    CHECK(d.call_variant(vars[i], st));
-    CHECK(cudaStreamSynchronize(st));
-    res.ok[i] = same_outputs(ref, d);
-  }
-  const int calls = 20, reps = quick ? 3 : 6, rounds = quick ? 5 : 15, cold_reps = quick ? 1 : 2;
-  using Body = std::function<cudaError_t(cudaStream_t)>;
-  auto graph = [&](const Body& body) {
-    return std::make_unique<harness::Graph>(st, [&](cudaStream_t s) {
-      for (int i = 0; i < calls; ++i) {
-        const cudaError_t e = body(s);
-        if (e != cudaSuccess) return e;
-      }
-      return cudaSuccess;
-    });
-  };
-  auto op = [&](int v) -> Body {
-    return [&d, v](cudaStream_t s) {
-      const cudaError_t e = d.reset(s);
-      return e != cudaSuccess ? e : d.call_variant(v, s);
-    };
-  };
-  auto flushed = [&](int v) -> Body {
-    return [&d, &fl, v](cudaStream_t s) {
-      cudaError_t e = fl.run(s);
-      if (e == cudaSuccess) e = d.reset(s);
-      return e != cudaSuccess ? e : d.call_variant(v, s);
-    };
-  };
-  // Each check follows a replay of a graph whose last call is the variant's op.
-  auto check_after = [&](const std::vector<std::unique_ptr<harness::Graph>>& gs) {
-    for (size_t i = 0; i < V; ++i) {
-      restore();
-      gs[i]->replay(st);
-      CHECK(cudaStreamSynchronize(st));
-      res.ok[i] = same_outputs(ref, d) && res.ok[i];
-    }
-  };
-  {
-    std::vector<std::unique_ptr<harness::Graph>> gs;
-    for (int v : vars) gs.push_back(graph(op(v)));
-    // hybrid: the restore of seq_lens_this_time alone, subtracted (ngram_match has none).
-    std::unique_ptr<harness::Graph> reset_g;
-    if (hybrid) reset_g = graph([&](cudaStream_t s) { return d.reset(s); });
-    std::vector<const harness::Graph*> all;
-    for (auto& g : gs) all.push_back(g.get());
-    if (hybrid) all.push_back(reset_g.get());
-    const std::vector<double> m = interleaved_us(all, st, calls, reps, rounds);
-    for (size_t i = 0; i < V; ++i) res.warm.push_back(m[i] - (hybrid ? m[V] : 0.0));
-    check_after(gs);
-  }
-  {
-    std::vector<std::unique_ptr<harness::Graph>> gs;
-    for (int v : vars) gs.push_back(graph(flushed(v)));
-    std::unique_ptr<harness::Graph> flush_g = graph([&](cudaStream_t s) {
-      const cudaError_t e = fl.run(s);
-      return e != cudaSuccess ? e : d.reset(s);
-    });
-    std::vector<const harness::Graph*> all;
-    for (auto& g : gs) all.push_back(g.get());
-    all.push_back(flush_g.get());
-    const std::vector<double> m = interleaved_us(all, st, calls, cold_reps, rounds);
-    for (size_t i = 0; i < V; ++i) res.cold.push_back(m[i] - m[V]);
-    check_after(gs);
-  }
-  return res;
-}
-
-std::string var_name(int v) { return v < 0 ? std::string("main") : "v" + std::to_string(v); }
-
-int ab_main(const std::vector<int>& vars, const char* json, bool quick, const std::string& only) {
-  cudaDeviceProp prop;
-  CHECK(cudaGetDeviceProperties(&prop, 0));
-  Flusher fl;
-  harness::Stream st;
-  std::vector<AbResult> res;
-  for (const bool hybrid : {false, true}) {
-    if (!only.empty() && only != (hybrid ? "hybrid" : "match")) continue;
-    for (const Row& row : kRows) {
-      res.push_back(ab_row(hybrid, row, fl, st.get(), vars, quick));
-      const AbResult& r = res.back();
-      std::printf("%-16s B=%4lld W=%7lld %-5s T=%-14lld", r.op.c_str(), (long long)r.B, (long long)r.W,
-                  r.hit.c_str(), (long long)r.T);
-      for (size_t i = 0; i < vars.size(); ++i) {
-        std::printf(" | %s %.2f/%.2f%s", var_name(vars[i]).c_str(), r.warm[i], r.cold[i], r.ok[i] ? "" : " MISMATCH");
-      }
-      std::printf("\n");
-      std::fflush(stdout);
-    }
-  }
-  std::printf("\n%s, warm / cold us per call (same call, interleaved rounds)\n| op | B x W, hits |", prop.name);
-  for (int v : vars) std::printf(" %s |", var_name(v).c_str());
-  std::printf("\n|---|---|");
-  for (size_t i = 0; i < vars.size(); ++i) std::printf("---:|");
-  std::printf("\n");
-  bool all_ok = true;
-  for (const AbResult& r : res) {
-    std::printf("| %s | %lld x %lldk %s%s |", r.op == "ngram_match" ? "ngram" : "hybrid", (long long)r.B,
-                (long long)(r.W >> 10), r.hit.c_str(), r.T == kNonBinding ? "" : ", T 128");
-    for (size_t i = 0; i < vars.size(); ++i) {
-      std::printf(" %.2f / %.2f%s |", r.warm[i], r.cold[i], r.ok[i] ? "" : " NO");
-      all_ok = all_ok && r.ok[i];
-    }
-    std::printf("\n");
-  }
-  // Against main (the first variant must be main): worst and geometric-mean ratios per variant.
-  int choice = -100;
-  if (!vars.empty() && vars[0] < 0) {
-    double best_score = 1e9, best_geo = 1e9;
-    std::printf("\nvs main: worst warm ratio, worst cold ratio, geomean warm, geomean cold, rows slower warm (>1%%)\n");
-    for (size_t i = 1; i < vars.size(); ++i) {
-      double ww = 0, wc = 0, gw = 0, gc = 0;
-      int slower = 0;
-      bool ok = true;
-      for (const AbResult& r : res) {
-        const double a = r.warm[i] / r.warm[0], b = r.cold[i] / r.cold[0];
-        ww = std::max(ww, a);
-        wc = std::max(wc, b);
-        gw += std::log(a);
-        gc += std::log(b);
-        slower += a > 1.01;
-        ok = ok && r.ok[i];
-      }
-      gw = std::exp(gw / res.size());
-      gc = std::exp(gc / res.size());
-      std::printf("  %s: %.3f %.3f %.3f %.3f %d%s\n", var_name(vars[i]).c_str(), ww, wc, gw, gc, slower,
-                  ok ? "" : " (MISMATCH)");
-      // Exact; lowest worst ratio (warm or cold, to 1 %),
-      // then the lowest product of the geometric means.
-      if (ok) {
-        const double score = std::round(std::max(ww, wc) * 100) / 100;
-        const double geo = gw * gc;
-        if (score < best_score || (score == best_score && geo < best_geo)) {
-          best_score = score;
-          best_geo = geo;
-          choice = vars[i];
-        }
-      }
-    }
-    std::printf("ab_choice: %d\n", choice);
-  }
-  if (json != nullptr) {
-    FILE* f = std::fopen(json, "w");
-    if (f == nullptr) return 2;
-    std::fprintf(f, "{\"device\": \"%s\", \"variants\": [", prop.name);
-    for (size_t i = 0; i < vars.size(); ++i) std::fprintf(f, "%s\"%s\"", i ? ", " : "", var_name(vars[i]).c_str());
-    std::fprintf(f, "], \"choice\": \"%s\", \"rows\": [\n", var_name(choice).c_str());
-    for (size_t k = 0; k < res.size(); ++k) {
-      const AbResult& r = res[k];
-      std::fprintf(f, "  {\"op\": \"%s\", \"B\": %lld, \"W\": %lld, \"hit\": \"%s\", \"threshold\": %lld, \"warm_us\": [",
-                   r.op.c_str(), (long long)r.B, (long long)r.W, r.hit.c_str(), (long long)r.T);
-      for (size_t i = 0; i < vars.size(); ++i) std::fprintf(f, "%s%.3f", i ? ", " : "", r.warm[i]);
-      std::fprintf(f, "], \"cold_us\": [");
-      for (size_t i = 0; i < vars.size(); ++i) std::fprintf(f, "%s%.3f", i ? ", " : "", r.cold[i]);
-      std::fprintf(f, "], \"bit_identical\": [");
-      for (size_t i = 0; i < vars.size(); ++i) std::fprintf(f, "%s%s", i ? ", " : "", r.ok[i] ? "true" : "false");
-      std::fprintf(f, "]}%s\n", k + 1 < res.size() ? "," : "");
-    }
-    std::fprintf(f, "]}\n");
-    std::fclose(f);
-  }
-  std::printf("bench_ngram_kernels --ab: %s\n", all_ok ? "PASS (every variant bit-identical on every row)" : "FAIL");
-  return all_ok ? 0 : 1;
-}
-#endif
-
 __global__ void empty_kernel() {}
 
 // The floor of any op of one or two kernels in a graph of back-to-back calls on this machine.
@@ -523,34 +266,11 @@ int profile(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--profile") return profile(argc, argv);
-#ifdef FDSPEC_NGRAM_AB
-  // --ab main,0,2,5 (first): variants, main = main's kernels
-  std::string ab;
-  if (argc > 2 && std::string(argv[1]) == "--ab") {
-    ab = argv[2];
-    argv[2] = argv[0];
-    argc -= 2;
-    argv += 2;
-  }
-#endif
   const bench::Options opt = bench::parse_options(argc, argv, "match|hybrid");
   if (!opt.ok) return 2;
   const char* json = opt.json;
   const std::string only = opt.only;
   const bool quick = opt.quick;
-#ifdef FDSPEC_NGRAM_AB
-  if (!ab.empty()) {  // --ab main,0,2,5: variants (main = main's kernels)
-    std::vector<int> vars;
-    size_t pos = 0;
-    while (pos <= ab.size()) {
-      const size_t end = std::min(ab.find(',', pos), ab.size());
-      const std::string t = ab.substr(pos, end - pos);
-      vars.push_back(t == "main" ? -1 : std::atoi(t.c_str()));
-      pos = end + 1;
-    }
-    return ab_main(vars, json, quick, only);
-  }
-#endif
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   Flusher fl;
