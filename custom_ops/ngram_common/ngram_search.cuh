@@ -14,7 +14,10 @@
 // The design, in numbers (H100; docs/perf/ngram_notes.md holds the measurements). Against main's
 // one-block-per-slot kernel, timed in the same process: every bench row 3..51 % faster, warm and cold.
 // - One 1024-thread block per slot, one per SM (its ring of 4 x 32 KB tiles is 128 KB), streaming
-//   the slot's tiles with 16-byte cp.async (8-byte where the haystack is not 16-byte aligned).
+//   the slot's tiles with 16-byte cp.async (8-byte where the haystack is not 16-byte aligned). When
+//   the blocks outnumber the SMs the ring has 3 tiles (256 x 128k late 77.0 -> 74.2 us). Whole-tile
+//   bulk copies (TMA, one cp.async.bulk per tile) measured 0.8 us faster at 64 x 32k late warm, not
+//   cold, and 3..4 us slower at 256 x 128k: not used.
 // - 1024 threads leave 64 registers each: tile and position arithmetic is 32-bit (haystacks are
 //   shorter than 2^30 tokens). Against the same kernel in 64-bit arithmetic (which spilled 24..44
 //   bytes in hybrid_mtp_ngram) every row is 0.5..29 % faster, 64 x 128k late 34.2 -> 25.1 us; the
@@ -25,9 +28,12 @@
 //   C = 2 at B = 64 (128 blocks) measured slower than C = 1: not used.
 // - Fixed cost: a block reads its slot and, only when the threshold can bind, its share of the
 //   batch's give-up sum in one round trip, then tests the sum after one barrier. The walk is a
-//   second kernel (ngram_walk.cuh). Limits: at 8 x 8k the search kernel costs ~6 us and the walk
-//   ~3 us (both measured by leaving the other out), against 0.86 us for an empty kernel; a late hit
-//   wastes the tiles in flight when the scan stops.
+//   second kernel (ngram_walk.cuh). Limits: at 8 x 8k the op costs 7.8 us, 4.8 us without the walk
+//   kernel (measured by leaving it out), against 0.85 us for an empty kernel; a late hit wastes the
+//   tiles in flight when the scan stops. The walk's ~3 us are its body (dependent loads, scan,
+//   barriers, the draft copy), not its launch: run in the search grid's last block (a completion
+//   counter) or in block 0 after a cooperative grid sync, the op measured 0.5..0.9 us slower than
+//   with the walk kernel (docs/perf/ngram_notes.md, branch ngram3).
 #pragma once
 
 #include <cstdint>
@@ -99,7 +105,10 @@ constexpr int kNgramSearchThreads = 1024;
 constexpr int kNgramSearchTok = 4;
 constexpr int kNgramSearchStages = 4;
 constexpr int kNgramSearchTile = kNgramSearchThreads * kNgramSearchTok;
-constexpr size_t kNgramSearchSmem = sizeof(int64_t) * kNgramSearchTile * kNgramSearchStages;
+// When the blocks outnumber the SMs (B x C > SMs: a second wave of blocks), a ring of 3 tiles: each
+// SM already has enough bytes in flight, and a slot that stops on its hit wastes one tile fewer.
+// Measured (same call, H100): 256 x 128k late 77.0 -> 74.2 us, none 84.6 -> 84.1; no other row moves.
+constexpr int kNgramSearchStagesMany = 3;
 // Most blocks that search one slot together (a thread-block cluster, one block per SM).
 constexpr int kNgramMaxCluster = 8;
 
@@ -162,11 +171,10 @@ __device__ __forceinline__ void ngram_copy16(int64_t* dst, const int64_t* src) {
 // their best key so far to one another at each round's cluster barrier (double-buffered, so that a
 // round's stores never meet a read of the round before), so they all stop at the same round; at the
 // end block 0 takes the best of the C final keys. No atomic crosses blocks.
-template <int kMaxN, class Problem>
+template <int kMaxN, int kStages, class Problem>
 __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Problem prob) {
   constexpr int kThreads = kNgramSearchThreads;
   constexpr int kTile = kNgramSearchTile;
-  constexpr int kStages = kNgramSearchStages;
   extern __shared__ __align__(16) int64_t ring[];  // [kStages][kTile]
   __shared__ int64_t pat[kMaxNgramSize];
   __shared__ int64_t warp_terms[kThreads / 32];
@@ -368,28 +376,36 @@ inline int ngram_search_cluster(int64_t batch, int64_t max_tokens, int sms) {
   return c;
 }
 
-template <int kMaxN, class Problem>
-cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, int64_t max_tokens,
-                                  cudaStream_t stream) {
-  static_assert(Problem::kThreads == kNgramSearchThreads, "the search problem's block size");
-  auto kernel = ngram_search_kernel<kMaxN, Problem>;
-  // The ring is larger than the default 48 KB of dynamic shared memory. Host-side attributes (no
-  // stream work), so they are fine under graph capture; set on every launch as they are per device.
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(kNgramSearchSmem));
-  int dev = 0, sms = 0, major = 0;
-  if (err == cudaSuccess) err = cudaGetDevice(&dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+template <int kMaxN, int kStages, class Problem>
+cudaError_t launch_ngram_search_ring(const Problem& prob, int64_t batch, int c, cudaStream_t stream) {
+  auto kernel = ngram_search_kernel<kMaxN, kStages, Problem>;
+  constexpr size_t smem = sizeof(int64_t) * kNgramSearchTile * kStages;
+  // The ring is larger than the default 48 KB of dynamic shared memory. A host-side attribute (no
+  // stream work), so it is fine under graph capture; set on every launch as it is per device.
+  const cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
-  const int c = major >= 9 ? ngram_search_cluster(batch, max_tokens, sms) : 1;
   cudaLaunchAttribute cluster = {};
   cluster.id = cudaLaunchAttributeClusterDimension;
   cluster.val.clusterDim.x = static_cast<unsigned>(c);
   cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
-  const cudaLaunchConfig_t cfg = {dim3(static_cast<unsigned>(batch * c)), dim3(kNgramSearchThreads),
-                                  kNgramSearchSmem, stream, &cluster, c > 1 ? 1u : 0u};
+  const cudaLaunchConfig_t cfg = {dim3(static_cast<unsigned>(batch * c)), dim3(kNgramSearchThreads), smem,
+                                  stream, &cluster, c > 1 ? 1u : 0u};
   return cudaLaunchKernelEx(&cfg, kernel, prob);
+}
+
+template <int kMaxN, class Problem>
+cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, int64_t max_tokens,
+                                  cudaStream_t stream) {
+  static_assert(Problem::kThreads == kNgramSearchThreads, "the search problem's block size");
+  int dev = 0, sms = 0, major = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  if (err != cudaSuccess) return err;
+  const int c = major >= 9 ? ngram_search_cluster(batch, max_tokens, sms) : 1;
+  return batch * c > sms ? launch_ngram_search_ring<kMaxN, kNgramSearchStagesMany>(prob, batch, c, stream)
+                         : launch_ngram_search_ring<kMaxN, kNgramSearchStages>(prob, batch, c, stream);
 }
 
 // Launches the search over `batch` slots with the compare loop specialised for the usual sizes.
