@@ -2,6 +2,7 @@
 // place of input_ids. Rule: draft_model.h; contract: docs/contract/draft_model.md.
 #include "binding/tensor_rules.h"
 #include "draft_model/draft_model.h"
+#include "draft_model/draft_model_binding.h"
 
 namespace {
 
@@ -26,12 +27,7 @@ void DraftModelAcceptPreprocess(paddle::Tensor& input_ids, paddle::Tensor& seq_l
                       base_model_seq_lens_decoder, base_model_stop_flags),
        FDSPEC_TENSOR(p, base_model_max_dec_len)},
       "base_model_seq_lens_this_time");
-  p.width = accept_tokens.shape()[1];
-  p.pre_ids_stride = pre_ids.shape()[1];
-  c.that(p.width >= 1, "accept_tokens must have at least one column (K + 1), got shape " +
-                           fdspec::binding::shape_str(accept_tokens))
-      .that(p.pre_ids_stride >= 1,
-            "pre_ids must have at least one column, got shape " + fdspec::binding::shape_str(pre_ids));
+  fdspec::binding::check_accept_widths(c, accept_tokens, pre_ids, &p.width, &p.pre_ids_stride);
 
   FDSPEC_RUN_ON_PLACE(kOp, input_ids, p, fdspec::draft_model_accept_preprocess_cpu,
                       fdspec::draft_model_accept_preprocess_gpu);
