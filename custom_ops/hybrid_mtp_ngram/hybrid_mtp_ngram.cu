@@ -77,6 +77,19 @@ struct HybridSearch {
     }
     p.seq_lens_this_time[b] = static_cast<int32_t>(-(ori + hybrid_max_ori(p) * c));
   }
+
+  // The walk-free form (ngram_walk_cannot_bind): slot b's outputs from its own search result, as the
+  // walk writes them when every slot keeps its untruncated drafts (its entry is still the input).
+  FDSPEC_HD bool walk_free() const { return ngram_walk_cannot_bind(p.batch, p.threshold, p.draft_stride - 1); }
+  __device__ void finish(int64_t b, int32_t code) const {
+    const int64_t ori = max_of<int64_t>(p.seq_lens_this_time[b], 0);
+    const HybridView v = hybrid_view(p, b);
+    const WalkSlot w = hybrid_walk_slot(p, b, ori, v.s);
+    NgramMatch m;
+    if (w.processed) m = decode_search_result(code, hybrid_haystacks(v));
+    const int64_t kept = w.processed ? min_of<int64_t>(m.count, w.budget) : 0;
+    ngram_walk_finish(hybrid_outputs(p), b, w, m.src, kept);
+  }
 };
 
 // Kernel 2's view of the walk: a negative entry is a processed slot's packed (ori, match).

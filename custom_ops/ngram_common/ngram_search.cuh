@@ -161,7 +161,9 @@ __device__ __forceinline__ void ngram_copy16(int64_t* dst, const int64_t* src) {
 //   searched; threshold_may_bind() false (from the parameters alone) says no slot can be, and no
 //   term is read. The terms are read in the same round trip as the slot, so the test costs a barrier.
 // - store(b, code) (thread 0 of the slot's first block, once per recorded slot, after a barrier that
-//   follows every thread's slot() and give_up_term() reads) keeps the result.
+//   follows every thread's slot() and give_up_term() reads) keeps the result;
+// - finish(b, code) replaces store when kFinish (ngram_walk_cannot_bind: the walk keeps every slot's
+//   untruncated drafts): the slot's final outputs, called for every slot, recorded or not.
 //
 // The haystacks (prompt, then the second one) form one sequence of tiles; block r of the cluster
 // streams tiles r, r + C, r + 2C, ... through its ring. Each haystack token is loaded once: O(len0 +
@@ -171,7 +173,7 @@ __device__ __forceinline__ void ngram_copy16(int64_t* dst, const int64_t* src) {
 // their best key so far to one another at each round's cluster barrier (double-buffered, so that a
 // round's stores never meet a read of the round before), so they all stop at the same round; at the
 // end block 0 takes the best of the C final keys. No atomic crosses blocks.
-template <int kMaxN, int kStages, class Problem>
+template <int kMaxN, int kStages, bool kFinish, class Problem>
 __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Problem prob) {
   constexpr int kThreads = kNgramSearchThreads;
   constexpr int kTile = kNgramSearchTile;
@@ -194,7 +196,15 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
     for (int64_t j = threadIdx.x; j < prob.batch(); j += kThreads) term += prob.give_up_term(b, j);
   }
   const SearchSlot s = prob.slot(b);
-  if (!s.record) return;  // the same for every block of the cluster: none touches another's memory
+  if (!s.record) {  // the same for every block of the cluster: none touches another's memory
+    if constexpr (kFinish) {
+      if (rank == 0) {
+        __syncthreads();  // every thread's slot() reads before the slot's outputs change
+        if (threadIdx.x == 0) prob.finish(b, kNoMatch);
+      }
+    }
+    return;
+  }
 
   // Candidate window ends are e in [0, len - 2]; tile ti covers positions [base, base + kTile).
   const int ends0 = static_cast<int>(max_of<int64_t>(s.h.len0 - 1, 0));
@@ -341,12 +351,16 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
     for (unsigned k = 0; k < C; ++k) result = max_of(result, final_keys[k]);
   }
   if (threadIdx.x == 0) {
-    if (!run || result == 0) {
-      prob.store(b, kNoMatch);
-    } else {
+    int32_t code = kNoMatch;
+    if (run && result != 0) {
       const bool in_prompt = (result >> 32) & 1;
       const int64_t e = 0xFFFFFFFFu - static_cast<uint32_t>(result);
-      prob.store(b, static_cast<int32_t>(e + 1) | (in_prompt ? 0 : kSeg1Bit));
+      code = static_cast<int32_t>(e + 1) | (in_prompt ? 0 : kSeg1Bit);
+    }
+    if constexpr (kFinish) {
+      prob.finish(b, code);
+    } else {
+      prob.store(b, code);
     }
   }
 }
@@ -376,9 +390,9 @@ inline int ngram_search_cluster(int64_t batch, int64_t max_tokens, int sms) {
   return c;
 }
 
-template <int kMaxN, int kStages, class Problem>
+template <int kMaxN, int kStages, bool kFinish, class Problem>
 cudaError_t launch_ngram_search_ring(const Problem& prob, int64_t batch, int c, cudaStream_t stream) {
-  auto kernel = ngram_search_kernel<kMaxN, kStages, Problem>;
+  auto kernel = ngram_search_kernel<kMaxN, kStages, kFinish, Problem>;
   constexpr size_t smem = sizeof(int64_t) * kNgramSearchTile * kStages;
   // The ring is larger than the default 48 KB of dynamic shared memory. A host-side attribute (no
   // stream work), so it is fine under graph capture; set on every launch as it is per device.
@@ -394,7 +408,7 @@ cudaError_t launch_ngram_search_ring(const Problem& prob, int64_t batch, int c, 
   return cudaLaunchKernelEx(&cfg, kernel, prob);
 }
 
-template <int kMaxN, class Problem>
+template <int kMaxN, bool kFinish, class Problem>
 cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, int64_t max_tokens,
                                   cudaStream_t stream) {
   static_assert(Problem::kThreads == kNgramSearchThreads, "the search problem's block size");
@@ -404,23 +418,32 @@ cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, int64_t ma
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
   if (err != cudaSuccess) return err;
   const int c = major >= 9 ? ngram_search_cluster(batch, max_tokens, sms) : 1;
-  return batch * c > sms ? launch_ngram_search_ring<kMaxN, kNgramSearchStagesMany>(prob, batch, c, stream)
-                         : launch_ngram_search_ring<kMaxN, kNgramSearchStages>(prob, batch, c, stream);
+  return batch * c > sms
+             ? launch_ngram_search_ring<kMaxN, kNgramSearchStagesMany, kFinish>(prob, batch, c, stream)
+             : launch_ngram_search_ring<kMaxN, kNgramSearchStages, kFinish>(prob, batch, c, stream);
 }
 
 // Launches the search over `batch` slots with the compare loop specialised for the usual sizes.
-// `max_tokens` bounds the tokens of a slot's two haystacks (it sizes the clusters).
+// `max_tokens` bounds the tokens of a slot's two haystacks (it sizes the clusters). finish: each
+// slot's block writes the slot's final outputs (Problem::finish) instead of its search result.
+template <bool kFinish, class Problem>
+cudaError_t launch_ngram_search_f(const Problem& prob, int64_t batch, int max_n, int64_t max_tokens,
+                                  cudaStream_t stream) {
+  switch (max_n) {
+    case 1: return launch_ngram_search_n<1, kFinish>(prob, batch, max_tokens, stream);
+    case 2: return launch_ngram_search_n<2, kFinish>(prob, batch, max_tokens, stream);
+    case 3: return launch_ngram_search_n<3, kFinish>(prob, batch, max_tokens, stream);
+    case 4: return launch_ngram_search_n<4, kFinish>(prob, batch, max_tokens, stream);
+    case 5: return launch_ngram_search_n<5, kFinish>(prob, batch, max_tokens, stream);
+    default: return launch_ngram_search_n<0, kFinish>(prob, batch, max_tokens, stream);
+  }
+}
+
 template <class Problem>
 cudaError_t launch_ngram_search(const Problem& prob, int64_t batch, int max_n, int64_t max_tokens,
-                                cudaStream_t stream) {
-  switch (max_n) {
-    case 1: return launch_ngram_search_n<1>(prob, batch, max_tokens, stream);
-    case 2: return launch_ngram_search_n<2>(prob, batch, max_tokens, stream);
-    case 3: return launch_ngram_search_n<3>(prob, batch, max_tokens, stream);
-    case 4: return launch_ngram_search_n<4>(prob, batch, max_tokens, stream);
-    case 5: return launch_ngram_search_n<5>(prob, batch, max_tokens, stream);
-    default: return launch_ngram_search_n<0>(prob, batch, max_tokens, stream);
-  }
+                                bool finish, cudaStream_t stream) {
+  return finish ? launch_ngram_search_f<true>(prob, batch, max_n, max_tokens, stream)
+                : launch_ngram_search_f<false>(prob, batch, max_n, max_tokens, stream);
 }
 
 }  // namespace fdspec

@@ -82,6 +82,18 @@ FDSPEC_HD void ngram_walk_finish(const WalkOutputs& o, int64_t b, const WalkSlot
   o.seq_lens_this_time[b] = static_cast<int32_t>(len);
 }
 
+// Whether no slot of a batch of B slots with threshold T can give up or be clamped, whatever the
+// inputs, when a processed slot drafts at most K tokens: every final length is at most
+// max(INT32_MAX, base + K) with int32 bases, so every G_b + u_b is at most B * (2^31 + K) (the
+// lengths plus L <= B). Then every processed slot keeps its untruncated u and each slot's outcome
+// depends on that slot alone: the GPU ops skip the walk (each search block finishes its own slot).
+FDSPEC_HD bool ngram_walk_cannot_bind(int64_t B, int64_t T, int64_t K) {
+  constexpr int64_t kLimit = int64_t{1} << 31;
+  if (B <= 0) return true;
+  if (B > (INT64_MAX / 2) / (kLimit + K + 1)) return false;
+  return B * (kLimit + K) < T - 1;
+}
+
 // The walk on the host, as stated above, over `batch` slots with threshold T. slot(b) gives slot b's
 // WalkSlot (called before slot b is written); search(b, budget) its first productive match with that
 // budget (an NgramMatch).

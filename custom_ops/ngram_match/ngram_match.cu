@@ -48,6 +48,18 @@ struct NgramMatchSearch {
   __device__ bool gives_up(int64_t, int64_t total) const { return total >= p.threshold - 1; }
 
   __device__ void store(int64_t b, int32_t code) const { p.seq_lens_this_time[b] = code; }
+
+  // The walk-free form (ngram_walk_cannot_bind): slot b's outputs from its own search result, as the
+  // walk writes them when every slot keeps its untruncated drafts.
+  FDSPEC_HD bool walk_free() const { return ngram_walk_cannot_bind(p.batch, p.threshold, p.draft_stride - 1); }
+  __device__ void finish(int64_t b, int32_t code) const {
+    const NgramMatchView v = ngram_match_view(p, b);
+    const WalkSlot w = ngram_match_walk_slot(p, b, v.s);
+    NgramMatch m;
+    if (w.processed) m = decode_search_result(code, ngram_match_haystacks(v));
+    const int64_t kept = w.processed ? max_of<int64_t>(min_of<int64_t>(m.count, w.budget), 0) : 0;
+    ngram_walk_finish(ngram_match_outputs(p), b, w, m.src, kept);
+  }
 };
 
 // Kernel 2's view of the walk.

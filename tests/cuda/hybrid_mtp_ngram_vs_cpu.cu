@@ -123,13 +123,15 @@ Inputs make_inputs(Rng& r, const Shape& sh) {
   return in;
 }
 
-// A threshold that binds inside the batch about half of the time.
+// A threshold that binds inside the batch about half of the time; 2^20 and above do not (2^50 and
+// INT64_MAX: the op skips the walk).
 int64_t make_threshold(Rng& r, const Shape& sh, const Inputs& in) {
   int64_t floor = 0;
   for (int64_t b = 0; b < sh.B; ++b) floor += std::max<int64_t>(in.slt[b], 0) + (in.dec[b] > 0);
   const double t = r.real();
   if (t < 0.5) return std::max<int64_t>(floor + r.uni(-3, 2 * sh.B + 5), -3);
-  if (t < 0.75) return int64_t{1} << 20;
+  if (t < 0.62) return int64_t{1} << 20;
+  if (t < 0.75) return int64_t{1} << 50;  // the walk-free path (ngram_walk_cannot_bind)
   if (t < 0.9) return r.uni(0, 3);
   if (t < 0.97) return r.uni(-3, -1);
   return INT64_MAX;

@@ -140,11 +140,14 @@ void body(harness::Tally& t, bool quick) {
   };
   const harness::Stream stream;
   auto U = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(g); };
+  // A threshold that does not bind: 2^20 keeps the walk; 2^50 (> B * (2^31 + K)) makes the op skip it
+  // (ngram_walk_cannot_bind: each search block finishes its own slot).
+  auto unbound = [&]() { return U(0, 1) == 0 ? int64_t{1} << 20 : int64_t{1} << 50; };
   const int small = quick ? 150 : 20000;
   for (int it = 0; it < small; ++it) {
     int64_t B = U(0, 40), W = U(0, 60), K = U(0, 7), vocab = U(1, 5); int maxn = (int)U(1, it % 10 == 0 ? 64 : 6);
     Batch b = make(g, B, W, K, vocab, maxn, 0.15);
-    int64_t T = U(0, 2) == 0 ? (1 << 20) : U(0, 3 * B + 10);
+    int64_t T = U(0, 2) == 0 ? unbound() : U(0, 3 * B + 10);
     run_case(t, stream, b, maxn, T, it % 50 == 0, 1, it % 3 == 1, U(-1, K + 2));
   }
   phase("small");
@@ -154,7 +157,7 @@ void body(harness::Tally& t, bool quick) {
     Batch b = make(g, B, W, K, vocab, maxn, 0.05);
     int64_t enc_sum = 0, counted = 0;
     for (int64_t i = 0; i < B; ++i) { if (b.enc[i] > 0) enc_sum += std::max(b.slt[i], 0); counted += b.enc[i] > 0 || b.dec[i] > 0; }
-    int64_t T = U(0, 3) == 0 ? (1 << 20) : counted + enc_sum + U(-5, 2 * B + 5);
+    int64_t T = U(0, 3) == 0 ? unbound() : counted + enc_sum + U(-5, 2 * B + 5);
     run_case(t, stream, b, maxn, T, it % 10 == 0, it % 30 == 0 ? 5 : 1, it % 3 == 1, U(-1, K + 2));
   }
   // Few slots with long rows: the search runs C = 2 .. 8 blocks per slot (a cluster). Rare matches
@@ -165,7 +168,7 @@ void body(harness::Tally& t, bool quick) {
     int64_t B = quick ? U(1, 3) : U(1, 16), W = quick ? U(16384, 40000) : U(16384, 1 << 17), K = U(1, 8), vocab = it % 3 == 0 ? 4 : (it % 3 == 1 ? 50 : 30000);
     int maxn = (int)U(1, it % 4 == 0 ? 64 : 5);
     Batch b = make(g, B, W, K, vocab, maxn, 0.05);
-    int64_t T = U(0, 2) == 0 ? (1 << 20) : U(0, 3 * B + 10);
+    int64_t T = U(0, 2) == 0 ? unbound() : U(0, 3 * B + 10);
     run_case(t, stream, b, maxn, T, it % 10 == 0, it % 15 == 0 ? 3 : 1, it % 3 == 1, U(-1, K + 2));
   }
   phase("clustered");
