@@ -27,6 +27,12 @@
 namespace fdspec {
 namespace {
 
+// Slot j's walk-free term from its seq_lens_this_time entry as it is now.
+__device__ __forceinline__ int64_t hybrid_free_term_now(const HybridMtpNgramParams& p, int64_t j) {
+  const int32_t entry = *static_cast<const volatile int32_t*>(p.seq_lens_this_time + j);
+  return hybrid_walk_free_term(p, j, entry);
+}
+
 // Search problem of kernel 1. A processed slot that is sure to give up whatever the earlier slots
 // draft is not searched: G_b >= I + ori_b - 1, I being the initial `unprocessed`, since every earlier
 // processed slot adds at least 1 to S and removes 1 from L, and other lengths are >= 0. Only
@@ -78,9 +84,12 @@ struct HybridSearch {
     p.seq_lens_this_time[b] = static_cast<int32_t>(-(ori + hybrid_max_ori(p) * c));
   }
 
-  // The walk-free form (ngram_walk_cannot_bind): slot b's outputs from its own search result, as the
-  // walk writes them when every slot keeps its untruncated drafts (its entry is still the input).
-  FDSPEC_HD bool walk_free() const { return ngram_walk_cannot_bind(p.batch, p.threshold, p.draft_stride - 1); }
+  // The walk-free form (ngram_walk_free): slot b's outputs from its own search result, as the walk
+  // writes them when every slot keeps its untruncated drafts (its entry is still the input). The
+  // bound's terms read other slots' entries while their blocks may rewrite them: hybrid_walk_free_term
+  // is the same for every value an entry takes (a volatile load: one value, read once).
+  __device__ int64_t threshold() const { return p.threshold; }
+  __device__ int64_t free_term(int64_t j) const { return hybrid_free_term_now(p, j); }
   __device__ void finish(int64_t b, int32_t code) const {
     const int64_t ori = max_of<int64_t>(p.seq_lens_this_time[b], 0);
     const HybridView v = hybrid_view(p, b);
@@ -99,6 +108,8 @@ struct HybridWalk {
   __device__ int64_t batch() const { return p.batch; }
   __device__ int64_t threshold() const { return p.threshold; }
   __device__ WalkOutputs outputs() const { return hybrid_outputs(p); }
+  // Read before the walk waits for the search (which may be rewriting the entry): see HybridSearch.
+  __device__ int64_t free_term(int64_t j) const { return hybrid_free_term_now(p, j); }
 
   __device__ DeviceWalkSlot slot(int64_t b) const {
     const int32_t entry = p.seq_lens_this_time[b];

@@ -1,6 +1,6 @@
-// The launches of an n-gram op (ngram_match, hybrid_mtp_ngram): the search of ngram_search.cuh, then
-// the walk of ngram_walk.cuh as its programmatic dependent (only the search when the threshold
-// cannot bind). No Paddle include.
+// The two launches of an n-gram op (ngram_match, hybrid_mtp_ngram): the search of ngram_search.cuh,
+// then the walk of ngram_walk.cuh as its programmatic dependent (which exits at once when the batch
+// is walk-free, ngram_walk.h; the search blocks then finish their slots). No Paddle include.
 #pragma once
 
 #include <cstdint>
@@ -19,12 +19,9 @@ template <class Search, class Walk>
 cudaError_t launch_ngram_op(const Search& search, const Walk& walk, int64_t batch, int max_n,
                             int64_t max_tokens, cudaStream_t stream) {
   if (batch <= 0) return cudaSuccess;
-  // When the threshold cannot bind (Search::walk_free(), from the parameters alone) every slot keeps
-  // its untruncated drafts: each search block finishes its own slot and no walk runs.
-  const bool alone = search.walk_free();
-  cudaError_t err = launch_ngram_search(search, batch, max_n, max_tokens, alone, stream);
+  cudaError_t err = launch_ngram_search(search, batch, max_n, max_tokens, stream);
   if (err != cudaSuccess) return err;
-  if (!alone) err = launch_ngram_walk(walk, stream);
+  err = launch_ngram_walk(walk, stream);
   if (err != cudaSuccess) return err;
   return FDSPEC_LAUNCH_STATUS(stream);
 }

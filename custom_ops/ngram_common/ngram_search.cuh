@@ -44,6 +44,7 @@
 #include "common/cuda_utils.cuh"
 #include "common/fdspec_common.h"
 #include "ngram_common/ngram_search.h"
+#include "ngram_common/ngram_walk.h"
 
 namespace fdspec {
 
@@ -161,9 +162,13 @@ __device__ __forceinline__ void ngram_copy16(int64_t* dst, const int64_t* src) {
 //   searched; threshold_may_bind() false (from the parameters alone) says no slot can be, and no
 //   term is read. The terms are read in the same round trip as the slot, so the test costs a barrier.
 // - store(b, code) (thread 0 of the slot's first block, once per recorded slot, after a barrier that
-//   follows every thread's slot() and give_up_term() reads) keeps the result;
-// - finish(b, code) replaces store when kFinish (ngram_walk_cannot_bind: the walk keeps every slot's
-//   untruncated drafts): the slot's final outputs, called for every slot, recorded or not.
+//   follows every thread's slot(), give_up_term() and free_term() reads) keeps the result;
+// - int64_t threshold(), free_term(j): the walk-free bound's terms (ngram_walk_free in ngram_walk.h,
+//   read in the same round trip as the rest by the slot's first block). When the bound holds, the
+//   walk keeps every slot's untruncated drafts: finish(b, code) replaces store, the slot's final
+//   outputs, called for every slot, recorded or not. free_term(j) must be the same for every value
+//   the op may have left in memory by then (other slots' blocks run concurrently): every block of
+//   the batch, and the walk kernel, reach the same decision.
 //
 // The haystacks (prompt, then the second one) form one sequence of tiles; block r of the cluster
 // streams tiles r, r + C, r + 2C, ... through its ring. Each haystack token is loaded once: O(len0 +
@@ -173,13 +178,14 @@ __device__ __forceinline__ void ngram_copy16(int64_t* dst, const int64_t* src) {
 // their best key so far to one another at each round's cluster barrier (double-buffered, so that a
 // round's stores never meet a read of the round before), so they all stop at the same round; at the
 // end block 0 takes the best of the C final keys. No atomic crosses blocks.
-template <int kMaxN, int kStages, bool kFinish, class Problem>
+template <int kMaxN, int kStages, class Problem>
 __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Problem prob) {
   constexpr int kThreads = kNgramSearchThreads;
   constexpr int kTile = kNgramSearchTile;
   extern __shared__ __align__(16) int64_t ring[];  // [kStages][kTile]
   __shared__ int64_t pat[kMaxNgramSize];
   __shared__ int64_t warp_terms[kThreads / 32];
+  __shared__ int64_t warp_bound[kThreads / 32];
   __shared__ unsigned long long best;
   __shared__ unsigned long long round_keys[2][kNgramMaxCluster];  // written by the cluster's blocks
   __shared__ unsigned long long final_keys[kNgramMaxCluster];     // block 0's: each block's last key
@@ -189,19 +195,35 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   const unsigned C = place.size, rank = place.rank;
   const int64_t b = blockIdx.x / C;
 
-  // One round trip: this thread's share of the give-up sum and the slot's own facts.
+  // One round trip: this thread's share of the give-up sum and of the walk-free bound (the first
+  // block of the slot only: it alone writes the slot's outputs), and the slot's own facts.
   const bool may_bind = prob.threshold_may_bind();
-  int64_t term = 0;
-  if (may_bind) {
-    for (int64_t j = threadIdx.x; j < prob.batch(); j += kThreads) term += prob.give_up_term(b, j);
+  const int64_t batch = prob.batch();
+  const bool bounds = rank == 0 && batch <= kWalkFreeMaxBatch;  // else the sum could overflow
+  int64_t term = 0, bound = 0;
+  if (may_bind || bounds) {
+    for (int64_t j = threadIdx.x; j < batch; j += kThreads) {
+      if (may_bind) term += prob.give_up_term(b, j);
+      if (bounds) bound += prob.free_term(j);
+    }
   }
   const SearchSlot s = prob.slot(b);
+  if (rank == 0) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) bound += __shfl_xor_sync(0xFFFFFFFFu, bound, off);
+    if ((threadIdx.x & 31) == 0) warp_bound[threadIdx.x / 32] = bound;
+  }
+  // Thread 0 of the slot's first block, after a barrier that follows the warp_bound stores.
+  auto walk_free = [&]() {
+    int64_t U = 0;
+#pragma unroll
+    for (int w = 0; w < kThreads / 32; ++w) U += warp_bound[w];
+    return bounds && ngram_walk_free(batch, prob.threshold(), U);
+  };
   if (!s.record) {  // the same for every block of the cluster: none touches another's memory
-    if constexpr (kFinish) {
-      if (rank == 0) {
-        __syncthreads();  // every thread's slot() reads before the slot's outputs change
-        if (threadIdx.x == 0) prob.finish(b, kNoMatch);
-      }
+    if (rank == 0) {
+      __syncthreads();  // every thread's reads before the slot's outputs change
+      if (threadIdx.x == 0 && walk_free()) prob.finish(b, kNoMatch);
     }
     return;
   }
@@ -357,7 +379,7 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
       const int64_t e = 0xFFFFFFFFu - static_cast<uint32_t>(result);
       code = static_cast<int32_t>(e + 1) | (in_prompt ? 0 : kSeg1Bit);
     }
-    if constexpr (kFinish) {
+    if (walk_free()) {
       prob.finish(b, code);
     } else {
       prob.store(b, code);
@@ -390,9 +412,9 @@ inline int ngram_search_cluster(int64_t batch, int64_t max_tokens, int sms) {
   return c;
 }
 
-template <int kMaxN, int kStages, bool kFinish, class Problem>
+template <int kMaxN, int kStages, class Problem>
 cudaError_t launch_ngram_search_ring(const Problem& prob, int64_t batch, int c, cudaStream_t stream) {
-  auto kernel = ngram_search_kernel<kMaxN, kStages, kFinish, Problem>;
+  auto kernel = ngram_search_kernel<kMaxN, kStages, Problem>;
   constexpr size_t smem = sizeof(int64_t) * kNgramSearchTile * kStages;
   // The ring is larger than the default 48 KB of dynamic shared memory. A host-side attribute (no
   // stream work), so it is fine under graph capture; set on every launch as it is per device.
@@ -408,7 +430,7 @@ cudaError_t launch_ngram_search_ring(const Problem& prob, int64_t batch, int c, 
   return cudaLaunchKernelEx(&cfg, kernel, prob);
 }
 
-template <int kMaxN, bool kFinish, class Problem>
+template <int kMaxN, class Problem>
 cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, int64_t max_tokens,
                                   cudaStream_t stream) {
   static_assert(Problem::kThreads == kNgramSearchThreads, "the search problem's block size");
@@ -419,31 +441,23 @@ cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, int64_t ma
   if (err != cudaSuccess) return err;
   const int c = major >= 9 ? ngram_search_cluster(batch, max_tokens, sms) : 1;
   return batch * c > sms
-             ? launch_ngram_search_ring<kMaxN, kNgramSearchStagesMany, kFinish>(prob, batch, c, stream)
-             : launch_ngram_search_ring<kMaxN, kNgramSearchStages, kFinish>(prob, batch, c, stream);
+             ? launch_ngram_search_ring<kMaxN, kNgramSearchStagesMany>(prob, batch, c, stream)
+             : launch_ngram_search_ring<kMaxN, kNgramSearchStages>(prob, batch, c, stream);
 }
 
 // Launches the search over `batch` slots with the compare loop specialised for the usual sizes.
-// `max_tokens` bounds the tokens of a slot's two haystacks (it sizes the clusters). finish: each
-// slot's block writes the slot's final outputs (Problem::finish) instead of its search result.
-template <bool kFinish, class Problem>
-cudaError_t launch_ngram_search_f(const Problem& prob, int64_t batch, int max_n, int64_t max_tokens,
-                                  cudaStream_t stream) {
-  switch (max_n) {
-    case 1: return launch_ngram_search_n<1, kFinish>(prob, batch, max_tokens, stream);
-    case 2: return launch_ngram_search_n<2, kFinish>(prob, batch, max_tokens, stream);
-    case 3: return launch_ngram_search_n<3, kFinish>(prob, batch, max_tokens, stream);
-    case 4: return launch_ngram_search_n<4, kFinish>(prob, batch, max_tokens, stream);
-    case 5: return launch_ngram_search_n<5, kFinish>(prob, batch, max_tokens, stream);
-    default: return launch_ngram_search_n<0, kFinish>(prob, batch, max_tokens, stream);
-  }
-}
-
+// `max_tokens` bounds the tokens of a slot's two haystacks (it sizes the clusters).
 template <class Problem>
 cudaError_t launch_ngram_search(const Problem& prob, int64_t batch, int max_n, int64_t max_tokens,
-                                bool finish, cudaStream_t stream) {
-  return finish ? launch_ngram_search_f<true>(prob, batch, max_n, max_tokens, stream)
-                : launch_ngram_search_f<false>(prob, batch, max_n, max_tokens, stream);
+                                cudaStream_t stream) {
+  switch (max_n) {
+    case 1: return launch_ngram_search_n<1>(prob, batch, max_tokens, stream);
+    case 2: return launch_ngram_search_n<2>(prob, batch, max_tokens, stream);
+    case 3: return launch_ngram_search_n<3>(prob, batch, max_tokens, stream);
+    case 4: return launch_ngram_search_n<4>(prob, batch, max_tokens, stream);
+    case 5: return launch_ngram_search_n<5>(prob, batch, max_tokens, stream);
+    default: return launch_ngram_search_n<0>(prob, batch, max_tokens, stream);
+  }
 }
 
 }  // namespace fdspec

@@ -49,9 +49,11 @@ struct NgramMatchSearch {
 
   __device__ void store(int64_t b, int32_t code) const { p.seq_lens_this_time[b] = code; }
 
-  // The walk-free form (ngram_walk_cannot_bind): slot b's outputs from its own search result, as the
-  // walk writes them when every slot keeps its untruncated drafts.
-  FDSPEC_HD bool walk_free() const { return ngram_walk_cannot_bind(p.batch, p.threshold, p.draft_stride - 1); }
+  // The walk-free form (ngram_walk_free): slot b's outputs from its own search result, as the walk
+  // writes them when every slot keeps its untruncated drafts. The bound's terms read only inputs no
+  // block writes (a prefill slot's seq_lens_this_time is untouched).
+  __device__ int64_t threshold() const { return p.threshold; }
+  __device__ int64_t free_term(int64_t j) const { return ngram_match_walk_free_term(p, j); }
   __device__ void finish(int64_t b, int32_t code) const {
     const NgramMatchView v = ngram_match_view(p, b);
     const WalkSlot w = ngram_match_walk_slot(p, b, v.s);
@@ -69,6 +71,7 @@ struct NgramMatchWalk {
   __device__ int64_t batch() const { return p.batch; }
   __device__ int64_t threshold() const { return p.threshold; }
   __device__ WalkOutputs outputs() const { return ngram_match_outputs(p); }
+  __device__ int64_t free_term(int64_t j) const { return ngram_match_walk_free_term(p, j); }
 
   __device__ DeviceWalkSlot slot(int64_t b) const {
     const NgramMatchView v = ngram_match_view(p, b);
