@@ -19,6 +19,14 @@
 // Every draft_tokens column outside the written drafts (and the graph-mode padding) must keep its
 // value and no other memory belongs to the op, so this costs no workspace and keeps the op graph capturable and re-entrant on
 // concurrent streams.
+//
+// Walk-free batches (ngram_walk.h's bound, with hybrid_walk_free_term: B x (K + 2) < T when every
+// ori <= K + 1, e.g. B <= 146 at the default T = 1024 and K = 5): kernel 1's blocks write their slots'
+// final outputs instead of the packed entry, and kernel 2 exits before its wait. The bound reads the
+// seq_lens_this_time entries that other blocks are rewriting; hybrid_walk_free_term is the same for
+// every value an entry can hold (input, packed, clamped 0, final), so every block and kernel 2 reach
+// the same decision whichever they read. The price is one token of slack per processed slot against
+// the exact bound.
 #include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
 
 #include "common/cuda_utils.cuh"

@@ -26,14 +26,19 @@
 //   each slot with a cluster of C = 2 .. 8 blocks; their stop decision and final key are exchanged
 //   through shared memory at cluster barriers, never by cross-block atomics. 1 x 128k: 29.9 -> 14.6 us.
 //   C = 2 at B = 64 (128 blocks) measured slower than C = 1: not used.
-// - Fixed cost: a block reads its slot and, only when the threshold can bind, its share of the
-//   batch's give-up sum in one round trip, then tests the sum after one barrier. The walk is a
-//   second kernel (ngram_walk.cuh). Limits: at 8 x 8k the op costs 7.8 us, 4.8 us without the walk
-//   kernel (measured by leaving it out), against 0.85 us for an empty kernel; a late hit wastes the
-//   tiles in flight when the scan stops. The walk's ~3 us are its body (dependent loads, scan,
-//   barriers, the draft copy), not its launch: run in the search grid's last block (a completion
-//   counter) or in block 0 after a cooperative grid sync, the op measured 0.5..0.9 us slower than
-//   with the walk kernel (docs/perf/ngram_notes.md, branch ngram3).
+// - Fixed cost: a block reads its slot, its share of the walk-free bound's terms and, only when
+//   the threshold can bind, of the batch's give-up sum in one round trip (a thread per slot up to
+//   1024), then tests the give-up sum after one barrier. The walk is a second kernel
+//   (ngram_walk.cuh), ~3 us of body (dependent loads, scan, barriers, the draft copy), not of
+//   launch: run in the search grid's last block (a completion counter) or in block 0 after a
+//   cooperative grid sync, the op measured 0.5..0.9 us slower than with the walk kernel
+//   (docs/perf/ngram_notes.md, branch ngram3). So when the batch's bound U (ngram_walk.h) proves
+//   that no slot can be clamped or give up, which every block and the walk kernel compute from the
+//   same data, each slot's first block writes the slot's outputs itself (Problem::finish) and the
+//   walk kernel exits before it waits for this grid. That covers the default thresholds at small
+//   and mid batches (ngram_match T = 128: B x (K + 1) + prefill lengths < 128; hybrid T = 1024: B x
+//   (K + 2) < 1024 at ori <= K + 1); larger batches still pay the walk. Limits: a late hit wastes
+//   the tiles in flight when the scan stops.
 #pragma once
 
 #include <cstdint>

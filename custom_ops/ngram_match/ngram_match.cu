@@ -7,6 +7,10 @@
 // prefill length, which no runner produces, sends it to its sequential form). The search result waits
 // between the kernels in the decoding slot's own seq_lens_this_time entry, whose input value the walk
 // never reads for such a slot (ngram_match_walk_slot): no workspace, graph capturable.
+// Walk-free batches (ngram_walk.h's bound; the default T = 128 with B x (K + 1) plus the prefill
+// slots' lengths and count below it): kernel 1's blocks write their slots' outputs and kernel 2 exits
+// before its wait. The bound reads only inputs no kernel writes (a prefill slot's seq_lens_this_time
+// is left untouched by every path), so kernel 2 reads them before the search ends.
 #include "ngram_match/ngram_match.h"
 
 #include "common/cuda_utils.cuh"
