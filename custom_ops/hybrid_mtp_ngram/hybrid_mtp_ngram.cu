@@ -98,6 +98,9 @@ struct HybridSearch {
   // is the same for every value an entry takes (a volatile load: one value, read once).
   __device__ int64_t threshold() const { return p.threshold; }
   __device__ int64_t free_term(int64_t j) const { return hybrid_free_term_now(p, j); }
+  // Every term is at least A (hybrid_walk_free_term), so U >= B x A.
+  bool free_possible() const { return hybrid_may_be_walk_free(p); }
+  bool try_free = true;  // set by launch_ngram_op
   __device__ void finish(int64_t b, int32_t code) const {
     const int64_t ori = max_of<int64_t>(p.seq_lens_this_time[b], 0);
     const HybridView v = hybrid_view(p, b);
@@ -112,6 +115,7 @@ struct HybridSearch {
 // Kernel 2's view of the walk: a negative entry is a processed slot's packed (ori, match).
 struct HybridWalk {
   HybridMtpNgramParams p;
+  bool try_free = true;  // set by launch_ngram_op
 
   __device__ int64_t batch() const { return p.batch; }
   __device__ int64_t threshold() const { return p.threshold; }

@@ -119,9 +119,17 @@ FDSPEC_HD int64_t hybrid_max_ori(const HybridMtpNgramParams& p) {
 // pad length is A, a skipped slot keeps ori or is padded to A). The GPU's blocks read other slots'
 // entries while those slots' blocks rewrite them, and all reach the same decision whichever value
 // they see.
+FDSPEC_HD int64_t hybrid_walk_free_floor(const HybridMtpNgramParams& p) {
+  return clamp_to<int64_t>(hybrid_max_ori(p) + 1, 0, kWalkFreeTermCap);
+}
 FDSPEC_HD int64_t hybrid_walk_free_term(const HybridMtpNgramParams& p, int64_t b, int32_t entry) {
-  const int64_t a = clamp_to<int64_t>(hybrid_max_ori(p) + 1, 0, kWalkFreeTermCap);
-  return max_of<int64_t>(entry, a) + (p.seq_lens_decoder[b] > 0);
+  return max_of<int64_t>(entry, hybrid_walk_free_floor(p)) + (p.seq_lens_decoder[b] > 0);
+}
+
+// Whether the batch can be walk-free at all: every term is at least A, so U >= B x A (a host-side
+// test that spares the GPU the bound's sums where it cannot hold, e.g. B = 256 at T = 1024, K = 5).
+FDSPEC_HD bool hybrid_may_be_walk_free(const HybridMtpNgramParams& p) {
+  return p.batch <= kWalkFreeMaxBatch && p.batch * hybrid_walk_free_floor(p) < p.threshold;
 }
 
 // The GPU path keeps a processed slot's ori and search result together in its seq_lens_this_time

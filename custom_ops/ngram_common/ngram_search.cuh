@@ -200,34 +200,39 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   const unsigned C = place.size, rank = place.rank;
   const int64_t b = blockIdx.x / C;
 
-  // One round trip: this thread's share of the give-up sum and of the walk-free bound (the first
-  // block of the slot only: it alone writes the slot's outputs), and the slot's own facts.
+  // One round trip: this thread's share of the give-up sum and the slot's own facts. The walk-free
+  // bound (the first block of the slot only: it alone writes the slot's outputs; and only where
+  // the host's Problem::try_free allows it) is summed later, once the slot's tiles are on their way:
+  // it is needed only when the slot's outputs are written.
   const bool may_bind = prob.threshold_may_bind();
   const int64_t batch = prob.batch();
-  const bool bounds = rank == 0 && batch <= kWalkFreeMaxBatch;  // else the sum could overflow
-  int64_t term = 0, bound = 0;
-  if (may_bind || bounds) {
-    for (int64_t j = threadIdx.x; j < batch; j += kThreads) {
-      if (may_bind) term += prob.give_up_term(b, j);
-      if (bounds) bound += prob.free_term(j);
-    }
+  const bool bounds = rank == 0 && prob.try_free && batch <= kWalkFreeMaxBatch;  // else no overflow
+  int64_t term = 0;
+  if (may_bind) {
+    for (int64_t j = threadIdx.x; j < batch; j += kThreads) term += prob.give_up_term(b, j);
   }
   const SearchSlot s = prob.slot(b);
-  if (rank == 0) {
+  // This thread's share of the bound, folded into warp_bound (read after a later barrier).
+  auto sum_bound = [&]() {
+    int64_t bound = 0;
+    for (int64_t j = threadIdx.x; j < batch; j += kThreads) bound += prob.free_term(j);
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) bound += __shfl_xor_sync(0xFFFFFFFFu, bound, off);
     if ((threadIdx.x & 31) == 0) warp_bound[threadIdx.x / 32] = bound;
-  }
+  };
+  bool summed = false;
   // Thread 0 of the slot's first block, after a barrier that follows the warp_bound stores.
   auto walk_free = [&]() {
     int64_t U = 0;
 #pragma unroll
     for (int w = 0; w < kThreads / 32; ++w) U += warp_bound[w];
-    return bounds && ngram_walk_free(batch, prob.threshold(), U);
+    return summed && ngram_walk_free(batch, prob.threshold(), U);
   };
   if (!s.record) {  // the same for every block of the cluster: none touches another's memory
-    if (rank == 0) {
-      __syncthreads();  // every thread's reads before the slot's outputs change
+    if (bounds) {
+      sum_bound();
+      summed = true;
+      __syncthreads();  // the warp sums, and every thread's reads before the slot's outputs change
       if (threadIdx.x == 0 && walk_free()) prob.finish(b, kNoMatch);
     }
     return;
@@ -306,6 +311,12 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   }
   if (run) {
     for (int st = may_bind ? 0 : 1; st < kStages - 1; ++st) issue(st);
+  }
+  // A slot that gives up proves the batch is not walk-free (U >= its S + budget + L > T - 1), so its
+  // blocks skip the bound; any other first block sums it now, its loads overlapping the tiles'.
+  if (bounds && !(searching && may_bind && !run)) {
+    sum_bound();
+    summed = true;
   }
 
   const int64_t pat_last = run ? s.h.pattern_last[0] : 0;

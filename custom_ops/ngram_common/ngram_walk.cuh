@@ -52,10 +52,11 @@ struct WalkSums {
 // (a pure function of memory that no other slot's ngram_walk_finish writes). A negative fixed length
 // anywhere (see ngram_walk.h) sends the block to the sequential walk, on thread 0.
 //
-// Walk-free batches (ngram_walk_free, ngram_walk.h): the block first sums the bound's terms
-// (Walk::free_term(b), one per thread, from memory whose value the search cannot change in a way
-// that changes the term) and exits before it waits for the search, whose blocks finish their own
-// slots then. Only a batch that may bind waits and walks.
+// Walk-free batches (ngram_walk_free, ngram_walk.h), tested only where the host set Walk::try_free
+// (launch_ngram_op): the block first sums the bound's terms (Walk::free_term(b), one per thread, from
+// memory whose value the search cannot change in a way that changes the term) and exits before it
+// waits for the search, whose blocks finish their own slots then. Only a batch that may bind waits
+// and walks.
 template <int kThreads, int kPer, class Walk>
 __global__ void __launch_bounds__(kThreads) ngram_walk_kernel(Walk walk) {
   using Scan = cub::BlockScan<WalkSums, kThreads>;
@@ -65,7 +66,7 @@ __global__ void __launch_bounds__(kThreads) ngram_walk_kernel(Walk walk) {
 
   const int64_t B = walk.batch();
   const int64_t T = walk.threshold();
-  {
+  if (walk.try_free) {
     int64_t bound = 0;
     if (B <= kWalkFreeMaxBatch) {  // else not walk-free, and the sum could overflow
       for (int64_t j = threadIdx.x; j < B; j += kThreads) bound += walk.free_term(j);

@@ -58,6 +58,9 @@ struct NgramMatchSearch {
   // block writes (a prefill slot's seq_lens_this_time is untouched).
   __device__ int64_t threshold() const { return p.threshold; }
   __device__ int64_t free_term(int64_t j) const { return ngram_match_walk_free_term(p, j); }
+  // No lower bound of U follows from the parameters alone (empty slots add nothing).
+  bool free_possible() const { return true; }
+  bool try_free = true;  // set by launch_ngram_op
   __device__ void finish(int64_t b, int32_t code) const {
     const NgramMatchView v = ngram_match_view(p, b);
     const WalkSlot w = ngram_match_walk_slot(p, b, v.s);
@@ -71,6 +74,7 @@ struct NgramMatchSearch {
 // Kernel 2's view of the walk.
 struct NgramMatchWalk {
   NgramMatchParams p;
+  bool try_free = true;  // set by launch_ngram_op
 
   __device__ int64_t batch() const { return p.batch; }
   __device__ int64_t threshold() const { return p.threshold; }
