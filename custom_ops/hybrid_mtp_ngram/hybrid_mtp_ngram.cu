@@ -19,6 +19,14 @@
 // Every draft_tokens column outside the written drafts (and the graph-mode padding) must keep its
 // value and no other memory belongs to the op, so this costs no workspace and keeps the op graph capturable and re-entrant on
 // concurrent streams.
+//
+// Walk-free batches (ngram_walk.h's bound, with hybrid_walk_free_term: B x (K + 2) < T when every
+// ori <= K + 1, e.g. B <= 146 at the default T = 1024 and K = 5): kernel 1's blocks write their slots'
+// final outputs instead of the packed entry, and kernel 2 exits before its wait. The bound reads the
+// seq_lens_this_time entries that other blocks are rewriting; hybrid_walk_free_term is the same for
+// every value an entry can hold (input, packed, clamped 0, final), so every block and kernel 2 reach
+// the same decision whichever they read. The price is one token of slack per processed slot against
+// the exact bound.
 #include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
 
 #include "common/cuda_utils.cuh"
@@ -26,6 +34,12 @@
 
 namespace fdspec {
 namespace {
+
+// Slot j's walk-free term from its seq_lens_this_time entry as it is now.
+__device__ __forceinline__ int64_t hybrid_free_term_now(const HybridMtpNgramParams& p, int64_t j) {
+  const int32_t entry = *static_cast<const volatile int32_t*>(p.seq_lens_this_time + j);
+  return hybrid_walk_free_term(p, j, entry);
+}
 
 // Search problem of kernel 1. A processed slot that is sure to give up whatever the earlier slots
 // draft is not searched: G_b >= I + ori_b - 1, I being the initial `unprocessed`, since every earlier
@@ -77,15 +91,37 @@ struct HybridSearch {
     }
     p.seq_lens_this_time[b] = static_cast<int32_t>(-(ori + hybrid_max_ori(p) * c));
   }
+
+  // The walk-free form (ngram_walk_free): slot b's outputs from its own search result, as the walk
+  // writes them when every slot keeps its untruncated drafts (its entry is still the input). The
+  // bound's terms read other slots' entries while their blocks may rewrite them: hybrid_walk_free_term
+  // is the same for every value an entry takes (a volatile load: one value, read once).
+  __device__ int64_t threshold() const { return p.threshold; }
+  __device__ int64_t free_term(int64_t j) const { return hybrid_free_term_now(p, j); }
+  // Every term is at least A (hybrid_walk_free_term), so U >= B x A.
+  bool free_possible() const { return hybrid_may_be_walk_free(p); }
+  bool try_free = true;  // set by launch_ngram_op
+  __device__ void finish(int64_t b, int32_t code) const {
+    const int64_t ori = max_of<int64_t>(p.seq_lens_this_time[b], 0);
+    const HybridView v = hybrid_view(p, b);
+    const WalkSlot w = hybrid_walk_slot(p, b, ori, v.s);
+    NgramMatch m;
+    if (w.processed) m = decode_search_result(code, hybrid_haystacks(v));
+    const int64_t kept = w.processed ? min_of<int64_t>(m.count, w.budget) : 0;
+    ngram_walk_finish(hybrid_outputs(p), b, w, m.src, kept);
+  }
 };
 
 // Kernel 2's view of the walk: a negative entry is a processed slot's packed (ori, match).
 struct HybridWalk {
   HybridMtpNgramParams p;
+  bool try_free = true;  // set by launch_ngram_op
 
   __device__ int64_t batch() const { return p.batch; }
   __device__ int64_t threshold() const { return p.threshold; }
   __device__ WalkOutputs outputs() const { return hybrid_outputs(p); }
+  // Read before the walk waits for the search (which may be rewriting the entry): see HybridSearch.
+  __device__ int64_t free_term(int64_t j) const { return hybrid_free_term_now(p, j); }
 
   __device__ DeviceWalkSlot slot(int64_t b) const {
     const int32_t entry = p.seq_lens_this_time[b];

@@ -110,6 +110,28 @@ FDSPEC_HD int64_t hybrid_max_ori(const HybridMtpNgramParams& p) {
   return min_of<int64_t>(p.max_draft_tokens, p.draft_stride - 1);
 }
 
+// Slot b's term of the walk-free bound (ngram_walk.h): counted_b + max(entry, A) with A =
+// max(hybrid_max_ori + 1, 0), entry being slot b's seq_lens_this_time as found. It bounds t_b (a
+// processed slot has ori + q - 1 <= hybrid_max_ori, since q <= max_draft_tokens - ori + 1 and q <=
+// K + 1 - ori; any other slot adds its ori), so it is one more per processed slot than the exact
+// term, and it is the same for every value the GPU op ever leaves in the entry: the input, the
+// packed search result (negative), the clamped 0, or a final length (ori + kept <= A, the graph-mode
+// pad length is A, a skipped slot keeps ori or is padded to A). The GPU's blocks read other slots'
+// entries while those slots' blocks rewrite them, and all reach the same decision whichever value
+// they see.
+FDSPEC_HD int64_t hybrid_walk_free_floor(const HybridMtpNgramParams& p) {
+  return clamp_to<int64_t>(hybrid_max_ori(p) + 1, 0, kWalkFreeTermCap);
+}
+FDSPEC_HD int64_t hybrid_walk_free_term(const HybridMtpNgramParams& p, int64_t b, int32_t entry) {
+  return max_of<int64_t>(entry, hybrid_walk_free_floor(p)) + (p.seq_lens_decoder[b] > 0);
+}
+
+// Whether the batch can be walk-free at all: every term is at least A, so U >= B x A (a host-side
+// test that spares the GPU the bound's sums where it cannot hold, e.g. B = 256 at T = 1024, K = 5).
+FDSPEC_HD bool hybrid_may_be_walk_free(const HybridMtpNgramParams& p) {
+  return p.batch <= kWalkFreeMaxBatch && p.batch * hybrid_walk_free_floor(p) < p.threshold;
+}
+
 // The GPU path keeps a processed slot's ori and search result together in its seq_lens_this_time
 // entry between its two kernels (hybrid_mtp_ngram.cu), in max_ori * (W + D) values; the bindings
 // check this bound for both paths, so that both accept the same calls. Any real configuration fits

@@ -1,5 +1,6 @@
 // The two launches of an n-gram op (ngram_match, hybrid_mtp_ngram): the search of ngram_search.cuh,
-// then the walk of ngram_walk.cuh as its programmatic dependent. No Paddle include.
+// then the walk of ngram_walk.cuh as its programmatic dependent (which exits at once when the batch
+// is walk-free, ngram_walk.h; the search blocks then finish their slots). No Paddle include.
 #pragma once
 
 #include <cstdint>
@@ -18,9 +19,22 @@ template <class Search, class Walk>
 cudaError_t launch_ngram_op(const Search& search, const Walk& walk, int64_t batch, int max_n,
                             int64_t max_tokens, cudaStream_t stream) {
   if (batch <= 0) return cudaSuccess;
-  cudaError_t err = launch_ngram_search(search, batch, max_n, max_tokens, stream);
+  int dev = 0, sms = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   if (err != cudaSuccess) return err;
-  err = launch_ngram_walk(walk, stream);
+  // The walk-free test (the same flag for both kernels) runs only where it may hold
+  // (Search::free_possible(), from the parameters) and where every search block is resident at once
+  // (B <= SMs; a cluster launch only happens with B x C <= SMs / 2). With a second wave the walk
+  // block starts only when the last search blocks do, and its test before the wait, a round trip and
+  // a barrier, would lengthen a short op (measured: 256 x 128k at T = 128, where every slot gives up,
+  // +1.2..1.7 us); at the default thresholds such a batch binds anyway.
+  Search s = search;
+  Walk w = walk;
+  s.try_free = w.try_free = batch <= sms && search.free_possible();
+  err = launch_ngram_search(s, batch, max_n, max_tokens, stream);
+  if (err != cudaSuccess) return err;
+  err = launch_ngram_walk(w, stream);
   if (err != cudaSuccess) return err;
   return FDSPEC_LAUNCH_STATUS(stream);
 }

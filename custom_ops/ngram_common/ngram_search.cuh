@@ -26,14 +26,19 @@
 //   each slot with a cluster of C = 2 .. 8 blocks; their stop decision and final key are exchanged
 //   through shared memory at cluster barriers, never by cross-block atomics. 1 x 128k: 29.9 -> 14.6 us.
 //   C = 2 at B = 64 (128 blocks) measured slower than C = 1: not used.
-// - Fixed cost: a block reads its slot and, only when the threshold can bind, its share of the
-//   batch's give-up sum in one round trip, then tests the sum after one barrier. The walk is a
-//   second kernel (ngram_walk.cuh). Limits: at 8 x 8k the op costs 7.8 us, 4.8 us without the walk
-//   kernel (measured by leaving it out), against 0.85 us for an empty kernel; a late hit wastes the
-//   tiles in flight when the scan stops. The walk's ~3 us are its body (dependent loads, scan,
-//   barriers, the draft copy), not its launch: run in the search grid's last block (a completion
-//   counter) or in block 0 after a cooperative grid sync, the op measured 0.5..0.9 us slower than
-//   with the walk kernel (docs/perf/ngram_notes.md, branch ngram3).
+// - Fixed cost: a block reads its slot, its share of the walk-free bound's terms and, only when
+//   the threshold can bind, of the batch's give-up sum in one round trip (a thread per slot up to
+//   1024), then tests the give-up sum after one barrier. The walk is a second kernel
+//   (ngram_walk.cuh), ~3 us of body (dependent loads, scan, barriers, the draft copy), not of
+//   launch: run in the search grid's last block (a completion counter) or in block 0 after a
+//   cooperative grid sync, the op measured 0.5..0.9 us slower than with the walk kernel
+//   (docs/perf/ngram_notes.md, branch ngram3). So when the batch's bound U (ngram_walk.h) proves
+//   that no slot can be clamped or give up, which every block and the walk kernel compute from the
+//   same data, each slot's first block writes the slot's outputs itself (Problem::finish) and the
+//   walk kernel exits before it waits for this grid. That covers the default thresholds at small
+//   and mid batches (ngram_match T = 128: B x (K + 1) + prefill lengths < 128; hybrid T = 1024: B x
+//   (K + 2) < 1024 at ori <= K + 1); larger batches still pay the walk. Limits: a late hit wastes
+//   the tiles in flight when the scan stops.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +49,7 @@
 #include "common/cuda_utils.cuh"
 #include "common/fdspec_common.h"
 #include "ngram_common/ngram_search.h"
+#include "ngram_common/ngram_walk.h"
 
 namespace fdspec {
 
@@ -161,7 +167,13 @@ __device__ __forceinline__ void ngram_copy16(int64_t* dst, const int64_t* src) {
 //   searched; threshold_may_bind() false (from the parameters alone) says no slot can be, and no
 //   term is read. The terms are read in the same round trip as the slot, so the test costs a barrier.
 // - store(b, code) (thread 0 of the slot's first block, once per recorded slot, after a barrier that
-//   follows every thread's slot() and give_up_term() reads) keeps the result.
+//   follows every thread's slot(), give_up_term() and free_term() reads) keeps the result;
+// - int64_t threshold(), free_term(j): the walk-free bound's terms (ngram_walk_free in ngram_walk.h,
+//   read in the same round trip as the rest by the slot's first block). When the bound holds, the
+//   walk keeps every slot's untruncated drafts: finish(b, code) replaces store, the slot's final
+//   outputs, called for every slot, recorded or not. free_term(j) must be the same for every value
+//   the op may have left in memory by then (other slots' blocks run concurrently): every block of
+//   the batch, and the walk kernel, reach the same decision.
 //
 // The haystacks (prompt, then the second one) form one sequence of tiles; block r of the cluster
 // streams tiles r, r + C, r + 2C, ... through its ring. Each haystack token is loaded once: O(len0 +
@@ -178,6 +190,7 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   extern __shared__ __align__(16) int64_t ring[];  // [kStages][kTile]
   __shared__ int64_t pat[kMaxNgramSize];
   __shared__ int64_t warp_terms[kThreads / 32];
+  __shared__ int64_t warp_bound[kThreads / 32];
   __shared__ unsigned long long best;
   __shared__ unsigned long long round_keys[2][kNgramMaxCluster];  // written by the cluster's blocks
   __shared__ unsigned long long final_keys[kNgramMaxCluster];     // block 0's: each block's last key
@@ -187,14 +200,43 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   const unsigned C = place.size, rank = place.rank;
   const int64_t b = blockIdx.x / C;
 
-  // One round trip: this thread's share of the give-up sum and the slot's own facts.
+  // One round trip: this thread's share of the give-up sum and the slot's own facts. The walk-free
+  // bound (the first block of the slot only: it alone writes the slot's outputs; and only where
+  // the host's Problem::try_free allows it) is summed later, once the slot's tiles are on their way:
+  // it is needed only when the slot's outputs are written.
   const bool may_bind = prob.threshold_may_bind();
+  const int64_t batch = prob.batch();
+  const bool bounds = rank == 0 && prob.try_free && batch <= kWalkFreeMaxBatch;  // else no overflow
   int64_t term = 0;
   if (may_bind) {
-    for (int64_t j = threadIdx.x; j < prob.batch(); j += kThreads) term += prob.give_up_term(b, j);
+    for (int64_t j = threadIdx.x; j < batch; j += kThreads) term += prob.give_up_term(b, j);
   }
   const SearchSlot s = prob.slot(b);
-  if (!s.record) return;  // the same for every block of the cluster: none touches another's memory
+  // This thread's share of the bound, folded into warp_bound (read after a later barrier).
+  auto sum_bound = [&]() {
+    int64_t bound = 0;
+    for (int64_t j = threadIdx.x; j < batch; j += kThreads) bound += prob.free_term(j);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) bound += __shfl_xor_sync(0xFFFFFFFFu, bound, off);
+    if ((threadIdx.x & 31) == 0) warp_bound[threadIdx.x / 32] = bound;
+  };
+  bool summed = false;
+  // Thread 0 of the slot's first block, after a barrier that follows the warp_bound stores.
+  auto walk_free = [&]() {
+    int64_t U = 0;
+#pragma unroll
+    for (int w = 0; w < kThreads / 32; ++w) U += warp_bound[w];
+    return summed && ngram_walk_free(batch, prob.threshold(), U);
+  };
+  if (!s.record) {  // the same for every block of the cluster: none touches another's memory
+    if (bounds) {
+      sum_bound();
+      summed = true;
+      __syncthreads();  // the warp sums, and every thread's reads before the slot's outputs change
+      if (threadIdx.x == 0 && walk_free()) prob.finish(b, kNoMatch);
+    }
+    return;
+  }
 
   // Candidate window ends are e in [0, len - 2]; tile ti covers positions [base, base + kTile).
   const int ends0 = static_cast<int>(max_of<int64_t>(s.h.len0 - 1, 0));
@@ -270,6 +312,12 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   if (run) {
     for (int st = may_bind ? 0 : 1; st < kStages - 1; ++st) issue(st);
   }
+  // A slot that gives up proves the batch is not walk-free (U >= its S + budget + L > T - 1), so its
+  // blocks skip the bound; any other first block sums it now, its loads overlapping the tiles'.
+  if (bounds && !(searching && may_bind && !run)) {
+    sum_bound();
+    summed = true;
+  }
 
   const int64_t pat_last = run ? s.h.pattern_last[0] : 0;
   // Whether this warp has found a key of the largest size (the same in all its lanes). The stop test
@@ -341,12 +389,16 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
     for (unsigned k = 0; k < C; ++k) result = max_of(result, final_keys[k]);
   }
   if (threadIdx.x == 0) {
-    if (!run || result == 0) {
-      prob.store(b, kNoMatch);
-    } else {
+    int32_t code = kNoMatch;
+    if (run && result != 0) {
       const bool in_prompt = (result >> 32) & 1;
       const int64_t e = 0xFFFFFFFFu - static_cast<uint32_t>(result);
-      prob.store(b, static_cast<int32_t>(e + 1) | (in_prompt ? 0 : kSeg1Bit));
+      code = static_cast<int32_t>(e + 1) | (in_prompt ? 0 : kSeg1Bit);
+    }
+    if (walk_free()) {
+      prob.finish(b, code);
+    } else {
+      prob.store(b, code);
     }
   }
 }
@@ -404,8 +456,9 @@ cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, int64_t ma
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
   if (err != cudaSuccess) return err;
   const int c = major >= 9 ? ngram_search_cluster(batch, max_tokens, sms) : 1;
-  return batch * c > sms ? launch_ngram_search_ring<kMaxN, kNgramSearchStagesMany>(prob, batch, c, stream)
-                         : launch_ngram_search_ring<kMaxN, kNgramSearchStages>(prob, batch, c, stream);
+  return batch * c > sms
+             ? launch_ngram_search_ring<kMaxN, kNgramSearchStagesMany>(prob, batch, c, stream)
+             : launch_ngram_search_ring<kMaxN, kNgramSearchStages>(prob, batch, c, stream);
 }
 
 // Launches the search over `batch` slots with the compare loop specialised for the usual sizes.

@@ -51,15 +51,36 @@ struct WalkSums {
 // Walk provides: int64_t batch() and threshold(); WalkOutputs outputs(); DeviceWalkSlot slot(b)
 // (a pure function of memory that no other slot's ngram_walk_finish writes). A negative fixed length
 // anywhere (see ngram_walk.h) sends the block to the sequential walk, on thread 0.
+//
+// Walk-free batches (ngram_walk_free, ngram_walk.h), tested only where the host set Walk::try_free
+// (launch_ngram_op): the block first sums the bound's terms (Walk::free_term(b), one per thread, from
+// memory whose value the search cannot change in a way that changes the term) and exits before it
+// waits for the search, whose blocks finish their own slots then. Only a batch that may bind waits
+// and walks.
 template <int kThreads, int kPer, class Walk>
 __global__ void __launch_bounds__(kThreads) ngram_walk_kernel(Walk walk) {
-  wait_for_primary_grid();  // launched as a dependent of the search kernel
   using Scan = cub::BlockScan<WalkSums, kThreads>;
   __shared__ typename Scan::TempStorage scan_tmp;
   __shared__ unsigned long long shared_b0;
+  __shared__ int64_t warp_bound[kThreads / 32];
 
   const int64_t B = walk.batch();
   const int64_t T = walk.threshold();
+  if (walk.try_free) {
+    int64_t bound = 0;
+    if (B <= kWalkFreeMaxBatch) {  // else not walk-free, and the sum could overflow
+      for (int64_t j = threadIdx.x; j < B; j += kThreads) bound += walk.free_term(j);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) bound += __shfl_xor_sync(0xFFFFFFFFu, bound, off);
+    if ((threadIdx.x & 31) == 0) warp_bound[threadIdx.x / 32] = bound;
+    __syncthreads();
+    int64_t U = 0;
+#pragma unroll
+    for (int w = 0; w < kThreads / 32; ++w) U += warp_bound[w];
+    if (ngram_walk_free(B, T, U)) return;
+  }
+  wait_for_primary_grid();  // launched as a dependent of the search kernel
   const WalkOutputs out = walk.outputs();
   const int64_t per = ceil_div<int64_t>(B, kThreads);
   const int64_t lo = min_of<int64_t>(threadIdx.x * per, B);

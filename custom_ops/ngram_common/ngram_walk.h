@@ -82,6 +82,33 @@ FDSPEC_HD void ngram_walk_finish(const WalkOutputs& o, int64_t b, const WalkSlot
   o.seq_lens_this_time[b] = static_cast<int32_t>(len);
 }
 
+// The walk-free bound (data-dependent). Let t_b = counted_b + (processed_b ? base_b + budget_b - 1 :
+// max(base_b, 0)) and U = sum over the batch of t_b. At every processed slot b, S_b + budget_b + L_b
+// <= U whatever the searches find: the final lengths before b are at most their base plus budget
+// (fixed lengths at most max(base, 0)), L_b = I - D_b (D_b: processed slots up to b), and every term
+// after b is >= 0 (a processed base is >= 1, a budget >= 0). So U <= T - 1 means that no slot is
+// clamped (S + budget + L <= T - 1) and that no slot with budget >= 1 gives up (S + L <= T - 2); a
+// slot with budget <= 0 drafts nothing either way. Every processed slot then keeps its untruncated u
+// and each slot's outcome depends on that slot alone: the GPU ops finish each slot in its search
+// block and the walk kernel exits at once. U = T is not enough (a budget of 1 at S + L = T - 1 gives
+// up). Each term is capped at kWalkFreeTermCap before the sum (no overflow for B <= kWalkFreeMaxBatch,
+// whatever max_dec_len, draft_token_num or K say); a capped term makes U >= the cap: not walk-free.
+constexpr int64_t kWalkFreeTermCap = int64_t{1} << 41;
+constexpr int64_t kWalkFreeMaxBatch = int64_t{1} << 20;
+
+// t_b for a slot the op describes exactly (ngram_match; hybrid_mtp_ngram bounds it differently, see
+// hybrid_walk_free_term).
+FDSPEC_HD int64_t ngram_walk_free_term(const WalkSlot& w) {
+  const int64_t own = w.processed ? w.base - 1 + clamp_to<int64_t>(w.budget, 0, kWalkFreeTermCap)
+                                  : clamp_to<int64_t>(w.base, 0, kWalkFreeTermCap);
+  return min_of<int64_t>(own + w.counted, kWalkFreeTermCap);
+}
+
+// Whether a batch of B slots whose terms sum to U (each capped) is walk-free under threshold T.
+FDSPEC_HD bool ngram_walk_free(int64_t B, int64_t T, int64_t U) {
+  return B <= kWalkFreeMaxBatch && U < kWalkFreeTermCap && U < T;
+}
+
 // The walk on the host, as stated above, over `batch` slots with threshold T. slot(b) gives slot b's
 // WalkSlot (called before slot b is written); search(b, budget) its first productive match with that
 // budget (an NgramMatch).

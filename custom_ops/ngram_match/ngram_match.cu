@@ -7,6 +7,10 @@
 // prefill length, which no runner produces, sends it to its sequential form). The search result waits
 // between the kernels in the decoding slot's own seq_lens_this_time entry, whose input value the walk
 // never reads for such a slot (ngram_match_walk_slot): no workspace, graph capturable.
+// Walk-free batches (ngram_walk.h's bound; the default T = 128 with B x (K + 1) plus the prefill
+// slots' lengths and count below it): kernel 1's blocks write their slots' outputs and kernel 2 exits
+// before its wait. The bound reads only inputs no kernel writes (a prefill slot's seq_lens_this_time
+// is left untouched by every path), so kernel 2 reads them before the search ends.
 #include "ngram_match/ngram_match.h"
 
 #include "common/cuda_utils.cuh"
@@ -48,15 +52,34 @@ struct NgramMatchSearch {
   __device__ bool gives_up(int64_t, int64_t total) const { return total >= p.threshold - 1; }
 
   __device__ void store(int64_t b, int32_t code) const { p.seq_lens_this_time[b] = code; }
+
+  // The walk-free form (ngram_walk_free): slot b's outputs from its own search result, as the walk
+  // writes them when every slot keeps its untruncated drafts. The bound's terms read only inputs no
+  // block writes (a prefill slot's seq_lens_this_time is untouched).
+  __device__ int64_t threshold() const { return p.threshold; }
+  __device__ int64_t free_term(int64_t j) const { return ngram_match_walk_free_term(p, j); }
+  // No lower bound of U follows from the parameters alone (empty slots add nothing).
+  bool free_possible() const { return true; }
+  bool try_free = true;  // set by launch_ngram_op
+  __device__ void finish(int64_t b, int32_t code) const {
+    const NgramMatchView v = ngram_match_view(p, b);
+    const WalkSlot w = ngram_match_walk_slot(p, b, v.s);
+    NgramMatch m;
+    if (w.processed) m = decode_search_result(code, ngram_match_haystacks(v));
+    const int64_t kept = w.processed ? max_of<int64_t>(min_of<int64_t>(m.count, w.budget), 0) : 0;
+    ngram_walk_finish(ngram_match_outputs(p), b, w, m.src, kept);
+  }
 };
 
 // Kernel 2's view of the walk.
 struct NgramMatchWalk {
   NgramMatchParams p;
+  bool try_free = true;  // set by launch_ngram_op
 
   __device__ int64_t batch() const { return p.batch; }
   __device__ int64_t threshold() const { return p.threshold; }
   __device__ WalkOutputs outputs() const { return ngram_match_outputs(p); }
+  __device__ int64_t free_term(int64_t j) const { return ngram_match_walk_free_term(p, j); }
 
   __device__ DeviceWalkSlot slot(int64_t b) const {
     const NgramMatchView v = ngram_match_view(p, b);

@@ -69,8 +69,8 @@ FDSPEC_HD NgramHaystacks ngram_match_haystacks(const NgramMatchView& v) {
 // prefill slot keeps its seq_lens_this_time, summed as given; an empty slot gets 0. `unprocessed`
 // counts the prefill slots and the decoding slots with seq_lens_decoder > 0 (upstream's count: a
 // prefill slot stays counted, and a negative seq_lens_decoder, which no runner produces, decodes
-// uncounted). Reads the slot's seq_lens_this_time only for a prefill slot, which the GPU search
-// never overwrites.
+// uncounted). Reads the slot's seq_lens_this_time only for a prefill slot, which no path writes
+// (untouched: the GPU's walk-free bound reads it from other slots' blocks while they run).
 FDSPEC_HD WalkSlot ngram_match_walk_slot(const NgramMatchParams& p, int64_t b, int64_t s) {
   const int32_t enc = p.seq_lens_encoder[b];
   const int32_t dec = p.seq_lens_decoder[b];
@@ -79,6 +79,7 @@ FDSPEC_HD WalkSlot ngram_match_walk_slot(const NgramMatchParams& p, int64_t b, i
   switch (slot_kind(false, enc, dec)) {
     case SlotKind::kPrefill:
       w.base = p.seq_lens_this_time[b];
+      w.untouched = true;
       break;
     case SlotKind::kDecoding:
       w.processed = true;
@@ -90,6 +91,11 @@ FDSPEC_HD WalkSlot ngram_match_walk_slot(const NgramMatchParams& p, int64_t b, i
       break;
   }
   return w;
+}
+
+// Slot b's term of the walk-free bound (ngram_walk.h), from inputs that the op never writes.
+FDSPEC_HD int64_t ngram_match_walk_free_term(const NgramMatchParams& p, int64_t b) {
+  return ngram_walk_free_term(ngram_match_walk_slot(p, b, ngram_match_view(p, b).s));
 }
 
 FDSPEC_HD WalkOutputs ngram_match_outputs(const NgramMatchParams& p) {

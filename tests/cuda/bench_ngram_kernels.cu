@@ -151,6 +151,7 @@ struct Row {
   int64_t B, W;
   const char* hit;
   int64_t T;
+  const char* only = nullptr;  // "match" or "hybrid": a row of that op only
 };
 
 struct Result {
@@ -215,6 +216,12 @@ const Row kRows[] = {
     {64, 1 << 15, "late", kNonBinding},  {64, 1 << 15, "none", kNonBinding},
     {64, 1 << 17, "late", kNonBinding},  {256, 1 << 17, "late", kNonBinding},
     {256, 1 << 17, "none", kNonBinding}, {256, 1 << 17, "late", 128},
+    // The ops' default thresholds (ngram_match 128, hybrid_mtp_ngram 1024). Walk-free (ngram_walk.h's
+    // bound U < T): ngram 8 x 8k (U = 8 x (5 + 1) = 48), hybrid 64 x 8k (U = 64 x (6 + 1) = 448, the
+    // MTP proposer's shape, K = 5). Not walk-free: ngram 64 x 8k (U = 384) and hybrid 64 x 8k at 128
+    // (U = 448), where the threshold binds from slot 12 on: the walk runs.
+    {8, 1 << 13, "late", 128, "match"},  {64, 1 << 13, "late", 128, "match"},
+    {64, 1 << 13, "late", 1024, "hybrid"}, {64, 1 << 13, "late", 128, "hybrid"},
 };
 
 __global__ void empty_kernel() {}
@@ -280,6 +287,7 @@ int main(int argc, char** argv) {
   for (const bool hybrid : {false, true}) {
     if (!only.empty() && only != (hybrid ? "hybrid" : "match")) continue;
     for (const Row& row : kRows) {
+      if (row.only != nullptr && std::string(row.only) != (hybrid ? "hybrid" : "match")) continue;
       res.push_back(bench_row(hybrid, row, fl, st.get(), quick));
       const Result& r = res.back();
       std::printf("%-16s B=%4lld W=%7lld %-5s T=%-14lld warm %8.2f us  cold %8.2f us  %s\n", r.op.c_str(),
@@ -293,9 +301,9 @@ int main(int argc, char** argv) {
   std::printf("| op | B x W, hits | warm us | cold us | identical |\n|---|---|---:|---:|---|\n");
   for (const Result& r : res) {
     all_ok = all_ok && r.identical;
+    const std::string t = r.T == kNonBinding ? std::string() : ", threshold " + std::to_string(r.T);
     std::printf("| %s | %lld x %lldk %s%s | %.2f | %.2f | %s |\n", r.op.c_str(), (long long)r.B,
-                (long long)(r.W >> 10), r.hit.c_str(), r.T == kNonBinding ? "" : ", threshold 128", r.warm,
-                r.cold, r.identical ? "yes" : "NO");
+                (long long)(r.W >> 10), r.hit.c_str(), t.c_str(), r.warm, r.cold, r.identical ? "yes" : "NO");
   }
   if (json != nullptr) {
     FILE* f = std::fopen(json, "w");

@@ -4,7 +4,8 @@
 // common; thresholds that bind; min_ngram_size at 1, at max_ngram_size and in between; slots with
 // ori == 0, with drafts already filling the row, with max_dec_len reached; docs/contract/general.md hostile
 // values (negative and too large lengths, negative seq_lens_this_time, int64 limits, extra rows); n-gram
-// sizes up to 64; wide rows; graph mode (pad_to_max) on about a third of the shapes. Then CUDA-graph
+// sizes up to 64; wide rows; graph mode (pad_to_max) on about a third of the shapes; thresholds on both
+// sides of the walk-free bound (T = U - 1 .. U + 2). Then CUDA-graph
 // rounds: one capture per shape, new inputs copied into
 // the captured buffers before each replay. Usage and exit status: tests/cuda/harness.cuh.
 #include <algorithm>
@@ -123,18 +124,6 @@ Inputs make_inputs(Rng& r, const Shape& sh) {
   return in;
 }
 
-// A threshold that binds inside the batch about half of the time.
-int64_t make_threshold(Rng& r, const Shape& sh, const Inputs& in) {
-  int64_t floor = 0;
-  for (int64_t b = 0; b < sh.B; ++b) floor += std::max<int64_t>(in.slt[b], 0) + (in.dec[b] > 0);
-  const double t = r.real();
-  if (t < 0.5) return std::max<int64_t>(floor + r.uni(-3, 2 * sh.B + 5), -3);
-  if (t < 0.75) return int64_t{1} << 20;
-  if (t < 0.9) return r.uni(0, 3);
-  if (t < 0.97) return r.uni(-3, -1);
-  return INT64_MAX;
-}
-
 fdspec::HybridMtpNgramParams params_of(const Shape& sh, const int64_t* ids, const int64_t* P,
                                        const int64_t* pre, const int64_t* s, int64_t* drafts,
                                        int32_t* slt, const int32_t* dec, const int64_t* mdl) {
@@ -159,6 +148,32 @@ fdspec::HybridMtpNgramParams params_of(const Shape& sh, const int64_t* ids, cons
   return p;
 }
 
+// The walk-free bound's U (ngram_walk.h) of a batch, as the GPU sums it.
+int64_t walk_bound(const Shape& sh, Inputs& in) {
+  const fdspec::HybridMtpNgramParams p =
+      params_of(sh, in.ids.data(), in.P.data(), in.pre.data(), in.s.data(), in.drafts.data(), in.slt.data(),
+                in.dec.data(), in.mdl.data());
+  int64_t u = 0;
+  for (int64_t b = 0; b < sh.B; ++b) u += fdspec::hybrid_walk_free_term(p, b, in.slt[b]);
+  return u;
+}
+
+// A threshold that binds inside the batch about half of the time; 2^20 and above do not; about one
+// in six sits at the walk-free bound's edge: T = U + 1 and U + 2 skip the walk (each search block
+// finishes its own slot), T = U and U - 1 walk.
+int64_t make_threshold(Rng& r, const Shape& sh, Inputs& in) {
+  int64_t floor = 0;
+  for (int64_t b = 0; b < sh.B; ++b) floor += std::max<int64_t>(in.slt[b], 0) + (in.dec[b] > 0);
+  const double t = r.real();
+  if (t < 0.42) return std::max<int64_t>(floor + r.uni(-3, 2 * sh.B + 5), -3);
+  if (t < 0.58) return walk_bound(sh, in) + r.uni(-1, 2);
+  if (t < 0.68) return int64_t{1} << 20;
+  if (t < 0.75) return int64_t{1} << 50;
+  if (t < 0.9) return r.uni(0, 3);
+  if (t < 0.97) return r.uni(-3, -1);
+  return INT64_MAX;
+}
+
 Inputs cpu_result(const Shape& sh, const Inputs& in) {
   Inputs c = in;
   fdspec::hybrid_mtp_ngram_cpu(params_of(sh, c.ids.data(), c.P.data(), c.pre.data(), c.s.data(),
@@ -175,7 +190,20 @@ void count_coverage(harness::Tally& t, const Shape& sh, const Inputs& in, const 
   }
   Shape unbound = sh;
   unbound.T = INT64_MAX;
-  t.count("threshold_binds", cpu_result(unbound, in).slt != want.slt);
+  const Inputs free = cpu_result(unbound, in);
+  const bool same = free.slt == want.slt && free.drafts == want.drafts;
+  t.count("threshold_binds", free.slt != want.slt);
+  Inputs copy = in;
+  const int64_t u = walk_bound(sh, copy);
+  t.count("threshold_binds_at_u_eq_t", u == sh.T && !same);
+  // The bound itself, on the CPU: a walk-free batch comes out as with no threshold at all.
+  t.begin_case();
+  t.record(same || !fdspec::ngram_walk_free(sh.B, sh.T, u),
+           "walk-free bound unsound on the CPU: B=" + std::to_string(sh.B) + " T=" + std::to_string(sh.T) +
+               " U=" + std::to_string(u));
+  t.count("walk_free_cases", fdspec::ngram_walk_free(sh.B, sh.T, u));
+  t.count("walk_free_cases_u_eq_t_minus_1", fdspec::ngram_walk_free(sh.B, sh.T, u) && u == sh.T - 1);
+  t.count("walked_cases_u_eq_t", u == sh.T);
   if (sh.pad) {
     Shape unpadded = sh;
     unpadded.pad = false;
@@ -294,7 +322,7 @@ void body(harness::Tally& t, bool quick) {
   auto random_case = [&](int64_t B, int64_t W, int64_t D, int64_t K1, int max_n_hi, int64_t vocab,
                          double odd) {
     Shape sh = make_shape(r, B, W, D, K1, max_n_hi, vocab, odd);
-    const Inputs in = make_inputs(r, sh);
+    Inputs in = make_inputs(r, sh);
     sh.T = make_threshold(r, sh, in);
     run_case(t, sh, in, stream);
   };

@@ -2,7 +2,8 @@
 // bit, on random batches: small grids with out-of-range values and binding thresholds, mid-size batches
 // with thresholds around the batch's floor, n-gram sizes up to 64, graph mode (pad_to_max, with
 // max_draft_tokens below, at and above K) on a third of the cases, CUDA-graph capture and replay,
-// repeated launches, and 256 x 128k batches. Usage and exit status: tests/cuda/harness.cuh.
+// repeated launches, and 256 x 128k batches; thresholds on both sides of the walk-free bound (T = U - 1
+// .. U + 2), with hostile max_dec_len and draft_token_num. Usage and exit status: tests/cuda/harness.cuh.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -51,11 +52,13 @@ Batch make(std::mt19937_64& g, int64_t B, int64_t W, int64_t K, int64_t vocab, i
     if (st < 0.2) { b.enc[i] = (int32_t)U(1, 63); b.dec[i] = (int32_t)U(0, 2); b.slt[i] = (int32_t)U(1, 63); }
     else if (st >= 0.35) b.dec[i] = (int32_t)std::max<int64_t>(used, 1);
     if (R() < p_odd) {
-      switch (U(0, 4)) {
+      switch (U(0, 6)) {
         case 0: b.P[i] = -U(1, 9); break;
         case 1: b.P[i] = W + U(0, 9); break;
         case 2: b.s[i] = W + U(1, 9); break;
         case 3: b.s[i] = -U(1, 9); break;
+        case 4: b.mdl[i] = U(0, 1) ? INT64_MAX : INT64_MIN; break;
+        case 5: b.dtn[i] = U(0, 1) ? INT32_MAX : INT32_MIN; break;
         default: if (b.enc[i] > 0) b.slt[i] = -(int32_t)U(1, 63); else { b.dec[i] = -1; b.enc[i] = -(int32_t)U(0, 2); }
       }
     }
@@ -104,6 +107,14 @@ std::string describe(const Batch& b, const Batch& c, const std::vector<int64_t>&
   return s;
 }
 
+// The walk-free bound's U (ngram_walk.h) of a batch, as the GPU sums it.
+int64_t walk_bound(Batch& b) {
+  const NgramMatchParams p = params(b, 1, 0, false, 0);
+  int64_t u = 0;
+  for (int64_t i = 0; i < b.B; ++i) u += ngram_match_walk_free_term(p, i);
+  return u;
+}
+
 void run_case(harness::Tally& t, const harness::Stream& stream, Batch b, int maxn, int64_t T, bool graph,
               int repeats = 1, bool pad = false, int64_t mdt = 0) {
   Batch c = b;
@@ -113,6 +124,20 @@ void run_case(harness::Tally& t, const harness::Stream& stream, Batch b, int max
   DevVec<int64_t> ids(b.ids), P(b.P), s(b.s), mdl(b.mdl), drafts(b.drafts);
   DevVec<int32_t> dtn(b.dtn), enc(b.enc), dec(b.dec), slt(b.slt);
   t.count("pad_to_max_cases", pad);
+  const int64_t u = walk_bound(b);
+  t.count("walk_free_cases", ngram_walk_free(b.B, T, u));
+  t.count("walk_free_cases_u_eq_t_minus_1", ngram_walk_free(b.B, T, u) && u == T - 1);
+  t.count("walked_cases_u_eq_t", u == T);
+  {  // The bound itself, on the CPU: a walk-free batch comes out as with no threshold at all.
+    Batch free = b;
+    NgramMatchParams pf = params(free, maxn, INT64_MAX, pad, mdt);
+    ngram_match_cpu(pf);
+    const bool same = free.slt == c.slt && free.drafts == c.drafts;
+    t.count("threshold_binds_at_u_eq_t", u == T && !same);
+    t.begin_case();
+    t.record(same || !ngram_walk_free(b.B, T, u), "walk-free bound unsound on the CPU: " +
+                                                     describe(b, c, free.drafts, free.slt, maxn, T, graph, pad, mdt));
+  }
   NgramMatchParams pg = params(b, maxn, T, pad, mdt);
   pg.token_ids_all = ids.ptr(); pg.prompt_lens = P.ptr(); pg.step_idx = s.ptr(); pg.draft_token_num = dtn.ptr();
   pg.draft_tokens = drafts.ptr(); pg.seq_lens_this_time = slt.ptr(); pg.seq_lens_encoder = enc.ptr();
@@ -140,11 +165,17 @@ void body(harness::Tally& t, bool quick) {
   };
   const harness::Stream stream;
   auto U = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(g); };
+  // Thresholds that do not bind (2^20, 2^50) or sit at the walk-free bound's edge: with U the bound
+  // (ngram_walk.h), T = U + 1 and U + 2 skip the walk (each search block finishes its own slot), T = U
+  // and U - 1 walk (the threshold may or may not change the outcome).
+  auto unbound = [&]() { return U(0, 1) == 0 ? int64_t{1} << 20 : int64_t{1} << 50; };
+  auto edge = [&](Batch& b) { return walk_bound(b) + U(-1, 2); };
   const int small = quick ? 150 : 20000;
   for (int it = 0; it < small; ++it) {
     int64_t B = U(0, 40), W = U(0, 60), K = U(0, 7), vocab = U(1, 5); int maxn = (int)U(1, it % 10 == 0 ? 64 : 6);
     Batch b = make(g, B, W, K, vocab, maxn, 0.15);
-    int64_t T = U(0, 2) == 0 ? (1 << 20) : U(0, 3 * B + 10);
+    const int64_t mode = U(0, 5);
+    int64_t T = mode < 2 ? unbound() : (mode < 4 ? edge(b) : U(0, 3 * B + 10));
     run_case(t, stream, b, maxn, T, it % 50 == 0, 1, it % 3 == 1, U(-1, K + 2));
   }
   phase("small");
@@ -154,7 +185,7 @@ void body(harness::Tally& t, bool quick) {
     Batch b = make(g, B, W, K, vocab, maxn, 0.05);
     int64_t enc_sum = 0, counted = 0;
     for (int64_t i = 0; i < B; ++i) { if (b.enc[i] > 0) enc_sum += std::max(b.slt[i], 0); counted += b.enc[i] > 0 || b.dec[i] > 0; }
-    int64_t T = U(0, 3) == 0 ? (1 << 20) : counted + enc_sum + U(-5, 2 * B + 5);
+    int64_t T = U(0, 3) == 0 ? unbound() : (U(0, 2) == 0 ? edge(b) : counted + enc_sum + U(-5, 2 * B + 5));
     run_case(t, stream, b, maxn, T, it % 10 == 0, it % 30 == 0 ? 5 : 1, it % 3 == 1, U(-1, K + 2));
   }
   // Few slots with long rows: the search runs C = 2 .. 8 blocks per slot (a cluster). Rare matches
@@ -165,7 +196,7 @@ void body(harness::Tally& t, bool quick) {
     int64_t B = quick ? U(1, 3) : U(1, 16), W = quick ? U(16384, 40000) : U(16384, 1 << 17), K = U(1, 8), vocab = it % 3 == 0 ? 4 : (it % 3 == 1 ? 50 : 30000);
     int maxn = (int)U(1, it % 4 == 0 ? 64 : 5);
     Batch b = make(g, B, W, K, vocab, maxn, 0.05);
-    int64_t T = U(0, 2) == 0 ? (1 << 20) : U(0, 3 * B + 10);
+    int64_t T = U(0, 2) == 0 ? unbound() : (U(0, 1) == 0 ? edge(b) : U(0, 3 * B + 10));
     run_case(t, stream, b, maxn, T, it % 10 == 0, it % 15 == 0 ? 3 : 1, it % 3 == 1, U(-1, K + 2));
   }
   phase("clustered");
@@ -173,7 +204,7 @@ void body(harness::Tally& t, bool quick) {
     for (int it = 0; it < 6; ++it) {
       int64_t vocab = it < 2 ? 1000 : (it < 4 ? 4 : 50); int maxn = it % 2 ? 5 : 3;
       Batch b = make(g, 256, 1 << 17, 7, vocab, maxn, 0.05);
-      run_case(t, stream, b, maxn, it < 3 ? (1 << 20) : 900, it == 5, 2, it % 2 == 1, 7);
+      run_case(t, stream, b, maxn, it < 3 ? (1 << 20) : (it == 3 ? walk_bound(b) + 1 : 900), it == 5, 2, it % 2 == 1, 7);
     }
   }
 }
