@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <cub/block/block_scan.cuh>
 #include <cuda_runtime.h>
@@ -52,6 +53,13 @@ struct WalkSums {
 // (a pure function of memory that no other slot's ngram_walk_finish writes). A negative fixed length
 // anywhere (see ngram_walk.h) sends the block to the sequential walk, on thread 0.
 //
+// A walk that can be walk-free (ngram_match's, hybrid_mtp_ngram's) has try_free and free_term;
+// suffix_match's walk is launched only when its threshold can bind and has neither.
+template <class Walk, class = void>
+struct MayBeWalkFree : std::false_type {};
+template <class Walk>
+struct MayBeWalkFree<Walk, std::void_t<decltype(&Walk::free_term)>> : std::true_type {};
+
 // Walk-free batches (ngram_walk_free, ngram_walk.h), tested only where the host set Walk::try_free
 // (launch_ngram_op): the block first sums the bound's terms (Walk::free_term(b), one per thread, from
 // memory whose value the search cannot change in a way that changes the term) and exits before it
@@ -66,19 +74,21 @@ __global__ void __launch_bounds__(kThreads) ngram_walk_kernel(Walk walk) {
 
   const int64_t B = walk.batch();
   const int64_t T = walk.threshold();
-  if (walk.try_free) {
-    int64_t bound = 0;
-    if (B <= kWalkFreeMaxBatch) {  // else not walk-free, and the sum could overflow
-      for (int64_t j = threadIdx.x; j < B; j += kThreads) bound += walk.free_term(j);
+  if constexpr (MayBeWalkFree<Walk>::value) {
+    if (walk.try_free) {
+      int64_t bound = 0;
+      if (B <= kWalkFreeMaxBatch) {  // else not walk-free, and the sum could overflow
+        for (int64_t j = threadIdx.x; j < B; j += kThreads) bound += walk.free_term(j);
+      }
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) bound += __shfl_xor_sync(0xFFFFFFFFu, bound, off);
+      if ((threadIdx.x & 31) == 0) warp_bound[threadIdx.x / 32] = bound;
+      __syncthreads();
+      int64_t U = 0;
+#pragma unroll
+      for (int w = 0; w < kThreads / 32; ++w) U += warp_bound[w];
+      if (ngram_walk_free(B, T, U)) return;
     }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) bound += __shfl_xor_sync(0xFFFFFFFFu, bound, off);
-    if ((threadIdx.x & 31) == 0) warp_bound[threadIdx.x / 32] = bound;
-    __syncthreads();
-    int64_t U = 0;
-#pragma unroll
-    for (int w = 0; w < kThreads / 32; ++w) U += warp_bound[w];
-    if (ngram_walk_free(B, T, U)) return;
   }
   wait_for_primary_grid();  // launched as a dependent of the search kernel
   const WalkOutputs out = walk.outputs();
