@@ -254,8 +254,14 @@ __global__ void __launch_bounds__(kSlotWarpsPerBlock * kWarp)
   }
 }
 
-unsigned slot_blocks(int64_t batch) {
-  return static_cast<unsigned>(ceil_div<int64_t>(batch, kSlotWarpsPerBlock));
+// A warp-per-slot kernel (preprocess, accept, both fused) over p.batch slots, as a programmatic
+// dependent of the work before it.
+template <class Params>
+cudaError_t launch_per_slot(void (*kernel)(Params), const Params& p, cudaStream_t stream) {
+  if (p.batch <= 0) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>(ceil_div<int64_t>(p.batch, kSlotWarpsPerBlock)));
+  const cudaError_t err = launch_dependent(kernel, grid, dim3(kSlotWarpsPerBlock * kWarp), stream, p);
+  return err != cudaSuccess ? err : FDSPEC_LAUNCH_STATUS(stream);
 }
 
 template <LogitsDType D, class S>
@@ -296,10 +302,7 @@ cudaError_t launch_update_as(const DraftModelUpdateParams& p, int parts, bool pd
 }  // namespace
 
 cudaError_t draft_model_preprocess_gpu(const DraftModelPreprocessParams& p, cudaStream_t stream) {
-  if (p.batch <= 0) return cudaSuccess;
-  const cudaError_t err = launch_dependent(draft_model_preprocess_kernel, dim3(slot_blocks(p.batch)),
-                                           dim3(kSlotWarpsPerBlock * kWarp), stream, p);
-  return err != cudaSuccess ? err : FDSPEC_LAUNCH_STATUS(stream);
+  return launch_per_slot(draft_model_preprocess_kernel, p, stream);
 }
 
 cudaError_t draft_model_update_gpu(const DraftModelUpdateParams& p, cudaStream_t stream) {
@@ -326,17 +329,11 @@ cudaError_t draft_model_update_gpu(const DraftModelUpdateParams& p, cudaStream_t
 }
 
 cudaError_t draft_model_accept_preprocess_gpu(const DraftModelAcceptPreprocessParams& p, cudaStream_t stream) {
-  if (p.batch <= 0) return cudaSuccess;
-  const cudaError_t err = launch_dependent(draft_model_accept_preprocess_kernel, dim3(slot_blocks(p.batch)),
-                                           dim3(kSlotWarpsPerBlock * kWarp), stream, p);
-  return err != cudaSuccess ? err : FDSPEC_LAUNCH_STATUS(stream);
+  return launch_per_slot(draft_model_accept_preprocess_kernel, p, stream);
 }
 
 cudaError_t draft_model_accept_gpu(const DraftModelAcceptParams& p, cudaStream_t stream) {
-  if (p.batch <= 0) return cudaSuccess;
-  const cudaError_t err = launch_dependent(draft_model_accept_kernel, dim3(slot_blocks(p.batch)),
-                                           dim3(kSlotWarpsPerBlock * kWarp), stream, p);
-  return err != cudaSuccess ? err : FDSPEC_LAUNCH_STATUS(stream);
+  return launch_per_slot(draft_model_accept_kernel, p, stream);
 }
 
 }  // namespace fdspec

@@ -19,9 +19,11 @@ template <class Search, class Walk>
 cudaError_t launch_ngram_op(const Search& search, const Walk& walk, int64_t batch, int max_n,
                             int64_t max_tokens, cudaStream_t stream) {
   if (batch <= 0) return cudaSuccess;
-  int dev = 0, sms = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  int id = 0;
+  NgramDevice dev;
+  cudaError_t err = cudaGetDevice(&id);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&dev.sms, cudaDevAttrMultiProcessorCount, id);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&dev.major, cudaDevAttrComputeCapabilityMajor, id);
   if (err != cudaSuccess) return err;
   // The walk-free test (the same flag for both kernels) runs only where it may hold
   // (Search::free_possible(), from the parameters) and where every search block is resident at once
@@ -31,8 +33,8 @@ cudaError_t launch_ngram_op(const Search& search, const Walk& walk, int64_t batc
   // +1.2..1.7 us); at the default thresholds such a batch binds anyway.
   Search s = search;
   Walk w = walk;
-  s.try_free = w.try_free = batch <= sms && search.free_possible();
-  err = launch_ngram_search(s, batch, max_n, max_tokens, stream);
+  s.try_free = w.try_free = batch <= dev.sms && search.free_possible();
+  err = launch_ngram_search(s, batch, max_n, max_tokens, dev, stream);
   if (err != cudaSuccess) return err;
   err = launch_ngram_walk(w, stream);
   if (err != cudaSuccess) return err;

@@ -446,17 +446,18 @@ cudaError_t launch_ngram_search_ring(const Problem& prob, int64_t batch, int c, 
   return cudaLaunchKernelEx(&cfg, kernel, prob);
 }
 
+// The device facts the launch shape depends on (read once per op call by launch_ngram_op).
+struct NgramDevice {
+  int sms = 0;    // streaming multiprocessors
+  int major = 0;  // compute capability: clusters need 9.0+
+};
+
 template <int kMaxN, class Problem>
 cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, int64_t max_tokens,
-                                  cudaStream_t stream) {
+                                  const NgramDevice& dev, cudaStream_t stream) {
   static_assert(Problem::kThreads == kNgramSearchThreads, "the search problem's block size");
-  int dev = 0, sms = 0, major = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  if (err != cudaSuccess) return err;
-  const int c = major >= 9 ? ngram_search_cluster(batch, max_tokens, sms) : 1;
-  return batch * c > sms
+  const int c = dev.major >= 9 ? ngram_search_cluster(batch, max_tokens, dev.sms) : 1;
+  return batch * c > dev.sms
              ? launch_ngram_search_ring<kMaxN, kNgramSearchStagesMany>(prob, batch, c, stream)
              : launch_ngram_search_ring<kMaxN, kNgramSearchStages>(prob, batch, c, stream);
 }
@@ -465,14 +466,14 @@ cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, int64_t ma
 // `max_tokens` bounds the tokens of a slot's two haystacks (it sizes the clusters).
 template <class Problem>
 cudaError_t launch_ngram_search(const Problem& prob, int64_t batch, int max_n, int64_t max_tokens,
-                                cudaStream_t stream) {
+                                const NgramDevice& dev, cudaStream_t stream) {
   switch (max_n) {
-    case 1: return launch_ngram_search_n<1>(prob, batch, max_tokens, stream);
-    case 2: return launch_ngram_search_n<2>(prob, batch, max_tokens, stream);
-    case 3: return launch_ngram_search_n<3>(prob, batch, max_tokens, stream);
-    case 4: return launch_ngram_search_n<4>(prob, batch, max_tokens, stream);
-    case 5: return launch_ngram_search_n<5>(prob, batch, max_tokens, stream);
-    default: return launch_ngram_search_n<0>(prob, batch, max_tokens, stream);
+    case 1: return launch_ngram_search_n<1>(prob, batch, max_tokens, dev, stream);
+    case 2: return launch_ngram_search_n<2>(prob, batch, max_tokens, dev, stream);
+    case 3: return launch_ngram_search_n<3>(prob, batch, max_tokens, dev, stream);
+    case 4: return launch_ngram_search_n<4>(prob, batch, max_tokens, dev, stream);
+    case 5: return launch_ngram_search_n<5>(prob, batch, max_tokens, dev, stream);
+    default: return launch_ngram_search_n<0>(prob, batch, max_tokens, dev, stream);
   }
 }
 
