@@ -3,8 +3,9 @@ host path it replaced (issue 17), in the same run.
 
 For B in {1, 8, 64, 256} slots, all decoding, K = 5 drafts, 1 and 2 draft-model steps, with and
 without the n-gram extension (``mtp_strategy`` "with_ngram" / "default"), one proposer step is
-``MTPProposer.run`` (draft_model_preprocess, per draft step the draft model and draft_model_update,
-hybrid_mtp_ngram) then ``MTPProposer.accept`` (draft_model_accept). The draft model's forward is
+``MTPProposer.run`` (draft_model_accept_preprocess: the previous step's accept and this step's
+preprocess; per draft step the draft model and draft_model_update; hybrid_mtp_ngram) then
+``MTPProposer.accept`` (which keeps its tensors for the next run: the proposer's default). The draft model's forward is
 excluded: it returns float32 [B, V] logits prepared on the GPU (V = 32000 by default), so the step
 times exactly the proposer's kernels, the greedy read of the logits included. Reported:
 
@@ -23,10 +24,10 @@ so the n-gram extension searches the whole prompt and finds a match; the hybrid 
 bind (every slot searches). accept_num is 0 for every slot (the step's drafts are dropped and
 nothing appended), so the state is the same at every replay.
 
-    python scripts/bench_mtp.py [--quick] [--vocab 32000] [--defer-accept] [--out results/bench_mtp]
+    python scripts/bench_mtp.py [--quick] [--vocab 32000] [--accept-at-once] [--out results/bench_mtp]
 
---defer-accept builds ``MTPProposer(defer_accept=True)``: ``accept`` is kept for the next ``run``,
-which starts with draft_model_accept_preprocess (one kernel for the accept and the preprocess).
+--accept-at-once builds ``MTPProposer(defer_accept=False)``: ``run`` starts with draft_model_preprocess
+and ``accept`` runs draft_model_accept (two kernels where the default has one).
 
 The same step at the kernel layer, without Paddle and with a per-kernel breakdown:
 tests/cuda/bench_mtp_kernels.cu.
@@ -148,7 +149,7 @@ def make_case(B: int, V: int, steps: int, seed: int = 0) -> Dict[str, np.ndarray
                 pre_ids=pre, draft_step_idx=np.full((B, 1), GENERATED, np.int64), logits=logits)
 
 
-def setup(proposer_cls, B: int, V: int, steps: int, ngram: bool, case: dict, defer_accept: bool = False):
+def setup(proposer_cls, B: int, V: int, steps: int, ngram: bool, case: dict, defer_accept: bool = True):
     cfg = SpeculativeConfig(method="mtp", num_speculative_tokens=K, num_model_steps=steps,
                             mtp_strategy="with_ngram" if ngram else "default", max_ngram_size=3,
                             min_ngram_size=1, hybrid_threshold=THRESHOLD)
@@ -178,7 +179,7 @@ def results_of(bufs, proposer) -> Dict[str, np.ndarray]:
     return out
 
 
-def bench_case(B: int, V: int, steps: int, ngram: bool, quick: bool, defer_accept: bool = False) -> dict:
+def bench_case(B: int, V: int, steps: int, ngram: bool, quick: bool, defer_accept: bool = True) -> dict:
     case = make_case(B, V, steps)
     timing = dict(calls=10 if quick else 20, reps=5 if quick else 10, rounds=7 if quick else 15)
 
@@ -243,8 +244,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
     ap.add_argument("--vocab", type=int, default=32000, help="V of the draft logits (float32)")
-    ap.add_argument("--defer-accept", action="store_true",
-                    help="MTPProposer(defer_accept=True): accept fused into the next run's first op")
+    ap.add_argument("--accept-at-once", action="store_true",
+                    help="MTPProposer(defer_accept=False): accept as its own op after verification")
     ap.add_argument("--out", default="results/bench_mtp")
     args = ap.parse_args()
     bc.require_gpu("bench_mtp.py")
@@ -253,16 +254,17 @@ def main() -> None:
     for B in BATCHES:
         for steps in MODEL_STEPS:
             for ngram in (False, True):
-                r = bench_case(B, args.vocab, steps, ngram, args.quick, args.defer_accept)
+                r = bench_case(B, args.vocab, steps, ngram, args.quick, not args.accept_at_once)
                 rows.append(r)
                 print(f"B={B:4d} steps={steps} ngram={ngram!s:5}: ops {r['gpu_us']:7.2f} us (cold "
                       f"{r['gpu_cold_us']:7.2f})  host path {r['host_path_us']:9.1f} us  "
                       f"x{r['speedup']:6.0f}  identical={r['identical']}", flush=True)
     meta = {"device": bc.device_name(), "paddle": paddle.__version__, "K": K, "W": W, "prompt": PROMPT,
             "generated": GENERATED, "vocab": args.vocab, "logits_dtype": "float32",
-            "defer_accept": args.defer_accept,
-            "step": "MTPProposer.run (preprocess, model_steps x (prepared logits + update), "
-                    "hybrid_mtp_ngram if ngram) + MTPProposer.accept (accept_num 0)",
+            "defer_accept": not args.accept_at_once,
+            "step": "MTPProposer.run (accept + preprocess, or preprocess alone with --accept-at-once; "
+                    "model_steps x (prepared logits + update); hybrid_mtp_ngram if ngram) + "
+                    "MTPProposer.accept (accept_num 0; draft_model_accept with --accept-at-once)",
             "gpu_time": "CUDA events around graph replays of 20 steps, median per step (warm L2); "
                         "cold: gpu_timer.L2Flush (a copy larger than L2) before each step, minus the copy alone",
             "host_path": "the pre-issue-17 proposer (NumPy bookkeeping), wall time with the device drained"}

@@ -179,9 +179,12 @@ class PreparedLogits:
 
 def mtp_state(rng: np.random.Generator):
     """A runner state (random_state), the proposer's draft side consistent with it (pre_ids holds each
-    slot's generated tokens, some slots with unverified drafts left over), and the draft logits of
-    each draft step over a vocabulary of 4 (ties everywhere)."""
+    slot's generated tokens, some slots with unverified drafts left over), the previous step's
+    verified tokens (accept_tokens / accept_num: what a deferred accept applies first), and the draft
+    logits of each draft step over a vocabulary of 4 (ties everywhere)."""
     state = random_state(rng)
+    state["accept_num"] = rng.integers(0, K + 2, S).astype(np.int32)
+    state["accept_tokens"] = rng.integers(0, VOCAB, (S, K + 1)).astype(np.int64)
     pre = np.full((S, W), -1, np.int64)
     step = state["step_idx"].copy()
     drafted = np.zeros(S, np.int32)
@@ -199,7 +202,7 @@ def mtp_state(rng: np.random.Generator):
     return state, draft_side, logits
 
 
-def make_mtp_proposer(place: str, logits: list):
+def make_mtp_proposer(place: str, logits: list, defer_accept: bool):
     from fastdeploy_spec.config import SpeculativeConfig
     from fastdeploy_spec.proposers import MTPProposer
 
@@ -207,7 +210,8 @@ def make_mtp_proposer(place: str, logits: list):
                             mtp_strategy="with_ngram", max_ngram_size=3, min_ngram_size=1,
                             hybrid_threshold=THRESHOLD)
     model = PreparedLogits([to_place(v, place) for v in logits])
-    return MTPProposer(cfg, model, max_num_seqs=S, max_model_len=W, place=place), model
+    return MTPProposer(cfg, model, max_num_seqs=S, max_model_len=W, place=place,
+                       defer_accept=defer_accept), model
 
 
 def mtp_step(t: dict, proposer) -> None:
@@ -230,12 +234,15 @@ def mtp_results(t: dict, proposer) -> dict:
     return out
 
 
-def eager_mtp_steps(state: dict, draft_side: dict, steps: list, place: str) -> dict:
-    """Fresh tensors and a fresh proposer on `place`; one MTP step per (target tokens, logits)."""
+def eager_mtp_steps(state: dict, draft_side: dict, steps: list, place: str, defer_accept: bool) -> dict:
+    """Fresh tensors and a fresh proposer on `place`; one MTP step per (target tokens, logits). A
+    deferring proposer starts with the state's accept_tokens / accept_num pending."""
     t = {k: to_place(v, place) for k, v in state.items()}
-    proposer, model = make_mtp_proposer(place, steps[0][1])
+    proposer, model = make_mtp_proposer(place, steps[0][1], defer_accept)
     for k, v in draft_side.items():
         copy_into(vars(proposer), k, v)
+    if defer_accept:
+        proposer.accept(t["accept_tokens"], t["accept_num"])
     for target, logits in steps:
         t["target_tokens"] = to_place(target, place)
         for buf, v in zip(model.logits, logits):
@@ -244,15 +251,18 @@ def eager_mtp_steps(state: dict, draft_side: dict, steps: list, place: str) -> d
     return mtp_results(t, proposer)
 
 
+@pytest.mark.parametrize("defer_accept", [True, False], ids=["deferred-accept", "accept-at-once"])
 @pytest.mark.parametrize("backend", list(BACKENDS))
-def test_mtp_step_replays_like_eager(backend):
+def test_mtp_step_replays_like_eager(backend, defer_accept):
     rng = np.random.default_rng(1)
     cases = [mtp_state(rng) for _ in range(3)]
     state0, draft0, logits0 = mtp_state(rng)
     buffers = {k: to_place(v, "gpu") for k, v in state0.items()}
-    proposer, model = make_mtp_proposer("gpu", logits0)
+    proposer, model = make_mtp_proposer("gpu", logits0, defer_accept)
     for k, v in draft0.items():
         copy_into(vars(proposer), k, v)
+    if defer_accept:  # the captured run then starts with the fused accept + preprocess on these buffers
+        proposer.accept(buffers["accept_tokens"], buffers["accept_num"])
     tensors = dict(buffers, **{f"proposer.{k}": getattr(proposer, k) for k in MTP_BUFFERS})
     before = pointers(tensors)
     graph = Graph(lambda: mtp_step(buffers, proposer), **BACKENDS[backend])
@@ -269,8 +279,9 @@ def test_mtp_step_replays_like_eager(backend):
     for state, draft_side, logits in cases:
         load(state, draft_side, logits)
         graph.replay()
-        want = eager_mtp_steps(state, draft_side, [(state["target_tokens"], logits)], "gpu")
-        want_cpu = eager_mtp_steps(state, draft_side, [(state["target_tokens"], logits)], "cpu")
+        step = [(state["target_tokens"], logits)]
+        want = eager_mtp_steps(state, draft_side, step, "gpu", defer_accept)
+        want_cpu = eager_mtp_steps(state, draft_side, step, "cpu", defer_accept)
         got = mtp_results(buffers, proposer)
         for k in want:
             np.testing.assert_array_equal(got[k], want[k], err_msg=f"{backend}: {k}")
@@ -289,7 +300,7 @@ def test_mtp_step_replays_like_eager(backend):
         for buf, v in zip(model.logits, step_logits):
             buf.copy_(paddle.to_tensor(v, place=paddle.CPUPlace()), True)
         graph.replay()
-    want = eager_mtp_steps(state, draft_side, steps, "cpu")
+    want = eager_mtp_steps(state, draft_side, steps, "cpu", defer_accept)
     got = mtp_results(buffers, proposer)
     for k in want:
         np.testing.assert_array_equal(got[k], want[k], err_msg=f"{backend} MTP loop: {k}")

@@ -30,9 +30,11 @@ class MTPProposer(Proposer):
     (MTP drafts not verified yet). A decode step runs only plugin ops and the draft model, with no
     host synchronisation and no allocation, so it can be captured in a CUDA graph:
 
-    1. ``draft_model_preprocess``: drops drafts never verified, clears the slots that start a request
-       (``seq_lens_encoder > 0``), gives each decoding slot's newest token to ``input_ids`` (other
-       slots 0) and sets its ``seq_lens_this_time`` to 1.
+    1. ``draft_model_accept_preprocess`` (``draft_model_preprocess`` before any :meth:`accept`, or
+       after one that was applied at once): applies the last verification (the step's MTP drafts
+       leave ``pre_ids``, the accepted tokens join it), drops drafts never verified, clears the slots
+       that start a request (``seq_lens_encoder > 0``), gives each decoding slot's newest token to
+       ``input_ids`` (other slots 0) and sets its ``seq_lens_this_time`` to 1.
     2. ``num_model_steps`` times: ``logits = draft_model(input_ids, hidden)``, then
        ``draft_model_update`` takes the greedy token of each decoding slot (argmax, ties to the
        lowest id) and appends it to ``draft_tokens``, ``pre_ids``, ``step_idx`` and
@@ -42,10 +44,11 @@ class MTPProposer(Proposer):
        K drafts in all, called as upstream calls it: the draft side's ``pre_ids``, ``step_idx``,
        ``seq_lens_decoder`` and ``max_dec_len``, the target's drafts and lengths.
 
-    After verification the runner calls :meth:`accept` (``draft_model_accept``: the step's MTP
-    drafts leave ``pre_ids``, the accepted tokens join it). Slots that start a request are cleared by
-    step 1 when it sees them in prefill, as upstream's ``draft_model_preprocess`` does, so
-    :meth:`reset` has nothing to do. Column 0 of ``draft_tokens`` (the last accepted token) is the
+    After verification the runner calls :meth:`accept`, which keeps the two tensors for step 1 of the
+    next :meth:`run`, as upstream's ``draft_model_preprocess`` takes the accepted tokens (with
+    ``defer_accept=False`` it runs ``draft_model_accept`` at once). Step 1 also clears the slots that
+    start a request when it sees them in prefill, as upstream's does, so :meth:`reset` has nothing
+    to do. Column 0 of ``draft_tokens`` (the last accepted token) is the
     runner's. Slots are told apart only by ``seq_lens_this_time`` inside ``hybrid_mtp_ngram`` (as
     upstream): a prefill chunk of at most K tokens in the same batch would be extended too.
 
@@ -72,14 +75,15 @@ class MTPProposer(Proposer):
     place : str or Paddle place, optional
         Where the buffers live: the place of the share-inputs ('cpu' by default).
     defer_accept : bool, optional
-        False (default): :meth:`accept` runs ``draft_model_accept`` at once, so the draft side's
-        state is final at the end of each step. True: :meth:`accept` keeps the two tensors and the
-        next :meth:`run` starts with ``draft_model_accept_preprocess`` (both ops in one kernel, as
-        upstream's ``draft_model_preprocess`` takes the accepted tokens; 0.8 µs less per step on
-        an H100 at 64 slots): the same drafts and state after every ``run``, but until then the state
-        lacks the last accepted tokens, the tensors given to ``accept`` must keep their values, and
-        a CUDA graph of a step then holds the fused op reading them (capture after a first
-        ``accept``).
+        True (default): :meth:`accept` keeps the two tensors and the next :meth:`run` starts with
+        ``draft_model_accept_preprocess`` (the accept and the preprocess in one kernel, as upstream's
+        ``draft_model_preprocess`` takes the accepted tokens; about 0.9 µs less per step on an H100
+        at 64 slots). The drafts and the state after every ``run`` are the same as with False, but
+        between ``accept`` and ``run`` the draft side's state lacks the accepted tokens, the tensors
+        given to ``accept`` must keep their values (a runner's ``accept_tokens`` / ``accept_num``
+        do: only verification writes them), and a CUDA graph of a step holds the fused op reading
+        them, so capture it after a first ``accept``. False: :meth:`accept` runs
+        ``draft_model_accept`` at once and the state is final at the end of each step.
 
     Examples
     --------
@@ -105,7 +109,7 @@ class MTPProposer(Proposer):
     """
 
     def __init__(self, config, draft_model: DraftModel, max_num_seqs: Optional[int] = None,
-                 max_model_len: Optional[int] = None, *, place=None, defer_accept: bool = False) -> None:
+                 max_model_len: Optional[int] = None, *, place=None, defer_accept: bool = True) -> None:
         super().__init__(config)  # also an FDConfig-shaped object (proposers/base.py)
         max_num_seqs = self.max_num_seqs if max_num_seqs is None else max_num_seqs
         max_model_len = self.max_model_len if max_model_len is None else max_model_len
@@ -142,8 +146,8 @@ class MTPProposer(Proposer):
         """Nothing to do: ``run`` clears a slot when it sees it start a request (in prefill)."""
 
     def accept(self, accept_tokens: paddle.Tensor, accept_num: paddle.Tensor) -> None:
-        """Replace the last run's MTP drafts in ``pre_ids`` by the verified tokens (one op; with
-        ``defer_accept``, kept for the next :meth:`run`, which applies them first).
+        """Replace the last run's MTP drafts in ``pre_ids`` by the verified tokens: kept for the next
+        :meth:`run`, which applies them first (``defer_accept``), or at once (one op).
 
         Parameters
         ----------
