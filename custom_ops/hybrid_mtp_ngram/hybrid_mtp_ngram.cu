@@ -51,11 +51,20 @@ struct HybridSearch {
   static constexpr int kThreads = kThreadsPerSlot;
   HybridMtpNgramParams p;
 
+  int ab = 0;  // scaffolding
+  __device__ NgramRowHint row_hint(int64_t b) const {
+    return NgramRowHint{p.token_ids_all + b * p.token_ids_stride, p.token_ids_stride,
+                        p.pre_ids + b * p.pre_ids_stride, p.pre_ids_stride};
+  }
+  __device__ void prefetch_free_term(int64_t j) const { prefetch_l1(p.seq_lens_decoder + j); }
+  __device__ WalkOutputs outputs() const { return hybrid_outputs(p); }
+
   __device__ SearchSlot slot(int64_t b) const {
     SearchSlot out;
     const int32_t raw = p.seq_lens_this_time[b];
     const HybridView v = hybrid_view(p, b);
-    if (!hybrid_walk_slot(p, b, max_of<int64_t>(raw, 0), v.s).processed) {
+    out.walk = hybrid_walk_slot(p, b, max_of<int64_t>(raw, 0), v.s);
+    if (!out.walk.processed) {
       out.record = raw < 0;  // store() writes the clamped 0
       return out;
     }
@@ -116,6 +125,7 @@ struct HybridSearch {
 struct HybridWalk {
   HybridMtpNgramParams p;
   bool try_free = true;  // set by launch_ngram_op
+  int ab = 0;  // scaffolding
 
   __device__ int64_t batch() const { return p.batch; }
   __device__ int64_t threshold() const { return p.threshold; }

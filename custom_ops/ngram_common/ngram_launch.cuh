@@ -34,8 +34,10 @@ cudaError_t launch_ngram_op(const Search& search, const Walk& walk, int64_t batc
   Search s = search;
   Walk w = walk;
   s.try_free = w.try_free = batch <= dev.sms && search.free_possible();
+  s.ab = w.ab = g_ngram_ab;
   err = launch_ngram_search(s, batch, max_n, max_tokens, dev, stream);
   if (err != cudaSuccess) return err;
+  if ((g_ngram_ab & kAbNoWalk) && s.try_free) return FDSPEC_LAUNCH_STATUS(stream);  // diagnostic
   err = launch_ngram_walk(w, stream);
   if (err != cudaSuccess) return err;
   return FDSPEC_LAUNCH_STATUS(stream);

@@ -42,6 +42,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
@@ -61,6 +62,7 @@ constexpr int32_t kSeg1Bit = static_cast<int32_t>(kMaxHaystackLen);
 
 struct SearchSlot {
   NgramHaystacks h;
+  WalkSlot walk;              // the slot as the walk sees it: its outputs when the batch is walk-free
   int cap = 0;                // largest n tried: min(max_n, pattern_avail)
   int min_n = 1;
   bool search = false;        // false: store kNoMatch (if record is set) without searching
@@ -150,6 +152,30 @@ __device__ __forceinline__ void ngram_cluster_store(unsigned long long* local, u
 #endif
 }
 
+// Where a slot's haystacks start, from the parameters alone (scaffolding: prefetch).
+struct NgramRowHint {
+  const int64_t* p0;
+  int64_t n0;
+  const int64_t* p1;
+  int64_t n1;
+};
+
+// A/B scaffolding (removed before merge): bits of Problem::ab.
+constexpr int kAbPlan = 1, kAbSmem = 2, kAbNoWalk = 8, kAbPrefL2 = 16, kAbPrefL1 = 32, kAbLateBound = 128,
+              kAbPdl = 256;
+inline int ngram_ab_from_env() {
+  const char* e = std::getenv("FDSPEC_NGRAM_VARIANT");
+  return e != nullptr ? std::atoi(e) : 0;
+}
+inline int g_ngram_ab = ngram_ab_from_env();
+
+__device__ __forceinline__ void ngram_prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+__device__ __forceinline__ void ngram_prefetch_l1(const void* p) {
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+}
+
 // Copies 16 bytes from global to shared memory asynchronously (part of the thread's current group).
 // Through L1 (.ca): the L2-only form (.cg) measured 10 % slower on the bandwidth-bound rows.
 __device__ __forceinline__ void ngram_copy16(int64_t* dst, const int64_t* src) {
@@ -204,6 +230,23 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   // bound (the first block of the slot only: it alone writes the slot's outputs; and only where
   // the host's Problem::try_free allows it) is summed later, once the slot's tiles are on their way:
   // it is needed only when the slot's outputs are written.
+  const int ab = prob.ab;
+  if (ab & (kAbPrefL2 | kAbPrefL1)) {
+    // The row's first tiles of this block, from the parameters alone (no load).
+    const NgramRowHint hint = prob.row_hint(b);
+    const int64_t i = int64_t{threadIdx.x} * 16;  // one 128-byte line per thread
+    if (ab & kAbPrefL1) {
+      const int64_t pos = int64_t{rank} * kNgramSearchTile + i;
+      if (i < kNgramSearchTile && pos < hint.n0) ngram_prefetch_l1(hint.p0 + pos);
+    } else {
+      for (int r = 0; r < kStages - 1; ++r) {
+        const int64_t pos = (int64_t{rank} + int64_t{r} * C) * kNgramSearchTile + i;
+        if (i < kNgramSearchTile && pos < hint.n0) ngram_prefetch_l2(hint.p0 + pos);
+      }
+      if (rank == 0 && i < kNgramSearchTile && i < hint.n1) ngram_prefetch_l2(hint.p1 + i);
+    }
+  }
+  if (ab & kAbPdl) wait_for_primary_grid();  // launched as a programmatic dependent: inputs after this
   const bool may_bind = prob.threshold_may_bind();
   const int64_t batch = prob.batch();
   const bool bounds = rank == 0 && prob.try_free && batch <= kWalkFreeMaxBatch;  // else no overflow
@@ -212,6 +255,9 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
     for (int64_t j = threadIdx.x; j < batch; j += kThreads) term += prob.give_up_term(b, j);
   }
   const SearchSlot s = prob.slot(b);
+  // finish's facts wait in shared memory (not in registers through the scan: they spilled).
+  __shared__ WalkSlot fin;
+  if (bounds && threadIdx.x == 0) fin = s.walk;
   // This thread's share of the bound, folded into warp_bound (read after a later barrier).
   auto sum_bound = [&]() {
     int64_t bound = 0;
@@ -228,12 +274,73 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
     for (int w = 0; w < kThreads / 32; ++w) U += warp_bound[w];
     return summed && ngram_walk_free(batch, prob.threshold(), U);
   };
+  // Warp 0 of the slot's first block, after a barrier that follows the warp_bound stores: the walk-free
+  // test (a lane per warp's sum), then the slot's outputs (finish) or its result (store).
+  // Set by the scan below: where the ring still holds a tile, for finish's draft copy.
+  int rounds_n = 0;   // this block's rounds
+  int tiles0_n = 0;   // tiles of the prompt
+  int r_exit = 0;
+  auto finish_warp = [&](int32_t code) {
+    const int lane = threadIdx.x & 31;
+    int64_t U = summed ? warp_bound[lane] : 0;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) U += __shfl_xor_sync(0xFFFFFFFFu, U, off);
+    if (!(summed && ngram_walk_free(batch, prob.threshold(), U))) {
+      if (lane == 0 && s.record) prob.store(b, code);
+      return;
+    }
+    const WalkSlot w = fin;
+    if (w.untouched) return;
+    // The continuation: `kept` tokens from position `start` of haystack `second`.
+    int64_t kept = 0, start = 0;
+    bool second = false;
+    if (w.processed && code >= 0) {
+      second = (code & kSeg1Bit) != 0;
+      start = code & (kSeg1Bit - 1);
+      const int64_t count = (second ? s.h.len1 : s.h.len0) - start;
+      kept = max_of<int64_t>(min_of<int64_t>(count, w.budget), 0);
+    }
+    const int64_t* hay = second ? s.h.seg1 : s.h.seg0;
+    // The window's tile (it ends at start - 1) is still in the ring when no later round reused its
+    // slot: its positions [tb, tb + n) are read from shared memory, the rest from global memory.
+    const int64_t* tile = nullptr;
+    int64_t tb = 0, th = 0;
+    if ((ab & kAbSmem) && kept > 0) {
+      const int e = static_cast<int>(start) - 1;
+      const int ti = (second ? tiles0_n : 0) + e / kTile;
+      const int r = ti / static_cast<int>(C);
+      if (ti % static_cast<int>(C) == static_cast<int>(rank) && r < rounds_n &&
+          r + kStages >= min_of(r_exit + kStages - 1, rounds_n)) {
+        tile = ring + (r % kStages) * kTile;
+        tb = int64_t{e / kTile} * kTile;
+        th = tb + min_of<int64_t>(kTile, (second ? s.h.len1 : s.h.len0) - 1 - tb);
+      }
+    }
+    auto token = [&](int64_t k) {
+      const int64_t pos = start + k;
+      return tile != nullptr && pos < th ? tile[pos - tb] : hay[pos];
+    };
+    const WalkOutputs out = prob.outputs();
+    int64_t* row = out.draft_tokens + b * out.draft_stride;
+    for (int64_t k = lane; k < kept; k += 32) row[w.base + k] = token(k);
+    int64_t len = w.base + kept;
+    if (w.padded && len >= 1 && len < out.pad_length) {
+      const int64_t last = kept > 0 ? token(kept - 1) : row[len - 1];
+      for (int64_t k = len + lane; k < out.pad_length; k += 32) row[k] = last;
+      len = out.pad_length;
+    }
+    if (lane == 0) out.seq_lens_this_time[b] = static_cast<int32_t>(len);
+  };
   if (!s.record) {  // the same for every block of the cluster: none touches another's memory
     if (bounds) {
       sum_bound();
       summed = true;
       __syncthreads();  // the warp sums, and every thread's reads before the slot's outputs change
-      if (threadIdx.x == 0 && walk_free()) prob.finish(b, kNoMatch);
+      if (ab & kAbPlan) {
+        if (threadIdx.x < 32) finish_warp(kNoMatch);
+      } else if (threadIdx.x == 0 && walk_free()) {
+        prob.finish(b, kNoMatch);
+      }
     }
     return;
   }
@@ -244,6 +351,8 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   const int tiles0 = ceil_div(ends0, kTile);
   const int tiles = tiles0 + ceil_div(ends1, kTile);
   const int rounds = ceil_div(tiles, static_cast<int>(C));  // this block's tiles: r = 0 .. rounds - 1
+  rounds_n = rounds;
+  tiles0_n = tiles0;
   const bool searching = s.search && s.cap >= s.min_n;
 
   struct TileView {
@@ -314,9 +423,14 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   }
   // A slot that gives up proves the batch is not walk-free (U >= its S + budget + L > T - 1), so its
   // blocks skip the bound; any other first block sums it now, its loads overlapping the tiles'.
-  if (bounds && !(searching && may_bind && !run)) {
-    sum_bound();
-    summed = true;
+  const bool late_bound = bounds && !(searching && may_bind && !run);
+  if (late_bound) {
+    if (ab & kAbLateBound) {
+      for (int64_t j = threadIdx.x; j < batch; j += kThreads) prob.prefetch_free_term(j);
+    } else {
+      sum_bound();
+      summed = true;
+    }
   }
 
   const int64_t pat_last = run ? s.h.pattern_last[0] : 0;
@@ -324,7 +438,8 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   // ORs it over the block in the round's barrier: no read of `best` races with its reset or with the
   // other warps' atomicMax (a volatile or a plain read of `best` there measured up to 1.3 us slower).
   bool found = false;
-  for (int r = 0; run && r < rounds; ++r) {
+  int r = 0;
+  for (; run && r < rounds; ++r) {
     __pipeline_wait_prior(kStages - 2);
     // One barrier per round: the tile is visible to the block, everyone is done with the previous
     // one (whose ring slot is refilled below), and the stop decision is the same for the whole block
@@ -378,7 +493,12 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
       found = found || static_cast<int>(key >> 40) >= s.cap;
     }
   }
+  r_exit = r;
   __pipeline_wait_prior(0);  // no copy may still target shared memory when the block exits
+  if (late_bound && (ab & kAbLateBound)) {
+    sum_bound();
+    summed = true;
+  }
   __syncthreads();
   unsigned long long result = best;
   if (C > 1) {
@@ -387,6 +507,17 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
     ngram_cluster_sync();  // also keeps every block alive until the others' stores to it are done
     if (rank != 0) return;
     for (unsigned k = 0; k < C; ++k) result = max_of(result, final_keys[k]);
+  }
+  if (ab & kAbPlan) {
+    if (threadIdx.x >= 32) return;
+    int32_t code = kNoMatch;
+    if (run && result != 0) {
+      const bool in_prompt = (result >> 32) & 1;
+      const int64_t e = 0xFFFFFFFFu - static_cast<uint32_t>(result);
+      code = static_cast<int32_t>(e + 1) | (in_prompt ? 0 : kSeg1Bit);
+    }
+    finish_warp(code);
+    return;
   }
   if (threadIdx.x == 0) {
     int32_t code = kNoMatch;
@@ -437,12 +568,21 @@ cudaError_t launch_ngram_search_ring(const Problem& prob, int64_t batch, int c, 
   const cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
-  cudaLaunchAttribute cluster = {};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = static_cast<unsigned>(c);
-  cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
+  cudaLaunchAttribute attrs[2] = {};
+  unsigned n = 0;
+  if (c > 1) {
+    attrs[n].id = cudaLaunchAttributeClusterDimension;
+    attrs[n].val.clusterDim.x = static_cast<unsigned>(c);
+    attrs[n].val.clusterDim.y = attrs[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  if (prob.ab & kAbPdl) {
+    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
   const cudaLaunchConfig_t cfg = {dim3(static_cast<unsigned>(batch * c)), dim3(kNgramSearchThreads), smem,
-                                  stream, &cluster, c > 1 ? 1u : 0u};
+                                  stream, attrs, n};
   return cudaLaunchKernelEx(&cfg, kernel, prob);
 }
 

@@ -25,10 +25,26 @@ struct NgramMatchSearch {
   static constexpr int kThreads = kThreadsPerSlot;
   NgramMatchParams p;
 
+  int ab = 0;  // scaffolding
+  __device__ NgramRowHint row_hint(int64_t b) const {
+    return NgramRowHint{p.token_ids_all + b * p.token_ids_stride, p.token_ids_stride, nullptr, 0};
+  }
+  __device__ void prefetch_free_term(int64_t j) const {
+    prefetch_l1(p.seq_lens_encoder + j);
+    prefetch_l1(p.seq_lens_decoder + j);
+    prefetch_l1(p.draft_token_num + j);
+    prefetch_l1(p.max_dec_len + j);
+    prefetch_l1(p.step_idx + j);
+    prefetch_l1(p.prompt_lens + j);
+    prefetch_l1(p.seq_lens_this_time + j);
+  }
+  __device__ WalkOutputs outputs() const { return ngram_match_outputs(p); }
+
   __device__ SearchSlot slot(int64_t b) const {
     const NgramMatchView v = ngram_match_view(p, b);
     const WalkSlot w = ngram_match_walk_slot(p, b, v.s);
     SearchSlot out;
+    out.walk = w;
     if (!w.processed) return out;  // not recorded: kernel 2 handles the slot
     out.record = true;
     out.h = ngram_match_haystacks(v);
@@ -75,6 +91,7 @@ struct NgramMatchSearch {
 struct NgramMatchWalk {
   NgramMatchParams p;
   bool try_free = true;  // set by launch_ngram_op
+  int ab = 0;  // scaffolding
 
   __device__ int64_t batch() const { return p.batch; }
   __device__ int64_t threshold() const { return p.threshold; }

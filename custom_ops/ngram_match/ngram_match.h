@@ -71,9 +71,13 @@ FDSPEC_HD NgramHaystacks ngram_match_haystacks(const NgramMatchView& v) {
 // prefill slot stays counted, and a negative seq_lens_decoder, which no runner produces, decodes
 // uncounted). Reads the slot's seq_lens_this_time only for a prefill slot, which no path writes
 // (untouched: the GPU's walk-free bound reads it from other slots' blocks while they run).
+//
+// The budget's inputs are read whatever the slot's kind (in bounds for every b < B): on the GPU all of
+// the slot's facts but a prefill length then arrive in one round trip, not two behind the kind's branch.
 FDSPEC_HD WalkSlot ngram_match_walk_slot(const NgramMatchParams& p, int64_t b, int64_t s) {
   const int32_t enc = p.seq_lens_encoder[b];
   const int32_t dec = p.seq_lens_decoder[b];
+  const int64_t budget = ngram_match_slot_budget(p, b, s);
   WalkSlot w;
   w.counted = enc > 0 || dec > 0;
   switch (slot_kind(false, enc, dec)) {
@@ -85,7 +89,7 @@ FDSPEC_HD WalkSlot ngram_match_walk_slot(const NgramMatchParams& p, int64_t b, i
       w.processed = true;
       w.padded = true;
       w.base = 1;
-      w.budget = ngram_match_slot_budget(p, b, s);
+      w.budget = budget;
       break;
     case SlotKind::kEmpty:
       break;
