@@ -52,11 +52,6 @@ struct HybridSearch {
   HybridMtpNgramParams p;
 
   int ab = 0;  // scaffolding
-  __device__ NgramRowHint row_hint(int64_t b) const {
-    return NgramRowHint{p.token_ids_all + b * p.token_ids_stride, p.token_ids_stride,
-                        p.pre_ids + b * p.pre_ids_stride, p.pre_ids_stride};
-  }
-  __device__ void prefetch_free_term(int64_t j) const { prefetch_l1(p.seq_lens_decoder + j); }
   __device__ WalkOutputs outputs() const { return hybrid_outputs(p); }
 
   __device__ SearchSlot slot(int64_t b) const {
@@ -110,15 +105,6 @@ struct HybridSearch {
   // Every term is at least A (hybrid_walk_free_term), so U >= B x A.
   bool free_possible() const { return hybrid_may_be_walk_free(p); }
   bool try_free = true;  // set by launch_ngram_op
-  __device__ void finish(int64_t b, int32_t code) const {
-    const int64_t ori = max_of<int64_t>(p.seq_lens_this_time[b], 0);
-    const HybridView v = hybrid_view(p, b);
-    const WalkSlot w = hybrid_walk_slot(p, b, ori, v.s);
-    NgramMatch m;
-    if (w.processed) m = decode_search_result(code, hybrid_haystacks(v));
-    const int64_t kept = w.processed ? min_of<int64_t>(m.count, w.budget) : 0;
-    ngram_walk_finish(hybrid_outputs(p), b, w, m.src, kept);
-  }
 };
 
 // Kernel 2's view of the walk: a negative entry is a processed slot's packed (ori, match).

@@ -152,35 +152,31 @@ __device__ __forceinline__ void ngram_cluster_store(unsigned long long* local, u
 #endif
 }
 
-// Where a slot's haystacks start, from the parameters alone (scaffolding: prefetch).
-struct NgramRowHint {
-  const int64_t* p0;
-  int64_t n0;
-  const int64_t* p1;
-  int64_t n1;
-};
-
 // A/B scaffolding (removed before merge): bits of Problem::ab.
-constexpr int kAbPlan = 1, kAbSmem = 2, kAbNoWalk = 8, kAbPrefL2 = 16, kAbPrefL1 = 32, kAbLateBound = 128,
-              kAbPdl = 256;
+constexpr int kAbNoCopy = 4, kAbNoWalk = 8, kAbNoBound = 64, kAbNoPdl = 512;
 inline int ngram_ab_from_env() {
   const char* e = std::getenv("FDSPEC_NGRAM_VARIANT");
   return e != nullptr ? std::atoi(e) : 0;
 }
 inline int g_ngram_ab = ngram_ab_from_env();
 
-__device__ __forceinline__ void ngram_prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
-__device__ __forceinline__ void ngram_prefetch_l1(const void* p) {
-  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-}
-
 // Copies 16 bytes from global to shared memory asynchronously (part of the thread's current group).
 // Through L1 (.ca): the L2-only form (.cg) measured 10 % slower on the bandwidth-bound rows.
 __device__ __forceinline__ void ngram_copy16(int64_t* dst, const int64_t* src) {
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+}
+
+// Decodes a search result into the continuation's first token and the tokens available after it.
+__device__ __forceinline__ NgramMatch decode_search_result(int32_t code, const NgramHaystacks& h) {
+  NgramMatch m;
+  if (code < 0) return m;
+  const bool second = (code & kSeg1Bit) != 0;
+  const int64_t start = code & (kSeg1Bit - 1);
+  const int64_t len = second ? h.len1 : h.len0;
+  m.src = (second ? h.seg1 : h.seg0) + start;
+  m.count = len - start;
+  return m;
 }
 
 // The search of `batch` slots: C blocks per slot (a cluster; C = 1 when the batch fills the GPU), the
@@ -220,33 +216,21 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   __shared__ unsigned long long best;
   __shared__ unsigned long long round_keys[2][kNgramMaxCluster];  // written by the cluster's blocks
   __shared__ unsigned long long final_keys[kNgramMaxCluster];     // block 0's: each block's last key
+  __shared__ WalkSlot fin;  // the slot's walk facts, for finish (kept out of registers during the scan)
 
-  allow_dependent_launch();  // the op's next kernel may launch now and wait for this grid
+  const int ab = prob.ab;  // scaffolding
   const ClusterPlace place = ngram_cluster_place();
   const unsigned C = place.size, rank = place.rank;
   const int64_t b = blockIdx.x / C;
+  // Launched as a programmatic dependent of the work before it: nothing it writes is read before the
+  // wait. The walk kernel may launch only after it (it reads the inputs before its own wait).
+  wait_for_primary_grid();
+  allow_dependent_launch();
 
   // One round trip: this thread's share of the give-up sum and the slot's own facts. The walk-free
   // bound (the first block of the slot only: it alone writes the slot's outputs; and only where
   // the host's Problem::try_free allows it) is summed later, once the slot's tiles are on their way:
   // it is needed only when the slot's outputs are written.
-  const int ab = prob.ab;
-  if (ab & (kAbPrefL2 | kAbPrefL1)) {
-    // The row's first tiles of this block, from the parameters alone (no load).
-    const NgramRowHint hint = prob.row_hint(b);
-    const int64_t i = int64_t{threadIdx.x} * 16;  // one 128-byte line per thread
-    if (ab & kAbPrefL1) {
-      const int64_t pos = int64_t{rank} * kNgramSearchTile + i;
-      if (i < kNgramSearchTile && pos < hint.n0) ngram_prefetch_l1(hint.p0 + pos);
-    } else {
-      for (int r = 0; r < kStages - 1; ++r) {
-        const int64_t pos = (int64_t{rank} + int64_t{r} * C) * kNgramSearchTile + i;
-        if (i < kNgramSearchTile && pos < hint.n0) ngram_prefetch_l2(hint.p0 + pos);
-      }
-      if (rank == 0 && i < kNgramSearchTile && i < hint.n1) ngram_prefetch_l2(hint.p1 + i);
-    }
-  }
-  if (ab & kAbPdl) wait_for_primary_grid();  // launched as a programmatic dependent: inputs after this
   const bool may_bind = prob.threshold_may_bind();
   const int64_t batch = prob.batch();
   const bool bounds = rank == 0 && prob.try_free && batch <= kWalkFreeMaxBatch;  // else no overflow
@@ -255,32 +239,24 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
     for (int64_t j = threadIdx.x; j < batch; j += kThreads) term += prob.give_up_term(b, j);
   }
   const SearchSlot s = prob.slot(b);
-  // finish's facts wait in shared memory (not in registers through the scan: they spilled).
-  __shared__ WalkSlot fin;
   if (bounds && threadIdx.x == 0) fin = s.walk;
   // This thread's share of the bound, folded into warp_bound (read after a later barrier).
+  bool summed = false;
   auto sum_bound = [&]() {
     int64_t bound = 0;
-    for (int64_t j = threadIdx.x; j < batch; j += kThreads) bound += prob.free_term(j);
+    if (!(ab & kAbNoBound)) {
+      for (int64_t j = threadIdx.x; j < batch; j += kThreads) bound += prob.free_term(j);
+    }
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) bound += __shfl_xor_sync(0xFFFFFFFFu, bound, off);
     if ((threadIdx.x & 31) == 0) warp_bound[threadIdx.x / 32] = bound;
+    summed = true;
   };
-  bool summed = false;
-  // Thread 0 of the slot's first block, after a barrier that follows the warp_bound stores.
-  auto walk_free = [&]() {
-    int64_t U = 0;
-#pragma unroll
-    for (int w = 0; w < kThreads / 32; ++w) U += warp_bound[w];
-    return summed && ngram_walk_free(batch, prob.threshold(), U);
-  };
-  // Warp 0 of the slot's first block, after a barrier that follows the warp_bound stores: the walk-free
-  // test (a lane per warp's sum), then the slot's outputs (finish) or its result (store).
-  // Set by the scan below: where the ring still holds a tile, for finish's draft copy.
-  int rounds_n = 0;   // this block's rounds
-  int tiles0_n = 0;   // tiles of the prompt
-  int r_exit = 0;
-  auto finish_warp = [&](int32_t code) {
+  // Warp 0 of the slot's first block, after a barrier that follows the warp_bound stores and every
+  // thread's reads of the slot: the walk-free test (a lane per warp's share of the bound), then either
+  // the slot's final outputs, as the walk writes them (ngram_walk_finish, the drafts copied by a lane
+  // each), or the search result for the walk (Problem::store, recorded slots only).
+  auto finish = [&](int32_t code) {
     const int lane = threadIdx.x & 31;
     int64_t U = summed ? warp_bound[lane] : 0;
 #pragma unroll
@@ -291,41 +267,20 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
     }
     const WalkSlot w = fin;
     if (w.untouched) return;
-    // The continuation: `kept` tokens from position `start` of haystack `second`.
-    int64_t kept = 0, start = 0;
-    bool second = false;
-    if (w.processed && code >= 0) {
-      second = (code & kSeg1Bit) != 0;
-      start = code & (kSeg1Bit - 1);
-      const int64_t count = (second ? s.h.len1 : s.h.len0) - start;
-      kept = max_of<int64_t>(min_of<int64_t>(count, w.budget), 0);
+    int64_t kept = 0;
+    const int64_t* src = nullptr;
+    if (w.processed) {
+      const NgramMatch m = decode_search_result(code, s.h);
+      src = m.src;
+      kept = max_of<int64_t>(min_of<int64_t>(m.count, w.budget), 0);
     }
-    const int64_t* hay = second ? s.h.seg1 : s.h.seg0;
-    // The window's tile (it ends at start - 1) is still in the ring when no later round reused its
-    // slot: its positions [tb, tb + n) are read from shared memory, the rest from global memory.
-    const int64_t* tile = nullptr;
-    int64_t tb = 0, th = 0;
-    if ((ab & kAbSmem) && kept > 0) {
-      const int e = static_cast<int>(start) - 1;
-      const int ti = (second ? tiles0_n : 0) + e / kTile;
-      const int r = ti / static_cast<int>(C);
-      if (ti % static_cast<int>(C) == static_cast<int>(rank) && r < rounds_n &&
-          r + kStages >= min_of(r_exit + kStages - 1, rounds_n)) {
-        tile = ring + (r % kStages) * kTile;
-        tb = int64_t{e / kTile} * kTile;
-        th = tb + min_of<int64_t>(kTile, (second ? s.h.len1 : s.h.len0) - 1 - tb);
-      }
-    }
-    auto token = [&](int64_t k) {
-      const int64_t pos = start + k;
-      return tile != nullptr && pos < th ? tile[pos - tb] : hay[pos];
-    };
+    if (ab & kAbNoCopy) kept = 0;  // diagnostic: outputs wrong
     const WalkOutputs out = prob.outputs();
     int64_t* row = out.draft_tokens + b * out.draft_stride;
-    for (int64_t k = lane; k < kept; k += 32) row[w.base + k] = token(k);
+    for (int64_t k = lane; k < kept; k += 32) row[w.base + k] = src[k];
     int64_t len = w.base + kept;
     if (w.padded && len >= 1 && len < out.pad_length) {
-      const int64_t last = kept > 0 ? token(kept - 1) : row[len - 1];
+      const int64_t last = kept > 0 ? src[kept - 1] : row[len - 1];  // row[base - 1]: an input column
       for (int64_t k = len + lane; k < out.pad_length; k += 32) row[k] = last;
       len = out.pad_length;
     }
@@ -334,13 +289,8 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   if (!s.record) {  // the same for every block of the cluster: none touches another's memory
     if (bounds) {
       sum_bound();
-      summed = true;
       __syncthreads();  // the warp sums, and every thread's reads before the slot's outputs change
-      if (ab & kAbPlan) {
-        if (threadIdx.x < 32) finish_warp(kNoMatch);
-      } else if (threadIdx.x == 0 && walk_free()) {
-        prob.finish(b, kNoMatch);
-      }
+      if (threadIdx.x < 32) finish(kNoMatch);
     }
     return;
   }
@@ -351,8 +301,6 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   const int tiles0 = ceil_div(ends0, kTile);
   const int tiles = tiles0 + ceil_div(ends1, kTile);
   const int rounds = ceil_div(tiles, static_cast<int>(C));  // this block's tiles: r = 0 .. rounds - 1
-  rounds_n = rounds;
-  tiles0_n = tiles0;
   const bool searching = s.search && s.cap >= s.min_n;
 
   struct TileView {
@@ -423,23 +371,14 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   }
   // A slot that gives up proves the batch is not walk-free (U >= its S + budget + L > T - 1), so its
   // blocks skip the bound; any other first block sums it now, its loads overlapping the tiles'.
-  const bool late_bound = bounds && !(searching && may_bind && !run);
-  if (late_bound) {
-    if (ab & kAbLateBound) {
-      for (int64_t j = threadIdx.x; j < batch; j += kThreads) prob.prefetch_free_term(j);
-    } else {
-      sum_bound();
-      summed = true;
-    }
-  }
+  if (bounds && !(searching && may_bind && !run)) sum_bound();
 
   const int64_t pat_last = run ? s.h.pattern_last[0] : 0;
   // Whether this warp has found a key of the largest size (the same in all its lanes). The stop test
   // ORs it over the block in the round's barrier: no read of `best` races with its reset or with the
   // other warps' atomicMax (a volatile or a plain read of `best` there measured up to 1.3 us slower).
   bool found = false;
-  int r = 0;
-  for (; run && r < rounds; ++r) {
+  for (int r = 0; run && r < rounds; ++r) {
     __pipeline_wait_prior(kStages - 2);
     // One barrier per round: the tile is visible to the block, everyone is done with the previous
     // one (whose ring slot is refilled below), and the stop decision is the same for the whole block
@@ -493,12 +432,7 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
       found = found || static_cast<int>(key >> 40) >= s.cap;
     }
   }
-  r_exit = r;
   __pipeline_wait_prior(0);  // no copy may still target shared memory when the block exits
-  if (late_bound && (ab & kAbLateBound)) {
-    sum_bound();
-    summed = true;
-  }
   __syncthreads();
   unsigned long long result = best;
   if (C > 1) {
@@ -508,42 +442,14 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
     if (rank != 0) return;
     for (unsigned k = 0; k < C; ++k) result = max_of(result, final_keys[k]);
   }
-  if (ab & kAbPlan) {
-    if (threadIdx.x >= 32) return;
-    int32_t code = kNoMatch;
-    if (run && result != 0) {
-      const bool in_prompt = (result >> 32) & 1;
-      const int64_t e = 0xFFFFFFFFu - static_cast<uint32_t>(result);
-      code = static_cast<int32_t>(e + 1) | (in_prompt ? 0 : kSeg1Bit);
-    }
-    finish_warp(code);
-    return;
+  if (threadIdx.x >= 32) return;
+  int32_t code = kNoMatch;
+  if (run && result != 0) {
+    const bool in_prompt = (result >> 32) & 1;
+    const int64_t e = 0xFFFFFFFFu - static_cast<uint32_t>(result);
+    code = static_cast<int32_t>(e + 1) | (in_prompt ? 0 : kSeg1Bit);
   }
-  if (threadIdx.x == 0) {
-    int32_t code = kNoMatch;
-    if (run && result != 0) {
-      const bool in_prompt = (result >> 32) & 1;
-      const int64_t e = 0xFFFFFFFFu - static_cast<uint32_t>(result);
-      code = static_cast<int32_t>(e + 1) | (in_prompt ? 0 : kSeg1Bit);
-    }
-    if (walk_free()) {
-      prob.finish(b, code);
-    } else {
-      prob.store(b, code);
-    }
-  }
-}
-
-// Decodes a search result into the continuation's first token and the tokens available after it.
-__device__ __forceinline__ NgramMatch decode_search_result(int32_t code, const NgramHaystacks& h) {
-  NgramMatch m;
-  if (code < 0) return m;
-  const bool second = (code & kSeg1Bit) != 0;
-  const int64_t start = code & (kSeg1Bit - 1);
-  const int64_t len = second ? h.len1 : h.len0;
-  m.src = (second ? h.seg1 : h.seg0) + start;
-  m.count = len - start;
-  return m;
+  finish(code);
 }
 
 // Blocks per slot: more than one only while the clusters surely fit on the GPU at once (B x C <= half
@@ -560,7 +466,7 @@ inline int ngram_search_cluster(int64_t batch, int64_t max_tokens, int sms) {
 }
 
 template <int kMaxN, int kStages, class Problem>
-cudaError_t launch_ngram_search_ring(const Problem& prob, int64_t batch, int c, cudaStream_t stream) {
+cudaError_t launch_ngram_search_ring(const Problem& prob, int64_t batch, int c, bool pdl, cudaStream_t stream) {
   auto kernel = ngram_search_kernel<kMaxN, kStages, Problem>;
   constexpr size_t smem = sizeof(int64_t) * kNgramSearchTile * kStages;
   // The ring is larger than the default 48 KB of dynamic shared memory. A host-side attribute (no
@@ -576,7 +482,7 @@ cudaError_t launch_ngram_search_ring(const Problem& prob, int64_t batch, int c, 
     attrs[n].val.clusterDim.y = attrs[n].val.clusterDim.z = 1;
     ++n;
   }
-  if (prob.ab & kAbPdl) {
+  if (pdl && !(prob.ab & kAbNoPdl)) {
     attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attrs[n].val.programmaticStreamSerializationAllowed = 1;
     ++n;
@@ -597,9 +503,10 @@ cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, int64_t ma
                                   const NgramDevice& dev, cudaStream_t stream) {
   static_assert(Problem::kThreads == kNgramSearchThreads, "the search problem's block size");
   const int c = dev.major >= 9 ? ngram_search_cluster(batch, max_tokens, dev.sms) : 1;
+  const bool pdl = dev.major >= 9;
   return batch * c > dev.sms
-             ? launch_ngram_search_ring<kMaxN, kNgramSearchStagesMany>(prob, batch, c, stream)
-             : launch_ngram_search_ring<kMaxN, kNgramSearchStages>(prob, batch, c, stream);
+             ? launch_ngram_search_ring<kMaxN, kNgramSearchStagesMany>(prob, batch, c, pdl, stream)
+             : launch_ngram_search_ring<kMaxN, kNgramSearchStages>(prob, batch, c, pdl, stream);
 }
 
 // Launches the search over `batch` slots with the compare loop specialised for the usual sizes.

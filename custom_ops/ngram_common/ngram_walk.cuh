@@ -76,6 +76,7 @@ __global__ void __launch_bounds__(kThreads) ngram_walk_kernel(Walk walk) {
   const int64_t T = walk.threshold();
   if constexpr (MayBeWalkFree<Walk>::value) {
     if (walk.try_free) {
+      if (walk.ab & 16) return;  // scaffolding diagnostic: no bound (wrong where the batch binds)
       int64_t bound = 0;
       if (B <= kWalkFreeMaxBatch) {  // else not walk-free, and the sum could overflow
         for (int64_t j = threadIdx.x; j < B; j += kThreads) bound += walk.free_term(j);

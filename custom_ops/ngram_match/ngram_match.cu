@@ -26,18 +26,6 @@ struct NgramMatchSearch {
   NgramMatchParams p;
 
   int ab = 0;  // scaffolding
-  __device__ NgramRowHint row_hint(int64_t b) const {
-    return NgramRowHint{p.token_ids_all + b * p.token_ids_stride, p.token_ids_stride, nullptr, 0};
-  }
-  __device__ void prefetch_free_term(int64_t j) const {
-    prefetch_l1(p.seq_lens_encoder + j);
-    prefetch_l1(p.seq_lens_decoder + j);
-    prefetch_l1(p.draft_token_num + j);
-    prefetch_l1(p.max_dec_len + j);
-    prefetch_l1(p.step_idx + j);
-    prefetch_l1(p.prompt_lens + j);
-    prefetch_l1(p.seq_lens_this_time + j);
-  }
   __device__ WalkOutputs outputs() const { return ngram_match_outputs(p); }
 
   __device__ SearchSlot slot(int64_t b) const {
@@ -77,14 +65,6 @@ struct NgramMatchSearch {
   // No lower bound of U follows from the parameters alone (empty slots add nothing).
   bool free_possible() const { return true; }
   bool try_free = true;  // set by launch_ngram_op
-  __device__ void finish(int64_t b, int32_t code) const {
-    const NgramMatchView v = ngram_match_view(p, b);
-    const WalkSlot w = ngram_match_walk_slot(p, b, v.s);
-    NgramMatch m;
-    if (w.processed) m = decode_search_result(code, ngram_match_haystacks(v));
-    const int64_t kept = w.processed ? max_of<int64_t>(min_of<int64_t>(m.count, w.budget), 0) : 0;
-    ngram_walk_finish(ngram_match_outputs(p), b, w, m.src, kept);
-  }
 };
 
 // Kernel 2's view of the walk.
