@@ -102,6 +102,13 @@ struct HybridSearch {
   // is the same for every value an entry takes (a volatile load: one value, read once).
   __device__ int64_t threshold() const { return p.threshold; }
   __device__ int64_t free_term(int64_t j) const { return hybrid_free_term_now(p, j); }
+  struct FreeIn {
+    int32_t entry, decoder;
+  };
+  __device__ FreeIn free_in(int64_t j) const {
+    return FreeIn{*static_cast<const volatile int32_t*>(p.seq_lens_this_time + j), p.seq_lens_decoder[j]};
+  }
+  __device__ int64_t free_of(int64_t, const FreeIn& in) const { return hybrid_walk_free_term(p, in.entry, in.decoder); }
   // Every term is at least A (hybrid_walk_free_term), so U >= B x A.
   bool free_possible() const { return hybrid_may_be_walk_free(p); }
   bool try_free = true;  // set by launch_ngram_op

@@ -126,8 +126,11 @@ FDSPEC_HD int64_t hybrid_max_ori(const HybridMtpNgramParams& p) {
 FDSPEC_HD int64_t hybrid_walk_free_floor(const HybridMtpNgramParams& p) {
   return clamp_to<int64_t>(hybrid_max_ori(p) + 1, 0, kWalkFreeTermCap);
 }
+FDSPEC_HD int64_t hybrid_walk_free_term(const HybridMtpNgramParams& p, int32_t entry, int32_t decoder) {
+  return max_of<int64_t>(entry, hybrid_walk_free_floor(p)) + (decoder > 0);
+}
 FDSPEC_HD int64_t hybrid_walk_free_term(const HybridMtpNgramParams& p, int64_t b, int32_t entry) {
-  return max_of<int64_t>(entry, hybrid_walk_free_floor(p)) + (p.seq_lens_decoder[b] > 0);
+  return hybrid_walk_free_term(p, entry, p.seq_lens_decoder[b]);
 }
 
 // Whether the batch can be walk-free at all: every term is at least A, so U >= B x A (a host-side

@@ -153,7 +153,8 @@ __device__ __forceinline__ void ngram_cluster_store(unsigned long long* local, u
 }
 
 // A/B scaffolding (removed before merge): bits of Problem::ab.
-constexpr int kAbNoCopy = 4, kAbNoWalk = 8, kAbNoBound = 64, kAbNoPdl = 512;
+constexpr int kAbNoCopy = 4, kAbNoWalk = 8, kAbFinishFirst = 32, kAbNoBound = 64, kAbEarlyPat = 128,
+              kAbNoPdl = 512, kAbEarlyBound = 1024;
 inline int ngram_ab_from_env() {
   const char* e = std::getenv("FDSPEC_NGRAM_VARIANT");
   return e != nullptr ? std::atoi(e) : 0;
@@ -238,13 +239,20 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   if (may_bind) {
     for (int64_t j = threadIdx.x; j < batch; j += kThreads) term += prob.give_up_term(b, j);
   }
+  // The bound's inputs (a slot per thread) are requested with the slot's own facts: a load issued
+  // after the tile requests waits behind them.
+  const bool early = (ab & kAbEarlyBound) && bounds && batch <= kThreads;
+  typename Problem::FreeIn free_in{};
+  if (early && threadIdx.x < batch) free_in = prob.free_in(threadIdx.x);
   const SearchSlot s = prob.slot(b);
   if (bounds && threadIdx.x == 0) fin = s.walk;
   // This thread's share of the bound, folded into warp_bound (read after a later barrier).
   bool summed = false;
   auto sum_bound = [&]() {
     int64_t bound = 0;
-    if (!(ab & kAbNoBound)) {
+    if (early) {
+      if (threadIdx.x < batch && !(ab & kAbNoBound)) bound = prob.free_of(threadIdx.x, free_in);
+    } else if (!(ab & kAbNoBound)) {
       for (int64_t j = threadIdx.x; j < batch; j += kThreads) bound += prob.free_term(j);
     }
 #pragma unroll
@@ -349,9 +357,16 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   // The tiles are requested once the slot is known to search: at once when the threshold cannot
   // bind, else after the give-up test (a batch that gives up reads no haystack, and its blocks need
   // not wait for copies before they exit).
+  int64_t pat_tok = 0, pat_last0 = 0;
+  if ((ab & kAbEarlyPat) && searching) {
+    if (threadIdx.x < s.cap) pat_tok = s.h.pattern_last[-static_cast<int64_t>(threadIdx.x)];
+    pat_last0 = s.h.pattern_last[0];
+  }
   if (searching) {
     if (!may_bind) issue(0);
-    if (threadIdx.x < s.cap) pat[threadIdx.x] = s.h.pattern_last[-static_cast<int64_t>(threadIdx.x)];
+    if (threadIdx.x < s.cap) {
+      pat[threadIdx.x] = (ab & kAbEarlyPat) ? pat_tok : s.h.pattern_last[-static_cast<int64_t>(threadIdx.x)];
+    }
   }
   if (threadIdx.x == 0) best = 0;
   if (threadIdx.x < kNgramMaxCluster) round_keys[0][threadIdx.x] = 0;
@@ -373,7 +388,7 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   // blocks skip the bound; any other first block sums it now, its loads overlapping the tiles'.
   if (bounds && !(searching && may_bind && !run)) sum_bound();
 
-  const int64_t pat_last = run ? s.h.pattern_last[0] : 0;
+  const int64_t pat_last = run ? ((ab & kAbEarlyPat) ? pat_last0 : s.h.pattern_last[0]) : 0;
   // Whether this warp has found a key of the largest size (the same in all its lanes). The stop test
   // ORs it over the block in the round's barrier: no read of `best` races with its reset or with the
   // other warps' atomicMax (a volatile or a plain read of `best` there measured up to 1.3 us slower).
@@ -432,24 +447,29 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
       found = found || static_cast<int>(key >> 40) >= s.cap;
     }
   }
-  __pipeline_wait_prior(0);  // no copy may still target shared memory when the block exits
+  if (!(ab & kAbFinishFirst)) __pipeline_wait_prior(0);  // no copy may still target shared memory when the block exits
   __syncthreads();
   unsigned long long result = best;
   if (C > 1) {
     if (!run || rounds == 0) ngram_cluster_sync();  // no round did: every block has started now
     if (threadIdx.x == 0) ngram_cluster_store(&final_keys[rank], 0, result);
     ngram_cluster_sync();  // also keeps every block alive until the others' stores to it are done
-    if (rank != 0) return;
+    if (rank != 0) {
+      __pipeline_wait_prior(0);
+      return;
+    }
     for (unsigned k = 0; k < C; ++k) result = max_of(result, final_keys[k]);
   }
-  if (threadIdx.x >= 32) return;
-  int32_t code = kNoMatch;
-  if (run && result != 0) {
-    const bool in_prompt = (result >> 32) & 1;
-    const int64_t e = 0xFFFFFFFFu - static_cast<uint32_t>(result);
-    code = static_cast<int32_t>(e + 1) | (in_prompt ? 0 : kSeg1Bit);
+  if (threadIdx.x < 32) {
+    int32_t code = kNoMatch;
+    if (run && result != 0) {
+      const bool in_prompt = (result >> 32) & 1;
+      const int64_t e = 0xFFFFFFFFu - static_cast<uint32_t>(result);
+      code = static_cast<int32_t>(e + 1) | (in_prompt ? 0 : kSeg1Bit);
+    }
+    finish(code);
   }
-  finish(code);
+  __pipeline_wait_prior(0);
 }
 
 // Blocks per slot: more than one only while the clusters surely fit on the GPU at once (B x C <= half
