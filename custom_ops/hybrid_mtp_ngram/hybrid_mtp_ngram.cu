@@ -51,7 +51,6 @@ struct HybridSearch {
   static constexpr int kThreads = kThreadsPerSlot;
   HybridMtpNgramParams p;
 
-  int ab = 0;  // scaffolding
   __device__ WalkOutputs outputs() const { return hybrid_outputs(p); }
 
   __device__ SearchSlot slot(int64_t b) const {
@@ -102,6 +101,7 @@ struct HybridSearch {
   // is the same for every value an entry takes (a volatile load: one value, read once).
   __device__ int64_t threshold() const { return p.threshold; }
   __device__ int64_t free_term(int64_t j) const { return hybrid_free_term_now(p, j); }
+  // The same term, loaded with the slot's own facts and summed later (the entry read once).
   struct FreeIn {
     int32_t entry, decoder;
   };
@@ -118,7 +118,6 @@ struct HybridSearch {
 struct HybridWalk {
   HybridMtpNgramParams p;
   bool try_free = true;  // set by launch_ngram_op
-  int ab = 0;  // scaffolding
 
   __device__ int64_t batch() const { return p.batch; }
   __device__ int64_t threshold() const { return p.threshold; }

@@ -1,6 +1,8 @@
 // The two launches of an n-gram op (ngram_match, hybrid_mtp_ngram): the search of ngram_search.cuh,
-// then the walk of ngram_walk.cuh as its programmatic dependent (which exits at once when the batch
-// is walk-free, ngram_walk.h; the search blocks then finish their slots). No Paddle include.
+// itself a programmatic dependent of the work before it on the stream (on compute capability 9.0+:
+// its blocks wait for that work before their first read, and only then let the walk launch), then
+// the walk of ngram_walk.cuh as its programmatic dependent (which exits at once when the batch is
+// walk-free, ngram_walk.h; the search blocks then finish their slots). No Paddle include.
 #pragma once
 
 #include <cstdint>
@@ -34,10 +36,8 @@ cudaError_t launch_ngram_op(const Search& search, const Walk& walk, int64_t batc
   Search s = search;
   Walk w = walk;
   s.try_free = w.try_free = batch <= dev.sms && search.free_possible();
-  s.ab = w.ab = g_ngram_ab;
   err = launch_ngram_search(s, batch, max_n, max_tokens, dev, stream);
   if (err != cudaSuccess) return err;
-  if ((g_ngram_ab & kAbNoWalk) && s.try_free) return FDSPEC_LAUNCH_STATUS(stream);  // diagnostic
   err = launch_ngram_walk(w, stream);
   if (err != cudaSuccess) return err;
   return FDSPEC_LAUNCH_STATUS(stream);

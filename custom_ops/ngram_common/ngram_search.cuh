@@ -26,23 +26,28 @@
 //   each slot with a cluster of C = 2 .. 8 blocks; their stop decision and final key are exchanged
 //   through shared memory at cluster barriers, never by cross-block atomics. 1 x 128k: 29.9 -> 14.6 us.
 //   C = 2 at B = 64 (128 blocks) measured slower than C = 1: not used.
-// - Fixed cost: a block reads its slot, its share of the walk-free bound's terms and, only when
-//   the threshold can bind, of the batch's give-up sum in one round trip (a thread per slot up to
-//   1024), then tests the give-up sum after one barrier. The walk is a second kernel
+// - Fixed cost: a block reads its slot, the inputs of its share of the walk-free bound's terms and,
+//   only when the threshold can bind, of the batch's give-up sum in one round trip (a thread per
+//   slot up to 1024; the slot's inputs are read whatever its kind, so that none waits behind a
+//   branch), then tests the give-up sum after one barrier. The walk is a second kernel
 //   (ngram_walk.cuh), ~3 us of body (dependent loads, scan, barriers, the draft copy), not of
 //   launch: run in the search grid's last block (a completion counter) or in block 0 after a
 //   cooperative grid sync, the op measured 0.5..0.9 us slower than with the walk kernel
 //   (docs/perf/ngram_notes.md, branch ngram3). So when the batch's bound U (ngram_walk.h) proves
 //   that no slot can be clamped or give up, which every block and the walk kernel compute from the
-//   same data, each slot's first block writes the slot's outputs itself (Problem::finish) and the
-//   walk kernel exits before it waits for this grid. That covers the default thresholds at small
-//   and mid batches (ngram_match T = 128: B x (K + 1) + prefill lengths < 128; hybrid T = 1024: B x
-//   (K + 2) < 1024 at ori <= K + 1); larger batches still pay the walk. Limits: a late hit wastes
-//   the tiles in flight when the scan stops.
+//   same data, each slot's first block writes the slot's outputs itself (warp 0, from the slot's
+//   walk facts kept in shared memory; a lane per draft) and the walk kernel exits before it waits
+//   for this grid. That covers the default thresholds at small and mid batches (ngram_match T =
+//   128: B x (K + 1) + prefill lengths < 128; hybrid T = 1024: B x (K + 2) < 1024 at ori <= K + 1);
+//   larger batches still pay the walk. The search itself is a programmatic dependent of the work
+//   before it: its blocks start (where SMs are free) while that work ends, and wait for it before
+//   their first read. Limits: a late hit wastes the tiles in flight when the scan stops.
+//   Measured (docs/perf/ngram_notes.md, branch ngram4): the programmatic launch -0.8 us at 64 x 8k
+//   where the op follows a kernel; every load before the first tile request and the outputs
+//   written by a warp while the last copies land: -0.3 us more on hybrid_mtp_ngram in the MTP step.
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>
 
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
@@ -152,15 +157,6 @@ __device__ __forceinline__ void ngram_cluster_store(unsigned long long* local, u
 #endif
 }
 
-// A/B scaffolding (removed before merge): bits of Problem::ab.
-constexpr int kAbNoCopy = 4, kAbNoWalk = 8, kAbFinishFirst = 32, kAbNoBound = 64, kAbEarlyPat = 128,
-              kAbNoPdl = 512, kAbEarlyBound = 1024;
-inline int ngram_ab_from_env() {
-  const char* e = std::getenv("FDSPEC_NGRAM_VARIANT");
-  return e != nullptr ? std::atoi(e) : 0;
-}
-inline int g_ngram_ab = ngram_ab_from_env();
-
 // Copies 16 bytes from global to shared memory asynchronously (part of the thread's current group).
 // Through L1 (.ca): the L2-only form (.cg) measured 10 % slower on the bandwidth-bound rows.
 __device__ __forceinline__ void ngram_copy16(int64_t* dst, const int64_t* src) {
@@ -184,19 +180,21 @@ __device__ __forceinline__ NgramMatch decode_search_result(int32_t code, const N
 // slot's tiles dealt round-robin to them.
 //
 // Problem provides:
-// - SearchSlot slot(b): what to search (every thread calls it);
+// - SearchSlot slot(b): what to search, and the slot as the walk sees it (every thread calls it);
 // - bool threshold_may_bind(), int64_t give_up_term(b, j), bool gives_up(b, total): a slot with
 //   gives_up(b, sum over j of give_up_term(b, j)) is sure to be dropped by the budget walk and is not
 //   searched; threshold_may_bind() false (from the parameters alone) says no slot can be, and no
 //   term is read. The terms are read in the same round trip as the slot, so the test costs a barrier.
-// - store(b, code) (thread 0 of the slot's first block, once per recorded slot, after a barrier that
-//   follows every thread's slot(), give_up_term() and free_term() reads) keeps the result;
-// - int64_t threshold(), free_term(j): the walk-free bound's terms (ngram_walk_free in ngram_walk.h,
-//   read in the same round trip as the rest by the slot's first block). When the bound holds, the
-//   walk keeps every slot's untruncated drafts: finish(b, code) replaces store, the slot's final
-//   outputs, called for every slot, recorded or not. free_term(j) must be the same for every value
-//   the op may have left in memory by then (other slots' blocks run concurrently): every block of
-//   the batch, and the walk kernel, reach the same decision.
+// - store(b, code) (lane 0 of warp 0 of the slot's first block, once per recorded slot, after a
+//   barrier that follows every thread's reads) keeps the result;
+// - int64_t threshold(), free_term(j), and FreeIn free_in(j) / free_of(j, in), the same term split
+//   into its loads and its arithmetic: the walk-free bound's terms (ngram_walk_free in ngram_walk.h,
+//   loaded in the same round trip as the rest by the slot's first block). When the bound holds, the
+//   walk keeps every slot's untruncated drafts: the block writes the slot's final outputs itself
+//   (ngram_walk_finish on WalkOutputs outputs() and SearchSlot::walk), for every slot, recorded or
+//   not. A term must be the same for every value the op may have left in memory by then (other
+//   slots' blocks run concurrently): every block of the batch, and the walk kernel, reach the same
+//   decision.
 //
 // The haystacks (prompt, then the second one) form one sequence of tiles; block r of the cluster
 // streams tiles r, r + C, r + 2C, ... through its ring. Each haystack token is loaded once: O(len0 +
@@ -219,7 +217,6 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   __shared__ unsigned long long final_keys[kNgramMaxCluster];     // block 0's: each block's last key
   __shared__ WalkSlot fin;  // the slot's walk facts, for finish (kept out of registers during the scan)
 
-  const int ab = prob.ab;  // scaffolding
   const ClusterPlace place = ngram_cluster_place();
   const unsigned C = place.size, rank = place.rank;
   const int64_t b = blockIdx.x / C;
@@ -228,10 +225,11 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   wait_for_primary_grid();
   allow_dependent_launch();
 
-  // One round trip: this thread's share of the give-up sum and the slot's own facts. The walk-free
-  // bound (the first block of the slot only: it alone writes the slot's outputs; and only where
-  // the host's Problem::try_free allows it) is summed later, once the slot's tiles are on their way:
-  // it is needed only when the slot's outputs are written.
+  // One round trip: this thread's share of the give-up sum, the slot's own facts and, in the slot's
+  // first block (it alone writes the slot's outputs) where the host's Problem::try_free allows it,
+  // the inputs of this thread's term of the walk-free bound (a slot per thread). Every load is
+  // issued before the first tile request: a load issued after the requests waits behind them. The
+  // bound's terms are computed once the tiles are on their way.
   const bool may_bind = prob.threshold_may_bind();
   const int64_t batch = prob.batch();
   const bool bounds = rank == 0 && prob.try_free && batch <= kWalkFreeMaxBatch;  // else no overflow
@@ -239,9 +237,7 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   if (may_bind) {
     for (int64_t j = threadIdx.x; j < batch; j += kThreads) term += prob.give_up_term(b, j);
   }
-  // The bound's inputs (a slot per thread) are requested with the slot's own facts: a load issued
-  // after the tile requests waits behind them.
-  const bool early = (ab & kAbEarlyBound) && bounds && batch <= kThreads;
+  const bool early = bounds && batch <= kThreads;  // else (never at B <= SMs) read when summed
   typename Problem::FreeIn free_in{};
   if (early && threadIdx.x < batch) free_in = prob.free_in(threadIdx.x);
   const SearchSlot s = prob.slot(b);
@@ -251,8 +247,8 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   auto sum_bound = [&]() {
     int64_t bound = 0;
     if (early) {
-      if (threadIdx.x < batch && !(ab & kAbNoBound)) bound = prob.free_of(threadIdx.x, free_in);
-    } else if (!(ab & kAbNoBound)) {
+      if (threadIdx.x < batch) bound = prob.free_of(threadIdx.x, free_in);
+    } else {
       for (int64_t j = threadIdx.x; j < batch; j += kThreads) bound += prob.free_term(j);
     }
 #pragma unroll
@@ -282,7 +278,6 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
       src = m.src;
       kept = max_of<int64_t>(min_of<int64_t>(m.count, w.budget), 0);
     }
-    if (ab & kAbNoCopy) kept = 0;  // diagnostic: outputs wrong
     const WalkOutputs out = prob.outputs();
     int64_t* row = out.draft_tokens + b * out.draft_stride;
     for (int64_t k = lane; k < kept; k += 32) row[w.base + k] = src[k];
@@ -357,16 +352,13 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   // The tiles are requested once the slot is known to search: at once when the threshold cannot
   // bind, else after the give-up test (a batch that gives up reads no haystack, and its blocks need
   // not wait for copies before they exit).
-  int64_t pat_tok = 0, pat_last0 = 0;
-  if ((ab & kAbEarlyPat) && searching) {
-    if (threadIdx.x < s.cap) pat_tok = s.h.pattern_last[-static_cast<int64_t>(threadIdx.x)];
-    pat_last0 = s.h.pattern_last[0];
-  }
+  // The pattern is loaded before the first tile request (behind it, it would wait for the copies).
+  int64_t pat_tok = 0, pat_last = 0;
   if (searching) {
+    if (threadIdx.x < s.cap) pat_tok = s.h.pattern_last[-static_cast<int64_t>(threadIdx.x)];
+    pat_last = s.h.pattern_last[0];
     if (!may_bind) issue(0);
-    if (threadIdx.x < s.cap) {
-      pat[threadIdx.x] = (ab & kAbEarlyPat) ? pat_tok : s.h.pattern_last[-static_cast<int64_t>(threadIdx.x)];
-    }
+    if (threadIdx.x < s.cap) pat[threadIdx.x] = pat_tok;
   }
   if (threadIdx.x == 0) best = 0;
   if (threadIdx.x < kNgramMaxCluster) round_keys[0][threadIdx.x] = 0;
@@ -388,7 +380,6 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   // blocks skip the bound; any other first block sums it now, its loads overlapping the tiles'.
   if (bounds && !(searching && may_bind && !run)) sum_bound();
 
-  const int64_t pat_last = run ? ((ab & kAbEarlyPat) ? pat_last0 : s.h.pattern_last[0]) : 0;
   // Whether this warp has found a key of the largest size (the same in all its lanes). The stop test
   // ORs it over the block in the round's barrier: no read of `best` races with its reset or with the
   // other warps' atomicMax (a volatile or a plain read of `best` there measured up to 1.3 us slower).
@@ -447,7 +438,9 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
       found = found || static_cast<int>(key >> 40) >= s.cap;
     }
   }
-  if (!(ab & kAbFinishFirst)) __pipeline_wait_prior(0);  // no copy may still target shared memory when the block exits
+  // Every warp's atomicMax is done. The tiles still in flight after a stop land while warp 0 writes
+  // the outputs: each thread waits for its own copies only before it exits (no copy may still target
+  // shared memory then), and nothing reads the ring after the loop.
   __syncthreads();
   unsigned long long result = best;
   if (C > 1) {
@@ -502,7 +495,7 @@ cudaError_t launch_ngram_search_ring(const Problem& prob, int64_t batch, int c, 
     attrs[n].val.clusterDim.y = attrs[n].val.clusterDim.z = 1;
     ++n;
   }
-  if (pdl && !(prob.ab & kAbNoPdl)) {
+  if (pdl) {  // a programmatic dependent of the work before it (the kernel waits for it first)
     attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attrs[n].val.programmaticStreamSerializationAllowed = 1;
     ++n;

@@ -25,7 +25,6 @@ struct NgramMatchSearch {
   static constexpr int kThreads = kThreadsPerSlot;
   NgramMatchParams p;
 
-  int ab = 0;  // scaffolding
   __device__ WalkOutputs outputs() const { return ngram_match_outputs(p); }
 
   __device__ SearchSlot slot(int64_t b) const {
@@ -63,6 +62,7 @@ struct NgramMatchSearch {
   // block writes (a prefill slot's seq_lens_this_time is untouched).
   __device__ int64_t threshold() const { return p.threshold; }
   __device__ int64_t free_term(int64_t j) const { return ngram_match_walk_free_term(p, j); }
+  // The same term, loaded with the slot's own facts and summed later.
   using FreeIn = NgramMatchSlotIn;
   __device__ FreeIn free_in(int64_t j) const { return ngram_match_slot_in(p, j); }
   __device__ int64_t free_of(int64_t j, const FreeIn& in) const { return ngram_match_walk_free_term(p, j, in); }
@@ -75,7 +75,6 @@ struct NgramMatchSearch {
 struct NgramMatchWalk {
   NgramMatchParams p;
   bool try_free = true;  // set by launch_ngram_op
-  int ab = 0;  // scaffolding
 
   __device__ int64_t batch() const { return p.batch; }
   __device__ int64_t threshold() const { return p.threshold; }

@@ -80,7 +80,9 @@ FDSPEC_HD NgramHaystacks ngram_match_haystacks(const NgramMatchView& v) {
   return NgramHaystacks{v.row, v.P, v.row + v.P, v.s, v.row + v.P + (v.s > 0 ? v.s - 1 : 0), v.s};
 }
 
-// Slot b as the walk sees it (ngram_common/ngram_walk.h), s being its clamped step_idx. The slot
+// Slot b as the walk sees it (ngram_common/ngram_walk.h), from its inputs `in`
+// (ngram_match_slot_in: the budget's inputs are read whatever the slot's kind, so that on the GPU
+// they arrive with the rest, not in a second round trip behind the kind's branch). The slot
 // states are those of speculate_slot.h (no stop flag here: a finished slot has seq_lens_decoder 0).
 // A decoding slot takes part with base 1 (the last accepted token) and is padded in graph mode; a
 // prefill slot keeps its seq_lens_this_time, summed as given; an empty slot gets 0. `unprocessed`
@@ -88,8 +90,6 @@ FDSPEC_HD NgramHaystacks ngram_match_haystacks(const NgramMatchView& v) {
 // prefill slot stays counted, and a negative seq_lens_decoder, which no runner produces, decodes
 // uncounted). Reads the slot's seq_lens_this_time only for a prefill slot, which no path writes
 // (untouched: the GPU's walk-free bound reads it from other slots' blocks while they run).
-// From the slot's inputs `in` (ngram_match_slot_in: the budget's inputs are read whatever the slot's
-// kind, so that they arrive with the rest, not in a second round trip behind the kind's branch).
 FDSPEC_HD WalkSlot ngram_match_walk_slot(const NgramMatchParams& p, int64_t b, const NgramMatchSlotIn& in) {
   const int32_t enc = in.encoder;
   const int32_t dec = in.decoder;

@@ -29,7 +29,6 @@
 #include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
 #include "common/cuda_utils.cuh"
 #include "ngram_match/ngram_match.h"
-#include "ngram_common/ngram_search.cuh"  // scaffolding: g_ngram_ab
 
 namespace {
 
@@ -171,9 +170,11 @@ bool same_outputs(const Case& ref, const DevCase& d) {
   return bd < 0 && bs < 0;
 }
 
-Result bench_row(bool hybrid, const Row& row, const Flusher& fl, cudaStream_t st, bool quick,
-                 const Case& c, const Case& ref) {
+Result bench_row(bool hybrid, const Row& row, const Flusher& fl, cudaStream_t st, bool quick) {
+  Case c = make_case(hybrid, row.B, row.W, row.hit, row.T);
   DevCase d(c);
+  Case ref = c;
+  cpu_reference(ref);
   CHECK(d.reset(st));
   CHECK(d.call(st));
   CHECK(cudaStreamSynchronize(st));
@@ -283,42 +284,16 @@ int main(int argc, char** argv) {
   harness::Stream st;
   std::vector<Result> res;
   calibrate(st.get());
-  // Scaffolding: FDSPEC_NGRAM_AB="v,v,..." times each row with each variant (fdspec::g_ngram_ab) in
-  // turn; FDSPEC_BENCH_ROWS="i,j,..." keeps those rows (indices into kRows) only.
-  auto list = [](const char* env, std::vector<int> def) {
-    const char* e = std::getenv(env);
-    if (e == nullptr) return def;
-    std::vector<int> v;
-    for (const char* q = e; *q;) {
-      v.push_back(std::atoi(q));
-      while (*q && *q != ',') ++q;
-      if (*q == ',') ++q;
-    }
-    return v;
-  };
-  const std::vector<int> variants = list("FDSPEC_NGRAM_AB", {fdspec::g_ngram_ab});
-  std::vector<int> all_rows;
-  for (int i = 0; i < static_cast<int>(sizeof(kRows) / sizeof(kRows[0])); ++i) all_rows.push_back(i);
-  const std::vector<int> rows = list("FDSPEC_BENCH_ROWS", all_rows);
-  std::vector<int> res_variant;
   for (const bool hybrid : {false, true}) {
     if (!only.empty() && only != (hybrid ? "hybrid" : "match")) continue;
-    for (const int ri : rows) {
-      const Row& row = kRows[ri];
+    for (const Row& row : kRows) {
       if (row.only != nullptr && std::string(row.only) != (hybrid ? "hybrid" : "match")) continue;
-      const Case c = make_case(hybrid, row.B, row.W, row.hit, row.T);
-      Case ref = c;
-      cpu_reference(ref);
-      for (const int v : variants) {
-        fdspec::g_ngram_ab = v;
-        res.push_back(bench_row(hybrid, row, fl, st.get(), quick, c, ref));
-        res_variant.push_back(v);
-        const Result& r = res.back();
-        std::printf("v%-3d %-16s B=%4lld W=%7lld %-5s T=%-14lld warm %8.2f us  cold %8.2f us  %s\n", v,
-                    r.op.c_str(), (long long)r.B, (long long)r.W, r.hit.c_str(), (long long)r.T, r.warm,
-                    r.cold, r.identical ? "identical" : "MISMATCH");
-        std::fflush(stdout);
-      }
+      res.push_back(bench_row(hybrid, row, fl, st.get(), quick));
+      const Result& r = res.back();
+      std::printf("%-16s B=%4lld W=%7lld %-5s T=%-14lld warm %8.2f us  cold %8.2f us  %s\n", r.op.c_str(),
+                  (long long)r.B, (long long)r.W, r.hit.c_str(), (long long)r.T, r.warm, r.cold,
+                  r.identical ? "identical" : "MISMATCH");
+      std::fflush(stdout);
     }
   }
   bool all_ok = true;
@@ -338,9 +313,9 @@ int main(int argc, char** argv) {
       const Result& r = res[i];
       std::fprintf(f,
                    "  {\"op\": \"%s\", \"B\": %lld, \"W\": %lld, \"hit\": \"%s\", \"threshold\": %lld, "
-                   "\"gpu_us\": %.3f, \"gpu_cold_us\": %.3f, \"bit_identical\": %s, \"variant\": %d}%s\n",
+                   "\"gpu_us\": %.3f, \"gpu_cold_us\": %.3f, \"bit_identical\": %s}%s\n",
                    r.op.c_str(), (long long)r.B, (long long)r.W, r.hit.c_str(), (long long)r.T, r.warm, r.cold,
-                   r.identical ? "true" : "false", res_variant[i], i + 1 < res.size() ? "," : "");
+                   r.identical ? "true" : "false", i + 1 < res.size() ? "," : "");
     }
     std::fprintf(f, "]}\n");
     std::fclose(f);
