@@ -42,9 +42,10 @@
 //   larger batches still pay the walk. The search itself is a programmatic dependent of the work
 //   before it: its blocks start (where SMs are free) while that work ends, and wait for it before
 //   their first read. Limits: a late hit wastes the tiles in flight when the scan stops.
-//   Measured (docs/perf/ngram_notes.md, branch ngram4): the programmatic launch -0.8 us at 64 x 8k
-//   where the op follows a kernel; every load before the first tile request and the outputs
-//   written by a warp while the last copies land: -0.3 us more on hybrid_mtp_ngram in the MTP step.
+//   Measured (docs/perf/ngram_notes.md, branch ngram4; 64 x 8k, warm / cold): the programmatic
+//   launch -0.57 us where the op follows a kernel; every load before the first tile request (the
+//   bound's inputs and the pattern waited behind up to 96 KB of copies) and the outputs written by
+//   a warp while the last copies land -0.13 / -1.07 (ngram_match), -0.30 / -0.81 (hybrid).
 #pragma once
 
 #include <cstdint>
