@@ -51,11 +51,14 @@ struct HybridSearch {
   static constexpr int kThreads = kThreadsPerSlot;
   HybridMtpNgramParams p;
 
+  __device__ WalkOutputs outputs() const { return hybrid_outputs(p); }
+
   __device__ SearchSlot slot(int64_t b) const {
     SearchSlot out;
     const int32_t raw = p.seq_lens_this_time[b];
     const HybridView v = hybrid_view(p, b);
-    if (!hybrid_walk_slot(p, b, max_of<int64_t>(raw, 0), v.s).processed) {
+    out.walk = hybrid_walk_slot(p, b, max_of<int64_t>(raw, 0), v.s);
+    if (!out.walk.processed) {
       out.record = raw < 0;  // store() writes the clamped 0
       return out;
     }
@@ -98,18 +101,17 @@ struct HybridSearch {
   // is the same for every value an entry takes (a volatile load: one value, read once).
   __device__ int64_t threshold() const { return p.threshold; }
   __device__ int64_t free_term(int64_t j) const { return hybrid_free_term_now(p, j); }
+  // The same term, loaded with the slot's own facts and summed later (the entry read once).
+  struct FreeIn {
+    int32_t entry, decoder;
+  };
+  __device__ FreeIn free_in(int64_t j) const {
+    return FreeIn{*static_cast<const volatile int32_t*>(p.seq_lens_this_time + j), p.seq_lens_decoder[j]};
+  }
+  __device__ int64_t free_of(int64_t, const FreeIn& in) const { return hybrid_walk_free_term(p, in.entry, in.decoder); }
   // Every term is at least A (hybrid_walk_free_term), so U >= B x A.
   bool free_possible() const { return hybrid_may_be_walk_free(p); }
   bool try_free = true;  // set by launch_ngram_op
-  __device__ void finish(int64_t b, int32_t code) const {
-    const int64_t ori = max_of<int64_t>(p.seq_lens_this_time[b], 0);
-    const HybridView v = hybrid_view(p, b);
-    const WalkSlot w = hybrid_walk_slot(p, b, ori, v.s);
-    NgramMatch m;
-    if (w.processed) m = decode_search_result(code, hybrid_haystacks(v));
-    const int64_t kept = w.processed ? min_of<int64_t>(m.count, w.budget) : 0;
-    ngram_walk_finish(hybrid_outputs(p), b, w, m.src, kept);
-  }
 };
 
 // Kernel 2's view of the walk: a negative entry is a processed slot's packed (ori, match).

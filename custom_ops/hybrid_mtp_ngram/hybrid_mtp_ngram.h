@@ -80,7 +80,8 @@ FDSPEC_HD int64_t hybrid_slot_budget(const HybridMtpNgramParams& p, int64_t b, i
 // Whether slot b takes part in the walk (docs/contract/ngram.md#hybrid_mtp_ngram: not
 // `ori == 0 or q <= 0`). Such a slot has 1 <= ori <= hybrid_max_ori(p).
 FDSPEC_HD bool hybrid_is_processed(const HybridMtpNgramParams& p, int64_t b, int64_t ori, int64_t s) {
-  return ori > 0 && hybrid_slot_budget(p, b, ori, s) > 0;
+  const int64_t q = hybrid_slot_budget(p, b, ori, s);  // read whatever ori is: see hybrid_walk_slot
+  return ori > 0 && q > 0;
 }
 
 // Slot b as the walk sees it (ngram_common/ngram_walk.h), given its MTP length ori (hybrid_ori, or
@@ -88,14 +89,17 @@ FDSPEC_HD bool hybrid_is_processed(const HybridMtpNgramParams& p, int64_t b, int
 // it takes part; it is counted when seq_lens_decoder > 0 (a skipped slot stays counted: upstream's
 // quirk, kept); in graph mode every slot the draft model scheduled (ori > 0) is padded, the ones
 // with no budget (q <= 0) too, so that the captured shape holds for every one of them.
+// The budget's input (max_dec_len) is read whatever ori is (in bounds for every b < B): on the GPU the
+// slot's facts then arrive in one round trip, not two behind the test of ori.
 FDSPEC_HD WalkSlot hybrid_walk_slot(const HybridMtpNgramParams& p, int64_t b, int64_t ori, int64_t s) {
+  const int64_t q = hybrid_slot_budget(p, b, ori, s);
   WalkSlot w;
   w.counted = p.seq_lens_decoder[b] > 0;
   w.padded = ori > 0;
   w.base = ori;
-  if (hybrid_is_processed(p, b, ori, s)) {
+  if (ori > 0 && q > 0) {  // hybrid_is_processed
     w.processed = true;
-    w.budget = hybrid_slot_budget(p, b, ori, s);
+    w.budget = q;
   }
   return w;
 }
@@ -122,8 +126,11 @@ FDSPEC_HD int64_t hybrid_max_ori(const HybridMtpNgramParams& p) {
 FDSPEC_HD int64_t hybrid_walk_free_floor(const HybridMtpNgramParams& p) {
   return clamp_to<int64_t>(hybrid_max_ori(p) + 1, 0, kWalkFreeTermCap);
 }
+FDSPEC_HD int64_t hybrid_walk_free_term(const HybridMtpNgramParams& p, int32_t entry, int32_t decoder) {
+  return max_of<int64_t>(entry, hybrid_walk_free_floor(p)) + (decoder > 0);
+}
 FDSPEC_HD int64_t hybrid_walk_free_term(const HybridMtpNgramParams& p, int64_t b, int32_t entry) {
-  return max_of<int64_t>(entry, hybrid_walk_free_floor(p)) + (p.seq_lens_decoder[b] > 0);
+  return hybrid_walk_free_term(p, entry, p.seq_lens_decoder[b]);
 }
 
 // Whether the batch can be walk-free at all: every term is at least A, so U >= B x A (a host-side

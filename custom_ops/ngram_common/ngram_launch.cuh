@@ -1,6 +1,8 @@
 // The two launches of an n-gram op (ngram_match, hybrid_mtp_ngram): the search of ngram_search.cuh,
-// then the walk of ngram_walk.cuh as its programmatic dependent (which exits at once when the batch
-// is walk-free, ngram_walk.h; the search blocks then finish their slots). No Paddle include.
+// itself a programmatic dependent of the work before it on the stream (on compute capability 9.0+:
+// its blocks wait for that work before their first read, and only then let the walk launch), then
+// the walk of ngram_walk.cuh as its programmatic dependent (which exits at once when the batch is
+// walk-free, ngram_walk.h; the search blocks then finish their slots). No Paddle include.
 #pragma once
 
 #include <cstdint>

@@ -26,19 +26,26 @@
 //   each slot with a cluster of C = 2 .. 8 blocks; their stop decision and final key are exchanged
 //   through shared memory at cluster barriers, never by cross-block atomics. 1 x 128k: 29.9 -> 14.6 us.
 //   C = 2 at B = 64 (128 blocks) measured slower than C = 1: not used.
-// - Fixed cost: a block reads its slot, its share of the walk-free bound's terms and, only when
-//   the threshold can bind, of the batch's give-up sum in one round trip (a thread per slot up to
-//   1024), then tests the give-up sum after one barrier. The walk is a second kernel
+// - Fixed cost: a block reads its slot, the inputs of its share of the walk-free bound's terms and,
+//   only when the threshold can bind, of the batch's give-up sum in one round trip (a thread per
+//   slot up to 1024; the slot's inputs are read whatever its kind, so that none waits behind a
+//   branch), then tests the give-up sum after one barrier. The walk is a second kernel
 //   (ngram_walk.cuh), ~3 us of body (dependent loads, scan, barriers, the draft copy), not of
 //   launch: run in the search grid's last block (a completion counter) or in block 0 after a
 //   cooperative grid sync, the op measured 0.5..0.9 us slower than with the walk kernel
 //   (docs/perf/ngram_notes.md, branch ngram3). So when the batch's bound U (ngram_walk.h) proves
 //   that no slot can be clamped or give up, which every block and the walk kernel compute from the
-//   same data, each slot's first block writes the slot's outputs itself (Problem::finish) and the
-//   walk kernel exits before it waits for this grid. That covers the default thresholds at small
-//   and mid batches (ngram_match T = 128: B x (K + 1) + prefill lengths < 128; hybrid T = 1024: B x
-//   (K + 2) < 1024 at ori <= K + 1); larger batches still pay the walk. Limits: a late hit wastes
-//   the tiles in flight when the scan stops.
+//   same data, each slot's first block writes the slot's outputs itself (warp 0, from the slot's
+//   walk facts kept in shared memory; a lane per draft) and the walk kernel exits before it waits
+//   for this grid. That covers the default thresholds at small and mid batches (ngram_match T =
+//   128: B x (K + 1) + prefill lengths < 128; hybrid T = 1024: B x (K + 2) < 1024 at ori <= K + 1);
+//   larger batches still pay the walk. The search itself is a programmatic dependent of the work
+//   before it: its blocks start (where SMs are free) while that work ends, and wait for it before
+//   their first read. Limits: a late hit wastes the tiles in flight when the scan stops.
+//   Measured (docs/perf/ngram_notes.md, branch ngram4; 64 x 8k, warm / cold): the programmatic
+//   launch -0.57 us where the op follows a kernel; every load before the first tile request (the
+//   bound's inputs and the pattern waited behind up to 96 KB of copies) and the outputs written by
+//   a warp while the last copies land -0.13 / -1.07 (ngram_match), -0.30 / -0.81 (hybrid).
 #pragma once
 
 #include <cstdint>
@@ -61,6 +68,7 @@ constexpr int32_t kSeg1Bit = static_cast<int32_t>(kMaxHaystackLen);
 
 struct SearchSlot {
   NgramHaystacks h;
+  WalkSlot walk;              // the slot as the walk sees it: its outputs when the batch is walk-free
   int cap = 0;                // largest n tried: min(max_n, pattern_avail)
   int min_n = 1;
   bool search = false;        // false: store kNoMatch (if record is set) without searching
@@ -157,23 +165,37 @@ __device__ __forceinline__ void ngram_copy16(int64_t* dst, const int64_t* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
 }
 
+// Decodes a search result into the continuation's first token and the tokens available after it.
+__device__ __forceinline__ NgramMatch decode_search_result(int32_t code, const NgramHaystacks& h) {
+  NgramMatch m;
+  if (code < 0) return m;
+  const bool second = (code & kSeg1Bit) != 0;
+  const int64_t start = code & (kSeg1Bit - 1);
+  const int64_t len = second ? h.len1 : h.len0;
+  m.src = (second ? h.seg1 : h.seg0) + start;
+  m.count = len - start;
+  return m;
+}
+
 // The search of `batch` slots: C blocks per slot (a cluster; C = 1 when the batch fills the GPU), the
 // slot's tiles dealt round-robin to them.
 //
 // Problem provides:
-// - SearchSlot slot(b): what to search (every thread calls it);
+// - SearchSlot slot(b): what to search, and the slot as the walk sees it (every thread calls it);
 // - bool threshold_may_bind(), int64_t give_up_term(b, j), bool gives_up(b, total): a slot with
 //   gives_up(b, sum over j of give_up_term(b, j)) is sure to be dropped by the budget walk and is not
 //   searched; threshold_may_bind() false (from the parameters alone) says no slot can be, and no
 //   term is read. The terms are read in the same round trip as the slot, so the test costs a barrier.
-// - store(b, code) (thread 0 of the slot's first block, once per recorded slot, after a barrier that
-//   follows every thread's slot(), give_up_term() and free_term() reads) keeps the result;
-// - int64_t threshold(), free_term(j): the walk-free bound's terms (ngram_walk_free in ngram_walk.h,
-//   read in the same round trip as the rest by the slot's first block). When the bound holds, the
-//   walk keeps every slot's untruncated drafts: finish(b, code) replaces store, the slot's final
-//   outputs, called for every slot, recorded or not. free_term(j) must be the same for every value
-//   the op may have left in memory by then (other slots' blocks run concurrently): every block of
-//   the batch, and the walk kernel, reach the same decision.
+// - store(b, code) (lane 0 of warp 0 of the slot's first block, once per recorded slot, after a
+//   barrier that follows every thread's reads) keeps the result;
+// - int64_t threshold(), free_term(j), and FreeIn free_in(j) / free_of(j, in), the same term split
+//   into its loads and its arithmetic: the walk-free bound's terms (ngram_walk_free in ngram_walk.h,
+//   loaded in the same round trip as the rest by the slot's first block). When the bound holds, the
+//   walk keeps every slot's untruncated drafts: the block writes the slot's final outputs itself
+//   (ngram_walk_finish on WalkOutputs outputs() and SearchSlot::walk), for every slot, recorded or
+//   not. A term must be the same for every value the op may have left in memory by then (other
+//   slots' blocks run concurrently): every block of the batch, and the walk kernel, reach the same
+//   decision.
 //
 // The haystacks (prompt, then the second one) form one sequence of tiles; block r of the cluster
 // streams tiles r, r + C, r + 2C, ... through its ring. Each haystack token is loaded once: O(len0 +
@@ -194,16 +216,21 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   __shared__ unsigned long long best;
   __shared__ unsigned long long round_keys[2][kNgramMaxCluster];  // written by the cluster's blocks
   __shared__ unsigned long long final_keys[kNgramMaxCluster];     // block 0's: each block's last key
+  __shared__ WalkSlot fin;  // the slot's walk facts, for finish (kept out of registers during the scan)
 
-  allow_dependent_launch();  // the op's next kernel may launch now and wait for this grid
   const ClusterPlace place = ngram_cluster_place();
   const unsigned C = place.size, rank = place.rank;
   const int64_t b = blockIdx.x / C;
+  // Launched as a programmatic dependent of the work before it: nothing it writes is read before the
+  // wait. The walk kernel may launch only after it (it reads the inputs before its own wait).
+  wait_for_primary_grid();
+  allow_dependent_launch();
 
-  // One round trip: this thread's share of the give-up sum and the slot's own facts. The walk-free
-  // bound (the first block of the slot only: it alone writes the slot's outputs; and only where
-  // the host's Problem::try_free allows it) is summed later, once the slot's tiles are on their way:
-  // it is needed only when the slot's outputs are written.
+  // One round trip: this thread's share of the give-up sum, the slot's own facts and, in the slot's
+  // first block (it alone writes the slot's outputs) where the host's Problem::try_free allows it,
+  // the inputs of this thread's term of the walk-free bound (a slot per thread). Every load is
+  // issued before the first tile request: a load issued after the requests waits behind them. The
+  // bound's terms are computed once the tiles are on their way.
   const bool may_bind = prob.threshold_may_bind();
   const int64_t batch = prob.batch();
   const bool bounds = rank == 0 && prob.try_free && batch <= kWalkFreeMaxBatch;  // else no overflow
@@ -211,29 +238,63 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   if (may_bind) {
     for (int64_t j = threadIdx.x; j < batch; j += kThreads) term += prob.give_up_term(b, j);
   }
+  const bool early = bounds && batch <= kThreads;  // else (never at B <= SMs) read when summed
+  typename Problem::FreeIn free_in{};
+  if (early && threadIdx.x < batch) free_in = prob.free_in(threadIdx.x);
   const SearchSlot s = prob.slot(b);
+  if (bounds && threadIdx.x == 0) fin = s.walk;
   // This thread's share of the bound, folded into warp_bound (read after a later barrier).
+  bool summed = false;
   auto sum_bound = [&]() {
     int64_t bound = 0;
-    for (int64_t j = threadIdx.x; j < batch; j += kThreads) bound += prob.free_term(j);
+    if (early) {
+      if (threadIdx.x < batch) bound = prob.free_of(threadIdx.x, free_in);
+    } else {
+      for (int64_t j = threadIdx.x; j < batch; j += kThreads) bound += prob.free_term(j);
+    }
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) bound += __shfl_xor_sync(0xFFFFFFFFu, bound, off);
     if ((threadIdx.x & 31) == 0) warp_bound[threadIdx.x / 32] = bound;
+    summed = true;
   };
-  bool summed = false;
-  // Thread 0 of the slot's first block, after a barrier that follows the warp_bound stores.
-  auto walk_free = [&]() {
-    int64_t U = 0;
+  // Warp 0 of the slot's first block, after a barrier that follows the warp_bound stores and every
+  // thread's reads of the slot: the walk-free test (a lane per warp's share of the bound), then either
+  // the slot's final outputs, as the walk writes them (ngram_walk_finish, the drafts copied by a lane
+  // each), or the search result for the walk (Problem::store, recorded slots only).
+  auto finish = [&](int32_t code) {
+    const int lane = threadIdx.x & 31;
+    int64_t U = summed ? warp_bound[lane] : 0;
 #pragma unroll
-    for (int w = 0; w < kThreads / 32; ++w) U += warp_bound[w];
-    return summed && ngram_walk_free(batch, prob.threshold(), U);
+    for (int off = 16; off > 0; off >>= 1) U += __shfl_xor_sync(0xFFFFFFFFu, U, off);
+    if (!(summed && ngram_walk_free(batch, prob.threshold(), U))) {
+      if (lane == 0 && s.record) prob.store(b, code);
+      return;
+    }
+    const WalkSlot w = fin;
+    if (w.untouched) return;
+    int64_t kept = 0;
+    const int64_t* src = nullptr;
+    if (w.processed) {
+      const NgramMatch m = decode_search_result(code, s.h);
+      src = m.src;
+      kept = max_of<int64_t>(min_of<int64_t>(m.count, w.budget), 0);
+    }
+    const WalkOutputs out = prob.outputs();
+    int64_t* row = out.draft_tokens + b * out.draft_stride;
+    for (int64_t k = lane; k < kept; k += 32) row[w.base + k] = src[k];
+    int64_t len = w.base + kept;
+    if (w.padded && len >= 1 && len < out.pad_length) {
+      const int64_t last = kept > 0 ? src[kept - 1] : row[len - 1];  // row[base - 1]: an input column
+      for (int64_t k = len + lane; k < out.pad_length; k += 32) row[k] = last;
+      len = out.pad_length;
+    }
+    if (lane == 0) out.seq_lens_this_time[b] = static_cast<int32_t>(len);
   };
   if (!s.record) {  // the same for every block of the cluster: none touches another's memory
     if (bounds) {
       sum_bound();
-      summed = true;
       __syncthreads();  // the warp sums, and every thread's reads before the slot's outputs change
-      if (threadIdx.x == 0 && walk_free()) prob.finish(b, kNoMatch);
+      if (threadIdx.x < 32) finish(kNoMatch);
     }
     return;
   }
@@ -292,9 +353,13 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   // The tiles are requested once the slot is known to search: at once when the threshold cannot
   // bind, else after the give-up test (a batch that gives up reads no haystack, and its blocks need
   // not wait for copies before they exit).
+  // The pattern is loaded before the first tile request (behind it, it would wait for the copies).
+  int64_t pat_tok = 0, pat_last = 0;
   if (searching) {
+    if (threadIdx.x < s.cap) pat_tok = s.h.pattern_last[-static_cast<int64_t>(threadIdx.x)];
+    pat_last = s.h.pattern_last[0];
     if (!may_bind) issue(0);
-    if (threadIdx.x < s.cap) pat[threadIdx.x] = s.h.pattern_last[-static_cast<int64_t>(threadIdx.x)];
+    if (threadIdx.x < s.cap) pat[threadIdx.x] = pat_tok;
   }
   if (threadIdx.x == 0) best = 0;
   if (threadIdx.x < kNgramMaxCluster) round_keys[0][threadIdx.x] = 0;
@@ -314,12 +379,8 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   }
   // A slot that gives up proves the batch is not walk-free (U >= its S + budget + L > T - 1), so its
   // blocks skip the bound; any other first block sums it now, its loads overlapping the tiles'.
-  if (bounds && !(searching && may_bind && !run)) {
-    sum_bound();
-    summed = true;
-  }
+  if (bounds && !(searching && may_bind && !run)) sum_bound();
 
-  const int64_t pat_last = run ? s.h.pattern_last[0] : 0;
   // Whether this warp has found a key of the largest size (the same in all its lanes). The stop test
   // ORs it over the block in the round's barrier: no read of `best` races with its reset or with the
   // other warps' atomicMax (a volatile or a plain read of `best` there measured up to 1.3 us slower).
@@ -378,41 +439,31 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
       found = found || static_cast<int>(key >> 40) >= s.cap;
     }
   }
-  __pipeline_wait_prior(0);  // no copy may still target shared memory when the block exits
+  // Every warp's atomicMax is done. The tiles still in flight after a stop land while warp 0 writes
+  // the outputs: each thread waits for its own copies only before it exits (no copy may still target
+  // shared memory then), and nothing reads the ring after the loop.
   __syncthreads();
   unsigned long long result = best;
   if (C > 1) {
     if (!run || rounds == 0) ngram_cluster_sync();  // no round did: every block has started now
     if (threadIdx.x == 0) ngram_cluster_store(&final_keys[rank], 0, result);
     ngram_cluster_sync();  // also keeps every block alive until the others' stores to it are done
-    if (rank != 0) return;
+    if (rank != 0) {
+      __pipeline_wait_prior(0);
+      return;
+    }
     for (unsigned k = 0; k < C; ++k) result = max_of(result, final_keys[k]);
   }
-  if (threadIdx.x == 0) {
+  if (threadIdx.x < 32) {
     int32_t code = kNoMatch;
     if (run && result != 0) {
       const bool in_prompt = (result >> 32) & 1;
       const int64_t e = 0xFFFFFFFFu - static_cast<uint32_t>(result);
       code = static_cast<int32_t>(e + 1) | (in_prompt ? 0 : kSeg1Bit);
     }
-    if (walk_free()) {
-      prob.finish(b, code);
-    } else {
-      prob.store(b, code);
-    }
+    finish(code);
   }
-}
-
-// Decodes a search result into the continuation's first token and the tokens available after it.
-__device__ __forceinline__ NgramMatch decode_search_result(int32_t code, const NgramHaystacks& h) {
-  NgramMatch m;
-  if (code < 0) return m;
-  const bool second = (code & kSeg1Bit) != 0;
-  const int64_t start = code & (kSeg1Bit - 1);
-  const int64_t len = second ? h.len1 : h.len0;
-  m.src = (second ? h.seg1 : h.seg0) + start;
-  m.count = len - start;
-  return m;
+  __pipeline_wait_prior(0);
 }
 
 // Blocks per slot: more than one only while the clusters surely fit on the GPU at once (B x C <= half
@@ -429,7 +480,7 @@ inline int ngram_search_cluster(int64_t batch, int64_t max_tokens, int sms) {
 }
 
 template <int kMaxN, int kStages, class Problem>
-cudaError_t launch_ngram_search_ring(const Problem& prob, int64_t batch, int c, cudaStream_t stream) {
+cudaError_t launch_ngram_search_ring(const Problem& prob, int64_t batch, int c, bool pdl, cudaStream_t stream) {
   auto kernel = ngram_search_kernel<kMaxN, kStages, Problem>;
   constexpr size_t smem = sizeof(int64_t) * kNgramSearchTile * kStages;
   // The ring is larger than the default 48 KB of dynamic shared memory. A host-side attribute (no
@@ -437,12 +488,21 @@ cudaError_t launch_ngram_search_ring(const Problem& prob, int64_t batch, int c, 
   const cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
-  cudaLaunchAttribute cluster = {};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = static_cast<unsigned>(c);
-  cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
+  cudaLaunchAttribute attrs[2] = {};
+  unsigned n = 0;
+  if (c > 1) {
+    attrs[n].id = cudaLaunchAttributeClusterDimension;
+    attrs[n].val.clusterDim.x = static_cast<unsigned>(c);
+    attrs[n].val.clusterDim.y = attrs[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  if (pdl) {  // a programmatic dependent of the work before it (the kernel waits for it first)
+    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
   const cudaLaunchConfig_t cfg = {dim3(static_cast<unsigned>(batch * c)), dim3(kNgramSearchThreads), smem,
-                                  stream, &cluster, c > 1 ? 1u : 0u};
+                                  stream, attrs, n};
   return cudaLaunchKernelEx(&cfg, kernel, prob);
 }
 
@@ -457,9 +517,10 @@ cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, int64_t ma
                                   const NgramDevice& dev, cudaStream_t stream) {
   static_assert(Problem::kThreads == kNgramSearchThreads, "the search problem's block size");
   const int c = dev.major >= 9 ? ngram_search_cluster(batch, max_tokens, dev.sms) : 1;
+  const bool pdl = dev.major >= 9;
   return batch * c > dev.sms
-             ? launch_ngram_search_ring<kMaxN, kNgramSearchStagesMany>(prob, batch, c, stream)
-             : launch_ngram_search_ring<kMaxN, kNgramSearchStages>(prob, batch, c, stream);
+             ? launch_ngram_search_ring<kMaxN, kNgramSearchStagesMany>(prob, batch, c, pdl, stream)
+             : launch_ngram_search_ring<kMaxN, kNgramSearchStages>(prob, batch, c, pdl, stream);
 }
 
 // Launches the search over `batch` slots with the compare loop specialised for the usual sizes.

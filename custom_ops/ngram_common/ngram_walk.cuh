@@ -64,7 +64,8 @@ struct MayBeWalkFree<Walk, std::void_t<decltype(&Walk::free_term)>> : std::true_
 // (launch_ngram_op): the block first sums the bound's terms (Walk::free_term(b), one per thread, from
 // memory whose value the search cannot change in a way that changes the term) and exits before it
 // waits for the search, whose blocks finish their own slots then. Only a batch that may bind waits
-// and walks.
+// and walks. Reading before the wait is sound because the search, itself a programmatic dependent
+// of the work before the op, lets this kernel launch only after its blocks have waited for that work.
 template <int kThreads, int kPer, class Walk>
 __global__ void __launch_bounds__(kThreads) ngram_walk_kernel(Walk walk) {
   using Scan = cub::BlockScan<WalkSums, kThreads>;

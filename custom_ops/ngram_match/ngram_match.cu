@@ -25,10 +25,14 @@ struct NgramMatchSearch {
   static constexpr int kThreads = kThreadsPerSlot;
   NgramMatchParams p;
 
+  __device__ WalkOutputs outputs() const { return ngram_match_outputs(p); }
+
   __device__ SearchSlot slot(int64_t b) const {
-    const NgramMatchView v = ngram_match_view(p, b);
-    const WalkSlot w = ngram_match_walk_slot(p, b, v.s);
+    const NgramMatchSlotIn in = ngram_match_slot_in(p, b);
+    const NgramMatchView v = ngram_match_view(p, b, in);
+    const WalkSlot w = ngram_match_walk_slot(p, b, in);
     SearchSlot out;
+    out.walk = w;
     if (!w.processed) return out;  // not recorded: kernel 2 handles the slot
     out.record = true;
     out.h = ngram_match_haystacks(v);
@@ -58,17 +62,13 @@ struct NgramMatchSearch {
   // block writes (a prefill slot's seq_lens_this_time is untouched).
   __device__ int64_t threshold() const { return p.threshold; }
   __device__ int64_t free_term(int64_t j) const { return ngram_match_walk_free_term(p, j); }
+  // The same term, loaded with the slot's own facts and summed later.
+  using FreeIn = NgramMatchSlotIn;
+  __device__ FreeIn free_in(int64_t j) const { return ngram_match_slot_in(p, j); }
+  __device__ int64_t free_of(int64_t j, const FreeIn& in) const { return ngram_match_walk_free_term(p, j, in); }
   // No lower bound of U follows from the parameters alone (empty slots add nothing).
   bool free_possible() const { return true; }
   bool try_free = true;  // set by launch_ngram_op
-  __device__ void finish(int64_t b, int32_t code) const {
-    const NgramMatchView v = ngram_match_view(p, b);
-    const WalkSlot w = ngram_match_walk_slot(p, b, v.s);
-    NgramMatch m;
-    if (w.processed) m = decode_search_result(code, ngram_match_haystacks(v));
-    const int64_t kept = w.processed ? max_of<int64_t>(min_of<int64_t>(m.count, w.budget), 0) : 0;
-    ngram_walk_finish(ngram_match_outputs(p), b, w, m.src, kept);
-  }
 };
 
 // Kernel 2's view of the walk.
@@ -82,9 +82,10 @@ struct NgramMatchWalk {
   __device__ int64_t free_term(int64_t j) const { return ngram_match_walk_free_term(p, j); }
 
   __device__ DeviceWalkSlot slot(int64_t b) const {
-    const NgramMatchView v = ngram_match_view(p, b);
+    const NgramMatchSlotIn in = ngram_match_slot_in(p, b);
+    const NgramMatchView v = ngram_match_view(p, b, in);
     DeviceWalkSlot w;
-    static_cast<WalkSlot&>(w) = ngram_match_walk_slot(p, b, v.s);
+    static_cast<WalkSlot&>(w) = ngram_match_walk_slot(p, b, in);
     if (!w.processed) return w;
     const NgramMatch m = decode_search_result(p.seq_lens_this_time[b], ngram_match_haystacks(v));
     w.src = m.src;

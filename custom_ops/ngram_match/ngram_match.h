@@ -39,9 +39,23 @@ struct NgramMatchParams {
 // T - S - L is then negative too) but keeps S + budget + L far from the int64 limits: with
 // max_dec_len near INT64_MIN the sum wrapped to a huge positive value and the cut turned "no room"
 // into a positive budget (drafts written for a slot that may not grow).
-FDSPEC_HD int64_t ngram_match_slot_budget(const NgramMatchParams& p, int64_t b, int64_t s) {
-  const int64_t cap = min_of<int64_t>(p.draft_token_num[b], sub_sat(p.max_dec_len[b], s + 1));
+FDSPEC_HD int64_t ngram_match_slot_budget(const NgramMatchParams& p, int32_t draft_token_num,
+                                          int64_t max_dec_len, int64_t s) {
+  const int64_t cap = min_of<int64_t>(draft_token_num, sub_sat(max_dec_len, s + 1));
   return max_of<int64_t>(min_of<int64_t>(cap, p.draft_stride - 1), 0);
+}
+
+// Slot b's own inputs that its view and its walk facts depend on (all but a prefill slot's length),
+// read in one place: on the GPU they arrive in one round trip, and the search issues them before its
+// first tile request (ngram_search.cuh).
+struct NgramMatchSlotIn {
+  int64_t prompt_len, step_idx, max_dec_len;
+  int32_t draft_token_num, encoder, decoder;
+};
+
+FDSPEC_HD NgramMatchSlotIn ngram_match_slot_in(const NgramMatchParams& p, int64_t b) {
+  return NgramMatchSlotIn{p.prompt_lens[b], p.step_idx[b], p.max_dec_len[b], p.draft_token_num[b],
+                          p.seq_lens_encoder[b], p.seq_lens_decoder[b]};
 }
 
 // Where slot b's tokens are: its row, P clamped to [0, W] and s to [0, W - P].
@@ -51,10 +65,13 @@ struct NgramMatchView {
   int64_t s;
 };
 
-FDSPEC_HD NgramMatchView ngram_match_view(const NgramMatchParams& p, int64_t b) {
+FDSPEC_HD NgramMatchView ngram_match_view(const NgramMatchParams& p, int64_t b, const NgramMatchSlotIn& in) {
   const int64_t W = p.token_ids_stride;
-  const int64_t P = clamp_to<int64_t>(p.prompt_lens[b], 0, W);
-  return NgramMatchView{p.token_ids_all + b * W, P, clamp_to<int64_t>(p.step_idx[b], 0, W - P)};
+  const int64_t P = clamp_to<int64_t>(in.prompt_len, 0, W);
+  return NgramMatchView{p.token_ids_all + b * W, P, clamp_to<int64_t>(in.step_idx, 0, W - P)};
+}
+FDSPEC_HD NgramMatchView ngram_match_view(const NgramMatchParams& p, int64_t b) {
+  return ngram_match_view(p, b, ngram_match_slot_in(p, b));
 }
 
 // The prompt, then the generated tokens; the pattern ends at the newest generated token. With s = 0
@@ -63,7 +80,9 @@ FDSPEC_HD NgramHaystacks ngram_match_haystacks(const NgramMatchView& v) {
   return NgramHaystacks{v.row, v.P, v.row + v.P, v.s, v.row + v.P + (v.s > 0 ? v.s - 1 : 0), v.s};
 }
 
-// Slot b as the walk sees it (ngram_common/ngram_walk.h), s being its clamped step_idx. The slot
+// Slot b as the walk sees it (ngram_common/ngram_walk.h), from its inputs `in`
+// (ngram_match_slot_in: the budget's inputs are read whatever the slot's kind, so that on the GPU
+// they arrive with the rest, not in a second round trip behind the kind's branch). The slot
 // states are those of speculate_slot.h (no stop flag here: a finished slot has seq_lens_decoder 0).
 // A decoding slot takes part with base 1 (the last accepted token) and is padded in graph mode; a
 // prefill slot keeps its seq_lens_this_time, summed as given; an empty slot gets 0. `unprocessed`
@@ -71,9 +90,10 @@ FDSPEC_HD NgramHaystacks ngram_match_haystacks(const NgramMatchView& v) {
 // prefill slot stays counted, and a negative seq_lens_decoder, which no runner produces, decodes
 // uncounted). Reads the slot's seq_lens_this_time only for a prefill slot, which no path writes
 // (untouched: the GPU's walk-free bound reads it from other slots' blocks while they run).
-FDSPEC_HD WalkSlot ngram_match_walk_slot(const NgramMatchParams& p, int64_t b, int64_t s) {
-  const int32_t enc = p.seq_lens_encoder[b];
-  const int32_t dec = p.seq_lens_decoder[b];
+FDSPEC_HD WalkSlot ngram_match_walk_slot(const NgramMatchParams& p, int64_t b, const NgramMatchSlotIn& in) {
+  const int32_t enc = in.encoder;
+  const int32_t dec = in.decoder;
+  const int64_t budget = ngram_match_slot_budget(p, in.draft_token_num, in.max_dec_len, ngram_match_view(p, b, in).s);
   WalkSlot w;
   w.counted = enc > 0 || dec > 0;
   switch (slot_kind(false, enc, dec)) {
@@ -85,7 +105,7 @@ FDSPEC_HD WalkSlot ngram_match_walk_slot(const NgramMatchParams& p, int64_t b, i
       w.processed = true;
       w.padded = true;
       w.base = 1;
-      w.budget = ngram_match_slot_budget(p, b, s);
+      w.budget = budget;
       break;
     case SlotKind::kEmpty:
       break;
@@ -94,8 +114,11 @@ FDSPEC_HD WalkSlot ngram_match_walk_slot(const NgramMatchParams& p, int64_t b, i
 }
 
 // Slot b's term of the walk-free bound (ngram_walk.h), from inputs that the op never writes.
+FDSPEC_HD int64_t ngram_match_walk_free_term(const NgramMatchParams& p, int64_t b, const NgramMatchSlotIn& in) {
+  return ngram_walk_free_term(ngram_match_walk_slot(p, b, in));
+}
 FDSPEC_HD int64_t ngram_match_walk_free_term(const NgramMatchParams& p, int64_t b) {
-  return ngram_walk_free_term(ngram_match_walk_slot(p, b, ngram_match_view(p, b).s));
+  return ngram_match_walk_free_term(p, b, ngram_match_slot_in(p, b));
 }
 
 FDSPEC_HD WalkOutputs ngram_match_outputs(const NgramMatchParams& p) {
