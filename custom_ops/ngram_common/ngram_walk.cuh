@@ -66,6 +66,9 @@ struct MayBeWalkFree<Walk, std::void_t<decltype(&Walk::free_term)>> : std::true_
 // waits for the search, whose blocks finish their own slots then. Only a batch that may bind waits
 // and walks. Reading before the wait is sound because the search, itself a programmatic dependent
 // of the work before the op, lets this kernel launch only after its blocks have waited for that work.
+// Exiting without the wait is sound for the work after the op: what the stream runs after a
+// programmatic dependent that never waits still finds that dependent's primary grid finished
+// (tests/cuda/pdl_order_check.cu checks it on the device, eagerly and in a graph).
 template <int kThreads, int kPer, class Walk>
 __global__ void __launch_bounds__(kThreads) ngram_walk_kernel(Walk walk) {
   using Scan = cub::BlockScan<WalkSums, kThreads>;

@@ -2,12 +2,12 @@
 // Paddle): exactly the sequence MTPProposer.run + accept launches, the draft model's forward excluded
 // (its float32 logits are prepared on the device, one [B, V] tensor per draft-model step):
 //
-//   draft_model_preprocess, (draft_model_update) x model steps, [hybrid_mtp_ngram], draft_model_accept
-//
-// or, with --defer-accept (MTPProposer(defer_accept=True)), the previous step's accept fused with
-// this step's start:
-//
 //   draft_model_accept_preprocess, (draft_model_update) x model steps, [hybrid_mtp_ngram]
+//
+// (the proposer's default: the previous step's accept fused with this step's start) or, with
+// --accept-at-once (MTPProposer(defer_accept=False)):
+//
+//   draft_model_preprocess, (draft_model_update) x model steps, [hybrid_mtp_ngram], draft_model_accept
 //
 // on the inputs of scripts/bench_mtp.py: B slots, all decoding, K = 5, V = 32000, W = 8192 with a
 // prompt of 3/4 W whose late part continues the newest generated tokens (the n-gram extension
@@ -28,7 +28,7 @@
 //        -I$CUDA_HOME/include/cccl tests/cuda/bench_mtp_kernels.cu \
 //        custom_ops/draft_model/draft_model{.cu,_cpu.cc} \
 //        custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram{.cu,_cpu.cc} -o build/bench_mtp_kernels
-//   build/bench_mtp_kernels [--defer-accept] [--quick] [--json FILE]
+//   build/bench_mtp_kernels [--accept-at-once] [--quick] [--json FILE]
 //   build/bench_mtp_kernels --profile B STEPS NGRAM   (3 plain steps and the check, for nsys / ncu)
 // or HARNESSES=bench_mtp_kernels TOOLS= bash tests/cuda/run_cuda_checks.sh
 #include <algorithm>
@@ -59,7 +59,7 @@ constexpr int kMaxNgram = 3;
 constexpr int kMinNgram = 1;
 constexpr int64_t kNonBinding = int64_t{1} << 40;
 
-bool g_defer_accept = false;  // --defer-accept: the step starts with draft_model_accept_preprocess
+bool g_defer_accept = true;  // the step starts with draft_model_accept_preprocess (--accept-at-once: not)
 
 // One row's host state: the runner's share-inputs, the draft side's buffers, the logits.
 struct State {
@@ -223,7 +223,7 @@ struct DevState {
   }
 };
 
-// The step's first kernel: draft_model_preprocess, or with --defer-accept the fused accept + preprocess.
+// The step's first kernel: the fused accept + preprocess, or with --accept-at-once draft_model_preprocess.
 cudaError_t gpu_preprocess(const DevState& d, cudaStream_t st) {
   if (g_defer_accept) return fdspec::draft_model_accept_preprocess_gpu(d.ptrs().accept_preprocess(), st);
   return fdspec::draft_model_preprocess_gpu(d.ptrs().preprocess(), st);
@@ -239,7 +239,7 @@ cudaError_t gpu_accept(const DevState& d, cudaStream_t st) {
 }
 
 // The proposer's step: run (preprocess, updates, hybrid) then accept (deferred into the next run's
-// first kernel with --defer-accept).
+// first kernel unless --accept-at-once).
 cudaError_t gpu_step(const DevState& d, cudaStream_t st) {
   cudaError_t e = gpu_preprocess(d, st);
   for (int i = 0; e == cudaSuccess && i < d.h.steps; ++i) e = gpu_update(d, i, st);
@@ -360,8 +360,9 @@ Result bench_row(int64_t B, int steps, bool ngram, const bench::Flusher& fl, cud
       return e != cudaSuccess ? e : gpu_hybrid(d, s);
     }) - rest_hyb_us;
   }
-  // preprocess and accept (accept_num 0) are idempotent: their graphs need no restore. With
-  // --defer-accept the preprocess column is the fused kernel and the step has no accept.
+  // preprocess and accept (accept_num 0) are idempotent: their graphs need no restore. With the
+  // deferred accept (the default) the preprocess column is the fused kernel and the step has no
+  // accept.
   const double acc_us =
       g_defer_accept ? 0.0 : bench::graph_us(st, calls, reps, rounds, [&](cudaStream_t s) { return gpu_accept(d, s); });
   const double pre_us = bench::graph_us(st, calls, reps, rounds, [&](cudaStream_t s) { return gpu_preprocess(d, s); });
@@ -417,8 +418,8 @@ int profile(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::string(argv[1]) == "--defer-accept") {
-    g_defer_accept = true;
+  if (argc > 1 && std::string(argv[1]) == "--accept-at-once") {
+    g_defer_accept = false;
     argv[1] = argv[0];
     ++argv;
     --argc;
