@@ -28,12 +28,11 @@ __global__ void slow_primary(int* flag, int sleeps) {
 
 __global__ void early_exit() {}  // a dependent that never waits for its primary
 
+__global__ void lower_flag(int* flag) { *flag = 0; }
+
 __global__ void record_flag(int* flag, int* seen, int k, bool wait) {
   if (wait) asm volatile("griddepcontrol.wait;" ::: "memory");
-  if (threadIdx.x == 0) {
-    seen[k] = atomicAdd(flag, 0);
-    *flag = 0;  // the next trial's primary raises it again
-  }
+  if (threadIdx.x == 0) seen[k] = atomicAdd(flag, 0);
 }
 
 enum class Reader { kPlain, kDependentWaits, kDependentNoWait };
@@ -53,8 +52,8 @@ struct Launch {
   }
 };
 
-// `trials` times: primary, its early-exiting dependent, then the reader. Returns how many readers
-// saw the primary unfinished.
+// `trials` times: the flag lowered (an ordinary launch, so after everything before it), primary, its
+// early-exiting dependent, then the reader. Returns how many readers saw the primary unfinished.
 int run(cudaStream_t s, int* flag, int* seen, int trials, Reader reader, bool graph, int sms) {
   CHECK(cudaMemset(flag, 0, sizeof(int)));
   CHECK(cudaMemset(seen, 0xFF, sizeof(int) * trials));
@@ -62,6 +61,7 @@ int run(cudaStream_t s, int* flag, int* seen, int trials, Reader reader, bool gr
   cudaGraphExec_t exec = nullptr;
   if (graph) CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   for (int k = 0; k < trials; ++k) {
+    lower_flag<<<1, 1, 0, s>>>(flag);
     slow_primary<<<sms, 128, 0, s>>>(flag, 20);
     Launch dependent(s, true), next(s, reader != Reader::kPlain);
     CHECK(cudaLaunchKernelEx(&dependent.cfg, early_exit));
