@@ -4,7 +4,8 @@
 // finished. Checked for both ways the next op can start: an ordinary launch, and a programmatic
 // dependent that waits; eagerly and replayed from a CUDA graph. A control case (a dependent that
 // does not wait) must see the primary unfinished at least once, which proves that the primary is
-// slow enough for the check to mean something.
+// slow enough for the check to mean something; not in the quick mode, which is for
+// compute-sanitizer, whose tools run one kernel at a time.
 //
 //   pdl_order_check [quick]
 // Exit status: 0 the rule holds, 1 it does not (or the control never overlapped), 2 a CUDA error.
@@ -117,9 +118,9 @@ int main(int argc, char** argv) {
       cases += trials;
     }
     const int control = run(s, flag, seen, trials, Reader::kDependentNoWait, graph, sms);
-    std::printf("%-22s %s: saw the primary unfinished in %d of %d (control: must be > 0)\n",
-                "dependent, no wait", graph ? "graph" : "eager", control, trials);
-    ok = ok && control > 0;
+    std::printf("%-22s %s: saw the primary unfinished in %d of %d (control: %s)\n", "dependent, no wait",
+                graph ? "graph" : "eager", control, trials, quick ? "not required in the quick mode" : "must be > 0");
+    ok = ok && (quick || control > 0);
   }
   CHECK(cudaFree(flag));
   CHECK(cudaFree(seen));
