@@ -271,7 +271,6 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
       return;
     }
     const WalkSlot w = fin;
-    if (w.untouched) return;
     int64_t kept = 0;
     const int64_t* src = nullptr;
     if (w.processed) {
@@ -279,16 +278,7 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
       src = m.src;
       kept = max_of<int64_t>(min_of<int64_t>(m.count, w.budget), 0);
     }
-    const WalkOutputs out = prob.outputs();
-    int64_t* row = out.draft_tokens + b * out.draft_stride;
-    for (int64_t k = lane; k < kept; k += 32) row[w.base + k] = src[k];
-    int64_t len = w.base + kept;
-    if (w.padded && len >= 1 && len < out.pad_length) {
-      const int64_t last = kept > 0 ? src[kept - 1] : row[len - 1];  // row[base - 1]: an input column
-      for (int64_t k = len + lane; k < out.pad_length; k += 32) row[k] = last;
-      len = out.pad_length;
-    }
-    if (lane == 0) out.seq_lens_this_time[b] = static_cast<int32_t>(len);
+    ngram_walk_finish(prob.outputs(), b, w, src, kept, lane, 32);
   };
   if (!s.record) {  // the same for every block of the cluster: none touches another's memory
     if (bounds) {

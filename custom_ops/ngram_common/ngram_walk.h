@@ -67,19 +67,22 @@ FDSPEC_HD int64_t graph_pad_length(bool pad_to_max, int64_t max_draft_tokens, in
 
 // Writes slot b's outcome: `kept` drafts from `src` after its base, the graph-mode padding, and its
 // final length (a fixed slot's length is written back unchanged: the same value, or the clamp the
-// op's slot function applied).
-FDSPEC_HD void ngram_walk_finish(const WalkOutputs& o, int64_t b, const WalkSlot& w,
-                                 const int64_t* src, int64_t kept) {
+// op's slot function applied). `lanes` threads may share the writes (lane 0 .. lanes - 1, each
+// calling it; a walk-free search block's warp): a lane writes every lanes-th column, and the padding
+// repeats the last draft as read from `src`, which no lane writes, or with none kept row[base - 1],
+// an input column.
+FDSPEC_HD void ngram_walk_finish(const WalkOutputs& o, int64_t b, const WalkSlot& w, const int64_t* src,
+                                 int64_t kept, int lane = 0, int lanes = 1) {
   if (w.untouched) return;
   int64_t* row = o.draft_tokens + b * o.draft_stride;
-  for (int64_t k = 0; k < kept; ++k) row[w.base + k] = src[k];
+  for (int64_t k = lane; k < kept; k += lanes) row[w.base + k] = src[k];
   int64_t len = w.base + kept;
   if (w.padded && len >= 1 && len < o.pad_length) {
-    const int64_t last = row[len - 1];
-    for (int64_t k = len; k < o.pad_length; ++k) row[k] = last;
+    const int64_t last = kept > 0 ? src[kept - 1] : row[len - 1];
+    for (int64_t k = len + lane; k < o.pad_length; k += lanes) row[k] = last;
     len = o.pad_length;
   }
-  o.seq_lens_this_time[b] = static_cast<int32_t>(len);
+  if (lane == 0) o.seq_lens_this_time[b] = static_cast<int32_t>(len);
 }
 
 // The walk-free bound (data-dependent). Let t_b = counted_b + (processed_b ? base_b + budget_b - 1 :
