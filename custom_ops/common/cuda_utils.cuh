@@ -1,6 +1,7 @@
 // CUDA helpers for the kernel layer. No Paddle include.
 #pragma once
 
+#include <cstdint>
 #include <utility>
 
 #include <cuda_runtime.h>
@@ -59,6 +60,20 @@ cudaError_t launch_dependent(void (*kernel)(KArgs...), dim3 grid, dim3 block, cu
     cfg.numAttrs = 1;
   }
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+// The sum of every thread's `v` over the block of kThreads threads, in every thread: a warp
+// reduction, each warp's total in `warp_sums` (kThreads / 32 values in shared memory), one barrier.
+template <int kThreads>
+__device__ __forceinline__ int64_t block_sum(int64_t v, int64_t* warp_sums) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, off);
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x / 32] = v;
+  __syncthreads();
+  int64_t total = 0;
+#pragma unroll
+  for (int w = 0; w < kThreads / 32; ++w) total += warp_sums[w];
+  return total;
 }
 
 // The unsigned type of kBytes bytes, for vectorised raw copies and loads.

@@ -354,16 +354,7 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   if (threadIdx.x == 0) best = 0;
   if (threadIdx.x < kNgramMaxCluster) round_keys[0][threadIdx.x] = 0;
   bool run = searching;
-  if (searching && may_bind) {
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) term += __shfl_xor_sync(0xFFFFFFFFu, term, off);
-    if ((threadIdx.x & 31) == 0) warp_terms[threadIdx.x / 32] = term;
-    __syncthreads();
-    int64_t total = 0;
-#pragma unroll
-    for (int w = 0; w < kThreads / 32; ++w) total += warp_terms[w];
-    run = !prob.gives_up(b, total);
-  }
+  if (searching && may_bind) run = !prob.gives_up(b, block_sum<kThreads>(term, warp_terms));
   if (run) {
     for (int st = may_bind ? 0 : 1; st < kStages - 1; ++st) issue(st);
   }

@@ -84,14 +84,7 @@ __global__ void __launch_bounds__(kThreads) ngram_walk_kernel(Walk walk) {
       if (B <= kWalkFreeMaxBatch) {  // else not walk-free, and the sum could overflow
         for (int64_t j = threadIdx.x; j < B; j += kThreads) bound += walk.free_term(j);
       }
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) bound += __shfl_xor_sync(0xFFFFFFFFu, bound, off);
-      if ((threadIdx.x & 31) == 0) warp_bound[threadIdx.x / 32] = bound;
-      __syncthreads();
-      int64_t U = 0;
-#pragma unroll
-      for (int w = 0; w < kThreads / 32; ++w) U += warp_bound[w];
-      if (ngram_walk_free(B, T, U)) return;
+      if (ngram_walk_free(B, T, block_sum<kThreads>(bound, warp_bound))) return;
     }
   }
   wait_for_primary_grid();  // launched as a dependent of the search kernel
