@@ -46,9 +46,7 @@ __device__ __forceinline__ int64_t hybrid_free_term_now(const HybridMtpNgramPara
 // processed slot adds at least 1 to S and removes 1 from L, and other lengths are >= 0. Only
 // seq_lens_decoder (never written) of other slots is read: their seq_lens_this_time entries are being
 // rewritten by their own blocks.
-template <int kThreadsPerSlot>
 struct HybridSearch {
-  static constexpr int kThreads = kThreadsPerSlot;
   HybridMtpNgramParams p;
 
   __device__ WalkOutputs outputs() const { return hybrid_outputs(p); }
@@ -151,7 +149,7 @@ struct HybridWalk {
 }  // namespace
 
 cudaError_t hybrid_mtp_ngram_gpu(const HybridMtpNgramParams& p, cudaStream_t stream) {
-  return launch_ngram_op(HybridSearch<kNgramSearchThreads>{p}, HybridWalk{p}, p.batch, p.max_ngram_size,
+  return launch_ngram_op(HybridSearch{p}, HybridWalk{p}, p.batch, p.max_ngram_size,
                          p.token_ids_stride + p.pre_ids_stride, stream);
 }
 

@@ -11,21 +11,28 @@
 // the tile of the haystack staged in shared memory; the scan stops early once a window of the largest
 // possible size has been found, since nothing to its right can beat it.
 //
-// The design, in numbers (H100; docs/perf/ngram_notes.md holds the measurements). Against main's
-// one-block-per-slot kernel, timed in the same process: every bench row 3..51 % faster, warm and cold.
-// - One 1024-thread block per slot, one per SM (its ring of 4 x 32 KB tiles is 128 KB), streaming
-//   the slot's tiles with 16-byte cp.async (8-byte where the haystack is not 16-byte aligned). When
-//   the blocks outnumber the SMs the ring has 3 tiles (256 x 128k late 77.0 -> 74.2 us). Whole-tile
-//   bulk copies (TMA, one cp.async.bulk per tile) measured 0.8 us faster at 64 x 32k late warm, not
-//   cold, and 3..4 us slower at 256 x 128k: not used.
-// - 1024 threads leave 64 registers each: tile and position arithmetic is 32-bit (haystacks are
-//   shorter than 2^30 tokens). Against the same kernel in 64-bit arithmetic (which spilled 24..44
-//   bytes in hybrid_mtp_ngram) every row is 0.5..29 % faster, 64 x 128k late 34.2 -> 25.1 us; the
-//   stop test reads no shared memory (a per-warp flag ORed by the round's barrier).
+// The design, in numbers (H100; docs/perf/ngram_notes.md holds the measurements).
+// - Streaming form (every batch whose slots get one block each): each thread loads two 16-byte
+//   vectors (four tokens) per round straight into registers (`ld.global.nc`) and compares them
+//   there; the next round's loads are in flight while this one is examined (two register buffers).
+//   Against the shared-memory ring this replaced (cp.async tiles written to shared memory and read
+//   back, the form kept for clusters below), same call, warm / cold us: 64 x 8k 5.58 / 6.56 ->
+//   4.42 / 5.81, 64 x 32k late 9.03 / 9.81 -> 7.42 / 10.31, 256 x 128k late 73.95 -> 68.10, none
+//   84.17 -> 81.37, 256 x 128k at T = 128 10.10 -> 6.43; slower at 64 x 128k late (21.51 -> 23.31)
+//   and cold at 64 x 32k (+0.5). A third buffer (96 KB in flight per 1024-thread block) was slower on
+//   every row that moved (64 x 32k late 7.42 -> 8.16, 256 x 128k late 68.6 -> 76.1); four vectors
+//   per round lost at the short rows and at B = 256 (the MTP step +0.8 us), and so did requesting
+//   the first round with the slot's facts (it reads past the prompt and delays the slot's loads).
+// - Blocks of 1024 threads where the rows are long (> kNgramStreamWideTokens) and the slots fit on
+//   the SMs at once, else 512 threads, two blocks per SM (ngram_stream_threads). Both at 64
+//   registers: position arithmetic is 32-bit (haystacks are shorter than 2^30 tokens); the stop
+//   test reads no shared memory (a per-warp flag ORed by the round's barrier).
 // - A small batch with long rows (B x C <= half the SMs, two tiles per block at least) searches
 //   each slot with a cluster of C = 2 .. 8 blocks; their stop decision and final key are exchanged
 //   through shared memory at cluster barriers, never by cross-block atomics. 1 x 128k: 29.9 -> 14.6 us.
-//   C = 2 at B = 64 (128 blocks) measured slower than C = 1: not used.
+//   C = 2 at B = 64 (128 blocks) measured slower than C = 1: not used. These blocks stream their
+//   tiles through a ring of 4 x 32 KB of shared memory filled by 16-byte cp.async (8-byte where the
+//   haystack is not 16-byte aligned); whole-tile bulk copies (TMA) were faster only warm at 64 x 32k.
 // - Fixed cost: a block reads its slot, the inputs of its share of the walk-free bound's terms and,
 //   only when the threshold can bind, of the batch's give-up sum in one round trip (a thread per
 //   slot up to 1024; the slot's inputs are read whatever its kind, so that none waits behind a
@@ -41,7 +48,7 @@
 //   128: B x (K + 1) + prefill lengths < 128; hybrid T = 1024: B x (K + 2) < 1024 at ori <= K + 1);
 //   larger batches still pay the walk. The search itself is a programmatic dependent of the work
 //   before it: its blocks start (where SMs are free) while that work ends, and wait for it before
-//   their first read. Limits: a late hit wastes the tiles in flight when the scan stops.
+//   their first read. Limits: a late hit wastes the round (or tiles) in flight when the scan stops.
 //   Measured (docs/perf/ngram_notes.md, branch ngram4; 64 x 8k, warm / cold): the programmatic
 //   launch -0.57 us where the op follows a kernel; every load before the first tile request (the
 //   bound's inputs and the pattern waited behind up to 96 KB of copies) and the outputs written by
@@ -119,12 +126,74 @@ constexpr int kNgramSearchThreads = 1024;
 constexpr int kNgramSearchTok = 4;
 constexpr int kNgramSearchStages = 4;
 constexpr int kNgramSearchTile = kNgramSearchThreads * kNgramSearchTok;
-// When the blocks outnumber the SMs (B x C > SMs: a second wave of blocks), a ring of 3 tiles: each
-// SM already has enough bytes in flight, and a slot that stops on its hit wastes one tile fewer.
-// Measured (same call, H100): 256 x 128k late 77.0 -> 74.2 us, none 84.6 -> 84.1; no other row moves.
-constexpr int kNgramSearchStagesMany = 3;
 // Most blocks that search one slot together (a thread-block cluster, one block per SM).
 constexpr int kNgramMaxCluster = 8;
+// The streaming form (one block per slot, no cluster): each thread loads kNgramStreamVecs 16-byte
+// vectors (two tokens each) per round straight into registers, the next round's loads in flight
+// while it examines this one. Blocks of 1024 threads (32 KB per round) where the rows are long and
+// the slots fit on the SMs at once, else of 512 (16 KB per round, two blocks per SM): see
+// ngram_stream_threads.
+constexpr int kNgramStreamVecs = 2;
+// A 16-byte load through the read-only path that the compiler keeps where it is written: a round's
+// loads all leave before the previous round is examined (the form that was measured).
+__device__ __forceinline__ uint4 ngram_load16_now(const int64_t* ptr) {
+  uint4 v;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(ptr)
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ int64_t ngram_token_lo(const uint4& v) {
+  return static_cast<int64_t>((static_cast<uint64_t>(v.y) << 32) | v.x);
+}
+__device__ __forceinline__ int64_t ngram_token_hi(const uint4& v) {
+  return static_cast<int64_t>((static_cast<uint64_t>(v.w) << 32) | v.z);
+}
+
+// One haystack as the streaming form reads it: 16-byte vectors counted from the haystack's start
+// rounded down to 16 bytes (`off` = 0 or 1 token before it); vector J holds positions 2J - off and
+// 2J - off + 1. Round k of the haystack is vectors [k * kThreads * kVecs, (k + 1) * kThreads * kVecs).
+struct StreamHay {
+  const int64_t* hay;
+  int ends;  // candidate window ends: positions [0, ends)
+  int off;
+  int rounds;
+};
+template <int kThreads>
+__device__ __forceinline__ StreamHay stream_hay(const int64_t* hay, int ends) {
+  StreamHay h;
+  h.hay = hay;
+  h.ends = ends;
+  h.off = (reinterpret_cast<uintptr_t>(hay) & 15) != 0 ? 1 : 0;
+  h.rounds = ends > 0 ? ceil_div(ends + h.off, 2 * kThreads * kNgramStreamVecs) : 0;
+  return h;
+}
+// Loads this thread's vectors of round k of h: whole vectors where both tokens are candidate
+// positions, single tokens at the edges, nothing outside [0, ends) (those register halves are left
+// as they are and never examined).
+template <int kThreads>
+__device__ __forceinline__ void stream_load(const StreamHay h, int k, uint4 (&v)[kNgramStreamVecs]) {
+#pragma unroll
+  for (int u = 0; u < kNgramStreamVecs; ++u) {
+    const int J = (k * kNgramStreamVecs + u) * kThreads + static_cast<int>(threadIdx.x);
+    const int p0 = 2 * J - h.off;
+    if (p0 >= 0 && p0 + 1 < h.ends) {
+      v[u] = ngram_load16_now(h.hay + p0);
+    } else {
+      if (p0 >= 0 && p0 < h.ends) {
+        const uint64_t t = static_cast<uint64_t>(__ldg(h.hay + p0));
+        v[u].x = static_cast<uint32_t>(t);
+        v[u].y = static_cast<uint32_t>(t >> 32);
+      }
+      if (p0 + 1 >= 0 && p0 + 1 < h.ends) {
+        const uint64_t t = static_cast<uint64_t>(__ldg(h.hay + p0 + 1));
+        v[u].z = static_cast<uint32_t>(t);
+        v[u].w = static_cast<uint32_t>(t >> 32);
+      }
+    }
+  }
+}
 
 // The blocks of one slot's cluster: C of them (1 without a cluster launch) and this block's rank.
 struct ClusterPlace {
@@ -205,9 +274,25 @@ __device__ __forceinline__ NgramMatch decode_search_result(int32_t code, const N
 // their best key so far to one another at each round's cluster barrier (double-buffered, so that a
 // round's stores never meet a read of the round before), so they all stop at the same round; at the
 // end block 0 takes the best of the C final keys. No atomic crosses blocks.
-template <int kMaxN, int kStages, class Problem>
-__global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Problem prob) {
-  constexpr int kThreads = kNgramSearchThreads;
+// Common-suffix length of hay[.. e] and the pattern, up to `cap`, given hay[e] == pat[0] (the streaming
+// form: the earlier tokens are read from global memory, where they mostly hit L1).
+template <int kMaxN>
+__device__ __forceinline__ int stream_suffix(const int64_t* __restrict__ hay, int e,
+                                             const int64_t* __restrict__ pat, int cap) {
+  constexpr int kBound = kMaxN > 0 ? kMaxN : kMaxNgramSize;
+  constexpr int kUnroll = kMaxN > 0 ? kMaxN : 1;
+  int l = 1;
+#pragma unroll kUnroll
+  for (int k = 1; k < kBound; ++k) {
+    if (k >= cap) break;
+    if (__ldg(hay + e - k) != pat[k]) break;
+    ++l;
+  }
+  return l;
+}
+
+template <int kMaxN, int kStages, bool kStream, int kThreads, class Problem>
+__global__ void __launch_bounds__(kThreads, kNgramSearchThreads / kThreads) ngram_search_kernel(Problem prob) {
   constexpr int kTile = kNgramSearchTile;
   extern __shared__ __align__(16) int64_t ring[];  // [kStages][kTile]
   __shared__ int64_t pat[kMaxNgramSize];
@@ -263,7 +348,7 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
   // each), or the search result for the walk (Problem::store, recorded slots only).
   auto finish = [&](int32_t code) {
     const int lane = threadIdx.x & 31;
-    int64_t U = summed ? warp_bound[lane] : 0;
+    int64_t U = summed && lane < kThreads / 32 ? warp_bound[lane] : 0;
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) U += __shfl_xor_sync(0xFFFFFFFFu, U, off);
     if (!(summed && ngram_walk_free(batch, prob.threshold(), U))) {
@@ -289,162 +374,242 @@ __global__ void __launch_bounds__(kNgramSearchThreads) ngram_search_kernel(Probl
     return;
   }
 
-  // Candidate window ends are e in [0, len - 2]; tile ti covers positions [base, base + kTile).
-  const int ends0 = static_cast<int>(max_of<int64_t>(s.h.len0 - 1, 0));
-  const int ends1 = static_cast<int>(max_of<int64_t>(s.h.len1 - 1, 0));
-  const int tiles0 = ceil_div(ends0, kTile);
-  const int tiles = tiles0 + ceil_div(ends1, kTile);
-  const int rounds = ceil_div(tiles, static_cast<int>(C));  // this block's tiles: r = 0 .. rounds - 1
-  const bool searching = s.search && s.cap >= s.min_n;
+  if constexpr (kStream) {
+    const StreamHay h0 = stream_hay<kThreads>(s.h.seg0, static_cast<int>(max_of<int64_t>(s.h.len0 - 1, 0)));
+    const StreamHay h1 = stream_hay<kThreads>(s.h.seg1, static_cast<int>(max_of<int64_t>(s.h.len1 - 1, 0)));
+    const int rounds = h0.rounds + h1.rounds;
+    const bool searching = s.search && s.cap >= s.min_n;
+    int64_t pat_last = 0;
+    if (searching) {
+      int64_t pat_tok = 0;
+      if (threadIdx.x < s.cap) pat_tok = s.h.pattern_last[-static_cast<int64_t>(threadIdx.x)];
+      pat_last = s.h.pattern_last[0];
+      if (threadIdx.x < s.cap) pat[threadIdx.x] = pat_tok;
+    }
+    if (threadIdx.x == 0) best = 0;
+    bool run = searching;
+    if (searching && may_bind) run = !prob.gives_up(b, block_sum<kThreads>(term, warp_terms));
+    if (bounds && !(searching && may_bind && !run)) sum_bound();
 
-  struct TileView {
-    const int64_t* hay;
-    int base, n;
-    bool first;
-  };
-  auto view = [&](int ti) {
-    TileView v;
-    v.first = ti < tiles0;
-    v.hay = v.first ? s.h.seg0 : s.h.seg1;
-    v.base = (v.first ? ti : ti - tiles0) * kTile;
-    v.n = min_of(kTile, (v.first ? ends0 : ends1) - v.base);
-    return v;
-  };
-  // Every thread commits one group per round, even an empty one, so that "all but the newest
-  // kStages - 1 groups are complete" always means "round r's tile has landed". A tile whose first
-  // token is 16-byte aligned (the base is even) moves in 16-byte copies, the odd last token alone.
-  auto issue = [&](int r) {
-    const int ti = r * static_cast<int>(C) + static_cast<int>(rank);
-    if (r < rounds && ti < tiles) {
-      const TileView v = view(ti);
-      int64_t* dst = ring + (r % kStages) * kTile;
-      const int64_t* src = v.hay + v.base;
-      if ((reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+    auto load = [&](int r, uint4(&v)[kNgramStreamVecs]) {
+      if (r < h0.rounds) {
+        stream_load<kThreads>(h0, r, v);
+      } else {
+        stream_load<kThreads>(h1, r - h0.rounds, v);
+      }
+    };
+    uint4 va[kNgramStreamVecs], vb[kNgramStreamVecs];
+    if (run && rounds > 0) load(0, va);
+    bool found = false;
+    auto scan = [&](int r, const uint4(&v)[kNgramStreamVecs]) {
+      const bool first = r < h0.rounds;
+      const StreamHay h = first ? h0 : h1;
+      const int k = first ? r : r - h0.rounds;
+      unsigned long long key = 0;
 #pragma unroll
-        for (int k = 0; k < kNgramSearchTok / 2; ++k) {
-          const int i = 2 * (threadIdx.x + k * kThreads);
-          if (i + 1 < v.n) {
-            ngram_copy16(dst + i, src + i);
-          } else if (i < v.n) {
-            __pipeline_memcpy_async(dst + i, src + i, sizeof(int64_t));
+      for (int u = 0; u < kNgramStreamVecs; ++u) {
+        const int J = (k * kNgramStreamVecs + u) * kThreads + static_cast<int>(threadIdx.x);
+        const int p0 = 2 * J - h.off;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int e = p0 + half;
+          const int64_t tok = half ? ngram_token_hi(v[u]) : ngram_token_lo(v[u]);
+          if (tok == pat_last && e >= 0 && e < h.ends) {
+            const int l = stream_suffix<kMaxN>(h.hay, e, pat, min_of(s.cap, e + 1));
+            if (l >= s.min_n) {
+              const unsigned long long kk = ngram_key(l, first, e);
+              key = kk > key ? kk : key;
+            }
           }
         }
+      }
+      if (__any_sync(0xFFFFFFFFu, key != 0)) {
+        key = warp_max_u64(key);
+        if ((threadIdx.x & 31) == 0 && key != 0) atomicMax(&best, key);
+        found = found || static_cast<int>(key >> 40) >= s.cap;
+      }
+    };
+    // One barrier per round, as in the ring form: the pattern is visible, and the stop decision is
+    // the block's. The next round's loads are in flight while this one is examined (two register
+    // buffers, used in turn).
+    for (int r = 0; run && r < rounds; r += 2) {
+      if (__syncthreads_or(found)) break;
+      if (r + 1 < rounds) load(r + 1, vb);
+      scan(r, va);
+      if (r + 1 >= rounds) break;
+      if (__syncthreads_or(found)) break;
+      if (r + 2 < rounds) load(r + 2, va);
+      scan(r + 1, vb);
+    }
+    __syncthreads();  // every warp's atomicMax is done
+    if (threadIdx.x < 32) {
+      const unsigned long long result = best;
+      int32_t code = kNoMatch;
+      if (run && result != 0) {
+        const bool in_prompt = (result >> 32) & 1;
+        const int64_t e = 0xFFFFFFFFu - static_cast<uint32_t>(result);
+        code = static_cast<int32_t>(e + 1) | (in_prompt ? 0 : kSeg1Bit);
+      }
+      finish(code);
+    }
+  } else {
+    // Candidate window ends are e in [0, len - 2]; tile ti covers positions [base, base + kTile).
+    const int ends0 = static_cast<int>(max_of<int64_t>(s.h.len0 - 1, 0));
+    const int ends1 = static_cast<int>(max_of<int64_t>(s.h.len1 - 1, 0));
+    const int tiles0 = ceil_div(ends0, kTile);
+    const int tiles = tiles0 + ceil_div(ends1, kTile);
+    const int rounds = ceil_div(tiles, static_cast<int>(C));  // this block's tiles: r = 0 .. rounds - 1
+    const bool searching = s.search && s.cap >= s.min_n;
+
+    struct TileView {
+      const int64_t* hay;
+      int base, n;
+      bool first;
+    };
+    auto view = [&](int ti) {
+      TileView v;
+      v.first = ti < tiles0;
+      v.hay = v.first ? s.h.seg0 : s.h.seg1;
+      v.base = (v.first ? ti : ti - tiles0) * kTile;
+      v.n = min_of(kTile, (v.first ? ends0 : ends1) - v.base);
+      return v;
+    };
+    // Every thread commits one group per round, even an empty one, so that "all but the newest
+    // kStages - 1 groups are complete" always means "round r's tile has landed". A tile whose first
+    // token is 16-byte aligned (the base is even) moves in 16-byte copies, the odd last token alone.
+    auto issue = [&](int r) {
+      const int ti = r * static_cast<int>(C) + static_cast<int>(rank);
+      if (r < rounds && ti < tiles) {
+        const TileView v = view(ti);
+        int64_t* dst = ring + (r % kStages) * kTile;
+        const int64_t* src = v.hay + v.base;
+        if ((reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+  #pragma unroll
+          for (int k = 0; k < kNgramSearchTok / 2; ++k) {
+            const int i = 2 * (threadIdx.x + k * kThreads);
+            if (i + 1 < v.n) {
+              ngram_copy16(dst + i, src + i);
+            } else if (i < v.n) {
+              __pipeline_memcpy_async(dst + i, src + i, sizeof(int64_t));
+            }
+          }
+        } else {
+  #pragma unroll
+          for (int k = 0; k < kNgramSearchTok; ++k) {
+            const int i = threadIdx.x + k * kThreads;
+            if (i < v.n) __pipeline_memcpy_async(dst + i, src + i, sizeof(int64_t));
+          }
+        }
+      }
+      __pipeline_commit();
+    };
+
+    // The tiles are requested once the slot is known to search: at once when the threshold cannot
+    // bind, else after the give-up test (a batch that gives up reads no haystack, and its blocks need
+    // not wait for copies before they exit).
+    // The pattern is loaded before the first tile request (behind it, it would wait for the copies).
+    int64_t pat_tok = 0, pat_last = 0;
+    if (searching) {
+      if (threadIdx.x < s.cap) pat_tok = s.h.pattern_last[-static_cast<int64_t>(threadIdx.x)];
+      pat_last = s.h.pattern_last[0];
+      if (!may_bind) issue(0);
+      if (threadIdx.x < s.cap) pat[threadIdx.x] = pat_tok;
+    }
+    if (threadIdx.x == 0) best = 0;
+    if (threadIdx.x < kNgramMaxCluster) round_keys[0][threadIdx.x] = 0;
+    bool run = searching;
+    if (searching && may_bind) run = !prob.gives_up(b, block_sum<kThreads>(term, warp_terms));
+    if (run) {
+      for (int st = may_bind ? 0 : 1; st < kStages - 1; ++st) issue(st);
+    }
+    // A slot that gives up proves the batch is not walk-free (U >= its S + budget + L > T - 1), so its
+    // blocks skip the bound; any other first block sums it now, its loads overlapping the tiles'.
+    if (bounds && !(searching && may_bind && !run)) sum_bound();
+
+    // Whether this warp has found a key of the largest size (the same in all its lanes). The stop test
+    // ORs it over the block in the round's barrier: no read of `best` races with its reset or with the
+    // other warps' atomicMax (a volatile or a plain read of `best` there measured up to 1.3 us slower).
+    bool found = false;
+    for (int r = 0; run && r < rounds; ++r) {
+      __pipeline_wait_prior(kStages - 2);
+      // One barrier per round: the tile is visible to the block, everyone is done with the previous
+      // one (whose ring slot is refilled below), and the stop decision is the same for the whole block
+      // (and cluster).
+      bool stop;
+      if (C == 1) {
+        stop = __syncthreads_or(found);
       } else {
-#pragma unroll
-        for (int k = 0; k < kNgramSearchTok; ++k) {
-          const int i = threadIdx.x + k * kThreads;
-          if (i < v.n) __pipeline_memcpy_async(dst + i, src + i, sizeof(int64_t));
+        // The block's best so far (an atomic read: warps may still fold the last round in; any value
+        // it returns is a key found, which is all the stop rule needs). Not in the first round: no
+        // block may touch another's shared memory before the first cluster barrier, which proves
+        // that every block of the cluster has started; each block zeroed its own first buffer.
+        if (r > 0 && threadIdx.x < C) {
+          ngram_cluster_store(&round_keys[r & 1][rank], threadIdx.x, atomicAdd(&best, 0ull));
+        }
+        ngram_cluster_sync();
+        unsigned long long m = 0;
+        for (unsigned k = 0; k < C; ++k) m = max_of(m, round_keys[r & 1][k]);
+        stop = static_cast<int>(m >> 40) >= s.cap;
+      }
+      if (stop) break;
+      issue(r + kStages - 1);
+
+      const int ti = r * static_cast<int>(C) + static_cast<int>(rank);
+      if (ti >= tiles) continue;
+      const TileView v = view(ti);
+      const int64_t* tile = ring + (r % kStages) * kTile;
+      unsigned long long key = 0;
+      // Almost every position fails on the pattern's last token: test that first, from registers,
+      // and measure the full common suffix only on a hit. Positions past n hold stale tokens; the hit
+      // path discards them.
+      int64_t tok[kNgramSearchTok];
+  #pragma unroll
+      for (int k = 0; k < kNgramSearchTok; ++k) tok[k] = tile[threadIdx.x + k * kThreads];
+  #pragma unroll
+      for (int k = 0; k < kNgramSearchTok; ++k) {
+        const int i = threadIdx.x + k * kThreads;
+        if (tok[k] == pat_last && i < v.n) {
+          const int e = v.base + i;
+          const int cap_e = min_of(s.cap, e + 1);
+          const int l = suffix_match<kMaxN>(tile, v.base, v.hay, e, pat, cap_e);
+          if (l >= s.min_n) {
+            const unsigned long long kk = ngram_key(l, v.first, e);
+            key = kk > key ? kk : key;
+          }
         }
       }
-    }
-    __pipeline_commit();
-  };
-
-  // The tiles are requested once the slot is known to search: at once when the threshold cannot
-  // bind, else after the give-up test (a batch that gives up reads no haystack, and its blocks need
-  // not wait for copies before they exit).
-  // The pattern is loaded before the first tile request (behind it, it would wait for the copies).
-  int64_t pat_tok = 0, pat_last = 0;
-  if (searching) {
-    if (threadIdx.x < s.cap) pat_tok = s.h.pattern_last[-static_cast<int64_t>(threadIdx.x)];
-    pat_last = s.h.pattern_last[0];
-    if (!may_bind) issue(0);
-    if (threadIdx.x < s.cap) pat[threadIdx.x] = pat_tok;
-  }
-  if (threadIdx.x == 0) best = 0;
-  if (threadIdx.x < kNgramMaxCluster) round_keys[0][threadIdx.x] = 0;
-  bool run = searching;
-  if (searching && may_bind) run = !prob.gives_up(b, block_sum<kThreads>(term, warp_terms));
-  if (run) {
-    for (int st = may_bind ? 0 : 1; st < kStages - 1; ++st) issue(st);
-  }
-  // A slot that gives up proves the batch is not walk-free (U >= its S + budget + L > T - 1), so its
-  // blocks skip the bound; any other first block sums it now, its loads overlapping the tiles'.
-  if (bounds && !(searching && may_bind && !run)) sum_bound();
-
-  // Whether this warp has found a key of the largest size (the same in all its lanes). The stop test
-  // ORs it over the block in the round's barrier: no read of `best` races with its reset or with the
-  // other warps' atomicMax (a volatile or a plain read of `best` there measured up to 1.3 us slower).
-  bool found = false;
-  for (int r = 0; run && r < rounds; ++r) {
-    __pipeline_wait_prior(kStages - 2);
-    // One barrier per round: the tile is visible to the block, everyone is done with the previous
-    // one (whose ring slot is refilled below), and the stop decision is the same for the whole block
-    // (and cluster).
-    bool stop;
-    if (C == 1) {
-      stop = __syncthreads_or(found);
-    } else {
-      // The block's best so far (an atomic read: warps may still fold the last round in; any value
-      // it returns is a key found, which is all the stop rule needs). Not in the first round: no
-      // block may touch another's shared memory before the first cluster barrier, which proves
-      // that every block of the cluster has started; each block zeroed its own first buffer.
-      if (r > 0 && threadIdx.x < C) {
-        ngram_cluster_store(&round_keys[r & 1][rank], threadIdx.x, atomicAdd(&best, 0ull));
-      }
-      ngram_cluster_sync();
-      unsigned long long m = 0;
-      for (unsigned k = 0; k < C; ++k) m = max_of(m, round_keys[r & 1][k]);
-      stop = static_cast<int>(m >> 40) >= s.cap;
-    }
-    if (stop) break;
-    issue(r + kStages - 1);
-
-    const int ti = r * static_cast<int>(C) + static_cast<int>(rank);
-    if (ti >= tiles) continue;
-    const TileView v = view(ti);
-    const int64_t* tile = ring + (r % kStages) * kTile;
-    unsigned long long key = 0;
-    // Almost every position fails on the pattern's last token: test that first, from registers,
-    // and measure the full common suffix only on a hit. Positions past n hold stale tokens; the hit
-    // path discards them.
-    int64_t tok[kNgramSearchTok];
-#pragma unroll
-    for (int k = 0; k < kNgramSearchTok; ++k) tok[k] = tile[threadIdx.x + k * kThreads];
-#pragma unroll
-    for (int k = 0; k < kNgramSearchTok; ++k) {
-      const int i = threadIdx.x + k * kThreads;
-      if (tok[k] == pat_last && i < v.n) {
-        const int e = v.base + i;
-        const int cap_e = min_of(s.cap, e + 1);
-        const int l = suffix_match<kMaxN>(tile, v.base, v.hay, e, pat, cap_e);
-        if (l >= s.min_n) {
-          const unsigned long long kk = ngram_key(l, v.first, e);
-          key = kk > key ? kk : key;
-        }
+      if (__any_sync(0xFFFFFFFFu, key != 0)) {
+        key = warp_max_u64(key);
+        if ((threadIdx.x & 31) == 0 && key != 0) atomicMax(&best, key);
+        found = found || static_cast<int>(key >> 40) >= s.cap;
       }
     }
-    if (__any_sync(0xFFFFFFFFu, key != 0)) {
-      key = warp_max_u64(key);
-      if ((threadIdx.x & 31) == 0 && key != 0) atomicMax(&best, key);
-      found = found || static_cast<int>(key >> 40) >= s.cap;
+    // Every warp's atomicMax is done. The tiles still in flight after a stop land while warp 0 writes
+    // the outputs: each thread waits for its own copies only before it exits (no copy may still target
+    // shared memory then), and nothing reads the ring after the loop.
+    __syncthreads();
+    unsigned long long result = best;
+    if (C > 1) {
+      if (!run || rounds == 0) ngram_cluster_sync();  // no round did: every block has started now
+      if (threadIdx.x == 0) ngram_cluster_store(&final_keys[rank], 0, result);
+      ngram_cluster_sync();  // also keeps every block alive until the others' stores to it are done
+      if (rank != 0) {
+        __pipeline_wait_prior(0);
+        return;
+      }
+      for (unsigned k = 0; k < C; ++k) result = max_of(result, final_keys[k]);
     }
-  }
-  // Every warp's atomicMax is done. The tiles still in flight after a stop land while warp 0 writes
-  // the outputs: each thread waits for its own copies only before it exits (no copy may still target
-  // shared memory then), and nothing reads the ring after the loop.
-  __syncthreads();
-  unsigned long long result = best;
-  if (C > 1) {
-    if (!run || rounds == 0) ngram_cluster_sync();  // no round did: every block has started now
-    if (threadIdx.x == 0) ngram_cluster_store(&final_keys[rank], 0, result);
-    ngram_cluster_sync();  // also keeps every block alive until the others' stores to it are done
-    if (rank != 0) {
-      __pipeline_wait_prior(0);
-      return;
+    if (threadIdx.x < 32) {
+      int32_t code = kNoMatch;
+      if (run && result != 0) {
+        const bool in_prompt = (result >> 32) & 1;
+        const int64_t e = 0xFFFFFFFFu - static_cast<uint32_t>(result);
+        code = static_cast<int32_t>(e + 1) | (in_prompt ? 0 : kSeg1Bit);
+      }
+      finish(code);
     }
-    for (unsigned k = 0; k < C; ++k) result = max_of(result, final_keys[k]);
+    __pipeline_wait_prior(0);
   }
-  if (threadIdx.x < 32) {
-    int32_t code = kNoMatch;
-    if (run && result != 0) {
-      const bool in_prompt = (result >> 32) & 1;
-      const int64_t e = 0xFFFFFFFFu - static_cast<uint32_t>(result);
-      code = static_cast<int32_t>(e + 1) | (in_prompt ? 0 : kSeg1Bit);
-    }
-    finish(code);
-  }
-  __pipeline_wait_prior(0);
 }
 
 // Blocks per slot: more than one only while the clusters surely fit on the GPU at once (B x C <= half
@@ -460,15 +625,27 @@ inline int ngram_search_cluster(int64_t batch, int64_t max_tokens, int sms) {
   return c;
 }
 
-template <int kMaxN, int kStages, class Problem>
-cudaError_t launch_ngram_search_ring(const Problem& prob, int64_t batch, int c, bool pdl, cudaStream_t stream) {
-  auto kernel = ngram_search_kernel<kMaxN, kStages, Problem>;
-  constexpr size_t smem = sizeof(int64_t) * kNgramSearchTile * kStages;
-  // The ring is larger than the default 48 KB of dynamic shared memory. A host-side attribute (no
-  // stream work), so it is fine under graph capture; set on every launch as it is per device.
-  const cudaError_t err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-  if (err != cudaSuccess) return err;
+// Threads of a streaming block: 1024 (two rounds of 32 KB in flight per slot) where every block is
+// resident at once (B <= SMs; a block takes the SM's registers) and the rows are long, else 512 (two
+// blocks per SM, so that up to 2 x SMs slots stream at once; fewer warps in each barrier and
+// reduction). Measured (H100, warm / cold us, docs/perf/ngram_notes.md): 64 x 8k 4.46 / 5.83 with
+// 512 against 4.95 / 6.28 with 1024; 64 x 32k late 8.05 / 11.30 against 7.60 / 9.98.
+constexpr int64_t kNgramStreamWideTokens = 16384;
+inline int ngram_stream_threads(int64_t batch, int64_t max_tokens, int sms) {
+  return batch <= sms && max_tokens > kNgramStreamWideTokens ? 1024 : 512;
+}
+
+template <int kMaxN, int kStages, bool kStream, int kThreads, class Problem>
+cudaError_t launch_ngram_search_grid(const Problem& prob, int64_t batch, int c, bool pdl, cudaStream_t stream) {
+  auto kernel = ngram_search_kernel<kMaxN, kStages, kStream, kThreads, Problem>;
+  constexpr size_t smem = kStream ? 0 : sizeof(int64_t) * kNgramSearchTile * kStages;
+  if (smem > 0) {
+    // The ring is larger than the default 48 KB of dynamic shared memory. A host-side attribute (no
+    // stream work), so it is fine under graph capture; set on every launch as it is per device.
+    const cudaError_t err =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (err != cudaSuccess) return err;
+  }
   cudaLaunchAttribute attrs[2] = {};
   unsigned n = 0;
   if (c > 1) {
@@ -482,7 +659,7 @@ cudaError_t launch_ngram_search_ring(const Problem& prob, int64_t batch, int c, 
     attrs[n].val.programmaticStreamSerializationAllowed = 1;
     ++n;
   }
-  const cudaLaunchConfig_t cfg = {dim3(static_cast<unsigned>(batch * c)), dim3(kNgramSearchThreads), smem,
+  const cudaLaunchConfig_t cfg = {dim3(static_cast<unsigned>(batch * c)), dim3(kThreads), smem,
                                   stream, attrs, n};
   return cudaLaunchKernelEx(&cfg, kernel, prob);
 }
@@ -496,12 +673,14 @@ struct NgramDevice {
 template <int kMaxN, class Problem>
 cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, int64_t max_tokens,
                                   const NgramDevice& dev, cudaStream_t stream) {
-  static_assert(Problem::kThreads == kNgramSearchThreads, "the search problem's block size");
   const int c = dev.major >= 9 ? ngram_search_cluster(batch, max_tokens, dev.sms) : 1;
   const bool pdl = dev.major >= 9;
-  return batch * c > dev.sms
-             ? launch_ngram_search_ring<kMaxN, kNgramSearchStagesMany>(prob, batch, c, pdl, stream)
-             : launch_ngram_search_ring<kMaxN, kNgramSearchStages>(prob, batch, c, pdl, stream);
+  if (c > 1) {  // then B x C <= SMs / 2: one ring block per SM
+    return launch_ngram_search_grid<kMaxN, kNgramSearchStages, false, kNgramSearchThreads>(prob, batch, c, pdl, stream);
+  }
+  return ngram_stream_threads(batch, max_tokens, dev.sms) == 1024
+             ? launch_ngram_search_grid<kMaxN, 0, true, 1024>(prob, batch, 1, pdl, stream)
+             : launch_ngram_search_grid<kMaxN, 0, true, 512>(prob, batch, 1, pdl, stream);
 }
 
 // Launches the search over `batch` slots with the compare loop specialised for the usual sizes.

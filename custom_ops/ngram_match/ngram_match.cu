@@ -20,9 +20,7 @@ namespace fdspec {
 namespace {
 
 // Search problem of kernel 1.
-template <int kThreadsPerSlot>
 struct NgramMatchSearch {
-  static constexpr int kThreads = kThreadsPerSlot;
   NgramMatchParams p;
 
   __device__ WalkOutputs outputs() const { return ngram_match_outputs(p); }
@@ -97,7 +95,7 @@ struct NgramMatchWalk {
 }  // namespace
 
 cudaError_t ngram_match_gpu(const NgramMatchParams& p, cudaStream_t stream) {
-  return launch_ngram_op(NgramMatchSearch<kNgramSearchThreads>{p}, NgramMatchWalk{p}, p.batch,
+  return launch_ngram_op(NgramMatchSearch{p}, NgramMatchWalk{p}, p.batch,
                          p.max_ngram_size, p.token_ids_stride, stream);
 }
 

@@ -352,6 +352,15 @@ void body(harness::Tally& t, bool quick) {
     }
   }
   phase("clustered");
+  // One block per slot (B > SMs / 4 on an H100: no cluster) with haystacks of several 8192-token
+  // rounds of the streaming search, of odd and even widths (rows on either 16-byte alignment).
+  const int streamed = quick ? 1 : 24;
+  for (int it = 0; it < streamed; ++it) {
+    const int64_t vocab = it % 3 == 0 ? 4 : (it % 3 == 1 ? 50 : 30000);
+    random_case(r.uni(34, quick ? 40 : 140), r.uni(8193, quick ? 20000 : 40000), r.uni(1, 20000), r.uni(1, 9),
+                it % 4 == 0 ? 64 : 5, vocab, 0.05);
+  }
+  phase("streamed");
   if (!quick) {
     for (int64_t vocab : {1000, 4, 50}) random_case(256, int64_t{1} << 16, int64_t{1} << 12, 8, 5, vocab, 0.02);
   }

@@ -200,6 +200,17 @@ void body(harness::Tally& t, bool quick) {
     run_case(t, stream, b, maxn, T, it % 10 == 0, it % 15 == 0 ? 3 : 1, it % 3 == 1, U(-1, K + 2));
   }
   phase("clustered");
+  // One block per slot (B > SMs / 4 on an H100: no cluster) with rows of several 8192-token rounds
+  // of the streaming search, of odd and even widths (rows on either 16-byte alignment).
+  const int streamed = quick ? 1 : 24;
+  for (int it = 0; it < streamed; ++it) {
+    int64_t B = U(34, quick ? 40 : 140), W = U(8193, quick ? 20000 : 40000), K = U(1, 8), vocab = it % 3 == 0 ? 4 : (it % 3 == 1 ? 50 : 30000);
+    int maxn = (int)U(1, it % 4 == 0 ? 64 : 5);
+    Batch b = make(g, B, W, K, vocab, maxn, 0.05);
+    int64_t T = U(0, 2) == 0 ? unbound() : (U(0, 1) == 0 ? edge(b) : U(0, 3 * B + 10));
+    run_case(t, stream, b, maxn, T, it % 10 == 0, it % 8 == 0 ? 3 : 1, it % 3 == 1, U(-1, K + 2));
+  }
+  phase("streamed");
   if (!quick) {
     for (int it = 0; it < 6; ++it) {
       int64_t vocab = it < 2 ? 1000 : (it < 4 ? 4 : 50); int maxn = it % 2 ? 5 : 3;
