@@ -12,14 +12,15 @@
 // possible size has been found, since nothing to its right can beat it.
 //
 // The design, in numbers (H100; docs/perf/ngram_notes.md holds the measurements).
-// - Streaming form (every batch whose slots get one block each): each thread loads two 16-byte
+// - Streaming form (one block per slot, but for long rows at B <= SMs): each thread loads two 16-byte
 //   vectors (four tokens) per round straight into registers (`ld.global.nc`) and compares them
 //   there; the next round's loads are in flight while this one is examined (two register buffers).
 //   Against the shared-memory ring this replaced (cp.async tiles written to shared memory and read
 //   back, the form kept for clusters below), same call, warm / cold us: 64 x 8k 5.58 / 6.56 ->
 //   4.42 / 5.81, 64 x 32k late 9.03 / 9.81 -> 7.42 / 10.31, 256 x 128k late 73.95 -> 68.10, none
-//   84.17 -> 81.37, 256 x 128k at T = 128 10.10 -> 6.43; slower at 64 x 128k late (21.51 -> 23.31)
-//   and cold at 64 x 32k (+0.5). A third buffer (96 KB in flight per 1024-thread block) was slower on
+//   84.17 -> 81.37, 256 x 128k at T = 128 10.10 -> 6.43; cold at 64 x 32k +0.5 us. Rows over
+//   kNgramRingTokens at B <= SMs stay on the ring, which streams them faster (64 x 128k late 21.5
+//   against 23.4). A third buffer (96 KB in flight per 1024-thread block) was slower on
 //   every row that moved (64 x 32k late 7.42 -> 8.16, 256 x 128k late 68.6 -> 76.1); four vectors
 //   per round lost at the short rows and at B = 256 (the MTP step +0.8 us), and so did requesting
 //   the first round with the slot's facts (it reads past the prompt and delays the slot's loads).
@@ -631,6 +632,12 @@ inline int ngram_search_cluster(int64_t batch, int64_t max_tokens, int sms) {
 // reduction). Measured (H100, warm / cold us, docs/perf/ngram_notes.md): 64 x 8k 4.46 / 5.83 with
 // 512 against 4.95 / 6.28 with 1024; 64 x 32k late 8.05 / 11.30 against 7.60 / 9.98.
 constexpr int64_t kNgramStreamWideTokens = 16384;
+// Rows longer than this, one block per slot and every block resident (B <= SMs), stream through the
+// shared-memory ring instead: 64 x 128k late 23.41 / 24.76 us streamed, 21.50 / 21.87 through the
+// ring (warm / cold, same call), while 64 x 32k late is 7.47 / 10.23 streamed against 9.03 / 9.81.
+// Loads that bypass L1 (ld.global.cg, .L1::no_allocate) or ask for 256-byte L2 fetches did not
+// change this (0 .. +2.8 us on every row).
+constexpr int64_t kNgramRingTokens = 65536;
 inline int ngram_stream_threads(int64_t batch, int64_t max_tokens, int sms) {
   return batch <= sms && max_tokens > kNgramStreamWideTokens ? 1024 : 512;
 }
@@ -675,7 +682,8 @@ cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, int64_t ma
                                   const NgramDevice& dev, cudaStream_t stream) {
   const int c = dev.major >= 9 ? ngram_search_cluster(batch, max_tokens, dev.sms) : 1;
   const bool pdl = dev.major >= 9;
-  if (c > 1) {  // then B x C <= SMs / 2: one ring block per SM
+  // Clusters (then B x C <= SMs / 2) and long rows with every block resident: one ring block per SM.
+  if (c > 1 || (batch <= dev.sms && max_tokens > kNgramRingTokens)) {
     return launch_ngram_search_grid<kMaxN, kNgramSearchStages, false, kNgramSearchThreads>(prob, batch, c, pdl, stream);
   }
   return ngram_stream_threads(batch, max_tokens, dev.sms) == 1024

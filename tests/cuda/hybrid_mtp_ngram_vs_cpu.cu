@@ -360,6 +360,11 @@ void body(harness::Tally& t, bool quick) {
     random_case(r.uni(34, quick ? 40 : 140), r.uni(8193, quick ? 20000 : 40000), r.uni(1, 20000), r.uni(1, 9),
                 it % 4 == 0 ? 64 : 5, vocab, 0.05);
   }
+  // Long rows with one block per slot and every block resident: the shared-memory ring at C = 1.
+  for (int it = 0; it < (quick ? 1 : 4); ++it) {
+    random_case(r.uni(34, 60), quick ? 60000 : r.uni(60000, int64_t{1} << 17), r.uni(6000, 20000), r.uni(1, 9), 5,
+                it % 2 == 0 ? 4 : 30000, 0.05);
+  }
   phase("streamed");
   if (!quick) {
     for (int64_t vocab : {1000, 4, 50}) random_case(256, int64_t{1} << 16, int64_t{1} << 12, 8, 5, vocab, 0.02);

@@ -210,6 +210,12 @@ void body(harness::Tally& t, bool quick) {
     int64_t T = U(0, 2) == 0 ? unbound() : (U(0, 1) == 0 ? edge(b) : U(0, 3 * B + 10));
     run_case(t, stream, b, maxn, T, it % 10 == 0, it % 8 == 0 ? 3 : 1, it % 3 == 1, U(-1, K + 2));
   }
+  // Long rows with one block per slot and every block resident: the shared-memory ring at C = 1.
+  for (int it = 0; it < (quick ? 1 : 4); ++it) {
+    int64_t B = U(34, 60), W = quick ? 65600 : U(65537, 1 << 17), K = U(1, 8), vocab = it % 2 == 0 ? 4 : 30000;
+    Batch b = make(g, B, W, K, vocab, 3, 0.05);
+    run_case(t, stream, b, 3, U(0, 1) == 0 ? unbound() : edge(b), it == 1, 1, it % 2 == 1, U(-1, K + 2));
+  }
   phase("streamed");
   if (!quick) {
     for (int it = 0; it < 6; ++it) {
