@@ -29,13 +29,13 @@ cudaError_t launch_ngram_op(const Search& search, const Walk& walk, int64_t batc
   if (err != cudaSuccess) return err;
   // The walk-free test (the same flag for both kernels) runs only where it may hold
   // (Search::free_possible(), from the parameters) and where every search block is resident at once
-  // (B <= SMs; a cluster launch only happens with B x C <= SMs / 2). With a second wave the walk
+  // (ngram_search_one_wave: B <= SMs, 2 x SMs for 512-thread blocks). With a second wave the walk
   // block starts only when the last search blocks do, and its test before the wait, a round trip and
-  // a barrier, would lengthen a short op (measured: 256 x 128k at T = 128, where every slot gives up,
-  // +1.2..1.7 us); at the default thresholds such a batch binds anyway.
+  // a barrier, would lengthen a short op (measured with the ring at B = 256: 256 x 128k at T = 128,
+  // where every slot gives up, +1.2..1.7 us).
   Search s = search;
   Walk w = walk;
-  s.try_free = w.try_free = batch <= dev.sms && search.free_possible();
+  s.try_free = w.try_free = ngram_search_one_wave(batch, max_tokens, dev) && search.free_possible();
   err = launch_ngram_search(s, batch, max_n, max_tokens, dev, stream);
   if (err != cudaSuccess) return err;
   err = launch_ngram_walk(w, stream);

@@ -46,8 +46,9 @@
 //   same data, each slot's first block writes the slot's outputs itself (warp 0, from the slot's
 //   walk facts kept in shared memory; a lane per draft) and the walk kernel exits before it waits
 //   for this grid. That covers the default thresholds at small and mid batches (ngram_match T =
-//   128: B x (K + 1) + prefill lengths < 128; hybrid T = 1024: B x (K + 2) < 1024 at ori <= K + 1);
-//   larger batches still pay the walk. The search itself is a programmatic dependent of the work
+//   128: B x (K + 1) + prefill lengths < 128; hybrid T = 1024: B x (K + 2) < 1024 at ori <= K + 1)
+//   and any non-binding threshold while every search block is resident at once (B <= 2 x SMs with
+//   the 512-thread form: 256 x 128k late 68.2 -> 64.4 us); larger batches still pay the walk. The search itself is a programmatic dependent of the work
 //   before it: its blocks start (where SMs are free) while that work ends, and wait for it before
 //   their first read. Limits: a late hit wastes the round (or tiles) in flight when the scan stops.
 //   Measured (docs/perf/ngram_notes.md, branch ngram4; 64 x 8k, warm / cold): the programmatic
@@ -324,7 +325,7 @@ __global__ void __launch_bounds__(kThreads, kNgramSearchThreads / kThreads) ngra
   if (may_bind) {
     for (int64_t j = threadIdx.x; j < batch; j += kThreads) term += prob.give_up_term(b, j);
   }
-  const bool early = bounds && batch <= kThreads;  // else (never at B <= SMs) read when summed
+  const bool early = bounds && batch <= kThreads;  // else (never in one wave) read when summed
   typename Problem::FreeIn free_in{};
   if (early && threadIdx.x < batch) free_in = prob.free_in(threadIdx.x);
   const SearchSlot s = prob.slot(b);
@@ -677,16 +678,40 @@ struct NgramDevice {
   int major = 0;  // compute capability: clusters need 9.0+
 };
 
+// The launch rule of launch_ngram_search_n: whether the search uses the shared-memory ring (clusters,
+// and long rows while every block is resident) and, if not, the streaming block size.
+struct NgramSearchShape {
+  int cluster = 1;
+  bool ring = false;
+  int threads = kNgramSearchThreads;
+};
+inline NgramSearchShape ngram_search_shape(int64_t batch, int64_t max_tokens, const NgramDevice& dev) {
+  NgramSearchShape sh;
+  sh.cluster = dev.major >= 9 ? ngram_search_cluster(batch, max_tokens, dev.sms) : 1;
+  sh.ring = sh.cluster > 1 || (batch <= dev.sms && max_tokens > kNgramRingTokens);
+  if (!sh.ring) sh.threads = ngram_stream_threads(batch, max_tokens, dev.sms);
+  return sh;
+}
+// Whether every search block is resident at once (one block per SM at most for the ring and the
+// 1024-thread form, two for the 512-thread form): the walk-free test pays only then
+// (launch_ngram_op).
+inline bool ngram_search_one_wave(int64_t batch, int64_t max_tokens, const NgramDevice& dev) {
+  const NgramSearchShape sh = ngram_search_shape(batch, max_tokens, dev);
+  const int per_sm = sh.ring ? 1 : kNgramSearchThreads / sh.threads;
+  return batch * sh.cluster <= int64_t{dev.sms} * per_sm;
+}
+
 template <int kMaxN, class Problem>
 cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, int64_t max_tokens,
                                   const NgramDevice& dev, cudaStream_t stream) {
-  const int c = dev.major >= 9 ? ngram_search_cluster(batch, max_tokens, dev.sms) : 1;
+  const NgramSearchShape sh = ngram_search_shape(batch, max_tokens, dev);
   const bool pdl = dev.major >= 9;
   // Clusters (then B x C <= SMs / 2) and long rows with every block resident: one ring block per SM.
-  if (c > 1 || (batch <= dev.sms && max_tokens > kNgramRingTokens)) {
-    return launch_ngram_search_grid<kMaxN, kNgramSearchStages, false, kNgramSearchThreads>(prob, batch, c, pdl, stream);
+  if (sh.ring) {
+    return launch_ngram_search_grid<kMaxN, kNgramSearchStages, false, kNgramSearchThreads>(prob, batch, sh.cluster,
+                                                                                          pdl, stream);
   }
-  return ngram_stream_threads(batch, max_tokens, dev.sms) == 1024
+  return sh.threads == 1024
              ? launch_ngram_search_grid<kMaxN, 0, true, 1024>(prob, batch, 1, pdl, stream)
              : launch_ngram_search_grid<kMaxN, 0, true, 512>(prob, batch, 1, pdl, stream);
 }
