@@ -22,8 +22,9 @@
 //   kNgramRingTokens at B <= SMs stay on the ring, which streams them faster (64 x 128k late 21.5
 //   against 23.4). A third buffer (96 KB in flight per 1024-thread block) was slower on
 //   every row that moved (64 x 32k late 7.42 -> 8.16, 256 x 128k late 68.6 -> 76.1); four vectors
-//   per round lost at the short rows and at B = 256 (the MTP step +0.8 us), and so did requesting
-//   the first round with the slot's facts (it reads past the prompt and delays the slot's loads).
+//   per round lost at the short rows and at B = 256 (the MTP step +0.8 us), and so did one vector per
+//   round, a bulk L2 prefetch two rounds ahead, and requesting the first round with the slot's facts
+//   (it reads past the prompt and delays the slot's loads).
 // - Blocks of 1024 threads where the rows are long (> kNgramStreamWideTokens) and the slots fit on
 //   the SMs at once, else 512 threads, two blocks per SM (ngram_stream_threads). Both at 64
 //   registers: position arithmetic is 32-bit (haystacks are shorter than 2^30 tokens); the stop
