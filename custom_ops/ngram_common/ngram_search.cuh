@@ -7,9 +7,9 @@
 // ending at e matches exactly when l(e) >= n, and it is productive exactly when e <= len - 2 (its
 // continuation starts inside the haystack; the budget is >= 1 here). So the host's answer is the
 // productive e that maximises the key (l(e), haystack is the prompt, -e): the largest n first, the
-// prompt before the second haystack, the leftmost window last. Each position is examined once, with
-// the tile of the haystack staged in shared memory; the scan stops early once a window of the largest
-// possible size has been found, since nothing to its right can beat it.
+// prompt before the second haystack, the leftmost window last. Each position is examined once (from
+// registers in the streaming form, from a shared-memory tile in the ring form); the scan stops early
+// once a window of the largest possible size has been found, since nothing to its right can beat it.
 //
 // The design, in numbers (H100; docs/perf/ngram_notes.md holds the measurements).
 // - Streaming form (one block per slot, but for long rows at B <= SMs): each thread loads two 16-byte
@@ -49,9 +49,9 @@
 //   for this grid. That covers the default thresholds at small and mid batches (ngram_match T =
 //   128: B x (K + 1) + prefill lengths < 128; hybrid T = 1024: B x (K + 2) < 1024 at ori <= K + 1)
 //   and any non-binding threshold while every search block is resident at once (B <= 2 x SMs with
-//   the 512-thread form: 256 x 128k late 68.2 -> 64.4 us); larger batches still pay the walk. The search itself is a programmatic dependent of the work
-//   before it: its blocks start (where SMs are free) while that work ends, and wait for it before
-//   their first read. Limits: a late hit wastes the round (or tiles) in flight when the scan stops.
+//   the 512-thread form: 256 x 128k late 68.2 -> 64.4 us); larger batches still pay the walk. The
+//   search itself is a programmatic dependent of the work before it: its blocks start (where SMs
+//   are free) while that work ends, and wait for it before their first read. Limits: a late hit wastes the round (or tiles) in flight when the scan stops.
 //   Measured (docs/perf/ngram_notes.md, branch ngram4; 64 x 8k, warm / cold): the programmatic
 //   launch -0.57 us where the op follows a kernel; every load before the first tile request (the
 //   bound's inputs and the pattern waited behind up to 96 KB of copies) and the outputs written by
@@ -249,6 +249,23 @@ __device__ __forceinline__ NgramMatch decode_search_result(int32_t code, const N
   return m;
 }
 
+// Common-suffix length of hay[.. e] and the pattern, up to `cap`, given hay[e] == pat[0] (the streaming
+// form: the earlier tokens are read from global memory, where they mostly hit L1).
+template <int kMaxN>
+__device__ __forceinline__ int stream_suffix(const int64_t* __restrict__ hay, int e,
+                                             const int64_t* __restrict__ pat, int cap) {
+  constexpr int kBound = kMaxN > 0 ? kMaxN : kMaxNgramSize;
+  constexpr int kUnroll = kMaxN > 0 ? kMaxN : 1;
+  int l = 1;
+#pragma unroll kUnroll
+  for (int k = 1; k < kBound; ++k) {
+    if (k >= cap) break;
+    if (__ldg(hay + e - k) != pat[k]) break;
+    ++l;
+  }
+  return l;
+}
+
 // The search of `batch` slots: C blocks per slot (a cluster; C = 1 when the batch fills the GPU), the
 // slot's tiles dealt round-robin to them.
 //
@@ -269,31 +286,15 @@ __device__ __forceinline__ NgramMatch decode_search_result(int32_t code, const N
 //   slots' blocks run concurrently): every block of the batch, and the walk kernel, reach the same
 //   decision.
 //
-// The haystacks (prompt, then the second one) form one sequence of tiles; block r of the cluster
-// streams tiles r, r + C, r + 2C, ... through its ring. Each haystack token is loaded once: O(len0 +
+// The haystacks (prompt, then the second one) form one sequence of rounds. kStream: one block per
+// slot (C = 1) loads each round into registers (stream_load), two rounds in flight. Otherwise block r
+// of the cluster streams tiles r, r + C, r + 2C, ... through its shared-memory ring of kStages tiles. Each haystack token is loaded once: O(len0 +
 // len1) loads per slot. The scan stops once a key of the largest possible size is known: windows of
 // one size are ordered by position, so no later tile can beat it. Positions, tiles and rounds are
 // int: a haystack has fewer than kMaxHaystackLen = 2^30 tokens. In a cluster, the blocks publish
 // their best key so far to one another at each round's cluster barrier (double-buffered, so that a
 // round's stores never meet a read of the round before), so they all stop at the same round; at the
 // end block 0 takes the best of the C final keys. No atomic crosses blocks.
-// Common-suffix length of hay[.. e] and the pattern, up to `cap`, given hay[e] == pat[0] (the streaming
-// form: the earlier tokens are read from global memory, where they mostly hit L1).
-template <int kMaxN>
-__device__ __forceinline__ int stream_suffix(const int64_t* __restrict__ hay, int e,
-                                             const int64_t* __restrict__ pat, int cap) {
-  constexpr int kBound = kMaxN > 0 ? kMaxN : kMaxNgramSize;
-  constexpr int kUnroll = kMaxN > 0 ? kMaxN : 1;
-  int l = 1;
-#pragma unroll kUnroll
-  for (int k = 1; k < kBound; ++k) {
-    if (k >= cap) break;
-    if (__ldg(hay + e - k) != pat[k]) break;
-    ++l;
-  }
-  return l;
-}
-
 template <int kMaxN, int kStages, bool kStream, int kThreads, class Problem>
 __global__ void __launch_bounds__(kThreads, kNgramSearchThreads / kThreads) ngram_search_kernel(Problem prob) {
   constexpr int kTile = kNgramSearchTile;
