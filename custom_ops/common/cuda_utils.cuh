@@ -76,6 +76,18 @@ __device__ __forceinline__ int64_t block_sum(int64_t v, int64_t* warp_sums) {
   return total;
 }
 
+// A 16-byte load through the read-only path (as __ldg) that the compiler keeps where it is written:
+// before branches on values loaded earlier (so that it leaves in the same round trip), and in order
+// with the other loads around it. `ptr` must be 16-byte aligned.
+__device__ __forceinline__ uint4 load16_nc_now(const void* ptr) {
+  uint4 v;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(ptr)
+               : "memory");
+  return v;
+}
+
 // The unsigned type of kBytes bytes, for vectorised raw copies and loads.
 template <int kBytes>
 struct VecOf;

@@ -70,17 +70,6 @@ __device__ __forceinline__ uint64_t warp_max_key(uint64_t key) {
 #endif
 }
 
-// A 16-byte load that the compiler keeps where it is written, before the branch that may make it
-// useless (read-only path, as __ldg).
-__device__ __forceinline__ uint4 load_vec_now(const uint4* ptr) {
-  uint4 v;
-  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(ptr)
-               : "memory");
-  return v;
-}
-
 // An update launch: threads per block and 16-byte vectors per thread and round of loads.
 template <int kThreads_, int kUnroll_>
 struct UpdateShape {
@@ -133,7 +122,7 @@ __global__ void __launch_bounds__(S::kThreads) draft_model_update_kernel(DraftMo
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
     const int64_t j = lo + u * kThreads + threadIdx.x;
-    if (j < hi) pk[u].v = load_vec_now(body + j);
+    if (j < hi) pk[u].v = load16_nc_now(body + j);
   }
   if (!draft_update_takes(p, slot)) return;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

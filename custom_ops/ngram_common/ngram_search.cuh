@@ -137,16 +137,6 @@ constexpr int kNgramMaxCluster = 8;
 // the slots fit on the SMs at once, else of 512 (16 KB per round, two blocks per SM): see
 // ngram_stream_threads.
 constexpr int kNgramStreamVecs = 2;
-// A 16-byte load through the read-only path that the compiler keeps where it is written: a round's
-// loads all leave before the previous round is examined (the form that was measured).
-__device__ __forceinline__ uint4 ngram_load16_now(const int64_t* ptr) {
-  uint4 v;
-  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(ptr)
-               : "memory");
-  return v;
-}
 __device__ __forceinline__ int64_t ngram_token_lo(const uint4& v) {
   return static_cast<int64_t>((static_cast<uint64_t>(v.y) << 32) | v.x);
 }
@@ -182,7 +172,7 @@ __device__ __forceinline__ void stream_load(const StreamHay h, int k, uint4 (&v)
     const int J = (k * kNgramStreamVecs + u) * kThreads + static_cast<int>(threadIdx.x);
     const int p0 = 2 * J - h.off;
     if (p0 >= 0 && p0 + 1 < h.ends) {
-      v[u] = ngram_load16_now(h.hay + p0);
+      v[u] = load16_nc_now(h.hay + p0);  // in order: a round's loads all leave together
     } else {
       if (p0 >= 0 && p0 < h.ends) {
         const uint64_t t = static_cast<uint64_t>(__ldg(h.hay + p0));
