@@ -33,10 +33,11 @@ cudaError_t launch_ngram_op(const Search& search, const Walk& walk, int64_t batc
   // block starts only when the last search blocks do, and its test before the wait, a round trip and
   // a barrier, would lengthen a short op (measured with the ring at B = 256: 256 x 128k at T = 128,
   // where every slot gives up, +1.2..1.7 us).
+  const NgramSearchShape sh = ngram_search_shape(batch, max_tokens, dev);
   Search s = search;
   Walk w = walk;
-  s.try_free = w.try_free = ngram_search_one_wave(batch, max_tokens, dev) && search.free_possible();
-  err = launch_ngram_search(s, batch, max_n, max_tokens, dev, stream);
+  s.try_free = w.try_free = ngram_search_one_wave(batch, sh, dev) && search.free_possible();
+  err = launch_ngram_search(s, batch, max_n, sh, dev, stream);
   if (err != cudaSuccess) return err;
   err = launch_ngram_walk(w, stream);
   if (err != cudaSuccess) return err;

@@ -677,6 +677,7 @@ struct NgramSearchShape {
   bool ring = false;
   int threads = kNgramSearchThreads;
 };
+// `max_tokens` bounds the tokens of a slot's two haystacks.
 inline NgramSearchShape ngram_search_shape(int64_t batch, int64_t max_tokens, const NgramDevice& dev) {
   NgramSearchShape sh;
   sh.cluster = dev.major >= 9 ? ngram_search_cluster(batch, max_tokens, dev.sms) : 1;
@@ -684,19 +685,17 @@ inline NgramSearchShape ngram_search_shape(int64_t batch, int64_t max_tokens, co
   if (!sh.ring) sh.threads = ngram_stream_threads(batch, max_tokens, dev.sms);
   return sh;
 }
-// Whether every search block is resident at once (one block per SM at most for the ring and the
-// 1024-thread form, two for the 512-thread form): the walk-free test pays only then
+// Whether every search block of shape `sh` is resident at once (one block per SM at most for the
+// ring and the 1024-thread form, two for the 512-thread form): the walk-free test pays only then
 // (launch_ngram_op).
-inline bool ngram_search_one_wave(int64_t batch, int64_t max_tokens, const NgramDevice& dev) {
-  const NgramSearchShape sh = ngram_search_shape(batch, max_tokens, dev);
+inline bool ngram_search_one_wave(int64_t batch, const NgramSearchShape& sh, const NgramDevice& dev) {
   const int per_sm = sh.ring ? 1 : kNgramSearchThreads / sh.threads;
   return batch * sh.cluster <= int64_t{dev.sms} * per_sm;
 }
 
 template <int kMaxN, class Problem>
-cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, int64_t max_tokens,
+cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, const NgramSearchShape& sh,
                                   const NgramDevice& dev, cudaStream_t stream) {
-  const NgramSearchShape sh = ngram_search_shape(batch, max_tokens, dev);
   const bool pdl = dev.major >= 9;
   // Clusters (then B x C <= SMs / 2) and long rows with every block resident: one ring block per SM.
   if (sh.ring) {
@@ -708,18 +707,18 @@ cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, int64_t ma
              : launch_ngram_search_grid<kMaxN, 0, true, 512>(prob, batch, 1, pdl, stream);
 }
 
-// Launches the search over `batch` slots with the compare loop specialised for the usual sizes.
-// `max_tokens` bounds the tokens of a slot's two haystacks (it sizes the clusters).
+// Launches the search over `batch` slots, in the shape ngram_search_shape chose, with the compare loop
+// specialised for the usual sizes.
 template <class Problem>
-cudaError_t launch_ngram_search(const Problem& prob, int64_t batch, int max_n, int64_t max_tokens,
+cudaError_t launch_ngram_search(const Problem& prob, int64_t batch, int max_n, const NgramSearchShape& sh,
                                 const NgramDevice& dev, cudaStream_t stream) {
   switch (max_n) {
-    case 1: return launch_ngram_search_n<1>(prob, batch, max_tokens, dev, stream);
-    case 2: return launch_ngram_search_n<2>(prob, batch, max_tokens, dev, stream);
-    case 3: return launch_ngram_search_n<3>(prob, batch, max_tokens, dev, stream);
-    case 4: return launch_ngram_search_n<4>(prob, batch, max_tokens, dev, stream);
-    case 5: return launch_ngram_search_n<5>(prob, batch, max_tokens, dev, stream);
-    default: return launch_ngram_search_n<0>(prob, batch, max_tokens, dev, stream);
+    case 1: return launch_ngram_search_n<1>(prob, batch, sh, dev, stream);
+    case 2: return launch_ngram_search_n<2>(prob, batch, sh, dev, stream);
+    case 3: return launch_ngram_search_n<3>(prob, batch, sh, dev, stream);
+    case 4: return launch_ngram_search_n<4>(prob, batch, sh, dev, stream);
+    case 5: return launch_ngram_search_n<5>(prob, batch, sh, dev, stream);
+    default: return launch_ngram_search_n<0>(prob, batch, sh, dev, stream);
   }
 }
 
