@@ -39,11 +39,12 @@ __device__ __forceinline__ void wait_for_primary_grid() {
 #endif
 }
 
-// Launches `kernel` as a programmatic dependent of the previous work on `stream` where the device
-// supports it (compute capability 9.0+), as an ordinary launch elsewhere.
+// Launches `kernel` (with `smem` bytes of dynamic shared memory) as a programmatic dependent of the
+// previous work on `stream` where the device supports it (compute capability 9.0+), as an ordinary
+// launch elsewhere.
 template <typename... KArgs, typename... Args>
-cudaError_t launch_dependent(void (*kernel)(KArgs...), dim3 grid, dim3 block, cudaStream_t stream,
-                             Args&&... args) {
+cudaError_t launch_dependent_smem(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                                  cudaStream_t stream, Args&&... args) {
   int dev = 0, major = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
@@ -51,6 +52,7 @@ cudaError_t launch_dependent(void (*kernel)(KArgs...), dim3 grid, dim3 block, cu
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
   if (major >= 9) {
@@ -60,6 +62,11 @@ cudaError_t launch_dependent(void (*kernel)(KArgs...), dim3 grid, dim3 block, cu
     cfg.numAttrs = 1;
   }
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+template <typename... KArgs, typename... Args>
+cudaError_t launch_dependent(void (*kernel)(KArgs...), dim3 grid, dim3 block, cudaStream_t stream,
+                             Args&&... args) {
+  return launch_dependent_smem(kernel, grid, block, 0, stream, std::forward<Args>(args)...);
 }
 
 // The sum of every thread's `v` over the block of kThreads threads, in every thread: a warp

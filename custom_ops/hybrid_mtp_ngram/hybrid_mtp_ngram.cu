@@ -68,10 +68,14 @@ struct HybridSearch {
     return out;
   }
 
+  // The row whose first tokens are the prompt (the search's first haystack), for its L2 prefetch.
+  __device__ const int64_t* row(int64_t b) const { return p.token_ids_all + b * p.token_ids_stride; }
+  __device__ int64_t row_len() const { return p.token_ids_stride; }
+
   // Only a processed slot (which slot() recorded with search set) is asked: the sum of I and ori_b.
   // It is at most B + 2^31 - 1: a larger threshold cannot bind and nothing is read.
   __device__ int64_t batch() const { return p.batch; }
-  __device__ bool threshold_may_bind() const { return p.threshold <= p.batch + INT32_MAX; }
+  __host__ __device__ bool threshold_may_bind() const { return p.threshold <= p.batch + INT32_MAX; }
   __device__ int64_t give_up_term(int64_t b, int64_t j) const {
     return (p.seq_lens_decoder[j] > 0) + (j == b ? max_of<int64_t>(p.seq_lens_this_time[b], 0) : 0);
   }
@@ -110,6 +114,7 @@ struct HybridSearch {
   // Every term is at least A (hybrid_walk_free_term), so U >= B x A.
   bool free_possible() const { return hybrid_may_be_walk_free(p); }
   bool try_free = true;  // set by launch_ngram_op
+  int prefetch = 0;       // set by launch_ngram_op
 };
 
 // Kernel 2's view of the walk: a negative entry is a processed slot's packed (ori, match).

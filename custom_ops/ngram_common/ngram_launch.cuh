@@ -37,6 +37,7 @@ cudaError_t launch_ngram_op(const Search& search, const Walk& walk, int64_t batc
   Search s = search;
   Walk w = walk;
   s.try_free = w.try_free = ngram_search_one_wave(batch, sh, dev) && search.free_possible();
+  s.prefetch = ngram_prefetch_bytes(sh, search.threshold_may_bind());
   err = launch_ngram_search(s, batch, max_n, sh, dev, stream);
   if (err != cudaSuccess) return err;
   err = launch_ngram_walk(w, stream);

@@ -55,7 +55,10 @@
 //   Measured (docs/perf/ngram_notes.md, branch ngram4; 64 x 8k, warm / cold): the programmatic
 //   launch -0.57 us where the op follows a kernel; every load before the first tile request (the
 //   bound's inputs and the pattern waited behind up to 96 KB of copies) and the outputs written by
-//   a warp while the last copies land -0.13 / -1.07 (ngram_match), -0.30 / -0.81 (hybrid).
+//   a warp while the last copies land -0.13 / -1.07 (ngram_match), -0.30 / -0.81 (hybrid). Where
+//   every slot is sure to search and streams with 1024 threads, the slot's first block also requests
+//   the first 128 KB of its row into L2 as it starts, before the slot's facts (a DRAM round trip when
+//   cold) say where to read: 64 x 32k late cold 10.2 -> 9.9 (ngram_prefetch_bytes).
 #pragma once
 
 #include <cstdint>
@@ -220,6 +223,18 @@ __device__ __forceinline__ void ngram_cluster_store(unsigned long long* local, u
 #endif
 }
 
+// Asks L2 for the first `bytes` (at most) of row[0 .. n): one bulk prefetch, from row rounded down to 16
+// bytes (that line belongs to the row or to the one before it), never past the row's end. A hint
+// without a completion: the loads that follow find the bytes in L2 or on their way.
+__device__ __forceinline__ void ngram_prefetch_row(const int64_t* row, int64_t n, int bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const uintptr_t a = reinterpret_cast<uintptr_t>(row) & ~uintptr_t{15};
+  const int64_t avail = static_cast<int64_t>(reinterpret_cast<uintptr_t>(row + n) - a) & ~int64_t{15};
+  const unsigned size = static_cast<unsigned>(avail < bytes ? avail : bytes);
+  if (size > 0) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a), "r"(size) : "memory");
+#endif
+}
+
 // Copies 16 bytes from global to shared memory asynchronously (part of the thread's current group).
 // Through L1 (.ca): the L2-only form (.cg) measured 10 % slower on the bandwidth-bound rows.
 __device__ __forceinline__ void ngram_copy16(int64_t* dst, const int64_t* src) {
@@ -265,6 +280,9 @@ __device__ __forceinline__ int stream_suffix(const int64_t* __restrict__ hay, in
 //   gives_up(b, sum over j of give_up_term(b, j)) is sure to be dropped by the budget walk and is not
 //   searched; threshold_may_bind() false (from the parameters alone) says no slot can be, and no
 //   term is read. The terms are read in the same round trip as the slot, so the test costs a barrier.
+// - const int64_t* row(b), int64_t row_len(): slot b's row, whose first tokens are the first haystack's
+//   (the prompt), and int prefetch: the bytes of it to request into L2 at the start (0: none; set by
+//   launch_ngram_op);
 // - store(b, code) (lane 0 of warp 0 of the slot's first block, once per recorded slot, after a
 //   barrier that follows every thread's reads) keeps the result;
 // - int64_t threshold(), free_term(j), and FreeIn free_in(j) / free_of(j, in), the same term split
@@ -304,6 +322,12 @@ __global__ void __launch_bounds__(kThreads, kNgramSearchThreads / kThreads) ngra
   // wait. The walk kernel may launch only after it (it reads the inputs before its own wait).
   wait_for_primary_grid();
   allow_dependent_launch();
+  // The slot's row is wanted before its address is known for sure (its facts are a DRAM round trip
+  // away when the caches are cold): where the host found every slot sure to search (Problem::prefetch),
+  // its first bytes are requested into L2 now.
+  if (prob.prefetch > 0 && rank == 0 && threadIdx.x == 0) {
+    ngram_prefetch_row(prob.row(b), prob.row_len(), prob.prefetch);
+  }
 
   // One round trip: this thread's share of the give-up sum, the slot's own facts and, in the slot's
   // first block (it alone writes the slot's outputs) where the host's Problem::try_free allows it,
@@ -691,6 +715,21 @@ inline NgramSearchShape ngram_search_shape(int64_t batch, int64_t max_tokens, co
 inline bool ngram_search_one_wave(int64_t batch, const NgramSearchShape& sh, const NgramDevice& dev) {
   const int per_sm = sh.ring ? 1 : kNgramSearchThreads / sh.threads;
   return batch * sh.cluster <= int64_t{dev.sms} * per_sm;
+}
+
+// Bytes of each slot's row that its search block requests into L2 before it knows the slot's facts
+// (ngram_prefetch_row), so that the row's first rounds come from DRAM while the facts do: only where
+// every decoding slot is sure to search (a threshold that cannot bind: no slot gives up, which would
+// read nothing) and in the 1024-thread streaming form (B <= SMs, rows of 16k..64k tokens).
+// Measured (H100, kernel layer, cold us, interleaved runs in two calls; docs/perf/ngram_notes.md):
+// 64 x 32k late 10.18 -> 9.92 and 10.28 -> 9.94, none 10.38 -> 10.13, hybrid late 9.75 -> 9.61,
+// early +0.2 (a slot that stops at once wastes the bytes); warm unchanged. 256 KB and the whole row
+// were no better than the base at 64 x 32k; with a binding threshold (256 x 128k at T = 128, every
+// slot gives up) 128 KB cost +4 us cold, on the ring and at B = 256 (DRAM already full) +0.4..0.8,
+// and in the 512-thread form at B = 64 it was mixed (8 x 8k -0.5, hybrid 64 x 8k +0.4).
+constexpr int kNgramPrefetchBytes = 131072;
+inline int ngram_prefetch_bytes(const NgramSearchShape& sh, bool threshold_may_bind) {
+  return !threshold_may_bind && !sh.ring && sh.threads == 1024 ? kNgramPrefetchBytes : 0;
 }
 
 template <int kMaxN, class Problem>

@@ -40,13 +40,19 @@ struct NgramMatchSearch {
     return out;
   }
 
+  // The row whose first tokens are the prompt (the search's first haystack), for its L2 prefetch.
+  __device__ const int64_t* row(int64_t b) const { return p.token_ids_all + b * p.token_ids_stride; }
+  __device__ int64_t row_len() const { return p.token_ids_stride; }
+
   // A decoding slot that gives up whatever the earlier slots draft needs no search:
   // G_b >= I + (lengths of the prefill slots before b), I being the initial `unprocessed`, because
   // every earlier decoding slot adds at least 1 to S and takes 1 from L. With a batch larger than
   // the threshold every slot gives up this way and the op reads no haystack. The sum is at most
   // B * 2^31 (a count plus int32 lengths): a larger threshold cannot bind and nothing is read.
   __device__ int64_t batch() const { return p.batch; }
-  __device__ bool threshold_may_bind() const { return p.threshold - 1 <= p.batch * (int64_t{1} << 31); }
+  __host__ __device__ bool threshold_may_bind() const {
+    return p.threshold - 1 <= p.batch * (int64_t{1} << 31);
+  }
   __device__ int64_t give_up_term(int64_t b, int64_t j) const {
     const int32_t e = p.seq_lens_encoder[j];
     return (e > 0 || p.seq_lens_decoder[j] > 0) + (j < b && e > 0 ? p.seq_lens_this_time[j] : 0);
@@ -67,6 +73,7 @@ struct NgramMatchSearch {
   // No lower bound of U follows from the parameters alone (empty slots add nothing).
   bool free_possible() const { return true; }
   bool try_free = true;  // set by launch_ngram_op
+  int prefetch = 0;       // set by launch_ngram_op
 };
 
 // Kernel 2's view of the walk.

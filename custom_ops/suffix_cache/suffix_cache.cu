@@ -5,7 +5,9 @@
 // set, copies its last tokens, then is free).
 //
 // Query, per step, for all slots at once:
-// 1. suffix_match's local search (suffix_search_gpu).
+// 1. suffix_match's local search (suffix_search_gpu). With B <= SMs it runs beside 2 and the first
+//    pass of 3 (launched after prep, the scan a programmatic dependent that waits for it only at its
+//    end), else before them.
 // 2. prep: per querying slot, the key of its context's last G tokens, histograms cleared, and its
 //    group: the slots whose contexts end with the same G tokens (its rep: the least of them).
 // 3. scan: one warp per cached row, one lane per position; each position's key is looked up in a
@@ -31,15 +33,17 @@
 // buffer never matters, so every rank with the same tokens computes the same drafts.
 //
 // Cost and limits (H100, tests/cuda/bench_suffix_kernels.cu, G = 1, 10k cached responses of ~300
-// tokens; docs/perf/suffix_cache_notes.md): at B = 64, 230 us a step before prep2 became a warp per
-// slot (5 us less in isolation), far from issue 20's 40 us. Isolated kernel times: the two scans
+// tokens; docs/perf/suffix_cache_notes.md): at B = 64, 211 us a step (225 with the local search
+// before the scans, 230 before prep2 became a warp per slot), far from issue 20's 40 us. Isolated
+// kernel times: the two scans
 // ~97 + ~89 us, bound by the per-hit instruction path, not by the 4 bytes read per position (the
 // keys stay in L2; 44 % of positions hit some group at B = 64, 56 % at B = 256, where 1.85M member
 // hits are verified in pass 1); the search ~47 us (its slowest block: a block-path step over ~1000
 // candidates costs ~4.7 us); the local search 26, walk 6, insert 7, prep 4, prep2 4. The scans grow
 // with the cache (100k responses: ~1.5 ms at B = 64) and with B. Tiled scans with more loads in
 // flight were faster at 1k responses and slower at 10k x B = 256 and at 100k (the notes). Reaching
-// the target needs the local search overlapped with the scans and the second scan removed.
+// the target needs the second scan removed and a per-hit path far shorter than a table probe, or an
+// index that finds a context's occurrences without reading every cached key.
 #include "suffix_cache/suffix_cache.h"
 
 #include <cub/block/block_scan.cuh>
@@ -343,6 +347,9 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
     }
   }
   if (pass != 1) return;
+  // Pass 1 may run beside the local search (suffix_cache_query_gpu): the kernels after it read the
+  // local drafts once it has ended. (Launched in sequence, this returns at once.)
+  wait_for_primary_grid();
   __syncthreads();
   for (int64_t b = threadIdx.x; b < B; b += kThreads) {
     if (agg_hits[b] != 0) atomicAdd(&stat_row(q, b)[kSuffixStatGroup], agg_hits[b]);
@@ -576,9 +583,28 @@ cudaError_t suffix_cache_evict_gpu(const SuffixCache& cache, const int64_t* coun
 cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t stream) {
   const int64_t B = q.m.batch;
   if (B <= 0) return cudaSuccess;
-  cudaError_t err = suffix_search_gpu(q.m, stream);
+  // The local search (suffix_match's, which lets its dependents launch at its start) and the global
+  // prep and first scan are independent. Where the local search leaves SMs free (B <= SMs: a block
+  // per slot), the first scan runs beside it as its programmatic dependent and waits for it only
+  // before it exits, so that everything after the scan sees both; prep goes first (the scan reads
+  // what it writes). Measured (H100, tests/cuda/bench_suffix_kernels.cu, warm us per step, B = 8 /
+  // 64 / 256): 1k responses 112.7 / 123.5 / 221.2 -> 95.4 / 107.4 / 224.5, 10k 140.8 / 225.1 /
+  // 452.3 -> 126.0 / 210.9 / 474.4: at B = 256 the local search fills the GPU and the scan beside it
+  // only slows both, so larger batches keep the kernels in sequence.
+  int dev = 0, sms = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   if (err != cudaSuccess) return err;
+  const bool beside = B <= sms;
+  if (!beside) {
+    err = suffix_search_gpu(q.m, stream);
+    if (err != cudaSuccess) return err;
+  }
   query_prep_kernel<<<static_cast<unsigned>(B), kThreads, 0, stream>>>(q);
+  if (beside) {
+    err = suffix_search_gpu(q.m, stream);
+    if (err != cudaSuccess) return err;
+  }
   // The scans' tables: a power of two at least twice the batch.
   uint32_t table_size = 64;
   while (table_size < 2 * static_cast<uint64_t>(B)) table_size *= 2;
@@ -589,7 +615,13 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
   if (err != cudaSuccess) return err;
   const int64_t row_blocks = (q.cache.num_rows + kWarps - 1) / kWarps;
   const unsigned grid = static_cast<unsigned>(min_of<int64_t>(row_blocks, 2048));
-  query_scan_kernel<<<grid, kThreads, smem1, stream>>>(q, 1, table_size);
+  if (beside) {
+    err = launch_dependent_smem(query_scan_kernel, dim3(grid), dim3(kThreads), smem1, stream, q, 1,
+                                table_size);
+    if (err != cudaSuccess) return err;
+  } else {
+    query_scan_kernel<<<grid, kThreads, smem1, stream>>>(q, 1, table_size);
+  }
   query_prep2_kernel<<<static_cast<unsigned>((B + kWarps - 1) / kWarps), kThreads, 0, stream>>>(q);
   query_scan_kernel<<<grid, kThreads, smem2, stream>>>(q, 2, table_size);
   err = cudaFuncSetAttribute(query_search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
