@@ -33,17 +33,17 @@
 // buffer never matters, so every rank with the same tokens computes the same drafts.
 //
 // Cost and limits (H100, tests/cuda/bench_suffix_kernels.cu, G = 1, 10k cached responses of ~300
-// tokens; docs/perf/suffix_cache_notes.md): at B = 64, 211 us a step (225 with the local search
-// before the scans, 230 before prep2 became a warp per slot), far from issue 20's 40 us. Isolated
-// kernel times: the two scans
-// ~97 + ~89 us, bound by the per-hit instruction path, not by the 4 bytes read per position (the
-// keys stay in L2; 44 % of positions hit some group at B = 64, 56 % at B = 256, where 1.85M member
-// hits are verified in pass 1); the search ~47 us (its slowest block: a block-path step over ~1000
-// candidates costs ~4.7 us); the local search 26, walk 6, insert 7, prep 4, prep2 4. The scans grow
-// with the cache (100k responses: ~1.5 ms at B = 64) and with B. Tiled scans with more loads in
-// flight were faster at 1k responses and slower at 10k x B = 256 and at 100k (the notes). Reaching
-// the target needs the second scan removed and a per-hit path far shorter than a table probe, or an
-// index that finds a context's occurrences without reading every cached key.
+// tokens; docs/perf/suffix_cache_notes.md): at B = 64, 193 us a step (211 with a mixed table index
+// and 64-bit scan offsets, 225 with the local search before the scans, 230 before prep2 became a
+// warp per slot), far from issue 20's 40 us. Isolated kernel times (ncu's locked clocks, before the
+// table-index change): the two scans ~121 + ~107 us, the search ~60 (its slowest block: a block-path
+// step over ~1000 candidates costs ~4.7 us), the local search 31, walk 6.5, insert 8, prep 5, prep2
+// 5. The scans read 4 bytes per position (the keys stay in L2) and are bound by the work per
+// position as much as by the hits: 44 % of positions hit some group at B = 64, yet with G = 3, where
+// hits are rare, the step still takes 127 us. They grow with the cache (100k responses: ~1.5 ms at
+// B = 64) and with B. Tiled scans with more loads in flight were faster at 1k responses and slower
+// at 10k x B = 256 and at 100k (the notes). Reaching the target needs an index that finds a
+// context's occurrences without reading every cached key, and a cheaper search core.
 #include "suffix_cache/suffix_cache.h"
 
 #include <cub/block/block_scan.cuh>
@@ -204,8 +204,12 @@ __global__ void __launch_bounds__(kThreads) query_prep_kernel(SuffixCacheQueryPa
   if (threadIdx.x == 0) st[kSuffixStatRep] = rep;
 }
 
+// A key is already the high half of a SplitMix64 output (suffix_cache_key): its low bits index the
+// groups' table as they are. Every cached position is looked up, so the mix this saved (two 64-bit
+// multiplies) and the 32-bit offsets of the scan loop were worth measuring: B = 64 with 10k cached
+// responses 211.3 -> 193.2 us per step (docs/perf/suffix_cache_notes.md, section 6).
 __device__ __forceinline__ uint32_t table_hash(int32_t key, uint32_t mask) {
-  return static_cast<uint32_t>(suffix_mix64(static_cast<uint32_t>(key))) & mask;
+  return static_cast<uint32_t>(key) & mask;
 }
 // The members' table: (group, the token before the group's G tokens).
 __device__ __forceinline__ uint32_t member_hash(int32_t group, int64_t token, uint32_t mask) {
@@ -304,7 +308,7 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
     if (req < 0) continue;
     const int64_t* toks = c.tokens + r * c.width;
     const int32_t* keys = c.keys + r * c.width;
-    for (int64_t off = G - 1 + lane; off < len; off += 32) {
+    for (int off = G - 1 + lane; off < static_cast<int>(len); off += 32) {  // len <= width <= 2^16
       const int32_t key = keys[off];
       for (uint32_t h = table_hash(key, mask); trep[h] != -1; h = (h + 1) & mask) {
         if (tkey[h] != key) continue;
