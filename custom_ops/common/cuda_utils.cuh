@@ -39,15 +39,28 @@ __device__ __forceinline__ void wait_for_primary_grid() {
 #endif
 }
 
+// The facts of the current device that launch shapes depend on, read on every call (host-side
+// attribute queries, no stream work: fine under graph capture).
+struct DeviceFacts {
+  int sms = 0;    // streaming multiprocessors
+  int major = 0;  // compute capability: clusters and programmatic launches need 9.0+
+};
+inline cudaError_t current_device_facts(DeviceFacts* f) {
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&f->sms, cudaDevAttrMultiProcessorCount, dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&f->major, cudaDevAttrComputeCapabilityMajor, dev);
+  return err;
+}
+
 // Launches `kernel` (with `smem` bytes of dynamic shared memory) as a programmatic dependent of the
 // previous work on `stream` where the device supports it (compute capability 9.0+), as an ordinary
 // launch elsewhere.
 template <typename... KArgs, typename... Args>
 cudaError_t launch_dependent_smem(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
                                   cudaStream_t stream, Args&&... args) {
-  int dev = 0, major = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  DeviceFacts dev;
+  const cudaError_t err = current_device_facts(&dev);
   if (err != cudaSuccess) return err;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
@@ -55,7 +68,7 @@ cudaError_t launch_dependent_smem(void (*kernel)(KArgs...), dim3 grid, dim3 bloc
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
-  if (major >= 9) {
+  if (dev.major >= 9) {
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;

@@ -296,11 +296,10 @@ cudaError_t draft_model_preprocess_gpu(const DraftModelPreprocessParams& p, cuda
 
 cudaError_t draft_model_update_gpu(const DraftModelUpdateParams& p, cudaStream_t stream) {
   if (p.batch <= 0) return cudaSuccess;
-  int dev = 0, major = 0, sms = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  DeviceFacts dev;
+  cudaError_t err = current_device_facts(&dev);
   if (err != cudaSuccess) return err;
+  const int major = dev.major, sms = dev.sms;
   // Clusters (distributed shared memory) and programmatic launches need sm_90.
   const bool pdl = major >= 9;
   // A batch of at most a quarter as many rows as SMs splits each row into slices, as many as fill

@@ -21,11 +21,8 @@ template <class Search, class Walk>
 cudaError_t launch_ngram_op(const Search& search, const Walk& walk, int64_t batch, int max_n,
                             int64_t max_tokens, cudaStream_t stream) {
   if (batch <= 0) return cudaSuccess;
-  int id = 0;
-  NgramDevice dev;
-  cudaError_t err = cudaGetDevice(&id);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&dev.sms, cudaDevAttrMultiProcessorCount, id);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&dev.major, cudaDevAttrComputeCapabilityMajor, id);
+  DeviceFacts dev;  // read once per op call
+  cudaError_t err = current_device_facts(&dev);
   if (err != cudaSuccess) return err;
   // The walk-free test (the same flag for both kernels) runs only where it may hold
   // (Search::free_possible(), from the parameters) and where every search block is resident at once

@@ -688,12 +688,6 @@ cudaError_t launch_ngram_search_grid(const Problem& prob, int64_t batch, int c, 
   return cudaLaunchKernelEx(&cfg, kernel, prob);
 }
 
-// The device facts the launch shape depends on (read once per op call by launch_ngram_op).
-struct NgramDevice {
-  int sms = 0;    // streaming multiprocessors
-  int major = 0;  // compute capability: clusters need 9.0+
-};
-
 // The launch rule of launch_ngram_search_n: whether the search uses the shared-memory ring (clusters,
 // and long rows while every block is resident) and, if not, the streaming block size.
 struct NgramSearchShape {
@@ -702,7 +696,7 @@ struct NgramSearchShape {
   int threads = kNgramSearchThreads;
 };
 // `max_tokens` bounds the tokens of a slot's two haystacks.
-inline NgramSearchShape ngram_search_shape(int64_t batch, int64_t max_tokens, const NgramDevice& dev) {
+inline NgramSearchShape ngram_search_shape(int64_t batch, int64_t max_tokens, const DeviceFacts& dev) {
   NgramSearchShape sh;
   sh.cluster = dev.major >= 9 ? ngram_search_cluster(batch, max_tokens, dev.sms) : 1;
   sh.ring = sh.cluster > 1 || (batch <= dev.sms && max_tokens > kNgramRingTokens);
@@ -712,7 +706,7 @@ inline NgramSearchShape ngram_search_shape(int64_t batch, int64_t max_tokens, co
 // Whether every search block of shape `sh` is resident at once (one block per SM at most for the
 // ring and the 1024-thread form, two for the 512-thread form): the walk-free test pays only then
 // (launch_ngram_op).
-inline bool ngram_search_one_wave(int64_t batch, const NgramSearchShape& sh, const NgramDevice& dev) {
+inline bool ngram_search_one_wave(int64_t batch, const NgramSearchShape& sh, const DeviceFacts& dev) {
   const int per_sm = sh.ring ? 1 : kNgramSearchThreads / sh.threads;
   return batch * sh.cluster <= int64_t{dev.sms} * per_sm;
 }
@@ -734,7 +728,7 @@ inline int ngram_prefetch_bytes(const NgramSearchShape& sh, bool threshold_may_b
 
 template <int kMaxN, class Problem>
 cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, const NgramSearchShape& sh,
-                                  const NgramDevice& dev, cudaStream_t stream) {
+                                  const DeviceFacts& dev, cudaStream_t stream) {
   const bool pdl = dev.major >= 9;
   // Clusters (then B x C <= SMs / 2) and long rows with every block resident: one ring block per SM.
   if (sh.ring) {
@@ -750,7 +744,7 @@ cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, const Ngra
 // specialised for the usual sizes.
 template <class Problem>
 cudaError_t launch_ngram_search(const Problem& prob, int64_t batch, int max_n, const NgramSearchShape& sh,
-                                const NgramDevice& dev, cudaStream_t stream) {
+                                const DeviceFacts& dev, cudaStream_t stream) {
   switch (max_n) {
     case 1: return launch_ngram_search_n<1>(prob, batch, sh, dev, stream);
     case 2: return launch_ngram_search_n<2>(prob, batch, sh, dev, stream);

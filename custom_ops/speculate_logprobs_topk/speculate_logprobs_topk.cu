@@ -348,13 +348,12 @@ cudaError_t dispatch_vec(const LogprobsTopkParams& p, int parts, cudaStream_t st
 
 cudaError_t logprobs_topk_gpu(const LogprobsTopkParams& p, cudaStream_t stream, int parts) {
   if (p.rows <= 0) return cudaSuccess;
-  int dev = 0, major = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  DeviceFacts dev;
+  const cudaError_t err = current_device_facts(&dev);
   if (err != cudaSuccess) return err;
   if (parts <= 0) parts = p.vocab >= kSplitRowLogits ? 2 : 1;
   // Clusters (and distributed shared memory) need sm_90; the grid must stay within 2^31 - 1 blocks.
-  if (major < 9 || p.rows > INT32_MAX / kMaxParts) parts = 1;
+  if (dev.major < 9 || p.rows > INT32_MAX / kMaxParts) parts = 1;
   parts = std::min(parts, kMaxParts);
   switch (p.dtype) {
     case LogitsDType::kFloat16: return dispatch_vec<LogitsDType::kFloat16>(p, parts, stream);

@@ -595,11 +595,10 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
   // 64 / 256): 1k responses 112.7 / 123.5 / 221.2 -> 95.4 / 107.4 / 224.5, 10k 140.8 / 225.1 /
   // 452.3 -> 126.0 / 210.9 / 474.4: at B = 256 the local search fills the GPU and the scan beside it
   // only slows both, so larger batches keep the kernels in sequence.
-  int dev = 0, sms = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  DeviceFacts dev;
+  cudaError_t err = current_device_facts(&dev);
   if (err != cudaSuccess) return err;
-  const bool beside = B <= sms;
+  const bool beside = B <= dev.sms;
   if (!beside) {
     err = suffix_search_gpu(q.m, stream);
     if (err != cudaSuccess) return err;
