@@ -35,7 +35,7 @@ import paddle
 from fastdeploy_spec import ops
 from fastdeploy_spec.ops import _loader
 from fastdeploy_spec.ops._common import SPECS, FloatAttr
-from fastdeploy_spec.ops.suffix_cache import SuffixCache
+from fastdeploy_spec.ops.suffix_cache import CAND_LISTS, SuffixCache
 from tests.helpers import FRAGMENT_HEADER, FRAGMENT_MAGIC, fragments, payload_of, raw_receive_all, raw_send, to_place
 from tests.reference import logprob_msg as msg_ref
 from tests.reference import draft_model as draft_ref
@@ -189,7 +189,7 @@ def _cache_ref(a: Dict[str, np.ndarray], key_len: int) -> SuffixCacheRef:
     """The reference cache in the state the arrays `a` hold (responses read back from the ring)."""
     tokens, rows = a["cache_tokens"], a["cache_rows"]
     ref = SuffixCacheRef(tokens.shape[0], tokens.shape[1], B, key_len=key_len,
-                         max_occurrences=a["query_cand"].shape[1] if "query_cand" in a else CACHE_M)
+                         max_occurrences=a["query_cand"].shape[1] // CAND_LISTS if "query_cand" in a else CACHE_M)
     for r in np.argsort(rows[:, 0], kind="stable"):
         q, n = (int(x) for x in rows[r])
         if q >= 0:
@@ -760,7 +760,7 @@ def family_cache(place, cases):
                           ("cache_rows", lambda v: v[:, :1]), ("cache_keys", lambda v: v[:-1])]:
             _error_case(cases, "suffix cache", op, name, f"cache/{op}/{name}-{a_shape(cut)}",
                         _changed(op, place, name, cut))
-    for name, cut in [("query_cand", lambda v: v[:, :31]), ("query_stat", lambda v: v[:, :-1]),
+    for name, cut in [("query_cand", lambda v: v[:, :CAND_LISTS * 32 - 1]), ("query_cand", lambda v: v[:, :-1]), ("query_stat", lambda v: v[:, :-1]),
                       ("suffix_source", lambda v: v[:-1])]:
         _error_case(cases, "suffix cache", "suffix_cache_query", name, f"cache/query/{name}-{a_shape(cut)}",
                     _changed("suffix_cache_query", place, name, cut))

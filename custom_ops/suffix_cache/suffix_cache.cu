@@ -11,17 +11,21 @@
 // 2. prep: per querying slot, the key of its context's last G tokens, histograms cleared, and its
 //    group: the slots whose contexts end with the same G tokens (its rep: the least of them).
 // 3. scan: one warp per cached row, one lane per position; each position's key is looked up in a
-//    shared-memory table of the groups' keys (built by every block) and its G tokens compared with
-//    the group's: a hit of every slot of the group (l >= G), counted once per group. Only a group's
-//    members whose token before the G is the position's (a second table, keyed by group and token)
-//    are verified further, and their hits with l > G counted per (slot, l). The cost is one 4-byte
-//    key read per cached token, one count per hit, and a verification per hit only for the slots
-//    that share its token before the G: not one per slot that shares a frequent last token.
-// 4. prep2, a warp per slot: n_G (its group's hits), its hits with l == G, and with n_G > M the
-//    shortest match length L whose suffix occurs at most M times (suffix sums of the histogram over
-//    the lanes); the scan runs again and stores the candidates: a group with n_G <= M its hits in
-//    one list (its rep's row), each member of a group with n_G > M its hits with l >= L (at most
-//    M). No hits: it exits at once.
+//    shared-memory table of the groups' keys (built by every block) and, unless the key is the token
+//    itself (G = 1), its G tokens compared with the group's: a hit of every slot of the group
+//    (l >= G), counted once per group and line. Only a group's members whose token before the G is
+//    the position's (a second table, keyed by group and token) are verified further, and their hits
+//    with l > G counted per (slot, l). The same pass fills the candidate lists (suffix_cache.h): the
+//    group's hits (list 0 at its rep) and each member's hits with l >= G + j (its list j), every
+//    list kept while it has at most M entries, so the list of a slot's shortest usable match length
+//    is complete after this one pass. The cost is one 4-byte key read per cached token, one count
+//    and at most one list append per group hit and line, and a verification per hit only for the
+//    slots that share its token before the G.
+// 4. prep2, a warp per slot: n_G (its group's hits), its hits with l == G, with n_G > M the
+//    shortest match length L_min whose suffix occurs at most M times (suffix sums of the histogram
+//    over the lanes), and the list its search reads. Only when L_min > G + kSuffixMemberLists (a
+//    suffix of more than G + 4 tokens occurring more than M times: long runs, tiny vocabularies)
+//    does a second scan store that slot's hits with l >= L_min; otherwise it exits at once.
 // 5. search, one block per querying slot: the candidate->draft core shared with suffix_match
 //    (suffix_match/suffix_draft.cuh) on the slot's candidates (from a group's list, the match length
 //    against the slot's own context measured first, 8 tokens per round trip), whose continuations
@@ -29,20 +33,19 @@
 //    max(best, local score). The winner against the local draft is written.
 // 6. suffix_match's budget walk.
 //
-// Determinism: every result is a count or a minimum (atomicAdd / atomicMin); candidate order in the
-// buffer never matters, so every rank with the same tokens computes the same drafts.
+// Determinism: every result is a count or a minimum (atomicAdd / atomicMin); candidate order in a
+// list never matters (nor which entries a list past M holds: it is never read), so every rank with
+// the same tokens computes the same drafts.
 //
 // Cost and limits (H100, tests/cuda/bench_suffix_kernels.cu, G = 1, 10k cached responses of ~300
-// tokens; docs/perf/suffix_cache_notes.md): at B = 64, 193 us a step (211 with a mixed table index
-// and 64-bit scan offsets, 225 with the local search before the scans, 230 before prep2 became a
-// warp per slot), far from issue 20's 40 us. Isolated kernel times (ncu's locked clocks, before the
-// table-index change): the two scans ~121 + ~107 us, the search ~60 (its slowest block: a block-path
-// step over ~1000 candidates costs ~4.7 us), the local search 31, walk 6.5, insert 8, prep 5, prep2
-// 5. The scans read 4 bytes per position (the keys stay in L2) and are bound by the work per
-// position as much as by the hits: 44 % of positions hit some group at B = 64, yet with G = 3, where
-// hits are rare, the step still takes 127 us. They grow with the cache (100k responses: ~1.5 ms at
-// B = 64) and with B. Tiled scans with more loads in flight were faster at 1k responses and slower
-// at 10k x B = 256 and at 100k (the notes). Reaching the target needs an index that finds a
+// tokens; docs/perf/suffix_cache_notes.md): at B = 64, 120.5 us a step (147 with the second scan
+// only dropped, 193 with two scans, 225 with the local search before the scans), still 3x issue
+// 20's 40 us. Isolated kernel times (ncu): the scan ~140 us (it runs beside the local search, 25),
+// the search ~44 (its slowest block: a block-path step over ~1000 candidates costs ~4.7 us), walk
+// 5.5, insert 7, prep 4, prep2 4. The scan is bound by the work per position and per hit (44 % of
+// positions hit some group at B = 64) rather than by the keys it reads, which stay in L2; it grows
+// with the cache (100k responses: ~1.2 ms at B = 64, where the search, reading continuations from
+// DRAM, takes another ~360 us) and with B. Reaching the target needs an index that finds a
 // context's occurrences without reading every cached key, and a cheaper search core.
 #include "suffix_cache/suffix_cache.h"
 
@@ -68,6 +71,14 @@ __device__ __forceinline__ int32_t* stat_row(const SuffixCacheQueryParams& q, in
 // Row B of the statistics: 1 when some group has candidates to store (the second scan runs).
 __device__ __forceinline__ int32_t* store_flag(const SuffixCacheQueryParams& q) {
   return q.stat + q.m.batch * kSuffixStatCols;
+}
+
+// List j of slot b (docs in suffix_cache.h) and the count of entries offered to it.
+__device__ __forceinline__ int64_t* cand_list(const SuffixCacheQueryParams& q, int64_t b, int j) {
+  return q.cand + (b * kSuffixCandLists + j) * q.max_occurrences;
+}
+__device__ __forceinline__ int32_t* list_count(const SuffixCacheQueryParams& q, int64_t b, int j) {
+  return stat_row(q, b) + kSuffixStatStored + j;
 }
 
 // ---- insert -------------------------------------------------------------------------------------
@@ -184,7 +195,8 @@ __global__ void __launch_bounds__(kThreads) query_prep_kernel(SuffixCacheQueryPa
     st[kSuffixStatKey] = query ? suffix_cache_key(v.row + v.n - G, G) : 0;
     st[kSuffixStatN] = static_cast<int32_t>(v.n);
     st[kSuffixStatHits] = 0;
-    st[kSuffixStatStored] = 0;
+    st[kSuffixStatList] = -1;
+    for (int j = 0; j < kSuffixCandLists; ++j) st[kSuffixStatStored + j] = 0;
     st[kSuffixStatLmin] = G;
     st[kSuffixStatGroup] = 0;
   }
@@ -204,18 +216,20 @@ __global__ void __launch_bounds__(kThreads) query_prep_kernel(SuffixCacheQueryPa
   if (threadIdx.x == 0) st[kSuffixStatRep] = rep;
 }
 
-// A key is already the high half of a SplitMix64 output (suffix_cache_key): its low bits index the
-// groups' table as they are. Every cached position is looked up, so the mix this saved (two 64-bit
-// multiplies) and the 32-bit offsets of the scan loop were worth measuring: B = 64 with 10k cached
-// responses 211.3 -> 193.2 us per step (docs/perf/suffix_cache_notes.md, section 6).
-__device__ __forceinline__ uint32_t table_hash(int32_t key, uint32_t mask) {
-  return static_cast<uint32_t>(key) & mask;
+// The groups' table index of a key: Fibonacci hashing (the product's top `bits` bits). Keys of
+// G = 1 are the tokens themselves, and the frequent tokens (the groups' keys) are small integers:
+// their own low bits would fill one run of the table, and linear probing would walk it for every
+// other token that lands in it.
+__device__ __forceinline__ uint32_t table_hash(int32_t key, int bits) {
+  return (static_cast<uint32_t>(key) * 0x9e3779b1u) >> (32 - bits);
 }
-// The members' table: (group, the token before the group's G tokens).
+// The members' table: (group, the token before the group's G tokens). It holds at most B members
+// in at least 2B entries, so a multiplicative hash (its high bits folded down) is enough; it runs
+// once per hit.
 __device__ __forceinline__ uint32_t member_hash(int32_t group, int64_t token, uint32_t mask) {
-  return static_cast<uint32_t>(suffix_mix64(static_cast<uint64_t>(token) +
-                                            0x9e3779b97f4a7c15ULL * (static_cast<uint64_t>(group) + 1))) &
-         mask;
+  uint32_t x = (static_cast<uint32_t>(token) ^ static_cast<uint32_t>(token >> 32)) * 0x9e3779b1u;
+  x ^= static_cast<uint32_t>(group) * 0x85ebca77u;
+  return (x ^ (x >> 16)) & mask;
 }
 
 // Pass 1 aggregates the counts of short matches per block in shared memory when the batch is at
@@ -225,7 +239,7 @@ constexpr int kAggLen = 8;
 
 // The scans' shared memory (byte offsets): B the batch, T the tables' size.
 struct ScanLayout {
-  size_t prev, tkey, trep, tmem, srep, agg_hits, agg_hist, bytes;
+  size_t prev, tkey, trep, tmem, srep, sctx, sn, agg_hits, agg_hist, full, bytes;
 };
 __host__ __device__ __forceinline__ ScanLayout scan_layout(int64_t B, uint32_t T, bool hist) {
   ScanLayout s;
@@ -235,10 +249,29 @@ __host__ __device__ __forceinline__ ScanLayout scan_layout(int64_t B, uint32_t T
   s.trep = at;      at += sizeof(int32_t) * T;
   s.tmem = at;      at += sizeof(int32_t) * T;
   s.srep = at;      at += sizeof(int32_t) * B;
+  s.sctx = at;      at += sizeof(int32_t) * B;
+  s.sn = at;        at += sizeof(int32_t) * B;
   s.agg_hits = at;  at += sizeof(int32_t) * B;
   s.agg_hist = at;  at += hist ? sizeof(int32_t) * B * kAggLen : 0;
+  s.full = at;      at += sizeof(uint32_t) * ((B * kSuffixCandLists + 31) / 32);  // a bit per list
   s.bytes = at;
   return s;
+}
+
+// Offers `count` entries to list j of slot s; returns the index of the first, which is stored only
+// below M. A list offered more than M entries is never read (its slot's match length has more than
+// M occurrences), so once a block has seen one full (its bit in `full`) it stops touching its
+// count: the hot counts (the lists of the most frequent tokens) take a few atomics per block, not
+// one per hit. The bits are read and set with shared atomics: any thread may set one at any time.
+__device__ __forceinline__ int offer(const SuffixCacheQueryParams& q, uint32_t* full, int64_t s, int j,
+                                     int count) {
+  const int M = q.max_occurrences;
+  const int64_t i = s * kSuffixCandLists + j;
+  const uint32_t bit = 1u << (i & 31);
+  if (atomicOr(&full[i >> 5], 0u) & bit) return M;
+  const int at = atomicAdd(list_count(q, s, j), count);
+  if (at + count >= M) atomicOr(&full[i >> 5], bit);
+  return at;
 }
 
 // One pass over the occupied positions. A position whose key is a group's (table 1) and whose G
@@ -246,9 +279,10 @@ __host__ __device__ __forceinline__ ScanLayout scan_layout(int64_t B, uint32_t T
 // group's *members* (slots with c >= G + 2) whose token before the G is the position's (table 2)
 // can match longer; they alone are verified further. So a hit costs one group count, not one
 // verification per slot, however many slots end with a frequent token.
-// pass 1: counts n_G per group and, per member, the hits with l > G by l.
-// pass 2: a group with n_G <= M stores its hits (its rep's candidate list); in a group with
-//         n_G > M each member with L_min < c stores its hits with l >= L_min (at most M).
+// pass 1: counts n_G per group and, per member, the hits with l > G by l; and fills the candidate
+//         lists: a group's hits (list 0 at its rep), a member's hits with l >= G + j (its list j).
+// pass 2: only for members whose shortest usable match length L_min exceeds G + kSuffixMemberLists
+//         (the lists of pass 1 then hold more than M): their hits with l >= L_min, in their last list.
 __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryParams q, int pass,
                                                               uint32_t table_size) {
   extern __shared__ __align__(16) unsigned char scan_smem[];
@@ -262,17 +296,23 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
   int32_t* trep = reinterpret_cast<int32_t*>(scan_smem + lay.trep);   // table 1: its rep (-1: free)
   int32_t* tmem = reinterpret_cast<int32_t*>(scan_smem + lay.tmem);   // table 2: a member (-1: free)
   int32_t* srep = reinterpret_cast<int32_t*>(scan_smem + lay.srep);   // a member's group
-  int32_t* agg_hits = reinterpret_cast<int32_t*>(scan_smem + lay.agg_hits);  // pass 1: counts; 2: n_G
+  int32_t* sctx = reinterpret_cast<int32_t*>(scan_smem + lay.sctx);   // a slot's c (0: not querying)
+  int32_t* sn = reinterpret_cast<int32_t*>(scan_smem + lay.sn);       // a slot's history length N
+  int32_t* agg_hits = reinterpret_cast<int32_t*>(scan_smem + lay.agg_hits);  // pass 1: hits per group
   int32_t* agg_hist = reinterpret_cast<int32_t*>(scan_smem + lay.agg_hist);
+  uint32_t* full = reinterpret_cast<uint32_t*>(scan_smem + lay.full);
   const SuffixCache& c = q.cache;
   const int G = c.key_len;
   const int M = q.max_occurrences;
+  const int J = kSuffixMemberLists;
   const int64_t W = p.token_ids_stride;
   const uint32_t mask = table_size - 1;
+  const int bits = __ffs(static_cast<int>(table_size)) - 1;
   for (uint32_t j = threadIdx.x; j < table_size; j += kThreads) {
     trep[j] = -1;
     tmem[j] = -1;
   }
+  for (int64_t j = threadIdx.x; j < (B * kSuffixCandLists + 31) / 32; j += kThreads) full[j] = 0;
   if (agg) {
     for (int64_t j = threadIdx.x; j < B * kAggLen; j += kThreads) agg_hist[j] = 0;
   }
@@ -280,19 +320,28 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
   for (int64_t b = threadIdx.x; b < B; b += kThreads) {
     const int32_t* st = stat_row(q, b);
     const int ctx_len = st[kSuffixStatCtx];
-    agg_hits[b] = pass == 2 && ctx_len != 0 ? st[kSuffixStatGroup] : 0;
+    agg_hits[b] = 0;
+    sctx[b] = ctx_len;
+    sn[b] = st[kSuffixStatN];
+    // Lists other blocks have already filled (read through L2: their counts change during the pass).
     if (ctx_len == 0) continue;
+    for (int j = 0; j < kSuffixCandLists; ++j) {
+      const int64_t i = b * kSuffixCandLists + j;
+      if (__ldcg(st + kSuffixStatStored + j) >= M) atomicOr(&full[i >> 5], 1u << (i & 31));
+    }
     const int32_t rep = st[kSuffixStatRep];
-    if (rep == b && (pass == 1 || st[kSuffixStatGroup] > 0)) {
+    // Pass 2 needs the groups of its members only; the others' hits then find no member.
+    if (rep == b && (pass == 1 || st[kSuffixStatHits] > M)) {
       const int32_t key = st[kSuffixStatKey];
-      uint32_t h = table_hash(key, mask);
+      uint32_t h = table_hash(key, bits);
       while (atomicCAS(&trep[h], -1, static_cast<int32_t>(b)) != -1) h = (h + 1) & mask;
       tkey[h] = key;
     }
-    const bool member =
-        ctx_len >= G + 2 && (pass == 1 || (st[kSuffixStatHits] > M && st[kSuffixStatLmin] < ctx_len));
+    const bool member = ctx_len >= G + 2 &&
+                        (pass == 1 || (st[kSuffixStatHits] > M && st[kSuffixStatLmin] > G + J &&
+                                       st[kSuffixStatLmin] < ctx_len));
     if (member) {
-      const int64_t prev = p.token_ids_all[b * W + st[kSuffixStatN] - 1 - G];
+      const int64_t prev = p.token_ids_all[b * W + sn[b] - 1 - G];
       srep[b] = rep;
       sprev[b] = prev;
       uint32_t h = member_hash(rep, prev, mask);
@@ -304,49 +353,77 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
   for (int64_t r = blockIdx.x * kWarps + threadIdx.x / 32; r < c.num_rows; r += warps) {
     const int64_t req = c.rows[2 * r];
-    const int64_t len = c.rows[2 * r + 1];
+    const int len = static_cast<int>(c.rows[2 * r + 1]);  // <= width <= 2^16
     if (req < 0) continue;
     const int64_t* toks = c.tokens + r * c.width;
     const int32_t* keys = c.keys + r * c.width;
-    for (int off = G - 1 + lane; off < static_cast<int>(len); off += 32) {  // len <= width <= 2^16
-      const int32_t key = keys[off];
-      for (uint32_t h = table_hash(key, mask); trep[h] != -1; h = (h + 1) & mask) {
-        if (tkey[h] != key) continue;
-        const int32_t g = trep[h];
-        int32_t* gst = stat_row(q, g);
-        const int64_t* gend = p.token_ids_all + g * W + gst[kSuffixStatN];  // one past its last token
-        bool same = true;
-        for (int j = 0; j < G && same; ++j) same = toks[off - j] == gend[-1 - j];
-        if (!same) continue;  // a hash collision: another group may own the key
-        if (pass == 1) {
-          atomicAdd(&agg_hits[g], 1);
-        } else if (agg_hits[g] <= M) {
-          const int at = atomicAdd(&gst[kSuffixStatStored], 1);
-          if (at < M) q.cand[g * M + at] = suffix_cand_pack(req, off, 0);  // at < M always
-        }
-        if (off >= G && (pass == 1 || agg_hits[g] > M)) {
-          const int64_t before = toks[off - G];
-          for (uint32_t h2 = member_hash(g, before, mask); tmem[h2] != -1; h2 = (h2 + 1) & mask) {
-            const int32_t s = tmem[h2];
-            if (srep[s] != g || sprev[s] != before) continue;
-            int32_t* sst = stat_row(q, s);
-            const int ctx_len = sst[kSuffixStatCtx];
-            const int64_t* send = p.token_ids_all + s * W + sst[kSuffixStatN];
-            int l = G + 1;
-            while (l < ctx_len - 1 && off - l >= 0 && toks[off - l] == send[-1 - l]) ++l;
-            if (pass == 1) {
-              if (agg && l < kAggLen) {
-                atomicAdd(&agg_hist[s * kAggLen + l], 1);
-              } else {
-                atomicAdd(&sst[kSuffixStatHist + l], 1);
-              }
-            } else if (l >= sst[kSuffixStatLmin]) {
-              const int at = atomicAdd(&sst[kSuffixStatStored], 1);
-              if (at < M) q.cand[s * M + at] = suffix_cand_pack(req, off, l);  // at < M always
-            }
+    int32_t carry = 0;  // the previous line's last key: the one before lane 0's position
+    for (int base = G - 1; base < len; base += 32) {  // uniform over the warp
+      const int off = base + lane;
+      const int32_t key = off < len ? keys[off] : 0;
+      int32_t key_before = __shfl_up_sync(kFull, key, 1);  // the position off - 1's (G = 1)
+      if (lane == 0) key_before = carry;
+      carry = __shfl_sync(kFull, key, 31);
+      int32_t g = -1;  // the group whose last G tokens end here
+      if (off < len) {
+        for (uint32_t h = table_hash(key, bits); trep[h] != -1; h = (h + 1) & mask) {
+          if (tkey[h] != key) continue;
+          const int32_t rep = trep[h];
+          if (!suffix_cache_key_exact(key, G)) {
+            const int64_t* gend = p.token_ids_all + rep * W + sn[rep];  // one past its last token
+            bool same = true;
+            for (int j = 0; j < G && same; ++j) same = toks[off - j] == gend[-1 - j];
+            if (!same) continue;  // a hash collision: another group may own the key
           }
+          g = rep;
+          break;  // the position's G tokens are one group's
         }
-        break;  // the position's G tokens are one group's
+      }
+      if (pass == 1) {
+        // The lanes of one group count and offer their hits together: one shared and at most one
+        // global atomic per group and line.
+        const unsigned peers = __match_any_sync(kFull, g);
+        if (g >= 0) {
+          const int leader = __ffs(peers) - 1;
+          const int n = __popc(peers);
+          int at = 0;
+          if (lane == leader) {
+            atomicAdd(&agg_hits[g], n);
+            at = offer(q, full, g, 0, n);
+          }
+          at = __shfl_sync(peers, at, leader) + __popc(peers & ((1u << lane) - 1));
+          if (at < M) cand_list(q, g, 0)[at] = suffix_cand_pack(req, off, 0);
+        }
+      }
+      if (g < 0 || off < G) continue;
+      const int64_t before = suffix_cache_key_exact(key_before, G) ? key_before : toks[off - G];
+      for (uint32_t h2 = member_hash(g, before, mask); tmem[h2] != -1; h2 = (h2 + 1) & mask) {
+        const int32_t s = tmem[h2];
+        if (srep[s] != g || sprev[s] != before) continue;
+        // l >= G + 1 so far; up to c - 1, and within the row (l <= off + 1).
+        const int64_t* send = p.token_ids_all + s * W + sn[s];
+        // A token per round trip: most member hits end within a token or two, and comparing 4 or 2
+        // at a time (extend_match) read more than they saved: B = 64 with 100k cached responses
+        // 1211 -> 1302 (2) -> 1511 us (4) per step (docs/perf/suffix_cache_notes.md, section 7).
+        const int lim = min_of<int>(sctx[s] - 1, off + 1);
+        int l = G + 1;
+        while (l < lim && toks[off - l] == send[-1 - l]) ++l;
+        int32_t* sst = stat_row(q, s);
+        const int64_t e = suffix_cand_pack(req, off, l);
+        if (pass == 1) {
+          if (agg && l < kAggLen) {
+            atomicAdd(&agg_hist[s * kAggLen + l], 1);
+          } else {
+            atomicAdd(&sst[kSuffixStatHist + l], 1);
+          }
+          for (int j = 1; j <= J && G + j <= l; ++j) {
+            const int at = offer(q, full, s, j, 1);
+            if (at < M) cand_list(q, s, j)[at] = e;
+          }
+        } else if (l >= sst[kSuffixStatLmin]) {
+          const int at = atomicAdd(list_count(q, s, J), 1);
+          if (at < M) cand_list(q, s, J)[at] = e;  // at < M always: n_{L_min} <= M
+        }
       }
     }
   }
@@ -365,8 +442,10 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
 }
 
 // Per querying slot, a warp each: n_G from its group, the hits with l == G (n_G minus the longer
-// ones), and with n_G > M the shortest match length with at most M occurrences (suffix sums of the
-// histogram over the lanes, 32 match lengths at a time from the longest).
+// ones), with n_G > M the shortest match length L_min with at most M occurrences (suffix sums of
+// the histogram over the lanes, 32 match lengths at a time from the longest), and the list the
+// search reads: its group's (n_G <= M), its own list L_min - G, or, with L_min beyond the lists,
+// its last list refilled by the second scan (then flagged to run).
 __global__ void __launch_bounds__(kThreads) query_prep2_kernel(SuffixCacheQueryParams q) {
   const int64_t b = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
@@ -376,6 +455,7 @@ __global__ void __launch_bounds__(kThreads) query_prep2_kernel(SuffixCacheQueryP
   if (c == 0) return;
   const int G = q.cache.key_len;
   const int M = q.max_occurrences;
+  const int J = kSuffixMemberLists;
   const int64_t n = stat_row(q, st[kSuffixStatRep])[kSuffixStatGroup];
   int64_t longer = 0;
   for (int L = G + 1 + lane; L < c; L += 32) longer += st[kSuffixStatHist + L];
@@ -385,7 +465,7 @@ __global__ void __launch_bounds__(kThreads) query_prep2_kernel(SuffixCacheQueryP
   if (lane == 0) {
     st[kSuffixStatHits] = static_cast<int32_t>(n);
     st[kSuffixStatHist + G] = static_cast<int32_t>(at_g);
-    if (n != 0) *store_flag(q) = 1;  // the second pass has candidates to store
+    if (n <= M) st[kSuffixStatList] = 0;
   }
   if (n <= M) return;
   // n_L = sum over l >= L is non-increasing in L: L_min is the least L >= G with n_L <= M (c: none).
@@ -406,7 +486,16 @@ __global__ void __launch_bounds__(kThreads) query_prep2_kernel(SuffixCacheQueryP
     above += __shfl_sync(kFull, s, 31);
     if (k < 32) break;  // some L in this chunk has n_L > M (or the chunk ends below G)
   }
-  if (lane == 0) st[kSuffixStatLmin] = lmin;
+  if (lane != 0) return;
+  st[kSuffixStatLmin] = lmin;
+  if (lmin >= c) return;  // no match length has at most M occurrences: no global draft
+  if (lmin <= G + J) {
+    st[kSuffixStatList] = lmin - G;  // complete: n_{L_min} <= M entries were offered to it
+  } else {
+    st[kSuffixStatList] = J;
+    st[kSuffixStatStored + J] = 0;
+    *store_flag(q) = 1;
+  }
 }
 
 // ---- query: the search --------------------------------------------------------------------------
@@ -469,15 +558,18 @@ __global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(Suff
   const SuffixSlot v = suffix_slot(p, b);
   const int G = q.cache.key_len;
   const int M = q.max_occurrences;
-  // n_G <= M: every hit is a candidate, in the group's list (its rep's row), and the match length
+  // n_G <= M: every hit is a candidate, in the group's list (its rep's list 0), and the match length
   // against this slot's context is measured here; else the slot's own list of hits with l >= L_min.
-  const bool own = st[kSuffixStatHits] > M;
+  const int list = st[kSuffixStatList];
+  if (list < 0) return;  // no match length with at most M occurrences: the local draft stands
+  const bool own = list > 0;
   const int lmin = own ? st[kSuffixStatLmin] : G;
   const int64_t from = own ? b : st[kSuffixStatRep];
-  const int n = min_of<int>(stat_row(q, from)[kSuffixStatStored], M);
+  const int n = min_of<int>(*list_count(q, from, list), M);
+  const int64_t* cands = cand_list(q, from, list);
   const int64_t* end = v.row + v.n;  // one past the context's last token
   for (int j = threadIdx.x; j < n; j += suffix_gpu::kThreads) {
-    int64_t e = q.cand[from * M + j];
+    int64_t e = cands[j];
     if (!own) {
       const int64_t* toks = q.cache.tokens + (suffix_cand_req(e) % q.cache.num_rows) * q.cache.width;
       const int64_t off = suffix_cand_off(e);

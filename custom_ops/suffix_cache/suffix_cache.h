@@ -7,10 +7,10 @@
 // a step) owns row q mod R, so beginning request q evicts request q - R (first in, first out) and the
 // memory is allocated once: R * width tokens. Tokens past a row's width are not cached.
 //
-// Per position the cache also keeps a 32-bit key: a hash of the G (= key_len) tokens ending there. A
-// query scans the keys of the occupied positions once per step for all slots at once (no per-slot
-// pass over the cache), and every key hit is verified against the stored tokens, so a hash collision
-// costs time, never a wrong draft.
+// Per position the cache also keeps a 32-bit key of the G (= key_len) tokens ending there: the token
+// itself when G = 1 (and it fits), else a hash. A query scans the keys of the occupied positions once
+// per step for all slots at once (no per-slot pass over the cache), and every hit of a hashed key is
+// verified against the stored tokens, so a hash collision costs time, never a wrong draft.
 #pragma once
 
 #include <cstdint>
@@ -30,17 +30,26 @@ constexpr int64_t kMaxSuffixCacheRows = int64_t{1} << 30;
 constexpr int kMaxSuffixCacheOccurrences = 1024;   // M: the most occurrences a global match length may have
 constexpr int kMinSuffixCacheOccurrences = 32;
 constexpr int kMaxSuffixCacheBatch = 2048;         // slots a query serves (its per-block key table)
-// Columns of the per-slot query statistics (int32): the match-length histogram, then five fields.
+// The candidate lists of a querying slot, M entries each (the query's scratch `cand` has
+// kSuffixCandLists * M columns): list 0 holds its group's occurrences of C[-G:] (at the group's rep,
+// used while there are at most M), list j in 1 .. kSuffixMemberLists its own occurrences with match
+// length >= G + j. The first scan fills them all, so the list of the shortest usable match length is
+// complete after one pass unless that length exceeds G + kSuffixMemberLists (then a second scan
+// refills the last list: docs/contract/suffix.md, "How the GPU computes it").
+constexpr int kSuffixMemberLists = 4;
+constexpr int kSuffixCandLists = 1 + kSuffixMemberLists;
+// Columns of the per-slot query statistics (int32): the match-length histogram, then the fields.
 constexpr int kSuffixStatHist = 0;                 // [0, 256): count of verified hits with l == index
 constexpr int kSuffixStatHits = 256;               // hits with l >= G: n_G, the occurrences of C[-G:]
 constexpr int kSuffixStatLmin = 257;               // shortest match length the global search uses
 constexpr int kSuffixStatKey = 258;                // the context's key (its last G tokens)
 constexpr int kSuffixStatCtx = 259;                // c = |C| for a querying slot, 0 otherwise
-constexpr int kSuffixStatStored = 260;             // candidates stored (a group's list at its rep, else own)
+constexpr int kSuffixStatList = 260;               // the list the search reads (0: its rep's), -1 none
 constexpr int kSuffixStatN = 261;                  // N, the querying slot's history length
 constexpr int kSuffixStatRep = 262;                // the slot's group: least querying slot with its last G tokens
 constexpr int kSuffixStatGroup = 263;              // a group's hits (occurrences of its last G tokens), at its rep
-constexpr int kSuffixStatCols = 264;
+constexpr int kSuffixStatStored = 264;             // [264, 264 + kSuffixCandLists): entries offered to list j
+constexpr int kSuffixStatCols = kSuffixStatStored + kSuffixCandLists;
 static_assert(kMaxSuffixTreeDepth <= 256, "match lengths are stored in 8 bits of a candidate");
 
 // Slot states in cache_slots: the request number the slot writes to, or one of these.
@@ -73,18 +82,24 @@ struct SuffixCacheQueryParams {
   SuffixMatchParams m;              // the local op's inputs and outputs (its walk runs last)
   SuffixCache cache;                // read only
   int32_t* source;                  // [>= B] int32, out: 0 the local draft won, 1 the global one
-  int64_t* cand;                    // [>= B, M] int64 scratch: verified occurrences
+  int64_t* cand;                    // [>= B, kSuffixCandLists * M] int64 scratch: candidate lists
   int32_t* stat;                    // [>= B + 1, kSuffixStatCols] int32 scratch
   int max_occurrences;              // M
 };
 
-// The key of the G tokens t[0 .. G-1]: SplitMix64 steps over the tokens (suffix_mix64), the high
-// half kept.
+// The key of the G tokens t[0 .. G-1]. With G = 1 and a token in [0, 2^31) it is the token itself:
+// equal keys then mean equal tokens, and the scan needs no token read to confirm a hit
+// (suffix_cache_key_exact). Otherwise SplitMix64 steps over the tokens (suffix_mix64), the high half
+// kept, with the sign bit set when G = 1 so that no hashed key equals an exact one.
 FDSPEC_HD int32_t suffix_cache_key(const int64_t* t, int G) {
+  if (G == 1 && t[0] >= 0 && t[0] <= INT32_MAX) return static_cast<int32_t>(t[0]);
   uint64_t h = 0x9e3779b97f4a7c15ULL;
   for (int j = 0; j < G; ++j) h = suffix_mix64(h ^ static_cast<uint64_t>(t[j]));
-  return static_cast<int32_t>(h >> 32);
+  const int32_t k = static_cast<int32_t>(h >> 32);
+  return G == 1 ? static_cast<int32_t>(static_cast<uint32_t>(k) | 0x80000000u) : k;
 }
+// Whether key (of G tokens) is the token itself: equal exact keys are equal tokens.
+FDSPEC_HD bool suffix_cache_key_exact(int32_t key, int G) { return G == 1 && key >= 0; }
 
 // A verified occurrence: request number (40 bits), offset of its last token (16), match length (8).
 // Ordering candidates by value orders them by (request number, offset): the tie rule's "earliest".

@@ -142,13 +142,16 @@ void SuffixCacheQuery(const paddle::Tensor& token_ids_all, const paddle::Tensor&
       .rank(query_stat, "query_stat", 2)
       .rows_at_least(query_cand, "query_cand", B)
       .rows_at_least(query_stat, "query_stat", B + 1);
-  const int64_t M = query_cand.shape()[1];
+  const int64_t cols = query_cand.shape()[1];
+  const int64_t M = cols / fdspec::kSuffixCandLists;  // the lists of one slot, M entries each
   c.that(suffix_source.numel() >= B,
          "suffix_source must have at least B = " + std::to_string(B) + " elements, got " +
              fdspec::binding::shape_str(suffix_source))
-      .that(M >= fdspec::kMinSuffixCacheOccurrences && M <= fdspec::kMaxSuffixCacheOccurrences,
-         "query_cand must have 32 to 1024 columns (the most occurrences a match length may have), "
-         "got " + fdspec::binding::shape_str(query_cand))
+      .that(cols % fdspec::kSuffixCandLists == 0 && M >= fdspec::kMinSuffixCacheOccurrences &&
+                M <= fdspec::kMaxSuffixCacheOccurrences,
+            "query_cand must have " + std::to_string(fdspec::kSuffixCandLists) +
+                " * M columns, M (the most occurrences a match length may have) in [32, 1024], got " +
+                fdspec::binding::shape_str(query_cand))
       .that(query_stat.shape()[1] == fdspec::kSuffixStatCols,
             "query_stat must have " + std::to_string(fdspec::kSuffixStatCols) + " columns, got " +
                 fdspec::binding::shape_str(query_stat))

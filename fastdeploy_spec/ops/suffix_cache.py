@@ -19,7 +19,8 @@ from fastdeploy_spec.ops._common import INT32, ArgumentError, IntAttr, OpSpec
 from fastdeploy_spec.ops.suffix_match import SPEC as _MATCH, default_max_draft_tokens
 
 # Layout constants of the kernels (custom_ops/suffix_cache/suffix_cache.h).
-STAT_COLS = 264
+CAND_LISTS = 5  # kSuffixCandLists: a slot's candidate lists of the query, M entries each
+STAT_COLS = 264 + CAND_LISTS
 MAX_WIDTH = 1 << 16
 MAX_KEY_LEN = 8
 MIN_OCCURRENCES, MAX_OCCURRENCES = 32, 1024
@@ -35,7 +36,7 @@ class SuffixCache:
     A ring of ``rows`` rows of ``width`` tokens: request number q (counted in the order requests
     begin) caches its response in row q mod rows, evicting request q - rows (first in, first out).
     Tokens past ``width`` are not cached. Memory: ``rows * width * 12`` bytes, plus 16 per row, 8 per
-    slot and the query scratch (``slots * (8 * max_occurrences + 4 * 264)`` bytes).
+    slot and the query scratch (``slots * (40 * max_occurrences + 4 * 269)`` bytes).
 
     Parameters
     ----------
@@ -59,7 +60,7 @@ class SuffixCache:
     >>> from fastdeploy_spec.ops.suffix_cache import SuffixCache
     >>> c = SuffixCache.allocate(rows=4, width=8, slots=2)
     >>> c.rows_state.numpy().tolist(), c.slots_state.numpy().tolist(), c.nbytes
-    ([[-1, 0], [-1, 0], [-1, 0], [-1, 0]], [-1, -1], 20024)
+    ([[-1, 0], [-1, 0], [-1, 0], [-1, 0]], [-1, -1], 85620)
     """
 
     tokens: paddle.Tensor
@@ -96,7 +97,7 @@ class SuffixCache:
                    keys=t(np.zeros((rows, width), np.int32)), rows_state=t(rows_state),
                    slots_state=t(np.full(slots, SLOT_FREE, np.int64)),
                    counter=t(np.zeros(1, np.int64)),
-                   cand=t(np.zeros((slots, max_occurrences), np.int64)),
+                   cand=t(np.zeros((slots, CAND_LISTS * max_occurrences), np.int64)),
                    stat=t(np.zeros((slots + 1, STAT_COLS), np.int32)), key_len=int(key_len))
 
     @classmethod

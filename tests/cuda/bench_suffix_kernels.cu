@@ -247,7 +247,7 @@ struct DevCache {
   int64_t R;
   DevCache(const HostCache& h, int64_t B)
       : tokens(h.tokens), rows(h.rows), counter(h.counter),
-        slots(std::vector<int64_t>(B, fdspec::kSuffixSlotFree)), cand(std::vector<int64_t>(B * kM, 0)),
+        slots(std::vector<int64_t>(B, fdspec::kSuffixSlotFree)), cand(std::vector<int64_t>(B * fdspec::kSuffixCandLists * kM, 0)),
         keys(h.keys), stat(std::vector<int32_t>((B + 1) * fdspec::kSuffixStatCols, 0)),
         source(std::vector<int32_t>(B, 0)), R(h.R) {}
   fdspec::SuffixCache view() const {
@@ -275,7 +275,7 @@ bool cache_same(Match ref, const DevMatch& d, const DevCache& k, int* global_win
   h.keys = k.keys.download();
   h.rows = k.rows.download();
   std::vector<int32_t> source(ref.B, 0);
-  std::vector<int64_t> cand(ref.B * kM, 0);
+  std::vector<int64_t> cand(ref.B * fdspec::kSuffixCandLists * kM, 0);
   std::vector<int32_t> stat((ref.B + 1) * fdspec::kSuffixStatCols, 0);
   fdspec::SuffixCacheQueryParams q{host_params(ref), h.view(), source.data(), cand.data(), stat.data(), kM};
   fdspec::suffix_cache_query_cpu(q);

@@ -159,7 +159,7 @@ struct Side {
         drafts(std::vector<int64_t>(c.B * (c.K + 1))), mdl(std::vector<int64_t>(c.B)),
         stoks(std::vector<int64_t>(c.B * c.K, -7)), tokens(std::vector<int64_t>(c.R * c.width, -1)),
         rows(init_rows(c.R)), slots(std::vector<int64_t>(c.B, fdspec::kSuffixSlotFree)),
-        counter(std::vector<int64_t>(1, 0)), cand(std::vector<int64_t>(c.B * c.M, 0)),
+        counter(std::vector<int64_t>(1, 0)), cand(std::vector<int64_t>(c.B * fdspec::kSuffixCandLists * c.M, 0)),
         enc(std::vector<int32_t>(c.B)), dec(std::vector<int32_t>(c.B)), dtn(std::vector<int32_t>(c.B)),
         slt(std::vector<int32_t>(c.B)), smeta(std::vector<int32_t>(c.B * 2, -7)),
         source(std::vector<int32_t>(c.B, -7)), keys(std::vector<int32_t>(c.R * c.width, 0)),
