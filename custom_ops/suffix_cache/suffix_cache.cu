@@ -68,7 +68,7 @@ constexpr unsigned kFull = 0xffffffffu;
 __device__ __forceinline__ int32_t* stat_row(const SuffixCacheQueryParams& q, int64_t b) {
   return q.stat + b * kSuffixStatCols;
 }
-// Row B of the statistics: 1 when some group has candidates to store (the second scan runs).
+// Row B of the statistics: 1 when some slot needs the second scan (a match length past its lists).
 __device__ __forceinline__ int32_t* store_flag(const SuffixCacheQueryParams& q) {
   return q.stat + q.m.batch * kSuffixStatCols;
 }

@@ -1,7 +1,8 @@
 // suffix_cache's CUDA launchers (insert, finish, evict, query) against their CPU implementation, at the
 // kernel layer (no Paddle), bit for bit: random request streams (slots that prefill, decode a few
 // accepted tokens per step, finish through the finish op or not, and empty), responses copied from a
-// shared pool of phrases over vocabularies of 1 .. 8 tokens, rings of 1 .. 12 rows (evictions, slots
+// shared pool of phrases over vocabularies of 1 .. 8 tokens (some ids past 2^31: hashed keys
+// beside exact ones when G = 1), rings of 1 .. 12 rows (evictions, slots
 // evicted while active), key lengths 1 .. 4, occurrence caps 32 .. 64 with long single-token runs (the
 // scan's overflow path), slots whose contexts end alike (one group of hits, its candidate list
 // shared), every suffix parameter varied. After every step the cache state (rows, tokens, keys,
@@ -26,6 +27,7 @@ using harness::Rng;
 struct Config {
   int64_t B, W, K, R, width, M;
   int G, depth, steps, vocab;
+  int64_t base;  // token ids are base .. base + vocab - 1: 0, or straddling 2^31 (G = 1 keys hashed)
   float factor, offset, min_prob;
   bool pad, graph;
 };
@@ -52,11 +54,13 @@ struct Stream {
   Stream(Rng& rng, const Config& c) : r(rng), cfg(c), reqs(c.B), active(c.B, false), ids(c.B * c.W, -1) {
     for (int i = 0; i < 6; ++i) {
       std::vector<int64_t> ph(r.uni(2, 10));
-      for (auto& t : ph) t = r.uni(0, cfg.vocab - 1);
+      for (auto& t : ph) t = token();
       pool.push_back(ph);
     }
-    if (r.chance(0.3)) pool.push_back(std::vector<int64_t>(r.uni(40, 90), 0));  // a long run
+    if (r.chance(0.3)) pool.push_back(std::vector<int64_t>(r.uni(40, 90), cfg.base));  // a long run
   }
+
+  int64_t token() { return cfg.base + r.uni(0, cfg.vocab - 1); }
 
   std::vector<int64_t> text(int64_t n) {
     std::vector<int64_t> out;
@@ -65,7 +69,7 @@ struct Stream {
         const auto& ph = pool[r.uni(0, pool.size() - 1)];
         out.insert(out.end(), ph.begin(), ph.end());
       } else {
-        out.push_back(r.uni(0, cfg.vocab - 1));
+        out.push_back(token());
       }
     }
     out.resize(n);
@@ -97,7 +101,7 @@ struct Stream {
           // them (a closing slot).
           const int64_t P = static_cast<int64_t>(q.prompt.size());
           const int64_t extra = std::max<int64_t>(0, std::min<int64_t>(r.uni(0, K + 1), W - P - q.done));
-          for (int64_t j = 0; j < extra; ++j) ids[b * W + P + q.done + j] = r.uni(0, cfg.vocab - 1);
+          for (int64_t j = 0; j < extra; ++j) ids[b * W + P + q.done + j] = token();
           in.P[b] = P;
           in.s[b] = q.done + extra;
           continue;
@@ -299,6 +303,7 @@ Config make_config(Rng& r, bool quick) {
   c.depth = r.pick<int>({2, 3, 8, 24, 64, 200});
   c.steps = quick ? 25 : 80;
   c.vocab = static_cast<int>(r.uni(1, 8));
+  c.base = r.chance(0.3) ? int64_t{INT32_MAX} - 3 : 0;
   c.factor = r.pick<float>({0.5f, 1.0f, 4.0f});
   c.offset = r.pick<float>({-1.0f, 0.0f, 2.0f});
   c.min_prob = r.pick<float>({0.0f, 0.1f, 0.4f});
@@ -330,6 +335,7 @@ void body(harness::Tally& t, bool quick) {
       graph.reset(new harness::Graph(s.get(), [&](cudaStream_t st) { return launch_step(c, dev, st); }));
       t.count("graph_cases");
     }
+    if (c.base != 0 && c.G == 1) t.count("hashed_key_cases");
     for (int step = 0; step < c.steps; ++step) {
       const StepIn in = stream.step();
       dev.upload(in, c);
@@ -369,6 +375,14 @@ void body(harness::Tally& t, bool quick) {
         const int32_t* row = st.data() + b * fdspec::kSuffixStatCols;
         if (row[fdspec::kSuffixStatCtx] == 0) continue;
         if (row[fdspec::kSuffixStatHits] > c.M) t.count("overflowed_slots");
+        // The list the search read: a member's own list (filled by the first scan), or its last
+        // list refilled by the second scan (a match length beyond G + kSuffixMemberLists).
+        const int list = row[fdspec::kSuffixStatList];
+        if (list > 0 && row[fdspec::kSuffixStatLmin] > c.G + fdspec::kSuffixMemberLists) {
+          t.count("rescanned_slots");
+        } else if (list > 0) {
+          t.count("member_list_slots");
+        }
         if (row[fdspec::kSuffixStatRep] != b) t.count("grouped_slots");  // shares a group's hits
       }
       if (ref.counter.download()[0] > c.R) t.count("evicting_steps");
