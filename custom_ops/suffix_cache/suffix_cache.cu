@@ -224,13 +224,17 @@ __device__ __forceinline__ uint32_t table_hash(int32_t key, int bits) {
   return (static_cast<uint32_t>(key) * 0x9e3779b1u) >> (32 - bits);
 }
 // The members' table: (group, the token before the group's G tokens). It holds at most B members
-// in at least 2B entries, so a multiplicative hash (its high bits folded down) is enough; it runs
-// once per hit.
+// in at least 2B entries (8B or more up to 256 slots), so a multiplicative hash (its high bits
+// folded down) is enough; it runs once per hit.
 __device__ __forceinline__ uint32_t member_hash(int32_t group, int64_t token, uint32_t mask) {
   uint32_t x = (static_cast<uint32_t>(token) ^ static_cast<uint32_t>(token >> 32)) * 0x9e3779b1u;
   x ^= static_cast<uint32_t>(group) * 0x85ebca77u;
   return (x ^ (x >> 16)) & mask;
 }
+
+constexpr uint64_t kScanTableLoad = 8;    // the scans' table entries per slot while small
+constexpr uint32_t kMinScanTable = 1024;
+constexpr uint32_t kMaxScanTable = 2048;  // past it, two entries per slot
 
 // Pass 1 aggregates the counts of short matches per block in shared memory when the batch is at
 // most kAggSlots, and flushes them once.
@@ -700,8 +704,16 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
     err = suffix_search_gpu(q.m, stream);
     if (err != cudaSuccess) return err;
   }
-  // The scans' tables: a power of two at least twice the batch.
-  uint32_t table_size = 64;
+  // The scans' tables: powers of two, sparse while they stay small (at least 1024 entries, 8 per
+  // slot up to 2048), and always with room for two entries per slot (a probe must find a free
+  // one). Every cached position probes the groups' table and every hit the members', so sparse
+  // tables pay, until their shared memory costs resident blocks: B = 64 with 10k cached responses
+  // 120.5 us per step with 128 entries, 105.2 with 512, 101.4 with 1024; B = 256 294.4 with 2048,
+  // 340.8 with 4096 (docs/perf/suffix_cache_notes.md, section 8).
+  uint32_t table_size = kMinScanTable;
+  while (table_size < kScanTableLoad * static_cast<uint64_t>(B) && table_size < kMaxScanTable) {
+    table_size *= 2;
+  }
   while (table_size < 2 * static_cast<uint64_t>(B)) table_size *= 2;
   const size_t smem1 = scan_layout(B, table_size, B <= kAggSlots).bytes;
   const size_t smem2 = scan_layout(B, table_size, false).bytes;
