@@ -38,15 +38,16 @@
 // the same tokens computes the same drafts.
 //
 // Cost and limits (H100, tests/cuda/bench_suffix_kernels.cu, G = 1, 10k cached responses of ~300
-// tokens; docs/perf/suffix_cache_notes.md): at B = 64, 120.5 us a step (147 with the second scan
-// only dropped, 193 with two scans, 225 with the local search before the scans), still 3x issue
-// 20's 40 us. Isolated kernel times (ncu): the scan ~140 us (it runs beside the local search, 25),
-// the search ~44 (its slowest block: a block-path step over ~1000 candidates costs ~4.7 us), walk
-// 5.5, insert 7, prep 4, prep2 4. The scan is bound by the work per position and per hit (44 % of
-// positions hit some group at B = 64) rather than by the keys it reads, which stay in L2; it grows
-// with the cache (100k responses: ~1.2 ms at B = 64, where the search, reading continuations from
-// DRAM, takes another ~360 us) and with B. Reaching the target needs an index that finds a
-// context's occurrences without reading every cached key, and a cheaper search core.
+// tokens; docs/perf/suffix_cache_notes.md): at B = 64, 101.2 us a step (120.5 with dense scan
+// tables, 147 with the second scan only dropped, 193 with two scans, 225 with the local search
+// before the scans), still 2.5x issue 20's 40 us. Isolated kernel times (ncu, at 120.5): the scan
+// ~140 us (it runs beside the local search, 25), the search ~44 (its slowest block: a block-path
+// step over ~1000 candidates costs ~4.7 us), walk 5.5, insert 7, prep 4, prep2 4. The scan is bound
+// by the work per position and per hit (44 % of positions hit some group at B = 64) rather than by
+// the keys it reads, which stay in L2; it grows with the cache (100k responses: 0.94 ms at B = 64,
+// where the search, reading continuations from DRAM, takes ~360 us) and with B. Reaching the target
+// needs an index that finds a context's occurrences without reading every cached key, and a
+// cheaper search core.
 #include "suffix_cache/suffix_cache.h"
 
 #include <cub/block/block_scan.cuh>
