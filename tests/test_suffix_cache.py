@@ -15,8 +15,8 @@ try:  # a test-only dependency; the GPU machine may lack it (the other tests sti
 except ImportError:
     given = None
 
-from fastdeploy_spec.ops.suffix_cache import (SuffixCache, suffix_cache_finish, suffix_cache_insert,
-                                              suffix_cache_query)
+from fastdeploy_spec.ops.suffix_cache import (CAND_LISTS, SuffixCache, suffix_cache_finish,
+                                              suffix_cache_insert, suffix_cache_query)
 from tests.helpers import PLACES, to_place
 from tests.reference.ngram_match import THRESHOLD_ENV
 from tests.reference.suffix_cache import global_draft_ref
@@ -75,15 +75,18 @@ def test_streams_exercise_the_global_draft():
 
 
 @pytest.mark.parametrize("place", PLACES)
-def test_global_draft_from_another_request(place):
-    """A finished response drafts for a new request whose own history does not contain the match."""
-    drv = Driver(place, rows=4, width=16, slots=1, key_len=2)
+@pytest.mark.parametrize("key_len, base", [(2, 0), (1, 0), (1, 2**31 - 3)])
+def test_global_draft_from_another_request(place, key_len, base):
+    """A finished response drafts for a new request whose own history does not contain the match.
+    With base = 2^31 - 3 and one-token keys, the tokens 1 and 2 keep exact keys (the token) and 3 ..
+    9 take hashed ones (negative): the cached keys say so, and the draft is the same."""
+    drv = Driver(place, rows=4, width=16, slots=1, key_len=key_len)
     W = 24
 
     def step(prompt, resp, enc=0):
         ids = np.full((1, W), -1, np.int64)
-        ids[0, :len(prompt)] = prompt
-        ids[0, len(prompt):len(prompt) + len(resp)] = resp
+        ids[0, :len(prompt)] = np.asarray(prompt, np.int64) + base
+        ids[0, len(prompt):len(prompt) + len(resp)] = np.asarray(resp, np.int64) + base
         return dict(token_ids_all=ids, prompt_lens=np.array([[len(prompt)]], np.int64),
                     step_idx=np.array([[len(resp)]], np.int64),
                     seq_lens_encoder=np.array([enc], np.int32),
@@ -106,9 +109,14 @@ def test_global_draft_from_another_request(place):
              suffix_meta=np.zeros((1, 2), np.int32), suffix_source=np.zeros(1, np.int32))
     got = drv.query(q, max_spec_factor=2.0)
     assert got["suffix_source"].tolist() == [1]
-    assert got["draft_tokens"][0, 1:5].tolist() == [3, 4, 5, 6]
+    assert got["draft_tokens"][0, 1:5].tolist() == [base + t for t in (3, 4, 5, 6)]
     assert got["suffix_meta"][0].tolist() == [4, 2]
     drv.check_state()
+    if key_len == 1:
+        tokens, keys = drv.cache.tokens.numpy()[0, :6], drv.cache.keys.numpy()[0, :6]
+        exact = tokens <= 2**31 - 1
+        np.testing.assert_array_equal(keys[exact], tokens[exact])
+        assert (keys[~exact] < 0).all() and exact.sum() == (2 if base else 6)
 
 
 def test_local_wins_ties():
@@ -211,6 +219,11 @@ def test_query_bad_inputs_are_named():
     short = SuffixCache.allocate(2, 8, 1)
     with pytest.raises(OP_ERRORS, match="query_cand must have at least 2 rows|query_cand"):
         suffix_cache_query(*(t[n] for n in QUERY_ARGS), short)
+    # Five candidate lists of M entries per slot: a column count that is not 5 * M is refused.
+    odd = SuffixCache.allocate(2, 8, 2, max_occurrences=32)
+    odd.cand = to_place(np.zeros((2, CAND_LISTS * 32 + 1), np.int64), "cpu")
+    with pytest.raises(OP_ERRORS, match=r"query_cand must have 5 \* M columns"):
+        suffix_cache_query(*(t[n] for n in QUERY_ARGS), odd)
 
 
 if given is not None:
