@@ -328,8 +328,8 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
     agg_hits[b] = 0;
     sctx[b] = ctx_len;
     sn[b] = st[kSuffixStatN];
-    // Lists other blocks have already filled (read through L2: their counts change during the pass).
     if (ctx_len == 0) continue;
+    // Lists other blocks have already filled (read through L2: their counts change during the pass).
     for (int j = 0; j < kSuffixCandLists; ++j) {
       const int64_t i = b * kSuffixCandLists + j;
       if (__ldcg(st + kSuffixStatStored + j) >= M) atomicOr(&full[i >> 5], 1u << (i & 31));
