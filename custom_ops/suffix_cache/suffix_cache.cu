@@ -263,19 +263,28 @@ __host__ __device__ __forceinline__ ScanLayout scan_layout(int64_t B, uint32_t T
   return s;
 }
 
+// The scan block's bit that says list j of slot s is full (`full`: a bit per list, set and read with
+// shared atomics, since any thread may set one at any time).
+__device__ __forceinline__ void mark_list_full(uint32_t* full, int64_t s, int j) {
+  const int64_t i = s * kSuffixCandLists + j;
+  atomicOr(&full[i >> 5], 1u << (i & 31));
+}
+__device__ __forceinline__ bool list_full(uint32_t* full, int64_t s, int j) {
+  const int64_t i = s * kSuffixCandLists + j;
+  return (atomicOr(&full[i >> 5], 0u) & (1u << (i & 31))) != 0;
+}
+
 // Offers `count` entries to list j of slot s; returns the index of the first, which is stored only
 // below M. A list offered more than M entries is never read (its slot's match length has more than
 // M occurrences), so once a block has seen one full (its bit in `full`) it stops touching its
 // count: the hot counts (the lists of the most frequent tokens) take a few atomics per block, not
-// one per hit. The bits are read and set with shared atomics: any thread may set one at any time.
+// one per hit.
 __device__ __forceinline__ int offer(const SuffixCacheQueryParams& q, uint32_t* full, int64_t s, int j,
                                      int count) {
   const int M = q.max_occurrences;
-  const int64_t i = s * kSuffixCandLists + j;
-  const uint32_t bit = 1u << (i & 31);
-  if (atomicOr(&full[i >> 5], 0u) & bit) return M;
+  if (list_full(full, s, j)) return M;
   const int at = atomicAdd(list_count(q, s, j), count);
-  if (at + count >= M) atomicOr(&full[i >> 5], bit);
+  if (at + count >= M) mark_list_full(full, s, j);
   return at;
 }
 
@@ -331,8 +340,7 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
     if (ctx_len == 0) continue;
     // Lists other blocks have already filled (read through L2: their counts change during the pass).
     for (int j = 0; j < kSuffixCandLists; ++j) {
-      const int64_t i = b * kSuffixCandLists + j;
-      if (__ldcg(st + kSuffixStatStored + j) >= M) atomicOr(&full[i >> 5], 1u << (i & 31));
+      if (__ldcg(st + kSuffixStatStored + j) >= M) mark_list_full(full, b, j);
     }
     const int32_t rep = st[kSuffixStatRep];
     // Pass 2 needs the groups of its members only; the others' hits then find no member.
