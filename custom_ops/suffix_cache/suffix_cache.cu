@@ -536,29 +536,35 @@ __device__ __forceinline__ int extend_match(const int64_t* x, const int64_t* y, 
 }
 
 // The occurrences of the cache: key = a packed candidate (request, offset, l), whose order is the
-// tie rule's (request number, offset).
+// tie rule's (request number, offset). Where each candidate's continuation lies is worked out once,
+// when the candidates are loaded (a 64-bit modulo and the row's length), into two shared arrays, so
+// that a block-path step reads one token per member and nothing else.
 struct CacheSource {
-  SuffixCache c;
-  __device__ int64_t token(unsigned long long key, int k, bool* has) const {
-    const int64_t cand = static_cast<int64_t>(key);
-    const int64_t r = suffix_cand_req(cand) % c.num_rows;
-    const int64_t pos = suffix_cand_off(cand) + k + 1;
-    *has = pos < c.rows[2 * r + 1];
-    return *has ? c.tokens[r * c.width + pos] : 0;
+  const int64_t* tokens;   // the cache's rows
+  const int64_t* next_at;  // shared, per candidate: index in `tokens` of the token after it
+  const int32_t* after;    // shared, per candidate: how many tokens its row holds after it
+  __device__ int64_t token(int j, unsigned long long, int k, bool* has) const {
+    *has = k < after[j];
+    return *has ? tokens[next_at[j] + k] : 0;
   }
-  __device__ int avail(unsigned long long key, int window) const {
-    const int64_t cand = static_cast<int64_t>(key);
-    const int64_t r = suffix_cand_req(cand) % c.num_rows;
-    return static_cast<int>(clamp_to<int64_t>(c.rows[2 * r + 1] - suffix_cand_off(cand) - 1, 0, window));
+  __device__ int avail(int j, unsigned long long, int window) const {
+    return after[j] < window ? after[j] : window;
   }
 };
 
-constexpr size_t kSearchSmem = sizeof(suffix_gpu::CoreShared);
+// The search's shared memory: the core's, then the candidates' continuation places.
+struct SearchShared {
+  suffix_gpu::CoreShared core;
+  int64_t next_at[kMaxSuffixCacheOccurrences];
+  int32_t after[kMaxSuffixCacheOccurrences];
+};
+constexpr size_t kSearchSmem = sizeof(SearchShared);
 static_assert(suffix_gpu::kCandCap >= kMaxSuffixCacheOccurrences, "the core holds every candidate");
 
 __global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(SuffixCacheQueryParams q) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  suffix_gpu::CoreShared& sh = *reinterpret_cast<suffix_gpu::CoreShared*>(smem_raw);
+  SearchShared& ss = *reinterpret_cast<SearchShared*>(smem_raw);
+  suffix_gpu::CoreShared& sh = ss.core;
   const int64_t b = blockIdx.x;
   const SuffixMatchParams& p = q.m;
   const int32_t* st = stat_row(q, b);
@@ -583,15 +589,18 @@ __global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(Suff
   const int64_t* end = v.row + v.n;  // one past the context's last token
   for (int j = threadIdx.x; j < n; j += suffix_gpu::kThreads) {
     int64_t e = cands[j];
+    const int64_t r = suffix_cand_req(e) % q.cache.num_rows;
+    const int64_t off = suffix_cand_off(e);
+    const int64_t* toks = q.cache.tokens + r * q.cache.width;
     if (!own) {
-      const int64_t* toks = q.cache.tokens + (suffix_cand_req(e) % q.cache.num_rows) * q.cache.width;
-      const int64_t off = suffix_cand_off(e);
       const int lim = static_cast<int>(min_of<int64_t>(c - 1, off + 1));  // l <= off: within the row
       const int l = extend_match<8>(toks + off, end - 1, 0, lim);
       e = suffix_cand_pack(suffix_cand_req(e), off, l);
     }
     sh.key[j] = static_cast<unsigned long long>(e);
     sh.len[j] = static_cast<uint8_t>(suffix_cand_len(e));
+    ss.next_at[j] = r * q.cache.width + off + 1;
+    ss.after[j] = static_cast<int32_t>(max_of<int64_t>(q.cache.rows[2 * r + 1] - off - 1, 0));
   }
   int64_t at_least = 0;
   int short_end = c, last_l = 0;  // n_L <= 32 from short_end on; the longest L that occurs
@@ -615,7 +624,7 @@ __global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(Suff
   for (int64_t k = 0; k < m_local; ++k) local = suffix_fadd(local, p.suffix_probs[b * K + k]);
 
   const suffix_gpu::CoreArgs a = suffix_gpu::core_args(p, v.cap, lmin, short_end, last_l, local);
-  suffix_gpu::core_search(sh, CacheSource{q.cache}, a);
+  suffix_gpu::core_search(sh, CacheSource{q.cache.tokens, ss.next_at, ss.after}, a);
   const suffix_gpu::Best best = sh.best_info;
   SUFFIX_PROF_SET(7, clock64());
   if (!(best.score > local)) return;  // uniform: every thread reads the same shared best

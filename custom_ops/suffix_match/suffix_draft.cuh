@@ -23,9 +23,9 @@
 // which threads run. Every float step is the correctly rounded helper of suffix_match.h in the CPU's
 // order (suffix_greedy_cpu.h).
 //
-// Source concept:
-//   int64_t token(uint64_t key, int k, bool* has) const;  // the token k + 1 places after the occurrence
-//   int avail(uint64_t key, int window) const;            // how many of its next `window` tokens exist
+// Source concept (j: the candidate's index in the shared list, key: its key; a source may use either):
+//   int64_t token(int j, uint64_t key, int k, bool* has) const;  // the token k + 1 places after it
+//   int avail(int j, uint64_t key, int window) const;            // how many of its next `window` exist
 #pragma once
 
 #include <cub/block/block_reduce.cuh>
@@ -73,20 +73,36 @@ __device__ __forceinline__ bool beats(float score, int L, const Best& b) {
   return score > b.score || (score == b.score && L > b.L);
 }
 
-// Block path: a step's most frequent next token (its count, table entry and least key; the largest
-// count wins, ties to the least key) and the members counted, reduced over the block in one pass.
+// Block path: a step's most frequent next token, reduced over the block in one pass: its table entry
+// (the largest count), a member that has it, how many entries share that count (a tie is rare and
+// resolved by a second pass over the tied entries only), and the members counted.
 struct StepTop {
   unsigned cnt;
   unsigned slot;
-  unsigned long long least;
+  unsigned owner;
+  unsigned ties;
   unsigned members;
 };
 
 struct StepTopMerge {
   __device__ __forceinline__ StepTop operator()(const StepTop& x, const StepTop& y) const {
-    StepTop r = (x.cnt > y.cnt || (x.cnt == y.cnt && x.least < y.least)) ? x : y;
+    StepTop r = x.cnt >= y.cnt ? x : y;
+    if (x.cnt == y.cnt) r.ties = x.ties + y.ties;
     r.members = x.members + y.members;
     return r;
+  }
+};
+
+// A tie between entries with the largest count goes to the least key among their members.
+struct TieTop {
+  unsigned long long least;
+  unsigned slot;
+  unsigned owner;
+};
+
+struct TieTopMerge {
+  __device__ __forceinline__ TieTop operator()(const TieTop& x, const TieTop& y) const {
+    return x.least <= y.least ? x : y;
   }
 };
 
@@ -97,15 +113,29 @@ struct DraftBuf {
   float probs[kMaxSuffixSpecTokens];
 };
 
+static_assert(kWarpSet * kMaxSuffixSpecTokens == kCandCap, "the block path's tokens reuse the warp path's");
+
 struct CoreShared {
   unsigned long long key[kCandCap];   // candidates: order key
   uint8_t len[kCandCap];              // match length l
   uint8_t alive[kCandCap];            // block path: still a member of the path's set
   uint16_t cslot[kCandCap];            // block path: the table entry of the member's next token
-  uint32_t tab_idx[kCandCap];         // next-token table: a member index + 1 with the token (0: free)
-  uint32_t tab_cnt[kCandCap];
-  unsigned long long tab_least[kCandCap];  // least key with the token (~0: free)
-  int64_t cont[kWarpSet][kMaxSuffixSpecTokens];  // warp path: continuation tokens, lane-major
+  // Next-token tables of the block path, two so that a step clears the previous step's while it
+  // loads its members' tokens: an entry is a member index + 1 with the token (0: free) and its
+  // count. A tie of one table is resolved in the other (the least key of each tied entry).
+  union NextTable {
+    struct {
+      uint32_t idx[kCandCap];
+      uint32_t cnt[kCandCap];
+    } c;
+    unsigned long long least[kCandCap];
+  } tab[2];
+  // The warp path's continuation tokens (lane-major), then, once it is done, the block path's next
+  // token of each member (read from shared memory by the table's probes).
+  union {
+    int64_t cont[kWarpSet][kMaxSuffixSpecTokens];
+    int64_t ntok[kCandCap];
+  };
   unsigned long long wkey[kWarpSet];  // warp path: its set, sorted by key
   int32_t wlen[kWarpSet];
   int32_t avail[kWarpSet];
@@ -126,6 +156,7 @@ struct CoreShared {
   union {
     typename cub::BlockReduce<unsigned long long, kThreads>::TempStorage l;
     typename cub::BlockReduce<StepTop, kThreads>::TempStorage t;
+    typename cub::BlockReduce<TieTop, kThreads>::TempStorage tie;
   } reduce;
 };
 
@@ -202,74 +233,129 @@ __device__ __forceinline__ int64_t draft_cut(int L, const CoreArgs& a) {
 }
 
 // Walks match length L over every candidate with l >= L (block path); the draft goes to sh.cur.
-// Every thread returns the same score and m. The table is clean on entry and left clean (each step's
-// reduction clears the entries it reads); thread t alone touches alive[j] and cslot[j] for j = t mod
-// kThreads, so a step needs two barriers: after the counts, and after the winner is published.
+// Every thread returns the same score and m. Both tables are clean on entry and left clean. A step:
+// every thread loads its live members' next tokens at once (one round trip) into shared memory;
+// then the lanes of a warp with the same token are grouped (__match_any_sync) and one lane per
+// group probes the table and adds the group's size, so a dominant token costs an atomic per warp,
+// not one per member (the same-address atomics of ~1000 members, and a load per member in turn,
+// were most of a step); then one block reduction finds the largest count. Only a tie between
+// entries asks for least keys, of the tied entries' members alone, in the other table. Thread t
+// alone touches alive[j] and cslot[j] for j = t mod kThreads; three barriers per step (six on a tie).
 template <class Src>
 __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit, const CoreArgs& a,
                             int* m_out) {
   using Reduce = cub::BlockReduce<StepTop, kThreads>;
+  using TieReduce = cub::BlockReduce<TieTop, kThreads>;
+  constexpr int kPer = kCandCap / kThreads;  // candidates per thread
   const int n = sh.n;
+  const int lane = threadIdx.x & 31;
   SUFFIX_PROF_ADD(10, 1);
   for (int j = threadIdx.x; j < n; j += kThreads) sh.alive[j] = sh.len[j] >= L;
   float prob = 1.0f, score = 0.0f;
-  int m = 0;
+  int m = 0, buf = 0;
   while (m < limit && L + m < a.depth) {
     SUFFIX_PROF_ADD(11, 1);
-    unsigned members = 0;
-    for (int j = threadIdx.x; j < n; j += kThreads) {
-      if (!sh.alive[j]) continue;
-      ++members;
+    uint32_t* idx = sh.tab[buf].c.idx;
+    uint32_t* cnt = sh.tab[buf].c.cnt;
+    // Bit i: this thread's i-th candidate (j = i * kThreads + t) is live / has a next token. Every
+    // load is issued before the first store, so that they are in flight together.
+    unsigned live_mask = 0, has_mask = 0;
+    int64_t tk[kPer];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int j = i * kThreads + static_cast<int>(threadIdx.x);
+      const bool live = j < n && sh.alive[j];
       bool has = false;
-      const int64_t tok = src.token(sh.key[j], m, &has);
-      if (!has) {
-        sh.cslot[j] = kNoSlot;
-        continue;
-      }
-      // Distinct next tokens <= members <= kCandCap: the probe always ends.
-      uint32_t h = static_cast<uint32_t>(suffix_mix64(static_cast<uint64_t>(tok))) & (kCandCap - 1);
-      while (true) {
-        const uint32_t o = atomicCAS(&sh.tab_idx[h], 0u, static_cast<uint32_t>(j) + 1);
-        bool same = o == 0;
-        if (!same) {
-          bool h2 = false;
-          same = src.token(sh.key[o - 1], m, &h2) == tok;
-        }
-        if (same) {
-          atomicAdd(&sh.tab_cnt[h], 1u);
-          atomicMin(&sh.tab_least[h], sh.key[j]);
-          sh.cslot[j] = static_cast<uint16_t>(h);
-          break;
-        }
-        h = (h + 1) & (kCandCap - 1);
-      }
+      tk[i] = live ? src.token(j, sh.key[j], m, &has) : 0;
+      live_mask |= live ? 1u << i : 0u;
+      has_mask |= has ? 1u << i : 0u;
+    }
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int j = i * kThreads + static_cast<int>(threadIdx.x);
+      if (!((live_mask >> i) & 1u)) continue;
+      sh.ntok[j] = tk[i];
+      sh.cslot[j] = kNoSlot;
+    }
+    const unsigned members = static_cast<unsigned>(__popc(live_mask));
+    for (int e = threadIdx.x; e < kCandCap; e += kThreads) {  // the previous step's table
+      sh.tab[buf ^ 1].c.idx[e] = 0;
+      sh.tab[buf ^ 1].c.cnt[e] = 0;
     }
     __syncthreads();
-    StepTop top{0u, 0u, ~0ull, members};
-    for (int j = threadIdx.x; j < kCandCap; j += kThreads) {
-      const unsigned cnt = sh.tab_cnt[j];
-      if (cnt == 0) continue;
-      const unsigned long long least = sh.tab_least[j];
-      if (cnt > top.cnt || (cnt == top.cnt && least < top.least)) {
-        top.cnt = cnt;
-        top.slot = static_cast<unsigned>(j);
-        top.least = least;
+    for (int i = 0; i * kThreads < n; ++i) {  // uniform over the block
+      const int j = i * kThreads + static_cast<int>(threadIdx.x);
+      const bool has = (has_mask >> i) & 1u;
+      const int64_t tok = has ? sh.ntok[j] : 0;
+      const unsigned group = __match_any_sync(kFull, static_cast<unsigned long long>(tok)) &
+                             __ballot_sync(kFull, has);
+      const int leader = __ffs(group) - 1;
+      uint32_t h = 0;
+      if (has && lane == leader) {
+        // Distinct next tokens <= members <= kCandCap: the probe always ends.
+        h = static_cast<uint32_t>(suffix_mix64(static_cast<uint64_t>(tok))) & (kCandCap - 1);
+        while (true) {
+          const uint32_t o = atomicCAS(&idx[h], 0u, static_cast<uint32_t>(j) + 1);
+          if (o == 0 || sh.ntok[o - 1] == tok) break;
+          h = (h + 1) & (kCandCap - 1);
+        }
+        atomicAdd(&cnt[h], static_cast<unsigned>(__popc(group)));
       }
-      sh.tab_idx[j] = 0;
-      sh.tab_cnt[j] = 0;
-      sh.tab_least[j] = ~0ull;
+      h = __shfl_sync(kFull, h, leader < 0 ? 0 : leader);
+      if (has) sh.cslot[j] = static_cast<uint16_t>(h);
+    }
+    __syncthreads();
+    StepTop top{0u, 0u, 0u, 0u, members};
+    for (int e = threadIdx.x; e < kCandCap; e += kThreads) {
+      const unsigned c = cnt[e];
+      if (c == 0) continue;
+      if (c > top.cnt) {
+        top.cnt = c;
+        top.slot = static_cast<unsigned>(e);
+        top.owner = idx[e] - 1;
+        top.ties = 1;
+      } else if (c == top.cnt) {
+        ++top.ties;
+      }
     }
     top = Reduce(sh.reduce.t).Reduce(top, StepTopMerge());
     if (threadIdx.x == 0) sh.step_top = top;
     __syncthreads();
-    const StepTop t = sh.step_top;
+    StepTop t = sh.step_top;
     if (t.cnt == 0) break;
     const float next = suffix_fmul(prob, suffix_ratio(t.cnt, t.members));
     if (!(next >= a.min_prob)) break;
+    if (t.ties > 1) {
+      // The other table is clean: its words at the tied entries hold their least keys, then are
+      // zeroed again.
+      unsigned long long* least = sh.tab[buf ^ 1].least;
+      for (int e = threadIdx.x; e < kCandCap; e += kThreads) {
+        if (cnt[e] == t.cnt) least[e] = ~0ull;
+      }
+      __syncthreads();
+      for (int j = threadIdx.x; j < n; j += kThreads) {
+        if (sh.alive[j] && sh.cslot[j] != kNoSlot && cnt[sh.cslot[j]] == t.cnt) {
+          atomicMin(&least[sh.cslot[j]], sh.key[j]);
+        }
+      }
+      __syncthreads();
+      TieTop tie{~0ull, 0u, 0u};
+      for (int e = threadIdx.x; e < kCandCap; e += kThreads) {
+        if (cnt[e] != t.cnt) continue;
+        if (least[e] < tie.least) tie = TieTop{least[e], static_cast<unsigned>(e), idx[e] - 1};
+        least[e] = 0;
+      }
+      tie = TieReduce(sh.reduce.tie).Reduce(tie, TieTopMerge());
+      if (threadIdx.x == 0) {
+        sh.step_top.slot = tie.slot;
+        sh.step_top.owner = tie.owner;
+      }
+      __syncthreads();
+      t = sh.step_top;
+    }
     prob = next;
-    if (threadIdx.x == 0) {
-      bool has_t = false;
-      sh.cur.tokens[m] = src.token(t.least, m, &has_t);
+    if (threadIdx.x == t.owner % kThreads) {  // the owner's thread: it alone writes ntok[owner]
+      sh.cur.tokens[m] = sh.ntok[t.owner];
       sh.cur.probs[m] = prob;
     }
     for (int j = threadIdx.x; j < n; j += kThreads) {
@@ -277,8 +363,14 @@ __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit
     }
     score = suffix_fadd(score, prob);
     ++m;
+    buf ^= 1;
   }
-  __syncthreads();  // every thread has read step_top, and sh.cur is complete
+  __syncthreads();  // every thread has read step_top and the tables, and sh.cur is complete
+  for (int e = threadIdx.x; e < kCandCap; e += kThreads) {
+    sh.tab[0].c.idx[e] = sh.tab[1].c.idx[e] = 0;
+    sh.tab[0].c.cnt[e] = sh.tab[1].c.cnt[e] = 0;
+  }
+  __syncthreads();
   *m_out = m;
   return score;
 }
@@ -345,14 +437,14 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
 #pragma unroll
           for (int u = 0; u < 8; ++u) {
             bool has = false;
-            t[u] = k0 + u < window ? src.token(mine, k0 + u, &has) : 0;
+            t[u] = k0 + u < window ? src.token(me, mine, k0 + u, &has) : 0;
           }
 #pragma unroll
           for (int u = 0; u < 8; ++u) {
             if (k0 + u < window) sh.cont[rank][k0 + u] = t[u];
           }
         }
-        sh.avail[rank] = src.avail(mine, window);
+        sh.avail[rank] = src.avail(me, mine, window);
       }
       __syncwarp();
     }
@@ -448,9 +540,8 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
     if (!worth_walking(sh, L, limit, a.depth, a.bar)) continue;
     if (!clean) {
       for (int j = threadIdx.x; j < kCandCap; j += kThreads) {
-        sh.tab_idx[j] = 0;
-        sh.tab_cnt[j] = 0;
-        sh.tab_least[j] = ~0ull;
+        sh.tab[0].c.idx[j] = sh.tab[1].c.idx[j] = 0;
+        sh.tab[0].c.cnt[j] = sh.tab[1].c.cnt[j] = 0;
       }
       __syncthreads();
       clean = true;

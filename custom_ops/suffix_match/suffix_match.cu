@@ -80,12 +80,12 @@ struct SearchShared {
 struct HistorySource {
   const int64_t* row;
   int64_t n;
-  __device__ int64_t token(unsigned long long key, int k, bool* has) const {
+  __device__ int64_t token(int, unsigned long long key, int k, bool* has) const {
     const int64_t at = static_cast<int64_t>(key) + k + 1;
     *has = at <= n - 1;
     return *has ? row[at] : 0;
   }
-  __device__ int avail(unsigned long long key, int window) const {
+  __device__ int avail(int, unsigned long long key, int window) const {
     return static_cast<int>(clamp_to<int64_t>(n - 1 - static_cast<int64_t>(key), 0, window));
   }
 };
@@ -419,15 +419,15 @@ __device__ __forceinline__ bool slow_table_add(SearchShared& sh, const int64_t* 
   const uint32_t me = static_cast<uint32_t>(i) + 1;
   uint32_t slot = static_cast<uint32_t>(h) & (kCandCap - 1);
   for (int probe = 0; probe < kCandCap; ++probe) {
-    uint32_t o = atomicCAS(&sh.core.tab_idx[slot], 0u, me);
+    uint32_t o = atomicCAS(&sh.core.tab[0].c.idx[slot], 0u, me);
     if (o == 0) {
-      atomicAdd(&sh.core.tab_cnt[slot], 1u);
+      atomicAdd(&sh.core.tab[0].c.cnt[slot], 1u);
       return true;
     }
     // Any value read is a member with this entry's token (atomicMin keeps it one).
     if (row[static_cast<int64_t>(o) - 1 + k + 1] == tok) {
-      atomicMin(&sh.core.tab_idx[slot], me);
-      atomicAdd(&sh.core.tab_cnt[slot], 1u);
+      atomicMin(&sh.core.tab[0].c.idx[slot], me);
+      atomicAdd(&sh.core.tab[0].c.cnt[slot], 1u);
       return true;
     }
     slot = (slot + 1) & (kCandCap - 1);
@@ -452,8 +452,8 @@ __device__ StepResult slow_step(SearchShared& sh, const int64_t* row, int64_t n,
   unsigned long long best = 0;  // thread 0's running best (count << 32 | ~position)
   while (true) {
     for (int j = threadIdx.x; j < kCandCap; j += kThreads) {
-      sh.core.tab_idx[j] = 0;
-      sh.core.tab_cnt[j] = 0;
+      sh.core.tab[0].c.idx[j] = 0;
+      sh.core.tab[0].c.cnt[j] = 0;
     }
     if (threadIdx.x == 0) sh.overflow = 0;
     __syncthreads();
@@ -480,9 +480,9 @@ __device__ StepResult slow_step(SearchShared& sh, const int64_t* row, int64_t n,
     }
     unsigned long long key = 0;
     for (int j = threadIdx.x; j < kCandCap; j += kThreads) {
-      const uint32_t o = sh.core.tab_idx[j];
+      const uint32_t o = sh.core.tab[0].c.idx[j];
       if (o == 0) continue;
-      const unsigned long long e = (static_cast<unsigned long long>(sh.core.tab_cnt[j]) << 32) |
+      const unsigned long long e = (static_cast<unsigned long long>(sh.core.tab[0].c.cnt[j]) << 32) |
                                    (0xffffffffull - (o - 1));
       key = key > e ? key : e;
     }
