@@ -84,6 +84,14 @@ __device__ __forceinline__ int32_t* list_count(const SuffixCacheQueryParams& q, 
 
 // ---- insert -------------------------------------------------------------------------------------
 
+// Removes the first `len` positions of row r from the counts (the block's threads together).
+__device__ __forceinline__ void uncount_row(const SuffixCache& c, int64_t r, int64_t len) {
+  for (int64_t off = threadIdx.x; off < len; off += blockDim.x) {
+    const int64_t at = suffix_count_index(c.keys[r * c.width + off], c);
+    if (at >= 0) atomicSub(&c.counts[at], 1);
+  }
+}
+
 __global__ void __launch_bounds__(kScanThreads) insert_states_kernel(SuffixCacheInsertParams p) {
   using Scan = cub::BlockScan<int64_t, kScanThreads>;
   __shared__ typename Scan::TempStorage tmp;
@@ -112,8 +120,12 @@ __global__ void __launch_bounds__(kScanThreads) insert_states_kernel(SuffixCache
       // Of the requests begun in this chunk, only the last one of each row takes it (the CPU's
       // sequential overwrites).
       if (q + R > base + total - 1) {
+        // The row's previous response leaves the counts in the append kernel (a block per slot,
+        // not this one block): its length is left there as -length - 1, unless an earlier chunk
+        // of this call already took the row (its request never added a token).
+        const int64_t len = p.cache.rows[2 * (q % R) + 1];
         p.cache.rows[2 * (q % R)] = q;
-        p.cache.rows[2 * (q % R) + 1] = 0;
+        p.cache.rows[2 * (q % R) + 1] = len < 0 ? len : -len - 1;
       }
     }
     __syncthreads();
@@ -141,15 +153,23 @@ __global__ void __launch_bounds__(128) insert_append_kernel(SuffixCacheInsertPar
   const int64_t P = clamp_to<int64_t>(p.prompt_lens[b], 0, W);
   const int64_t s = clamp_to<int64_t>(p.step_idx[b], 0, W - P);
   const int64_t* resp = p.token_ids_all + b * W + P;
-  const int64_t have = c.rows[2 * r + 1];
+  int64_t have = c.rows[2 * r + 1];
+  const bool taken = have < 0;  // the request began here: the row's previous response leaves
+  if (taken) {
+    uncount_row(c, r, -have - 1);
+    have = 0;
+    __syncthreads();  // its keys are read before they are overwritten
+  }
   const int64_t upto = min_of<int64_t>(s, c.width);
   for (int64_t off = have + threadIdx.x; off < upto; off += blockDim.x) {
     c.tokens[r * c.width + off] = resp[off];
-    c.keys[r * c.width + off] =
-        off >= c.key_len - 1 ? suffix_cache_key(resp + off - c.key_len + 1, c.key_len) : 0;
+    const int32_t key = off >= c.key_len - 1 ? suffix_cache_key(resp + off - c.key_len + 1, c.key_len) : 0;
+    c.keys[r * c.width + off] = key;
+    const int64_t at = suffix_count_index(key, c);
+    if (at >= 0) atomicAdd(&c.counts[at], 1);
   }
   __syncthreads();  // every thread has read `have` and the slot's state
-  if (threadIdx.x == 0 && upto > have) c.rows[2 * r + 1] = upto;
+  if (threadIdx.x == 0 && (upto > have || taken)) c.rows[2 * r + 1] = max_of(upto, have);
   if (threadIdx.x == 0 && closing) p.slots[b] = kSuffixSlotFree;
 }
 
@@ -158,13 +178,17 @@ __global__ void finish_kernel(const int32_t* finished, int64_t* slots, int64_t b
   if (b < batch && finished[b] != 0) slots[b] = kSuffixSlotDetached;
 }
 
+// A block per row (grid-stride): an evicted row's response leaves the counts, then the row is empty.
 __global__ void evict_kernel(SuffixCache cache, const int64_t* counter, int64_t keep) {
-  const int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (r >= cache.num_rows) return;
-  const int64_t q = cache.rows[2 * r];
-  if (q >= 0 && q < *counter - keep) {
-    cache.rows[2 * r] = -1;
-    cache.rows[2 * r + 1] = 0;
+  for (int64_t r = blockIdx.x; r < cache.num_rows; r += gridDim.x) {
+    const int64_t q = cache.rows[2 * r];
+    if (!(q >= 0 && q < *counter - keep)) continue;  // uniform over the block
+    uncount_row(cache, r, cache.rows[2 * r + 1]);
+    __syncthreads();  // every thread has read the row's state
+    if (threadIdx.x == 0) {
+      cache.rows[2 * r] = -1;
+      cache.rows[2 * r + 1] = 0;
+    }
   }
 }
 
@@ -193,7 +217,12 @@ __global__ void __launch_bounds__(kThreads) query_prep_kernel(SuffixCacheQueryPa
     rep = static_cast<int32_t>(b);
     q.source[b] = 0;
     st[kSuffixStatCtx] = query ? c : 0;
-    st[kSuffixStatKey] = query ? suffix_cache_key(v.row + v.n - G, G) : 0;
+    const int32_t key = query ? suffix_cache_key(v.row + v.n - G, G) : 0;
+    st[kSuffixStatKey] = key;
+    // n_1 when the cache counts the context's last token (G = 1): the scan then knows before it
+    // starts whether that token's hits are the candidates (n_1 <= M) or need a longer match.
+    const int64_t at = query ? suffix_count_index(key, q.cache) : -1;
+    st[kSuffixStatCount] = at >= 0 ? q.cache.counts[at] : -1;
     st[kSuffixStatN] = static_cast<int32_t>(v.n);
     st[kSuffixStatHits] = 0;
     st[kSuffixStatList] = -1;
@@ -237,6 +266,15 @@ constexpr uint64_t kScanTableLoad = 8;    // the scans' table entries per slot w
 constexpr uint32_t kMinScanTable = 1024;
 constexpr uint32_t kMaxScanTable = 2048;  // past it, two entries per slot
 
+// How the scan treats a querying slot's group and members (from n_1 = count of its last token, which
+// prep reads from the cache's counts when the token is counted):
+constexpr int kScanned = 0;          // not counted (G > 1, a hashed or large token): the scan counts
+                                     // the group's hits, lists them, and finds members through it
+constexpr int kCountedRare = 1;      // n_1 <= M: the group's hits are listed; nothing else (the search
+                                     // measures their match lengths)
+constexpr int kCountedFrequent = 2;  // n_1 > M: no group work at all; members are found by their last
+                                     // two tokens, the only hits that can have l >= 2
+
 // Pass 1 aggregates the counts of short matches per block in shared memory when the batch is at
 // most kAggSlots, and flushes them once.
 constexpr int kAggSlots = 256;
@@ -244,7 +282,7 @@ constexpr int kAggLen = 8;
 
 // The scans' shared memory (byte offsets): B the batch, T the tables' size.
 struct ScanLayout {
-  size_t prev, tkey, trep, tmem, srep, sctx, sn, agg_hits, agg_hist, full, bytes;
+  size_t prev, tkey, trep, tmem, srep, sctx, sn, skind, agg_hits, agg_hist, full, bytes;
 };
 __host__ __device__ __forceinline__ ScanLayout scan_layout(int64_t B, uint32_t T, bool hist) {
   ScanLayout s;
@@ -256,6 +294,7 @@ __host__ __device__ __forceinline__ ScanLayout scan_layout(int64_t B, uint32_t T
   s.srep = at;      at += sizeof(int32_t) * B;
   s.sctx = at;      at += sizeof(int32_t) * B;
   s.sn = at;        at += sizeof(int32_t) * B;
+  s.skind = at;     at += sizeof(int32_t) * B;
   s.agg_hits = at;  at += sizeof(int32_t) * B;
   s.agg_hist = at;  at += hist ? sizeof(int32_t) * B * kAggLen : 0;
   s.full = at;      at += sizeof(uint32_t) * ((B * kSuffixCandLists + 31) / 32);  // a bit per list
@@ -312,6 +351,7 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
   int32_t* srep = reinterpret_cast<int32_t*>(scan_smem + lay.srep);   // a member's group
   int32_t* sctx = reinterpret_cast<int32_t*>(scan_smem + lay.sctx);   // a slot's c (0: not querying)
   int32_t* sn = reinterpret_cast<int32_t*>(scan_smem + lay.sn);       // a slot's history length N
+  int32_t* skind = reinterpret_cast<int32_t*>(scan_smem + lay.skind); // kScanned / kCountedRare / kCountedFrequent
   int32_t* agg_hits = reinterpret_cast<int32_t*>(scan_smem + lay.agg_hits);  // pass 1: hits per group
   int32_t* agg_hist = reinterpret_cast<int32_t*>(scan_smem + lay.agg_hist);
   uint32_t* full = reinterpret_cast<uint32_t*>(scan_smem + lay.full);
@@ -327,6 +367,8 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
     tmem[j] = -1;
   }
   for (int64_t j = threadIdx.x; j < (B * kSuffixCandLists + 31) / 32; j += kThreads) full[j] = 0;
+  __shared__ int any_frequent;  // some member is matched on its last two tokens
+  if (threadIdx.x == 0) any_frequent = 0;
   if (agg) {
     for (int64_t j = threadIdx.x; j < B * kAggLen; j += kThreads) agg_hist[j] = 0;
   }
@@ -343,21 +385,28 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
       if (__ldcg(st + kSuffixStatStored + j) >= M) mark_list_full(full, b, j);
     }
     const int32_t rep = st[kSuffixStatRep];
-    // Pass 2 needs the groups of its members only; the others' hits then find no member.
-    if (rep == b && (pass == 1 || st[kSuffixStatHits] > M)) {
-      const int32_t key = st[kSuffixStatKey];
+    const int32_t key = st[kSuffixStatKey];
+    const int32_t n1 = st[kSuffixStatCount];
+    const int kind = n1 < 0 ? kScanned : (n1 <= M ? kCountedRare : kCountedFrequent);
+    skind[b] = kind;
+    // Pass 2 needs the scanned groups of its members only; the others' hits then find no member.
+    if (rep == b && kind != kCountedFrequent && (pass == 1 || st[kSuffixStatHits] > M)) {
       uint32_t h = table_hash(key, bits);
       while (atomicCAS(&trep[h], -1, static_cast<int32_t>(b)) != -1) h = (h + 1) & mask;
       tkey[h] = key;
     }
-    const bool member = ctx_len >= G + 2 &&
+    const bool member = ctx_len >= G + 2 && kind != kCountedRare &&
                         (pass == 1 || (st[kSuffixStatHits] > M && st[kSuffixStatLmin] > G + J &&
                                        st[kSuffixStatLmin] < ctx_len));
     if (member) {
+      // A scanned group's member is found through its group, a frequent token's by its last two
+      // tokens (the key is the token): srep holds the group, or the token.
       const int64_t prev = p.token_ids_all[b * W + sn[b] - 1 - G];
-      srep[b] = rep;
+      const int32_t via = kind == kScanned ? rep : key;
+      srep[b] = via;
       sprev[b] = prev;
-      uint32_t h = member_hash(rep, prev, mask);
+      if (kind == kCountedFrequent) atomicOr(&any_frequent, 1);
+      uint32_t h = member_hash(via, prev, mask);
       while (atomicCAS(&tmem[h], -1, static_cast<int32_t>(b)) != -1) h = (h + 1) & mask;
     }
   }
@@ -393,49 +442,59 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
         }
       }
       if (pass == 1) {
-        // The lanes of one group count and offer their hits together: one shared and at most one
-        // global atomic per group and line.
+        // The lanes of one group count (a scanned group) and offer their hits together: one shared
+        // and at most one global atomic per group and line.
         const unsigned peers = __match_any_sync(kFull, g);
         if (g >= 0) {
           const int leader = __ffs(peers) - 1;
           const int n = __popc(peers);
           int at = 0;
           if (lane == leader) {
-            atomicAdd(&agg_hits[g], n);
+            if (skind[g] == kScanned) atomicAdd(&agg_hits[g], n);
             at = offer(q, full, g, 0, n);
           }
           at = __shfl_sync(peers, at, leader) + __popc(peers & ((1u << lane) - 1));
           if (at < M) cand_list(q, g, 0)[at] = suffix_cand_pack(req, off, 0);
         }
       }
-      if (g < 0 || off < G) continue;
+      if (off < G) continue;
+      const bool scanned = g >= 0 && skind[g] == kScanned;
+      const bool exact = any_frequent && off < len && suffix_cache_key_exact(key, G);
+      if (!scanned && !exact) continue;
       const int64_t before = suffix_cache_key_exact(key_before, G) ? key_before : toks[off - G];
-      for (uint32_t h2 = member_hash(g, before, mask); tmem[h2] != -1; h2 = (h2 + 1) & mask) {
-        const int32_t s = tmem[h2];
-        if (srep[s] != g || sprev[s] != before) continue;
-        // l >= G + 1 so far; up to c - 1, and within the row (l <= off + 1).
-        const int64_t* send = p.token_ids_all + s * W + sn[s];
-        // A token per round trip: most member hits end within a token or two, and comparing 4 or 2
-        // at a time (extend_match) read more than they saved: B = 64 with 100k cached responses
-        // 1211 -> 1302 (2) -> 1511 us (4) per step (docs/perf/suffix_cache_notes.md, section 7).
-        const int lim = min_of<int>(sctx[s] - 1, off + 1);
-        int l = G + 1;
-        while (l < lim && toks[off - l] == send[-1 - l]) ++l;
-        int32_t* sst = stat_row(q, s);
-        const int64_t e = suffix_cand_pack(req, off, l);
-        if (pass == 1) {
-          if (agg && l < kAggLen) {
-            atomicAdd(&agg_hist[s * kAggLen + l], 1);
-          } else {
-            atomicAdd(&sst[kSuffixStatHist + l], 1);
+      // The members whose last G + 1 tokens end here: of a scanned group, through the group; of a
+      // frequent token (G = 1), by the token itself and the one before.
+      for (int route = 0; route < 2; ++route) {
+        if (route == 0 ? !scanned : !exact) continue;
+        const int32_t via = route == 0 ? g : key;
+        const int want = route == 0 ? kScanned : kCountedFrequent;
+        for (uint32_t h2 = member_hash(via, before, mask); tmem[h2] != -1; h2 = (h2 + 1) & mask) {
+          const int32_t s = tmem[h2];
+          if (skind[s] != want || srep[s] != via || sprev[s] != before) continue;
+          // l >= G + 1 so far; up to c - 1, and within the row (l <= off + 1).
+          const int64_t* send = p.token_ids_all + s * W + sn[s];
+          // A token per round trip: most member hits end within a token or two, and comparing 4 or
+          // 2 at a time (extend_match) read more than they saved: B = 64 with 100k cached responses
+          // 1211 -> 1302 (2) -> 1511 us (4) per step (docs/perf/suffix_cache_notes.md, section 7).
+          const int lim = min_of<int>(sctx[s] - 1, off + 1);
+          int l = G + 1;
+          while (l < lim && toks[off - l] == send[-1 - l]) ++l;
+          int32_t* sst = stat_row(q, s);
+          const int64_t e = suffix_cand_pack(req, off, l);
+          if (pass == 1) {
+            if (agg && l < kAggLen) {
+              atomicAdd(&agg_hist[s * kAggLen + l], 1);
+            } else {
+              atomicAdd(&sst[kSuffixStatHist + l], 1);
+            }
+            for (int j = 1; j <= J && G + j <= l; ++j) {
+              const int at = offer(q, full, s, j, 1);
+              if (at < M) cand_list(q, s, j)[at] = e;
+            }
+          } else if (l >= sst[kSuffixStatLmin]) {
+            const int at = atomicAdd(list_count(q, s, J), 1);
+            if (at < M) cand_list(q, s, J)[at] = e;  // at < M always: n_{L_min} <= M
           }
-          for (int j = 1; j <= J && G + j <= l; ++j) {
-            const int at = offer(q, full, s, j, 1);
-            if (at < M) cand_list(q, s, j)[at] = e;
-          }
-        } else if (l >= sst[kSuffixStatLmin]) {
-          const int at = atomicAdd(list_count(q, s, J), 1);
-          if (at < M) cand_list(q, s, J)[at] = e;  // at < M always: n_{L_min} <= M
         }
       }
     }
@@ -469,7 +528,7 @@ __global__ void __launch_bounds__(kThreads) query_prep2_kernel(SuffixCacheQueryP
   const int G = q.cache.key_len;
   const int M = q.max_occurrences;
   const int J = kSuffixMemberLists;
-  const int64_t n = stat_row(q, st[kSuffixStatRep])[kSuffixStatGroup];
+  const int64_t n = st[kSuffixStatCount] >= 0 ? st[kSuffixStatCount] : stat_row(q, st[kSuffixStatRep])[kSuffixStatGroup];
   int64_t longer = 0;
   for (int L = G + 1 + lane; L < c; L += 32) longer += st[kSuffixStatHist + L];
   for (int o = 16; o > 0; o >>= 1) longer += __shfl_xor_sync(kFull, longer, o);
@@ -557,7 +616,11 @@ struct SearchShared {
   suffix_gpu::CoreShared core;
   int64_t next_at[kMaxSuffixCacheOccurrences];
   int32_t after[kMaxSuffixCacheOccurrences];
+  int64_t ctx[kMaxSuffixTreeDepth];   // the context, ctx[c - 1] its last token
+  int32_t hist[kMaxSuffixTreeDepth];  // the scan's hits with l == L, for L in [L_min, c)
 };
+constexpr int kLoadPer = kMaxSuffixCacheOccurrences / suffix_gpu::kThreads;  // candidates per thread
+constexpr int kFirstRound = 4;  // match tokens compared for every candidate at once
 constexpr size_t kSearchSmem = sizeof(SearchShared);
 static_assert(suffix_gpu::kCandCap >= kMaxSuffixCacheOccurrences, "the core holds every candidate");
 
@@ -586,26 +649,61 @@ __global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(Suff
   const int64_t from = own ? b : st[kSuffixStatRep];
   const int n = min_of<int>(*list_count(q, from, list), M);
   const int64_t* cands = cand_list(q, from, list);
-  const int64_t* end = v.row + v.n;  // one past the context's last token
-  for (int j = threadIdx.x; j < n; j += suffix_gpu::kThreads) {
-    int64_t e = cands[j];
-    const int64_t r = suffix_cand_req(e) % q.cache.num_rows;
-    const int64_t off = suffix_cand_off(e);
-    const int64_t* toks = q.cache.tokens + r * q.cache.width;
-    if (!own) {
-      const int lim = static_cast<int>(min_of<int64_t>(c - 1, off + 1));  // l <= off: within the row
-      const int l = extend_match<8>(toks + off, end - 1, 0, lim);
+  // The context and the histogram into shared memory, a load per thread (read serially from global
+  // memory, the histogram's ~60 loads were a chain of round trips).
+  // A group's list (own == false) has its match lengths measured below, and counted here too: a
+  // counted group has no member path in the scan to count them.
+  for (int k = threadIdx.x; k < kMaxSuffixTreeDepth; k += suffix_gpu::kThreads) {
+    if (k < c) ss.ctx[k] = v.row[v.n - c + k];
+    ss.hist[k] = own && k >= lmin && k < c ? st[kSuffixStatHist + k] : 0;
+  }
+  __syncthreads();
+  // Each thread's candidates (at most kLoadPer) together: their places, and for a group's list
+  // (match lengths not measured yet) the first kFirstRound tokens of each, every load in flight at
+  // once; the rare longer matches then go on a candidate at a time.
+  int64_t ev[kLoadPer], rv[kLoadPer];
+  int limv[kLoadPer];
+#pragma unroll
+  for (int i = 0; i < kLoadPer; ++i) {
+    const int j = i * suffix_gpu::kThreads + static_cast<int>(threadIdx.x);
+    ev[i] = j < n ? cands[j] : 0;
+    rv[i] = suffix_cand_req(ev[i]) % q.cache.num_rows;
+    limv[i] = j < n && !own ? static_cast<int>(min_of<int64_t>(c - 1, suffix_cand_off(ev[i]) + 1)) : 0;
+  }
+  int64_t tok[kLoadPer][kFirstRound];
+#pragma unroll
+  for (int i = 0; i < kLoadPer; ++i) {
+    const int64_t* at = q.cache.tokens + rv[i] * q.cache.width + suffix_cand_off(ev[i]);
+#pragma unroll
+    for (int u = 0; u < kFirstRound; ++u) tok[i][u] = u < limv[i] ? at[-u] : 0;
+  }
+#pragma unroll
+  for (int i = 0; i < kLoadPer; ++i) {
+    const int j = i * suffix_gpu::kThreads + static_cast<int>(threadIdx.x);
+    if (j >= n) continue;
+    const int64_t off = suffix_cand_off(ev[i]);
+    const int64_t row_at = rv[i] * q.cache.width;
+    int64_t e = ev[i];
+    if (!own) {  // l <= off: within the row; l <= c - 1
+      int l = 0;
+#pragma unroll
+      for (int u = 0; u < kFirstRound; ++u) l += (l == u && u < limv[i] && tok[i][u] == ss.ctx[c - 1 - u]) ? 1 : 0;
+      if (l == kFirstRound && l < limv[i]) {
+        l = extend_match<8>(q.cache.tokens + row_at + off, ss.ctx + c - 1, l, limv[i]);
+      }
       e = suffix_cand_pack(suffix_cand_req(e), off, l);
+      atomicAdd(&ss.hist[l], 1);
     }
     sh.key[j] = static_cast<unsigned long long>(e);
     sh.len[j] = static_cast<uint8_t>(suffix_cand_len(e));
-    ss.next_at[j] = r * q.cache.width + off + 1;
-    ss.after[j] = static_cast<int32_t>(max_of<int64_t>(q.cache.rows[2 * r + 1] - off - 1, 0));
+    ss.next_at[j] = row_at + off + 1;
+    ss.after[j] = static_cast<int32_t>(max_of<int64_t>(q.cache.rows[2 * rv[i] + 1] - off - 1, 0));
   }
+  __syncthreads();
   int64_t at_least = 0;
   int short_end = c, last_l = 0;  // n_L <= 32 from short_end on; the longest L that occurs
   for (int L = c - 1; L >= lmin; --L) {
-    at_least += st[kSuffixStatHist + L];
+    at_least += ss.hist[L];
     if (at_least >= 1 && last_l == 0) last_l = L;
     if (at_least <= suffix_gpu::kWarpSet) short_end = L;
   }
@@ -693,7 +791,7 @@ cudaError_t suffix_cache_finish_gpu(const int32_t* finished, int64_t* slots, int
 
 cudaError_t suffix_cache_evict_gpu(const SuffixCache& cache, const int64_t* counter, int64_t keep,
                                    cudaStream_t stream) {
-  const unsigned grid = static_cast<unsigned>((cache.num_rows + 255) / 256);
+  const unsigned grid = static_cast<unsigned>(min_of<int64_t>(cache.num_rows, 4096));
   evict_kernel<<<grid, 256, 0, stream>>>(cache, counter, keep);
   return FDSPEC_LAUNCH_STATUS(stream);
 }

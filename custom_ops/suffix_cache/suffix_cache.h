@@ -27,6 +27,7 @@ namespace fdspec {
 constexpr int kMaxSuffixCacheKeyLen = 8;           // G: tokens hashed into a position's key
 constexpr int64_t kMaxSuffixCacheWidth = 1 << 16;   // a row's width (offsets fit 16 bits of a candidate)
 constexpr int64_t kMaxSuffixCacheRows = int64_t{1} << 30;
+constexpr int64_t kMaxSuffixCacheVocab = int64_t{1} << 31;  // V: counted tokens are int32 keys
 constexpr int kMaxSuffixCacheOccurrences = 1024;   // M: the most occurrences a global match length may have
 constexpr int kMinSuffixCacheOccurrences = 32;
 constexpr int kMaxSuffixCacheBatch = 2048;         // slots a query serves (its per-block key table)
@@ -49,7 +50,8 @@ constexpr int kSuffixStatN = 261;                  // N, the querying slot's his
 constexpr int kSuffixStatRep = 262;                // the slot's group: least querying slot with its last G tokens
 constexpr int kSuffixStatGroup = 263;              // a group's hits (occurrences of its last G tokens), at its rep
 constexpr int kSuffixStatStored = 264;             // [264, 264 + kSuffixCandLists): entries offered to list j
-constexpr int kSuffixStatCols = kSuffixStatStored + kSuffixCandLists;
+constexpr int kSuffixStatCount = kSuffixStatStored + kSuffixCandLists;  // n_1 from the counts, -1: scanned
+constexpr int kSuffixStatCols = kSuffixStatCount + 1;
 static_assert(kMaxSuffixTreeDepth <= 256, "match lengths are stored in 8 bits of a candidate");
 
 // Slot states in cache_slots: the request number the slot writes to, or one of these.
@@ -63,7 +65,18 @@ struct SuffixCache {
   int64_t num_rows;    // R >= 1
   int64_t width;       // 1 .. kMaxSuffixCacheWidth
   int key_len;         // G, 1 .. kMaxSuffixCacheKeyLen
+  int32_t* counts;     // [V] int32 (G = 1): occurrences of each token t < V in the cached responses
+  int64_t vocab;       // V (0: nothing counted; the binding's choice when R * width >= 2^31, where
+                       // an int32 count could overflow)
 };
+
+// Where a position's key is counted in `counts`: with G = 1 the key of a token t in [0, V) is t
+// itself, counted at t; other keys (hashed, larger tokens, G > 1) are not counted (-1). The insert,
+// the ring's evictions and suffix_cache_evict keep the counts exact, so that the GPU query knows how
+// often a context's last token occurs before it scans (docs/contract/suffix.md).
+FDSPEC_HD int64_t suffix_count_index(int32_t key, const SuffixCache& c) {
+  return c.key_len == 1 && key >= 0 && key < c.vocab ? key : -1;
+}
 
 struct SuffixCacheInsertParams {
   const int64_t* token_ids_all;     // [>= B, W] int64 (the layout of suffix_match)

@@ -74,6 +74,14 @@ SuffixDraft global_draft(const SuffixCacheQueryParams& q, const int64_t* ctx, in
   return best;
 }
 
+// Adds `delta` to the counts of the keys of row r's positions [from, to).
+void count_keys(const SuffixCache& cache, int64_t r, int64_t from, int64_t to, int32_t delta) {
+  for (int64_t off = from; off < to; ++off) {
+    const int64_t at = suffix_count_index(cache.keys[r * cache.width + off], cache);
+    if (at >= 0) cache.counts[at] += delta;
+  }
+}
+
 }  // namespace
 
 void suffix_cache_insert_cpu(const SuffixCacheInsertParams& p) {
@@ -91,6 +99,7 @@ void suffix_cache_insert_cpu(const SuffixCacheInsertParams& p) {
     if (p.slots[b] != kSuffixSlotFree) continue;
     const int64_t q = (*p.counter)++;
     p.slots[b] = q;
+    if (cache.rows[2 * (q % R)] >= 0) count_keys(cache, q % R, 0, cache.rows[2 * (q % R) + 1], -1);
     cache.rows[2 * (q % R)] = q;  // evicts request q - R
     cache.rows[2 * (q % R) + 1] = 0;
   }
@@ -114,6 +123,7 @@ void suffix_cache_insert_cpu(const SuffixCacheInsertParams& p) {
       cache.keys[r * cache.width + off] =
           off >= cache.key_len - 1 ? suffix_cache_key(resp + off - cache.key_len + 1, cache.key_len) : 0;
     }
+    count_keys(cache, r, have, upto, 1);
     if (upto > have) cache.rows[2 * r + 1] = upto;
     if (closing) p.slots[b] = kSuffixSlotFree;
   }
@@ -128,6 +138,7 @@ void suffix_cache_finish_cpu(const int32_t* finished, int64_t* slots, int64_t ba
 void suffix_cache_evict_cpu(const SuffixCache& cache, const int64_t* counter, int64_t keep) {
   for (int64_t r = 0; r < cache.num_rows; ++r) {
     if (cache.rows[2 * r] >= 0 && cache.rows[2 * r] < *counter - keep) {
+      count_keys(cache, r, 0, cache.rows[2 * r + 1], -1);
       cache.rows[2 * r] = -1;
       cache.rows[2 * r + 1] = 0;
     }

@@ -42,6 +42,7 @@ namespace {
 constexpr int64_t kK = 5, kVocab = 32000, kNonBinding = int64_t{1} << 40;
 constexpr int kDepth = 64, kM = 1024;
 constexpr int64_t kWidth = 512, kHistory = 2048;
+constexpr int64_t kCountedVocab = int64_t{1} << 18;  // the cache counts tokens below it (the Python default)
 
 using harness::DevVec;
 
@@ -188,10 +189,10 @@ struct Texts {
 struct HostCache {
   int64_t R = 0;
   std::vector<int64_t> tokens, rows, counter{0};
-  std::vector<int32_t> keys;
+  std::vector<int32_t> keys, counts = std::vector<int32_t>(kCountedVocab, 0);
   std::vector<std::vector<int64_t>> responses;
   fdspec::SuffixCache view() {
-    return fdspec::SuffixCache{tokens.data(), keys.data(), rows.data(), R, kWidth, 1};
+    return fdspec::SuffixCache{tokens.data(), keys.data(), rows.data(), R, kWidth, 1, counts.data(), kCountedVocab};
   }
 };
 
@@ -243,15 +244,15 @@ Match make_query(int64_t B, const HostCache& h) {
 
 struct DevCache {
   DevVec<int64_t> tokens, rows, counter, slots, cand;
-  DevVec<int32_t> keys, stat, source;
+  DevVec<int32_t> keys, stat, source, counts;
   int64_t R;
   DevCache(const HostCache& h, int64_t B)
       : tokens(h.tokens), rows(h.rows), counter(h.counter),
         slots(std::vector<int64_t>(B, fdspec::kSuffixSlotFree)), cand(std::vector<int64_t>(B * fdspec::kSuffixCandLists * kM, 0)),
         keys(h.keys), stat(std::vector<int32_t>((B + 1) * fdspec::kSuffixStatCols, 0)),
-        source(std::vector<int32_t>(B, 0)), R(h.R) {}
+        source(std::vector<int32_t>(B, 0)), counts(h.counts), R(h.R) {}
   fdspec::SuffixCache view() const {
-    return fdspec::SuffixCache{tokens.ptr(), keys.ptr(), rows.ptr(), R, kWidth, 1};
+    return fdspec::SuffixCache{tokens.ptr(), keys.ptr(), rows.ptr(), R, kWidth, 1, counts.ptr(), kCountedVocab};
   }
 };
 
@@ -274,6 +275,7 @@ bool cache_same(Match ref, const DevMatch& d, const DevCache& k, int* global_win
   h.tokens = k.tokens.download();
   h.keys = k.keys.download();
   h.rows = k.rows.download();
+  h.counts = k.counts.download();
   std::vector<int32_t> source(ref.B, 0);
   std::vector<int64_t> cand(ref.B * fdspec::kSuffixCandLists * kM, 0);
   std::vector<int32_t> stat((ref.B + 1) * fdspec::kSuffixStatCols, 0);

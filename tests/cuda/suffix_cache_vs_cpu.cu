@@ -27,6 +27,7 @@ using harness::Rng;
 struct Config {
   int64_t B, W, K, R, width, M;
   int G, depth, steps, vocab;
+  int64_t counted;  // V: the cache counts tokens 0 .. V - 1 (some of the stream's, all, or none)
   int64_t base;  // token ids are base .. base + vocab - 1: 0, or straddling 2^31 (G = 1 keys hashed)
   float factor, offset, min_prob;
   bool pad, graph;
@@ -155,7 +156,7 @@ class HostVec {
 template <template <class> class V>
 struct Side {
   V<int64_t> ids, P, s, drafts, mdl, stoks, tokens, rows, slots, counter, cand;
-  V<int32_t> enc, dec, dtn, slt, smeta, source, keys, stat, finished;
+  V<int32_t> enc, dec, dtn, slt, smeta, source, keys, stat, finished, counts;
   V<float> sprobs;
 
   explicit Side(const Config& c)
@@ -168,7 +169,8 @@ struct Side {
         slt(std::vector<int32_t>(c.B)), smeta(std::vector<int32_t>(c.B * 2, -7)),
         source(std::vector<int32_t>(c.B, -7)), keys(std::vector<int32_t>(c.R * c.width, 0)),
         stat(std::vector<int32_t>((c.B + 1) * fdspec::kSuffixStatCols, 0)),
-        finished(std::vector<int32_t>(c.B)), sprobs(std::vector<float>(c.B * c.K, -7.0f)) {}
+        finished(std::vector<int32_t>(c.B)), counts(std::vector<int32_t>(c.counted, 0)),
+        sprobs(std::vector<float>(c.B * c.K, -7.0f)) {}
 
   static std::vector<int64_t> init_rows(int64_t R) {
     std::vector<int64_t> v(2 * R, 0);
@@ -195,7 +197,7 @@ struct Side {
   }
 
   fdspec::SuffixCache cache(const Config& c) const {
-    return fdspec::SuffixCache{tokens.ptr(), keys.ptr(), rows.ptr(), c.R, c.width, c.G};
+    return fdspec::SuffixCache{tokens.ptr(), keys.ptr(), rows.ptr(), c.R, c.width, c.G, counts.ptr(), c.counted};
   }
 
   fdspec::SuffixCacheInsertParams insert_params(const Config& c) const {
@@ -304,6 +306,7 @@ Config make_config(Rng& r, bool quick) {
   c.steps = quick ? 25 : 80;
   c.vocab = static_cast<int>(r.uni(1, 8));
   c.base = r.chance(0.3) ? int64_t{INT32_MAX} - 3 : 0;
+  c.counted = r.pick<int64_t>({1, 3, 64});
   c.factor = r.pick<float>({0.5f, 1.0f, 4.0f});
   c.offset = r.pick<float>({-1.0f, 0.0f, 2.0f});
   c.min_prob = r.pick<float>({0.0f, 0.1f, 0.4f});
@@ -359,6 +362,7 @@ void body(harness::Tally& t, bool quick) {
       ok &= same(dev.rows, ref.rows, "rows", what);
       ok &= same(dev.tokens, ref.tokens, "tokens", what);
       ok &= same(dev.keys, ref.keys, "keys", what);
+      ok &= same(dev.counts, ref.counts, "counts", what);
       ok &= same(dev.slots, ref.slots, "slots", what);
       ok &= same(dev.counter, ref.counter, "counter", what);
       ok &= same(dev.drafts, ref.drafts, "draft_tokens", what);
@@ -375,6 +379,10 @@ void body(harness::Tally& t, bool quick) {
         const int32_t* row = st.data() + b * fdspec::kSuffixStatCols;
         if (row[fdspec::kSuffixStatCtx] == 0) continue;
         if (row[fdspec::kSuffixStatHits] > c.M) t.count("overflowed_slots");
+        // Slots whose last token the cache counts: its hits listed (n_1 <= M) or its members found
+        // by their last two tokens (n_1 > M).
+        const int32_t n1 = row[fdspec::kSuffixStatCount];
+        if (n1 >= 0) t.count(n1 <= c.M ? "counted_rare_slots" : "counted_frequent_slots");
         // The list the search read: a member's own list (filled by the first scan), or its last
         // list refilled by the second scan (a match length beyond G + kSuffixMemberLists).
         const int list = row[fdspec::kSuffixStatList];
