@@ -31,10 +31,10 @@ def _no_threshold_env(monkeypatch):
 
 
 def run_stream(place, seed, steps, *, rows=6, width=24, slots=4, vocab=3, key_len=2, M=32,
-               params=None, check_every=1, evict_every=0):
+               params=None, check_every=1, evict_every=0, vocab_size=1 << 18):
     rng = np.random.default_rng(seed)
     stream = RequestStream(rng, slots, width=64, vocab=vocab, k=4, max_answer=width + 8)
-    drv = Driver(place, rows, width, slots, key_len=key_len, max_occurrences=M)
+    drv = Driver(place, rows, width, slots, key_len=key_len, max_occurrences=M, vocab_size=vocab_size)
     wins = 0
     for i in range(steps):
         step = stream.step()
@@ -64,7 +64,8 @@ def test_random_streams_equal_reference(place, seed):
     _, wins = run_stream(place, seed, 60, rows=int(rng.integers(1, 8)), width=int(rng.integers(4, 30)),
                          slots=int(rng.integers(1, 6)), vocab=int(rng.integers(2, 6)),
                          key_len=int(rng.integers(1, 4)), M=32, params=params_of(rng),
-                         evict_every=int(rng.choice([0, 7])))
+                         evict_every=int(rng.choice([0, 7])),
+                         vocab_size=int(rng.choice([2, 1 << 18])))  # some token ids counted, or all
 
 
 def test_streams_exercise_the_global_draft():
@@ -189,6 +190,10 @@ def test_bad_inputs_are_named():
     bad.keys = to_place(np.zeros((2, 5), np.int32), "cpu")
     with pytest.raises(OP_ERRORS, match="cache_keys must have the shape of cache_tokens"):
         suffix_cache_insert(ids, i64, i64, i32, i32, bad)
+    bad = SuffixCache.allocate(2, 4, 2)
+    bad.counts = to_place(np.zeros(4, np.int64), "cpu")
+    with pytest.raises(OP_ERRORS, match="cache_counts"):
+        suffix_cache_insert(ids, i64, i64, i32, i32, bad)
     small = SuffixCache.allocate(2, 4, 1)
     with pytest.raises(OP_ERRORS, match="cache_slots must have shape"):
         suffix_cache_insert(ids, i64, i64, i32, i32, small)
@@ -197,7 +202,8 @@ def test_bad_inputs_are_named():
     for kw, msg in [(dict(rows=0, width=4, slots=1), "rows must be"),
                     (dict(rows=1, width=1 << 17, slots=1), "width must be"),
                     (dict(rows=1, width=4, slots=1, key_len=9), "key_len must be"),
-                    (dict(rows=1, width=4, slots=1, max_occurrences=8), "max_occurrences must be")]:
+                    (dict(rows=1, width=4, slots=1, max_occurrences=8), "max_occurrences must be"),
+                    (dict(rows=1, width=4, slots=1, vocab_size=0), "vocab_size must be")]:
         with pytest.raises(ValueError, match=msg):
             SuffixCache.allocate(**kw)
     with pytest.raises(ValueError, match="max_cached_requests must be"):
@@ -235,16 +241,18 @@ if given is not None:
                    key_len=key_len, params=params_of(np.random.default_rng(seed)))
 
 
-def test_soak_cpu():
-    """Thousands of requests through a 32-row cache (evictions all along): state and drafts still
-    equal to the reference at the end, memory unchanged."""
-    drv = soak("cpu", 5, 3000)
+@pytest.mark.parametrize("key_len", [1, 2])
+def test_soak_cpu(key_len):
+    """Thousands of requests through a 32-row cache (evictions all along): state (with key_len 1 the
+    per-token counts too) and drafts still equal to the reference at the end, memory unchanged."""
+    drv = soak("cpu", 5, 3000, key_len=key_len)
     assert drv.ref.counter >= 3000
 
 
 @pytest.mark.gpu
-def test_soak_gpu():
-    soak("gpu", 6, 3000)
+@pytest.mark.parametrize("key_len", [1, 2])
+def test_soak_gpu(key_len):
+    soak("gpu", 6, 3000, key_len=key_len)
 
 
 def _replay(cfg, traces, slots=1):

@@ -127,10 +127,10 @@ class RequestStream:
 class Driver:
     """The op's cache on one place and the reference, stepped together."""
 
-    def __init__(self, place, rows, width, slots, key_len=2, max_occurrences=32):
+    def __init__(self, place, rows, width, slots, key_len=2, max_occurrences=32, vocab_size=1 << 18):
         self.place = place
         self.cache = SuffixCache.allocate(rows, width, slots, key_len=key_len,
-                                          max_occurrences=max_occurrences,
+                                          max_occurrences=max_occurrences, vocab_size=vocab_size,
                                           place=to_place(np.zeros(1), place).place)
         self.ref = SuffixCacheRef(rows, width, slots, key_len=key_len,
                                   max_occurrences=max_occurrences)
@@ -172,14 +172,21 @@ class Driver:
         ctoks = self.cache.tokens.numpy()
         for r, resp in toks.items():
             np.testing.assert_array_equal(ctoks[r, :len(resp)], resp)
+        if self.cache.key_len == 1:  # the counts: each token id's occurrences in the cached responses
+            counts = self.cache.counts.numpy()
+            want = np.zeros(counts.shape[0], np.int64)
+            for resp in toks.values():
+                ids = np.asarray(resp, np.int64)
+                np.add.at(want, ids[(ids >= 0) & (ids < counts.shape[0])], 1)
+            np.testing.assert_array_equal(counts, want)
 
 
-def soak(place, seed, requests, *, rows=32, width=48, slots=8, check_every=200):
+def soak(place, seed, requests, *, rows=32, width=48, slots=8, check_every=200, key_len=2):
     """Drives ``requests`` requests through the cache; asserts device memory flat and, at the end,
     the drafts and state equal to the reference."""
     rng = np.random.default_rng(seed)
     stream = RequestStream(rng, slots, width=96, vocab=6, k=4, max_answer=width + 16, p_new=0.9)
-    drv = Driver(place, rows, width, slots, key_len=2, max_occurrences=64)
+    drv = Driver(place, rows, width, slots, key_len=key_len, max_occurrences=64)
     before = drv.cache.nbytes
     ptrs = [drv.cache.tokens.data_ptr(), drv.cache.cand.data_ptr()]
     i = 0
