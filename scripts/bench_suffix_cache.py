@@ -192,8 +192,8 @@ def soak(requests: int, seed: int = 1) -> int:
     drafts against the NumPy reference at the end (and every 500 steps), memory unchanged."""
     from tests.reference.suffix_cache_stream import soak as run_soak
     t0 = time.perf_counter()
-    drv = run_soak("gpu", seed, requests, rows=64, width=48, slots=16, check_every=500)
-    print(f"soak: {drv.ref.counter} requests through {drv.cache.tokens.shape[0]} rows, "
+    drv = run_soak("gpu", seed, requests, rows=64, width=48, slots=16, check_every=500, key_len=KEY_LEN[0])
+    print(f"soak: {drv.ref.counter} requests through {drv.cache.tokens.shape[0]} rows (key_len {drv.cache.key_len}), "
           f"memory {drv.cache.nbytes} bytes unchanged, state and drafts equal to the reference "
           f"at the end ({time.perf_counter() - t0:.0f} s)")
     return 0
