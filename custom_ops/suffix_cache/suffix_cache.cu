@@ -1,15 +1,17 @@
 // suffix_cache: CUDA implementation (docs/contract/suffix.md, "The global cache"). No Paddle include.
 //
 // Insert: one block hands out request numbers in slot order (a block scan), then one block per slot
-// copies its new tokens and their keys into its row (a closing slot, empty with its request still
+// takes the row's previous response out of the counts when its request took the row, and copies
+// its new tokens and their keys into its row, counted (a closing slot, empty with its request still
 // set, copies its last tokens, then is free).
 //
 // Query, per step, for all slots at once:
 // 1. suffix_match's local search (suffix_search_gpu). With B <= SMs it runs beside 2 and the first
 //    pass of 3 (launched after prep, the scan a programmatic dependent that waits for it only at its
 //    end), else before them.
-// 2. prep: per querying slot, the key of its context's last G tokens, histograms cleared, and its
-//    group: the slots whose contexts end with the same G tokens (its rep: the least of them).
+// 2. prep: per querying slot, the key of its context's last G tokens, histograms cleared, its
+//    group: the slots whose contexts end with the same G tokens (its rep: the least of them), and
+//    n_1 from the cache's counts when its last token is counted (G = 1, an id below V).
 // 3. scan: one warp per cached row, one lane per position; each position's key is looked up in a
 //    shared-memory table of the groups' keys (built by every block) and, unless the key is the token
 //    itself (G = 1), its G tokens compared with the group's: a hit of every slot of the group
@@ -20,16 +22,18 @@
 //    list kept while it has at most M entries, so the list of a slot's shortest usable match length
 //    is complete after this one pass. The cost is one 4-byte key read per cached token, one count
 //    and at most one list append per group hit and line, and a verification per hit only for the
-//    slots that share its token before the G.
-// 4. prep2, a warp per slot: n_G (its group's hits), its hits with l == G, with n_G > M the
+//    slots that share its token before the G. A counted group skips what n_1 makes useless: with
+//    n_1 <= M it is only listed (the search measures and counts its candidates' match lengths), with
+//    n_1 > M it is not in the table, and its members are found by their last two tokens.
+// 4. prep2, a warp per slot: n_G (its group's hits, or n_1), its hits with l == G, with n_G > M the
 //    shortest match length L_min whose suffix occurs at most M times (suffix sums of the histogram
 //    over the lanes), and the list its search reads. Only when L_min > G + kSuffixMemberLists (a
 //    suffix of more than G + 4 tokens occurring more than M times: long runs, tiny vocabularies)
 //    does a second scan store that slot's hits with l >= L_min; otherwise it exits at once.
 // 5. search, one block per querying slot: the candidate->draft core shared with suffix_match
 //    (suffix_match/suffix_draft.cuh) on the slot's candidates (from a group's list, the match length
-//    against the slot's own context measured first, 8 tokens per round trip), whose continuations
-//    are read from the cache rows; the bound that skips a match length is taken against
+//    against the slot's own context measured first, four candidates per thread with their first
+//    tokens in flight), whose continuations are read from the cache rows; the bound that skips a match length is taken against
 //    max(best, local score). The winner against the local draft is written.
 // 6. suffix_match's budget walk.
 //
@@ -38,16 +42,14 @@
 // the same tokens computes the same drafts.
 //
 // Cost and limits (H100, tests/cuda/bench_suffix_kernels.cu, G = 1, 10k cached responses of ~300
-// tokens; docs/perf/suffix_cache_notes.md): at B = 64, 101.2 us a step (120.5 with dense scan
-// tables, 147 with the second scan only dropped, 193 with two scans, 225 with the local search
-// before the scans), still 2.5x issue 20's 40 us. Isolated kernel times (ncu, at 120.5): the scan
-// ~140 us (it runs beside the local search, 25), the search ~44 (its slowest block: a block-path
-// step over ~1000 candidates costs ~4.7 us), walk 5.5, insert 7, prep 4, prep2 4. The scan is bound
-// by the work per position and per hit (44 % of positions hit some group at B = 64) rather than by
-// the keys it reads, which stay in L2; it grows with the cache (100k responses: 0.94 ms at B = 64,
-// where the search, reading continuations from DRAM, takes ~360 us) and with B. Reaching the target
-// needs an index that finds a context's occurrences without reading every cached key, and a
-// cheaper search core.
+// tokens; docs/perf/suffix_cache_notes.md, section 9): at B = 64, 91.7 us a step (102.1 before the
+// counts, 104.7 before the block path's changes, 193 with two scans, 225 with the local search
+// before the scans), still 2.3x issue 20's 40 us. Isolated kernel times (ncu, caches flushed): the
+// scan ~100 us (beside the local search, 26), the search 36 (its slowest block), insert 9, prep 5,
+// prep2 5, walk 6. The scan grows with the cache (100k responses: 0.77 ms a step at B = 64) and
+// with B; filtering its probes, loading keys ahead, queueing member hits or balancing its warps did
+// not shorten it (section 9). Reaching the target needs an index that finds a context's
+// occurrences without reading every cached key, and a shorter search.
 #include "suffix_cache/suffix_cache.h"
 
 #include <cub/block/block_scan.cuh>

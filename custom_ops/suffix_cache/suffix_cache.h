@@ -10,7 +10,9 @@
 // Per position the cache also keeps a 32-bit key of the G (= key_len) tokens ending there: the token
 // itself when G = 1 (and it fits), else a hash. A query scans the keys of the occupied positions once
 // per step for all slots at once (no per-slot pass over the cache), and every hit of a hashed key is
-// verified against the stored tokens, so a hash collision costs time, never a wrong draft.
+// verified against the stored tokens, so a hash collision costs time, never a wrong draft. With G = 1
+// the cache also counts each token id's occurrences (below V), so that the query knows before it
+// scans which last tokens are rare enough to list and which need a longer match.
 #pragma once
 
 #include <cstdint>

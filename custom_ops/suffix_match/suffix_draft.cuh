@@ -13,10 +13,11 @@
 //   (a step: __match_any_sync groups equal next tokens, a warp max picks the largest group, ties to
 //   the lowest lane = least key), one walk per run of match lengths with the same set (their
 //   drafts are one path cut at different lengths); each warp keeps its best draft's tokens.
-// - block path, the shorter match lengths with larger sets, longest first: a step counts the next
-//   tokens of the live candidates in a shared hash table (an entry: a member index with that token,
-//   the count, the least key), so its work is O(candidates), never O(history); one block reduction
-//   per step finds the winner and the member count and clears the table. A match length is
+// - block path, the shorter match lengths with larger sets, longest first: a step loads the next
+//   tokens of the live candidates into shared memory and counts them in a shared hash table (an
+//   entry: a member index with that token and the count; a warp's lanes with the same token add
+//   together), so its work is O(candidates), never O(history); one block reduction per step finds
+//   the largest count and the member count, and only a tie asks for least keys. A match length is
 //   skipped when its longest possible draft n = min(limit, D - L) cannot beat the best so far (or
 //   the caller's bar): each probability is <= 1, so a draft of n tokens scores <= n, exactly in float32.
 // Every count is an atomic add and every tie a minimum, so the result does not depend on the order in
