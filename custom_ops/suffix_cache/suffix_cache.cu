@@ -33,8 +33,8 @@
 // 5. search, one block per querying slot: the candidate->draft core shared with suffix_match
 //    (suffix_match/suffix_draft.cuh) on the slot's candidates (from a group's list, the match length
 //    against the slot's own context measured first, four candidates per thread with their first
-//    tokens in flight), whose continuations are read from the cache rows; the bound that skips a match length is taken against
-//    max(best, local score). The winner against the local draft is written.
+//    tokens in flight), whose continuations are read from the cache rows; the bound that skips a
+//    match length is taken against max(best, local score). The winner against the local draft is written.
 // 6. suffix_match's budget walk.
 //
 // Determinism: every result is a count or a minimum (atomicAdd / atomicMin); candidate order in a
@@ -350,10 +350,10 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
   int32_t* tkey = reinterpret_cast<int32_t*>(scan_smem + lay.tkey);   // table 1: a group's key
   int32_t* trep = reinterpret_cast<int32_t*>(scan_smem + lay.trep);   // table 1: its rep (-1: free)
   int32_t* tmem = reinterpret_cast<int32_t*>(scan_smem + lay.tmem);   // table 2: a member (-1: free)
-  int32_t* srep = reinterpret_cast<int32_t*>(scan_smem + lay.srep);   // a member's group
+  int32_t* srep = reinterpret_cast<int32_t*>(scan_smem + lay.srep);   // a member's group (or token)
   int32_t* sctx = reinterpret_cast<int32_t*>(scan_smem + lay.sctx);   // a slot's c (0: not querying)
   int32_t* sn = reinterpret_cast<int32_t*>(scan_smem + lay.sn);       // a slot's history length N
-  int32_t* skind = reinterpret_cast<int32_t*>(scan_smem + lay.skind); // kScanned / kCountedRare / kCountedFrequent
+  int32_t* skind = reinterpret_cast<int32_t*>(scan_smem + lay.skind); // kScanned, kCounted...
   int32_t* agg_hits = reinterpret_cast<int32_t*>(scan_smem + lay.agg_hits);  // pass 1: hits per group
   int32_t* agg_hist = reinterpret_cast<int32_t*>(scan_smem + lay.agg_hist);
   uint32_t* full = reinterpret_cast<uint32_t*>(scan_smem + lay.full);
@@ -530,7 +530,8 @@ __global__ void __launch_bounds__(kThreads) query_prep2_kernel(SuffixCacheQueryP
   const int G = q.cache.key_len;
   const int M = q.max_occurrences;
   const int J = kSuffixMemberLists;
-  const int64_t n = st[kSuffixStatCount] >= 0 ? st[kSuffixStatCount] : stat_row(q, st[kSuffixStatRep])[kSuffixStatGroup];
+  const int64_t n = st[kSuffixStatCount] >= 0 ? st[kSuffixStatCount]  // counted: n_1
+                                               : stat_row(q, st[kSuffixStatRep])[kSuffixStatGroup];
   int64_t longer = 0;
   for (int L = G + 1 + lane; L < c; L += 32) longer += st[kSuffixStatHist + L];
   for (int o = 16; o > 0; o >>= 1) longer += __shfl_xor_sync(kFull, longer, o);
@@ -619,7 +620,7 @@ struct SearchShared {
   int64_t next_at[kMaxSuffixCacheOccurrences];
   int32_t after[kMaxSuffixCacheOccurrences];
   int64_t ctx[kMaxSuffixTreeDepth];   // the context, ctx[c - 1] its last token
-  int32_t hist[kMaxSuffixTreeDepth];  // the scan's hits with l == L, for L in [L_min, c)
+  int32_t hist[kMaxSuffixTreeDepth];  // candidates with l == L, for L in [L_min, c)
 };
 constexpr int kLoadPer = kMaxSuffixCacheOccurrences / suffix_gpu::kThreads;  // candidates per thread
 constexpr int kFirstRound = 4;  // match tokens compared for every candidate at once
@@ -652,9 +653,9 @@ __global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(Suff
   const int n = min_of<int>(*list_count(q, from, list), M);
   const int64_t* cands = cand_list(q, from, list);
   // The context and the histogram into shared memory, a load per thread (read serially from global
-  // memory, the histogram's ~60 loads were a chain of round trips).
-  // A group's list (own == false) has its match lengths measured below, and counted here too: a
-  // counted group has no member path in the scan to count them.
+  // memory, the histogram's ~60 loads were a chain of round trips). An own list's histogram is the
+  // scan's; a group's list (own == false) has its match lengths measured below and histogrammed
+  // there, since a counted group has no member path in the scan to count them.
   for (int k = threadIdx.x; k < kMaxSuffixTreeDepth; k += suffix_gpu::kThreads) {
     if (k < c) ss.ctx[k] = v.row[v.n - c + k];
     ss.hist[k] = own && k >= lmin && k < c ? st[kSuffixStatHist + k] : 0;
@@ -689,7 +690,9 @@ __global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(Suff
     if (!own) {  // l <= off: within the row; l <= c - 1
       int l = 0;
 #pragma unroll
-      for (int u = 0; u < kFirstRound; ++u) l += (l == u && u < limv[i] && tok[i][u] == ss.ctx[c - 1 - u]) ? 1 : 0;
+      for (int u = 0; u < kFirstRound; ++u) {
+        l += (l == u && u < limv[i] && tok[i][u] == ss.ctx[c - 1 - u]) ? 1 : 0;
+      }
       if (l == kFirstRound && l < limv[i]) {
         l = extend_match<8>(q.cache.tokens + row_at + off, ss.ctx + c - 1, l, limv[i]);
       }
