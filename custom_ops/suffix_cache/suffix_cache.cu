@@ -801,9 +801,21 @@ cudaError_t suffix_cache_evict_gpu(const SuffixCache& cache, const int64_t* coun
   return FDSPEC_LAUNCH_STATUS(stream);
 }
 
+#ifdef FDSPEC_SUFFIX_PROFILE
+// Bench-only build: the query launched up to a stage (the bench's --breakdown times each prefix of
+// the step), and the first scan without the local search beside it.
+int g_suffix_cache_last_stage = kSuffixQueryStages;
+bool g_suffix_cache_skip_local = false;
+#define SUFFIX_QUERY_STAGE(k) \
+  if (g_suffix_cache_last_stage < (k)) return cudaSuccess
+#else
+#define SUFFIX_QUERY_STAGE(k)
+#endif
+
 cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t stream) {
   const int64_t B = q.m.batch;
   if (B <= 0) return cudaSuccess;
+  SUFFIX_QUERY_STAGE(1);
   // The local search (suffix_match's, which lets its dependents launch at its start) and the global
   // prep and first scan are independent. Where the local search leaves SMs free (B <= SMs: a block
   // per slot), the first scan runs beside it as its programmatic dependent and waits for it only
@@ -821,7 +833,12 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
     if (err != cudaSuccess) return err;
   }
   query_prep_kernel<<<static_cast<unsigned>(B), kThreads, 0, stream>>>(q);
+  SUFFIX_QUERY_STAGE(2);
+#ifdef FDSPEC_SUFFIX_PROFILE
+  if (beside && !g_suffix_cache_skip_local) {
+#else
   if (beside) {
+#endif
     err = suffix_search_gpu(q.m, stream);
     if (err != cudaSuccess) return err;
   }
@@ -850,14 +867,18 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
   } else {
     query_scan_kernel<<<grid, kThreads, smem1, stream>>>(q, 1, table_size);
   }
+  SUFFIX_QUERY_STAGE(3);
   query_prep2_kernel<<<static_cast<unsigned>((B + kWarps - 1) / kWarps), kThreads, 0, stream>>>(q);
+  SUFFIX_QUERY_STAGE(4);
   query_scan_kernel<<<grid, kThreads, smem2, stream>>>(q, 2, table_size);
+  SUFFIX_QUERY_STAGE(5);
   err = cudaFuncSetAttribute(query_search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(kSearchSmem));
   if (err != cudaSuccess) return err;
   query_search_kernel<<<static_cast<unsigned>(B), suffix_gpu::kThreads, kSearchSmem, stream>>>(q);
   err = cudaGetLastError();
   if (err != cudaSuccess) return err;
+  SUFFIX_QUERY_STAGE(6);
   err = suffix_walk_gpu(q.m, stream);
   if (err != cudaSuccess) return err;
   return FDSPEC_LAUNCH_STATUS(stream);

@@ -155,6 +155,15 @@ cudaError_t suffix_cache_finish_gpu(const int32_t* finished, int64_t* slots, int
 cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& p, cudaStream_t stream);
 cudaError_t suffix_cache_evict_gpu(const SuffixCache& cache, const int64_t* counter, int64_t keep,
                                    cudaStream_t stream);
+#ifdef FDSPEC_SUFFIX_PROFILE
+// Bench-only build: suffix_cache_query_gpu launches its stages 1 .. g_suffix_cache_last_stage only
+// (1 prep, 2 the local search and the first scan, 3 prep2, 4 the second scan, 5 the search, 6 the
+// walk; 0 nothing), and the first scan without the local search beside it when
+// g_suffix_cache_skip_local is set.
+constexpr int kSuffixQueryStages = 6;
+extern int g_suffix_cache_last_stage;
+extern bool g_suffix_cache_skip_local;
+#endif
 #endif
 
 }  // namespace fdspec

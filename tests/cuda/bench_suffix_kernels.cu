@@ -19,6 +19,9 @@
 //   build/bench_suffix_kernels --profile match|cache B N   (a few plain steps, for nsys / ncu)
 //   build/bench_suffix_kernels --stages B N   (suffix_match: the search and the walk timed apart; with
 //                                               -DFDSPEC_SUFFIX_PROFILE also the search's per-stage clocks)
+//   build/bench_suffix_kernels --breakdown B N   (-DFDSPEC_SUFFIX_PROFILE: the cache step cut after each
+//                                                 of its stages, warm; the first scan also without the
+//                                                 local search beside it)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -384,6 +387,45 @@ int stages(int argc, char** argv) {
   return 0;
 }
 
+#ifdef FDSPEC_SUFFIX_PROFILE
+// The warm step of the cache rows of main (same texts: the caches of the smaller rows are filled
+// first) launched up to each stage: the differences are what each stage adds to the step.
+int breakdown(int argc, char** argv) {
+  if (argc < 4) return 2;
+  const int64_t B = std::atoll(argv[2]), N = std::atoll(argv[3]);
+  harness::Stream st;
+  Texts texts(5);
+  HostCache h;
+  for (int64_t n : {1000, 10000, 100000}) {
+    if (n <= N) h = fill_cache(n, texts);
+  }
+  Match c = make_query(B, h);
+  DevMatch d(c);
+  DevCache k(h, B);
+  CHECK(cache_step(d, k, st.get()));  // the slots begin their requests
+  const char* names[] = {"insert", "+ prep", "+ local search and scan", "+ prep2", "+ second scan",
+                         "+ search", "+ walk (the step)"};
+  auto time_it = [&]() {
+    double w[3];
+    for (double& x : w) x = bench::graph_us(st.get(), 20, 5, 7, [&](cudaStream_t s) { return cache_step(d, k, s); });
+    std::sort(w, w + 3);
+    return w[1];
+  };
+  for (int stage = 0; stage <= fdspec::kSuffixQueryStages; ++stage) {
+    fdspec::g_suffix_cache_last_stage = stage;
+    std::printf("breakdown B=%lld N=%lld stage %d %-24s %8.2f us\n", (long long)B, (long long)h.R, stage,
+                names[stage], time_it());
+  }
+  fdspec::g_suffix_cache_last_stage = 2;
+  fdspec::g_suffix_cache_skip_local = true;
+  std::printf("breakdown B=%lld N=%lld stage 2 %-24s %8.2f us\n", (long long)B, (long long)h.R,
+              "  without the local search", time_it());
+  fdspec::g_suffix_cache_last_stage = fdspec::kSuffixQueryStages;
+  fdspec::g_suffix_cache_skip_local = false;
+  return 0;
+}
+#endif
+
 int profile(int argc, char** argv) {
   if (argc < 5) return 2;
   const std::string what = argv[2];
@@ -417,6 +459,9 @@ int profile(int argc, char** argv) {
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--profile") return profile(argc, argv);
   if (argc > 1 && std::string(argv[1]) == "--stages") return stages(argc, argv);
+#ifdef FDSPEC_SUFFIX_PROFILE
+  if (argc > 1 && std::string(argv[1]) == "--breakdown") return breakdown(argc, argv);
+#endif
   const bench::Options opt = bench::parse_options(argc, argv, "match|cache");
   if (!opt.ok) return 2;
   cudaDeviceProp prop;
