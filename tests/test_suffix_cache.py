@@ -7,6 +7,7 @@ run with memory flat."""
 from __future__ import annotations
 
 import numpy as np
+import paddle
 import pytest
 
 try:  # a test-only dependency; the GPU machine may lack it (the other tests still run there)
@@ -15,7 +16,7 @@ try:  # a test-only dependency; the GPU machine may lack it (the other tests sti
 except ImportError:
     given = None
 
-from fastdeploy_spec.ops.suffix_cache import (CAND_LISTS, SuffixCache, suffix_cache_finish,
+from fastdeploy_spec.ops.suffix_cache import (CAND_LISTS, STAT_COLS, SuffixCache, suffix_cache_finish,
                                               suffix_cache_insert, suffix_cache_query)
 from tests.helpers import PLACES, to_place
 from tests.reference.ngram_match import THRESHOLD_ENV
@@ -230,6 +231,21 @@ def test_query_bad_inputs_are_named():
     odd.cand = to_place(np.zeros((2, CAND_LISTS * 32 + 1), np.int64), "cpu")
     with pytest.raises(OP_ERRORS, match=r"query_cand must have 5 \* M columns"):
         suffix_cache_query(*(t[n] for n in QUERY_ARGS), odd)
+
+
+def test_query_refuses_unaligned_statistics():
+    # The GPU scan reads each slot's descriptor from query_stat 16 bytes at a time: a view that starts
+    # 4 bytes into its buffer is refused, on every place (so that a CPU test catches it too).
+    rng = np.random.default_rng(0)
+    d = RequestStream(rng, 2, 32).step().query_inputs(rng)
+    t = {n: to_place(d[n], "cpu") for n in QUERY_ARGS}
+    c = SuffixCache.allocate(2, 8, 2, place=paddle.CPUPlace())
+    flat = to_place(np.zeros(3 * STAT_COLS + 1, np.int32), "cpu")
+    c.stat = flat[1:].reshape([3, STAT_COLS])
+    if not hasattr(c.stat, "data_ptr") or c.stat.data_ptr() % 16 == 0:
+        pytest.skip("this Paddle copies slices: no unaligned view to pass")
+    with pytest.raises(OP_ERRORS, match="query_stat must be 16-byte aligned"):
+        suffix_cache_query(*(t[n] for n in QUERY_ARGS), c)
 
 
 if given is not None:

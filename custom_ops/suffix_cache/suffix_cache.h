@@ -42,18 +42,26 @@ constexpr int kMaxSuffixCacheBatch = 2048;         // slots a query serves (its 
 constexpr int kSuffixMemberLists = 4;
 constexpr int kSuffixCandLists = 1 + kSuffixMemberLists;
 // Columns of the per-slot query statistics (int32): the match-length histogram, then the fields.
+// Rows of 272 columns, so that every row is 16-byte aligned: a slot's *scan descriptor*, the fields
+// every block of the scan reads for every slot before it starts, is one aligned 32-byte sector read
+// with two 16-byte loads (one request per slot and block instead of one per field: the grid's
+// blocks all read the same few lines).
 constexpr int kSuffixStatHist = 0;                 // [0, 256): count of verified hits with l == index
-constexpr int kSuffixStatHits = 256;               // hits with l >= G: n_G, the occurrences of C[-G:]
-constexpr int kSuffixStatLmin = 257;               // shortest match length the global search uses
-constexpr int kSuffixStatKey = 258;                // the context's key (its last G tokens)
-constexpr int kSuffixStatCtx = 259;                // c = |C| for a querying slot, 0 otherwise
-constexpr int kSuffixStatList = 260;               // the list the search reads (0: its rep's), -1 none
-constexpr int kSuffixStatN = 261;                  // N, the querying slot's history length
-constexpr int kSuffixStatRep = 262;                // the slot's group: least querying slot with its last G tokens
-constexpr int kSuffixStatGroup = 263;              // a group's hits (occurrences of its last G tokens), at its rep
-constexpr int kSuffixStatStored = 264;             // [264, 264 + kSuffixCandLists): entries offered to list j
-constexpr int kSuffixStatCount = kSuffixStatStored + kSuffixCandLists;  // n_1 from the counts, -1: scanned
-constexpr int kSuffixStatCols = kSuffixStatCount + 1;
+constexpr int kSuffixStatDesc = 256;               // [256, 264): the scan descriptor:
+constexpr int kSuffixStatCtx = 256;                //   c = |C| for a querying slot, 0 otherwise
+constexpr int kSuffixStatN = 257;                  //   N, the querying slot's history length
+constexpr int kSuffixStatKey = 258;                //   the context's key (its last G tokens)
+constexpr int kSuffixStatRep = 259;                //   the slot's group: least querying slot with its last G tokens
+constexpr int kSuffixStatCount = 260;              //   n_1 from the counts, -1: scanned
+constexpr int kSuffixStatPrev = 261;               //   [261, 263): with c >= G + 2, the token before the
+                                                   //   context's last G (int64, low word first), else 0
+constexpr int kSuffixStatList = 263;               //   the list the search reads (0: its rep's), -1 none
+constexpr int kSuffixStatHits = 264;               // hits with l >= G: n_G, the occurrences of C[-G:]
+constexpr int kSuffixStatLmin = 265;               // shortest match length the global search uses
+constexpr int kSuffixStatGroup = 266;              // a group's hits (occurrences of its last G tokens), at its rep
+constexpr int kSuffixStatStored = 267;             // [267, 267 + kSuffixCandLists): entries offered to list j
+constexpr int kSuffixStatCols = kSuffixStatStored + kSuffixCandLists;
+static_assert(kSuffixStatCols % 4 == 0 && kSuffixStatDesc % 8 == 0, "aligned descriptors");
 static_assert(kMaxSuffixTreeDepth <= 256, "match lengths are stored in 8 bits of a candidate");
 
 // Slot states in cache_slots: the request number the slot writes to, or one of these.

@@ -167,6 +167,8 @@ void SuffixCacheQuery(const paddle::Tensor& token_ids_all, const paddle::Tensor&
       .that(B <= fdspec::kMaxSuffixCacheBatch,
             "the batch must have at most " + std::to_string(fdspec::kMaxSuffixCacheBatch) +
                 " slots, got " + std::to_string(B));
+  c.that(reinterpret_cast<uintptr_t>(query_stat.data<int32_t>()) % 16 == 0,
+         "query_stat must be 16-byte aligned (the GPU scan reads its rows 16 bytes at a time)");
   c.same_place_as(token_ids_all, "token_ids_all",
                   {{"suffix_source", suffix_source}, {"query_cand", query_cand},
                    {"query_stat", query_stat}});

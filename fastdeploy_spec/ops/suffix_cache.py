@@ -20,7 +20,7 @@ from fastdeploy_spec.ops.suffix_match import SPEC as _MATCH, default_max_draft_t
 
 # Layout constants of the kernels (custom_ops/suffix_cache/suffix_cache.h).
 CAND_LISTS = 5  # kSuffixCandLists: a slot's candidate lists of the query, M entries each
-STAT_COLS = 264 + CAND_LISTS + 1
+STAT_COLS = 267 + CAND_LISTS  # kSuffixStatCols: a slot's histogram (256) and fields
 MAX_WIDTH = 1 << 16
 MAX_KEY_LEN = 8
 MIN_OCCURRENCES, MAX_OCCURRENCES = 32, 1024
@@ -38,7 +38,7 @@ class SuffixCache:
     begin) caches its response in row q mod rows, evicting request q - rows (first in, first out).
     Tokens past ``width`` are not cached. Memory: ``rows * width * 12`` bytes, plus 16 per row, 8 per
     slot, 4 per counted token id (``vocab_size``) and the query scratch (``slots * (40 *
-    max_occurrences + 4 * 270)`` bytes).
+    max_occurrences + 4 * 272)`` bytes).
 
     Parameters
     ----------
@@ -66,7 +66,7 @@ class SuffixCache:
     >>> from fastdeploy_spec.ops.suffix_cache import SuffixCache
     >>> c = SuffixCache.allocate(rows=4, width=8, slots=2)
     >>> c.rows_state.numpy().tolist(), c.slots_state.numpy().tolist(), c.nbytes
-    ([[-1, 0], [-1, 0], [-1, 0], [-1, 0]], [-1, -1], 1134208)
+    ([[-1, 0], [-1, 0], [-1, 0], [-1, 0]], [-1, -1], 1134232)
     """
 
     tokens: paddle.Tensor
