@@ -285,14 +285,19 @@ constexpr int kCountedFrequent = 2;  // n_1 > M: no group work at all; members a
 constexpr int kAggSlots = 256;
 constexpr int kAggLen = 8;
 
+// A warp's queue of member hits (slot, offset), verified and offered 32 at a time, a lane each.
+constexpr int kHitQueue = 64;
+
 // The scans' shared memory (byte offsets): B the batch, T the tables' size.
 struct ScanLayout {
-  size_t prev, tkey, trep, tmem, srep, sctx, sn, skind, agg_hits, agg_hist, full, bytes;
+  size_t prev, queue, qcount, tkey, trep, tmem, srep, sctx, sn, skind, agg_hits, agg_hist, full, bytes;
 };
 __host__ __device__ __forceinline__ ScanLayout scan_layout(int64_t B, uint32_t T, bool hist) {
   ScanLayout s;
   size_t at = 0;
   s.prev = at;      at += sizeof(int64_t) * B;  // first: 8-byte aligned
+  s.queue = at;     at += sizeof(int2) * kWarps * kHitQueue;
+  s.qcount = at;    at += sizeof(int32_t) * kWarps;
   s.tkey = at;      at += sizeof(int32_t) * T;
   s.trep = at;      at += sizeof(int32_t) * T;
   s.tmem = at;      at += sizeof(int32_t) * T;
@@ -360,6 +365,8 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
   int32_t* agg_hits = reinterpret_cast<int32_t*>(scan_smem + lay.agg_hits);  // pass 1: hits per group
   int32_t* agg_hist = reinterpret_cast<int32_t*>(scan_smem + lay.agg_hist);
   uint32_t* full = reinterpret_cast<uint32_t*>(scan_smem + lay.full);
+  int2* queue = reinterpret_cast<int2*>(scan_smem + lay.queue) + threadIdx.x / 32 * kHitQueue;
+  int32_t* qcount = reinterpret_cast<int32_t*>(scan_smem + lay.qcount) + threadIdx.x / 32;
   const SuffixCache& c = q.cache;
   const int G = c.key_len;
   const int M = q.max_occurrences;
@@ -424,6 +431,50 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
   __syncthreads();
   const int lane = threadIdx.x & 31;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
+  if (lane == 0) *qcount = 0;
+  __syncwarp();
+  // A member hit: slot s's last G + 1 tokens end at `off` of the row (req, toks). Its match length
+  // l (>= G + 1, up to c - 1 and within the row: l <= off + 1), counted, and offered to the lists.
+  auto member_hit = [&](int64_t req, const int64_t* toks, int32_t s, int off) {
+    const int64_t* send = p.token_ids_all + s * W + sn[s];
+    const int lim = min_of<int>(sctx[s] - 1, off + 1);
+    int l = G + 1;
+    while (l < lim && toks[off - l] == send[-1 - l]) ++l;
+    int32_t* sst = stat_row(q, s);
+    const int64_t e = suffix_cand_pack(req, off, l);
+    if (pass == 1) {
+      if (agg && l < kAggLen) {
+        atomicAdd(&agg_hist[s * kAggLen + l], 1);
+      } else {
+        atomicAdd(&sst[kSuffixStatHist + l], 1);
+      }
+      for (int j = 1; j <= J && G + j <= l; ++j) {
+        const int at = offer(q, full, s, j, 1);
+        if (at < M) cand_list(q, s, j)[at] = e;
+      }
+    } else if (l >= sst[kSuffixStatLmin]) {
+      const int at = atomicAdd(list_count(q, s, J), 1);
+      if (at < M) cand_list(q, s, J)[at] = e;  // at < M always: n_{L_min} <= M
+    }
+  };
+  // The queued hits of the current row, 32 at a time (`all`) or the rest (the row's end): every
+  // lane verifies one, so the warp waits once for 32 verifications and their offers, not once per
+  // line with a hit. The member hits were most of the scan's time (without them, B = 64 with 10k
+  // cached responses: 47 -> 17 us); queued, B = 256 with 10k 255 -> 192 us per step, 100k x 64
+  // 769 -> 641, 1k x 8 63 -> 58; but 10k x 8 58 -> 63 and 100k x 8 443 -> 484, where a row has
+  // few hits and the queue's upkeep costs more than it saves (docs/perf/suffix_cache_notes.md, 10).
+  auto drain = [&](int64_t req, const int64_t* toks, bool all) {
+    __syncwarp();
+    const int n = *qcount;
+    if (all ? n < 32 : n == 0) return;  // uniform over the warp
+    const int take = min_of(n, 32);
+    if (lane < take) member_hit(req, toks, queue[lane].x, queue[lane].y);
+    __syncwarp();
+    if (lane + 32 < n) queue[lane] = queue[lane + 32];  // n <= kHitQueue = 64
+    __syncwarp();
+    if (lane == 0) *qcount = n - take;
+    __syncwarp();
+  };
   for (int64_t r = blockIdx.x * kWarps + threadIdx.x / 32; r < c.num_rows; r += warps) {
     const int64_t req = c.rows[2 * r];
     const int len = static_cast<int>(c.rows[2 * r + 1]);  // <= width <= 2^16
@@ -468,47 +519,33 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
           if (at < M) cand_list(q, g, 0)[at] = suffix_cand_pack(req, off, 0);
         }
       }
-      if (off < G) continue;
-      const bool scanned = g >= 0 && skind[g] == kScanned;
-      const bool exact = any_frequent && off < len && suffix_cache_key_exact(key, G);
-      if (!scanned && !exact) continue;
-      const int64_t before = suffix_cache_key_exact(key_before, G) ? key_before : toks[off - G];
-      // The members whose last G + 1 tokens end here: of a scanned group, through the group; of a
-      // frequent token (G = 1), by the token itself and the one before.
-      for (int route = 0; route < 2; ++route) {
-        if (route == 0 ? !scanned : !exact) continue;
-        const int32_t via = route == 0 ? g : key;
-        const int want = route == 0 ? kScanned : kCountedFrequent;
-        for (uint32_t h2 = member_hash(via, before, mask); tmem[h2] != -1; h2 = (h2 + 1) & mask) {
-          const int32_t s = tmem[h2];
-          if (skind[s] != want || srep[s] != via || sprev[s] != before) continue;
-          // l >= G + 1 so far; up to c - 1, and within the row (l <= off + 1).
-          const int64_t* send = p.token_ids_all + s * W + sn[s];
-          // A token per round trip: most member hits end within a token or two, and comparing 4 or
-          // 2 at a time (extend_match) read more than they saved: B = 64 with 100k cached responses
-          // 1211 -> 1302 (2) -> 1511 us (4) per step (docs/perf/suffix_cache_notes.md, section 7).
-          const int lim = min_of<int>(sctx[s] - 1, off + 1);
-          int l = G + 1;
-          while (l < lim && toks[off - l] == send[-1 - l]) ++l;
-          int32_t* sst = stat_row(q, s);
-          const int64_t e = suffix_cand_pack(req, off, l);
-          if (pass == 1) {
-            if (agg && l < kAggLen) {
-              atomicAdd(&agg_hist[s * kAggLen + l], 1);
+      const bool scanned = off >= G && g >= 0 && skind[g] == kScanned;
+      const bool exact = off >= G && any_frequent && off < len && suffix_cache_key_exact(key, G);
+      if (scanned || exact) {
+        const int64_t before = suffix_cache_key_exact(key_before, G) ? key_before : toks[off - G];
+        // The members whose last G + 1 tokens end here: of a scanned group, through the group; of
+        // a frequent token (G = 1), by the token itself and the one before. Queued (a full queue:
+        // handled here).
+        for (int route = 0; route < 2; ++route) {
+          if (route == 0 ? !scanned : !exact) continue;
+          const int32_t via = route == 0 ? g : key;
+          const int want = route == 0 ? kScanned : kCountedFrequent;
+          for (uint32_t h2 = member_hash(via, before, mask); tmem[h2] != -1; h2 = (h2 + 1) & mask) {
+            const int32_t s = tmem[h2];
+            if (skind[s] != want || srep[s] != via || sprev[s] != before) continue;
+            const int at = atomicAdd(qcount, 1);
+            if (at < kHitQueue) {
+              queue[at] = make_int2(s, off);
             } else {
-              atomicAdd(&sst[kSuffixStatHist + l], 1);
+              atomicSub(qcount, 1);
+              member_hit(req, toks, s, off);
             }
-            for (int j = 1; j <= J && G + j <= l; ++j) {
-              const int at = offer(q, full, s, j, 1);
-              if (at < M) cand_list(q, s, j)[at] = e;
-            }
-          } else if (l >= sst[kSuffixStatLmin]) {
-            const int at = atomicAdd(list_count(q, s, J), 1);
-            if (at < M) cand_list(q, s, J)[at] = e;  // at < M always: n_{L_min} <= M
           }
         }
       }
+      drain(req, toks, true);
     }
+    drain(req, toks, false);
   }
   if (pass != 1) return;
   // Pass 1 may run beside the local search (suffix_cache_query_gpu): the kernels after it read the
@@ -605,6 +642,7 @@ __device__ __forceinline__ int extend_match(const int64_t* x, const int64_t* y, 
   }
   return l < lim ? l : lim;
 }
+
 
 // The occurrences of the cache: key = a packed candidate (request, offset, l), whose order is the
 // tie rule's (request number, offset). Where each candidate's continuation lies is worked out once,
