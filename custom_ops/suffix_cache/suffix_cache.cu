@@ -438,6 +438,9 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
   auto member_hit = [&](int64_t req, const int64_t* toks, int32_t s, int off) {
     const int64_t* send = p.token_ids_all + s * W + sn[s];
     const int lim = min_of<int>(sctx[s] - 1, off + 1);
+    // A token per round trip: most member hits end within a token or two, and comparing 2, 4 or 8
+    // at a time read more than it saved, or took registers (docs/perf/suffix_cache_notes.md,
+    // sections 7 and 10).
     int l = G + 1;
     while (l < lim && toks[off - l] == send[-1 - l]) ++l;
     int32_t* sst = stat_row(q, s);
