@@ -24,7 +24,9 @@
 //    and at most one list append per group hit and line, and a verification per hit only for the
 //    slots that share its token before the G. A counted group skips what n_1 makes useless: with
 //    n_1 <= M it is only listed (the search measures and counts its candidates' match lengths), with
-//    n_1 > M it is not in the table, and its members are found by their last two tokens.
+//    n_1 > M it is not in the table, and its members are found by their last two tokens. Every
+//    block reads each slot's descriptor (prep's, one aligned sector of its stat row); a warp queues
+//    its member hits and handles them 32 at a time, a lane each.
 // 4. prep2, a warp per slot: n_G (its group's hits, or n_1), its hits with l == G, with n_G > M the
 //    shortest match length L_min whose suffix occurs at most M times (suffix sums of the histogram
 //    over the lanes), and the list its search reads. Only when L_min > G + kSuffixMemberLists (a
@@ -42,14 +44,14 @@
 // the same tokens computes the same drafts.
 //
 // Cost and limits (H100, tests/cuda/bench_suffix_kernels.cu, G = 1, 10k cached responses of ~300
-// tokens; docs/perf/suffix_cache_notes.md, section 9): at B = 64, 91.7 us a step (102.1 before the
-// counts, 104.7 before the block path's changes, 193 with two scans, 225 with the local search
-// before the scans), still 2.3x issue 20's 40 us. Isolated kernel times (ncu, caches flushed): the
-// scan ~100 us (beside the local search, 26), the search 36 (its slowest block), insert 9, prep 5,
-// prep2 5, walk 6. The scan grows with the cache (100k responses: 0.77 ms a step at B = 64) and
-// with B; filtering its probes, loading keys ahead, queueing member hits or balancing its warps did
-// not shorten it (section 9). Reaching the target needs an index that finds a context's
-// occurrences without reading every cached key, and a shorter search.
+// tokens; docs/perf/suffix_cache_notes.md, section 10): at B = 64, 86.6 us a step (91.7 before the
+// descriptors, 102.1 before the counts, 193 with two scans, 225 with the local search before the
+// scans), still 2.2x issue 20's 40 us. Warm, stage by stage (the bench's --breakdown): the scan 45
+// us (beside the local search, 16), the search 22 (its slowest block), insert 4, prep 3, prep2 and
+// the second scan 4, walk 4; two thirds of the scan are its member hits. The scan grows with the
+// cache (100k responses: 0.64 ms a step at B = 64) and with B. Reaching the target needs fewer member
+// hits (three-token probes where a member's last two tokens are frequent) or an index that finds a
+// context's occurrences without reading every cached key, and a shorter search.
 #include "suffix_cache/suffix_cache.h"
 
 #include <cub/block/block_scan.cuh>
@@ -646,7 +648,6 @@ __device__ __forceinline__ int extend_match(const int64_t* x, const int64_t* y, 
   return l < lim ? l : lim;
 }
 
-
 // The occurrences of the cache: key = a packed candidate (request, offset, l), whose order is the
 // tie rule's (request number, offset). Where each candidate's continuation lies is worked out once,
 // when the candidates are loaded (a 64-bit modulo and the row's length), into two shared arrays, so
@@ -858,8 +859,10 @@ int g_suffix_cache_last_stage = kSuffixQueryStages;
 bool g_suffix_cache_skip_local = false;
 #define SUFFIX_QUERY_STAGE(k) \
   if (g_suffix_cache_last_stage < (k)) return cudaSuccess
+#define SUFFIX_SKIP_LOCAL g_suffix_cache_skip_local
 #else
 #define SUFFIX_QUERY_STAGE(k)
+#define SUFFIX_SKIP_LOCAL false
 #endif
 
 cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t stream) {
@@ -884,11 +887,7 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
   }
   query_prep_kernel<<<static_cast<unsigned>(B), kThreads, 0, stream>>>(q);
   SUFFIX_QUERY_STAGE(2);
-#ifdef FDSPEC_SUFFIX_PROFILE
-  if (beside && !g_suffix_cache_skip_local) {
-#else
-  if (beside) {
-#endif
+  if (beside && !SUFFIX_SKIP_LOCAL) {
     err = suffix_search_gpu(q.m, stream);
     if (err != cudaSuccess) return err;
   }

@@ -46,6 +46,7 @@ constexpr int64_t kK = 5, kVocab = 32000, kNonBinding = int64_t{1} << 40;
 constexpr int kDepth = 64, kM = 1024;
 constexpr int64_t kWidth = 512, kHistory = 2048;
 constexpr int64_t kCountedVocab = int64_t{1} << 18;  // the cache counts tokens below it (the Python default)
+constexpr int64_t kCachedResponses[] = {1000, 10000, 100000};  // the cache rows, filled in this order
 
 using harness::DevVec;
 
@@ -396,7 +397,7 @@ int breakdown(int argc, char** argv) {
   harness::Stream st;
   Texts texts(5);
   HostCache h;
-  for (int64_t n : {1000, 10000, 100000}) {
+  for (int64_t n : kCachedResponses) {
     if (n <= N) h = fill_cache(n, texts);
   }
   Match c = make_query(B, h);
@@ -485,7 +486,7 @@ int main(int argc, char** argv) {
   }
   if (opt.only.empty() || opt.only == "cache") {
     Texts texts(5);
-    for (int64_t n : {1000, 10000, 100000}) {
+    for (int64_t n : kCachedResponses) {
       const HostCache h = fill_cache(n, texts);
       for (int64_t B : {8, 64, 256}) {
         Result local;
