@@ -32,10 +32,11 @@ def _no_threshold_env(monkeypatch):
 
 
 def run_stream(place, seed, steps, *, rows=6, width=24, slots=4, vocab=3, key_len=2, M=32,
-               params=None, check_every=1, evict_every=0, vocab_size=1 << 18):
+               params=None, check_every=1, evict_every=0, vocab_size=1 << 18, pair_vocab=1 << 10):
     rng = np.random.default_rng(seed)
     stream = RequestStream(rng, slots, width=64, vocab=vocab, k=4, max_answer=width + 8)
-    drv = Driver(place, rows, width, slots, key_len=key_len, max_occurrences=M, vocab_size=vocab_size)
+    drv = Driver(place, rows, width, slots, key_len=key_len, max_occurrences=M, vocab_size=vocab_size,
+                 pair_vocab=pair_vocab)
     wins = 0
     for i in range(steps):
         step = stream.step()
@@ -66,7 +67,8 @@ def test_random_streams_equal_reference(place, seed):
                          slots=int(rng.integers(1, 6)), vocab=int(rng.integers(2, 6)),
                          key_len=int(rng.integers(1, 4)), M=32, params=params_of(rng),
                          evict_every=int(rng.choice([0, 7])),
-                         vocab_size=int(rng.choice([2, 1 << 18])))  # some token ids counted, or all
+                         vocab_size=int(rng.choice([2, 1 << 18])),  # some token ids counted, or all
+                         pair_vocab=int(rng.choice([0, 3, 1 << 10])))  # pairs: none, some, all
 
 
 def test_streams_exercise_the_global_draft():
@@ -195,6 +197,10 @@ def test_bad_inputs_are_named():
     bad.counts = to_place(np.zeros(4, np.int64), "cpu")
     with pytest.raises(OP_ERRORS, match="cache_counts"):
         suffix_cache_insert(ids, i64, i64, i32, i32, bad)
+    bad = SuffixCache.allocate(2, 4, 2)
+    bad.pairs = to_place(np.zeros((3, 4), np.int32), "cpu")
+    with pytest.raises(OP_ERRORS, match=r"cache_pairs must have shape \[F, F\]"):
+        suffix_cache_insert(ids, i64, i64, i32, i32, bad)
     small = SuffixCache.allocate(2, 4, 1)
     with pytest.raises(OP_ERRORS, match="cache_slots must have shape"):
         suffix_cache_insert(ids, i64, i64, i32, i32, small)
@@ -204,7 +210,8 @@ def test_bad_inputs_are_named():
                     (dict(rows=1, width=1 << 17, slots=1), "width must be"),
                     (dict(rows=1, width=4, slots=1, key_len=9), "key_len must be"),
                     (dict(rows=1, width=4, slots=1, max_occurrences=8), "max_occurrences must be"),
-                    (dict(rows=1, width=4, slots=1, vocab_size=0), "vocab_size must be")]:
+                    (dict(rows=1, width=4, slots=1, vocab_size=0), "vocab_size must be"),
+                    (dict(rows=1, width=4, slots=1, pair_vocab=-1), "pair_vocab must be")]:
         with pytest.raises(ValueError, match=msg):
             SuffixCache.allocate(**kw)
     with pytest.raises(ValueError, match="max_cached_requests must be"):

@@ -88,11 +88,15 @@ __device__ __forceinline__ int32_t* list_count(const SuffixCacheQueryParams& q, 
 
 // ---- insert -------------------------------------------------------------------------------------
 
-// Removes the first `len` positions of row r from the counts (the block's threads together).
+// Removes the first `len` positions of row r from the counts and the pair counts (the block's
+// threads together).
 __device__ __forceinline__ void uncount_row(const SuffixCache& c, int64_t r, int64_t len) {
+  const int64_t* t = c.tokens + r * c.width;
   for (int64_t off = threadIdx.x; off < len; off += blockDim.x) {
     const int64_t at = suffix_count_index(c.keys[r * c.width + off], c);
     if (at >= 0) atomicSub(&c.counts[at], 1);
+    const int64_t pair = off >= 1 ? suffix_pair_index(t[off - 1], t[off], c) : -1;
+    if (pair >= 0) atomicSub(&c.pairs[pair], 1);
   }
 }
 
@@ -171,6 +175,11 @@ __global__ void __launch_bounds__(128) insert_append_kernel(SuffixCacheInsertPar
     c.keys[r * c.width + off] = key;
     const int64_t at = suffix_count_index(key, c);
     if (at >= 0) atomicAdd(&c.counts[at], 1);
+    // The pair ending here, as the row will hold it (the token before `have` is the row's, which
+    // its eviction will uncount, even if the slot's history has since changed there).
+    const int64_t before = off > have ? resp[off - 1] : (off >= 1 ? c.tokens[r * c.width + off - 1] : -1);
+    const int64_t pair = suffix_pair_index(before, resp[off], c);
+    if (pair >= 0) atomicAdd(&c.pairs[pair], 1);
   }
   __syncthreads();  // every thread has read `have` and the slot's state
   if (threadIdx.x == 0 && (upto > have || taken)) c.rows[2 * r + 1] = max_of(upto, have);
@@ -224,11 +233,31 @@ __global__ void __launch_bounds__(kThreads) query_prep_kernel(SuffixCacheQueryPa
     const int32_t key = query ? suffix_cache_key(v.row + v.n - G, G) : 0;
     st[kSuffixStatKey] = key;
     // n_1 when the cache counts the context's last token (G = 1): the scan then knows before it
-    // starts whether that token's hits are the candidates (n_1 <= M) or need a longer match.
+    // starts whether that token's hits are the candidates (n_1 <= M) or need a longer match; and
+    // with n_1 > M, n_2 when the cache counts the last two tokens' pair: with n_2 > M only the hits
+    // that also match the token before them can be candidates.
+    const int M = q.max_occurrences;
     const int64_t at = query ? suffix_count_index(key, q.cache) : -1;
-    st[kSuffixStatCount] = at >= 0 ? q.cache.counts[at] : -1;
-    st[kSuffixStatN] = static_cast<int32_t>(v.n);
+    const int32_t n1 = at >= 0 ? q.cache.counts[at] : -1;
     const int64_t prev = query && c >= G + 2 ? v.row[v.n - 1 - G] : 0;  // a member's
+    int kind = n1 < 0 ? kSuffixKindScanned : (n1 <= M ? kSuffixKindRare : kSuffixKindFrequent);
+    int32_t n2 = -1, prev2 = 0;
+    const int64_t pair = kind == kSuffixKindFrequent && c >= G + 2 ? suffix_pair_index(prev, key, q.cache) : -1;
+    if (pair >= 0) {
+      n2 = q.cache.pairs[pair];
+      // Three-token probes compare C[-3] with the cached positions' keys, which are the tokens
+      // themselves only for ids in [0, 2^31): any other C[-3] keeps the two-token probe.
+      const int64_t t3 = c >= 3 ? v.row[v.n - 3] : -1;
+      if (n2 > M && t3 >= 0 && t3 <= INT32_MAX) {
+        kind = kSuffixKindPairFrequent;
+        prev2 = static_cast<int32_t>(t3);
+      }
+    }
+    st[kSuffixStatKind] = kind;
+    st[kSuffixStatCount] = n1;
+    st[kSuffixStatPairCount] = n2;
+    st[kSuffixStatPrev2] = prev2;
+    st[kSuffixStatN] = static_cast<int32_t>(v.n);
     st[kSuffixStatPrev] = static_cast<int32_t>(prev);
     st[kSuffixStatPrev + 1] = static_cast<int32_t>(static_cast<uint64_t>(prev) >> 32);
     st[kSuffixStatHits] = 0;
@@ -273,15 +302,6 @@ constexpr uint64_t kScanTableLoad = 8;    // the scans' table entries per slot w
 constexpr uint32_t kMinScanTable = 1024;
 constexpr uint32_t kMaxScanTable = 2048;  // past it, two entries per slot
 
-// How the scan treats a querying slot's group and members (from n_1 = count of its last token, which
-// prep reads from the cache's counts when the token is counted):
-constexpr int kScanned = 0;          // not counted (G > 1, a hashed or large token): the scan counts
-                                     // the group's hits, lists them, and finds members through it
-constexpr int kCountedRare = 1;      // n_1 <= M: the group's hits are listed; nothing else (the search
-                                     // measures their match lengths)
-constexpr int kCountedFrequent = 2;  // n_1 > M: no group work at all; members are found by their last
-                                     // two tokens, the only hits that can have l >= 2
-
 // Pass 1 aggregates the counts of short matches per block in shared memory when the batch is at
 // most kAggSlots, and flushes them once.
 constexpr int kAggSlots = 256;
@@ -292,7 +312,8 @@ constexpr int kHitQueue = 64;
 
 // The scans' shared memory (byte offsets): B the batch, T the tables' size.
 struct ScanLayout {
-  size_t prev, queue, qcount, tkey, trep, tmem, srep, sctx, sn, skind, agg_hits, agg_hist, full, bytes;
+  size_t prev, queue, qcount, tkey, trep, tmem, srep, sctx, sn, skind, sprev2, agg_hits, agg_hist, full,
+      bytes;
 };
 __host__ __device__ __forceinline__ ScanLayout scan_layout(int64_t B, uint32_t T, bool hist) {
   ScanLayout s;
@@ -307,6 +328,7 @@ __host__ __device__ __forceinline__ ScanLayout scan_layout(int64_t B, uint32_t T
   s.sctx = at;      at += sizeof(int32_t) * B;
   s.sn = at;        at += sizeof(int32_t) * B;
   s.skind = at;     at += sizeof(int32_t) * B;
+  s.sprev2 = at;    at += sizeof(int32_t) * B;
   s.agg_hits = at;  at += sizeof(int32_t) * B;
   s.agg_hist = at;  at += hist ? sizeof(int32_t) * B * kAggLen : 0;
   s.full = at;      at += sizeof(uint32_t) * ((B * kSuffixCandLists + 31) / 32);  // a bit per list
@@ -363,7 +385,8 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
   int32_t* srep = reinterpret_cast<int32_t*>(scan_smem + lay.srep);   // a member's group (or token)
   int32_t* sctx = reinterpret_cast<int32_t*>(scan_smem + lay.sctx);   // a slot's c (0: not querying)
   int32_t* sn = reinterpret_cast<int32_t*>(scan_smem + lay.sn);       // a slot's history length N
-  int32_t* skind = reinterpret_cast<int32_t*>(scan_smem + lay.skind); // kScanned, kCounted...
+  int32_t* skind = reinterpret_cast<int32_t*>(scan_smem + lay.skind); // kSuffixKind*
+  int32_t* sprev2 = reinterpret_cast<int32_t*>(scan_smem + lay.sprev2);  // a pair-frequent's C[-3]
   int32_t* agg_hits = reinterpret_cast<int32_t*>(scan_smem + lay.agg_hits);  // pass 1: hits per group
   int32_t* agg_hist = reinterpret_cast<int32_t*>(scan_smem + lay.agg_hist);
   uint32_t* full = reinterpret_cast<uint32_t*>(scan_smem + lay.full);
@@ -381,7 +404,7 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
     tmem[j] = -1;
   }
   for (int64_t j = threadIdx.x; j < (B * kSuffixCandLists + 31) / 32; j += kThreads) full[j] = 0;
-  __shared__ int any_frequent;  // some member is matched on its last two tokens
+  __shared__ int any_frequent;  // some member is matched on its last two (or three) tokens
   if (threadIdx.x == 0) any_frequent = 0;
   if (agg) {
     for (int64_t j = threadIdx.x; j < B * kAggLen; j += kThreads) agg_hist[j] = 0;
@@ -396,7 +419,8 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
     const int4 d1 = reinterpret_cast<const int4*>(st + kSuffixStatDesc)[1];
     static_assert(kSuffixStatCtx == kSuffixStatDesc && kSuffixStatN == kSuffixStatDesc + 1 &&
                       kSuffixStatKey == kSuffixStatDesc + 2 && kSuffixStatRep == kSuffixStatDesc + 3 &&
-                      kSuffixStatCount == kSuffixStatDesc + 4 && kSuffixStatPrev == kSuffixStatDesc + 5,
+                      kSuffixStatKind == kSuffixStatDesc + 4 && kSuffixStatPrev == kSuffixStatDesc + 5 &&
+                      kSuffixStatPrev2 == kSuffixStatDesc + 7,
                   "the descriptor's layout");
     const int ctx_len = d0.x;
     agg_hits[b] = 0;
@@ -405,27 +429,29 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
     if (ctx_len == 0) continue;
     const int32_t key = d0.z;
     const int32_t rep = d0.w;
-    const int32_t n1 = d1.x;
-    const int kind = n1 < 0 ? kScanned : (n1 <= M ? kCountedRare : kCountedFrequent);
+    const int kind = d1.x;
     skind[b] = kind;
     // Pass 2 needs the scanned groups of its members only; the others' hits then find no member.
-    if (rep == b && kind != kCountedFrequent && (pass == 1 || st[kSuffixStatHits] > M)) {
+    if (rep == b && kind <= kSuffixKindRare && (pass == 1 || st[kSuffixStatHits] > M)) {
       uint32_t h = table_hash(key, bits);
       while (atomicCAS(&trep[h], -1, static_cast<int32_t>(b)) != -1) h = (h + 1) & mask;
       tkey[h] = key;
     }
-    const bool member = ctx_len >= G + 2 && kind != kCountedRare &&
+    // A pair-frequent slot's shortest usable match length is 3 or more: c >= 4.
+    const bool member = ctx_len >= G + 2 + (kind == kSuffixKindPairFrequent) && kind != kSuffixKindRare &&
                         (pass == 1 || (st[kSuffixStatHits] > M && st[kSuffixStatLmin] > G + J &&
                                        st[kSuffixStatLmin] < ctx_len));
     if (member) {
       // A scanned group's member is found through its group, a frequent token's by its last two
-      // tokens (the key is the token): srep holds the group, or the token.
+      // tokens (the key is the token), and then by the one before them too when those two are
+      // frequent: srep holds the group, or the token.
       const int64_t prev = static_cast<int64_t>(static_cast<uint32_t>(d1.y)) |
                            (static_cast<int64_t>(d1.z) << 32);
-      const int32_t via = kind == kScanned ? rep : key;
+      const int32_t via = kind == kSuffixKindScanned ? rep : key;
       srep[b] = via;
       sprev[b] = prev;
-      if (kind == kCountedFrequent) atomicOr(&any_frequent, 1);
+      sprev2[b] = d1.w;
+      if (kind != kSuffixKindScanned) atomicOr(&any_frequent, 1);
       uint32_t h = member_hash(via, prev, mask);
       while (atomicCAS(&tmem[h], -1, static_cast<int32_t>(b)) != -1) h = (h + 1) & mask;
     }
@@ -443,7 +469,8 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
     // A token per round trip: most member hits end within a token or two, and comparing 2, 4 or 8
     // at a time read more than it saved, or took registers (docs/perf/suffix_cache_notes.md,
     // sections 7 and 10).
-    int l = G + 1;
+    const bool three = skind[s] == kSuffixKindPairFrequent;  // its last three tokens matched
+    int l = G + 1 + three;
     while (l < lim && toks[off - l] == send[-1 - l]) ++l;
     int32_t* sst = stat_row(q, s);
     const int64_t e = suffix_cand_pack(req, off, l);
@@ -453,7 +480,7 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
       } else {
         atomicAdd(&sst[kSuffixStatHist + l], 1);
       }
-      for (int j = 1; j <= J && G + j <= l; ++j) {
+      for (int j = 1 + three; j <= J && G + j <= l; ++j) {  // list 1 of a pair-frequent: never read
         const int at = offer(q, full, s, j, 1);
         if (at < M) cand_list(q, s, j)[at] = e;
       }
@@ -517,27 +544,33 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
           const int n = __popc(peers);
           int at = 0;
           if (lane == leader) {
-            if (skind[g] == kScanned) atomicAdd(&agg_hits[g], n);
+            if (skind[g] == kSuffixKindScanned) atomicAdd(&agg_hits[g], n);
             at = offer(q, full, g, 0, n);
           }
           at = __shfl_sync(peers, at, leader) + __popc(peers & ((1u << lane) - 1));
           if (at < M) cand_list(q, g, 0)[at] = suffix_cand_pack(req, off, 0);
         }
       }
-      const bool scanned = off >= G && g >= 0 && skind[g] == kScanned;
+      const bool scanned = off >= G && g >= 0 && skind[g] == kSuffixKindScanned;
       const bool exact = off >= G && any_frequent && off < len && suffix_cache_key_exact(key, G);
       if (scanned || exact) {
         const int64_t before = suffix_cache_key_exact(key_before, G) ? key_before : toks[off - G];
         // The members whose last G + 1 tokens end here: of a scanned group, through the group; of
-        // a frequent token (G = 1), by the token itself and the one before. Queued (a full queue:
-        // handled here).
+        // a frequent token (G = 1), by the token itself and the one before, and a pair-frequent
+        // member's also by the token before them (the row's key two back, read only for these).
+        // Queued (a full queue: handled here).
         for (int route = 0; route < 2; ++route) {
           if (route == 0 ? !scanned : !exact) continue;
           const int32_t via = route == 0 ? g : key;
-          const int want = route == 0 ? kScanned : kCountedFrequent;
           for (uint32_t h2 = member_hash(via, before, mask); tmem[h2] != -1; h2 = (h2 + 1) & mask) {
             const int32_t s = tmem[h2];
-            if (skind[s] != want || srep[s] != via || sprev[s] != before) continue;
+            const int kind = skind[s];
+            if ((route == 0) != (kind == kSuffixKindScanned) || srep[s] != via || sprev[s] != before) {
+              continue;
+            }
+            // The row's keys are read only: the read-only path held the scan at 40 registers (6
+            // blocks per SM), where a plain load took it to 48.
+            if (kind == kSuffixKindPairFrequent && (off < 2 || __ldg(&keys[off - 2]) != sprev2[s])) continue;
             const int at = atomicAdd(qcount, 1);
             if (at < kHitQueue) {
               queue[at] = make_int2(s, off);
@@ -581,13 +614,21 @@ __global__ void __launch_bounds__(kThreads) query_prep2_kernel(SuffixCacheQueryP
   const int G = q.cache.key_len;
   const int M = q.max_occurrences;
   const int J = kSuffixMemberLists;
+  const int kind = st[kSuffixStatKind];
   const int64_t n = st[kSuffixStatCount] >= 0 ? st[kSuffixStatCount]  // counted: n_1
                                                : stat_row(q, st[kSuffixStatRep])[kSuffixStatGroup];
   int64_t longer = 0;
   for (int L = G + 1 + lane; L < c; L += 32) longer += st[kSuffixStatHist + L];
   for (int o = 16; o > 0; o >>= 1) longer += __shfl_xor_sync(kFull, longer, o);
+  __syncwarp();  // every lane has read the histogram before lane 0 writes to it
+  if (kind == kSuffixKindPairFrequent) {
+    // The scan counted the hits with l >= 3; those with l == 2 are the rest of n_2's.
+    const int64_t n2 = st[kSuffixStatPairCount];
+    if (lane == 0) st[kSuffixStatHist + 2] = static_cast<int32_t>(n2 - longer);
+    longer = n2;
+    __syncwarp();
+  }
   const int64_t at_g = n - longer;  // the hits with l == G
-  __syncwarp();  // every lane has read the histogram before lane 0 writes its entry G
   if (lane == 0) {
     st[kSuffixStatHits] = static_cast<int32_t>(n);
     st[kSuffixStatHist + G] = static_cast<int32_t>(at_g);

@@ -30,6 +30,7 @@ constexpr int kMaxSuffixCacheKeyLen = 8;           // G: tokens hashed into a po
 constexpr int64_t kMaxSuffixCacheWidth = 1 << 16;   // a row's width (offsets fit 16 bits of a candidate)
 constexpr int64_t kMaxSuffixCacheRows = int64_t{1} << 30;
 constexpr int64_t kMaxSuffixCacheVocab = int64_t{1} << 31;  // V: counted tokens are int32 keys
+constexpr int64_t kMaxSuffixCachePairVocab = 1 << 15;       // F: pairs of ids below it are counted
 constexpr int kMaxSuffixCacheOccurrences = 1024;   // M: the most occurrences a global match length may have
 constexpr int kMinSuffixCacheOccurrences = 32;
 constexpr int kMaxSuffixCacheBatch = 2048;         // slots a query serves (its per-block key table)
@@ -42,7 +43,7 @@ constexpr int kMaxSuffixCacheBatch = 2048;         // slots a query serves (its 
 constexpr int kSuffixMemberLists = 4;
 constexpr int kSuffixCandLists = 1 + kSuffixMemberLists;
 // Columns of the per-slot query statistics (int32): the match-length histogram, then the fields.
-// Rows of 272 columns, so that every row is 16-byte aligned: a slot's *scan descriptor*, the fields
+// Rows of 276 columns, so that every row is 16-byte aligned: a slot's *scan descriptor*, the fields
 // every block of the scan reads for every slot before it starts, is one aligned 32-byte sector read
 // with two 16-byte loads (one request per slot and block instead of one per field: the grid's
 // blocks all read the same few lines).
@@ -52,16 +53,30 @@ constexpr int kSuffixStatCtx = 256;                //   c = |C| for a querying s
 constexpr int kSuffixStatN = 257;                  //   N, the querying slot's history length
 constexpr int kSuffixStatKey = 258;                //   the context's key (its last G tokens)
 constexpr int kSuffixStatRep = 259;                //   the slot's group: least querying slot with its last G tokens
-constexpr int kSuffixStatCount = 260;              //   n_1 from the counts, -1: scanned
+constexpr int kSuffixStatKind = 260;               //   how the scan finds its hits (kSuffixKind*)
 constexpr int kSuffixStatPrev = 261;               //   [261, 263): with c >= G + 2, the token before the
                                                    //   context's last G (int64, low word first), else 0
-constexpr int kSuffixStatList = 263;               //   the list the search reads (0: its rep's), -1 none
-constexpr int kSuffixStatHits = 264;               // hits with l >= G: n_G, the occurrences of C[-G:]
-constexpr int kSuffixStatLmin = 265;               // shortest match length the global search uses
-constexpr int kSuffixStatGroup = 266;              // a group's hits (occurrences of its last G tokens), at its rep
-constexpr int kSuffixStatStored = 267;             // [267, 267 + kSuffixCandLists): entries offered to list j
-constexpr int kSuffixStatCols = kSuffixStatStored + kSuffixCandLists;
+constexpr int kSuffixStatPrev2 = 263;              //   kSuffixKindPairFrequent: the token C[-3] (an int32 id)
+constexpr int kSuffixStatCount = 264;              // n_1 from the counts, -1: scanned
+constexpr int kSuffixStatPairCount = 265;          // n_2 from the pair counts, -1: not counted
+constexpr int kSuffixStatList = 266;               // the list the search reads (0: its rep's), -1 none
+constexpr int kSuffixStatHits = 267;               // hits with l >= G: n_G, the occurrences of C[-G:]
+constexpr int kSuffixStatLmin = 268;               // shortest match length the global search uses
+constexpr int kSuffixStatGroup = 269;              // a group's hits (occurrences of its last G tokens), at its rep
+constexpr int kSuffixStatStored = 270;             // [270, 270 + kSuffixCandLists): entries offered to list j
+constexpr int kSuffixStatCols = (kSuffixStatStored + kSuffixCandLists + 3) / 4 * 4;
 static_assert(kSuffixStatCols % 4 == 0 && kSuffixStatDesc % 8 == 0, "aligned descriptors");
+// How the scan finds a querying slot's occurrences (its descriptor's kind), from n_1 = count(C[-1:])
+// and n_2 = count(C[-2:]) where the cache counts them (G = 1, ids below V, pairs of ids below F):
+constexpr int kSuffixKindScanned = 0;        // not counted (G > 1, a hashed or large token): the scan
+                                             // counts the group's hits, lists them, and finds members
+                                             // through it
+constexpr int kSuffixKindRare = 1;           // n_1 <= M: the group's hits are listed; nothing else (the
+                                             // search measures their match lengths)
+constexpr int kSuffixKindFrequent = 2;       // n_1 > M (n_2 <= M, or not counted): members are found by
+                                             // their last two tokens and verified from l = 2 on
+constexpr int kSuffixKindPairFrequent = 3;   // n_1, n_2 > M: found by their last three tokens, verified
+                                             // from l = 3 on (the l = 2 hits are n_2 minus those)
 static_assert(kMaxSuffixTreeDepth <= 256, "match lengths are stored in 8 bits of a candidate");
 
 // Slot states in cache_slots: the request number the slot writes to, or one of these.
@@ -78,6 +93,8 @@ struct SuffixCache {
   int32_t* counts;     // [V] int32 (G = 1): occurrences of each token t < V in the cached responses
   int64_t vocab;       // V (0: nothing counted; the binding's choice when R * width >= 2^31, where
                        // an int32 count could overflow)
+  int32_t* pairs;      // [F, F] int32 (G = 1): occurrences of each pair (a, b) of ids below F
+  int64_t pair_vocab;  // F (0: no pair counted; as V when R * width >= 2^31)
 };
 
 // Where a position's key is counted in `counts`: with G = 1 the key of a token t in [0, V) is t
@@ -86,6 +103,14 @@ struct SuffixCache {
 // often a context's last token occurs before it scans (docs/contract/suffix.md).
 FDSPEC_HD int64_t suffix_count_index(int32_t key, const SuffixCache& c) {
   return c.key_len == 1 && key >= 0 && key < c.vocab ? key : -1;
+}
+
+// Where the pair (a, b) of consecutive tokens is counted in `pairs` (G = 1, both ids below F), else
+// -1. Kept exact as `counts` is; the query reads n_2 = count(C[-2:]) from it before it scans, so a
+// context whose last token is frequent needs no scan to learn whether its last two tokens are.
+FDSPEC_HD int64_t suffix_pair_index(int64_t a, int64_t b, const SuffixCache& c) {
+  return c.key_len == 1 && a >= 0 && a < c.pair_vocab && b >= 0 && b < c.pair_vocab ? a * c.pair_vocab + b
+                                                                                       : -1;
 }
 
 struct SuffixCacheInsertParams {

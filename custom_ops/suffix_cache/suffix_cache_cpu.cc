@@ -74,11 +74,15 @@ SuffixDraft global_draft(const SuffixCacheQueryParams& q, const int64_t* ctx, in
   return best;
 }
 
-// Adds `delta` to the counts of the keys of row r's positions [from, to).
+// Adds `delta` to the counts of the keys of row r's positions [from, to), and to the pair counts of
+// the pairs ending there.
 void count_keys(const SuffixCache& cache, int64_t r, int64_t from, int64_t to, int32_t delta) {
+  const int64_t* t = cache.tokens + r * cache.width;
   for (int64_t off = from; off < to; ++off) {
     const int64_t at = suffix_count_index(cache.keys[r * cache.width + off], cache);
     if (at >= 0) cache.counts[at] += delta;
+    const int64_t pair = off >= 1 ? suffix_pair_index(t[off - 1], t[off], cache) : -1;
+    if (pair >= 0) cache.pairs[pair] += delta;
   }
 }
 

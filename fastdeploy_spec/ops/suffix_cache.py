@@ -20,12 +20,16 @@ from fastdeploy_spec.ops.suffix_match import SPEC as _MATCH, default_max_draft_t
 
 # Layout constants of the kernels (custom_ops/suffix_cache/suffix_cache.h).
 CAND_LISTS = 5  # kSuffixCandLists: a slot's candidate lists of the query, M entries each
-STAT_COLS = 267 + CAND_LISTS  # kSuffixStatCols: a slot's histogram (256) and fields
+STAT_COLS = 276  # kSuffixStatCols: a slot's histogram (256) and fields, 16-byte rows
 MAX_WIDTH = 1 << 16
 MAX_KEY_LEN = 8
 MIN_OCCURRENCES, MAX_OCCURRENCES = 32, 1024
 SLOT_FREE, SLOT_DETACHED = -1, -2
 DEFAULT_COUNTED_VOCAB = 1 << 18  # tokens below it are counted per token (every current LLM vocabulary)
+# Pairs of consecutive tokens below it are counted per pair (4 MiB): the frequent pairs of real
+# vocabularies are pairs of common (low) ids.
+DEFAULT_PAIR_VOCAB = 1 << 10
+MAX_PAIR_VOCAB = 1 << 15
 # Bytes of device memory per cached token position: the token (int64) and its key (int32).
 BYTES_PER_POSITION = 12
 
@@ -37,8 +41,8 @@ class SuffixCache:
     A ring of ``rows`` rows of ``width`` tokens: request number q (counted in the order requests
     begin) caches its response in row q mod rows, evicting request q - rows (first in, first out).
     Tokens past ``width`` are not cached. Memory: ``rows * width * 12`` bytes, plus 16 per row, 8 per
-    slot, 4 per counted token id (``vocab_size``) and the query scratch (``slots * (40 *
-    max_occurrences + 4 * 272)`` bytes).
+    slot, 4 per counted token id (``vocab_size``), 4 per counted pair (``pair_vocab ** 2``) and the
+    query scratch (``slots * (40 * max_occurrences + 4 * 276)`` bytes).
 
     Parameters
     ----------
@@ -58,6 +62,11 @@ class SuffixCache:
         V >= 1: with ``key_len`` 1 the cache counts the occurrences of every token id below V
         (4 bytes each), which lets the GPU query skip most of its scan; larger ids draft the same,
         more slowly. Unused (one element) with ``key_len`` > 1.
+    pair_vocab : int
+        F in [0, 32768]: with ``key_len`` 1 the cache also counts every pair of consecutive token ids
+        below F (4 * F * F bytes), so that a context whose last token is frequent needs no scan to
+        learn whether its last two tokens are. 0: no pair counts (same drafts, more scan work).
+        Unused (one element) with ``key_len`` > 1.
     place : paddle place, optional
         Where the state lives (default: the current device).
 
@@ -66,13 +75,14 @@ class SuffixCache:
     >>> from fastdeploy_spec.ops.suffix_cache import SuffixCache
     >>> c = SuffixCache.allocate(rows=4, width=8, slots=2)
     >>> c.rows_state.numpy().tolist(), c.slots_state.numpy().tolist(), c.nbytes
-    ([[-1, 0], [-1, 0], [-1, 0], [-1, 0]], [-1, -1], 1134232)
+    ([[-1, 0], [-1, 0], [-1, 0], [-1, 0]], [-1, -1], 5328584)
     """
 
     tokens: paddle.Tensor
     keys: paddle.Tensor
     rows_state: paddle.Tensor
     counts: paddle.Tensor
+    pairs: paddle.Tensor
     slots_state: paddle.Tensor
     counter: paddle.Tensor
     cand: paddle.Tensor
@@ -82,7 +92,7 @@ class SuffixCache:
     @classmethod
     def allocate(cls, rows: int, width: int, slots: int, key_len: int = 1,
                  max_occurrences: int = 1024, vocab_size: int = DEFAULT_COUNTED_VOCAB,
-                 place=None) -> "SuffixCache":
+                 pair_vocab: int = DEFAULT_PAIR_VOCAB, place=None) -> "SuffixCache":
         if not 1 <= rows <= 1 << 30:
             raise ValueError(f"SuffixCache: rows must be in [1, 2^30], got {rows}")
         if not 1 <= width <= MAX_WIDTH:
@@ -96,6 +106,8 @@ class SuffixCache:
                              f"{MAX_OCCURRENCES}], got {max_occurrences}")
         if not 1 <= vocab_size <= 1 << 31:
             raise ValueError(f"SuffixCache: vocab_size must be in [1, 2^31], got {vocab_size}")
+        if not 0 <= pair_vocab <= MAX_PAIR_VOCAB:
+            raise ValueError(f"SuffixCache: pair_vocab must be in [0, {MAX_PAIR_VOCAB}], got {pair_vocab}")
         place = paddle.get_device() if place is None else place
 
         def t(a):
@@ -106,6 +118,7 @@ class SuffixCache:
         return cls(tokens=t(np.full((rows, width), -1, np.int64)),
                    keys=t(np.zeros((rows, width), np.int32)), rows_state=t(rows_state),
                    counts=t(np.zeros(vocab_size if key_len == 1 else 1, np.int32)),
+                   pairs=t(np.zeros((pair_vocab,) * 2 if key_len == 1 else (1, 1), np.int32)),
                    slots_state=t(np.full(slots, SLOT_FREE, np.int64)),
                    counter=t(np.zeros(1, np.int64)),
                    cand=t(np.zeros((slots, CAND_LISTS * max_occurrences), np.int64)),
@@ -128,18 +141,19 @@ class SuffixCache:
     def op_args(self) -> dict:
         """The cache's tensors and key length under the names the ops' bindings give them."""
         return dict(cache_tokens=self.tokens, cache_keys=self.keys, cache_rows=self.rows_state,
-                    cache_counts=self.counts, cache_slots=self.slots_state, cache_counter=self.counter, query_cand=self.cand,
-                    query_stat=self.stat, key_len=self.key_len)
+                    cache_counts=self.counts, cache_pairs=self.pairs, cache_slots=self.slots_state,
+                    cache_counter=self.counter, query_cand=self.cand, query_stat=self.stat,
+                    key_len=self.key_len)
 
     @property
     def nbytes(self) -> int:
         """Device bytes held by the cache and its query scratch."""
         return int(sum(int(np.prod(x.shape)) * (8 if x.dtype == paddle.int64 else 4)
-                       for x in (self.tokens, self.keys, self.rows_state, self.counts, self.slots_state,
-                                 self.counter, self.cand, self.stat)))
+                       for x in (self.tokens, self.keys, self.rows_state, self.counts, self.pairs,
+                                 self.slots_state, self.counter, self.cand, self.stat)))
 
 
-_CACHE = ("cache_tokens", "cache_keys", "cache_rows", "cache_counts")
+_CACHE = ("cache_tokens", "cache_keys", "cache_rows", "cache_counts", "cache_pairs")
 _INSERT = OpSpec(
     "suffix_cache_insert",
     tensors=("token_ids_all", "prompt_lens", "step_idx", "seq_lens_encoder", "seq_lens_decoder",

@@ -46,6 +46,7 @@ constexpr int64_t kK = 5, kVocab = 32000, kNonBinding = int64_t{1} << 40;
 constexpr int kDepth = 64, kM = 1024;
 constexpr int64_t kWidth = 512, kHistory = 2048;
 constexpr int64_t kCountedVocab = int64_t{1} << 18;  // the cache counts tokens below it (the Python default)
+constexpr int64_t kPairVocab = 1024;                 // and pairs of tokens below this (the Python default)
 constexpr int64_t kCachedResponses[] = {1000, 10000, 100000};  // the cache rows, filled in this order
 
 using harness::DevVec;
@@ -193,10 +194,12 @@ struct Texts {
 struct HostCache {
   int64_t R = 0;
   std::vector<int64_t> tokens, rows, counter{0};
-  std::vector<int32_t> keys, counts = std::vector<int32_t>(kCountedVocab, 0);
+  std::vector<int32_t> keys, counts = std::vector<int32_t>(kCountedVocab, 0),
+                             pairs = std::vector<int32_t>(kPairVocab * kPairVocab, 0);
   std::vector<std::vector<int64_t>> responses;
   fdspec::SuffixCache view() {
-    return fdspec::SuffixCache{tokens.data(), keys.data(), rows.data(), R, kWidth, 1, counts.data(), kCountedVocab};
+    return fdspec::SuffixCache{tokens.data(), keys.data(),   rows.data(),   R,           kWidth,
+                               1,             counts.data(), kCountedVocab, pairs.data(), kPairVocab};
   }
 };
 
@@ -248,15 +251,16 @@ Match make_query(int64_t B, const HostCache& h) {
 
 struct DevCache {
   DevVec<int64_t> tokens, rows, counter, slots, cand;
-  DevVec<int32_t> keys, stat, source, counts;
+  DevVec<int32_t> keys, stat, source, counts, pairs;
   int64_t R;
   DevCache(const HostCache& h, int64_t B)
       : tokens(h.tokens), rows(h.rows), counter(h.counter),
         slots(std::vector<int64_t>(B, fdspec::kSuffixSlotFree)), cand(std::vector<int64_t>(B * fdspec::kSuffixCandLists * kM, 0)),
         keys(h.keys), stat(std::vector<int32_t>((B + 1) * fdspec::kSuffixStatCols, 0)),
-        source(std::vector<int32_t>(B, 0)), counts(h.counts), R(h.R) {}
+        source(std::vector<int32_t>(B, 0)), counts(h.counts), pairs(h.pairs), R(h.R) {}
   fdspec::SuffixCache view() const {
-    return fdspec::SuffixCache{tokens.ptr(), keys.ptr(), rows.ptr(), R, kWidth, 1, counts.ptr(), kCountedVocab};
+    return fdspec::SuffixCache{tokens.ptr(), keys.ptr(),   rows.ptr(),    R,           kWidth,
+                               1,            counts.ptr(), kCountedVocab, pairs.ptr(), kPairVocab};
   }
 };
 
@@ -280,6 +284,7 @@ bool cache_same(Match ref, const DevMatch& d, const DevCache& k, int* global_win
   h.keys = k.keys.download();
   h.rows = k.rows.download();
   h.counts = k.counts.download();
+  h.pairs = k.pairs.download();
   std::vector<int32_t> source(ref.B, 0);
   std::vector<int64_t> cand(ref.B * fdspec::kSuffixCandLists * kM, 0);
   std::vector<int32_t> stat((ref.B + 1) * fdspec::kSuffixStatCols, 0);

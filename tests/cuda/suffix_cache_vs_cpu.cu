@@ -6,8 +6,9 @@
 // evicted while active), key lengths 1 .. 4, occurrence caps 32 .. 64 with long single-token runs (the
 // scan's overflow path), slots whose contexts end alike (one group of hits, its candidate list
 // shared), every suffix parameter varied. After every step the cache state (rows, tokens, keys,
-// slots, counter) and every query output are compared; some cases run each step as one CUDA graph
-// (insert + query captured once, inputs copied into the captured buffers before each replay). A
+// counts, pair counts, slots, counter) and every query output are compared; some cases run each
+// step as one CUDA graph (insert + query captured once, inputs copied into the captured buffers
+// before each replay). A
 // request's slot may close: empty for one step with its row still holding the request and the
 // tokens accepted at its last step, which the insert adds.
 // Usage and exit status: tests/cuda/harness.cuh.
@@ -28,6 +29,7 @@ struct Config {
   int64_t B, W, K, R, width, M;
   int G, depth, steps, vocab;
   int64_t counted;  // V: the cache counts tokens 0 .. V - 1 (some of the stream's, all, or none)
+  int64_t pair_vocab;  // F: and the pairs of tokens 0 .. F - 1 (none, some, all)
   int64_t base;  // token ids are base .. base + vocab - 1: 0, or straddling 2^31 (G = 1 keys hashed)
   float factor, offset, min_prob;
   bool pad, graph;
@@ -156,7 +158,7 @@ class HostVec {
 template <template <class> class V>
 struct Side {
   V<int64_t> ids, P, s, drafts, mdl, stoks, tokens, rows, slots, counter, cand;
-  V<int32_t> enc, dec, dtn, slt, smeta, source, keys, stat, finished, counts;
+  V<int32_t> enc, dec, dtn, slt, smeta, source, keys, stat, finished, counts, pairs;
   V<float> sprobs;
 
   explicit Side(const Config& c)
@@ -170,6 +172,7 @@ struct Side {
         source(std::vector<int32_t>(c.B, -7)), keys(std::vector<int32_t>(c.R * c.width, 0)),
         stat(std::vector<int32_t>((c.B + 1) * fdspec::kSuffixStatCols, 0)),
         finished(std::vector<int32_t>(c.B)), counts(std::vector<int32_t>(c.counted, 0)),
+        pairs(std::vector<int32_t>(std::max<int64_t>(c.pair_vocab * c.pair_vocab, 1), 0)),
         sprobs(std::vector<float>(c.B * c.K, -7.0f)) {}
 
   static std::vector<int64_t> init_rows(int64_t R) {
@@ -197,7 +200,8 @@ struct Side {
   }
 
   fdspec::SuffixCache cache(const Config& c) const {
-    return fdspec::SuffixCache{tokens.ptr(), keys.ptr(), rows.ptr(), c.R, c.width, c.G, counts.ptr(), c.counted};
+    return fdspec::SuffixCache{tokens.ptr(), keys.ptr(),  rows.ptr(), c.R,          c.width,
+                               c.G,          counts.ptr(), c.counted, pairs.ptr(), c.pair_vocab};
   }
 
   fdspec::SuffixCacheInsertParams insert_params(const Config& c) const {
@@ -307,6 +311,7 @@ Config make_config(Rng& r, bool quick) {
   c.vocab = static_cast<int>(r.uni(1, 8));
   c.base = r.chance(0.3) ? int64_t{INT32_MAX} - 3 : 0;
   c.counted = r.pick<int64_t>({1, 3, 64});
+  c.pair_vocab = r.pick<int64_t>({0, 2, 5, 64});
   c.factor = r.pick<float>({0.5f, 1.0f, 4.0f});
   c.offset = r.pick<float>({-1.0f, 0.0f, 2.0f});
   c.min_prob = r.pick<float>({0.0f, 0.1f, 0.4f});
@@ -363,6 +368,7 @@ void body(harness::Tally& t, bool quick) {
       ok &= same(dev.tokens, ref.tokens, "tokens", what);
       ok &= same(dev.keys, ref.keys, "keys", what);
       ok &= same(dev.counts, ref.counts, "counts", what);
+      ok &= same(dev.pairs, ref.pairs, "pairs", what);
       ok &= same(dev.slots, ref.slots, "slots", what);
       ok &= same(dev.counter, ref.counter, "counter", what);
       ok &= same(dev.drafts, ref.drafts, "draft_tokens", what);
@@ -380,9 +386,14 @@ void body(harness::Tally& t, bool quick) {
         if (row[fdspec::kSuffixStatCtx] == 0) continue;
         if (row[fdspec::kSuffixStatHits] > c.M) t.count("overflowed_slots");
         // Slots whose last token the cache counts: its hits listed (n_1 <= M) or its members found
-        // by their last two tokens (n_1 > M).
-        const int32_t n1 = row[fdspec::kSuffixStatCount];
-        if (n1 >= 0) t.count(n1 <= c.M ? "counted_rare_slots" : "counted_frequent_slots");
+        // by their last two tokens (n_1 > M), or by their last three when the pair is counted and
+        // frequent (n_2 > M).
+        switch (row[fdspec::kSuffixStatKind]) {
+          case fdspec::kSuffixKindRare: t.count("counted_rare_slots"); break;
+          case fdspec::kSuffixKindFrequent: t.count("counted_frequent_slots"); break;
+          case fdspec::kSuffixKindPairFrequent: t.count("pair_frequent_slots"); break;
+          default: break;
+        }
         // The list the search read: a member's own list (filled by the first scan), or its last
         // list refilled by the second scan (a match length beyond G + kSuffixMemberLists).
         const int list = row[fdspec::kSuffixStatList];

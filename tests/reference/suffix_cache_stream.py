@@ -127,11 +127,12 @@ class RequestStream:
 class Driver:
     """The op's cache on one place and the reference, stepped together."""
 
-    def __init__(self, place, rows, width, slots, key_len=2, max_occurrences=32, vocab_size=1 << 18):
+    def __init__(self, place, rows, width, slots, key_len=2, max_occurrences=32, vocab_size=1 << 18,
+                 pair_vocab=1 << 10):
         self.place = place
         self.cache = SuffixCache.allocate(rows, width, slots, key_len=key_len,
                                           max_occurrences=max_occurrences, vocab_size=vocab_size,
-                                          place=to_place(np.zeros(1), place).place)
+                                          pair_vocab=pair_vocab, place=to_place(np.zeros(1), place).place)
         self.ref = SuffixCacheRef(rows, width, slots, key_len=key_len,
                                   max_occurrences=max_occurrences)
 
@@ -179,6 +180,16 @@ class Driver:
                 ids = np.asarray(resp, np.int64)
                 np.add.at(want, ids[(ids >= 0) & (ids < counts.shape[0])], 1)
             np.testing.assert_array_equal(counts, want)
+            # the pair counts: each pair of consecutive ids' occurrences within one response
+            pairs = self.cache.pairs.numpy()
+            F = pairs.shape[0]
+            want = np.zeros((F, F), np.int64)
+            for resp in toks.values():
+                ids = np.asarray(resp, np.int64)
+                a, b = ids[:-1], ids[1:]
+                keep = (a >= 0) & (a < F) & (b >= 0) & (b < F)
+                np.add.at(want, (a[keep], b[keep]), 1)
+            np.testing.assert_array_equal(pairs, want)
 
 
 def soak(place, seed, requests, *, rows=32, width=48, slots=8, check_every=200, key_len=2):
