@@ -143,6 +143,7 @@ def device_cache(host: SuffixCache, B: int, place) -> SuffixCache:
     dev.keys = bc.to_gpu(host.keys.numpy())
     dev.rows_state = bc.to_gpu(host.rows_state.numpy())
     dev.counts = bc.to_gpu(host.counts.numpy())
+    dev.pairs = bc.to_gpu(host.pairs.numpy())
     dev.counter = bc.to_gpu(host.counter.numpy())
     return dev
 
