@@ -1,9 +1,9 @@
 // suffix_cache: CUDA implementation (docs/contract/suffix.md, "The global cache"). No Paddle include.
 //
 // Insert: one block hands out request numbers in slot order (a block scan), then one block per slot
-// takes the row's previous response out of the counts when its request took the row, and copies
-// its new tokens and their keys into its row, counted (a closing slot, empty with its request still
-// set, copies its last tokens, then is free).
+// takes the row's previous response out of the counts and pair counts when its request took the
+// row, and copies its new tokens and their keys into its row, counted with the pairs they end (a
+// closing slot, empty with its request still set, copies its last tokens, then is free).
 //
 // Query, per step, for all slots at once:
 // 1. suffix_match's local search (suffix_search_gpu). With B <= SMs it runs beside 2 and the first
@@ -11,7 +11,8 @@
 //    end), else before them.
 // 2. prep: per querying slot, the key of its context's last G tokens, histograms cleared, its
 //    group: the slots whose contexts end with the same G tokens (its rep: the least of them), and
-//    n_1 from the cache's counts when its last token is counted (G = 1, an id below V).
+//    n_1 from the cache's counts when its last token is counted (G = 1, an id below V), and with
+//    n_1 > M, n_2 from the pair counts when its last two tokens are a counted pair (ids below F).
 // 3. scan: one warp per cached row, one lane per position; each position's key is looked up in a
 //    shared-memory table of the groups' keys (built by every block) and, unless the key is the token
 //    itself (G = 1), its G tokens compared with the group's: a hit of every slot of the group
@@ -24,7 +25,8 @@
 //    and at most one list append per group hit and line, and a verification per hit only for the
 //    slots that share its token before the G. A counted group skips what n_1 makes useless: with
 //    n_1 <= M it is only listed (the search measures and counts its candidates' match lengths), with
-//    n_1 > M it is not in the table, and its members are found by their last two tokens. Every
+//    n_1 > M it is not in the table, and its members are found by their last two tokens (by their last
+//    three when n_2 > M too: the row's key two back compared before a hit is queued). Every
 //    block reads each slot's descriptor (prep's, one aligned sector of its stat row); a warp queues
 //    its member hits and handles them 32 at a time, a lane each.
 // 4. prep2, a warp per slot: n_G (its group's hits, or n_1), its hits with l == G, with n_G > M the
@@ -44,14 +46,13 @@
 // the same tokens computes the same drafts.
 //
 // Cost and limits (H100, tests/cuda/bench_suffix_kernels.cu, G = 1, 10k cached responses of ~300
-// tokens; docs/perf/suffix_cache_notes.md, section 10): at B = 64, 86.6 us a step (91.7 before the
-// descriptors, 102.1 before the counts, 193 with two scans, 225 with the local search before the
-// scans), still 2.2x issue 20's 40 us. Warm, stage by stage (the bench's --breakdown): the scan 45
-// us (beside the local search, 16), the search 22 (its slowest block), insert 4, prep 3, prep2 and
-// the second scan 4, walk 4; two thirds of the scan are its member hits. The scan grows with the
-// cache (100k responses: 0.64 ms a step at B = 64) and with B. Reaching the target needs fewer member
-// hits (three-token probes where a member's last two tokens are frequent) or an index that finds a
-// context's occurrences without reading every cached key, and a shorter search.
+// tokens; docs/perf/suffix_cache_notes.md, sections 10 and 11): at B = 64, 83.5 us a step (86.5
+// before the pair counts, 91.7 before the descriptors, 102.1 before the counts, 193 with two scans,
+// 225 with the local search before the scans), still 2.1x issue 20's 40 us. Warm, stage by stage
+// (the bench's --breakdown): the scan 44 us (beside the local search, 17), the search 22 (its
+// slowest block), insert 4, prep 3, prep2 and the second scan 4, walk 4. The scan grows with the
+// cache (100k responses: 0.61 ms a step at B = 64) and with B. Reaching the target needs an index
+// that finds a context's occurrences without reading every cached key, and a shorter search.
 #include "suffix_cache/suffix_cache.h"
 
 #include <cub/block/block_scan.cuh>

@@ -11,8 +11,9 @@
 // itself when G = 1 (and it fits), else a hash. A query scans the keys of the occupied positions once
 // per step for all slots at once (no per-slot pass over the cache), and every hit of a hashed key is
 // verified against the stored tokens, so a hash collision costs time, never a wrong draft. With G = 1
-// the cache also counts each token id's occurrences (below V), so that the query knows before it
-// scans which last tokens are rare enough to list and which need a longer match.
+// the cache also counts each token id's occurrences (below V), and each pair of consecutive ids
+// below F, so that the query knows before it scans which last tokens are rare enough to list and
+// which need a longer match (of two tokens, or of three).
 #pragma once
 
 #include <cstdint>
