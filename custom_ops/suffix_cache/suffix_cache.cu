@@ -39,20 +39,22 @@
 //    against the slot's own context measured first, four candidates per thread with their first
 //    tokens in flight), whose continuations are read from the cache rows; the bound that skips a
 //    match length is taken against max(best, local score). The winner against the local draft is written.
-// 6. suffix_match's budget walk.
+// 6. suffix_match's budget walk; when the budget cannot bind, each search block writes its slot's
+//    outcome itself instead (suffix_match/suffix_walk.cuh) and no walk kernel runs.
 //
 // Determinism: every result is a count or a minimum (atomicAdd / atomicMin); candidate order in a
 // list never matters (nor which entries a list past M holds: it is never read), so every rank with
 // the same tokens computes the same drafts.
 //
 // Cost and limits (H100, tests/cuda/bench_suffix_kernels.cu, G = 1, 10k cached responses of ~300
-// tokens; docs/perf/suffix_cache_notes.md, sections 10 and 11): at B = 64, 83.5 us a step (86.5
-// before the pair counts, 91.7 before the descriptors, 102.1 before the counts, 193 with two scans,
-// 225 with the local search before the scans), still 2.1x issue 20's 40 us. Warm, stage by stage
-// (the bench's --breakdown): the scan 44 us (beside the local search, 17), the search 22 (its
-// slowest block), insert 4, prep 3, prep2 and the second scan 4, walk 4. The scan grows with the
-// cache (100k responses: 0.61 ms a step at B = 64) and with B. Reaching the target needs an index
-// that finds a context's occurrences without reading every cached key, and a shorter search.
+// tokens, a budget that never binds; docs/perf/suffix_cache_notes.md, sections 10 and 11): at B =
+// 64, 80.2 us a step (83.5 with the walk kernel, 86.5 before the pair counts, 91.7 before the
+// descriptors, 102.1 before the counts, 193 with two scans, 225 with the local search before the
+// scans), still 2x issue 20's 40 us. Warm, stage by stage (the bench's --breakdown): the scan 44 us
+// (beside the local search, 17), the search 23 (its slowest block), insert 4, prep 3, prep2 and the
+// second scan 4 (a binding budget adds the walk, 4). The scan grows with the cache (100k
+// responses: 0.61 ms a step at B = 64) and with B. Reaching the target needs an index that finds a
+// context's occurrences without reading every cached key, and a shorter search.
 #include "suffix_cache/suffix_cache.h"
 
 #include <cub/block/block_scan.cuh>
@@ -62,6 +64,7 @@
 
 #include "common/cuda_utils.cuh"
 #include "suffix_match/suffix_draft.cuh"
+#include "suffix_match/suffix_walk.cuh"
 
 namespace fdspec {
 namespace {
@@ -720,9 +723,9 @@ constexpr int kFirstRound = 4;  // match tokens compared for every candidate at 
 constexpr size_t kSearchSmem = sizeof(SearchShared);
 static_assert(suffix_gpu::kCandCap >= kMaxSuffixCacheOccurrences, "the core holds every candidate");
 
-__global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(SuffixCacheQueryParams q) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  SearchShared& ss = *reinterpret_cast<SearchShared*>(smem_raw);
+// Slot b's global search and, when its draft scores higher than the local one, the winner written
+// (block-uniform returns).
+__device__ void global_search_slot(const SuffixCacheQueryParams& q, SearchShared& ss) {
   suffix_gpu::CoreShared& sh = ss.core;
   const int64_t b = blockIdx.x;
   const SuffixMatchParams& p = q.m;
@@ -835,6 +838,15 @@ __global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(Suff
     q.source[b] = 1;
   }
   SUFFIX_PROF_SET(8, clock64());
+}
+
+// `finish`: the batch budget cannot bind (suffix_budget_never_binds), so each block also writes its
+// slot's outcome as the walk would, and no walk kernel runs (one launch and its latency fewer).
+__global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(SuffixCacheQueryParams q,
+                                                                             bool finish) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  global_search_slot(q, *reinterpret_cast<SearchShared*>(smem_raw));
+  if (finish) suffix_finish_slot(q.m, blockIdx.x);
 }
 
 }  // namespace
@@ -966,12 +978,15 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
   err = cudaFuncSetAttribute(query_search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(kSearchSmem));
   if (err != cudaSuccess) return err;
-  query_search_kernel<<<static_cast<unsigned>(B), suffix_gpu::kThreads, kSearchSmem, stream>>>(q);
+  const bool alone = suffix_budget_never_binds(q.m);
+  query_search_kernel<<<static_cast<unsigned>(B), suffix_gpu::kThreads, kSearchSmem, stream>>>(q, alone);
   err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   SUFFIX_QUERY_STAGE(6);
-  err = suffix_walk_gpu(q.m, stream);
-  if (err != cudaSuccess) return err;
+  if (!alone) {
+    err = suffix_walk_gpu(q.m, stream);
+    if (err != cudaSuccess) return err;
+  }
   return FDSPEC_LAUNCH_STATUS(stream);
 }
 

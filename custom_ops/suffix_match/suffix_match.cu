@@ -42,8 +42,8 @@
 #include <cub/block/block_reduce.cuh>
 
 #include "common/cuda_utils.cuh"
-#include "ngram_common/ngram_walk.cuh"
 #include "suffix_match/suffix_draft.cuh"
+#include "suffix_match/suffix_walk.cuh"
 
 namespace fdspec {
 namespace {
@@ -543,41 +543,6 @@ __device__ void write_draft(const SuffixMatchParams& p, int64_t b, const DraftBu
   }
 }
 
-// ---- the budget walk ----------------------------------------------------------------------------
-
-struct SuffixWalk {
-  SuffixMatchParams p;
-
-  __device__ int64_t batch() const { return p.batch; }
-  __device__ int64_t threshold() const { return p.threshold; }
-  __device__ WalkOutputs outputs() const {
-    return WalkOutputs{p.draft_tokens, p.draft_stride, p.seq_lens_this_time,
-                       graph_pad_length(p.pad_to_max, p.max_draft_tokens, p.draft_stride)};
-  }
-
-  // Prefill: a fixed length of max(seq_lens_this_time, 0), written back as that; empty: 0; decoding:
-  // base 1 and the search's draft (suffix_meta's length, suffix_tokens' row), padded in graph mode.
-  __device__ DeviceWalkSlot slot(int64_t b) const {
-    DeviceWalkSlot w;
-    const int32_t enc = p.seq_lens_encoder[b];
-    const int32_t dec = p.seq_lens_decoder[b];
-    w.counted = suffix_is_counted(enc, dec);
-    if (enc > 0) {
-      w.base = max_of<int32_t>(p.seq_lens_this_time[b], 0);
-      return w;
-    }
-    if (dec == 0) return w;
-    const int64_t K = p.draft_stride - 1;
-    w.processed = true;
-    w.padded = p.pad_to_max;
-    w.base = 1;
-    w.budget = K;
-    w.untruncated = clamp_to<int64_t>(p.suffix_meta[2 * b], 0, K);
-    w.src = p.suffix_tokens + b * K;
-    return w;
-  }
-};
-
 constexpr size_t kSearchSmem = sizeof(SearchShared);
 
 // Slot b's search (block-uniform returns).
@@ -680,13 +645,7 @@ __global__ void __launch_bounds__(kThreads, 2) suffix_search_kernel(SuffixMatchP
   allow_dependent_launch();  // the walk waits for this grid's completion anyway
   search_slot(p, sh, b);
   SUFFIX_PROF_SET(9, clock64());
-  if (!finish) return;
-  __syncthreads();  // the slot's suffix_tokens row and suffix_meta are written
-  if (threadIdx.x == 0) {
-    const SuffixWalk walk{p};
-    const DeviceWalkSlot w = walk.slot(b);
-    ngram_walk_finish(walk.outputs(), b, w, w.src, w.processed ? w.untruncated : 0);
-  }
+  if (finish) suffix_finish_slot(p, b);
 }
 
 }  // namespace
@@ -722,15 +681,6 @@ void suffix_profile_print(int64_t blocks, double clock_khz) {
 
 namespace {
 
-// The walk keeps every draft when even the longest possible batch stays under the threshold: the
-// walk state G of a slot plus its drafts is at most the sum over all slots of their longest length
-// (a fixed one <= 2^31 - 1, a decoding one <= K + 1) and one per slot still counted, so
-// T > B (2^31 + K + 2) + 1 gives G < T - 1 and G + u <= T for every slot (docs/contract/ngram.md).
-bool budget_never_binds(const SuffixMatchParams& p) {
-  if (p.batch > (int64_t{1} << 30)) return false;
-  return p.threshold > p.batch * ((int64_t{1} << 31) + (p.draft_stride - 1) + 2) + 1;
-}
-
 cudaError_t launch_search(const SuffixMatchParams& p, bool finish, cudaStream_t stream) {
   // More than the default 48 KB of dynamic shared memory: a host-side attribute (no stream work),
   // fine under graph capture; set on every launch as it is per device.
@@ -742,6 +692,15 @@ cudaError_t launch_search(const SuffixMatchParams& p, bool finish, cudaStream_t 
 }
 
 }  // namespace
+
+// The walk keeps every draft when even the longest possible batch stays under the threshold: the
+// walk state G of a slot plus its drafts is at most the sum over all slots of their longest length
+// (a fixed one <= 2^31 - 1, a decoding one <= K + 1) and one per slot still counted, so
+// T > B (2^31 + K + 2) + 1 gives G < T - 1 and G + u <= T for every slot (docs/contract/ngram.md).
+bool suffix_budget_never_binds(const SuffixMatchParams& p) {
+  if (p.batch > (int64_t{1} << 30)) return false;
+  return p.threshold > p.batch * ((int64_t{1} << 31) + (p.draft_stride - 1) + 2) + 1;
+}
 
 cudaError_t suffix_search_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
   if (p.batch <= 0) return cudaSuccess;
@@ -755,7 +714,7 @@ cudaError_t suffix_walk_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
 
 cudaError_t suffix_match_gpu(const SuffixMatchParams& p, cudaStream_t stream) {
   if (p.batch <= 0) return cudaSuccess;
-  const bool alone = budget_never_binds(p);
+  const bool alone = suffix_budget_never_binds(p);
   cudaError_t err = launch_search(p, alone, stream);
   if (err != cudaSuccess) return err;
   if (!alone) {

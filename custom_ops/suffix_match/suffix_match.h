@@ -143,6 +143,9 @@ void suffix_walk_cpu(const SuffixMatchParams& p);
 cudaError_t suffix_match_gpu(const SuffixMatchParams& p, cudaStream_t stream);
 cudaError_t suffix_search_gpu(const SuffixMatchParams& p, cudaStream_t stream);
 cudaError_t suffix_walk_gpu(const SuffixMatchParams& p, cudaStream_t stream);
+// Whether the batch budget walk can keep fewer tokens than every draft's (host, from the threshold
+// and the batch alone): when it cannot, each search block writes its slot's outcome itself.
+bool suffix_budget_never_binds(const SuffixMatchParams& p);
 #endif
 
 }  // namespace fdspec

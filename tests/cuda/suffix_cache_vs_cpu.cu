@@ -30,6 +30,7 @@ struct Config {
   int G, depth, steps, vocab;
   int64_t counted;  // V: the cache counts tokens 0 .. V - 1 (some of the stream's, all, or none)
   int64_t pair_vocab;  // F: and the pairs of tokens 0 .. F - 1 (none, some, all)
+  int64_t threshold;   // the batch budget
   int64_t base;  // token ids are base .. base + vocab - 1: 0, or straddling 2^31 (G = 1 keys hashed)
   float factor, offset, min_prob;
   bool pad, graph;
@@ -243,7 +244,7 @@ struct Side {
     m.min_token_prob = c.min_prob;
     m.max_draft_tokens = static_cast<int>(c.K);
     m.pad_to_max = c.pad;
-    m.threshold = 1 << 20;
+    m.threshold = c.threshold;
     q.cache = cache(c);
     q.source = source.ptr();
     q.cand = cand.ptr();
@@ -312,6 +313,9 @@ Config make_config(Rng& r, bool quick) {
   c.base = r.chance(0.3) ? int64_t{INT32_MAX} - 3 : 0;
   c.counted = r.pick<int64_t>({1, 3, 64});
   c.pair_vocab = r.pick<int64_t>({0, 2, 5, 64});
+  // A budget that never binds (the search blocks write the outcomes, no walk kernel), one far from
+  // the batch's drafts, and one that truncates them.
+  c.threshold = r.pick<int64_t>({INT64_MAX, 1 << 20, 4});
   c.factor = r.pick<float>({0.5f, 1.0f, 4.0f});
   c.offset = r.pick<float>({-1.0f, 0.0f, 2.0f});
   c.min_prob = r.pick<float>({0.0f, 0.1f, 0.4f});
@@ -344,6 +348,7 @@ void body(harness::Tally& t, bool quick) {
       t.count("graph_cases");
     }
     if (c.base != 0 && c.G == 1) t.count("hashed_key_cases");
+    if (c.threshold == INT64_MAX) t.count("walkless_cases");  // each search block writes its outcome
     for (int step = 0; step < c.steps; ++step) {
       const StepIn in = stream.step();
       dev.upload(in, c);
