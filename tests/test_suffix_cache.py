@@ -16,8 +16,8 @@ try:  # a test-only dependency; the GPU machine may lack it (the other tests sti
 except ImportError:
     given = None
 
-from fastdeploy_spec.ops.suffix_cache import (CAND_LISTS, STAT_COLS, SuffixCache, suffix_cache_finish,
-                                              suffix_cache_insert, suffix_cache_query)
+from fastdeploy_spec.ops.suffix_cache import (CAND_LISTS, STAT_COLS, SuffixCache, suffix_cache_evict,
+                                              suffix_cache_finish, suffix_cache_insert, suffix_cache_query)
 from tests.helpers import PLACES, to_place
 from tests.reference.ngram_match import THRESHOLD_ENV
 from tests.reference.suffix_cache import global_draft_ref
@@ -166,6 +166,26 @@ def test_occurrence_cap_skips_frequent_suffixes(place):
     assert ref[3] == 1 and ref[0][0] == 5
     run_stream(place, 3, 40, rows=3, width=60, slots=2, vocab=2, key_len=1, M=32,
                params=dict(max_spec_factor=4.0, min_token_prob=0.0))
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_pair_counts_follow_the_rows_when_a_history_is_rewritten(place):
+    """The pair at a row's old end is counted with the token the row holds there: a slot whose
+    history was rewritten behind its cached length cannot make the pair counts drift (eviction
+    takes out exactly what the insert put in)."""
+    c = SuffixCache.allocate(rows=2, width=8, slots=1, pair_vocab=16,
+                             place=to_place(np.zeros(1), place).place)
+    t = lambda v, d: to_place(np.array(v, d), place)  # noqa: E731
+    enc = t([0], np.int32)
+    suffix_cache_insert(t([[9, 1, 2, 3, -1, -1]], np.int64), t([[1]], np.int64), t([[3]], np.int64), enc,
+                        t([4], np.int32), c)  # response 1 2 3
+    suffix_cache_insert(t([[9, 1, 2, 5, 4, -1]], np.int64), t([[1]], np.int64), t([[4]], np.int64), enc,
+                        t([5], np.int32), c)  # history rewritten at 3 -> 5; 4 appended after the row's 3
+    assert c.tokens.numpy()[0, :4].tolist() == [1, 2, 3, 4]
+    pairs = c.pairs.numpy()
+    assert sorted(zip(*np.nonzero(pairs))) == [(1, 2), (2, 3), (3, 4)] and pairs.sum() == 3
+    suffix_cache_evict(c, 0)
+    assert not c.pairs.numpy().any() and not c.counts.numpy().any()
 
 
 @pytest.mark.parametrize("place", PLACES)
