@@ -30,6 +30,7 @@ checked against the CPU op): tests/cuda/bench_suffix_kernels.cu.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 import zlib  # noqa: F401  (before paddle: Paddle 2.6 crashes in zlib otherwise)
@@ -136,16 +137,20 @@ def query_inputs(B: int, rng, responses) -> dict:
     }
 
 
-def device_cache(host: SuffixCache, B: int, place) -> SuffixCache:
-    """The host cache's state copied to the device, with B slots and the query scratch."""
-    dev = SuffixCache.allocate(int(host.tokens.shape[0]), WIDTH, B, key_len=host.key_len, place=place)
-    dev.tokens = bc.to_gpu(host.tokens.numpy())
-    dev.keys = bc.to_gpu(host.keys.numpy())
-    dev.rows_state = bc.to_gpu(host.rows_state.numpy())
-    dev.counts = bc.to_gpu(host.counts.numpy())
-    dev.pairs = bc.to_gpu(host.pairs.numpy())
-    dev.counter = bc.to_gpu(host.counter.numpy())
-    return dev
+# The cache's state that does not depend on the slot count: every SuffixCache tensor but the slots'
+# states and the query scratch. Derived from the dataclass, so that a state tensor added to it is
+# copied too (a hand-kept list once missed the pair counts).
+CACHE_STATE = tuple(f.name for f in dataclasses.fields(SuffixCache)
+                    if f.name not in ("slots_state", "cand", "stat", "key_len"))
+
+
+def copy_cache(src: SuffixCache, B: int, place, to) -> SuffixCache:
+    """A cache with B slots and its own query scratch on `place`, holding src's state (`to` puts a
+    NumPy array on that place)."""
+    dst = SuffixCache.allocate(int(src.tokens.shape[0]), WIDTH, B, key_len=src.key_len, place=place)
+    for name in CACHE_STATE:
+        setattr(dst, name, to(getattr(src, name).numpy()))
+    return dst
 
 
 def step(t: dict, cache: SuffixCache) -> None:
@@ -158,7 +163,7 @@ def bench_case(B: int, host_cache: SuffixCache, responses, quick: bool, flush, c
     rng = np.random.default_rng(B)
     q = query_inputs(B, rng, responses)
     gpu = {k: bc.to_gpu(v) for k, v in q.items()}
-    cache = device_cache(host_cache, B, gpu["token_ids_all"].place)
+    cache = copy_cache(host_cache, B, gpu["token_ids_all"].place, bc.to_gpu)
     step(gpu, cache)  # the slots begin their requests (rows taken, responses inserted)
     bc.sync()
     timing = dict(calls=5 if quick else 10, reps=5 if quick else 10, rounds=7 if quick else 15)
@@ -175,10 +180,8 @@ def bench_case(B: int, host_cache: SuffixCache, responses, quick: bool, flush, c
            "global_wins": int((gpu["suffix_source"].numpy() == 1).sum())}
     if check:
         cpu_q = {k: paddle.to_tensor(v, place=paddle.CPUPlace()) for k, v in q.items()}
-        cpu_cache = SuffixCache.allocate(int(host_cache.tokens.shape[0]), WIDTH, B,
-                                         key_len=host_cache.key_len, place=paddle.CPUPlace())
-        for name in ("tokens", "keys", "rows_state", "counter"):
-            setattr(cpu_cache, name, paddle.to_tensor(getattr(cache, name).numpy(), place=paddle.CPUPlace()))
+        cpu_cache = copy_cache(cache, B, paddle.CPUPlace(),
+                               lambda a: paddle.to_tensor(a, place=paddle.CPUPlace()))
         cpu_cache.slots_state = paddle.to_tensor(cache.slots_state.numpy(), place=paddle.CPUPlace())
         fresh = {k: bc.to_gpu(v) for k, v in q.items()}
         suffix_cache_query(*(fresh[k] for k in MATCH_ARGS), fresh["suffix_source"], cache, threshold=THRESHOLD)
