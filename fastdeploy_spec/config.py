@@ -68,9 +68,10 @@ class SpeculativeConfig:
     suffix_decoding_max_cached_tokens : int
         With ``max_cached_requests = -1``: the cache's size in token positions.
     suffix_decoding_cached_response_len : int
-        The most tokens of one response the cache keeps (its row width), 1 .. 65536. Memory: 12 bytes
-        per position, ``max_cached_requests * cached_response_len * 12`` bytes, plus 5 MiB of token
-        and token-pair counts (one-token keys) and the query scratch (``SuffixCache``).
+        The most tokens of one response the cache keeps (its row width), 1 .. 65536. Memory: 20 bytes
+        per position, ``max_cached_requests * cached_response_len * 20`` bytes (the token and its key,
+        12, and the line filter, 8), plus 5 MiB of token and token-pair counts (one-token keys) and
+        the query scratch (``SuffixCache``).
     suffix_decoding_global_min_match : int
         The shortest match length searched in the global cache (1 .. 8; the index keys this many tokens).
     suffix_decoding_global_max_occurrences : int

@@ -141,7 +141,7 @@ def query_inputs(B: int, rng, responses) -> dict:
 # states and the query scratch. Derived from the dataclass, so that a state tensor added to it is
 # copied too (a hand-kept list once missed the pair counts).
 CACHE_STATE = tuple(f.name for f in dataclasses.fields(SuffixCache)
-                    if f.name not in ("slots_state", "cand", "stat", "key_len"))
+                    if f.name not in ("slots_state", "cand", "stat", "line_mask", "key_len"))
 
 
 def copy_cache(src: SuffixCache, B: int, place, to) -> SuffixCache:

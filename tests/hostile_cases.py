@@ -147,8 +147,8 @@ def good(op: str, seed: int = 0) -> tuple[Dict[str, np.ndarray], Dict[str, objec
 
 CACHE_OPS = ("suffix_cache_insert", "suffix_cache_finish", "suffix_cache_evict", "suffix_cache_query")
 CACHE_FIELDS = dict(cache_tokens="tokens", cache_keys="keys", cache_rows="rows_state", cache_counts="counts",
-                    cache_pairs="pairs", cache_slots="slots_state",
-                    cache_counter="counter", query_cand="cand", query_stat="stat")
+                    cache_pairs="pairs", cache_lines="lines", cache_slots="slots_state",
+                    cache_counter="counter", query_cand="cand", query_stat="stat", query_lines="line_mask")
 CACHE_KEY_LEN, CACHE_ROWS, CACHE_WIDTH, CACHE_M = 2, 4, 12, 32
 
 
@@ -433,8 +433,9 @@ ONE_ELEMENT_OK = {"speculate_verify_greedy": ("end_tokens",), "speculate_step_up
                   "mtp_save_first_token_with_topk": ("not_need_stop",),
                   "suffix_cache_insert": ("cache_counter", "cache_counts", "cache_pairs"),
                   "suffix_cache_evict": ("cache_counter", "cache_counts", "cache_pairs"),
-                  # one counted token id (vocab_size 1) is valid, and the unused [1, 1] pairs of key_len 2
-                  "suffix_cache_query": ("cache_counts", "cache_pairs"),
+                  # one counted token id (vocab_size 1) is valid, and the unused [1, 1] pairs of key_len 2;
+                  # the line mask of the hostile cache (4 rows of 12) is one word
+                  "suffix_cache_query": ("cache_counts", "cache_pairs", "query_lines"),
                   "suffix_cache_finish": ("finished",)}  # finished defines the batch: one slot is valid
 
 
@@ -764,11 +765,13 @@ def family_cache(place, cases):
                           ("cache_rows", lambda v: v[:, :1]), ("cache_keys", lambda v: v[:-1]),
                           ("cache_counts", lambda v: v[:0]), ("cache_counts", lambda v: v[None]),
                           ("cache_pairs", lambda v: v[None]),
-                          ("cache_pairs", lambda v: np.zeros((v.shape[0] + 1, v.shape[1] + 2), v.dtype))]:
+                          ("cache_pairs", lambda v: np.zeros((v.shape[0] + 1, v.shape[1] + 2), v.dtype)),
+                          ("cache_lines", lambda v: v[:, :0]), ("cache_lines", lambda v: v[:3]),
+                          ("cache_lines", lambda v: v[0])]:
             _error_case(cases, "suffix cache", op, name, f"cache/{op}/{name}-{a_shape(cut)}",
                         _changed(op, place, name, cut))
     for name, cut in [("query_cand", lambda v: v[:, :CAND_LISTS * 32 - 1]), ("query_cand", lambda v: v[:, :-1]), ("query_stat", lambda v: v[:, :-1]),
-                      ("suffix_source", lambda v: v[:-1])]:
+                      ("suffix_source", lambda v: v[:-1]), ("query_lines", lambda v: v[:0])]:
         _error_case(cases, "suffix cache", "suffix_cache_query", name, f"cache/query/{name}-{a_shape(cut)}",
                     _changed("suffix_cache_query", place, name, cut))
     # Valid limits: exact results.

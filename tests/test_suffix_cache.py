@@ -32,11 +32,12 @@ def _no_threshold_env(monkeypatch):
 
 
 def run_stream(place, seed, steps, *, rows=6, width=24, slots=4, vocab=3, key_len=2, M=32,
-               params=None, check_every=1, evict_every=0, vocab_size=1 << 18, pair_vocab=1 << 10):
+               params=None, check_every=1, evict_every=0, vocab_size=1 << 18, pair_vocab=1 << 10,
+               line_planes=1 << 11):
     rng = np.random.default_rng(seed)
     stream = RequestStream(rng, slots, width=64, vocab=vocab, k=4, max_answer=width + 8)
     drv = Driver(place, rows, width, slots, key_len=key_len, max_occurrences=M, vocab_size=vocab_size,
-                 pair_vocab=pair_vocab)
+                 pair_vocab=pair_vocab, line_planes=line_planes)
     wins = 0
     for i in range(steps):
         step = stream.step()
@@ -68,7 +69,8 @@ def test_random_streams_equal_reference(place, seed):
                          key_len=int(rng.integers(1, 4)), M=32, params=params_of(rng),
                          evict_every=int(rng.choice([0, 7])),
                          vocab_size=int(rng.choice([2, 1 << 18])),  # some token ids counted, or all
-                         pair_vocab=int(rng.choice([0, 3, 1 << 10])))  # pairs: none, some, all
+                         pair_vocab=int(rng.choice([0, 3, 1 << 10])),  # pairs: none, some, all
+                         line_planes=int(rng.choice([0, 32, 1 << 11])))  # no filter, a full one, sparse
 
 
 def test_streams_exercise_the_global_draft():
@@ -231,7 +233,9 @@ def test_bad_inputs_are_named():
                     (dict(rows=1, width=4, slots=1, key_len=9), "key_len must be"),
                     (dict(rows=1, width=4, slots=1, max_occurrences=8), "max_occurrences must be"),
                     (dict(rows=1, width=4, slots=1, vocab_size=0), "vocab_size must be"),
-                    (dict(rows=1, width=4, slots=1, pair_vocab=-1), "pair_vocab must be")]:
+                    (dict(rows=1, width=4, slots=1, pair_vocab=-1), "pair_vocab must be"),
+                    (dict(rows=1, width=4, slots=1, line_planes=48), "line_planes must be"),
+                    (dict(rows=1, width=4, slots=1, line_planes=16), "line_planes must be")]:
         with pytest.raises(ValueError, match=msg):
             SuffixCache.allocate(**kw)
     with pytest.raises(ValueError, match="max_cached_requests must be"):

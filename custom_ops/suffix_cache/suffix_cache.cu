@@ -1,9 +1,10 @@
 // suffix_cache: CUDA implementation (docs/contract/suffix.md, "The global cache"). No Paddle include.
 //
 // Insert: one block hands out request numbers in slot order (a block scan), then one block per slot
-// takes the row's previous response out of the counts and pair counts when its request took the
-// row, and copies its new tokens and their keys into its row, counted with the pairs they end (a
-// closing slot, empty with its request still set, copies its last tokens, then is free).
+// takes the row's previous response out of the counts, pair counts and line filter when its request
+// took the row, and copies its new tokens and their keys into its row, counted with the pairs they
+// end, their items set in the line filter (a closing slot, empty with its request still set, copies
+// its last tokens, then is free).
 //
 // Query, per step, for all slots at once:
 // 1. suffix_match's local search (suffix_search_gpu). With B <= SMs it runs beside 2 and the first
@@ -13,15 +14,18 @@
 //    group: the slots whose contexts end with the same G tokens (its rep: the least of them), and
 //    n_1 from the cache's counts when its last token is counted (G = 1, an id below V), and with
 //    n_1 > M, n_2 from the pair counts when its last two tokens are a counted pair (ids below F).
-// 3. scan: one warp per cached row, one lane per position; each position's key is looked up in a
-//    shared-memory table of the groups' keys (built by every block) and, unless the key is the token
+//    Beside it, the line mask: the lines of the cache where the line filter has every bit of some
+//    slot's item (the string through which the scan finds its hits): the only lines the scans read.
+// 3. scan: a warp per 8 lines of the cache, a lane per position of the lines the mask selects;
+//    each position's key is looked up in a shared-memory table of the groups' keys (built by every
+//    block) and, unless the key is the token
 //    itself (G = 1), its G tokens compared with the group's: a hit of every slot of the group
 //    (l >= G), counted once per group and line. Only a group's members whose token before the G is
 //    the position's (a second table, keyed by group and token) are verified further, and their hits
 //    with l > G counted per (slot, l). The same pass fills the candidate lists (suffix_cache.h): the
 //    group's hits (list 0 at its rep) and each member's hits with l >= G + j (its list j), every
 //    list kept while it has at most M entries, so the list of a slot's shortest usable match length
-//    is complete after this one pass. The cost is one 4-byte key read per cached token, one count
+//    is complete after this one pass. The cost is one 4-byte key read per position read, one count
 //    and at most one list append per group hit and line, and a verification per hit only for the
 //    slots that share its token before the G. A counted group skips what n_1 makes useless: with
 //    n_1 <= M it is only listed (the search measures and counts its candidates' match lengths), with
@@ -50,11 +54,11 @@
 // tokens, a budget that never binds; docs/perf/suffix_cache_notes.md, sections 10 and 11): at B =
 // 64, 80.2 us a step (83.5 with the walk kernel, 86.5 before the pair counts, 91.7 before the
 // descriptors, 102.1 before the counts, 193 with two scans, 225 with the local search before the
-// scans), still 2x issue 20's 40 us. Warm, stage by stage (the bench's --breakdown): the scan 44 us
-// (beside the local search, 17), the search 23 (its slowest block), insert 4, prep 3, prep2 and the
-// second scan 4 (a binding budget adds the walk, 4). The scan grows with the cache (100k
-// responses: 0.61 ms a step at B = 64) and with B. Reaching the target needs an index that finds a
-// context's occurrences without reading every cached key, and a shorter search.
+// scans), still 2x issue 20's 40 us before the line filter (section 13 of the notes has the step
+// with it). Warm, stage by stage (the bench's --breakdown): the scan 44 us (beside the local
+// search, 17), the search 23 (its slowest block), insert 4, prep 3, prep2 and the second scan 4 (a
+// binding budget adds the walk, 4). The line filter cuts the lines the scan reads about eightfold
+// at B = 64 (12k of 98k occupied lines with 10k responses, 112k of 983k with 100k).
 #include "suffix_cache/suffix_cache.h"
 
 #include <cub/block/block_scan.cuh>
@@ -92,8 +96,36 @@ __device__ __forceinline__ int32_t* list_count(const SuffixCacheQueryParams& q, 
 
 // ---- insert -------------------------------------------------------------------------------------
 
-// Removes the first `len` positions of row r from the counts and the pair counts (the block's
-// threads together).
+// Clears row r's lines in every plane of the line filter (the block's threads together, a plane
+// each; atomic, since a neighbouring row's lines may share the word and be set meanwhile).
+__device__ __forceinline__ void clear_lines(const SuffixCache& c, int64_t r) {
+  const int64_t words = suffix_line_words(c.num_rows, c.width);
+  for (int64_t p = threadIdx.x; p < c.line_planes; p += blockDim.x) {
+    suffix_row_line_masks(r, c.width, [&](int64_t w, uint32_t m) { atomicAnd(&c.lines[p * words + w], m); });
+  }
+}
+
+// Sets the line filter's bits of the items of row r's positions [from, to), whose tokens and keys
+// every thread of the block can read (the block's threads together).
+__device__ __forceinline__ void mark_lines(const SuffixCache& c, int64_t r, int64_t from, int64_t to) {
+  if (c.line_planes == 0) return;
+  const int64_t* t = c.tokens + r * c.width;
+  const int32_t* k = c.keys + r * c.width;
+  for (int64_t off = from + threadIdx.x; off < to; off += blockDim.x) {
+    uint64_t items[3];
+    const int n = suffix_line_items(t, k, off, c, items);
+    const int64_t li = r * suffix_row_lines(c.width) + suffix_line_of(off, c.key_len);
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < kSuffixLineHashes; ++j) {
+        atomicOr(&c.lines[suffix_line_word(c, suffix_item_plane(items[i], j, c.line_planes), li)],
+                 1u << (li & 31));
+      }
+    }
+  }
+}
+
+// Removes the first `len` positions of row r from the counts and the pair counts, and its lines
+// from the line filter (the block's threads together).
 __device__ __forceinline__ void uncount_row(const SuffixCache& c, int64_t r, int64_t len) {
   const int64_t* t = c.tokens + r * c.width;
   for (int64_t off = threadIdx.x; off < len; off += blockDim.x) {
@@ -102,6 +134,7 @@ __device__ __forceinline__ void uncount_row(const SuffixCache& c, int64_t r, int
     const int64_t pair = off >= 1 ? suffix_pair_index(t[off - 1], t[off], c) : -1;
     if (pair >= 0) atomicSub(&c.pairs[pair], 1);
   }
+  clear_lines(c, r);
 }
 
 __global__ void __launch_bounds__(kScanThreads) insert_states_kernel(SuffixCacheInsertParams p) {
@@ -185,7 +218,8 @@ __global__ void __launch_bounds__(128) insert_append_kernel(SuffixCacheInsertPar
     const int64_t pair = suffix_pair_index(before, resp[off], c);
     if (pair >= 0) atomicAdd(&c.pairs[pair], 1);
   }
-  __syncthreads();  // every thread has read `have` and the slot's state
+  __syncthreads();  // every thread has read `have` and the slot's state, and the new positions are in
+  mark_lines(c, r, have, upto);
   if (threadIdx.x == 0 && (upto > have || taken)) c.rows[2 * r + 1] = max_of(upto, have);
   if (threadIdx.x == 0 && closing) p.slots[b] = kSuffixSlotFree;
 }
@@ -211,12 +245,126 @@ __global__ void evict_kernel(SuffixCache cache, const int64_t* counter, int64_t 
 
 // ---- query: prep and scans ----------------------------------------------------------------------
 
-// Per querying slot: its context's key, counters cleared, and its group: the least querying slot
-// whose context ends with the same G tokens (from the inputs: no other block's output is read). A
-// group's slots share the occurrences of those tokens (n_G) and, while n_G <= M, one candidate list.
-__global__ void __launch_bounds__(kThreads) query_prep_kernel(SuffixCacheQueryParams q) {
-  const int64_t b = blockIdx.x;
+// What the scans need to know of a decoding slot, from the step's inputs and the cache's counts.
+struct SlotDesc {
+  bool query;     // c >= G + 1 and a cap: the slot searches the cache
+  int c;          // |C|
+  int32_t key;    // the key of its last G tokens
+  int kind;       // kSuffixKind*
+  int32_t n1, n2; // n_1 from the counts (-1: not counted), n_2 from the pair counts (-1: not counted)
+  int64_t prev;   // with c >= G + 2, the token before the last G, else 0
+  int32_t prev2;  // kSuffixKindPairFrequent: C[-3]
+};
+__device__ __forceinline__ SlotDesc describe_slot(const SuffixCacheQueryParams& q, int64_t b) {
   const SuffixMatchParams& p = q.m;
+  const SuffixSlot v = suffix_slot(p, b);
+  const int G = q.cache.key_len;
+  SlotDesc d;
+  d.c = static_cast<int>(min_of<int64_t>(p.max_tree_depth, v.n));
+  d.query = d.c >= G + 1 && v.cap > 0;
+  d.key = d.query ? suffix_cache_key(v.row + v.n - G, G) : 0;
+  // n_1 when the cache counts the context's last token (G = 1): the scan then knows before it
+  // starts whether that token's hits are the candidates (n_1 <= M) or need a longer match; and
+  // with n_1 > M, n_2 when the cache counts the last two tokens' pair: with n_2 > M only the hits
+  // that also match the token before them can be candidates.
+  const int M = q.max_occurrences;
+  const int64_t at = d.query ? suffix_count_index(d.key, q.cache) : -1;
+  d.n1 = at >= 0 ? q.cache.counts[at] : -1;
+  d.prev = d.query && d.c >= G + 2 ? v.row[v.n - 1 - G] : 0;  // a member's
+  d.kind = d.n1 < 0 ? kSuffixKindScanned : (d.n1 <= M ? kSuffixKindRare : kSuffixKindFrequent);
+  d.n2 = -1;
+  d.prev2 = 0;
+  const int64_t pair =
+      d.kind == kSuffixKindFrequent && d.c >= G + 2 ? suffix_pair_index(d.prev, d.key, q.cache) : -1;
+  if (pair >= 0) {
+    d.n2 = q.cache.pairs[pair];
+    // Three-token probes compare C[-3] with the cached positions' keys, which are the tokens
+    // themselves only for ids in [0, 2^31): any other C[-3] keeps the two-token probe.
+    const int64_t t3 = d.c >= 3 ? v.row[v.n - 3] : -1;
+    if (d.n2 > M && t3 >= 0 && t3 <= INT32_MAX) {
+      d.kind = kSuffixKindPairFrequent;
+      d.prev2 = static_cast<int32_t>(t3);
+    }
+  }
+  return d;
+}
+
+// The first scan's part in a querying slot's hits: the rep of a scanned or rare group puts its key
+// in the groups' table (`tabled`: every slot of such a group, its rep alone is tabled), a member
+// (c >= G + 2, not rare) is found by its token before the G (through its group, or by its last two
+// tokens, or three when its last two are frequent); the one string through which its hits are
+// found is its line filter item (suffix_line_items).
+struct ScanRole {
+  bool tabled, member;
+  uint64_t item;
+};
+__device__ __forceinline__ ScanRole scan_role(int c, int kind, int32_t key, int64_t prev, int32_t prev2, int G) {
+  ScanRole r;
+  r.tabled = c > 0 && kind <= kSuffixKindRare;
+  // A pair-frequent slot's shortest usable match length is 3 or more: c >= 4.
+  r.member = c >= G + 2 + (kind == kSuffixKindPairFrequent) && kind != kSuffixKindRare;
+  r.item = kind == kSuffixKindFrequent       ? suffix_item2(prev, key)
+           : kind == kSuffixKindPairFrequent ? suffix_item3(prev2, prev, key)
+                                             : suffix_item1(key);
+  return r;
+}
+
+// The line mask (q.line_mask, a bit per line of the cache: the lines the scans read), block f of
+// the filter: a line is read when, for some querying slot's item, all kSuffixLineHashes planes of
+// the filter have its bit; the filter never misses a line that holds an item (suffix_cache.h), so
+// the skipped lines hold no hit of any slot. A block per 32 words of the mask (1024 lines), a lane
+// per word, the warps share out the items: each (item, plane) is one 128-byte read per block. The
+// block works the items out from the inputs itself (describe_slot), beside prep's blocks.
+__device__ void filter_lines(const SuffixCacheQueryParams& q, int64_t f, uint64_t* items) {
+  __shared__ int count;
+  __shared__ uint32_t part[kWarps][32];
+  const SuffixCache& c = q.cache;
+  const SuffixMatchParams& p = q.m;
+  if (threadIdx.x == 0) count = 0;
+  __syncthreads();
+  for (int64_t b = threadIdx.x; b < p.batch; b += kThreads) {
+    if (!suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b])) continue;
+    const SlotDesc d = describe_slot(q, b);
+    if (!d.query) continue;
+    const ScanRole role = scan_role(d.c, d.kind, d.key, d.prev, d.prev2, c.key_len);
+    if (role.tabled || role.member) items[atomicAdd(&count, 1)] = role.item;
+  }
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  const int64_t words = suffix_line_words(c.num_rows, c.width);
+  const int64_t w = f * 32 + lane;
+  uint32_t read = 0;
+  if (w < words) {
+    for (int i = warp; i < count; i += kWarps) {
+      uint32_t may = ~0u;
+#pragma unroll
+      for (int j = 0; j < kSuffixLineHashes; ++j) {
+        may &= __ldg(&c.lines[suffix_item_plane(items[i], j, c.line_planes) * words + w]);
+      }
+      read |= may;
+    }
+  }
+  part[warp][lane] = read;
+  __syncthreads();
+  if (warp == 0 && w < words) {
+#pragma unroll
+    for (int k = 1; k < kWarps; ++k) read |= part[k][lane];
+    q.line_mask[w] = read;
+  }
+}
+
+// Blocks 0 .. B - 1, per querying slot: its descriptor, counters cleared, and its group: the least
+// querying slot whose context ends with the same G tokens (from the inputs: no other block's output
+// is read). A group's slots share the occurrences of those tokens (n_G) and, while n_G <= M, one
+// candidate list. With the line filter, blocks B .. are the filter's (filter_lines).
+__global__ void __launch_bounds__(kThreads) query_prep_kernel(SuffixCacheQueryParams q) {
+  extern __shared__ uint64_t filter_items[];  // [B], the filter's blocks only
+  const SuffixMatchParams& p = q.m;
+  if (blockIdx.x >= p.batch) {
+    filter_lines(q, blockIdx.x - p.batch, filter_items);
+    return;
+  }
+  const int64_t b = blockIdx.x;
   int32_t* st = stat_row(q, b);
   if (b == 0 && threadIdx.x == 0) *store_flag(q) = 0;
   if (!suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b])) {
@@ -226,44 +374,23 @@ __global__ void __launch_bounds__(kThreads) query_prep_kernel(SuffixCacheQueryPa
   const SuffixSlot v = suffix_slot(p, b);
   const int G = q.cache.key_len;
   const int D = p.max_tree_depth;
-  const int c = static_cast<int>(min_of<int64_t>(D, v.n));
-  const bool query = c >= G + 1 && v.cap > 0;
   __shared__ int32_t rep;
+  __shared__ bool query;
   for (int j = threadIdx.x; j < 256; j += kThreads) st[kSuffixStatHist + j] = 0;
   if (threadIdx.x == 0) {
     rep = static_cast<int32_t>(b);
     q.source[b] = 0;
-    st[kSuffixStatCtx] = query ? c : 0;
-    const int32_t key = query ? suffix_cache_key(v.row + v.n - G, G) : 0;
-    st[kSuffixStatKey] = key;
-    // n_1 when the cache counts the context's last token (G = 1): the scan then knows before it
-    // starts whether that token's hits are the candidates (n_1 <= M) or need a longer match; and
-    // with n_1 > M, n_2 when the cache counts the last two tokens' pair: with n_2 > M only the hits
-    // that also match the token before them can be candidates.
-    const int M = q.max_occurrences;
-    const int64_t at = query ? suffix_count_index(key, q.cache) : -1;
-    const int32_t n1 = at >= 0 ? q.cache.counts[at] : -1;
-    const int64_t prev = query && c >= G + 2 ? v.row[v.n - 1 - G] : 0;  // a member's
-    int kind = n1 < 0 ? kSuffixKindScanned : (n1 <= M ? kSuffixKindRare : kSuffixKindFrequent);
-    int32_t n2 = -1, prev2 = 0;
-    const int64_t pair = kind == kSuffixKindFrequent && c >= G + 2 ? suffix_pair_index(prev, key, q.cache) : -1;
-    if (pair >= 0) {
-      n2 = q.cache.pairs[pair];
-      // Three-token probes compare C[-3] with the cached positions' keys, which are the tokens
-      // themselves only for ids in [0, 2^31): any other C[-3] keeps the two-token probe.
-      const int64_t t3 = c >= 3 ? v.row[v.n - 3] : -1;
-      if (n2 > M && t3 >= 0 && t3 <= INT32_MAX) {
-        kind = kSuffixKindPairFrequent;
-        prev2 = static_cast<int32_t>(t3);
-      }
-    }
-    st[kSuffixStatKind] = kind;
-    st[kSuffixStatCount] = n1;
-    st[kSuffixStatPairCount] = n2;
-    st[kSuffixStatPrev2] = prev2;
+    const SlotDesc d = describe_slot(q, b);
+    query = d.query;
+    st[kSuffixStatCtx] = d.query ? d.c : 0;
+    st[kSuffixStatKey] = d.key;
+    st[kSuffixStatKind] = d.kind;
+    st[kSuffixStatCount] = d.n1;
+    st[kSuffixStatPairCount] = d.n2;
+    st[kSuffixStatPrev2] = d.prev2;
     st[kSuffixStatN] = static_cast<int32_t>(v.n);
-    st[kSuffixStatPrev] = static_cast<int32_t>(prev);
-    st[kSuffixStatPrev + 1] = static_cast<int32_t>(static_cast<uint64_t>(prev) >> 32);
+    st[kSuffixStatPrev] = static_cast<int32_t>(d.prev);
+    st[kSuffixStatPrev + 1] = static_cast<int32_t>(static_cast<uint64_t>(d.prev) >> 32);
     st[kSuffixStatHits] = 0;
     st[kSuffixStatList] = -1;
     for (int j = 0; j < kSuffixCandLists; ++j) st[kSuffixStatStored + j] = 0;
@@ -311,8 +438,42 @@ constexpr uint32_t kMaxScanTable = 2048;  // past it, two entries per slot
 constexpr int kAggSlots = 256;
 constexpr int kAggLen = 8;
 
-// A warp's queue of member hits (slot, offset), verified and offered 32 at a time, a lane each.
+// A warp's queue of member hits (slot, offset, row), verified and offered 32 at a time, a lane each.
 constexpr int kHitQueue = 64;
+// The scans' unit of work: a warp reads up to this many lines of the cache (of 32 positions) that
+// the line mask selects, then takes its next unit. Small enough that a small cache whose lines all
+// hold hits (B = 256 with 1k responses) still spreads over every SM.
+constexpr int kScanTaskLines = 8;
+// A queued member hit's match length is compared a token per round trip for this many tokens past
+// its first, then, if they all matched, by the whole warp.
+constexpr int kSerialMatch = 4;
+// The scan's blocks per SM while the local search runs beside it: B = 64 with 10k cached responses
+// 70.3 us per step with one full wave (6 per SM), 67.3 with 4, 71.7 with 2 (profile build).
+constexpr int kScanBesideBlocks = 4;
+
+#ifdef FDSPEC_SUFFIX_PROFILE
+// Bench-only build: the first scan's lines read, summed over launches (suffix_cache_scan_lines).
+__device__ unsigned long long g_scan_lines;
+#define SCAN_PROF_LINE() \
+  if (pass == 1 && lane == 0) atomicAdd(&g_scan_lines, 1ull)
+#else
+#define SCAN_PROF_LINE()
+#endif
+
+// A slot's scan descriptor (prep's: one aligned sector of its stat row, two 16-byte loads).
+__device__ __forceinline__ void load_desc(const SuffixCacheQueryParams& q, int64_t b, int4* d0, int4* d1) {
+  static_assert(kSuffixStatCtx == kSuffixStatDesc && kSuffixStatN == kSuffixStatDesc + 1 &&
+                    kSuffixStatKey == kSuffixStatDesc + 2 && kSuffixStatRep == kSuffixStatDesc + 3 &&
+                    kSuffixStatKind == kSuffixStatDesc + 4 && kSuffixStatPrev == kSuffixStatDesc + 5 &&
+                    kSuffixStatPrev2 == kSuffixStatDesc + 7,
+                "the descriptor's layout");
+  const int4* d = reinterpret_cast<const int4*>(stat_row(q, b) + kSuffixStatDesc);
+  *d0 = d[0];
+  *d1 = d[1];
+}
+__device__ __forceinline__ int64_t desc_prev(int4 d1) {
+  return static_cast<int64_t>(static_cast<uint32_t>(d1.y)) | (static_cast<int64_t>(d1.z) << 32);
+}
 
 // The scans' shared memory (byte offsets): B the batch, T the tables' size.
 struct ScanLayout {
@@ -381,6 +542,7 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
   const int64_t B = p.batch;
   if (pass == 2 && *store_flag(q) == 0) return;
   const bool agg = pass == 1 && B <= kAggSlots;
+  const SuffixCache& c = q.cache;
   const ScanLayout lay = scan_layout(B, table_size, agg);
   int64_t* sprev = reinterpret_cast<int64_t*>(scan_smem + lay.prev);  // a member's token before the G
   int32_t* tkey = reinterpret_cast<int32_t*>(scan_smem + lay.tkey);   // table 1: a group's key
@@ -396,7 +558,6 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
   uint32_t* full = reinterpret_cast<uint32_t*>(scan_smem + lay.full);
   int2* queue = reinterpret_cast<int2*>(scan_smem + lay.queue) + threadIdx.x / 32 * kHitQueue;
   int32_t* qcount = reinterpret_cast<int32_t*>(scan_smem + lay.qcount) + threadIdx.x / 32;
-  const SuffixCache& c = q.cache;
   const int G = c.key_len;
   const int M = q.max_occurrences;
   const int J = kSuffixMemberLists;
@@ -416,16 +577,12 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
   __syncthreads();
   for (int64_t b = threadIdx.x; b < B; b += kThreads) {
     const int32_t* st = stat_row(q, b);
-    // The slot's descriptor (prep's, two 16-byte loads). A list that other blocks have already
-    // filled is learnt at this block's first offer to it: reading the five counts of every slot
-    // here cost more (B = 64 with 10k cached responses 89.2 -> 86.3 us per step without them).
-    const int4 d0 = reinterpret_cast<const int4*>(st + kSuffixStatDesc)[0];
-    const int4 d1 = reinterpret_cast<const int4*>(st + kSuffixStatDesc)[1];
-    static_assert(kSuffixStatCtx == kSuffixStatDesc && kSuffixStatN == kSuffixStatDesc + 1 &&
-                      kSuffixStatKey == kSuffixStatDesc + 2 && kSuffixStatRep == kSuffixStatDesc + 3 &&
-                      kSuffixStatKind == kSuffixStatDesc + 4 && kSuffixStatPrev == kSuffixStatDesc + 5 &&
-                      kSuffixStatPrev2 == kSuffixStatDesc + 7,
-                  "the descriptor's layout");
+    // The slot's descriptor. A list that other blocks have already filled is learnt at this block's
+    // first offer to it: reading the five counts of every slot here cost more (B = 64 with 10k
+    // cached responses 89.2 -> 86.3 us per step without them).
+    int4 d0, d1;
+    load_desc(q, b, &d0, &d1);
+    const ScanRole role = scan_role(d0.x, d1.x, d0.z, desc_prev(d1), d1.w, G);
     const int ctx_len = d0.x;
     agg_hits[b] = 0;
     sctx[b] = ctx_len;
@@ -436,21 +593,18 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
     const int kind = d1.x;
     skind[b] = kind;
     // Pass 2 needs the scanned groups of its members only; the others' hits then find no member.
-    if (rep == b && kind <= kSuffixKindRare && (pass == 1 || st[kSuffixStatHits] > M)) {
+    if (role.tabled && rep == b && (pass == 1 || st[kSuffixStatHits] > M)) {
       uint32_t h = table_hash(key, bits);
       while (atomicCAS(&trep[h], -1, static_cast<int32_t>(b)) != -1) h = (h + 1) & mask;
       tkey[h] = key;
     }
-    // A pair-frequent slot's shortest usable match length is 3 or more: c >= 4.
-    const bool member = ctx_len >= G + 2 + (kind == kSuffixKindPairFrequent) && kind != kSuffixKindRare &&
-                        (pass == 1 || (st[kSuffixStatHits] > M && st[kSuffixStatLmin] > G + J &&
-                                       st[kSuffixStatLmin] < ctx_len));
+    const bool member = role.member && (pass == 1 || (st[kSuffixStatHits] > M && st[kSuffixStatLmin] > G + J &&
+                                                      st[kSuffixStatLmin] < ctx_len));
     if (member) {
       // A scanned group's member is found through its group, a frequent token's by its last two
       // tokens (the key is the token), and then by the one before them too when those two are
       // frequent: srep holds the group, or the token.
-      const int64_t prev = static_cast<int64_t>(static_cast<uint32_t>(d1.y)) |
-                           (static_cast<int64_t>(d1.z) << 32);
+      const int64_t prev = desc_prev(d1);
       const int32_t via = kind == kSuffixKindScanned ? rep : key;
       srep[b] = via;
       sprev[b] = prev;
@@ -465,26 +619,33 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
   if (lane == 0) *qcount = 0;
   __syncwarp();
-  // A member hit: slot s's last G + 1 tokens end at `off` of the row (req, toks). Its match length
-  // l (>= G + 1, up to c - 1 and within the row: l <= off + 1), counted, and offered to the lists.
-  auto member_hit = [&](int64_t req, const int64_t* toks, int32_t s, int off) {
+  // A member hit: slot s's last G + 1 tokens end at `off` of row r. Its match length l (>= G + 1, up
+  // to c - 1 and within the row: l <= off + 1), counted, and offered to the lists.
+  // A member hit: slot s's last G + 1 tokens (G + 2 when pair-frequent) end at `off` of row r. Its
+  // match length l (up to lim = c - 1 and within the row: l <= off + 1) is compared a token per
+  // round trip, from `first` on and up to `stop`: most member hits end within a token or two, and
+  // comparing 2, 4 or 8 at a time per lane read more than it saved, or took registers
+  // (docs/perf/suffix_cache_notes.md, sections 7 and 10).
+  auto member_first = [&](int32_t s) { return G + 1 + (skind[s] == kSuffixKindPairFrequent); };
+  auto member_lim = [&](int32_t s, int off) { return min_of<int>(sctx[s] - 1, off + 1); };
+  auto member_len = [&](int64_t r, int32_t s, int off, int l, int stop) {
+    const int64_t* toks = c.tokens + r * c.width;
     const int64_t* send = p.token_ids_all + s * W + sn[s];
-    const int lim = min_of<int>(sctx[s] - 1, off + 1);
-    // A token per round trip: most member hits end within a token or two, and comparing 2, 4 or 8
-    // at a time read more than it saved, or took registers (docs/perf/suffix_cache_notes.md,
-    // sections 7 and 10).
-    const bool three = skind[s] == kSuffixKindPairFrequent;  // its last three tokens matched
-    int l = G + 1 + three;
-    while (l < lim && toks[off - l] == send[-1 - l]) ++l;
+    while (l < stop && toks[off - l] == send[-1 - l]) ++l;
+    return l;
+  };
+  // Its match length counted, and the hit offered to the lists.
+  auto member_record = [&](int64_t r, int32_t s, int off, int l) {
     int32_t* sst = stat_row(q, s);
-    const int64_t e = suffix_cand_pack(req, off, l);
+    const int64_t e = suffix_cand_pack(c.rows[2 * r], off, l);
     if (pass == 1) {
       if (agg && l < kAggLen) {
         atomicAdd(&agg_hist[s * kAggLen + l], 1);
       } else {
         atomicAdd(&sst[kSuffixStatHist + l], 1);
       }
-      for (int j = 1 + three; j <= J && G + j <= l; ++j) {  // list 1 of a pair-frequent: never read
+      const bool three = skind[s] == kSuffixKindPairFrequent;  // list 1 of a pair-frequent: never read
+      for (int j = 1 + three; j <= J && G + j <= l; ++j) {
         const int at = offer(q, full, s, j, 1);
         if (at < M) cand_list(q, s, j)[at] = e;
       }
@@ -493,37 +654,91 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
       if (at < M) cand_list(q, s, J)[at] = e;  // at < M always: n_{L_min} <= M
     }
   };
+  auto member_hit = [&](int64_t r, int32_t s, int off) {
+    member_record(r, s, off, member_len(r, s, off, member_first(s), member_lim(s, off)));
+  };
   // The queued hits of the current row, 32 at a time (`all`) or the rest (the row's end): every
   // lane verifies one, so the warp waits once for 32 verifications and their offers, not once per
   // line with a hit. The member hits were most of the scan's time (without them, B = 64 with 10k
   // cached responses: 47 -> 17 us); queued, B = 256 with 10k 255 -> 192 us per step, 100k x 64
   // 769 -> 641, 1k x 8 63 -> 58; but 10k x 8 58 -> 63 and 100k x 8 443 -> 484, where a row has
   // few hits and the queue's upkeep costs more than it saves (docs/perf/suffix_cache_notes.md, 10).
-  auto drain = [&](int64_t req, const int64_t* toks, bool all) {
+  auto drain = [&](bool all) {
     __syncwarp();
     const int n = *qcount;
     if (all ? n < 32 : n == 0) return;  // uniform over the warp
     const int take = min_of(n, 32);
-    if (lane < take) member_hit(req, toks, queue[lane].x, queue[lane].y);
+    const bool mine = lane < take;
+    int64_t r = 0;
+    int32_t s = 0;
+    int off = 0, l = 0, lim = 0, stop = 0;
+    if (mine) {
+      r = queue[lane].y;
+      s = queue[lane].x & 0x7ff;
+      off = queue[lane].x >> 11;
+      lim = member_lim(s, off);
+      l = member_first(s);
+      stop = min_of(lim, l + kSerialMatch);
+      l = member_len(r, s, off, l, stop);
+    }
+    // The few that matched kSerialMatch tokens more (a context copied from a cached response
+    // matches it for up to c - 1 tokens: one round trip per token made the longest of them the
+    // scan's critical path) go on with the whole warp, 32 tokens per round trip.
+    for (unsigned longs = __ballot_sync(kFull, mine && l == stop && l < lim); longs != 0; longs &= longs - 1) {
+      const int src = __ffs(longs) - 1;
+      const int64_t lr = __shfl_sync(kFull, r, src);
+      const int32_t ls = __shfl_sync(kFull, s, src);
+      const int loff = __shfl_sync(kFull, off, src), llim = __shfl_sync(kFull, lim, src);
+      const int64_t* toks = c.tokens + lr * c.width + loff;
+      const int64_t* send = p.token_ids_all + ls * W + sn[ls] - 1;
+      int x = __shfl_sync(kFull, l, src);
+      for (;;) {  // uniform over the warp
+        const int k = x + lane;
+        const unsigned differ = __ballot_sync(kFull, !(k < llim && toks[-k] == send[-k]));
+        if (differ != 0) {
+          x = min_of(x + __ffs(differ) - 1, llim);
+          break;
+        }
+        x += 32;
+      }
+      if (lane == src) l = x;
+    }
+    if (mine) member_record(r, s, off, l);
     __syncwarp();
     if (lane + 32 < n) queue[lane] = queue[lane + 32];  // n <= kHitQueue = 64
     __syncwarp();
     if (lane == 0) *qcount = n - take;
     __syncwarp();
   };
-  for (int64_t r = blockIdx.x * kWarps + threadIdx.x / 32; r < c.num_rows; r += warps) {
-    const int64_t req = c.rows[2 * r];
-    const int len = static_cast<int>(c.rows[2 * r + 1]);  // <= width <= 2^16
-    if (req < 0) continue;
-    const int64_t* toks = c.tokens + r * c.width;
-    const int32_t* keys = c.keys + r * c.width;
-    int32_t carry = 0;  // the previous line's last key: the one before lane 0's position
-    for (int base = G - 1; base < len; base += 32) {  // uniform over the warp
+  // A warp takes kScanTaskLines lines of the cache at a time (in row order) and reads those whose bit
+  // of the line mask is set (filter_lines): every line without the filter. The member hits it
+  // queues carry their row, so a batch of 32 may span lines and rows.
+  const bool filtered = c.line_planes > 0;
+  const int64_t Lr = suffix_row_lines(c.width);
+  const int64_t tasks = suffix_line_words(c.num_rows, c.width) * (32 / kScanTaskLines);
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32; t < tasks; t += warps) {
+    constexpr uint32_t kTask = (1u << kScanTaskLines) - 1;
+    uint32_t lines = filtered ? q.line_mask[t * kScanTaskLines / 32] >> (t * kScanTaskLines % 32) & kTask : kTask;
+    int64_t r = -1, req = -1;
+    int len = 0;
+    while (lines != 0) {  // uniform over the warp
+      const int64_t li = t * kScanTaskLines + __ffs(lines) - 1;
+      lines &= lines - 1;
+      if (li / Lr != r) {
+        r = li / Lr;
+        if (r >= c.num_rows) break;
+        req = c.rows[2 * r];
+        len = static_cast<int>(c.rows[2 * r + 1]);  // <= width <= 2^16
+      }
+      const int base = G - 1 + static_cast<int>(li - r * Lr) * 32;
+      if (req < 0 || base >= len) continue;
+      SCAN_PROF_LINE();
+      const int64_t* toks = c.tokens + r * c.width;
+      const int32_t* keys = c.keys + r * c.width;
       const int off = base + lane;
       const int32_t key = off < len ? keys[off] : 0;
       int32_t key_before = __shfl_up_sync(kFull, key, 1);  // the position off - 1's (G = 1)
-      if (lane == 0) key_before = carry;
-      carry = __shfl_sync(kFull, key, 31);
+      if (lane == 0) key_before = off >= 1 ? keys[off - 1] : 0;
       int32_t g = -1;  // the group whose last G tokens end here
       if (off < len) {
         for (uint32_t h = table_hash(key, bits); trep[h] != -1; h = (h + 1) & mask) {
@@ -577,18 +792,18 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
             if (kind == kSuffixKindPairFrequent && (off < 2 || __ldg(&keys[off - 2]) != sprev2[s])) continue;
             const int at = atomicAdd(qcount, 1);
             if (at < kHitQueue) {
-              queue[at] = make_int2(s, off);
+              queue[at] = make_int2(s | off << 11, static_cast<int32_t>(r));  // s < 2^11, off < 2^16
             } else {
               atomicSub(qcount, 1);
-              member_hit(req, toks, s, off);
+              member_hit(r, s, off);
             }
           }
         }
       }
-      drain(req, toks, true);
+      drain(true);
     }
-    drain(req, toks, false);
   }
+  drain(false);
   if (pass != 1) return;
   // Pass 1 may run beside the local search (suffix_cache_query_gpu): the kernels after it read the
   // local drafts once it has ended. (Launched in sequence, this returns at once.)
@@ -674,25 +889,6 @@ __global__ void __launch_bounds__(kThreads) query_prep2_kernel(SuffixCacheQueryP
 // How far a match extends backwards: the least l' >= l with l' == lim or x[-l'] != y[-l'], compared
 // kUnroll tokens at a time so that a long match costs one round trip per kUnroll tokens, not one
 // per token (the loads of a batch are independent).
-template <int kUnroll>
-__device__ __forceinline__ int extend_match(const int64_t* x, const int64_t* y, int l, int lim) {
-  while (l < lim) {
-    int64_t a[kUnroll], b[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const bool in = l + u < lim;
-      a[u] = in ? x[-(l + u)] : 0;
-      b[u] = in ? y[-(l + u)] : 1;
-    }
-    int k = 0;
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) k += (k == u && a[u] == b[u]) ? 1 : 0;
-    l += k;
-    if (k < kUnroll) break;
-  }
-  return l < lim ? l : lim;
-}
-
 // The occurrences of the cache: key = a packed candidate (request, offset, l), whose order is the
 // tie rule's (request number, offset). Where each candidate's continuation lies is worked out once,
 // when the candidates are loaded (a 64-bit modulo and the row's length), into two shared arrays, so
@@ -720,6 +916,7 @@ struct SearchShared {
 };
 constexpr int kLoadPer = kMaxSuffixCacheOccurrences / suffix_gpu::kThreads;  // candidates per thread
 constexpr int kFirstRound = 4;  // match tokens compared for every candidate at once
+constexpr int kExtendRound = 4;  // then per round trip, for those whose first ones all matched
 constexpr size_t kSearchSmem = sizeof(SearchShared);
 static_assert(suffix_gpu::kCandCap >= kMaxSuffixCacheOccurrences, "the core holds every candidate");
 
@@ -776,6 +973,43 @@ __device__ void global_search_slot(const SuffixCacheQueryParams& q, SearchShared
 #pragma unroll
     for (int u = 0; u < kFirstRound; ++u) tok[i][u] = u < limv[i] ? at[-u] : 0;
   }
+  // Match lengths of a group's list: the first kFirstRound tokens of every candidate compared at
+  // once, then the candidates whose first tokens all matched go on together, kExtendRound tokens
+  // each per round trip (one candidate after another, the thread's copies of a long phrase made
+  // its slowest threads wait for a round trip per 8 tokens of each).
+  int lv[kLoadPer];
+  bool ext[kLoadPer];
+#pragma unroll
+  for (int i = 0; i < kLoadPer; ++i) {
+    lv[i] = 0;
+#pragma unroll
+    for (int u = 0; u < kFirstRound; ++u) {
+      lv[i] += (lv[i] == u && u < limv[i] && tok[i][u] == ss.ctx[c - 1 - u]) ? 1 : 0;
+    }
+    ext[i] = lv[i] == kFirstRound && lv[i] < limv[i];
+  }
+  for (bool any = true; any;) {
+    int64_t x[kLoadPer][kExtendRound];
+#pragma unroll
+    for (int i = 0; i < kLoadPer; ++i) {
+      const int64_t* at = q.cache.tokens + rv[i] * q.cache.width + suffix_cand_off(ev[i]);
+#pragma unroll
+      for (int u = 0; u < kExtendRound; ++u) x[i][u] = ext[i] && lv[i] + u < limv[i] ? at[-(lv[i] + u)] : 0;
+    }
+    any = false;
+#pragma unroll
+    for (int i = 0; i < kLoadPer; ++i) {
+      if (!ext[i]) continue;
+      int k = 0;
+#pragma unroll
+      for (int u = 0; u < kExtendRound; ++u) {
+        k += (k == u && lv[i] + u < limv[i] && x[i][u] == ss.ctx[c - 1 - (lv[i] + u)]) ? 1 : 0;
+      }
+      lv[i] += k;
+      ext[i] = k == kExtendRound && lv[i] < limv[i];
+      any = any || ext[i];
+    }
+  }
 #pragma unroll
   for (int i = 0; i < kLoadPer; ++i) {
     const int j = i * suffix_gpu::kThreads + static_cast<int>(threadIdx.x);
@@ -784,16 +1018,8 @@ __device__ void global_search_slot(const SuffixCacheQueryParams& q, SearchShared
     const int64_t row_at = rv[i] * q.cache.width;
     int64_t e = ev[i];
     if (!own) {  // l <= off: within the row; l <= c - 1
-      int l = 0;
-#pragma unroll
-      for (int u = 0; u < kFirstRound; ++u) {
-        l += (l == u && u < limv[i] && tok[i][u] == ss.ctx[c - 1 - u]) ? 1 : 0;
-      }
-      if (l == kFirstRound && l < limv[i]) {
-        l = extend_match<8>(q.cache.tokens + row_at + off, ss.ctx + c - 1, l, limv[i]);
-      }
-      e = suffix_cand_pack(suffix_cand_req(e), off, l);
-      atomicAdd(&ss.hist[l], 1);
+      e = suffix_cand_pack(suffix_cand_req(e), off, lv[i]);
+      atomicAdd(&ss.hist[lv[i]], 1);
     }
     sh.key[j] = static_cast<unsigned long long>(e);
     sh.len[j] = static_cast<uint8_t>(suffix_cand_len(e));
@@ -842,7 +1068,7 @@ __device__ void global_search_slot(const SuffixCacheQueryParams& q, SearchShared
 
 // `finish`: the batch budget cannot bind (suffix_budget_never_binds), so each block also writes its
 // slot's outcome as the walk would, and no walk kernel runs (one launch and its latency fewer).
-__global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(SuffixCacheQueryParams q,
+__global__ void __launch_bounds__(suffix_gpu::kThreads, 2) query_search_kernel(SuffixCacheQueryParams q,
                                                                              bool finish) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   global_search_slot(q, *reinterpret_cast<SearchShared*>(smem_raw));
@@ -911,12 +1137,21 @@ cudaError_t suffix_cache_evict_gpu(const SuffixCache& cache, const int64_t* coun
 // the step), and the first scan without the local search beside it.
 int g_suffix_cache_last_stage = kSuffixQueryStages;
 bool g_suffix_cache_skip_local = false;
+int64_t g_suffix_cache_scan_blocks = 0;
+unsigned long long suffix_cache_scan_lines() {
+  unsigned long long n = 0, zero = 0;
+  cudaMemcpyFromSymbol(&n, g_scan_lines, sizeof(n));
+  cudaMemcpyToSymbol(g_scan_lines, &zero, sizeof(zero));
+  return n;
+}
+#define SUFFIX_SCAN_BLOCKS g_suffix_cache_scan_blocks
 #define SUFFIX_QUERY_STAGE(k) \
   if (g_suffix_cache_last_stage < (k)) return cudaSuccess
 #define SUFFIX_SKIP_LOCAL g_suffix_cache_skip_local
 #else
 #define SUFFIX_QUERY_STAGE(k)
 #define SUFFIX_SKIP_LOCAL false
+#define SUFFIX_SCAN_BLOCKS int64_t{0}
 #endif
 
 cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t stream) {
@@ -939,7 +1174,11 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
     err = suffix_search_gpu(q.m, stream);
     if (err != cudaSuccess) return err;
   }
-  query_prep_kernel<<<static_cast<unsigned>(B), kThreads, 0, stream>>>(q);
+  // Prep, and with the line filter the filter's blocks beside it (a block per 32 words of the mask).
+  const int64_t words = suffix_line_words(q.cache.num_rows, q.cache.width);
+  const bool filtered = q.cache.line_planes > 0;
+  query_prep_kernel<<<static_cast<unsigned>(B + (filtered ? (words + 31) / 32 : 0)), kThreads,
+                      filtered ? sizeof(uint64_t) * B : 0, stream>>>(q);
   SUFFIX_QUERY_STAGE(2);
   if (beside && !SUFFIX_SKIP_LOCAL) {
     err = suffix_search_gpu(q.m, stream);
@@ -961,8 +1200,16 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
   err = cudaFuncSetAttribute(query_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(smem1));
   if (err != cudaSuccess) return err;
-  const int64_t row_blocks = (q.cache.num_rows + kWarps - 1) / kWarps;
-  const unsigned grid = static_cast<unsigned>(min_of<int64_t>(row_blocks, 2048));
+  // One wave of the scan's blocks at most: the lines the mask selects are spread over the whole
+  // cache, so every block has some, and each block pays its set-up (tables, descriptors) once.
+  // Beside the local search, at most kScanBesideBlocks per SM, which leaves its blocks room.
+  int per_sm = 0;
+  err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, query_scan_kernel, kThreads, smem1);
+  if (err != cudaSuccess) return err;
+  per_sm = max_of(beside ? min_of(per_sm, kScanBesideBlocks) : per_sm, 1);
+  const int64_t task_blocks = (words * (32 / kScanTaskLines) + kWarps - 1) / kWarps;
+  const unsigned grid = static_cast<unsigned>(
+      min_of<int64_t>(task_blocks, SUFFIX_SCAN_BLOCKS > 0 ? SUFFIX_SCAN_BLOCKS : int64_t{per_sm} * dev.sms));
   if (beside) {
     err = launch_dependent_smem(query_scan_kernel, dim3(grid), dim3(kThreads), smem1, stream, q, 1,
                                 table_size);

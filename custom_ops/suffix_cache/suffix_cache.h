@@ -13,7 +13,9 @@
 // verified against the stored tokens, so a hash collision costs time, never a wrong draft. With G = 1
 // the cache also counts each token id's occurrences (below V), and each pair of consecutive ids
 // below F, so that the query knows before it scans which last tokens are rare enough to list and
-// which need a longer match (of two tokens, or of three).
+// which need a longer match (of two tokens, or of three). And it keeps a filter of the cached lines
+// (32 positions of a row): for each line, the bits of the one-, two- and three-token strings that end
+// in it, so that the scan reads only the lines that can hold one of the step's contexts.
 #pragma once
 
 #include <cstdint>
@@ -32,9 +34,12 @@ constexpr int64_t kMaxSuffixCacheWidth = 1 << 16;   // a row's width (offsets fi
 constexpr int64_t kMaxSuffixCacheRows = int64_t{1} << 30;
 constexpr int64_t kMaxSuffixCacheVocab = int64_t{1} << 31;  // V: counted tokens are int32 keys
 constexpr int64_t kMaxSuffixCachePairVocab = 1 << 15;       // F: pairs of ids below it are counted
+constexpr int64_t kMaxSuffixCacheLinePlanes = 1 << 15;      // P: bits of a line's filter
+constexpr int64_t kMinSuffixCacheLinePlanes = 32;
 constexpr int kMaxSuffixCacheOccurrences = 1024;   // M: the most occurrences a global match length may have
 constexpr int kMinSuffixCacheOccurrences = 32;
-constexpr int kMaxSuffixCacheBatch = 2048;         // slots a query serves (its per-block key table)
+constexpr int kMaxSuffixCacheBatch = 2048;         // slots a query serves (its per-block key table;
+                                                   // a queued hit packs the slot in 11 bits)
 // The candidate lists of a querying slot, M entries each (the query's scratch `cand` has
 // kSuffixCandLists * M columns): list 0 holds its group's occurrences of C[-G:] (at the group's rep,
 // used while there are at most M), list j in 1 .. kSuffixMemberLists its own occurrences with match
@@ -96,7 +101,49 @@ struct SuffixCache {
                        // an int32 count could overflow)
   int32_t* pairs;      // [F, F] int32 (G = 1): occurrences of each pair (a, b) of ids below F
   int64_t pair_vocab;  // F (0: no pair counted; as V when R * width >= 2^31)
+  uint32_t* lines;     // [P, suffix_line_words(R, width)] bits (int32 in Paddle): the line filter
+  int64_t line_planes; // P, 0 or a power of two (0: no filter, every line is scanned)
 };
+
+// ---- the line filter ----------------------------------------------------------------------------
+// A line is kSuffixLineLen consecutive positions of a row, from offset G - 1 on (the scan's warp
+// line: lane i reads position G - 1 + 32 j + i); row r's line j is line r * suffix_row_lines + j of
+// the cache. Each line has a Bloom filter of P bits, stored bit-sliced: plane p is one bit per line,
+// so the bits of every line for one item are one contiguous bitmap, and a query that asks which
+// lines may hold one string reads kSuffixLineHashes planes at 4 bytes per 32 lines. The items of a
+// position `off` are the strings through which the scan can hit there: its key (any G), and with
+// G = 1 and a counted token (suffix_count_index) the pair (token before, key), and when that pair
+// is counted (suffix_pair_index) the triple (key two before, token before, key). The insert sets a
+// new position's bits, an eviction clears the row's lines in every plane, so the filter is a pure
+// function of the cached responses and never misses a line that holds an item: the scan skips
+// lines none of the step's items can be in, and computes exactly what a scan of every line would.
+constexpr int kSuffixLineLen = 32;
+constexpr int kSuffixLineHashes = 5;  // bits per item (about 96 items in 2048 bits: 4e-4 false hits)
+
+FDSPEC_HD int64_t suffix_row_lines(int64_t width) { return (width + kSuffixLineLen - 1) / kSuffixLineLen; }
+FDSPEC_HD int64_t suffix_line_words(int64_t rows, int64_t width) {
+  return (rows * suffix_row_lines(width) + 31) / 32;
+}
+FDSPEC_HD int64_t suffix_line_of(int64_t off, int G) { return (off - (G - 1)) / kSuffixLineLen; }
+
+// The items: 64-bit hashes of the strings, distinct per length (the seeds), from the values the scan
+// compares (the key of a position, the int64 token before it, the key two before).
+FDSPEC_HD uint64_t suffix_item1(int32_t key) {
+  return suffix_mix64(0x243f6a8885a308d3ULL ^ static_cast<uint32_t>(key));
+}
+FDSPEC_HD uint64_t suffix_item2(int64_t before, int32_t key) {
+  return suffix_mix64(suffix_mix64(0x13198a2e03707344ULL ^ static_cast<uint64_t>(before)) ^
+                      static_cast<uint32_t>(key));
+}
+FDSPEC_HD uint64_t suffix_item3(int32_t key2, int64_t before, int32_t key) {
+  return suffix_mix64(suffix_item2(before, key) ^ (0xa4093822299f31d0ULL + static_cast<uint32_t>(key2)));
+}
+// The planes of an item: double hashing over P (a power of two), the step odd so that the
+// kSuffixLineHashes planes are distinct.
+FDSPEC_HD uint32_t suffix_item_plane(uint64_t item, int j, int64_t P) {
+  const uint32_t lo = static_cast<uint32_t>(item), step = static_cast<uint32_t>(item >> 32) | 1u;
+  return (lo + static_cast<uint32_t>(j) * step) & static_cast<uint32_t>(P - 1);
+}
 
 // Where a position's key is counted in `counts`: with G = 1 the key of a token t in [0, V) is t
 // itself, counted at t; other keys (hashed, larger tokens, G > 1) are not counted (-1). The insert,
@@ -112,6 +159,41 @@ FDSPEC_HD int64_t suffix_count_index(int32_t key, const SuffixCache& c) {
 FDSPEC_HD int64_t suffix_pair_index(int64_t a, int64_t b, const SuffixCache& c) {
   return c.key_len == 1 && a >= 0 && a < c.pair_vocab && b >= 0 && b < c.pair_vocab ? a * c.pair_vocab + b
                                                                                        : -1;
+}
+
+// The items of position `off` of a row whose tokens and keys are t and k (written up to off): up
+// to three, into items[]; returns how many. The same function sets the bits at the insert (CPU and
+// GPU), so the filter holds exactly what the scan can look for (docs in the section above).
+FDSPEC_HD int suffix_line_items(const int64_t* t, const int32_t* k, int64_t off, const SuffixCache& c,
+                                uint64_t* items) {
+  const int G = c.key_len;
+  if (off < G - 1) return 0;
+  int n = 0;
+  items[n++] = suffix_item1(k[off]);
+  if (G == 1 && off >= 1 && suffix_count_index(k[off], c) >= 0) {  // a frequent token's members
+    items[n++] = suffix_item2(t[off - 1], k[off]);
+    if (off >= 2 && suffix_pair_index(t[off - 1], t[off], c) >= 0) {  // a frequent pair's
+      items[n++] = suffix_item3(k[off - 2], t[off - 1], k[off]);
+    }
+  }
+  return n;
+}
+// Where line `li` of the cache (r * suffix_row_lines + j) is in plane p: word and bit.
+FDSPEC_HD int64_t suffix_line_word(const SuffixCache& c, uint32_t plane, int64_t li) {
+  return static_cast<int64_t>(plane) * suffix_line_words(c.num_rows, c.width) + (li >> 5);
+}
+// Calls and_word(word, mask) for the words of one plane that hold row r's lines, the mask clearing
+// exactly those lines' bits (a row's lines may share a word with its neighbours').
+template <typename AndWord>
+FDSPEC_HD void suffix_row_line_masks(int64_t r, int64_t width, AndWord and_word) {
+  const int64_t Lr = suffix_row_lines(width);
+  for (int64_t li = r * Lr, end = (r + 1) * Lr; li < end;) {
+    const int64_t stop = ((li >> 5) + 1) * 32 < end ? ((li >> 5) + 1) * 32 : end;
+    const int n = static_cast<int>(stop - li);
+    const uint32_t m = (n == 32 ? 0xffffffffu : ((1u << n) - 1u)) << (li & 31);
+    and_word(li >> 5, ~m);
+    li = stop;
+  }
 }
 
 struct SuffixCacheInsertParams {
@@ -133,6 +215,7 @@ struct SuffixCacheQueryParams {
   int32_t* source;                  // [>= B] int32, out: 0 the local draft won, 1 the global one
   int64_t* cand;                    // [>= B, kSuffixCandLists * M] int64 scratch: candidate lists
   int32_t* stat;                    // [>= B + 1, kSuffixStatCols] int32 scratch
+  uint32_t* line_mask;              // [suffix_line_words(R, width)] scratch: the lines the scans read
   int max_occurrences;              // M
 };
 
@@ -197,6 +280,9 @@ cudaError_t suffix_cache_evict_gpu(const SuffixCache& cache, const int64_t* coun
 constexpr int kSuffixQueryStages = 6;
 extern int g_suffix_cache_last_stage;
 extern bool g_suffix_cache_skip_local;
+// The first scan's grid cap (0: the default), and its lines read since the last call.
+extern int64_t g_suffix_cache_scan_blocks;
+unsigned long long suffix_cache_scan_lines();
 #endif
 #endif
 

@@ -86,6 +86,31 @@ void count_keys(const SuffixCache& cache, int64_t r, int64_t from, int64_t to, i
   }
 }
 
+// Sets the line filter's bits of the items of row r's positions [from, to) (their tokens and keys
+// written), and clears every bit of the row's lines (an eviction).
+void mark_lines(const SuffixCache& cache, int64_t r, int64_t from, int64_t to) {
+  if (cache.line_planes == 0) return;
+  const int64_t* t = cache.tokens + r * cache.width;
+  const int32_t* k = cache.keys + r * cache.width;
+  uint64_t items[3];
+  for (int64_t off = from; off < to; ++off) {
+    const int n = suffix_line_items(t, k, off, cache, items);
+    const int64_t li = r * suffix_row_lines(cache.width) + suffix_line_of(off, cache.key_len);
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < kSuffixLineHashes; ++j) {
+        cache.lines[suffix_line_word(cache, suffix_item_plane(items[i], j, cache.line_planes), li)] |=
+            1u << (li & 31);
+      }
+    }
+  }
+}
+void clear_lines(const SuffixCache& cache, int64_t r) {
+  const int64_t words = suffix_line_words(cache.num_rows, cache.width);
+  for (int64_t p = 0; p < cache.line_planes; ++p) {
+    suffix_row_line_masks(r, cache.width, [&](int64_t w, uint32_t m) { cache.lines[p * words + w] &= m; });
+  }
+}
+
 }  // namespace
 
 void suffix_cache_insert_cpu(const SuffixCacheInsertParams& p) {
@@ -103,7 +128,10 @@ void suffix_cache_insert_cpu(const SuffixCacheInsertParams& p) {
     if (p.slots[b] != kSuffixSlotFree) continue;
     const int64_t q = (*p.counter)++;
     p.slots[b] = q;
-    if (cache.rows[2 * (q % R)] >= 0) count_keys(cache, q % R, 0, cache.rows[2 * (q % R) + 1], -1);
+    if (cache.rows[2 * (q % R)] >= 0) {
+      count_keys(cache, q % R, 0, cache.rows[2 * (q % R) + 1], -1);
+      clear_lines(cache, q % R);
+    }
     cache.rows[2 * (q % R)] = q;  // evicts request q - R
     cache.rows[2 * (q % R) + 1] = 0;
   }
@@ -128,6 +156,7 @@ void suffix_cache_insert_cpu(const SuffixCacheInsertParams& p) {
           off >= cache.key_len - 1 ? suffix_cache_key(resp + off - cache.key_len + 1, cache.key_len) : 0;
     }
     count_keys(cache, r, have, upto, 1);
+    mark_lines(cache, r, have, upto);
     if (upto > have) cache.rows[2 * r + 1] = upto;
     if (closing) p.slots[b] = kSuffixSlotFree;
   }
@@ -143,6 +172,7 @@ void suffix_cache_evict_cpu(const SuffixCache& cache, const int64_t* counter, in
   for (int64_t r = 0; r < cache.num_rows; ++r) {
     if (cache.rows[2 * r] >= 0 && cache.rows[2 * r] < *counter - keep) {
       count_keys(cache, r, 0, cache.rows[2 * r + 1], -1);
+      clear_lines(cache, r);
       cache.rows[2 * r] = -1;
       cache.rows[2 * r + 1] = 0;
     }

@@ -15,17 +15,19 @@ fdspec::SuffixCache cache_view(const fdspec::binding::OpChecks& c, const paddle:
                                const char* first_name, const paddle::Tensor& tokens,
                                const paddle::Tensor& keys, const paddle::Tensor& rows,
                                const paddle::Tensor& counts, const paddle::Tensor& pairs,
-                               int key_len) {
+                               const paddle::Tensor& lines, int key_len) {
   c.dtype(tokens, "cache_tokens", DataType::INT64)
       .dtype(keys, "cache_keys", DataType::INT32)
       .dtype(rows, "cache_rows", DataType::INT64)
       .dtype(counts, "cache_counts", DataType::INT32)
       .dtype(pairs, "cache_pairs", DataType::INT32)
+      .dtype(lines, "cache_lines", DataType::INT32)
       .rank(tokens, "cache_tokens", 2)
       .rank(keys, "cache_keys", 2)
       .rank(rows, "cache_rows", 2)
       .rank(counts, "cache_counts", 1)
-      .rank(pairs, "cache_pairs", 2);
+      .rank(pairs, "cache_pairs", 2)
+      .rank(lines, "cache_lines", 2);
   const int64_t R = tokens.shape()[0];
   const int64_t width = tokens.shape()[1];
   c.that(R >= 1 && R <= fdspec::kMaxSuffixCacheRows,
@@ -47,16 +49,27 @@ fdspec::SuffixCache cache_view(const fdspec::binding::OpChecks& c, const paddle:
             "cache_pairs must have shape [F, F] with F in [0, " +
                 std::to_string(fdspec::kMaxSuffixCachePairVocab) + "], got " +
                 fdspec::binding::shape_str(pairs));
+  const int64_t planes = lines.shape()[0];
+  const int64_t words = fdspec::suffix_line_words(R, width);
+  c.that(lines.shape()[1] == words &&
+             (planes == 0 || (planes >= fdspec::kMinSuffixCacheLinePlanes &&
+                              planes <= fdspec::kMaxSuffixCacheLinePlanes && (planes & (planes - 1)) == 0)),
+         "cache_lines must have shape [P, " + std::to_string(words) +
+             "] (a bit per line of 32 positions of cache_tokens) with P 0 or a power of two in [32, 32768], got " +
+             fdspec::binding::shape_str(lines));
   c.same_place_as(first, first_name,
                   {{"cache_tokens", tokens}, {"cache_keys", keys}, {"cache_rows", rows},
-                   {"cache_counts", counts}, {"cache_pairs", pairs}});
+                   {"cache_counts", counts}, {"cache_pairs", pairs}, {"cache_lines", lines}});
   const bool counted = R * width < (int64_t{1} << 31);  // no int32 count can overflow
   return fdspec::SuffixCache{const_cast<int64_t*>(tokens.data<int64_t>()),
                              const_cast<int32_t*>(keys.data<int32_t>()),
                              const_cast<int64_t*>(rows.data<int64_t>()), R, width, key_len,
                              const_cast<int32_t*>(counts.data<int32_t>()), counted ? counts.numel() : 0,
                              pairs.numel() > 0 ? const_cast<int32_t*>(pairs.data<int32_t>()) : nullptr,
-                             counted ? pairs.shape()[0] : 0};
+                             counted ? pairs.shape()[0] : 0,
+                             planes > 0 ? reinterpret_cast<uint32_t*>(const_cast<int32_t*>(lines.data<int32_t>()))
+                                        : nullptr,
+                             planes};
 }
 
 }  // namespace
@@ -66,12 +79,13 @@ void SuffixCacheInsert(const paddle::Tensor& token_ids_all, const paddle::Tensor
                        const paddle::Tensor& seq_lens_decoder, paddle::Tensor& cache_tokens,
                        paddle::Tensor& cache_keys, paddle::Tensor& cache_rows,
                        paddle::Tensor& cache_counts, paddle::Tensor& cache_pairs,
-                       paddle::Tensor& cache_slots, paddle::Tensor& cache_counter, int key_len) {
+                       paddle::Tensor& cache_lines, paddle::Tensor& cache_slots,
+                       paddle::Tensor& cache_counter, int key_len) {
   constexpr const char* kOp = "suffix_cache_insert";
   const fdspec::binding::OpChecks c(kOp);
   FDSPEC_CHECK_DEFINED(c, token_ids_all, prompt_lens, step_idx, seq_lens_encoder, seq_lens_decoder,
-                       cache_tokens, cache_keys, cache_rows, cache_counts, cache_pairs, cache_slots,
-                       cache_counter);
+                       cache_tokens, cache_keys, cache_rows, cache_counts, cache_pairs, cache_lines,
+                       cache_slots, cache_counter);
   fdspec::SuffixCacheInsertParams p;
   const int64_t B = p.batch = c.tensors(
       {FDSPEC_TENSORS(p, token_ids_all, prompt_lens, step_idx, seq_lens_encoder, seq_lens_decoder)},
@@ -88,7 +102,7 @@ void SuffixCacheInsert(const paddle::Tensor& token_ids_all, const paddle::Tensor
   c.same_place_as(token_ids_all, "token_ids_all",
                   {{"cache_slots", cache_slots}, {"cache_counter", cache_counter}});
   p.cache = cache_view(c, token_ids_all, "token_ids_all", cache_tokens, cache_keys, cache_rows,
-                       cache_counts, cache_pairs, key_len);
+                       cache_counts, cache_pairs, cache_lines, key_len);
   p.token_ids_stride = token_ids_all.shape()[1];
   p.slots = cache_slots.data<int64_t>();
   p.counter = cache_counter.data<int64_t>();
@@ -114,11 +128,12 @@ void SuffixCacheFinish(const paddle::Tensor& finished, paddle::Tensor& cache_slo
 
 void SuffixCacheEvict(paddle::Tensor& cache_tokens, paddle::Tensor& cache_keys,
                       paddle::Tensor& cache_rows, paddle::Tensor& cache_counts,
-                      paddle::Tensor& cache_pairs, const paddle::Tensor& cache_counter, int64_t keep,
-                      int key_len) {
+                      paddle::Tensor& cache_pairs, paddle::Tensor& cache_lines,
+                      const paddle::Tensor& cache_counter, int64_t keep, int key_len) {
   constexpr const char* kOp = "suffix_cache_evict";
   const fdspec::binding::OpChecks c(kOp);
-  FDSPEC_CHECK_DEFINED(c, cache_tokens, cache_keys, cache_rows, cache_counts, cache_pairs, cache_counter);
+  FDSPEC_CHECK_DEFINED(c, cache_tokens, cache_keys, cache_rows, cache_counts, cache_pairs, cache_lines,
+                       cache_counter);
   c.dtype(cache_counter, "cache_counter", DataType::INT64)
       .that(cache_counter.numel() == 1,
             "cache_counter must have one element, got " + fdspec::binding::shape_str(cache_counter))
@@ -126,7 +141,7 @@ void SuffixCacheEvict(paddle::Tensor& cache_tokens, paddle::Tensor& cache_keys,
   c.same_place_as(cache_rows, "cache_rows", {{"cache_counter", cache_counter}});
   const fdspec::SuffixCache cache =
       cache_view(c, cache_rows, "cache_rows", cache_tokens, cache_keys, cache_rows, cache_counts,
-                 cache_pairs, key_len);
+                 cache_pairs, cache_lines, key_len);
   FDSPEC_RUN_ON_PLACE_WITH(kOp, cache_rows, fdspec::suffix_cache_evict_cpu, fdspec::suffix_cache_evict_gpu,
                            cache, cache_counter.data<int64_t>(), keep);
 }
@@ -140,12 +155,14 @@ void SuffixCacheQuery(const paddle::Tensor& token_ids_all, const paddle::Tensor&
                       paddle::Tensor& suffix_source, const paddle::Tensor& cache_tokens,
                       const paddle::Tensor& cache_keys, const paddle::Tensor& cache_rows,
                       const paddle::Tensor& cache_counts, const paddle::Tensor& cache_pairs,
-                      paddle::Tensor& query_cand, paddle::Tensor& query_stat, int max_tree_depth,
+                      const paddle::Tensor& cache_lines, paddle::Tensor& query_cand,
+                      paddle::Tensor& query_stat, paddle::Tensor& query_lines, int max_tree_depth,
                       float max_spec_factor, float max_spec_offset, float min_token_prob,
                       int max_draft_tokens, bool pad_to_max, int64_t threshold, int key_len) {
   constexpr const char* kOp = "suffix_cache_query";
   FDSPEC_CHECK_DEFINED(fdspec::binding::OpChecks(kOp), suffix_source, cache_tokens, cache_keys,
-                       cache_rows, cache_counts, cache_pairs, query_cand, query_stat);
+                       cache_rows, cache_counts, cache_pairs, cache_lines, query_cand, query_stat,
+                       query_lines);
   fdspec::SuffixCacheQueryParams q;
   q.m = fdspec::binding::suffix_match_params(
       kOp,
@@ -159,6 +176,8 @@ void SuffixCacheQuery(const paddle::Tensor& token_ids_all, const paddle::Tensor&
   c.dtype(suffix_source, "suffix_source", DataType::INT32)
       .dtype(query_cand, "query_cand", DataType::INT64)
       .dtype(query_stat, "query_stat", DataType::INT32)
+      .dtype(query_lines, "query_lines", DataType::INT32)
+      .rank(query_lines, "query_lines", 1)
       .rank(suffix_source, "suffix_source", 1)
       .rank(query_cand, "query_cand", 2)
       .rank(query_stat, "query_stat", 2)
@@ -184,9 +203,15 @@ void SuffixCacheQuery(const paddle::Tensor& token_ids_all, const paddle::Tensor&
          "query_stat must be 16-byte aligned (the GPU scan reads its rows 16 bytes at a time)");
   c.same_place_as(token_ids_all, "token_ids_all",
                   {{"suffix_source", suffix_source}, {"query_cand", query_cand},
-                   {"query_stat", query_stat}});
+                   {"query_stat", query_stat}, {"query_lines", query_lines}});
   q.cache = cache_view(c, token_ids_all, "token_ids_all", cache_tokens, cache_keys, cache_rows,
-                       cache_counts, cache_pairs, key_len);
+                       cache_counts, cache_pairs, cache_lines, key_len);
+  const int64_t words = fdspec::suffix_line_words(q.cache.num_rows, q.cache.width);
+  c.that(query_lines.numel() >= words,
+         "query_lines must have at least " + std::to_string(words) +
+             " elements (a bit per line of 32 positions of cache_tokens), got " +
+             fdspec::binding::shape_str(query_lines));
+  q.line_mask = reinterpret_cast<uint32_t*>(query_lines.data<int32_t>());
   q.source = suffix_source.data<int32_t>();
   q.cand = query_cand.data<int64_t>();
   q.stat = query_stat.data<int32_t>();
@@ -198,10 +223,10 @@ void SuffixCacheQuery(const paddle::Tensor& token_ids_all, const paddle::Tensor&
 PD_BUILD_OP(suffix_cache_insert)
     .Inputs({"token_ids_all", "prompt_lens", "step_idx", "seq_lens_encoder", "seq_lens_decoder",
              "cache_tokens", "cache_keys", "cache_rows", "cache_counts", "cache_pairs",
-             "cache_slots", "cache_counter"})
+             "cache_lines", "cache_slots", "cache_counter"})
     .Attrs({"key_len: int"})
     FDSPEC_INPLACE_OUTPUTS("cache_tokens", "cache_keys", "cache_rows", "cache_counts",
-                           "cache_pairs", "cache_slots", "cache_counter")
+                           "cache_pairs", "cache_lines", "cache_slots", "cache_counter")
     .SetKernelFn(PD_KERNEL(SuffixCacheInsert));
 
 PD_BUILD_OP(suffix_cache_finish)
@@ -210,19 +235,22 @@ PD_BUILD_OP(suffix_cache_finish)
     .SetKernelFn(PD_KERNEL(SuffixCacheFinish));
 
 PD_BUILD_OP(suffix_cache_evict)
-    .Inputs({"cache_tokens", "cache_keys", "cache_rows", "cache_counts", "cache_pairs", "cache_counter"})
+    .Inputs({"cache_tokens", "cache_keys", "cache_rows", "cache_counts", "cache_pairs", "cache_lines",
+             "cache_counter"})
     .Attrs({"keep: int64_t", "key_len: int"})
-    FDSPEC_INPLACE_OUTPUTS("cache_tokens", "cache_keys", "cache_rows", "cache_counts", "cache_pairs")
+    FDSPEC_INPLACE_OUTPUTS("cache_tokens", "cache_keys", "cache_rows", "cache_counts", "cache_pairs",
+                           "cache_lines")
     .SetKernelFn(PD_KERNEL(SuffixCacheEvict));
 
 PD_BUILD_OP(suffix_cache_query)
     .Inputs({"token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
              "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len",
              "suffix_tokens", "suffix_probs", "suffix_meta", "suffix_source", "cache_tokens",
-             "cache_keys", "cache_rows", "cache_counts", "cache_pairs", "query_cand", "query_stat"})
+             "cache_keys", "cache_rows", "cache_counts", "cache_pairs", "cache_lines", "query_cand",
+             "query_stat", "query_lines"})
     .Attrs({"max_tree_depth: int", "max_spec_factor: float", "max_spec_offset: float",
             "min_token_prob: float", "max_draft_tokens: int", "pad_to_max: bool",
             "threshold: int64_t", "key_len: int"})
     FDSPEC_INPLACE_OUTPUTS("draft_tokens", "seq_lens_this_time", "suffix_tokens", "suffix_probs",
-                           "suffix_meta", "suffix_source", "query_cand", "query_stat")
+                           "suffix_meta", "suffix_source", "query_cand", "query_stat", "query_lines")
     .SetKernelFn(PD_KERNEL(SuffixCacheQuery));

@@ -30,8 +30,18 @@ DEFAULT_COUNTED_VOCAB = 1 << 18  # tokens below it are counted per token (every 
 # vocabularies are pairs of common (low) ids.
 DEFAULT_PAIR_VOCAB = 1 << 10
 MAX_PAIR_VOCAB = 1 << 15
+# Bits of each cached line's filter (a line: 32 positions of a row), the line filter's planes: 8
+# bytes per position at 2048, about 4e-4 lines read in vain per item and line.
+DEFAULT_LINE_PLANES = 1 << 11
+MIN_LINE_PLANES, MAX_LINE_PLANES = 1 << 5, 1 << 15
+LINE_LEN = 32  # kSuffixLineLen
 # Bytes of device memory per cached token position: the token (int64) and its key (int32).
 BYTES_PER_POSITION = 12
+
+
+def line_words(rows: int, width: int) -> int:
+    """Words (int32) of one plane of the line filter: a bit per line of 32 positions."""
+    return (rows * ((width + LINE_LEN - 1) // LINE_LEN) + 31) // 32
 
 
 @dataclass
@@ -41,8 +51,9 @@ class SuffixCache:
     A ring of ``rows`` rows of ``width`` tokens: request number q (counted in the order requests
     begin) caches its response in row q mod rows, evicting request q - rows (first in, first out).
     Tokens past ``width`` are not cached. Memory: ``rows * width * 12`` bytes, plus 16 per row, 8 per
-    slot, 4 per counted token id (``vocab_size``), 4 per counted pair (``pair_vocab ** 2``) and the
-    query scratch (``slots * (40 * max_occurrences + 4 * 276)`` bytes).
+    slot, 4 per counted token id (``vocab_size``), 4 per counted pair (``pair_vocab ** 2``), the line
+    filter (``line_planes / 8`` per 32 positions: 8 bytes per position at the default) and the
+    query scratch (``slots * (40 * max_occurrences + 4 * 276)`` bytes, and a bit per line).
 
     Parameters
     ----------
@@ -67,6 +78,11 @@ class SuffixCache:
         below F (4 * F * F bytes), so that a context whose last token is frequent needs no scan to
         learn whether its last two tokens are. 0: no pair counts (same drafts, more scan work).
         Unused (one element) with ``key_len`` > 1.
+    line_planes : int
+        P, 0 or a power of two in [32, 32768]: the bits of the filter each line of 32 cached
+        positions keeps of the strings that end in it (``P / 8`` bytes per line), so that the GPU
+        query reads only the lines that may hold one of its contexts. 0: every line is read (same
+        drafts, more scan work).
     place : paddle place, optional
         Where the state lives (default: the current device).
 
@@ -75,7 +91,7 @@ class SuffixCache:
     >>> from fastdeploy_spec.ops.suffix_cache import SuffixCache
     >>> c = SuffixCache.allocate(rows=4, width=8, slots=2)
     >>> c.rows_state.numpy().tolist(), c.slots_state.numpy().tolist(), c.nbytes
-    ([[-1, 0], [-1, 0], [-1, 0], [-1, 0]], [-1, -1], 5328584)
+    ([[-1, 0], [-1, 0], [-1, 0], [-1, 0]], [-1, -1], 5336780)
     """
 
     tokens: paddle.Tensor
@@ -83,16 +99,19 @@ class SuffixCache:
     rows_state: paddle.Tensor
     counts: paddle.Tensor
     pairs: paddle.Tensor
+    lines: paddle.Tensor
     slots_state: paddle.Tensor
     counter: paddle.Tensor
     cand: paddle.Tensor
     stat: paddle.Tensor
+    line_mask: paddle.Tensor
     key_len: int
 
     @classmethod
     def allocate(cls, rows: int, width: int, slots: int, key_len: int = 1,
                  max_occurrences: int = 1024, vocab_size: int = DEFAULT_COUNTED_VOCAB,
-                 pair_vocab: int = DEFAULT_PAIR_VOCAB, place=None) -> "SuffixCache":
+                 pair_vocab: int = DEFAULT_PAIR_VOCAB, line_planes: int = DEFAULT_LINE_PLANES,
+                 place=None) -> "SuffixCache":
         if not 1 <= rows <= 1 << 30:
             raise ValueError(f"SuffixCache: rows must be in [1, 2^30], got {rows}")
         if not 1 <= width <= MAX_WIDTH:
@@ -108,6 +127,10 @@ class SuffixCache:
             raise ValueError(f"SuffixCache: vocab_size must be in [1, 2^31], got {vocab_size}")
         if not 0 <= pair_vocab <= MAX_PAIR_VOCAB:
             raise ValueError(f"SuffixCache: pair_vocab must be in [0, {MAX_PAIR_VOCAB}], got {pair_vocab}")
+        if line_planes != 0 and not (MIN_LINE_PLANES <= line_planes <= MAX_LINE_PLANES
+                                     and line_planes & (line_planes - 1) == 0):
+            raise ValueError(f"SuffixCache: line_planes must be 0 or a power of two in [{MIN_LINE_PLANES}, "
+                             f"{MAX_LINE_PLANES}], got {line_planes}")
         place = paddle.get_device() if place is None else place
 
         def t(a):
@@ -119,10 +142,12 @@ class SuffixCache:
                    keys=t(np.zeros((rows, width), np.int32)), rows_state=t(rows_state),
                    counts=t(np.zeros(vocab_size if key_len == 1 else 1, np.int32)),
                    pairs=t(np.zeros((pair_vocab,) * 2 if key_len == 1 else (1, 1), np.int32)),
+                   lines=t(np.zeros((line_planes, line_words(rows, width)), np.int32)),
                    slots_state=t(np.full(slots, SLOT_FREE, np.int64)),
                    counter=t(np.zeros(1, np.int64)),
                    cand=t(np.zeros((slots, CAND_LISTS * max_occurrences), np.int64)),
-                   stat=t(np.zeros((slots + 1, STAT_COLS), np.int32)), key_len=int(key_len))
+                   stat=t(np.zeros((slots + 1, STAT_COLS), np.int32)),
+                   line_mask=t(np.zeros(line_words(rows, width), np.int32)), key_len=int(key_len))
 
     @classmethod
     def from_config(cls, max_cached_requests: int, width: int, max_cached_tokens: int, slots: int,
@@ -141,19 +166,21 @@ class SuffixCache:
     def op_args(self) -> dict:
         """The cache's tensors and key length under the names the ops' bindings give them."""
         return dict(cache_tokens=self.tokens, cache_keys=self.keys, cache_rows=self.rows_state,
-                    cache_counts=self.counts, cache_pairs=self.pairs, cache_slots=self.slots_state,
+                    cache_counts=self.counts, cache_pairs=self.pairs, cache_lines=self.lines,
+                    cache_slots=self.slots_state,
                     cache_counter=self.counter, query_cand=self.cand, query_stat=self.stat,
-                    key_len=self.key_len)
+                    query_lines=self.line_mask, key_len=self.key_len)
 
     @property
     def nbytes(self) -> int:
         """Device bytes held by the cache and its query scratch."""
         return int(sum(int(np.prod(x.shape)) * (8 if x.dtype == paddle.int64 else 4)
                        for x in (self.tokens, self.keys, self.rows_state, self.counts, self.pairs,
-                                 self.slots_state, self.counter, self.cand, self.stat)))
+                                 self.lines, self.slots_state, self.counter, self.cand, self.stat,
+                                 self.line_mask)))
 
 
-_CACHE = ("cache_tokens", "cache_keys", "cache_rows", "cache_counts", "cache_pairs")
+_CACHE = ("cache_tokens", "cache_keys", "cache_rows", "cache_counts", "cache_pairs", "cache_lines")
 _INSERT = OpSpec(
     "suffix_cache_insert",
     tensors=("token_ids_all", "prompt_lens", "step_idx", "seq_lens_encoder", "seq_lens_decoder",
@@ -172,8 +199,8 @@ _EVICT = OpSpec(
 # suffix_match's arguments, then the source of each draft, the cache and the query's scratch.
 _QUERY = OpSpec(
     "suffix_cache_query",
-    tensors=(*_MATCH.tensors, "suffix_source", *_CACHE, "query_cand", "query_stat"),
-    outputs=_MATCH.outputs | {"suffix_source", "query_cand", "query_stat"},
+    tensors=(*_MATCH.tensors, "suffix_source", *_CACHE, "query_cand", "query_stat", "query_lines"),
+    outputs=_MATCH.outputs | {"suffix_source", "query_cand", "query_stat", "query_lines"},
     attrs=(*_MATCH.attrs, ("key_len", INT32)),
 )
 

@@ -9,7 +9,8 @@
 //
 // Every row is checked bit for bit against the CPU implementation (after one plain step and after the
 // timed replays; cache rows up to 10k responses: the CPU query of 100k is slow). Each cache row is
-// followed by the time of its query's local part alone (suffix_match on the same slots, unchecked).
+// followed by the time of its query's local part alone (suffix_match on the same slots, unchecked)
+// and by the same step with the line filter off (the baseline of the filter, same run, unchecked).
 // Prints one line per row, then a table; exits 1 on a mismatch.
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90a -DFDSPEC_WITH_CUDA -Icustom_ops -I$CUDA_HOME/include/cccl \
@@ -47,6 +48,7 @@ constexpr int kDepth = 64, kM = 1024;
 constexpr int64_t kWidth = 512, kHistory = 2048;
 constexpr int64_t kCountedVocab = int64_t{1} << 18;  // the cache counts tokens below it (the Python default)
 constexpr int64_t kPairVocab = 1024;                 // and pairs of tokens below this (the Python default)
+constexpr int64_t kLinePlanes = 2048;                // and filters its lines with this many bits (the Python default)
 constexpr int64_t kCachedResponses[] = {1000, 10000, 100000};  // the cache rows, filled in this order
 
 using harness::DevVec;
@@ -196,10 +198,12 @@ struct HostCache {
   std::vector<int64_t> tokens, rows, counter{0};
   std::vector<int32_t> keys, counts = std::vector<int32_t>(kCountedVocab, 0),
                              pairs = std::vector<int32_t>(kPairVocab * kPairVocab, 0);
+  std::vector<uint32_t> lines;
   std::vector<std::vector<int64_t>> responses;
   fdspec::SuffixCache view() {
-    return fdspec::SuffixCache{tokens.data(), keys.data(),   rows.data(),   R,           kWidth,
-                               1,             counts.data(), kCountedVocab, pairs.data(), kPairVocab};
+    return fdspec::SuffixCache{tokens.data(), keys.data(),   rows.data(),   R,            kWidth,
+                               1,             counts.data(), kCountedVocab, pairs.data(), kPairVocab,
+                               lines.data(),  kLinePlanes};
   }
 };
 
@@ -209,6 +213,7 @@ HostCache fill_cache(int64_t n, Texts& texts) {
   h.tokens.assign(n * kWidth, 0);
   h.keys.assign(n * kWidth, 0);
   h.rows.assign(2 * n, 0);
+  h.lines.assign(kLinePlanes * fdspec::suffix_line_words(n, kWidth), 0);
   for (int64_t r = 0; r < n; ++r) h.rows[2 * r] = -1;
   const int64_t chunk = 2048, W = kWidth + 1;
   for (int64_t start = 0; start < n; start += chunk) {
@@ -252,15 +257,19 @@ Match make_query(int64_t B, const HostCache& h) {
 struct DevCache {
   DevVec<int64_t> tokens, rows, counter, slots, cand;
   DevVec<int32_t> keys, stat, source, counts, pairs;
+  DevVec<uint32_t> lines, line_mask;
   int64_t R;
+  int64_t planes = kLinePlanes;  // 0: the same cache queried without its line filter (the baseline)
   DevCache(const HostCache& h, int64_t B)
       : tokens(h.tokens), rows(h.rows), counter(h.counter),
         slots(std::vector<int64_t>(B, fdspec::kSuffixSlotFree)), cand(std::vector<int64_t>(B * fdspec::kSuffixCandLists * kM, 0)),
         keys(h.keys), stat(std::vector<int32_t>((B + 1) * fdspec::kSuffixStatCols, 0)),
-        source(std::vector<int32_t>(B, 0)), counts(h.counts), pairs(h.pairs), R(h.R) {}
+        source(std::vector<int32_t>(B, 0)), counts(h.counts), pairs(h.pairs), lines(h.lines),
+        line_mask(std::vector<uint32_t>(fdspec::suffix_line_words(h.R, kWidth), 0)), R(h.R) {}
   fdspec::SuffixCache view() const {
-    return fdspec::SuffixCache{tokens.ptr(), keys.ptr(),   rows.ptr(),    R,           kWidth,
-                               1,            counts.ptr(), kCountedVocab, pairs.ptr(), kPairVocab};
+    return fdspec::SuffixCache{tokens.ptr(), keys.ptr(),   rows.ptr(),    R,            kWidth,
+                               1,            counts.ptr(), kCountedVocab, pairs.ptr(), kPairVocab,
+                               lines.ptr(),  planes};
   }
 };
 
@@ -271,7 +280,7 @@ cudaError_t cache_step(const DevMatch& d, const DevCache& k, cudaStream_t st) {
                                       k.counter.ptr(), m.batch, k.view()};
   cudaError_t e = fdspec::suffix_cache_insert_gpu(ins, st);
   if (e != cudaSuccess) return e;
-  fdspec::SuffixCacheQueryParams q{m, k.view(), k.source.ptr(), k.cand.ptr(), k.stat.ptr(), kM};
+  fdspec::SuffixCacheQueryParams q{m, k.view(), k.source.ptr(), k.cand.ptr(), k.stat.ptr(), k.line_mask.ptr(), kM};
   return fdspec::suffix_cache_query_gpu(q, st);
 }
 
@@ -285,10 +294,11 @@ bool cache_same(Match ref, const DevMatch& d, const DevCache& k, int* global_win
   h.rows = k.rows.download();
   h.counts = k.counts.download();
   h.pairs = k.pairs.download();
+  h.lines = k.lines.download();
   std::vector<int32_t> source(ref.B, 0);
   std::vector<int64_t> cand(ref.B * fdspec::kSuffixCandLists * kM, 0);
   std::vector<int32_t> stat((ref.B + 1) * fdspec::kSuffixStatCols, 0);
-  fdspec::SuffixCacheQueryParams q{host_params(ref), h.view(), source.data(), cand.data(), stat.data(), kM};
+  fdspec::SuffixCacheQueryParams q{host_params(ref), h.view(), source.data(), cand.data(), stat.data(), nullptr, kM};
   fdspec::suffix_cache_query_cpu(q);
   const auto gsrc = k.source.download();
   *global_wins = 0;
@@ -337,7 +347,7 @@ Result bench_match(int64_t B, int64_t N, const bench::Flusher& fl, cudaStream_t 
 }
 
 Result bench_cache(int64_t B, const HostCache& h, const bench::Flusher& fl, cudaStream_t st, bool quick, bool check,
-                   Result* local) {
+                   Result* local, Result* unfiltered) {
   Match c = make_query(B, h);
   DevMatch d(c);
   DevCache k(h, B);
@@ -356,6 +366,13 @@ Result bench_cache(int64_t B, const HostCache& h, const bench::Flusher& fl, cuda
             &local_cold);
   CHECK(cudaStreamSynchronize(st));
   *local = Result{"  of which local", B, h.R, local_warm, local_cold, 0, -1};
+  // The baseline in the same run: the same step with the line filter off (every line scanned; the
+  // filter is still kept by the insert).
+  k.planes = 0;
+  double base_warm = 0, base_cold = 0;
+  time_step(st, fl, quick, [&](cudaStream_t s) { return cache_step(d, k, s); }, &base_warm, &base_cold);
+  CHECK(cudaStreamSynchronize(st));
+  *unfiltered = Result{"  without line filter", B, h.R, base_warm, base_cold, 0, -1};
   return Result{"cache insert+query", B, h.R, warm, cold, wins, checked};
 }
 
@@ -428,6 +445,25 @@ int breakdown(int argc, char** argv) {
               "  without the local search", time_it());
   fdspec::g_suffix_cache_last_stage = fdspec::kSuffixQueryStages;
   fdspec::g_suffix_cache_skip_local = false;
+  // The lines the first scan reads (of all the cache's lines), with and without the line filter.
+  const int64_t lines = h.R * fdspec::suffix_row_lines(kWidth);
+  for (int64_t planes : {kLinePlanes, int64_t{0}}) {
+    k.planes = planes;
+    fdspec::suffix_cache_scan_lines();
+    CHECK(cache_step(d, k, st.get()));
+    st.sync();
+    std::printf("breakdown B=%lld N=%lld line planes %lld: the first scan read %llu lines of %lld\n",
+                (long long)B, (long long)h.R, (long long)planes, fdspec::suffix_cache_scan_lines(),
+                (long long)lines);
+  }
+  k.planes = kLinePlanes;
+  // The step with the first scan's grid capped lower (more mask words per warp).
+  for (int64_t cap : {0, 4096, 2048, 1056, 528, 264}) {  // 0: the default (one wave)
+    fdspec::g_suffix_cache_scan_blocks = cap;
+    std::printf("breakdown B=%lld N=%lld scan grid cap %lld: step %8.2f us\n", (long long)B, (long long)h.R,
+                (long long)cap, time_it());
+  }
+  fdspec::g_suffix_cache_scan_blocks = 0;
   return 0;
 }
 #endif
@@ -494,10 +530,12 @@ int main(int argc, char** argv) {
     for (int64_t n : kCachedResponses) {
       const HostCache h = fill_cache(n, texts);
       for (int64_t B : {8, 64, 256}) {
-        Result local;
-        res.push_back(bench_cache(B, h, fl, st.get(), opt.quick, n <= 10000, &local));
+        Result local, unfiltered;
+        res.push_back(bench_cache(B, h, fl, st.get(), opt.quick, n <= 10000, &local, &unfiltered));
         show(res.back());
         res.push_back(local);
+        show(res.back());
+        res.push_back(unfiltered);
         show(res.back());
       }
     }

@@ -6,7 +6,7 @@
 // evicted while active), key lengths 1 .. 4, occurrence caps 32 .. 64 with long single-token runs (the
 // scan's overflow path), slots whose contexts end alike (one group of hits, its candidate list
 // shared), every suffix parameter varied. After every step the cache state (rows, tokens, keys,
-// counts, pair counts, slots, counter) and every query output are compared; some cases run each
+// counts, pair counts, line filter, slots, counter) and every query output are compared; some cases run each
 // step as one CUDA graph (insert + query captured once, inputs copied into the captured buffers
 // before each replay). A
 // request's slot may close: empty for one step with its row still holding the request and the
@@ -30,6 +30,7 @@ struct Config {
   int G, depth, steps, vocab;
   int64_t counted;  // V: the cache counts tokens 0 .. V - 1 (some of the stream's, all, or none)
   int64_t pair_vocab;  // F: and the pairs of tokens 0 .. F - 1 (none, some, all)
+  int64_t line_planes; // P: the bits of a line's filter (0: none; 32: nearly every line passes)
   int64_t threshold;   // the batch budget
   int64_t base;  // token ids are base .. base + vocab - 1: 0, or straddling 2^31 (G = 1 keys hashed)
   float factor, offset, min_prob;
@@ -160,6 +161,7 @@ template <template <class> class V>
 struct Side {
   V<int64_t> ids, P, s, drafts, mdl, stoks, tokens, rows, slots, counter, cand;
   V<int32_t> enc, dec, dtn, slt, smeta, source, keys, stat, finished, counts, pairs;
+  V<uint32_t> lines, line_mask;
   V<float> sprobs;
 
   explicit Side(const Config& c)
@@ -174,6 +176,8 @@ struct Side {
         stat(std::vector<int32_t>((c.B + 1) * fdspec::kSuffixStatCols, 0)),
         finished(std::vector<int32_t>(c.B)), counts(std::vector<int32_t>(c.counted, 0)),
         pairs(std::vector<int32_t>(std::max<int64_t>(c.pair_vocab * c.pair_vocab, 1), 0)),
+        lines(std::vector<uint32_t>(std::max<int64_t>(c.line_planes * fdspec::suffix_line_words(c.R, c.width), 1), 0)),
+        line_mask(std::vector<uint32_t>(fdspec::suffix_line_words(c.R, c.width), 0)),
         sprobs(std::vector<float>(c.B * c.K, -7.0f)) {}
 
   static std::vector<int64_t> init_rows(int64_t R) {
@@ -201,8 +205,9 @@ struct Side {
   }
 
   fdspec::SuffixCache cache(const Config& c) const {
-    return fdspec::SuffixCache{tokens.ptr(), keys.ptr(),  rows.ptr(), c.R,          c.width,
-                               c.G,          counts.ptr(), c.counted, pairs.ptr(), c.pair_vocab};
+    return fdspec::SuffixCache{tokens.ptr(), keys.ptr(),   rows.ptr(), c.R,         c.width,
+                               c.G,          counts.ptr(), c.counted,  pairs.ptr(), c.pair_vocab,
+                               lines.ptr(),  c.line_planes};
   }
 
   fdspec::SuffixCacheInsertParams insert_params(const Config& c) const {
@@ -249,6 +254,7 @@ struct Side {
     q.source = source.ptr();
     q.cand = cand.ptr();
     q.stat = stat.ptr();
+    q.line_mask = line_mask.ptr();
     q.max_occurrences = static_cast<int>(c.M);
     return q;
   }
@@ -313,6 +319,7 @@ Config make_config(Rng& r, bool quick) {
   c.base = r.chance(0.3) ? int64_t{INT32_MAX} - 3 : 0;
   c.counted = r.pick<int64_t>({1, 3, 64});
   c.pair_vocab = r.pick<int64_t>({0, 2, 5, 64});
+  c.line_planes = r.pick<int64_t>({0, 32, 256, 2048});
   // A budget that never binds (the search blocks write the outcomes, no walk kernel), one far from
   // the batch's drafts, and one that truncates them.
   c.threshold = r.pick<int64_t>({INT64_MAX, 1 << 20, 4});
@@ -349,6 +356,7 @@ void body(harness::Tally& t, bool quick) {
     }
     if (c.base != 0 && c.G == 1) t.count("hashed_key_cases");
     if (c.threshold == INT64_MAX) t.count("walkless_cases");  // each search block writes its outcome
+    if (c.line_planes > 0) t.count("line_filter_cases");  // the scan reads only the lines it may hit
     for (int step = 0; step < c.steps; ++step) {
       const StepIn in = stream.step();
       dev.upload(in, c);
@@ -374,6 +382,7 @@ void body(harness::Tally& t, bool quick) {
       ok &= same(dev.keys, ref.keys, "keys", what);
       ok &= same(dev.counts, ref.counts, "counts", what);
       ok &= same(dev.pairs, ref.pairs, "pairs", what);
+      ok &= same(dev.lines, ref.lines, "lines", what);
       ok &= same(dev.slots, ref.slots, "slots", what);
       ok &= same(dev.counter, ref.counter, "counter", what);
       ok &= same(dev.drafts, ref.drafts, "draft_tokens", what);

@@ -124,15 +124,64 @@ class RequestStream:
         return StreamStep(self.ids.copy(), P, s, enc, dec, finished, self.k)
 
 
+_M64 = (1 << 64) - 1
+
+
+def _mix64(x):
+    x &= _M64
+    x ^= x >> 30
+    x = (x * 0xbf58476d1ce4e5b9) & _M64
+    x ^= x >> 27
+    x = (x * 0x94d049bb133111eb) & _M64
+    return x ^ (x >> 31)
+
+
+def _items(t, k, off, G, V, F):
+    """The line filter's items of position ``off`` of a row (tokens t, keys k): suffix_line_items."""
+    if off < G - 1:
+        return []
+    key = int(k[off]) & 0xffffffff
+    out = [_mix64(0x243f6a8885a308d3 ^ key)]
+    if G == 1 and off >= 1 and 0 <= int(k[off]) < V:
+        two = _mix64(_mix64(0x13198a2e03707344 ^ (int(t[off - 1]) & _M64)) ^ key)
+        out.append(two)
+        if off >= 2 and 0 <= int(t[off - 1]) < F and 0 <= int(t[off]) < F:
+            out.append(_mix64(two ^ ((0xa4093822299f31d0 + (int(k[off - 2]) & 0xffffffff)) & _M64)))
+    return out
+
+
+def line_filter_ref(responses, keys, cache):
+    """The line filter a cache holding ``responses`` ({row: tokens}, with the cache's ``keys``) must
+    have: for every cached position, the bits of its items in its line (docs/contract/suffix.md)."""
+    P, words = cache.lines.shape
+    want = np.zeros((P, words), np.uint32)
+    if P == 0:
+        return want
+    R, width = keys.shape
+    lines_per_row = (width + 31) // 32
+    G = cache.key_len
+    V = cache.counts.shape[0] if G == 1 and R * width < 1 << 31 else 0
+    F = cache.pairs.shape[0] if G == 1 and R * width < 1 << 31 else 0
+    for r, resp in responses.items():
+        for off in range(len(resp)):
+            li = r * lines_per_row + (off - (G - 1)) // 32
+            for item in _items(resp, keys[r], off, G, V, F):
+                lo, step = item & 0xffffffff, (item >> 32) | 1
+                for j in range(5):
+                    want[((lo + j * step) & 0xffffffff) & (P - 1), li >> 5] |= np.uint32(1 << (li & 31))
+    return want
+
+
 class Driver:
     """The op's cache on one place and the reference, stepped together."""
 
     def __init__(self, place, rows, width, slots, key_len=2, max_occurrences=32, vocab_size=1 << 18,
-                 pair_vocab=1 << 10):
+                 pair_vocab=1 << 10, line_planes=1 << 11):
         self.place = place
         self.cache = SuffixCache.allocate(rows, width, slots, key_len=key_len,
                                           max_occurrences=max_occurrences, vocab_size=vocab_size,
-                                          pair_vocab=pair_vocab, place=to_place(np.zeros(1), place).place)
+                                          pair_vocab=pair_vocab, line_planes=line_planes,
+                                          place=to_place(np.zeros(1), place).place)
         self.ref = SuffixCacheRef(rows, width, slots, key_len=key_len,
                                   max_occurrences=max_occurrences)
 
@@ -190,6 +239,8 @@ class Driver:
                 keep = (a >= 0) & (a < F) & (b >= 0) & (b < F)
                 np.add.at(want, (a[keep], b[keep]), 1)
             np.testing.assert_array_equal(pairs, want)
+        lines = self.cache.lines.numpy().view(np.uint32)
+        np.testing.assert_array_equal(lines, line_filter_ref(toks, self.cache.keys.numpy(), self.cache))
 
 
 def soak(place, seed, requests, *, rows=32, width=48, slots=8, check_every=200, key_len=2):
