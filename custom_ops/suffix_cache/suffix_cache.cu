@@ -916,7 +916,6 @@ struct SearchShared {
 };
 constexpr int kLoadPer = kMaxSuffixCacheOccurrences / suffix_gpu::kThreads;  // candidates per thread
 constexpr int kFirstRound = 4;  // match tokens compared for every candidate at once
-constexpr int kExtendRound = 4;  // then per round trip, for those whose first ones all matched
 constexpr size_t kSearchSmem = sizeof(SearchShared);
 static_assert(suffix_gpu::kCandCap >= kMaxSuffixCacheOccurrences, "the core holds every candidate");
 
@@ -974,11 +973,10 @@ __device__ void global_search_slot(const SuffixCacheQueryParams& q, SearchShared
     for (int u = 0; u < kFirstRound; ++u) tok[i][u] = u < limv[i] ? at[-u] : 0;
   }
   // Match lengths of a group's list: the first kFirstRound tokens of every candidate compared at
-  // once, then the candidates whose first tokens all matched go on together, kExtendRound tokens
-  // each per round trip (one candidate after another, the thread's copies of a long phrase made
-  // its slowest threads wait for a round trip per 8 tokens of each).
+  // once; the candidates whose first tokens all matched (copies of the context's phrase elsewhere,
+  // and the response it was copied from) are then measured by the whole warp, 32 tokens per round
+  // trip: a thread measuring its own, a few tokens per round trip, held its block for up to 15.
   int lv[kLoadPer];
-  bool ext[kLoadPer];
 #pragma unroll
   for (int i = 0; i < kLoadPer; ++i) {
     lv[i] = 0;
@@ -986,41 +984,40 @@ __device__ void global_search_slot(const SuffixCacheQueryParams& q, SearchShared
     for (int u = 0; u < kFirstRound; ++u) {
       lv[i] += (lv[i] == u && u < limv[i] && tok[i][u] == ss.ctx[c - 1 - u]) ? 1 : 0;
     }
-    ext[i] = lv[i] == kFirstRound && lv[i] < limv[i];
-  }
-  for (bool any = true; any;) {
-    int64_t x[kLoadPer][kExtendRound];
-#pragma unroll
-    for (int i = 0; i < kLoadPer; ++i) {
-      const int64_t* at = q.cache.tokens + rv[i] * q.cache.width + suffix_cand_off(ev[i]);
-#pragma unroll
-      for (int u = 0; u < kExtendRound; ++u) x[i][u] = ext[i] && lv[i] + u < limv[i] ? at[-(lv[i] + u)] : 0;
-    }
-    any = false;
-#pragma unroll
-    for (int i = 0; i < kLoadPer; ++i) {
-      if (!ext[i]) continue;
-      int k = 0;
-#pragma unroll
-      for (int u = 0; u < kExtendRound; ++u) {
-        k += (k == u && lv[i] + u < limv[i] && x[i][u] == ss.ctx[c - 1 - (lv[i] + u)]) ? 1 : 0;
+    const unsigned lane = threadIdx.x & 31;
+    for (unsigned longs = __ballot_sync(suffix_gpu::kFull, lv[i] == kFirstRound && kFirstRound < limv[i]);
+         longs != 0; longs &= longs - 1) {
+      const int src = __ffs(longs) - 1;
+      const int64_t row = __shfl_sync(suffix_gpu::kFull, rv[i], src);
+      const int64_t off = __shfl_sync(suffix_gpu::kFull, suffix_cand_off(ev[i]), src);
+      const int lim = __shfl_sync(suffix_gpu::kFull, limv[i], src);
+      const int64_t* at = q.cache.tokens + row * q.cache.width + off;
+      int x = kFirstRound;
+      for (;;) {  // uniform over the warp
+        const int k = x + static_cast<int>(lane);
+        const unsigned differ = __ballot_sync(suffix_gpu::kFull, !(k < lim && at[-k] == ss.ctx[c - 1 - k]));
+        if (differ != 0) {
+          x = min_of(x + __ffs(differ) - 1, lim);
+          break;
+        }
+        x += 32;
       }
-      lv[i] += k;
-      ext[i] = k == kExtendRound && lv[i] < limv[i];
-      any = any || ext[i];
+      if (lane == static_cast<unsigned>(src)) lv[i] = x;
     }
   }
 #pragma unroll
   for (int i = 0; i < kLoadPer; ++i) {
     const int j = i * suffix_gpu::kThreads + static_cast<int>(threadIdx.x);
+    // The histogram of a group's list: the lanes with equal match lengths add together (most of a
+    // frequent token's candidates share one, and a shared atomic per candidate queued them).
+    const int hl = j < n && !own ? lv[i] : -1;
+    const unsigned peers = __match_any_sync(suffix_gpu::kFull, hl);
+    if (hl >= 0 && (threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&ss.hist[hl], __popc(peers));
     if (j >= n) continue;
     const int64_t off = suffix_cand_off(ev[i]);
     const int64_t row_at = rv[i] * q.cache.width;
     int64_t e = ev[i];
-    if (!own) {  // l <= off: within the row; l <= c - 1
-      e = suffix_cand_pack(suffix_cand_req(e), off, lv[i]);
-      atomicAdd(&ss.hist[lv[i]], 1);
-    }
+    if (!own) e = suffix_cand_pack(suffix_cand_req(e), off, lv[i]);  // l <= off and l <= c - 1
     sh.key[j] = static_cast<unsigned long long>(e);
     sh.len[j] = static_cast<uint8_t>(suffix_cand_len(e));
     ss.next_at[j] = row_at + off + 1;
@@ -1068,7 +1065,7 @@ __device__ void global_search_slot(const SuffixCacheQueryParams& q, SearchShared
 
 // `finish`: the batch budget cannot bind (suffix_budget_never_binds), so each block also writes its
 // slot's outcome as the walk would, and no walk kernel runs (one launch and its latency fewer).
-__global__ void __launch_bounds__(suffix_gpu::kThreads, 2) query_search_kernel(SuffixCacheQueryParams q,
+__global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(SuffixCacheQueryParams q,
                                                                              bool finish) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   global_search_slot(q, *reinterpret_cast<SearchShared*>(smem_raw));
