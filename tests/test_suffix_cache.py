@@ -21,7 +21,7 @@ from fastdeploy_spec.ops.suffix_cache import (CAND_LISTS, STAT_COLS, SuffixCache
 from tests.helpers import PLACES, to_place
 from tests.reference.ngram_match import THRESHOLD_ENV
 from tests.reference.suffix_cache import global_draft_ref
-from tests.reference.suffix_cache_stream import QUERY_ARGS, Driver, RequestStream, soak
+from tests.reference.suffix_cache_stream import QUERY_ARGS, Driver, RequestStream, line_filter_ref, soak
 
 OP_ERRORS = (OSError, RuntimeError, ValueError)
 
@@ -188,6 +188,42 @@ def test_pair_counts_follow_the_rows_when_a_history_is_rewritten(place):
     assert sorted(zip(*np.nonzero(pairs))) == [(1, 2), (2, 3), (3, 4)] and pairs.sum() == 3
     suffix_cache_evict(c, 0)
     assert not c.pairs.numpy().any() and not c.counts.numpy().any()
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_line_filter_holds_the_cached_strings_and_forgets_evicted_rows(place):
+    """The line filter has the bits of every cached position's strings in its line (32 positions of
+    a row), and none of a response that the ring or suffix_cache_evict has dropped: a row's old bits
+    would only cost scan work, but a filter that kept them would fill up."""
+    c = SuffixCache.allocate(rows=2, width=40, slots=1, pair_vocab=16, line_planes=64,
+                             place=to_place(np.zeros(1), place).place)
+    t = lambda v, d: to_place(np.array(v, d), place)  # noqa: E731
+    long = [int(x) for x in np.random.default_rng(5).integers(0, 20, 35)]
+
+    def step(resp, prefill=False):
+        ids = np.full((1, 41), -1, np.int64)
+        ids[0, 0] = 9
+        ids[0, 1:1 + len(resp)] = resp
+        suffix_cache_insert(t(ids, np.int64), t([[1]], np.int64), t([[len(resp)]], np.int64),
+                            t([5 if prefill else 0], np.int32), t([0 if prefill else len(resp) + 1], np.int32), c)
+
+    def check(responses):
+        lines = c.lines.numpy().view(np.uint32)
+        np.testing.assert_array_equal(lines, line_filter_ref(responses, c.keys.numpy(), c))
+        return lines
+
+    step(long)  # request 0 in row 0: lines 0 (positions 0 .. 31) and 1 (32 .. 34)
+    lines = check({0: long})
+    assert (lines[:, 0] & 0b10).any() and not (lines[:, 0] & 0b1100).any()  # row 1's lines: empty
+    step(long, prefill=True)
+    step([3, 4])  # request 1 in row 1
+    step([3, 4], prefill=True)
+    step([7, 8, 9])  # request 2 takes row 0: request 0 leaves, and its line 1 with it
+    lines = check({0: [7, 8, 9], 1: [3, 4]})
+    assert not (lines[:, 0] & 0b10).any()  # row 0's line 1: nothing of request 0 is left
+    assert (lines[:, 0] & 0b1).any() and (lines[:, 0] & 0b100).any()  # both rows' line 0
+    suffix_cache_evict(c, 0)
+    assert not c.lines.numpy().any()
 
 
 @pytest.mark.parametrize("place", PLACES)

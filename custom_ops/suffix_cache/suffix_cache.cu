@@ -657,9 +657,9 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
   auto member_hit = [&](int64_t r, int32_t s, int off) {
     member_record(r, s, off, member_len(r, s, off, member_first(s), member_lim(s, off)));
   };
-  // The queued hits of the current row, 32 at a time (`all`) or the rest (the row's end): every
-  // lane verifies one, so the warp waits once for 32 verifications and their offers, not once per
-  // line with a hit. The member hits were most of the scan's time (without them, B = 64 with 10k
+  // The queued hits, 32 at a time (`all`) or the rest (when the warp has no line left): every lane
+  // verifies one, so the warp waits once for 32 verifications and their offers, not once per line
+  // with a hit. The member hits were most of the scan's time (without them, B = 64 with 10k
   // cached responses: 47 -> 17 us); queued, B = 256 with 10k 255 -> 192 us per step, 100k x 64
   // 769 -> 641, 1k x 8 63 -> 58; but 10k x 8 58 -> 63 and 100k x 8 443 -> 484, where a row has
   // few hits and the queue's upkeep costs more than it saves (docs/perf/suffix_cache_notes.md, 10).
