@@ -441,9 +441,13 @@ constexpr int kAggLen = 8;
 // A warp's queue of member hits (slot, offset, row), verified and offered 32 at a time, a lane each.
 constexpr int kHitQueue = 64;
 // The scans' unit of work: a warp reads up to this many lines of the cache (of 32 positions) that
-// the line mask selects, then takes its next unit. Small enough that a small cache whose lines all
-// hold hits (B = 256 with 1k responses) still spreads over every SM.
-constexpr int kScanTaskLines = 8;
+// the line mask selects, then takes its next unit; a cache with too few units of 16 to give every
+// block of the grid's wave one takes units of 8, so that its lines, which may all hold hits (B = 256
+// with 1k responses), still spread over every SM. H100, warm us per step, 16 against 8: B = 64 with
+// 10k cached responses 56.7 against 61.3, 10k x 256 154 against 167, 100k x 64 362 against 398,
+// but 1k x 256 111.5 against 94.5.
+constexpr int kScanTaskLines = 16;
+constexpr int kScanTaskLinesSmall = 8;
 // A queued member hit's match length is compared a token per round trip for this many tokens past
 // its first, then, if they all matched, by the whole warp.
 constexpr int kSerialMatch = 4;
@@ -536,7 +540,7 @@ __device__ __forceinline__ int offer(const SuffixCacheQueryParams& q, uint32_t* 
 // pass 2: only for members whose shortest usable match length L_min exceeds G + kSuffixMemberLists
 //         (the lists of pass 1 then hold more than M): their hits with l >= L_min, in their last list.
 __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryParams q, int pass,
-                                                              uint32_t table_size) {
+                                                              uint32_t table_size, int task_lines) {
   extern __shared__ __align__(16) unsigned char scan_smem[];
   const SuffixMatchParams& p = q.m;
   const int64_t B = p.batch;
@@ -710,19 +714,19 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
     if (lane == 0) *qcount = n - take;
     __syncwarp();
   };
-  // A warp takes kScanTaskLines lines of the cache at a time (in row order) and reads those whose bit
+  // A warp takes task_lines lines of the cache at a time (in row order) and reads those whose bit
   // of the line mask is set (filter_lines): every line without the filter. The member hits it
   // queues carry their row, so a batch of 32 may span lines and rows.
   const bool filtered = c.line_planes > 0;
   const int64_t Lr = suffix_row_lines(c.width);
-  const int64_t tasks = suffix_line_words(c.num_rows, c.width) * (32 / kScanTaskLines);
+  const int64_t tasks = suffix_line_words(c.num_rows, c.width) * (32 / task_lines);
   for (int64_t t = blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32; t < tasks; t += warps) {
-    constexpr uint32_t kTask = (1u << kScanTaskLines) - 1;
-    uint32_t lines = filtered ? q.line_mask[t * kScanTaskLines / 32] >> (t * kScanTaskLines % 32) & kTask : kTask;
+    const uint32_t all = (1u << task_lines) - 1;  // task_lines < 32
+    uint32_t lines = filtered ? q.line_mask[t * task_lines / 32] >> (t * task_lines % 32) & all : all;
     int64_t r = -1, req = -1;
     int len = 0;
     while (lines != 0) {  // uniform over the warp
-      const int64_t li = t * kScanTaskLines + __ffs(lines) - 1;
+      const int64_t li = t * task_lines + __ffs(lines) - 1;
       lines &= lines - 1;
       if (li / Lr != r) {
         r = li / Lr;
@@ -1204,20 +1208,21 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
   err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, query_scan_kernel, kThreads, smem1);
   if (err != cudaSuccess) return err;
   per_sm = max_of(beside ? min_of(per_sm, kScanBesideBlocks) : per_sm, 1);
-  const int64_t task_blocks = (words * (32 / kScanTaskLines) + kWarps - 1) / kWarps;
-  const unsigned grid = static_cast<unsigned>(
-      min_of<int64_t>(task_blocks, SUFFIX_SCAN_BLOCKS > 0 ? SUFFIX_SCAN_BLOCKS : int64_t{per_sm} * dev.sms));
+  const int64_t wave = SUFFIX_SCAN_BLOCKS > 0 ? SUFFIX_SCAN_BLOCKS : int64_t{per_sm} * dev.sms;
+  const int task_lines = words * (32 / kScanTaskLines) / kWarps >= wave ? kScanTaskLines : kScanTaskLinesSmall;
+  const int64_t task_blocks = (words * (32 / task_lines) + kWarps - 1) / kWarps;
+  const unsigned grid = static_cast<unsigned>(min_of<int64_t>(task_blocks, wave));
   if (beside) {
     err = launch_dependent_smem(query_scan_kernel, dim3(grid), dim3(kThreads), smem1, stream, q, 1,
-                                table_size);
+                                table_size, task_lines);
     if (err != cudaSuccess) return err;
   } else {
-    query_scan_kernel<<<grid, kThreads, smem1, stream>>>(q, 1, table_size);
+    query_scan_kernel<<<grid, kThreads, smem1, stream>>>(q, 1, table_size, task_lines);
   }
   SUFFIX_QUERY_STAGE(3);
   query_prep2_kernel<<<static_cast<unsigned>((B + kWarps - 1) / kWarps), kThreads, 0, stream>>>(q);
   SUFFIX_QUERY_STAGE(4);
-  query_scan_kernel<<<grid, kThreads, smem2, stream>>>(q, 2, table_size);
+  query_scan_kernel<<<grid, kThreads, smem2, stream>>>(q, 2, table_size, task_lines);
   SUFFIX_QUERY_STAGE(5);
   err = cudaFuncSetAttribute(query_search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(kSearchSmem));

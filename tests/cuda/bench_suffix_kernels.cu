@@ -459,7 +459,7 @@ int breakdown(int argc, char** argv) {
   }
   k.planes = kLinePlanes;
   // The step with the first scan's grid capped lower (more mask words per warp).
-  for (int64_t cap : {0, 4096, 2048, 1056, 528, 264}) {  // 0: the default (one wave)
+  for (int64_t cap : {0, 2048, 1056, 660, 528, 396, 264}) {  // 0: the default; 132 SMs: 4 per SM = 528
     fdspec::g_suffix_cache_scan_blocks = cap;
     std::printf("breakdown B=%lld N=%lld scan grid cap %lld: step %8.2f us\n", (long long)B, (long long)h.R,
                 (long long)cap, time_it());
