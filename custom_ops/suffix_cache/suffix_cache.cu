@@ -917,6 +917,7 @@ struct SearchShared {
   int32_t after[kMaxSuffixCacheOccurrences];
   int64_t ctx[kMaxSuffixTreeDepth];   // the context, ctx[c - 1] its last token
   int32_t hist[kMaxSuffixTreeDepth];  // candidates with l == L, for L in [L_min, c)
+  float local_probs[kMaxSuffixSpecTokens];  // the local draft's probabilities
 };
 constexpr int kLoadPer = kMaxSuffixCacheOccurrences / suffix_gpu::kThreads;  // candidates per thread
 constexpr int kFirstRound = 4;  // match tokens compared for every candidate at once
@@ -934,18 +935,25 @@ __device__ void global_search_slot(const SuffixCacheQueryParams& q, SearchShared
   for (int k = 1; k < suffix_gpu::kProfSlots; ++k) SUFFIX_PROF_SET(k, 0);
   SUFFIX_PROF_SET(0, clock64());
 #endif
+  // What the block reads of its slot before its candidates, issued together (one round trip, where
+  // each read waited for the one before): its statistics, its history's place and cap, and the
+  // local draft's length (suffix_meta has a row for every slot).
   const int c = st[kSuffixStatCtx];
-  if (c == 0) return;
+  const int list = st[kSuffixStatList];
+  const int st_lmin = st[kSuffixStatLmin];
+  const int64_t st_rep = st[kSuffixStatRep];
+  const int64_t K = p.draft_stride - 1;
+  const int64_t m_local = clamp_to<int64_t>(p.suffix_meta[2 * b], 0, K);
   const SuffixSlot v = suffix_slot(p, b);
+  if (c == 0) return;
   const int G = q.cache.key_len;
   const int M = q.max_occurrences;
   // n_G <= M: every hit is a candidate, in the group's list (its rep's list 0), and the match length
   // against this slot's context is measured here; else the slot's own list of hits with l >= L_min.
-  const int list = st[kSuffixStatList];
   if (list < 0) return;  // no match length with at most M occurrences: the local draft stands
   const bool own = list > 0;
-  const int lmin = own ? st[kSuffixStatLmin] : G;
-  const int64_t from = own ? b : st[kSuffixStatRep];
+  const int lmin = own ? st_lmin : G;
+  const int64_t from = own ? b : st_rep;
   const int n = min_of<int>(*list_count(q, from, list), M);
   const int64_t* cands = cand_list(q, from, list);
   // The context and the histogram into shared memory, a load per thread (read serially from global
@@ -955,6 +963,7 @@ __device__ void global_search_slot(const SuffixCacheQueryParams& q, SearchShared
   for (int k = threadIdx.x; k < kMaxSuffixTreeDepth; k += suffix_gpu::kThreads) {
     if (k < c) ss.ctx[k] = v.row[v.n - c + k];
     ss.hist[k] = own && k >= lmin && k < c ? st[kSuffixStatHist + k] : 0;
+    if (k < m_local) ss.local_probs[k] = p.suffix_probs[b * K + k];
   }
   __syncthreads();
   // Each thread's candidates (at most kLoadPer) together: their places, and for a group's list
@@ -1043,11 +1052,10 @@ __device__ void global_search_slot(const SuffixCacheQueryParams& q, SearchShared
   SUFFIX_PROF_SET(15, lmin * 1000 + last_l);
   if (last_l == 0) return;  // no suffix of length >= L_min occurs: the local draft stands
 
-  // The local draft's score: the global one matters only if it scores strictly higher.
-  const int64_t K = p.draft_stride - 1;
+  // The local draft's score (its probabilities loaded with the context): the global one matters
+  // only if it scores strictly higher.
   float local = 0.0f;
-  const int64_t m_local = clamp_to<int64_t>(p.suffix_meta[2 * b], 0, K);
-  for (int64_t k = 0; k < m_local; ++k) local = suffix_fadd(local, p.suffix_probs[b * K + k]);
+  for (int64_t k = 0; k < m_local; ++k) local = suffix_fadd(local, ss.local_probs[k]);
 
   const suffix_gpu::CoreArgs a = suffix_gpu::core_args(p, v.cap, lmin, short_end, last_l, local);
   suffix_gpu::core_search(sh, CacheSource{q.cache.tokens, ss.next_at, ss.after}, a);
