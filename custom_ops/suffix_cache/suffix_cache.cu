@@ -109,18 +109,8 @@ __device__ __forceinline__ void clear_lines(const SuffixCache& c, int64_t r) {
 // every thread of the block can read (the block's threads together).
 __device__ __forceinline__ void mark_lines(const SuffixCache& c, int64_t r, int64_t from, int64_t to) {
   if (c.line_planes == 0) return;
-  const int64_t* t = c.tokens + r * c.width;
-  const int32_t* k = c.keys + r * c.width;
   for (int64_t off = from + threadIdx.x; off < to; off += blockDim.x) {
-    uint64_t items[3];
-    const int n = suffix_line_items(t, k, off, c, items);
-    const int64_t li = r * suffix_row_lines(c.width) + suffix_line_of(off, c.key_len);
-    for (int i = 0; i < n; ++i) {
-      for (int j = 0; j < kSuffixLineHashes; ++j) {
-        atomicOr(&c.lines[suffix_line_word(c, suffix_item_plane(items[i], j, c.line_planes), li)],
-                 1u << (li & 31));
-      }
-    }
+    suffix_mark_position(c, r, off, [&](int64_t w, uint32_t bit) { atomicOr(&c.lines[w], bit); });
   }
 }
 
@@ -623,8 +613,6 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
   if (lane == 0) *qcount = 0;
   __syncwarp();
-  // A member hit: slot s's last G + 1 tokens end at `off` of row r. Its match length l (>= G + 1, up
-  // to c - 1 and within the row: l <= off + 1), counted, and offered to the lists.
   // A member hit: slot s's last G + 1 tokens (G + 2 when pair-frequent) end at `off` of row r. Its
   // match length l (up to lim = c - 1 and within the row: l <= off + 1) is compared a token per
   // round trip, from `first` on and up to `stop`: most member hits end within a token or two, and

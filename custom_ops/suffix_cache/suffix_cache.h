@@ -178,9 +178,24 @@ FDSPEC_HD int suffix_line_items(const int64_t* t, const int32_t* k, int64_t off,
   }
   return n;
 }
-// Where line `li` of the cache (r * suffix_row_lines + j) is in plane p: word and bit.
+// The word of `lines` that holds line `li` of the cache (r * suffix_row_lines + j) in plane p; the
+// line's bit in it is li & 31.
 FDSPEC_HD int64_t suffix_line_word(const SuffixCache& c, uint32_t plane, int64_t li) {
   return static_cast<int64_t>(plane) * suffix_line_words(c.num_rows, c.width) + (li >> 5);
+}
+// Calls or_word(word, bit) for every bit of the line filter that position `off` of row r sets (its
+// items' planes in its line; the row's tokens and keys written up to off): the insert's marking,
+// one definition for the CPU (plain ORs) and the GPU (atomic ORs).
+template <typename OrWord>
+FDSPEC_HD void suffix_mark_position(const SuffixCache& c, int64_t r, int64_t off, OrWord or_word) {
+  uint64_t items[3];
+  const int n = suffix_line_items(c.tokens + r * c.width, c.keys + r * c.width, off, c, items);
+  const int64_t li = r * suffix_row_lines(c.width) + suffix_line_of(off, c.key_len);
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < kSuffixLineHashes; ++j) {
+      or_word(suffix_line_word(c, suffix_item_plane(items[i], j, c.line_planes), li), 1u << (li & 31));
+    }
+  }
 }
 // Calls and_word(word, mask) for the words of one plane that hold row r's lines, the mask clearing
 // exactly those lines' bits (a row's lines may share a word with its neighbours').

@@ -86,24 +86,14 @@ void count_keys(const SuffixCache& cache, int64_t r, int64_t from, int64_t to, i
   }
 }
 
-// Sets the line filter's bits of the items of row r's positions [from, to) (their tokens and keys
-// written), and clears every bit of the row's lines (an eviction).
+// Sets the line filter's bits of row r's positions [from, to) (their tokens and keys written).
 void mark_lines(const SuffixCache& cache, int64_t r, int64_t from, int64_t to) {
   if (cache.line_planes == 0) return;
-  const int64_t* t = cache.tokens + r * cache.width;
-  const int32_t* k = cache.keys + r * cache.width;
-  uint64_t items[3];
   for (int64_t off = from; off < to; ++off) {
-    const int n = suffix_line_items(t, k, off, cache, items);
-    const int64_t li = r * suffix_row_lines(cache.width) + suffix_line_of(off, cache.key_len);
-    for (int i = 0; i < n; ++i) {
-      for (int j = 0; j < kSuffixLineHashes; ++j) {
-        cache.lines[suffix_line_word(cache, suffix_item_plane(items[i], j, cache.line_planes), li)] |=
-            1u << (li & 31);
-      }
-    }
+    suffix_mark_position(cache, r, off, [&](int64_t w, uint32_t bit) { cache.lines[w] |= bit; });
   }
 }
+// Clears every bit of row r's lines (an eviction).
 void clear_lines(const SuffixCache& cache, int64_t r) {
   const int64_t words = suffix_line_words(cache.num_rows, cache.width);
   for (int64_t p = 0; p < cache.line_planes; ++p) {
