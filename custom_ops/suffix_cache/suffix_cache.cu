@@ -131,6 +131,8 @@ __global__ void __launch_bounds__(kScanThreads) insert_states_kernel(SuffixCache
   using Scan = cub::BlockScan<int64_t, kScanThreads>;
   __shared__ typename Scan::TempStorage tmp;
   __shared__ int64_t base;
+  wait_for_primary_grid();  // every kernel of the step waits first (suffix_cache_insert_gpu)
+  allow_dependent_launch();
   if (threadIdx.x == 0) base = *p.counter;
   __syncthreads();
   const int64_t R = p.cache.num_rows;
@@ -171,6 +173,8 @@ __global__ void __launch_bounds__(kScanThreads) insert_states_kernel(SuffixCache
 }
 
 __global__ void __launch_bounds__(128) insert_append_kernel(SuffixCacheInsertParams p) {
+  wait_for_primary_grid();
+  allow_dependent_launch();
   const int64_t b = blockIdx.x;
   const bool decoding = suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b]);
   const int64_t q = p.slots[b];
@@ -349,6 +353,8 @@ __device__ void filter_lines(const SuffixCacheQueryParams& q, int64_t f, uint64_
 // candidate list. With the line filter, blocks B .. are the filter's (filter_lines).
 __global__ void __launch_bounds__(kThreads) query_prep_kernel(SuffixCacheQueryParams q) {
   extern __shared__ uint64_t filter_items[];  // [B], the filter's blocks only
+  wait_for_primary_grid();
+  allow_dependent_launch();
   const SuffixMatchParams& p = q.m;
   if (blockIdx.x >= p.batch) {
     filter_lines(q, blockIdx.x - p.batch, filter_items);
@@ -438,6 +444,7 @@ constexpr int kHitQueue = 64;
 // but 1k x 256 111.5 against 94.5.
 constexpr int kScanTaskLines = 16;
 constexpr int kScanTaskLinesSmall = 8;
+constexpr int kMaxUnitWords = kWarps * kScanTaskLines / 32;  // a block's unit of lines, in mask words
 // A queued member hit's match length is compared a token per round trip for this many tokens past
 // its first, then, if they all matched, by the whole warp.
 constexpr int kSerialMatch = 4;
@@ -450,8 +457,24 @@ constexpr int kScanBesideBlocks = 4;
 __device__ unsigned long long g_scan_lines;
 #define SCAN_PROF_LINE() \
   if (pass == 1 && lane == 0) atomicAdd(&g_scan_lines, 1ull)
+// And the clocks of each phase of every warp of the last first scan (suffix_cache_scan_profile_print):
+// the block's set-up, its lines, the last drain of its queue, the wait for the local search, the
+// flush of the block's counts. Plain stores, a record per warp: shared counters slowed the scan.
+constexpr int kScanPhases = 5, kScanRecords = 1 << 14;
+__device__ long long g_scan_rec[kScanRecords][kScanPhases];
+__device__ int g_scan_nrec;
+__device__ __forceinline__ void scan_phase(int k, long long* last) {
+  const long long now = clock64();
+  const int w = static_cast<int>(blockIdx.x) * kWarps + static_cast<int>(threadIdx.x / 32);
+  if ((threadIdx.x & 31) == 0 && w < kScanRecords) g_scan_rec[w][k] = now - *last;
+  if (k == 0 && threadIdx.x == 0 && blockIdx.x == 0) g_scan_nrec = static_cast<int>(gridDim.x) * kWarps;
+  *last = now;
+}
+#define SCAN_PHASE(k) \
+  if (pass == 1) scan_phase(k, &phase_clock)
 #else
 #define SCAN_PROF_LINE()
+#define SCAN_PHASE(k)
 #endif
 
 // A slot's scan descriptor (prep's: one aligned sector of its stat row, two 16-byte loads).
@@ -532,9 +555,18 @@ __device__ __forceinline__ int offer(const SuffixCacheQueryParams& q, uint32_t* 
 __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryParams q, int pass,
                                                               uint32_t table_size, int task_lines) {
   extern __shared__ __align__(16) unsigned char scan_smem[];
+#ifdef FDSPEC_SUFFIX_PROFILE
+  long long phase_clock = clock64();
+#endif
   const SuffixMatchParams& p = q.m;
   const int64_t B = p.batch;
-  if (pass == 2 && *store_flag(q) == 0) return;
+  // Pass 1 may run beside the local search, whose end it waits for only before it exits (below);
+  // pass 2 waits for prep2 at once.
+  if (pass == 2) {
+    wait_for_primary_grid();
+    allow_dependent_launch();
+    if (*store_flag(q) == 0) return;
+  }
   const bool agg = pass == 1 && B <= kAggSlots;
   const SuffixCache& c = q.cache;
   const ScanLayout lay = scan_layout(B, table_size, agg);
@@ -609,8 +641,9 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
     }
   }
   __syncthreads();
+  if (pass == 1) allow_dependent_launch();  // prep2 may launch; it waits for this grid's end
+  SCAN_PHASE(0);
   const int lane = threadIdx.x & 31;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
   if (lane == 0) *qcount = 0;
   __syncwarp();
   // A member hit: slot s's last G + 1 tokens (G + 2 when pair-frequent) end at `off` of row r. Its
@@ -636,10 +669,22 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
       } else {
         atomicAdd(&sst[kSuffixStatHist + l], 1);
       }
-      const bool three = skind[s] == kSuffixKindPairFrequent;  // list 1 of a pair-frequent: never read
-      for (int j = 1 + three; j <= J && G + j <= l; ++j) {
-        const int at = offer(q, full, s, j, 1);
-        if (at < M) cand_list(q, s, j)[at] = e;
+      // The lists the hit enters (list 1 of a pair-frequent is never read), their counts taken
+      // together: offered one after another, each list's full bit waited for the previous count's
+      // round trip (a hit copied from a cached response enters all four).
+      const int first = 1 + (skind[s] == kSuffixKindPairFrequent);
+      const int last = min_of(J, l - G);
+      int at[kSuffixMemberLists];
+#pragma unroll
+      for (int j = 1; j <= kSuffixMemberLists; ++j) {
+        at[j - 1] = M;
+        if (j >= first && j <= last && !list_full(full, s, j)) at[j - 1] = atomicAdd(list_count(q, s, j), 1);
+      }
+#pragma unroll
+      for (int j = 1; j <= kSuffixMemberLists; ++j) {
+        if (at[j - 1] >= M) continue;
+        if (at[j - 1] + 1 >= M) mark_list_full(full, s, j);
+        cand_list(q, s, j)[at[j - 1]] = e;
       }
     } else if (l >= sst[kSuffixStatLmin]) {
       const int at = atomicAdd(list_count(q, s, J), 1);
@@ -702,112 +747,137 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
     if (lane == 0) *qcount = n - take;
     __syncwarp();
   };
-  // A warp takes task_lines lines of the cache at a time (in row order) and reads those whose bit
-  // of the line mask is set (filter_lines): every line without the filter. The member hits it
-  // queues carry their row, so a batch of 32 may span lines and rows.
+  // A block takes a unit of kWarps * task_lines lines of the cache at a time (in row order) and its
+  // warps share out, in order, the lines of the unit whose bit of the line mask is set
+  // (filter_lines; every line without the filter): warp w the w-th eighth of them. A unit of a warp's
+  // own (task_lines lines) made the warp that drew the lines of a copied response, all selected,
+  // the scan's slowest: B = 64 with 10k responses, 19.8 us of lines against a mean of 7.1. The
+  // member hits a warp queues carry their row, so a batch of 32 may span lines and rows.
   const bool filtered = c.line_planes > 0;
   const int64_t Lr = suffix_row_lines(c.width);
-  const int64_t tasks = suffix_line_words(c.num_rows, c.width) * (32 / task_lines);
-  for (int64_t t = blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32; t < tasks; t += warps) {
-    const uint32_t all = (1u << task_lines) - 1;  // task_lines < 32
-    uint32_t lines = filtered ? q.line_mask[t * task_lines / 32] >> (t * task_lines % 32) & all : all;
-    int64_t r = -1, req = -1;
-    int len = 0;
-    while (lines != 0) {  // uniform over the warp
-      const int64_t li = t * task_lines + __ffs(lines) - 1;
-      lines &= lines - 1;
-      if (li / Lr != r) {
-        r = li / Lr;
-        if (r >= c.num_rows) break;
-        req = c.rows[2 * r];
-        len = static_cast<int>(c.rows[2 * r + 1]);  // <= width <= 2^16
-      }
-      const int base = G - 1 + static_cast<int>(li - r * Lr) * 32;
-      if (req < 0 || base >= len) continue;
-      SCAN_PROF_LINE();
-      const int64_t* toks = c.tokens + r * c.width;
-      const int32_t* keys = c.keys + r * c.width;
-      const int off = base + lane;
-      const int32_t key = off < len ? keys[off] : 0;
-      int32_t key_before = __shfl_up_sync(kFull, key, 1);  // the position off - 1's (G = 1)
-      if (lane == 0) key_before = off >= 1 ? keys[off - 1] : 0;
-      int32_t g = -1;  // the group whose last G tokens end here
-      if (off < len) {
-        for (uint32_t h = table_hash(key, bits); trep[h] != -1; h = (h + 1) & mask) {
-          if (tkey[h] != key) continue;
-          const int32_t rep = trep[h];
-          if (!suffix_cache_key_exact(key, G)) {
-            const int64_t* gend = p.token_ids_all + rep * W + sn[rep];  // one past its last token
-            bool same = true;
-            for (int j = 0; j < G && same; ++j) same = toks[off - j] == gend[-1 - j];
-            if (!same) continue;  // a hash collision: another group may own the key
-          }
-          g = rep;
-          break;  // the position's G tokens are one group's
+  const int64_t words = suffix_line_words(c.num_rows, c.width);
+  const int unit_words = kWarps * task_lines / 32;  // <= kMaxUnitWords
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  int64_t r = -1, req = -1;  // the row of the line last read, its request and length
+  int len = 0;
+  // Line li of the cache: its positions' hits (uniform over the warp).
+  auto scan_line = [&](int64_t li) {
+    if (li / Lr != r) {
+      r = li / Lr;
+      if (r >= c.num_rows) return;
+      req = c.rows[2 * r];
+      len = static_cast<int>(c.rows[2 * r + 1]);  // <= width <= 2^16
+    }
+    const int base = G - 1 + static_cast<int>(li - r * Lr) * 32;
+    if (req < 0 || base >= len) return;
+    SCAN_PROF_LINE();
+    const int64_t* toks = c.tokens + r * c.width;
+    const int32_t* keys = c.keys + r * c.width;
+    const int off = base + lane;
+    const int32_t key = off < len ? keys[off] : 0;
+    int32_t key_before = __shfl_up_sync(kFull, key, 1);  // the position off - 1's (G = 1)
+    if (lane == 0) key_before = off >= 1 ? keys[off - 1] : 0;
+    int32_t g = -1;  // the group whose last G tokens end here
+    if (off < len) {
+      for (uint32_t h = table_hash(key, bits); trep[h] != -1; h = (h + 1) & mask) {
+        if (tkey[h] != key) continue;
+        const int32_t rep = trep[h];
+        if (!suffix_cache_key_exact(key, G)) {
+          const int64_t* gend = p.token_ids_all + rep * W + sn[rep];  // one past its last token
+          bool same = true;
+          for (int j = 0; j < G && same; ++j) same = toks[off - j] == gend[-1 - j];
+          if (!same) continue;  // a hash collision: another group may own the key
         }
+        g = rep;
+        break;  // the position's G tokens are one group's
       }
-      if (pass == 1) {
-        // The lanes of one group count (a scanned group) and offer their hits together: one shared
-        // and at most one global atomic per group and line.
-        const unsigned peers = __match_any_sync(kFull, g);
-        if (g >= 0) {
-          const int leader = __ffs(peers) - 1;
-          const int n = __popc(peers);
-          int at = 0;
-          if (lane == leader) {
-            if (skind[g] == kSuffixKindScanned) atomicAdd(&agg_hits[g], n);
-            at = offer(q, full, g, 0, n);
-          }
-          at = __shfl_sync(peers, at, leader) + __popc(peers & ((1u << lane) - 1));
-          if (at < M) cand_list(q, g, 0)[at] = suffix_cand_pack(req, off, 0);
+    }
+    if (pass == 1) {
+      // The lanes of one group count (a scanned group) and offer their hits together: one shared
+      // and at most one global atomic per group and line.
+      const unsigned peers = __match_any_sync(kFull, g);
+      if (g >= 0) {
+        const int leader = __ffs(peers) - 1;
+        const int n = __popc(peers);
+        int at = 0;
+        if (lane == leader) {
+          if (skind[g] == kSuffixKindScanned) atomicAdd(&agg_hits[g], n);
+          at = offer(q, full, g, 0, n);
         }
+        at = __shfl_sync(peers, at, leader) + __popc(peers & ((1u << lane) - 1));
+        if (at < M) cand_list(q, g, 0)[at] = suffix_cand_pack(req, off, 0);
       }
-      const bool scanned = off >= G && g >= 0 && skind[g] == kSuffixKindScanned;
-      const bool exact = off >= G && any_frequent && off < len && suffix_cache_key_exact(key, G);
-      if (scanned || exact) {
-        const int64_t before = suffix_cache_key_exact(key_before, G) ? key_before : toks[off - G];
-        // The members whose last G + 1 tokens end here: of a scanned group, through the group; of
-        // a frequent token (G = 1), by the token itself and the one before, and a pair-frequent
-        // member's also by the token before them (the row's key two back, read only for these).
-        // Queued (a full queue: handled here).
-        for (int route = 0; route < 2; ++route) {
-          if (route == 0 ? !scanned : !exact) continue;
-          const int32_t via = route == 0 ? g : key;
-          for (uint32_t h2 = member_hash(via, before, mask); tmem[h2] != -1; h2 = (h2 + 1) & mask) {
-            const int32_t s = tmem[h2];
-            const int kind = skind[s];
-            if ((route == 0) != (kind == kSuffixKindScanned) || srep[s] != via || sprev[s] != before) {
-              continue;
-            }
-            // The row's keys are read only: the read-only path held the scan at 40 registers (6
-            // blocks per SM), where a plain load took it to 48.
-            if (kind == kSuffixKindPairFrequent && (off < 2 || __ldg(&keys[off - 2]) != sprev2[s])) continue;
-            const int at = atomicAdd(qcount, 1);
-            if (at < kHitQueue) {
-              queue[at] = make_int2(s | off << 11, static_cast<int32_t>(r));  // s < 2^11, off < 2^16
-            } else {
-              atomicSub(qcount, 1);
-              member_hit(r, s, off);
-            }
+    }
+    const bool scanned = off >= G && g >= 0 && skind[g] == kSuffixKindScanned;
+    const bool exact = off >= G && any_frequent && off < len && suffix_cache_key_exact(key, G);
+    if (scanned || exact) {
+      const int64_t before = suffix_cache_key_exact(key_before, G) ? key_before : toks[off - G];
+      // The members whose last G + 1 tokens end here: of a scanned group, through the group; of
+      // a frequent token (G = 1), by the token itself and the one before, and a pair-frequent
+      // member's also by the token before them (the row's key two back, read only for these).
+      // Queued (a full queue: handled here).
+      for (int route = 0; route < 2; ++route) {
+        if (route == 0 ? !scanned : !exact) continue;
+        const int32_t via = route == 0 ? g : key;
+        for (uint32_t h2 = member_hash(via, before, mask); tmem[h2] != -1; h2 = (h2 + 1) & mask) {
+          const int32_t s = tmem[h2];
+          const int kind = skind[s];
+          if ((route == 0) != (kind == kSuffixKindScanned) || srep[s] != via || sprev[s] != before) {
+            continue;
+          }
+          // The row's keys are read only: the read-only path held the scan at 40 registers (6
+          // blocks per SM), where a plain load took it to 48.
+          if (kind == kSuffixKindPairFrequent && (off < 2 || __ldg(&keys[off - 2]) != sprev2[s])) continue;
+          const int at = atomicAdd(qcount, 1);
+          if (at < kHitQueue) {
+            queue[at] = make_int2(s | off << 11, static_cast<int32_t>(r));  // s < 2^11, off < 2^16
+          } else {
+            atomicSub(qcount, 1);
+            member_hit(r, s, off);
           }
         }
       }
-      drain(true);
+    }
+    drain(true);
+  };
+  for (int64_t u = blockIdx.x; u * unit_words < words; u += gridDim.x) {
+    // Lane k < unit_words holds the unit's word k; `upto` the lines selected in words 0 .. k.
+    const int64_t w0 = u * unit_words;
+    uint32_t mine = 0;
+    if (lane < unit_words && w0 + lane < words) mine = filtered ? q.line_mask[w0 + lane] : ~0u;
+    int upto = __popc(mine);
+    for (int o = 1; o < kMaxUnitWords; o <<= 1) {
+      const int v = __shfl_up_sync(kFull, upto, o);
+      if (lane >= o) upto += v;
+    }
+    const int selected = __shfl_sync(kFull, upto, kMaxUnitWords - 1);
+    const int hi = selected * (warp + 1) / kWarps;
+    for (int i = selected * warp / kWarps; i < hi; ++i) {
+      // The line of rank i: in the first word whose `upto` exceeds i.
+      const int k = __popc(__ballot_sync(kFull, lane < unit_words && upto <= i));
+      const uint32_t word = __shfl_sync(kFull, mine, k);
+      const int rank = __shfl_sync(kFull, upto, k) - __popc(word);  // lines selected before word k
+      scan_line((w0 + k) * 32 + static_cast<int>(__fns(word, 0, i - rank + 1)));
     }
   }
+  SCAN_PHASE(1);
   drain(false);
+  SCAN_PHASE(2);
   if (pass != 1) return;
   // Pass 1 may run beside the local search (suffix_cache_query_gpu): the kernels after it read the
   // local drafts once it has ended. (Launched in sequence, this returns at once.)
   wait_for_primary_grid();
   __syncthreads();
+  SCAN_PHASE(3);
   for (int64_t b = threadIdx.x; b < B; b += kThreads) {
     if (agg_hits[b] != 0) atomicAdd(&stat_row(q, b)[kSuffixStatGroup], agg_hits[b]);
   }
-  if (!agg) return;
-  for (int64_t j = threadIdx.x; j < B * kAggLen; j += kThreads) {
-    if (agg_hist[j] != 0) atomicAdd(&stat_row(q, j / kAggLen)[kSuffixStatHist + j % kAggLen], agg_hist[j]);
+  if (agg) {
+    for (int64_t j = threadIdx.x; j < B * kAggLen; j += kThreads) {
+      if (agg_hist[j] != 0) atomicAdd(&stat_row(q, j / kAggLen)[kSuffixStatHist + j % kAggLen], agg_hist[j]);
+    }
   }
+  SCAN_PHASE(4);
 }
 
 // Per querying slot, a warp each: n_G from its group, the hits with l == G (n_G minus the longer
@@ -816,6 +886,8 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
 // search reads: its group's (n_G <= M), its own list L_min - G, or, with L_min beyond the lists,
 // its last list refilled by the second scan (then flagged to run).
 __global__ void __launch_bounds__(kThreads) query_prep2_kernel(SuffixCacheQueryParams q) {
+  wait_for_primary_grid();
+  allow_dependent_launch();
   const int64_t b = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
   if (b >= q.m.batch) return;  // uniform over the warp
@@ -1068,6 +1140,8 @@ __device__ void global_search_slot(const SuffixCacheQueryParams& q, SearchShared
 __global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(SuffixCacheQueryParams q,
                                                                              bool finish) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
+  wait_for_primary_grid();
+  allow_dependent_launch();  // the walk waits for this grid's end
   global_search_slot(q, *reinterpret_cast<SearchShared*>(smem_raw));
   if (finish) suffix_finish_slot(q.m, blockIdx.x);
 }
@@ -1095,9 +1169,9 @@ void suffix_cache_profile_print(int64_t blocks, double clock_khz) {
       mx[k] = us > mx[k] ? us : mx[k];
     }
     std::printf("  slot %lld: total %.2f us cand=%lld warp_lo=%lld lmin=%lld last_l=%lld walks=%lld "
-                "steps=%lld\n",
+                "steps=%lld (their loads %.2f us) given up=%lld\n",
                 (long long)b, (end - h[b][0]) / clock_khz * 1e3, h[b][13], h[b][14], h[b][15] / 1000,
-                h[b][15] % 1000, h[b][10], h[b][11]);
+                h[b][15] % 1000, h[b][10], h[b][11], h[b][16] / clock_khz * 1e3, h[b][17]);
   }
   std::printf("  stage (us, mean / max over %lld blocks):", (long long)nb);
   for (int k = 1; k < 9; ++k) {
@@ -1110,8 +1184,13 @@ void suffix_cache_profile_print(int64_t blocks, double clock_khz) {
 
 cudaError_t suffix_cache_insert_gpu(const SuffixCacheInsertParams& p, cudaStream_t stream) {
   if (p.batch <= 0) return cudaSuccess;
-  insert_states_kernel<<<1, kScanThreads, 0, stream>>>(p);
-  insert_append_kernel<<<static_cast<unsigned>(p.batch), 128, 0, stream>>>(p);
+  // Every kernel of the insert and the query is a programmatic dependent of the work before it
+  // (cuda_utils.cuh) and waits for it before anything else, so each one's launch is hidden behind
+  // its predecessor's run, where an ordinary launch left a gap of about a microsecond and a half.
+  cudaError_t err = launch_dependent(insert_states_kernel, dim3(1), dim3(kScanThreads), stream, p);
+  if (err != cudaSuccess) return err;
+  err = launch_dependent(insert_append_kernel, dim3(static_cast<unsigned>(p.batch)), dim3(128), stream, p);
+  if (err != cudaSuccess) return err;
   return FDSPEC_LAUNCH_STATUS(stream);
 }
 
@@ -1135,6 +1214,30 @@ cudaError_t suffix_cache_evict_gpu(const SuffixCache& cache, const int64_t* coun
 int g_suffix_cache_last_stage = kSuffixQueryStages;
 bool g_suffix_cache_skip_local = false;
 int64_t g_suffix_cache_scan_blocks = 0;
+void suffix_cache_scan_profile_print(double clock_khz) {
+  static long long h[kScanRecords][kScanPhases];
+  int n = 0;
+  if (cudaMemcpyFromSymbol(h, g_scan_rec, sizeof(h)) != cudaSuccess) return;
+  if (cudaMemcpyFromSymbol(&n, g_scan_nrec, sizeof(n)) != cudaSuccess) return;
+  n = n < kScanRecords ? n : kScanRecords;
+  const char* names[kScanPhases] = {"set-up", "lines", "last drain", "wait for the local search", "flush"};
+  std::printf("  first scan, per warp (%d warps), us mean / max:", n);
+  double total_max = 0;
+  for (int k = 0; k < kScanPhases; ++k) {
+    double sum = 0, mx = 0;
+    for (int w = 0; w < n; ++w) {
+      sum += h[w][k];
+      mx = h[w][k] > mx ? h[w][k] : mx;
+    }
+    std::printf(" %s %.2f/%.2f", names[k], sum / (n > 0 ? n : 1) / clock_khz * 1e3, mx / clock_khz * 1e3);
+  }
+  for (int w = 0; w < n; ++w) {
+    double t = 0;
+    for (int k = 0; k < 3; ++k) t += h[w][k];
+    total_max = t > total_max ? t : total_max;
+  }
+  std::printf("; the slowest warp's set-up + lines + drain %.2f\n", total_max / clock_khz * 1e3);
+}
 unsigned long long suffix_cache_scan_lines() {
   unsigned long long n = 0, zero = 0;
   cudaMemcpyFromSymbol(&n, g_scan_lines, sizeof(n));
@@ -1159,7 +1262,7 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
   // prep and first scan are independent. Where the local search leaves SMs free (B <= SMs: a block
   // per slot), the first scan runs beside it as its programmatic dependent and waits for it only
   // before it exits, so that everything after the scan sees both; prep goes first (the scan reads
-  // what it writes). Measured (H100, tests/cuda/bench_suffix_kernels.cu, warm us per step, B = 8 /
+  // what it writes: the local search waits for prep before it lets the scan launch). Measured (H100, tests/cuda/bench_suffix_kernels.cu, warm us per step, B = 8 /
   // 64 / 256): 1k responses 112.7 / 123.5 / 221.2 -> 95.4 / 107.4 / 224.5, 10k 140.8 / 225.1 /
   // 452.3 -> 126.0 / 210.9 / 474.4: at B = 256 the local search fills the GPU and the scan beside it
   // only slows both, so larger batches keep the kernels in sequence.
@@ -1167,6 +1270,13 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
   cudaError_t err = current_device_facts(&dev);
   if (err != cudaSuccess) return err;
   const bool beside = B <= dev.sms;
+  // Beside the local search the kernels are programmatic dependents, each waiting for the one
+  // before it first (their launches hidden behind their predecessors' runs); VARIANT_NOTE
+  auto launch = [&](auto kernel, unsigned grid, size_t smem, auto... args) -> cudaError_t {
+    if (beside) return launch_dependent_smem(kernel, dim3(grid), dim3(kThreads), smem, stream, args...);
+    kernel<<<grid, kThreads, smem, stream>>>(args...);
+    return cudaGetLastError();
+  };
   if (!beside) {
     err = suffix_search_gpu(q.m, stream);
     if (err != cudaSuccess) return err;
@@ -1174,8 +1284,9 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
   // Prep, and with the line filter the filter's blocks beside it (a block per 32 words of the mask).
   const int64_t words = suffix_line_words(q.cache.num_rows, q.cache.width);
   const bool filtered = q.cache.line_planes > 0;
-  query_prep_kernel<<<static_cast<unsigned>(B + (filtered ? (words + 31) / 32 : 0)), kThreads,
-                      filtered ? sizeof(uint64_t) * B : 0, stream>>>(q);
+  err = launch(query_prep_kernel, static_cast<unsigned>(B + (filtered ? (words + 31) / 32 : 0)),
+               filtered ? sizeof(uint64_t) * B : 0, q);
+  if (err != cudaSuccess) return err;
   SUFFIX_QUERY_STAGE(2);
   if (beside && !SUFFIX_SKIP_LOCAL) {
     err = suffix_search_gpu(q.m, stream);
@@ -1216,16 +1327,18 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
     query_scan_kernel<<<grid, kThreads, smem1, stream>>>(q, 1, table_size, task_lines);
   }
   SUFFIX_QUERY_STAGE(3);
-  query_prep2_kernel<<<static_cast<unsigned>((B + kWarps - 1) / kWarps), kThreads, 0, stream>>>(q);
+  err = launch(query_prep2_kernel, static_cast<unsigned>((B + kWarps - 1) / kWarps), 0, q);
+  if (err != cudaSuccess) return err;
   SUFFIX_QUERY_STAGE(4);
-  query_scan_kernel<<<grid, kThreads, smem2, stream>>>(q, 2, table_size, task_lines);
+  err = launch(query_scan_kernel, grid, smem2, q, 2, table_size, task_lines);
+  if (err != cudaSuccess) return err;
   SUFFIX_QUERY_STAGE(5);
   err = cudaFuncSetAttribute(query_search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(kSearchSmem));
   if (err != cudaSuccess) return err;
   const bool alone = suffix_budget_never_binds(q.m);
-  query_search_kernel<<<static_cast<unsigned>(B), suffix_gpu::kThreads, kSearchSmem, stream>>>(q, alone);
-  err = cudaGetLastError();
+  static_assert(suffix_gpu::kThreads == kThreads, "one block size");
+  err = launch(query_search_kernel, static_cast<unsigned>(B), kSearchSmem, q, alone);
   if (err != cudaSuccess) return err;
   SUFFIX_QUERY_STAGE(6);
   if (!alone) {

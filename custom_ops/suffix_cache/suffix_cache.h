@@ -298,6 +298,7 @@ extern bool g_suffix_cache_skip_local;
 // The first scan's grid cap (0: the default), and its lines read since the last call.
 extern int64_t g_suffix_cache_scan_blocks;
 unsigned long long suffix_cache_scan_lines();
+void suffix_cache_scan_profile_print(double clock_khz);  // the first scan's phases, then cleared
 #endif
 #endif
 

@@ -46,7 +46,7 @@ static_assert((kCandCap & (kCandCap - 1)) == 0, "the next-token table is indexed
 #ifdef FDSPEC_SUFFIX_PROFILE
 // Bench-only instrumentation (tests/cuda/bench_suffix_kernels.cu --stages): thread 0's clock64() at
 // the end of each stage of a block, and a few counters (stage indices: suffix_match.cu).
-constexpr int kProfBlocks = 4096, kProfSlots = 16;
+constexpr int kProfBlocks = 4096, kProfSlots = 20;
 static __device__ long long g_suffix_prof[kProfBlocks][kProfSlots];
 #define SUFFIX_PROF_SET(k, v)                                                          \
   do {                                                                                \
@@ -242,9 +242,14 @@ __device__ __forceinline__ int64_t draft_cut(int L, const CoreArgs& a) {
 // were most of a step); then one block reduction finds the largest count. Only a tie between
 // entries asks for least keys, of the tied entries' members alone, in the other table. Thread t
 // alone touches alive[j] and cslot[j] for j = t mod kThreads; three barriers per step (six on a tie).
+// The walk gives up (m = -1) once its draft cannot score above `above` (the best so far, or the
+// caller's bar): after m tokens of probability p, each further token's is <= p (a product with a
+// ratio <= 1, correctly rounded, never exceeds p), so the score stays <= the sum, in the draft's own
+// float32 order, of the m tokens and n - m more of probability p (n = min(limit, D - L)): float
+// addition of non-negative numbers is monotone in each operand.
 template <class Src>
 __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit, const CoreArgs& a,
-                            int* m_out) {
+                            float above, int* m_out) {
   using Reduce = cub::BlockReduce<StepTop, kThreads>;
   using TieReduce = cub::BlockReduce<TieTop, kThreads>;
   constexpr int kPer = kCandCap / kThreads;  // candidates per thread
@@ -252,10 +257,14 @@ __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit
   const int lane = threadIdx.x & 31;
   SUFFIX_PROF_ADD(10, 1);
   for (int j = threadIdx.x; j < n; j += kThreads) sh.alive[j] = sh.len[j] >= L;
+  const int64_t longest = min_of<int64_t>(limit, a.depth - L);
   float prob = 1.0f, score = 0.0f;
   int m = 0, buf = 0;
   while (m < limit && L + m < a.depth) {
     SUFFIX_PROF_ADD(11, 1);
+#ifdef FDSPEC_SUFFIX_PROFILE
+    const long long step_start = clock64();
+#endif
     uint32_t* idx = sh.tab[buf].c.idx;
     uint32_t* cnt = sh.tab[buf].c.cnt;
     // Bit i: this thread's i-th candidate (j = i * kThreads + t) is live / has a next token. Every
@@ -279,6 +288,13 @@ __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit
       sh.cslot[j] = kNoSlot;
     }
     const unsigned members = static_cast<unsigned>(__popc(live_mask));
+#ifdef FDSPEC_SUFFIX_PROFILE
+    if (threadIdx.x == 0) {
+      volatile int64_t sink = tk[0];  // the loads have landed: the step's round trip
+      (void)sink;
+    }
+    SUFFIX_PROF_ADD(16, clock64() - step_start);
+#endif
     for (int e = threadIdx.x; e < kCandCap; e += kThreads) {  // the previous step's table
       sh.tab[buf ^ 1].c.idx[e] = 0;
       sh.tab[buf ^ 1].c.cnt[e] = 0;
@@ -365,6 +381,13 @@ __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit
     score = suffix_fadd(score, prob);
     ++m;
     buf ^= 1;
+    float reach = score;
+    for (int64_t k = m; k < longest; ++k) reach = suffix_fadd(reach, prob);
+    if (!(reach > above)) {
+      SUFFIX_PROF_ADD(17, 1);
+      m = -1;
+      break;
+    }
   }
   __syncthreads();  // every thread has read step_top and the tables, and sh.cur is complete
   for (int e = threadIdx.x; e < kCandCap; e += kThreads) {
@@ -539,6 +562,7 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
   for (int L = min_of<int>(a.warp_lo, a.hi + 1) - 1; L >= a.lo; --L) {
     const int64_t limit = suffix_spec_limit(L, a.factor, a.offset, a.cap);
     if (!worth_walking(sh, L, limit, a.depth, a.bar)) continue;
+    const float above = sh.best_info.score > a.bar ? sh.best_info.score : a.bar;
     if (!clean) {
       for (int j = threadIdx.x; j < kCandCap; j += kThreads) {
         sh.tab[0].c.idx[j] = sh.tab[1].c.idx[j] = 0;
@@ -548,8 +572,8 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
       clean = true;
     }
     int m = 0;
-    const float score = block_walk(sh, src, L, limit, a, &m);
-    keep_block_draft(sh, score, L, m);
+    const float score = block_walk(sh, src, L, limit, a, above, &m);
+    if (m >= 0) keep_block_draft(sh, score, L, m);
   }
   SUFFIX_PROF_SET(6, clock64());
 }

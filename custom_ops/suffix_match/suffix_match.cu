@@ -642,7 +642,11 @@ __global__ void __launch_bounds__(kThreads, 2) suffix_search_kernel(SuffixMatchP
   for (int k = 1; k < suffix_gpu::kProfSlots; ++k) SUFFIX_PROF_SET(k, 0);
   SUFFIX_PROF_SET(0, clock64());
 #endif
-  allow_dependent_launch();  // the walk waits for this grid's completion anyway
+  // Launched as a programmatic dependent (launch_search): it waits for the work before it first,
+  // then lets its own dependents launch (the walk, or the global cache's first scan, both of which
+  // wait for this grid's end before they read what it writes).
+  wait_for_primary_grid();
+  allow_dependent_launch();
   search_slot(p, sh, b);
   SUFFIX_PROF_SET(9, clock64());
   if (finish) suffix_finish_slot(p, b);
@@ -687,8 +691,8 @@ cudaError_t launch_search(const SuffixMatchParams& p, bool finish, cudaStream_t 
   cudaError_t err = cudaFuncSetAttribute(suffix_search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(kSearchSmem));
   if (err != cudaSuccess) return err;
-  suffix_search_kernel<<<static_cast<unsigned>(p.batch), kThreads, kSearchSmem, stream>>>(p, finish);
-  return cudaGetLastError();
+  return launch_dependent_smem(suffix_search_kernel, dim3(static_cast<unsigned>(p.batch)), dim3(kThreads),
+                               kSearchSmem, stream, p, finish);
 }
 
 }  // namespace

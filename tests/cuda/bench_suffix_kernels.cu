@@ -16,8 +16,9 @@
 //   nvcc -std=c++17 -O3 -arch=sm_90a -DFDSPEC_WITH_CUDA -Icustom_ops -I$CUDA_HOME/include/cccl \
 //        tests/cuda/bench_suffix_kernels.cu custom_ops/suffix_match/suffix_match{.cu,_cpu.cc} \
 //        custom_ops/suffix_cache/suffix_cache{.cu,_cpu.cc} -o build/bench_suffix_kernels
-//   build/bench_suffix_kernels [--json FILE] [--quick] [--only match|cache]
-//   build/bench_suffix_kernels --profile match|cache B N   (a few plain steps, for nsys / ncu)
+//   build/bench_suffix_kernels [--json FILE] [--quick] [--only match|cache|cache-10k]
+//   build/bench_suffix_kernels --profile match|cache B N [SEED]   (a few plain steps, for nsys / ncu;
+//                                                                  the cache's texts from SEED, default 5)
 //   build/bench_suffix_kernels --stages B N   (suffix_match: the search and the walk timed apart; with
 //                                               -DFDSPEC_SUFFIX_PROFILE also the search's per-stage clocks)
 //   build/bench_suffix_kernels --breakdown B N   (-DFDSPEC_SUFFIX_PROFILE: the cache step cut after each
@@ -489,8 +490,13 @@ int profile(int argc, char** argv) {
     DevMatch d(c);
     for (int i = 0; i < 5; ++i) CHECK(fdspec::suffix_match_gpu(d.params(), st.get()));
   } else {
-    Texts texts(5);
-    const HostCache h = fill_cache(N, texts);
+    // The bench's caches: texts 5, the smaller caches filled first (or another seed's N alone).
+    const uint64_t seed = argc > 5 ? std::strtoull(argv[5], nullptr, 10) : 5;
+    Texts texts(seed);
+    HostCache h;
+    for (int64_t n : kCachedResponses) {
+      if (n <= N && (seed == 5 || n == N)) h = fill_cache(n, texts);
+    }
     Match c = make_query(B, h);
     DevMatch d(c);
     DevCache k(h, B);
@@ -500,6 +506,7 @@ int profile(int argc, char** argv) {
     int khz = 0;
     CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
     fdspec::suffix_cache_profile_print(B, khz);
+    fdspec::suffix_cache_scan_profile_print(khz);
 #endif
   }
   st.sync();
@@ -515,7 +522,7 @@ int main(int argc, char** argv) {
 #ifdef FDSPEC_SUFFIX_PROFILE
   if (argc > 1 && std::string(argv[1]) == "--breakdown") return breakdown(argc, argv);
 #endif
-  const bench::Options opt = bench::parse_options(argc, argv, "match|cache");
+  const bench::Options opt = bench::parse_options(argc, argv, "match|cache|cache-10k");
   if (!opt.ok) return 2;
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -536,10 +543,28 @@ int main(int argc, char** argv) {
       }
     }
   }
-  if (opt.only.empty() || opt.only == "cache") {
+  if (opt.only.empty() || opt.only == "cache" || opt.only == "cache-10k") {
     Texts texts(5);
     for (int64_t n : kCachedResponses) {
-      const HostCache h = fill_cache(n, texts);
+      const HostCache h = fill_cache(n, texts);  // the smaller caches first: the texts' random stream
+      if (opt.only == "cache-10k" && n != 10000) {  // issue 20's rows alone, for quick A/B runs
+        if (n > 10000) break;
+        continue;
+      }
+      if (opt.only == "cache-10k") {
+        // Two more caches of 10k responses from other texts (the step's time depends on the texts:
+        // the few slots whose contexts have ~1000 occurrences set it).
+        for (uint64_t seed : {6, 7}) {
+          Texts other(seed);
+          const HostCache g = fill_cache(n, other);
+          for (int64_t B : {8, 64, 256}) {
+            Result local, unfiltered;
+            res.push_back(bench_cache(B, g, fl, st.get(), opt.quick, true, &local, &unfiltered));
+            res.back().op = "cache, texts " + std::to_string(seed);
+            show(res.back());
+          }
+        }
+      }
       for (int64_t B : {8, 64, 256}) {
         Result local, unfiltered;
         res.push_back(bench_cache(B, h, fl, st.get(), opt.quick, n <= 10000, &local, &unfiltered));
