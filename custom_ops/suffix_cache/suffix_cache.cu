@@ -1271,7 +1271,10 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
   if (err != cudaSuccess) return err;
   const bool beside = B <= dev.sms;
   // Beside the local search the kernels are programmatic dependents, each waiting for the one
-  // before it first (their launches hidden behind their predecessors' runs); VARIANT_NOTE
+  // before it first (their launches hidden behind their predecessors' runs: B = 64 with 10k cached
+  // responses 61.3 -> 50.0 us a step with the walk's bound below); after it, where the local search
+  // has filled the GPU, ordinary launches (B = 256, another cache of 10k: 154 us a step with them,
+  // 162 with dependents).
   auto launch = [&](auto kernel, unsigned grid, size_t smem, auto... args) -> cudaError_t {
     if (beside) return launch_dependent_smem(kernel, dim3(grid), dim3(kThreads), smem, stream, args...);
     kernel<<<grid, kThreads, smem, stream>>>(args...);
