@@ -63,7 +63,11 @@
 
 #include <cub/block/block_scan.cuh>
 #ifdef FDSPEC_SUFFIX_PROFILE
+#include <algorithm>
 #include <cstdio>
+#include <functional>
+#include <utility>
+#include <vector>
 #endif
 
 #include "common/cuda_utils.cuh"
@@ -455,13 +459,22 @@ constexpr int kScanBesideBlocks = 4;
 #ifdef FDSPEC_SUFFIX_PROFILE
 // Bench-only build: the first scan's lines read, summed over launches (suffix_cache_scan_lines).
 __device__ unsigned long long g_scan_lines;
-#define SCAN_PROF_LINE() \
-  if (pass == 1 && lane == 0) atomicAdd(&g_scan_lines, 1ull)
+#define SCAN_PROF_LINE()                                                                          \
+  if (pass == 1 && lane == 0) {                                                                    \
+    atomicAdd(&g_scan_lines, 1ull);                                                                \
+    const int w_ = static_cast<int>(blockIdx.x) * kWarps + static_cast<int>(threadIdx.x / 32);       \
+    if (w_ < kScanRecords) ++g_scan_rec[w_][kScanPhases];                                          \
+  }
+#define SCAN_PROF_HIT()                                                                           \
+  if (pass == 1) {                                                                                 \
+    const int w_ = static_cast<int>(blockIdx.x) * kWarps + static_cast<int>(threadIdx.x / 32);       \
+    if (w_ < kScanRecords) atomicAdd(reinterpret_cast<unsigned long long*>(&g_scan_rec[w_][kScanPhases + 1]), 1ull); \
+  }
 // And the clocks of each phase of every warp of the last first scan (suffix_cache_scan_profile_print):
 // the block's set-up, its lines, the last drain of its queue, the wait for the local search, the
 // flush of the block's counts. Plain stores, a record per warp: shared counters slowed the scan.
 constexpr int kScanPhases = 5, kScanRecords = 1 << 14;
-__device__ long long g_scan_rec[kScanRecords][kScanPhases];
+__device__ long long g_scan_rec[kScanRecords][kScanPhases + 2];  // then the warp's lines and member hits
 __device__ int g_scan_nrec;
 __device__ __forceinline__ void scan_phase(int k, long long* last) {
   const long long now = clock64();
@@ -474,6 +487,7 @@ __device__ __forceinline__ void scan_phase(int k, long long* last) {
   if (pass == 1) scan_phase(k, &phase_clock)
 #else
 #define SCAN_PROF_LINE()
+#define SCAN_PROF_HIT()
 #define SCAN_PHASE(k)
 #endif
 
@@ -552,7 +566,9 @@ __device__ __forceinline__ int offer(const SuffixCacheQueryParams& q, uint32_t* 
 //         lists: a group's hits (list 0 at its rep), a member's hits with l >= G + j (its list j).
 // pass 2: only for members whose shortest usable match length L_min exceeds G + kSuffixMemberLists
 //         (the lists of pass 1 then hold more than M): their hits with l >= L_min, in their last list.
-__global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryParams q, int pass,
+// At most 40 registers (six blocks per SM): beside a block of the local search (128 registers a
+// thread) an SM then holds three of the scan's blocks, not two.
+__global__ void __launch_bounds__(kThreads, 6) query_scan_kernel(SuffixCacheQueryParams q, int pass,
                                                               uint32_t table_size, int task_lines) {
   extern __shared__ __align__(16) unsigned char scan_smem[];
 #ifdef FDSPEC_SUFFIX_PROFILE
@@ -720,7 +736,7 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
     }
     // The few that matched kSerialMatch tokens more (a context copied from a cached response
     // matches it for up to c - 1 tokens: one round trip per token made the longest of them the
-    // scan's critical path) go on with the whole warp, 32 tokens per round trip.
+    // scan's critical path) go on with the whole warp, 64 tokens per round trip.
     for (unsigned longs = __ballot_sync(kFull, mine && l == stop && l < lim); longs != 0; longs &= longs - 1) {
       const int src = __ffs(longs) - 1;
       const int64_t lr = __shfl_sync(kFull, r, src);
@@ -731,12 +747,19 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
       int x = __shfl_sync(kFull, l, src);
       for (;;) {  // uniform over the warp
         const int k = x + lane;
-        const unsigned differ = __ballot_sync(kFull, !(k < llim && toks[-k] == send[-k]));
+        const bool in0 = k < llim, in1 = k + 32 < llim;
+        const bool same0 = in0 && toks[-k] == send[-k], same1 = in1 && toks[-k - 32] == send[-k - 32];
+        const unsigned differ = __ballot_sync(kFull, !same0);
         if (differ != 0) {
           x = min_of(x + __ffs(differ) - 1, llim);
           break;
         }
-        x += 32;
+        const unsigned differ1 = __ballot_sync(kFull, !same1);
+        if (differ1 != 0) {
+          x = min_of(x + 32 + __ffs(differ1) - 1, llim);
+          break;
+        }
+        x += 64;
       }
       if (lane == src) l = x;
     }
@@ -762,21 +785,26 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
   int len = 0;
   // Line li of the cache: its positions' hits (uniform over the warp).
   auto scan_line = [&](int64_t li) {
-    if (li / Lr != r) {
-      r = li / Lr;
-      if (r >= c.num_rows) return;
+    const int64_t line_row = li / Lr;
+    if (line_row >= c.num_rows) return;
+    // The line's keys are loaded with its row's state (a new row's), not after it: positions past
+    // the row's length are read (within its width) but not used.
+    const int base = G - 1 + static_cast<int>(li - line_row * Lr) * 32;
+    const int off = base + lane;
+    const int32_t* keys = c.keys + line_row * c.width;
+    const int32_t line_key = off < c.width ? keys[off] : 0;
+    const int32_t line_key_before = lane == 0 && off >= 1 ? keys[off - 1] : 0;
+    if (line_row != r) {
+      r = line_row;
       req = c.rows[2 * r];
       len = static_cast<int>(c.rows[2 * r + 1]);  // <= width <= 2^16
     }
-    const int base = G - 1 + static_cast<int>(li - r * Lr) * 32;
     if (req < 0 || base >= len) return;
     SCAN_PROF_LINE();
     const int64_t* toks = c.tokens + r * c.width;
-    const int32_t* keys = c.keys + r * c.width;
-    const int off = base + lane;
-    const int32_t key = off < len ? keys[off] : 0;
+    const int32_t key = off < len ? line_key : 0;
     int32_t key_before = __shfl_up_sync(kFull, key, 1);  // the position off - 1's (G = 1)
-    if (lane == 0) key_before = off >= 1 ? keys[off - 1] : 0;
+    if (lane == 0) key_before = line_key_before;
     int32_t g = -1;  // the group whose last G tokens end here
     if (off < len) {
       for (uint32_t h = table_hash(key, bits); trep[h] != -1; h = (h + 1) & mask) {
@@ -828,6 +856,7 @@ __global__ void __launch_bounds__(kThreads) query_scan_kernel(SuffixCacheQueryPa
           // The row's keys are read only: the read-only path held the scan at 40 registers (6
           // blocks per SM), where a plain load took it to 48.
           if (kind == kSuffixKindPairFrequent && (off < 2 || __ldg(&keys[off - 2]) != sprev2[s])) continue;
+          SCAN_PROF_HIT();
           const int at = atomicAdd(qcount, 1);
           if (at < kHitQueue) {
             queue[at] = make_int2(s | off << 11, static_cast<int32_t>(r));  // s < 2^11, off < 2^16
@@ -895,11 +924,15 @@ __global__ void __launch_bounds__(kThreads) query_prep2_kernel(SuffixCacheQueryP
   const int c = st[kSuffixStatCtx];
   if (c == 0) return;
   const int G = q.cache.key_len;
-  const int M = q.max_occurrences;
   const int J = kSuffixMemberLists;
   const int kind = st[kSuffixStatKind];
+  const int32_t* rep_row = stat_row(q, st[kSuffixStatRep]);
   const int64_t n = st[kSuffixStatCount] >= 0 ? st[kSuffixStatCount]  // counted: n_1
-                                               : stat_row(q, st[kSuffixStatRep])[kSuffixStatGroup];
+                                               : rep_row[kSuffixStatGroup];
+  // The lists the first scan filled are complete: the search learns its list's length here, with
+  // its statistics, instead of a round trip of its own (a list the second scan refills: -1).
+  const int M = q.max_occurrences;
+  const int group_list = min_of(rep_row[kSuffixStatStored], M);
   int64_t longer = 0;
   for (int L = G + 1 + lane; L < c; L += 32) longer += st[kSuffixStatHist + L];
   for (int o = 16; o > 0; o >>= 1) longer += __shfl_xor_sync(kFull, longer, o);
@@ -915,7 +948,10 @@ __global__ void __launch_bounds__(kThreads) query_prep2_kernel(SuffixCacheQueryP
   if (lane == 0) {
     st[kSuffixStatHits] = static_cast<int32_t>(n);
     st[kSuffixStatHist + G] = static_cast<int32_t>(at_g);
-    if (n <= M) st[kSuffixStatList] = 0;
+    if (n <= M) {
+      st[kSuffixStatList] = 0;
+      st[kSuffixStatRead] = group_list;
+    }
   }
   if (n <= M) return;
   // n_L = sum over l >= L is non-increasing in L: L_min is the least L >= G with n_L <= M (c: none).
@@ -941,8 +977,10 @@ __global__ void __launch_bounds__(kThreads) query_prep2_kernel(SuffixCacheQueryP
   if (lmin >= c) return;  // no match length has at most M occurrences: no global draft
   if (lmin <= G + J) {
     st[kSuffixStatList] = lmin - G;  // complete: n_{L_min} <= M entries were offered to it
+    st[kSuffixStatRead] = min_of(st[kSuffixStatStored + lmin - G], M);
   } else {
     st[kSuffixStatList] = J;
+    st[kSuffixStatRead] = -1;
     st[kSuffixStatStored + J] = 0;
     *store_flag(q) = 1;
   }
@@ -976,6 +1014,7 @@ struct SearchShared {
   int64_t next_at[kMaxSuffixCacheOccurrences];
   int32_t after[kMaxSuffixCacheOccurrences];
   int64_t ctx[kMaxSuffixTreeDepth];   // the context, ctx[c - 1] its last token
+  int n_long;                         // candidates whose first kFirstRound tokens all matched
   int32_t hist[kMaxSuffixTreeDepth];  // candidates with l == L, for L in [L_min, c)
   float local_probs[kMaxSuffixSpecTokens];  // the local draft's probabilities
 };
@@ -991,21 +1030,40 @@ __device__ void global_search_slot(const SuffixCacheQueryParams& q, SearchShared
   const int64_t b = blockIdx.x;
   const SuffixMatchParams& p = q.m;
   const int32_t* st = stat_row(q, b);
+  // Before the wait for the kernels before it (query_search_kernel): what the block reads of the
+  // step's inputs and the local search's draft (whose grid had ended before this one could launch),
+  // the slot's place and cap, its context (c as prep works it out: describe_slot) and the local
+  // draft. A decoding slot's inputs are read whether or not it queries the cache.
+  const SuffixSlot v = suffix_slot(p, b);
+  const int64_t K = p.draft_stride - 1;
+  const int64_t m_local = clamp_to<int64_t>(p.suffix_meta[2 * b], 0, K);
+  const bool decoding = suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b]);
+  const int c_in = decoding ? static_cast<int>(min_of<int64_t>(p.max_tree_depth, v.n)) : 0;
+  for (int k = threadIdx.x; k < kMaxSuffixTreeDepth; k += suffix_gpu::kThreads) {
+    if (k < c_in) ss.ctx[k] = v.row[v.n - c_in + k];
+    if (k < m_local) ss.local_probs[k] = p.suffix_probs[b * K + k];
+  }
+  wait_for_primary_grid();
+  allow_dependent_launch();  // the walk waits for this grid's end
 #ifdef FDSPEC_SUFFIX_PROFILE
   for (int k = 1; k < suffix_gpu::kProfSlots; ++k) SUFFIX_PROF_SET(k, 0);
   SUFFIX_PROF_SET(0, clock64());
 #endif
-  // What the block reads of its slot before its candidates, issued together (one round trip, where
-  // each read waited for the one before): its statistics, its history's place and cap, and the
-  // local draft's length (suffix_meta has a row for every slot).
+  // Then the slot's statistics, issued together (one round trip, where each read waited for the one
+  // before): its fields, its histogram (read whole, used below only by an own list), and the
+  // length of the list it reads (prep2's).
   const int c = st[kSuffixStatCtx];
   const int list = st[kSuffixStatList];
   const int st_lmin = st[kSuffixStatLmin];
   const int64_t st_rep = st[kSuffixStatRep];
-  const int64_t K = p.draft_stride - 1;
-  const int64_t m_local = clamp_to<int64_t>(p.suffix_meta[2 * b], 0, K);
-  const SuffixSlot v = suffix_slot(p, b);
-  if (c == 0) return;
+  const int st_read = st[kSuffixStatRead];
+  int32_t hist_k[(kMaxSuffixTreeDepth + suffix_gpu::kThreads - 1) / suffix_gpu::kThreads];
+#pragma unroll
+  for (int i = 0; i * suffix_gpu::kThreads < kMaxSuffixTreeDepth; ++i) {
+    const int k = i * suffix_gpu::kThreads + static_cast<int>(threadIdx.x);
+    hist_k[i] = k < kMaxSuffixTreeDepth ? st[kSuffixStatHist + k] : 0;
+  }
+  if (c == 0) return;  // not querying (c == c_in otherwise)
   const int G = q.cache.key_len;
   const int M = q.max_occurrences;
   // n_G <= M: every hit is a candidate, in the group's list (its rep's list 0), and the match length
@@ -1014,18 +1072,19 @@ __device__ void global_search_slot(const SuffixCacheQueryParams& q, SearchShared
   const bool own = list > 0;
   const int lmin = own ? st_lmin : G;
   const int64_t from = own ? b : st_rep;
-  const int n = min_of<int>(*list_count(q, from, list), M);
+  const int n = st_read >= 0 ? st_read : min_of<int>(*list_count(q, from, list), M);
   const int64_t* cands = cand_list(q, from, list);
-  // The context and the histogram into shared memory, a load per thread (read serially from global
-  // memory, the histogram's ~60 loads were a chain of round trips). An own list's histogram is the
-  // scan's; a group's list (own == false) has its match lengths measured below and histogrammed
-  // there, since a counted group has no member path in the scan to count them.
-  for (int k = threadIdx.x; k < kMaxSuffixTreeDepth; k += suffix_gpu::kThreads) {
-    if (k < c) ss.ctx[k] = v.row[v.n - c + k];
-    ss.hist[k] = own && k >= lmin && k < c ? st[kSuffixStatHist + k] : 0;
-    if (k < m_local) ss.local_probs[k] = p.suffix_probs[b * K + k];
+  // The histogram into shared memory. An own list's is the scan's; a group's list (own == false)
+  // has its match lengths measured below and histogrammed there, since a counted group has no
+  // member path in the scan to count them.
+#pragma unroll
+  for (int i = 0; i * suffix_gpu::kThreads < kMaxSuffixTreeDepth; ++i) {
+    const int k = i * suffix_gpu::kThreads + static_cast<int>(threadIdx.x);
+    if (k < kMaxSuffixTreeDepth) ss.hist[k] = own && k >= lmin && k < c ? hist_k[i] : 0;
   }
+  if (threadIdx.x == 0) ss.n_long = 0;
   __syncthreads();
+  SUFFIX_PROF_SET(2, clock64());
   // Each thread's candidates (at most kLoadPer) together: their places, and for a group's list
   // (match lengths not measured yet) the first kFirstRound tokens of each, every load in flight at
   // once; the rare longer matches then go on a candidate at a time.
@@ -1039,45 +1098,72 @@ __device__ void global_search_slot(const SuffixCacheQueryParams& q, SearchShared
     limv[i] = j < n && !own ? static_cast<int>(min_of<int64_t>(c - 1, suffix_cand_off(ev[i]) + 1)) : 0;
   }
   int64_t tok[kLoadPer][kFirstRound];
+  int32_t row_len[kLoadPer];  // <= width
 #pragma unroll
   for (int i = 0; i < kLoadPer; ++i) {
     const int64_t* at = q.cache.tokens + rv[i] * q.cache.width + suffix_cand_off(ev[i]);
 #pragma unroll
     for (int u = 0; u < kFirstRound; ++u) tok[i][u] = u < limv[i] ? at[-u] : 0;
+    row_len[i] = static_cast<int32_t>(q.cache.rows[2 * rv[i] + 1]);  // with the tokens: where its continuation ends
   }
   // Match lengths of a group's list: the first kFirstRound tokens of every candidate compared at
   // once; the candidates whose first tokens all matched (copies of the context's phrase elsewhere,
-  // and the response it was copied from) are then measured by the whole warp, 32 tokens per round
-  // trip: a thread measuring its own, a few tokens per round trip, held its block for up to 15.
+  // and the response it was copied from) are then listed for the whole block and measured a warp
+  // each, 64 tokens per round trip: a thread measuring its own, a few tokens per round trip, held its
+  // block for up to 15, and a warp measuring its threads' in turn, for up to 24 (a group's list of
+  // 24 candidates lies in one warp). While listed, a long candidate's place in the cache is in
+  // next_at, its bound in len, and the list in after (all written again below).
   int lv[kLoadPer];
 #pragma unroll
   for (int i = 0; i < kLoadPer; ++i) {
+    const int j = i * suffix_gpu::kThreads + static_cast<int>(threadIdx.x);
     lv[i] = 0;
 #pragma unroll
     for (int u = 0; u < kFirstRound; ++u) {
       lv[i] += (lv[i] == u && u < limv[i] && tok[i][u] == ss.ctx[c - 1 - u]) ? 1 : 0;
     }
-    const unsigned lane = threadIdx.x & 31;
-    for (unsigned longs = __ballot_sync(suffix_gpu::kFull, lv[i] == kFirstRound && kFirstRound < limv[i]);
-         longs != 0; longs &= longs - 1) {
-      const int src = __ffs(longs) - 1;
-      const int64_t row = __shfl_sync(suffix_gpu::kFull, rv[i], src);
-      const int64_t off = __shfl_sync(suffix_gpu::kFull, suffix_cand_off(ev[i]), src);
-      const int lim = __shfl_sync(suffix_gpu::kFull, limv[i], src);
-      const int64_t* at = q.cache.tokens + row * q.cache.width + off;
-      int x = kFirstRound;
-      for (;;) {  // uniform over the warp
-        const int k = x + static_cast<int>(lane);
-        const unsigned differ = __ballot_sync(suffix_gpu::kFull, !(k < lim && at[-k] == ss.ctx[c - 1 - k]));
-        if (differ != 0) {
-          x = min_of(x + __ffs(differ) - 1, lim);
-          break;
-        }
-        x += 32;
-      }
-      if (lane == static_cast<unsigned>(src)) lv[i] = x;
+    if (lv[i] == kFirstRound && kFirstRound < limv[i]) {
+      ss.next_at[j] = rv[i] * q.cache.width + suffix_cand_off(ev[i]);
+      sh.len[j] = static_cast<uint8_t>(limv[i]);  // <= c - 1 <= 255
+      ss.after[atomicAdd(&ss.n_long, 1)] = j;
     }
   }
+  __syncthreads();
+  {
+    const int lane = static_cast<int>(threadIdx.x & 31);
+    const int n_long = ss.n_long;
+    for (int x = static_cast<int>(threadIdx.x / 32); x < n_long; x += suffix_gpu::kWarps) {  // uniform
+      const int j = ss.after[x];
+      const int64_t* at = q.cache.tokens + ss.next_at[j];
+      const int lim = sh.len[j];
+      int y = kFirstRound;
+      for (;;) {  // uniform over the warp; 64 tokens per round trip (two loads per lane)
+        const int k = y + lane;
+        const bool in0 = k < lim, in1 = k + 32 < lim;
+        const int64_t t0 = in0 ? at[-k] : 0, t1 = in1 ? at[-k - 32] : 0;
+        const unsigned differ = __ballot_sync(suffix_gpu::kFull, !(in0 && t0 == ss.ctx[c - 1 - k]));
+        if (differ != 0) {
+          y = min_of(y + __ffs(differ) - 1, lim);
+          break;
+        }
+        const unsigned differ1 = __ballot_sync(suffix_gpu::kFull, !(in1 && t1 == ss.ctx[c - 33 - k]));
+        if (differ1 != 0) {
+          y = min_of(y + 32 + __ffs(differ1) - 1, lim);
+          break;
+        }
+        y += 64;
+      }
+      __syncwarp();
+      if (lane == 0) sh.len[j] = static_cast<uint8_t>(y);
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < kLoadPer; ++i) {
+    const int j = i * suffix_gpu::kThreads + static_cast<int>(threadIdx.x);
+    if (lv[i] == kFirstRound && kFirstRound < limv[i]) lv[i] = sh.len[j];
+  }
+  SUFFIX_PROF_SET(3, clock64());
 #pragma unroll
   for (int i = 0; i < kLoadPer; ++i) {
     const int j = i * suffix_gpu::kThreads + static_cast<int>(threadIdx.x);
@@ -1094,15 +1180,33 @@ __device__ void global_search_slot(const SuffixCacheQueryParams& q, SearchShared
     sh.key[j] = static_cast<unsigned long long>(e);
     sh.len[j] = static_cast<uint8_t>(suffix_cand_len(e));
     ss.next_at[j] = row_at + off + 1;
-    ss.after[j] = static_cast<int32_t>(max_of<int64_t>(q.cache.rows[2 * rv[i] + 1] - off - 1, 0));
+    ss.after[j] = static_cast<int32_t>(max_of<int64_t>(row_len[i] - off - 1, 0));
   }
   __syncthreads();
-  int64_t at_least = 0;
-  int short_end = c, last_l = 0;  // n_L <= 32 from short_end on; the longest L that occurs
-  for (int L = c - 1; L >= lmin; --L) {
-    at_least += ss.hist[L];
-    if (at_least >= 1 && last_l == 0) last_l = L;
-    if (at_least <= suffix_gpu::kWarpSet) short_end = L;
+  // n_L <= 32 from short_end on; last_l the longest L that occurs. n_L (the candidates with l >= L)
+  // grows as L falls: every warp sums the histogram from the top, 32 match lengths at a time (a
+  // thread's loop over them was a chain of up to 63 shared loads).
+  int short_end = c, last_l = 0;
+  {
+    const int lane = static_cast<int>(threadIdx.x & 31);
+    int above = 0;  // n_{top + 1}
+    for (int top = c - 1; top >= lmin; top -= 32) {  // uniform over the block
+      const int L = top - lane;
+      int nL = L >= lmin ? ss.hist[L] : 0;
+      for (int o = 1; o < 32; o <<= 1) {
+        const int u = __shfl_up_sync(suffix_gpu::kFull, nL, o);
+        if (lane >= o) nL += u;
+      }
+      const int chunk = __shfl_sync(suffix_gpu::kFull, nL, 31);
+      nL += above;
+      const unsigned occurs = __ballot_sync(suffix_gpu::kFull, L >= lmin && nL >= 1);
+      if (last_l == 0 && occurs != 0) last_l = top - (__ffs(occurs) - 1);
+      const unsigned valid = __ballot_sync(suffix_gpu::kFull, L >= lmin);
+      const unsigned small = __ballot_sync(suffix_gpu::kFull, L >= lmin && nL <= suffix_gpu::kWarpSet);
+      if (small != 0) short_end = top - (__popc(small) - 1);  // a prefix of the valid lanes
+      if (small != valid) break;
+      above += chunk;
+    }
   }
   if (threadIdx.x == 0) sh.n = n;
   __syncthreads();
@@ -1137,12 +1241,12 @@ __device__ void global_search_slot(const SuffixCacheQueryParams& q, SearchShared
 
 // `finish`: the batch budget cannot bind (suffix_budget_never_binds), so each block also writes its
 // slot's outcome as the walk would, and no walk kernel runs (one launch and its latency fewer).
-__global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(SuffixCacheQueryParams q,
+// Two blocks per SM, as many as its shared memory allows (with no such bound ptxas held it at 80
+// registers, spilling).
+__global__ void __launch_bounds__(suffix_gpu::kThreads, 2) query_search_kernel(SuffixCacheQueryParams q,
                                                                              bool finish) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  wait_for_primary_grid();
-  allow_dependent_launch();  // the walk waits for this grid's end
-  global_search_slot(q, *reinterpret_cast<SearchShared*>(smem_raw));
+  global_search_slot(q, *reinterpret_cast<SearchShared*>(smem_raw));  // waits for its predecessor first
   if (finish) suffix_finish_slot(q.m, blockIdx.x);
 }
 
@@ -1153,30 +1257,40 @@ __global__ void __launch_bounds__(suffix_gpu::kThreads) query_search_kernel(Suff
 void suffix_cache_profile_print(int64_t blocks, double clock_khz) {
   static long long h[suffix_gpu::kProfBlocks][suffix_gpu::kProfSlots];
   if (cudaMemcpyFromSymbol(h, suffix_gpu::g_suffix_prof, sizeof(h)) != cudaSuccess) return;
-  // Stages: candidates loaded and measured, the core's warp path, its block path, the best known,
-  // the draft written (a slot whose global draft loses, or that has none, stops earlier).
-  const char* names[9] = {"entry", "load", "", "", "", "warp", "block", "best", "write"};
+  // Stages, in time order (clock slots): the statistics read (2), the candidates' match lengths (3),
+  // their places and histogram (1), the core's warp path (5), its block path (6), the best known
+  // (7), the draft written (8); a slot whose global draft loses, or that has none, stops earlier.
+  const int order[7] = {2, 3, 1, 5, 6, 7, 8};
+  const char* names[7] = {"reads", "lengths", "places", "warp", "block", "best", "write"};
   const int64_t nb = blocks < suffix_gpu::kProfBlocks ? blocks : suffix_gpu::kProfBlocks;
-  double sum[9] = {}, mx[9] = {};
+  double sum[7] = {}, mx[7] = {};
   for (int64_t b = 0; b < nb; ++b) {
     long long last = h[b][0];
     long long end = last;
-    for (int k = 1; k < 9; ++k) {
-      if (h[b][k] == 0) continue;
-      const double us = (h[b][k] - last) / clock_khz * 1e3;
-      last = end = h[b][k];
-      sum[k] += us;
-      mx[k] = us > mx[k] ? us : mx[k];
+    double us[7] = {};
+    for (int i = 0; i < 7; ++i) {
+      const long long t = h[b][order[i]];
+      if (t == 0) continue;
+      us[i] = (t - last) / clock_khz * 1e3;
+      last = end = t;
+      sum[i] += us[i];
+      mx[i] = us[i] > mx[i] ? us[i] : mx[i];
     }
     std::printf("  slot %lld: total %.2f us cand=%lld warp_lo=%lld lmin=%lld last_l=%lld walks=%lld "
-                "steps=%lld (their loads %.2f us) given up=%lld\n",
+                "steps=%lld (their loads %.2f us, tables cleared %.2f + %.2f us) given up=%lld runs=%lld "
+                "(warp 0 skipped %lld) |",
                 (long long)b, (end - h[b][0]) / clock_khz * 1e3, h[b][13], h[b][14], h[b][15] / 1000,
-                h[b][15] % 1000, h[b][10], h[b][11], h[b][16] / clock_khz * 1e3, h[b][17]);
+                h[b][15] % 1000, h[b][10], h[b][11], h[b][16] / clock_khz * 1e3, h[b][20] / clock_khz * 1e3,
+                h[b][21] / clock_khz * 1e3, h[b][17], h[b][18], h[b][19]);
+    for (int i = 0; i < 7; ++i) std::printf(" %s %.2f", names[i], us[i]);
+    if (h[b][22] != 0 && h[b][23] != 0 && h[b][5] != 0) {  // the warp path: its set, sorted and loaded, walked
+      std::printf(" (warp: set %.2f, sorted %.2f, walked %.2f)", (h[b][22] - h[b][1]) / clock_khz * 1e3,
+                  (h[b][23] - h[b][22]) / clock_khz * 1e3, (h[b][5] - h[b][23]) / clock_khz * 1e3);
+    }
+    std::printf("\n");
   }
   std::printf("  stage (us, mean / max over %lld blocks):", (long long)nb);
-  for (int k = 1; k < 9; ++k) {
-    if (names[k][0] != 0) std::printf(" %s %.2f/%.2f", names[k], sum[k] / nb, mx[k]);
-  }
+  for (int i = 0; i < 7; ++i) std::printf(" %s %.2f/%.2f", names[i], sum[i] / nb, mx[i]);
   std::printf("\n");
 }
 #endif
@@ -1215,10 +1329,12 @@ int g_suffix_cache_last_stage = kSuffixQueryStages;
 bool g_suffix_cache_skip_local = false;
 int64_t g_suffix_cache_scan_blocks = 0;
 void suffix_cache_scan_profile_print(double clock_khz) {
-  static long long h[kScanRecords][kScanPhases];
+  static long long h[kScanRecords][kScanPhases + 2];
+  static const long long zero[kScanRecords][kScanPhases + 2] = {};
   int n = 0;
   if (cudaMemcpyFromSymbol(h, g_scan_rec, sizeof(h)) != cudaSuccess) return;
   if (cudaMemcpyFromSymbol(&n, g_scan_nrec, sizeof(n)) != cudaSuccess) return;
+  cudaMemcpyToSymbol(g_scan_rec, zero, sizeof(zero));  // the line and hit counts add up
   n = n < kScanRecords ? n : kScanRecords;
   const char* names[kScanPhases] = {"set-up", "lines", "last drain", "wait for the local search", "flush"};
   std::printf("  first scan, per warp (%d warps), us mean / max:", n);
@@ -1237,6 +1353,23 @@ void suffix_cache_scan_profile_print(double clock_khz) {
     total_max = t > total_max ? t : total_max;
   }
   std::printf("; the slowest warp's set-up + lines + drain %.2f\n", total_max / clock_khz * 1e3);
+  // The slowest warps: their lines and member hits (counted over every launch since the last print).
+  std::vector<std::pair<long long, int>> by(n);
+  for (int w = 0; w < n; ++w) by[w] = {h[w][0] + h[w][1] + h[w][2], w};
+  std::sort(by.begin(), by.end(), std::greater<std::pair<long long, int>>());
+  for (int i = 0; i < 6 && i < n; ++i) {
+    const int w = by[i].second;
+    std::printf("    warp %d (block %d): %.2f us, lines %.2f, drain %.2f; lines read %lld, member hits %lld\n", w,
+                w / kWarps, by[i].first / clock_khz * 1e3, h[w][1] / clock_khz * 1e3, h[w][2] / clock_khz * 1e3,
+                h[w][kScanPhases], h[w][kScanPhases + 1]);
+  }
+  long long lines_all = 0, hits_all = 0;
+  for (int w = 0; w < n; ++w) {
+    lines_all += h[w][kScanPhases];
+    hits_all += h[w][kScanPhases + 1];
+  }
+  std::printf("    all warps: lines read %lld, member hits %lld (every launch since the last print)\n", lines_all,
+              hits_all);
 }
 unsigned long long suffix_cache_scan_lines() {
   unsigned long long n = 0, zero = 0;

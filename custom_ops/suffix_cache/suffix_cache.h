@@ -70,7 +70,9 @@ constexpr int kSuffixStatHits = 267;               // hits with l >= G: n_G, the
 constexpr int kSuffixStatLmin = 268;               // shortest match length the global search uses
 constexpr int kSuffixStatGroup = 269;              // a group's hits (occurrences of its last G tokens), at its rep
 constexpr int kSuffixStatStored = 270;             // [270, 270 + kSuffixCandLists): entries offered to list j
-constexpr int kSuffixStatCols = (kSuffixStatStored + kSuffixCandLists + 3) / 4 * 4;
+constexpr int kSuffixStatRead = kSuffixStatStored + kSuffixCandLists;  // entries of its list the search
+                                                   // reads (prep2's; -1: read the list's count)
+constexpr int kSuffixStatCols = (kSuffixStatRead + 1 + 3) / 4 * 4;
 static_assert(kSuffixStatCols % 4 == 0 && kSuffixStatDesc % 8 == 0, "aligned descriptors");
 // How the scan finds a querying slot's occurrences (its descriptor's kind), from n_1 = count(C[-1:])
 // and n_2 = count(C[-2:]) where the cache counts them (G = 1, ids below V, pairs of ids below F):

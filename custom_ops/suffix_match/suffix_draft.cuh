@@ -46,7 +46,7 @@ static_assert((kCandCap & (kCandCap - 1)) == 0, "the next-token table is indexed
 #ifdef FDSPEC_SUFFIX_PROFILE
 // Bench-only instrumentation (tests/cuda/bench_suffix_kernels.cu --stages): thread 0's clock64() at
 // the end of each stage of a block, and a few counters (stage indices: suffix_match.cu).
-constexpr int kProfBlocks = 4096, kProfSlots = 20;
+constexpr int kProfBlocks = 4096, kProfSlots = 24;
 static __device__ long long g_suffix_prof[kProfBlocks][kProfSlots];
 #define SUFFIX_PROF_SET(k, v)                                                          \
   do {                                                                                \
@@ -131,10 +131,11 @@ struct CoreShared {
     } c;
     unsigned long long least[kCandCap];
   } tab[2];
-  // The warp path's continuation tokens (lane-major), then, once it is done, the block path's next
-  // token of each member (read from shared memory by the table's probes).
+  // The warp path's continuation tokens (token-major: a walk step's 32 lanes read 32 consecutive
+  // words, where lane-major rows put them all in one bank), then, once it is done, the block path's
+  // next token of each member (read from shared memory by the table's probes).
   union {
-    int64_t cont[kWarpSet][kMaxSuffixSpecTokens];
+    int64_t cont[kMaxSuffixSpecTokens][kWarpSet];
     int64_t ntok[kCandCap];
   };
   unsigned long long wkey[kWarpSet];  // warp path: its set, sorted by key
@@ -149,6 +150,7 @@ struct CoreShared {
   int32_t runs[kMaxSuffixTreeDepth + 1];  // warp path: first match length of each run, then hi + 1
   int n_runs;
   Best warp_best[kWarps];
+  unsigned long long warp_top;        // warp path: the best (score, L) of the runs walked so far
   Best best_info;
   int best_from_warp;                 // w + 1: best_info came from warp w's path (0: not)
   int n;                              // candidates (set by the caller)
@@ -199,7 +201,7 @@ __device__ __forceinline__ float warp_walk(const CoreShared& sh, int L, int64_t 
   while (m < limit && L + m < a.depth) {
     const int members = __popc(alive);
     const bool has = ((alive >> lane) & 1u) && m < sh.avail[lane];
-    const int64_t tok = has ? sh.cont[lane][m] : 0;
+    const int64_t tok = has ? sh.cont[m][lane] : 0;
     const unsigned with_next = __ballot_sync(kFull, has);
     if (with_next == 0) break;
     const unsigned group = __match_any_sync(kFull, static_cast<unsigned long long>(tok)) & with_next;
@@ -389,12 +391,16 @@ __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit
       break;
     }
   }
+#ifdef FDSPEC_SUFFIX_PROFILE
+  const long long clear_start = clock64();
+#endif
   __syncthreads();  // every thread has read step_top and the tables, and sh.cur is complete
   for (int e = threadIdx.x; e < kCandCap; e += kThreads) {
     sh.tab[0].c.idx[e] = sh.tab[1].c.idx[e] = 0;
     sh.tab[0].c.cnt[e] = sh.tab[1].c.cnt[e] = 0;
   }
   __syncthreads();
+  SUFFIX_PROF_ADD(21, clock64() - clear_start);
   *m_out = m;
   return score;
 }
@@ -433,6 +439,7 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
     sh.small_n = 0;
     sh.best_info = Best{0.0f, 0, 0};
     sh.best_from_warp = 0;
+    sh.warp_top = 0;
   }
   if (lane == 0) sh.warp_best[warp] = Best{0.0f, 0, 0};
   __syncthreads();
@@ -444,6 +451,7 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
       if (at < kWarpSet) sh.widx[at] = j;  // at most n_{warp_lo} <= 32 of them (the caller's choice)
     }
     __syncthreads();
+    SUFFIX_PROF_SET(22, clock64());
     const int small_n = min(sh.small_n, kWarpSet);
     const int window = static_cast<int>(min_of<int64_t>(a.cap, a.depth - a.warp_lo));
     if (warp == 0) {
@@ -465,7 +473,7 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
           }
 #pragma unroll
           for (int u = 0; u < 8; ++u) {
-            if (k0 + u < window) sh.cont[rank][k0 + u] = t[u];
+            if (k0 + u < window) sh.cont[k0 + u][rank] = t[u];
           }
         }
         sh.avail[rank] = src.avail(me, mine, window);
@@ -499,13 +507,26 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
         sh.runs[runs] = a.hi + 1;
         sh.n_runs = runs;
       }
+      SUFFIX_PROF_SET(18, runs);
     }
     __syncthreads();
-    for (int r = warp; r < sh.n_runs; r += kWarps) {
+    SUFFIX_PROF_SET(23, clock64());
+    // The warps take the runs longest first. A run whose best conceivable draft (cut tokens of
+    // probability 1, at its longest L) cannot beat a run already walked, or the caller's bar, is
+    // skipped: a context copied from a cached response has its longest run's draft at the limit,
+    // and the others need no walk.
+    for (int r = sh.n_runs - 1 - warp; r >= 0; r -= kWarps) {
       const int first = sh.runs[r], last = sh.runs[r + 1] - 1;
       unsigned cut = 0;  // <= 64
       for (int L = first + lane; L <= last; L += 32) cut = max(cut, static_cast<unsigned>(draft_cut(L, a)));
       cut = __reduce_max_sync(kFull, cut);
+      const unsigned long long ceiling =
+          (static_cast<unsigned long long>(__float_as_uint(static_cast<float>(cut))) << 32) | static_cast<unsigned>(last);
+      const unsigned long long top = __shfl_sync(kFull, lane == 0 ? atomicAdd(&sh.warp_top, 0ull) : 0ull, 0);
+      if (!(static_cast<float>(cut) > a.bar) || ceiling < top) {
+        SUFFIX_PROF_ADD(19, 1);
+        continue;  // uniform over the warp
+      }
       int m = 0;
       float* prefix = sh.wprefix[warp];
       if (lane == 0) prefix[0] = 0.0f;
@@ -522,6 +543,7 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
         const unsigned long long other = __shfl_xor_sync(kFull, mine, o);
         mine = mine > other ? mine : other;
       }
+      if (lane == 0) atomicMax(&sh.warp_top, mine);
       // The draft of L is the path's first mL tokens: the warp keeps the best one's (no second walk).
       const int L = static_cast<int>(mine & 0xffffffffu);
       const int mL = static_cast<int>(min_of<int64_t>(m, draft_cut(L, a)));
@@ -564,11 +586,15 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
     if (!worth_walking(sh, L, limit, a.depth, a.bar)) continue;
     const float above = sh.best_info.score > a.bar ? sh.best_info.score : a.bar;
     if (!clean) {
+#ifdef FDSPEC_SUFFIX_PROFILE
+      const long long clean_start = clock64();
+#endif
       for (int j = threadIdx.x; j < kCandCap; j += kThreads) {
         sh.tab[0].c.idx[j] = sh.tab[1].c.idx[j] = 0;
         sh.tab[0].c.cnt[j] = sh.tab[1].c.cnt[j] = 0;
       }
       __syncthreads();
+      SUFFIX_PROF_ADD(20, clock64() - clean_start);
       clean = true;
     }
     int m = 0;
