@@ -16,7 +16,8 @@
 //    n_1 > M, n_2 from the pair counts when its last two tokens are a counted pair (ids below F).
 //    Beside it, the line mask: the lines of the cache where the line filter has every bit of some
 //    slot's item (the string through which the scan finds its hits): the only lines the scans read.
-// 3. scan: a warp per 8 lines of the cache, a lane per position of the lines the mask selects;
+// 3. scan: a warp per unit of 8 or 16 lines of the cache (or a block's eight warps sharing out the
+//    selected lines of their unit, where the mask is dense), a lane per position of a selected line;
 //    each position's key is looked up in a shared-memory table of the groups' keys (built by every
 //    block) and, unless the key is the token
 //    itself (G = 1), its G tokens compared with the group's: a hit of every slot of the group
@@ -33,6 +34,8 @@
 //    three when n_2 > M too: the row's key two back compared before a hit is queued). Every
 //    block reads each slot's descriptor (prep's, one aligned sector of its stat row); a warp queues
 //    its member hits and handles them 32 at a time, a lane each.
+//    Beside the local search every kernel of the step is a programmatic dependent of the one before
+//    it and waits for it first: only the launches overlap.
 // 4. prep2, a warp per slot: n_G (its group's hits, or n_1), its hits with l == G, with n_G > M the
 //    shortest match length L_min whose suffix occurs at most M times (suffix sums of the histogram
 //    over the lanes), and the list its search reads. Only when L_min > G + kSuffixMemberLists (a
@@ -51,14 +54,12 @@
 // the same tokens computes the same drafts.
 //
 // Cost and limits (H100, tests/cuda/bench_suffix_kernels.cu, G = 1, 10k cached responses of ~300
-// tokens, a budget that never binds; docs/perf/suffix_cache_notes.md, sections 10 and 11): at B =
-// 64, 80.2 us a step (83.5 with the walk kernel, 86.5 before the pair counts, 91.7 before the
-// descriptors, 102.1 before the counts, 193 with two scans, 225 with the local search before the
-// scans), still 2x issue 20's 40 us before the line filter (section 13 of the notes has the step
-// with it). Warm, stage by stage (the bench's --breakdown): the scan 44 us (beside the local
-// search, 17), the search 23 (its slowest block), insert 4, prep 3, prep2 and the second scan 4 (a
-// binding budget adds the walk, 4). The line filter cuts the lines the scan reads about eightfold
-// at B = 64 (12k of 98k occupied lines with 10k responses, 112k of 983k with 100k).
+// tokens, a budget that never binds; docs/perf/suffix_cache_notes.md, section 16): at B = 64, 49 us
+// a step (61 for the session's starting point in the same run; 225 when these notes began), issue
+// 20's target being 40. Warm, stage by stage (the bench's --breakdown, profile build): insert 3.5
+// us, prep and the line mask 4.7, the scan beside the local search 23.7, prep2 and the second scan
+// 3.5, the search 18 (its slowest block). The line filter cuts the lines the scan reads about
+// eightfold at B = 64 (12k of 98k occupied lines with 10k responses, 112k of 983k with 100k).
 #include "suffix_cache/suffix_cache.h"
 
 #include <cub/block/block_scan.cuh>
@@ -449,6 +450,13 @@ constexpr int kHitQueue = 64;
 constexpr int kScanTaskLines = 16;
 constexpr int kScanTaskLinesSmall = 8;
 constexpr int kMaxUnitWords = kWarps * kScanTaskLines / 32;  // a block's unit of lines, in mask words
+// A block's units are shared among its warps where the mask is dense, with at most this many mask
+// words (32 lines each) per querying slot; sparser masks give each warp its own. H100, warm us per
+// step, shared against own: 1k responses (500 words) B = 8 45.4 against 45.4, B = 256 82.2 against
+// 85.7; 10k (5000 words) B = 8 37.3 against 37.1, B = 64 49.0 against 49.2 (two other caches of 10k
+// responses: 65.2 against 72.8, 66.1 against 68.6), B = 256 145.3 against 151.1; 100k (50000 words)
+// B = 8 286.8 against 270.2, B = 64 384.9 against 365.4, B = 256 987.9 against 964.3.
+constexpr int64_t kBlockUnitWordsPerSlot = 128;
 // A queued member hit's match length is compared a token per round trip for this many tokens past
 // its first, then, if they all matched, by the whole warp.
 constexpr int kSerialMatch = 4;
@@ -569,7 +577,8 @@ __device__ __forceinline__ int offer(const SuffixCacheQueryParams& q, uint32_t* 
 // At most 40 registers (six blocks per SM): beside a block of the local search (128 registers a
 // thread) an SM then holds three of the scan's blocks, not two.
 __global__ void __launch_bounds__(kThreads, 6) query_scan_kernel(SuffixCacheQueryParams q, int pass,
-                                                              uint32_t table_size, int task_lines) {
+                                                              uint32_t table_size, int task_lines,
+                                                              bool block_units) {
   extern __shared__ __align__(16) unsigned char scan_smem[];
 #ifdef FDSPEC_SUFFIX_PROFILE
   long long phase_clock = clock64();
@@ -770,12 +779,15 @@ __global__ void __launch_bounds__(kThreads, 6) query_scan_kernel(SuffixCacheQuer
     if (lane == 0) *qcount = n - take;
     __syncwarp();
   };
-  // A block takes a unit of kWarps * task_lines lines of the cache at a time (in row order) and its
-  // warps share out, in order, the lines of the unit whose bit of the line mask is set
-  // (filter_lines; every line without the filter): warp w the w-th eighth of them. A unit of a warp's
-  // own (task_lines lines) made the warp that drew the lines of a copied response, all selected,
-  // the scan's slowest: B = 64 with 10k responses, 19.8 us of lines against a mean of 7.1. The
-  // member hits a warp queues carry their row, so a batch of 32 may span lines and rows.
+  // The lines a warp reads: with `block_units`, a block takes a unit of kWarps * task_lines lines of
+  // the cache at a time (in row order) and its warps share out, in order, the lines of the unit whose
+  // bit of the line mask is set (filter_lines; every line without the filter): warp w the w-th
+  // eighth of them. Else a warp takes task_lines lines at a time and reads the selected ones itself.
+  // A unit of a warp's own made the warp that drew the lines of a copied response, all selected, the
+  // scan's slowest (B = 64 with 10k responses: 19.8 us of lines against a mean of 7.1), but where the
+  // mask selects few lines of a unit (100k responses) the shared units were slower
+  // (kBlockUnitWordsPerSlot). The member hits a warp queues carry their row, so a batch of 32 may
+  // span lines and rows.
   const bool filtered = c.line_planes > 0;
   const int64_t Lr = suffix_row_lines(c.width);
   const int64_t words = suffix_line_words(c.num_rows, c.width);
@@ -869,7 +881,14 @@ __global__ void __launch_bounds__(kThreads, 6) query_scan_kernel(SuffixCacheQuer
     }
     drain(true);
   };
-  for (int64_t u = blockIdx.x; u * unit_words < words; u += gridDim.x) {
+  const int64_t tasks = block_units ? 0 : words * (32 / task_lines);
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(kWarps) + warp; t < tasks;
+       t += static_cast<int64_t>(gridDim.x) * kWarps) {
+    const uint32_t all = (1u << task_lines) - 1;  // task_lines < 32
+    uint32_t lines = filtered ? q.line_mask[t * task_lines / 32] >> (t * task_lines % 32) & all : all;
+    for (; lines != 0; lines &= lines - 1) scan_line(t * task_lines + __ffs(lines) - 1);  // uniform
+  }
+  for (int64_t u = blockIdx.x; block_units && u * unit_words < words; u += gridDim.x) {
     // Lane k < unit_words holds the unit's word k; `upto` the lines selected in words 0 .. k.
     const int64_t w0 = u * unit_words;
     uint32_t mine = 0;
@@ -1453,20 +1472,21 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
   per_sm = max_of(beside ? min_of(per_sm, kScanBesideBlocks) : per_sm, 1);
   const int64_t wave = SUFFIX_SCAN_BLOCKS > 0 ? SUFFIX_SCAN_BLOCKS : int64_t{per_sm} * dev.sms;
   const int task_lines = words * (32 / kScanTaskLines) / kWarps >= wave ? kScanTaskLines : kScanTaskLinesSmall;
+  const bool block_units = words <= kBlockUnitWordsPerSlot * B;
   const int64_t task_blocks = (words * (32 / task_lines) + kWarps - 1) / kWarps;
   const unsigned grid = static_cast<unsigned>(min_of<int64_t>(task_blocks, wave));
   if (beside) {
     err = launch_dependent_smem(query_scan_kernel, dim3(grid), dim3(kThreads), smem1, stream, q, 1,
-                                table_size, task_lines);
+                                table_size, task_lines, block_units);
     if (err != cudaSuccess) return err;
   } else {
-    query_scan_kernel<<<grid, kThreads, smem1, stream>>>(q, 1, table_size, task_lines);
+    query_scan_kernel<<<grid, kThreads, smem1, stream>>>(q, 1, table_size, task_lines, block_units);
   }
   SUFFIX_QUERY_STAGE(3);
   err = launch(query_prep2_kernel, static_cast<unsigned>((B + kWarps - 1) / kWarps), 0, q);
   if (err != cudaSuccess) return err;
   SUFFIX_QUERY_STAGE(4);
-  err = launch(query_scan_kernel, grid, smem2, q, 2, table_size, task_lines);
+  err = launch(query_scan_kernel, grid, smem2, q, 2, table_size, task_lines, block_units);
   if (err != cudaSuccess) return err;
   SUFFIX_QUERY_STAGE(5);
   err = cudaFuncSetAttribute(query_search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
