@@ -333,14 +333,23 @@ Config make_config(Rng& r, bool quick) {
 
 void body(harness::Tally& t, bool quick) {
   Rng r(20261124);
-  // The last cases are wide batches: past the scan's shared aggregation (256 slots) and, in the full
-  // mode, past 48 KB of its shared tables.
+  // Then wide batches: past the scan's shared aggregation (256 slots) and, in the full mode, past 48
+  // KB of its shared tables. The last cases are sparse: one or two slots over thousands of rows, a
+  // line mask of more than 128 words per querying slot, where each scan warp takes its own units of
+  // lines instead of sharing its block's (suffix_cache.cu, kBlockUnitWordsPerSlot).
   const int narrow = quick ? 6 : 60;
   const std::vector<int64_t> wide = quick ? std::vector<int64_t>{300} : std::vector<int64_t>{300, 1500};
-  const int cases = narrow + static_cast<int>(wide.size());
+  const int sparse = quick ? 1 : 4;
+  const int cases = narrow + static_cast<int>(wide.size()) + sparse;
   for (int ci = 0; ci < cases; ++ci) {
     Config c = make_config(r, quick);
-    if (ci >= narrow) {
+    if (ci >= narrow + static_cast<int>(wide.size())) {
+      c.B = r.uni(1, 2);
+      c.R = r.uni(2100, 3000);  // 4 lines a row: more than 2100 / 8 > 256 mask words
+      c.width = r.uni(97, 120);
+      c.steps = quick ? 8 : 20;
+      t.count("sparse_cases");
+    } else if (ci >= narrow) {
       c.B = wide[ci - narrow];
       c.steps = quick ? 8 : 20;
       t.count("wide_cases");
