@@ -499,6 +499,24 @@ __device__ __forceinline__ void scan_phase(int k, long long* last) {
 #define SCAN_PHASE(k)
 #endif
 
+// How far a match goes on backwards, measured by the whole warp: the least l' >= l with l' == lim
+// or x[-l'] != y[-l'], 64 positions per round trip (lane i compares l + i and l + 32 + i, both loads
+// in flight). Used where one long match would otherwise hold a thread for many round trips: a
+// scan's queued member hit, a search's candidate. Uniform call: every lane passes the same values.
+__device__ __forceinline__ int warp_extend_match(const int64_t* x, const int64_t* y, int l, int lim) {
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  for (;;) {
+    const int k = l + lane;
+    const bool in0 = k < lim, in1 = k + 32 < lim;
+    const bool same0 = in0 && x[-k] == y[-k], same1 = in1 && x[-k - 32] == y[-k - 32];
+    const unsigned differ = __ballot_sync(kFull, !same0);
+    if (differ != 0) return min_of(l + __ffs(differ) - 1, lim);
+    const unsigned differ1 = __ballot_sync(kFull, !same1);
+    if (differ1 != 0) return min_of(l + 32 + __ffs(differ1) - 1, lim);
+    l += 64;
+  }
+}
+
 // A slot's scan descriptor (prep's: one aligned sector of its stat row, two 16-byte loads).
 __device__ __forceinline__ void load_desc(const SuffixCacheQueryParams& q, int64_t b, int4* d0, int4* d1) {
   static_assert(kSuffixStatCtx == kSuffixStatDesc && kSuffixStatN == kSuffixStatDesc + 1 &&
@@ -753,23 +771,7 @@ __global__ void __launch_bounds__(kThreads, 6) query_scan_kernel(SuffixCacheQuer
       const int loff = __shfl_sync(kFull, off, src), llim = __shfl_sync(kFull, lim, src);
       const int64_t* toks = c.tokens + lr * c.width + loff;
       const int64_t* send = p.token_ids_all + ls * W + sn[ls] - 1;
-      int x = __shfl_sync(kFull, l, src);
-      for (;;) {  // uniform over the warp
-        const int k = x + lane;
-        const bool in0 = k < llim, in1 = k + 32 < llim;
-        const bool same0 = in0 && toks[-k] == send[-k], same1 = in1 && toks[-k - 32] == send[-k - 32];
-        const unsigned differ = __ballot_sync(kFull, !same0);
-        if (differ != 0) {
-          x = min_of(x + __ffs(differ) - 1, llim);
-          break;
-        }
-        const unsigned differ1 = __ballot_sync(kFull, !same1);
-        if (differ1 != 0) {
-          x = min_of(x + 32 + __ffs(differ1) - 1, llim);
-          break;
-        }
-        x += 64;
-      }
+      const int x = warp_extend_match(toks, send, __shfl_sync(kFull, l, src), llim);
       if (lane == src) l = x;
     }
     if (mine) member_record(r, s, off, l);
@@ -1007,9 +1009,6 @@ __global__ void __launch_bounds__(kThreads) query_prep2_kernel(SuffixCacheQueryP
 
 // ---- query: the search --------------------------------------------------------------------------
 
-// How far a match extends backwards: the least l' >= l with l' == lim or x[-l'] != y[-l'], compared
-// kUnroll tokens at a time so that a long match costs one round trip per kUnroll tokens, not one
-// per token (the loads of a batch are independent).
 // The occurrences of the cache: key = a packed candidate (request, offset, l), whose order is the
 // tie rule's (request number, offset). Where each candidate's continuation lies is worked out once,
 // when the candidates are loaded (a 64-bit modulo and the row's length), into two shared arrays, so
@@ -1154,24 +1153,7 @@ __device__ void global_search_slot(const SuffixCacheQueryParams& q, SearchShared
     for (int x = static_cast<int>(threadIdx.x / 32); x < n_long; x += suffix_gpu::kWarps) {  // uniform
       const int j = ss.after[x];
       const int64_t* at = q.cache.tokens + ss.next_at[j];
-      const int lim = sh.len[j];
-      int y = kFirstRound;
-      for (;;) {  // uniform over the warp; 64 tokens per round trip (two loads per lane)
-        const int k = y + lane;
-        const bool in0 = k < lim, in1 = k + 32 < lim;
-        const int64_t t0 = in0 ? at[-k] : 0, t1 = in1 ? at[-k - 32] : 0;
-        const unsigned differ = __ballot_sync(suffix_gpu::kFull, !(in0 && t0 == ss.ctx[c - 1 - k]));
-        if (differ != 0) {
-          y = min_of(y + __ffs(differ) - 1, lim);
-          break;
-        }
-        const unsigned differ1 = __ballot_sync(suffix_gpu::kFull, !(in1 && t1 == ss.ctx[c - 33 - k]));
-        if (differ1 != 0) {
-          y = min_of(y + 32 + __ffs(differ1) - 1, lim);
-          break;
-        }
-        y += 64;
-      }
+      const int y = warp_extend_match(at, ss.ctx + c - 1, kFirstRound, sh.len[j]);
       __syncwarp();
       if (lane == 0) sh.len[j] = static_cast<uint8_t>(y);
     }

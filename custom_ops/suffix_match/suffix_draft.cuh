@@ -420,13 +420,18 @@ __device__ __forceinline__ void keep_block_draft(CoreShared& sh, float score, in
   __syncthreads();
 }
 
+// The score a draft of a shorter match length must exceed to matter: the best so far, or the
+// caller's bar. Uniform: every thread reads the same shared best.
+__device__ __forceinline__ float score_to_beat(const CoreShared& sh, float bar) {
+  return sh.best_info.score > bar ? sh.best_info.score : bar;
+}
+
 // Does match length L with this limit need a walk? (Each probability is <= 1: a draft of n tokens
-// scores <= n.) Uniform: every thread reads the same shared best.
+// scores <= n.) Uniform.
 __device__ __forceinline__ bool worth_walking(const CoreShared& sh, int L, int64_t limit, int depth,
                                               float bar) {
   const int64_t longest = min_of<int64_t>(limit, depth - L);
-  const float above = sh.best_info.score > bar ? sh.best_info.score : bar;
-  return static_cast<float>(longest) > above;
+  return static_cast<float>(longest) > score_to_beat(sh, bar);
 }
 
 // The search over match lengths [a.lo, a.hi] of the sh.n candidates. Leaves the best (score, L, m) in
@@ -584,7 +589,7 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
   for (int L = min_of<int>(a.warp_lo, a.hi + 1) - 1; L >= a.lo; --L) {
     const int64_t limit = suffix_spec_limit(L, a.factor, a.offset, a.cap);
     if (!worth_walking(sh, L, limit, a.depth, a.bar)) continue;
-    const float above = sh.best_info.score > a.bar ? sh.best_info.score : a.bar;
+    const float above = score_to_beat(sh, a.bar);
     if (!clean) {
 #ifdef FDSPEC_SUFFIX_PROFILE
       const long long clean_start = clock64();
