@@ -261,25 +261,28 @@ __device__ __forceinline__ SlotDesc describe_slot(const SuffixCacheQueryParams& 
   SlotDesc d;
   d.c = static_cast<int>(min_of<int64_t>(p.max_tree_depth, v.n));
   d.query = d.c >= G + 1 && v.cap > 0;
+  // The context's tokens are read together (its last G, the one before them, C[-3]), then n_1 and
+  // n_2 together (n_2 whether or not it is needed): two round trips where each read waited for the
+  // one before.
   d.key = d.query ? suffix_cache_key(v.row + v.n - G, G) : 0;
+  d.prev = d.query && d.c >= G + 2 ? v.row[v.n - 1 - G] : 0;  // a member's
+  const int64_t t3 = d.query && d.c >= 3 ? v.row[v.n - 3] : -1;
   // n_1 when the cache counts the context's last token (G = 1): the scan then knows before it
   // starts whether that token's hits are the candidates (n_1 <= M) or need a longer match; and
   // with n_1 > M, n_2 when the cache counts the last two tokens' pair: with n_2 > M only the hits
   // that also match the token before them can be candidates.
   const int M = q.max_occurrences;
   const int64_t at = d.query ? suffix_count_index(d.key, q.cache) : -1;
+  const int64_t pair = at >= 0 && d.c >= G + 2 ? suffix_pair_index(d.prev, d.key, q.cache) : -1;
   d.n1 = at >= 0 ? q.cache.counts[at] : -1;
-  d.prev = d.query && d.c >= G + 2 ? v.row[v.n - 1 - G] : 0;  // a member's
+  const int32_t n2 = pair >= 0 ? q.cache.pairs[pair] : -1;
   d.kind = d.n1 < 0 ? kSuffixKindScanned : (d.n1 <= M ? kSuffixKindRare : kSuffixKindFrequent);
   d.n2 = -1;
   d.prev2 = 0;
-  const int64_t pair =
-      d.kind == kSuffixKindFrequent && d.c >= G + 2 ? suffix_pair_index(d.prev, d.key, q.cache) : -1;
-  if (pair >= 0) {
-    d.n2 = q.cache.pairs[pair];
+  if (d.kind == kSuffixKindFrequent && pair >= 0) {
+    d.n2 = n2;
     // Three-token probes compare C[-3] with the cached positions' keys, which are the tokens
     // themselves only for ids in [0, 2^31): any other C[-3] keeps the two-token probe.
-    const int64_t t3 = d.c >= 3 ? v.row[v.n - 3] : -1;
     if (d.n2 > M && t3 >= 0 && t3 <= INT32_MAX) {
       d.kind = kSuffixKindPairFrequent;
       d.prev2 = static_cast<int32_t>(t3);
@@ -334,6 +337,8 @@ __device__ void filter_lines(const SuffixCacheQueryParams& q, int64_t f, uint64_
   const int64_t w = f * 32 + lane;
   uint32_t read = 0;
   if (w < words) {
+    // Unrolled: the planes of four items in flight at once, where each item's waited for the last's.
+#pragma unroll 4
     for (int i = warp; i < count; i += kWarps) {
       uint32_t may = ~0u;
 #pragma unroll
@@ -637,11 +642,14 @@ __global__ void __launch_bounds__(kThreads, 6) query_scan_kernel(SuffixCacheQuer
     trep[j] = -1;
     tmem[j] = -1;
   }
-  for (int64_t j = threadIdx.x; j < (B * kSuffixCandLists + 31) / 32; j += kThreads) full[j] = 0;
+  // 32-bit indices (B <= kMaxSuffixCacheBatch): with 64-bit ones these loops and the flush's were
+  // 7 % of the scan's instructions, paid by every block (ncu source counters, B = 64, 10k responses).
+  const int Bi = static_cast<int>(B);
+  for (int j = threadIdx.x; j < (Bi * kSuffixCandLists + 31) / 32; j += kThreads) full[j] = 0;
   __shared__ int any_frequent;  // some member is matched on its last two (or three) tokens
   if (threadIdx.x == 0) any_frequent = 0;
   if (agg) {
-    for (int64_t j = threadIdx.x; j < B * kAggLen; j += kThreads) agg_hist[j] = 0;
+    for (int j = threadIdx.x; j < Bi * kAggLen; j += kThreads) agg_hist[j] = 0;
   }
   __syncthreads();
   for (int64_t b = threadIdx.x; b < B; b += kThreads) {
@@ -901,13 +909,17 @@ __global__ void __launch_bounds__(kThreads, 6) query_scan_kernel(SuffixCacheQuer
       if (lane >= o) upto += v;
     }
     const int selected = __shfl_sync(kFull, upto, kMaxUnitWords - 1);
-    const int hi = selected * (warp + 1) / kWarps;
-    for (int i = selected * warp / kWarps; i < hi; ++i) {
-      // The line of rank i: in the first word whose `upto` exceeds i.
-      const int k = __popc(__ballot_sync(kFull, lane < unit_words && upto <= i));
-      const uint32_t word = __shfl_sync(kFull, mine, k);
-      const int rank = __shfl_sync(kFull, upto, k) - __popc(word);  // lines selected before word k
-      scan_line((w0 + k) * 32 + static_cast<int>(__fns(word, 0, i - rank + 1)));
+    const int lo = selected * warp / kWarps, hi = selected * (warp + 1) / kWarps;
+    if (lo >= hi) continue;  // uniform
+    // The line of rank lo is in the first word whose `upto` exceeds lo; the warp's next lines are
+    // the next set bits, word after word (__fns per line was 8 % of the scan's instructions).
+    int k = __popc(__ballot_sync(kFull, lane < unit_words && upto <= lo));
+    uint32_t word = __shfl_sync(kFull, mine, k);
+    for (int skip = lo - (__shfl_sync(kFull, upto, k) - __popc(word)); skip > 0; --skip) word &= word - 1;
+    for (int i = lo; i < hi; ++i) {
+      while (word == 0) word = __shfl_sync(kFull, mine, ++k);  // uniform; a later word has the line
+      scan_line((w0 + k) * 32 + __ffs(word) - 1);
+      word &= word - 1;
     }
   }
   SCAN_PHASE(1);
@@ -915,15 +927,17 @@ __global__ void __launch_bounds__(kThreads, 6) query_scan_kernel(SuffixCacheQuer
   SCAN_PHASE(2);
   if (pass != 1) return;
   // Pass 1 may run beside the local search (suffix_cache_query_gpu): the kernels after it read the
-  // local drafts once it has ended. (Launched in sequence, this returns at once.)
+  // local drafts once it has ended. (Launched in sequence, this returns at once.) The counts are
+  // flushed after it: before it, their atomics met the local search's traffic (H200, B = 64 with 10k
+  // cached responses: the slowest warp's flush 12 us against 1.2).
   wait_for_primary_grid();
   __syncthreads();
   SCAN_PHASE(3);
-  for (int64_t b = threadIdx.x; b < B; b += kThreads) {
+  for (int b = threadIdx.x; b < Bi; b += kThreads) {
     if (agg_hits[b] != 0) atomicAdd(&stat_row(q, b)[kSuffixStatGroup], agg_hits[b]);
   }
   if (agg) {
-    for (int64_t j = threadIdx.x; j < B * kAggLen; j += kThreads) {
+    for (int j = threadIdx.x; j < Bi * kAggLen; j += kThreads) {
       if (agg_hist[j] != 0) atomicAdd(&stat_row(q, j / kAggLen)[kSuffixStatHist + j % kAggLen], agg_hist[j]);
     }
   }
