@@ -53,13 +53,14 @@
 // list never matters (nor which entries a list past M holds: it is never read), so every rank with
 // the same tokens computes the same drafts.
 //
-// Cost and limits (H100, tests/cuda/bench_suffix_kernels.cu, G = 1, 10k cached responses of ~300
-// tokens, a budget that never binds; docs/perf/suffix_cache_notes.md, section 16): at B = 64, 49 us
-// a step (61 for the session's starting point in the same run; 225 when these notes began), issue
-// 20's target being 40. Warm, stage by stage (the bench's --breakdown, profile build): insert 3.5
-// us, prep and the line mask 4.7, the scan beside the local search 23.7, prep2 and the second scan
-// 3.5, the search 18 (its slowest block). The line filter cuts the lines the scan reads about
-// eightfold at B = 64 (12k of 98k occupied lines with 10k responses, 112k of 983k with 100k).
+// Cost and limits (tests/cuda/bench_suffix_kernels.cu, G = 1, 10k cached responses of ~300 tokens,
+// a budget that never binds; docs/perf/suffix_cache_notes.md, sections 16 and 17): at B = 64, 48.5 us
+// a step on an H200 (49 on an H100 before the last changes; 225 when these notes began), issue 20's
+// target being 40. Warm, stage by stage (the bench's --breakdown, profile build, H200, 02c5e7e):
+// insert 3.3 us, prep and the line mask 4.6, the scan beside the local search 25, prep2 and the
+// second scan 3.3, the search 18 (its slowest block); the local search ends about as late as the scan.
+// The line filter cuts the lines the scan reads about eightfold at B = 64 (12k of 98k occupied lines
+// with 10k responses, 112k of 983k with 100k).
 #include "suffix_cache/suffix_cache.h"
 
 #include <cub/block/block_scan.cuh>
