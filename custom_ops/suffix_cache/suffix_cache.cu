@@ -1303,6 +1303,11 @@ void suffix_cache_profile_print(int64_t blocks, double clock_khz) {
       std::printf(" (warp: set %.2f, sorted %.2f, walked %.2f)", (h[b][22] - h[b][1]) / clock_khz * 1e3,
                   (h[b][23] - h[b][22]) / clock_khz * 1e3, (h[b][5] - h[b][23]) / clock_khz * 1e3);
     }
+    if (h[b][10] != 0) {  // the block path's walks, their steps' parts summed
+      std::printf(" (block: set %.2f, loads+clear %.2f, count %.2f, top %.2f, tie %.2f, rest %.2f)",
+                  h[b][24] / clock_khz * 1e3, h[b][25] / clock_khz * 1e3, h[b][26] / clock_khz * 1e3,
+                  h[b][27] / clock_khz * 1e3, h[b][28] / clock_khz * 1e3, h[b][29] / clock_khz * 1e3);
+    }
     std::printf("\n");
   }
   std::printf("  stage (us, mean / max over %lld blocks):", (long long)nb);

@@ -16,8 +16,8 @@
 // - block path, the shorter match lengths with larger sets, longest first: a step loads the next
 //   tokens of the live candidates into shared memory and counts them in a shared hash table (an
 //   entry: a member index with that token and the count; a warp's lanes with the same token add
-//   together), so its work is O(candidates), never O(history); one block reduction per step finds
-//   the largest count and the member count, and only a tie asks for least keys. A match length is
+//   together), so its work is O(candidates), never O(history); the adders keep the largest count
+//   and the member count as they go, and only a tie asks for least keys. A match length is
 //   skipped when its longest possible draft n = min(limit, D - L) cannot beat the best so far (or
 //   the caller's bar): each probability is <= 1, so a draft of n tokens scores <= n, exactly in float32.
 // Every count is an atomic add and every tie a minimum, so the result does not depend on the order in
@@ -46,7 +46,7 @@ static_assert((kCandCap & (kCandCap - 1)) == 0, "the next-token table is indexed
 #ifdef FDSPEC_SUFFIX_PROFILE
 // Bench-only instrumentation (tests/cuda/bench_suffix_kernels.cu --stages): thread 0's clock64() at
 // the end of each stage of a block, and a few counters (stage indices: suffix_match.cu).
-constexpr int kProfBlocks = 4096, kProfSlots = 24;
+constexpr int kProfBlocks = 4096, kProfSlots = 32;
 static __device__ long long g_suffix_prof[kProfBlocks][kProfSlots];
 #define SUFFIX_PROF_SET(k, v)                                                          \
   do {                                                                                \
@@ -58,9 +58,17 @@ static __device__ long long g_suffix_prof[kProfBlocks][kProfSlots];
     if (threadIdx.x == 0 && blockIdx.x < suffix_gpu::kProfBlocks)                     \
       suffix_gpu::g_suffix_prof[blockIdx.x][k] += static_cast<long long>(v);          \
   } while (0)
+// Adds the clocks since `mark` to slot k and moves the mark (block_walk's parts of a step).
+#define SUFFIX_PROF_LAP(k, mark)                     \
+  do {                                               \
+    const long long lap_now = clock64();             \
+    SUFFIX_PROF_ADD(k, lap_now - (mark));            \
+    (mark) = lap_now;                                \
+  } while (0)
 #else
 #define SUFFIX_PROF_SET(k, v) ((void)0)
 #define SUFFIX_PROF_ADD(k, v) ((void)0)
+#define SUFFIX_PROF_LAP(k, mark) ((void)0)
 #endif
 
 struct Best {
@@ -74,25 +82,19 @@ __device__ __forceinline__ bool beats(float score, int L, const Best& b) {
   return score > b.score || (score == b.score && L > b.L);
 }
 
-// Block path: a step's most frequent next token, reduced over the block in one pass: its table entry
-// (the largest count), a member that has it, how many entries share that count (a tie is rare and
-// resolved by a second pass over the tied entries only), and the members counted.
-struct StepTop {
+// Block path: what a step learns while it counts, by shared atomics (no pass over the table): the
+// largest count (each adder sees its entry's count so far, the last one its final count), the live
+// members, and then the entries with the largest count (each reported once, by the member that
+// created it): how many, and one of them with its creator (the winner when it is the only one; a tie
+// is rare and resolved by a second pass over the tied entries). Two, used by alternate steps, so that
+// a step resets the next one's while nobody reads it.
+struct StepAcc {
   unsigned cnt;
-  unsigned slot;
-  unsigned owner;
-  unsigned ties;
   unsigned members;
+  unsigned ties;
+  unsigned long long pick;  // (creator << 32) | entry, the least reported (atomics: no racing stores)
 };
-
-struct StepTopMerge {
-  __device__ __forceinline__ StepTop operator()(const StepTop& x, const StepTop& y) const {
-    StepTop r = x.cnt >= y.cnt ? x : y;
-    if (x.cnt == y.cnt) r.ties = x.ties + y.ties;
-    r.members = x.members + y.members;
-    return r;
-  }
-};
+constexpr StepAcc kStepAccClean{0u, 0u, 0u, ~0ull};
 
 // A tie between entries with the largest count goes to the least key among their members.
 struct TieTop {
@@ -155,10 +157,9 @@ struct CoreShared {
   int best_from_warp;                 // w + 1: best_info came from warp w's path (0: not)
   int n;                              // candidates (set by the caller)
   int small_n;
-  StepTop step_top;
+  StepAcc step[2];
   union {
     typename cub::BlockReduce<unsigned long long, kThreads>::TempStorage l;
-    typename cub::BlockReduce<StepTop, kThreads>::TempStorage t;
     typename cub::BlockReduce<TieTop, kThreads>::TempStorage tie;
   } reduce;
 };
@@ -200,6 +201,31 @@ __device__ __forceinline__ float warp_walk(const CoreShared& sh, int L, int64_t 
   int m = 0;
   while (m < limit && L + m < a.depth) {
     const int members = __popc(alive);
+    if (members == 1) {
+      // One member left (a context copied from one response usually has one from the first step):
+      // every later step counts 1 of 1, a ratio of exactly 1, so the probability stays and the draft
+      // is the member's continuation up to the limit, the depth or its end. The lanes copy its tokens
+      // together and lane 0 adds the scores in the draft's order: what the steps below would do,
+      // without their chain of a match, a reduction and a division per token.
+      const int s = __ffs(alive) - 1;
+      const int end = static_cast<int>(min_of<int64_t>(min_of<int64_t>(limit, a.depth - L), sh.avail[s]));
+      if (end <= m || !(prob >= a.min_prob)) break;  // no next token, or the first step's check fails
+      for (int k = m + lane; k < end; k += 32) {
+        if (out != nullptr) {
+          out->tokens[k] = sh.cont[k][s];
+          out->probs[k] = prob;
+        }
+      }
+      if (lane == 0) {
+        for (int k = m; k < end; ++k) {
+          score = suffix_fadd(score, prob);
+          if (prefix != nullptr) prefix[k + 1] = score;
+        }
+      }
+      score = __shfl_sync(kFull, score, 0);
+      m = end;
+      break;
+    }
     const bool has = ((alive >> lane) & 1u) && m < sh.avail[lane];
     const int64_t tok = has ? sh.cont[m][lane] : 0;
     const unsigned with_next = __ballot_sync(kFull, has);
@@ -236,29 +262,34 @@ __device__ __forceinline__ int64_t draft_cut(int L, const CoreArgs& a) {
 }
 
 // Walks match length L over every candidate with l >= L (block path); the draft goes to sh.cur.
-// Every thread returns the same score and m. Both tables are clean on entry and left clean. A step:
-// every thread loads its live members' next tokens at once (one round trip) into shared memory;
-// then the lanes of a warp with the same token are grouped (__match_any_sync) and one lane per
-// group probes the table and adds the group's size, so a dominant token costs an atomic per warp,
-// not one per member (the same-address atomics of ~1000 members, and a load per member in turn,
-// were most of a step); then one block reduction finds the largest count. Only a tie between
-// entries asks for least keys, of the tied entries' members alone, in the other table. Thread t
-// alone touches alive[j] and cslot[j] for j = t mod kThreads; three barriers per step (six on a tie).
-// The walk gives up (m = -1) once its draft cannot score above `above` (the best so far, or the
-// caller's bar): after m tokens of probability p, each further token's is <= p (a product with a
-// ratio <= 1, correctly rounded, never exceeds p), so the score stays <= the sum, in the draft's own
-// float32 order, of the m tokens and n - m more of probability p (n = min(limit, D - L)): float
-// addition of non-negative numbers is monotone in each operand.
+// Every thread returns the same score and m. Both tables and both step accumulators are clean on
+// entry and left clean. A step: every thread loads its live members' next tokens at once (one round
+// trip) into shared memory; then the lanes of a warp with the same token are grouped
+// (__match_any_sync) and one lane per group probes the table and adds the group's size, so a dominant
+// token costs an atomic per warp, not one per member (the same-address atomics of ~1000 members, and
+// a load per member in turn, were most of a step); the adders keep the largest count as they go.
+// The step's probability is then known, and the walk gives up (m = -1) once its draft cannot score
+// above `above` (the best so far, or the caller's bar) before it looks for the winning entry: after m
+// tokens of probability p, each further token's is <= p (a product with a ratio <= 1, correctly
+// rounded, never exceeds p), so the score stays <= the sum, in the draft's own float32 order, of the
+// m tokens and n - m more of probability p (n = min(limit, D - L)): float addition of non-negative
+// numbers is monotone in each operand. Otherwise each entry with the largest count is reported by
+// its creator; only a tie between entries asks for least keys, of the tied entries' members alone,
+// in the other table. Thread t alone touches alive[j] and cslot[j] for j = t mod kThreads; three
+// barriers per step (six on a tie), two for one that gives up.
 template <class Src>
 __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit, const CoreArgs& a,
                             float above, int* m_out) {
-  using Reduce = cub::BlockReduce<StepTop, kThreads>;
   using TieReduce = cub::BlockReduce<TieTop, kThreads>;
   constexpr int kPer = kCandCap / kThreads;  // candidates per thread
   const int n = sh.n;
   const int lane = threadIdx.x & 31;
   SUFFIX_PROF_ADD(10, 1);
+#ifdef FDSPEC_SUFFIX_PROFILE
+  long long lap = clock64();
+#endif
   for (int j = threadIdx.x; j < n; j += kThreads) sh.alive[j] = sh.len[j] >= L;
+  SUFFIX_PROF_LAP(24, lap);
   const int64_t longest = min_of<int64_t>(limit, a.depth - L);
   float prob = 1.0f, score = 0.0f;
   int m = 0, buf = 0;
@@ -269,6 +300,7 @@ __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit
 #endif
     uint32_t* idx = sh.tab[buf].c.idx;
     uint32_t* cnt = sh.tab[buf].c.cnt;
+    StepAcc& acc = sh.step[buf];
     // Bit i: this thread's i-th candidate (j = i * kThreads + t) is live / has a next token. Every
     // load is issued before the first store, so that they are in flight together.
     unsigned live_mask = 0, has_mask = 0;
@@ -289,7 +321,6 @@ __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit
       sh.ntok[j] = tk[i];
       sh.cslot[j] = kNoSlot;
     }
-    const unsigned members = static_cast<unsigned>(__popc(live_mask));
 #ifdef FDSPEC_SUFFIX_PROFILE
     if (threadIdx.x == 0) {
       volatile int64_t sink = tk[0];  // the loads have landed: the step's round trip
@@ -302,6 +333,9 @@ __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit
       sh.tab[buf ^ 1].c.cnt[e] = 0;
     }
     __syncthreads();
+    SUFFIX_PROF_LAP(25, lap);
+    if (threadIdx.x == 0) sh.step[buf ^ 1] = kStepAccClean;  // read last before the barrier above
+    unsigned top_seen = 0;
     for (int i = 0; i * kThreads < n; ++i) {  // uniform over the block
       const int j = i * kThreads + static_cast<int>(threadIdx.x);
       const bool has = (has_mask >> i) & 1u;
@@ -318,71 +352,27 @@ __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit
           if (o == 0 || sh.ntok[o - 1] == tok) break;
           h = (h + 1) & (kCandCap - 1);
         }
-        atomicAdd(&cnt[h], static_cast<unsigned>(__popc(group)));
+        const unsigned size = static_cast<unsigned>(__popc(group));
+        top_seen = max(top_seen, atomicAdd(&cnt[h], size) + size);
       }
       h = __shfl_sync(kFull, h, leader < 0 ? 0 : leader);
       if (has) sh.cslot[j] = static_cast<uint16_t>(h);
     }
-    __syncthreads();
-    StepTop top{0u, 0u, 0u, 0u, members};
-    for (int e = threadIdx.x; e < kCandCap; e += kThreads) {
-      const unsigned c = cnt[e];
-      if (c == 0) continue;
-      if (c > top.cnt) {
-        top.cnt = c;
-        top.slot = static_cast<unsigned>(e);
-        top.owner = idx[e] - 1;
-        top.ties = 1;
-      } else if (c == top.cnt) {
-        ++top.ties;
-      }
+    top_seen = __reduce_max_sync(kFull, top_seen);
+    const unsigned live_warp = __reduce_add_sync(kFull, static_cast<unsigned>(__popc(live_mask)));
+    if (lane == 0) {
+      atomicMax(&acc.cnt, top_seen);
+      atomicAdd(&acc.members, live_warp);
     }
-    top = Reduce(sh.reduce.t).Reduce(top, StepTopMerge());
-    if (threadIdx.x == 0) sh.step_top = top;
     __syncthreads();
-    StepTop t = sh.step_top;
-    if (t.cnt == 0) break;
-    const float next = suffix_fmul(prob, suffix_ratio(t.cnt, t.members));
+    SUFFIX_PROF_LAP(26, lap);
+    const unsigned top = acc.cnt;
+    if (top == 0) break;
+    const float next = suffix_fmul(prob, suffix_ratio(top, acc.members));
     if (!(next >= a.min_prob)) break;
-    if (t.ties > 1) {
-      // The other table is clean: its words at the tied entries hold their least keys, then are
-      // zeroed again.
-      unsigned long long* least = sh.tab[buf ^ 1].least;
-      for (int e = threadIdx.x; e < kCandCap; e += kThreads) {
-        if (cnt[e] == t.cnt) least[e] = ~0ull;
-      }
-      __syncthreads();
-      for (int j = threadIdx.x; j < n; j += kThreads) {
-        if (sh.alive[j] && sh.cslot[j] != kNoSlot && cnt[sh.cslot[j]] == t.cnt) {
-          atomicMin(&least[sh.cslot[j]], sh.key[j]);
-        }
-      }
-      __syncthreads();
-      TieTop tie{~0ull, 0u, 0u};
-      for (int e = threadIdx.x; e < kCandCap; e += kThreads) {
-        if (cnt[e] != t.cnt) continue;
-        if (least[e] < tie.least) tie = TieTop{least[e], static_cast<unsigned>(e), idx[e] - 1};
-        least[e] = 0;
-      }
-      tie = TieReduce(sh.reduce.tie).Reduce(tie, TieTopMerge());
-      if (threadIdx.x == 0) {
-        sh.step_top.slot = tie.slot;
-        sh.step_top.owner = tie.owner;
-      }
-      __syncthreads();
-      t = sh.step_top;
-    }
     prob = next;
-    if (threadIdx.x == t.owner % kThreads) {  // the owner's thread: it alone writes ntok[owner]
-      sh.cur.tokens[m] = sh.ntok[t.owner];
-      sh.cur.probs[m] = prob;
-    }
-    for (int j = threadIdx.x; j < n; j += kThreads) {
-      if (sh.alive[j]) sh.alive[j] = sh.cslot[j] == t.slot;
-    }
     score = suffix_fadd(score, prob);
     ++m;
-    buf ^= 1;
     float reach = score;
     for (int64_t k = m; k < longest; ++k) reach = suffix_fadd(reach, prob);
     if (!(reach > above)) {
@@ -390,15 +380,66 @@ __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit
       m = -1;
       break;
     }
+    // The entries with the largest count, each reported by the member that created it.
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int j = i * kThreads + static_cast<int>(threadIdx.x);
+      if (!((has_mask >> i) & 1u)) continue;
+      const unsigned e = sh.cslot[j];
+      if (idx[e] == static_cast<uint32_t>(j) + 1 && cnt[e] == top) {
+        atomicAdd(&acc.ties, 1u);
+        atomicMin(&acc.pick, static_cast<unsigned long long>(j) << 32 | e);
+      }
+    }
+    __syncthreads();
+    SUFFIX_PROF_LAP(27, lap);
+    unsigned long long pick = acc.pick;
+    if (acc.ties > 1) {
+      // The other table is clean: its words at the tied entries hold their least keys, then are
+      // zeroed again.
+      unsigned long long* least = sh.tab[buf ^ 1].least;
+      for (int e = threadIdx.x; e < kCandCap; e += kThreads) {
+        if (cnt[e] == top) least[e] = ~0ull;
+      }
+      __syncthreads();
+      for (int j = threadIdx.x; j < n; j += kThreads) {
+        if (sh.alive[j] && sh.cslot[j] != kNoSlot && cnt[sh.cslot[j]] == top) {
+          atomicMin(&least[sh.cslot[j]], sh.key[j]);
+        }
+      }
+      __syncthreads();
+      TieTop tie{~0ull, 0u, 0u};
+      for (int e = threadIdx.x; e < kCandCap; e += kThreads) {
+        if (cnt[e] != top) continue;
+        if (least[e] < tie.least) tie = TieTop{least[e], static_cast<unsigned>(e), idx[e] - 1};
+        least[e] = 0;
+      }
+      tie = TieReduce(sh.reduce.tie).Reduce(tie, TieTopMerge());
+      if (threadIdx.x == 0) acc.pick = static_cast<unsigned long long>(tie.owner) << 32 | tie.slot;
+      __syncthreads();
+      pick = acc.pick;
+    }
+    const unsigned slot = static_cast<unsigned>(pick & 0xffffffffu), owner = static_cast<unsigned>(pick >> 32);
+    SUFFIX_PROF_LAP(28, lap);
+    if (threadIdx.x == owner % kThreads) {  // the owner's thread: it alone writes ntok[owner]
+      sh.cur.tokens[m - 1] = sh.ntok[owner];
+      sh.cur.probs[m - 1] = prob;
+    }
+    for (int j = threadIdx.x; j < n; j += kThreads) {
+      if (sh.alive[j]) sh.alive[j] = sh.cslot[j] == slot;
+    }
+    buf ^= 1;
+    SUFFIX_PROF_LAP(29, lap);
   }
 #ifdef FDSPEC_SUFFIX_PROFILE
   const long long clear_start = clock64();
 #endif
-  __syncthreads();  // every thread has read step_top and the tables, and sh.cur is complete
+  __syncthreads();  // every thread has read the accumulators and the tables, and sh.cur is complete
   for (int e = threadIdx.x; e < kCandCap; e += kThreads) {
     sh.tab[0].c.idx[e] = sh.tab[1].c.idx[e] = 0;
     sh.tab[0].c.cnt[e] = sh.tab[1].c.cnt[e] = 0;
   }
+  if (threadIdx.x == 0) sh.step[0] = sh.step[1] = kStepAccClean;
   __syncthreads();
   SUFFIX_PROF_ADD(21, clock64() - clear_start);
   *m_out = m;
@@ -598,6 +639,7 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
         sh.tab[0].c.idx[j] = sh.tab[1].c.idx[j] = 0;
         sh.tab[0].c.cnt[j] = sh.tab[1].c.cnt[j] = 0;
       }
+      if (threadIdx.x == 0) sh.step[0] = sh.step[1] = kStepAccClean;
       __syncthreads();
       SUFFIX_PROF_ADD(20, clock64() - clean_start);
       clean = true;
