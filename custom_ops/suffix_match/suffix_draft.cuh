@@ -261,6 +261,16 @@ __device__ __forceinline__ int64_t draft_cut(int L, const CoreArgs& a) {
   return min_of<int64_t>(suffix_spec_limit(L, a.factor, a.offset, a.cap), a.depth - L);
 }
 
+// The block path's clean state: both next-token tables empty and both step accumulators reset.
+// Every thread takes its part; the caller's barrier follows.
+__device__ __forceinline__ void clean_block_path(CoreShared& sh) {
+  for (int e = threadIdx.x; e < kCandCap; e += kThreads) {
+    sh.tab[0].c.idx[e] = sh.tab[1].c.idx[e] = 0;
+    sh.tab[0].c.cnt[e] = sh.tab[1].c.cnt[e] = 0;
+  }
+  if (threadIdx.x == 0) sh.step[0] = sh.step[1] = kStepAccClean;
+}
+
 // Walks match length L over every candidate with l >= L (block path); the draft goes to sh.cur.
 // Every thread returns the same score and m. Both tables and both step accumulators are clean on
 // entry and left clean. A step: every thread loads its live members' next tokens at once (one round
@@ -435,11 +445,7 @@ __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit
   const long long clear_start = clock64();
 #endif
   __syncthreads();  // every thread has read the accumulators and the tables, and sh.cur is complete
-  for (int e = threadIdx.x; e < kCandCap; e += kThreads) {
-    sh.tab[0].c.idx[e] = sh.tab[1].c.idx[e] = 0;
-    sh.tab[0].c.cnt[e] = sh.tab[1].c.cnt[e] = 0;
-  }
-  if (threadIdx.x == 0) sh.step[0] = sh.step[1] = kStepAccClean;
+  clean_block_path(sh);
   __syncthreads();
   SUFFIX_PROF_ADD(21, clock64() - clear_start);
   *m_out = m;
@@ -635,11 +641,7 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
 #ifdef FDSPEC_SUFFIX_PROFILE
       const long long clean_start = clock64();
 #endif
-      for (int j = threadIdx.x; j < kCandCap; j += kThreads) {
-        sh.tab[0].c.idx[j] = sh.tab[1].c.idx[j] = 0;
-        sh.tab[0].c.cnt[j] = sh.tab[1].c.cnt[j] = 0;
-      }
-      if (threadIdx.x == 0) sh.step[0] = sh.step[1] = kStepAccClean;
+      clean_block_path(sh);
       __syncthreads();
       SUFFIX_PROF_ADD(20, clock64() - clean_start);
       clean = true;
