@@ -272,12 +272,16 @@ __device__ void history_pass0(SearchShared& sh, const int64_t* row, int64_t n, i
   const int64_t unit = tiles * kWarpsPerBlock * 64;  // each warp of each tile: 64 more positions
   const int span = static_cast<int>((n - origin + unit - 1) / unit * 64);
   const int64_t tile_len = int64_t{span} * kWarpsPerBlock;
+  // The pairs of 64 positions a span holds: past them every position is out of range, and running
+  // them anyway (a short history's span is a few of the kPairs) was most of the pass's instructions.
+  const int pairs = span / 64;
   for (int64_t tile = origin; tile < n; tile += tile_len) {
     const int64_t start = tile + int64_t{warp} * span;
     const int64_t end = min_of<int64_t>(max_of<int64_t>(start + span, start), n);  // [start, end)
     longlong2 t[kPairs];
 #pragma unroll
     for (int u = 0; u < kPairs; ++u) {
+      if (u >= pairs) break;  // uniform over the block
       const int64_t i = start + u * 64 + 2 * lane;
       if (i + 1 < end && i >= 0) {
         t[u] = __ldg(reinterpret_cast<const longlong2*>(row + i));
@@ -295,6 +299,7 @@ __device__ void history_pass0(SearchShared& sh, const int64_t* row, int64_t n, i
     unsigned m1 = 0, m2 = 0;  // bit 2u + h: position start + 64u + 2 lane + h has l >= 1 / l >= 2
 #pragma unroll
     for (int u = 0; u < kPairs; ++u) {
+      if (u >= pairs) break;  // uniform over the block
       const int64_t i = start + u * 64 + 2 * lane;
       // H[i - 1]: lane - 1's second token; lane 0's is lane 31's of the previous pair (or `before`).
       const long long sent = lane == 31 && u > 0 ? t[u > 0 ? u - 1 : 0].y : t[u].y;
