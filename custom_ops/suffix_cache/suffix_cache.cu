@@ -54,7 +54,7 @@
 // the same tokens computes the same drafts.
 //
 // Cost and limits (tests/cuda/bench_suffix_kernels.cu, G = 1, 10k cached responses of ~300 tokens,
-// a budget that never binds; docs/perf/suffix_cache_notes.md, sections 16 to 19): at B = 64, 44.4 us
+// a budget that never binds; docs/perf/suffix_cache_notes.md, sections 16 to 20): at B = 64, 44.4 us
 // a step on an H200 (48.5 for b677a38's kernels there, 49 on an H100; 225 when these notes began),
 // issue 20's target being 40. Warm, stage by stage (the bench's --breakdown, profile build, H200,
 // e26845d): insert 3.3 us, prep and the line mask 4.6, the scan beside the local search 25, prep2 and
