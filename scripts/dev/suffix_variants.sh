@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Kernel variants of suffix_match / suffix_cache, each built from a git ref, checked and timed side by
+# side on the GPU machine in one call (docs/perf/suffix_cache_notes.md: every figure there is a
+# variant against its baseline in the same call). No Paddle: the Paddle-free harnesses and bench.
+#
+# Here (nvcc, no GPU needed), each NAME=REF into build/variants/NAME/:
+#   bash scripts/dev/suffix_variants.sh build base=main try=my-branch
+# On the GPU machine (the device tool's carry: build/variants, about 11 MB a variant of its 64 MiB),
+# every variant built:
+#   bash scripts/dev/suffix_variants.sh run [checks] [ab] [profile]   (all three when none is named)
+#     checks   both harnesses quick, under racecheck and memcheck, then full (stops at a failure)
+#     ab       bench_suffix_kernels --quick --only cache-10k, two rounds, the variants interleaved
+#     profile  the profile build's --profile cache 64 10000 summary and its --breakdown 64 10000
+# Logs go to $OUT (or ./results/variants).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+dir=$root/build/variants
+mode=${1:-}
+shift || true
+
+build_one() {  # NAME REF
+  local name=$1 ref=$2 src out
+  src=$(mktemp -d)
+  out=$dir/$name
+  git -C "$root" archive "$ref" custom_ops tests/cuda | tar -x -C "$src" || return 1
+  mkdir -p "$out"
+  git -C "$root" rev-parse --short "$ref" > "$out/commit"
+  local f="-std=c++17 -O3 -lineinfo -DFDSPEC_WITH_CUDA -I$src/custom_ops -I${CUDA_HOME:-/usr/local/cuda}/include/cccl"
+  local s="$src/custom_ops/suffix_match/suffix_match.cu $src/custom_ops/suffix_match/suffix_match_cpu.cc"
+  s="$s $src/custom_ops/suffix_cache/suffix_cache.cu $src/custom_ops/suffix_cache/suffix_cache_cpu.cc"
+  local a90a="-gencode=arch=compute_90a,code=sm_90a" a90="-gencode=arch=compute_90,code=sm_90"
+  nvcc $f $a90a "$src/tests/cuda/bench_suffix_kernels.cu" $s -o "$out/bench" &
+  nvcc $f $a90a -DFDSPEC_SUFFIX_PROFILE "$src/tests/cuda/bench_suffix_kernels.cu" $s -o "$out/bench_prof" &
+  nvcc $f $a90 "$src/tests/cuda/suffix_cache_vs_cpu.cu" $s -o "$out/cache_vs_cpu" &
+  nvcc $f $a90 "$src/tests/cuda/suffix_match_vs_cpu.cu" $s -o "$out/match_vs_cpu" &
+  local rc=0
+  for job in $(jobs -p); do wait "$job" || rc=1; done
+  rm -rf "$src"
+  echo "$name: $(cat "$out/commit") $([ $rc = 0 ] && echo built || echo FAILED)"
+  return $rc
+}
+
+case "$mode" in
+  build)
+    [ $# -gt 0 ] || { echo "usage: $0 build NAME=REF ..." >&2; exit 2; }
+    export PATH=$PATH:${CUDA_HOME:-/usr/local/cuda}/bin
+    for pair in "$@"; do build_one "${pair%%=*}" "${pair#*=}" || exit 1; done
+    ;;
+  run)
+    export PATH=$PATH:/usr/local/cuda/bin
+    OUT=${OUT:-$root/results/variants}
+    mkdir -p "$OUT"
+    names=$(ls "$dir")
+    stages=${*:-checks ab profile}
+    for stage in $stages; do
+      case "$stage" in
+        checks)
+          for v in $names; do
+            for h in cache_vs_cpu match_vs_cpu; do
+              for tool in plain racecheck memcheck; do
+                log=$OUT/$v.$h.quick.$tool.log
+                if [ $tool = plain ]; then
+                  "$dir/$v/$h" quick > "$log" 2>&1
+                else
+                  compute-sanitizer --tool $tool --error-exitcode 3 "$dir/$v/$h" quick > "$log" 2>&1
+                fi
+                rc=$?
+                echo "$v $h quick ($tool) rc=$rc: $(grep -h "PASS\|FAIL" "$log" | tail -1)"
+                [ $rc = 0 ] || exit 1
+              done
+              "$dir/$v/$h" > "$OUT/$v.$h.full.log" 2>&1 || { echo "$v $h full FAILED"; tail -3 "$OUT/$v.$h.full.log"; exit 1; }
+              echo "$v $h full: $(tail -1 "$OUT/$v.$h.full.log")"
+            done
+          done
+          ;;
+        ab)
+          for round in 1 2; do
+            for v in $names; do
+              echo "== $v ($(cat "$dir/$v/commit")), round $round"
+              "$dir/$v/bench" --quick --only cache-10k | grep "^cache"
+            done
+          done 2>&1 | tee "$OUT/ab.log"
+          ;;
+        profile)
+          for v in $names; do
+            "$dir/$v/bench_prof" --profile cache 64 10000 > "$OUT/$v.profile.log" 2>&1
+            "$dir/$v/bench_prof" --breakdown 64 10000 > "$OUT/$v.breakdown.log" 2>&1
+            echo "== $v: $(grep "stage (us" "$OUT/$v.profile.log")"
+            grep "first scan" "$OUT/$v.profile.log"
+            head -8 "$OUT/$v.breakdown.log"
+          done
+          ;;
+        *) echo "unknown stage $stage" >&2; exit 2 ;;
+      esac
+    done
+    ;;
+  *)
+    sed -n 2,14p "$0" >&2
+    exit 2
+    ;;
+esac
