@@ -11,7 +11,8 @@
 #     checks   both harnesses quick, under racecheck and memcheck, then full (stops at a failure)
 #     ab       bench_suffix_kernels --quick --only cache-10k, two rounds, the variants interleaved
 #     profile  the profile build's --profile cache 64 10000 summary and its --breakdown 64 10000
-# Logs go to $OUT (or ./results/variants).
+# VARIANTS="one two" limits a run to those (a variant's checks take about five minutes, a device call
+# at most ten). Logs go to $OUT (or ./results/variants).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 dir=$root/build/variants
@@ -50,7 +51,7 @@ case "$mode" in
     export PATH=$PATH:/usr/local/cuda/bin
     OUT=${OUT:-$root/results/variants}
     mkdir -p "$OUT"
-    names=$(ls "$dir")
+    names=${VARIANTS:-$(ls "$dir")}
     stages=${*:-checks ab profile}
     for stage in $stages; do
       case "$stage" in
@@ -95,7 +96,7 @@ case "$mode" in
     done
     ;;
   *)
-    sed -n 2,14p "$0" >&2
+    sed -n 2,15p "$0" >&2
     exit 2
     ;;
 esac
