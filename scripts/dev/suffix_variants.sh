@@ -5,13 +5,14 @@
 #
 # Here (nvcc, no GPU needed), each NAME=REF into build/variants/NAME/:
 #   bash scripts/dev/suffix_variants.sh build base=main try=my-branch
-# On the GPU machine (the device tool's carry: build/variants, about 11 MB a variant of its 64 MiB),
-# every variant built:
+# On the GPU machine (the device tool's carry: build/variants, about 11 MB a variant, sources
+# included, of its 64 MiB), every variant built:
 #   bash scripts/dev/suffix_variants.sh run [checks] [ab] [profile]   (all three when none is named)
-#     checks   both harnesses quick, under racecheck and memcheck, then full (stops at a failure)
+#     checks   the variant's own tests/cuda/run_cuda_checks.sh on its two suffix harnesses: full, then
+#              quick under memcheck, racecheck and initcheck (TOOLS as there); stops at a failure
 #     ab       bench_suffix_kernels --quick --only cache-10k, two rounds, the variants interleaved
 #     profile  the profile build's --profile cache 64 10000 summary and its --breakdown 64 10000
-# VARIANTS="one two" limits a run to those (a variant's checks take about five minutes, a device call
+# VARIANTS="one two" limits a run to those (a variant's checks take several minutes, a device call
 # at most ten). Logs go to $OUT (or ./results/variants).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -19,24 +20,26 @@ dir=$root/build/variants
 mode=${1:-}
 shift || true
 
-build_one() {  # NAME REF
-  local name=$1 ref=$2 src out
-  src=$(mktemp -d)
-  out=$dir/$name
+harnesses="suffix_match_vs_cpu suffix_cache_vs_cpu"
+
+build_one() {  # NAME REF: the ref's sources into build/variants/NAME/src, the binaries beside them
+  local name=$1 ref=$2 out=$dir/$1
+  local src=$out/src
+  [ -n "$name" ] || { echo "a variant needs a name: NAME=REF" >&2; return 1; }
+  rm -rf "$out"
+  mkdir -p "$src"
   git -C "$root" archive "$ref" custom_ops tests/cuda | tar -x -C "$src" || return 1
-  mkdir -p "$out"
   git -C "$root" rev-parse --short "$ref" > "$out/commit"
   local f="-std=c++17 -O3 -lineinfo -DFDSPEC_WITH_CUDA -I$src/custom_ops -I${CUDA_HOME:-/usr/local/cuda}/include/cccl"
   local s="$src/custom_ops/suffix_match/suffix_match.cu $src/custom_ops/suffix_match/suffix_match_cpu.cc"
   s="$s $src/custom_ops/suffix_cache/suffix_cache.cu $src/custom_ops/suffix_cache/suffix_cache_cpu.cc"
-  local a90a="-gencode=arch=compute_90a,code=sm_90a" a90="-gencode=arch=compute_90,code=sm_90"
+  local a90a="-gencode=arch=compute_90a,code=sm_90a"
   nvcc $f $a90a "$src/tests/cuda/bench_suffix_kernels.cu" $s -o "$out/bench" &
   nvcc $f $a90a -DFDSPEC_SUFFIX_PROFILE "$src/tests/cuda/bench_suffix_kernels.cu" $s -o "$out/bench_prof" &
-  nvcc $f $a90 "$src/tests/cuda/suffix_cache_vs_cpu.cu" $s -o "$out/cache_vs_cpu" &
-  nvcc $f $a90 "$src/tests/cuda/suffix_match_vs_cpu.cu" $s -o "$out/match_vs_cpu" &
+  HARNESSES=$harnesses CHECKS_LOGDIR=$out/logs bash "$src/tests/cuda/run_cuda_checks.sh" 90 "$out" --build-only \
+    > "$out/build.log" 2>&1 &
   local rc=0
   for job in $(jobs -p); do wait "$job" || rc=1; done
-  rm -rf "$src"
   echo "$name: $(cat "$out/commit") $([ $rc = 0 ] && echo built || echo FAILED)"
   return $rc
 }
@@ -57,21 +60,9 @@ case "$mode" in
       case "$stage" in
         checks)
           for v in $names; do
-            for h in cache_vs_cpu match_vs_cpu; do
-              for tool in plain racecheck memcheck; do
-                log=$OUT/$v.$h.quick.$tool.log
-                if [ $tool = plain ]; then
-                  "$dir/$v/$h" quick > "$log" 2>&1
-                else
-                  compute-sanitizer --tool $tool --error-exitcode 3 "$dir/$v/$h" quick > "$log" 2>&1
-                fi
-                rc=$?
-                echo "$v $h quick ($tool) rc=$rc: $(grep -h "PASS\|FAIL" "$log" | tail -1)"
-                [ $rc = 0 ] || exit 1
-              done
-              "$dir/$v/$h" > "$OUT/$v.$h.full.log" 2>&1 || { echo "$v $h full FAILED"; tail -3 "$OUT/$v.$h.full.log"; exit 1; }
-              echo "$v $h full: $(tail -1 "$OUT/$v.$h.full.log")"
-            done
+            echo "== $v ($(cat "$dir/$v/commit"))"
+            HARNESSES=$harnesses CHECKS_LOGDIR=$OUT/$v bash "$dir/$v/src/tests/cuda/run_cuda_checks.sh" 90 "$dir/$v" \
+              || exit 1
           done
           ;;
         ab)
@@ -96,7 +87,7 @@ case "$mode" in
     done
     ;;
   *)
-    sed -n 2,15p "$0" >&2
+    sed -n 2,16p "$0" >&2
     exit 2
     ;;
 esac
