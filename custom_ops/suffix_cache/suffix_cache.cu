@@ -959,7 +959,8 @@ __global__ void __launch_bounds__(kThreads) query_prep2_kernel(SuffixCacheQueryP
   if (b >= q.m.batch) return;  // uniform over the warp
   int32_t* st = stat_row(q, b);
   // The slot's fields and its whole histogram in one round trip (each read waited for the one before
-  // when they followed the branches on c), then its group's in a second. H200, warm us per step with
+  // when they followed the branches on c), then its group's in a second (a pair-frequent slot's pair
+  // count, read in its branch below, in a third). H200, warm us per step with
   // 10k cached responses, measured on top of the one-kernel insert of the branch insert-one-kernel:
   // B = 8 / 64 / 256 33.80 / 43.96 / 128.68 -> 33.36 / 43.56 / 127.67.
   const int c = st[kSuffixStatCtx];
