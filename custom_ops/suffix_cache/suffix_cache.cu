@@ -652,7 +652,7 @@ __device__ __forceinline__ int offer(const SuffixCacheQueryParams& q, uint32_t* 
 //         (the lists of pass 1 then hold more than M): their hits with l >= L_min, in their last list.
 // At most 40 registers (six blocks per SM): beside a block of the local search (128 registers a
 // thread) an SM then holds three of the scan's blocks, not two.
-__global__ void __launch_bounds__(kThreads, 6) query_scan_kernel(SuffixCacheQueryParams q, int pass,
+__global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQueryParams q, int pass,
                                                               uint32_t table_size, int task_lines,
                                                               bool block_units) {
   extern __shared__ __align__(16) unsigned char scan_smem[];
