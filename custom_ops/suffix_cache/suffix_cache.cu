@@ -650,8 +650,13 @@ __device__ __forceinline__ int offer(const SuffixCacheQueryParams& q, uint32_t* 
 //         lists: a group's hits (list 0 at its rep), a member's hits with l >= G + j (its list j).
 // pass 2: only for members whose shortest usable match length L_min exceeds G + kSuffixMemberLists
 //         (the lists of pass 1 then hold more than M): their hits with l >= L_min, in their last list.
-// At most 40 registers (six blocks per SM): beside a block of the local search (128 registers a
-// thread) an SM then holds three of the scan's blocks, not two.
+// At most 48 registers (five blocks per SM), with no spills: beside a block of the local search (109
+// registers a thread) an SM still holds three of the scan's blocks. Held to 40 (six blocks), it
+// spilled, and where the scan is the step's critical path that cost more than the sixth block
+// (H200, warm us per step, 10k cached responses: B = 64 43.48 -> 43.01, two other caches 59.64 ->
+// 57.66 and 62.14 -> 59.14, B = 256 128.03 -> 122.85; the scan alone, the breakdown's stage 2
+// without the local search, 23.4 -> 20.1). When the local search took 128 registers, 48 left room
+// for two scan blocks beside it and lost (docs/perf/suffix_cache_notes.md, sections 16 and 21).
 __global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQueryParams q, int pass,
                                                               uint32_t table_size, int task_lines,
                                                               bool block_units) {
@@ -928,8 +933,8 @@ __global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQuer
           if ((route == 0) != (kind == kSuffixKindScanned) || srep[s] != via || sprev[s] != before) {
             continue;
           }
-          // The row's keys are read only: the read-only path held the scan at 40 registers (6
-          // blocks per SM), where a plain load took it to 48.
+          // The row's keys are read only: the read-only path (a plain load took the scan from 40 to
+          // 48 registers when 40 was its bound).
           if (kind == kSuffixKindPairFrequent && (off < 2 || __ldg(&keys[off - 2]) != sprev2[s])) continue;
           SCAN_PROF_HIT();
           const int at = atomicAdd(qcount, 1);
