@@ -135,9 +135,10 @@ __device__ __forceinline__ void uncount_row(const SuffixCache& c, int64_t r, int
 // The insert is one kernel, a block per slot. Each block counts for itself the slots that begin a
 // request before its own (decoding and free) and their total, so the request numbers come out in
 // slot order with no block scan before the append (H200, B = 64 with 10k cached responses: the
-// insert alone 3.31 -> 2.34 us a step in the profile build, the step 44.5 -> 43.9). Whether a row is taken this call follows from the numbers alone: requests base ..
-// base + total - 1 take rows base mod R onwards, so an active slot whose row one of them takes
-// detaches without reading the row's state, which its new owner is rewriting.
+// insert alone 3.31 -> 2.34 us a step in the profile build, the step 44.5 -> 43.9). Whether a row is
+// taken this call follows from the numbers alone: requests base .. base + total - 1 take rows
+// base mod R onwards, so an active slot whose row one of them takes detaches without reading the
+// row's state, which its new owner is rewriting.
 //
 // The counter is read and the blocks counted by one atomic add each: bits 40 and up count the blocks
 // that have read it (request numbers stay below 2^39: suffix_cand_pack), and the block that reads

@@ -51,7 +51,7 @@ case "$mode" in
     for pair in "$@"; do build_one "${pair%%=*}" "${pair#*=}" || exit 1; done
     ;;
   run)
-    export PATH=$PATH:/usr/local/cuda/bin
+    export PATH=$PATH:${CUDA_HOME:-/usr/local/cuda}/bin
     OUT=${OUT:-$root/results/variants}
     mkdir -p "$OUT"
     names=${VARIANTS:-$(ls "$dir")}
