@@ -5,8 +5,8 @@
 #
 # Here (nvcc, no GPU needed), each NAME=REF into build/variants/NAME/:
 #   bash scripts/dev/suffix_variants.sh build base=main try=my-branch
-# On the GPU machine (the device tool's carry: build/variants, about 11 MB a variant, sources
-# included, of its 64 MiB), every variant built:
+# On the GPU machine (the device tool's carry: build/variants, about 12 MB a variant, sources
+# included, of its 64 MiB with the tree: five variants at most), every variant built:
 #   bash scripts/dev/suffix_variants.sh run [checks] [ab] [profile]   (all three when none is named)
 #     checks   the variant's own tests/cuda/run_cuda_checks.sh on its two suffix harnesses: full, then
 #              quick under memcheck, racecheck and initcheck (TOOLS as there); stops at a failure
