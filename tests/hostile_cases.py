@@ -145,7 +145,8 @@ def good(op: str, seed: int = 0) -> tuple[Dict[str, np.ndarray], Dict[str, objec
 
 # ---- The global suffix cache: its tensors travel as arrays under SuffixCache.op_args()'s names ----
 
-CACHE_OPS = ("suffix_cache_insert", "suffix_cache_finish", "suffix_cache_evict", "suffix_cache_query")
+CACHE_OPS = ("suffix_cache_insert", "suffix_cache_finish", "suffix_cache_evict", "suffix_cache_query",
+             "suffix_cache_step")
 CACHE_FIELDS = dict(cache_tokens="tokens", cache_keys="keys", cache_rows="rows_state", cache_counts="counts",
                     cache_pairs="pairs", cache_lines="lines", cache_slots="slots_state",
                     cache_counter="counter", query_cand="cand", query_stat="stat", query_lines="line_mask")
@@ -169,7 +170,7 @@ def _good_cache(op: str, rng: np.random.Generator):
     attrs = dict(key_len=CACHE_KEY_LEN)
     if op == "suffix_cache_evict":
         attrs["keep"] = 1
-    if op == "suffix_cache_query":
+    if op in ("suffix_cache_query", "suffix_cache_step"):
         attrs.update(max_tree_depth=8, max_spec_factor=2.0, max_spec_offset=0.0, min_token_prob=0.1,
                      max_draft_tokens=4, pad_to_max=False, threshold=None)
     return a, attrs
@@ -316,6 +317,11 @@ def reference(op: str, a: Dict[str, np.ndarray], attrs: Dict[str, object]) -> Di
         if op == "suffix_cache_query":
             kw = {k: v for k, v in attrs.items() if k != "key_len"}
             return ref.query(*(a[k] for k in SPECS[op].tensors if k not in CACHE_FIELDS), **kw)
+        if op == "suffix_cache_step":  # the insert, then the query
+            ref.insert(*(a[k] for k in _INSERT_ARGS))
+            kw = {k: v for k, v in attrs.items() if k != "key_len"}
+            drafts = ref.query(*(a[k] for k in SPECS[op].tensors if k not in CACHE_FIELDS), **kw)
+            return {**drafts, **{k: v for k, v in _cache_state(ref, a).items() if k in SPECS[op].outputs}}
         if op == "suffix_cache_insert":
             ref.insert(*(a[k] for k in _INSERT_ARGS))
         else:
@@ -436,6 +442,7 @@ ONE_ELEMENT_OK = {"speculate_verify_greedy": ("end_tokens",), "speculate_step_up
                   # one counted token id (vocab_size 1) is valid, and the unused [1, 1] pairs of key_len 2;
                   # the line mask of the hostile cache (4 rows of 12) is one word
                   "suffix_cache_query": ("cache_counts", "cache_pairs", "query_lines"),
+                  "suffix_cache_step": ("cache_counter", "cache_counts", "cache_pairs", "query_lines"),
                   "suffix_cache_finish": ("finished",)}  # finished defines the batch: one slot is valid
 
 
@@ -456,6 +463,8 @@ PER_SLOT = {
     "suffix_cache_insert": ("prompt_lens", "step_idx", "seq_lens_decoder"),
     "suffix_cache_query": ("prompt_lens", "step_idx", "draft_token_num", "seq_lens_encoder", "seq_lens_decoder",
                            "max_dec_len"),
+    "suffix_cache_step": ("prompt_lens", "step_idx", "draft_token_num", "seq_lens_encoder", "seq_lens_decoder",
+                          "max_dec_len"),
 }
 ROWS = {
     "ngram_match": ("token_ids_all", "draft_tokens"),
@@ -468,6 +477,8 @@ ROWS = {
     "suffix_cache_finish": ("cache_slots",),
     "suffix_cache_query": ("token_ids_all", "draft_tokens", "suffix_tokens", "suffix_probs", "suffix_meta",
                            "suffix_source", "query_cand", "query_stat"),
+    "suffix_cache_step": ("token_ids_all", "draft_tokens", "suffix_tokens", "suffix_probs", "suffix_meta",
+                          "suffix_source", "cache_slots", "query_cand", "query_stat"),
 }
 
 
@@ -686,9 +697,10 @@ def family_values(place, cases):
         _ok_case(cases, "hostile values", "speculate_step_update", f"values/step_update/dec={dec},enc={enc},n={n}", fn)
 
 
-# Attributes whose None is a documented value (suffix_match, suffix_cache_query: max_draft_tokens None
-# means K).
-NONE_IS_DEFAULT = {("suffix_match", "max_draft_tokens"), ("suffix_cache_query", "max_draft_tokens")}
+# Attributes whose None is a documented value (suffix_match, suffix_cache_query, suffix_cache_step:
+# max_draft_tokens None means K).
+NONE_IS_DEFAULT = {("suffix_match", "max_draft_tokens"), ("suffix_cache_query", "max_draft_tokens"),
+                   ("suffix_cache_step", "max_draft_tokens")}
 
 
 def family_attrs(place, cases):
@@ -755,7 +767,7 @@ def family_cache(place, cases):
                               "tensor": c.slots_state}.get(value, value)
                 call(op, t, attrs)
             _error_case(cases, "suffix cache", op, "cache", f"cache/{op}/cache={label}", fn)
-    for op in ("suffix_cache_insert", "suffix_cache_evict", "suffix_cache_query"):
+    for op in ("suffix_cache_insert", "suffix_cache_evict", "suffix_cache_query", "suffix_cache_step"):
         for key_len in (0, 9, -1):
             def fn(op=op, key_len=key_len):
                 a, attrs = good(op)
@@ -770,24 +782,28 @@ def family_cache(place, cases):
                           ("cache_lines", lambda v: v[0])]:
             _error_case(cases, "suffix cache", op, name, f"cache/{op}/{name}-{a_shape(cut)}",
                         _changed(op, place, name, cut))
-    for name, cut in [("query_cand", lambda v: v[:, :CAND_LISTS * 32 - 1]), ("query_cand", lambda v: v[:, :-1]), ("query_stat", lambda v: v[:, :-1]),
-                      ("suffix_source", lambda v: v[:-1]), ("query_lines", lambda v: v[:0])]:
-        _error_case(cases, "suffix cache", "suffix_cache_query", name, f"cache/query/{name}-{a_shape(cut)}",
-                    _changed("suffix_cache_query", place, name, cut))
+    for op in ("suffix_cache_query", "suffix_cache_step"):
+        for name, cut in [("query_cand", lambda v: v[:, :CAND_LISTS * 32 - 1]), ("query_cand", lambda v: v[:, :-1]),
+                          ("query_stat", lambda v: v[:, :-1]), ("suffix_source", lambda v: v[:-1]),
+                          ("query_lines", lambda v: v[:0])]:
+            _error_case(cases, "suffix cache", op, name, f"cache/{op[13:]}/{name}-{a_shape(cut)}",
+                        _changed(op, place, name, cut))
     # Valid limits: exact results.
     for op, changes in [("suffix_cache_evict", dict(keep=0)), ("suffix_cache_evict", dict(keep=2**63 - 1)),
                         ("suffix_cache_evict", dict(keep=CACHE_ROWS)), ("suffix_cache_insert", dict(key_len=1)),
                         ("suffix_cache_insert", dict(key_len=8)), ("suffix_cache_query", dict(threshold=0)),
                         ("suffix_cache_query", dict(threshold=2**63 - 1)), ("suffix_cache_query", dict(pad_to_max=True)),
                         ("suffix_cache_query", dict(min_token_prob=0.0)), ("suffix_cache_query", dict(max_spec_factor=0.0)),
-                        ("suffix_cache_query", dict(max_spec_offset=-1e30)), ("suffix_cache_query", dict(max_tree_depth=1))]:
+                        ("suffix_cache_query", dict(max_spec_offset=-1e30)), ("suffix_cache_query", dict(max_tree_depth=1)),
+                        ("suffix_cache_step", dict(key_len=1)), ("suffix_cache_step", dict(pad_to_max=True)),
+                        ("suffix_cache_step", dict(threshold=0)), ("suffix_cache_step", dict(max_tree_depth=1))]:
         def fn(op=op, changes=changes):
             a, attrs = good(op)
             run_and_check(op, a, dict(attrs, **changes), place)
         _ok_case(cases, "suffix cache", op, f"cache/{op}/valid-{changes}", fn)
 
     def width_0():  # no history at all: nothing cached, no draft
-        for op in ("suffix_cache_insert", "suffix_cache_query"):
+        for op in ("suffix_cache_insert", "suffix_cache_query", "suffix_cache_step"):
             a, attrs = good(op)
             a["token_ids_all"] = a["token_ids_all"][:, :0]
             run_and_check(op, a, attrs, place)

@@ -1,5 +1,6 @@
 """Tests of the suffix-decoding global cache (docs/contract/suffix.md, "The global cache"): random
-request streams through insert / query / finish with the op's state and drafts equal to the NumPy
+request streams through insert / query / finish (the insert and the query as one call, suffix_cache_step,
+every other step) with the op's state and drafts equal to the NumPy
 reference exactly (CPU; GPU against CPU and the reference where a GPU exists), the local/global
 winner, evictions and detached slots, named edge cases, bad inputs, hypothesis fuzzing, and a soak
 run with memory flat."""
@@ -17,7 +18,8 @@ except ImportError:
     given = None
 
 from fastdeploy_spec.ops.suffix_cache import (CAND_LISTS, STAT_COLS, SuffixCache, suffix_cache_evict,
-                                              suffix_cache_finish, suffix_cache_insert, suffix_cache_query)
+                                              suffix_cache_finish, suffix_cache_insert, suffix_cache_query,
+                                              suffix_cache_step)
 from tests.helpers import PLACES, to_place
 from tests.reference.ngram_match import THRESHOLD_ENV
 from tests.reference.suffix_cache import global_draft_ref
@@ -41,8 +43,11 @@ def run_stream(place, seed, steps, *, rows=6, width=24, slots=4, vocab=3, key_le
     wins = 0
     for i in range(steps):
         step = stream.step()
-        drv.insert(step)
-        got = drv.query(step.query_inputs(rng), **(params or {}))
+        if i % 2:  # the insert and the query as one call (suffix_cache_step), every other step
+            got = drv.step(step.query_inputs(rng), **(params or {}))
+        else:
+            drv.insert(step)
+            got = drv.query(step.query_inputs(rng), **(params or {}))
         wins += int((got["suffix_source"] == 1).sum())
         drv.finish(step.finished)
         if evict_every and i % evict_every == evict_every - 1:
@@ -298,6 +303,26 @@ def test_query_bad_inputs_are_named():
     odd.cand = to_place(np.zeros((2, CAND_LISTS * 32 + 1), np.int64), "cpu")
     with pytest.raises(OP_ERRORS, match=r"query_cand must have 5 \* M columns"):
         suffix_cache_query(*(t[n] for n in QUERY_ARGS), odd)
+
+
+def test_step_bad_inputs_name_the_step():
+    """The step checks the insert's arguments and the query's, under its own name."""
+    rng = np.random.default_rng(0)
+    d = RequestStream(rng, 2, 32).step().query_inputs(rng)
+    t = {n: to_place(d[n], "cpu") for n in QUERY_ARGS}
+    c = SuffixCache.allocate(2, 8, 2)
+    with pytest.raises(OP_ERRORS, match="suffix_cache_step: suffix_source"):
+        suffix_cache_step(*(dict(t, suffix_source=to_place(np.zeros(2, np.int64), "cpu"))[n]
+                            for n in QUERY_ARGS), c)
+    with pytest.raises(OP_ERRORS, match="suffix_cache_step: prompt_lens"):
+        suffix_cache_step(*(dict(t, prompt_lens=to_place(np.zeros(2, np.int32), "cpu"))[n]
+                            for n in QUERY_ARGS), c)
+    with pytest.raises(OP_ERRORS, match="suffix_cache_step: .*cache_slots must have shape"):
+        suffix_cache_step(*(t[n] for n in QUERY_ARGS), SuffixCache.allocate(2, 8, 1))
+    with pytest.raises(OP_ERRORS, match="suffix_cache_step: max_tree_depth"):
+        suffix_cache_step(*(t[n] for n in QUERY_ARGS), c, max_tree_depth=0)
+    # Refused before anything ran: the cache is untouched.
+    assert c.counter.numpy().tolist() == [0] and (c.rows_state.numpy()[:, 0] == -1).all()
 
 
 def test_query_refuses_unaligned_statistics():

@@ -308,19 +308,43 @@ struct SlotDesc {
   int64_t prev;   // with c >= G + 2, the token before the last G, else 0
   int32_t prev2;  // kSuffixKindPairFrequent: C[-3]
 };
-__device__ __forceinline__ SlotDesc describe_slot(const SuffixCacheQueryParams& q, int64_t b) {
+// Its part that the step's inputs give (prep reads it before its wait for the insert, which does
+// not write them): the context's tokens are read together (its last G, the one before them, C[-3]).
+struct SlotContext {
+  bool query;
+  int c;
+  int32_t key;
+  int64_t prev;
+  int64_t t3;      // C[-3] with c >= 3, else -1
+};
+__device__ __forceinline__ SlotContext slot_context(const SuffixCacheQueryParams& q, int64_t b) {
   const SuffixMatchParams& p = q.m;
   const SuffixSlot v = suffix_slot(p, b);
   const int G = q.cache.key_len;
+  SlotContext x;
+  x.c = static_cast<int>(min_of<int64_t>(p.max_tree_depth, v.n));
+  x.query = x.c >= G + 1 && v.cap > 0;
+  x.key = x.query ? suffix_cache_key(v.row + v.n - G, G) : 0;
+  x.prev = x.query && x.c >= G + 2 ? v.row[v.n - 1 - G] : 0;  // a member's
+  x.t3 = x.query && x.c >= 3 ? v.row[v.n - 3] : -1;
+  return x;
+}
+// A decoding slot's context, or none (not querying).
+__device__ __forceinline__ SlotContext decoding_context(const SuffixCacheQueryParams& q, int64_t b) {
+  if (suffix_is_decoding(q.m.seq_lens_encoder[b], q.m.seq_lens_decoder[b])) return slot_context(q, b);
+  SlotContext x{};
+  return x;
+}
+// Then its part that the cache's counts give (after the insert's end): n_1 and n_2 read together
+// (n_2 whether or not it is needed), one round trip where each read waited for the one before.
+__device__ __forceinline__ SlotDesc describe_slot(const SuffixCacheQueryParams& q, const SlotContext& x) {
+  const int G = q.cache.key_len;
   SlotDesc d;
-  d.c = static_cast<int>(min_of<int64_t>(p.max_tree_depth, v.n));
-  d.query = d.c >= G + 1 && v.cap > 0;
-  // The context's tokens are read together (its last G, the one before them, C[-3]), then n_1 and
-  // n_2 together (n_2 whether or not it is needed): two round trips where each read waited for the
-  // one before.
-  d.key = d.query ? suffix_cache_key(v.row + v.n - G, G) : 0;
-  d.prev = d.query && d.c >= G + 2 ? v.row[v.n - 1 - G] : 0;  // a member's
-  const int64_t t3 = d.query && d.c >= 3 ? v.row[v.n - 3] : -1;
+  d.c = x.c;
+  d.query = x.query;
+  d.key = x.key;
+  d.prev = x.prev;
+  const int64_t t3 = x.t3;
   // n_1 when the cache counts the context's last token (G = 1): the scan then knows before it
   // starts whether that token's hits are the candidates (n_1 <= M) or need a longer match; and
   // with n_1 > M, n_2 when the cache counts the last two tokens' pair: with n_2 > M only the hits
@@ -370,18 +394,23 @@ __device__ __forceinline__ ScanRole scan_role(int c, int kind, int32_t key, int6
 // the filter have its bit; the filter never misses a line that holds an item (suffix_cache.h), so
 // the skipped lines hold no hit of any slot. A block per 32 words of the mask (1024 lines), a lane
 // per word, the warps share out the items: each (item, plane) is one 128-byte read per block. The
-// block works the items out from the inputs itself (describe_slot), beside prep's blocks.
+// block works the items out from the inputs itself (describe_slot), beside prep's blocks: each
+// thread's first slot's context before the wait for the insert, the rest after it.
 __device__ void filter_lines(const SuffixCacheQueryParams& q, int64_t f, uint64_t* items) {
   __shared__ int count;
   __shared__ uint32_t part[kWarps][32];
   const SuffixCache& c = q.cache;
   const SuffixMatchParams& p = q.m;
+  const int64_t first = threadIdx.x;
+  const SlotContext x0 = first < p.batch ? decoding_context(q, first) : SlotContext{};
+  wait_for_primary_grid();
+  allow_dependent_launch();
   if (threadIdx.x == 0) count = 0;
   __syncthreads();
-  for (int64_t b = threadIdx.x; b < p.batch; b += kThreads) {
-    if (!suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b])) continue;
-    const SlotDesc d = describe_slot(q, b);
-    if (!d.query) continue;
+  for (int64_t b = first; b < p.batch; b += kThreads) {
+    const SlotContext x = b == first ? x0 : decoding_context(q, b);
+    if (!x.query) continue;
+    const SlotDesc d = describe_slot(q, x);
     const ScanRole role = scan_role(d.c, d.kind, d.key, d.prev, d.prev2, c.key_len);
     if (role.tabled || role.member) items[atomicAdd(&count, 1)] = role.item;
   }
@@ -415,19 +444,27 @@ __device__ void filter_lines(const SuffixCacheQueryParams& q, int64_t f, uint64_
 // querying slot whose context ends with the same G tokens (from the inputs: no other block's output
 // is read). A group's slots share the occurrences of those tokens (n_G) and, while n_G <= M, one
 // candidate list. With the line filter, blocks B .. are the filter's (filter_lines).
-__global__ void __launch_bounds__(kThreads) query_prep_kernel(SuffixCacheQueryParams q) {
+// Launched right after the insert (after_insert: suffix_cache_step_gpu), prep is the insert's
+// programmatic dependent, and what the step's inputs give (the contexts, the groups) is worked out
+// before the wait for the insert's end, beside the insert; only the cache's counts and line filter
+// are read after it. That is sound because the insert writes none of the inputs and let prep launch
+// only after every kernel before it had ended. After any other kernel (suffix_cache_query_gpu
+// alone), one that may still be writing the inputs, prep waits first. Every block waits before it
+// exits, so that prep's end, which the kernels after it wait for, implies the insert's.
+__global__ void __launch_bounds__(kThreads) query_prep_kernel(SuffixCacheQueryParams q, bool after_insert) {
   extern __shared__ uint64_t filter_items[];  // [B], the filter's blocks only
-  wait_for_primary_grid();
-  allow_dependent_launch();
+  if (!after_insert) wait_for_primary_grid();  // the later waits then return at once
   const SuffixMatchParams& p = q.m;
   if (blockIdx.x >= p.batch) {
-    filter_lines(q, blockIdx.x - p.batch, filter_items);
+    filter_lines(q, blockIdx.x - p.batch, filter_items);  // waits after its contexts
     return;
   }
   const int64_t b = blockIdx.x;
   int32_t* st = stat_row(q, b);
-  if (b == 0 && threadIdx.x == 0) *store_flag(q) = 0;
   if (!suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b])) {
+    wait_for_primary_grid();
+    allow_dependent_launch();
+    if (b == 0 && threadIdx.x == 0) *store_flag(q) = 0;
     if (threadIdx.x == 0) st[kSuffixStatCtx] = 0;
     return;
   }
@@ -436,12 +473,33 @@ __global__ void __launch_bounds__(kThreads) query_prep_kernel(SuffixCacheQueryPa
   const int D = p.max_tree_depth;
   __shared__ int32_t rep;
   __shared__ bool query;
+  SlotContext x{};  // thread 0's
   for (int j = threadIdx.x; j < 256; j += kThreads) st[kSuffixStatHist + j] = 0;
   if (threadIdx.x == 0) {
     rep = static_cast<int32_t>(b);
+    x = slot_context(q, b);
+    query = x.query;
+  }
+  __syncthreads();
+  if (query) {  // uniform over the block
+    const int64_t* mine = v.row + v.n - G;
+    for (int64_t o = threadIdx.x; o < b; o += kThreads) {
+      if (!suffix_is_decoding(p.seq_lens_encoder[o], p.seq_lens_decoder[o])) continue;
+      const SuffixSlot w = suffix_slot(p, o);
+      if (min_of<int64_t>(D, w.n) < G + 1 || w.cap <= 0) continue;  // not querying
+      const int64_t* theirs = w.row + w.n - G;
+      bool same = true;
+      for (int j = 0; j < G && same; ++j) same = mine[j] == theirs[j];
+      if (same) atomicMin(&rep, static_cast<int32_t>(o));
+    }
+  }
+  wait_for_primary_grid();
+  allow_dependent_launch();
+  __syncthreads();  // the group's rep
+  if (threadIdx.x == 0) {
+    if (b == 0) *store_flag(q) = 0;
     q.source[b] = 0;
-    const SlotDesc d = describe_slot(q, b);
-    query = d.query;
+    const SlotDesc d = describe_slot(q, x);
     st[kSuffixStatCtx] = d.query ? d.c : 0;
     st[kSuffixStatKey] = d.key;
     st[kSuffixStatKind] = d.kind;
@@ -456,21 +514,8 @@ __global__ void __launch_bounds__(kThreads) query_prep_kernel(SuffixCacheQueryPa
     for (int j = 0; j < kSuffixCandLists; ++j) st[kSuffixStatStored + j] = 0;
     st[kSuffixStatLmin] = G;
     st[kSuffixStatGroup] = 0;
+    if (d.query) st[kSuffixStatRep] = rep;
   }
-  __syncthreads();
-  if (!query) return;  // uniform over the block
-  const int64_t* mine = v.row + v.n - G;
-  for (int64_t o = threadIdx.x; o < b; o += kThreads) {
-    if (!suffix_is_decoding(p.seq_lens_encoder[o], p.seq_lens_decoder[o])) continue;
-    const SuffixSlot w = suffix_slot(p, o);
-    if (min_of<int64_t>(D, w.n) < G + 1 || w.cap <= 0) continue;  // not querying
-    const int64_t* theirs = w.row + w.n - G;
-    bool same = true;
-    for (int j = 0; j < G && same; ++j) same = mine[j] == theirs[j];
-    if (same) atomicMin(&rep, static_cast<int32_t>(o));
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) st[kSuffixStatRep] = rep;
 }
 
 // The groups' table index of a key: Fibonacci hashing (the product's top `bits` bits). Keys of
@@ -1479,7 +1524,11 @@ unsigned long long suffix_cache_scan_lines() {
 #define SUFFIX_SCAN_BLOCKS int64_t{0}
 #endif
 
-cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t stream) {
+namespace {
+
+// The query's kernels; after_insert: the kernel before them on the stream is the insert's
+// (query_prep_kernel).
+cudaError_t launch_query(const SuffixCacheQueryParams& q, bool after_insert, cudaStream_t stream) {
   const int64_t B = q.m.batch;
   if (B <= 0) return cudaSuccess;
   SUFFIX_QUERY_STAGE(1);
@@ -1513,7 +1562,7 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
   const int64_t words = suffix_line_words(q.cache.num_rows, q.cache.width);
   const bool filtered = q.cache.line_planes > 0;
   err = launch(query_prep_kernel, static_cast<unsigned>(B + (filtered ? (words + 31) / 32 : 0)),
-               filtered ? sizeof(uint64_t) * B : 0, q);
+               filtered ? sizeof(uint64_t) * B : 0, q, after_insert);
   if (err != cudaSuccess) return err;
   SUFFIX_QUERY_STAGE(2);
   if (beside && !SUFFIX_SKIP_LOCAL) {
@@ -1575,6 +1624,22 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
     if (err != cudaSuccess) return err;
   }
   return FDSPEC_LAUNCH_STATUS(stream);
+}
+
+}  // namespace
+
+cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t stream) {
+  return launch_query(q, false, stream);
+}
+
+// Measured (H200, tests/cuda/bench_suffix_kernels.cu, B = 64 with 10k cached responses, warm / cold
+// us per step): 43.0 / 54.2 as two calls, 42.4 / 52.8 as one (docs/perf/suffix_cache_notes.md,
+// section 23).
+cudaError_t suffix_cache_step_gpu(const SuffixCacheInsertParams& ins, const SuffixCacheQueryParams& q,
+                                  cudaStream_t stream) {
+  const cudaError_t err = suffix_cache_insert_gpu(ins, stream);
+  if (err != cudaSuccess) return err;
+  return launch_query(q, true, stream);
 }
 
 }  // namespace fdspec

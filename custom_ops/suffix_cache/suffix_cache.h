@@ -281,12 +281,19 @@ void suffix_cache_evict_cpu(const SuffixCache& cache, const int64_t* counter, in
 // suffix_match's local search, then the global search from the same context, the winner per slot
 // (local if its score >= the global's), then suffix_match's budget walk on the winners.
 void suffix_cache_query_cpu(const SuffixCacheQueryParams& p);
+// A decode step's two calls in one: the insert, then the query (same inputs, same cache).
+void suffix_cache_step_cpu(const SuffixCacheInsertParams& ins, const SuffixCacheQueryParams& q);
 
 #ifdef FDSPEC_WITH_CUDA
 cudaError_t suffix_cache_insert_gpu(const SuffixCacheInsertParams& p, cudaStream_t stream);
 cudaError_t suffix_cache_finish_gpu(const int32_t* finished, int64_t* slots, int64_t batch,
                                     cudaStream_t stream);
 cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& p, cudaStream_t stream);
+// The insert, then the query, as the two calls one after the other, but faster: with nothing
+// between them on the stream, the query's first kernel reads the step's inputs (which the insert
+// does not write) beside the insert, before it waits for the insert's end.
+cudaError_t suffix_cache_step_gpu(const SuffixCacheInsertParams& ins, const SuffixCacheQueryParams& q,
+                                  cudaStream_t stream);
 cudaError_t suffix_cache_evict_gpu(const SuffixCache& cache, const int64_t* counter, int64_t keep,
                                    cudaStream_t stream);
 #ifdef FDSPEC_SUFFIX_PROFILE

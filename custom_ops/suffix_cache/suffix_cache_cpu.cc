@@ -189,4 +189,9 @@ void suffix_cache_query_cpu(const SuffixCacheQueryParams& q) {
   suffix_walk_cpu(p);
 }
 
+void suffix_cache_step_cpu(const SuffixCacheInsertParams& ins, const SuffixCacheQueryParams& q) {
+  suffix_cache_insert_cpu(ins);
+  suffix_cache_query_cpu(q);
+}
+
 }  // namespace fdspec

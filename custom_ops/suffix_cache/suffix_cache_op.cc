@@ -1,5 +1,6 @@
 // suffix_cache: Paddle bindings of the global cache's ops (docs/contract/suffix.md, "The global
-// cache"): suffix_cache_insert, suffix_cache_finish, suffix_cache_query. Named checks, place dispatch.
+// cache"): suffix_cache_insert, suffix_cache_finish, suffix_cache_evict, suffix_cache_query and
+// suffix_cache_step (the insert, then the query). Named checks, place dispatch.
 #include <string>
 
 #include "suffix_cache/suffix_cache.h"
@@ -72,17 +73,16 @@ fdspec::SuffixCache cache_view(const fdspec::binding::OpChecks& c, const paddle:
                              planes};
 }
 
-}  // namespace
-
-void SuffixCacheInsert(const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
-                       const paddle::Tensor& step_idx, const paddle::Tensor& seq_lens_encoder,
-                       const paddle::Tensor& seq_lens_decoder, paddle::Tensor& cache_tokens,
-                       paddle::Tensor& cache_keys, paddle::Tensor& cache_rows,
-                       paddle::Tensor& cache_counts, paddle::Tensor& cache_pairs,
-                       paddle::Tensor& cache_lines, paddle::Tensor& cache_slots,
-                       paddle::Tensor& cache_counter, int key_len) {
-  constexpr const char* kOp = "suffix_cache_insert";
-  const fdspec::binding::OpChecks c(kOp);
+// The insert's arguments, checked (op: the name its errors carry).
+fdspec::SuffixCacheInsertParams insert_params(
+    const char* op, const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
+    const paddle::Tensor& step_idx, const paddle::Tensor& seq_lens_encoder,
+    const paddle::Tensor& seq_lens_decoder, const paddle::Tensor& cache_tokens,
+    const paddle::Tensor& cache_keys, const paddle::Tensor& cache_rows,
+    const paddle::Tensor& cache_counts, const paddle::Tensor& cache_pairs,
+    const paddle::Tensor& cache_lines, paddle::Tensor& cache_slots, paddle::Tensor& cache_counter,
+    int key_len) {
+  const fdspec::binding::OpChecks c(op);
   FDSPEC_CHECK_DEFINED(c, token_ids_all, prompt_lens, step_idx, seq_lens_encoder, seq_lens_decoder,
                        cache_tokens, cache_keys, cache_rows, cache_counts, cache_pairs, cache_lines,
                        cache_slots, cache_counter);
@@ -106,60 +106,22 @@ void SuffixCacheInsert(const paddle::Tensor& token_ids_all, const paddle::Tensor
   p.token_ids_stride = token_ids_all.shape()[1];
   p.slots = cache_slots.data<int64_t>();
   p.counter = cache_counter.data<int64_t>();
-  FDSPEC_RUN_ON_PLACE(kOp, token_ids_all, p, fdspec::suffix_cache_insert_cpu,
-                      fdspec::suffix_cache_insert_gpu);
+  return p;
 }
 
-void SuffixCacheFinish(const paddle::Tensor& finished, paddle::Tensor& cache_slots) {
-  constexpr const char* kOp = "suffix_cache_finish";
-  const fdspec::binding::OpChecks c(kOp);
-  FDSPEC_CHECK_DEFINED(c, finished, cache_slots);
-  const int64_t B = c.batch(finished, "finished");
-  c.dtype(finished, "finished", DataType::INT32)
-      .dtype(cache_slots, "cache_slots", DataType::INT64)
-      .per_slot(finished, "finished", B);
-  c.that(cache_slots.numel() >= B && cache_slots.shape().size() == 1,
-         "cache_slots must have shape [S] with S >= B = " + std::to_string(B) + ", got " +
-             fdspec::binding::shape_str(cache_slots));
-  c.same_place_as(finished, "finished", {{"cache_slots", cache_slots}});
-  FDSPEC_RUN_ON_PLACE_WITH(kOp, finished, fdspec::suffix_cache_finish_cpu, fdspec::suffix_cache_finish_gpu,
-                           finished.data<int32_t>(), cache_slots.data<int64_t>(), B);
-}
-
-void SuffixCacheEvict(paddle::Tensor& cache_tokens, paddle::Tensor& cache_keys,
-                      paddle::Tensor& cache_rows, paddle::Tensor& cache_counts,
-                      paddle::Tensor& cache_pairs, paddle::Tensor& cache_lines,
-                      const paddle::Tensor& cache_counter, int64_t keep, int key_len) {
-  constexpr const char* kOp = "suffix_cache_evict";
-  const fdspec::binding::OpChecks c(kOp);
-  FDSPEC_CHECK_DEFINED(c, cache_tokens, cache_keys, cache_rows, cache_counts, cache_pairs, cache_lines,
-                       cache_counter);
-  c.dtype(cache_counter, "cache_counter", DataType::INT64)
-      .that(cache_counter.numel() == 1,
-            "cache_counter must have one element, got " + fdspec::binding::shape_str(cache_counter))
-      .that(keep >= 0, "keep must be >= 0, got " + std::to_string(keep));
-  c.same_place_as(cache_rows, "cache_rows", {{"cache_counter", cache_counter}});
-  const fdspec::SuffixCache cache =
-      cache_view(c, cache_rows, "cache_rows", cache_tokens, cache_keys, cache_rows, cache_counts,
-                 cache_pairs, cache_lines, key_len);
-  FDSPEC_RUN_ON_PLACE_WITH(kOp, cache_rows, fdspec::suffix_cache_evict_cpu, fdspec::suffix_cache_evict_gpu,
-                           cache, cache_counter.data<int64_t>(), keep);
-}
-
-void SuffixCacheQuery(const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
-                      const paddle::Tensor& step_idx, const paddle::Tensor& draft_token_num,
-                      paddle::Tensor& draft_tokens, paddle::Tensor& seq_lens_this_time,
-                      const paddle::Tensor& seq_lens_encoder, const paddle::Tensor& seq_lens_decoder,
-                      const paddle::Tensor& max_dec_len, paddle::Tensor& suffix_tokens,
-                      paddle::Tensor& suffix_probs, paddle::Tensor& suffix_meta,
-                      paddle::Tensor& suffix_source, const paddle::Tensor& cache_tokens,
-                      const paddle::Tensor& cache_keys, const paddle::Tensor& cache_rows,
-                      const paddle::Tensor& cache_counts, const paddle::Tensor& cache_pairs,
-                      const paddle::Tensor& cache_lines, paddle::Tensor& query_cand,
-                      paddle::Tensor& query_stat, paddle::Tensor& query_lines, int max_tree_depth,
-                      float max_spec_factor, float max_spec_offset, float min_token_prob,
-                      int max_draft_tokens, bool pad_to_max, int64_t threshold, int key_len) {
-  constexpr const char* kOp = "suffix_cache_query";
+// The query's arguments, checked (op: the name its errors carry).
+fdspec::SuffixCacheQueryParams query_params(
+    const char* kOp, const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
+    const paddle::Tensor& step_idx, const paddle::Tensor& draft_token_num,
+    paddle::Tensor& draft_tokens, paddle::Tensor& seq_lens_this_time,
+    const paddle::Tensor& seq_lens_encoder, const paddle::Tensor& seq_lens_decoder,
+    const paddle::Tensor& max_dec_len, paddle::Tensor& suffix_tokens, paddle::Tensor& suffix_probs,
+    paddle::Tensor& suffix_meta, paddle::Tensor& suffix_source, const paddle::Tensor& cache_tokens,
+    const paddle::Tensor& cache_keys, const paddle::Tensor& cache_rows,
+    const paddle::Tensor& cache_counts, const paddle::Tensor& cache_pairs,
+    const paddle::Tensor& cache_lines, paddle::Tensor& query_cand, paddle::Tensor& query_stat,
+    paddle::Tensor& query_lines, int max_tree_depth, float max_spec_factor, float max_spec_offset,
+    float min_token_prob, int max_draft_tokens, bool pad_to_max, int64_t threshold, int key_len) {
   FDSPEC_CHECK_DEFINED(fdspec::binding::OpChecks(kOp), suffix_source, cache_tokens, cache_keys,
                        cache_rows, cache_counts, cache_pairs, cache_lines, query_cand, query_stat,
                        query_lines);
@@ -216,8 +178,119 @@ void SuffixCacheQuery(const paddle::Tensor& token_ids_all, const paddle::Tensor&
   q.cand = query_cand.data<int64_t>();
   q.stat = query_stat.data<int32_t>();
   q.max_occurrences = static_cast<int>(M);
+  return q;
+}
+
+}  // namespace
+
+void SuffixCacheInsert(const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
+                       const paddle::Tensor& step_idx, const paddle::Tensor& seq_lens_encoder,
+                       const paddle::Tensor& seq_lens_decoder, paddle::Tensor& cache_tokens,
+                       paddle::Tensor& cache_keys, paddle::Tensor& cache_rows,
+                       paddle::Tensor& cache_counts, paddle::Tensor& cache_pairs,
+                       paddle::Tensor& cache_lines, paddle::Tensor& cache_slots,
+                       paddle::Tensor& cache_counter, int key_len) {
+  constexpr const char* kOp = "suffix_cache_insert";
+  const fdspec::SuffixCacheInsertParams p =
+      insert_params(kOp, token_ids_all, prompt_lens, step_idx, seq_lens_encoder, seq_lens_decoder,
+                    cache_tokens, cache_keys, cache_rows, cache_counts, cache_pairs, cache_lines,
+                    cache_slots, cache_counter, key_len);
+  FDSPEC_RUN_ON_PLACE(kOp, token_ids_all, p, fdspec::suffix_cache_insert_cpu,
+                      fdspec::suffix_cache_insert_gpu);
+}
+
+void SuffixCacheFinish(const paddle::Tensor& finished, paddle::Tensor& cache_slots) {
+  constexpr const char* kOp = "suffix_cache_finish";
+  const fdspec::binding::OpChecks c(kOp);
+  FDSPEC_CHECK_DEFINED(c, finished, cache_slots);
+  const int64_t B = c.batch(finished, "finished");
+  c.dtype(finished, "finished", DataType::INT32)
+      .dtype(cache_slots, "cache_slots", DataType::INT64)
+      .per_slot(finished, "finished", B);
+  c.that(cache_slots.numel() >= B && cache_slots.shape().size() == 1,
+         "cache_slots must have shape [S] with S >= B = " + std::to_string(B) + ", got " +
+             fdspec::binding::shape_str(cache_slots));
+  c.same_place_as(finished, "finished", {{"cache_slots", cache_slots}});
+  FDSPEC_RUN_ON_PLACE_WITH(kOp, finished, fdspec::suffix_cache_finish_cpu, fdspec::suffix_cache_finish_gpu,
+                           finished.data<int32_t>(), cache_slots.data<int64_t>(), B);
+}
+
+void SuffixCacheEvict(paddle::Tensor& cache_tokens, paddle::Tensor& cache_keys,
+                      paddle::Tensor& cache_rows, paddle::Tensor& cache_counts,
+                      paddle::Tensor& cache_pairs, paddle::Tensor& cache_lines,
+                      const paddle::Tensor& cache_counter, int64_t keep, int key_len) {
+  constexpr const char* kOp = "suffix_cache_evict";
+  const fdspec::binding::OpChecks c(kOp);
+  FDSPEC_CHECK_DEFINED(c, cache_tokens, cache_keys, cache_rows, cache_counts, cache_pairs, cache_lines,
+                       cache_counter);
+  c.dtype(cache_counter, "cache_counter", DataType::INT64)
+      .that(cache_counter.numel() == 1,
+            "cache_counter must have one element, got " + fdspec::binding::shape_str(cache_counter))
+      .that(keep >= 0, "keep must be >= 0, got " + std::to_string(keep));
+  c.same_place_as(cache_rows, "cache_rows", {{"cache_counter", cache_counter}});
+  const fdspec::SuffixCache cache =
+      cache_view(c, cache_rows, "cache_rows", cache_tokens, cache_keys, cache_rows, cache_counts,
+                 cache_pairs, cache_lines, key_len);
+  FDSPEC_RUN_ON_PLACE_WITH(kOp, cache_rows, fdspec::suffix_cache_evict_cpu, fdspec::suffix_cache_evict_gpu,
+                           cache, cache_counter.data<int64_t>(), keep);
+}
+
+void SuffixCacheQuery(const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
+                      const paddle::Tensor& step_idx, const paddle::Tensor& draft_token_num,
+                      paddle::Tensor& draft_tokens, paddle::Tensor& seq_lens_this_time,
+                      const paddle::Tensor& seq_lens_encoder, const paddle::Tensor& seq_lens_decoder,
+                      const paddle::Tensor& max_dec_len, paddle::Tensor& suffix_tokens,
+                      paddle::Tensor& suffix_probs, paddle::Tensor& suffix_meta,
+                      paddle::Tensor& suffix_source, const paddle::Tensor& cache_tokens,
+                      const paddle::Tensor& cache_keys, const paddle::Tensor& cache_rows,
+                      const paddle::Tensor& cache_counts, const paddle::Tensor& cache_pairs,
+                      const paddle::Tensor& cache_lines, paddle::Tensor& query_cand,
+                      paddle::Tensor& query_stat, paddle::Tensor& query_lines, int max_tree_depth,
+                      float max_spec_factor, float max_spec_offset, float min_token_prob,
+                      int max_draft_tokens, bool pad_to_max, int64_t threshold, int key_len) {
+  constexpr const char* kOp = "suffix_cache_query";
+  const fdspec::SuffixCacheQueryParams q =
+      query_params(kOp, token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens,
+                   seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, max_dec_len,
+                   suffix_tokens, suffix_probs, suffix_meta, suffix_source, cache_tokens, cache_keys,
+                   cache_rows, cache_counts, cache_pairs, cache_lines, query_cand, query_stat,
+                   query_lines, max_tree_depth, max_spec_factor, max_spec_offset, min_token_prob,
+                   max_draft_tokens, pad_to_max, threshold, key_len);
   FDSPEC_RUN_ON_PLACE(kOp, token_ids_all, q, fdspec::suffix_cache_query_cpu,
                       fdspec::suffix_cache_query_gpu);
+}
+
+// The insert, then the query: the query's arguments and the insert's two slot tensors (its other
+// arguments are among the query's), checked as by the two ops; on the GPU one launch sequence
+// (suffix_cache_step_gpu).
+void SuffixCacheStep(const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
+                     const paddle::Tensor& step_idx, const paddle::Tensor& draft_token_num,
+                     paddle::Tensor& draft_tokens, paddle::Tensor& seq_lens_this_time,
+                     const paddle::Tensor& seq_lens_encoder, const paddle::Tensor& seq_lens_decoder,
+                     const paddle::Tensor& max_dec_len, paddle::Tensor& suffix_tokens,
+                     paddle::Tensor& suffix_probs, paddle::Tensor& suffix_meta,
+                     paddle::Tensor& suffix_source, paddle::Tensor& cache_tokens,
+                     paddle::Tensor& cache_keys, paddle::Tensor& cache_rows,
+                     paddle::Tensor& cache_counts, paddle::Tensor& cache_pairs,
+                     paddle::Tensor& cache_lines, paddle::Tensor& cache_slots,
+                     paddle::Tensor& cache_counter, paddle::Tensor& query_cand,
+                     paddle::Tensor& query_stat, paddle::Tensor& query_lines, int max_tree_depth,
+                     float max_spec_factor, float max_spec_offset, float min_token_prob,
+                     int max_draft_tokens, bool pad_to_max, int64_t threshold, int key_len) {
+  constexpr const char* kOp = "suffix_cache_step";
+  const fdspec::SuffixCacheInsertParams ins =
+      insert_params(kOp, token_ids_all, prompt_lens, step_idx, seq_lens_encoder, seq_lens_decoder,
+                    cache_tokens, cache_keys, cache_rows, cache_counts, cache_pairs, cache_lines,
+                    cache_slots, cache_counter, key_len);
+  const fdspec::SuffixCacheQueryParams q =
+      query_params(kOp, token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens,
+                   seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, max_dec_len,
+                   suffix_tokens, suffix_probs, suffix_meta, suffix_source, cache_tokens, cache_keys,
+                   cache_rows, cache_counts, cache_pairs, cache_lines, query_cand, query_stat,
+                   query_lines, max_tree_depth, max_spec_factor, max_spec_offset, min_token_prob,
+                   max_draft_tokens, pad_to_max, threshold, key_len);
+  FDSPEC_RUN_ON_PLACE_WITH(kOp, token_ids_all, fdspec::suffix_cache_step_cpu, fdspec::suffix_cache_step_gpu,
+                           ins, q);
 }
 
 PD_BUILD_OP(suffix_cache_insert)
@@ -254,3 +327,18 @@ PD_BUILD_OP(suffix_cache_query)
     FDSPEC_INPLACE_OUTPUTS("draft_tokens", "seq_lens_this_time", "suffix_tokens", "suffix_probs",
                            "suffix_meta", "suffix_source", "query_cand", "query_stat", "query_lines")
     .SetKernelFn(PD_KERNEL(SuffixCacheQuery));
+
+PD_BUILD_OP(suffix_cache_step)
+    .Inputs({"token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
+             "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len",
+             "suffix_tokens", "suffix_probs", "suffix_meta", "suffix_source", "cache_tokens",
+             "cache_keys", "cache_rows", "cache_counts", "cache_pairs", "cache_lines", "cache_slots",
+             "cache_counter", "query_cand", "query_stat", "query_lines"})
+    .Attrs({"max_tree_depth: int", "max_spec_factor: float", "max_spec_offset: float",
+            "min_token_prob: float", "max_draft_tokens: int", "pad_to_max: bool",
+            "threshold: int64_t", "key_len: int"})
+    FDSPEC_INPLACE_OUTPUTS("draft_tokens", "seq_lens_this_time", "suffix_tokens", "suffix_probs",
+                           "suffix_meta", "suffix_source", "cache_tokens", "cache_keys", "cache_rows",
+                           "cache_counts", "cache_pairs", "cache_lines", "cache_slots", "cache_counter",
+                           "query_cand", "query_stat", "query_lines")
+    .SetKernelFn(PD_KERNEL(SuffixCacheStep));

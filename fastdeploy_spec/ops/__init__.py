@@ -23,7 +23,8 @@ from fastdeploy_spec.ops.speculate_save_output_topk import speculate_save_output
 from fastdeploy_spec.ops.speculate_step_update import speculate_step_update
 from fastdeploy_spec.ops.speculate_verify_greedy import speculate_verify_greedy
 from fastdeploy_spec.ops.suffix_cache import (SuffixCache, suffix_cache_evict, suffix_cache_finish,
-                                              suffix_cache_insert, suffix_cache_query)
+                                              suffix_cache_insert, suffix_cache_query,
+                                              suffix_cache_step)
 from fastdeploy_spec.ops.suffix_match import suffix_match
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "suffix_cache_finish",
     "suffix_cache_insert",
     "suffix_cache_query",
+    "suffix_cache_step",
     "suffix_match",
     "with_cuda",
 ]

@@ -2,8 +2,10 @@
 
 ``SuffixCache`` allocates the cache's device state once; ``suffix_cache_insert`` adds every decoding
 slot's newly accepted tokens, ``suffix_cache_finish`` detaches finished requests (their responses stay
-cached), ``suffix_cache_evict`` drops all but the newest responses, and ``suffix_cache_query`` is ``suffix_match`` with the global draft: per slot the local
-draft if its score is at least the global draft's, else the global one.
+cached), ``suffix_cache_evict`` drops all but the newest responses, and ``suffix_cache_query`` is
+``suffix_match`` with the global draft: per slot the local draft if its score is at least the global
+draft's, else the global one. ``suffix_cache_step`` is a decode step's insert and query as one call
+(what ``SuffixProposer`` runs), faster on the GPU than the two.
 """
 
 from __future__ import annotations
@@ -203,6 +205,14 @@ _QUERY = OpSpec(
     outputs=_MATCH.outputs | {"suffix_source", "query_cand", "query_stat", "query_lines"},
     attrs=(*_MATCH.attrs, ("key_len", INT32)),
 )
+# The query's arguments with the insert's slot states and counter after the cache's tensors.
+_STEP = OpSpec(
+    "suffix_cache_step",
+    tensors=(*_MATCH.tensors, "suffix_source", *_CACHE, "cache_slots", "cache_counter", "query_cand",
+             "query_stat", "query_lines"),
+    outputs=_QUERY.outputs | _INSERT.outputs,
+    attrs=_QUERY.attrs,
+)
 
 
 def suffix_cache_insert(token_ids_all: paddle.Tensor, prompt_lens: paddle.Tensor,
@@ -299,6 +309,48 @@ def suffix_cache_query(
     """
     max_draft_tokens = default_max_draft_tokens(max_draft_tokens, draft_tokens)
     _loader.load().suffix_cache_query(*_QUERY.args(dict(locals(), **_cache_args(_QUERY, cache))))
+
+
+def suffix_cache_step(
+    token_ids_all: Tensor, prompt_lens: Tensor, step_idx: Tensor, draft_token_num: Tensor,
+    draft_tokens: Tensor, seq_lens_this_time: Tensor, seq_lens_encoder: Tensor,
+    seq_lens_decoder: Tensor, max_dec_len: Tensor,
+    suffix_tokens: Tensor, suffix_probs: Tensor, suffix_meta: Tensor, suffix_source: Tensor,
+    cache: SuffixCache,
+    *,
+    max_tree_depth: int = 64, max_spec_factor: float = 1.0, max_spec_offset: float = 0.0,
+    min_token_prob: float = 0.1, max_draft_tokens: int | None = None, pad_to_max: bool = False,
+    threshold: int | None = None,
+) -> None:
+    """``suffix_cache_insert`` then ``suffix_cache_query`` with the same arguments, in one call.
+
+    The results are those of the two calls, bit for bit. On the GPU the step is faster: nothing
+    runs between the insert and the query, so the query starts reading its inputs while the insert
+    still runs (H200, B = 64 with 10k cached responses: 42.4 us a step against 43.0 warm, 52.8
+    against 54.2 cold-L2), and it is one op dispatch on the host instead of two.
+
+    Examples
+    --------
+    Slot 0's response ``5 6 7 8`` is cached and drafts ``7 8`` for slot 1, whose history ends in
+    ``5 6``, in the same step:
+
+    >>> import numpy as np, paddle
+    >>> from fastdeploy_spec.ops.suffix_cache import SuffixCache, suffix_cache_step
+    >>> t = lambda v, d: paddle.to_tensor(np.array(v, d))
+    >>> c = SuffixCache.allocate(rows=4, width=8, slots=2, key_len=2)
+    >>> ids = t([[1, 5, 6, 7, 8, -1, -1, -1, -1], [2, 3, 5, 6, -1, -1, -1, -1, -1]], np.int64)
+    >>> P, s = t([[1], [2]], np.int64), t([[4], [2]], np.int64)
+    >>> drafts, slt = paddle.zeros([2, 4], 'int64'), t([1, 1], np.int32)
+    >>> toks, probs = paddle.zeros([2, 3], 'int64'), paddle.zeros([2, 3])
+    >>> meta, src = t([[0, 0], [0, 0]], np.int32), t([0, 0], np.int32)
+    >>> suffix_cache_step(ids, P, s, t([3, 3], np.int32), drafts, slt, t([0, 0], np.int32),
+    ...                   t([5, 4], np.int32), t([[9], [9]], np.int64), toks, probs, meta, src, c,
+    ...                   max_spec_factor=2.0)
+    >>> c.rows_state.numpy().tolist()[:2], drafts.numpy()[1, 1:3].tolist(), src.numpy().tolist()
+    ([[0, 4], [1, 2]], [7, 8], [0, 1])
+    """
+    max_draft_tokens = default_max_draft_tokens(max_draft_tokens, draft_tokens)
+    _loader.load().suffix_cache_step(*_STEP.args(dict(locals(), **_cache_args(_STEP, cache))))
 
 
 def _cache_args(spec: OpSpec, cache) -> dict:

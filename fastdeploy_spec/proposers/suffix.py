@@ -10,7 +10,7 @@ import paddle
 
 from fastdeploy_spec.ops import suffix_match
 from fastdeploy_spec.ops.suffix_cache import (SuffixCache, suffix_cache_finish, suffix_cache_insert,
-                                              suffix_cache_query)
+                                              suffix_cache_step)
 from fastdeploy_spec.proposers.base import Proposer
 
 
@@ -30,8 +30,8 @@ class SuffixProposer(Proposer):
 
     With ``suffix_decoding_max_cached_requests != 0`` (FastDeploy's default is 10000) the proposer
     also owns the global cache (:class:`~fastdeploy_spec.ops.suffix_cache.SuffixCache`, allocated
-    once): each step ``suffix_cache_insert`` adds the slots' accepted tokens to their cached
-    responses and ``suffix_cache_query`` drafts from both sources. A request's response stays cached
+    once): each step ``suffix_cache_step`` adds the slots' accepted tokens to their cached
+    responses (the insert) and drafts from both sources (the query). A request's response stays cached
     after it finishes, until the ring evicts it. The tokens accepted at a request's last step reach
     its response when its slot is next seen empty (the next step's insert), or in :meth:`reset`,
     before the runner writes a new request into the slot.
@@ -105,8 +105,7 @@ class SuffixProposer(Proposer):
         if self.cache is None:
             suffix_match(*args, **kw)
             return
-        self._insert(s)
-        suffix_cache_query(*args, self.suffix_source, self.cache, **kw)
+        suffix_cache_step(*args, self.suffix_source, self.cache, **kw)
 
     def _insert(self, s: Dict[str, paddle.Tensor]) -> None:
         suffix_cache_insert(s["token_ids_all"], s["prompt_lens"], s["step_idx"],

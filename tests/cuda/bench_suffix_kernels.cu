@@ -280,10 +280,9 @@ cudaError_t cache_step(const DevMatch& d, const DevCache& k, cudaStream_t st) {
   fdspec::SuffixCacheInsertParams ins{m.token_ids_all, m.token_ids_stride, m.prompt_lens, m.step_idx,
                                       m.seq_lens_encoder, m.seq_lens_decoder, k.slots.ptr(),
                                       k.counter.ptr(), m.batch, k.view()};
-  cudaError_t e = fdspec::suffix_cache_insert_gpu(ins, st);
-  if (e != cudaSuccess) return e;
-  fdspec::SuffixCacheQueryParams q{m, k.view(), k.source.ptr(), k.cand.ptr(), k.stat.ptr(), k.line_mask.ptr(), kM};
-  return fdspec::suffix_cache_query_gpu(q, st);
+  const fdspec::SuffixCacheQueryParams q{m,           k.view(),          k.source.ptr(), k.cand.ptr(),
+                                         k.stat.ptr(), k.line_mask.ptr(), kM};
+  return fdspec::suffix_cache_step_gpu(ins, q, st);
 }
 
 // The CPU step on a copy of the device cache state after the first GPU step (the query only: the

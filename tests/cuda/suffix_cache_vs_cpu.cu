@@ -270,8 +270,15 @@ cudaError_t launch_step(const Config& c, const DevSide& d, cudaStream_t stream, 
   const auto qry = d.query_params(c);
   auto& st = harness::selftest();
   if (!st.host_backend) {
-    cudaError_t err = fdspec::suffix_cache_insert_gpu(ins, stream);
-    if (err == cudaSuccess) err = fdspec::suffix_cache_query_gpu(qry, stream);
+    // The step as one call (the query's first reads beside the insert) and as two, turn about.
+    static unsigned steps = 0;
+    cudaError_t err = cudaSuccess;
+    if (++steps % 2 == 0) {
+      err = fdspec::suffix_cache_step_gpu(ins, qry, stream);
+    } else {
+      err = fdspec::suffix_cache_insert_gpu(ins, stream);
+      if (err == cudaSuccess) err = fdspec::suffix_cache_query_gpu(qry, stream);
+    }
     if (err == cudaSuccess) err = fdspec::suffix_cache_finish_gpu(d.finished.ptr(), d.slots.ptr(), c.B, stream);
     if (err == cudaSuccess && evict_keep >= 0) {
       err = fdspec::suffix_cache_evict_gpu(ins.cache, ins.counter, evict_keep, stream);

@@ -13,13 +13,15 @@ from typing import List, Optional
 import numpy as np
 
 from fastdeploy_spec.ops.suffix_cache import (SuffixCache, suffix_cache_evict, suffix_cache_finish,
-                                              suffix_cache_insert, suffix_cache_query)
+                                              suffix_cache_insert, suffix_cache_query,
+                                              suffix_cache_step)
 from tests.helpers import to_place
 from tests.reference.suffix_cache import SuffixCacheRef
 
 QUERY_ARGS = ("token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
               "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len",
               "suffix_tokens", "suffix_probs", "suffix_meta", "suffix_source")
+INSERT_ARGS = ("token_ids_all", "prompt_lens", "step_idx", "seq_lens_encoder", "seq_lens_decoder")
 OUTPUTS = ("draft_tokens", "seq_lens_this_time", "suffix_tokens", "suffix_probs", "suffix_meta",
            "suffix_source")
 
@@ -189,14 +191,21 @@ class Driver:
         return to_place(np.asarray(a), self.place)
 
     def insert(self, step):
-        args = (step.token_ids_all, step.prompt_lens, step.step_idx, step.seq_lens_encoder,
-                step.seq_lens_decoder)
+        args = [getattr(step, n) for n in INSERT_ARGS]
         suffix_cache_insert(*(self.t(a) for a in args), self.cache)
         self.ref.insert(*args)
 
     def query(self, d, **kw):
+        return self._query(suffix_cache_query, d, kw)
+
+    def step(self, d, **kw):
+        """The insert and the query of query inputs ``d`` as one call (suffix_cache_step)."""
+        self.ref.insert(*(d[n] for n in INSERT_ARGS))
+        return self._query(suffix_cache_step, d, kw)
+
+    def _query(self, op, d, kw):
         t = {n: self.t(d[n]) for n in QUERY_ARGS}
-        suffix_cache_query(*(t[n] for n in QUERY_ARGS), self.cache, **kw)
+        op(*(t[n] for n in QUERY_ARGS), self.cache, **kw)
         got = {n: t[n].numpy() for n in OUTPUTS}
         want = self.ref.query(*(d[n] for n in QUERY_ARGS), **kw)
         for n in OUTPUTS:
