@@ -1633,7 +1633,7 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
 }
 
 // Measured (H200, tests/cuda/bench_suffix_kernels.cu, B = 64 with 10k cached responses, warm / cold
-// us per step): 43.0 / 54.2 as two calls, 42.4 / 52.8 as one (docs/perf/suffix_cache_notes.md,
+// us per step, in one run): 43.2 / 54.2 as two calls, 42.5 / 53.1 as one (docs/perf/suffix_cache_notes.md,
 // section 23).
 cudaError_t suffix_cache_step_gpu(const SuffixCacheInsertParams& ins, const SuffixCacheQueryParams& q,
                                   cudaStream_t stream) {
