@@ -109,7 +109,8 @@ fdspec::SuffixCacheInsertParams insert_params(
   return p;
 }
 
-// The query's arguments, checked (op: the name its errors carry).
+// The query's arguments, checked (op: the name its errors carry). checked_cache: the cache's view
+// that insert_params has already built from the same tensors (suffix_cache_step), or null.
 fdspec::SuffixCacheQueryParams query_params(
     const char* kOp, const paddle::Tensor& token_ids_all, const paddle::Tensor& prompt_lens,
     const paddle::Tensor& step_idx, const paddle::Tensor& draft_token_num,
@@ -121,7 +122,8 @@ fdspec::SuffixCacheQueryParams query_params(
     const paddle::Tensor& cache_counts, const paddle::Tensor& cache_pairs,
     const paddle::Tensor& cache_lines, paddle::Tensor& query_cand, paddle::Tensor& query_stat,
     paddle::Tensor& query_lines, int max_tree_depth, float max_spec_factor, float max_spec_offset,
-    float min_token_prob, int max_draft_tokens, bool pad_to_max, int64_t threshold, int key_len) {
+    float min_token_prob, int max_draft_tokens, bool pad_to_max, int64_t threshold, int key_len,
+    const fdspec::SuffixCache* checked_cache = nullptr) {
   FDSPEC_CHECK_DEFINED(fdspec::binding::OpChecks(kOp), suffix_source, cache_tokens, cache_keys,
                        cache_rows, cache_counts, cache_pairs, cache_lines, query_cand, query_stat,
                        query_lines);
@@ -166,8 +168,10 @@ fdspec::SuffixCacheQueryParams query_params(
   c.same_place_as(token_ids_all, "token_ids_all",
                   {{"suffix_source", suffix_source}, {"query_cand", query_cand},
                    {"query_stat", query_stat}, {"query_lines", query_lines}});
-  q.cache = cache_view(c, token_ids_all, "token_ids_all", cache_tokens, cache_keys, cache_rows,
-                       cache_counts, cache_pairs, cache_lines, key_len);
+  q.cache = checked_cache != nullptr
+                ? *checked_cache
+                : cache_view(c, token_ids_all, "token_ids_all", cache_tokens, cache_keys, cache_rows,
+                             cache_counts, cache_pairs, cache_lines, key_len);
   const int64_t words = fdspec::suffix_line_words(q.cache.num_rows, q.cache.width);
   c.that(query_lines.numel() >= words,
          "query_lines must have at least " + std::to_string(words) +
@@ -288,7 +292,7 @@ void SuffixCacheStep(const paddle::Tensor& token_ids_all, const paddle::Tensor& 
                    suffix_tokens, suffix_probs, suffix_meta, suffix_source, cache_tokens, cache_keys,
                    cache_rows, cache_counts, cache_pairs, cache_lines, query_cand, query_stat,
                    query_lines, max_tree_depth, max_spec_factor, max_spec_offset, min_token_prob,
-                   max_draft_tokens, pad_to_max, threshold, key_len);
+                   max_draft_tokens, pad_to_max, threshold, key_len, &ins.cache);
   FDSPEC_RUN_ON_PLACE_WITH(kOp, token_ids_all, fdspec::suffix_cache_step_cpu, fdspec::suffix_cache_step_gpu,
                            ins, q);
 }
