@@ -1166,15 +1166,23 @@ struct SearchShared {
   int n_long;                         // candidates whose first kFirstRound tokens all matched
   int32_t hist[kMaxSuffixTreeDepth];  // candidates with l == L, for L in [L_min, c)
   float local_probs[kMaxSuffixSpecTokens];  // the local draft's probabilities
+  int64_t local_tokens[kMaxSuffixSpecTokens];  // and its tokens (a decoding slot's)
 };
 constexpr int kLoadPer = kMaxSuffixCacheOccurrences / suffix_gpu::kThreads;  // candidates per thread
 constexpr int kFirstRound = 4;  // match tokens compared for every candidate at once
 constexpr size_t kSearchSmem = sizeof(SearchShared);
 static_assert(suffix_gpu::kCandCap >= kMaxSuffixCacheOccurrences, "the core holds every candidate");
 
+// A slot's draft as its search block holds it for the finish: its length and its tokens, in shared
+// memory.
+struct HeldDraft {
+  int64_t m;
+  const int64_t* tokens;
+};
+
 // Slot b's global search and, when its draft scores higher than the local one, the winner written
-// (block-uniform returns).
-__device__ void global_search_slot(const SuffixCacheQueryParams& q, SearchShared& ss) {
+// (block-uniform returns); returns the slot's draft, the winner's.
+__device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, SearchShared& ss) {
   suffix_gpu::CoreShared& sh = ss.core;
   const int64_t b = blockIdx.x;
   const SuffixMatchParams& p = q.m;
@@ -1191,7 +1199,9 @@ __device__ void global_search_slot(const SuffixCacheQueryParams& q, SearchShared
   for (int k = threadIdx.x; k < kMaxSuffixTreeDepth; k += suffix_gpu::kThreads) {
     if (k < c_in) ss.ctx[k] = v.row[v.n - c_in + k];
     if (k < m_local) ss.local_probs[k] = p.suffix_probs[b * K + k];
+    if (decoding && k < m_local) ss.local_tokens[k] = p.suffix_tokens[b * K + k];
   }
+  const HeldDraft local_draft{m_local, ss.local_tokens};
   wait_for_primary_grid();
   allow_dependent_launch();  // the walk waits for this grid's end
 #ifdef FDSPEC_SUFFIX_PROFILE
@@ -1212,12 +1222,12 @@ __device__ void global_search_slot(const SuffixCacheQueryParams& q, SearchShared
     const int k = i * suffix_gpu::kThreads + static_cast<int>(threadIdx.x);
     hist_k[i] = k < kMaxSuffixTreeDepth ? st[kSuffixStatHist + k] : 0;
   }
-  if (c == 0) return;  // not querying (c == c_in otherwise)
+  if (c == 0) return local_draft;  // not querying (c == c_in otherwise)
   const int G = q.cache.key_len;
   const int M = q.max_occurrences;
   // n_G <= M: every hit is a candidate, in the group's list (its rep's list 0), and the match length
   // against this slot's context is measured here; else the slot's own list of hits with l >= L_min.
-  if (list < 0) return;  // no match length with at most M occurrences: the local draft stands
+  if (list < 0) return local_draft;  // no match length with at most M occurrences
   const bool own = list > 0;
   const int lmin = own ? st_lmin : G;
   const int64_t from = own ? b : st_rep;
@@ -1346,7 +1356,7 @@ __device__ void global_search_slot(const SuffixCacheQueryParams& q, SearchShared
   SUFFIX_PROF_SET(13, n);
   SUFFIX_PROF_SET(14, short_end);
   SUFFIX_PROF_SET(15, lmin * 1000 + last_l);
-  if (last_l == 0) return;  // no suffix of length >= L_min occurs: the local draft stands
+  if (last_l == 0) return local_draft;  // no suffix of length >= L_min occurs
 
   // The local draft's score (its probabilities loaded with the context): the global one matters
   // only if it scores strictly higher.
@@ -1357,7 +1367,7 @@ __device__ void global_search_slot(const SuffixCacheQueryParams& q, SearchShared
   suffix_gpu::core_search(sh, CacheSource{q.cache.tokens, ss.next_at, ss.after}, a);
   const suffix_gpu::Best best = sh.best_info;
   SUFFIX_PROF_SET(7, clock64());
-  if (!(best.score > local)) return;  // uniform: every thread reads the same shared best
+  if (!(best.score > local)) return local_draft;  // uniform: every thread reads the same shared best
   suffix_gpu::core_finish(sh, a);
   for (int64_t j = threadIdx.x; j < K; j += suffix_gpu::kThreads) {
     p.suffix_tokens[b * K + j] = j < best.m ? sh.best.tokens[j] : -1;
@@ -1369,6 +1379,7 @@ __device__ void global_search_slot(const SuffixCacheQueryParams& q, SearchShared
     q.source[b] = 1;
   }
   SUFFIX_PROF_SET(8, clock64());
+  return HeldDraft{best.m, sh.best.tokens};
 }
 
 // `finish`: the batch budget cannot bind (suffix_budget_never_binds), so each block also writes its
@@ -1378,8 +1389,9 @@ __device__ void global_search_slot(const SuffixCacheQueryParams& q, SearchShared
 __global__ void __launch_bounds__(suffix_gpu::kThreads, 2) query_search_kernel(SuffixCacheQueryParams q,
                                                                              bool finish) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  global_search_slot(q, *reinterpret_cast<SearchShared*>(smem_raw));  // waits for its predecessor first
-  if (finish) suffix_finish_slot(q.m, blockIdx.x);
+  const HeldDraft d = global_search_slot(q, *reinterpret_cast<SearchShared*>(smem_raw));  // waits first
+  const int64_t b = blockIdx.x;
+  if (finish) suffix_finish_slot(q.m, b, q.m.seq_lens_encoder[b], q.m.seq_lens_decoder[b], d.m, d.tokens);
 }
 
 }  // namespace

@@ -550,16 +550,17 @@ __device__ void write_draft(const SuffixMatchParams& p, int64_t b, const DraftBu
 
 constexpr size_t kSearchSmem = sizeof(SearchShared);
 
-// Slot b's search (block-uniform returns).
-__device__ void search_slot(const SuffixMatchParams& p, SearchShared& sh, int64_t b) {
-  if (!suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b])) return;
+// Slot b's search (block-uniform returns): the length of the draft it writes, whose tokens are in
+// sh.core.best.
+__device__ int search_slot(const SuffixMatchParams& p, SearchShared& sh, int64_t b) {
+  if (!suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b])) return 0;
   const SuffixSlot v = suffix_slot(p, b);
   const int64_t* row = v.row;
   const int64_t n = v.n;
   const int c = static_cast<int>(min_of<int64_t>(p.max_tree_depth, n));
   if (c <= 1 || v.cap == 0) {  // no match length, or every draft is empty: the last L wins
     write_draft(p, b, nullptr, 0, c > 1 ? c - 1 : 0);
-    return;
+    return 0;
   }
 
   // 1. Match lengths, their histogram and the candidate list.
@@ -590,7 +591,7 @@ __device__ void search_slot(const SuffixMatchParams& p, SearchShared& sh, int64_
   const int l0 = sh.l0;
   if (last_l == 0) {  // every occurrence set is the newest one alone: every draft is empty
     write_draft(p, b, nullptr, 0, c - 1);
-    return;
+    return 0;
   }
   // l0 > 1: the list overflowed; keep the occurrences of C[-l0:] (at most kCandCap): for l0 = 2 the
   // second list (n_2 <= kCandCap), for l0 = c none (no match length fits), else a second pass.
@@ -635,6 +636,7 @@ __device__ void search_slot(const SuffixMatchParams& p, SearchShared& sh, int64_
   Best best = sh.core.best_info;
   if (best.score == 0.0f && c - 1 > best.L) best = Best{0.0f, c - 1, 0};
   write_draft(p, b, &sh.core.best, best.m, best.L);
+  return best.m;
 }
 
 // `finish`: the batch budget cannot bind (budget_never_binds), so every slot's outcome is its own
@@ -652,9 +654,9 @@ __global__ void __launch_bounds__(kThreads, 2) suffix_search_kernel(SuffixMatchP
   // wait for this grid's end before they read what it writes).
   wait_for_primary_grid();
   allow_dependent_launch();
-  search_slot(p, sh, b);
+  const int drafted = search_slot(p, sh, b);
   SUFFIX_PROF_SET(9, clock64());
-  if (finish) suffix_finish_slot(p, b);
+  if (finish) suffix_finish_slot(p, b, p.seq_lens_encoder[b], p.seq_lens_decoder[b], drafted, sh.core.best.tokens);
 }
 
 }  // namespace

@@ -22,9 +22,15 @@ struct SuffixWalk {
   // Prefill: a fixed length of max(seq_lens_this_time, 0), written back as that; empty: 0; decoding:
   // base 1 and the search's draft (suffix_meta's length, suffix_tokens' row), padded in graph mode.
   __device__ DeviceWalkSlot slot(int64_t b) const {
+    const int64_t K = p.draft_stride - 1;
+    return slot(b, p.seq_lens_encoder[b], p.seq_lens_decoder[b], [&] { return p.suffix_meta[2 * b]; },
+                p.suffix_tokens + b * K);
+  }
+  // The same from what a search block holds: the slot's lengths, and its draft's length (read only
+  // for a decoding slot) and tokens.
+  template <class Drafted>
+  __device__ DeviceWalkSlot slot(int64_t b, int32_t enc, int32_t dec, Drafted drafted, const int64_t* src) const {
     DeviceWalkSlot w;
-    const int32_t enc = p.seq_lens_encoder[b];
-    const int32_t dec = p.seq_lens_decoder[b];
     w.counted = suffix_is_counted(enc, dec);
     if (enc > 0) {
       w.base = max_of<int32_t>(p.seq_lens_this_time[b], 0);
@@ -36,22 +42,27 @@ struct SuffixWalk {
     w.padded = p.pad_to_max;
     w.base = 1;
     w.budget = K;
-    w.untruncated = clamp_to<int64_t>(p.suffix_meta[2 * b], 0, K);
-    w.src = p.suffix_tokens + b * K;
+    w.untruncated = clamp_to<int64_t>(drafted(), 0, K);
+    w.src = src;
     return w;
   }
 };
 
-// Slot b's outcome written as the walk writes it when the budget cannot bind (every draft kept):
-// after every thread of the block has written the slot's suffix outputs, thread 0 writes its
-// draft_tokens and seq_lens_this_time (suffix_budget_never_binds decides on the host).
-__device__ __forceinline__ void suffix_finish_slot(const SuffixMatchParams& p, int64_t b) {
-  __syncthreads();  // the slot's suffix_tokens row and suffix_meta are written
-  if (threadIdx.x == 0) {
-    const SuffixWalk walk{p};
-    const DeviceWalkSlot w = walk.slot(b);
-    ngram_walk_finish(walk.outputs(), b, w, w.src, w.processed ? w.untruncated : 0);
-  }
+// Slot b's outcome written as the walk writes it when the budget cannot bind (every draft kept), by
+// warp 0 of the block, a lane per column, from what the block holds: the slot's encoder and decoder
+// lengths and its draft, `drafted` tokens at `draft` in shared memory. Thread 0 reading back the
+// suffix row and length the block had just written put a chain of round trips at the end of every
+// block (the length, then each token's load after the store before it): H200, warm us per step,
+// suffix_match 8.33 -> 7.92 at B = 8 with 1k-token histories, 13.13 -> 12.70 at B = 64 with 8k; the
+// global cache's step 42.2 -> 42.1 at B = 64 with 10k cached responses (docs/perf/suffix_cache_notes.md,
+// section 24).
+__device__ __forceinline__ void suffix_finish_slot(const SuffixMatchParams& p, int64_t b, int32_t enc, int32_t dec,
+                                                   int64_t drafted, const int64_t* draft) {
+  __syncthreads();  // the draft is complete, and every thread has read what the outputs overwrite
+  if (threadIdx.x >= 32) return;
+  const SuffixWalk walk{p};
+  const DeviceWalkSlot w = walk.slot(b, enc, dec, [&] { return drafted; }, draft);
+  ngram_walk_finish(walk.outputs(), b, w, w.src, w.processed ? w.untruncated : 0, static_cast<int>(threadIdx.x), 32);
 }
 
 }  // namespace fdspec
