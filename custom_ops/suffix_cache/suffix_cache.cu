@@ -156,13 +156,27 @@ __device__ __forceinline__ bool begins_request(int32_t enc, int32_t dec, int64_t
   return suffix_is_decoding(enc, dec) && (state == kSuffixSlotFree || state >= base);
 }
 
-// Block b's slot: its state (read by every thread before a barrier: thread 0 rewrites it), its row,
-// its new tokens. Block-uniform returns.
-__device__ void insert_slot(const SuffixCacheInsertParams& p, int64_t b, int64_t state, int64_t base,
+// What block b reads of its own slot first, in the round trip of the slot states and the counter:
+// its state (before any barrier: thread 0 rewrites it), lengths, prompt length and step; and, for a
+// slot that continues a request, its row's owner and length right after, beside the counting. The
+// row is read before the call's new requests are known, and used only when none of them takes it
+// (their blocks rewrite it). Read after the counting, one round trip after another, they made the
+// insert 2.29 us in the profile build's breakdown, 1.98 now (H200, B = 64 with 10k cached
+// responses; the step 42.24 -> 42.04 us warm: docs/perf/suffix_cache_notes.md, section 24).
+struct InsertSlotIn {
+  int64_t state;
+  int32_t enc, dec;
+  int64_t prompt, step;
+  int64_t owner, have;  // state >= 0: the row's
+};
+
+// Block b's slot: its row, its new tokens. Block-uniform returns.
+__device__ void insert_slot(const SuffixCacheInsertParams& p, int64_t b, const InsertSlotIn& in, int64_t base,
                             int64_t before, int64_t total) {
   const SuffixCache& c = p.cache;
   const int64_t R = c.num_rows;
-  const int32_t enc = p.seq_lens_encoder[b], dec = p.seq_lens_decoder[b];
+  const int64_t state = in.state;
+  const int32_t enc = in.enc, dec = in.dec;
   const bool decoding = suffix_is_decoding(enc, dec);
   const bool closing = suffix_is_closing(enc, dec, state);
   if (!decoding && !closing) {
@@ -181,15 +195,15 @@ __device__ void insert_slot(const SuffixCacheInsertParams& p, int64_t b, int64_t
     if (threadIdx.x == 0) p.slots[b] = closing ? kSuffixSlotFree : kSuffixSlotDetached;
     return;
   }
-  const int64_t owner = c.rows[2 * r];
-  int64_t have = c.rows[2 * r + 1];
+  const int64_t owner = begins ? c.rows[2 * r] : in.owner;
+  int64_t have = begins ? c.rows[2 * r + 1] : in.have;
   if (!begins && owner != q) {  // evicted while active
     if (threadIdx.x == 0) p.slots[b] = closing ? kSuffixSlotFree : kSuffixSlotDetached;
     return;
   }
   const int64_t W = p.token_ids_stride;
-  const int64_t P = clamp_to<int64_t>(p.prompt_lens[b], 0, W);
-  const int64_t s = clamp_to<int64_t>(p.step_idx[b], 0, W - P);
+  const int64_t P = clamp_to<int64_t>(in.prompt, 0, W);
+  const int64_t s = clamp_to<int64_t>(in.step, 0, W - P);
   const int64_t* resp = p.token_ids_all + b * W + P;
   if (begins) {  // the row's previous response (empty: length 0) leaves the counts and the filter
     uncount_row(c, r, have);
@@ -225,6 +239,13 @@ __global__ void __launch_bounds__(kInsertThreads) insert_kernel(SuffixCacheInser
   allow_dependent_launch();
   const int64_t b = blockIdx.x, B = p.batch;
   const unsigned long long low = kInsertTicket - 1;
+  InsertSlotIn in;
+  in.state = p.slots[b];
+  in.enc = p.seq_lens_encoder[b];
+  in.dec = p.seq_lens_decoder[b];
+  in.prompt = p.prompt_lens[b];
+  in.step = p.step_idx[b];
+  in.owner = in.have = 0;
   // The slots before b that begin a request (low 32 bits: all of them), their states loaded before
   // the counter's read returns.
   int64_t counted = 0;
@@ -239,7 +260,14 @@ __global__ void __launch_bounds__(kInsertThreads) insert_kernel(SuffixCacheInser
       state[u] = i < B ? *reinterpret_cast<volatile const int64_t*>(&p.slots[i]) : kSuffixSlotDetached;
     }
     if (first == 0) {
-      if (threadIdx.x == 0) read_at = atomicAdd(reinterpret_cast<unsigned long long*>(p.counter), kInsertTicket);
+      unsigned long long got = 0;
+      if (threadIdx.x == 0) got = atomicAdd(reinterpret_cast<unsigned long long*>(p.counter), kInsertTicket);
+      if (in.state >= 0) {
+        const int64_t r = in.state % p.cache.num_rows;
+        in.owner = p.cache.rows[2 * r];
+        in.have = p.cache.rows[2 * r + 1];
+      }
+      if (threadIdx.x == 0) read_at = got;
       __syncthreads();
     }
     const int64_t base = static_cast<int64_t>(read_at & low);
@@ -249,13 +277,12 @@ __global__ void __launch_bounds__(kInsertThreads) insert_kernel(SuffixCacheInser
       if (begins_request(enc[u], dec[u], state[u], base)) counted += (i < b ? int64_t{1} << 32 : 0) + 1;
     }
   }
-  const int64_t own = p.slots[b];  // before the barrier below: no thread of this block has written it
   counted = block_sum<kInsertThreads>(counted, warp_sums);
   const unsigned long long ticket = read_at >> 40;
   const int64_t base = static_cast<int64_t>(read_at & low);
   const int64_t total = counted & 0xffffffff, before = counted >> 32;
   if (ticket == static_cast<unsigned long long>(B - 1) && !may_lose && threadIdx.x == 0) *p.counter = base + total;
-  insert_slot(p, b, own, base, before, total);
+  insert_slot(p, b, in, base, before, total);
   if (!may_lose) return;
   // Every block has finished: the last one detaches the requests that lost their rows and writes the
   // count.
