@@ -9,7 +9,8 @@
 # included, of its 64 MiB with the tree: five variants at most), every variant built:
 #   bash scripts/dev/suffix_variants.sh run [checks] [ab] [profile]   (all three when none is named)
 #     checks   the variant's own tests/cuda/run_cuda_checks.sh on its two suffix harnesses: full, then
-#              quick under memcheck, racecheck and initcheck (TOOLS as there); stops at a failure
+#              quick under memcheck, racecheck and initcheck (TOOLS as there); stops at a failure;
+#              a line per run in $OUT/checks.log, each variant's output in $OUT/NAME.checks.log
 #     ab       bench_suffix_kernels --quick --only cache-10k, two rounds, the variants interleaved
 #     profile  the profile build's --profile cache 64 10000 summary and its --breakdown 64 10000
 # VARIANTS="one two" limits a run to those (a variant's checks take several minutes, a device call
@@ -59,11 +60,17 @@ case "$mode" in
     for stage in $stages; do
       case "$stage" in
         checks)
+          # One line per run in $OUT/checks.log (the device tool returns a few files, and a long
+          # call's output keeps only its tail); the full logs stay in $OUT/<variant>/.
           for v in $names; do
             echo "== $v ($(cat "$dir/$v/commit"))"
             HARNESSES=$harnesses CHECKS_LOGDIR=$OUT/$v bash "$dir/$v/src/tests/cuda/run_cuda_checks.sh" 90 "$dir/$v" \
-              || exit 1
-          done
+              > "$OUT/$v.checks.log" 2>&1
+            rc=$?
+            grep -E "^== .*(full|memcheck|racecheck|initcheck) |^run_cuda_checks" "$OUT/$v.checks.log"
+            [ $rc = 0 ] || { echo "$v: checks FAILED (rc $rc)"; exit 1; }
+          done 2>&1 | tee "$OUT/checks.log"
+          [ "${PIPESTATUS[0]}" = 0 ] || exit 1
           ;;
         ab)
           for round in 1 2; do
