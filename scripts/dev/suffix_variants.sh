@@ -11,7 +11,8 @@
 #     checks   the variant's own tests/cuda/run_cuda_checks.sh on its two suffix harnesses: full, then
 #              quick under memcheck, racecheck and initcheck (TOOLS as there); stops at a failure;
 #              a line per run in $OUT/checks.log, each variant's output in $OUT/NAME.checks.log
-#     ab       bench_suffix_kernels --quick --only cache-10k, two rounds, the variants interleaved
+#     ab       bench_suffix_kernels --quick --only cache-10k, two rounds, the variants interleaved;
+#              AB_ONLY=cache-64 for issue 20's row and its two other texts at B = 64 alone (quicker)
 #     profile  the profile build's --profile cache 64 10000 summary and its --breakdown 64 10000
 # VARIANTS="one two" limits a run to those (a variant's checks take several minutes, a device call
 # at most ten). Logs go to $OUT (or ./results/variants).
@@ -76,7 +77,7 @@ case "$mode" in
           for round in 1 2; do
             for v in $names; do
               echo "== $v ($(cat "$dir/$v/commit")), round $round"
-              "$dir/$v/bench" --quick --only cache-10k | grep "^cache"
+              "$dir/$v/bench" --quick --only "${AB_ONLY:-cache-10k}" | grep "^cache"
             done
           done 2>&1 | tee "$OUT/ab.log"
           ;;

@@ -16,7 +16,7 @@
 //   nvcc -std=c++17 -O3 -arch=sm_90a -DFDSPEC_WITH_CUDA -Icustom_ops -I$CUDA_HOME/include/cccl \
 //        tests/cuda/bench_suffix_kernels.cu custom_ops/suffix_match/suffix_match{.cu,_cpu.cc} \
 //        custom_ops/suffix_cache/suffix_cache{.cu,_cpu.cc} -o build/bench_suffix_kernels
-//   build/bench_suffix_kernels [--json FILE] [--quick] [--only match|cache|cache-10k]
+//   build/bench_suffix_kernels [--json FILE] [--quick] [--only match|cache|cache-10k|cache-64]
 //   build/bench_suffix_kernels --profile match|cache B N [SEED]   (a few plain steps, for nsys / ncu;
 //                                                                  the cache's texts from SEED, default 5)
 //   build/bench_suffix_kernels --stages B N   (suffix_match: the search and the walk timed apart; with
@@ -360,6 +360,7 @@ Result bench_cache(int64_t B, const HostCache& h, const bench::Flusher& fl, cuda
   time_step(st, fl, quick, [&](cudaStream_t s) { return cache_step(d, k, s); }, &warm, &cold);
   CHECK(cudaStreamSynchronize(st));
   if (check) checked = (cache_same(c, d, k, &wins) && checked == 1) ? 1 : 0;
+  if (local == nullptr) return Result{"cache insert+query", B, h.R, warm, cold, wins, checked};
   // The query's local part alone (suffix_match on the same slots), after the checks: it overwrites
   // the outputs. The rest of the step is the insert and the global search.
   double local_warm = 0, local_cold = 0;
@@ -521,7 +522,7 @@ int main(int argc, char** argv) {
 #ifdef FDSPEC_SUFFIX_PROFILE
   if (argc > 1 && std::string(argv[1]) == "--breakdown") return breakdown(argc, argv);
 #endif
-  const bench::Options opt = bench::parse_options(argc, argv, "match|cache|cache-10k");
+  const bench::Options opt = bench::parse_options(argc, argv, "match|cache|cache-10k|cache-64");
   if (!opt.ok) return 2;
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -540,6 +541,23 @@ int main(int argc, char** argv) {
         res.push_back(bench_match(B, N, fl, st.get(), opt.quick));
         show(res.back());
       }
+    }
+  }
+  if (opt.only == "cache-64") {
+    // Issue 20's row and the same row of the two other texts, the step alone (checked, no local
+    // or unfiltered timing): the quickest A/B of a kernel variant.
+    Texts texts(5);
+    HostCache h;
+    for (int64_t n : kCachedResponses) {
+      if (n <= 10000) h = fill_cache(n, texts);  // the smaller caches first: the texts' random stream
+    }
+    res.push_back(bench_cache(64, h, fl, st.get(), opt.quick, true, nullptr, nullptr));
+    show(res.back());
+    for (uint64_t seed : {6, 7}) {
+      Texts other(seed);
+      res.push_back(bench_cache(64, fill_cache(10000, other), fl, st.get(), opt.quick, true, nullptr, nullptr));
+      res.back().op = "cache, texts " + std::to_string(seed);
+      show(res.back());
     }
   }
   if (opt.only.empty() || opt.only == "cache" || opt.only == "cache-10k") {
