@@ -237,6 +237,18 @@ HostCache fill_cache(int64_t n, Texts& texts) {
   return h;
 }
 
+// The bench's cache of up to n responses from the texts of `seed`: texts 5 are main's rows, whose
+// caches are filled smallest first from one random stream (so that each row's cache is the one main
+// times: the largest of kCachedResponses <= n); another seed's cache of exactly n is filled alone.
+HostCache texts_cache(int64_t n, uint64_t seed) {
+  Texts texts(seed);
+  HostCache h;
+  for (int64_t m : kCachedResponses) {
+    if (m <= n && (seed == 5 || m == n)) h = fill_cache(m, texts);
+  }
+  return h;
+}
+
 // B decoding slots: a Zipf prompt, then a response that copies the start of a cached one.
 Match make_query(int64_t B, const HostCache& h) {
   Zipf z(static_cast<uint64_t>(B));
@@ -360,7 +372,8 @@ Result bench_cache(int64_t B, const HostCache& h, const bench::Flusher& fl, cuda
   time_step(st, fl, quick, [&](cudaStream_t s) { return cache_step(d, k, s); }, &warm, &cold);
   CHECK(cudaStreamSynchronize(st));
   if (check) checked = (cache_same(c, d, k, &wins) && checked == 1) ? 1 : 0;
-  if (local == nullptr) return Result{"cache insert+query", B, h.R, warm, cold, wins, checked};
+  const Result step{"cache insert+query", B, h.R, warm, cold, wins, checked};
+  if (local == nullptr) return step;  // the step alone
   // The query's local part alone (suffix_match on the same slots), after the checks: it overwrites
   // the outputs. The rest of the step is the insert and the global search.
   double local_warm = 0, local_cold = 0;
@@ -375,7 +388,7 @@ Result bench_cache(int64_t B, const HostCache& h, const bench::Flusher& fl, cuda
   time_step(st, fl, quick, [&](cudaStream_t s) { return cache_step(d, k, s); }, &base_warm, &base_cold);
   CHECK(cudaStreamSynchronize(st));
   *unfiltered = Result{"  without line filter", B, h.R, base_warm, base_cold, 0, -1};
-  return Result{"cache insert+query", B, h.R, warm, cold, wins, checked};
+  return step;
 }
 
 #ifdef FDSPEC_SUFFIX_PROFILE
@@ -419,11 +432,7 @@ int breakdown(int argc, char** argv) {
   if (argc < 4) return 2;
   const int64_t B = std::atoll(argv[2]), N = std::atoll(argv[3]);
   harness::Stream st;
-  Texts texts(5);
-  HostCache h;
-  for (int64_t n : kCachedResponses) {
-    if (n <= N) h = fill_cache(n, texts);
-  }
+  const HostCache h = texts_cache(N, 5);
   Match c = make_query(B, h);
   DevMatch d(c);
   DevCache k(h, B);
@@ -492,11 +501,7 @@ int profile(int argc, char** argv) {
   } else {
     // The bench's caches: texts 5, the smaller caches filled first (or another seed's N alone).
     const uint64_t seed = argc > 5 ? std::strtoull(argv[5], nullptr, 10) : 5;
-    Texts texts(seed);
-    HostCache h;
-    for (int64_t n : kCachedResponses) {
-      if (n <= N && (seed == 5 || n == N)) h = fill_cache(n, texts);
-    }
+    const HostCache h = texts_cache(N, seed);
     Match c = make_query(B, h);
     DevMatch d(c);
     DevCache k(h, B);
@@ -546,17 +551,9 @@ int main(int argc, char** argv) {
   if (opt.only == "cache-64") {
     // Issue 20's row and the same row of the two other texts, the step alone (checked, no local
     // or unfiltered timing): the quickest A/B of a kernel variant.
-    Texts texts(5);
-    HostCache h;
-    for (int64_t n : kCachedResponses) {
-      if (n <= 10000) h = fill_cache(n, texts);  // the smaller caches first: the texts' random stream
-    }
-    res.push_back(bench_cache(64, h, fl, st.get(), opt.quick, true, nullptr, nullptr));
-    show(res.back());
-    for (uint64_t seed : {6, 7}) {
-      Texts other(seed);
-      res.push_back(bench_cache(64, fill_cache(10000, other), fl, st.get(), opt.quick, true, nullptr, nullptr));
-      res.back().op = "cache, texts " + std::to_string(seed);
+    for (uint64_t seed : {5, 6, 7}) {
+      res.push_back(bench_cache(64, texts_cache(10000, seed), fl, st.get(), opt.quick, true, nullptr, nullptr));
+      if (seed != 5) res.back().op = "cache, texts " + std::to_string(seed);
       show(res.back());
     }
   }
