@@ -92,9 +92,11 @@ struct StepAcc {
   unsigned cnt;
   unsigned members;
   unsigned ties;
-  unsigned long long pick;  // (creator << 32) | entry, the least reported (atomics: no racing stores)
+  unsigned pick;  // creator * kCandCap + entry, the least reported (atomics: no racing stores; 32
+                  // bits, as 64-bit shared atomics are compare-and-swap loops)
 };
-constexpr StepAcc kStepAccClean{0u, 0u, 0u, ~0ull};
+constexpr StepAcc kStepAccClean{0u, 0u, 0u, ~0u};
+static_assert(static_cast<uint64_t>(kCandCap) * kCandCap <= (uint64_t{1} << 32), "a pick fits in 32 bits");
 
 // A tie between entries with the largest count goes to the least key among their members.
 struct TieTop {
@@ -152,7 +154,8 @@ struct CoreShared {
   int32_t runs[kMaxSuffixTreeDepth + 1];  // warp path: first match length of each run, then hi + 1
   int n_runs;
   Best warp_best[kWarps];
-  unsigned long long warp_top;        // warp path: the best (score, L) of the runs walked so far
+  unsigned warp_top;                  // warp path: the best score of the runs walked so far (its bits)
+  uint8_t cut_of[kMaxSuffixTreeDepth];  // warp path: draft_cut(L) for L in [warp_lo, hi]
   Best best_info;
   int best_from_warp;                 // w + 1: best_info came from warp w's path (0: not)
   int n;                              // candidates (set by the caller)
@@ -398,12 +401,12 @@ __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit
       const unsigned e = sh.cslot[j];
       if (idx[e] == static_cast<uint32_t>(j) + 1 && cnt[e] == top) {
         atomicAdd(&acc.ties, 1u);
-        atomicMin(&acc.pick, static_cast<unsigned long long>(j) << 32 | e);
+        atomicMin(&acc.pick, static_cast<unsigned>(j) * kCandCap + e);
       }
     }
     __syncthreads();
     SUFFIX_PROF_LAP(27, lap);
-    unsigned long long pick = acc.pick;
+    unsigned pick = acc.pick;
     if (acc.ties > 1) {
       // The other table is clean: its words at the tied entries hold their least keys, then are
       // zeroed again.
@@ -425,11 +428,11 @@ __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit
         least[e] = 0;
       }
       tie = TieReduce(sh.reduce.tie).Reduce(tie, TieTopMerge());
-      if (threadIdx.x == 0) acc.pick = static_cast<unsigned long long>(tie.owner) << 32 | tie.slot;
+      if (threadIdx.x == 0) acc.pick = tie.owner * kCandCap + tie.slot;
       __syncthreads();
       pick = acc.pick;
     }
-    const unsigned slot = static_cast<unsigned>(pick & 0xffffffffu), owner = static_cast<unsigned>(pick >> 32);
+    const unsigned slot = pick % kCandCap, owner = pick / kCandCap;
     SUFFIX_PROF_LAP(28, lap);
     if (threadIdx.x == owner % kThreads) {  // the owner's thread: it alone writes ntok[owner]
       sh.cur.tokens[m - 1] = sh.ntok[owner];
@@ -494,6 +497,12 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
     sh.warp_top = 0;
   }
   if (lane == 0) sh.warp_best[warp] = Best{0.0f, 0, 0};
+  // Each match length's cut, once per block: the runs' loops below read it for every L of a run,
+  // where each evaluation was a chain of float and double conversions.
+  static_assert(kMaxSuffixSpecTokens <= 255, "a cut fits in a byte");
+  for (int L = a.warp_lo + static_cast<int>(threadIdx.x); L <= a.hi; L += kThreads) {
+    sh.cut_of[L] = static_cast<uint8_t>(draft_cut(L, a));
+  }
   __syncthreads();
   const int n = sh.n;
   if (a.warp_lo <= a.hi) {
@@ -570,11 +579,12 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
     for (int r = sh.n_runs - 1 - warp; r >= 0; r -= kWarps) {
       const int first = sh.runs[r], last = sh.runs[r + 1] - 1;
       unsigned cut = 0;  // <= 64
-      for (int L = first + lane; L <= last; L += 32) cut = max(cut, static_cast<unsigned>(draft_cut(L, a)));
+      for (int L = first + lane; L <= last; L += 32) cut = max(cut, static_cast<unsigned>(sh.cut_of[L]));
       cut = __reduce_max_sync(kFull, cut);
-      const unsigned long long ceiling =
-          (static_cast<unsigned long long>(__float_as_uint(static_cast<float>(cut))) << 32) | static_cast<unsigned>(last);
-      const unsigned long long top = __shfl_sync(kFull, lane == 0 ? atomicAdd(&sh.warp_top, 0ull) : 0ull, 0);
+      // The scores alone, 32-bit atomics (the 64-bit (score, L) key's were compare-and-swap loops):
+      // a run whose ceiling only ties a walked score is walked, which prunes a little less.
+      const unsigned ceiling = __float_as_uint(static_cast<float>(cut));
+      const unsigned top = __shfl_sync(kFull, lane == 0 ? atomicAdd(&sh.warp_top, 0u) : 0u, 0);
       if (!(static_cast<float>(cut) > a.bar) || ceiling < top) {
         SUFFIX_PROF_ADD(19, 1);
         continue;  // uniform over the warp
@@ -586,7 +596,7 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
       // The run's best (score, L): scores are >= 0, so their bits order like the floats.
       unsigned long long mine = 0;
       for (int L = first + lane; L <= last; L += 32) {
-        const int mL = static_cast<int>(min_of<int64_t>(m, draft_cut(L, a)));
+        const int mL = min(m, static_cast<int>(sh.cut_of[L]));
         const unsigned long long e = (static_cast<unsigned long long>(__float_as_uint(prefix[mL])) << 32) |
                                      static_cast<unsigned>(L);
         mine = mine > e ? mine : e;
@@ -595,10 +605,10 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
         const unsigned long long other = __shfl_xor_sync(kFull, mine, o);
         mine = mine > other ? mine : other;
       }
-      if (lane == 0) atomicMax(&sh.warp_top, mine);
+      if (lane == 0) atomicMax(&sh.warp_top, static_cast<unsigned>(mine >> 32));
       // The draft of L is the path's first mL tokens: the warp keeps the best one's (no second walk).
       const int L = static_cast<int>(mine & 0xffffffffu);
-      const int mL = static_cast<int>(min_of<int64_t>(m, draft_cut(L, a)));
+      const int mL = min(m, static_cast<int>(sh.cut_of[L]));
       const bool better = beats(prefix[mL], L, sh.warp_best[warp]);
       __syncwarp();
       if (better) {
