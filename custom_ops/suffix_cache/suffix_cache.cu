@@ -54,7 +54,7 @@
 // the same tokens computes the same drafts.
 //
 // Cost and limits (tests/cuda/bench_suffix_kernels.cu, G = 1, 10k cached responses of ~300 tokens,
-// a budget that never binds; docs/perf/suffix_cache_notes.md, sections 16 to 24): at B = 64, 42.0 us
+// a budget that never binds; docs/perf/suffix_cache_notes.md, sections 16 to 26): at B = 64, 41.9 us
 // a step on an H200 as suffix_cache_step_gpu (48.5 for b677a38's kernels there, 49 on an H100; 225
 // when these notes began), issue 20's target being 40. Warm, stage by stage (the bench's
 // --breakdown, profile build, H200, 0e84608): insert 2.0 us, prep and the line mask 3.8, the scan
