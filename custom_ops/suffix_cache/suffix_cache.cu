@@ -1457,6 +1457,15 @@ void suffix_cache_profile_print(int64_t blocks, double clock_khz) {
     if (h[b][22] != 0 && h[b][23] != 0 && h[b][5] != 0) {  // the warp path: its set, sorted and loaded, walked
       std::printf(" (warp: set %.2f, sorted %.2f, walked %.2f)", (h[b][22] - h[b][1]) / clock_khz * 1e3,
                   (h[b][23] - h[b][22]) / clock_khz * 1e3, (h[b][5] - h[b][23]) / clock_khz * 1e3);
+      // Their parts, by thread 0's clock: set = the caller's local score, the cuts, the set's
+      // members; sorted = the ranks, the continuations' loads, the runs; walked = warp 0's own runs,
+      // then the wait for the other warps and the best over them.
+      auto us = [&](int from, int to) { return (h[b][to] - h[b][from]) / clock_khz * 1e3; };
+      if (h[b][12] != 0 && h[b][9] != 0 && h[b][30] != 0 && h[b][31] != 0 && h[b][4] != 0) {
+        std::printf(" (set: local %.2f, cuts %.2f, members %.2f; sorted: ranks %.2f, loads %.2f, runs %.2f;"
+                    " walked: warp 0 %.2f, rest %.2f)",
+                    us(1, 12), us(12, 9), us(9, 22), us(22, 30), us(30, 31), us(31, 23), us(23, 4), us(4, 5));
+      }
     }
     if (h[b][10] != 0) {  // the block path's walks, their steps' parts summed
       std::printf(" (block: set %.2f, loads+clear %.2f, count %.2f, top %.2f, tie %.2f, rest %.2f)",

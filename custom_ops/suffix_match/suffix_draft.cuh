@@ -490,6 +490,7 @@ template <class Src>
 __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
+  SUFFIX_PROF_SET(12, clock64());
   if (threadIdx.x == 0) {
     sh.small_n = 0;
     sh.best_info = Best{0.0f, 0, 0};
@@ -504,6 +505,7 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
     sh.cut_of[L] = static_cast<uint8_t>(draft_cut(L, a));
   }
   __syncthreads();
+  SUFFIX_PROF_SET(9, clock64());
   const int n = sh.n;
   if (a.warp_lo <= a.hi) {
     for (int j = threadIdx.x; j < n; j += kThreads) {
@@ -522,6 +524,7 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
       const unsigned long long mine = lane < small_n ? sh.key[me] : ~0ull;
       int rank = 0;
       for (int j = 0; j < small_n; ++j) rank += __shfl_sync(kFull, mine, j) < mine;
+      SUFFIX_PROF_SET(30, clock64());
       if (lane < small_n) {
         sh.wkey[rank] = mine;
         sh.wlen[rank] = sh.len[me];
@@ -540,6 +543,13 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
         sh.avail[rank] = src.avail(me, mine, window);
       }
       __syncwarp();
+#ifdef FDSPEC_SUFFIX_PROFILE
+      if (lane == 0) {
+        volatile int64_t sink = sh.cont[0][0];  // the loads have landed
+        (void)sink;
+      }
+#endif
+      SUFFIX_PROF_SET(31, clock64());
     }
     // Runs of match lengths with the same occurrence set: a new run starts at L when some candidate
     // has l = L - 1. Within a run the greedy path is the same (the set decides every step and every
@@ -620,6 +630,7 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
       }
       __syncwarp();
     }
+    SUFFIX_PROF_SET(4, clock64());  // warp 0's runs walked (thread 0's clock)
     __syncthreads();
     if (warp == 0) {  // the best over the warps: (score, L) keys are unique (runs are disjoint)
       const Best wb = lane < kWarps ? sh.warp_best[lane] : Best{0.0f, 0, 0};
