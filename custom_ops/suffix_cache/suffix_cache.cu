@@ -1461,10 +1461,10 @@ void suffix_cache_profile_print(int64_t blocks, double clock_khz) {
       // members; sorted = the ranks, the continuations' loads, the runs; walked = warp 0's own runs,
       // then the wait for the other warps and the best over them.
       auto us = [&](int from, int to) { return (h[b][to] - h[b][from]) / clock_khz * 1e3; };
-      if (h[b][12] != 0 && h[b][9] != 0 && h[b][30] != 0 && h[b][31] != 0 && h[b][4] != 0) {
+      if (h[b][32] != 0 && h[b][33] != 0 && h[b][34] != 0 && h[b][35] != 0 && h[b][36] != 0) {
         std::printf(" (set: local %.2f, cuts %.2f, members %.2f; sorted: ranks %.2f, loads %.2f, runs %.2f;"
                     " walked: warp 0 %.2f, rest %.2f)",
-                    us(1, 12), us(12, 9), us(9, 22), us(22, 30), us(30, 31), us(31, 23), us(23, 4), us(4, 5));
+                    us(1, 32), us(32, 33), us(33, 22), us(22, 34), us(34, 35), us(35, 23), us(23, 36), us(36, 5));
       }
     }
     if (h[b][10] != 0) {  // the block path's walks, their steps' parts summed

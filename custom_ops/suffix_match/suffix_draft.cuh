@@ -46,7 +46,7 @@ static_assert((kCandCap & (kCandCap - 1)) == 0, "the next-token table is indexed
 #ifdef FDSPEC_SUFFIX_PROFILE
 // Bench-only instrumentation (tests/cuda/bench_suffix_kernels.cu --stages): thread 0's clock64() at
 // the end of each stage of a block, and a few counters (stage indices: suffix_match.cu).
-constexpr int kProfBlocks = 4096, kProfSlots = 32;
+constexpr int kProfBlocks = 4096, kProfSlots = 40;
 static __device__ long long g_suffix_prof[kProfBlocks][kProfSlots];
 #define SUFFIX_PROF_SET(k, v)                                                          \
   do {                                                                                \
@@ -490,7 +490,7 @@ template <class Src>
 __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
-  SUFFIX_PROF_SET(12, clock64());
+  SUFFIX_PROF_SET(32, clock64());
   if (threadIdx.x == 0) {
     sh.small_n = 0;
     sh.best_info = Best{0.0f, 0, 0};
@@ -505,7 +505,7 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
     sh.cut_of[L] = static_cast<uint8_t>(draft_cut(L, a));
   }
   __syncthreads();
-  SUFFIX_PROF_SET(9, clock64());
+  SUFFIX_PROF_SET(33, clock64());
   const int n = sh.n;
   if (a.warp_lo <= a.hi) {
     for (int j = threadIdx.x; j < n; j += kThreads) {
@@ -524,7 +524,7 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
       const unsigned long long mine = lane < small_n ? sh.key[me] : ~0ull;
       int rank = 0;
       for (int j = 0; j < small_n; ++j) rank += __shfl_sync(kFull, mine, j) < mine;
-      SUFFIX_PROF_SET(30, clock64());
+      SUFFIX_PROF_SET(34, clock64());
       if (lane < small_n) {
         sh.wkey[rank] = mine;
         sh.wlen[rank] = sh.len[me];
@@ -549,7 +549,7 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
         (void)sink;
       }
 #endif
-      SUFFIX_PROF_SET(31, clock64());
+      SUFFIX_PROF_SET(35, clock64());
     }
     // Runs of match lengths with the same occurrence set: a new run starts at L when some candidate
     // has l = L - 1. Within a run the greedy path is the same (the set decides every step and every
@@ -630,7 +630,7 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
       }
       __syncwarp();
     }
-    SUFFIX_PROF_SET(4, clock64());  // warp 0's runs walked (thread 0's clock)
+    SUFFIX_PROF_SET(36, clock64());  // warp 0's runs walked (thread 0's clock)
     __syncthreads();
     if (warp == 0) {  // the best over the warps: (score, L) keys are unique (runs are disjoint)
       const Best wb = lane < kWarps ? sh.warp_best[lane] : Best{0.0f, 0, 0};
