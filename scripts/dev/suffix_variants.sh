@@ -14,6 +14,9 @@
 #     ab       bench_suffix_kernels --quick --only cache-10k, two rounds, the variants interleaved;
 #              AB_ONLY=cache-64 for issue 20's row and its two other texts at B = 64 alone (quicker)
 #     profile  the profile build's --profile cache 64 10000 summary and its --breakdown 64 10000
+#     stalls   ncu's warp stall reasons (per issued instruction) of the 3rd launch of each search
+#              kernel in the plain build's --profile cache 64 10000: the reasons in $OUT/stalls.log,
+#              ncu's CSV in $OUT/NAME.KERNEL.stalls.csv (is a search block's floor instruction fetch?)
 # VARIANTS="one two" limits a run to those (a variant's checks take several minutes, a device call
 # at most ten). Logs go to $OUT (or ./results/variants).
 set -uo pipefail
@@ -89,6 +92,19 @@ case "$mode" in
             grep "first scan" "$OUT/$v.profile.log"
             head -8 "$OUT/$v.breakdown.log"
           done
+          ;;
+        stalls)
+          for v in $names; do
+            for k in query_search_kernel suffix_search_kernel; do
+              csv=$OUT/$v.$k.stalls.csv
+              ncu -k "regex:$k" --launch-skip 2 --launch-count 1 --csv --page raw \
+                --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
+                "$dir/$v/bench" --profile cache 64 10000 > "$csv" 2>&1
+              echo "== $v $k (warps stalled per issued instruction, by reason; the largest first)"
+              python3 "$root/scripts/dev/ncu_raw_top.py" "$csv" --strip smsp__average_warps_issue_stalled_ \
+                --strip _per_issue_active.ratio
+            done
+          done 2>&1 | tee "$OUT/stalls.log"
           ;;
         *) echo "unknown stage $stage" >&2; exit 2 ;;
       esac
