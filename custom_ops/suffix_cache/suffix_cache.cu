@@ -1454,17 +1454,17 @@ void suffix_cache_profile_print(int64_t blocks, double clock_khz) {
                 h[b][15] % 1000, h[b][10], h[b][11], h[b][16] / clock_khz * 1e3, h[b][20] / clock_khz * 1e3,
                 h[b][21] / clock_khz * 1e3, h[b][17], h[b][18], h[b][19]);
     for (int i = 0; i < 7; ++i) std::printf(" %s %.2f", names[i], us[i]);
+    auto between = [&](int from, int to) { return (h[b][to] - h[b][from]) / clock_khz * 1e3; };  // clock slots
     if (h[b][22] != 0 && h[b][23] != 0 && h[b][5] != 0) {  // the warp path: its set, sorted and loaded, walked
-      std::printf(" (warp: set %.2f, sorted %.2f, walked %.2f)", (h[b][22] - h[b][1]) / clock_khz * 1e3,
-                  (h[b][23] - h[b][22]) / clock_khz * 1e3, (h[b][5] - h[b][23]) / clock_khz * 1e3);
+      std::printf(" (warp: set %.2f, sorted %.2f, walked %.2f)", between(1, 22), between(22, 23), between(23, 5));
       // Their parts, by thread 0's clock: set = the caller's local score, the cuts, the set's
       // members; sorted = the ranks, the continuations' loads, the runs; walked = warp 0's own runs,
       // then the wait for the other warps and the best over them.
-      auto us = [&](int from, int to) { return (h[b][to] - h[b][from]) / clock_khz * 1e3; };
       if (h[b][32] != 0 && h[b][33] != 0 && h[b][34] != 0 && h[b][35] != 0 && h[b][36] != 0) {
         std::printf(" (set: local %.2f, cuts %.2f, members %.2f; sorted: ranks %.2f, loads %.2f, runs %.2f;"
                     " walked: warp 0 %.2f, rest %.2f)",
-                    us(1, 32), us(32, 33), us(33, 22), us(22, 34), us(34, 35), us(35, 23), us(23, 36), us(36, 5));
+                    between(1, 32), between(32, 33), between(33, 22), between(22, 34), between(34, 35), between(35, 23),
+                    between(23, 36), between(36, 5));
       }
     }
     if (h[b][10] != 0) {  // the block path's walks, their steps' parts summed

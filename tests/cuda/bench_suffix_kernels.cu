@@ -569,8 +569,7 @@ int main(int argc, char** argv) {
         // Two more caches of 10k responses from other texts (the step's time depends on the texts:
         // the few slots whose contexts have ~1000 occurrences set it).
         for (uint64_t seed : {6, 7}) {
-          Texts other(seed);
-          const HostCache g = fill_cache(n, other);
+          const HostCache g = texts_cache(n, seed);
           for (int64_t B : {8, 64, 256}) {
             Result local, unfiltered;
             res.push_back(bench_cache(B, g, fl, st.get(), opt.quick, true, &local, &unfiltered));
