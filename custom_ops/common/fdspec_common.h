@@ -42,4 +42,44 @@ FDSPEC_HD int64_t sub_sat(int64_t a, int64_t b) {
   return a - b;
 }
 
+// n / d and n % d for a divisor fixed over a launch, by a multiplication: a kernel's 64-bit `/` or
+// `%` by a runtime value is a routine of about 20 dependent instructions behind a branch (its fast
+// path for 32-bit operands), and the branch kept the loads on either side of it from being issued
+// together (the suffix cache's search issued a slot's four candidate loads one round trip apart:
+// docs/perf/suffix_cache_notes.md, section 27). m = floor((2^64 - 1) / d), computed once on the
+// host, is below 2^64 / d and at least (2^64 - d) / d, so for 0 <= n < 2^63 the high word of n m
+// is floor(n / d) or one less, which one compare settles.
+struct FastDivisor {
+  int64_t d;   // 1 .. 2^62
+  uint64_t m;  // floor((2^64 - 1) / d)
+};
+inline FastDivisor fast_divisor(int64_t d) { return FastDivisor{d, ~uint64_t{0} / static_cast<uint64_t>(d)}; }
+
+FDSPEC_HD uint64_t mul_hi64(uint64_t a, uint64_t b) {
+#if defined(__CUDA_ARCH__)
+  return __umul64hi(a, b);
+#else
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(a) * b) >> 64);
+#endif
+}
+
+// floor(n / f.d) for 0 <= n < 2^63, and n % f.d in *rem.
+FDSPEC_HD int64_t fast_divmod(int64_t n, FastDivisor f, int64_t* rem) {
+  const uint64_t u = static_cast<uint64_t>(n), d = static_cast<uint64_t>(f.d);
+  uint64_t q = mul_hi64(u, f.m);
+  uint64_t r = u - q * d;  // < 2 d
+  if (r >= d) {
+    q += 1;
+    r -= d;
+  }
+  *rem = static_cast<int64_t>(r);
+  return static_cast<int64_t>(q);
+}
+
+FDSPEC_HD int64_t fast_mod(int64_t n, FastDivisor f) {
+  int64_t r = 0;
+  fast_divmod(n, f, &r);
+  return r;
+}
+
 }  // namespace fdspec

@@ -72,6 +72,8 @@
 #include <vector>
 #endif
 
+#include <cuda_pipeline.h>
+
 #include "common/cuda_utils.cuh"
 #include "suffix_match/suffix_draft.cuh"
 #include "suffix_match/suffix_walk.cuh"
@@ -171,8 +173,8 @@ struct InsertSlotIn {
 };
 
 // Block b's slot: its row, its new tokens. Block-uniform returns.
-__device__ void insert_slot(const SuffixCacheInsertParams& p, int64_t b, const InsertSlotIn& in, int64_t base,
-                            int64_t before, int64_t total) {
+__device__ void insert_slot(const SuffixCacheInsertParams& p, FastDivisor rows, int64_t b, const InsertSlotIn& in,
+                            int64_t base, int64_t before, int64_t total) {
   const SuffixCache& c = p.cache;
   const int64_t R = c.num_rows;
   const int64_t state = in.state;
@@ -186,11 +188,11 @@ __device__ void insert_slot(const SuffixCacheInsertParams& p, int64_t b, const I
   const bool begins = decoding && state == kSuffixSlotFree;
   const int64_t q = begins ? base + before : state;
   if (q < 0) return;  // detached
-  const int64_t r = q % R;
+  const int64_t r = fast_mod(q, rows);
   if (begins) {
     if (threadIdx.x == 0) p.slots[b] = q;
     if (q + R <= base + total - 1) return;  // a later request of this call takes the row (detached below)
-  } else if (total >= R || (r - base % R + R) % R < total) {
+  } else if (total >= R || fast_mod(r - fast_mod(base, rows) + R, rows) < total) {
     // A request of this call takes the row: the response stays cached as its predecessor.
     if (threadIdx.x == 0) p.slots[b] = closing ? kSuffixSlotFree : kSuffixSlotDetached;
     return;
@@ -232,7 +234,8 @@ __device__ void insert_slot(const SuffixCacheInsertParams& p, int64_t b, const I
   }
 }
 
-__global__ void __launch_bounds__(kInsertThreads) insert_kernel(SuffixCacheInsertParams p, bool may_lose) {
+__global__ void __launch_bounds__(kInsertThreads) insert_kernel(SuffixCacheInsertParams p, FastDivisor rows,
+                                                                     bool may_lose) {
   __shared__ int64_t warp_sums[kInsertThreads / 32];
   __shared__ unsigned long long read_at;
   wait_for_primary_grid();  // every kernel of the step waits first (suffix_cache_insert_gpu)
@@ -263,7 +266,7 @@ __global__ void __launch_bounds__(kInsertThreads) insert_kernel(SuffixCacheInser
       unsigned long long got = 0;
       if (threadIdx.x == 0) got = atomicAdd(reinterpret_cast<unsigned long long*>(p.counter), kInsertTicket);
       if (in.state >= 0) {
-        const int64_t r = in.state % p.cache.num_rows;
+        const int64_t r = fast_mod(in.state, rows);
         in.owner = p.cache.rows[2 * r];
         in.have = p.cache.rows[2 * r + 1];
       }
@@ -282,7 +285,7 @@ __global__ void __launch_bounds__(kInsertThreads) insert_kernel(SuffixCacheInser
   const int64_t base = static_cast<int64_t>(read_at & low);
   const int64_t total = counted & 0xffffffff, before = counted >> 32;
   if (ticket == static_cast<unsigned long long>(B - 1) && !may_lose && threadIdx.x == 0) *p.counter = base + total;
-  insert_slot(p, b, in, base, before, total);
+  insert_slot(p, rows, b, in, base, before, total);
   if (!may_lose) return;
   // Every block has finished: the last one detaches the requests that lost their rows and writes the
   // count.
@@ -732,7 +735,7 @@ __device__ __forceinline__ int offer(const SuffixCacheQueryParams& q, uint32_t* 
 // for two scan blocks beside it and lost (docs/perf/suffix_cache_notes.md, sections 16 and 21).
 __global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQueryParams q, int pass,
                                                               uint32_t table_size, int task_lines,
-                                                              bool block_units) {
+                                                              bool block_units, FastDivisor row_lines) {
   extern __shared__ __align__(16) unsigned char scan_smem[];
 #ifdef FDSPEC_SUFFIX_PROFILE
   long long phase_clock = clock64();
@@ -930,7 +933,6 @@ __global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQuer
   // (kBlockUnitWordsPerSlot). The member hits a warp queues carry their row, so a batch of 32 may
   // span lines and rows.
   const bool filtered = c.line_planes > 0;
-  const int64_t Lr = suffix_row_lines(c.width);
   const int64_t words = suffix_line_words(c.num_rows, c.width);
   const int unit_words = kWarps * task_lines / 32;  // <= kMaxUnitWords
   const int warp = static_cast<int>(threadIdx.x / 32);
@@ -938,11 +940,12 @@ __global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQuer
   int len = 0;
   // Line li of the cache: its positions' hits (uniform over the warp).
   auto scan_line = [&](int64_t li) {
-    const int64_t line_row = li / Lr;
+    int64_t line_in_row = 0;
+    const int64_t line_row = fast_divmod(li, row_lines, &line_in_row);  // lines per row
     if (line_row >= c.num_rows) return;
     // The line's keys are loaded with its row's state (a new row's), not after it: positions past
     // the row's length are read (within its width) but not used.
-    const int base = G - 1 + static_cast<int>(li - line_row * Lr) * 32;
+    const int base = G - 1 + static_cast<int>(line_in_row) * 32;
     const int off = base + lane;
     const int32_t* keys = c.keys + line_row * c.width;
     const int32_t line_key = off < c.width ? keys[off] : 0;
@@ -1209,7 +1212,7 @@ struct HeldDraft {
 
 // Slot b's global search and, when its draft scores higher than the local one, the winner written
 // (block-uniform returns); returns the slot's draft, the winner's.
-__device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, SearchShared& ss) {
+__device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDivisor rows, SearchShared& ss) {
   suffix_gpu::CoreShared& sh = ss.core;
   const int64_t b = blockIdx.x;
   const SuffixMatchParams& p = q.m;
@@ -1260,6 +1263,16 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, SearchS
   const int64_t from = own ? b : st_rep;
   const int n = st_read >= 0 ? st_read : min_of<int>(*list_count(q, from, list), M);
   const int64_t* cands = cand_list(q, from, list);
+  // Each thread's candidates (at most kLoadPer) copied into their places in sh.key (written again
+  // below), all in flight at once: as loads into registers, ptxas issued a thread's third and fourth
+  // only once its first had returned and been used, a round trip later (docs/perf/suffix_cache_notes.md,
+  // section 27).
+#pragma unroll
+  for (int i = 0; i < kLoadPer; ++i) {
+    const int j = i * suffix_gpu::kThreads + static_cast<int>(threadIdx.x);
+    if (j < n) __pipeline_memcpy_async(&sh.key[j], cands + j, sizeof(int64_t));
+  }
+  __pipeline_commit();
   // The histogram into shared memory. An own list's is the scan's; a group's list (own == false)
   // has its match lengths measured below and histogrammed there, since a counted group has no
   // member path in the scan to count them.
@@ -1271,16 +1284,17 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, SearchS
   if (threadIdx.x == 0) ss.n_long = 0;
   __syncthreads();
   SUFFIX_PROF_SET(2, clock64());
-  // Each thread's candidates (at most kLoadPer) together: their places, and for a group's list
-  // (match lengths not measured yet) the first kFirstRound tokens of each, every load in flight at
-  // once; the rare longer matches then go on a candidate at a time.
+  // The candidates' places, and for a group's list (match lengths not measured yet) the first
+  // kFirstRound tokens of each, every load in flight at once; the rare longer matches then go on a
+  // candidate at a time.
+  __pipeline_wait_prior(0);  // the thread's own copies: it reads only those
   int64_t ev[kLoadPer], rv[kLoadPer];
   int limv[kLoadPer];
 #pragma unroll
   for (int i = 0; i < kLoadPer; ++i) {
     const int j = i * suffix_gpu::kThreads + static_cast<int>(threadIdx.x);
-    ev[i] = j < n ? cands[j] : 0;
-    rv[i] = suffix_cand_req(ev[i]) % q.cache.num_rows;
+    ev[i] = j < n ? static_cast<int64_t>(sh.key[j]) : 0;
+    rv[i] = fast_mod(suffix_cand_req(ev[i]), rows);
     limv[i] = j < n && !own ? static_cast<int>(min_of<int64_t>(c - 1, suffix_cand_off(ev[i]) + 1)) : 0;
   }
   int64_t tok[kLoadPer][kFirstRound];
@@ -1414,9 +1428,9 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, SearchS
 // Two blocks per SM, as many as its shared memory allows (with no such bound ptxas held it at 80
 // registers, spilling).
 __global__ void __launch_bounds__(suffix_gpu::kThreads, 2) query_search_kernel(SuffixCacheQueryParams q,
-                                                                             bool finish) {
+                                                                             FastDivisor rows, bool finish) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const HeldDraft d = global_search_slot(q, *reinterpret_cast<SearchShared*>(smem_raw));  // waits first
+  const HeldDraft d = global_search_slot(q, rows, *reinterpret_cast<SearchShared*>(smem_raw));  // waits first
   const int64_t b = blockIdx.x;
   if (finish) suffix_finish_slot(q.m, b, q.m.seq_lens_encoder[b], q.m.seq_lens_decoder[b], d.m, d.tokens);
 }
@@ -1488,7 +1502,7 @@ cudaError_t suffix_cache_insert_gpu(const SuffixCacheInsertParams& p, cudaStream
   // its predecessor's run, where an ordinary launch left a gap of about a microsecond and a half.
   // With no more slots than rows no request of a call can lose its row to another.
   const cudaError_t err = launch_dependent(insert_kernel, dim3(static_cast<unsigned>(p.batch)), dim3(kInsertThreads),
-                                           stream, p, p.batch > p.cache.num_rows);
+                                           stream, p, fast_divisor(p.cache.num_rows), p.batch > p.cache.num_rows);
   if (err != cudaSuccess) return err;
   return FDSPEC_LAUNCH_STATUS(stream);
 }
@@ -1645,18 +1659,19 @@ cudaError_t launch_query(const SuffixCacheQueryParams& q, bool after_insert, cud
   const bool block_units = words <= kBlockUnitWordsPerSlot * B;
   const int64_t task_blocks = (words * (32 / task_lines) + kWarps - 1) / kWarps;
   const unsigned grid = static_cast<unsigned>(min_of<int64_t>(task_blocks, wave));
+  const FastDivisor row_lines = fast_divisor(suffix_row_lines(q.cache.width));
   if (beside) {
     err = launch_dependent_smem(query_scan_kernel, dim3(grid), dim3(kThreads), smem1, stream, q, 1,
-                                table_size, task_lines, block_units);
+                                table_size, task_lines, block_units, row_lines);
     if (err != cudaSuccess) return err;
   } else {
-    query_scan_kernel<<<grid, kThreads, smem1, stream>>>(q, 1, table_size, task_lines, block_units);
+    query_scan_kernel<<<grid, kThreads, smem1, stream>>>(q, 1, table_size, task_lines, block_units, row_lines);
   }
   SUFFIX_QUERY_STAGE(3);
   err = launch(query_prep2_kernel, static_cast<unsigned>((B + kWarps - 1) / kWarps), 0, q);
   if (err != cudaSuccess) return err;
   SUFFIX_QUERY_STAGE(4);
-  err = launch(query_scan_kernel, grid, smem2, q, 2, table_size, task_lines, block_units);
+  err = launch(query_scan_kernel, grid, smem2, q, 2, table_size, task_lines, block_units, row_lines);
   if (err != cudaSuccess) return err;
   SUFFIX_QUERY_STAGE(5);
   err = cudaFuncSetAttribute(query_search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1664,7 +1679,7 @@ cudaError_t launch_query(const SuffixCacheQueryParams& q, bool after_insert, cud
   if (err != cudaSuccess) return err;
   const bool alone = suffix_budget_never_binds(q.m);
   static_assert(suffix_gpu::kThreads == kThreads, "one block size");
-  err = launch(query_search_kernel, static_cast<unsigned>(B), kSearchSmem, q, alone);
+  err = launch(query_search_kernel, static_cast<unsigned>(B), kSearchSmem, q, fast_divisor(q.cache.num_rows), alone);
   if (err != cudaSuccess) return err;
   SUFFIX_QUERY_STAGE(6);
   if (!alone) {

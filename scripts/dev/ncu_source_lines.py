@@ -3,7 +3,9 @@
 ncu's CSV source page lists one row per SASS instruction with its executed count and stall samples,
 but not the CUDA line it came from. This joins it, instruction by instruction, with nvdisasm's
 listing of the same code (built with -lineinfo), and prints the lines (or named ranges of lines) that
-execute the most instructions and hold the most stall samples.
+execute the most instructions and hold the most stall samples, with each one's main stall reasons
+(ncu's stall_* columns: no_inst is instruction fetch, long_sb a global load's wait, barrier a
+__syncthreads, wait a fixed-latency dependency), after the kernel's samples by reason.
 
 On the GPU machine (the kernel launch to profile picked with -k / --launch-skip):
 
@@ -82,7 +84,9 @@ def main():
     for spec in args.range:
         name, fname, lo, hi = spec.rsplit(":", 3)
         ranges.append((name, fname, int(lo), int(hi)))
+    reasons = [(i, n[len("stall_"):]) for i, n in enumerate(cols) if n.startswith("stall_") and "Not Issued" not in n]
     executed, stalls = collections.Counter(), collections.Counter()
+    by_reason = collections.defaultdict(collections.Counter)
     for r, ((fname, line, ifname, iline), _) in zip(data, listing):
         key = f"{fname}:{line}" + (f" (inlined at {ifname}:{iline})" if ifname else "")
         for name, rf, lo, hi in ranges:
@@ -91,11 +95,17 @@ def main():
                 break
         executed[key] += int(r[n_exec] or 0)
         stalls[key] += int(r[n_stall] or 0)
+        for i, name in reasons:
+            by_reason[key][name] += int(r[i] or 0)
     total, samples = sum(executed.values()), max(sum(stalls.values()), 1)
     print(f"{total} warp instructions executed, {samples} stall samples")
-    print(f"{'instructions':>14} {'':>6} {'stalls':>7}  where")
+    kernel_reasons = sum(by_reason.values(), collections.Counter())
+    print("  " + ", ".join(f"{name} {100 * n / samples:.1f}%" for name, n in kernel_reasons.most_common() if n))
+    print(f"{'instructions':>14} {'':>6} {'stalls':>7}  where  (main reasons)")
     for key, _ in sorted(executed.items(), key=lambda kv: -(stalls[kv[0]] / samples + kv[1] / total))[: args.top]:
-        print(f"{executed[key]:14d} {100 * executed[key] / total:5.1f}% {100 * stalls[key] / samples:6.1f}%  {key}")
+        main_reasons = ", ".join(f"{name} {n}" for name, n in by_reason[key].most_common(3) if n)
+        print(f"{executed[key]:14d} {100 * executed[key] / total:5.1f}% {100 * stalls[key] / samples:6.1f}%  {key}"
+              f"  ({main_reasons})")
 
 
 if __name__ == "__main__":

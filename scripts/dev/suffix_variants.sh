@@ -14,9 +14,10 @@
 #     ab       bench_suffix_kernels --quick --only cache-10k, two rounds, the variants interleaved;
 #              AB_ONLY=cache-64 for issue 20's row and its two other texts at B = 64 alone (quicker)
 #     profile  the profile build's --profile cache 64 10000 summary and its --breakdown 64 10000
-#     stalls   ncu's warp stall reasons (per issued instruction) of the 3rd launch of each search
-#              kernel in the plain build's --profile cache 64 10000: the reasons in $OUT/stalls.log,
-#              ncu's CSV in $OUT/NAME.KERNEL.stalls.csv (is a search block's floor instruction fetch?)
+#     source   ncu's warp-state samples per SASS instruction of the first scan, the global search and
+#              the local search (3rd step, plain build, ncu's cache control): the report and its
+#              $OUT/NAME.KERNEL.sass.csv, for scripts/dev/ncu_source_lines.py (where in the code a
+#              kernel's warps wait, and on what)
 # VARIANTS="one two" limits a run to those (a variant's checks take several minutes, a device call
 # at most ten). Logs go to $OUT (or ./results/variants).
 set -uo pipefail
@@ -93,18 +94,18 @@ case "$mode" in
             head -8 "$OUT/$v.breakdown.log"
           done
           ;;
-        stalls)
+        source)
+          # The scan runs twice a step (passes 1 and 2): skipping 4 launches takes the 3rd step's first.
           for v in $names; do
-            for k in query_search_kernel suffix_search_kernel; do
-              csv=$OUT/$v.$k.stalls.csv
-              ncu -k "regex:$k" --launch-skip 2 --launch-count 1 --csv --page raw \
-                --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
-                "$dir/$v/bench" --profile cache 64 10000 > "$csv" 2>&1
-              echo "== $v $k (warps stalled per issued instruction, by reason; the largest first)"
-              python3 "$root/scripts/dev/ncu_raw_top.py" "$csv" --strip smsp__average_warps_issue_stalled_ \
-                --strip _per_issue_active.ratio
+            for ks in query_scan_kernel:4 query_search_kernel:2 suffix_search_kernel:2; do
+              k=${ks%:*} rep=$OUT/$v.$k
+              ncu -f -o "$rep" -k "regex:$k" --launch-skip "${ks#*:}" --launch-count 1 \
+                --section SourceCounters --section WarpStateStats --warp-sampling-interval 0 \
+                "$dir/$v/bench" --profile cache 64 10000 > "$rep.log" 2>&1 || { tail -5 "$rep.log"; continue; }
+              ncu -i "$rep.ncu-rep" --page source --csv --print-source sass > "$rep.sass.csv" 2>&1
+              echo "== $v $k: $(wc -l < "$rep.sass.csv") SASS rows"
             done
-          done 2>&1 | tee "$OUT/stalls.log"
+          done 2>&1 | tee "$OUT/source.log"
           ;;
         *) echo "unknown stage $stage" >&2; exit 2 ;;
       esac

@@ -338,8 +338,61 @@ Config make_config(Rng& r, bool quick) {
   return c;
 }
 
+// fast_divmod (common/fdspec_common.h: the kernels' row and line divisions) against `/` and `%`: the
+// divisors the kernels use (rows up to 2^30, lines per row) and the bound's ends, dividends at the
+// edges of each quotient and up to 2^63 - 1 (a request number fits 40 bits).
+__global__ void fast_divmod_kernel(const int64_t* n, int64_t count, fdspec::FastDivisor f, int64_t* out) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x) {
+    int64_t rem = -1;
+    out[2 * i] = fdspec::fast_divmod(n[i], f, &rem);
+    out[2 * i + 1] = rem;
+  }
+}
+
+void check_fast_divisor(harness::Tally& t, Rng& r) {
+  harness::Stream s;
+  const int64_t top = INT64_MAX;
+  for (const int64_t d : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{7}, int64_t{12}, int64_t{2047}, int64_t{3000},
+                          int64_t{65537}, (int64_t{1} << 24) - 1, int64_t{1} << 24, (int64_t{1} << 30) - 1,
+                          int64_t{1} << 30, (int64_t{1} << 62) - 1, int64_t{1} << 62}) {
+    std::vector<int64_t> n = {0, top, top - 1, (int64_t{1} << 40) - 1, int64_t{1} << 40};
+    for (const int64_t q : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{1000}, top / d - 1, top / d}) {
+      for (const int64_t k : {int64_t{-1}, int64_t{0}, int64_t{1}, d - 1}) {
+        const int64_t v = q * d + k;  // no overflow: q <= top / d, k < d
+        if (v >= 0 && (q < top / d || k <= top % d)) n.push_back(v);
+      }
+    }
+    for (int i = 0; i < 64; ++i) n.push_back(r.uni(0, i % 2 ? (int64_t{1} << 40) : top));
+    std::vector<int64_t> want(2 * n.size());
+    for (size_t i = 0; i < n.size(); ++i) {
+      want[2 * i] = n[i] / d;
+      want[2 * i + 1] = n[i] % d;
+    }
+    const fdspec::FastDivisor f = fdspec::fast_divisor(d);
+    DevVec<int64_t> dn(n), dout(std::vector<int64_t>(want.size(), -1));
+    harness::run_case(
+        t, s,
+        [&](cudaStream_t st) {
+          if (harness::selftest().host_backend) {
+            std::vector<int64_t> got(want.size());
+            for (size_t i = 0; i < n.size(); ++i) got[2 * i] = fdspec::fast_divmod(n[i], f, &got[2 * i + 1]);
+            dout.upload(got);
+          } else {
+            fast_divmod_kernel<<<1, 128, 0, st>>>(dn.ptr(), static_cast<int64_t>(n.size()), f, dout.ptr());
+            CHECK(cudaGetLastError());
+          }
+        },
+        [&]() {
+          const int64_t at = harness::first_diff(dout.download(), want);
+          return at < 0 ? std::string() : "fast_divmod d=" + std::to_string(d) + " n=" + std::to_string(n[at / 2]);
+        });
+    t.count("fast_divisor_cases");
+  }
+}
+
 void body(harness::Tally& t, bool quick) {
   Rng r(20261124);
+  check_fast_divisor(t, r);
   // Then wide batches: past the scan's shared aggregation (256 slots) and, in the full mode, past 48
   // KB of its shared tables. The last cases are sparse: one or two slots over thousands of rows, a
   // line mask of more than 128 words per querying slot, where each scan warp takes its own units of
