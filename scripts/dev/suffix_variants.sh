@@ -17,7 +17,7 @@
 #     source   ncu's warp-state samples per SASS instruction of the first scan, the global search and
 #              the local search (3rd step, plain build, ncu's cache control): the report and its
 #              $OUT/NAME.KERNEL.sass.csv, for scripts/dev/ncu_source_lines.py (where in the code a
-#              kernel's warps wait, and on what)
+#              kernel's warps wait, and on what); SOURCE_KERNELS="NAME:SKIP ..." other launches
 # VARIANTS="one two" limits a run to those (a variant's checks take several minutes, a device call
 # at most ten). Logs go to $OUT (or ./results/variants).
 set -uo pipefail
@@ -97,7 +97,7 @@ case "$mode" in
         source)
           # The scan runs twice a step (passes 1 and 2): skipping 4 launches takes the 3rd step's first.
           for v in $names; do
-            for ks in query_scan_kernel:4 query_search_kernel:2 suffix_search_kernel:2; do
+            for ks in ${SOURCE_KERNELS:-query_scan_kernel:4 query_search_kernel:2 suffix_search_kernel:2}; do
               k=${ks%:*} rep=$OUT/$v.$k
               ncu -f -o "$rep" -k "regex:$k" --launch-skip "${ks#*:}" --launch-count 1 \
                 --section SourceCounters --section WarpStateStats --warp-sampling-interval 0 \
