@@ -357,9 +357,9 @@ void check_fast_divisor(harness::Tally& t, Rng& r) {
                           int64_t{1} << 30, (int64_t{1} << 62) - 1, int64_t{1} << 62}) {
     std::vector<int64_t> n = {0, top, top - 1, (int64_t{1} << 40) - 1, int64_t{1} << 40};
     for (const int64_t q : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{1000}, top / d - 1, top / d}) {
+      if (q > top / d) continue;  // q d <= top below
       for (const int64_t k : {int64_t{-1}, int64_t{0}, int64_t{1}, d - 1}) {
-        const int64_t v = q * d + k;  // no overflow: q <= top / d, k < d
-        if (v >= 0 && (q < top / d || k <= top % d)) n.push_back(v);
+        if (k < 0 ? q > 0 : k <= top - q * d) n.push_back(q * d + k);
       }
     }
     for (int i = 0; i < 64; ++i) n.push_back(r.uni(0, i % 2 ? (int64_t{1} << 40) : top));
