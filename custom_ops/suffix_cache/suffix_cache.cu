@@ -1240,12 +1240,15 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
 #endif
   // Then the slot's statistics, issued together (one round trip, where each read waited for the one
   // before): its fields, its histogram (read whole, used below only by an own list), and the
-  // length of the list it reads (prep2's).
-  const int c = st[kSuffixStatCtx];
-  const int list = st[kSuffixStatList];
-  const int st_lmin = st[kSuffixStatLmin];
-  const int64_t st_rep = st[kSuffixStatRep];
-  const int st_read = st[kSuffixStatRead];
+  // length of the list it reads (prep2's). The fields are volatile reads: ptxas moved plain ones
+  // past the returns below into the paths that use them, a round trip per return
+  // (docs/perf/suffix_cache_notes.md, section 27).
+  const volatile int32_t* const vst = st;
+  const int c = vst[kSuffixStatCtx];
+  const int list = vst[kSuffixStatList];
+  const int st_lmin = vst[kSuffixStatLmin];
+  const int64_t st_rep = vst[kSuffixStatRep];
+  const int st_read = vst[kSuffixStatRead];
   int32_t hist_k[(kMaxSuffixTreeDepth + suffix_gpu::kThreads - 1) / suffix_gpu::kThreads];
 #pragma unroll
   for (int i = 0; i * suffix_gpu::kThreads < kMaxSuffixTreeDepth; ++i) {
