@@ -235,7 +235,7 @@ __device__ void insert_slot(const SuffixCacheInsertParams& p, FastDivisor rows, 
 }
 
 __global__ void __launch_bounds__(kInsertThreads) insert_kernel(SuffixCacheInsertParams p, FastDivisor rows,
-                                                                     bool may_lose) {
+                                                                bool may_lose) {
   __shared__ int64_t warp_sums[kInsertThreads / 32];
   __shared__ unsigned long long read_at;
   wait_for_primary_grid();  // every kernel of the step waits first (suffix_cache_insert_gpu)
