@@ -12,8 +12,10 @@
 #              quick under memcheck, racecheck and initcheck (TOOLS as there); stops at a failure;
 #              a line per run in $OUT/checks.log, each variant's output in $OUT/NAME.checks.log
 #     ab       bench_suffix_kernels --quick --only cache-10k, two rounds, the variants interleaved;
-#              AB_ONLY=cache-64 for issue 20's row and its two other texts at B = 64 alone (quicker)
-#     profile  the profile build's --profile cache 64 10000 summary and its --breakdown 64 10000
+#              AB_ONLY=cache-64 for issue 20's row and its two other texts at B = 64 alone (quicker),
+#              AB_ONLY=cache-texts for that row over ten texts (before a gain at the row is believed)
+#     profile  the profile build's --profile cache 64 10000 summary (the global search's stages, the
+#              first scan's phases, the local search's stages beside it) and its --breakdown 64 10000
 #     source   ncu's warp-state samples per SASS instruction of the first scan, the global search and
 #              the local search (3rd step, plain build, ncu's cache control): the report and its
 #              $OUT/NAME.KERNEL.sass.csv, for scripts/dev/ncu_source_lines.py (where in the code a
