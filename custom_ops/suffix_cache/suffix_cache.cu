@@ -1630,7 +1630,9 @@ cudaError_t launch_query(const SuffixCacheQueryParams& q, bool after_insert, cud
                filtered ? sizeof(uint64_t) * B : 0, q, after_insert);
   if (err != cudaSuccess) return err;
   SUFFIX_QUERY_STAGE(2);
-  if (beside && !SUFFIX_SKIP_LOCAL) {
+  // The local search between prep and the first scan (the bench's breakdown may leave it out).
+  const bool local_beside = beside && !SUFFIX_SKIP_LOCAL;
+  if (local_beside) {
     err = suffix_search_gpu(q.m, stream);
     if (err != cudaSuccess) return err;
   }
@@ -1666,7 +1668,7 @@ cudaError_t launch_query(const SuffixCacheQueryParams& q, bool after_insert, cud
   // The first scan reads prep's output once the local search, which waits for prep first, lets it
   // launch. Without the local search (the bench's breakdown only) it is launched in order, so that
   // it cannot start beside prep; that figure then carries one launch's gap.
-  if (beside && !SUFFIX_SKIP_LOCAL) {
+  if (local_beside) {
     err = launch_dependent_smem(query_scan_kernel, dim3(grid), dim3(kThreads), smem1, stream, q, 1,
                                 table_size, task_lines, block_units, row_lines);
     if (err != cudaSuccess) return err;
