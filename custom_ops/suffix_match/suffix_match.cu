@@ -97,7 +97,7 @@ struct HistorySource {
 constexpr int kMatchChunk = 8;
 
 // The match length of a position known to have l >= 2 (lim = min(c - 1, i + 1) > 1).
-__device__ __forceinline__ int extend_match(const int64_t* row, const int64_t* ctx, int c, int64_t i) {
+__device__ __noinline__ int extend_match(const int64_t* row, const int64_t* ctx, int c, int64_t i) {
   const int lim = static_cast<int>(min_of<int64_t>(c - 1, i + 1));
   int l = 2;
   while (l < lim) {
@@ -147,7 +147,7 @@ __device__ __forceinline__ int2 reserve_entries(SearchShared& sh, int n1, int n2
 // counts the l >= 2 in the histogram (n_1 is the number appended); pass 1 appends the positions with
 // l >= l0 only. Appends are warp-aggregated over the kUnroll positions of a round (one shared atomic
 // per warp and list); the lists count past kCandCap.
-__device__ void history_pass(SearchShared& sh, const int64_t* row, int64_t n, int c, int pass, int l0) {
+__device__ __noinline__ void history_pass(SearchShared& sh, const int64_t* row, int64_t n, int c, int pass, int l0) {
   const int lane = threadIdx.x & 31;
   const unsigned below = (1u << lane) - 1u;
   const int want = pass == 0 ? 1 : l0;
