@@ -96,7 +96,8 @@ struct HistorySource {
 // loads was the longest latency of the pass.
 constexpr int kMatchChunk = 8;
 
-// The match length of a position known to have l >= 2 (lim = min(c - 1, i + 1) > 1).
+// The match length of a position known to have l >= 2 (lim = min(c - 1, i + 1) > 1). Out of line,
+// like history_pass, its only caller: see there.
 __device__ __noinline__ int extend_match(const int64_t* row, const int64_t* ctx, int c, int64_t i) {
   const int lim = static_cast<int>(min_of<int64_t>(c - 1, i + 1));
   int l = 2;
@@ -147,6 +148,13 @@ __device__ __forceinline__ int2 reserve_entries(SearchShared& sh, int n1, int n2
 // counts the l >= 2 in the histogram (n_1 is the number appended); pass 1 appends the positions with
 // l >= l0 only. Appends are warp-aggregated over the kUnroll positions of a round (one shared atomic
 // per warp and list); the lists count past kCandCap.
+//
+// Only pass 1, the fallback, still runs here (history_pass0 is pass 0), so it is out of line, and
+// extend_match with it: inlined, their kUnroll copies of extend_match put about 1900 instructions
+// (30 KB) of rarely run code among the kernel's common paths. Out of line (no spills, 110
+// registers): every suffix_match row of tests/cuda/bench_suffix_kernels.cu faster by up to 0.6 us,
+// issue 20's row of the global cache about 0.15 us (its local search runs beside the first scan),
+// the other texts unchanged (H200; docs/perf/suffix_cache_notes.md, section 29).
 __device__ __noinline__ void history_pass(SearchShared& sh, const int64_t* row, int64_t n, int c, int pass, int l0) {
   const int lane = threadIdx.x & 31;
   const unsigned below = (1u << lane) - 1u;
