@@ -54,12 +54,14 @@
 // the same tokens computes the same drafts.
 //
 // Cost and limits (tests/cuda/bench_suffix_kernels.cu, G = 1, 10k cached responses of ~300 tokens,
-// a budget that never binds; docs/perf/suffix_cache_notes.md, sections 16 to 27): at B = 64, 40.5 us
-// a step on an H200 as suffix_cache_step_gpu (41.9 for 9bc1d91's kernels, 48.5 for b677a38's there,
-// 49 on an H100; 225 when these notes began), issue 20's target being 40. Warm, stage by stage (the
-// bench's --breakdown, profile build, H200, dc624dd): insert 1.8 us, prep and the line mask 3.8, the
-// scan beside the local search 22.0, prep2 and the second scan 3.1, the search 14.9 (its slowest
-// block). The local search's blocks end long before the scan, costing it at most 1.2 us beside them.
+// a budget that never binds; docs/perf/suffix_cache_notes.md, sections 16 to 29): at B = 64, 40.2 to
+// 40.4 us a step on an H200 as suffix_cache_step_gpu (40.4 for e92d0ef's kernels, 41.9 for
+// 9bc1d91's, 48.5 for b677a38's there, 49 on an H100; 225 when these notes began), issue 20's target
+// being 40. Warm, stage by stage (the bench's --breakdown, profile build, H200, 0834120): insert 1.8
+// us, prep and the line mask 3.9, the scan beside the local search 21.9, prep2 and the second scan
+// 3.1, the search 14.6 (its slowest block). The local search's blocks end long before the scan, and
+// cost it about 1.3 us beside them; beside the global search instead they cost that search more
+// (section 29).
 // The line filter cuts the lines the scan reads about eightfold at B = 64 (12k of 98k occupied lines
 // with 10k responses, 112k of 983k with 100k).
 #include "suffix_cache/suffix_cache.h"
