@@ -57,7 +57,7 @@ using suffix_gpu::kFull;
 using suffix_gpu::kThreads;
 
 constexpr int kWarpSet = suffix_gpu::kWarpSet;
-constexpr int kUnroll = 8;  // history positions in flight per thread in history_pass (pass 1, the fallback)
+constexpr int kUnroll = 8;  // history positions in flight per thread in history_pass (the fallback passes)
 
 struct SearchShared {
   int64_t ctx[kMaxSuffixTreeDepth];
@@ -149,9 +149,10 @@ __device__ __forceinline__ int2 reserve_entries(SearchShared& sh, int n1, int n2
 // l >= l0 only. Appends are warp-aggregated over the kUnroll positions of a round (one shared atomic
 // per warp and list); the lists count past kCandCap.
 //
-// Only pass 1, the fallback, still runs here (history_pass0 is pass 0), so it is out of line, and
-// extend_match with it: inlined, their kUnroll copies of extend_match put about 1900 instructions
-// (30 KB) of rarely run code among the kernel's common paths. Out of line (no spills, 110
+// It runs only as a fallback (history_pass0 is the common pass 0): pass 0 again when the second
+// list overflowed, pass 1 when the first did and l0 > 2. So it is out of line, and extend_match with
+// it: inlined at both calls, their kUnroll copies of extend_match put about 1900 instructions (30 KB)
+// of rarely run code among the kernel's common paths. Out of line (no spills, 110
 // registers): every suffix_match row of tests/cuda/bench_suffix_kernels.cu faster by up to 0.6 us,
 // issue 20's row of the global cache about 0.15 us (its local search runs beside the first scan),
 // the other texts unchanged (H200; docs/perf/suffix_cache_notes.md, section 29).
