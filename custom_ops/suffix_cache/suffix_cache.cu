@@ -1090,33 +1090,43 @@ __global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQuer
 // search reads: its group's (n_G <= M), its own list L_min - G, or, with L_min beyond the lists,
 // its last list refilled by the second scan (then flagged to run).
 __global__ void __launch_bounds__(kThreads) query_prep2_kernel(SuffixCacheQueryParams q) {
-  wait_for_primary_grid();
-  allow_dependent_launch();
   const int64_t b = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
-  if (b >= q.m.batch) return;  // uniform over the warp
-  int32_t* st = stat_row(q, b);
-  // The slot's fields and its whole histogram in one round trip (each read waited for the one before
-  // when they followed the branches on c), then its group's in a second (a pair-frequent slot's pair
-  // count, read in its branch below, in a third). H200, warm us per step with
-  // 10k cached responses, measured on top of the one-kernel insert of the branch insert-one-kernel:
-  // B = 8 / 64 / 256 33.80 / 43.96 / 128.68 -> 33.36 / 43.56 / 127.67.
-  const int c = st[kSuffixStatCtx];
+  const bool slot = b < q.m.batch;  // uniform over the warp
+  int32_t* st = stat_row(q, slot ? b : 0);
+  // Prep's fields of the slot before the wait: prep's grid had ended before the first scan, whose
+  // programmatic dependent this is, could launch (the local search waits for prep first; launched in
+  // order, the first scan follows prep's end). Every warp still waits before it exits.
+  const int c = slot ? st[kSuffixStatCtx] : 0;
   const int kind = st[kSuffixStatKind];
-  const int rep = st[kSuffixStatRep];
+  const int rep = c > 0 ? st[kSuffixStatRep] : 0;
   const int count = st[kSuffixStatCount];
+  const int pair_count = st[kSuffixStatPairCount];
+  wait_for_primary_grid();
+  allow_dependent_launch();
+  if (!slot) return;
+  // Then the first scan's output in one round trip: the slot's histogram, its group's count and
+  // list length, and its own lists' lengths (volatile: ptxas moved plain reads into the branches
+  // that use them, a round trip each). Where the group's reads waited for prep's fields after the
+  // wait, H200, B = 64 with 10k cached responses: 40.0 -> 39.75 us a step (suffix_cache_notes.md, 30).
+  const volatile int32_t* const vst = st;
+  const volatile int32_t* const rep_row = stat_row(q, rep);
   int32_t hist[kMaxSuffixTreeDepth / 32];  // lane's match lengths lane + 32 i
 #pragma unroll
   for (int i = 0; i < kMaxSuffixTreeDepth / 32; ++i) hist[i] = st[kSuffixStatHist + lane + 32 * i];
+  const int32_t group_hits = rep_row[kSuffixStatGroup];
+  const int32_t group_stored = rep_row[kSuffixStatStored];
+  int32_t stored[kSuffixMemberLists + 1];
+#pragma unroll
+  for (int j = 0; j <= kSuffixMemberLists; ++j) stored[j] = vst[kSuffixStatStored + j];
   if (c == 0) return;
   const int G = q.cache.key_len;
   const int J = kSuffixMemberLists;
-  const int32_t* rep_row = stat_row(q, rep);
-  const int64_t n = count >= 0 ? count : rep_row[kSuffixStatGroup];  // counted: n_1
+  const int64_t n = count >= 0 ? count : group_hits;  // counted: n_1
   // The lists the first scan filled are complete: the search learns its list's length here, with
   // its statistics, instead of a round trip of its own (a list the second scan refills: -1).
   const int M = q.max_occurrences;
-  const int group_list = min_of(rep_row[kSuffixStatStored], M);
+  const int group_list = min_of<int>(group_stored, M);
   int64_t longer = 0;
 #pragma unroll
   for (int i = 0; i < kMaxSuffixTreeDepth / 32; ++i) {
@@ -1127,7 +1137,7 @@ __global__ void __launch_bounds__(kThreads) query_prep2_kernel(SuffixCacheQueryP
   __syncwarp();  // every lane has read the histogram before lane 0 writes to it
   if (kind == kSuffixKindPairFrequent) {
     // The scan counted the hits with l >= 3; those with l == 2 are the rest of n_2's.
-    const int64_t n2 = st[kSuffixStatPairCount];
+    const int64_t n2 = pair_count;
     if (lane == 0) st[kSuffixStatHist + 2] = static_cast<int32_t>(n2 - longer);
     longer = n2;
     __syncwarp();
@@ -1165,7 +1175,10 @@ __global__ void __launch_bounds__(kThreads) query_prep2_kernel(SuffixCacheQueryP
   if (lmin >= c) return;  // no match length has at most M occurrences: no global draft
   if (lmin <= G + J) {
     st[kSuffixStatList] = lmin - G;  // complete: n_{L_min} <= M entries were offered to it
-    st[kSuffixStatRead] = min_of(st[kSuffixStatStored + lmin - G], M);
+    int32_t s = 0;  // stored[lmin - G], unrolled: an indexed array went to local memory
+#pragma unroll
+    for (int j = 0; j <= kSuffixMemberLists; ++j) s = j == lmin - G ? stored[j] : s;
+    st[kSuffixStatRead] = min_of<int>(s, M);
   } else {
     st[kSuffixStatList] = J;
     st[kSuffixStatRead] = -1;
