@@ -54,14 +54,15 @@
 // the same tokens computes the same drafts.
 //
 // Cost and limits (tests/cuda/bench_suffix_kernels.cu, G = 1, 10k cached responses of ~300 tokens,
-// a budget that never binds; docs/perf/suffix_cache_notes.md, sections 16 to 29): at B = 64, 40.2 to
-// 40.4 us a step on an H200 as suffix_cache_step_gpu (40.4 for e92d0ef's kernels, 41.9 for
+// a budget that never binds; docs/perf/suffix_cache_notes.md, sections 16 to 30): at B = 64, 39.7 to
+// 39.8 us a step on an H200 as suffix_cache_step_gpu (40.2 for 0834120's kernels, 41.9 for
 // 9bc1d91's, 48.5 for b677a38's there, 49 on an H100; 225 when these notes began), issue 20's target
-// being 40. Warm, stage by stage (the bench's --breakdown, profile build, H200, 0834120): insert 1.8
-// us, prep and the line mask 3.9, the scan beside the local search 21.9, prep2 and the second scan
-// 3.1, the search 14.6 (its slowest block). The local search's blocks end long before the scan, and
-// cost it about 1.3 us beside them; beside the global search instead they cost that search more
-// (section 29).
+// being 40 on an H100. Warm, stage by stage (the bench's --breakdown, profile build, H200, 6aab59f):
+// insert 1.8 us, prep and the line mask 3.8, the scan beside the local search 21.7, prep2 and the
+// second scan 2.9, the search 14.7 (its slowest block). The local search's blocks end long before
+// the scan, and cost it about 1.4 us beside them; beside the global search instead they cost that
+// search more (section 29), and held back until half the scan's warps are done they end after it
+// (section 30).
 // The line filter cuts the lines the scan reads about eightfold at B = 64 (12k of 98k occupied lines
 // with 10k responses, 112k of 983k with 100k).
 #include "suffix_cache/suffix_cache.h"
