@@ -1252,17 +1252,13 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
     if (decoding && k < m_local) ss.local_tokens[k] = p.suffix_tokens[b * K + k];
   }
   const HeldDraft local_draft{m_local, ss.local_tokens};
-  wait_for_primary_grid();
-  allow_dependent_launch();  // the walk waits for this grid's end
-#ifdef FDSPEC_SUFFIX_PROFILE
-  for (int k = 1; k < suffix_gpu::kProfSlots; ++k) SUFFIX_PROF_SET(k, 0);
-  SUFFIX_PROF_SET(0, clock64());
-#endif
   // Then the slot's statistics, issued together (one round trip, where each read waited for the one
   // before): its fields, its histogram (read whole, used below only by an own list), and the
   // length of the list it reads (prep2's). The fields are volatile reads: ptxas moved plain ones
   // past the returns below into the paths that use them, a round trip per return
-  // (docs/perf/suffix_cache_notes.md, section 27).
+  // (docs/perf/suffix_cache_notes.md, section 27). They too come before the wait: prep2's grid had
+  // ended before the second scan, which waits for it first, let this one launch, and the second
+  // scan writes none of them (only a refilled list's count, read after the wait).
   const volatile int32_t* const vst = st;
   const int c = vst[kSuffixStatCtx];
   const int list = vst[kSuffixStatList];
@@ -1275,6 +1271,12 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
     const int k = i * suffix_gpu::kThreads + static_cast<int>(threadIdx.x);
     hist_k[i] = k < kMaxSuffixTreeDepth ? st[kSuffixStatHist + k] : 0;
   }
+  wait_for_primary_grid();
+  allow_dependent_launch();  // the walk waits for this grid's end
+#ifdef FDSPEC_SUFFIX_PROFILE
+  for (int k = 1; k < suffix_gpu::kProfSlots; ++k) SUFFIX_PROF_SET(k, 0);
+  SUFFIX_PROF_SET(0, clock64());
+#endif
   if (c == 0) return local_draft;  // not querying (c == c_in otherwise)
   const int G = q.cache.key_len;
   const int M = q.max_occurrences;
@@ -1699,7 +1701,13 @@ cudaError_t launch_query(const SuffixCacheQueryParams& q, bool after_insert, cud
   err = launch(query_prep2_kernel, static_cast<unsigned>((B + kWarps - 1) / kWarps), 0, q);
   if (err != cudaSuccess) return err;
   SUFFIX_QUERY_STAGE(4);
-  err = launch(query_scan_kernel, grid, smem2, q, 2, table_size, task_lines, block_units, row_lines);
+  // Beside the local search, two blocks of the second scan per SM at most: with four, the search's
+  // blocks (90 registers a thread) found no room until the second scan's had exited; with two they
+  // launch at its start and read their inputs beside it (H200, B = 64 with 10k cached responses:
+  // 39.7 -> 39.4 us a step; suffix_cache_notes.md, 30). Mostly it exits at once; when it refills a
+  // list, its grid-stride loops read the same lines with fewer blocks.
+  err = launch(query_scan_kernel, beside ? static_cast<unsigned>(min_of<int64_t>(grid, 2 * dev.sms)) : grid, smem2, q, 2,
+               table_size, task_lines, block_units, row_lines);
   if (err != cudaSuccess) return err;
   SUFFIX_QUERY_STAGE(5);
   err = cudaFuncSetAttribute(query_search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
