@@ -35,7 +35,8 @@
 //    block reads each slot's descriptor (prep's, one aligned sector of its stat row); a warp queues
 //    its member hits and handles them 32 at a time, a lane each.
 //    Beside the local search every kernel of the step is a programmatic dependent of the one before
-//    it and waits for it first: only the launches overlap.
+//    it and waits for it before it reads that kernel's output; what grids that had already ended
+//    wrote (prep's fields for prep2, prep2's statistics for the search) is read before the wait.
 // 4. prep2, a warp per slot: n_G (its group's hits, or n_1), its hits with l == G, with n_G > M the
 //    shortest match length L_min whose suffix occurs at most M times (suffix sums of the histogram
 //    over the lanes), and the list its search reads. Only when L_min > G + kSuffixMemberLists (a
@@ -54,10 +55,10 @@
 // the same tokens computes the same drafts.
 //
 // Cost and limits (tests/cuda/bench_suffix_kernels.cu, G = 1, 10k cached responses of ~300 tokens,
-// a budget that never binds; docs/perf/suffix_cache_notes.md, sections 16 to 30): at B = 64, 39.7 to
-// 39.8 us a step on an H200 as suffix_cache_step_gpu (40.2 for 0834120's kernels, 41.9 for
-// 9bc1d91's, 48.5 for b677a38's there, 49 on an H100; 225 when these notes began), issue 20's target
-// being 40 on an H100. Warm, stage by stage (the bench's --breakdown, profile build, H200, 6aab59f):
+// a budget that never binds; docs/perf/suffix_cache_notes.md, sections 16 to 30): at B = 64, 39.4 us
+// a step on an H200 as suffix_cache_step_gpu (40.2 for 0834120's kernels, 41.9 for 9bc1d91's, 48.5
+// for b677a38's there, 49 on an H100; 225 when these notes began), issue 20's target being 40 on an
+// H100. Warm, stage by stage (the bench's --breakdown, profile build, H200, 6aab59f, 39.7 us a step):
 // insert 1.8 us, prep and the line mask 3.8, the scan beside the local search 21.7, prep2 and the
 // second scan 2.9, the search 14.7 (its slowest block). The local search's blocks end long before
 // the scan, and cost it about 1.4 us beside them; beside the global search instead they cost that
