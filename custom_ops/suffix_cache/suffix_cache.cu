@@ -601,6 +601,12 @@ constexpr int kSerialMatch = 4;
 // The scan's blocks per SM while the local search runs beside it: B = 64 with 10k cached responses
 // 70.3 us per step with one full wave (6 per SM), 67.3 with 4, 71.7 with 2 (profile build).
 constexpr int kScanBesideBlocks = 4;
+// The second scan's blocks per SM at most beside the local search: with four, the search's blocks (90
+// registers a thread) found no room until the second scan's had exited; with two they launch at its
+// start and read their inputs beside it (H200, B = 64 with 10k cached responses: 39.7 -> 39.4 us a
+// step; docs/perf/suffix_cache_notes.md, section 30). Mostly it exits at once; when it refills a
+// list, its grid-stride loops read the same lines with fewer blocks.
+constexpr int kScan2BesideBlocks = 2;
 
 #ifdef FDSPEC_SUFFIX_PROFILE
 // Bench-only build: the first scan's lines read, summed over launches (suffix_cache_scan_lines).
@@ -1456,7 +1462,7 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
 __global__ void __launch_bounds__(suffix_gpu::kThreads, 2) query_search_kernel(SuffixCacheQueryParams q,
                                                                              FastDivisor rows, bool finish) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const HeldDraft d = global_search_slot(q, rows, *reinterpret_cast<SearchShared*>(smem_raw));  // waits first
+  const HeldDraft d = global_search_slot(q, rows, *reinterpret_cast<SearchShared*>(smem_raw));  // waits inside
   const int64_t b = blockIdx.x;
   if (finish) suffix_finish_slot(q.m, b, q.m.seq_lens_encoder[b], q.m.seq_lens_decoder[b], d.m, d.tokens);
 }
@@ -1524,8 +1530,9 @@ void suffix_cache_profile_print(int64_t blocks, double clock_khz) {
 cudaError_t suffix_cache_insert_gpu(const SuffixCacheInsertParams& p, cudaStream_t stream) {
   if (p.batch <= 0) return cudaSuccess;
   // Every kernel of the insert and the query is a programmatic dependent of the work before it
-  // (cuda_utils.cuh) and waits for it before anything else, so each one's launch is hidden behind
-  // its predecessor's run, where an ordinary launch left a gap of about a microsecond and a half.
+  // (cuda_utils.cuh) and waits for it before it reads what it writes, so each one's launch is
+  // hidden behind its predecessor's run, where an ordinary launch left a gap of about a microsecond
+  // and a half.
   // With no more slots than rows no request of a call can lose its row to another.
   const cudaError_t err = launch_dependent(insert_kernel, dim3(static_cast<unsigned>(p.batch)), dim3(kInsertThreads),
                                            stream, p, fast_divisor(p.cache.num_rows), p.batch > p.cache.num_rows);
@@ -1702,13 +1709,9 @@ cudaError_t launch_query(const SuffixCacheQueryParams& q, bool after_insert, cud
   err = launch(query_prep2_kernel, static_cast<unsigned>((B + kWarps - 1) / kWarps), 0, q);
   if (err != cudaSuccess) return err;
   SUFFIX_QUERY_STAGE(4);
-  // Beside the local search, two blocks of the second scan per SM at most: with four, the search's
-  // blocks (90 registers a thread) found no room until the second scan's had exited; with two they
-  // launch at its start and read their inputs beside it (H200, B = 64 with 10k cached responses:
-  // 39.7 -> 39.4 us a step; suffix_cache_notes.md, 30). Mostly it exits at once; when it refills a
-  // list, its grid-stride loops read the same lines with fewer blocks.
-  err = launch(query_scan_kernel, beside ? static_cast<unsigned>(min_of<int64_t>(grid, 2 * dev.sms)) : grid, smem2, q, 2,
-               table_size, task_lines, block_units, row_lines);
+  const unsigned grid2 =
+      beside ? static_cast<unsigned>(min_of<int64_t>(grid, kScan2BesideBlocks * dev.sms)) : grid;
+  err = launch(query_scan_kernel, grid2, smem2, q, 2, table_size, task_lines, block_units, row_lines);
   if (err != cudaSuccess) return err;
   SUFFIX_QUERY_STAGE(5);
   err = cudaFuncSetAttribute(query_search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
