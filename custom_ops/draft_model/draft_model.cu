@@ -254,7 +254,12 @@ cudaError_t launch_per_slot(void (*kernel)(Params), const Params& p, cudaStream_
 }
 
 template <LogitsDType D, class S>
-cudaError_t launch_update(const DraftModelUpdateParams& p, int parts, bool pdl, cudaStream_t stream) {
+cudaError_t launch_update(const DraftModelUpdateParams& p, int parts, cudaStream_t stream) {
+  KernelFeatures f;
+  const cudaError_t ferr = kernel_features(draft_model_update_kernel<D, S>, &f);
+  if (ferr != cudaSuccess) return ferr;
+  const bool pdl = f.pdl;
+  if (!f.clusters) parts = 1;  // planned from the same image's features: a guard only
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(p.batch * parts));
   cfg.blockDim = dim3(S::kThreads);
@@ -280,11 +285,11 @@ cudaError_t launch_update(const DraftModelUpdateParams& p, int parts, bool pdl, 
 }
 
 template <class S>
-cudaError_t launch_update_as(const DraftModelUpdateParams& p, int parts, bool pdl, cudaStream_t stream) {
+cudaError_t launch_update_as(const DraftModelUpdateParams& p, int parts, cudaStream_t stream) {
   switch (p.logits_dtype) {
-    case LogitsDType::kFloat16: return launch_update<LogitsDType::kFloat16, S>(p, parts, pdl, stream);
-    case LogitsDType::kBFloat16: return launch_update<LogitsDType::kBFloat16, S>(p, parts, pdl, stream);
-    default: return launch_update<LogitsDType::kFloat32, S>(p, parts, pdl, stream);
+    case LogitsDType::kFloat16: return launch_update<LogitsDType::kFloat16, S>(p, parts, stream);
+    case LogitsDType::kBFloat16: return launch_update<LogitsDType::kBFloat16, S>(p, parts, stream);
+    default: return launch_update<LogitsDType::kFloat32, S>(p, parts, stream);
   }
 }
 
@@ -299,21 +304,24 @@ cudaError_t draft_model_update_gpu(const DraftModelUpdateParams& p, cudaStream_t
   DeviceFacts dev;
   cudaError_t err = current_device_facts(&dev);
   if (err != cudaSuccess) return err;
-  const int major = dev.major, sms = dev.sms;
-  // Clusters (distributed shared memory) and programmatic launches need sm_90.
-  const bool pdl = major >= 9;
+  const int sms = dev.sms;
+  // Clusters (distributed shared memory) need sm_90 code and an sm_90 device (kernel_features; every
+  // instantiation of the kernel comes from one image).
+  KernelFeatures f;
+  err = kernel_features(draft_model_update_kernel<LogitsDType::kFloat32, SmallBatchUpdate>, &f);
+  if (err != cudaSuccess) return err;
   // A batch of at most a quarter as many rows as SMs splits each row into slices, as many as fill
   // the SMs, at most kMaxParts and no more than the row has rounds of loads; larger batches give a
   // row one block.
-  if (major >= 9 && p.batch * 4 <= sms) {
+  if (f.clusters && p.batch * 4 <= sms) {
     const int64_t row_vecs = p.vocab_size * logits_dtype_size(p.logits_dtype) / 16;
     const int64_t parts = std::max<int64_t>(
         1, std::min<int64_t>({ceil_div<int64_t>(sms, p.batch), kMaxParts,
                               ceil_div<int64_t>(row_vecs, SmallBatchUpdate::kThreads * SmallBatchUpdate::kUnroll)}));
-    return launch_update_as<SmallBatchUpdate>(p, static_cast<int>(parts), pdl, stream);
+    return launch_update_as<SmallBatchUpdate>(p, static_cast<int>(parts), stream);
   }
-  if (p.batch <= sms) return launch_update_as<MidBatchUpdate>(p, 1, pdl, stream);
-  return launch_update_as<LargeBatchUpdate>(p, 1, pdl, stream);
+  if (p.batch <= sms) return launch_update_as<MidBatchUpdate>(p, 1, stream);
+  return launch_update_as<LargeBatchUpdate>(p, 1, stream);
 }
 
 cudaError_t draft_model_accept_preprocess_gpu(const DraftModelAcceptPreprocessParams& p, cudaStream_t stream) {

@@ -659,17 +659,22 @@ inline int ngram_stream_threads(int64_t batch, int64_t max_tokens, int sms) {
   return batch <= sms && max_tokens > kNgramStreamWideTokens ? 1024 : 512;
 }
 
+// The ring's dynamic shared memory per block (the streaming form has none).
+constexpr size_t kNgramRingSmem = sizeof(int64_t) * kNgramSearchTile * kNgramSearchStages;
+
 template <int kMaxN, int kStages, bool kStream, int kThreads, class Problem>
-cudaError_t launch_ngram_search_grid(const Problem& prob, int64_t batch, int c, bool pdl, cudaStream_t stream) {
+cudaError_t launch_ngram_search_grid(const Problem& prob, int64_t batch, int c, cudaStream_t stream) {
   auto kernel = ngram_search_kernel<kMaxN, kStages, kStream, kThreads, Problem>;
   constexpr size_t smem = kStream ? 0 : sizeof(int64_t) * kNgramSearchTile * kStages;
-  if (smem > 0) {
-    // The ring is larger than the default 48 KB of dynamic shared memory. A host-side attribute (no
-    // stream work), so it is fine under graph capture; set on every launch as it is per device.
-    const cudaError_t err =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    if (err != cudaSuccess) return err;
-  }
+  // The ring is larger than the default 48 KB of dynamic shared memory (ngram_search_shape checked
+  // that it fits the device). A host-side attribute (no stream work), fine under graph capture.
+  cudaError_t err = allow_dynamic_smem(kernel, smem);
+  if (err != cudaSuccess) return err;
+  KernelFeatures f;
+  err = kernel_features(kernel, &f);
+  if (err != cudaSuccess) return err;
+  const bool pdl = f.pdl;
+  if (!f.clusters) c = 1;  // the shape was planned for this image's features: a guard only
   cudaLaunchAttribute attrs[2] = {};
   unsigned n = 0;
   if (c > 1) {
@@ -695,11 +700,15 @@ struct NgramSearchShape {
   bool ring = false;
   int threads = kNgramSearchThreads;
 };
-// `max_tokens` bounds the tokens of a slot's two haystacks.
-inline NgramSearchShape ngram_search_shape(int64_t batch, int64_t max_tokens, const DeviceFacts& dev) {
+// `max_tokens` bounds the tokens of a slot's two haystacks; `f`: the search kernels' features (one
+// image: every instantiation has the same). Without room for the ring (an sm_86 / sm_89 device's 99 KB
+// per block) the streaming form takes every row, clusters included, with the same results.
+inline NgramSearchShape ngram_search_shape(int64_t batch, int64_t max_tokens, const DeviceFacts& dev,
+                                           const KernelFeatures& f) {
   NgramSearchShape sh;
-  sh.cluster = dev.major >= 9 ? ngram_search_cluster(batch, max_tokens, dev.sms) : 1;
-  sh.ring = sh.cluster > 1 || (batch <= dev.sms && max_tokens > kNgramRingTokens);
+  const bool ring_fits = ngram_ring_fits(kNgramRingSmem, dev);
+  sh.cluster = f.clusters && ring_fits ? ngram_search_cluster(batch, max_tokens, dev.sms) : 1;
+  sh.ring = ring_fits && (sh.cluster > 1 || (batch <= dev.sms && max_tokens > kNgramRingTokens));
   if (!sh.ring) sh.threads = ngram_stream_threads(batch, max_tokens, dev.sms);
   return sh;
 }
@@ -722,36 +731,35 @@ inline bool ngram_search_one_wave(int64_t batch, const NgramSearchShape& sh, con
 // slot gives up) 128 KB cost +4 us cold, on the ring and at B = 256 (DRAM already full) +0.4..0.8,
 // and in the 512-thread form at B = 64 it was mixed (8 x 8k -0.5, hybrid 64 x 8k +0.4).
 constexpr int kNgramPrefetchBytes = 131072;
-inline int ngram_prefetch_bytes(const NgramSearchShape& sh, bool threshold_may_bind) {
-  return !threshold_may_bind && !sh.ring && sh.threads == 1024 ? kNgramPrefetchBytes : 0;
+inline int ngram_prefetch_bytes(const NgramSearchShape& sh, bool threshold_may_bind, const KernelFeatures& f) {
+  return f.hopper_loads && !threshold_may_bind && !sh.ring && sh.threads == 1024 ? kNgramPrefetchBytes : 0;
 }
 
 template <int kMaxN, class Problem>
 cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, const NgramSearchShape& sh,
-                                  const DeviceFacts& dev, cudaStream_t stream) {
-  const bool pdl = dev.major >= 9;
+                                  cudaStream_t stream) {
   // Clusters (then B x C <= SMs / 2) and long rows with every block resident: one ring block per SM.
   if (sh.ring) {
     return launch_ngram_search_grid<kMaxN, kNgramSearchStages, false, kNgramSearchThreads>(prob, batch, sh.cluster,
-                                                                                          pdl, stream);
+                                                                                          stream);
   }
   return sh.threads == 1024
-             ? launch_ngram_search_grid<kMaxN, 0, true, 1024>(prob, batch, 1, pdl, stream)
-             : launch_ngram_search_grid<kMaxN, 0, true, 512>(prob, batch, 1, pdl, stream);
+             ? launch_ngram_search_grid<kMaxN, 0, true, 1024>(prob, batch, 1, stream)
+             : launch_ngram_search_grid<kMaxN, 0, true, 512>(prob, batch, 1, stream);
 }
 
 // Launches the search over `batch` slots, in the shape ngram_search_shape chose, with the compare loop
 // specialised for the usual sizes.
 template <class Problem>
 cudaError_t launch_ngram_search(const Problem& prob, int64_t batch, int max_n, const NgramSearchShape& sh,
-                                const DeviceFacts& dev, cudaStream_t stream) {
+                                cudaStream_t stream) {
   switch (max_n) {
-    case 1: return launch_ngram_search_n<1>(prob, batch, sh, dev, stream);
-    case 2: return launch_ngram_search_n<2>(prob, batch, sh, dev, stream);
-    case 3: return launch_ngram_search_n<3>(prob, batch, sh, dev, stream);
-    case 4: return launch_ngram_search_n<4>(prob, batch, sh, dev, stream);
-    case 5: return launch_ngram_search_n<5>(prob, batch, sh, dev, stream);
-    default: return launch_ngram_search_n<0>(prob, batch, sh, dev, stream);
+    case 1: return launch_ngram_search_n<1>(prob, batch, sh, stream);
+    case 2: return launch_ngram_search_n<2>(prob, batch, sh, stream);
+    case 3: return launch_ngram_search_n<3>(prob, batch, sh, stream);
+    case 4: return launch_ngram_search_n<4>(prob, batch, sh, stream);
+    case 5: return launch_ngram_search_n<5>(prob, batch, sh, stream);
+    default: return launch_ngram_search_n<0>(prob, batch, sh, stream);
   }
 }
 

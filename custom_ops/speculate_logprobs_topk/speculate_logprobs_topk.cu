@@ -312,6 +312,11 @@ int logprobs_vec_bytes(const LogprobsTopkParams& p) {
 
 template <LogitsDType D, int kVecBytes>
 cudaError_t launch_logprobs(const LogprobsTopkParams& p, int parts, cudaStream_t stream) {
+  // Clusters (and distributed shared memory) need sm_90 code and an sm_90 device.
+  KernelFeatures f;
+  const cudaError_t ferr = kernel_features(logprobs_topk_kernel<D, kVecBytes>, &f);
+  if (ferr != cudaSuccess) return ferr;
+  if (!f.clusters) parts = 1;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(p.rows * parts));
   cfg.blockDim = dim3(kThreads);
@@ -348,12 +353,9 @@ cudaError_t dispatch_vec(const LogprobsTopkParams& p, int parts, cudaStream_t st
 
 cudaError_t logprobs_topk_gpu(const LogprobsTopkParams& p, cudaStream_t stream, int parts) {
   if (p.rows <= 0) return cudaSuccess;
-  DeviceFacts dev;
-  const cudaError_t err = current_device_facts(&dev);
-  if (err != cudaSuccess) return err;
   if (parts <= 0) parts = p.vocab >= kSplitRowLogits ? 2 : 1;
-  // Clusters (and distributed shared memory) need sm_90; the grid must stay within 2^31 - 1 blocks.
-  if (dev.major < 9 || p.rows > INT32_MAX / kMaxParts) parts = 1;
+  // The grid must stay within 2^31 - 1 blocks (clusters: launch_logprobs).
+  if (p.rows > INT32_MAX / kMaxParts) parts = 1;
   parts = std::min(parts, kMaxParts);
   switch (p.dtype) {
     case LogitsDType::kFloat16: return dispatch_vec<LogitsDType::kFloat16>(p, parts, stream);

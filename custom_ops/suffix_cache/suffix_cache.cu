@@ -1215,8 +1215,9 @@ struct CacheSource {
 };
 
 // The search's shared memory: the core's, then the candidates' continuation places.
+template <int kCandCap>
 struct SearchShared {
-  suffix_gpu::CoreShared core;
+  suffix_gpu::CoreShared<kCandCap> core;
   int64_t next_at[kMaxSuffixCacheOccurrences];
   int32_t after[kMaxSuffixCacheOccurrences];
   int64_t ctx[kMaxSuffixTreeDepth];   // the context, ctx[c - 1] its last token
@@ -1227,8 +1228,9 @@ struct SearchShared {
 };
 constexpr int kLoadPer = kMaxSuffixCacheOccurrences / suffix_gpu::kThreads;  // candidates per thread
 constexpr int kFirstRound = 4;  // match tokens compared for every candidate at once
-constexpr size_t kSearchSmem = sizeof(SearchShared);
-static_assert(suffix_gpu::kCandCap >= kMaxSuffixCacheOccurrences, "the core holds every candidate");
+template <int kCandCap>
+constexpr size_t kSearchSmem = sizeof(SearchShared<kCandCap>);
+static_assert(suffix_gpu::kCandCapSmall >= kMaxSuffixCacheOccurrences, "the core holds every candidate");
 
 // A slot's draft as its search block holds it for the finish: its length and its tokens, in shared
 // memory.
@@ -1239,8 +1241,10 @@ struct HeldDraft {
 
 // Slot b's global search and, when its draft scores higher than the local one, the winner written
 // (block-uniform returns); returns the slot's draft, the winner's.
-__device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDivisor rows, SearchShared& ss) {
-  suffix_gpu::CoreShared& sh = ss.core;
+template <int kCandCap>
+__device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDivisor rows,
+                                        SearchShared<kCandCap>& ss) {
+  suffix_gpu::CoreShared<kCandCap>& sh = ss.core;
   const int64_t b = blockIdx.x;
   const SuffixMatchParams& p = q.m;
   const int32_t* st = stat_row(q, b);
@@ -1459,10 +1463,11 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
 // slot's outcome as the walk would, and no walk kernel runs (one launch and its latency fewer).
 // Two blocks per SM, as many as its shared memory allows (with no such bound ptxas held it at 80
 // registers, spilling).
+template <int kCandCap>
 __global__ void __launch_bounds__(suffix_gpu::kThreads, 2) query_search_kernel(SuffixCacheQueryParams q,
                                                                              FastDivisor rows, bool finish) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const HeldDraft d = global_search_slot(q, rows, *reinterpret_cast<SearchShared*>(smem_raw));  // waits inside
+  const HeldDraft d = global_search_slot(q, rows, *reinterpret_cast<SearchShared<kCandCap>*>(smem_raw));  // waits inside
   const int64_t b = blockIdx.x;
   if (finish) suffix_finish_slot(q.m, b, q.m.seq_lens_encoder[b], q.m.seq_lens_decoder[b], d.m, d.tokens);
 }
@@ -1621,6 +1626,41 @@ unsigned long long suffix_cache_scan_lines() {
 
 namespace {
 
+uint32_t scan_table_size(int64_t B) {
+  uint32_t table_size = kMinScanTable;
+  while (table_size < kScanTableLoad * static_cast<uint64_t>(B) && table_size < kMaxScanTable) {
+    table_size *= 2;
+  }
+  while (table_size < 2 * static_cast<uint64_t>(B)) table_size *= 2;
+  return table_size;
+}
+
+}  // namespace
+
+SuffixSearchForms suffix_cache_search_forms() {
+  return {suffix_gpu::kCandCapLarge, kSearchSmem<suffix_gpu::kCandCapLarge>, suffix_gpu::kCandCapSmall,
+          kSearchSmem<suffix_gpu::kCandCapSmall>};
+}
+
+size_t suffix_cache_scan_smem(int64_t batch) {
+  return scan_layout(batch, scan_table_size(batch), batch <= kAggSlots).bytes;  // the first scan's, the larger
+}
+
+int64_t suffix_cache_max_batch(const DeviceLimits& dev) {
+  int64_t b = kMaxSuffixCacheBatch;  // the scan's bytes grow with the batch
+  while (b > 0 && suffix_cache_scan_smem(b) > static_cast<size_t>(dev.smem_optin)) --b;
+  return b;
+}
+
+cudaError_t suffix_cache_max_batch_gpu(int64_t* max_batch) {
+  DeviceFacts dev;
+  const cudaError_t err = current_device_facts(&dev);
+  if (err == cudaSuccess) *max_batch = suffix_cache_max_batch(dev);
+  return err;
+}
+
+namespace {
+
 // The query's kernels; after_insert: the kernel before them on the stream is the insert's
 // (query_prep_kernel).
 cudaError_t launch_query(const SuffixCacheQueryParams& q, bool after_insert, cudaStream_t stream) {
@@ -1672,15 +1712,10 @@ cudaError_t launch_query(const SuffixCacheQueryParams& q, bool after_insert, cud
   // tables pay, until their shared memory costs resident blocks: B = 64 with 10k cached responses
   // 120.5 us per step with 128 entries, 105.2 with 512, 101.4 with 1024; B = 256 294.4 with 2048,
   // 340.8 with 4096 (docs/perf/suffix_cache_notes.md, section 8).
-  uint32_t table_size = kMinScanTable;
-  while (table_size < kScanTableLoad * static_cast<uint64_t>(B) && table_size < kMaxScanTable) {
-    table_size *= 2;
-  }
-  while (table_size < 2 * static_cast<uint64_t>(B)) table_size *= 2;
+  const uint32_t table_size = scan_table_size(B);
   const size_t smem1 = scan_layout(B, table_size, B <= kAggSlots).bytes;
   const size_t smem2 = scan_layout(B, table_size, false).bytes;
-  err = cudaFuncSetAttribute(query_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(smem1));
+  err = allow_dynamic_smem(query_scan_kernel, smem1);
   if (err != cudaSuccess) return err;
   // One wave of the scan's blocks at most: the lines the mask selects are spread over the whole
   // cache, so every block has some, and each block pays its set-up (tables, descriptors) once.
@@ -1714,12 +1749,24 @@ cudaError_t launch_query(const SuffixCacheQueryParams& q, bool after_insert, cud
   err = launch(query_scan_kernel, grid2, smem2, q, 2, table_size, task_lines, block_units, row_lines);
   if (err != cudaSuccess) return err;
   SUFFIX_QUERY_STAGE(5);
-  err = cudaFuncSetAttribute(query_search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(kSearchSmem));
-  if (err != cudaSuccess) return err;
   const bool alone = suffix_budget_never_binds(q.m);
   static_assert(suffix_gpu::kThreads == kThreads, "one block size");
-  err = launch(query_search_kernel, static_cast<unsigned>(B), kSearchSmem, q, fast_divisor(q.cache.num_rows), alone);
+  // The search's form that fits the device (suffix_cache_search_forms).
+  switch (suffix_search_cand_cap(suffix_cache_search_forms(), dev)) {
+    case suffix_gpu::kCandCapLarge:
+      err = allow_dynamic_smem(query_search_kernel<suffix_gpu::kCandCapLarge>, kSearchSmem<suffix_gpu::kCandCapLarge>);
+      if (err != cudaSuccess) return err;
+      err = launch(query_search_kernel<suffix_gpu::kCandCapLarge>, static_cast<unsigned>(B),
+                   kSearchSmem<suffix_gpu::kCandCapLarge>, q, fast_divisor(q.cache.num_rows), alone);
+      break;
+    case suffix_gpu::kCandCapSmall:
+      err = allow_dynamic_smem(query_search_kernel<suffix_gpu::kCandCapSmall>, kSearchSmem<suffix_gpu::kCandCapSmall>);
+      if (err != cudaSuccess) return err;
+      err = launch(query_search_kernel<suffix_gpu::kCandCapSmall>, static_cast<unsigned>(B),
+                   kSearchSmem<suffix_gpu::kCandCapSmall>, q, fast_divisor(q.cache.num_rows), alone);
+      break;
+    default: return cudaErrorInvalidConfiguration;  // below 66 KB per block: no supported GPU
+  }
   if (err != cudaSuccess) return err;
   SUFFIX_QUERY_STAGE(6);
   if (!alone) {

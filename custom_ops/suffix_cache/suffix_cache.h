@@ -25,6 +25,8 @@
 
 #ifdef FDSPEC_WITH_CUDA
 #include <cuda_runtime_api.h>
+
+#include "common/launch_plan.h"
 #endif
 
 namespace fdspec {
@@ -289,6 +291,14 @@ cudaError_t suffix_cache_insert_gpu(const SuffixCacheInsertParams& p, cudaStream
 cudaError_t suffix_cache_finish_gpu(const int32_t* finished, int64_t* slots, int64_t batch,
                                     cudaStream_t stream);
 cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& p, cudaStream_t stream);
+// The global search's forms (launch_plan.h) and the dynamic shared memory per block of the query's
+// scan over `batch` slots (the launch fails where the device has less).
+SuffixSearchForms suffix_cache_search_forms();
+size_t suffix_cache_scan_smem(int64_t batch);
+// The largest batch whose query fits the current device's shared memory per block (as the host
+// believes it: launch_plan.h): kMaxSuffixCacheBatch on sm_80 / sm_90, 1474 on sm_86 / sm_89.
+int64_t suffix_cache_max_batch(const DeviceLimits& dev);
+cudaError_t suffix_cache_max_batch_gpu(int64_t* max_batch);
 // The insert, then the query, as the two calls one after the other, but faster: with nothing
 // between them on the stream, the query's first kernel reads the step's inputs (which the insert
 // does not write) beside the insert, before it waits for the insert's end.

@@ -39,9 +39,15 @@ namespace suffix_gpu {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kWarpSet = 32;     // sets up to this size take the warp path
-constexpr int kCandCap = 2048;   // candidates held in shared memory (a power of two: the table's size)
+// Candidates held in shared memory (a power of two: the table's size), a template parameter kCandCap
+// of the search: the large form where the device's shared memory per block holds it, the small one
+// (half the candidates per round; more match lengths take the slow path, the same drafts) on sm_86 /
+// sm_89 (launch_plan.h, suffix_search_cand_cap).
+constexpr int kCandCapLarge = 2048;
+constexpr int kCandCapSmall = 1024;
 constexpr unsigned kFull = 0xffffffffu;
-static_assert((kCandCap & (kCandCap - 1)) == 0, "the next-token table is indexed with a mask");
+static_assert((kCandCapLarge & (kCandCapLarge - 1)) == 0 && (kCandCapSmall & (kCandCapSmall - 1)) == 0,
+              "the next-token table is indexed with a mask");
 
 #ifdef FDSPEC_SUFFIX_PROFILE
 // Bench-only instrumentation (tests/cuda/bench_suffix_kernels.cu --stages): thread 0's clock64() at
@@ -96,7 +102,7 @@ struct StepAcc {
                   // bits, as 64-bit shared atomics are compare-and-swap loops)
 };
 constexpr StepAcc kStepAccClean{0u, 0u, 0u, ~0u};
-static_assert(static_cast<uint64_t>(kCandCap) * kCandCap <= (uint64_t{1} << 32), "a pick fits in 32 bits");
+static_assert(static_cast<uint64_t>(kCandCapLarge) * kCandCapLarge <= (uint64_t{1} << 32), "a pick fits in 32 bits");
 
 // A tie between entries with the largest count goes to the least key among their members.
 struct TieTop {
@@ -118,8 +124,9 @@ struct DraftBuf {
   float probs[kMaxSuffixSpecTokens];
 };
 
-static_assert(kWarpSet * kMaxSuffixSpecTokens == kCandCap, "the block path's tokens reuse the warp path's");
+static_assert(kWarpSet * kMaxSuffixSpecTokens >= kCandCapLarge, "the block path's tokens reuse the warp path's");
 
+template <int kCandCap>
 struct CoreShared {
   unsigned long long key[kCandCap];   // candidates: order key
   uint8_t len[kCandCap];              // match length l
@@ -195,7 +202,8 @@ __device__ __forceinline__ CoreArgs core_args(const SuffixMatchParams& p, int64_
 
 // Walks match length L over the warp set; lane 0 writes the draft to `out` and the score after each
 // token to `prefix[1 ..]` when given.
-__device__ __forceinline__ float warp_walk(const CoreShared& sh, int L, int64_t limit, const CoreArgs& a,
+template <int kCandCap>
+__device__ __forceinline__ float warp_walk(const CoreShared<kCandCap>& sh, int L, int64_t limit, const CoreArgs& a,
                                            DraftBuf* out, float* prefix, int* m_out) {
   const int lane = threadIdx.x & 31;
   const bool valid = lane < sh.small_n && sh.wlen[lane] >= L;
@@ -266,7 +274,8 @@ __device__ __forceinline__ int64_t draft_cut(int L, const CoreArgs& a) {
 
 // The block path's clean state: both next-token tables empty and both step accumulators reset.
 // Every thread takes its part; the caller's barrier follows.
-__device__ __forceinline__ void clean_block_path(CoreShared& sh) {
+template <int kCandCap>
+__device__ __forceinline__ void clean_block_path(CoreShared<kCandCap>& sh) {
   for (int e = threadIdx.x; e < kCandCap; e += kThreads) {
     sh.tab[0].c.idx[e] = sh.tab[1].c.idx[e] = 0;
     sh.tab[0].c.cnt[e] = sh.tab[1].c.cnt[e] = 0;
@@ -290,8 +299,8 @@ __device__ __forceinline__ void clean_block_path(CoreShared& sh) {
 // its creator; only a tie between entries asks for least keys, of the tied entries' members alone,
 // in the other table. Thread t alone touches alive[j] and cslot[j] for j = t mod kThreads; three
 // barriers per step (six on a tie), two for one that gives up.
-template <class Src>
-__device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit, const CoreArgs& a,
+template <int kCandCap, class Src>
+__device__ float block_walk(CoreShared<kCandCap>& sh, const Src& src, int L, int64_t limit, const CoreArgs& a,
                             float above, int* m_out) {
   using TieReduce = cub::BlockReduce<TieTop, kThreads>;
   constexpr int kPer = kCandCap / kThreads;  // candidates per thread
@@ -456,7 +465,8 @@ __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit
 }
 
 // Records the block path's draft of L (in sh.cur) as the best when it beats it. Uniform call.
-__device__ __forceinline__ void keep_block_draft(CoreShared& sh, float score, int L, int m) {
+template <int kCandCap>
+__device__ __forceinline__ void keep_block_draft(CoreShared<kCandCap>& sh, float score, int L, int m) {
   if (!beats(score, L, sh.best_info)) return;
   for (int j = threadIdx.x; j < m; j += kThreads) {
     sh.best.tokens[j] = sh.cur.tokens[j];
@@ -472,13 +482,15 @@ __device__ __forceinline__ void keep_block_draft(CoreShared& sh, float score, in
 
 // The score a draft of a shorter match length must exceed to matter: the best so far, or the
 // caller's bar. Uniform: every thread reads the same shared best.
-__device__ __forceinline__ float score_to_beat(const CoreShared& sh, float bar) {
+template <int kCandCap>
+__device__ __forceinline__ float score_to_beat(const CoreShared<kCandCap>& sh, float bar) {
   return sh.best_info.score > bar ? sh.best_info.score : bar;
 }
 
 // Does match length L with this limit need a walk? (Each probability is <= 1: a draft of n tokens
 // scores <= n.) Uniform.
-__device__ __forceinline__ bool worth_walking(const CoreShared& sh, int L, int64_t limit, int depth,
+template <int kCandCap>
+__device__ __forceinline__ bool worth_walking(const CoreShared<kCandCap>& sh, int L, int64_t limit, int depth,
                                               float bar) {
   const int64_t longest = min_of<int64_t>(limit, depth - L);
   return static_cast<float>(longest) > score_to_beat(sh, bar);
@@ -486,8 +498,8 @@ __device__ __forceinline__ bool worth_walking(const CoreShared& sh, int L, int64
 
 // The search over match lengths [a.lo, a.hi] of the sh.n candidates. Leaves the best (score, L, m) in
 // sh.best_info (L = 0: nothing searched); its tokens need core_finish. Uniform call.
-template <class Src>
-__device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
+template <int kCandCap, class Src>
+__device__ void core_search(CoreShared<kCandCap>& sh, const Src& src, const CoreArgs& a) {
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
   SUFFIX_PROF_SET(32, clock64());
@@ -675,7 +687,8 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
 }
 
 // The best draft's tokens into sh.best (a warp-path winner's from its warp's copy). Uniform call.
-__device__ __forceinline__ void core_finish(CoreShared& sh, const CoreArgs&) {
+template <int kCandCap>
+__device__ __forceinline__ void core_finish(CoreShared<kCandCap>& sh, const CoreArgs&) {
   if (sh.best_from_warp > 0) {
     const DraftBuf& src = sh.wdraft[sh.best_from_warp - 1];
     for (int k = threadIdx.x; k < sh.best_info.m; k += kThreads) {
