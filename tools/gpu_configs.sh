@@ -12,7 +12,8 @@
 #   bash tools/gpu_configs.sh build                 # here (nvcc, no GPU): every binary below, sequentially
 #   bash tools/gpu_configs.sh harness CONFIG [TOOLS] # kernel harnesses, full mode, then TOOLS (default
 #                                                    # "memcheck racecheck initcheck") on the quick modes
-#   bash tools/gpu_configs.sh pytest CONFIG          # the op library for CONFIG (Paddle 2.6.2), pytest -m gpu
+#   bash tools/gpu_configs.sh pytest CONFIG          # the op library for CONFIG (Paddle 2.6.2), pytest -m gpu;
+#                                                    # LOGPROBS_BENCH=1: then scripts/bench_logprobs.py --quick
 #   bash tools/gpu_configs.sh bench-ab               # main's and this branch's kernel benches, sm_90, one call
 #   bash tools/gpu_configs.sh bench CONFIG           # this branch's kernel benches in CONFIG (sm80: the A100 path)
 #
@@ -27,6 +28,10 @@ OUT=${OUT:-results/gpu48}
 root=build/gpu48
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 export CUDA_HOME=$cuda_home
+# The binaries link the CUDA runtime dynamically (a static one is ~1 MB in each) and compress their
+# device code; the runtime is found through their rpath or here.
+export LD_LIBRARY_PATH=$cuda_home/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+small=(-cudart shared -Xlinker "-rpath=$cuda_home/lib64" --compress-mode=size)
 
 archs_of() {
   case "$1" in sm90) echo "90" ;; sm80) echo "80" ;; sm86_89) echo "86 89" ;; default) echo "80 86 89" ;;
@@ -48,7 +53,7 @@ build_benches_of() {
   local src=$1 dir=$2
   mkdir -p "$dir"
   local cc=(-std=c++17 -O3 -lineinfo -DFDSPEC_WITH_CUDA -I"$src/custom_ops" -I"$cuda_home/include/cccl"
-            -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90)
+            -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90 "${small[@]}")
   local o=$src/custom_ops
   [ -x "$dir/bench_ngram_kernels" ] || "$cuda_home/bin/nvcc" "${cc[@]}" "$src/tests/cuda/bench_ngram_kernels.cu" \
     "$o/ngram_match/ngram_match.cu" "$o/ngram_match/ngram_match_cpu.cc" "$o/hybrid_mtp_ngram/hybrid_mtp_ngram.cu" \
@@ -68,6 +73,7 @@ case "$stage" in
   build)
     # Sequential (JOBS=1): the machine that builds is small. Each config's harnesses, then the benches
     # of the native and the A100 configurations, then main's benches.
+    export NVCC_EXTRA="${small[*]}"
     for cfg in sm86_89 sm80 sm90; do
       # shellcheck disable=SC2046
       JOBS=1 bash tests/cuda/run_cuda_checks.sh "$(archs_of $cfg)" "$(dir_of $cfg)" --build-only $(ptx_of $cfg) || exit 1
@@ -104,6 +110,11 @@ case "$stage" in
     echo "== config $cfg: FDSPEC_CUDA_ARCHS=\"$(archs_of "$cfg")\" FDSPEC_DEVICE_CAP=${cap:-none}"
     FDSPEC_DEVICE_CAP=$cap python3 -m pytest -q -p no:cacheprovider -n 12 -m gpu -rfE tests 2>&1 \
       | tee "$OUT/pytest_$cfg.log" | grep -vE "^\s*$" | tail -25
+    # speculate_logprobs_topk has no Paddle-free bench: its bench through Paddle, in this configuration.
+    if [ "${LOGPROBS_BENCH:-0}" != 0 ]; then
+      FDSPEC_DEVICE_CAP=$cap python3 scripts/bench_logprobs.py --quick --out "$OUT/bench_logprobs_$cfg" 2>&1 \
+        | tee "$OUT/bench_logprobs_$cfg.log" | tail -12
+    fi
     ;;
   bench-ab)
     # Alternating runs of main's and this branch's benches, same machine, same call.

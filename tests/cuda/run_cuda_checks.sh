@@ -19,8 +19,8 @@
 #                 copying a checkout may leave its sources newer than them); build only missing ones.
 # --ptx-only      the PTX of the highest arch alone: all that a newer GPU can load from such a build
 #                 (an H100 runs a "86 89" build from its compute_89 PTX), at a third of the size.
-# Environment: HARNESSES (names, default all), TOOLS (default "memcheck racecheck initcheck"; empty:
-# no sanitizer), JOBS (parallel builds and sanitizer runs, default min(nproc / 2, 8)), CHECKS_LOGDIR
+# Environment: HARNESSES (names, default all), NVCC_EXTRA (more nvcc flags, e.g. "-cudart shared" for
+# small binaries), TOOLS (default "memcheck racecheck initcheck"; empty: no sanitizer), JOBS (parallel builds and sanitizer runs, default min(nproc / 2, 8)), CHECKS_LOGDIR
 # (logs, default OUTDIR/logs), CUDA_HOME (default /usr/local/cuda).
 # Prints one line per run and exits non-zero if any build, run or sanitizer report fails.
 set -uo pipefail
@@ -117,7 +117,7 @@ build() {
   fi
   # shellcheck disable=SC2086
   "$nvcc" -std=c++17 -O3 -lineinfo -DFDSPEC_WITH_CUDA -Icustom_ops -I"$cuda_home/include/cccl" \
-    "${gencode[@]}" $srcs -o "$bin.tmp" && mv "$bin.tmp" "$bin"
+    "${gencode[@]}" ${NVCC_EXTRA:-} $srcs -o "$bin.tmp" && mv "$bin.tmp" "$bin"
 }
 for n in $names; do spawn "$logdir/$n.build.log" build "$n"; done
 wait
