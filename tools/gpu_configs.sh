@@ -21,7 +21,7 @@
 # (run_cuda_checks.sh --prebuilt) and compiles only what is missing. The JIT configurations carry only
 # the PTX of their highest target (--ptx-only): all that an H100 can load from such a build, so that
 # sm86_89 and default share build/gpu48/ptx89/. bench-ab's baseline is build/gpu48/main_sm90/, built
-# from BASE (default: the merge base with main). Logs go to $OUT (default results/gpu48).
+# from BASE (default: the tree before launch_plan.h was added; .base in the folder names it). Logs go to $OUT (default results/gpu48).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-results/gpu48}
@@ -76,14 +76,16 @@ case "$stage" in
     export NVCC_EXTRA="${small[*]}"
     for cfg in sm86_89 sm80 sm90; do
       # shellcheck disable=SC2046
-      JOBS=1 bash tests/cuda/run_cuda_checks.sh "$(archs_of $cfg)" "$(dir_of $cfg)" --build-only $(ptx_of $cfg) || exit 1
+      JOBS=${JOBS:-1} bash tests/cuda/run_cuda_checks.sh "$(archs_of $cfg)" "$(dir_of $cfg)" --build-only $(ptx_of $cfg) || exit 1
     done
     for cfg in sm90 sm80; do
       # shellcheck disable=SC2046
-      HARNESSES="$benches" JOBS=1 bash tests/cuda/run_cuda_checks.sh "$(archs_of $cfg)" "$(dir_of $cfg)" \
+      HARNESSES="$benches" JOBS=${JOBS:-1} bash tests/cuda/run_cuda_checks.sh "$(archs_of $cfg)" "$(dir_of $cfg)" \
         --build-only $(ptx_of $cfg) || exit 1
     done
-    base=${BASE:-$(git merge-base HEAD main)}
+    # The baseline: the tree before this issue's launch logic (the parent of the commit that added
+    # custom_ops/common/launch_plan.h), unless BASE names another.
+    base=${BASE:-$(git rev-parse "$(git log --diff-filter=A --format=%H -- custom_ops/common/launch_plan.h | tail -1)^")}
     src=$(mktemp -d)
     git archive "$base" custom_ops tests/cuda | tar -x -C "$src"
     build_benches_of "$src" "$root/main_sm90" || exit 1
