@@ -1,6 +1,6 @@
 """What the benchmark scripts share: the timer, result files, tables, and the n-gram benchmark driver.
 
-GPU time is measured by ``fastdeploy_spec.testing.gpu_timer`` (the timer the graph-replay test uses
+GPU time is measured by ``benchmarks.gpu_timer`` (the timer the graph-replay test uses
 too): a CUDA graph of ``calls`` back-to-back calls of the op, CUDA events around ``reps`` replays,
 the median over rounds divided by ``calls``, after warm-up. That is the op's own device time (kernels
 and the gaps between them, without Python or launch overhead). Two cache conditions:
@@ -12,7 +12,7 @@ and the gaps between them, without Python or launch overhead). Two cache conditi
 
 Host time is the wall-clock time of one eager Python call, measured separately.
 
-``run_ngram_bench`` drives ``bench_ngram.py`` and ``bench_hybrid.py``: the same grid, inputs, checks,
+``run_ngram_bench`` drives the ngram and hybrid routines: the same grid, inputs, checks,
 warm and cold rows, table, JSON file and plot for either op. ``--dry-run`` runs every part that needs
 no GPU (inputs, argument order, the CPU op, table, JSON, plot) on a tiny grid, on the CPU.
 """
@@ -31,7 +31,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import paddle
 
-from fastdeploy_spec.testing.gpu_timer import L2Flush, time_graph_us
+from benchmarks.gpu_timer import L2Flush, time_graph_us
 
 
 def gpu_place():
@@ -80,12 +80,31 @@ def device_name() -> str:
         return "unknown"
 
 
+# The command that reproduces this run, set by the entry point (python -m benchmarks).
+REPRO = ""
+
+
 def write_results(out_dir: str, name: str, meta: dict, rows: List[dict]) -> Path:
     path = Path(out_dir)
     path.mkdir(parents=True, exist_ok=True)
     target = path / f"{name}.json"
+    meta = dict(meta, repro=REPRO) if REPRO else meta
     target.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
     return target
+
+
+def pyplot():
+    """matplotlib's pyplot (Agg), or None with a message when matplotlib is not installed: the plot
+    is optional (the ``bench`` extra), the JSON and the table are not."""
+    try:
+        import matplotlib
+    except ImportError:
+        print("matplotlib is not installed: no plot (pip install matplotlib)", flush=True)
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def print_table(rows: List[dict], columns: List[tuple]) -> str:
@@ -112,7 +131,7 @@ def require_gpu(script: str) -> None:
     os.environ.setdefault("FLAGS_cudnn_deterministic", "0")
 
 
-# ---- The n-gram benchmarks (bench_ngram.py, bench_hybrid.py) --------------------------------------
+# ---- The n-gram benchmarks (routines ngram, hybrid) --------------------------------------
 
 # Batch sizes x row widths; a smaller grid for --quick, a tiny one for --dry-run.
 GRID = ((1, 8, 64, 256), (1 << 10, 1 << 13, 1 << 15, 1 << 17))
@@ -234,9 +253,9 @@ def _bench_case(spec: NgramBench, B: int, W: int, hit: str, quick: bool, flush: 
 def _plot(rows: List[dict], out: Path, title: str, xlabel: str) -> None:
     """Log-log plot of latency against W, one colour per batch size (late hits): GPU warm and cold,
     and the CPU path (the CPU op alone in a dry run)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
+    if plt is None:
+        return
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for B in sorted({r["B"] for r in rows}):
@@ -309,3 +328,49 @@ def run_ngram_bench(spec: NgramBench, argv: Optional[Sequence[str]] = None, doc:
                    ("haystack_cold_GBps", "GB/s cold", "{:.0f}"), ("bit_identical", "identical", "{}")]
     print_table(rows, columns + spec.extra_columns)
     return rows
+
+
+# ---- Dry runs: any GPU routine on the CPU, tiny sizes ----------------------------------------------
+
+DRY_RUN = False
+
+
+class _NoFlush:
+    """The dry run's stand-in for L2Flush: no device, nothing to flush."""
+
+    bytes = 0
+    l2_bytes = 0
+
+    def __call__(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _cpu_time_us(fn: Callable[[], None], **_ignored) -> dict:
+    """The dry run's stand-in for time_graph_us: one eager call's wall time on the CPU."""
+    us = wall_time_us(fn, iters=1, rounds=1, warmup=1)
+    return {"median_us": us, "min_us": us, "overhead_us": 0.0, "method": "cpu wall clock (dry run)"}
+
+
+def enable_dry_run(module) -> None:
+    """Runs ``module`` (a routine) on the CPU: tensors on the CPU, the timer a wall clock, no L2
+    flush, the sizes in its ``DRY_RUN_SIZES``. What it proves without a GPU: the inputs build, the
+    op takes its arguments in order, the reference check runs and passes, and the JSON, table and
+    plot are written. Its figures mean nothing."""
+    global DRY_RUN, gpu_place, sync, require_gpu, device_name
+    DRY_RUN = True
+    gpu_place = paddle.CPUPlace  # noqa: F811  (to_gpu and the routines' tensors go to the CPU)
+    sync = lambda: None  # noqa: E731
+    require_gpu = lambda script: None  # noqa: E731
+    device_name = lambda: "cpu (dry run)"  # noqa: E731
+    module.time_graph_us = _cpu_time_us
+    module.L2Flush = _NoFlush
+    for name, value in getattr(module, "DRY_RUN_SIZES", {}).items():
+        setattr(module, name, value)
+
+
+def place_name() -> str:
+    """The place name the routines pass to the library's buffer helpers: "gpu", "cpu" in a dry run."""
+    return "cpu" if DRY_RUN else "gpu"

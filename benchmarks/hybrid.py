@@ -1,7 +1,7 @@
 """Latency of ``hybrid_mtp_ngram`` on the GPU, warm and cold L2, against the CPU path a runner without
 GPU kernels takes.
 
-Same method, sizes and driver as scripts/bench_ngram.py (bench_common). For B x W (prompt 3/4 of W in
+Same method, sizes and driver as the ngram routine (benchmarks/common.py). For B x W (prompt 3/4 of W in
 token_ids_all; pre_ids holds W/8 draft-model tokens, width W/8 + 64) and three hit positions of the
 slot's newest 3-gram (early: 1% into the prompt, late: 90% into it, none: nowhere), it reports GPU
 time warm (``gpu_us``) and cold (``gpu_cold_us``), host time and the CPU path, and checks GPU == CPU.
@@ -10,7 +10,7 @@ preceded by a device copy that restores it; that copy is timed alone and subtrac
 copy). Every slot arrives with one MTP draft (ori = 2) and may take up to K = 5 drafts in all;
 min_ngram_size is 1.
 
-    python scripts/bench_hybrid.py [--quick] [--dry-run] [--out results/bench_hybrid]
+    python -m benchmarks --routine hybrid [--quick] [--dry-run] [--out results/bench_hybrid]
 """
 
 from __future__ import annotations
@@ -21,10 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench_common as bc  # noqa: E402
+from benchmarks import common as bc  # noqa: E402
 from fastdeploy_spec.ops import hybrid_mtp_ngram  # noqa: E402
 
 ORI = 2  # 1 + one MTP draft

@@ -1,7 +1,7 @@
 """Benchmark of the speculative logprob path (docs/contract/logprobs.md) on one GPU, with its baselines in the
 same run.
 
-    PYTHONPATH=. python scripts/bench_logprobs.py [--quick] [--out DIR]
+    python -m benchmarks --routine logprobs [--quick] [--out DIR]
 
 Workload: B = 64 decoding slots, K = 5 drafts (N = B * (K + 1) = 384 rows), accept counts uniform in
 1 .. 5 (about 3 per slot, about 192 accepted rows), vocabularies 32000 and 152064, float32 and
@@ -16,7 +16,7 @@ Timing method. Paddle and PyTorch launch on different default streams, and a Pad
 tens of microseconds of Python/C++ dispatch, as long as the kernels themselves. So every timed region
 runs on Paddle's current stream (PyTorch joins it through ``torch.cuda.ExternalStream``): the stream
 is first held busy by ``torch.cuda._sleep`` long enough for the host to enqueue all iterations, then
-a CUDA event is recorded after each iteration (``fastdeploy_spec.testing.gpu_timer.StreamTimer``, the
+a CUDA event is recorded after each iteration (``benchmarks.gpu_timer.StreamTimer``, the
 benchmarks' shared timer module: PyTorch's baselines cannot be captured in a graph). The interval between consecutive events is therefore
 pure GPU time of one iteration (no host gaps, no launch latency hidden or added); the table reports
 the median over the iterations, after warm-up iterations, with the device synchronised (Paddle and
@@ -42,7 +42,6 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
 BATCH = 64
 DRAFTS = 5  # K
@@ -269,17 +268,59 @@ def plot(results: list[dict], path: Path) -> None:
     print(f"bench_logprobs: wrote {path}")
 
 
-def main(argv=None) -> None:
+def dry_run(out: Path, batch: int = 7, vocab: int = 300) -> int:
+    """Both ops on CPU tensors on one small step per dtype, checked by ``check_outputs``; no timing."""
+    import paddle
+
+    from benchmarks import common as bc
+    from fastdeploy_spec import ops
+
+    def cpu(array, dtype=None):
+        t = paddle.to_tensor(array, place=paddle.CPUPlace())
+        return t.astype("bfloat16") if dtype == "bfloat16" else t
+
+    rows = []
+    for dtype in DTYPES:
+        step = make_step(np.random.default_rng(0), vocab, batch=batch)
+        if dtype == "bfloat16":
+            step["logits"] = bf16_round(step["logits"])
+        n = batch * (DRAFTS + 1)
+        logits = cpu(step["logits"], dtype)
+        token_ids, target = cpu(np.zeros(n, np.int64)), cpu(np.zeros((n, vocab), np.float32), dtype)
+        cu = cpu(np.zeros(batch + 1, np.int32))
+        ids, scores = cpu(np.zeros((n, TOP_K + 1), np.int64)), cpu(np.zeros((n, TOP_K + 1), np.float32))
+        ranks = cpu(np.zeros(n, np.int64))
+        ops.speculate_get_accept_tokens_and_logits(
+            token_ids, target, logits, cu, cpu(step["cu_q"]), cpu(step["slt"]), cpu(step["enc"]),
+            cpu(step["accept"]), cpu(step["accept_tokens"]))
+        ops.speculate_logprobs_topk(target, token_ids, cu, ids, scores, ranks)
+        problems = check_outputs(step, host_values(logits.numpy()), TOP_K, cu=cu.numpy(),
+                                 token_ids=token_ids.numpy(), gathered=host_values(target.numpy()),
+                                 ids=ids.numpy(), scores=scores.numpy(), ranks=ranks.numpy())
+        rows.append(dict(vocab=vocab, dtype=dtype, rows_valid=int(step["accept"].sum()), rows_padded=n,
+                         check_ok=not problems, check_failures=problems))
+    path = bc.write_results(str(out), "bench_logprobs", dict(device="cpu (dry run)", batch=batch), rows)
+    bc.print_table(rows, [("vocab", "V", "{}"), ("dtype", "dtype", "{}"), ("rows_valid", "valid rows", "{}"),
+                          ("check_ok", "reference check", "{}")])
+    print(f"bench_logprobs: wrote {path}")
+    return 0 if all(r["check_ok"] for r in rows) else 1
+
+
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="one vocabulary, fewer iterations")
     ap.add_argument("--out", type=Path, default=Path("results/bench_logprobs"), help="folder for JSON and PNG")
     ap.add_argument("--iters", type=int, default=None)
     ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--dry-run", action="store_true",
+                    help="no GPU: both ops on the CPU on a small step, checked against the reference")
     args = ap.parse_args(argv)
+    if args.dry_run:
+        return dry_run(args.out)
     paddle, torch, ops = setup()
     iters = args.iters or (20 if args.quick else 100)
     vocabs = VOCABS[:1] if args.quick else VOCABS
-    from fastdeploy_spec.testing.gpu_timer import StreamTimer
+    from benchmarks.gpu_timer import StreamTimer
 
     timer = StreamTimer(torch, iters, args.warmup)
     rng = np.random.default_rng(0)
@@ -295,8 +336,7 @@ def main(argv=None) -> None:
     (args.out / "bench_logprobs.json").write_text(json.dumps(dict(meta=meta, results=results), indent=2))
     print(f"bench_logprobs: wrote {args.out / 'bench_logprobs.json'}")
     plot(results, args.out / "bench_logprobs.png")
-    if not all(r["check_ok"] for r in results):
-        sys.exit(1)
+    return 0 if all(r["check_ok"] for r in results) else 1
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Benchmark of the logprob message transport (docs/contract/transport.md): messages per second from a sender
 process to a receiver process, and bytes per message.
 
-    PYTHONPATH=. python scripts/bench_msgqueue.py [--quick] [--out DIR] [--tokens-per-slot 3]
+    python -m benchmarks --routine msgqueue [--quick] [--out DIR] [--tokens-per-slot 3]
 
 Ours: ``speculate_save_output_topk`` in a sender process, ``speculate_get_output_topk`` (blocking)
 in a receiver process, both called from Python on CPU tensors, for B in {1, 64, 512} x top-k in
@@ -38,10 +38,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
-from fastdeploy_spec.testing import sysv  # noqa: E402
-from fastdeploy_spec.testing.sysv import MSGMAX, MSGMNB  # noqa: E402
+from tests import sysv  # noqa: E402
+from tests.sysv import MSGMAX, MSGMNB  # noqa: E402
 
 # Upstream's message: long mtype + int meta[3 + 512] + 512 x (int tokens[126], float scores[126],
 # int ranks[6]); msgsnd is given the size without the mtype.
@@ -196,14 +195,14 @@ def limits_writable() -> bool:
     return os.geteuid() == 0 and os.access(MSGMAX, os.W_OK) and os.access(MSGMNB, os.W_OK)
 
 
-def main() -> int:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer messages, one repeat")
     ap.add_argument("--out", type=Path, default=Path("results"), help="directory of the JSON result")
     ap.add_argument("--tokens-per-slot", type=int, default=3, help="accepted tokens per slot (1 .. 6)")
     ap.add_argument("--messages", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=None)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if not 1 <= args.tokens_per_slot <= 6:
         ap.error("--tokens-per-slot must be in 1 .. 6")
     try:

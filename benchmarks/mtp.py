@@ -10,7 +10,7 @@ excluded: it returns float32 [B, V] logits prepared on the GPU (V = 32000 by def
 times exactly the proposer's kernels, the greedy read of the logits included. Reported:
 
 * GPU time (warm L2): CUDA events around replays of a captured graph of 20 back-to-back steps,
-  median over rounds, per step (fastdeploy_spec/testing/gpu_timer.time_graph_us);
+  median over rounds, per step (benchmarks/gpu_timer.time_graph_us);
 * GPU time (cold L2): the same with gpu_timer's L2Flush (a device copy of max(128 MiB, 2 x L2))
   before each step, minus the same graph of copies alone;
 * host path: the proposer as it was before issue 17 (``HostPathMTPProposer`` below, kept here only
@@ -24,13 +24,13 @@ so the n-gram extension searches the whole prompt and finds a match; the hybrid 
 bind (every slot searches). accept_num is 0 for every slot (the step's drafts are dropped and
 nothing appended), so the state is the same at every replay.
 
-    python scripts/bench_mtp.py [--quick] [--vocab 32000] [--accept-at-once] [--out results/bench_mtp]
+    python -m benchmarks --routine mtp [--quick] [--vocab 32000] [--accept-at-once] [--out results/bench_mtp]
 
 --accept-at-once builds ``MTPProposer(defer_accept=False)``: ``run`` starts with draft_model_preprocess
 and ``accept`` runs draft_model_accept (two kernels where the default has one).
 
 The same step at the kernel layer, without Paddle and with a per-kernel breakdown:
-tests/cuda/bench_mtp_kernels.cu.
+benchmarks/kernels/bench_mtp_kernels.cu.
 """
 
 from __future__ import annotations
@@ -43,18 +43,16 @@ from typing import Dict
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import paddle  # noqa: E402
 
-import bench_common as bc  # noqa: E402
-from fastdeploy_spec.testing.gpu_timer import L2Flush, time_graph_us  # noqa: E402
+from benchmarks import common as bc  # noqa: E402
+from benchmarks.gpu_timer import L2Flush, time_graph_us  # noqa: E402
 from fastdeploy_spec.buffers import copy_from_host, make_share_inputs  # noqa: E402
 from fastdeploy_spec.config import SpeculativeConfig  # noqa: E402
 from fastdeploy_spec.ops import hybrid_mtp_ngram  # noqa: E402
 from fastdeploy_spec.proposers import MTPProposer  # noqa: E402
-from fastdeploy_spec.testing.oracle import PreparedLogits  # noqa: E402
+from examples.oracle import PreparedLogits  # noqa: E402
 
 BATCHES = (1, 8, 64, 256)
 K = 5
@@ -62,6 +60,8 @@ MODEL_STEPS = (1, 2)
 W = 8192
 PROMPT = 3 * W // 4
 GENERATED = 512
+# --dry-run (benchmarks/common.py): two batches, a short row, a small vocabulary.
+DRY_RUN_SIZES = {"BATCHES": (1, 4), "W": 512, "PROMPT": 384, "GENERATED": 32}
 THRESHOLD = 1 << 40
 STATE = ("draft_tokens", "seq_lens_this_time")
 DRAFT_STATE = ("pre_ids", "step_idx")
@@ -153,13 +153,13 @@ def setup(proposer_cls, B: int, V: int, steps: int, ngram: bool, case: dict, def
     cfg = SpeculativeConfig(method="mtp", num_speculative_tokens=K, num_model_steps=steps,
                             mtp_strategy="with_ngram" if ngram else "default", max_ngram_size=3,
                             min_ngram_size=1, hybrid_threshold=THRESHOLD)
-    bufs = make_share_inputs(B, W, cfg, "gpu")
+    bufs = make_share_inputs(B, W, cfg, bc.place_name())
     for name, buf in bufs.items():
         if name in case:
             copy_from_host(buf, case[name])
     model = PreparedLogits([bc.to_gpu(x) for x in case["logits"]])
     if proposer_cls is MTPProposer:
-        proposer = MTPProposer(cfg, model, max_num_seqs=B, max_model_len=W, place="gpu",
+        proposer = MTPProposer(cfg, model, max_num_seqs=B, max_model_len=W, place=bc.place_name(),
                                defer_accept=defer_accept)
     else:
         proposer = HostPathMTPProposer(cfg, model, B, W, bc.gpu_place())
@@ -240,14 +240,14 @@ def plot(rows, path: Path) -> None:
     plt.close(fig)
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
     ap.add_argument("--vocab", type=int, default=32000, help="V of the draft logits (float32)")
     ap.add_argument("--accept-at-once", action="store_true",
                     help="MTPProposer(defer_accept=False): accept as its own op after verification")
     ap.add_argument("--out", default="results/bench_mtp")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     bc.require_gpu("bench_mtp.py")
 
     rows = []
@@ -275,10 +275,13 @@ def main() -> None:
                           ("gpu_us", "ops µs (warm)", "{:.2f}"), ("gpu_cold_us", "ops µs (cold)", "{:.2f}"),
                           ("host_path_us", "host path µs", "{:.0f}"), ("speedup", "speed-up", "{:.0f}x"),
                           ("logits_GBps", "logits GB/s", "{:.0f}"), ("identical", "identical", "{}")])
-    target = next(r for r in rows if r["B"] == 64 and r["model_steps"] == 2 and r["ngram"])
+    target = next((r for r in rows if r["B"] == 64 and r["model_steps"] == 2 and r["ngram"]), None)
+    if target is None:
+        return 0 if all(r["identical"] for r in rows) else 1
     print(f"\ntarget B=64, K=5, 2 model steps, n-gram: {target['gpu_us']:.2f} µs per step "
           f"(target <= 15 µs: {'met' if target['gpu_us'] <= 15 else 'NOT met'}); host path "
           f"{target['host_path_us']:.0f} µs in the same run")
+    return 0 if all(r["identical"] for r in rows) else 1
 
 
 if __name__ == "__main__":

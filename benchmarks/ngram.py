@@ -6,7 +6,7 @@ For B x W (prompt 3/4 of W, W/8 generated tokens) and three hit positions of the
 
 * GPU time: the op's own device time per call, warm (``gpu_us``: its inputs stay in L2) and cold
   (``gpu_cold_us``: a copy larger than L2 runs before each call, timed alone and subtracted), from
-  CUDA events around replays of a captured graph of back-to-back calls (see bench_common),
+  CUDA events around replays of a captured graph of back-to-back calls (see benchmarks/common.py),
 * host time: wall-clock time of one eager Python call,
 * CPU path: device->host copies of the inputs, the CPU op, host->device copies of the two outputs
   (what a runner whose op library lacks GPU kernels would do each step),
@@ -15,7 +15,7 @@ checks that the GPU and CPU results are bit-identical, and writes a table, a JSO
 latency against W. The threshold is set so it does not bind (every slot searches); tokens come from
 a 50k vocabulary with the planted pattern made of ids outside it.
 
-    python scripts/bench_ngram.py [--quick] [--dry-run] [--out results/bench_ngram]
+    python -m benchmarks --routine ngram [--quick] [--dry-run] [--out results/bench_ngram]
 """
 
 from __future__ import annotations
@@ -26,10 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench_common as bc  # noqa: E402
+from benchmarks import common as bc  # noqa: E402
 from fastdeploy_spec.ops import ngram_match  # noqa: E402
 
 

@@ -4,7 +4,7 @@ For B in {1, 8, 64, 256} slots and histories of N in {1k, 8k, 32k} tokens (K = 5
 64, FastDeploy's defaults, a non-binding batch budget so that every slot drafts), it reports
 
 * GPU warm: the op's device time per call, CUDA events around replays of a captured graph of
-  back-to-back calls (fastdeploy_spec/testing/gpu_timer.time_graph_us); the histories stay in L2
+  back-to-back calls (benchmarks/gpu_timer.time_graph_us); the histories stay in L2
   where they fit;
 * GPU cold: the same with gpu_timer's L2Flush (a device copy of max(128 MiB, 2 x L2)) before every
   call inside the graph, minus a graph of the copies alone;
@@ -16,10 +16,10 @@ checks that the GPU and CPU results are bit-identical, and writes a table, a JSO
 Histories are text-like: Zipf-distributed tokens over a 32k vocabulary whose last 256 tokens repeat
 an earlier stretch (so long matches exist and the warp path and the block path both run).
 
-    python scripts/bench_suffix.py [--quick] [--out results/bench_suffix]
+    python -m benchmarks --routine suffix [--quick] [--out results/bench_suffix]
 
 The same rows at the kernel layer without Paddle (the device time per step, warm and cold, each row
-checked against the CPU op): tests/cuda/bench_suffix_kernels.cu; its ``--stages B N`` times the search
+checked against the CPU op): benchmarks/kernels/bench_suffix_kernels.cu; its ``--stages B N`` times the search
 and the walk kernels apart and, built with -DFDSPEC_SUFFIX_PROFILE, prints per-stage clocks of the
 search. The budget here never binds, so the op runs as one kernel (docs/contract/suffix.md).
 """
@@ -33,19 +33,18 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import paddle  # noqa: E402
 
-import bench_common as bc  # noqa: E402
-from fastdeploy_spec.testing.gpu_timer import L2Flush, time_graph_us  # noqa: E402
+from benchmarks import common as bc  # noqa: E402
+from benchmarks.gpu_timer import L2Flush, time_graph_us  # noqa: E402
 from fastdeploy_spec.ops import suffix_match  # noqa: E402
 
 K = 5
 VOCAB = 32_000
 BATCHES = (1, 8, 64, 256)
 HISTORIES = (1 << 10, 1 << 13, 1 << 15)
+DRY_RUN_SIZES = {"BATCHES": (1, 4), "HISTORIES": (1 << 10,)}  # --dry-run (benchmarks/common.py)
 ARGS = ("token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
         "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len",
         "suffix_tokens", "suffix_probs", "suffix_meta")
@@ -123,9 +122,9 @@ def bench_case(B: int, N: int, quick: bool, flush: L2Flush) -> dict:
 
 
 def plot(rows, out: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = bc.pyplot()
+    if plt is None:
+        return
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for N in sorted({r["N"] for r in rows}):
@@ -145,11 +144,11 @@ def plot(rows, out: Path) -> None:
     fig.savefig(out, dpi=120)
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
     ap.add_argument("--out", default="results/bench_suffix")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     bc.require_gpu("bench_suffix.py")
 
     flush = L2Flush()
@@ -164,7 +163,7 @@ def main() -> None:
     meta = {"device": bc.device_name(), "paddle": paddle.__version__, "K": K, "max_tree_depth": 64,
             "vocab": VOCAB, "history": "Zipf(1.2) tokens, last 256 repeat an earlier stretch",
             "threshold": "non-binding (2^40)", "gpu_time": "CUDA events around graph replays",
-            "cold_l2": f"{flush.bytes >> 20} MiB device copy (fastdeploy_spec.testing.gpu_timer.L2Flush) "
+            "cold_l2": f"{flush.bytes >> 20} MiB device copy (benchmarks.gpu_timer.L2Flush) "
                        "before each call, its own time subtracted",
             "host_path": "D2H copies of the inputs + CPU op + H2D copies of the outputs"}
     path = bc.write_results(args.out, "bench_suffix", meta, rows)
@@ -174,6 +173,7 @@ def main() -> None:
                           ("gpu_warm_us", "GPU warm us", "{:.2f}"), ("gpu_cold_us", "GPU cold us", "{:.2f}"),
                           ("host_us", "host us/call", "{:.1f}"), ("cpu_path_us", "host path us", "{:.0f}"),
                           ("speedup", "speed-up", "{:.0f}x"), ("bit_identical", "identical", "{}")])
+    return 0 if all(r["bit_identical"] for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ against ``suffix_match`` alone, with 1k, 10k and 100k cached responses of ~300 t
 {8, 64, 256}.
 
 * GPU warm: CUDA events around replays of a captured graph of back-to-back steps
-  (fastdeploy_spec.testing.gpu_timer.time_graph_us, the project's one timer);
+  (benchmarks.gpu_timer.time_graph_us, the project's one timer);
 * two calls: the same step as ``suffix_cache_insert`` then ``suffix_cache_query``, warm (the
   baseline of the one call);
 * GPU cold: the same with an L2Flush (a copy of a buffer of max(128 MiB, 2 x L2)) before every step
@@ -23,11 +23,11 @@ insert finds no new token (the step index does not move between replays): it cos
 its checks. ``--soak`` instead drives many thousands of requests through a small cache on the GPU,
 step by step, and checks memory flat and the drafts equal to the CPU implementation at the end.
 
-    python scripts/bench_suffix_cache.py [--quick] [--out results/bench_suffix_cache]
-    python scripts/bench_suffix_cache.py --soak [--soak-requests 20000]
+    python -m benchmarks --routine suffix_cache [--quick] [--out results/bench_suffix_cache]
+    python -m benchmarks --routine suffix_cache --soak [--soak-requests 20000]
 
 The same rows at the kernel layer without Paddle (the device time per step, warm and cold, each row
-checked against the CPU op): tests/cuda/bench_suffix_kernels.cu.
+checked against the CPU op): benchmarks/kernels/bench_suffix_kernels.cu.
 """
 
 from __future__ import annotations
@@ -41,13 +41,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import paddle  # noqa: E402
 
-import bench_common as bc  # noqa: E402
-from fastdeploy_spec.testing.gpu_timer import L2Flush, time_graph_us  # noqa: E402
+from benchmarks import common as bc  # noqa: E402
+from benchmarks.gpu_timer import L2Flush, time_graph_us  # noqa: E402
 from fastdeploy_spec.ops import suffix_match  # noqa: E402
 from fastdeploy_spec.ops.suffix_cache import (SuffixCache, suffix_cache_insert,  # noqa: E402
                                               suffix_cache_query, suffix_cache_step)
@@ -59,6 +57,7 @@ MEAN_LEN = 300
 BATCHES = (8, 64, 256)
 CACHED = (1_000, 10_000, 100_000)
 HISTORY = 2048         # the querying slots' history length
+DRY_RUN_SIZES = {"BATCHES": (2, 4), "CACHED": (50,)}  # --dry-run (benchmarks/common.py)
 THRESHOLD = 1 << 40
 KEY_LEN = [1]          # --key-len
 MATCH_ARGS = ("token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
@@ -212,7 +211,7 @@ def soak(requests: int, seed: int = 1) -> int:
     return 0
 
 
-def main() -> int:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repetitions, no 100k case")
     ap.add_argument("--check-all", action="store_true", help="CPU identity check on every case")
@@ -222,7 +221,7 @@ def main() -> int:
                     help="G: shortest global match length (1 = FastDeploy's semantics; 2-3 bound the "
                          "hits of frequent tokens)")
     ap.add_argument("--out", default="results/bench_suffix_cache")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     bc.require_gpu("bench_suffix_cache.py")
     if args.soak:
         return soak(args.soak_requests)
@@ -230,7 +229,7 @@ def main() -> int:
     flush = L2Flush()
     texts = Texts(np.random.default_rng(0))
     rows = []
-    for cached in CACHED[:2] if args.quick else CACHED:
+    for cached in CACHED[:2] if args.quick and not bc.DRY_RUN else CACHED:
         t0 = time.perf_counter()
         host_cache, responses = fill_cache(cached, max(BATCHES), texts)
         print(f"filled {cached} responses in {time.perf_counter() - t0:.1f} s", flush=True)

@@ -1,13 +1,13 @@
-"""Test and demo machinery for the runner mirror and the benchmarks: never imported by the library.
+"""Examples around the library: the demo and the oracle target model. Not part of the package.
 
 - ``OracleTarget``: a target model that knows each request's answer (``oracle_logits`` its logits);
   ``PreparedLogits``: a draft model that returns logits prepared in advance;
 - ``LogprobChecker``: a runner observer that checks every logprob message, bit for bit, against the
   rows the device computed in its step;
-- ``gpu_timer``: CUDA graphs and the GPU timer of the benchmarks and the graph-replay test;
-- ``sysv``: raw System V queue access for the transport tests and the transport benchmark.
+- ``examples.demo``: speculative decoding on real text (``python -m examples.demo``).
 
-The names above load their module on first use, so that ``gpu_timer`` and ``sysv`` stay light.
+The tests and the benchmarks use the oracle too. Run from the repository root.
+The names above load their module on first use.
 """
 
 import importlib
@@ -19,5 +19,5 @@ __all__ = sorted(_EXPORTS)
 
 def __getattr__(name: str):
     if name in _EXPORTS:
-        return getattr(importlib.import_module(f"fastdeploy_spec.testing.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module 'fastdeploy_spec.testing' has no attribute {name!r}")
+        return getattr(importlib.import_module(f"examples.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'examples' has no attribute {name!r}")

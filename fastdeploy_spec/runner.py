@@ -30,7 +30,7 @@ its greedy token after input position j of slot b. It runs on the host here, and
 to the device once per step (one small host->device copy; a real model would leave its argmax on the
 device, where ``speculate_verify_greedy`` reads it in place). For logprobs the target also gives its
 logits rows (``target.logits(batch, tokens)``, rows packed as ``VerifyBatch.output_rows`` says), copied
-to the device in one padded [S * (K + 1), V] buffer. (``fastdeploy_spec.testing.OracleTarget`` is such
+to the device in one padded [S * (K + 1), V] buffer. (``examples.OracleTarget`` is such
 a model, for tests and the demo.)
 
 A slot's prompt is processed in one prefill step (no chunked prefill): the slot takes the target's
@@ -249,7 +249,7 @@ class SpecRunner:
     --------
     >>> from fastdeploy_spec.config import SpeculativeConfig
     >>> from fastdeploy_spec.runner import Request, SpecRunner
-    >>> from fastdeploy_spec.testing import OracleTarget
+    >>> from examples import OracleTarget
     >>> cfg = SpeculativeConfig(method="ngram", num_speculative_tokens=3, max_ngram_size=2)
     >>> answer = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2]
     >>> runner = SpecRunner(cfg, OracleTarget({"a": answer}, vocab_size=8, end_token=0),

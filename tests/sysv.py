@@ -1,4 +1,4 @@
-"""Raw System V message queues (libc through ctypes), for the transport tests and bench_msgqueue.py:
+"""Raw System V message queues (libc through ctypes), for the transport tests and the msgqueue benchmark:
 what the ops do not expose (hand-made fragments, upstream's fixed-size message) and the kernel limits."""
 
 from __future__ import annotations

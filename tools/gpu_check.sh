@@ -102,7 +102,7 @@ for stage in "$@"; do
       $py -m pytest -q -p no:cacheprovider -rA tests/test_graph_replay.py 2>&1 | grep -E "PASS|FAIL|SKIP|passed|failed|Error" | tail -8
       ;;
     demo)
-      $py -m fastdeploy_spec.demo --device gpu --out "$OUT/demo" 2>&1 | tail -30
+      $py -m examples.demo --device gpu --out "$OUT/demo" 2>&1 | tail -30
       ;;
     run-demo)
       [ -d /root/pdsite/paddle ] || bash /root/pd/install.sh 2>&1 | tail -3

@@ -9,7 +9,7 @@
 //
 //   draft_model_preprocess, (draft_model_update) x model steps, [hybrid_mtp_ngram], draft_model_accept
 //
-// on the inputs of scripts/bench_mtp.py: B slots, all decoding, K = 5, V = 32000, W = 8192 with a
+// on the inputs of the mtp routine (benchmarks/mtp.py): B slots, all decoding, K = 5, V = 32000, W = 8192 with a
 // prompt of 3/4 W whose late part continues the newest generated tokens (the n-gram extension
 // searches the whole prompt and finds a match), hybrid threshold not binding, accept_num 0 (a step
 // leaves the state as it found it, so replays need no reset).
@@ -25,7 +25,7 @@
 // replays (all outputs and the draft side's state, bit for bit). Exits 1 on a mismatch.
 //
 //   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -DFDSPEC_WITH_CUDA -Icustom_ops \
-//        -I$CUDA_HOME/include/cccl tests/cuda/bench_mtp_kernels.cu \
+//        -I$CUDA_HOME/include/cccl benchmarks/kernels/bench_mtp_kernels.cu \
 //        custom_ops/draft_model/draft_model{.cu,_cpu.cc} \
 //        custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram{.cu,_cpu.cc} -o build/bench_mtp_kernels
 //   build/bench_mtp_kernels [--accept-at-once] [--quick] [--json FILE]

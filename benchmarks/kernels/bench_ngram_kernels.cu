@@ -1,5 +1,5 @@
 // Device time of ngram_match and hybrid_mtp_ngram at the kernel layer (no Paddle), on the inputs of
-// scripts/bench_ngram.py / bench_hybrid.py and the rows of issue 18's table, warm and cold:
+// the ngram and hybrid routines (benchmarks/) and the rows of issue 18's table, warm and cold:
 //
 // - warm: a CUDA graph of 20 back-to-back calls, replayed; per-call time from CUDA events around the
 //   replays, median over rounds (the tokens stay in L2 between calls, as in the README's figures);
@@ -12,7 +12,7 @@
 // again after the timed replays). Prints one line per row, then a table; exits 1 on a mismatch.
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90 -DFDSPEC_WITH_CUDA -Icustom_ops -I$CUDA_HOME/include/cccl \
-//        tests/cuda/bench_ngram_kernels.cu custom_ops/ngram_match/ngram_match{.cu,_cpu.cc} \
+//        benchmarks/kernels/bench_ngram_kernels.cu custom_ops/ngram_match/ngram_match{.cu,_cpu.cc} \
 //        custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram{.cu,_cpu.cc} -o build/bench_ngram_kernels
 //   build/bench_ngram_kernels [--json FILE] [--only match|hybrid] [--quick]
 //   build/bench_ngram_kernels --profile match|hybrid B W early|late|none [T]   (3 plain calls, for ncu)
@@ -43,7 +43,7 @@ constexpr int64_t kNonBinding = int64_t{1} << 40;
 
 double hit_fraction(const std::string& hit) { return hit == "early" ? 0.01 : (hit == "late" ? 0.90 : -1.0); }
 
-// The inputs of one benchmark row, host side, for either op (bench_ngram.py / bench_hybrid.py).
+// The inputs of one benchmark row, host side, for either op (the ngram / hybrid routines).
 struct Case {
   bool hybrid = false;
   int64_t B = 0, W = 0, D = 1, T = kNonBinding;

@@ -1,5 +1,5 @@
 // Device time of suffix_match and of the global cache step (suffix_cache_insert + suffix_cache_query)
-// at the kernel layer (no Paddle), on the inputs of scripts/bench_suffix.py and bench_suffix_cache.py
+// at the kernel layer (no Paddle), on the inputs of the suffix and suffix_cache routines (benchmarks/)
 // (same generators, C++ random streams), warm and cold:
 //
 // - warm: a CUDA graph of 20 back-to-back steps, replayed; per-step time from CUDA events around the
@@ -14,7 +14,7 @@
 // Prints one line per row, then a table; exits 1 on a mismatch.
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90a -DFDSPEC_WITH_CUDA -Icustom_ops -I$CUDA_HOME/include/cccl \
-//        tests/cuda/bench_suffix_kernels.cu custom_ops/suffix_match/suffix_match{.cu,_cpu.cc} \
+//        benchmarks/kernels/bench_suffix_kernels.cu custom_ops/suffix_match/suffix_match{.cu,_cpu.cc} \
 //        custom_ops/suffix_cache/suffix_cache{.cu,_cpu.cc} -o build/bench_suffix_kernels
 //   build/bench_suffix_kernels [--json FILE] [--quick] [--only match|cache|cache-10k|cache-64|cache-texts]
 //   build/bench_suffix_kernels --profile match|cache B N [SEED]   (a few plain steps, for nsys / ncu;
@@ -100,7 +100,7 @@ void decoding_slots(Match& c, int64_t P, int64_t N) {
   c.meta.assign(B * 2, 0);
 }
 
-// bench_suffix.py's make_case: Zipf histories of N tokens whose last 256 repeat an earlier stretch.
+// benchmarks/suffix.py make_case: Zipf histories of N tokens whose last 256 repeat an earlier stretch.
 Match make_match(int64_t B, int64_t N) {
   Zipf z(11);
   Match c;
@@ -161,7 +161,7 @@ struct DevMatch {
   }
 };
 
-// ---- the global cache's inputs (bench_suffix_cache.py) -------------------------------------------
+// ---- the global cache's inputs (benchmarks/suffix_cache.py) -------------------------------------------
 
 struct Texts {
   Zipf z;

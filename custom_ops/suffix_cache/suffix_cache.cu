@@ -54,7 +54,7 @@
 // list never matters (nor which entries a list past M holds: it is never read), so every rank with
 // the same tokens computes the same drafts.
 //
-// Cost and limits (tests/cuda/bench_suffix_kernels.cu, G = 1, 10k cached responses of ~300 tokens,
+// Cost and limits (benchmarks/kernels/bench_suffix_kernels.cu, G = 1, 10k cached responses of ~300 tokens,
 // a budget that never binds; docs/perf/suffix_cache_notes.md, sections 16 to 30): at B = 64, 39.4 us
 // a step on an H200 as suffix_cache_step_gpu (40.2 for 0834120's kernels, 41.9 for 9bc1d91's, 48.5
 // for b677a38's there, 49 on an H100; 225 when these notes began), issue 20's target being 40 on an
@@ -1631,7 +1631,7 @@ cudaError_t launch_query(const SuffixCacheQueryParams& q, bool after_insert, cud
   // prep and first scan are independent. Where the local search leaves SMs free (B <= SMs: a block
   // per slot), the first scan runs beside it as its programmatic dependent and waits for it only
   // before it exits, so that everything after the scan sees both; prep goes first (the scan reads
-  // what it writes: the local search waits for prep before it lets the scan launch). Measured (H100, tests/cuda/bench_suffix_kernels.cu, warm us per step, B = 8 /
+  // what it writes: the local search waits for prep before it lets the scan launch). Measured (H100, benchmarks/kernels/bench_suffix_kernels.cu, warm us per step, B = 8 /
   // 64 / 256): 1k responses 112.7 / 123.5 / 221.2 -> 95.4 / 107.4 / 224.5, 10k 140.8 / 225.1 /
   // 452.3 -> 126.0 / 210.9 / 474.4: at B = 256 the local search fills the GPU and the scan beside it
   // only slows both, so larger batches keep the kernels in sequence.
@@ -1735,7 +1735,7 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
   return launch_query(q, false, stream);
 }
 
-// Measured (H200, tests/cuda/bench_suffix_kernels.cu, B = 64 with 10k cached responses, warm / cold
+// Measured (H200, benchmarks/kernels/bench_suffix_kernels.cu, B = 64 with 10k cached responses, warm / cold
 // us per step, in one run): 43.2 / 54.2 as two calls, 42.5 / 53.1 as one (docs/perf/suffix_cache_notes.md,
 // section 23).
 cudaError_t suffix_cache_step_gpu(const SuffixCacheInsertParams& ins, const SuffixCacheQueryParams& q,

@@ -44,7 +44,7 @@ constexpr unsigned kFull = 0xffffffffu;
 static_assert((kCandCap & (kCandCap - 1)) == 0, "the next-token table is indexed with a mask");
 
 #ifdef FDSPEC_SUFFIX_PROFILE
-// Bench-only instrumentation (tests/cuda/bench_suffix_kernels.cu --stages): thread 0's clock64() at
+// Bench-only instrumentation (benchmarks/kernels/bench_suffix_kernels.cu --stages): thread 0's clock64() at
 // the end of each stage of a block, and a few counters (stage indices: suffix_match.cu).
 constexpr int kProfBlocks = 4096, kProfSlots = 40;
 static __device__ long long g_suffix_prof[kProfBlocks][kProfSlots];

@@ -153,7 +153,7 @@ __device__ __forceinline__ int2 reserve_entries(SearchShared& sh, int n1, int n2
 // list overflowed, pass 1 when the first did and l0 > 2. So it is out of line, and extend_match with
 // it: inlined at both calls, their kUnroll copies of extend_match put about 1900 instructions (30 KB)
 // of rarely run code among the kernel's common paths. Out of line (no spills, 110
-// registers): every suffix_match row of tests/cuda/bench_suffix_kernels.cu faster by up to 0.6 us,
+// registers): every suffix_match row of benchmarks/kernels/bench_suffix_kernels.cu faster by up to 0.6 us,
 // issue 20's row of the global cache about 0.15 us (its local search runs beside the first scan),
 // the other texts unchanged (H200; docs/perf/suffix_cache_notes.md, section 29).
 __device__ __noinline__ void history_pass(SearchShared& sh, const int64_t* row, int64_t n, int c, int pass, int l0) {

@@ -1,4 +1,4 @@
-"""Speculative decoding on real text: ``python -m fastdeploy_spec.demo``.
+"""Speculative decoding on real text: ``python -m examples.demo``.
 
 A batch of requests whose prompts are source files of the Python standard library and whose answers
 are an edit of them (the file's most used identifier renamed throughout: the kind of rewrite an LLM
@@ -12,13 +12,13 @@ saved and the time per step in the proposer and the verification ops, and writes
 The MTP draft model is a bigram table learned from the prompts (``BigramDraft``): a real, if tiny,
 language model, from the newest token to logits, that knows nothing of the answer. ``--logprobs K``
 turns on the logprob path: every step's accepted tokens go with their top-K logprobs (of the oracle's
-logits, ``fastdeploy_spec.testing.oracle_logits``) through a System V message queue to a token
+logits, ``examples.oracle_logits``) through a System V message queue to a token
 processor process, and the demo checks what arrived.
 
-    python -m fastdeploy_spec.demo                       # plain, ngram, suffix, mtp; GPU if there is one
-    python -m fastdeploy_spec.demo --method suffix
-    python -m fastdeploy_spec.demo --method mtp --mtp-strategy with_ngram --logprobs 5
-    python -m fastdeploy_spec.demo --device cpu
+    python -m examples.demo                       # plain, ngram, suffix, mtp; GPU if there is one
+    python -m examples.demo --method suffix
+    python -m examples.demo --method mtp --mtp-strategy with_ngram --logprobs 5
+    python -m examples.demo --device cpu
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Dict, List
 
 import numpy as np
 
-from fastdeploy_spec.demo.data import BigramDraft, Task, Vocabulary, make_tasks
+from examples.demo.data import BigramDraft, Task, Vocabulary, make_tasks
 
 __all__ = ["BigramDraft", "HostDraftOnPlace", "main", "parse_args", "plot", "plot_acceptance", "resolve_device",
            "run_method"]
@@ -100,7 +100,7 @@ def run_method(method: str, tasks: List[Task], vocab: Vocabulary, args) -> Dict:
     from fastdeploy_spec.config import SpeculativeConfig
     from fastdeploy_spec.proposers import create_proposer
     from fastdeploy_spec.runner import Request, SpecRunner
-    from fastdeploy_spec.testing import LogprobChecker, OracleTarget
+    from examples import LogprobChecker, OracleTarget
 
     k = 0 if method == "naive" else args.num_speculative_tokens
     cfg = SpeculativeConfig(method=method, num_speculative_tokens=k, max_ngram_size=args.max_ngram_size,
@@ -168,7 +168,7 @@ def check_logprobs(runner, checker, oracle, num_requests: int) -> Dict:
     log-softmax of the oracle's logits row at that token (computed here in float64: the ops work in
     float32, hence the tolerance), with rank 1 (the oracle's token is its row's argmax).
     """
-    from fastdeploy_spec.testing import oracle_logits
+    from examples import oracle_logits
 
     st = runner.stats
     matching = 0
@@ -268,7 +268,7 @@ def resolve_device(device: str) -> str:
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m fastdeploy_spec.demo", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m examples.demo", description=__doc__.split("\n")[0])
     p.add_argument("--method", choices=("all",) + METHODS[1:], default="all",
                    help="speculative method compared with plain decoding; all: ngram, suffix and mtp (default)")
     p.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",

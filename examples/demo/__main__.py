@@ -1,7 +1,7 @@
-"""``python -m fastdeploy_spec.demo``."""
+"""``python -m examples.demo``."""
 
 import sys
 
-from fastdeploy_spec.demo import main
+from examples.demo import main
 
 sys.exit(main())

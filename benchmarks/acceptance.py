@@ -1,7 +1,7 @@
 """Replay benchmark of the drafters on real text: naive, ngram and suffix decoding, K = 5 and 16.
 
 Each request's prompt and reference answer come from a dataset; the target model is an oracle that
-emits the reference answer greedily (``fastdeploy_spec.testing.OracleTarget``), and the runner mirror
+emits the reference answer greedily (``examples.OracleTarget``), and the runner mirror
 verifies the drafts greedily, so a drafter's figures are those it would reach on a model whose
 output is that text. Datasets:
 
@@ -35,7 +35,7 @@ with suffix_wide's settings), and, on our own
 suffix runs, Arctic's draft for every decoding slot state of ours (same history, same cap): the
 share of identical drafts (the tie orders differ: docs/contract/suffix.md).
 
-    python scripts/bench_drafters.py --spec-bench PATH/TO/spec_bench/question.jsonl
+    python -m benchmarks --routine acceptance --spec-bench PATH/TO/spec_bench/question.jsonl
 """
 
 from __future__ import annotations
@@ -52,15 +52,15 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import paddle  # noqa: E402
 
+from benchmarks import common as bc  # noqa: E402
 from fastdeploy_spec.config import SpeculativeConfig  # noqa: E402
-from fastdeploy_spec.demo.data import Vocabulary, make_tasks, tokenize  # noqa: E402
+from examples.demo.data import Vocabulary, make_tasks, tokenize  # noqa: E402
 from fastdeploy_spec.proposers import Proposer, create_proposer  # noqa: E402
 from fastdeploy_spec.runner import Request, SpecRunner  # noqa: E402
-from fastdeploy_spec.testing import OracleTarget  # noqa: E402
+from examples import OracleTarget  # noqa: E402
 
 SPEC_BENCH_ENV = "FDSPEC_SPEC_BENCH"
 METHODS = ("naive", "ngram", "suffix", "suffix_wide")
@@ -361,7 +361,7 @@ def warm_table(rows: List[dict], warm: List[dict]) -> List[str]:
     return out
 
 
-def main() -> int:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--spec-bench", type=Path, default=os.environ.get(SPEC_BENCH_ENV),
                     help=f"Spec-Bench question.jsonl (default: ${SPEC_BENCH_ENV})")
@@ -381,7 +381,7 @@ def main() -> int:
     ap.add_argument("--global-min-match", type=int, default=1)
     ap.add_argument("--global-max-occurrences", type=int, default=1024)
     ap.add_argument("--out", type=Path, default=Path("results/bench_drafters"))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     paddle.set_device("cpu")
     SUFFIX_KEYS.update(suffix_decoding_max_tree_depth=args.max_tree_depth,
                        suffix_decoding_max_spec_factor=args.max_spec_factor,
@@ -461,9 +461,9 @@ def main() -> int:
 
 
 def plot(rows: List[dict], out: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = bc.pyplot()
+    if plt is None:
+        return
 
     names = sorted({r["dataset"] for r in rows})
     series = sorted({(r["method"], r["K"]) for r in rows if r["method"] != "naive"})
