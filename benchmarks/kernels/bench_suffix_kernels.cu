@@ -553,8 +553,7 @@ int main(int argc, char** argv) {
   if (opt.only == "cache-64" || opt.only == "cache-texts") {
     // Issue 20's row and the same row of the two other texts, the step alone (checked, no local
     // or unfiltered timing): the quickest A/B of a kernel variant. cache-texts: ten texts, for a
-    // change whose gain may be one cache's luck (how the scan's static share of the lines falls:
-    // docs/perf/suffix_cache_notes.md, section 28).
+    // change whose gain may be one cache's luck (how the scan's static share of the lines falls).
     const std::vector<uint64_t> seeds = opt.only == "cache-64" ? std::vector<uint64_t>{5, 6, 7}
                                                                 : std::vector<uint64_t>{5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
     for (uint64_t seed : seeds) {

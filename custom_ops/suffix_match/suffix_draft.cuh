@@ -1,28 +1,11 @@
 // The device core of suffix decoding (docs/contract/suffix.md): from a list of occurrences of the
 // context's suffixes held in shared memory, the best-scoring greedy draft over a range of match
 // lengths. Written once for the local search (suffix_match.cu: occurrences are positions of the slot's
-// own history) and the global one (suffix_cache.cu: occurrences are verified hits in the cache's
-// rows); a `Source` says how an occurrence's continuation is read.
-//
-// A candidate is (key, l): an order key (the tie rule's "earliest occurrence" is the least key) and
-// its match length l against the context; the occurrences of C[-L:] are the candidates with l >= L.
-// Two paths, as in the contract's "How the GPU computes it":
-// - warp path, match lengths whose set has <= 32 members (the long matches): the set of the shortest
-//   such L is sorted by key, one candidate per lane, and its continuation tokens are loaded into
-//   shared memory once; every warp then walks its own match lengths without touching global memory
-//   (a step: __match_any_sync groups equal next tokens, a warp max picks the largest group, ties to
-//   the lowest lane = least key), one walk per run of match lengths with the same set (their
-//   drafts are one path cut at different lengths); each warp keeps its best draft's tokens.
-// - block path, the shorter match lengths with larger sets, longest first: a step loads the next
-//   tokens of the live candidates into shared memory and counts them in a shared hash table (an
-//   entry: a member index with that token and the count; a warp's lanes with the same token add
-//   together), so its work is O(candidates), never O(history); the adders keep the largest count
-//   and the member count as they go, and only a tie asks for least keys. A match length is
-//   skipped when its longest possible draft n = min(limit, D - L) cannot beat the best so far (or
-//   the caller's bar): each probability is <= 1, so a draft of n tokens scores <= n, exactly in float32.
-// Every count is an atomic add and every tie a minimum, so the result does not depend on the order in
-// which threads run. Every float step is the correctly rounded helper of suffix_match.h in the CPU's
-// order (suffix_greedy_cpu.h).
+// own history) and the global one (suffix_cache.cu: verified hits in the cache's rows). A candidate is
+// (key, l): an order key (the tie rule's earliest occurrence is the least key) and its match length.
+// Two paths: the warp path for match lengths with at most 32 occurrences, the block path with a shared
+// hash table for larger sets, each match length skipped when its longest draft cannot beat the best.
+// Design: docs/design/suffix_match.md.
 //
 // Source concept (j: the candidate's index in the shared list, key: its key; a source may use either):
 //   int64_t token(int j, uint64_t key, int k, bool* has) const;  // the token k + 1 places after it

@@ -1,40 +1,14 @@
 // suffix_match: CUDA implementation (docs/contract/suffix.md). No Paddle include.
 //
 // Kernel 1, one block per decoding slot, computes the slot's draft exactly as the CPU does, without a
-// suffix tree and without a vocabulary-sized histogram:
-//
-// 1. One pass over the history computes l(i), the match length of H[0 .. i] against the context C
-//    (capped at |C| - 1), for every position i, a histogram of the l >= 2, and compacts the positions
-//    with l(i) >= 1 into a candidate list in shared memory (those with l >= 2 also into a second
-//    list). Each warp owns a span of consecutive positions and loads it with 16-byte loads, all in
-//    flight at once (the context arrives with them), so H[i - 1] is in a register of the lane or its
-//    neighbour: l >= 1 and l >= 2 need no further load. The few l >= 2 are then extended to their
-//    full length, a lane per entry (the long ones by the whole warp, 64 positions per round). The
-//    occurrences of s = C[-L:] are the candidates with l >= L, so n_L = |S_0(L)| is the list's
-//    length for L = 1, a suffix sum of the histogram above, and the sets nest as L grows. n_L >= 1
-//    always (the newest occurrence, i = N - 1, has no continuation); a match length with n_L = 1
-//    drafts nothing.
-// 2. Everything after that touches the candidates only (suffix_draft.cuh, the core shared with the
-//    global cache): the long matches (n_L <= 32) take the warp path with their continuations in
-//    shared memory, the shorter ones the block path over the candidate list, longest first, each
-//    skipped when its longest possible draft cannot beat the best so far (an exact bound).
-// 3. More than kCandCap candidates (a very frequent last token over a long history, tiny
-//    vocabularies): the list keeps the positions with l >= L0, the shortest match length with at most
-//    kCandCap occurrences (the second list when L0 = 2, else a second pass), and match lengths below
-//    L0 take the slow path: each step rescans the history for the members of S_k and counts their
-//    next tokens in the same shared table; a table that fills up restarts the step on half of the
-//    64-bit hash range of the tokens (a bijective mix), range by range: never a wrong answer, only
-//    more passes.
-// 4. The best (score, L) wins; its draft, probabilities and match length are written to
-//    suffix_tokens / suffix_probs / suffix_meta.
-//
-// Kernel 2 is the batch budget walk of ngram_common/ngram_walk.cuh (docs/contract/ngram.md), with the
-// drafts of suffix_tokens, then pad_to_max. When the threshold cannot bind, kernel 1 writes each
-// slot's outcome itself and kernel 2 is not launched.
-//
-// Bit-identity with the CPU: counts are integers; every float step (the count ratio, the running
-// product, the score sum, the length limit) is one correctly rounded IEEE operation through the
-// helpers of suffix_match.h, in the order of the CPU code; ties are decided by positions.
+// suffix tree and without a vocabulary-sized histogram: one pass over the history computes each
+// position's match length against the context and compacts the matches into a candidate list in
+// shared memory; everything after touches the candidates only (suffix_draft.cuh, the core shared
+// with the global cache). More candidates than kCandCap take a slow path that rescans the history.
+// Kernel 2 is the batch budget walk of ngram_common/ngram_walk.cuh; when the threshold cannot bind,
+// kernel 1 writes each slot's outcome itself and kernel 2 is not launched.
+// Bit-identity with the CPU: integer counts, every float step one correctly rounded operation in the
+// CPU's order, ties decided by positions. Design: docs/design/suffix_match.md.
 #include "suffix_match/suffix_match.h"
 
 #include <cstdio>
@@ -152,10 +126,8 @@ __device__ __forceinline__ int2 reserve_entries(SearchShared& sh, int n1, int n2
 // It runs only as a fallback (history_pass0 is the common pass 0): pass 0 again when the second
 // list overflowed, pass 1 when the first did and l0 > 2. So it is out of line, and extend_match with
 // it: inlined at both calls, their kUnroll copies of extend_match put about 1900 instructions (30 KB)
-// of rarely run code among the kernel's common paths. Out of line (no spills, 110
-// registers): every suffix_match row of benchmarks/kernels/bench_suffix_kernels.cu faster by up to 0.6 us,
-// issue 20's row of the global cache about 0.15 us (its local search runs beside the first scan),
-// the other texts unchanged (H200; docs/perf/suffix_cache_notes.md, section 29).
+// of rarely run code among the kernel's common paths. Out of line (no spills) every suffix_match row
+// of benchmarks/kernels/bench_suffix_kernels.cu measured faster.
 __device__ __noinline__ void history_pass(SearchShared& sh, const int64_t* row, int64_t n, int c, int pass, int l0) {
   const int lane = threadIdx.x & 31;
   const unsigned below = (1u << lane) - 1u;
