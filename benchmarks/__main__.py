@@ -39,7 +39,7 @@ DRY_RUN_ARGS = {
     "suffix": ["--quick"],
     "suffix_cache": ["--quick"],
     "mtp": ["--quick", "--vocab", "512"],
-    "msgqueue": ["--quick", "--messages", "50", "--repeats", "1"],
+    "msgqueue": ["--quick", "--messages", "50", "--repeats", "1", "--no-raise"],
     "acceptance": ["--max-per-category", "2", "--edit-requests", "2", "--slots", "2", "--ks", "5",
                    "--no-warm", "--datasets", "edit"],
 }

@@ -211,6 +211,26 @@ def soak(requests: int, seed: int = 1) -> int:
     return 0
 
 
+def plot(rows, path: Path) -> None:
+    plt = bc.pyplot()
+    if plt is None:
+        return
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for cached in sorted({r["cached_responses"] for r in rows}):
+        sel = sorted((r for r in rows if r["cached_responses"] == cached), key=lambda r: r["B"])
+        line, = ax.plot([r["B"] for r in sel], [r["gpu_warm_us"] for r in sel], "o-", label=f"warm, {cached} cached")
+        ax.plot([r["B"] for r in sel], [r["gpu_cold_us"] for r in sel], "s:", color=line.get_color(),
+                label=f"cold, {cached} cached")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("B (slots)")
+    ax.set_ylabel("us per step")
+    ax.set_title("suffix_cache_step (insert + query)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repetitions, no 100k case")
@@ -247,6 +267,7 @@ def main(argv=None) -> int:
             "history": HISTORY, "gpu_time": "CUDA events around graph replays of suffix_cache_step (insert + query)",
             "cold_l2": f"{flush.bytes >> 20} MiB device copy before each step, its own time subtracted"}
     path = bc.write_results(args.out, "bench_suffix_cache", meta, rows)
+    plot(rows, Path(args.out) / "bench_suffix_cache.png")
     print(f"\n{meta['device']}, Paddle {meta['paddle']}; results in {path}\n")
     bc.print_table(rows, [("cached_responses", "cached", "{}"), ("B", "B", "{}"),
                           ("gpu_warm_us", "step warm us", "{:.2f}"),
