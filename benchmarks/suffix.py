@@ -20,7 +20,7 @@ an earlier stretch (so long matches exist and the warp path and the block path b
 
 The same rows at the kernel layer without Paddle (the device time per step, warm and cold, each row
 checked against the CPU op): benchmarks/kernels/bench_suffix_kernels.cu; its ``--stages B N`` times the search
-and the walk kernels apart and, built with -DFDSPEC_SUFFIX_PROFILE, prints per-stage clocks of the
+and the walk kernels apart and, built with PROFILE=1 (benchmarks/kernels/build.sh), prints per-stage clocks of the
 search. The budget here never binds, so the op runs as one kernel (docs/contract/suffix.md).
 """
 

@@ -24,10 +24,7 @@
 // Every row is checked against the CPU implementations after one step and again after the timed
 // replays (all outputs and the draft side's state, bit for bit). Exits 1 on a mismatch.
 //
-//   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -DFDSPEC_WITH_CUDA -Icustom_ops \
-//        -I$CUDA_HOME/include/cccl benchmarks/kernels/bench_mtp_kernels.cu \
-//        custom_ops/draft_model/draft_model{.cu,_cpu.cc} \
-//        custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram{.cu,_cpu.cc} -o build/bench_mtp_kernels
+//   bash benchmarks/kernels/build.sh 90a build bench_mtp_kernels   # nvcc, from the repository root
 //   build/bench_mtp_kernels [--accept-at-once] [--quick] [--json FILE]
 //   build/bench_mtp_kernels --profile B STEPS NGRAM   (3 plain steps and the check, for nsys / ncu)
 // or HARNESSES=bench_mtp_kernels TOOLS= bash tests/cuda/run_cuda_checks.sh

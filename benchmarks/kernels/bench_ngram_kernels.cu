@@ -11,9 +11,7 @@
 // Every row is first checked bit for bit against the CPU implementation (after one plain call and
 // again after the timed replays). Prints one line per row, then a table; exits 1 on a mismatch.
 //
-//   nvcc -std=c++17 -O3 -arch=sm_90 -DFDSPEC_WITH_CUDA -Icustom_ops -I$CUDA_HOME/include/cccl \
-//        benchmarks/kernels/bench_ngram_kernels.cu custom_ops/ngram_match/ngram_match{.cu,_cpu.cc} \
-//        custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram{.cu,_cpu.cc} -o build/bench_ngram_kernels
+//   bash benchmarks/kernels/build.sh 90a build bench_ngram_kernels   # nvcc, from the repository root
 //   build/bench_ngram_kernels [--json FILE] [--only match|hybrid] [--quick]
 //   build/bench_ngram_kernels --profile match|hybrid B W early|late|none [T]   (3 plain calls, for ncu)
 #include <algorithm>

@@ -13,17 +13,14 @@
 // and by the same step with the line filter off (the baseline of the filter, same run, unchecked).
 // Prints one line per row, then a table; exits 1 on a mismatch.
 //
-//   nvcc -std=c++17 -O3 -arch=sm_90a -DFDSPEC_WITH_CUDA -Icustom_ops -I$CUDA_HOME/include/cccl \
-//        benchmarks/kernels/bench_suffix_kernels.cu custom_ops/suffix_match/suffix_match{.cu,_cpu.cc} \
-//        custom_ops/suffix_cache/suffix_cache{.cu,_cpu.cc} -o build/bench_suffix_kernels
+//   bash benchmarks/kernels/build.sh 90a build bench_suffix_kernels   # nvcc, from the repository root
 //   build/bench_suffix_kernels [--json FILE] [--quick] [--only match|cache|cache-10k|cache-64|cache-texts]
 //   build/bench_suffix_kernels --profile match|cache B N [SEED]   (a few plain steps, for nsys / ncu;
 //                                                                  the cache's texts from SEED, default 5)
-//   build/bench_suffix_kernels --stages B N   (suffix_match: the search and the walk timed apart; with
-//                                               -DFDSPEC_SUFFIX_PROFILE also the search's per-stage clocks)
-//   build/bench_suffix_kernels --breakdown B N   (-DFDSPEC_SUFFIX_PROFILE: the cache step cut after each
-//                                                 of its stages, warm; the first scan also without the
-//                                                 local search beside it)
+//   build/bench_suffix_kernels --stages B N   (suffix_match: the search and the walk timed apart)
+// Built with PROFILE=1 (benchmarks/kernels/build.sh: -DFDSPEC_PROFILE, custom_ops/common/profiler.cuh),
+// --stages also prints the search's per-stage clocks, and --profile cache the global search's and the
+// first scan's; the probes change no launch.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -45,7 +42,7 @@ namespace {
 // probability 0.1), a non-binding batch budget, a 32k vocabulary; the cache's rows of 512 tokens,
 // querying histories of 2048 tokens, M = 1024 occurrences.
 constexpr int64_t kK = 5, kVocab = 32000, kNonBinding = int64_t{1} << 40;
-int64_t g_threshold = kNonBinding;  // the batch budget (--breakdown also times FastDeploy's 128)
+int64_t g_threshold = kNonBinding;  // the batch budget
 constexpr int kDepth = 64, kM = 1024;
 constexpr int64_t kWidth = 512, kHistory = 2048;
 constexpr int64_t kCountedVocab = int64_t{1} << 18;  // the cache counts tokens below it (the Python default)
@@ -391,7 +388,7 @@ Result bench_cache(int64_t B, const HostCache& h, const bench::Flusher& fl, cuda
   return step;
 }
 
-#ifdef FDSPEC_SUFFIX_PROFILE
+#ifdef FDSPEC_PROFILE
 }  // namespace
 namespace fdspec {
 void suffix_profile_print(int64_t blocks, double clock_khz);
@@ -414,7 +411,7 @@ int stages(int argc, char** argv) {
   const double both = time(fdspec::suffix_match_gpu);
   std::printf("stages B=%lld N=%lld: search %.2f us, walk %.2f us, match %.2f us (warm graph replays)\n",
               (long long)B, (long long)N, search, walk, both);
-#ifdef FDSPEC_SUFFIX_PROFILE
+#ifdef FDSPEC_PROFILE
   CHECK(fdspec::suffix_search_gpu(p, st.get()));
   st.sync();
   int khz = 0;
@@ -424,70 +421,6 @@ int stages(int argc, char** argv) {
   std::fflush(stdout);
   return 0;
 }
-
-#ifdef FDSPEC_SUFFIX_PROFILE
-// The warm step of the cache rows of main (same texts: the caches of the smaller rows are filled
-// first) launched up to each stage: the differences are what each stage adds to the step.
-int breakdown(int argc, char** argv) {
-  if (argc < 4) return 2;
-  const int64_t B = std::atoll(argv[2]), N = std::atoll(argv[3]);
-  harness::Stream st;
-  const HostCache h = texts_cache(N, 5);
-  Match c = make_query(B, h);
-  DevMatch d(c);
-  DevCache k(h, B);
-  CHECK(cache_step(d, k, st.get()));  // the slots begin their requests
-  const char* names[] = {"insert", "+ prep", "+ local search and scan", "+ prep2", "+ second scan",
-                         "+ search", "+ walk (the step)"};
-  auto time_it = [&]() {
-    double w[3];
-    for (double& x : w) x = bench::graph_us(st.get(), 20, 5, 7, [&](cudaStream_t s) { return cache_step(d, k, s); });
-    std::sort(w, w + 3);
-    return w[1];
-  };
-  for (int stage = 0; stage <= fdspec::kSuffixQueryStages; ++stage) {
-    fdspec::g_suffix_cache_last_stage = stage;
-    std::printf("breakdown B=%lld N=%lld stage %d %-24s %8.2f us\n", (long long)B, (long long)h.R, stage,
-                names[stage], time_it());
-  }
-  fdspec::g_suffix_cache_last_stage = 2;
-  fdspec::g_suffix_cache_skip_local = true;
-  std::printf("breakdown B=%lld N=%lld stage 2 %-24s %8.2f us\n", (long long)B, (long long)h.R,
-              "  without the local search", time_it());
-  fdspec::g_suffix_cache_last_stage = fdspec::kSuffixQueryStages;
-  fdspec::g_suffix_cache_skip_local = false;
-  // The lines the first scan reads (of all the cache's lines), with and without the line filter.
-  const int64_t lines = h.R * fdspec::suffix_row_lines(kWidth);
-  for (int64_t planes : {kLinePlanes, int64_t{0}}) {
-    k.planes = planes;
-    fdspec::suffix_cache_scan_lines();
-    CHECK(cache_step(d, k, st.get()));
-    st.sync();
-    std::printf("breakdown B=%lld N=%lld line planes %lld: the first scan read %llu lines of %lld\n",
-                (long long)B, (long long)h.R, (long long)planes, fdspec::suffix_cache_scan_lines(),
-                (long long)lines);
-  }
-  k.planes = kLinePlanes;
-  // The step with the first scan's grid capped lower (more mask words per warp).
-  for (int64_t cap : {0, 2048, 1056, 660, 528, 396, 264}) {  // 0: the default; 132 SMs: 4 per SM = 528
-    fdspec::g_suffix_cache_scan_blocks = cap;
-    std::printf("breakdown B=%lld N=%lld scan grid cap %lld: step %8.2f us\n", (long long)B, (long long)h.R,
-                (long long)cap, time_it());
-  }
-  fdspec::g_suffix_cache_scan_blocks = 0;
-  // The step with FastDeploy's default batch budget (INFER_WITH_REFERENCE_TOKENUM_THRESHOLD, 128):
-  // at this batch it binds, and the walk runs.
-  g_threshold = 128;
-  DevMatch bound(c);
-  CHECK(cache_step(bound, k, st.get()));
-  std::printf("breakdown B=%lld N=%lld the step with a budget of 128 tokens (it binds): %8.2f us\n",
-              (long long)B, (long long)h.R, bench::graph_us(st.get(), 20, 5, 7, [&](cudaStream_t s) {
-                return cache_step(bound, k, s);
-              }));
-  g_threshold = kNonBinding;
-  return 0;
-}
-#endif
 
 int profile(int argc, char** argv) {
   if (argc < 5) return 2;
@@ -506,7 +439,7 @@ int profile(int argc, char** argv) {
     DevMatch d(c);
     DevCache k(h, B);
     for (int i = 0; i < 5; ++i) CHECK(cache_step(d, k, st.get()));
-#ifdef FDSPEC_SUFFIX_PROFILE
+#ifdef FDSPEC_PROFILE
     st.sync();
     int khz = 0;
     CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
@@ -526,9 +459,6 @@ int profile(int argc, char** argv) {
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--profile") return profile(argc, argv);
   if (argc > 1 && std::string(argv[1]) == "--stages") return stages(argc, argv);
-#ifdef FDSPEC_SUFFIX_PROFILE
-  if (argc > 1 && std::string(argv[1]) == "--breakdown") return breakdown(argc, argv);
-#endif
   const bench::Options opt = bench::parse_options(argc, argv, "match|cache|cache-10k|cache-64|cache-texts");
   if (!opt.ok) return 2;
   cudaDeviceProp prop;

@@ -8,7 +8,7 @@
 #
 # NAME: bench_ngram_kernels, bench_suffix_kernels, bench_mtp_kernels (default: all three).
 # PROFILE=1 compiles the kernels' profiler probes in (custom_ops/common/profiler.cuh), for the
-# per-stage breakdowns (--stages, --breakdown); without it the probes compile to nothing.
+# per-stage clocks of bench_suffix_kernels --stages / --profile; without it the probes compile to nothing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 arch=${1:-90a}

@@ -430,7 +430,7 @@ struct StepResult {
 // Step k of match length L over the whole history. Uniform call; ends with a barrier.
 __device__ StepResult slow_step(SearchShared& sh, const int64_t* row, int64_t n, int c, int L, int k) {
   using Reduce = cub::BlockReduce<unsigned long long, kThreads>;
-  SUFFIX_PROF_ADD(12, 1);
+  FDSPEC_PROF_ADD(12, 1);
   if (threadIdx.x == 0) sh.members = 0;
   uint64_t lo = 0;
   int width_log = 64;  // the hash range [lo, lo + 2^width_log) of this pass
@@ -550,7 +550,7 @@ __device__ int search_slot(const SuffixMatchParams& p, SearchShared& sh, int64_t
     sh.n_cand = 0;
     sh.n_cand2 = 0;
   }
-  SUFFIX_PROF_SET(1, clock64());
+  FDSPEC_PROF_SET(1, clock64());
   history_pass0(sh, row, n, c);  // also loads the context
   __syncthreads();
   if (sh.n_cand2 > kCandCap) {  // the second list overflowed: its lengths are incomplete
@@ -564,10 +564,10 @@ __device__ int search_slot(const SuffixMatchParams& p, SearchShared& sh, int64_t
     history_pass(sh, row, n, c, 0, 1);
     __syncthreads();
   }
-  SUFFIX_PROF_SET(2, clock64());
+  FDSPEC_PROF_SET(2, clock64());
   if (threadIdx.x < 32) match_length_bounds(sh, c);
   __syncthreads();
-  SUFFIX_PROF_SET(3, clock64());
+  FDSPEC_PROF_SET(3, clock64());
   const int last_l = sh.last_l;
   const int l0 = sh.l0;
   if (last_l == 0) {  // every occurrence set is the newest one alone: every draft is empty
@@ -592,10 +592,10 @@ __device__ int search_slot(const SuffixMatchParams& p, SearchShared& sh, int64_t
   }
   if (threadIdx.x == 0) sh.core.n = min(n_list, kCandCap);
   __syncthreads();
-  SUFFIX_PROF_SET(4, clock64());
-  SUFFIX_PROF_SET(13, sh.core.n);
-  SUFFIX_PROF_SET(14, sh.short_end);
-  SUFFIX_PROF_SET(15, l0 * 1000 + last_l);
+  FDSPEC_PROF_SET(4, clock64());
+  FDSPEC_PROF_SET(13, sh.core.n);
+  FDSPEC_PROF_SET(14, sh.short_end);
+  FDSPEC_PROF_SET(15, l0 * 1000 + last_l);
 
   // 2. The core over the candidates: match lengths l0 .. last_l.
   const CoreArgs a = suffix_gpu::core_args(p, v.cap, l0, sh.short_end, last_l, 0.0f);
@@ -609,9 +609,9 @@ __device__ int search_slot(const SuffixMatchParams& p, SearchShared& sh, int64_t
     const float score = slow_walk(p, sh, row, n, c, L, limit, &m);
     suffix_gpu::keep_block_draft(sh.core, score, L, m);
   }
-  SUFFIX_PROF_SET(7, clock64());
+  FDSPEC_PROF_SET(7, clock64());
   suffix_gpu::core_finish(sh.core, a);
-  SUFFIX_PROF_SET(8, clock64());
+  FDSPEC_PROF_SET(8, clock64());
 
   // 4. The best (score, L); match lengths past last_l draft nothing and score 0.
   Best best = sh.core.best_info;
@@ -626,9 +626,9 @@ __global__ void __launch_bounds__(kThreads, 2) suffix_search_kernel(SuffixMatchP
   extern __shared__ __align__(16) unsigned char smem_raw[];
   SearchShared& sh = *reinterpret_cast<SearchShared*>(smem_raw);
   const int64_t b = blockIdx.x;
-#ifdef FDSPEC_SUFFIX_PROFILE
-  for (int k = 1; k < suffix_gpu::kProfSlots; ++k) SUFFIX_PROF_SET(k, 0);
-  SUFFIX_PROF_SET(0, clock64());
+#ifdef FDSPEC_PROFILE
+  for (int k = 1; k < profiler::kSlots; ++k) FDSPEC_PROF_SET(k, 0);
+  FDSPEC_PROF_SET(0, clock64());
 #endif
   // Launched as a programmatic dependent (launch_search): it waits for the work before it first,
   // then lets its own dependents launch (the walk, or the global cache's first scan, both of which
@@ -636,19 +636,19 @@ __global__ void __launch_bounds__(kThreads, 2) suffix_search_kernel(SuffixMatchP
   wait_for_primary_grid();
   allow_dependent_launch();
   const int drafted = search_slot(p, sh, b);
-  SUFFIX_PROF_SET(9, clock64());
+  FDSPEC_PROF_SET(9, clock64());
   if (finish) suffix_finish_slot(p, b, p.seq_lens_encoder[b], p.seq_lens_decoder[b], drafted, sh.core.best.tokens);
 }
 
 }  // namespace
 
-#ifdef FDSPEC_SUFFIX_PROFILE
+#ifdef FDSPEC_PROFILE
 // Prints the stage profile of the last search launch over `blocks` slots (bench-only build).
 void suffix_profile_print(int64_t blocks, double clock_khz) {
-  static long long h[suffix_gpu::kProfBlocks][suffix_gpu::kProfSlots];
-  if (cudaMemcpyFromSymbol(h, suffix_gpu::g_suffix_prof, sizeof(h)) != cudaSuccess) return;
+  static long long h[profiler::kBlocks][profiler::kSlots];
+  if (cudaMemcpyFromSymbol(h, profiler::g_block, sizeof(h)) != cudaSuccess) return;
   const char* names[10] = {"entry", "setup", "pass0", "hist", "pass1", "warp", "block", "slow", "finish", "write"};
-  const int64_t nb = blocks < suffix_gpu::kProfBlocks ? blocks : suffix_gpu::kProfBlocks;
+  const int64_t nb = blocks < profiler::kBlocks ? blocks : profiler::kBlocks;
   double sum[10] = {}, mx[10] = {};
   for (int64_t b = 0; b < nb; ++b) {
     long long last = h[b][0];
