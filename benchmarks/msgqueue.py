@@ -143,7 +143,7 @@ def receiver_worker(conn) -> None:
         else:
             msqid = sysv.raw_queue(cfg["queue_id"])
 
-            def get():
+            def get(msqid=msqid):
                 if libc.msgrcv(msqid, raw, UPSTREAM_TEXT_BYTES, 0, 0) != UPSTREAM_TEXT_BYTES:
                     raise OSError(ctypes.get_errno(), "msgrcv of the upstream layout failed")
         conn.send("ready")

@@ -258,7 +258,7 @@ def test_logprobs_arrive_for_every_accepted_token(S, K, k, W, n, seed, place):
         assert st.logprob_tokens_received == checker.tokens_verified == st.tokens_generated
         queue_id = runner.logprob_queue_id
     assert transport.queue_stats(queue_id) is None  # removed by close()
-    for rid, got in runner.logprobs.items():
+    for got in runner.logprobs.values():
         for i, t in enumerate(got):
             row = log_softmax_row(t.token, i, VOCAB)
             order = sorted(range(VOCAB), key=lambda v: -row[v])

@@ -61,7 +61,7 @@ def rename_identifier(source: str, prefix_chars: int) -> "tuple[str, str, str]":
     """Renames the identifier most used in code (not in strings or comments) within the first
     ``prefix_chars`` characters (the whole file if that prefix has no code): a refactoring rename.
     Returns (edited source, old, new)."""
-    line_starts = np.cumsum([0] + [len(l) for l in source.splitlines(keepends=True)])
+    line_starts = np.cumsum([0] + [len(line) for line in source.splitlines(keepends=True)])
     names = [(int(line_starts[t.start[0] - 1]) + t.start[1], t.string)
              for t in pytokenize.generate_tokens(io.StringIO(source).readline)
              if t.type == pytokenize.NAME and t.string not in NOT_RENAMED and len(t.string) >= 3
