@@ -1,6 +1,7 @@
-"""A small mirror of a FastDeploy-style model runner's speculative decode loop.
+"""The reference loop: a small mirror of a FastDeploy-style model runner's speculative decode step.
 
-It drives the plugin the way a runner does: requests go into the share-inputs buffers
+Not a serving engine: it shows, one readable step at a time, how a runner calls the plugin's ops, and
+the tests, the demo and the benchmarks drive the ops through it. It drives the plugin the way a runner does: requests go into the share-inputs buffers
 (``make_share_inputs``: upstream names, shapes and dtypes), and :meth:`SpecRunner.step` is
 
     schedule          the slots whose request finished at the previous step are released (lengths
