@@ -374,3 +374,31 @@ def enable_dry_run(module) -> None:
 def place_name() -> str:
     """The place name the routines pass to the library's buffer helpers: "gpu", "cpu" in a dry run."""
     return "cpu" if DRY_RUN else "gpu"
+
+
+def plot_by_batch(path: Path, groups: Dict[str, List[dict]], series: Sequence[Tuple[str, str, str]],
+                  title: str, ylabel: str = "us per step", target: Optional[float] = None,
+                  ylog: bool = True) -> None:
+    """The routines' plot: time against B on log axes, one colour per group of rows (a history length,
+    a cache size, a configuration), one line style per series (key, style, label) of each group."""
+    plt = pyplot()
+    if plt is None:
+        return
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for name, rows in groups.items():
+        rows = sorted(rows, key=lambda r: r["B"])
+        color = None
+        for key, style, label in series:
+            line, = ax.plot([r["B"] for r in rows], [r[key] for r in rows], style, color=color,
+                            label=f"{label}, {name}")
+            color = line.get_color()
+    if target is not None:
+        ax.axhline(target, color="grey", lw=0.8, ls=":")
+    ax.set_xscale("log", base=2)
+    if ylog:
+        ax.set_yscale("log")
+    ax.set(xlabel="B (slots)", ylabel=ylabel, title=title)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

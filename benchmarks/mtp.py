@@ -215,29 +215,13 @@ def bench_case(B: int, V: int, steps: int, ngram: bool, quick: bool, defer_accep
 
 
 def plot(rows, path: Path) -> None:
-    try:
-        import matplotlib
-    except ImportError:
-        print("matplotlib missing: no plot")
-        return
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    groups = {f"{s} step{'s' if s > 1 else ''}{' + n-gram' if g else ''}":
+              [r for r in rows if r["model_steps"] == s and r["ngram"] == g]
+              for s in MODEL_STEPS for g in (False, True)}
+    bc.plot_by_batch(path, groups, [("gpu_us", "o-", "ops"), ("host_path_us", "x--", "host path")],
+                     f"MTP proposer without the draft forward, K = {K}, V = {rows[0]['V']}",
+                     ylabel="µs per proposer step", target=15)
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    for steps in MODEL_STEPS:
-        for ngram in (False, True):
-            sel = [r for r in rows if r["model_steps"] == steps and r["ngram"] == ngram]
-            label = f"{steps} step{'s' if steps > 1 else ''}{' + n-gram' if ngram else ''}"
-            line, = ax.plot([r["B"] for r in sel], [r["gpu_us"] for r in sel], "o-", label=f"ops, {label}")
-            ax.plot([r["B"] for r in sel], [r["host_path_us"] for r in sel], "x--", color=line.get_color(),
-                    label=f"host path, {label}")
-    ax.axhline(15, color="grey", lw=0.8, ls=":")
-    ax.set(xscale="log", yscale="log", xlabel="B (decoding slots)", ylabel="µs per proposer step",
-           title=f"MTP proposer without the draft forward, K = {K}, V = {rows[0]['V']}")
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def main(argv=None) -> None:

@@ -127,26 +127,11 @@ def bench_case(B: int, N: int, quick: bool, flush: L2Flush) -> dict:
 
 
 def plot(rows, out: Path) -> None:
-    plt = bc.pyplot()
-    if plt is None:
-        return
+    groups = {f"N={N}": [r for r in rows if r["N"] == N] for N in sorted({r["N"] for r in rows})}
+    bc.plot_by_batch(out, groups, [("gpu_warm_us", "o-", "GPU warm"), ("gpu_cold_us", "s:", "GPU cold"),
+                                   ("cpu_path_us", "x--", "host path")],
+                     "suffix_match per decode step (K = 5, max_tree_depth 64)", target=20)
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for N in sorted({r["N"] for r in rows}):
-        sel = sorted((r for r in rows if r["N"] == N), key=lambda r: r["B"])
-        bs = [r["B"] for r in sel]
-        line, = ax.plot(bs, [r["gpu_warm_us"] for r in sel], "o-", label=f"GPU warm N={N}")
-        ax.plot(bs, [r["gpu_cold_us"] for r in sel], "s:", color=line.get_color(), label=f"GPU cold N={N}")
-        ax.plot(bs, [r["cpu_path_us"] for r in sel], "x--", color=line.get_color(), label=f"host path N={N}")
-    ax.axhline(20, color="grey", lw=0.8)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("B (slots)")
-    ax.set_ylabel("us per step")
-    ax.set_title("suffix_match per decode step (K = 5, max_tree_depth 64)")
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
 
 
 def main(argv=None) -> None:

@@ -212,23 +212,11 @@ def soak(requests: int, seed: int = 1) -> int:
 
 
 def plot(rows, path: Path) -> None:
-    plt = bc.pyplot()
-    if plt is None:
-        return
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for cached in sorted({r["cached_responses"] for r in rows}):
-        sel = sorted((r for r in rows if r["cached_responses"] == cached), key=lambda r: r["B"])
-        line, = ax.plot([r["B"] for r in sel], [r["gpu_warm_us"] for r in sel], "o-", label=f"warm, {cached} cached")
-        ax.plot([r["B"] for r in sel], [r["gpu_cold_us"] for r in sel], "s:", color=line.get_color(),
-                label=f"cold, {cached} cached")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("B (slots)")
-    ax.set_ylabel("us per step")
-    ax.set_title("suffix_cache_step (insert + query)")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    groups = {f"{n} cached": [r for r in rows if r["cached_responses"] == n]
+              for n in sorted({r["cached_responses"] for r in rows})}
+    bc.plot_by_batch(path, groups, [("gpu_warm_us", "o-", "warm"), ("gpu_cold_us", "s:", "cold")],
+                     "suffix_cache_step (insert + query)", ylog=False)
+
 
 
 def main(argv=None) -> int:
