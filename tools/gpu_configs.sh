@@ -54,14 +54,16 @@ build_benches_of() {
   mkdir -p "$dir"
   local cc=(-std=c++17 -O3 -lineinfo -DFDSPEC_WITH_CUDA -I"$src/custom_ops" -I"$cuda_home/include/cccl"
             -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90 "${small[@]}")
-  local o=$src/custom_ops
-  [ -x "$dir/bench_ngram_kernels" ] || "$cuda_home/bin/nvcc" "${cc[@]}" "$src/tests/cuda/bench_ngram_kernels.cu" \
+  local o=$src/custom_ops k=$src/benchmarks/kernels
+  [ -d "$k" ] || k=$src/tests/cuda  # trees from before the benches moved
+  cc+=(-I"$k")
+  [ -x "$dir/bench_ngram_kernels" ] || "$cuda_home/bin/nvcc" "${cc[@]}" "$k/bench_ngram_kernels.cu" \
     "$o/ngram_match/ngram_match.cu" "$o/ngram_match/ngram_match_cpu.cc" "$o/hybrid_mtp_ngram/hybrid_mtp_ngram.cu" \
     "$o/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc" -o "$dir/bench_ngram_kernels" || return 1
-  [ -x "$dir/bench_suffix_kernels" ] || "$cuda_home/bin/nvcc" "${cc[@]}" "$src/tests/cuda/bench_suffix_kernels.cu" \
+  [ -x "$dir/bench_suffix_kernels" ] || "$cuda_home/bin/nvcc" "${cc[@]}" "$k/bench_suffix_kernels.cu" \
     "$o/suffix_match/suffix_match.cu" "$o/suffix_match/suffix_match_cpu.cc" "$o/suffix_cache/suffix_cache.cu" \
     "$o/suffix_cache/suffix_cache_cpu.cc" -o "$dir/bench_suffix_kernels" || return 1
-  [ -x "$dir/bench_mtp_kernels" ] || "$cuda_home/bin/nvcc" "${cc[@]}" "$src/tests/cuda/bench_mtp_kernels.cu" \
+  [ -x "$dir/bench_mtp_kernels" ] || "$cuda_home/bin/nvcc" "${cc[@]}" "$k/bench_mtp_kernels.cu" \
     "$o/draft_model/draft_model.cu" "$o/draft_model/draft_model_cpu.cc" "$o/hybrid_mtp_ngram/hybrid_mtp_ngram.cu" \
     "$o/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc" -o "$dir/bench_mtp_kernels" || return 1
 }

@@ -1,10 +1,11 @@
 // Draft-model bookkeeping: CUDA implementations (rules in draft_model.h). No Paddle include.
 //
 // A step's kernels are tiny: their time is launch latency plus a few dependent trips to memory
-// (each costs a fraction of a microsecond; tests/cuda/bench_mtp_kernels.cu times them). So each
+// (each costs a fraction of a microsecond; benchmarks/kernels/bench_mtp_kernels.cu times them). So each
 // kernel is a programmatic dependent of the work before it (common/cuda_utils.cuh: its launch
 // overlaps its predecessor), loads a slot's scalars together (draft_model.h's *_load helpers) rather
 // than one after another, and keeps what it read in registers for its writes.
+// Design: docs/design/draft_model.md.
 #include "draft_model/draft_model.h"
 
 #include <cooperative_groups.h>
@@ -20,14 +21,12 @@ namespace {
 constexpr int kWarp = 32;
 constexpr unsigned kFullMask = 0xFFFFFFFFu;
 constexpr int kSlotWarpsPerBlock = 4;  // preprocess / accept: slots are tiny, small blocks spread out
-// Update: the shape of a launch depends on the batch (H100, V = 32000 float32, update alone in
-// tests/cuda/bench_mtp_kernels.cu; the sweep is in docs/perf/mtp_notes.md). Up to B = SMs / 4 a row
-// is split over a cluster of 256-thread blocks, one round of 4 loads per thread (B = 1, 8: 2.9, 3.1
-// us; one block per row: 3.4, 3.7). Up to B = SMs one 512-thread block per row, two rounds of 8 loads
-// per thread, no cluster (B = 64: 4.0 us; the best split 4.2, 1024 x 8 in one round 4.2). Beyond,
-// one 256 x 8 block per row (B = 256: 6.8 us; 512 x 8: 9.5). Splitting a row costs the cluster
-// launch and two cluster barriers (an empty grid of 512 blocks in clusters of 8 launches in 1.1 us
-// against 0.5 without), which pays only while the rows alone leave most SMs idle.
+// Update: the shape of a launch depends on the batch (docs/design/draft_model.md; the sweep that
+// chose it: benchmarks/kernels/bench_mtp_kernels.cu). Up to B = SMs / 4 a row is split over a
+// cluster of 256-thread blocks, one round of 4 loads per thread; up to B = SMs one 512-thread block
+// per row, two rounds of 8 loads per thread, no cluster; beyond, one 256 x 8 block per row.
+// Splitting a row costs the cluster launch and two cluster barriers, which pays only while the rows
+// alone leave most SMs idle.
 constexpr int kMaxParts = 8;  // slices of a row at most (the portable cluster size)
 
 // The slot of the calling warp (preprocess, accept), after the programmatic-launch handshake.

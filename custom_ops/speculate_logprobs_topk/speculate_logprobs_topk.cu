@@ -10,6 +10,7 @@
 // merge over its 32 lanes, and the cluster's leader merges the blocks' partials the same way, reading
 // them from the other blocks' shared memory. The merge order differs from the CPU's sequential sum, so
 // scores agree to rounding, while ids and ranks (comparisons and counts only) are identical.
+// Design: docs/design/logprobs.md.
 #include "speculate_logprobs_topk/speculate_logprobs_topk.h"
 
 #include <cooperative_groups.h>
@@ -27,11 +28,9 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kUnroll = 4;  // vectors loaded before any is processed: 16 KB in flight per block
-// Rows of at least this many logits are split in two. Measured on an H100 (a micro-benchmark of the
-// parts, scripts/dev/logprobs_parts_bench.cu of commit b7a438a; N = 384 rows of which ~200 valid,
-// V = 32000 and 152064, top-20): two blocks per row beat one by 5-20% (about 3 blocks per SM instead
-// of 1 or 2 rows, evenly spread), while 3, 4 or 8 lose 15-60%, since each block's warps repeat the
-// warm-up of their top-k lists.
+// Rows of at least this many logits are split in two: two blocks per row beat one (about 3 blocks
+// per SM instead of 1 or 2 rows, evenly spread), while 3, 4 or 8 lose, since each block's warps
+// repeat the warm-up of their top-k lists (docs/design/logprobs.md).
 constexpr int64_t kSplitRowLogits = 8192;
 constexpr int kMaxParts = 8;  // the portable cluster size
 constexpr unsigned kFullMask = 0xffffffffu;

@@ -306,18 +306,11 @@ cudaError_t suffix_cache_step_gpu(const SuffixCacheInsertParams& ins, const Suff
                                   cudaStream_t stream);
 cudaError_t suffix_cache_evict_gpu(const SuffixCache& cache, const int64_t* counter, int64_t keep,
                                    cudaStream_t stream);
-#ifdef FDSPEC_SUFFIX_PROFILE
-// Bench-only build: suffix_cache_query_gpu launches its stages 1 .. g_suffix_cache_last_stage only
-// (1 prep, 2 the local search and the first scan, 3 prep2, 4 the second scan, 5 the search, 6 the
-// walk; 0 nothing), and the first scan without the local search beside it when
-// g_suffix_cache_skip_local is set.
-constexpr int kSuffixQueryStages = 6;
-extern int g_suffix_cache_last_stage;
-extern bool g_suffix_cache_skip_local;
-// The first scan's grid cap (0: the default), and its lines read since the last call.
-extern int64_t g_suffix_cache_scan_blocks;
-unsigned long long suffix_cache_scan_lines();
-void suffix_cache_scan_profile_print(double clock_khz);  // the first scan's phases, then cleared
+#ifdef FDSPEC_PROFILE
+// Profile build only (common/profiler.cuh): the global search's stage clocks of its last launch over
+// `blocks` slots, and the first scan's per-warp phases since the last call.
+void suffix_cache_profile_print(int64_t blocks, double clock_khz);
+void suffix_cache_scan_profile_print(double clock_khz);
 #endif
 #endif
 

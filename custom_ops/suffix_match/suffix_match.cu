@@ -1,40 +1,14 @@
 // suffix_match: CUDA implementation (docs/contract/suffix.md). No Paddle include.
 //
 // Kernel 1, one block per decoding slot, computes the slot's draft exactly as the CPU does, without a
-// suffix tree and without a vocabulary-sized histogram:
-//
-// 1. One pass over the history computes l(i), the match length of H[0 .. i] against the context C
-//    (capped at |C| - 1), for every position i, a histogram of the l >= 2, and compacts the positions
-//    with l(i) >= 1 into a candidate list in shared memory (those with l >= 2 also into a second
-//    list). Each warp owns a span of consecutive positions and loads it with 16-byte loads, all in
-//    flight at once (the context arrives with them), so H[i - 1] is in a register of the lane or its
-//    neighbour: l >= 1 and l >= 2 need no further load. The few l >= 2 are then extended to their
-//    full length, a lane per entry (the long ones by the whole warp, 64 positions per round). The
-//    occurrences of s = C[-L:] are the candidates with l >= L, so n_L = |S_0(L)| is the list's
-//    length for L = 1, a suffix sum of the histogram above, and the sets nest as L grows. n_L >= 1
-//    always (the newest occurrence, i = N - 1, has no continuation); a match length with n_L = 1
-//    drafts nothing.
-// 2. Everything after that touches the candidates only (suffix_draft.cuh, the core shared with the
-//    global cache): the long matches (n_L <= 32) take the warp path with their continuations in
-//    shared memory, the shorter ones the block path over the candidate list, longest first, each
-//    skipped when its longest possible draft cannot beat the best so far (an exact bound).
-// 3. More than kCandCap candidates (a very frequent last token over a long history, tiny
-//    vocabularies): the list keeps the positions with l >= L0, the shortest match length with at most
-//    kCandCap occurrences (the second list when L0 = 2, else a second pass), and match lengths below
-//    L0 take the slow path: each step rescans the history for the members of S_k and counts their
-//    next tokens in the same shared table; a table that fills up restarts the step on half of the
-//    64-bit hash range of the tokens (a bijective mix), range by range: never a wrong answer, only
-//    more passes.
-// 4. The best (score, L) wins; its draft, probabilities and match length are written to
-//    suffix_tokens / suffix_probs / suffix_meta.
-//
-// Kernel 2 is the batch budget walk of ngram_common/ngram_walk.cuh (docs/contract/ngram.md), with the
-// drafts of suffix_tokens, then pad_to_max. When the threshold cannot bind, kernel 1 writes each
-// slot's outcome itself and kernel 2 is not launched.
-//
-// Bit-identity with the CPU: counts are integers; every float step (the count ratio, the running
-// product, the score sum, the length limit) is one correctly rounded IEEE operation through the
-// helpers of suffix_match.h, in the order of the CPU code; ties are decided by positions.
+// suffix tree and without a vocabulary-sized histogram: one pass over the history computes each
+// position's match length against the context and compacts the matches into a candidate list in
+// shared memory; everything after touches the candidates only (suffix_draft.cuh, the core shared
+// with the global cache). More candidates than kCandCap take a slow path that rescans the history.
+// Kernel 2 is the batch budget walk of ngram_common/ngram_walk.cuh; when the threshold cannot bind,
+// kernel 1 writes each slot's outcome itself and kernel 2 is not launched.
+// Bit-identity with the CPU: integer counts, every float step one correctly rounded operation in the
+// CPU's order, ties decided by positions. Design: docs/design/suffix_match.md.
 #include "suffix_match/suffix_match.h"
 
 #include <cstdio>
@@ -152,10 +126,8 @@ __device__ __forceinline__ int2 reserve_entries(SearchShared<kCandCap>& sh, int 
 // It runs only as a fallback (history_pass0 is the common pass 0): pass 0 again when the second
 // list overflowed, pass 1 when the first did and l0 > 2. So it is out of line, and extend_match with
 // it: inlined at both calls, their kUnroll copies of extend_match put about 1900 instructions (30 KB)
-// of rarely run code among the kernel's common paths. Out of line (no spills, 110
-// registers): every suffix_match row of tests/cuda/bench_suffix_kernels.cu faster by up to 0.6 us,
-// issue 20's row of the global cache about 0.15 us (its local search runs beside the first scan),
-// the other texts unchanged (H200; docs/perf/suffix_cache_notes.md, section 29).
+// of rarely run code among the kernel's common paths. Out of line (no spills) every suffix_match row
+// of benchmarks/kernels/bench_suffix_kernels.cu measured faster.
 template <int kCandCap>
 __device__ __noinline__ void history_pass(SearchShared<kCandCap>& sh, const int64_t* row, int64_t n, int c, int pass, int l0) {
   const int lane = threadIdx.x & 31;
@@ -465,7 +437,7 @@ struct StepResult {
 template <int kCandCap>
 __device__ StepResult slow_step(SearchShared<kCandCap>& sh, const int64_t* row, int64_t n, int c, int L, int k) {
   using Reduce = cub::BlockReduce<unsigned long long, kThreads>;
-  SUFFIX_PROF_ADD(12, 1);
+  FDSPEC_PROF_ADD(12, 1);
   if (threadIdx.x == 0) sh.members = 0;
   uint64_t lo = 0;
   int width_log = 64;  // the hash range [lo, lo + 2^width_log) of this pass
@@ -588,7 +560,7 @@ __device__ int search_slot(const SuffixMatchParams& p, SearchShared<kCandCap>& s
     sh.n_cand = 0;
     sh.n_cand2 = 0;
   }
-  SUFFIX_PROF_SET(1, clock64());
+  FDSPEC_PROF_SET(1, clock64());
   history_pass0(sh, row, n, c);  // also loads the context
   __syncthreads();
   if (sh.n_cand2 > kCandCap) {  // the second list overflowed: its lengths are incomplete
@@ -602,10 +574,10 @@ __device__ int search_slot(const SuffixMatchParams& p, SearchShared<kCandCap>& s
     history_pass(sh, row, n, c, 0, 1);
     __syncthreads();
   }
-  SUFFIX_PROF_SET(2, clock64());
+  FDSPEC_PROF_SET(2, clock64());
   if (threadIdx.x < 32) match_length_bounds(sh, c);
   __syncthreads();
-  SUFFIX_PROF_SET(3, clock64());
+  FDSPEC_PROF_SET(3, clock64());
   const int last_l = sh.last_l;
   const int l0 = sh.l0;
   if (last_l == 0) {  // every occurrence set is the newest one alone: every draft is empty
@@ -630,10 +602,10 @@ __device__ int search_slot(const SuffixMatchParams& p, SearchShared<kCandCap>& s
   }
   if (threadIdx.x == 0) sh.core.n = min(n_list, kCandCap);
   __syncthreads();
-  SUFFIX_PROF_SET(4, clock64());
-  SUFFIX_PROF_SET(13, sh.core.n);
-  SUFFIX_PROF_SET(14, sh.short_end);
-  SUFFIX_PROF_SET(15, l0 * 1000 + last_l);
+  FDSPEC_PROF_SET(4, clock64());
+  FDSPEC_PROF_SET(13, sh.core.n);
+  FDSPEC_PROF_SET(14, sh.short_end);
+  FDSPEC_PROF_SET(15, l0 * 1000 + last_l);
 
   // 2. The core over the candidates: match lengths l0 .. last_l.
   const CoreArgs a = suffix_gpu::core_args(p, v.cap, l0, sh.short_end, last_l, 0.0f);
@@ -647,9 +619,9 @@ __device__ int search_slot(const SuffixMatchParams& p, SearchShared<kCandCap>& s
     const float score = slow_walk(p, sh, row, n, c, L, limit, &m);
     suffix_gpu::keep_block_draft(sh.core, score, L, m);
   }
-  SUFFIX_PROF_SET(7, clock64());
+  FDSPEC_PROF_SET(7, clock64());
   suffix_gpu::core_finish(sh.core, a);
-  SUFFIX_PROF_SET(8, clock64());
+  FDSPEC_PROF_SET(8, clock64());
 
   // 4. The best (score, L); match lengths past last_l draft nothing and score 0.
   Best best = sh.core.best_info;
@@ -665,9 +637,9 @@ __global__ void __launch_bounds__(kThreads, 2) suffix_search_kernel(SuffixMatchP
   extern __shared__ __align__(16) unsigned char smem_raw[];
   SearchShared<kCandCap>& sh = *reinterpret_cast<SearchShared<kCandCap>*>(smem_raw);
   const int64_t b = blockIdx.x;
-#ifdef FDSPEC_SUFFIX_PROFILE
-  for (int k = 1; k < suffix_gpu::kProfSlots; ++k) SUFFIX_PROF_SET(k, 0);
-  SUFFIX_PROF_SET(0, clock64());
+#ifdef FDSPEC_PROFILE
+  for (int k = 1; k < profiler::kSlots; ++k) FDSPEC_PROF_SET(k, 0);
+  FDSPEC_PROF_SET(0, clock64());
 #endif
   // Launched as a programmatic dependent (launch_search): it waits for the work before it first,
   // then lets its own dependents launch (the walk, or the global cache's first scan, both of which
@@ -675,19 +647,19 @@ __global__ void __launch_bounds__(kThreads, 2) suffix_search_kernel(SuffixMatchP
   wait_for_primary_grid();
   allow_dependent_launch();
   const int drafted = search_slot(p, sh, b);
-  SUFFIX_PROF_SET(9, clock64());
+  FDSPEC_PROF_SET(9, clock64());
   if (finish) suffix_finish_slot(p, b, p.seq_lens_encoder[b], p.seq_lens_decoder[b], drafted, sh.core.best.tokens);
 }
 
 }  // namespace
 
-#ifdef FDSPEC_SUFFIX_PROFILE
+#ifdef FDSPEC_PROFILE
 // Prints the stage profile of the last search launch over `blocks` slots (bench-only build).
 void suffix_profile_print(int64_t blocks, double clock_khz) {
-  static long long h[suffix_gpu::kProfBlocks][suffix_gpu::kProfSlots];
-  if (cudaMemcpyFromSymbol(h, suffix_gpu::g_suffix_prof, sizeof(h)) != cudaSuccess) return;
+  static long long h[profiler::kBlocks][profiler::kSlots];
+  if (cudaMemcpyFromSymbol(h, profiler::g_block, sizeof(h)) != cudaSuccess) return;
   const char* names[10] = {"entry", "setup", "pass0", "hist", "pass1", "warp", "block", "slow", "finish", "write"};
-  const int64_t nb = blocks < suffix_gpu::kProfBlocks ? blocks : suffix_gpu::kProfBlocks;
+  const int64_t nb = blocks < profiler::kBlocks ? blocks : profiler::kBlocks;
   double sum[10] = {}, mx[10] = {};
   for (int64_t b = 0; b < nb; ++b) {
     long long last = h[b][0];

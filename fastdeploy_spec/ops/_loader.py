@@ -21,7 +21,8 @@ from fastdeploy_spec._digest import source_digest
 _PKG = Path(__file__).resolve().parent.parent
 _LIB = _PKG / "_lib" / "fastdeploy_spec_ops.so"
 _CSRC = _PKG.parent / "custom_ops"
-_BUILD_HINT = "run `python setup_ops.py install` (or `python setup_ops.py build` in a checkout)"
+_BUILD_HINT = ("reinstall it against this Paddle: `pip install --no-build-isolation <checkout>` or "
+               "`python setup_ops.py install` (`python setup_ops.py build` to use a checkout in place)")
 
 _lock = threading.Lock()
 _module: ModuleType | None = None

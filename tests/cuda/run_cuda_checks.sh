@@ -79,9 +79,9 @@ declare -A sources=(
   # Not an op: the stream-ordering rule the n-gram ops' walk-free path relies on (see the source).
   [pdl_order_check]="tests/cuda/pdl_order_check.cu"
   # Benchmarks: built and run only when named in HARNESSES (e.g. HARNESSES=bench_mtp_kernels TOOLS= ...).
-  [bench_mtp_kernels]="tests/cuda/bench_mtp_kernels.cu custom_ops/draft_model/draft_model.cu custom_ops/draft_model/draft_model_cpu.cc custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc"
-  [bench_ngram_kernels]="tests/cuda/bench_ngram_kernels.cu custom_ops/ngram_match/ngram_match.cu custom_ops/ngram_match/ngram_match_cpu.cc custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc"
-  [bench_suffix_kernels]="tests/cuda/bench_suffix_kernels.cu custom_ops/suffix_match/suffix_match.cu custom_ops/suffix_match/suffix_match_cpu.cc custom_ops/suffix_cache/suffix_cache.cu custom_ops/suffix_cache/suffix_cache_cpu.cc"
+  [bench_mtp_kernels]="benchmarks/kernels/bench_mtp_kernels.cu custom_ops/draft_model/draft_model.cu custom_ops/draft_model/draft_model_cpu.cc custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc"
+  [bench_ngram_kernels]="benchmarks/kernels/bench_ngram_kernels.cu custom_ops/ngram_match/ngram_match.cu custom_ops/ngram_match/ngram_match_cpu.cc custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc"
+  [bench_suffix_kernels]="benchmarks/kernels/bench_suffix_kernels.cu custom_ops/suffix_match/suffix_match.cu custom_ops/suffix_match/suffix_match_cpu.cc custom_ops/suffix_cache/suffix_cache.cu custom_ops/suffix_cache/suffix_cache_cpu.cc"
 )
 all="ngram_match_vs_cpu step_ops_vs_cpu hybrid_mtp_ngram_vs_cpu speculate_get_accept_tokens_and_logits_vs_cpu speculate_logprobs_topk_vs_cpu draft_model_vs_cpu suffix_match_vs_cpu suffix_cache_vs_cpu pdl_order_check"
 selftests="ngram_match_vs_cpu step_ops_vs_cpu hybrid_mtp_ngram_vs_cpu speculate_get_accept_tokens_and_logits_vs_cpu speculate_logprobs_topk_vs_cpu draft_model_vs_cpu suffix_match_vs_cpu suffix_cache_vs_cpu"
@@ -110,13 +110,13 @@ build() {
     echo "up to date"
     return 0
   fi
-  if [ -x "$bin" ] && [ -z "$(find custom_ops tests/cuda $srcs -newer "$bin" \
+  if [ -x "$bin" ] && [ -z "$(find custom_ops tests/cuda benchmarks/kernels $srcs -newer "$bin" \
         \( -name '*.h' -o -name '*.cuh' -o -name '*.cu' -o -name '*.cc' \) -print -quit)" ]; then
     echo "up to date"
     return 0
   fi
   # shellcheck disable=SC2086
-  "$nvcc" -std=c++17 -O3 -lineinfo -DFDSPEC_WITH_CUDA -Icustom_ops -I"$cuda_home/include/cccl" \
+  "$nvcc" -std=c++17 -O3 -lineinfo -DFDSPEC_WITH_CUDA -Icustom_ops -Itests/cuda -Ibenchmarks/kernels -I"$cuda_home/include/cccl" \
     "${gencode[@]}" ${NVCC_EXTRA:-} $srcs -o "$bin.tmp" && mv "$bin.tmp" "$bin"
 }
 for n in $names; do spawn "$logdir/$n.build.log" build "$n"; done
