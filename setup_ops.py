@@ -47,8 +47,6 @@ OPS: dict[str, dict[str, list[str]]] = {
         "cuda": [],
     },
     "speculate_logprobs_topk": _layered("speculate_logprobs_topk"),
-    "speculate_verify_greedy": _layered("speculate_verify_greedy"),
-    "speculate_step_update": _layered("speculate_step_update"),
     # FastDeploy's decode step since its unified spec / non-spec branch (docs/contract/decode_step.md).
     "verify_draft_tokens": _layered("verify_draft_tokens"),
     "unified_update_model_status": _layered("unified_update_model_status"),

@@ -21,8 +21,6 @@ from fastdeploy_spec.ops.speculate_get_accept_tokens_and_logits import (
 from fastdeploy_spec.ops.speculate_get_output_topk import speculate_get_output_topk
 from fastdeploy_spec.ops.speculate_logprobs_topk import speculate_logprobs_topk
 from fastdeploy_spec.ops.speculate_save_output_topk import speculate_save_output_topk
-from fastdeploy_spec.ops.speculate_step_update import speculate_step_update
-from fastdeploy_spec.ops.speculate_verify_greedy import speculate_verify_greedy
 from fastdeploy_spec.ops.suffix_cache import (SuffixCache, suffix_cache_evict, suffix_cache_finish,
                                               suffix_cache_insert, suffix_cache_query,
                                               suffix_cache_step)
@@ -51,8 +49,6 @@ __all__ = [
     "speculate_get_output_topk",
     "speculate_logprobs_topk",
     "speculate_save_output_topk",
-    "speculate_step_update",
-    "speculate_verify_greedy",
     "suffix_cache_evict",
     "suffix_cache_finish",
     "suffix_cache_insert",

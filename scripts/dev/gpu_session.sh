@@ -134,7 +134,7 @@ for stage in "$@"; do
       command -v gdb || echo "no gdb"
       for t in "tests/test_hybrid_mtp_ngram.py::test_random_grid[1-3-7-5-8-cpu]" \
                "tests/test_ngram_match.py::test_wrong_dtype_names_the_tensor[token_ids_all]" \
-               "tests/test_speculate_verify_greedy.py::test_edge_cases[fewer_drafts_than_columns-cpu]"; do
+               "tests/test_decode_step_ops.py::test_verify_edge_cases[fewer_positions_than_columns-cpu]"; do
         echo "== $t"
         FLAGS_call_stack_level=2 timeout 120 $py -m pytest -q -p no:cacheprovider -p no:faulthandler -x "$t" 2>&1 \
           | grep -vE "^\s*$|Deprecat|warn" | tail -25
