@@ -19,7 +19,7 @@ Two capture paths are tested:
     cudaGraphLaunch). Only the plugin's ops are inside the graph, so this path depends on nothing of
     Paddle but the stream its ops are launched on.
 
-Both are ``fastdeploy_spec.testing.gpu_timer.Graph``, the graphs the benchmarks time.
+Both are ``benchmarks.gpu_timer.Graph``, the graphs the benchmarks time.
 
 Last, FastDeploy's step ops (verify_draft_tokens with the TOPP strategy, then
 unified_update_model_status): a captured step replayed twice draws different tokens, each replay
@@ -32,8 +32,8 @@ import numpy as np
 import paddle
 import pytest
 
+from benchmarks.gpu_timer import Graph
 from fastdeploy_spec.ops import ngram_match, unified_update_model_status, verify_draft_tokens
-from fastdeploy_spec.testing.gpu_timer import Graph
 from tests.helpers import to_place
 
 pytestmark = pytest.mark.gpu
