@@ -38,7 +38,7 @@ __device__ __forceinline__ int64_t warp_slot() {
 }
 
 __global__ void __launch_bounds__(kSlotWarpsPerBlock * kWarp)
-    draft_model_preprocess_kernel(DraftModelPreprocessParams p) {
+    draft_model_greedy_preprocess_kernel(DraftModelGreedyPreprocessParams p) {
   const int64_t b = warp_slot();
   if (b >= p.batch) return;
   const int lane = threadIdx.x % kWarp;
@@ -90,7 +90,7 @@ using LargeBatchUpdate = UpdateShape<256, 8>;  // one block per row, two blocks 
 // start (whatever its value) its (value, id) has the largest draft_argmax_key among its elements;
 // 64-bit keys are built only to reduce across threads.
 template <LogitsDType D, class S>
-__global__ void __launch_bounds__(S::kThreads) draft_model_update_kernel(DraftModelUpdateParams p, int parts) {
+__global__ void __launch_bounds__(S::kThreads) draft_model_greedy_update_kernel(DraftModelGreedyUpdateParams p, int parts) {
   using T = typename Logit<D>::Storage;
   constexpr int kThreads = S::kThreads, kUnroll = S::kUnroll;
   constexpr int kVec = 16 / sizeof(T);
@@ -211,7 +211,7 @@ __global__ void __launch_bounds__(kSlotWarpsPerBlock * kWarp)
   }
 }
 
-// draft_model_accept then draft_model_preprocess on a slot, in one warp. The lanes load the slot's
+// draft_model_accept then draft_model_greedy_preprocess on a slot, in one warp. The lanes load the slot's
 // accepted tokens (columns < 32) with both ops' scalars; after the accept the slot's step is s + n,
 // so a decoding slot's newest token is the last accepted one (n >= 1, already in a lane) or
 // pre_ids[b, s] (n = 0: the only dependent load, of an entry no lane writes).
@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(kSlotWarpsPerBlock * kWarp)
   const int64_t D = p.pre_ids_stride;
   const int64_t* accepted = p.accept_tokens + b * p.width;
   const int64_t token = lane < p.width ? accepted[lane] : -1;
-  const DraftModelPreprocessParams pre = p.preprocess();
+  const DraftModelGreedyPreprocessParams pre = p.preprocess();
   DraftPreprocessSlot q = draft_preprocess_load(pre, b);  // the kind, the target's max_dec_len
   const DraftAcceptSlot a = draft_accept_slot(p.accept(), b);
   int64_t* row = p.pre_ids + b * D;
@@ -254,7 +254,7 @@ cudaError_t launch_per_slot(void (*kernel)(Params), const Params& p, cudaStream_
 }
 
 template <LogitsDType D, class S>
-cudaError_t launch_update(const DraftModelUpdateParams& p, int parts, bool pdl, cudaStream_t stream) {
+cudaError_t launch_update(const DraftModelGreedyUpdateParams& p, int parts, bool pdl, cudaStream_t stream) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(p.batch * parts));
   cfg.blockDim = dim3(S::kThreads);
@@ -275,12 +275,12 @@ cudaError_t launch_update(const DraftModelUpdateParams& p, int parts, bool pdl, 
   }
   cfg.attrs = n ? attr : nullptr;
   cfg.numAttrs = n;
-  const cudaError_t err = cudaLaunchKernelEx(&cfg, draft_model_update_kernel<D, S>, p, parts);
+  const cudaError_t err = cudaLaunchKernelEx(&cfg, draft_model_greedy_update_kernel<D, S>, p, parts);
   return err != cudaSuccess ? err : FDSPEC_LAUNCH_STATUS(stream);
 }
 
 template <class S>
-cudaError_t launch_update_as(const DraftModelUpdateParams& p, int parts, bool pdl, cudaStream_t stream) {
+cudaError_t launch_update_as(const DraftModelGreedyUpdateParams& p, int parts, bool pdl, cudaStream_t stream) {
   switch (p.logits_dtype) {
     case LogitsDType::kFloat16: return launch_update<LogitsDType::kFloat16, S>(p, parts, pdl, stream);
     case LogitsDType::kBFloat16: return launch_update<LogitsDType::kBFloat16, S>(p, parts, pdl, stream);
@@ -290,11 +290,11 @@ cudaError_t launch_update_as(const DraftModelUpdateParams& p, int parts, bool pd
 
 }  // namespace
 
-cudaError_t draft_model_preprocess_gpu(const DraftModelPreprocessParams& p, cudaStream_t stream) {
-  return launch_per_slot(draft_model_preprocess_kernel, p, stream);
+cudaError_t draft_model_greedy_preprocess_gpu(const DraftModelGreedyPreprocessParams& p, cudaStream_t stream) {
+  return launch_per_slot(draft_model_greedy_preprocess_kernel, p, stream);
 }
 
-cudaError_t draft_model_update_gpu(const DraftModelUpdateParams& p, cudaStream_t stream) {
+cudaError_t draft_model_greedy_update_gpu(const DraftModelGreedyUpdateParams& p, cudaStream_t stream) {
   if (p.batch <= 0) return cudaSuccess;
   DeviceFacts dev;
   cudaError_t err = current_device_facts(&dev);

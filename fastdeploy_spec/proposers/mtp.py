@@ -11,8 +11,8 @@ from fastdeploy_spec.buffers import resolve_place
 from fastdeploy_spec.ops import (
     draft_model_accept,
     draft_model_accept_preprocess,
-    draft_model_preprocess,
-    draft_model_update,
+    draft_model_greedy_preprocess,
+    draft_model_greedy_update,
     hybrid_mtp_ngram,
 )
 from fastdeploy_spec.proposers.base import Proposer
@@ -30,13 +30,13 @@ class MTPProposer(Proposer):
     (MTP drafts not verified yet). A decode step runs only plugin ops and the draft model, with no
     host synchronisation and no allocation, so it can be captured in a CUDA graph:
 
-    1. ``draft_model_accept_preprocess`` (``draft_model_preprocess`` before any :meth:`accept`, or
+    1. ``draft_model_accept_preprocess`` (``draft_model_greedy_preprocess`` before any :meth:`accept`, or
        after one that was applied at once): applies the last verification (the step's MTP drafts
        leave ``pre_ids``, the accepted tokens join it), drops drafts never verified, clears the slots
        that start a request (``seq_lens_encoder > 0``), gives each decoding slot's newest token to
        ``input_ids`` (other slots 0) and sets its ``seq_lens_this_time`` to 1.
     2. ``num_model_steps`` times: ``logits = draft_model(input_ids, hidden)``, then
-       ``draft_model_update`` takes the greedy token of each decoding slot (argmax, ties to the
+       ``draft_model_greedy_update`` takes the greedy token of each decoding slot (argmax, ties to the
        lowest id) and appends it to ``draft_tokens``, ``pre_ids``, ``step_idx`` and
        ``seq_lens_this_time``, and makes it the next ``input_ids``.
     3. With ``mtp_strategy == "with_ngram"`` and K > ``num_model_steps``: ``hybrid_mtp_ngram``
@@ -45,7 +45,7 @@ class MTPProposer(Proposer):
        ``seq_lens_decoder`` and ``max_dec_len``, the target's drafts and lengths.
 
     After verification the runner calls :meth:`accept`, which keeps the two tensors for step 1 of the
-    next :meth:`run`, as upstream's ``draft_model_preprocess`` takes the accepted tokens (with
+    next :meth:`run`, as upstream's ``draft_model_greedy_preprocess`` takes the accepted tokens (with
     ``defer_accept=False`` it runs ``draft_model_accept`` at once). Step 1 also clears the slots that
     start a request when it sees them in prefill, as upstream's does, so :meth:`reset` has nothing
     to do. Column 0 of ``draft_tokens`` (the last accepted token) is the
@@ -77,7 +77,7 @@ class MTPProposer(Proposer):
     defer_accept : bool, optional
         True (default): :meth:`accept` keeps the two tensors and the next :meth:`run` starts with
         ``draft_model_accept_preprocess`` (the accept and the preprocess in one kernel, as upstream's
-        ``draft_model_preprocess`` takes the accepted tokens; about 0.9 µs less per step on an H100
+        ``draft_model_greedy_preprocess`` takes the accepted tokens; about 0.9 µs less per step on an H100
         at 64 slots). The drafts and the state after every ``run`` are the same as with False, but
         between ``accept`` and ``run`` the draft side's state lacks the accepted tokens, the tensors
         given to ``accept`` must keep their values (a runner's ``accept_tokens`` / ``accept_num``
@@ -176,7 +176,7 @@ class MTPProposer(Proposer):
             draft_model_accept_preprocess(*draft, *self._accepted, *base)
             self._accepted = None
         else:
-            draft_model_preprocess(*draft, *base)
+            draft_model_greedy_preprocess(*draft, *base)
         hidden = hidden_states
         for substep in range(self.num_model_steps):
             out = self.draft_model(self.input_ids, hidden)
@@ -184,7 +184,7 @@ class MTPProposer(Proposer):
             if not isinstance(logits, paddle.Tensor):
                 raise TypeError(f"the draft model must return its logits as a Paddle tensor on the "
                                 f"proposer's place, got {type(logits).__name__}")
-            draft_model_update(logits, self.input_ids, self.seq_lens_decoder, self.step_idx,
+            draft_model_greedy_update(logits, self.input_ids, self.seq_lens_decoder, self.step_idx,
                                self.pre_ids, self.mtp_draft_num, s["draft_tokens"],
                                s["seq_lens_this_time"], substep)
         if self.extend_with_ngram:
