@@ -303,7 +303,7 @@ def reference(op: str, a: Dict[str, np.ndarray], attrs: Dict[str, object]) -> Di
         if op == "draft_model_greedy_update":
             ref.update(a["logits"], "float32", attrs["substep"])
         else:
-            getattr(ref, op[len("draft_model_"):])()
+            getattr(ref, op[len("draft_model_"):].replace("greedy_", ""))()
         return {k: ref.s[k] for k in SPECS[op].outputs}
     if op == "suffix_match":
         return suffix_ref.suffix_match_ref(*(a[k] for k in suffix_ref.TENSOR_ARGS), **attrs)

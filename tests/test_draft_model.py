@@ -307,10 +307,14 @@ BAD_INPUTS = [
 ]
 
 
+OP_NAMES = {"preprocess": "draft_model_greedy_preprocess", "update": "draft_model_greedy_update",
+            "accept": "draft_model_accept", "accept_preprocess": "draft_model_accept_preprocess"}
+
+
 @pytest.mark.parametrize("op,name,value,match", BAD_INPUTS,
                          ids=[f"{op}-{name}-{i}" for i, (op, name, _, _) in enumerate(BAD_INPUTS)])
 def test_bad_inputs(op, name, value, match):
-    with pytest.raises((OSError, RuntimeError, ValueError), match=f"draft_model_{op}: {match}"):
+    with pytest.raises((OSError, RuntimeError, ValueError), match=f"{OP_NAMES[op]}: {match}"):
         if name == "substep":
             state = one_slot()
             t = {k: to_place(v, "cpu") for k, v in state.items()}
