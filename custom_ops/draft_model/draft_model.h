@@ -218,7 +218,7 @@ void draft_model_accept_cpu(const DraftModelAcceptParams& p);
 // ---- draft_model_accept_preprocess (ours) -----------------------------------------------------------
 
 // draft_model_accept then draft_model_greedy_preprocess, for a proposer that keeps a step's verified tokens
-// until the next step starts (as upstream's draft_model_greedy_preprocess takes them): the two ops' rules
+// until the next step starts (as upstream's draft_model_preprocess takes them): the two ops' rules
 // on one set of tensors, the draft side's shared.
 struct DraftModelAcceptPreprocessParams {
   int64_t* input_ids;                           // [B] int64, in place
