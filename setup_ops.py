@@ -54,12 +54,19 @@ OPS: dict[str, dict[str, list[str]]] = {
     "unified_update_model_status": _layered("unified_update_model_status"),
     "naive_update_model_status": _layered("naive_update_model_status"),
     "top_p_candidates": _layered("top_p_candidates"),
-    # The MTP proposer's draft-model bookkeeping: four ops sharing one kernel layer.
+    # Our fused draft-model bookkeeping (greedy choice, deferred accept): four ops, one kernel layer.
     "draft_model": {
-        "cpp": ["draft_model/draft_model_preprocess_op.cc", "draft_model/draft_model_update_op.cc",
+        "cpp": ["draft_model/draft_model_greedy_preprocess_op.cc", "draft_model/draft_model_greedy_update_op.cc",
                 "draft_model/draft_model_accept_op.cc", "draft_model/draft_model_accept_preprocess_op.cc",
                 "draft_model/draft_model_cpu.cc"],
         "cuda": ["draft_model/draft_model.cu"],
+    },
+    # FastDeploy's MTP bookkeeping ops under their upstream contracts: six ops, one kernel layer.
+    "mtp_state": {
+        "cpp": ["mtp_state/draft_model_preprocess_op.cc", "mtp_state/draft_model_update_op.cc",
+                "mtp_state/draft_model_postprocess_op.cc", "mtp_state/draft_model_set_value_by_flags_op.cc",
+                "mtp_state/eagle_hidden_states_op.cc", "mtp_state/mtp_state_cpu.cc"],
+        "cuda": ["mtp_state/mtp_state.cu"],
     },
     # Host ops: their GPU path (copies of GPU inputs) is in the .cc files, built with FDSPEC_WITH_CUDA.
     # The message format and the transport are listed once, with the first of the three; both save

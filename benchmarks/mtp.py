@@ -4,7 +4,7 @@ host path it replaced (issue 17), in the same run.
 For B in {1, 8, 64, 256} slots, all decoding, K = 5 drafts, 1 and 2 draft-model steps, with and
 without the n-gram extension (``mtp_strategy`` "with_ngram" / "default"), one proposer step is
 ``MTPProposer.run`` (draft_model_accept_preprocess: the previous step's accept and this step's
-preprocess; per draft step the draft model and draft_model_update; hybrid_mtp_ngram) then
+preprocess; per draft step the draft model and draft_model_greedy_update; hybrid_mtp_ngram) then
 ``MTPProposer.accept`` (which keeps its tensors for the next run: the proposer's default). The draft model's forward is
 excluded: it returns float32 [B, V] logits prepared on the GPU (V = 32000 by default), so the step
 times exactly the proposer's kernels, the greedy read of the logits included. Reported:
@@ -26,7 +26,7 @@ nothing appended), so the state is the same at every replay.
 
     python -m benchmarks --routine mtp [--quick] [--vocab 32000] [--accept-at-once] [--out results/bench_mtp]
 
---accept-at-once builds ``MTPProposer(defer_accept=False)``: ``run`` starts with draft_model_preprocess
+--accept-at-once builds ``MTPProposer(defer_accept=False)``: ``run`` starts with draft_model_greedy_preprocess
 and ``accept`` runs draft_model_accept (two kernels where the default has one).
 
 The same step at the kernel layer, without Paddle and with a per-kernel breakdown:

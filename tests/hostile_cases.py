@@ -78,7 +78,7 @@ def good(op: str, seed: int = 0) -> tuple[Dict[str, np.ndarray], Dict[str, objec
                                                    threshold=None)
     if op == "hybrid_mtp_ngram":
         ids = rng.integers(0, 2, (B, 10)).astype(np.int64)
-        return dict(token_ids_all=ids, prompt_lens=np.full((B, 1), 6, np.int64),
+        return dict(input_ids=ids, input_ids_len=np.full((B, 1), 6, np.int64),
                     pre_ids=rng.integers(0, 2, (B, 8)).astype(np.int64),
                     step_idx=np.array([[3], [5], [6]], np.int64), draft_token_num=np.full(B, 4, np.int32),
                     draft_tokens=np.full((B, 5), -7, np.int64), seq_lens_this_time=np.array([1, 2, 0], np.int32),
@@ -145,7 +145,7 @@ def good(op: str, seed: int = 0) -> tuple[Dict[str, np.ndarray], Dict[str, objec
     if op in DRAFT_ORDERS:
         state = draft_ref.random_state(rng, B, 3, 6, 5)
         a = {k: state[k] for k in DRAFT_ORDERS[op]}
-        if op == "draft_model_update":
+        if op == "draft_model_greedy_update":
             return dict(logits=rng.standard_normal((B, 5)).astype(np.float32), **a), dict(substep=1)
         return a, {}
     if op == "suffix_match":
@@ -234,7 +234,7 @@ def _canon(name: str, got: np.ndarray, t: Dict[str, paddle.Tensor]) -> np.ndarra
     return np.where(np.arange(got.shape[1])[None, :] < lens[:, None], got, -1)
 
 
-DRAFT_ORDERS = {"draft_model_preprocess": draft_ref.PRE_ORDER, "draft_model_update": draft_ref.UPD_ORDER,
+DRAFT_ORDERS = {"draft_model_greedy_preprocess": draft_ref.PRE_ORDER, "draft_model_greedy_update": draft_ref.UPD_ORDER,
                 "draft_model_accept": draft_ref.ACC_ORDER, "draft_model_accept_preprocess": draft_ref.ACC_PRE_ORDER}
 
 
@@ -289,7 +289,7 @@ def reference(op: str, a: Dict[str, np.ndarray], attrs: Dict[str, object]) -> Di
         return dict(draft_tokens=d, seq_lens_this_time=s)
     if op == "hybrid_mtp_ngram":
         thr = attrs["threshold"] if attrs["threshold"] is not None else 1024
-        d, s = hybrid_mtp_ngram_ref(a["token_ids_all"], _flat(a["prompt_lens"]), a["pre_ids"], _flat(a["step_idx"]),
+        d, s = hybrid_mtp_ngram_ref(a["input_ids"], _flat(a["input_ids_len"]), a["pre_ids"], _flat(a["step_idx"]),
                                     a["draft_tokens"], _flat(a["seq_lens_this_time"]), _flat(a["seq_lens_decoder"]),
                                     _flat(a["max_dec_len"]), attrs["max_ngram_size"], attrs["min_ngram_size"],
                                     attrs["max_draft_tokens"], thr, attrs["pad_to_max"])
@@ -323,10 +323,10 @@ def reference(op: str, a: Dict[str, np.ndarray], attrs: Dict[str, object]) -> Di
         return dict(logprob_token_ids=ids, logprob_scores=scores.astype(np.float32), logprob_ranks=ranks)
     if op in DRAFT_ORDERS:
         ref = draft_ref.Reference({k: v for k, v in a.items() if k != "logits"})
-        if op == "draft_model_update":
+        if op == "draft_model_greedy_update":
             ref.update(a["logits"], "float32", attrs["substep"])
         else:
-            getattr(ref, op[len("draft_model_"):])()
+            getattr(ref, op[len("draft_model_"):].replace("greedy_", ""))()
         return {k: ref.s[k] for k in SPECS[op].outputs}
     if op == "suffix_match":
         return suffix_ref.suffix_match_ref(*(a[k] for k in suffix_ref.TENSOR_ARGS), **attrs)
@@ -354,7 +354,7 @@ def reference(op: str, a: Dict[str, np.ndarray], attrs: Dict[str, object]) -> Di
 
 
 TOKEN_OPS = ("ngram_match", "hybrid_mtp_ngram", "speculate_get_accept_tokens_and_logits", "speculate_compute_cu_batch_offset",
-             "speculate_logprobs_topk", "draft_model_preprocess", "draft_model_update", "draft_model_accept",
+             "speculate_logprobs_topk", "draft_model_greedy_preprocess", "draft_model_greedy_update", "draft_model_accept",
              "draft_model_accept_preprocess", "suffix_match", "verify_draft_tokens",
              "unified_update_model_status", "naive_update_model_status") + CACHE_OPS
 SEND_OPS = ("speculate_save_output_topk", "mtp_save_first_token_with_topk")
@@ -479,7 +479,7 @@ ONE_ELEMENT_OK = {"speculate_save_output_topk": ("not_need_stop",),
 PER_SLOT = {
     "ngram_match": ("prompt_lens", "step_idx", "draft_token_num", "seq_lens_encoder", "seq_lens_decoder",
                     "max_dec_len"),
-    "hybrid_mtp_ngram": ("prompt_lens", "step_idx", "draft_token_num", "seq_lens_decoder", "max_dec_len"),
+    "hybrid_mtp_ngram": ("input_ids_len", "step_idx", "draft_token_num", "seq_lens_decoder", "max_dec_len"),
     "speculate_get_accept_tokens_and_logits": ("seq_lens_encoder", "accept_num"),
     "speculate_logprobs_topk": ("temperature",),
     "verify_draft_tokens": ("step_output_len", "topp", "stop_flags", "seq_lens_encoder", "is_block_step",
@@ -496,7 +496,7 @@ PER_SLOT = {
 }
 ROWS = {
     "ngram_match": ("token_ids_all", "draft_tokens"),
-    "hybrid_mtp_ngram": ("token_ids_all", "pre_ids", "draft_tokens"),
+    "hybrid_mtp_ngram": ("input_ids", "pre_ids", "draft_tokens"),
     "speculate_get_accept_tokens_and_logits": ("accept_tokens",),
     "mtp_save_first_token_with_topk": ("sampled_token_ids",),
     "verify_draft_tokens": ("step_output_ids", "step_input_ids"),

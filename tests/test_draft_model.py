@@ -1,4 +1,4 @@
-"""The draft-model ops (draft_model_preprocess, draft_model_update, draft_model_accept,
+"""The draft-model ops (draft_model_greedy_preprocess, draft_model_greedy_update, draft_model_accept,
 draft_model_accept_preprocess) against their NumPy references (tests/reference/draft_model.py), alone and chained as the MTP proposer chains them, on
 every place; logits dtypes, ties and NaN; bad inputs."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fastdeploy_spec.ops import (draft_model_accept, draft_model_accept_preprocess, draft_model_preprocess,
-                                 draft_model_update)
+from fastdeploy_spec.ops import (draft_model_accept, draft_model_accept_preprocess, draft_model_greedy_preprocess,
+                                 draft_model_greedy_update)
 from tests.helpers import LOGITS_DTYPES, PLACES, as_f32, logits_to_place, make_logits, to_place
 from tests.reference.draft_model import (ACC_MUTATED, ACC_ORDER, ACC_PRE_ORDER, PRE_MUTATED, PRE_ORDER, TWO_D, UPD_ORDER,
                                          Device, Reference, accept_ref, assert_same, flat, greedy_ids,
@@ -272,10 +272,10 @@ def _bad(op: str, name: str, value):
     t = {k: to_place(v, "cpu") for k, v in state.items()}
     t[name] = value(t[name]) if callable(value) else to_place(value, "cpu")
     if op == "preprocess":
-        draft_model_preprocess(*(t[k] for k in PRE_ORDER))
+        draft_model_greedy_preprocess(*(t[k] for k in PRE_ORDER))
     elif op == "update":
         logits = t.pop("logits", None)
-        draft_model_update(logits if logits is not None else to_place(np.zeros((1, 4), np.float32), "cpu"),
+        draft_model_greedy_update(logits if logits is not None else to_place(np.zeros((1, 4), np.float32), "cpu"),
                            *(t[k] for k in UPD_ORDER), t.get("substep", 0))
     elif op == "accept":
         draft_model_accept(*(t[k] for k in ACC_ORDER))
@@ -307,19 +307,23 @@ BAD_INPUTS = [
 ]
 
 
+OP_NAMES = {"preprocess": "draft_model_greedy_preprocess", "update": "draft_model_greedy_update",
+            "accept": "draft_model_accept", "accept_preprocess": "draft_model_accept_preprocess"}
+
+
 @pytest.mark.parametrize("op,name,value,match", BAD_INPUTS,
                          ids=[f"{op}-{name}-{i}" for i, (op, name, _, _) in enumerate(BAD_INPUTS)])
 def test_bad_inputs(op, name, value, match):
-    with pytest.raises((OSError, RuntimeError, ValueError), match=f"draft_model_{op}: {match}"):
+    with pytest.raises((OSError, RuntimeError, ValueError), match=f"{OP_NAMES[op]}: {match}"):
         if name == "substep":
             state = one_slot()
             t = {k: to_place(v, "cpu") for k, v in state.items()}
-            draft_model_update(to_place(np.zeros((1, 4), np.float32), "cpu"), *(t[k] for k in UPD_ORDER),
+            draft_model_greedy_update(to_place(np.zeros((1, 4), np.float32), "cpu"), *(t[k] for k in UPD_ORDER),
                                value)
         elif name == "logits":
             state = one_slot()
             t = {k: to_place(v, "cpu") for k, v in state.items()}
-            draft_model_update(to_place(value, "cpu"), *(t[k] for k in UPD_ORDER), 0)
+            draft_model_greedy_update(to_place(value, "cpu"), *(t[k] for k in UPD_ORDER), 0)
         else:
             _bad(op, name, value)
 

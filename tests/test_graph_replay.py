@@ -1,6 +1,6 @@
 """CUDA-graph capture and replay of a decode step: ngram_match, verify_draft_tokens (GREEDY) and
 unified_update_model_status, captured once on fixed device buffers; and of a whole MTP decode step
-(MTPProposer.run: draft_model_preprocess, two draft-model steps with draft_model_update,
+(MTPProposer.run: draft_model_greedy_preprocess, two draft-model steps with draft_model_greedy_update,
 hybrid_mtp_ngram; then verification, MTPProposer.accept and the update), its draft model returning
 logits prepared on the device.
 

@@ -252,8 +252,9 @@ def test_mtp_first_token_semantics(queue_id):
 
 
 def test_save_op_upstream_forms(queue_id):
-    """FastDeploy's current call passes last_preempted_idx after prompt_lens (a preempted slot reports
-    -9 and no token); the call before it did not. Both forms, positional and keyword."""
+    """FastDeploy's current call passes its last_preempted_idx buffer as the op's preempted_idx, after
+    prompt_lens (a preempted slot reports -9 and no token); the call before it did not. Both forms,
+    positional and keyword (upstream's input name, and the buffer's name as an alias)."""
     step = small_step(mode="save", batch=4, columns=3, flag=3, prefill_frac=0.0)
     t = [paddle.to_tensor(step[k], place=paddle.CPUPlace()) for k in ref.INPUT_NAMES]
     preempted = np.array([0, 1, 0, 0], np.int32)
@@ -264,6 +265,10 @@ def test_save_op_upstream_forms(queue_id):
     ops.speculate_save_output_topk(*t, last_preempted_idx=paddle.to_tensor(preempted), message_flag=3,
                                    rank_id=0)
     kw = parse_logprob_output(*fresh_tensors_after_receive())
+    ops.speculate_save_output_topk(*t, preempted_idx=paddle.to_tensor(preempted), message_flag=3,
+                                   rank_id=0)
+    kw_upstream = parse_logprob_output(*fresh_tensors_after_receive())
+    assert [s.count for s in kw_upstream.slots] == [s.count for s in kw.slots]
     counts = step["token_num_per_batch"].tolist()
     assert [s.count for s in old.slots] == counts
     assert [s.count for s in new.slots] == [counts[0], -9] + counts[2:] == [s.count for s in kw.slots]
@@ -271,9 +276,12 @@ def test_save_op_upstream_forms(queue_id):
     assert new.slots[2].token_ids == old.slots[2].token_ids
     with pytest.raises(TypeError, match="missing rank_id"):
         ops.speculate_save_output_topk(*t, 3)
-    with pytest.raises(TypeError, match="last_preempted_idx given twice"):
+    with pytest.raises(TypeError, match="preempted_idx given twice"):
         ops.speculate_save_output_topk(*t, paddle.to_tensor(preempted), 3, 0,
-                                       last_preempted_idx=paddle.to_tensor(preempted))
+                                       preempted_idx=paddle.to_tensor(preempted))
+    with pytest.raises(TypeError, match=r"preempted_idx given twice \(also as last_preempted_idx\)"):
+        ops.speculate_save_output_topk(*t, preempted_idx=paddle.to_tensor(preempted), message_flag=3,
+                                       rank_id=0, last_preempted_idx=paddle.to_tensor(preempted))
 
 
 def test_queue_id_keyword_names_a_private_queue(queue_id):

@@ -4,7 +4,7 @@ the same in-place outputs.
 The wrapper's ``outputs`` decide which empty tensors get a stand-in allocation on Paddle 2.x (which
 refuses an in-place output without one); an output missing there fails only on Paddle 2.6 with an
 empty batch (seen on the GPU machine: "Custom operator's 6-th output is not initialized" from
-draft_model_preprocess). Read from the sources, so the check needs no GPU and no Paddle 2.6.
+draft_model_greedy_preprocess). Read from the sources, so the check needs no GPU and no Paddle 2.6.
 """
 
 from __future__ import annotations

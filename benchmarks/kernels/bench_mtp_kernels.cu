@@ -2,12 +2,12 @@
 // Paddle): exactly the sequence MTPProposer.run + accept launches, the draft model's forward excluded
 // (its float32 logits are prepared on the device, one [B, V] tensor per draft-model step):
 //
-//   draft_model_accept_preprocess, (draft_model_update) x model steps, [hybrid_mtp_ngram]
+//   draft_model_accept_preprocess, (draft_model_greedy_update) x model steps, [hybrid_mtp_ngram]
 //
 // (the proposer's default: the previous step's accept fused with this step's start) or, with
 // --accept-at-once (MTPProposer(defer_accept=False)):
 //
-//   draft_model_preprocess, (draft_model_update) x model steps, [hybrid_mtp_ngram], draft_model_accept
+//   draft_model_greedy_preprocess, (draft_model_greedy_update) x model steps, [hybrid_mtp_ngram], draft_model_accept
 //
 // on the inputs of the mtp routine (benchmarks/mtp.py): B slots, all decoding, K = 5, V = 32000, W = 8192 with a
 // prompt of 3/4 W whose late part continues the newest generated tokens (the n-gram extension
@@ -122,8 +122,8 @@ struct Ptrs {
   int32_t *d_dec, *mtp_num;
   std::vector<const float*> logits;
 
-  fdspec::DraftModelPreprocessParams preprocess() const {
-    fdspec::DraftModelPreprocessParams p;
+  fdspec::DraftModelGreedyPreprocessParams preprocess() const {
+    fdspec::DraftModelGreedyPreprocessParams p;
     p.input_ids = input_ids; p.seq_lens_decoder = d_dec; p.step_idx = step; p.pre_ids = pre;
     p.pre_ids_stride = kW; p.mtp_draft_num = mtp_num; p.max_dec_len = d_max_dec_len;
     p.base_model_seq_lens_this_time = slt; p.base_model_seq_lens_encoder = enc;
@@ -131,8 +131,8 @@ struct Ptrs {
     p.base_model_max_dec_len = max_dec_len; p.batch = B;
     return p;
   }
-  fdspec::DraftModelUpdateParams update(int substep) const {
-    fdspec::DraftModelUpdateParams p;
+  fdspec::DraftModelGreedyUpdateParams update(int substep) const {
+    fdspec::DraftModelGreedyUpdateParams p;
     p.logits = logits[substep]; p.logits_dtype = fdspec::LogitsDType::kFloat32; p.vocab_size = kV;
     p.input_ids = input_ids; p.seq_lens_decoder = d_dec; p.step_idx = step; p.pre_ids = pre;
     p.pre_ids_stride = kW; p.mtp_draft_num = mtp_num; p.base_model_draft_tokens = draft_tokens;
@@ -180,9 +180,9 @@ void cpu_step(State& s) {
   if (g_defer_accept) {
     fdspec::draft_model_accept_preprocess_cpu(p.accept_preprocess());
   } else {
-    fdspec::draft_model_preprocess_cpu(p.preprocess());
+    fdspec::draft_model_greedy_preprocess_cpu(p.preprocess());
   }
-  for (int i = 0; i < s.steps; ++i) fdspec::draft_model_update_cpu(p.update(i));
+  for (int i = 0; i < s.steps; ++i) fdspec::draft_model_greedy_update_cpu(p.update(i));
   if (s.ngram) fdspec::hybrid_mtp_ngram_cpu(p.hybrid());
   if (!g_defer_accept) fdspec::draft_model_accept_cpu(p.accept());
 }
@@ -220,13 +220,13 @@ struct DevState {
   }
 };
 
-// The step's first kernel: the fused accept + preprocess, or with --accept-at-once draft_model_preprocess.
+// The step's first kernel: the fused accept + preprocess, or with --accept-at-once draft_model_greedy_preprocess.
 cudaError_t gpu_preprocess(const DevState& d, cudaStream_t st) {
   if (g_defer_accept) return fdspec::draft_model_accept_preprocess_gpu(d.ptrs().accept_preprocess(), st);
-  return fdspec::draft_model_preprocess_gpu(d.ptrs().preprocess(), st);
+  return fdspec::draft_model_greedy_preprocess_gpu(d.ptrs().preprocess(), st);
 }
 cudaError_t gpu_update(const DevState& d, int i, cudaStream_t st) {
-  return fdspec::draft_model_update_gpu(d.ptrs().update(i), st);
+  return fdspec::draft_model_greedy_update_gpu(d.ptrs().update(i), st);
 }
 cudaError_t gpu_hybrid(const DevState& d, cudaStream_t st) {
   return fdspec::hybrid_mtp_ngram_gpu(d.ptrs().hybrid(), st);

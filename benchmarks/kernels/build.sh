@@ -6,7 +6,7 @@
 #   bash benchmarks/kernels/build.sh [ARCH, default 90a] [OUTDIR, default build] [NAME ...]
 #   build/bench_ngram_kernels --quick      # then run one (each prints its own --help-like usage)
 #
-# NAME: bench_ngram_kernels, bench_suffix_kernels, bench_mtp_kernels (default: all three).
+# NAME: bench_ngram_kernels, bench_suffix_kernels, bench_mtp_kernels, bench_mtp_state (default: all).
 # PROFILE=1 compiles the kernels' profiler probes in (custom_ops/common/profiler.cuh), for the
 # per-stage clocks of bench_suffix_kernels --stages / --profile; without it the probes compile to nothing.
 set -euo pipefail
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/../.."
 arch=${1:-90a}
 outdir=${2:-build}
 shift $(( $# > 2 ? 2 : $# ))
-names=${*:-bench_ngram_kernels bench_suffix_kernels bench_mtp_kernels}
+names=${*:-bench_ngram_kernels bench_suffix_kernels bench_mtp_kernels bench_mtp_state}
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 nvcc=$(command -v nvcc || echo "$cuda_home/bin/nvcc")
 
@@ -22,6 +22,7 @@ declare -A sources=(
   [bench_ngram_kernels]="custom_ops/ngram_match/ngram_match.cu custom_ops/ngram_match/ngram_match_cpu.cc custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc"
   [bench_suffix_kernels]="custom_ops/suffix_match/suffix_match.cu custom_ops/suffix_match/suffix_match_cpu.cc custom_ops/suffix_cache/suffix_cache.cu custom_ops/suffix_cache/suffix_cache_cpu.cc"
   [bench_mtp_kernels]="custom_ops/draft_model/draft_model.cu custom_ops/draft_model/draft_model_cpu.cc custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc"
+  [bench_mtp_state]="custom_ops/mtp_state/mtp_state.cu custom_ops/mtp_state/mtp_state_cpu.cc custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc"
 )
 flags=(-std=c++17 -O3 -lineinfo "-gencode=arch=compute_$arch,code=sm_$arch" -DFDSPEC_WITH_CUDA
        -Icustom_ops -Itests/cuda -Ibenchmarks/kernels "-I$cuda_home/include/cccl")

@@ -13,6 +13,7 @@
 // float32, float16 or bfloat16).
 #define FDSPEC_TENSOR_RULES(X)                       \
   X(accept_num, INT32, kPerSlot)                     \
+  X(accept_nums, INT32, kPerSlot)                    \
   X(accept_tokens, INT64, kRows)                     \
   X(base_model_draft_tokens, INT64, kRows)           \
   X(base_model_max_dec_len, INT64, kPerSlot)         \
@@ -20,16 +21,22 @@
   X(base_model_seq_lens_encoder, INT32, kPerSlot)    \
   X(base_model_seq_lens_this_time, INT32, kPerSlot)  \
   X(base_model_stop_flags, BOOL, kPerSlot)           \
+  X(cu_seqlens_q_output, INT32, kVector)             \
   X(draft_token_num, INT32, kPerSlot)                \
   X(draft_tokens, INT64, kRows)                      \
+  X(end_ids, INT64, kVector)                         \
   X(end_tokens, INT64, kRank1)                       \
   X(input_ids, INT64, kPerSlot)                      \
+  X(inter_next_tokens, INT64, kVector)               \
   X(is_block_step, BOOL, kPerSlot)                   \
   X(is_paused, BOOL, kPerSlot)                       \
+  X(last_seq_lens_this_time, INT32, kPerSlot)        \
   X(logits, UNDEFINED, kRows)                        \
   X(max_dec_len, INT64, kPerSlot)                    \
   X(mtp_draft_num, INT32, kPerSlot)                  \
+  X(not_need_stop, BOOL, kVector)                    \
   X(pre_ids, INT64, kRows)                           \
+  X(pre_ids_all, INT64, kRows)                       \
   X(prompt_lens, INT64, kPerSlot)                    \
   X(reasoning_status, INT32, kPerSlot)               \
   X(seeds, INT64, kPerSlot)                          \
@@ -44,6 +51,11 @@
   X(suffix_meta, INT32, kRows)                       \
   X(suffix_probs, FLOAT32, kRows)                    \
   X(suffix_tokens, INT64, kRows)                     \
+  X(target_model_draft_tokens, INT64, kRows)         \
+  X(target_model_seq_lens_decoder, INT32, kPerSlot)  \
+  X(target_model_seq_lens_encoder, INT32, kPerSlot)  \
+  X(target_model_step_idx, INT64, kPerSlot)          \
+  X(target_model_stop_flags, BOOL, kPerSlot)         \
   X(target_tokens, INT64, kRows)                     \
   X(token_ids_all, INT64, kRows)                     \
   X(topp, FLOAT32, kPerSlot)

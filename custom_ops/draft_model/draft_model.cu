@@ -37,7 +37,7 @@ __device__ __forceinline__ int64_t warp_slot() {
 }
 
 __global__ void __launch_bounds__(kSlotWarpsPerBlock * kWarp)
-    draft_model_preprocess_kernel(DraftModelPreprocessParams p) {
+    draft_model_greedy_preprocess_kernel(DraftModelGreedyPreprocessParams p) {
   const int64_t b = warp_slot();
   if (b >= p.batch) return;
   const int lane = threadIdx.x % kWarp;
@@ -89,7 +89,7 @@ using LargeBatchUpdate = UpdateShape<256, 8>;  // one block per row, two blocks 
 // start (whatever its value) its (value, id) has the largest draft_argmax_key among its elements;
 // 64-bit keys are built only to reduce across threads.
 template <LogitsDType D, class S>
-__global__ void __launch_bounds__(S::kThreads) draft_model_update_kernel(DraftModelUpdateParams p, int parts) {
+__global__ void __launch_bounds__(S::kThreads) draft_model_greedy_update_kernel(DraftModelGreedyUpdateParams p, int parts) {
   using T = typename Logit<D>::Storage;
   constexpr int kThreads = S::kThreads, kUnroll = S::kUnroll;
   constexpr int kVec = 16 / sizeof(T);
@@ -210,7 +210,7 @@ __global__ void __launch_bounds__(kSlotWarpsPerBlock * kWarp)
   }
 }
 
-// draft_model_accept then draft_model_preprocess on a slot, in one warp. The lanes load the slot's
+// draft_model_accept then draft_model_greedy_preprocess on a slot, in one warp. The lanes load the slot's
 // accepted tokens (columns < 32) with both ops' scalars; after the accept the slot's step is s + n,
 // so a decoding slot's newest token is the last accepted one (n >= 1, already in a lane) or
 // pre_ids[b, s] (n = 0: the only dependent load, of an entry no lane writes).
@@ -222,7 +222,7 @@ __global__ void __launch_bounds__(kSlotWarpsPerBlock * kWarp)
   const int64_t D = p.pre_ids_stride;
   const int64_t* accepted = p.accept_tokens + b * p.width;
   const int64_t token = lane < p.width ? accepted[lane] : -1;
-  const DraftModelPreprocessParams pre = p.preprocess();
+  const DraftModelGreedyPreprocessParams pre = p.preprocess();
   DraftPreprocessSlot q = draft_preprocess_load(pre, b);  // the kind, the target's max_dec_len
   const DraftAcceptSlot a = draft_accept_slot(p.accept(), b);
   int64_t* row = p.pre_ids + b * D;
@@ -253,9 +253,9 @@ cudaError_t launch_per_slot(void (*kernel)(Params), const Params& p, cudaStream_
 }
 
 template <LogitsDType D, class S>
-cudaError_t launch_update(const DraftModelUpdateParams& p, int parts, cudaStream_t stream) {
+cudaError_t launch_update(const DraftModelGreedyUpdateParams& p, int parts, cudaStream_t stream) {
   KernelFeatures f;
-  const cudaError_t ferr = kernel_features(draft_model_update_kernel<D, S>, &f);
+  const cudaError_t ferr = kernel_features(draft_model_greedy_update_kernel<D, S>, &f);
   if (ferr != cudaSuccess) return ferr;
   const bool pdl = f.pdl;
   if (!f.clusters) parts = 1;  // planned from the same image's features: a guard only
@@ -279,12 +279,12 @@ cudaError_t launch_update(const DraftModelUpdateParams& p, int parts, cudaStream
   }
   cfg.attrs = n ? attr : nullptr;
   cfg.numAttrs = n;
-  const cudaError_t err = cudaLaunchKernelEx(&cfg, draft_model_update_kernel<D, S>, p, parts);
+  const cudaError_t err = cudaLaunchKernelEx(&cfg, draft_model_greedy_update_kernel<D, S>, p, parts);
   return err != cudaSuccess ? err : FDSPEC_LAUNCH_STATUS(stream);
 }
 
 template <class S>
-cudaError_t launch_update_as(const DraftModelUpdateParams& p, int parts, cudaStream_t stream) {
+cudaError_t launch_update_as(const DraftModelGreedyUpdateParams& p, int parts, cudaStream_t stream) {
   switch (p.logits_dtype) {
     case LogitsDType::kFloat16: return launch_update<LogitsDType::kFloat16, S>(p, parts, stream);
     case LogitsDType::kBFloat16: return launch_update<LogitsDType::kBFloat16, S>(p, parts, stream);
@@ -294,11 +294,11 @@ cudaError_t launch_update_as(const DraftModelUpdateParams& p, int parts, cudaStr
 
 }  // namespace
 
-cudaError_t draft_model_preprocess_gpu(const DraftModelPreprocessParams& p, cudaStream_t stream) {
-  return launch_per_slot(draft_model_preprocess_kernel, p, stream);
+cudaError_t draft_model_greedy_preprocess_gpu(const DraftModelGreedyPreprocessParams& p, cudaStream_t stream) {
+  return launch_per_slot(draft_model_greedy_preprocess_kernel, p, stream);
 }
 
-cudaError_t draft_model_update_gpu(const DraftModelUpdateParams& p, cudaStream_t stream) {
+cudaError_t draft_model_greedy_update_gpu(const DraftModelGreedyUpdateParams& p, cudaStream_t stream) {
   if (p.batch <= 0) return cudaSuccess;
   DeviceFacts dev;
   cudaError_t err = current_device_facts(&dev);
@@ -307,7 +307,7 @@ cudaError_t draft_model_update_gpu(const DraftModelUpdateParams& p, cudaStream_t
   // Clusters (distributed shared memory) need sm_90 code and an sm_90 device (kernel_features; every
   // instantiation of the kernel comes from one image).
   KernelFeatures f;
-  err = kernel_features(draft_model_update_kernel<LogitsDType::kFloat32, SmallBatchUpdate>, &f);
+  err = kernel_features(draft_model_greedy_update_kernel<LogitsDType::kFloat32, SmallBatchUpdate>, &f);
   if (err != cudaSuccess) return err;
   // A batch of at most a quarter as many rows as SMs splits each row into slices, as many as fill
   // the SMs, at most kMaxParts and no more than the row has rounds of loads; larger batches give a

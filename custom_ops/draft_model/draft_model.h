@@ -5,8 +5,8 @@
 // -1, generated token k at k + 1, the newest at step_idx), step_idx, seq_lens_decoder, max_dec_len,
 // input_ids (the draft model's next input) and mtp_draft_num (MTP drafts appended to pre_ids by the
 // current step and not verified yet). A decode step is
-//   draft_model_preprocess   drop unverified drafts, clear slots starting a request, build inputs
-//   (draft model, draft_model_update) x num_model_steps: greedy choice fused with the writes
+//   draft_model_greedy_preprocess   drop unverified drafts, clear slots starting a request, build inputs
+//   (draft model, draft_model_greedy_update) x num_model_steps: greedy choice fused with the writes
 //   hybrid_mtp_ngram         (optional) n-gram extension, on the draft side's own lengths
 //   ... target model, verification ...
 //   draft_model_accept       drop the drafts, append the verified tokens
@@ -34,9 +34,9 @@ namespace fdspec {
 // every embedding table has. -1 (pre_ids' fill) would read outside the table.
 constexpr int64_t kDraftSafeTokenId = 0;
 
-// ---- draft_model_preprocess -------------------------------------------------------------------------
+// ---- draft_model_greedy_preprocess -------------------------------------------------------------------------
 
-struct DraftModelPreprocessParams {
+struct DraftModelGreedyPreprocessParams {
   int64_t* input_ids;                           // [B] int64, in place: the draft model's input
   int32_t* seq_lens_decoder;                    // [B] int32, in place: draft side, 0 unless decoding
   int64_t* step_idx;                            // [B] int64, in place: draft side, newest pre_ids index
@@ -76,7 +76,7 @@ struct DraftPreprocessSlot {
   int64_t max_dec_len = 0;  // the target's
 };
 
-FDSPEC_HD DraftPreprocessSlot draft_preprocess_load(const DraftModelPreprocessParams& p, int64_t b) {
+FDSPEC_HD DraftPreprocessSlot draft_preprocess_load(const DraftModelGreedyPreprocessParams& p, int64_t b) {
   const bool stopped = p.base_model_stop_flags[b];
   const int32_t enc = p.base_model_seq_lens_encoder[b], base_dec = p.base_model_seq_lens_decoder[b];
   const int64_t step = p.step_idx[b];
@@ -96,7 +96,7 @@ FDSPEC_HD bool draft_preprocess_reads_newest(const DraftPreprocessSlot& q) {
 
 // The writes of a slot, the row clear of a prefill slot aside; `newest` is pre_ids[b, s] when
 // draft_preprocess_reads_newest, read before any write of slot b.
-FDSPEC_HD void draft_preprocess_store(const DraftModelPreprocessParams& p, int64_t b, const DraftPreprocessSlot& q,
+FDSPEC_HD void draft_preprocess_store(const DraftModelGreedyPreprocessParams& p, int64_t b, const DraftPreprocessSlot& q,
                                       int64_t newest) {
   if (q.kind == DraftSlot::kDecoding) p.base_model_seq_lens_this_time[b] = 1;
   p.step_idx[b] = q.s;
@@ -107,11 +107,11 @@ FDSPEC_HD void draft_preprocess_store(const DraftModelPreprocessParams& p, int64
 }
 
 // Sequential reference on the host. O(B + D * prefill slots).
-void draft_model_preprocess_cpu(const DraftModelPreprocessParams& p);
+void draft_model_greedy_preprocess_cpu(const DraftModelGreedyPreprocessParams& p);
 
-// ---- draft_model_update -----------------------------------------------------------------------------
+// ---- draft_model_greedy_update -----------------------------------------------------------------------------
 
-struct DraftModelUpdateParams {
+struct DraftModelGreedyUpdateParams {
   const void* logits;                           // [>= B, V] float32 / float16 / bfloat16
   LogitsDType logits_dtype;
   int64_t vocab_size;                           // V (1 .. 2^31 - 1): columns of logits
@@ -135,7 +135,7 @@ struct DraftUpdateSlot {
   int32_t drafts = 0;  // mtp_draft_num
 };
 
-FDSPEC_HD DraftUpdateSlot draft_update_load(const DraftModelUpdateParams& p, int64_t b) {
+FDSPEC_HD DraftUpdateSlot draft_update_load(const DraftModelGreedyUpdateParams& p, int64_t b) {
   DraftUpdateSlot u;
   u.step = p.step_idx[b];
   u.dec = p.seq_lens_decoder[b];
@@ -145,7 +145,7 @@ FDSPEC_HD DraftUpdateSlot draft_update_load(const DraftModelUpdateParams& p, int
 
 // A slot drafts at `substep` when it decodes (draft-side seq_lens_decoder > 0, set by the
 // preprocess), drafted at every earlier substep, and its pre_ids row has room.
-FDSPEC_HD bool draft_update_takes(const DraftModelUpdateParams& p, const DraftUpdateSlot& u) {
+FDSPEC_HD bool draft_update_takes(const DraftModelGreedyUpdateParams& p, const DraftUpdateSlot& u) {
   return u.dec > 0 && u.drafts == p.substep &&
          clamp_to<int64_t>(u.step, 0, p.pre_ids_stride - 1) + 1 < p.pre_ids_stride;
 }
@@ -172,7 +172,7 @@ FDSPEC_HD int64_t draft_argmax_id(uint64_t key) {
 }
 
 // The writes of a slot that drafts `token`.
-FDSPEC_HD void draft_update_write(const DraftModelUpdateParams& p, int64_t b, const DraftUpdateSlot& u,
+FDSPEC_HD void draft_update_write(const DraftModelGreedyUpdateParams& p, int64_t b, const DraftUpdateSlot& u,
                                   int64_t token) {
   const int64_t s = clamp_to<int64_t>(u.step, 0, p.pre_ids_stride - 1) + 1;
   p.step_idx[b] = s;
@@ -185,7 +185,7 @@ FDSPEC_HD void draft_update_write(const DraftModelUpdateParams& p, int64_t b, co
 }
 
 // Sequential reference on the host. O(V * drafting slots).
-void draft_model_update_cpu(const DraftModelUpdateParams& p);
+void draft_model_greedy_update_cpu(const DraftModelGreedyUpdateParams& p);
 
 // ---- draft_model_accept -----------------------------------------------------------------------------
 
@@ -217,7 +217,7 @@ void draft_model_accept_cpu(const DraftModelAcceptParams& p);
 
 // ---- draft_model_accept_preprocess (ours) -----------------------------------------------------------
 
-// draft_model_accept then draft_model_preprocess, for a proposer that keeps a step's verified tokens
+// draft_model_accept then draft_model_greedy_preprocess, for a proposer that keeps a step's verified tokens
 // until the next step starts (as upstream's draft_model_preprocess takes them): the two ops' rules
 // on one set of tensors, the draft side's shared.
 struct DraftModelAcceptPreprocessParams {
@@ -244,8 +244,8 @@ struct DraftModelAcceptPreprocessParams {
     a.pre_ids = pre_ids; a.pre_ids_stride = pre_ids_stride; a.mtp_draft_num = mtp_draft_num; a.batch = batch;
     return a;
   }
-  FDSPEC_HD DraftModelPreprocessParams preprocess() const {
-    DraftModelPreprocessParams p;
+  FDSPEC_HD DraftModelGreedyPreprocessParams preprocess() const {
+    DraftModelGreedyPreprocessParams p;
     p.input_ids = input_ids; p.seq_lens_decoder = seq_lens_decoder; p.step_idx = step_idx;
     p.pre_ids = pre_ids; p.pre_ids_stride = pre_ids_stride; p.mtp_draft_num = mtp_draft_num;
     p.max_dec_len = max_dec_len; p.base_model_seq_lens_this_time = base_model_seq_lens_this_time;
@@ -256,7 +256,7 @@ struct DraftModelAcceptPreprocessParams {
   }
 };
 
-// Sequential reference on the host: draft_model_accept_cpu, then draft_model_preprocess_cpu.
+// Sequential reference on the host: draft_model_accept_cpu, then draft_model_greedy_preprocess_cpu.
 void draft_model_accept_preprocess_cpu(const DraftModelAcceptPreprocessParams& p);
 
 #ifdef FDSPEC_WITH_CUDA
@@ -264,14 +264,14 @@ void draft_model_accept_preprocess_cpu(const DraftModelAcceptPreprocessParams& p
 // (one round trip for a slot's scalars) and is launched as a programmatic dependent of the work
 // before it (common/cuda_utils.cuh), which hides its launch behind its predecessor.
 // Preprocess: one warp per slot (the lanes clear a prefill slot's row). One kernel, graph-capturable.
-cudaError_t draft_model_preprocess_gpu(const DraftModelPreprocessParams& p, cudaStream_t stream);
+cudaError_t draft_model_greedy_preprocess_gpu(const DraftModelGreedyPreprocessParams& p, cudaStream_t stream);
 // Update: small batches (B <= SMs / 4, sm_90+) split each logits row over a thread-block cluster of
 // up to 8 blocks, larger ones give a row one block (512 threads up to B = SMs, 256 beyond; the shapes
 // and their timings are in draft_model.cu). A block issues the loads of the slot's scalars and of its
 // first round of logits together, exits if the slot does not draft (those loads go unused), else
 // reads the rest of its slice once in 16-byte loads, reduces the keys (warp reductions), and the
 // leader writes. One kernel, graph-capturable.
-cudaError_t draft_model_update_gpu(const DraftModelUpdateParams& p, cudaStream_t stream);
+cudaError_t draft_model_greedy_update_gpu(const DraftModelGreedyUpdateParams& p, cudaStream_t stream);
 // Accept: one warp per slot: the lanes load the verified tokens with the slot's scalars and copy
 // them, lane 0 writes the scalars. One kernel, graph-capturable.
 cudaError_t draft_model_accept_gpu(const DraftModelAcceptParams& p, cudaStream_t stream);

@@ -3,7 +3,7 @@
 
 namespace fdspec {
 
-void draft_model_preprocess_cpu(const DraftModelPreprocessParams& p) {
+void draft_model_greedy_preprocess_cpu(const DraftModelGreedyPreprocessParams& p) {
   for (int64_t b = 0; b < p.batch; ++b) {
     const DraftPreprocessSlot q = draft_preprocess_load(p, b);
     draft_preprocess_store(p, b, q, draft_preprocess_reads_newest(q) ? p.pre_ids[b * p.pre_ids_stride + q.s] : -1);
@@ -16,7 +16,7 @@ void draft_model_preprocess_cpu(const DraftModelPreprocessParams& p) {
 
 namespace {
 
-float logit_at(const DraftModelUpdateParams& p, int64_t i) {
+float logit_at(const DraftModelGreedyUpdateParams& p, int64_t i) {
   switch (p.logits_dtype) {
     case LogitsDType::kFloat16: return float16_bits_to_float(static_cast<const uint16_t*>(p.logits)[i]);
     case LogitsDType::kBFloat16: return bfloat16_bits_to_float(static_cast<const uint16_t*>(p.logits)[i]);
@@ -26,7 +26,7 @@ float logit_at(const DraftModelUpdateParams& p, int64_t i) {
 
 }  // namespace
 
-void draft_model_update_cpu(const DraftModelUpdateParams& p) {
+void draft_model_greedy_update_cpu(const DraftModelGreedyUpdateParams& p) {
   for (int64_t b = 0; b < p.batch; ++b) {
     const DraftUpdateSlot u = draft_update_load(p, b);
     if (!draft_update_takes(p, u)) continue;
@@ -52,7 +52,7 @@ void draft_model_accept_cpu(const DraftModelAcceptParams& p) {
 
 void draft_model_accept_preprocess_cpu(const DraftModelAcceptPreprocessParams& p) {
   draft_model_accept_cpu(p.accept());
-  draft_model_preprocess_cpu(p.preprocess());
+  draft_model_greedy_preprocess_cpu(p.preprocess());
 }
 
 }  // namespace fdspec

@@ -2,7 +2,7 @@
 // speculate_save_output_topk sends the accepted tokens of a step with their top-k logprobs to the
 // token processor; mtp_save_first_token_with_topk sends, per slot, the first token with its top-k
 // logprobs followed by the draft tokens (ids only). They take the same tensors and attributes and
-// differ only in the message mode and the name of their last tensor (see save_binding.h).
+// differ only in the message mode (see save_binding.h); both name their last tensor as upstream does.
 #include "logprob_msg/save_binding.h"
 
 #define FDSPEC_SAVE_OP(op, fn, mode, preempted)                                                       \
@@ -26,7 +26,6 @@
       .Attrs({"message_flag: int", "rank_id: int64_t", "save_each_rank: bool", "queue_id: int64_t"}) \
       .SetKernelFn(PD_KERNEL(fn))
 
-FDSPEC_SAVE_OP(speculate_save_output_topk, SpeculateSaveOutputTopK, kAcceptedTokens,
-               last_preempted_idx);
+FDSPEC_SAVE_OP(speculate_save_output_topk, SpeculateSaveOutputTopK, kAcceptedTokens, preempted_idx);
 FDSPEC_SAVE_OP(mtp_save_first_token_with_topk, MtpSaveFirstTokenWithTopK, kFirstTokenWithDrafts,
                preempted_idx);

@@ -8,10 +8,13 @@ outputs. ``with_cuda()`` tells whether the loaded library has GPU kernels.
 from fastdeploy_spec.ops._loader import OpLibraryError, build_info, load, with_cuda
 from fastdeploy_spec.ops.draft_model_accept import draft_model_accept
 from fastdeploy_spec.ops.draft_model_accept_preprocess import draft_model_accept_preprocess
-from fastdeploy_spec.ops.draft_model_preprocess import draft_model_preprocess
-from fastdeploy_spec.ops.draft_model_update import draft_model_update
+from fastdeploy_spec.ops.draft_model_greedy_preprocess import draft_model_greedy_preprocess
+from fastdeploy_spec.ops.draft_model_greedy_update import draft_model_greedy_update
 from fastdeploy_spec.ops.hybrid_mtp_ngram import hybrid_mtp_ngram, ngram_match_mixed
 from fastdeploy_spec.ops.mtp_save_first_token_with_topk import mtp_save_first_token_with_topk
+from fastdeploy_spec.ops.mtp_state import (draft_model_postprocess, draft_model_preprocess,
+                                           draft_model_set_value_by_flags, draft_model_update,
+                                           eagle_get_hidden_states, eagle_get_self_hidden_states)
 from fastdeploy_spec.ops.naive_update_model_status import naive_update_model_status
 from fastdeploy_spec.ops.ngram_match import ngram_match
 from fastdeploy_spec.ops.speculate_compute_cu_batch_offset import speculate_compute_cu_batch_offset
@@ -36,8 +39,14 @@ __all__ = [
     "build_info",
     "draft_model_accept",
     "draft_model_accept_preprocess",
+    "draft_model_greedy_preprocess",
+    "draft_model_greedy_update",
+    "draft_model_postprocess",
     "draft_model_preprocess",
+    "draft_model_set_value_by_flags",
     "draft_model_update",
+    "eagle_get_hidden_states",
+    "eagle_get_self_hidden_states",
     "hybrid_mtp_ngram",
     "load",
     "mtp_save_first_token_with_topk",

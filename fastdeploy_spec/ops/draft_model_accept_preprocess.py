@@ -34,26 +34,26 @@ def draft_model_accept_preprocess(
     base_model_stop_flags: paddle.Tensor,
     base_model_max_dec_len: paddle.Tensor,
 ) -> None:
-    """``draft_model_accept`` then ``draft_model_preprocess``, in one pass over the slots.
+    """``draft_model_accept`` then ``draft_model_greedy_preprocess``, in one pass over the slots.
 
     For a proposer that keeps a step's verified tokens until the next step starts (as upstream's
-    ``draft_model_preprocess`` takes ``accept_tokens`` and ``accept_num``): the result is exactly
+    ``draft_model_greedy_preprocess`` takes ``accept_tokens`` and ``accept_num``): the result is exactly
     ``draft_model_accept(accept_tokens, accept_num, step_idx, pre_ids, mtp_draft_num)`` followed by
-    ``draft_model_preprocess`` on the other tensors (see both), every output bit for bit. On the GPU
+    ``draft_model_greedy_preprocess`` on the other tensors (see both), every output bit for bit. On the GPU
     one kernel instead of two, whose reads take one round trip to memory (two for a decoding slot
     that accepted nothing); no host synchronisation.
 
     Parameters
     ----------
     input_ids, seq_lens_decoder, step_idx, pre_ids, mtp_draft_num, max_dec_len
-        **Mutated.** The draft side, as for ``draft_model_preprocess``.
+        **Mutated.** The draft side, as for ``draft_model_greedy_preprocess``.
     accept_tokens : int64 [>= B, K + 1]
     accept_num : int32 [B]
         The verified tokens, as for ``draft_model_accept``.
     base_model_seq_lens_this_time : int32 [B]
-        **Mutated.** As for ``draft_model_preprocess``. B is its length.
+        **Mutated.** As for ``draft_model_greedy_preprocess``. B is its length.
     base_model_seq_lens_encoder, base_model_seq_lens_decoder, base_model_stop_flags, base_model_max_dec_len
-        The target's slot state, as for ``draft_model_preprocess``.
+        The target's slot state, as for ``draft_model_greedy_preprocess``.
 
     Examples
     --------

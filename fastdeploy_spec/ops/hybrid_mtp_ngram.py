@@ -10,7 +10,7 @@ from fastdeploy_spec.ops._common import BOOL, INT32, THRESHOLD, OpSpec
 
 SPEC = OpSpec(
     "hybrid_mtp_ngram",
-    tensors=("token_ids_all", "prompt_lens", "pre_ids", "step_idx", "draft_token_num", "draft_tokens",
+    tensors=("input_ids", "input_ids_len", "pre_ids", "step_idx", "draft_token_num", "draft_tokens",
              "seq_lens_this_time", "seq_lens_decoder", "max_dec_len"),
     outputs=frozenset({"draft_tokens", "seq_lens_this_time"}),
     attrs=(("max_ngram_size", INT32), ("min_ngram_size", INT32), ("max_draft_tokens", INT32),
@@ -19,8 +19,8 @@ SPEC = OpSpec(
 
 
 def hybrid_mtp_ngram(
-    token_ids_all: paddle.Tensor,
-    prompt_lens: paddle.Tensor,
+    input_ids: paddle.Tensor,
+    input_ids_len: paddle.Tensor,
     pre_ids: paddle.Tensor,
     step_idx: paddle.Tensor,
     draft_token_num: paddle.Tensor,
@@ -43,13 +43,14 @@ def hybrid_mtp_ngram(
     prompt, then in ``pre_ids[b, :s]``; the tokens that followed the leftmost match are appended after
     the MTP drafts, up to ``max_draft_tokens`` tokens per slot in all. A batch-wide budget
     (``threshold``) caps the tokens the step verifies, slot by slot in batch order. Runs on the place
-    of ``token_ids_all`` (CPU or GPU), in place, without host synchronisation on the GPU.
+    of ``input_ids`` (CPU or GPU), in place, without host synchronisation on the GPU.
 
     Parameters
     ----------
-    token_ids_all : int64 [>= B, W]
-        Row ``b`` starts with the slot's prompt (``prompt_lens[b]`` tokens).
-    prompt_lens, step_idx, max_dec_len : int64 [B, 1] or [B]
+    input_ids : int64 [>= B, W]
+        Row ``b`` starts with the slot's prompt (``input_ids_len[b]`` tokens): a runner's
+        ``token_ids_all`` (upstream's name for the input, as registered).
+    input_ids_len, step_idx, max_dec_len : int64 [B, 1] or [B]
         Prompt length, index of the newest token in ``pre_ids``, and the slot's decode limit.
     pre_ids : int64 [>= B, D]
         The draft model's generated tokens, newest at ``step_idx``.

@@ -22,7 +22,7 @@ def save_spec(op: str, preempted: str) -> OpSpec:
     )
 
 
-SPEC = save_spec("speculate_save_output_topk", "last_preempted_idx")
+SPEC = save_spec("speculate_save_output_topk", "preempted_idx")
 
 _ATTRS = ("message_flag", "rank_id", "save_each_rank")
 
@@ -38,6 +38,7 @@ def speculate_save_output_topk(
     seq_lens_decoder: paddle.Tensor,
     prompt_lens: paddle.Tensor,
     *args: object,
+    preempted_idx: paddle.Tensor | None = None,
     last_preempted_idx: paddle.Tensor | None = None,
     message_flag: int | None = None,
     rank_id: int | None = None,
@@ -46,9 +47,10 @@ def speculate_save_output_topk(
 ) -> None:
     """Send a step's accepted tokens with their top-k logprobs to the token processor.
 
-    Both of upstream's forms are accepted: ``(..., prompt_lens, last_preempted_idx, message_flag,
-    rank_id, save_each_rank)`` (FastDeploy's current call) and ``(..., prompt_lens, message_flag,
-    rank_id, save_each_rank)`` (before ``last_preempted_idx``; no slot is then preempted).
+    Both of upstream's forms are accepted: ``(..., prompt_lens, preempted_idx, message_flag,
+    rank_id, save_each_rank)`` (FastDeploy's current call, which passes its share-input
+    ``last_preempted_idx`` there) and ``(..., prompt_lens, message_flag, rank_id, save_each_rank)``
+    (before that tensor; no slot is then preempted).
 
     One message goes to the System V queue ``queue_id``, by default the one named by
     ``$INFERENCE_MSG_QUEUE_ID`` (default 1: the queue a FastDeploy server on this host reads),
@@ -78,9 +80,10 @@ def speculate_save_output_topk(
         ``[0]`` of the message is ``+INFERENCE_MSG_ID`` when true, else its negative (default 1).
     seq_lens_decoder : int32 [B]
     prompt_lens : int64 [B, 1]
-    last_preempted_idx : int32 [B] or [B, 1], optional
+    preempted_idx : int32 [B] or [B, 1], optional
         1 marks a slot preempted since the last step: it reports the count -9 (upstream's
-        ``PREEMPTED_TOKEN_ID``) and no token. Positional (10th) or keyword.
+        ``PREEMPTED_TOKEN_ID``) and no token. Positional (10th) or keyword (upstream's input name;
+        ``last_preempted_idx=``, the name of FastDeploy's buffer, is accepted as well).
     message_flag : int
         0 .. 255, e.g. 3 for the target model, 4 for the draft model; sent in bits 0..7 of ``[1]``.
     rank_id : int
@@ -109,14 +112,19 @@ def speculate_save_output_topk(
     >>> tokens.numpy()[[2, 3, 515, 536], 0].tolist()   # batch 1; slot 0: 2 tokens, 7 then 8
     [1, 2, 7, 8]
     """
+    if last_preempted_idx is not None:
+        if preempted_idx is not None:
+            raise TypeError("speculate_save_output_topk: preempted_idx given twice (also as "
+                            "last_preempted_idx)")
+        preempted_idx = last_preempted_idx
     rest = list(args)
     # A tensor in 10th place, or one argument more than the attributes: the 10-tensor form, whose
     # 10th argument is then checked as a tensor (named) rather than taken for message_flag.
     explicit = bool(rest) and (isinstance(rest[0], paddle.Tensor) or len(rest) > len(_ATTRS))
     if explicit:
-        if last_preempted_idx is not None:
-            raise TypeError("speculate_save_output_topk: last_preempted_idx given twice")
-        last_preempted_idx = rest.pop(0)
+        if preempted_idx is not None:
+            raise TypeError("speculate_save_output_topk: preempted_idx given twice")
+        preempted_idx = rest.pop(0)
     if len(rest) > len(_ATTRS):
         raise TypeError(f"speculate_save_output_topk: at most {9 + 1 + len(_ATTRS)} positional "
                         f"arguments, got {9 + len(args)}")
@@ -128,9 +136,9 @@ def speculate_save_output_topk(
     missing = [n for n in ("message_flag", "rank_id") if named[n] is None]
     if missing:
         raise TypeError(f"speculate_save_output_topk: missing {', '.join(missing)}")
-    if (last_preempted_idx is None and not explicit and isinstance(token_num_per_batch, paddle.Tensor)
+    if (preempted_idx is None and not explicit and isinstance(token_num_per_batch, paddle.Tensor)
             and token_num_per_batch.ndim >= 1):  # upstream's earlier form: no slot is preempted
-        last_preempted_idx = paddle.to_tensor(np.zeros(token_num_per_batch.shape[0], np.int32),
+        preempted_idx = paddle.to_tensor(np.zeros(token_num_per_batch.shape[0], np.int32),
                                               place=paddle.CPUPlace())
-    values = dict(locals(), last_preempted_idx=last_preempted_idx, **named)
+    values = dict(locals(), preempted_idx=preempted_idx, **named)
     _loader.load().speculate_save_output_topk(*SPEC.args(values))

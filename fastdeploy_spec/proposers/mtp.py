@@ -11,8 +11,8 @@ from fastdeploy_spec.buffers import resolve_place
 from fastdeploy_spec.ops import (
     draft_model_accept,
     draft_model_accept_preprocess,
-    draft_model_preprocess,
-    draft_model_update,
+    draft_model_greedy_preprocess,
+    draft_model_greedy_update,
     hybrid_mtp_ngram,
 )
 from fastdeploy_spec.proposers.base import Proposer
@@ -30,13 +30,13 @@ class MTPProposer(Proposer):
     (MTP drafts not verified yet). A decode step runs only plugin ops and the draft model, with no
     host synchronisation and no allocation, so it can be captured in a CUDA graph:
 
-    1. ``draft_model_accept_preprocess`` (``draft_model_preprocess`` before any :meth:`accept`, or
+    1. ``draft_model_accept_preprocess`` (``draft_model_greedy_preprocess`` before any :meth:`accept`, or
        after one that was applied at once): applies the last verification (the step's MTP drafts
        leave ``pre_ids``, the accepted tokens join it), drops drafts never verified, clears the slots
        that start a request (``seq_lens_encoder > 0``), gives each decoding slot's newest token to
        ``input_ids`` (other slots 0) and sets its ``seq_lens_this_time`` to 1.
     2. ``num_model_steps`` times: ``logits = draft_model(input_ids, hidden)``, then
-       ``draft_model_update`` takes the greedy token of each decoding slot (argmax, ties to the
+       ``draft_model_greedy_update`` takes the greedy token of each decoding slot (argmax, ties to the
        lowest id) and appends it to ``draft_tokens``, ``pre_ids``, ``step_idx`` and
        ``seq_lens_this_time``, and makes it the next ``input_ids``.
     3. With ``mtp_strategy == "with_ngram"`` and K > ``num_model_steps``: ``hybrid_mtp_ngram``
@@ -164,9 +164,21 @@ class MTPProposer(Proposer):
         else:
             draft_model_accept(accept_tokens, accept_num, self.step_idx, self.pre_ids, self.mtp_draft_num)
 
+    # The step reads as FastDeploy's MTPProposer._run_impl (fastdeploy/spec_decode/mtp.py): prepare
+    # the draft side's inputs, propose num_model_steps drafts, extend them with n-gram matches. Our
+    # ops differ where upstream's sampler sits between the draft model and draft_model_update: the
+    # greedy choice is fused into draft_model_greedy_update (docs/contract/draft_model.md); the
+    # upstream-contract ops are in fastdeploy_spec.ops (docs/contract/mtp_state.md).
     def _run_impl(self, share_inputs: Dict[str, paddle.Tensor],
                   hidden_states: Optional[paddle.Tensor] = None, **_: object) -> None:
-        s = share_inputs
+        self._prepare_inputs(share_inputs)
+        self._propose(share_inputs, hidden_states)
+        if self.extend_with_ngram:
+            self._extend_draft_token_with_ngram_match(share_inputs)
+
+    def _prepare_inputs(self, s: Dict[str, paddle.Tensor]) -> None:
+        """Upstream's draft_model_preprocess step: the draft side from the target's state (the last
+        verification applied first when it was deferred)."""
         draft = (self.input_ids, self.seq_lens_decoder, self.step_idx, self.pre_ids, self.mtp_draft_num,
                  self.max_dec_len)
         base = (s["seq_lens_this_time"], s["seq_lens_encoder"], s["seq_lens_decoder"], s["stop_flags"],
@@ -175,7 +187,10 @@ class MTPProposer(Proposer):
             draft_model_accept_preprocess(*draft, *self._accepted, *base)
             self._accepted = None
         else:
-            draft_model_preprocess(*draft, *base)
+            draft_model_greedy_preprocess(*draft, *base)
+
+    def _propose(self, s: Dict[str, paddle.Tensor], hidden_states: Optional[paddle.Tensor]) -> None:
+        """num_model_steps x (draft model, greedy choice + upstream's draft_model_update writes)."""
         hidden = hidden_states
         for substep in range(self.num_model_steps):
             out = self.draft_model(self.input_ids, hidden)
@@ -183,13 +198,16 @@ class MTPProposer(Proposer):
             if not isinstance(logits, paddle.Tensor):
                 raise TypeError(f"the draft model must return its logits as a Paddle tensor on the "
                                 f"proposer's place, got {type(logits).__name__}")
-            draft_model_update(logits, self.input_ids, self.seq_lens_decoder, self.step_idx,
-                               self.pre_ids, self.mtp_draft_num, s["draft_tokens"],
-                               s["seq_lens_this_time"], substep)
-        if self.extend_with_ngram:
-            cfg = self.config
-            hybrid_mtp_ngram(
-                s["token_ids_all"], s["prompt_lens"], self.pre_ids, self.step_idx,
-                s["actual_draft_token_num"], s["draft_tokens"], s["seq_lens_this_time"],
-                self.seq_lens_decoder, self.max_dec_len, cfg.max_ngram_size, cfg.min_ngram_size,
-                cfg.num_speculative_tokens, self.pad_to_max, threshold=cfg.hybrid_threshold)
+            self._post_process(logits, s, substep)
+
+    def _post_process(self, logits: paddle.Tensor, s: Dict[str, paddle.Tensor], substep: int) -> None:
+        draft_model_greedy_update(logits, self.input_ids, self.seq_lens_decoder, self.step_idx, self.pre_ids,
+                                  self.mtp_draft_num, s["draft_tokens"], s["seq_lens_this_time"], substep)
+
+    def _extend_draft_token_with_ngram_match(self, s: Dict[str, paddle.Tensor]) -> None:
+        cfg = self.config
+        hybrid_mtp_ngram(
+            s["token_ids_all"], s["prompt_lens"], self.pre_ids, self.step_idx,
+            s["actual_draft_token_num"], s["draft_tokens"], s["seq_lens_this_time"],
+            self.seq_lens_decoder, self.max_dec_len, cfg.max_ngram_size, cfg.min_ngram_size,
+            cfg.num_speculative_tokens, self.pad_to_max, threshold=cfg.hybrid_threshold)

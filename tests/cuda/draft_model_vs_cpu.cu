@@ -1,5 +1,5 @@
 // The draft-model ops' CUDA launchers against their CPU implementations, at the kernel layer (no
-// Paddle), bit for bit on every tensor: whole MTP steps (draft_model_preprocess, draft_model_update
+// Paddle), bit for bit on every tensor: whole MTP steps (draft_model_greedy_preprocess, draft_model_greedy_update
 // for substeps 0 .. steps - 1 on their own logits, draft_model_accept), and the fused
 // draft_model_accept_preprocess against the two CPU ops (also with K + 1 > 32), on random slot states (every
 // slot kind, unverified drafts left over, full pre_ids rows, hostile lengths), tiny and large
@@ -110,8 +110,8 @@ struct Ptrs {
   const uint8_t* logits;
 };
 
-fdspec::DraftModelPreprocessParams pre_params(const Shape& sh, const Ptrs& q) {
-  fdspec::DraftModelPreprocessParams p;
+fdspec::DraftModelGreedyPreprocessParams pre_params(const Shape& sh, const Ptrs& q) {
+  fdspec::DraftModelGreedyPreprocessParams p;
   p.input_ids = q.input_ids; p.seq_lens_decoder = q.dec; p.step_idx = q.step; p.pre_ids = q.pre;
   p.pre_ids_stride = sh.D; p.mtp_draft_num = q.num; p.max_dec_len = q.mdl;
   p.base_model_seq_lens_this_time = q.slt; p.base_model_seq_lens_encoder = q.enc;
@@ -120,8 +120,8 @@ fdspec::DraftModelPreprocessParams pre_params(const Shape& sh, const Ptrs& q) {
   return p;
 }
 
-fdspec::DraftModelUpdateParams upd_params(const Shape& sh, const Ptrs& q, int substep) {
-  fdspec::DraftModelUpdateParams p;
+fdspec::DraftModelGreedyUpdateParams upd_params(const Shape& sh, const Ptrs& q, int substep) {
+  fdspec::DraftModelGreedyUpdateParams p;
   p.logits = q.logits + static_cast<int64_t>(substep) * sh.rows * sh.V * sh.esize();
   p.logits_dtype = sh.dtype; p.vocab_size = sh.V; p.input_ids = q.input_ids; p.seq_lens_decoder = q.dec;
   p.step_idx = q.step; p.pre_ids = q.pre; p.pre_ids_stride = sh.D; p.mtp_draft_num = q.num;
@@ -142,8 +142,8 @@ void cpu_step(const Shape& sh, State& s) {
                s.drafts.data(), s.acc_tokens.data(), s.dec.data(), s.num.data(), s.slt.data(),
                s.enc.data(), s.bdec.data(), s.acc_num.data(), reinterpret_cast<bool*>(s.stop.data()),
                s.logits.data()};
-  fdspec::draft_model_preprocess_cpu(pre_params(sh, q));
-  for (int i = 0; i < sh.steps; ++i) fdspec::draft_model_update_cpu(upd_params(sh, q, i));
+  fdspec::draft_model_greedy_preprocess_cpu(pre_params(sh, q));
+  for (int i = 0; i < sh.steps; ++i) fdspec::draft_model_greedy_update_cpu(upd_params(sh, q, i));
   fdspec::draft_model_accept_cpu(acc_params(sh, q));
 }
 
@@ -151,8 +151,8 @@ void cpu_step(const Shape& sh, State& s) {
 cudaError_t gpu_step(const Shape& sh, const Ptrs& q, cudaStream_t stream) {
   auto& st = harness::selftest();
   if (st.host_backend) {
-    fdspec::draft_model_preprocess_cpu(pre_params(sh, q));
-    for (int i = 0; i < sh.steps; ++i) fdspec::draft_model_update_cpu(upd_params(sh, q, i));
+    fdspec::draft_model_greedy_preprocess_cpu(pre_params(sh, q));
+    for (int i = 0; i < sh.steps; ++i) fdspec::draft_model_greedy_update_cpu(upd_params(sh, q, i));
     fdspec::draft_model_accept_cpu(acc_params(sh, q));
     if (st.perturb && sh.B > 0) {
       static int turn = 0;
@@ -165,8 +165,8 @@ cudaError_t gpu_step(const Shape& sh, const Ptrs& q, cudaStream_t stream) {
     }
     return cudaSuccess;
   }
-  cudaError_t e = fdspec::draft_model_preprocess_gpu(pre_params(sh, q), stream);
-  for (int i = 0; i < sh.steps && e == cudaSuccess; ++i) e = fdspec::draft_model_update_gpu(upd_params(sh, q, i), stream);
+  cudaError_t e = fdspec::draft_model_greedy_preprocess_gpu(pre_params(sh, q), stream);
+  for (int i = 0; i < sh.steps && e == cudaSuccess; ++i) e = fdspec::draft_model_greedy_update_gpu(upd_params(sh, q, i), stream);
   return e == cudaSuccess ? fdspec::draft_model_accept_gpu(acc_params(sh, q), stream) : e;
 }
 
@@ -180,7 +180,7 @@ fdspec::DraftModelAcceptPreprocessParams acc_pre_params(const Shape& sh, const P
   return p;
 }
 
-// The deferred accept: draft_model_accept then draft_model_preprocess on the CPU against the fused
+// The deferred accept: draft_model_accept then draft_model_greedy_preprocess on the CPU against the fused
 // launcher (in the self-test the CPU implementation, with a perturbed output now and then).
 cudaError_t gpu_accept_preprocess(const Shape& sh, const Ptrs& q, cudaStream_t stream) {
   auto& st = harness::selftest();
@@ -266,7 +266,7 @@ void run_accept_preprocess_case(harness::Tally& t, const Shape& sh, const State&
                want.enc.data(), want.bdec.data(), want.acc_num.data(), reinterpret_cast<bool*>(want.stop.data()),
                want.logits.data()};
   fdspec::draft_model_accept_cpu(acc_params(sh, q));
-  fdspec::draft_model_preprocess_cpu(pre_params(sh, q));
+  fdspec::draft_model_greedy_preprocess_cpu(pre_params(sh, q));
   DeviceState dev(in);
   t.begin_case();
   CHECK(gpu_accept_preprocess(sh, dev.ptrs(), stream.get()));

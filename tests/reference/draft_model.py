@@ -1,4 +1,4 @@
-"""NumPy references of the draft-model ops (draft_model_preprocess, draft_model_update,
+"""NumPy references of the draft-model ops (draft_model_greedy_preprocess, draft_model_greedy_update,
 draft_model_accept, draft_model_accept_preprocess), written from docs/contract/draft_model.md.
 
 Each takes NumPy arrays (per-slot tensors flattened to [B]), leaves its inputs alone and returns the
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastdeploy_spec.ops import (draft_model_accept, draft_model_accept_preprocess, draft_model_preprocess,
-                                 draft_model_update)
+from fastdeploy_spec.ops import (draft_model_accept, draft_model_accept_preprocess, draft_model_greedy_preprocess,
+                                 draft_model_greedy_update)
 from tests.helpers import as_f32, logits_to_place, to_place
 
 SAFE_TOKEN = 0
@@ -84,7 +84,7 @@ def accept_ref(accept_tokens, accept_num, step_idx, pre_ids, mtp_draft_num):
 
 def accept_preprocess_ref(input_ids, seq_lens_decoder, step_idx, pre_ids, mtp_draft_num, max_dec_len,
                           accept_tokens, accept_num, base_slt, base_enc, base_dec, base_stop, base_max_dec_len):
-    """draft_model_accept, then draft_model_preprocess (the contract's definition)."""
+    """draft_model_accept, then draft_model_greedy_preprocess (the contract's definition)."""
     acc = accept_ref(accept_tokens, accept_num, step_idx, pre_ids, mtp_draft_num)
     return preprocess_ref(input_ids, seq_lens_decoder, acc["step_idx"], acc["pre_ids"], acc["mtp_draft_num"],
                           max_dec_len, base_slt, base_enc, base_dec, base_stop, base_max_dec_len)
@@ -150,11 +150,11 @@ class Device:
         self.t = {k: to_place(v, place) for k, v in state.items()}
 
     def preprocess(self) -> None:
-        draft_model_preprocess(*(self.t[k] for k in PRE_ORDER))
+        draft_model_greedy_preprocess(*(self.t[k] for k in PRE_ORDER))
 
     def update(self, storage: np.ndarray, dtype: str, substep: int) -> None:
         logits = logits_to_place(storage, dtype, self.place)
-        draft_model_update(logits, *(self.t[k] for k in UPD_ORDER), substep)
+        draft_model_greedy_update(logits, *(self.t[k] for k in UPD_ORDER), substep)
 
     def accept(self) -> None:
         draft_model_accept(*(self.t[k] for k in ACC_ORDER))

@@ -67,7 +67,7 @@ def make_step(rng: np.random.Generator, *, mode: str = "save", batch: int, colum
     if mode == "mtp":
         step["preempted_idx"] = (rng.random(b) < (0.2 if preempt_frac is None else preempt_frac)).astype(np.int32)
     elif preempt_frac is not None:  # FastDeploy's current form of the save op (else the one before it)
-        step["last_preempted_idx"] = (rng.random(b) < preempt_frac).astype(np.int32)
+        step["preempted_idx"] = (rng.random(b) < preempt_frac).astype(np.int32)
     return step
 
 
@@ -80,7 +80,7 @@ def expected_rows(step: dict):
     for i, tn in enumerate(step["token_num_per_batch"].tolist()):
         prefill = step["seq_lens_decoder"][i] < step["prompt_lens"][i, 0]
         o = int(step["cu_batch_token_offset"][i])
-        preempted = step.get("preempted_idx", step.get("last_preempted_idx"))
+        preempted = step.get("preempted_idx")
         if preempted is not None and preempted[i] == 1:
             count = PREEMPTED
         elif step["mode"] == "save":
@@ -156,9 +156,9 @@ INPUT_NAMES = ["sampled_token_ids", "logprob_token_ids", "logprob_scores", "logp
 
 
 def input_names(step: dict) -> list:
-    """The op's positional tensor inputs, in order (the save op's last_preempted_idx when the step
-    uses FastDeploy's current form)."""
-    extra = [k for k in ("preempted_idx", "last_preempted_idx") if k in step]
+    """The op's positional tensor inputs, in order (preempted_idx when the step uses FastDeploy's
+    current form, which passes its last_preempted_idx buffer there)."""
+    extra = ["preempted_idx"] if "preempted_idx" in step else []
     return INPUT_NAMES + extra
 
 

@@ -1,4 +1,4 @@
-"""Python entry point of the ``draft_model_preprocess`` op (the MTP proposer's step start)."""
+"""Python entry point of the ``draft_model_greedy_preprocess`` op (the MTP proposer's step start)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from fastdeploy_spec.ops._common import OpSpec
 
 
 SPEC = OpSpec(
-    "draft_model_preprocess",
+    "draft_model_greedy_preprocess",
     tensors=("input_ids", "seq_lens_decoder", "step_idx", "pre_ids", "mtp_draft_num", "max_dec_len",
              "base_model_seq_lens_this_time", "base_model_seq_lens_encoder",
              "base_model_seq_lens_decoder", "base_model_stop_flags", "base_model_max_dec_len"),
@@ -18,7 +18,7 @@ SPEC = OpSpec(
 )
 
 
-def draft_model_preprocess(
+def draft_model_greedy_preprocess(
     input_ids: paddle.Tensor,
     seq_lens_decoder: paddle.Tensor,
     step_idx: paddle.Tensor,
@@ -52,7 +52,7 @@ def draft_model_preprocess(
     input_ids : int64 [B, 1] or [B]
         **Mutated.** The draft model's input for its first step.
     seq_lens_decoder : int32 [B]
-        **Mutated.** Draft side: > 0 exactly for decoding slots (``draft_model_update`` drafts those).
+        **Mutated.** Draft side: > 0 exactly for decoding slots (``draft_model_greedy_update`` drafts those).
     step_idx : int64 [B, 1] or [B]
         **Mutated.** Draft side: index of the newest token in ``pre_ids``.
     pre_ids : int64 [>= B, D]
@@ -73,12 +73,12 @@ def draft_model_preprocess(
     Slot 0 decodes (generated 7 8, then an unverified draft 9); slot 1 starts a request:
 
     >>> import numpy as np, paddle
-    >>> from fastdeploy_spec.ops import draft_model_preprocess
+    >>> from fastdeploy_spec.ops import draft_model_greedy_preprocess
     >>> t = lambda v, d: paddle.to_tensor(np.array(v, d))
     >>> ids, dec, step = t([[5], [5]], np.int64), t([0, 0], np.int32), t([[3], [2]], np.int64)
     >>> pre = t([[-1, 7, 8, 9], [-1, 4, 4, -1]], np.int64)
     >>> num, mdl, slt = t([1, 0], np.int32), t([[0], [0]], np.int64), t([1, 6], np.int32)
-    >>> draft_model_preprocess(ids, dec, step, pre, num, mdl, slt, t([0, 6], np.int32),
+    >>> draft_model_greedy_preprocess(ids, dec, step, pre, num, mdl, slt, t([0, 6], np.int32),
     ...                        t([9, 0], np.int32), t([[False], [False]], np.bool_),
     ...                        t([[50], [60]], np.int64))
     >>> ids.numpy()[:, 0].tolist(), step.numpy()[:, 0].tolist(), pre.numpy()[1].tolist()
@@ -86,4 +86,4 @@ def draft_model_preprocess(
     >>> dec.numpy().tolist(), slt.numpy().tolist(), num.numpy().tolist()
     ([9, 0], [1, 6], [0, 0])
     """
-    _loader.load().draft_model_preprocess(*SPEC.args(locals()))
+    _loader.load().draft_model_greedy_preprocess(*SPEC.args(locals()))

@@ -1,4 +1,4 @@
-// draft_model_update: Paddle binding. Checks the tensors by name and dispatches on the place of
+// draft_model_greedy_update: Paddle binding. Checks the tensors by name and dispatches on the place of
 // logits. Rule: draft_model.h; contract: docs/contract/draft_model.md.
 #include <climits>
 
@@ -8,18 +8,18 @@
 
 namespace {
 
-constexpr const char* kOp = "draft_model_update";
+constexpr const char* kOp = "draft_model_greedy_update";
 
 }  // namespace
 
-void DraftModelUpdate(const paddle::Tensor& logits, paddle::Tensor& input_ids,
+void DraftModelGreedyUpdate(const paddle::Tensor& logits, paddle::Tensor& input_ids,
                       paddle::Tensor& seq_lens_decoder, paddle::Tensor& step_idx,
                       paddle::Tensor& pre_ids, paddle::Tensor& mtp_draft_num,
                       paddle::Tensor& base_model_draft_tokens,
                       paddle::Tensor& base_model_seq_lens_this_time, int substep) {
   namespace fb = fdspec::binding;
   const fb::OpChecks c(kOp);
-  fdspec::DraftModelUpdateParams p;
+  fdspec::DraftModelGreedyUpdateParams p;
   p.batch = c.tensors(
       {fb::rule::logits(logits), FDSPEC_TENSORS(p, input_ids, seq_lens_decoder, step_idx, pre_ids,
                                                 mtp_draft_num, base_model_draft_tokens,
@@ -40,13 +40,13 @@ void DraftModelUpdate(const paddle::Tensor& logits, paddle::Tensor& input_ids,
             "substep must be in [0, K - 1] (base_model_draft_tokens has K + 1 = " +
                 std::to_string(p.draft_stride) + " columns), got " + std::to_string(substep));
 
-  FDSPEC_RUN_ON_PLACE(kOp, logits, p, fdspec::draft_model_update_cpu, fdspec::draft_model_update_gpu);
+  FDSPEC_RUN_ON_PLACE(kOp, logits, p, fdspec::draft_model_greedy_update_cpu, fdspec::draft_model_greedy_update_gpu);
 }
 
-PD_BUILD_OP(draft_model_update)
+PD_BUILD_OP(draft_model_greedy_update)
     .Inputs({"logits", "input_ids", "seq_lens_decoder", "step_idx", "pre_ids", "mtp_draft_num",
              "base_model_draft_tokens", "base_model_seq_lens_this_time"})
     .Attrs({"substep: int"})
     FDSPEC_INPLACE_OUTPUTS("input_ids", "seq_lens_decoder", "step_idx", "pre_ids", "mtp_draft_num",
                            "base_model_draft_tokens", "base_model_seq_lens_this_time")
-    .SetKernelFn(PD_KERNEL(DraftModelUpdate));
+    .SetKernelFn(PD_KERNEL(DraftModelGreedyUpdate));

@@ -1,15 +1,15 @@
-// draft_model_preprocess: Paddle binding. Checks the tensors by name and dispatches on the place of
+// draft_model_greedy_preprocess: Paddle binding. Checks the tensors by name and dispatches on the place of
 // input_ids. Rule: draft_model.h; contract: docs/contract/draft_model.md.
 #include "binding/tensor_rules.h"
 #include "draft_model/draft_model.h"
 
 namespace {
 
-constexpr const char* kOp = "draft_model_preprocess";
+constexpr const char* kOp = "draft_model_greedy_preprocess";
 
 }  // namespace
 
-void DraftModelPreprocess(paddle::Tensor& input_ids, paddle::Tensor& seq_lens_decoder,
+void DraftModelGreedyPreprocess(paddle::Tensor& input_ids, paddle::Tensor& seq_lens_decoder,
                           paddle::Tensor& step_idx, paddle::Tensor& pre_ids,
                           paddle::Tensor& mtp_draft_num, paddle::Tensor& max_dec_len,
                           paddle::Tensor& base_model_seq_lens_this_time,
@@ -18,7 +18,7 @@ void DraftModelPreprocess(paddle::Tensor& input_ids, paddle::Tensor& seq_lens_de
                           const paddle::Tensor& base_model_stop_flags,
                           const paddle::Tensor& base_model_max_dec_len) {
   const fdspec::binding::OpChecks c(kOp);
-  fdspec::DraftModelPreprocessParams p;
+  fdspec::DraftModelGreedyPreprocessParams p;
   p.batch = c.tensors(
       {FDSPEC_TENSORS(p, input_ids, seq_lens_decoder, step_idx, pre_ids, mtp_draft_num, max_dec_len,
                       base_model_seq_lens_this_time, base_model_seq_lens_encoder,
@@ -28,14 +28,14 @@ void DraftModelPreprocess(paddle::Tensor& input_ids, paddle::Tensor& seq_lens_de
   c.that(p.pre_ids_stride >= 1, "pre_ids must have at least one column, got shape " +
                                     fdspec::binding::shape_str(pre_ids));
 
-  FDSPEC_RUN_ON_PLACE(kOp, input_ids, p, fdspec::draft_model_preprocess_cpu,
-                      fdspec::draft_model_preprocess_gpu);
+  FDSPEC_RUN_ON_PLACE(kOp, input_ids, p, fdspec::draft_model_greedy_preprocess_cpu,
+                      fdspec::draft_model_greedy_preprocess_gpu);
 }
 
-PD_BUILD_OP(draft_model_preprocess)
+PD_BUILD_OP(draft_model_greedy_preprocess)
     .Inputs({"input_ids", "seq_lens_decoder", "step_idx", "pre_ids", "mtp_draft_num", "max_dec_len",
              "base_model_seq_lens_this_time", "base_model_seq_lens_encoder",
              "base_model_seq_lens_decoder", "base_model_stop_flags", "base_model_max_dec_len"})
     FDSPEC_INPLACE_OUTPUTS("input_ids", "seq_lens_decoder", "step_idx", "pre_ids", "mtp_draft_num",
                            "max_dec_len", "base_model_seq_lens_this_time")
-    .SetKernelFn(PD_KERNEL(DraftModelPreprocess));
+    .SetKernelFn(PD_KERNEL(DraftModelGreedyPreprocess));

@@ -1,4 +1,4 @@
-"""Python entry point of the ``draft_model_update`` op (greedy choice of an MTP draft and its writes)."""
+"""Python entry point of the ``draft_model_greedy_update`` op (greedy choice of an MTP draft and its writes)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from fastdeploy_spec.ops._common import INT32, OpSpec
 
 
 SPEC = OpSpec(
-    "draft_model_update",
+    "draft_model_greedy_update",
     tensors=("logits", "input_ids", "seq_lens_decoder", "step_idx", "pre_ids", "mtp_draft_num",
              "base_model_draft_tokens", "base_model_seq_lens_this_time"),
     outputs=frozenset({"input_ids", "seq_lens_decoder", "step_idx", "pre_ids", "mtp_draft_num",
@@ -18,7 +18,7 @@ SPEC = OpSpec(
 )
 
 
-def draft_model_update(
+def draft_model_greedy_update(
     logits: paddle.Tensor,
     input_ids: paddle.Tensor,
     seq_lens_decoder: paddle.Tensor,
@@ -32,7 +32,7 @@ def draft_model_update(
     """Choose draft ``substep`` of every drafting slot from the draft model's logits and record it.
 
     A slot drafts when the draft-side ``seq_lens_decoder[b] > 0`` (set by
-    ``draft_model_preprocess`` for decoding slots), ``mtp_draft_num[b] == substep`` (it drafted at
+    ``draft_model_greedy_preprocess`` for decoding slots), ``mtp_draft_num[b] == substep`` (it drafted at
     every earlier substep) and its ``pre_ids`` row has room (``step_idx + 1 < D``). Its token is
     the greedy choice ``argmax(logits[b])`` (ties to the lowest id; NaN counts as -inf), read in the
     same pass as the writes: ``step_idx += 1``, ``pre_ids[b, step_idx] = token``,
@@ -68,16 +68,16 @@ def draft_model_update(
     Row 0's logits peak at 3 (tied at ids 3 and 5: the lower wins); slot 1 does not decode:
 
     >>> import numpy as np, paddle
-    >>> from fastdeploy_spec.ops import draft_model_update
+    >>> from fastdeploy_spec.ops import draft_model_greedy_update
     >>> t = lambda v, d: paddle.to_tensor(np.array(v, d))
     >>> logits = t([[0.1, 0.2, 0.0, 0.9, 0.3, 0.9], [1, 0, 0, 0, 0, 0]], np.float32)
     >>> ids, dec, step = t([[8], [0]], np.int64), t([9, 0], np.int32), t([[2], [0]], np.int64)
     >>> pre, num = t([[-1, 7, 8, -1], [-1, -1, -1, -1]], np.int64), t([0, 0], np.int32)
     >>> drafts, slt = t([[8, -1, -1], [4, -1, -1]], np.int64), t([1, 0], np.int32)
-    >>> draft_model_update(logits, ids, dec, step, pre, num, drafts, slt, 0)
+    >>> draft_model_greedy_update(logits, ids, dec, step, pre, num, drafts, slt, 0)
     >>> drafts.numpy().tolist(), pre.numpy()[0].tolist(), slt.numpy().tolist()
     ([[8, 3, -1], [4, -1, -1]], [-1, 7, 8, 3], [2, 0])
     >>> ids.numpy()[:, 0].tolist(), step.numpy()[:, 0].tolist(), dec.numpy().tolist()
     ([3, 0], [3, 0], [10, 0])
     """
-    _loader.load().draft_model_update(*SPEC.args(locals()))
+    _loader.load().draft_model_greedy_update(*SPEC.args(locals()))
