@@ -19,6 +19,7 @@ from fastdeploy_spec.ops.speculate_get_accept_tokens_and_logits import (
 )
 from fastdeploy_spec.ops.speculate_get_output_topk import speculate_get_output_topk
 from fastdeploy_spec.ops.speculate_logprobs_topk import speculate_logprobs_topk
+from fastdeploy_spec.ops.speculate_sample_tokens import speculate_sample_tokens
 from fastdeploy_spec.ops.speculate_save_output_topk import speculate_save_output_topk
 from fastdeploy_spec.ops.speculate_step_update import speculate_step_update
 from fastdeploy_spec.ops.speculate_verify_greedy import speculate_verify_greedy
@@ -44,6 +45,7 @@ __all__ = [
     "speculate_get_accept_tokens_and_logits",
     "speculate_get_output_topk",
     "speculate_logprobs_topk",
+    "speculate_sample_tokens",
     "speculate_save_output_topk",
     "speculate_step_update",
     "speculate_verify_greedy",
