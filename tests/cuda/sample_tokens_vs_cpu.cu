@@ -84,7 +84,8 @@ int main(int argc, char** argv) {
           for (bool global : {false, true}) {
             for (int kind = 0; kind < 6; ++kind) {
               if (mode.quick && (parts == 3 || kind == 5)) continue;
-              if (V >= 32000 && (kind == 5 || parts == 3)) continue;
+              if (V >= 32000 && (kind == 5 || kind == 2 || parts == 3 || parts == 2)) continue;
+              if (V >= 100000 && parts == 1 && !global) continue;
               cases.push_back({d, V, parts, global, kind, rng.chance(0.2), rng.chance(0.5)});
             }
           }
