@@ -49,6 +49,11 @@ OPS: dict[str, dict[str, list[str]]] = {
     "speculate_logprobs_topk": _layered("speculate_logprobs_topk"),
     "speculate_verify_greedy": _layered("speculate_verify_greedy"),
     "speculate_step_update": _layered("speculate_step_update"),
+    # FastDeploy's decode step since its unified spec / non-spec branch (docs/contract/decode_step.md).
+    "verify_draft_tokens": _layered("verify_draft_tokens"),
+    "unified_update_model_status": _layered("unified_update_model_status"),
+    "naive_update_model_status": _layered("naive_update_model_status"),
+    "top_p_candidates": _layered("top_p_candidates"),
     "speculate_sample_tokens": _layered("speculate_sample_tokens"),
     # The MTP proposer's draft-model bookkeeping: four ops sharing one kernel layer.
     "draft_model": {

@@ -9,33 +9,41 @@ It drives the plugin the way a runner does: requests go into the share-inputs bu
     propose           the proposer (``create_proposer``: ngram_match, or the MTP proposer) writes
                       drafts into draft_tokens / seq_lens_this_time
     score             the target model scores, per slot, the last accepted token and the drafts
-    verify            speculate_verify_greedy -> accept_tokens / accept_num, then the proposer's
-                      ``accept`` hook (the MTP proposer keeps its own history)
+    verify            verify_draft_tokens (GREEDY; plain decoding: naive_update_model_status) ->
+                      accept_tokens / accept_num, then the proposer's ``accept`` hook (the MTP
+                      proposer keeps its own history)
     logprobs          (optional) build_output_logprobs (speculate_get_accept_tokens_and_logits +
                       speculate_logprobs_topk): the accepted tokens' logprobs, ranks and top-k
-    update            speculate_step_update -> token_ids_all, step_idx, sequence lengths, stop flags
+    update            unified_update_model_status -> token_ids_all, step_idx, sequence lengths, stop
+                      flags, has_running_seqs
     record            host bookkeeping: the step's ``StepRecord``, counters, finished requests
     send              (optional) speculate_save_output_topk: the step's message to the token
                       processor, a second process (``fastdeploy_spec.transport.LogprobReceiver``)
 
 Each phase is one method call in :meth:`SpecRunner.step`, in this order, timed by
-``OpTimer`` when ``timing`` is on.
+``OpTimer`` when ``timing`` is on. The verify and update phases are FastDeploy's own step ops (the
+sampler here is greedy: the target's argmax), so the loop is FastDeploy's: proposer -> target ->
+sampler -> verify_draft_tokens -> unified_update_model_status.
 
 The proposer, verification and update run as plugin ops where the buffers live (CPU or GPU); no Paddle
 kernel touches device data, only host<->device copies (``copy_from_host`` into the existing buffers and
 ``Tensor.numpy()``), so the loop also runs on a GPU for which the installed Paddle has no kernels.
 
 The target model is any callable ``target(batch: VerifyBatch) -> int64 [S, K + 1]``: row b, column j is
-its greedy token after input position j of slot b. It runs on the host here, and its tokens are copied
-to the device once per step (one small host->device copy; a real model would leave its argmax on the
-device, where ``speculate_verify_greedy`` reads it in place). For logprobs the target also gives its
+its greedy token after input position j of slot b. It runs on the host here; its tokens are packed slot
+after slot (``VerifyBatch.output_rows``, the layout of ``cu_seqlens_q_output``) and copied to the device
+once per step with those offsets (a real model would leave its argmax on the device, where
+``verify_draft_tokens`` reads it in place). For logprobs the target also gives its
 logits rows (``target.logits(batch, tokens)``, rows packed as ``VerifyBatch.output_rows`` says), copied
 to the device in one padded [S * (K + 1), V] buffer. (``fastdeploy_spec.testing.OracleTarget`` is such
 a model, for tests and the demo.)
 
 A slot's prompt is processed in one prefill step (no chunked prefill): the slot takes the target's
-first token, then decodes. Host bookkeeping (which request sits in which slot) reads ``accept_num`` and
-``stop_flags`` once per step, as upstream's ``not_need_stop`` read does. Every step produces a
+first token, then decodes. A request's ``max_dec_len`` is capped at the room its row has
+(``max_model_len - prompt length``), so it ends by FastDeploy's length rule (its last token becomes
+``end_tokens[0]``) rather than writing past the row. Host bookkeeping (which request sits in which
+slot) reads ``accept_num``, ``stop_flags`` and the update's ``has_running_seqs`` once per step, as
+upstream's ``not_need_stop`` read does. Every step produces a
 ``StepRecord``; observers (``SpecRunner.observers``) receive it, and each logprob message with the
 record of the step that sent it.
 """
@@ -54,15 +62,16 @@ import paddle
 from fastdeploy_spec.buffers import copy_from_host, make_share_inputs, resolve_place
 from fastdeploy_spec.config import SpecMethod, SpeculativeConfig
 from fastdeploy_spec.logprobs import LogprobsBuffers, build_output_logprobs, max_num_logprobs
-from fastdeploy_spec.ops import speculate_save_output_topk, speculate_step_update, speculate_verify_greedy
+from fastdeploy_spec.ops import (VerifyStrategy, naive_update_model_status, speculate_save_output_topk,
+                                 unified_update_model_status, verify_draft_tokens)
 from fastdeploy_spec.proposers import Proposer, create_proposer
 from fastdeploy_spec.stats import AcceptanceStats
 from fastdeploy_spec.transport import LogprobMessage, LogprobReceiver, free_queue_id, layout, queue_env
 
 # Timed phases of a step: the proposer (the ngram_match op; for MTP also the draft model and its host
-# bookkeeping), the two verification ops, and on the logprob path the two logprob ops
-# (build_output_logprobs) and the send.
-OP_NAMES = ("proposer", "speculate_verify_greedy", "speculate_step_update")
+# bookkeeping), verification (verify_draft_tokens, or naive_update_model_status without drafts) and
+# the update, and on the logprob path the two logprob ops (build_output_logprobs) and the send.
+OP_NAMES = ("proposer", "verify_draft_tokens", "unified_update_model_status")
 LOGPROB_OP_NAMES = ("build_output_logprobs", "speculate_save_output_topk")
 
 
@@ -271,9 +280,17 @@ class SpecRunner:
         self.place = resolve_place(place)
         self.proposer = proposer if proposer is not None else create_proposer(config)
         self.buffers = make_share_inputs(max_num_seqs, max_model_len, config, self.place)
-        self.buffers["target_tokens"] = self._device(
-            np.full((max_num_seqs, config.draft_width), -1, np.int64))
+        S, K1 = max_num_seqs, config.draft_width
+        # The target's tokens, packed by cu_seqlens_q_output (at most K + 1 rows per slot), and the
+        # per-slot inputs of FastDeploy's step ops that this runner keeps constant (no blocked or
+        # paused slots, no reasoning phase, top_p 1).
+        self._target_host = np.full(S * K1, -1, np.int64)
+        self.buffers["target_tokens"] = self._device(self._target_host)
         self.buffers["end_tokens"] = self._device(np.asarray(list(end_tokens), np.int64))
+        self.buffers["is_block_step"] = self._device(np.zeros(S, np.bool_))
+        self.buffers["reasoning_status"] = self._device(np.zeros(S, np.int32))
+        self.buffers["topp"] = self._device(np.ones(S, np.float32))
+        self.buffers["has_running_seqs"] = self._device(np.zeros(1, np.bool_))
         self.max_model_len = max_model_len
         self.slots: List[Optional[Request]] = [None] * max_num_seqs
         self._finished_slots: List[int] = []  # released at the next step's schedule
@@ -330,7 +347,7 @@ class SpecRunner:
                 proposer.run(share_inputs=self.buffers)
         batch = self._verify_batch()
         self._score(batch)
-        with timed("speculate_verify_greedy"):
+        with timed("verify_draft_tokens"):
             self._verify()
         if proposer is not None:
             with timed("proposer"):
@@ -338,7 +355,7 @@ class SpecRunner:
         if lp is not None:
             with timed("build_output_logprobs"):
                 lp.compute()
-        with timed("speculate_step_update"):
+        with timed("unified_update_model_status"):
             self._update()
         record = self._record(batch)
         if lp is not None:
@@ -354,9 +371,9 @@ class SpecRunner:
         """Releases the slots whose request finished at the previous step and puts pending requests
         into free slots (prompt row, lengths, a cleared stop flag).
 
-        ``speculate_step_update`` leaves a finishing slot stopped with the lengths of its last step (so
-        that the step's logprob message reads them); the proposers' ops judge a slot by its lengths
-        alone, so its lengths go to 0 here, before the next proposer runs (upstream's step op).
+        ``unified_update_model_status`` leaves a finishing slot stopped with the lengths of its last
+        step (so that the step's logprob message reads them); the proposers' ops judge a slot by its
+        lengths alone, so its lengths go to 0 here, before the next proposer runs (upstream's step op).
         """
         released, self._finished_slots = self._finished_slots, []
         free = [b for b, r in enumerate(self.slots) if r is None][:len(self.pending)]
@@ -378,7 +395,7 @@ class SpecRunner:
             host["token_ids_all"][b, :P] = req.prompt
             host["prompt_lens"][b] = P
             host["step_idx"][b] = 0
-            host["max_dec_len"][b] = req.max_dec_len
+            host["max_dec_len"][b] = min(req.max_dec_len, self.max_model_len - P)
             host["seq_lens_this_time"][b] = P
             host["seq_lens_encoder"][b] = P
             host["seq_lens_decoder"][b] = 0
@@ -397,25 +414,42 @@ class SpecRunner:
         )
 
     def _score(self, batch: VerifyBatch) -> None:
-        """The target model: its greedy tokens (and, for logprobs, its logits rows) to the device."""
+        """The target model: its greedy tokens packed by ``cu_seqlens_q_output`` (and, for logprobs,
+        its logits rows) to the device."""
         target_tokens = np.asarray(self.target_model(batch), np.int64)
-        self._write("target_tokens", target_tokens)
+        rows = batch.output_rows()
+        cu = np.zeros(len(rows) + 1, np.int32)
+        np.cumsum(rows, out=cu[1:])
+        packed = self._target_host
+        packed[:] = -1
+        for b in np.flatnonzero(rows):
+            packed[cu[b]:cu[b + 1]] = target_tokens[b, :rows[b]]
+        self._write("target_tokens", packed)
+        self._write("cu_seqlens_q_output", cu)
         if self._logprob_path is not None:
             self._logprob_path.write_logits(batch, target_tokens)
 
     def _verify(self) -> None:
+        """FastDeploy's sampler output step: verify_draft_tokens with the GREEDY strategy (the target's
+        argmax is the sampled token), or, without a proposer, naive_update_model_status."""
         s = self.buffers
-        speculate_verify_greedy(
-            s["target_tokens"], s["accept_tokens"], s["accept_num"], s["step_idx"], s["stop_flags"],
-            s["seq_lens_encoder"], s["seq_lens_decoder"], s["draft_tokens"], s["seq_lens_this_time"],
-            s["max_dec_len"], s["end_tokens"])
+        if self.proposer is None:
+            naive_update_model_status(s["accept_tokens"], s["accept_num"], s["seq_lens_this_time"],
+                                      s["target_tokens"], s["cu_seqlens_q_output"])
+            return
+        verify_draft_tokens(
+            s["accept_tokens"], s["accept_num"], s["draft_tokens"], s["target_tokens"], None, None, None,
+            s["topp"], s["stop_flags"], s["seq_lens_encoder"], s["seq_lens_this_time"], s["end_tokens"],
+            s["is_block_step"], s["cu_seqlens_q_output"], s["reasoning_status"], s["max_dec_len"],
+            s["step_idx"], self.max_model_len, 0, VerifyStrategy.GREEDY, False, False)
 
     def _update(self) -> None:
         s = self.buffers
-        speculate_step_update(
-            s["accept_tokens"], s["accept_num"], s["token_ids_all"], s["prompt_lens"], s["step_idx"],
-            s["max_dec_len"], s["end_tokens"], s["stop_flags"], s["seq_lens_this_time"],
-            s["seq_lens_encoder"], s["seq_lens_decoder"], s["draft_tokens"])
+        unified_update_model_status(
+            s["seq_lens_encoder"], s["seq_lens_decoder"], s["has_running_seqs"], s["draft_tokens"],
+            s["accept_tokens"], s["accept_num"], s["stop_flags"], s["seq_lens_this_time"],
+            s["is_block_step"], s["token_ids_all"], s["prompt_lens"], s["step_idx"], s["end_tokens"],
+            s["max_dec_len"])
 
     def _record(self, batch: VerifyBatch) -> StepRecord:
         """Reads what the step accepted, frees the slots whose request finished, counts."""
@@ -434,7 +468,7 @@ class SpecRunner:
         record = StepRecord(index=self.stats.steps, request_ids=batch.request_ids,
                             num_tokens=batch.num_tokens, is_prefill=batch.is_prefill,
                             accept_num=self._read("accept_num"), finished=finished,
-                            not_need_stop=self.has_work())
+                            not_need_stop=bool(self._read("has_running_seqs")[0]) or bool(self.pending))
         self.stats.add(record)
         self.acceptance.add_step(record)
         return record
@@ -511,8 +545,7 @@ class _LogprobPath:
                              f"({int(cu[-1])}, {self.vocab_size})")
         self.logits_host[:len(logits)] = logits
         self.logits_host[len(logits):] = 0
-        copy_from_host(self.logits, self.logits_host)
-        self.runner._write("cu_seqlens_q_output", cu)
+        copy_from_host(self.logits, self.logits_host)  # cu_seqlens_q_output: written by _score
 
     def compute(self) -> None:
         s = self.runner.buffers

@@ -69,7 +69,8 @@ class ScriptedProposer(Proposer):
 class LoopModel:
     """The decode loop, request by request, in plain Python: FIFO into the lowest free slot; a prefill
     step yields the first answer token; a decoding step accepts the drafts that equal the answer,
-    then the answer's next token; a request ends at EOS, at max_dec_len or when its row is full."""
+    then the answer's next token; a request ends at EOS, at max_dec_len or when its row is full (the
+    last two by FastDeploy's length rule: the last token becomes the end token)."""
 
     def __init__(self, answers, requests, S, W, K):
         self.answers, self.S, self.W, self.K = answers, S, W, K
@@ -102,8 +103,11 @@ class LoopModel:
                     new.append(d)
                 if not new or new[-1] != EOS:
                     new.append(self.token(rid, len(g) + len(new)))
-            new = new[:max(0, min(req.max_dec_len, self.W - len(req.prompt)) - len(g))]
+            limit = min(req.max_dec_len, self.W - len(req.prompt))
+            new = new[:max(0, limit - len(g))]
             g += new
+            if len(g) >= limit and EOS not in new:
+                g[-1] = EOS  # FastDeploy's length rule: the token at max_dec_len becomes end_tokens[0]
             if EOS in new or len(g) >= req.max_dec_len or len(req.prompt) + len(g) >= self.W:
                 self.done[rid] = list(g)
                 self.slots[b] = None
@@ -139,7 +143,9 @@ def test_runner_follows_the_loop_model(S, K, W, n, seed, place):
     assert runner.outputs == model.done
     for req in requests:  # speculation never changes the output
         full = answers[req.request_id] + [EOS]
-        assert runner.outputs[req.request_id] == full[:min(req.max_dec_len, W - len(req.prompt))]
+        want = full[:min(req.max_dec_len, W - len(req.prompt))]
+        want[-1] = EOS  # the answer's end, or the length rule's end token
+        assert runner.outputs[req.request_id] == want
 
 
 def copy_task(n):
@@ -259,6 +265,8 @@ def test_logprobs_arrive_for_every_accepted_token(S, K, k, W, n, seed, place):
     assert transport.queue_stats(queue_id) is None  # removed by close()
     for rid, got in runner.logprobs.items():
         for i, t in enumerate(got):
+            if t.token == EOS and i < len(answers[rid]):
+                continue  # FastDeploy's length rule put the end token where the row has another
             row = log_softmax_row(t.token, i, VOCAB)
             order = sorted(range(VOCAB), key=lambda v: -row[v])
             # float32 log-softmax of the op vs the float64 one here

@@ -24,21 +24,29 @@
   X(draft_tokens, INT64, kRows)                      \
   X(end_tokens, INT64, kRank1)                       \
   X(input_ids, INT64, kPerSlot)                      \
+  X(is_block_step, BOOL, kPerSlot)                   \
+  X(is_paused, BOOL, kPerSlot)                       \
   X(logits, UNDEFINED, kRows)                        \
   X(max_dec_len, INT64, kPerSlot)                    \
   X(mtp_draft_num, INT32, kPerSlot)                  \
   X(pre_ids, INT64, kRows)                           \
   X(prompt_lens, INT64, kPerSlot)                    \
+  X(reasoning_status, INT32, kPerSlot)               \
+  X(seeds, INT64, kPerSlot)                          \
   X(seq_lens_decoder, INT32, kPerSlot)               \
   X(seq_lens_encoder, INT32, kPerSlot)               \
   X(seq_lens_this_time, INT32, kPerSlot)             \
   X(step_idx, INT64, kPerSlot)                       \
+  X(step_input_ids, INT64, kRows)                    \
+  X(step_output_ids, INT64, kRows)                   \
+  X(step_output_len, INT32, kPerSlot)                \
   X(stop_flags, BOOL, kPerSlot)                      \
   X(suffix_meta, INT32, kRows)                       \
   X(suffix_probs, FLOAT32, kRows)                    \
   X(suffix_tokens, INT64, kRows)                     \
   X(target_tokens, INT64, kRows)                     \
-  X(token_ids_all, INT64, kRows)
+  X(token_ids_all, INT64, kRows)                     \
+  X(topp, FLOAT32, kPerSlot)
 
 namespace fdspec {
 namespace binding {

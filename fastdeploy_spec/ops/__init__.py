@@ -12,6 +12,7 @@ from fastdeploy_spec.ops.draft_model_preprocess import draft_model_preprocess
 from fastdeploy_spec.ops.draft_model_update import draft_model_update
 from fastdeploy_spec.ops.hybrid_mtp_ngram import hybrid_mtp_ngram, ngram_match_mixed
 from fastdeploy_spec.ops.mtp_save_first_token_with_topk import mtp_save_first_token_with_topk
+from fastdeploy_spec.ops.naive_update_model_status import naive_update_model_status
 from fastdeploy_spec.ops.ngram_match import ngram_match
 from fastdeploy_spec.ops.speculate_compute_cu_batch_offset import speculate_compute_cu_batch_offset
 from fastdeploy_spec.ops.speculate_get_accept_tokens_and_logits import (
@@ -27,10 +28,14 @@ from fastdeploy_spec.ops.suffix_cache import (SuffixCache, suffix_cache_evict, s
                                               suffix_cache_insert, suffix_cache_query,
                                               suffix_cache_step)
 from fastdeploy_spec.ops.suffix_match import suffix_match
+from fastdeploy_spec.ops.top_p_candidates import top_p_candidates
+from fastdeploy_spec.ops.unified_update_model_status import unified_update_model_status
+from fastdeploy_spec.ops.verify_draft_tokens import VerifyStrategy, verify_draft_tokens
 
 __all__ = [
     "OpLibraryError",
     "SuffixCache",
+    "VerifyStrategy",
     "build_info",
     "draft_model_accept",
     "draft_model_accept_preprocess",
@@ -39,6 +44,7 @@ __all__ = [
     "hybrid_mtp_ngram",
     "load",
     "mtp_save_first_token_with_topk",
+    "naive_update_model_status",
     "ngram_match",
     "ngram_match_mixed",
     "speculate_compute_cu_batch_offset",
@@ -55,5 +61,8 @@ __all__ = [
     "suffix_cache_query",
     "suffix_cache_step",
     "suffix_match",
+    "top_p_candidates",
+    "unified_update_model_status",
+    "verify_draft_tokens",
     "with_cuda",
 ]
