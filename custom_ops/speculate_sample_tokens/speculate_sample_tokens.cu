@@ -29,8 +29,7 @@ namespace cg = cooperative_groups;
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kBucketsPerThread = (kSampleBuckets + kThreads - 1) / kThreads;
-constexpr int kListCap = 256;  // candidate entries of a cluster; more and the slow path decides
-static_assert(kListCap <= kThreads, "the list is resolved one entry per thread");
+constexpr int kListCap = 512;  // candidate entries of a cluster; more and the slow path decides
 static_assert(kThreads >= 256, "the radix refinement takes one digit per thread");
 // Buckets kept in the list: t above about -10, weights above ~1/1000 of the largest. A top-p set
 // of a language model's row almost always ends there.
@@ -48,14 +47,26 @@ struct Entry {
 __device__ __forceinline__ uint64_t entry_w(const Entry& e) { return e.wb & kWeightMask; }
 __device__ __forceinline__ int entry_bucket(const Entry& e) { return static_cast<int>(e.wb >> 48); }
 
+// A 64-bit sum kept as two 32-bit words, added to with 32-bit shared atomics (a 64-bit shared atomic
+// add is a compare-and-swap loop): the low word's atomic returns the old value, and a carry out of it
+// goes to the high word with the weight's own high bits. Exact, in any order.
+__device__ __forceinline__ void add_split(uint32_t* lo_word, uint32_t* hi_word, uint64_t w) {
+  const uint32_t lo = static_cast<uint32_t>(w);
+  const uint32_t old = atomicAdd(lo_word, lo);
+  const uint32_t hi = static_cast<uint32_t>(w >> 32) + (old + lo < old ? 1u : 0u);
+  if (hi != 0) atomicAdd(hi_word, hi);
+}
+
 struct Shared {
-  uint64_t hist_mass[kSampleBuckets];
-  uint64_t tot_mass[kSampleBuckets];
+  uint32_t hist_lo[kSampleBuckets];  // bucket masses, split (add_split)
+  uint32_t hist_hi[kSampleBuckets];
   uint32_t hist_cnt[kSampleBuckets];
+  uint64_t tot_mass[kSampleBuckets];
   uint32_t tot_cnt[kSampleBuckets];
   Entry list[kListCap];    // this block's entries; after the merge, a group's
   Entry merged[kListCap];  // the cluster's entries
-  uint64_t dmass[256];     // radix refinement (slow path)
+  uint32_t dlo[256];       // radix refinement (slow path): digit masses, split
+  uint32_t dhi[256];
   uint32_t dcnt[256];
   uint64_t red[kWarps];
   uint64_t block_max;      // read by the cluster
@@ -168,14 +179,14 @@ __device__ __forceinline__ uint64_t bucket_sum(Shared& sh, F val) {
 __device__ void resolve_in_list(Shared& sh, int b, uint64_t lb, bool by_id, bool count_w, uint64_t target) {
   if (threadIdx.x == 0) sh.group_n = 0;
   __syncthreads();
-  if (threadIdx.x < sh.merged_n) {
-    const Entry e = sh.merged[threadIdx.x];
+  for (uint32_t i = threadIdx.x; i < sh.merged_n; i += kThreads) {
+    const Entry e = sh.merged[i];
     if (entry_bucket(e) == b && e.ord >= lb) sh.list[atomicAdd(&sh.group_n, 1u)] = e;
   }
   __syncthreads();
   const uint32_t m = sh.group_n;
-  if (threadIdx.x < m) {
-    const Entry e = sh.list[threadIdx.x];
+  for (uint32_t i = threadIdx.x; i < m; i += kThreads) {
+    const Entry e = sh.list[i];
     uint64_t pc = 0, pm = 0;
     for (uint32_t j = 0; j < m; ++j) {
       const Entry o = sh.list[j];
@@ -253,6 +264,26 @@ struct RowPass {
 };
 
 
+// Asynchronous copies global -> shared (sm_80+): every copy of a thread in flight at once, no
+// registers held, so the load of a slice runs at the SM's share of the bandwidth.
+template <int kBytes>
+__device__ __forceinline__ void copy_async(void* smem, const void* gmem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  if constexpr (kBytes == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(gmem), "n"(kBytes) : "memory");
+  }
+#endif
+}
+
+__device__ __forceinline__ void copy_async_wait_all() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\ncp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
 // A NaN of the dtype: pads a shared-memory slice to whole vectors (weight 0, never the maximum of a
 // row that has a real entry, whose ids are lower).
 template <LogitsDType D>
@@ -308,7 +339,8 @@ __device__ void resolve_slow(Shared& sh, const Pass& ps, const RowState& st, int
   };
   for (;;) {
     for (int i = threadIdx.x; i < 256; i += kThreads) {
-      sh.dmass[i] = 0;
+      sh.dlo[i] = 0;
+      sh.dhi[i] = 0;
       sh.dcnt[i] = 0;
     }
     __syncthreads();
@@ -317,7 +349,7 @@ __device__ void resolve_slow(Shared& sh, const Pass& ps, const RowState& st, int
       if (!member(id, x, &ord, &w)) return;
       const int d = static_cast<int>((ord >> (56 - fixed)) & 255);
       atomicAdd(&sh.dcnt[d], 1u);
-      atomicAdd(reinterpret_cast<unsigned long long*>(&sh.dmass[d]), static_cast<unsigned long long>(w));
+      add_split(&sh.dlo[d], &sh.dhi[d], w);
     });
     cluster_barrier(st.parts);
     // Digit d's cluster totals in thread d, then a scan from the top digit down.
@@ -326,7 +358,7 @@ __device__ void resolve_slow(Shared& sh, const Pass& ps, const RowState& st, int
     if (threadIdx.x < 256) {
       for (int q = 0; q < st.parts; ++q) {
         c += in_block(sh.dcnt, q, st.parts)[d];
-        m += in_block(sh.dmass, q, st.parts)[d];
+        m += (static_cast<uint64_t>(in_block(sh.dhi, q, st.parts)[d]) << 32) + in_block(sh.dlo, q, st.parts)[d];
       }
     }
     uint64_t tot;
@@ -445,7 +477,8 @@ __global__ void __launch_bounds__(kThreads, 2) sample_tokens_kernel(SampleTokens
   ps.n_smem = ceil_div<int64_t>(ps.hi - ps.lo, Pass::kSmemElems) * Pass::kSmemElems;
 
   for (int i = threadIdx.x; i < kSampleBuckets; i += kThreads) {
-    sh.hist_mass[i] = 0;
+    sh.hist_lo[i] = 0;
+    sh.hist_hi[i] = 0;
     sh.hist_cnt[i] = 0;
   }
   if (threadIdx.x == 0) sh.list_n = 0;
@@ -463,32 +496,44 @@ __global__ void __launch_bounds__(kThreads, 2) sample_tokens_kernel(SampleTokens
   if constexpr (kSmem) {
     using Vec = typename VecOf<kVecBytes>::type;
     constexpr int kElems = Pass::kElems;
-    union Pack {
-      Vec vec;
-      Storage e[kElems];
-    };
     const Vec* src = reinterpret_cast<const Vec*>(ps.global_row + ps.lo);
     Vec* dst = reinterpret_cast<Vec*>(dyn_smem);
     const int64_t nv = (ps.hi - ps.lo) / kElems;
-    for (int64_t base = 0; base < nv; base += int64_t{kThreads} * kUnroll) {
-      Pack pk[kUnroll];
+    Storage* slice = reinterpret_cast<Storage*>(dyn_smem);
+    for (int64_t i = (ps.hi - ps.lo) + threadIdx.x; i < ps.n_smem; i += kThreads) slice[i] = padding_logit<D>();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if constexpr (kVecBytes >= 4) {
+      for (int64_t vi = threadIdx.x; vi < nv; vi += kThreads) copy_async<kVecBytes>(dst + vi, src + vi);
+      copy_async_wait_all();
+      __syncthreads();
+      ps.for_each([&](int64_t id, float x) {
+        if (id < ps.hi) see(id, x);
+      });
+    } else
+#endif
+    {
+      union Pack {
+        Vec vec;
+        Storage e[kElems];
+      };
+      for (int64_t base = 0; base < nv; base += int64_t{kThreads} * kUnroll) {
+        Pack pk[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t vi = base + u * kThreads + threadIdx.x;
-        if (vi < nv) pk[u].vec = src[vi];
-      }
+        for (int u = 0; u < kUnroll; ++u) {
+          const int64_t vi = base + u * kThreads + threadIdx.x;
+          if (vi < nv) pk[u].vec = src[vi];
+        }
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t vi = base + u * kThreads + threadIdx.x;
-        if (vi < nv) {
-          dst[vi] = pk[u].vec;
+        for (int u = 0; u < kUnroll; ++u) {
+          const int64_t vi = base + u * kThreads + threadIdx.x;
+          if (vi < nv) {
+            dst[vi] = pk[u].vec;
 #pragma unroll
-          for (int j = 0; j < kElems; ++j) see(ps.lo + vi * kElems + j, Logit<D>::to_float(pk[u].e[j]));
+            for (int j = 0; j < kElems; ++j) see(ps.lo + vi * kElems + j, Logit<D>::to_float(pk[u].e[j]));
+          }
         }
       }
     }
-    Storage* slice = reinterpret_cast<Storage*>(dyn_smem);
-    for (int64_t i = (ps.hi - ps.lo) + threadIdx.x; i < ps.n_smem; i += kThreads) slice[i] = padding_logit<D>();
   } else {
     ps.for_each(see);
   }
@@ -514,8 +559,10 @@ __global__ void __launch_bounds__(kThreads, 2) sample_tokens_kernel(SampleTokens
     if (w < st.rp.min_weight) return;
     const int b = sample_bucket(t);
     atomicAdd(&sh.hist_cnt[b], 1u);
-    atomicAdd(reinterpret_cast<unsigned long long*>(&sh.hist_mass[b]), static_cast<unsigned long long>(w));
-    if (b < kCandBuckets) {
+    add_split(&sh.hist_lo[b], &sh.hist_hi[b], w);
+    // Past the cap the list is useless (the slow path decides): stop counting, so that a broad row
+    // does not queue every entry on one counter.
+    if (b < kCandBuckets && *reinterpret_cast<volatile uint32_t*>(&sh.list_n) <= kListCap) {
       const uint32_t i = atomicAdd(&sh.list_n, 1u);
       if (i < kListCap) sh.list[i] = Entry{sample_ord(sample_key(x), static_cast<uint32_t>(id)),
                                            w | (static_cast<uint64_t>(b) << 48)};
@@ -525,7 +572,7 @@ __global__ void __launch_bounds__(kThreads, 2) sample_tokens_kernel(SampleTokens
   for (int i = threadIdx.x; i < kSampleBuckets; i += kThreads) {
     uint64_t m = 0, c = 0;
     for (int q = 0; q < parts; ++q) {
-      m += in_block(sh.hist_mass, q, parts)[i];
+      m += (static_cast<uint64_t>(in_block(sh.hist_hi, q, parts)[i]) << 32) + in_block(sh.hist_lo, q, parts)[i];
       c += in_block(sh.hist_cnt, q, parts)[i];
     }
     sh.tot_mass[i] = m;
