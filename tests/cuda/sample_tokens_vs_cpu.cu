@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
       }
     }
     for (const Case& c : cases) {
-      const int64_t B = c.vocab >= 32000 ? rng.uni(1, 6) : rng.uni(0, 9);
+      const int64_t B = c.vocab >= 32000 ? rng.uni(1, 3) : rng.uni(0, 9);
       std::vector<int32_t> cu(B + 1, 0);
       for (int64_t b = 0; b < B; ++b) cu[b + 1] = cu[b] + static_cast<int32_t>(rng.uni(0, 6));
       const int64_t N = cu[B] + rng.uni(0, 2);
