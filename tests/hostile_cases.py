@@ -47,6 +47,8 @@ from tests.reference.logprobs_topk import ref_logprobs_topk
 from tests.reference.ngram_match import TENSOR_ARGS as NGRAM_ARGS, make_ngram_batch, ngram_match_ref
 from tests.reference.step_update import step_update_ref
 from tests.reference.verify_greedy import verify_greedy_ref
+from tests.reference import unified_update as update_ref
+from tests.reference import verify_draft_tokens as verify_ref
 
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
@@ -100,6 +102,37 @@ def good(op: str, seed: int = 0) -> tuple[Dict[str, np.ndarray], Dict[str, objec
                     stop_flags=np.zeros((B, 1), bool), seq_lens_this_time=np.array([3, 4, 4], np.int32),
                     seq_lens_encoder=np.array([0, 4, 0], np.int32), seq_lens_decoder=np.array([5, 0, 6], np.int32),
                     draft_tokens=np.full((B, 4), 30, np.int64)), {}
+    if op == "verify_draft_tokens":  # TOPP, every optional tensor given (GREEDY's target too)
+        return dict(step_output_ids=np.full((B, 4), -5, np.int64), step_output_len=np.full(B, -5, np.int32),
+                    step_input_ids=rng.integers(0, 3, (B, 4)).astype(np.int64),
+                    target_tokens=rng.integers(0, 3, 9).astype(np.int64),
+                    candidate_ids=rng.integers(0, 3, (9, 2)).astype(np.int64),
+                    candidate_scores=np.full((9, 2), 0.5, np.float32), candidate_lens=np.full(9, 2, np.int32),
+                    topp=np.full(B, 0.9, np.float32), stop_flags=np.array([False, False, True]),
+                    seq_lens_encoder=np.array([0, 4, 0], np.int32), seq_lens_this_time=np.array([4, 4, 1], np.int32),
+                    end_tokens=np.array([2], np.int64), is_block_step=np.zeros(B, bool),
+                    cu_seqlens_q_output=np.array([0, 4, 8], np.int32), reasoning_status=np.zeros(B, np.int32),
+                    max_dec_len=np.full(B, 40, np.int64), step_idx=np.array([2, 0, 5], np.int64),
+                    seeds=np.array([7, 8, 9], np.int64)), \
+            dict(max_seq_len=64, verify_window=2, verify_strategy=0, reject_all=False, accept_all=False)
+    if op == "unified_update_model_status":
+        return dict(seq_lens_encoder=np.array([0, 4, 0], np.int32), seq_lens_decoder=np.array([5, 0, 6], np.int32),
+                    has_running_seqs=np.zeros(1, bool), step_input_ids=np.full((B, 4), 30, np.int64),
+                    step_output_ids=rng.integers(0, 3, (B, 4)).astype(np.int64),
+                    step_output_len=np.array([2, 1, 3], np.int32), stop_flags=np.zeros(B, bool),
+                    seq_lens_this_time=np.array([3, 4, 4], np.int32), is_paused=np.array([False, False, True]),
+                    token_ids_all=rng.integers(10, 20, (B, 16)).astype(np.int64),
+                    prompt_lens=np.full(B, 4, np.int64), step_idx=np.array([1, 0, 2], np.int64),
+                    end_tokens=np.array([9], np.int64), max_dec_len=np.full(B, 10, np.int64)), {}
+    if op == "naive_update_model_status":
+        return dict(accept_tokens=np.full((B, 2), -5, np.int64), accept_num=np.full(B, -5, np.int32),
+                    seq_lens_this_time=np.array([4, 0, 1], np.int32),
+                    next_tokens=rng.integers(0, 9, 5).astype(np.int64),
+                    cu_seqlens_q_output=np.array([0, 4, 4, 5], np.int32)), {}
+    if op == "top_p_candidates":
+        return dict(probs=rng.random((5, 6)).astype(np.float32), top_p=np.array([0.5, 0.9, 1.0], np.float32),
+                    batch_id_per_token_output=np.array([0, 0, 1, -1, 2], np.int32)), \
+            dict(candidates_len=3, max_seq_len=64)
     if op == "speculate_get_accept_tokens_and_logits":
         logits = rng.standard_normal((7, 5)).astype(np.float32)
         return dict(token_ids=np.full(B * 3, -3, np.int64), target_logits=np.full((B * 3, 5), 9, np.float32),
@@ -248,6 +281,12 @@ def call(op: str, t: Dict[str, object], attrs: Dict[str, object]) -> None:
         kw = {n: attrs[n] for n, _ in spec.attrs if n != "key_len"}
         fn(*pos, cache, **kw)
         return
+    if op == "verify_draft_tokens":  # seeds: the optional trailing keyword
+        fn(*(t[k] for k in spec.tensors if k != "seeds"), *(attrs[n] for n, _ in spec.attrs), seeds=t.get("seeds"))
+        return
+    if op == "top_p_candidates":
+        globals()["_last_result"] = fn(*(t[k] for k in spec.tensors), *(attrs[n] for n, _ in spec.attrs))
+        return
     pos = [t[k] for k in spec.tensors if not (k == "temperature")]
     kw = {}
     if "temperature" in spec.tensors:
@@ -282,6 +321,17 @@ def reference(op: str, a: Dict[str, np.ndarray], attrs: Dict[str, object]) -> Di
         order = SPECS[op].tensors
         flat = {k: _flat(v) if k in ("prompt_lens", "step_idx", "max_dec_len", "stop_flags") else v for k, v in a.items()}
         return step_update_ref(*(flat[k] for k in order))
+    if op == "verify_draft_tokens":
+        c = {k: (_flat(v) if k not in ("step_output_ids", "step_input_ids", "candidate_ids", "candidate_scores")
+                 else v) for k, v in a.items()}
+        ids, n = verify_ref.verify_draft_tokens_ref({**c, **attrs})
+        return dict(step_output_ids=ids, step_output_len=n)
+    if op == "unified_update_model_status":
+        c = {k: (_flat(v) if k not in ("step_input_ids", "step_output_ids", "token_ids_all") else v)
+             for k, v in a.items()}
+        return update_ref.unified_update_ref(c)
+    if op == "naive_update_model_status":
+        return update_ref.naive_update_ref({k: (v if k == "accept_tokens" else _flat(v)) for k, v in a.items()})
     if op == "speculate_get_accept_tokens_and_logits":
         ids, rows, cu = ref_get_accept_tokens_and_logits(
             a["token_ids"], a["target_logits"], a["logits"], a["cu_batch_token_offset"], a["cu_seqlens_q_output"],
@@ -333,9 +383,10 @@ def reference(op: str, a: Dict[str, np.ndarray], attrs: Dict[str, object]) -> Di
 TOKEN_OPS = ("ngram_match", "hybrid_mtp_ngram", "speculate_verify_greedy", "speculate_step_update",
              "speculate_get_accept_tokens_and_logits", "speculate_compute_cu_batch_offset",
              "speculate_logprobs_topk", "draft_model_preprocess", "draft_model_update", "draft_model_accept",
-             "draft_model_accept_preprocess", "suffix_match") + CACHE_OPS
+             "draft_model_accept_preprocess", "suffix_match", "verify_draft_tokens",
+             "unified_update_model_status", "naive_update_model_status") + CACHE_OPS
 SEND_OPS = ("speculate_save_output_topk", "mtp_save_first_token_with_topk")
-ALL_OPS = TOKEN_OPS + SEND_OPS + ("speculate_get_output_topk",)
+ALL_OPS = TOKEN_OPS + SEND_OPS + ("speculate_get_output_topk", "top_p_candidates")
 
 
 def run_and_check(op: str, a: Dict[str, np.ndarray], attrs: Dict[str, object], place: str,
@@ -443,7 +494,13 @@ ONE_ELEMENT_OK = {"speculate_verify_greedy": ("end_tokens",), "speculate_step_up
                   # the line mask of the hostile cache (4 rows of 12) is one word
                   "suffix_cache_query": ("cache_counts", "cache_pairs", "query_lines"),
                   "suffix_cache_step": ("cache_counter", "cache_counts", "cache_pairs", "query_lines"),
-                  "suffix_cache_finish": ("finished",)}  # finished defines the batch: one slot is valid
+                  "suffix_cache_finish": ("finished",),  # finished defines the batch: one slot is valid
+                  # FastDeploy's step ops: seq_lens_this_time gives B <= the rows (one slot is valid), the
+                  # packed rows (next_tokens) and top_p's slots have no batch of their own
+                  "verify_draft_tokens": ("end_tokens", "seq_lens_this_time", "target_tokens"),
+                  "unified_update_model_status": ("end_tokens", "seq_lens_this_time", "has_running_seqs"),
+                  "naive_update_model_status": ("next_tokens", "seq_lens_this_time"),
+                  "top_p_candidates": ("top_p",)}
 
 
 # Tensors whose first dimension is the batch and must equal it (per-slot: [B] or [B, 1]); rows
@@ -458,6 +515,10 @@ PER_SLOT = {
                               "seq_lens_encoder", "seq_lens_decoder"),
     "speculate_get_accept_tokens_and_logits": ("seq_lens_encoder", "accept_num"),
     "speculate_logprobs_topk": ("temperature",),
+    "verify_draft_tokens": ("step_output_len", "topp", "stop_flags", "seq_lens_encoder", "is_block_step",
+                            "reasoning_status", "max_dec_len", "step_idx", "seeds"),
+    "unified_update_model_status": ("seq_lens_encoder", "seq_lens_decoder", "step_output_len", "stop_flags",
+                                    "is_paused", "prompt_lens", "step_idx", "max_dec_len"),
     "speculate_save_output_topk": ("seq_lens_decoder", "prompt_lens"),
     "mtp_save_first_token_with_topk": ("seq_lens_decoder", "prompt_lens", "preempted_idx"),
     "suffix_cache_insert": ("prompt_lens", "step_idx", "seq_lens_decoder"),
@@ -473,6 +534,9 @@ ROWS = {
     "speculate_step_update": ("accept_tokens", "token_ids_all", "draft_tokens"),
     "speculate_get_accept_tokens_and_logits": ("accept_tokens",),
     "mtp_save_first_token_with_topk": ("sampled_token_ids",),
+    "verify_draft_tokens": ("step_output_ids", "step_input_ids"),
+    "unified_update_model_status": ("step_input_ids", "step_output_ids", "token_ids_all"),
+    "naive_update_model_status": ("accept_tokens",),
     "suffix_cache_insert": ("token_ids_all", "cache_slots"),
     "suffix_cache_finish": ("cache_slots",),
     "suffix_cache_query": ("token_ids_all", "draft_tokens", "suffix_tokens", "suffix_probs", "suffix_meta",
@@ -522,7 +586,7 @@ def _empty_batch(op: str):
     cut = {}
     for k, v in a.items():
         if k in CACHE_FIELDS or k in ("end_tokens", "logits", "target_logits", "cu_seqlens_q_output", "cu_batch_token_offset",
-                 "token_ids", "logprob_token_ids", "logprob_scores", "logprob_ranks"):
+                 "token_ids", "logprob_token_ids", "logprob_scores", "logprob_ranks", "has_running_seqs"):
             cut[k] = v
         else:
             cut[k] = v[:0]

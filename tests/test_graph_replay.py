@@ -20,6 +20,10 @@ Two capture paths are tested:
     Paddle but the stream its ops are launched on.
 
 Both are ``fastdeploy_spec.testing.gpu_timer.Graph``, the graphs the benchmarks time.
+
+Last, FastDeploy's step ops (verify_draft_tokens with the TOPP strategy, then
+unified_update_model_status): a captured step replayed twice draws different tokens, each replay
+equal to the CPU ops from the same state (the Philox counter is the device's step_idx).
 """
 
 from __future__ import annotations
@@ -305,3 +309,64 @@ def test_mtp_step_replays_like_eager(backend, defer_accept):
     for k in want:
         np.testing.assert_array_equal(got[k], want[k], err_msg=f"{backend} MTP loop: {k}")
     assert pointers(tensors) == before
+
+
+# ---- FastDeploy's step ops: a TOPP step (verify_draft_tokens + unified_update_model_status) ----------
+
+from fastdeploy_spec.ops import unified_update_model_status, verify_draft_tokens  # noqa: E402
+from tests.reference import verify_draft_tokens as vd_ref  # noqa: E402
+
+TOPP_OUTPUTS = ("step_output_ids", "step_output_len", "step_input_ids", "step_idx", "token_ids_all",
+                "seq_lens_decoder", "stop_flags", "has_running_seqs")
+
+
+def topp_state(rng: np.random.Generator, R: int = 96, K: int = 3, C: int = 6) -> dict:
+    """Every slot decoding with K drafts, candidate sets of C ids over a wide vocabulary (so the draws
+    differ), no end token and no length limit in reach: each replay verifies and draws again."""
+    case = vd_ref.random_case(rng, R, K, 1000, vd_ref.TOPP, C=C, rows=0)
+    W = K + 1
+    slt = np.full(R, W, np.int32)
+    cu = (np.arange(R + 1) * W).astype(np.int32)
+    T = R * W
+    scores = rng.random((T, C)).astype(np.float32)
+    return dict(
+        step_output_ids=np.full((R, W), -1, np.int64), step_output_len=np.zeros(R, np.int32),
+        step_input_ids=case["step_input_ids"], candidate_ids=rng.integers(0, 1000, (T, C)).astype(np.int64),
+        candidate_scores=scores / scores.sum(axis=1, keepdims=True), candidate_lens=np.full(T, C, np.int32),
+        topp=np.ones(R, np.float32), stop_flags=np.zeros(R, bool), seq_lens_encoder=np.zeros(R, np.int32),
+        seq_lens_decoder=np.full(R, 50, np.int32), seq_lens_this_time=slt, end_tokens=np.zeros(0, np.int64),
+        is_block_step=np.zeros(R, bool), cu_seqlens_q_output=cu[:R].copy(), reasoning_status=np.zeros(R, np.int32),
+        max_dec_len=np.full(R, 1 << 40, np.int64), step_idx=rng.integers(0, 100, R).astype(np.int64),
+        seeds=rng.integers(0, 2**62, R).astype(np.int64), has_running_seqs=np.zeros(1, bool),
+        token_ids_all=np.zeros((R, 512), np.int64), prompt_lens=np.full(R, 8, np.int64))
+
+
+def topp_step(t: dict) -> None:
+    verify_draft_tokens(t["step_output_ids"], t["step_output_len"], t["step_input_ids"], None, t["candidate_ids"],
+                        t["candidate_scores"], t["candidate_lens"], t["topp"], t["stop_flags"],
+                        t["seq_lens_encoder"], t["seq_lens_this_time"], t["end_tokens"], t["is_block_step"],
+                        t["cu_seqlens_q_output"], t["reasoning_status"], t["max_dec_len"], t["step_idx"],
+                        512, 2, 0, False, False, seeds=t["seeds"])
+    unified_update_model_status(t["seq_lens_encoder"], t["seq_lens_decoder"], t["has_running_seqs"],
+                                t["step_input_ids"], t["step_output_ids"], t["step_output_len"], t["stop_flags"],
+                                t["seq_lens_this_time"], t["is_block_step"], t["token_ids_all"], t["prompt_lens"],
+                                t["step_idx"], t["end_tokens"], t["max_dec_len"])
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+def test_topp_step_replays_draw_new_tokens(backend):
+    """A captured TOPP step replayed twice: the update advances step_idx on the device, so the second
+    replay draws different tokens; each replay equals the CPU ops run from the same state."""
+    state = topp_state(np.random.default_rng(5))
+    buffers = {k: to_place(v, "gpu") for k, v in state.items()}
+    cpu = {k: to_place(v, "cpu") for k, v in state.items()}
+    graph = Graph(lambda: topp_step(buffers), **BACKENDS[backend])
+    drawn = []
+    for replay in range(2):
+        graph.replay()
+        topp_step(cpu)
+        for k in TOPP_OUTPUTS:
+            np.testing.assert_array_equal(buffers[k].numpy(), cpu[k].numpy(), err_msg=f"replay {replay}: {k}")
+        ids, n = buffers["step_output_ids"].numpy(), buffers["step_output_len"].numpy()
+        drawn.append(ids[np.arange(len(n)), n - 1])  # each row's last token: the TOPP draw
+    assert (drawn[0] != drawn[1]).mean() > 0.5, "a replay drew the same tokens as the one before"

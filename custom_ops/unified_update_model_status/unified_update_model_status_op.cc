@@ -17,6 +17,7 @@ void UnifiedUpdateModelStatus(paddle::Tensor& seq_lens_encoder, paddle::Tensor& 
                               const paddle::Tensor& prompt_lens, paddle::Tensor& step_idx,
                               const paddle::Tensor& end_tokens, const paddle::Tensor& max_dec_len) {
   const fdspec::binding::OpChecks c(kOp);
+  FDSPEC_CHECK_DEFINED(c, has_running_seqs, seq_lens_this_time, end_tokens);
   fdspec::UnifiedUpdateModelStatusParams p{};
   p.rows = c.tensors({FDSPEC_TENSORS(p, seq_lens_encoder, seq_lens_decoder, step_input_ids,
                                      step_output_ids, step_output_len, stop_flags, is_paused,

@@ -36,6 +36,7 @@ void VerifyDraftTokens(paddle::Tensor& step_output_ids, paddle::Tensor& step_out
                        int verify_window, int verify_strategy, bool reject_all, bool accept_all) {
   namespace rule = fdspec::binding::rule;
   const OpChecks c(kOp);
+  FDSPEC_CHECK_DEFINED(c, seq_lens_this_time, end_tokens, cu_seqlens_q_output);
   fdspec::VerifyDraftTokensParams p{};
   std::vector<OpChecks::Rule> table{
       FDSPEC_TENSORS(p, step_output_ids, step_output_len, step_input_ids, topp, stop_flags,
@@ -74,40 +75,49 @@ void VerifyDraftTokens(paddle::Tensor& step_output_ids, paddle::Tensor& step_out
   p.accept_all = accept_all;
   (void)max_seq_len;    // upstream passes it; no rule of the newest kernel reads it
   (void)verify_window;  // the TOPP window fallback is gone from upstream's newest GPU kernel
-  // A strategy's tensors that are missing leave T = 0 (every row emits nothing): Paddle hands an
-  // empty optional tensor over as absent, and an empty batch may come so (upstream's
-  // empty_input_forward). The Python wrapper refuses a None where the strategy needs a tensor.
+  // Every tensor given is checked, whichever strategy reads it. A strategy's tensors that are
+  // missing leave T = 0 (every row emits nothing): Paddle hands an empty optional tensor over as
+  // absent, and an empty batch may come so (upstream's empty_input_forward). The Python wrapper
+  // refuses a None where the strategy needs a tensor.
+  int64_t target_rows = 0, candidate_rows = 0;
+  if (target_tokens) {
+    target_rows =
+        packed_vector(c, step_output_ids, *target_tokens, "target_tokens", paddle::DataType::INT64);
+  }
+  if (candidate_ids || candidate_scores || candidate_lens) {
+    c.that(candidate_ids && candidate_scores && candidate_lens,
+           "candidate_ids, candidate_scores and candidate_lens are given together");
+    c.dtype(*candidate_ids, "candidate_ids", paddle::DataType::INT64)
+        .rank(*candidate_ids, "candidate_ids", 2)
+        .same_place(step_output_ids, "step_output_ids", *candidate_ids, "candidate_ids")
+        .dtype(*candidate_scores, "candidate_scores", paddle::DataType::FLOAT32)
+        .same_place(step_output_ids, "step_output_ids", *candidate_scores, "candidate_scores");
+    candidate_rows = candidate_ids->shape()[0];
+    c.that(candidate_ids->shape()[1] >= 1, "candidate_ids must have at least one column")
+        .that(candidate_scores->shape() == candidate_ids->shape(),
+              "candidate_scores must have the shape of candidate_ids " +
+                  fdspec::binding::shape_str(*candidate_ids) + ", got " +
+                  fdspec::binding::shape_str(*candidate_scores))
+        .that(packed_vector(c, step_output_ids, *candidate_lens, "candidate_lens",
+                            paddle::DataType::INT32) == candidate_rows,
+              "candidate_lens must have one entry per row of candidate_ids (" +
+                  std::to_string(candidate_rows) + "), got " +
+                  fdspec::binding::shape_str(*candidate_lens));
+  }
   p.num_candidates = 1;
   if (p.strategy == fdspec::VerifyStrategy::kTopp) {
     c.that(p.rows == 0 || step_idx.is_initialized(),
            "verify_strategy TOPP (0) needs step_idx (its draw is counted by output position): use the "
            "17-tensor form");
-    if (candidate_ids || candidate_scores || candidate_lens) {
-      c.that(candidate_ids && candidate_scores && candidate_lens,
-             "candidate_ids, candidate_scores and candidate_lens are given together");
-      c.dtype(*candidate_ids, "candidate_ids", paddle::DataType::INT64)
-          .rank(*candidate_ids, "candidate_ids", 2)
-          .same_place(step_output_ids, "step_output_ids", *candidate_ids, "candidate_ids")
-          .dtype(*candidate_scores, "candidate_scores", paddle::DataType::FLOAT32)
-          .same_place(step_output_ids, "step_output_ids", *candidate_scores, "candidate_scores");
-      p.token_rows = candidate_ids->shape()[0];
+    if (candidate_ids) {
+      p.token_rows = candidate_rows;
       p.num_candidates = candidate_ids->shape()[1];
-      c.that(p.num_candidates >= 1, "candidate_ids must have at least one column")
-          .that(candidate_scores->shape() == candidate_ids->shape(),
-                "candidate_scores must have the shape of candidate_ids " +
-                    fdspec::binding::shape_str(*candidate_ids) + ", got " +
-                    fdspec::binding::shape_str(*candidate_scores))
-          .that(packed_vector(c, step_output_ids, *candidate_lens, "candidate_lens",
-                              paddle::DataType::INT32) == p.token_rows,
-                "candidate_lens must have one entry per row of candidate_ids (" +
-                    std::to_string(p.token_rows) + "), got " + fdspec::binding::shape_str(*candidate_lens));
       p.candidate_ids = candidate_ids->data<int64_t>();
       p.candidate_scores = candidate_scores->data<float>();
       p.candidate_lens = candidate_lens->data<int32_t>();
     }
   } else if (target_tokens) {
-    p.token_rows =
-        packed_vector(c, step_output_ids, *target_tokens, "target_tokens", paddle::DataType::INT64);
+    p.token_rows = target_rows;
     p.target_tokens = target_tokens->data<int64_t>();
   }
   if (p.rows == 0) return;

@@ -37,6 +37,7 @@ mkdir -p "$outdir" "$logdir"
 # name: harness source, then the op sources it links.
 declare -A sources=(
   [ngram_match_vs_cpu]="tests/cuda/ngram_match_vs_cpu.cu custom_ops/ngram_match/ngram_match.cu custom_ops/ngram_match/ngram_match_cpu.cc"
+  [decode_step_vs_cpu]="tests/cuda/decode_step_vs_cpu.cu custom_ops/verify_draft_tokens/verify_draft_tokens.cu custom_ops/verify_draft_tokens/verify_draft_tokens_cpu.cc custom_ops/unified_update_model_status/unified_update_model_status.cu custom_ops/unified_update_model_status/unified_update_model_status_cpu.cc custom_ops/naive_update_model_status/naive_update_model_status.cu custom_ops/naive_update_model_status/naive_update_model_status_cpu.cc custom_ops/top_p_candidates/top_p_candidates.cu custom_ops/top_p_candidates/top_p_candidates_cpu.cc"
   [step_ops_vs_cpu]="tests/cuda/step_ops_vs_cpu.cu custom_ops/speculate_verify_greedy/speculate_verify_greedy.cu custom_ops/speculate_verify_greedy/speculate_verify_greedy_cpu.cc custom_ops/speculate_step_update/speculate_step_update.cu custom_ops/speculate_step_update/speculate_step_update_cpu.cc"
   [hybrid_mtp_ngram_vs_cpu]="tests/cuda/hybrid_mtp_ngram_vs_cpu.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc"
   [speculate_get_accept_tokens_and_logits_vs_cpu]="tests/cuda/speculate_get_accept_tokens_and_logits_vs_cpu.cu custom_ops/speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits.cu custom_ops/speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits_cpu.cc"
@@ -51,8 +52,8 @@ declare -A sources=(
   [bench_sample_tokens]="tests/cuda/bench_sample_tokens.cu custom_ops/speculate_sample_tokens/speculate_sample_tokens.cu custom_ops/speculate_sample_tokens/speculate_sample_tokens_cpu.cc"
   [bench_mtp_kernels]="tests/cuda/bench_mtp_kernels.cu custom_ops/draft_model/draft_model.cu custom_ops/draft_model/draft_model_cpu.cc custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc"
 )
-all="ngram_match_vs_cpu step_ops_vs_cpu hybrid_mtp_ngram_vs_cpu speculate_get_accept_tokens_and_logits_vs_cpu speculate_logprobs_topk_vs_cpu draft_model_vs_cpu suffix_match_vs_cpu suffix_cache_vs_cpu sample_tokens_vs_cpu pdl_order_check"
-selftests="ngram_match_vs_cpu step_ops_vs_cpu hybrid_mtp_ngram_vs_cpu speculate_get_accept_tokens_and_logits_vs_cpu speculate_logprobs_topk_vs_cpu draft_model_vs_cpu suffix_match_vs_cpu suffix_cache_vs_cpu sample_tokens_vs_cpu"
+all="ngram_match_vs_cpu decode_step_vs_cpu step_ops_vs_cpu hybrid_mtp_ngram_vs_cpu speculate_get_accept_tokens_and_logits_vs_cpu speculate_logprobs_topk_vs_cpu draft_model_vs_cpu suffix_match_vs_cpu suffix_cache_vs_cpu sample_tokens_vs_cpu pdl_order_check"
+selftests="ngram_match_vs_cpu decode_step_vs_cpu step_ops_vs_cpu hybrid_mtp_ngram_vs_cpu speculate_get_accept_tokens_and_logits_vs_cpu speculate_logprobs_topk_vs_cpu draft_model_vs_cpu suffix_match_vs_cpu suffix_cache_vs_cpu sample_tokens_vs_cpu"
 names=${HARNESSES:-$all}
 for n in $names; do
   [ -n "${sources[$n]:-}" ] || { echo "unknown harness $n (known: $all)" >&2; exit 2; }
