@@ -551,14 +551,16 @@ __global__ void __launch_bounds__(kThreads, 2) sample_tokens_kernel(SampleTokens
     return;
   }
 
-  // Pass 2: weights, the histogram of their buckets, the list of the heaviest entries.
+  // Pass 2: weights, the histogram of their buckets, the list of the heaviest entries. The bucket
+  // counts serve top-k only.
+  const bool counting = st.rp.top_k > 0;
   ps.for_each([&](int64_t id, float x) {
     const float t = sample_t(x, st.M, st.rp.c);
     if (!(t >= -40.0f)) return;
     const uint64_t w = sample_weight(t);
     if (w < st.rp.min_weight) return;
     const int b = sample_bucket(t);
-    atomicAdd(&sh.hist_cnt[b], 1u);
+    if (counting) atomicAdd(&sh.hist_cnt[b], 1u);
     add_split(&sh.hist_lo[b], &sh.hist_hi[b], w);
     // Past the cap the list is useless (the slow path decides): stop counting, so that a broad row
     // does not queue every entry on one counter.
@@ -569,19 +571,31 @@ __global__ void __launch_bounds__(kThreads, 2) sample_tokens_kernel(SampleTokens
     }
   });
   cluster_barrier(parts);
-  for (int i = threadIdx.x; i < kSampleBuckets; i += kThreads) {
+  // The cluster's totals: block q adds up its share of the buckets from every block's histogram,
+  // then each block copies the other shares from their owners (fewer remote reads than every block
+  // adding up every bucket).
+  const int share = (kSampleBuckets + parts - 1) / parts;
+  for (int i = part * share + threadIdx.x; i < min(kSampleBuckets, (part + 1) * share); i += kThreads) {
     uint64_t m = 0, c = 0;
     for (int q = 0; q < parts; ++q) {
       m += (static_cast<uint64_t>(in_block(sh.hist_hi, q, parts)[i]) << 32) + in_block(sh.hist_lo, q, parts)[i];
-      c += in_block(sh.hist_cnt, q, parts)[i];
+      if (counting) c += in_block(sh.hist_cnt, q, parts)[i];
     }
     sh.tot_mass[i] = m;
     sh.tot_cnt[i] = static_cast<uint32_t>(c);
   }
-  merge_lists(sh, parts);  // its closing barrier also publishes tot_*
+  merge_lists(sh, parts);  // its closing barrier also publishes each block's share of tot_*
+  for (int i = threadIdx.x; i < kSampleBuckets; i += kThreads) {
+    const int owner = i / share;
+    if (owner != part) {
+      sh.tot_mass[i] = in_block(sh.tot_mass, owner, parts)[i];
+      if (counting) sh.tot_cnt[i] = in_block(sh.tot_cnt, owner, parts)[i];
+    }
+  }
+  __syncthreads();
 
   // top-k: the bucket of the k-th entry and the entry itself (count order).
-  const uint64_t total_cnt = bucket_sum(sh, [&](int b) -> uint64_t { return sh.tot_cnt[b]; });
+  const uint64_t total_cnt = counting ? bucket_sum(sh, [&](int b) -> uint64_t { return sh.tot_cnt[b]; }) : 0;
   int bk = kSampleBuckets;
   uint64_t lb_a = 0, mass_bk = 0, mass_a;
   if (st.rp.top_k > 0 && static_cast<uint64_t>(st.rp.top_k) < total_cnt) {
