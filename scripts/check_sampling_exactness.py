@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("INFER_WITH_REFERENCE_TOKENUM_THRESHOLD", "100000000")
 os.environ.setdefault("SPEC_TOKENUM_THRESHOLD", "100000000")
 
-from fastdeploy_spec.testing.oracle import SampledOracle  # noqa: E402
-from fastdeploy_spec.testing.sampled_runs import END, run_sampled  # noqa: E402
+from examples.oracle import SampledOracle  # noqa: E402
+from examples.sampled_runs import END, run_sampled  # noqa: E402
 from tests.reference.chi2 import chi2_sf, chi2_test  # noqa: E402
 from tests.reference.sample_tokens import row_distribution  # noqa: E402
 

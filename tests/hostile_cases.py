@@ -45,8 +45,6 @@ from tests.reference.get_accept_tokens import ref_cu_batch_offset, ref_get_accep
 from tests.reference.hybrid_mtp_ngram import hybrid_mtp_ngram_ref
 from tests.reference.logprobs_topk import ref_logprobs_topk
 from tests.reference.ngram_match import TENSOR_ARGS as NGRAM_ARGS, make_ngram_batch, ngram_match_ref
-from tests.reference.step_update import step_update_ref
-from tests.reference.verify_greedy import verify_greedy_ref
 from tests.reference import unified_update as update_ref
 from tests.reference import verify_draft_tokens as verify_ref
 
@@ -86,22 +84,6 @@ def good(op: str, seed: int = 0) -> tuple[Dict[str, np.ndarray], Dict[str, objec
                     draft_tokens=np.full((B, 5), -7, np.int64), seq_lens_this_time=np.array([1, 2, 0], np.int32),
                     seq_lens_decoder=np.array([4, 9, 0], np.int32), max_dec_len=np.full((B, 1), 50, np.int64)), \
             dict(max_ngram_size=3, min_ngram_size=1, max_draft_tokens=4, pad_to_max=False, threshold=None)
-    if op == "speculate_verify_greedy":
-        return dict(target_tokens=rng.integers(0, 3, (B, 4)).astype(np.int64),
-                    accept_tokens=np.full((B, 4), -5, np.int64), accept_num=np.full(B, -5, np.int32),
-                    step_idx=np.array([[2], [0], [5]], np.int64), stop_flags=np.array([[False], [False], [True]]),
-                    seq_lens_encoder=np.array([0, 4, 0], np.int32), seq_lens_decoder=np.array([6, 0, 3], np.int32),
-                    draft_tokens=rng.integers(0, 3, (B, 4)).astype(np.int64),
-                    seq_lens_this_time=np.array([4, 4, 2], np.int32), max_dec_len=np.full((B, 1), 40, np.int64),
-                    end_tokens=np.array([2], np.int64)), {}
-    if op == "speculate_step_update":
-        return dict(accept_tokens=rng.integers(0, 3, (B, 4)).astype(np.int64), accept_num=np.array([2, 1, 3], np.int32),
-                    token_ids_all=rng.integers(10, 20, (B, 16)).astype(np.int64),
-                    prompt_lens=np.full((B, 1), 4, np.int64), step_idx=np.array([[1], [0], [2]], np.int64),
-                    max_dec_len=np.full((B, 1), 10, np.int64), end_tokens=np.array([9], np.int64),
-                    stop_flags=np.zeros((B, 1), bool), seq_lens_this_time=np.array([3, 4, 4], np.int32),
-                    seq_lens_encoder=np.array([0, 4, 0], np.int32), seq_lens_decoder=np.array([5, 0, 6], np.int32),
-                    draft_tokens=np.full((B, 4), 30, np.int64)), {}
     if op == "verify_draft_tokens":  # TOPP, every optional tensor given (GREEDY's target too)
         return dict(step_output_ids=np.full((B, 4), -5, np.int64), step_output_len=np.full(B, -5, np.int32),
                     step_input_ids=rng.integers(0, 3, (B, 4)).astype(np.int64),
@@ -312,15 +294,6 @@ def reference(op: str, a: Dict[str, np.ndarray], attrs: Dict[str, object]) -> Di
                                     _flat(a["max_dec_len"]), attrs["max_ngram_size"], attrs["min_ngram_size"],
                                     attrs["max_draft_tokens"], thr, attrs["pad_to_max"])
         return dict(draft_tokens=d, seq_lens_this_time=s)
-    if op == "speculate_verify_greedy":
-        order = SPECS[op].tensors
-        acc, num = verify_greedy_ref(*(_flat(a[k]) if a[k].ndim == 2 and a[k].shape[1] == 1 and k not in (
-            "target_tokens", "accept_tokens", "draft_tokens") else a[k] for k in order))
-        return dict(accept_tokens=acc, accept_num=num)
-    if op == "speculate_step_update":
-        order = SPECS[op].tensors
-        flat = {k: _flat(v) if k in ("prompt_lens", "step_idx", "max_dec_len", "stop_flags") else v for k, v in a.items()}
-        return step_update_ref(*(flat[k] for k in order))
     if op == "verify_draft_tokens":
         c = {k: (_flat(v) if k not in ("step_output_ids", "step_input_ids", "candidate_ids", "candidate_scores")
                  else v) for k, v in a.items()}
@@ -380,8 +353,7 @@ def reference(op: str, a: Dict[str, np.ndarray], attrs: Dict[str, object]) -> Di
     raise KeyError(op)
 
 
-TOKEN_OPS = ("ngram_match", "hybrid_mtp_ngram", "speculate_verify_greedy", "speculate_step_update",
-             "speculate_get_accept_tokens_and_logits", "speculate_compute_cu_batch_offset",
+TOKEN_OPS = ("ngram_match", "hybrid_mtp_ngram", "speculate_get_accept_tokens_and_logits", "speculate_compute_cu_batch_offset",
              "speculate_logprobs_topk", "draft_model_preprocess", "draft_model_update", "draft_model_accept",
              "draft_model_accept_preprocess", "suffix_match", "verify_draft_tokens",
              "unified_update_model_status", "naive_update_model_status") + CACHE_OPS
@@ -485,8 +457,7 @@ def _zero_d(v: np.ndarray) -> np.ndarray:
 
 
 # Tensors for which one element is a valid shape in the good calls (no batch dimension).
-ONE_ELEMENT_OK = {"speculate_verify_greedy": ("end_tokens",), "speculate_step_update": ("end_tokens",),
-                  "speculate_save_output_topk": ("not_need_stop",),
+ONE_ELEMENT_OK = {"speculate_save_output_topk": ("not_need_stop",),
                   "mtp_save_first_token_with_topk": ("not_need_stop",),
                   "suffix_cache_insert": ("cache_counter", "cache_counts", "cache_pairs"),
                   "suffix_cache_evict": ("cache_counter", "cache_counts", "cache_pairs"),
@@ -509,10 +480,6 @@ PER_SLOT = {
     "ngram_match": ("prompt_lens", "step_idx", "draft_token_num", "seq_lens_encoder", "seq_lens_decoder",
                     "max_dec_len"),
     "hybrid_mtp_ngram": ("prompt_lens", "step_idx", "draft_token_num", "seq_lens_decoder", "max_dec_len"),
-    "speculate_verify_greedy": ("accept_num", "step_idx", "stop_flags", "seq_lens_encoder", "seq_lens_decoder",
-                                "max_dec_len"),
-    "speculate_step_update": ("accept_num", "prompt_lens", "step_idx", "max_dec_len", "stop_flags",
-                              "seq_lens_encoder", "seq_lens_decoder"),
     "speculate_get_accept_tokens_and_logits": ("seq_lens_encoder", "accept_num"),
     "speculate_logprobs_topk": ("temperature",),
     "verify_draft_tokens": ("step_output_len", "topp", "stop_flags", "seq_lens_encoder", "is_block_step",
@@ -530,8 +497,6 @@ PER_SLOT = {
 ROWS = {
     "ngram_match": ("token_ids_all", "draft_tokens"),
     "hybrid_mtp_ngram": ("token_ids_all", "pre_ids", "draft_tokens"),
-    "speculate_verify_greedy": ("target_tokens", "accept_tokens", "draft_tokens"),
-    "speculate_step_update": ("accept_tokens", "token_ids_all", "draft_tokens"),
     "speculate_get_accept_tokens_and_logits": ("accept_tokens",),
     "mtp_save_first_token_with_topk": ("sampled_token_ids",),
     "verify_draft_tokens": ("step_output_ids", "step_input_ids"),
@@ -573,7 +538,7 @@ def family_batch(place, cases):
     for op, name, arg in [("speculate_logprobs_topk", "token_ids", "token_ids"),
                           ("speculate_save_output_topk", "token_num_per_batch", "token_num_per_batch")]:
         _error_case(cases, "batch mismatch", op, arg, f"batch/{op}/{name}/0-d-batch", _changed(op, place, name, _zero_d))
-    for op, name in [("speculate_verify_greedy", "accept_num"), ("speculate_step_update", "accept_num"),
+    for op, name in [("verify_draft_tokens", "step_output_len"), ("unified_update_model_status", "stop_flags"),
                      ("speculate_logprobs_topk", "token_ids")]:
         # an empty tensor with B > 0 slots: a mismatch, not an empty batch
         _error_case(cases, "batch mismatch", op, name, f"batch/{op}/{name}/empty-with-B>0",
@@ -640,15 +605,15 @@ def family_zero_sizes(place, cases):
     _ok_case(cases, "zero sizes", "speculate_get_accept_tokens_and_logits",
              "zero/speculate_get_accept_tokens_and_logits/R=0", accept_no_logits_rows)
 
-    for op, name in [("ngram_match", "token_ids_all"), ("speculate_step_update", "token_ids_all"),
-                     ("speculate_verify_greedy", "end_tokens"), ("speculate_step_update", "end_tokens")]:
+    for op, name in [("ngram_match", "token_ids_all"), ("unified_update_model_status", "token_ids_all"),
+                     ("verify_draft_tokens", "end_tokens"), ("unified_update_model_status", "end_tokens")]:
         def fn(op=op, name=name):
             a, attrs = good(op)
             a[name] = a[name][..., :0]
             run_and_check(op, a, attrs, place)
         _ok_case(cases, "zero sizes", op, f"zero/{op}/{name}-width-0", fn)
 
-    for op, name in [("speculate_verify_greedy", "draft_tokens"), ("speculate_step_update", "accept_tokens"),
+    for op, name in [("verify_draft_tokens", "step_input_ids"), ("unified_update_model_status", "step_input_ids"),
                      ("speculate_get_accept_tokens_and_logits", "logits"), ("speculate_logprobs_topk", "target_logits"),
                      ("speculate_logprobs_topk", "logprob_token_ids"), ("hybrid_mtp_ngram", "pre_ids"),
                      ("speculate_save_output_topk", "logprob_token_ids")]:
@@ -745,20 +710,22 @@ def family_values(place, cases):
             s = t["logprob_scores"].numpy()[:5]
             assert not np.isnan(s).any(), f"NaN scores at temperature {t_val}"
         _ok_case(cases, "hostile values", "speculate_logprobs_topk", f"values/logprobs/temperature-{t_val!r}", fn)
-    # seq_lens_decoder at the int32 limit: the slot finishes instead of wrapping to a negative length.
+    # seq_lens_decoder at the int32 limit: it saturates instead of wrapping to a negative length.
     for dec, enc, n in [(I32_MAX, 0, 2), (I32_MAX - 1, 0, 1), (I32_MAX - 1, 0, 2), (I32_MAX - 5, 9, 1), (5, I32_MAX, 1)]:
         def fn(dec=dec, enc=enc, n=n):
-            a, attrs = good("speculate_step_update")
+            op = "unified_update_model_status"
+            a, attrs = good(op)
             a["seq_lens_decoder"] = np.array([dec, 5, 6], np.int32)
             a["seq_lens_encoder"] = np.array([enc, 4, 0], np.int32)
-            a["accept_num"] = np.array([n, 1, 3], np.int32)
-            a["max_dec_len"] = np.full((B, 1), 100, np.int64)
+            a["step_output_len"] = np.array([n, 1, 3], np.int32)
+            a["max_dec_len"] = np.full(B, 100, np.int64)
             a["token_ids_all"] = np.zeros((B, 64), np.int64)
-            run_and_check("speculate_step_update", a, attrs, place)
+            run_and_check(op, a, attrs, place)
             t = tensors(a, place)
-            call("speculate_step_update", t, attrs)
+            call(op, t, attrs)
             assert (t["seq_lens_decoder"].numpy() >= 0).all(), "seq_lens_decoder wrapped around"
-        _ok_case(cases, "hostile values", "speculate_step_update", f"values/step_update/dec={dec},enc={enc},n={n}", fn)
+        _ok_case(cases, "hostile values", "unified_update_model_status",
+                 f"values/unified_update/dec={dec},enc={enc},n={n}", fn)
 
 
 # Attributes whose None is a documented value (suffix_match, suffix_cache_query, suffix_cache_step:
@@ -1042,7 +1009,7 @@ def family_queue(place, cases):
 def sticky_check(place: str) -> Callable[[], None]:
     """A correct call whose result is checked: after bad calls on a GPU, no CUDA error may stick."""
     def fn():
-        for op in ("speculate_verify_greedy", "speculate_get_accept_tokens_and_logits", "speculate_logprobs_topk"):
+        for op in ("verify_draft_tokens", "speculate_get_accept_tokens_and_logits", "speculate_logprobs_topk"):
             a, attrs = good(op, seed=11)
             run_and_check(op, a, attrs, place)
         if place == "gpu":

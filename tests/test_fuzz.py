@@ -29,9 +29,9 @@ from tests.reference import hybrid_mtp_ngram as hybrid  # noqa: E402
 from tests.reference import logprob_msg as msg_ref  # noqa: E402
 from tests.reference import logprobs_topk as logprobs  # noqa: E402
 from tests.reference import ngram_match as ngram  # noqa: E402
-from tests.reference import step_update  # noqa: E402
 from tests.reference import suffix_match as suffix  # noqa: E402
-from tests.reference import verify_greedy as verify  # noqa: E402
+from tests.reference import unified_update as update  # noqa: E402
+from tests.reference import verify_draft_tokens as verify  # noqa: E402
 from tests.reference.get_accept_tokens import ref_cu_batch_offset  # noqa: E402
 from tests.reference.ngram_match import THRESHOLD_ENV  # noqa: E402
 
@@ -291,59 +291,45 @@ def test_logprobs_topk(place, data):
             np.testing.assert_array_equal(g, c, err_msg="GPU against CPU")
 
 
-# ---- speculate_verify_greedy / speculate_step_update -----------------------------------------------------
+# ---- verify_draft_tokens / unified_update_model_status / naive_update_model_status -----------------------
 
-def _step_state(data, B, width):
-    return dict(
-        step_idx=ints(data, (B, 1), -1, 30, np.int64, "step_idx"),
-        stop_flags=data.draw(hnp.arrays(np.bool_, (B, 1)), label="stop_flags"),
-        seq_lens_encoder=choice(data, (B,), [0, 0, 0, 3, -2], np.int32, "enc"),
-        seq_lens_decoder=choice(data, (B,), [0, 0, 5, 17, -1], np.int32, "dec"),
-        seq_lens_this_time=ints(data, (B,), -1, width + 2, np.int32, "slt"),
-    )
-
-
-def _step_case(data):
-    """B, K + 1 and the slot state of a step-op case."""
+@fuzz_on_places
+def test_verify_draft_tokens(place, data):
     B, K = data.draw(st.integers(0, 9), label="B"), data.draw(st.integers(0, 6), label="K")
-    return B, K + 1, _step_state(data, B, K + 1)
+    strategy = data.draw(st.sampled_from([verify.TOPP, verify.GREEDY, verify.TARGET_MATCH]), label="strategy")
+    flags = data.draw(st.sampled_from([{}, {"accept_all": True}, {"reject_all": True}]), label="flags")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    case = verify.random_case(rng, B, K, data.draw(st.integers(1, 3), label="vocab"), strategy,
+                              C=data.draw(st.integers(1, 4), label="C"), seeds=data.draw(st.booleans()), **flags)
+    on_places(place, lambda p: verify.run(case, p), verify.verify_draft_tokens_ref(case))
 
 
 @fuzz_on_places
-def test_verify_greedy(place, data):
-    B, width, case = _step_case(data)
-    vocab = data.draw(st.integers(1, 3), label="vocab")
-    case.update(
-        target_tokens=ints(data, (B, width), 0, vocab - 1, np.int64, "target"),
-        accept_tokens=np.full((B, width), -7, np.int64),
-        accept_num=np.full(B, -3, np.int32),
-        draft_tokens=ints(data, (B, width), 0, vocab - 1, np.int64, "drafts"),
-        max_dec_len=case["step_idx"] + ints(data, (B, 1), -2, width + 2, np.int64, "room"),
-        end_tokens=np.unique(ints(data, (data.draw(st.integers(0, 2)),), 0, vocab + 1, np.int64, "ends")),
-    )
-    on_places(place, lambda p: verify.run(case, p), verify.expected(case))
-
-
-@fuzz_on_places
-def test_step_update(place, data):
-    B, width, case = _step_case(data)
-    W = data.draw(st.integers(1, 16), label="W")
-    case.update(
-        accept_tokens=ints(data, (B, width), 0, 3, np.int64, "accept_tokens"),
-        accept_num=ints(data, (B,), -2, width + 2, np.int32, "accept_num"),
-        token_ids_all=ints(data, (B, W), 10, 12, np.int64, "token_ids_all"),
-        prompt_lens=ints(data, (B, 1), -1, W + 2, np.int64, "prompt_lens"),
-        max_dec_len=case["step_idx"] + ints(data, (B, 1), -1, width + 3, np.int64, "room"),
-        end_tokens=np.unique(ints(data, (data.draw(st.integers(0, 2)),), 0, 4, np.int64, "ends")),
-        draft_tokens=ints(data, (B, width), 30, 32, np.int64, "draft_tokens"),
-    )
-    want = step_update.expected(case)
+def test_unified_update(place, data):
+    B, K = data.draw(st.integers(0, 9), label="B"), data.draw(st.integers(0, 6), label="K")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    case = update.random_update_case(rng, B, K, data.draw(st.integers(1, 3), label="vocab"),
+                                     L=data.draw(st.integers(0, 16), label="L"))
+    want = update.unified_update_ref(case)
 
     def run(p):
-        got = step_update.run(case, p)
-        return tuple(got[k] for k in step_update.MUTATED)
+        got = update.run_update(case, p)
+        return tuple(got[k] for k in update.UPDATE_OUTPUTS)
 
-    on_places(place, run, tuple(want[k] for k in step_update.MUTATED))
+    on_places(place, run, tuple(want[k] for k in update.UPDATE_OUTPUTS))
+
+
+@fuzz_on_places
+def test_naive_update(place, data):
+    B = data.draw(st.integers(0, 9), label="B")
+    case = update.random_naive_case(np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed")), B)
+    want = update.naive_update_ref(case)
+
+    def run(p):
+        got = update.run_naive(case, p)
+        return tuple(got[k] for k in update.NAIVE_OUTPUTS)
+
+    on_places(place, run, tuple(want[k] for k in update.NAIVE_OUTPUTS))
 
 
 # ---- logprob messages: save op -> queue -> receive op, in one process ----------------------------------

@@ -1,5 +1,5 @@
-"""CUDA-graph capture and replay of a decode step: ngram_match, speculate_verify_greedy and
-speculate_step_update, captured once on fixed device buffers; and of a whole MTP decode step
+"""CUDA-graph capture and replay of a decode step: ngram_match, verify_draft_tokens (GREEDY) and
+unified_update_model_status, captured once on fixed device buffers; and of a whole MTP decode step
 (MTPProposer.run: draft_model_preprocess, two draft-model steps with draft_model_update,
 hybrid_mtp_ngram; then verification, MTPProposer.accept and the update), its draft model returning
 logits prepared on the device.
@@ -19,7 +19,7 @@ Two capture paths are tested:
     cudaGraphLaunch). Only the plugin's ops are inside the graph, so this path depends on nothing of
     Paddle but the stream its ops are launched on.
 
-Both are ``fastdeploy_spec.testing.gpu_timer.Graph``, the graphs the benchmarks time.
+Both are ``benchmarks.gpu_timer.Graph``, the graphs the benchmarks time.
 
 Last, FastDeploy's step ops (verify_draft_tokens with the TOPP strategy, then
 unified_update_model_status): a captured step replayed twice draws different tokens, each replay
@@ -32,8 +32,8 @@ import numpy as np
 import paddle
 import pytest
 
-from fastdeploy_spec.ops import ngram_match, speculate_step_update, speculate_verify_greedy
-from fastdeploy_spec.testing.gpu_timer import Graph
+from benchmarks.gpu_timer import Graph
+from fastdeploy_spec.ops import ngram_match, unified_update_model_status, verify_draft_tokens
 from tests.helpers import to_place
 
 pytestmark = pytest.mark.gpu
@@ -41,7 +41,7 @@ pytestmark = pytest.mark.gpu
 S, W, K, VOCAB, END = 37, 64, 4, 4, 3
 THRESHOLD = 128
 OUTPUTS = ("draft_tokens", "seq_lens_this_time", "accept_tokens", "accept_num", "token_ids_all",
-           "step_idx", "stop_flags", "seq_lens_encoder", "seq_lens_decoder")
+           "step_idx", "stop_flags", "seq_lens_encoder", "seq_lens_decoder", "has_running_seqs")
 
 
 def random_state(rng: np.random.Generator) -> dict:
@@ -78,7 +78,10 @@ def random_state(rng: np.random.Generator) -> dict:
         actual_draft_token_num=np.full(S, K, np.int32), draft_tokens=draft_tokens.astype(np.int64),
         seq_lens_this_time=slt, seq_lens_encoder=enc, seq_lens_decoder=dec, stop_flags=stop,
         accept_tokens=np.full((S, K + 1), -1, np.int64), accept_num=np.zeros(S, np.int32),
-        target_tokens=rng.integers(0, VOCAB, (S, K + 1)).astype(np.int64),
+        target_tokens=target_rows(rng),
+        # FastDeploy's step inputs: slot b's target rows start at b (K + 1); nothing blocked or paused
+        cu_seqlens_q_output=(np.arange(S) * (K + 1)).astype(np.int32), is_block_step=np.zeros(S, bool),
+        reasoning_status=np.zeros(S, np.int32), topp=np.ones(S, np.float32), has_running_seqs=np.zeros(1, bool),
         end_tokens=np.array([END], np.int64),
     )
 
@@ -87,14 +90,27 @@ def decode_step(t: dict, pad_to_max: bool = False) -> None:
     ngram_match(t["token_ids_all"], t["prompt_lens"], t["step_idx"], t["actual_draft_token_num"],
                 t["draft_tokens"], t["seq_lens_this_time"], t["seq_lens_encoder"],
                 t["seq_lens_decoder"], t["max_dec_len"], 3, K, pad_to_max, threshold=THRESHOLD)
-    speculate_verify_greedy(t["target_tokens"], t["accept_tokens"], t["accept_num"], t["step_idx"],
-                            t["stop_flags"], t["seq_lens_encoder"], t["seq_lens_decoder"],
-                            t["draft_tokens"], t["seq_lens_this_time"], t["max_dec_len"],
-                            t["end_tokens"])
-    speculate_step_update(t["accept_tokens"], t["accept_num"], t["token_ids_all"], t["prompt_lens"],
-                          t["step_idx"], t["max_dec_len"], t["end_tokens"], t["stop_flags"],
-                          t["seq_lens_this_time"], t["seq_lens_encoder"], t["seq_lens_decoder"],
-                          t["draft_tokens"])
+    verify(t)
+    update(t)
+
+
+def target_rows(rng: np.random.Generator) -> np.ndarray:
+    """The target model's greedy tokens, packed: K + 1 rows per slot (slot b's from b (K + 1))."""
+    return rng.integers(0, VOCAB, S * (K + 1)).astype(np.int64)
+
+
+def verify(t: dict) -> None:
+    verify_draft_tokens(t["accept_tokens"], t["accept_num"], t["draft_tokens"], t["target_tokens"], None, None,
+                        None, t["topp"], t["stop_flags"], t["seq_lens_encoder"], t["seq_lens_this_time"],
+                        t["end_tokens"], t["is_block_step"], t["cu_seqlens_q_output"], t["reasoning_status"],
+                        t["max_dec_len"], t["step_idx"], W, 0, 1, False, False)
+
+
+def update(t: dict) -> None:
+    unified_update_model_status(t["seq_lens_encoder"], t["seq_lens_decoder"], t["has_running_seqs"],
+                                t["draft_tokens"], t["accept_tokens"], t["accept_num"], t["stop_flags"],
+                                t["seq_lens_this_time"], t["is_block_step"], t["token_ids_all"],
+                                t["prompt_lens"], t["step_idx"], t["end_tokens"], t["max_dec_len"])
 
 
 def eager_steps(state: dict, targets: list, place: str, pad_to_max: bool = False) -> dict:
@@ -144,7 +160,7 @@ def test_decode_step_replays_like_eager(backend, pad_to_max):
     state = states[0]
     for k, v in state.items():
         copy_into(buffers, k, v)
-    targets = [rng.integers(0, VOCAB, (S, K + 1)).astype(np.int64) for _ in range(5)]
+    targets = [target_rows(rng) for _ in range(5)]
     for target in targets:
         copy_into(buffers, "target_tokens", target)
         graph.replay()
@@ -221,15 +237,9 @@ def make_mtp_proposer(place: str, logits: list, defer_accept: bool):
 def mtp_step(t: dict, proposer) -> None:
     proposer.draft_model.substep = 0
     proposer.run(share_inputs=t)
-    speculate_verify_greedy(t["target_tokens"], t["accept_tokens"], t["accept_num"], t["step_idx"],
-                            t["stop_flags"], t["seq_lens_encoder"], t["seq_lens_decoder"],
-                            t["draft_tokens"], t["seq_lens_this_time"], t["max_dec_len"],
-                            t["end_tokens"])
+    verify(t)
     proposer.accept(t["accept_tokens"], t["accept_num"])
-    speculate_step_update(t["accept_tokens"], t["accept_num"], t["token_ids_all"], t["prompt_lens"],
-                          t["step_idx"], t["max_dec_len"], t["end_tokens"], t["stop_flags"],
-                          t["seq_lens_this_time"], t["seq_lens_encoder"], t["seq_lens_decoder"],
-                          t["draft_tokens"])
+    update(t)
 
 
 def mtp_results(t: dict, proposer) -> dict:
@@ -296,7 +306,7 @@ def test_mtp_step_replays_like_eager(backend, defer_accept):
     # change between replays.
     state, draft_side, logits = cases[0]
     load(state, draft_side, logits)
-    steps = [(rng.integers(0, VOCAB, (S, K + 1)).astype(np.int64),
+    steps = [(target_rows(rng),
               [rng.integers(0, 3, (S, VOCAB)).astype(np.float32) for _ in range(MTP_STEPS)])
              for _ in range(5)]
     for target, step_logits in steps:

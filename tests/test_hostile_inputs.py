@@ -20,8 +20,8 @@ from tests.reference import hybrid_mtp_ngram as hybrid
 from tests.reference import logprob_msg as msg_ref
 from tests.reference import logprobs_topk as logprobs
 from tests.reference import ngram_match as ngram
-from tests.reference import step_update
-from tests.reference import verify_greedy as verify
+from tests.reference import unified_update as update
+from tests.reference import verify_draft_tokens as verify
 from tests.reference.get_accept_tokens import ref_cu_batch_offset
 from tests.reference.ngram_match import THRESHOLD_ENV, make_ngram_batch
 
@@ -74,21 +74,24 @@ def test_hybrid_mtp_ngram_integer_limits(place, field):
 
 
 @pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("strategy", [verify.TOPP, verify.GREEDY])
 @pytest.mark.parametrize("field", ["step_idx", "max_dec_len", "seq_lens_this_time", "seq_lens_encoder",
-                                   "seq_lens_decoder"])
-def test_verify_greedy_integer_limits(place, field):
-    case = verify.random_case(np.random.default_rng(5), 16, 4, 2)
+                                   "reasoning_status", "seeds", "candidate_lens", "step_input_ids"])
+def test_verify_draft_tokens_integer_limits(place, strategy, field):
+    case = verify.random_case(np.random.default_rng(5), 16, 4, 2, strategy, rows=0, seeds=True)
+    if case.get(field) is None or case[field].size != 16:
+        pytest.skip(f"{field} is not a 16-slot tensor in this case")
     extremes(case, field, 6)
     verify.check(case, place)
 
 
 @pytest.mark.parametrize("place", PLACES)
-@pytest.mark.parametrize("field", ["accept_num", "prompt_lens", "step_idx", "max_dec_len",
-                                   "seq_lens_this_time", "seq_lens_encoder"])
-def test_step_update_integer_limits(place, field):
-    case = step_update.random_case(np.random.default_rng(7), 16, 4, 12)
+@pytest.mark.parametrize("field", ["step_output_len", "prompt_lens", "step_idx", "max_dec_len",
+                                   "seq_lens_encoder", "seq_lens_decoder"])
+def test_unified_update_integer_limits(place, field):
+    case = update.random_update_case(np.random.default_rng(7), 16, 4, 3, L=12, rows=0)
     extremes(case, field, 8)
-    step_update.check(case, place)
+    update.check_update(case, place)
 
 
 @pytest.mark.parametrize("place", PLACES)
@@ -150,7 +153,7 @@ def test_logprobs_inf_logits(place):
 
 @pytest.mark.parametrize("place", PLACES)
 def test_logprobs_nan_logits(place):
-    # Documented outcome (docs/RELIABILITY.md): no crash, no out-of-bounds; a row holding NaN has
+    # Documented outcome (docs/contract/logprobs.md): no crash, no out-of-bounds; a row holding NaN has
     # NaN or finite scores, ids inside [0, V) or -1, and rank within [0, V]; other rows are exact.
     rng = np.random.default_rng(12)
     v = rng.standard_normal((4, 9)).astype(np.float32)
@@ -195,8 +198,8 @@ def test_logprobs_hostile_offsets_and_tokens(place, cu_end):
 def test_empty_batches_are_no_ops(place):
     ngram.check(make_ngram_batch(np.random.default_rng(0), 0, 8), place, 3)
     hybrid.check(hybrid.make_case(np.random.default_rng(0), 0, 4, 4, 2), place, 2, 1, 3, 100)
-    verify.check(verify.random_case(np.random.default_rng(0), 0, 3, 2), place)
-    step_update.check(step_update.random_case(np.random.default_rng(0), 0, 3, 8), place)
+    verify.check(verify.random_case(np.random.default_rng(0), 0, 3, 2, verify.GREEDY, rows=0), place)
+    update.check_update(update.random_update_case(np.random.default_rng(0), 0, 3, 2, rows=0), place)
     accept.check(accept.make_case(np.random.default_rng(0), 0, 4, 3, "decode", "float32"), "float32", place)
 
 
@@ -206,10 +209,10 @@ def test_zero_width_rows(place):
     d = make_ngram_batch(np.random.default_rng(1), 4, 8)
     d["token_ids_all"] = np.zeros((4, 0), np.int64)
     ngram.check(d, place, 3)
-    case = step_update.random_case(np.random.default_rng(2), 4, 2, 8)
-    case["token_ids_all"] = np.zeros((4, 0), np.int64)
-    got = step_update.check(case, place)  # a full row: every scheduled slot stops
-    assert got["token_ids_all"].shape == (4, 0)
+    case = update.random_update_case(np.random.default_rng(2), 4, 2, 3)
+    case["token_ids_all"] = np.zeros((case["stop_flags"].size, 0), np.int64)
+    update.check_update(case, place)  # nothing to write: every column is past the row's end
+    assert update.run_update(case, place)["token_ids_all"].shape == (case["stop_flags"].size, 0)
 
 
 # ---- Non-contiguous views and misplaced tensors -----------------------------------------------------
@@ -224,38 +227,40 @@ def _view(array, how):
 
 
 @pytest.mark.parametrize("how", ["transpose", "strided slice"])
-@pytest.mark.parametrize("name", ["target_tokens", "accept_tokens", "draft_tokens"])
+@pytest.mark.parametrize("name", ["step_output_ids", "step_input_ids", "candidate_ids"])
 def test_non_contiguous_view_rejected(how, name):
     # Paddle 3 gives a custom op a contiguous copy of a view: what the op writes into a mutated view
     # would be lost. Every wrapper refuses views, inputs and outputs alike.
-    case = verify.random_case(np.random.default_rng(15), 4, 3, 2)
-    t = {k: to_place(v, "cpu") for k, v in case.items()}
+    case = verify.random_case(np.random.default_rng(15), 4, 3, 2, verify.TOPP, rows=0)
+    t = {k: (to_place(v, "cpu") if isinstance(v, np.ndarray) else v) for k, v in case.items()}
     t[name] = _view(case[name], how)
     if t[name].is_contiguous():
         pytest.skip("this Paddle makes no strided views")
-    with pytest.raises(ValueError, match=f"speculate_verify_greedy: {name} is a non-contiguous view"):
-        ops.speculate_verify_greedy(*(t[k] for k in verify.ORDER))
+    with pytest.raises(ValueError, match=f"verify_draft_tokens: {name} is a non-contiguous view"):
+        ops.verify_draft_tokens(*(t[k] for k in verify.TENSORS), *(case[k] for k in verify.ATTRS))
 
 
 def test_row_slices_stay_usable():
     # A slice of leading rows is contiguous: the runner's share_inputs[...][:bsz] pattern works.
-    case = verify.random_case(np.random.default_rng(16), 6, 3, 2)
-    big = {k: to_place(np.concatenate([v, v]), "cpu") for k, v in case.items() if k != "end_tokens"}
+    case = update.random_update_case(np.random.default_rng(16), 6, 3, 2, rows=0)
+    big = {k: to_place(np.concatenate([v, v]), "cpu") for k, v in case.items()
+           if k not in ("end_tokens", "has_running_seqs")}
     t = {k: v[:6] for k, v in big.items()}
-    t["end_tokens"] = to_place(case["end_tokens"], "cpu")
-    ops.speculate_verify_greedy(*(t[k] for k in verify.ORDER))
-    want_tokens, want_num = verify.expected(case)
-    np.testing.assert_array_equal(big["accept_num"].numpy()[:6], want_num)
-    np.testing.assert_array_equal(big["accept_tokens"].numpy()[:6], want_tokens)
+    for k in ("end_tokens", "has_running_seqs"):
+        t[k] = to_place(case[k], "cpu")
+    ops.unified_update_model_status(*(t[k] for k in update.UPDATE_ORDER))
+    want = update.unified_update_ref(case)
+    for k in ("step_idx", "token_ids_all", "seq_lens_decoder", "stop_flags"):
+        np.testing.assert_array_equal(big[k].numpy()[:6], want[k], err_msg=k)
 
 
 @pytest.mark.gpu
 def test_wrongly_placed_tensor_named():
-    case = verify.random_case(np.random.default_rng(17), 4, 3, 2)
+    case = update.random_update_case(np.random.default_rng(17), 4, 3, 2)
     t = {k: to_place(v, "cpu") for k, v in case.items()}
-    t["draft_tokens"] = to_place(case["draft_tokens"], "gpu")
-    with pytest.raises(ValueError, match="draft_tokens is on GPU but target_tokens is on CPU"):
-        ops.speculate_verify_greedy(*(t[k] for k in verify.ORDER))
+    t["step_input_ids"] = to_place(case["step_input_ids"], "gpu")
+    with pytest.raises(ValueError, match="step_input_ids is on GPU but seq_lens_encoder is on CPU"):
+        ops.unified_update_model_status(*(t[k] for k in update.UPDATE_ORDER))
 
 
 # ---- Message ops: hostile counts and offsets are refused before anything is sent -------------------
@@ -391,7 +396,7 @@ def _run_children(place: str, ids: list[str], case_timeout_s: float = CASE_TIMEO
 
 
 def hostile_table(cases, results) -> str:
-    """Markdown table: cases per family and outcome (the one docs/RELIABILITY.md quotes)."""
+    """Markdown table: cases per family and outcome (what tools/gpu_check.sh hostile prints)."""
     families = list(dict.fromkeys(c.family for c in cases))
     counts = {f: {o: 0 for o in OUTCOMES} for f in families}
     for c in cases:

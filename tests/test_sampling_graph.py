@@ -11,7 +11,7 @@ import pytest
 
 from fastdeploy_spec.ops import (VerifyStrategy, speculate_sample_tokens, unified_update_model_status,
                                  verify_draft_tokens)
-from fastdeploy_spec.testing.gpu_timer import Graph
+from benchmarks.gpu_timer import Graph
 from tests.helpers import to_place
 
 pytestmark = pytest.mark.gpu

@@ -9,8 +9,8 @@ import pytest
 
 from fastdeploy_spec.config import SpeculativeConfig
 from fastdeploy_spec.runner import Request, SpecRunner
-from fastdeploy_spec.testing import SampledOracle
-from fastdeploy_spec.testing.sampled_runs import METHODS, run_sampled, synthetic_texts
+from examples import SampledOracle
+from examples.sampled_runs import METHODS, run_sampled, synthetic_texts
 from tests.helpers import PLACES
 
 V, N_REQ = 40, 16
@@ -81,7 +81,7 @@ def test_unseeded_requests_take_seeds_from_the_runner():
 
 
 def test_sampled_request_needs_logits():
-    from fastdeploy_spec.testing import OracleTarget
+    from examples import OracleTarget
 
     class TokensOnly:
         def __call__(self, batch):

@@ -22,8 +22,6 @@ from fastdeploy_spec.ops.speculate_get_output_topk import speculate_get_output_t
 from fastdeploy_spec.ops.speculate_logprobs_topk import speculate_logprobs_topk
 from fastdeploy_spec.ops.speculate_sample_tokens import speculate_sample_tokens
 from fastdeploy_spec.ops.speculate_save_output_topk import speculate_save_output_topk
-from fastdeploy_spec.ops.speculate_step_update import speculate_step_update
-from fastdeploy_spec.ops.speculate_verify_greedy import speculate_verify_greedy
 from fastdeploy_spec.ops.suffix_cache import (SuffixCache, suffix_cache_evict, suffix_cache_finish,
                                               suffix_cache_insert, suffix_cache_query,
                                               suffix_cache_step)
@@ -53,8 +51,6 @@ __all__ = [
     "speculate_logprobs_topk",
     "speculate_sample_tokens",
     "speculate_save_output_topk",
-    "speculate_step_update",
-    "speculate_verify_greedy",
     "suffix_cache_evict",
     "suffix_cache_finish",
     "suffix_cache_insert",

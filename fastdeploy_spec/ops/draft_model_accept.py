@@ -33,7 +33,7 @@ def draft_model_accept(
     Parameters
     ----------
     accept_tokens : int64 [>= B, K + 1]
-        The step's verified tokens (``speculate_verify_greedy``).
+        The step's verified tokens (``verify_draft_tokens``).
     accept_num : int32 [B]
         Verified tokens per slot. B is its length.
     step_idx : int64 [B, 1] or [B]

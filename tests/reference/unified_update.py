@@ -69,7 +69,7 @@ def random_update_case(rng: np.random.Generator, B: int, K: int, vocab: int, L: 
     that end past token_ids_all's width."""
     R = B + (rows if rows is not None else int(rng.integers(0, 3)))
     W = K + 1
-    step_idx = rng.integers(0, L, R).astype(np.int64)
+    step_idx = rng.integers(0, max(L, 1), R).astype(np.int64)
     return dict(
         seq_lens_encoder=np.where(rng.random(R) < 0.2, rng.integers(1, 30, R), 0).astype(np.int32),
         seq_lens_decoder=rng.choice(np.array([0, 3, 17, I32_MAX - 1], np.int32), R),
