@@ -646,11 +646,8 @@ int vec_bytes(const SampleTokensParams& p) {
 template <LogitsDType D, int kVecBytes, bool kSmem>
 cudaError_t launch(const SampleTokensParams& p, int parts, size_t dyn, cudaStream_t stream) {
   const auto kernel = sample_tokens_kernel<D, kVecBytes, kSmem>;
-  if (dyn > 0) {
-    const cudaError_t err =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dyn));
-    if (err != cudaSuccess) return err;
-  }
+  const cudaError_t serr = allow_dynamic_smem(kernel, dyn);
+  if (serr != cudaSuccess) return serr;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(p.rows * parts));
   cfg.blockDim = dim3(kThreads);
@@ -669,23 +666,45 @@ cudaError_t launch(const SampleTokensParams& p, int parts, size_t dyn, cudaStrea
   return err != cudaSuccess ? err : FDSPEC_LAUNCH_STATUS(stream);
 }
 
+// The launch shape: `parts` blocks per row in a cluster where the kernel's image and the device have
+// clusters (the smallest of 1, 2, 4, 8 that brings a slice under kSliceBytesMax, unless the caller
+// chose), and the slice in shared memory where it fits the device's per-block limit beside the
+// static part; otherwise every pass reads global memory.
 template <LogitsDType D, int kVecBytes>
-cudaError_t launch_place(const SampleTokensParams& p, int parts, bool smem, size_t dyn, cudaStream_t stream) {
-  return smem ? launch<D, kVecBytes, true>(p, parts, dyn, stream)
+cudaError_t launch_planned(const SampleTokensParams& p, int parts, bool force_global, cudaStream_t stream) {
+  DeviceFacts dev;
+  cudaError_t err = current_device_facts(&dev);
+  if (err != cudaSuccess) return err;
+  KernelFeatures f;
+  err = kernel_features(sample_tokens_kernel<D, kVecBytes, true>, &f);
+  if (err != cudaSuccess) return err;
+  const int64_t elem = logits_dtype_size(D);
+  const auto slice_bytes = [&](int q) { return ceil_div<int64_t>(ceil_div<int64_t>(p.vocab, q), 8) * 8 * elem; };
+  if (parts <= 0) {
+    parts = 1;
+    while (parts < kMaxParts && slice_bytes(parts) > kSliceBytesMax) parts *= 2;
+  }
+  // The grid must stay within 2^31 - 1 blocks.
+  if (!f.clusters || p.rows > INT32_MAX / kMaxParts) parts = 1;
+  parts = std::min(parts, kMaxParts);
+  const int64_t dyn = ceil_div<int64_t>(slice_bytes(parts), 16) * 16;
+  const bool smem = !force_global && dyn <= kSliceBytesMax &&
+                    dyn + static_cast<int64_t>(sizeof(Shared)) <= static_cast<int64_t>(dev.smem_optin);
+  return smem ? launch<D, kVecBytes, true>(p, parts, static_cast<size_t>(dyn), stream)
               : launch<D, kVecBytes, false>(p, parts, 0, stream);
 }
 
 template <LogitsDType D>
-cudaError_t dispatch_vec(const SampleTokensParams& p, int parts, bool smem, size_t dyn, cudaStream_t stream) {
+cudaError_t dispatch_vec(const SampleTokensParams& p, int parts, bool force_global, cudaStream_t stream) {
   switch (vec_bytes<D>(p)) {
-    case 16: return launch_place<D, 16>(p, parts, smem, dyn, stream);
-    case 8: return launch_place<D, 8>(p, parts, smem, dyn, stream);
-    case 4: return launch_place<D, 4>(p, parts, smem, dyn, stream);
+    case 16: return launch_planned<D, 16>(p, parts, force_global, stream);
+    case 8: return launch_planned<D, 8>(p, parts, force_global, stream);
+    case 4: return launch_planned<D, 4>(p, parts, force_global, stream);
     default:
       if constexpr (D == LogitsDType::kFloat32) {
-        return launch_place<D, 4>(p, parts, smem, dyn, stream);
+        return launch_planned<D, 4>(p, parts, force_global, stream);
       } else {
-        return launch_place<D, 2>(p, parts, smem, dyn, stream);
+        return launch_planned<D, 2>(p, parts, force_global, stream);
       }
   }
 }
@@ -694,24 +713,10 @@ cudaError_t dispatch_vec(const SampleTokensParams& p, int parts, bool smem, size
 
 cudaError_t sample_tokens_gpu(const SampleTokensParams& p, cudaStream_t stream, int parts, bool force_global) {
   if (p.rows <= 0) return cudaSuccess;
-  DeviceFacts dev;
-  const cudaError_t err = current_device_facts(&dev);
-  if (err != cudaSuccess) return err;
-  const int64_t elem = logits_dtype_size(p.dtype);
-  const auto slice_bytes = [&](int q) { return ceil_div<int64_t>(ceil_div<int64_t>(p.vocab, q), 8) * 8 * elem; };
-  if (parts <= 0) {
-    parts = 1;
-    while (parts < kMaxParts && slice_bytes(parts) > kSliceBytesMax) parts *= 2;
-  }
-  // Clusters (and distributed shared memory) need sm_90; the grid must stay within 2^31 - 1 blocks.
-  if (dev.major < 9 || p.rows > INT32_MAX / kMaxParts) parts = 1;
-  parts = std::min(parts, kMaxParts);
-  const bool smem = !force_global && slice_bytes(parts) <= kSliceBytesMax;
-  const size_t dyn = smem ? static_cast<size_t>(ceil_div<int64_t>(slice_bytes(parts), 16) * 16) : 0;
   switch (p.dtype) {
-    case LogitsDType::kFloat16: return dispatch_vec<LogitsDType::kFloat16>(p, parts, smem, dyn, stream);
-    case LogitsDType::kBFloat16: return dispatch_vec<LogitsDType::kBFloat16>(p, parts, smem, dyn, stream);
-    default: return dispatch_vec<LogitsDType::kFloat32>(p, parts, smem, dyn, stream);
+    case LogitsDType::kFloat16: return dispatch_vec<LogitsDType::kFloat16>(p, parts, force_global, stream);
+    case LogitsDType::kBFloat16: return dispatch_vec<LogitsDType::kBFloat16>(p, parts, force_global, stream);
+    default: return dispatch_vec<LogitsDType::kFloat32>(p, parts, force_global, stream);
   }
 }
 
