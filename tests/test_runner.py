@@ -264,7 +264,7 @@ def test_logprobs_arrive_for_every_accepted_token(S, K, k, W, n, seed, place):
         assert st.logprob_tokens_received == checker.tokens_verified == st.tokens_generated
         queue_id = runner.logprob_queue_id
     assert transport.queue_stats(queue_id) is None  # removed by close()
-    for got in runner.logprobs.values():
+    for rid, got in runner.logprobs.items():
         for i, t in enumerate(got):
             if t.token == EOS and i < len(answers[rid]):
                 continue  # FastDeploy's length rule put the end token where the row has another
