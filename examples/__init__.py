@@ -1,6 +1,8 @@
 """Examples around the library: the demo and the oracle target model. Not part of the package.
 
 - ``OracleTarget``: a target model that knows each request's answer (``oracle_logits`` its logits);
+  ``SampledOracle``: a target for sampled requests whose next-token distribution is a known
+  function of the context over the request's text;
   ``PreparedLogits``: a draft model that returns logits prepared in advance;
 - ``LogprobChecker``: a runner observer that checks every logprob message, bit for bit, against the
   rows the device computed in its step;
@@ -13,7 +15,8 @@ The names above load their module on first use.
 import importlib
 
 _EXPORTS = {"LogprobChecker": "checks", "ORACLE_HASH_MODULUS": "oracle", "OracleTarget": "oracle",
-            "oracle_logits": "oracle", "PreparedLogits": "oracle"}
+            "oracle_logits": "oracle", "PreparedLogits": "oracle",
+            "SampledOracle": "oracle"}
 __all__ = sorted(_EXPORTS)
 
 

@@ -10,9 +10,12 @@ the tests, the demo and the benchmarks drive the ops through it. It drives the p
     propose           the proposer (``create_proposer``: ngram_match, or the MTP proposer) writes
                       drafts into draft_tokens / seq_lens_this_time
     score             the target model scores, per slot, the last accepted token and the drafts
-    verify            verify_draft_tokens (GREEDY; plain decoding: naive_update_model_status) ->
-                      accept_tokens / accept_num, then the proposer's ``accept`` hook (the MTP
-                      proposer keeps its own history)
+    sample            (sampled requests) speculate_sample_tokens: the target's token at every row
+                      from its logits, with each request's temperature / top-k / top-p / min-p and
+                      seed, drawn for the output position (docs/contract/sampling.md)
+    verify            verify_draft_tokens (TARGET_MATCH by default; GREEDY, TOPP selectable; plain
+                      decoding: naive_update_model_status) -> accept_tokens / accept_num, then the
+                      proposer's ``accept`` hook (the MTP proposer keeps its own history)
     logprobs          (optional) build_output_logprobs (speculate_get_accept_tokens_and_logits +
                       speculate_logprobs_topk): the accepted tokens' logprobs, ranks and top-k
     update            unified_update_model_status -> token_ids_all, step_idx, sequence lengths, stop
@@ -22,9 +25,12 @@ the tests, the demo and the benchmarks drive the ops through it. It drives the p
                       processor, a second process (``fastdeploy_spec.transport.LogprobReceiver``)
 
 Each phase is one method call in :meth:`SpecRunner.step`, in this order, timed by
-``OpTimer`` when ``timing`` is on. The verify and update phases are FastDeploy's own step ops (the
-sampler here is greedy: the target's argmax), so the loop is FastDeploy's: proposer -> target ->
-sampler -> verify_draft_tokens -> unified_update_model_status.
+``OpTimer`` when ``timing`` is on. The verify and update phases are FastDeploy's own step ops, so the
+loop is FastDeploy's: proposer -> target -> sampler -> verify_draft_tokens ->
+unified_update_model_status. Greedy requests (temperature 0) take the target's argmax; once a sampled
+request is added (and the target gives logits), every row goes through the sampler op, whose
+temperature-0 rows are the argmax too. With TARGET_MATCH a seeded request's output is the same token
+for token as plain decoding's, with any proposer, in any slot and batch.
 
 The proposer, verification and update run as plugin ops where the buffers live (CPU or GPU); no Paddle
 kernel touches device data, only host<->device copies (``copy_from_host`` into the existing buffers and
@@ -63,7 +69,8 @@ import paddle
 from fastdeploy_spec.buffers import copy_from_host, make_share_inputs, resolve_place
 from fastdeploy_spec.config import SpecMethod, SpeculativeConfig
 from fastdeploy_spec.logprobs import LogprobsBuffers, build_output_logprobs, max_num_logprobs
-from fastdeploy_spec.ops import (VerifyStrategy, naive_update_model_status, speculate_save_output_topk,
+from fastdeploy_spec.ops import (VerifyStrategy, naive_update_model_status, speculate_sample_tokens,
+                                 speculate_save_output_topk, top_p_candidates,
                                  unified_update_model_status, verify_draft_tokens)
 from fastdeploy_spec.proposers import Proposer, create_proposer
 from fastdeploy_spec.stats import AcceptanceStats
@@ -83,6 +90,11 @@ class Request:
     request_id: Hashable
     prompt: Sequence[int]
     max_dec_len: int
+    temperature: float = 0.0        # below 1e-5: greedy
+    top_p: float = 1.0
+    top_k: int = 0                  # 0: no top-k
+    min_p: float = 0.0
+    seed: Optional[int] = None      # None: the runner's generator gives one
 
 
 @dataclass
@@ -100,6 +112,18 @@ class VerifyBatch:
     num_tokens: np.ndarray   # int32 [S]
     is_prefill: np.ndarray   # bool [S]
     step_idx: np.ndarray     # int64 [S]: tokens generated before this step
+    # For targets that set ``needs_prefix``: per busy slot, the tokens before its inputs (decoding:
+    # prompt and output up to, not including, the last accepted token ``tokens[b, 0]``; prefill: none,
+    # the inputs are the prompt, ``prompt``). None otherwise.
+    prefix: Optional[List[Optional[np.ndarray]]] = None
+    prompt: Optional[List[Optional[np.ndarray]]] = None
+
+    def context(self, b: int, j: int) -> np.ndarray:
+        """The tokens the target conditions on at slot b's row j (needs ``prefix``): the prompt for
+        a prefill slot; else the prefix, then inputs 0 .. j."""
+        if self.is_prefill[b]:
+            return self.prompt[b]
+        return np.concatenate([self.prefix[b], self.tokens[b, :j + 1]])
 
     def output_rows(self) -> np.ndarray:
         """int32 [S]: logits rows of each slot, packed slot after slot in the target's logits: one for
@@ -254,6 +278,13 @@ class SpecRunner:
     timing : bool
         Accumulate the wall time of each plugin op in ``stats.op_seconds`` (synchronising the device
         around the ops on a GPU).
+    verify_strategy : VerifyStrategy or str
+        ``target_match`` (default: exact, the draft is accepted while it equals the target's sampled
+        token), ``greedy`` (the target's argmax) or ``topp`` (FastDeploy's lossy top-p acceptance:
+        a draft in the target's top-p set is accepted; ``topp_candidates`` candidates per row).
+    seed : int
+        The runner's generator, which gives each request added without a seed its seed (in the
+        order the requests are added).
 
     Examples
     --------
@@ -272,7 +303,8 @@ class SpecRunner:
     def __init__(self, config: SpeculativeConfig, target_model: TargetModel, *, max_num_seqs: int,
                  max_model_len: int, end_tokens: Sequence[int], place="cpu",
                  proposer: Optional[Proposer] = None, logprobs: Optional[int] = None,
-                 timing: bool = False) -> None:
+                 timing: bool = False, verify_strategy="target_match", seed: int = 0,
+                 topp_candidates: int = 5) -> None:
         if proposer is None and config.method is SpecMethod.MTP:
             raise NotImplementedError("method 'mtp': pass its proposer to SpecRunner "
                                       "(create_proposer(config, draft_model=...))")
@@ -290,8 +322,20 @@ class SpecRunner:
         self.buffers["end_tokens"] = self._device(np.asarray(list(end_tokens), np.int64))
         self.buffers["is_block_step"] = self._device(np.zeros(S, np.bool_))
         self.buffers["reasoning_status"] = self._device(np.zeros(S, np.int32))
-        self.buffers["topp"] = self._device(np.ones(S, np.float32))
         self.buffers["has_running_seqs"] = self._device(np.zeros(1, np.bool_))
+        # Sampling parameters per slot (FastDeploy's sampling metadata; ``topp`` is also
+        # verify_draft_tokens'), written when a request takes its slot.
+        self._params_host = {"temperature": np.zeros(S, np.float32), "topp": np.ones(S, np.float32),
+                             "top_k": np.zeros(S, np.int64), "min_p": np.zeros(S, np.float32),
+                             "infer_seed": np.zeros(S, np.int64)}
+        for name, host in self._params_host.items():
+            self.buffers[name] = self._device(host)
+        self.verify_strategy = (verify_strategy if isinstance(verify_strategy, VerifyStrategy)
+                                else VerifyStrategy.from_string(str(verify_strategy)))
+        self.topp_candidates = int(topp_candidates)
+        self._seed_rng = np.random.default_rng(seed)
+        self.request_seeds: Dict[Hashable, int] = {}
+        self._sampling: Optional[_SamplingPath] = None
         self.max_model_len = max_model_len
         self.slots: List[Optional[Request]] = [None] * max_num_seqs
         self._finished_slots: List[int] = []  # released at the next step's schedule
@@ -305,6 +349,7 @@ class SpecRunner:
         if self._logprob_path is not None:
             self.stats.op_seconds.update(dict.fromkeys(LOGPROB_OP_NAMES, 0.0))
         self.timer = OpTimer(self.stats.op_seconds, timing, not isinstance(self.place, paddle.CPUPlace))
+        self.stats.op_seconds["speculate_sample_tokens"] = 0.0
 
     # Host <-> device. Only copies: copy_from_host is a memcpy into the existing allocation (a captured
     # CUDA graph keeps seeing the same buffers), Tensor.numpy() a copy back.
@@ -333,6 +378,10 @@ class SpecRunner:
         if not 0 < prompt_len < self.max_model_len:
             raise ValueError(f"request {request.request_id!r}: prompt length {prompt_len} must be in "
                              f"[1, {self.max_model_len - 1}] (max_model_len {self.max_model_len})")
+        seed = request.seed if request.seed is not None else int(self._seed_rng.integers(0, 2 ** 63))
+        self.request_seeds[request.request_id] = int(seed)
+        if request.temperature >= SAMPLING_MIN_TEMPERATURE and self._sampling is None:
+            self._sampling = _SamplingPath(self)
         self.pending.append(request)
 
     def has_work(self) -> bool:
@@ -348,6 +397,9 @@ class SpecRunner:
                 proposer.run(share_inputs=self.buffers)
         batch = self._verify_batch()
         self._score(batch)
+        if self._sampling is not None and self._sampling.needed():
+            with timed("speculate_sample_tokens"):
+                self._sampling.sample()
         with timed("verify_draft_tokens"):
             self._verify()
         if proposer is not None:
@@ -383,6 +435,7 @@ class SpecRunner:
         if self.proposer is not None and free:
             self.proposer.reset(free)
         lengths = ("seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder")
+        params = self._params_host
         names = lengths if not free else ("token_ids_all", "prompt_lens", "step_idx", "max_dec_len",
                                           *lengths, "stop_flags")
         host = {n: self._read(n) for n in names}
@@ -401,18 +454,31 @@ class SpecRunner:
             host["seq_lens_encoder"][b] = P
             host["seq_lens_decoder"][b] = 0
             host["stop_flags"][b] = False
+            params["temperature"][b], params["topp"][b] = req.temperature, req.top_p
+            params["top_k"][b], params["min_p"][b] = req.top_k, req.min_p
+            params["infer_seed"][b] = (self.request_seeds[req.request_id] + 2 ** 63) % 2 ** 64 - 2 ** 63
             self.slots[b] = req
         for n in names:
             self._write(n, host[n])
+        if free:
+            for name, value in params.items():
+                self._write(name, value)
 
     def _verify_batch(self) -> VerifyBatch:
-        return VerifyBatch(
+        batch = VerifyBatch(
             request_ids=[r.request_id if r is not None else None for r in self.slots],
             tokens=self._read("draft_tokens"),
             num_tokens=self._read("seq_lens_this_time"),
             is_prefill=self._read("seq_lens_encoder") > 0,
             step_idx=self._read("step_idx").reshape(-1),
         )
+        if getattr(self.target_model, "needs_prefix", False):
+            ids, P = self._read("token_ids_all"), self._read("prompt_lens").reshape(-1)
+            busy = [r is not None for r in batch.request_ids]
+            batch.prompt = [ids[b, :P[b]] if busy[b] else None for b in range(len(busy))]
+            batch.prefix = [ids[b, :max(P[b] + batch.step_idx[b] - 1, 0)] if busy[b] else None
+                            for b in range(len(busy))]
+        return batch
 
     def _score(self, batch: VerifyBatch) -> None:
         """The target model: its greedy tokens packed by ``cu_seqlens_q_output`` (and, for logprobs,
@@ -427,22 +493,32 @@ class SpecRunner:
             packed[cu[b]:cu[b + 1]] = target_tokens[b, :rows[b]]
         self._write("target_tokens", packed)
         self._write("cu_seqlens_q_output", cu)
+        logits = None
+        if self._sampling is not None or self._logprob_path is not None:
+            logits = np.asarray(self.target_model.logits(batch, target_tokens), np.float32)
+        if self._sampling is not None:
+            self._sampling.write_logits(batch, logits, cu)
         if self._logprob_path is not None:
-            self._logprob_path.write_logits(batch, target_tokens)
+            self._logprob_path.write_logits(batch, logits)
 
     def _verify(self) -> None:
-        """FastDeploy's sampler output step: verify_draft_tokens with the GREEDY strategy (the target's
-        argmax is the sampled token), or, without a proposer, naive_update_model_status."""
+        """FastDeploy's sampler output step: verify_draft_tokens with the runner's strategy against
+        the target's tokens (sampled: ``speculate_sample_tokens``; greedy: the argmax), or, without a
+        proposer, naive_update_model_status (plain decoding takes the sampled tokens as they are)."""
         s = self.buffers
         if self.proposer is None:
             naive_update_model_status(s["accept_tokens"], s["accept_num"], s["seq_lens_this_time"],
                                       s["target_tokens"], s["cu_seqlens_q_output"])
             return
+        strategy = self.verify_strategy if self._sampling is not None else VerifyStrategy.GREEDY
+        candidates = (None, None, None)
+        if strategy == VerifyStrategy.TOPP:
+            candidates = self._sampling.topp_candidates()
         verify_draft_tokens(
-            s["accept_tokens"], s["accept_num"], s["draft_tokens"], s["target_tokens"], None, None, None,
+            s["accept_tokens"], s["accept_num"], s["draft_tokens"], s["target_tokens"], *candidates,
             s["topp"], s["stop_flags"], s["seq_lens_encoder"], s["seq_lens_this_time"], s["end_tokens"],
             s["is_block_step"], s["cu_seqlens_q_output"], s["reasoning_status"], s["max_dec_len"],
-            s["step_idx"], self.max_model_len, 0, VerifyStrategy.GREEDY, False, False)
+            s["step_idx"], self.max_model_len, 0, strategy, False, False, seeds=s["infer_seed"])
 
     def _update(self) -> None:
         s = self.buffers
@@ -535,12 +611,11 @@ class _LogprobPath:
         self.sent: Deque[StepRecord] = collections.deque()
         self.receiver = LogprobReceiver(free_queue_id())
 
-    def write_logits(self, batch: VerifyBatch, tokens: np.ndarray) -> None:
-        """Copies the target's logits rows (padded to N) and their offsets to the device."""
+    def write_logits(self, batch: VerifyBatch, logits: np.ndarray) -> None:
+        """Copies the target's logits rows (padded to N) to the device."""
         rows = batch.output_rows()
         cu = np.zeros(len(rows) + 1, np.int32)
         np.cumsum(rows, out=cu[1:])
-        logits = np.asarray(self.runner.target_model.logits(batch, tokens), np.float32)
         if logits.shape != (int(cu[-1]), self.vocab_size):
             raise ValueError(f"target.logits gave shape {logits.shape}, expected "
                              f"({int(cu[-1])}, {self.vocab_size})")
@@ -587,3 +662,75 @@ class _LogprobPath:
 
     def close(self) -> None:
         self.receiver.close()
+
+
+# Temperatures below this are greedy (the sampler's rule, docs/contract/sampling.md).
+SAMPLING_MIN_TEMPERATURE = 1e-5
+
+
+class _SamplingPath:
+    """The sampler of a runner serving sampled requests: the target's logits rows on the runner's
+    place (one padded [S * (K + 1), V] buffer, allocated once), ``speculate_sample_tokens`` into
+    ``target_tokens`` (packed by ``cu_seqlens_q_output``), and, for the TOPP strategy, the top-p
+    candidate sets of the rows (``top_p_candidates`` on the temperature-scaled probabilities)."""
+
+    def __init__(self, runner: SpecRunner) -> None:
+        target = runner.target_model
+        if not (callable(getattr(target, "logits", None)) and hasattr(target, "vocab_size")):
+            raise TypeError("sampled requests: the target model must give its logits rows, "
+                            "target.logits(batch, tokens) -> float32 [R, V], and target.vocab_size")
+        self.runner = runner
+        S, K1 = len(runner.slots), runner.config.draft_width
+        self.vocab_size = int(target.vocab_size)
+        self.logits_host = np.zeros((S * K1, self.vocab_size), np.float32)
+        self.logits = runner._device(self.logits_host)
+        self.batch_id_host = np.full(S * K1, -1, np.int32)
+        self.batch_id = runner._device(self.batch_id_host)
+        self.probs = None
+
+    def write_logits(self, batch: VerifyBatch, logits: np.ndarray, cu: np.ndarray) -> None:
+        if logits.shape != (int(cu[-1]), self.vocab_size):
+            raise ValueError(f"target.logits gave shape {logits.shape}, expected ({int(cu[-1])}, {self.vocab_size})")
+        self.logits_host[:len(logits)] = logits
+        self.logits_host[len(logits):] = 0
+        copy_from_host(self.logits, self.logits_host)
+        self.batch_id_host[:] = -1
+        self.batch_id_host[:int(cu[-1])] = np.repeat(np.arange(len(cu) - 1, dtype=np.int32), np.diff(cu))
+        copy_from_host(self.batch_id, self.batch_id_host)
+
+    def needed(self) -> bool:
+        """Whether the step samples: always in plain decoding (no proposer), and for TARGET_MATCH
+        (GREEDY compares with the argmax, TOPP with the top-p sets)."""
+        runner = self.runner
+        return runner.proposer is None or runner.verify_strategy == VerifyStrategy.TARGET_MATCH
+
+    def sample(self) -> None:
+        s = self.runner.buffers
+        speculate_sample_tokens(self.logits, s["cu_seqlens_q_output"], s["step_idx"], s["infer_seed"],
+                                s["temperature"], s["topp"], s["top_k"], s["target_tokens"],
+                                min_p=s["min_p"])
+
+    def topp_candidates(self):
+        """FastDeploy's TOPP inputs: softmax(logits / T) per row (T < 1e-5: the argmax alone), then
+        ``top_p_candidates``. The probabilities are formed on the host, where the target's rows are
+        (no Paddle kernel runs on the device)."""
+        runner = self.runner
+        temperature = runner._params_host["temperature"]
+        x = self.logits_host.astype(np.float64)
+        slot = np.maximum(self.batch_id_host, 0)
+        T = temperature[slot].astype(np.float64)
+        greedy = T < SAMPLING_MIN_TEMPERATURE
+        z = x / np.where(greedy, 1.0, T)[:, None]
+        z -= z.max(axis=1, keepdims=True)
+        p = np.exp(z)
+        p /= p.sum(axis=1, keepdims=True)
+        onehot = np.zeros_like(p)
+        onehot[np.arange(len(p)), x.argmax(axis=1)] = 1.0
+        p = np.where(greedy[:, None], onehot, p).astype(np.float32)
+        if self.probs is None:
+            self.probs = runner._device(p)
+        else:
+            copy_from_host(self.probs, p)
+        scores, ids, lens = top_p_candidates(self.probs, runner.buffers["topp"], self.batch_id,
+                                             runner.topp_candidates, runner.max_model_len)
+        return ids, scores, lens

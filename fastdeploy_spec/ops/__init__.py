@@ -23,6 +23,7 @@ from fastdeploy_spec.ops.speculate_get_accept_tokens_and_logits import (
 )
 from fastdeploy_spec.ops.speculate_get_output_topk import speculate_get_output_topk
 from fastdeploy_spec.ops.speculate_logprobs_topk import speculate_logprobs_topk
+from fastdeploy_spec.ops.speculate_sample_tokens import speculate_sample_tokens
 from fastdeploy_spec.ops.speculate_save_output_topk import speculate_save_output_topk
 from fastdeploy_spec.ops.suffix_cache import (SuffixCache, suffix_cache_evict, suffix_cache_finish,
                                               suffix_cache_insert, suffix_cache_query,
@@ -57,6 +58,7 @@ __all__ = [
     "speculate_get_accept_tokens_and_logits",
     "speculate_get_output_topk",
     "speculate_logprobs_topk",
+    "speculate_sample_tokens",
     "speculate_save_output_topk",
     "suffix_cache_evict",
     "suffix_cache_finish",
