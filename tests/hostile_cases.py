@@ -40,7 +40,7 @@ from tests.helpers import FRAGMENT_HEADER, FRAGMENT_MAGIC, fragments, payload_of
 from tests.reference import logprob_msg as msg_ref
 from tests.reference import draft_model as draft_ref
 from tests.reference import suffix_match as suffix_ref
-from tests.reference.suffix_cache import SuffixCacheRef
+from tests.reference.suffix_cache import SuffixCacheRef, counter_base, row_len, row_req
 from tests.reference.get_accept_tokens import ref_cu_batch_offset, ref_get_accept_tokens_and_logits
 from tests.reference.hybrid_mtp_ngram import hybrid_mtp_ngram_ref
 from tests.reference.logprobs_topk import ref_logprobs_topk
@@ -193,11 +193,11 @@ def _cache_ref(a: Dict[str, np.ndarray], key_len: int) -> SuffixCacheRef:
     ref = SuffixCacheRef(tokens.shape[0], tokens.shape[1], B, key_len=key_len,
                          max_occurrences=a["query_cand"].shape[1] // CAND_LISTS if "query_cand" in a else CACHE_M)
     for r in np.argsort(rows[:, 0], kind="stable"):
-        q, n = (int(x) for x in rows[r])
+        q = row_req(rows[r, 0])  # a state no op writes is read as the ops read it
         if q >= 0:
-            ref.responses[q] = [int(x) for x in tokens[r, :n]]
+            ref.responses[q] = [int(x) for x in tokens[r, :row_len(q, rows[r, 1], tokens.shape[1])]]
     ref.slots = [int(x) for x in a.get("cache_slots", ref.slots)]
-    ref.counter = int(a["cache_counter"][0]) if "cache_counter" in a else 0
+    ref.counter = counter_base(a["cache_counter"][0]) if "cache_counter" in a else 0
     return ref
 
 
@@ -212,10 +212,19 @@ def _cache_state(ref: SuffixCacheRef, a: Dict[str, np.ndarray]) -> Dict[str, np.
                 cache_counter=np.array([ref.counter], np.int64))
 
 
+def _canon_rows(rows: np.ndarray, width: int) -> np.ndarray:
+    """The rows' state as the ops read it (an inconsistent one left as it was: the same meaning)."""
+    out = np.array([[row_req(q), 0] for q, _ in rows], np.int64).reshape(rows.shape)
+    out[:, 1] = [row_len(q, n, width) for q, (_, n) in zip(out[:, 0], rows)]
+    return out
+
+
 def _canon(name: str, got: np.ndarray, t: Dict[str, paddle.Tensor]) -> np.ndarray:
+    if name == "cache_rows":
+        return _canon_rows(got, t["cache_tokens"].shape[1])
     if name != "cache_tokens":
         return got
-    lens = t["cache_rows"].numpy()[:, 1]
+    lens = _canon_rows(t["cache_rows"].numpy(), got.shape[1])[:, 1]
     return np.where(np.arange(got.shape[1])[None, :] < lens[:, None], got, -1)
 
 
@@ -810,6 +819,122 @@ def family_cache(place, cases):
     _ok_case(cases, "suffix cache", "suffix_cache_insert", "cache/token_ids_all-width-0", width_0)
 
 
+# ---- A cache state the ops did not write: every value read from it is clamped or checked ----------
+# (docs/contract/suffix.md, "A state the ops did not write"). Each case corrupts one value of a state
+# the ops built, hands the ops its tensors as views into larger buffers whose rows before and after
+# hold a guard pattern, and checks that the guards are intact and, where the contract defines the
+# result (lengths, request numbers, the counter, slot states), that it equals the reference's on the
+# state as the ops read it. Corrupted counts, pairs, keys, line filter, scratch, and a valid request
+# number in another's row: no defined drafts (the GPU trusts the counts and the filter to skip its
+# scan), only the guards and no crash.
+
+GUARD = {np.dtype(np.int64): -0x5A5A5A5A5A5A5A5A, np.dtype(np.int32): -0x5A5A5A5B}
+STATE_OPS = ("suffix_cache_insert", "suffix_cache_evict", "suffix_cache_query", "suffix_cache_step")
+
+
+def _guarded(a: np.ndarray, place: str):
+    """(buffer, view): `a` as rows 1 .. n of a buffer of n + 2 rows, guard rows around it."""
+    buf = np.full((a.shape[0] + 2,) + a.shape[1:], GUARD[a.dtype], a.dtype)
+    buf[1:-1] = a
+    big = to_place(buf, place)
+    return big, big[1:a.shape[0] + 1]
+
+
+def _check_guards(bufs: Dict[str, paddle.Tensor]) -> None:
+    for name, big in bufs.items():
+        v = big.numpy()
+        for at in (0, -1):
+            if not (v[at] == GUARD[v.dtype]).all():
+                raise AssertionError(f"{name}: written outside the tensor (guard row {at} changed)")
+
+
+def _state_case(op: str, place: str, corrupt: Callable[[Dict[str, np.ndarray]], None], exact: bool,
+                skip=()):
+    def fn():
+        a, attrs = good(op)
+        a = {k: v.copy() for k, v in a.items()}
+        corrupt(a)
+        t = tensors(a, place)
+        bufs = {}
+        for name in CACHE_FIELDS:
+            if name in a and a[name].ndim >= 1 and a[name].shape[0] > 0:
+                bufs[name], t[name] = _guarded(a[name], place)
+        want = reference(op, a, attrs) if exact else {}
+        call(op, t, attrs)
+        if place == "gpu":
+            paddle.device.cuda.synchronize()
+        _check_guards(bufs)
+        for name, w in want.items():
+            if name in skip:
+                continue
+            got = _canon(name, t[name].numpy(), t)
+            np.testing.assert_array_equal(got.reshape(w.shape), w, err_msg=f"{op}: {name}")
+    return fn
+
+
+def family_cache_state(place, cases):
+    W = CACHE_WIDTH
+    lens = [-1, -5, W + 1, I32_MAX, I32_MIN, I64_MAX, I64_MIN]
+    reqs = [-5, I64_MIN, 1 << 39, I64_MAX]
+    counters = [-1, -7, I32_MIN, I64_MIN, I64_MAX, 1 << 38, (1 << 40) - 1, (1 << 40) + 3, I32_MAX]
+    slot_values = [I64_MAX, 1 << 39, "counter", -3, I64_MIN]
+
+    def occupied(a):  # an occupied row and an empty one (the good state has both)
+        q = a["cache_rows"][:, 0]
+        return int(np.argmax(q >= 0)), int(np.argmax(q < 0)) if (q < 0).any() else None
+
+    # Rows corrupted under the counts and the line filter, which steer the GPU's scan: the GPU's drafts
+    # are not defined then (the state the ops write is).
+    drafts = ("draft_tokens", "seq_lens_this_time", "suffix_tokens", "suffix_probs", "suffix_meta", "suffix_source")
+    for op in STATE_OPS:
+        skip = drafts if place == "gpu" else ()
+        for v in lens:
+            for which in ("occupied", "empty"):
+                def corrupt(a, v=v, which=which):
+                    full, empty = occupied(a)
+                    r = full if which == "occupied" or empty is None else empty
+                    a["cache_rows"][r, 1] = v
+                _ok_case(cases, "cache state", op, f"state/{op}/row-length={v}/{which}",
+                         _state_case(op, place, corrupt, exact=True, skip=skip))
+        for v in reqs:
+            def corrupt(a, v=v):
+                a["cache_rows"][occupied(a)[0], 0] = v
+            _ok_case(cases, "cache state", op, f"state/{op}/row-request={v}",
+                     _state_case(op, place, corrupt, exact=True, skip=skip))
+
+        def other_row(a):  # a valid number in another request's row, the length past the width
+            r = occupied(a)[0]
+            a["cache_rows"][r] = (a["cache_rows"][r, 0] + 1, 2 * W)
+        _ok_case(cases, "cache state", op, f"state/{op}/row-request-of-another-row",
+                 _state_case(op, place, other_row, exact=False))
+        for name in ("cache_counts", "cache_pairs", "cache_keys", "cache_lines", "query_cand", "query_stat",
+                     "query_lines"):
+            def garbage(a, name=name):
+                if name in a:
+                    rng = np.random.default_rng(7)
+                    info = np.iinfo(a[name].dtype)
+                    a[name][...] = rng.integers(info.min, info.max, a[name].shape, dtype=a[name].dtype, endpoint=True)
+            if name in SPECS[op].tensors:
+                _ok_case(cases, "cache state", op, f"state/{op}/{name}-garbage",
+                         _state_case(op, place, garbage, exact=False))
+    for op in ("suffix_cache_insert", "suffix_cache_evict", "suffix_cache_step"):
+        for v in counters:
+            def corrupt(a, v=v):
+                a["cache_counter"][0] = v
+            # The GPU insert counts its blocks in the counter's bits 40 and up: with any of them set
+            # before the call, its new value is not defined (the rest is).
+            skip = ("cache_counter",) if place == "gpu" and (v < 0 or v >= 1 << 40) else ()
+            _ok_case(cases, "cache state", op, f"state/{op}/counter={v}",
+                     _state_case(op, place, corrupt, exact=True, skip=skip))
+    for op in ("suffix_cache_insert", "suffix_cache_step"):
+        for v in slot_values:
+            for b in range(B):
+                def corrupt(a, v=v, b=b):
+                    a["cache_slots"][b] = a["cache_counter"][0] if v == "counter" else v
+                _ok_case(cases, "cache state", op, f"state/{op}/slot{b}={v}",
+                         _state_case(op, place, corrupt, exact=True))
+
+
 def a_shape(cut) -> str:
     return "x".join(str(n) for n in cut(np.zeros((5, 40))).shape)
 
@@ -987,7 +1112,8 @@ def sticky_check(place: str) -> Callable[[], None]:
 
 
 FAMILIES = [family_types, family_undefined_at_binding, family_dtypes, family_ranks, family_batch,
-            family_zero_sizes, family_views, family_grad, family_values, family_attrs, family_cache, family_env,
+            family_zero_sizes, family_views, family_grad, family_values, family_attrs, family_cache,
+            family_cache_state, family_env,
             family_queue]
 HOST_ONLY_FAMILIES = {"environment", "queue traffic"}  # no tensor place: run once, on the CPU pass
 
