@@ -41,6 +41,8 @@ build_one() {  # NAME REF: the ref's sources into build/variants/NAME/src, the b
   local f="-std=c++17 -O3 -lineinfo -DFDSPEC_WITH_CUDA -I$src/custom_ops -I${CUDA_HOME:-/usr/local/cuda}/include/cccl"
   local s="$src/custom_ops/suffix_match/suffix_match.cu $src/custom_ops/suffix_match/suffix_match_cpu.cc"
   s="$s $src/custom_ops/suffix_cache/suffix_cache.cu $src/custom_ops/suffix_cache/suffix_cache_cpu.cc"
+  # The state's layout (refs since it has its own file).
+  [ -f "$src/custom_ops/suffix_cache/suffix_cache_state.cc" ] && s="$s $src/custom_ops/suffix_cache/suffix_cache_state.cc"
   local a90a="-gencode=arch=compute_90a,code=sm_90a"
   nvcc $f $a90a "$src/tests/cuda/bench_suffix_kernels.cu" $s -o "$out/bench" &
   nvcc $f $a90a -DFDSPEC_SUFFIX_PROFILE "$src/tests/cuda/bench_suffix_kernels.cu" $s -o "$out/bench_prof" &

@@ -43,7 +43,7 @@ declare -A sources=(
   [speculate_logprobs_topk_vs_cpu]="tests/cuda/speculate_logprobs_topk_vs_cpu.cu custom_ops/speculate_logprobs_topk/speculate_logprobs_topk.cu custom_ops/speculate_logprobs_topk/speculate_logprobs_topk_cpu.cc"
   [draft_model_vs_cpu]="tests/cuda/draft_model_vs_cpu.cu custom_ops/draft_model/draft_model.cu custom_ops/draft_model/draft_model_cpu.cc"
   [suffix_match_vs_cpu]="tests/cuda/suffix_match_vs_cpu.cu custom_ops/suffix_match/suffix_match.cu custom_ops/suffix_match/suffix_match_cpu.cc"
-  [suffix_cache_vs_cpu]="tests/cuda/suffix_cache_vs_cpu.cu custom_ops/suffix_cache/suffix_cache.cu custom_ops/suffix_cache/suffix_cache_cpu.cc custom_ops/suffix_match/suffix_match.cu custom_ops/suffix_match/suffix_match_cpu.cc"
+  [suffix_cache_vs_cpu]="tests/cuda/suffix_cache_vs_cpu.cu custom_ops/suffix_cache/suffix_cache.cu custom_ops/suffix_cache/suffix_cache_cpu.cc custom_ops/suffix_cache/suffix_cache_state.cc custom_ops/suffix_match/suffix_match.cu custom_ops/suffix_match/suffix_match_cpu.cc"
   # Not an op: the stream-ordering rule the n-gram ops' walk-free path relies on (see the source).
   [pdl_order_check]="tests/cuda/pdl_order_check.cu"
   # Benchmarks: built and run only when named in HARNESSES (e.g. HARNESSES=bench_mtp_kernels TOOLS= ...).

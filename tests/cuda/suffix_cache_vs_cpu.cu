@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "harness.cuh"
-#include "suffix_cache/suffix_cache.h"
+#include "suffix_cache/suffix_cache_state.h"
 
 namespace {
 
@@ -158,6 +158,16 @@ class HostVec {
   std::vector<T> v_;
 };
 
+// The elements of one part of the cache's state, from the layout the ops use
+// (suffix_cache_state.h): the harness gives each part an allocation of its own, of that size, so
+// that memcheck sees a part's overrun (inside the ops' one workspace it would land in the next).
+template <class T>
+std::vector<T> part(const Config& c, fdspec::SuffixCachePart p, T fill) {
+  const fdspec::SuffixCacheConfig cfg{c.R, c.width, c.B, c.G, c.M, c.counted, c.pair_vocab, c.line_planes};
+  const int64_t n = fdspec::suffix_cache_layout(cfg).bytes[p] / static_cast<int64_t>(sizeof(T));
+  return std::vector<T>(std::max<int64_t>(n, 1), fill);
+}
+
 // One side's buffers: DevVec (device, or host memory in the self-test) or HostVec (the reference).
 template <template <class> class V>
 struct Side {
@@ -169,18 +179,21 @@ struct Side {
   explicit Side(const Config& c)
       : ids(std::vector<int64_t>(c.B * c.W)), P(std::vector<int64_t>(c.B)), s(std::vector<int64_t>(c.B)),
         drafts(std::vector<int64_t>(c.B * (c.K + 1))), mdl(std::vector<int64_t>(c.B)),
-        stoks(std::vector<int64_t>(c.B * c.K, -7)), tokens(std::vector<int64_t>(c.R * c.width, -1)),
-        rows(init_rows(c.R)), slots(std::vector<int64_t>(c.B, fdspec::kSuffixSlotFree)),
-        counter(std::vector<int64_t>(1, 0)), cand(std::vector<int64_t>(c.B * fdspec::kSuffixCandLists * c.M, 0)),
+        stoks(std::vector<int64_t>(c.B * c.K, -7)), tokens(part<int64_t>(c, fdspec::kSuffixPartTokens, -1)),
+        rows(init_rows(c.R)), slots(part<int64_t>(c, fdspec::kSuffixPartSlots, fdspec::kSuffixSlotFree)),
+        counter(part<int64_t>(c, fdspec::kSuffixPartCounter, 0)), cand(part<int64_t>(c, fdspec::kSuffixPartCand, 0)),
         enc(std::vector<int32_t>(c.B)), dec(std::vector<int32_t>(c.B)), dtn(std::vector<int32_t>(c.B)),
         slt(std::vector<int32_t>(c.B)), smeta(std::vector<int32_t>(c.B * 2, -7)),
-        source(std::vector<int32_t>(c.B, -7)), keys(std::vector<int32_t>(c.R * c.width, 0)),
-        stat(std::vector<int32_t>((c.B + 1) * fdspec::kSuffixStatCols, 0)),
-        finished(std::vector<int32_t>(c.B)), counts(std::vector<int32_t>(c.counted, 0)),
-        pairs(std::vector<int32_t>(std::max<int64_t>(c.pair_vocab * c.pair_vocab, 1), 0)),
-        lines(std::vector<uint32_t>(std::max<int64_t>(c.line_planes * fdspec::suffix_line_words(c.R, c.width), 1), 0)),
-        line_mask(std::vector<uint32_t>(fdspec::suffix_line_words(c.R, c.width), 0)),
-        sprobs(std::vector<float>(c.B * c.K, -7.0f)) {}
+        source(std::vector<int32_t>(c.B, -7)), keys(part<int32_t>(c, fdspec::kSuffixPartKeys, 0)),
+        stat(part<int32_t>(c, fdspec::kSuffixPartStat, 0)), finished(std::vector<int32_t>(c.B)),
+        counts(part<int32_t>(c, fdspec::kSuffixPartCounts, 0)), pairs(part<int32_t>(c, fdspec::kSuffixPartPairs, 0)),
+        lines(part<uint32_t>(c, fdspec::kSuffixPartLines, 0)),
+        line_mask(part<uint32_t>(c, fdspec::kSuffixPartLineMask, 0)), sprobs(std::vector<float>(c.B * c.K, -7.0f)) {
+    if (init_rows(c.R).size() != part<int64_t>(c, fdspec::kSuffixPartRows, 0).size()) {
+      std::fprintf(stderr, "the rows' part of suffix_cache_layout is not [R, 2]\n");
+      std::exit(2);
+    }
+  }
 
   static std::vector<int64_t> init_rows(int64_t R) {
     std::vector<int64_t> v(2 * R, 0);
