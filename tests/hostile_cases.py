@@ -16,7 +16,9 @@ actually came out is one of
 Families: types (None, NumPy, Python scalars, lists for every tensor argument), undefined tensors at
 the binding, dtypes, ranks (0-d, one more dimension), batch mismatches, zero sizes, strided views,
 in-place outputs that require grad, hostile values (integer limits, NaN/inf, tiny temperatures),
-attribute limits, environment variables, queue traffic (malformed, interleaved, half-sent). On a GPU
+attribute limits, the suffix cache (its state's size and configuration), the cache's state (values no
+op writes, the state a view between guard bytes: docs/contract/suffix.md, "A state the ops did not
+write"), environment variables, queue traffic (malformed, interleaved, half-sent). On a GPU
 every tensor case runs on GPU tensors too, and a correct call after each family checks that no
 CUDA error stuck.
 """

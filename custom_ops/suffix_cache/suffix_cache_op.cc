@@ -91,6 +91,14 @@ fdspec::SuffixCacheQueryParams query_params(
       .that(B <= fdspec::kMaxSuffixCacheBatch,
             "the batch must have at most " + std::to_string(fdspec::kMaxSuffixCacheBatch) +
                 " slots, got " + std::to_string(B));
+#ifdef FDSPEC_WITH_CUDA
+  if (!in.token_ids_all.is_cpu()) {  // the scan keeps ~50 B per slot in a block's shared memory
+    int64_t max_batch = 0;
+    fdspec::binding::check_cuda(fdspec::suffix_cache_max_batch_gpu(&max_batch), op);
+    c.that(B <= max_batch, "on this GPU (its shared memory per block) the batch must have at most " +
+                               std::to_string(max_batch) + " slots, got " + std::to_string(B));
+  }
+#endif
   c.same_place_as(in.token_ids_all, "token_ids_all",
                   {{"suffix_source", suffix_source}, {"cache_state", cache_state}});
   const fdspec::SuffixCacheStateView v = state_view(c, cache_state, cache_config, B);
