@@ -183,6 +183,8 @@ __device__ void insert_slot(const SuffixCacheInsertParams& p, FastDivisor rows, 
   }
 }
 
+// __launch_bounds__ without a block count, here and on prep and prep2: the block size the launch
+// uses, so that ptxas may assume it (no register cap beyond what that size allows).
 __global__ void __launch_bounds__(kInsertThreads) insert_kernel(SuffixCacheInsertParams p, FastDivisor rows,
                                                                 bool may_lose) {
   __shared__ int64_t warp_sums[kInsertThreads / 32];
@@ -209,6 +211,8 @@ __global__ void __launch_bounds__(kInsertThreads) insert_kernel(SuffixCacheInser
       const int64_t i = first + u * kInsertThreads + threadIdx.x;
       enc[u] = i < B ? p.seq_lens_encoder[i] : 0;
       dec[u] = i < B ? p.seq_lens_decoder[i] : 0;
+      // volatile: slot i's block may be rewriting it now; a read from memory (never a cached one)
+      // reads free, its new number or its old state, which count alike (begins_request).
       state[u] = i < B ? *reinterpret_cast<volatile const int64_t*>(&p.slots[i]) : kSuffixSlotDetached;
     }
     if (first == 0) {
@@ -250,6 +254,7 @@ __global__ void __launch_bounds__(kInsertThreads) insert_kernel(SuffixCacheInser
   if (!last) return;
   const int64_t R = p.cache.num_rows;
   for (int64_t i = threadIdx.x; i < B; i += kInsertThreads) {
+    // volatile: the other blocks' writes (fenced before their second ticket), read from memory.
     const int64_t v = *reinterpret_cast<volatile const int64_t*>(&p.slots[i]);
     if (v >= base && v + R <= base + total - 1) p.slots[i] = kSuffixSlotDetached;
   }
@@ -1462,6 +1467,8 @@ cudaError_t suffix_cache_finish_gpu(const int32_t* finished, int64_t* slots, int
 
 cudaError_t suffix_cache_evict_gpu(const SuffixCache& cache, const int64_t* counter, int64_t keep,
                                    cudaStream_t stream) {
+  // At most 4096 blocks: the grid-stride loop takes the rows past them (any cap is correct; this
+  // one keeps a rare call's launch small for a cache of up to 2^30 rows).
   const unsigned grid = static_cast<unsigned>(min_of<int64_t>(cache.num_rows, 4096));
   evict_kernel<<<grid, 256, 0, stream>>>(cache, counter, keep);
   return FDSPEC_LAUNCH_STATUS(stream);
