@@ -41,7 +41,10 @@ OPS: dict[str, dict[str, list[str]]] = {
     "ngram_match": _layered("ngram_match"),
     "hybrid_mtp_ngram": _layered("hybrid_mtp_ngram"),
     "suffix_match": _layered("suffix_match"),
-    "suffix_cache": _layered("suffix_cache"),
+    # The cache's state layout (suffix_cache_state.cc) is shared with the Paddle-free harness.
+    "suffix_cache": {"cpp": ["suffix_cache/suffix_cache_op.cc", "suffix_cache/suffix_cache_cpu.cc",
+                             "suffix_cache/suffix_cache_state.cc"],
+                     "cuda": ["suffix_cache/suffix_cache.cu"]},
     "speculate_get_accept_tokens_and_logits": _layered("speculate_get_accept_tokens_and_logits"),
     # The offset step of the gather alone: its CPU and CUDA code are the gather's, listed above.
     "speculate_compute_cu_batch_offset": {

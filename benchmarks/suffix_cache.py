@@ -47,7 +47,7 @@ import paddle  # noqa: E402
 from benchmarks import common as bc  # noqa: E402
 from benchmarks.gpu_timer import L2Flush, time_graph_us  # noqa: E402
 from fastdeploy_spec.ops import suffix_match  # noqa: E402
-from fastdeploy_spec.ops.suffix_cache import (SuffixCache, suffix_cache_insert,  # noqa: E402
+from fastdeploy_spec.ops.suffix_cache import (PART_NAMES, SuffixCache, suffix_cache_insert,  # noqa: E402
                                               suffix_cache_query, suffix_cache_step)
 
 K = 5
@@ -139,20 +139,21 @@ def query_inputs(B: int, rng, responses) -> dict:
     }
 
 
-# The cache's state that does not depend on the slot count: every SuffixCache tensor but the slots'
-# states and the query scratch. Derived from the dataclass, so that a state tensor added to it is
+# The parts of the cache's state that do not depend on the slot count: every part but the slots'
+# states and the query scratch. Derived from the layout's parts, so that a part added to it is
 # copied too (a hand-kept list once missed the pair counts).
-CACHE_STATE = tuple(f.name for f in dataclasses.fields(SuffixCache)
-                    if f.name not in ("slots_state", "cand", "stat", "line_mask", "key_len"))
+CACHE_STATE = tuple(p for p in PART_NAMES if p not in ("slots", "cand", "stat", "line_mask"))
 
 
-def copy_cache(src: SuffixCache, B: int, place, to) -> SuffixCache:
-    """A cache with B slots and its own query scratch on `place`, holding src's state (`to` puts a
-    NumPy array on that place)."""
-    dst = SuffixCache.allocate(int(src.tokens.shape[0]), WIDTH, B, key_len=src.key_len, place=place)
-    for name in CACHE_STATE:
-        setattr(dst, name, to(getattr(src, name).numpy()))
-    return dst
+def copy_cache(src: SuffixCache, B: int, place, slots: bool = False) -> SuffixCache:
+    """A cache with B slots and its own query scratch on `place`, holding src's state (and, with
+    `slots`, its slot states: src has B slots too)."""
+    cfg = dataclasses.replace(src.config, slots=B)
+    dst = SuffixCache.allocate(**dataclasses.asdict(cfg), place=paddle.CPUPlace())
+    parts = src.parts()
+    for name in CACHE_STATE + (("slots",) if slots else ()):
+        dst.write(name, parts[name])
+    return SuffixCache(paddle.to_tensor(dst.state.numpy(), place=place), dst.config)
 
 
 def step(t: dict, cache: SuffixCache) -> None:
@@ -169,7 +170,7 @@ def bench_case(B: int, host_cache: SuffixCache, responses, quick: bool, flush, c
     rng = np.random.default_rng(B)
     q = query_inputs(B, rng, responses)
     gpu = {k: bc.to_gpu(v) for k, v in q.items()}
-    cache = copy_cache(host_cache, B, gpu["token_ids_all"].place, bc.to_gpu)
+    cache = copy_cache(host_cache, B, gpu["token_ids_all"].place)
     step(gpu, cache)  # the slots begin their requests (rows taken, responses inserted)
     bc.sync()
     timing = dict(calls=5 if quick else 10, reps=5 if quick else 10, rounds=7 if quick else 15)
@@ -178,19 +179,17 @@ def bench_case(B: int, host_cache: SuffixCache, responses, quick: bool, flush, c
     two = time_graph_us(lambda: two_calls(gpu, cache), **timing)
     local = time_graph_us(lambda: suffix_match(*(gpu[k] for k in MATCH_ARGS), threshold=THRESHOLD),
                           **timing)
-    cached_tokens = int(host_cache.rows_state.numpy()[:, 1].sum())
+    cached_tokens = int(host_cache.read("rows")[:, 1].sum())
     row = {"B": B, "cached_responses": len(responses), "cached_tokens": cached_tokens,
            "gpu_warm_us": warm["median_us"], "gpu_cold_us": cold["median_us"],
            "two_calls_warm_us": two["median_us"],
            "local_only_us": local["median_us"], "capture": warm["method"],
            "cache_bytes": cache.nbytes, "bytes_per_cached_token": cache.nbytes / cached_tokens,
-           "bytes_per_position": 12, "identical": None,
+           "bytes_per_position": cache.bytes_per_position, "identical": None,
            "global_wins": int((gpu["suffix_source"].numpy() == 1).sum())}
     if check:
         cpu_q = {k: paddle.to_tensor(v, place=paddle.CPUPlace()) for k, v in q.items()}
-        cpu_cache = copy_cache(cache, B, paddle.CPUPlace(),
-                               lambda a: paddle.to_tensor(a, place=paddle.CPUPlace()))
-        cpu_cache.slots_state = paddle.to_tensor(cache.slots_state.numpy(), place=paddle.CPUPlace())
+        cpu_cache = copy_cache(cache, B, paddle.CPUPlace(), slots=True)
         fresh = {k: bc.to_gpu(v) for k, v in q.items()}
         suffix_cache_query(*(fresh[k] for k in MATCH_ARGS), fresh["suffix_source"], cache, threshold=THRESHOLD)
         suffix_cache_query(*(cpu_q[k] for k in MATCH_ARGS), cpu_q["suffix_source"], cpu_cache,
@@ -205,7 +204,7 @@ def soak(requests: int, seed: int = 1) -> int:
     from tests.reference.suffix_cache_stream import soak as run_soak
     t0 = time.perf_counter()
     drv = run_soak("gpu", seed, requests, rows=64, width=48, slots=16, check_every=500, key_len=KEY_LEN[0])
-    print(f"soak: {drv.ref.counter} requests through {drv.cache.tokens.shape[0]} rows (key_len {drv.cache.key_len}), "
+    print(f"soak: {drv.ref.counter} requests through {drv.cache.config.rows} rows (key_len {drv.cache.key_len}), "
           f"memory {drv.cache.nbytes} bytes unchanged, state and drafts equal to the reference "
           f"at the end ({time.perf_counter() - t0:.0f} s)")
     return 0

@@ -16,7 +16,9 @@ actually came out is one of
 Families: types (None, NumPy, Python scalars, lists for every tensor argument), undefined tensors at
 the binding, dtypes, ranks (0-d, one more dimension), batch mismatches, zero sizes, strided views,
 in-place outputs that require grad, hostile values (integer limits, NaN/inf, tiny temperatures),
-attribute limits, environment variables, queue traffic (malformed, interleaved, half-sent). On a GPU
+attribute limits, the suffix cache (its state's size and configuration), the cache's state (values no
+op writes, the state a view between guard bytes: docs/contract/suffix.md, "A state the ops did not
+write"), environment variables, queue traffic (malformed, interleaved, half-sent). On a GPU
 every tensor case runs on GPU tensors too, and a correct call after each family checks that no
 CUDA error stuck.
 """
@@ -24,6 +26,7 @@ CUDA error stuck.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
 from dataclasses import dataclass
@@ -35,12 +38,12 @@ import paddle
 from fastdeploy_spec import ops
 from fastdeploy_spec.ops import _loader
 from fastdeploy_spec.ops._common import SPECS, FloatAttr
-from fastdeploy_spec.ops.suffix_cache import CAND_LISTS, SuffixCache
+from fastdeploy_spec.ops.suffix_cache import PARTS, SuffixCache, SuffixCacheConfig, cache_layout
 from tests.helpers import FRAGMENT_HEADER, FRAGMENT_MAGIC, fragments, payload_of, raw_receive_all, raw_send, to_place
 from tests.reference import logprob_msg as msg_ref
 from tests.reference import draft_model as draft_ref
 from tests.reference import suffix_match as suffix_ref
-from tests.reference.suffix_cache import SuffixCacheRef
+from tests.reference.suffix_cache import SuffixCacheRef, counter_base, row_len, row_req
 from tests.reference.get_accept_tokens import ref_cu_batch_offset, ref_get_accept_tokens_and_logits
 from tests.reference.hybrid_mtp_ngram import hybrid_mtp_ngram_ref
 from tests.reference.logprobs_topk import ref_logprobs_topk
@@ -158,31 +161,31 @@ def good(op: str, seed: int = 0) -> tuple[Dict[str, np.ndarray], Dict[str, objec
     raise KeyError(op)
 
 
-# ---- The global suffix cache: its tensors travel as arrays under SuffixCache.op_args()'s names ----
+# ---- The global suffix cache: its state travels as the uint8 array `cache_state` (with the
+# attribute `cache_config`); references and checks read its parts under these names --------------
 
 CACHE_OPS = ("suffix_cache_insert", "suffix_cache_finish", "suffix_cache_evict", "suffix_cache_query",
              "suffix_cache_step")
-CACHE_FIELDS = dict(cache_tokens="tokens", cache_keys="keys", cache_rows="rows_state", cache_counts="counts",
-                    cache_pairs="pairs", cache_lines="lines", cache_slots="slots_state",
-                    cache_counter="counter", query_cand="cand", query_stat="stat", query_lines="line_mask")
+CACHE_PARTS = dict(cache_tokens="tokens", cache_keys="keys", cache_rows="rows", cache_counts="counts",
+                   cache_pairs="pairs", cache_lines="lines", cache_slots="slots", cache_counter="counter",
+                   query_cand="cand", query_stat="stat", query_lines="line_mask")
 CACHE_KEY_LEN, CACHE_ROWS, CACHE_WIDTH, CACHE_M = 2, 4, 12, 32
+CACHE_CONFIG = SuffixCacheConfig(CACHE_ROWS, CACHE_WIDTH, B, key_len=CACHE_KEY_LEN, max_occurrences=CACHE_M)
 
 
 def _good_cache(op: str, rng: np.random.Generator):
     """A cache already holding responses (built by the insert op on the CPU from two random batches:
     rows evicted and slots detached on the way), and the op's other inputs from a suffix batch."""
-    c = SuffixCache.allocate(CACHE_ROWS, CACHE_WIDTH, B, key_len=CACHE_KEY_LEN, max_occurrences=CACHE_M,
-                             place="cpu")
+    c = SuffixCache.allocate(**dataclasses.asdict(CACHE_CONFIG), place="cpu")
     for _ in range(2):
         d = suffix_ref.make_suffix_batch(rng, B, 16, k=4, vocab=3, p_prefill=0.1, p_empty=0.1)
         ops.suffix_cache_insert(*(paddle.to_tensor(d[k]) for k in _INSERT_ARGS), c)
-    state = {k: getattr(c, f).numpy() for k, f in CACHE_FIELDS.items()}
     d = suffix_ref.make_suffix_batch(rng, B, 16, k=4, vocab=3, p_prefill=0.1, p_empty=0.1)
     d["suffix_source"] = np.full(B, -7, np.int32)
     d["finished"] = np.array([1, 0, 1], np.int32)
-    names = SPECS[op].tensors
-    a = {k: (state[k] if k in state else d[k]) for k in names}
-    attrs = dict(key_len=CACHE_KEY_LEN)
+    d["cache_state"] = c.state.numpy()
+    a = {k: d[k] for k in SPECS[op].tensors}
+    attrs = dict(cache_config=CACHE_CONFIG.values())
     if op == "suffix_cache_evict":
         attrs["keep"] = 1
     if op in ("suffix_cache_query", "suffix_cache_step"):
@@ -194,44 +197,83 @@ def _good_cache(op: str, rng: np.random.Generator):
 _INSERT_ARGS = ("token_ids_all", "prompt_lens", "step_idx", "seq_lens_encoder", "seq_lens_decoder")
 
 
+def _config(attrs) -> SuffixCacheConfig:
+    return SuffixCacheConfig(*attrs["cache_config"])
+
+
+def cache_parts(state: np.ndarray, attrs) -> Dict[str, np.ndarray]:
+    """The parts of a state's bytes, under CACHE_PARTS's names (copies)."""
+    cfg = _config(attrs)
+    lay = cache_layout(cfg)
+    names = {v: k for k, v in CACHE_PARTS.items()}
+    return {names[name]: state[lay.offsets[name]:lay.offsets[name] + lay.sizes[name]].view(dtype)
+            .reshape(shape(cfg)).copy() for name, dtype, shape in PARTS}
+
+
+def with_parts(state: np.ndarray, attrs, parts: Dict[str, np.ndarray]) -> np.ndarray:
+    """A copy of a state's bytes with some parts (CACHE_PARTS's names) replaced."""
+    lay = cache_layout(_config(attrs))
+    out = state.copy()
+    for k, v in parts.items():
+        name = CACHE_PARTS[k]
+        out[lay.offsets[name]:lay.offsets[name] + lay.sizes[name]] = np.ascontiguousarray(v).view(np.uint8).reshape(-1)
+    return out
+
+
 def _cache_of(t: Dict[str, object], attrs: Dict[str, object], place: str) -> SuffixCache:
-    """The SuffixCache holding the call's cache tensors (a field the op does not take: a fresh one)."""
-    fresh = SuffixCache.allocate(CACHE_ROWS, CACHE_WIDTH, B, key_len=CACHE_KEY_LEN, max_occurrences=CACHE_M,
-                                 place="gpu" if place == "gpu" else "cpu")
-    fields = {f: t.get(k, getattr(fresh, f)) for k, f in CACHE_FIELDS.items()}
-    return SuffixCache(key_len=attrs["key_len"], **fields)
+    """The SuffixCache holding the call's state (whatever the test put there) and configuration."""
+    c = SuffixCache.__new__(SuffixCache)  # no layout check: the binding's checks are under test
+    c.state, c.config = t.get("cache_state"), _config(attrs)
+    return c
 
 
-def _cache_ref(a: Dict[str, np.ndarray], key_len: int) -> SuffixCacheRef:
+def _cache_ref(a: Dict[str, np.ndarray], attrs) -> SuffixCacheRef:
     """The reference cache in the state the arrays `a` hold (responses read back from the ring)."""
-    tokens, rows = a["cache_tokens"], a["cache_rows"]
-    ref = SuffixCacheRef(tokens.shape[0], tokens.shape[1], B, key_len=key_len,
-                         max_occurrences=a["query_cand"].shape[1] // CAND_LISTS if "query_cand" in a else CACHE_M)
+    p = cache_parts(a["cache_state"], attrs)
+    tokens, rows = p["cache_tokens"], p["cache_rows"]
+    cfg = _config(attrs)
+    ref = SuffixCacheRef(cfg.rows, cfg.width, B, key_len=cfg.key_len, max_occurrences=cfg.max_occurrences)
     for r in np.argsort(rows[:, 0], kind="stable"):
-        q, n = (int(x) for x in rows[r])
+        q = row_req(rows[r, 0])  # a state no op writes is read as the ops read it
         if q >= 0:
-            ref.responses[q] = [int(x) for x in tokens[r, :n]]
-    ref.slots = [int(x) for x in a.get("cache_slots", ref.slots)]
-    ref.counter = int(a["cache_counter"][0]) if "cache_counter" in a else 0
+            ref.responses[q] = [int(x) for x in tokens[r, :row_len(q, rows[r, 1], tokens.shape[1])]]
+    ref.slots = [int(x) for x in p["cache_slots"][:B]]
+    ref.counter = counter_base(p["cache_counter"][0])
     return ref
 
 
-def _cache_state(ref: SuffixCacheRef, a: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-    """The op's state arrays for the reference cache `ref`: tokens past a row's length are not compared
+def _cache_state(ref: SuffixCacheRef, a: Dict[str, np.ndarray], attrs) -> Dict[str, np.ndarray]:
+    """The state's parts for the reference cache `ref`: tokens past a row's length are not compared
     (masked to -1 by `_canon`)."""
     rows, toks = ref.rows_view()
-    tokens = np.full_like(a["cache_tokens"], -1)
+    tokens = np.full((ref.R, ref.width), -1, np.int64)
     for r, resp in toks.items():
         tokens[r, :len(resp)] = resp
-    return dict(cache_rows=rows, cache_tokens=tokens, cache_slots=np.array(ref.slots, np.int64),
+    slots = cache_parts(a["cache_state"], attrs)["cache_slots"]
+    slots[:B] = ref.slots
+    return dict(cache_rows=rows, cache_tokens=tokens, cache_slots=slots,
                 cache_counter=np.array([ref.counter], np.int64))
 
 
-def _canon(name: str, got: np.ndarray, t: Dict[str, paddle.Tensor]) -> np.ndarray:
-    if name != "cache_tokens":
-        return got
-    lens = t["cache_rows"].numpy()[:, 1]
-    return np.where(np.arange(got.shape[1])[None, :] < lens[:, None], got, -1)
+def _canon_rows(rows: np.ndarray, width: int) -> np.ndarray:
+    """The rows' state as the ops read it (an inconsistent one left as it was: the same meaning)."""
+    out = np.array([[row_req(q), 0] for q, _ in rows], np.int64).reshape(rows.shape)
+    out[:, 1] = [row_len(q, n, width) for q, (_, n) in zip(out[:, 0], rows)]
+    return out
+
+
+def outputs_of(op: str, t: Dict[str, paddle.Tensor], attrs) -> Dict[str, np.ndarray]:
+    """The op's in-place outputs after a call, the cache state's parts under CACHE_PARTS's names
+    (rows as the ops read them, tokens past a row's length masked to -1)."""
+    out = {k: t[k].numpy() for k in SPECS[op].outputs if k != "cache_state"}
+    if "cache_state" in SPECS[op].outputs:
+        p = cache_parts(t["cache_state"].numpy(), attrs)
+        width = p["cache_tokens"].shape[1]
+        p["cache_rows"] = _canon_rows(p["cache_rows"], width)
+        lens = p["cache_rows"][:, 1]
+        p["cache_tokens"] = np.where(np.arange(width)[None, :] < lens[:, None], p["cache_tokens"], -1)
+        out.update(p)
+    return out
 
 
 DRAFT_ORDERS = {"draft_model_greedy_preprocess": draft_ref.PRE_ORDER, "draft_model_greedy_update": draft_ref.UPD_ORDER,
@@ -259,8 +301,8 @@ def call(op: str, t: Dict[str, object], attrs: Dict[str, object]) -> None:
     if op in CACHE_OPS:
         place = "gpu" if any(isinstance(v, paddle.Tensor) and v.place.is_gpu_place() for v in t.values()) else "cpu"
         cache = t["cache"] if "cache" in t else _cache_of(t, attrs, place)
-        pos = [t[k] for k in spec.tensors if k not in CACHE_FIELDS]
-        kw = {n: attrs[n] for n, _ in spec.attrs if n != "key_len"}
+        pos = [t[k] for k in spec.tensors if k != "cache_state"]
+        kw = {n: attrs[n] for n, _ in spec.attrs if n != "cache_config"}
         fn(*pos, cache, **kw)
         return
     if op == "verify_draft_tokens":  # seeds: the optional trailing keyword
@@ -331,25 +373,30 @@ def reference(op: str, a: Dict[str, np.ndarray], attrs: Dict[str, object]) -> Di
     if op == "suffix_match":
         return suffix_ref.suffix_match_ref(*(a[k] for k in suffix_ref.TENSOR_ARGS), **attrs)
     if op == "suffix_cache_finish":
-        ref = SuffixCacheRef(1, 1, len(a["cache_slots"]))
-        ref.slots = [int(x) for x in a["cache_slots"]]
+        slots = cache_parts(a["cache_state"], attrs)["cache_slots"]
+        ref = SuffixCacheRef(1, 1, len(a["finished"]))
+        ref.slots = [int(x) for x in slots[:len(a["finished"])]]
         ref.finish(a["finished"])
-        return dict(cache_slots=np.array(ref.slots, np.int64))
+        slots[:len(ref.slots)] = ref.slots
+        return dict(cache_slots=slots)
     if op in CACHE_OPS:
-        ref = _cache_ref(a, attrs["key_len"])
+        ref = _cache_ref(a, attrs)
+        kw = {k: v for k, v in attrs.items() if k != "cache_config"}
+        step_args = [a[k] for k in SPECS[op].tensors if k != "cache_state"]
         if op == "suffix_cache_query":
-            kw = {k: v for k, v in attrs.items() if k != "key_len"}
-            return ref.query(*(a[k] for k in SPECS[op].tensors if k not in CACHE_FIELDS), **kw)
+            return ref.query(*step_args, **kw)
+        drafts = {}
         if op == "suffix_cache_step":  # the insert, then the query
             ref.insert(*(a[k] for k in _INSERT_ARGS))
-            kw = {k: v for k, v in attrs.items() if k != "key_len"}
-            drafts = ref.query(*(a[k] for k in SPECS[op].tensors if k not in CACHE_FIELDS), **kw)
-            return {**drafts, **{k: v for k, v in _cache_state(ref, a).items() if k in SPECS[op].outputs}}
-        if op == "suffix_cache_insert":
+            drafts = ref.query(*step_args, **kw)
+        elif op == "suffix_cache_insert":
             ref.insert(*(a[k] for k in _INSERT_ARGS))
         else:
             ref.evict(attrs["keep"])
-        return {k: v for k, v in _cache_state(ref, a).items() if k in SPECS[op].outputs}
+            state = _cache_state(ref, a, attrs)
+            state["cache_counter"] = cache_parts(a["cache_state"], attrs)["cache_counter"]  # read, not written
+            return state
+        return {**drafts, **_cache_state(ref, a, attrs)}
     raise KeyError(op)
 
 
@@ -368,8 +415,9 @@ def run_and_check(op: str, a: Dict[str, np.ndarray], attrs: Dict[str, object], p
     want = reference(op, a, attrs)
     t = tensors(a, place) if t is None else t
     call(op, t, attrs)
+    outs = outputs_of(op, t, attrs)
     for name, w in want.items():
-        got = _canon(name, t[name].numpy(), t)
+        got = outs[name]
         if op == "speculate_logprobs_topk" and name == "logprob_scores":
             np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-5, err_msg=name)
         else:
@@ -459,12 +507,6 @@ def _zero_d(v: np.ndarray) -> np.ndarray:
 # Tensors for which one element is a valid shape in the good calls (no batch dimension).
 ONE_ELEMENT_OK = {"speculate_save_output_topk": ("not_need_stop",),
                   "mtp_save_first_token_with_topk": ("not_need_stop",),
-                  "suffix_cache_insert": ("cache_counter", "cache_counts", "cache_pairs"),
-                  "suffix_cache_evict": ("cache_counter", "cache_counts", "cache_pairs"),
-                  # one counted token id (vocab_size 1) is valid, and the unused [1, 1] pairs of key_len 2;
-                  # the line mask of the hostile cache (4 rows of 12) is one word
-                  "suffix_cache_query": ("cache_counts", "cache_pairs", "query_lines"),
-                  "suffix_cache_step": ("cache_counter", "cache_counts", "cache_pairs", "query_lines"),
                   "suffix_cache_finish": ("finished",),  # finished defines the batch: one slot is valid
                   # FastDeploy's step ops: seq_lens_this_time gives B <= the rows (one slot is valid), the
                   # packed rows (next_tokens) and top_p's slots have no batch of their own
@@ -502,12 +544,11 @@ ROWS = {
     "verify_draft_tokens": ("step_output_ids", "step_input_ids"),
     "unified_update_model_status": ("step_input_ids", "step_output_ids", "token_ids_all"),
     "naive_update_model_status": ("accept_tokens",),
-    "suffix_cache_insert": ("token_ids_all", "cache_slots"),
-    "suffix_cache_finish": ("cache_slots",),
+    "suffix_cache_insert": ("token_ids_all",),
     "suffix_cache_query": ("token_ids_all", "draft_tokens", "suffix_tokens", "suffix_probs", "suffix_meta",
-                           "suffix_source", "query_cand", "query_stat"),
+                           "suffix_source"),
     "suffix_cache_step": ("token_ids_all", "draft_tokens", "suffix_tokens", "suffix_probs", "suffix_meta",
-                          "suffix_source", "cache_slots", "query_cand", "query_stat"),
+                          "suffix_source"),
 }
 
 
@@ -550,7 +591,7 @@ def _empty_batch(op: str):
     a, attrs = good(op)
     cut = {}
     for k, v in a.items():
-        if k in CACHE_FIELDS or k in ("end_tokens", "logits", "target_logits", "cu_seqlens_q_output", "cu_batch_token_offset",
+        if k == "cache_state" or k in ("end_tokens", "logits", "target_logits", "cu_seqlens_q_output", "cu_batch_token_offset",
                  "token_ids", "logprob_token_ids", "logprob_scores", "logprob_ranks", "has_running_seqs"):
             cut[k] = v
         else:
@@ -674,7 +715,7 @@ def family_values(place, cases):
     for op in TOKEN_OPS:
         a0, _ = good(op)
         for name, v in a0.items():
-            if v.dtype not in (np.int32, np.int64) or name in CACHE_FIELDS:  # the cache: the ops' own state
+            if v.dtype not in (np.int32, np.int64):  # the cache's state (uint8): family "cache state"
                 continue
             for seed in (1, 2):
                 def fn(op=op, name=name, seed=seed):
@@ -742,6 +783,8 @@ def family_attrs(place, cases):
     bool_bad = [("2", 2), ("-1", -1), ("None", None), ("str", "yes"), ("float", 0.5), ("nan", float("nan"))]
     for op in ALL_OPS:
         for name, kind in SPECS[op].attrs:
+            if name == "cache_config":  # the cache's configuration: family "suffix cache"
+                continue
             ctype = getattr(kind, "ctype", "bool")
             if isinstance(kind, FloatAttr):
                 bads = [("nan", float("nan")), ("+inf", float("inf")), ("None", None), ("True", True),
@@ -787,51 +830,55 @@ def family_attrs(place, cases):
 
 
 def family_cache(place, cases):
-    """The global suffix cache: the `cache` argument itself, its shape limits, its key length."""
+    """The global suffix cache: the `cache` argument itself, its state's size and configuration."""
     for op in CACHE_OPS:
         for label, value in [("None", None), ("dict", "dict"), ("numpy", "numpy"), ("tensor", "tensor")]:
             def fn(op=op, value=value):
                 a, attrs = good(op)
                 t = tensors(a, place)
                 c = _cache_of(t, attrs, place)
-                t["cache"] = {"dict": c.op_args(), "numpy": a.get("cache_slots", a.get("cache_rows")),
-                              "tensor": c.slots_state}.get(value, value)
+                t["cache"] = {"dict": {"cache_state": c.state}, "numpy": a["cache_state"],
+                              "tensor": c.state}.get(value, value)
                 call(op, t, attrs)
             _error_case(cases, "suffix cache", op, "cache", f"cache/{op}/cache={label}", fn)
-    for op in ("suffix_cache_insert", "suffix_cache_evict", "suffix_cache_query", "suffix_cache_step"):
-        for key_len in (0, 9, -1):
-            def fn(op=op, key_len=key_len):
+        # A state of another size than its configuration lays out.
+        for label, cut in [("empty", lambda v: v[:0]), ("short", lambda v: v[:-1]),
+                           ("long", lambda v: np.concatenate([v, v[:8]])), ("2-d", lambda v: v.reshape(-1, 8))]:
+            _error_case(cases, "suffix cache", op, "cache_state", f"cache/{op}/cache_state-{label}",
+                        _changed(op, place, "cache_state", cut))
+        # A configuration the binding refuses (the Python SuffixCache refuses it first: the binding's
+        # own check, reached with a SuffixCache built around it).
+        for field, value in [("rows", 0), ("width", 1 << 17), ("slots", 0), ("key_len", 0), ("key_len", 9),
+                             ("max_occurrences", 8), ("vocab_size", 0), ("pair_vocab", -1),
+                             ("line_planes", 48)]:
+            def fn(op=op, field=field, value=value):
                 a, attrs = good(op)
-                call(op, tensors(a, place), dict(attrs, key_len=key_len))
-            _error_case(cases, "suffix cache", op, "key_len", f"cache/{op}/key_len={key_len}", fn)
-        for name, cut in [("cache_tokens", lambda v: v[:0]), ("cache_tokens", lambda v: v[:, :0]),
-                          ("cache_rows", lambda v: v[:, :1]), ("cache_keys", lambda v: v[:-1]),
-                          ("cache_counts", lambda v: v[:0]), ("cache_counts", lambda v: v[None]),
-                          ("cache_pairs", lambda v: v[None]),
-                          ("cache_pairs", lambda v: np.zeros((v.shape[0] + 1, v.shape[1] + 2), v.dtype)),
-                          ("cache_lines", lambda v: v[:, :0]), ("cache_lines", lambda v: v[:3]),
-                          ("cache_lines", lambda v: v[0])]:
-            _error_case(cases, "suffix cache", op, name, f"cache/{op}/{name}-{a_shape(cut)}",
-                        _changed(op, place, name, cut))
+                cfg = dataclasses.replace(CACHE_CONFIG, **{field: value})
+                call(op, tensors(a, place), dict(attrs, cache_config=cfg.values()))
+            _error_case(cases, "suffix cache", op, field, f"cache/{op}/{field}={value}", fn)
     for op in ("suffix_cache_query", "suffix_cache_step"):
-        for name, cut in [("query_cand", lambda v: v[:, :CAND_LISTS * 32 - 1]), ("query_cand", lambda v: v[:, :-1]),
-                          ("query_stat", lambda v: v[:, :-1]), ("suffix_source", lambda v: v[:-1]),
-                          ("query_lines", lambda v: v[:0])]:
-            _error_case(cases, "suffix cache", op, name, f"cache/{op[13:]}/{name}-{a_shape(cut)}",
-                        _changed(op, place, name, cut))
+        _error_case(cases, "suffix cache", op, "suffix_source", f"cache/{op[13:]}/suffix_source-short",
+                    _changed(op, place, "suffix_source", lambda v: v[:-1]))
     # Valid limits: exact results.
     for op, changes in [("suffix_cache_evict", dict(keep=0)), ("suffix_cache_evict", dict(keep=2**63 - 1)),
-                        ("suffix_cache_evict", dict(keep=CACHE_ROWS)), ("suffix_cache_insert", dict(key_len=1)),
-                        ("suffix_cache_insert", dict(key_len=8)), ("suffix_cache_query", dict(threshold=0)),
+                        ("suffix_cache_evict", dict(keep=CACHE_ROWS)), ("suffix_cache_query", dict(threshold=0)),
                         ("suffix_cache_query", dict(threshold=2**63 - 1)), ("suffix_cache_query", dict(pad_to_max=True)),
                         ("suffix_cache_query", dict(min_token_prob=0.0)), ("suffix_cache_query", dict(max_spec_factor=0.0)),
                         ("suffix_cache_query", dict(max_spec_offset=-1e30)), ("suffix_cache_query", dict(max_tree_depth=1)),
-                        ("suffix_cache_step", dict(key_len=1)), ("suffix_cache_step", dict(pad_to_max=True)),
+                        ("suffix_cache_step", dict(pad_to_max=True)),
                         ("suffix_cache_step", dict(threshold=0)), ("suffix_cache_step", dict(max_tree_depth=1))]:
         def fn(op=op, changes=changes):
             a, attrs = good(op)
             run_and_check(op, a, dict(attrs, **changes), place)
         _ok_case(cases, "suffix cache", op, f"cache/{op}/valid-{changes}", fn)
+    for key_len in (1, 8):  # the key length's limits: a fresh cache of that configuration
+        for op in ("suffix_cache_insert", "suffix_cache_step"):
+            def fn(op=op, key_len=key_len):
+                a, attrs = good(op)
+                cfg = dataclasses.replace(CACHE_CONFIG, key_len=key_len)
+                a["cache_state"] = SuffixCache.allocate(**dataclasses.asdict(cfg), place="cpu").state.numpy()
+                run_and_check(op, a, dict(attrs, cache_config=cfg.values()), place)
+            _ok_case(cases, "suffix cache", op, f"cache/{op}/valid-key_len={key_len}", fn)
 
     def width_0():  # no history at all: nothing cached, no draft
         for op in ("suffix_cache_insert", "suffix_cache_query", "suffix_cache_step"):
@@ -839,6 +886,105 @@ def family_cache(place, cases):
             a["token_ids_all"] = a["token_ids_all"][:, :0]
             run_and_check(op, a, attrs, place)
     _ok_case(cases, "suffix cache", "suffix_cache_insert", "cache/token_ids_all-width-0", width_0)
+
+
+# ---- A cache state the ops did not write: every value read from it is clamped or checked ----------
+# (docs/contract/suffix.md, "A state the ops did not write"). Each case corrupts one value of a state
+# the ops built, hands the ops the state as a view into a larger buffer whose bytes before and after
+# hold a guard pattern, and checks that the guards are intact and, where the contract defines the
+# result (lengths, request numbers, the counter, slot states), that it equals the reference's on the
+# state as the ops read it. Corrupted counts, pairs, keys, line filter, scratch, and a valid request
+# number in another's row: no defined drafts (the GPU trusts the counts and the filter to skip its
+# scan), only the guards and no crash.
+
+GUARD_BYTES = 256  # on each side of the state (a multiple of 16: the state's alignment)
+STATE_OPS = ("suffix_cache_insert", "suffix_cache_evict", "suffix_cache_query", "suffix_cache_step")
+
+
+def _state_case(op: str, place: str, corrupt: Callable[[Dict[str, np.ndarray]], None], exact: bool,
+                skip=()):
+    def fn():
+        a, attrs = good(op)
+        parts = cache_parts(a["cache_state"], attrs)
+        corrupt(parts)
+        a["cache_state"] = with_parts(a["cache_state"], attrs, parts)
+        t = tensors(a, place)
+        guard = np.full(GUARD_BYTES, 0xA5, np.uint8)
+        big = to_place(np.concatenate([guard, a["cache_state"], guard]), place)
+        t["cache_state"] = big[GUARD_BYTES:GUARD_BYTES + a["cache_state"].size]
+        want = reference(op, a, attrs) if exact else {}
+        call(op, t, attrs)
+        if place == "gpu":
+            paddle.device.cuda.synchronize()
+        raw = big.numpy()
+        if not ((raw[:GUARD_BYTES] == 0xA5).all() and (raw[-GUARD_BYTES:] == 0xA5).all()):
+            raise AssertionError("cache_state: written outside the tensor (a guard byte changed)")
+        outs = outputs_of(op, t, attrs)
+        for name, w in want.items():
+            if name not in skip:
+                np.testing.assert_array_equal(outs[name].reshape(w.shape), w, err_msg=f"{op}: {name}")
+    return fn
+
+
+def family_cache_state(place, cases):
+    W = CACHE_WIDTH
+    lens = [-1, -5, W + 1, I32_MAX, I32_MIN, I64_MAX, I64_MIN]
+    reqs = [-5, I64_MIN, 1 << 39, I64_MAX]
+    counters = [-1, -7, I32_MIN, I64_MIN, I64_MAX, 1 << 38, (1 << 40) - 1, (1 << 40) + 3, I32_MAX]
+    slot_values = [I64_MAX, 1 << 39, "counter", -3, I64_MIN]
+
+    def occupied(p):  # an occupied row and an empty one (the good state has both)
+        q = p["cache_rows"][:, 0]
+        return int(np.argmax(q >= 0)), int(np.argmax(q < 0)) if (q < 0).any() else None
+
+    # Rows corrupted under the counts and the line filter, which steer the GPU's scan: the GPU's drafts
+    # are not defined then (the state the ops write is).
+    drafts = ("draft_tokens", "seq_lens_this_time", "suffix_tokens", "suffix_probs", "suffix_meta", "suffix_source")
+    for op in STATE_OPS:
+        skip = drafts if place == "gpu" else ()
+        for v in lens:
+            for which in ("occupied", "empty"):
+                def corrupt(p, v=v, which=which):
+                    full, empty = occupied(p)
+                    r = full if which == "occupied" or empty is None else empty
+                    p["cache_rows"][r, 1] = v
+                _ok_case(cases, "cache state", op, f"state/{op}/row-length={v}/{which}",
+                         _state_case(op, place, corrupt, exact=True, skip=skip))
+        for v in reqs:
+            def corrupt(p, v=v):
+                p["cache_rows"][occupied(p)[0], 0] = v
+            _ok_case(cases, "cache state", op, f"state/{op}/row-request={v}",
+                     _state_case(op, place, corrupt, exact=True, skip=skip))
+
+        def other_row(p):  # a valid number in another request's row, the length past the width
+            r = occupied(p)[0]
+            p["cache_rows"][r] = (p["cache_rows"][r, 0] + 1, 2 * W)
+        _ok_case(cases, "cache state", op, f"state/{op}/row-request-of-another-row",
+                 _state_case(op, place, other_row, exact=False))
+        for name in ("cache_counts", "cache_pairs", "cache_keys", "cache_lines", "query_cand", "query_stat",
+                     "query_lines"):
+            def garbage(p, name=name):
+                rng = np.random.default_rng(7)
+                info = np.iinfo(p[name].dtype)
+                p[name][...] = rng.integers(info.min, info.max, p[name].shape, dtype=p[name].dtype, endpoint=True)
+            _ok_case(cases, "cache state", op, f"state/{op}/{name}-garbage",
+                     _state_case(op, place, garbage, exact=False))
+    for op in ("suffix_cache_insert", "suffix_cache_evict", "suffix_cache_step"):
+        for v in counters:
+            def corrupt(p, v=v):
+                p["cache_counter"][0] = v
+            # The GPU insert counts its blocks in the counter's bits 40 and up: with any of them set
+            # before the call, its new value is not defined (the rest is).
+            skip = ("cache_counter",) if place == "gpu" and (v < 0 or v >= 1 << 40) else ()
+            _ok_case(cases, "cache state", op, f"state/{op}/counter={v}",
+                     _state_case(op, place, corrupt, exact=True, skip=skip))
+    for op in ("suffix_cache_insert", "suffix_cache_step"):
+        for v in slot_values:
+            for b in range(B):
+                def corrupt(p, v=v, b=b):
+                    p["cache_slots"][b] = p["cache_counter"][0] if v == "counter" else v
+                _ok_case(cases, "cache state", op, f"state/{op}/slot{b}={v}",
+                         _state_case(op, place, corrupt, exact=True))
 
 
 def a_shape(cut) -> str:
@@ -1018,7 +1164,8 @@ def sticky_check(place: str) -> Callable[[], None]:
 
 
 FAMILIES = [family_types, family_undefined_at_binding, family_dtypes, family_ranks, family_batch,
-            family_zero_sizes, family_views, family_grad, family_values, family_attrs, family_cache, family_env,
+            family_zero_sizes, family_views, family_grad, family_values, family_attrs, family_cache,
+            family_cache_state, family_env,
             family_queue]
 HOST_ONLY_FAMILIES = {"environment", "queue traffic"}  # no tensor place: run once, on the CPU pass
 

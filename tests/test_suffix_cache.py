@@ -17,7 +17,8 @@ try:  # a test-only dependency; the GPU machine may lack it (the other tests sti
 except ImportError:
     given = None
 
-from fastdeploy_spec.ops.suffix_cache import (CAND_LISTS, STAT_COLS, SuffixCache, suffix_cache_evict,
+from fastdeploy_spec.ops.suffix_cache import (PARTS, SuffixCache, SuffixCacheConfig, cache_layout,
+                                              suffix_cache_evict,
                                               suffix_cache_finish, suffix_cache_insert, suffix_cache_query,
                                               suffix_cache_step)
 from tests.helpers import PLACES, to_place
@@ -124,7 +125,7 @@ def test_global_draft_from_another_request(place, key_len, base):
     assert got["suffix_meta"][0].tolist() == [4, 2]
     drv.check_state()
     if key_len == 1:
-        tokens, keys = drv.cache.tokens.numpy()[0, :6], drv.cache.keys.numpy()[0, :6]
+        tokens, keys = drv.cache.read("tokens")[0, :6], drv.cache.read("keys")[0, :6]
         exact = tokens <= 2**31 - 1
         np.testing.assert_array_equal(keys[exact], tokens[exact])
         assert (keys[~exact] < 0).all() and exact.sum() == (2 if base else 6)
@@ -156,8 +157,8 @@ def test_fifo_eviction_and_detached_slots(place):
     """More requests than rows: the oldest responses go first; an active request whose row is taken
     stops caching (detached) until its next request."""
     drv, _ = run_stream(place, 11, 120, rows=2, width=12, slots=5, vocab=3, key_len=1)
-    assert int(drv.cache.counter.numpy()[0]) > 10
-    rows = drv.cache.rows_state.numpy()
+    assert int(drv.cache.read("counter")[0]) > 10
+    rows = drv.cache.read("rows")
     live = sorted(int(q) for q in rows[:, 0] if q >= 0)
     assert live == list(range(drv.ref.counter - len(live), drv.ref.counter))
 
@@ -188,11 +189,11 @@ def test_pair_counts_follow_the_rows_when_a_history_is_rewritten(place):
                         t([4], np.int32), c)  # response 1 2 3
     suffix_cache_insert(t([[9, 1, 2, 5, 4, -1]], np.int64), t([[1]], np.int64), t([[4]], np.int64), enc,
                         t([5], np.int32), c)  # history rewritten at 3 -> 5; 4 appended after the row's 3
-    assert c.tokens.numpy()[0, :4].tolist() == [1, 2, 3, 4]
-    pairs = c.pairs.numpy()
+    assert c.read("tokens")[0, :4].tolist() == [1, 2, 3, 4]
+    pairs = c.read("pairs")
     assert sorted(zip(*np.nonzero(pairs))) == [(1, 2), (2, 3), (3, 4)] and pairs.sum() == 3
     suffix_cache_evict(c, 0)
-    assert not c.pairs.numpy().any() and not c.counts.numpy().any()
+    assert not c.read("pairs").any() and not c.read("counts").any()
 
 
 @pytest.mark.parametrize("place", PLACES)
@@ -213,8 +214,8 @@ def test_line_filter_holds_the_cached_strings_and_forgets_evicted_rows(place):
                             t([5 if prefill else 0], np.int32), t([0 if prefill else len(resp) + 1], np.int32), c)
 
     def check(responses):
-        lines = c.lines.numpy().view(np.uint32)
-        np.testing.assert_array_equal(lines, line_filter_ref(responses, c.keys.numpy(), c))
+        lines = c.read("lines").view(np.uint32)
+        np.testing.assert_array_equal(lines, line_filter_ref(responses, c.read("keys"), c))
         return lines
 
     step(long)  # request 0 in row 0: lines 0 (positions 0 .. 31) and 1 (32 .. 34)
@@ -228,7 +229,7 @@ def test_line_filter_holds_the_cached_strings_and_forgets_evicted_rows(place):
     assert not (lines[:, 0] & 0b10).any()  # row 0's line 1: nothing of request 0 is left
     assert (lines[:, 0] & 0b1).any() and (lines[:, 0] & 0b100).any()  # both rows' line 0
     suffix_cache_evict(c, 0)
-    assert not c.lines.numpy().any()
+    assert not c.read("lines").any()
 
 
 @pytest.mark.parametrize("place", PLACES)
@@ -237,7 +238,7 @@ def test_evict_keeps_the_newest(place):
     goes adds nothing more (detached) until its next request; keep=0 empties the cache."""
     drv, _ = run_stream(place, 21, 40, rows=8, width=30, slots=4, vocab=3, key_len=1, evict_every=5)
     drv.evict(0)
-    assert (drv.cache.rows_state.numpy()[:, 0] == -1).all()
+    assert (drv.cache.read("rows")[:, 0] == -1).all()
     drv.check_state()
     with pytest.raises(ValueError, match="keep must be >= 0"):
         drv.evict(-1)
@@ -252,20 +253,20 @@ def test_bad_inputs_are_named():
         suffix_cache_insert(ids, i32, i64, i32, i32, c)
     with pytest.raises(OP_ERRORS, match="suffix_cache_insert: token_ids_all"):
         suffix_cache_insert(to_place(np.zeros((1, 8), np.int64), "cpu"), i64, i64, i32, i32, c)
+    # The state: one uint8 tensor of exactly the size its configuration lays out.
     bad = SuffixCache.allocate(2, 4, 2)
-    bad.keys = to_place(np.zeros((2, 5), np.int32), "cpu")
-    with pytest.raises(OP_ERRORS, match="cache_keys must have the shape of cache_tokens"):
+    bad.state = to_place(np.zeros(bad.nbytes + 8, np.uint8), "cpu")
+    with pytest.raises(OP_ERRORS, match=f"cache_state must have {c.nbytes} bytes"):
+        suffix_cache_insert(ids, i64, i64, i32, i32, bad)
+    bad.state = to_place(np.zeros(bad.nbytes // 8, np.int64), "cpu")
+    with pytest.raises(OP_ERRORS, match="cache_state must be uint8, got int64"):
         suffix_cache_insert(ids, i64, i64, i32, i32, bad)
     bad = SuffixCache.allocate(2, 4, 2)
-    bad.counts = to_place(np.zeros(4, np.int64), "cpu")
-    with pytest.raises(OP_ERRORS, match="cache_counts"):
-        suffix_cache_insert(ids, i64, i64, i32, i32, bad)
-    bad = SuffixCache.allocate(2, 4, 2)
-    bad.pairs = to_place(np.zeros((3, 4), np.int32), "cpu")
-    with pytest.raises(OP_ERRORS, match=r"cache_pairs must have shape \[F, F\]"):
+    object.__setattr__(bad, "config", SuffixCacheConfig(2, 4, 2, key_len=9))
+    with pytest.raises(OP_ERRORS, match=r"suffix_cache_insert: cache_config: key_len must be in \[1, 8\]"):
         suffix_cache_insert(ids, i64, i64, i32, i32, bad)
     small = SuffixCache.allocate(2, 4, 1)
-    with pytest.raises(OP_ERRORS, match="cache_slots must have shape"):
+    with pytest.raises(OP_ERRORS, match="the batch must have at most the cache's slots = 1"):
         suffix_cache_insert(ids, i64, i64, i32, i32, small)
     with pytest.raises(OP_ERRORS, match="suffix_cache_finish: finished"):
         suffix_cache_finish(to_place(np.zeros(2, np.int64), "cpu"), c)
@@ -281,7 +282,7 @@ def test_bad_inputs_are_named():
             SuffixCache.allocate(**kw)
     with pytest.raises(ValueError, match="max_cached_requests must be"):
         SuffixCache.from_config(0, 4, 100, 1)
-    assert SuffixCache.from_config(-1, 10, 105, 1).tokens.shape == [10, 10]
+    assert SuffixCache.from_config(-1, 10, 105, 1).read("tokens").shape == (10, 10)
 
 
 def test_query_bad_inputs_are_named():
@@ -296,13 +297,8 @@ def test_query_bad_inputs_are_named():
     with pytest.raises(OP_ERRORS, match="suffix_cache_query: max_tree_depth"):
         suffix_cache_query(*(t[n] for n in QUERY_ARGS), c, max_tree_depth=0)
     short = SuffixCache.allocate(2, 8, 1)
-    with pytest.raises(OP_ERRORS, match="query_cand must have at least 2 rows|query_cand"):
+    with pytest.raises(OP_ERRORS, match="suffix_cache_query: the batch must have at most the cache's slots"):
         suffix_cache_query(*(t[n] for n in QUERY_ARGS), short)
-    # Five candidate lists of M entries per slot: a column count that is not 5 * M is refused.
-    odd = SuffixCache.allocate(2, 8, 2, max_occurrences=32)
-    odd.cand = to_place(np.zeros((2, CAND_LISTS * 32 + 1), np.int64), "cpu")
-    with pytest.raises(OP_ERRORS, match=r"query_cand must have 5 \* M columns"):
-        suffix_cache_query(*(t[n] for n in QUERY_ARGS), odd)
 
 
 def test_step_bad_inputs_name_the_step():
@@ -317,27 +313,48 @@ def test_step_bad_inputs_name_the_step():
     with pytest.raises(OP_ERRORS, match="suffix_cache_step: prompt_lens"):
         suffix_cache_step(*(dict(t, prompt_lens=to_place(np.zeros(2, np.int32), "cpu"))[n]
                             for n in QUERY_ARGS), c)
-    with pytest.raises(OP_ERRORS, match="suffix_cache_step: .*cache_slots must have shape"):
+    with pytest.raises(OP_ERRORS, match="suffix_cache_step: the batch must have at most the cache's slots"):
         suffix_cache_step(*(t[n] for n in QUERY_ARGS), SuffixCache.allocate(2, 8, 1))
     with pytest.raises(OP_ERRORS, match="suffix_cache_step: max_tree_depth"):
         suffix_cache_step(*(t[n] for n in QUERY_ARGS), c, max_tree_depth=0)
     # Refused before anything ran: the cache is untouched.
-    assert c.counter.numpy().tolist() == [0] and (c.rows_state.numpy()[:, 0] == -1).all()
+    assert c.read("counter").tolist() == [0] and (c.read("rows")[:, 0] == -1).all()
 
 
-def test_query_refuses_unaligned_statistics():
-    # The GPU scan reads each slot's descriptor from query_stat 16 bytes at a time: a view that starts
-    # 4 bytes into its buffer is refused, on every place (so that a CPU test catches it too).
+def test_query_refuses_unaligned_state():
+    # The GPU scan reads each slot's descriptor from the state's statistics 16 bytes at a time: a
+    # view that starts 4 bytes into its buffer is refused, on every place (so that a CPU test
+    # catches it too).
     rng = np.random.default_rng(0)
     d = RequestStream(rng, 2, 32).step().query_inputs(rng)
     t = {n: to_place(d[n], "cpu") for n in QUERY_ARGS}
     c = SuffixCache.allocate(2, 8, 2, place=paddle.CPUPlace())
-    flat = to_place(np.zeros(3 * STAT_COLS + 1, np.int32), "cpu")
-    c.stat = flat[1:].reshape([3, STAT_COLS])
-    if not hasattr(c.stat, "data_ptr") or c.stat.data_ptr() % 16 == 0:
+    flat = to_place(np.zeros(c.nbytes + 4, np.uint8), "cpu")
+    c.state = flat[4:]
+    if not hasattr(c.state, "data_ptr") or c.state.data_ptr() % 16 == 0:
         pytest.skip("this Paddle copies slices: no unaligned view to pass")
-    with pytest.raises(OP_ERRORS, match="query_stat must be 16-byte aligned"):
+    with pytest.raises(OP_ERRORS, match="cache_state must be 16-byte aligned"):
         suffix_cache_query(*(t[n] for n in QUERY_ARGS), c)
+
+
+def test_layout_fills_the_state():
+    """The parts' dtypes and shapes (PARTS, the Python mirror) fill exactly the sizes of the op
+    library's layout (its one definition), in its order, 256-byte aligned; bytes per position."""
+    for cfg in [SuffixCacheConfig(1, 1, 1), SuffixCacheConfig(7, 33, 3, key_len=2, line_planes=0),
+                SuffixCacheConfig(100, 512, 64, pair_vocab=0), SuffixCacheConfig(5, 40, 2, max_occurrences=32,
+                                                                           vocab_size=3, line_planes=32)]:
+        lay = cache_layout(cfg)
+        at = 0
+        for name, dtype, shape in PARTS:
+            assert lay.offsets[name] == at and at % 256 == 0, (cfg, name)
+            assert lay.sizes[name] == int(np.prod(shape(cfg))) * np.dtype(dtype).itemsize, (cfg, name)
+            at += -(-lay.sizes[name] // 256) * 256
+        assert lay.total == at
+        assert lay.line_bytes == 32 * 12 + cfg.line_planes // 8
+    c = SuffixCache.allocate(4, 8, 2, place=paddle.CPUPlace())
+    assert c.bytes_per_position == 20.0 and c.nbytes == int(np.prod(c.state.shape))
+    assert (c.read("tokens") == -1).all() and (c.read("rows")[:, 0] == -1).all()
+    assert (c.read("slots") == -1).all() and c.read("counter").tolist() == [0]
 
 
 if given is not None:
@@ -394,14 +411,14 @@ def test_proposer_drafts_from_earlier_requests():
     st_local, p_local = _replay(local, traces)
     st_warm, p_warm = _replay(warm, traces)
     assert p_local.cache is None and p_warm.cache is not None
-    assert p_warm.cache.tokens.shape == [8, 32]
+    assert p_warm.cache.read("tokens").shape == (8, 32)
     assert st_warm.tokens_per_decode_step > st_local.tokens_per_decode_step
     # The first response is cached whole, end token included: its last accepted tokens were added
     # when the second request took the slot (the proposer's reset). The second one, whose slot is
     # never seen again, up to the tokens accepted before its last decoding step.
-    rows = p_warm.cache.rows_state.numpy()
+    rows = p_warm.cache.read("rows")
     assert rows[:2, 0].tolist() == [0, 1] and rows[2:, 0].tolist() == [-1] * 6
-    toks = p_warm.cache.tokens.numpy()
+    toks = p_warm.cache.read("tokens")
     assert toks[0, :rows[0, 1]].tolist() == answer + [0]
     assert 0 < rows[1, 1] <= len(answer)
     assert toks[1, :rows[1, 1]].tolist() == answer[:rows[1, 1]]
@@ -430,11 +447,11 @@ def test_closing_slot_adds_its_last_tokens(place):
                 np.array(dec, np.int32))
         suffix_cache_insert(*(to_place(a, place) for a in args), cache)
         ref.insert(*args)
-    rows = cache.rows_state.numpy()
+    rows = cache.read("rows")
     assert rows[:2].tolist() == [[0, 7], [1, 5]]
-    assert cache.tokens.numpy()[0, :7].tolist() == [5, 6, 7, 8, 9, 4, 3]
-    assert cache.tokens.numpy()[1, :5].tolist() == [5, 6, 7, 8, 1]
-    assert cache.slots_state.numpy().tolist() == [-1, -1]
+    assert cache.read("tokens")[0, :7].tolist() == [5, 6, 7, 8, 9, 4, 3]
+    assert cache.read("tokens")[1, :5].tolist() == [5, 6, 7, 8, 1]
+    assert cache.read("slots").tolist() == [-1, -1]
     assert ref.responses == {0: [5, 6, 7, 8, 9, 4, 3], 1: [5, 6, 7, 8, 1]}
     assert ref.slots == [-1, -1]
 
@@ -462,7 +479,7 @@ def test_proposer_source_output():
     assert proposer.suffix_source.numpy().tolist() == [0, 1]
     assert bufs["draft_tokens"].numpy()[1, 1].tolist() == 7
     proposer.finish(paddle.to_tensor(np.array([1, 0], np.int32)))
-    assert proposer.cache.slots_state.numpy().tolist() == [-2, 1]
+    assert proposer.cache.read("slots").tolist() == [-2, 1]
 
 
 def test_fd_config_keys_reach_the_cache():

@@ -33,6 +33,7 @@ inline std::string shape_str(const paddle::Tensor& t) {
 inline const char* dtype_str(paddle::DataType d) {
   switch (d) {
     case paddle::DataType::BOOL: return "bool";
+    case paddle::DataType::UINT8: return "uint8";
     case paddle::DataType::INT32: return "int32";
     case paddle::DataType::INT64: return "int64";
     case paddle::DataType::FLOAT16: return "float16";

@@ -102,6 +102,8 @@ constexpr int kInsertThreads = 128;
 constexpr int kInsertSlotsPerThread = 4;  // slot states loaded at once per thread and round
 constexpr unsigned long long kInsertTicket = 1ull << 40;
 
+// A slot that begins a request reads as free or as its new number (>= base) to the other blocks;
+// a state >= base before the call (no op writes one) begins a request too, as on the CPU.
 __device__ __forceinline__ bool begins_request(int32_t enc, int32_t dec, int64_t state, int64_t base) {
   return suffix_is_decoding(enc, dec) && (state == kSuffixSlotFree || state >= base);
 }
@@ -132,7 +134,7 @@ __device__ void insert_slot(const SuffixCacheInsertParams& p, FastDivisor rows, 
     if (threadIdx.x == 0) p.slots[b] = kSuffixSlotFree;
     return;
   }
-  const bool begins = decoding && state == kSuffixSlotFree;
+  const bool begins = begins_request(enc, dec, state, base);
   const int64_t q = begins ? base + before : state;
   if (q < 0) return;  // detached
   const int64_t r = fast_mod(q, rows);
@@ -144,8 +146,8 @@ __device__ void insert_slot(const SuffixCacheInsertParams& p, FastDivisor rows, 
     if (threadIdx.x == 0) p.slots[b] = closing ? kSuffixSlotFree : kSuffixSlotDetached;
     return;
   }
-  const int64_t owner = begins ? c.rows[2 * r] : in.owner;
-  int64_t have = begins ? c.rows[2 * r + 1] : in.have;
+  const int64_t owner = suffix_row_req(begins ? c.rows[2 * r] : in.owner);
+  int64_t have = suffix_row_len(owner, begins ? c.rows[2 * r + 1] : in.have, c.width);
   if (!begins && owner != q) {  // evicted while active
     if (threadIdx.x == 0) p.slots[b] = closing ? kSuffixSlotFree : kSuffixSlotDetached;
     return;
@@ -181,6 +183,8 @@ __device__ void insert_slot(const SuffixCacheInsertParams& p, FastDivisor rows, 
   }
 }
 
+// __launch_bounds__ without a block count, here and on prep and prep2: the block size the launch
+// uses, so that ptxas may assume it (no register cap beyond what that size allows).
 __global__ void __launch_bounds__(kInsertThreads) insert_kernel(SuffixCacheInsertParams p, FastDivisor rows,
                                                                 bool may_lose) {
   __shared__ int64_t warp_sums[kInsertThreads / 32];
@@ -207,6 +211,8 @@ __global__ void __launch_bounds__(kInsertThreads) insert_kernel(SuffixCacheInser
       const int64_t i = first + u * kInsertThreads + threadIdx.x;
       enc[u] = i < B ? p.seq_lens_encoder[i] : 0;
       dec[u] = i < B ? p.seq_lens_decoder[i] : 0;
+      // volatile: slot i's block may be rewriting it now; a read from memory (never a cached one)
+      // reads free, its new number or its old state, which count alike (begins_request).
       state[u] = i < B ? *reinterpret_cast<volatile const int64_t*>(&p.slots[i]) : kSuffixSlotDetached;
     }
     if (first == 0) {
@@ -220,7 +226,7 @@ __global__ void __launch_bounds__(kInsertThreads) insert_kernel(SuffixCacheInser
       if (threadIdx.x == 0) read_at = got;
       __syncthreads();
     }
-    const int64_t base = static_cast<int64_t>(read_at & low);
+    const int64_t base = suffix_counter_base(static_cast<int64_t>(read_at & low));
 #pragma unroll
     for (int u = 0; u < kInsertSlotsPerThread; ++u) {
       const int64_t i = first + u * kInsertThreads + threadIdx.x;
@@ -229,7 +235,7 @@ __global__ void __launch_bounds__(kInsertThreads) insert_kernel(SuffixCacheInser
   }
   counted = block_sum<kInsertThreads>(counted, warp_sums);
   const unsigned long long ticket = read_at >> 40;
-  const int64_t base = static_cast<int64_t>(read_at & low);
+  const int64_t base = suffix_counter_base(static_cast<int64_t>(read_at & low));
   const int64_t total = counted & 0xffffffff, before = counted >> 32;
   if (ticket == static_cast<unsigned long long>(B - 1) && !may_lose && threadIdx.x == 0) *p.counter = base + total;
   insert_slot(p, rows, b, in, base, before, total);
@@ -248,6 +254,7 @@ __global__ void __launch_bounds__(kInsertThreads) insert_kernel(SuffixCacheInser
   if (!last) return;
   const int64_t R = p.cache.num_rows;
   for (int64_t i = threadIdx.x; i < B; i += kInsertThreads) {
+    // volatile: the other blocks' writes (fenced before their second ticket), read from memory.
     const int64_t v = *reinterpret_cast<volatile const int64_t*>(&p.slots[i]);
     if (v >= base && v + R <= base + total - 1) p.slots[i] = kSuffixSlotDetached;
   }
@@ -261,10 +268,11 @@ __global__ void finish_kernel(const int32_t* finished, int64_t* slots, int64_t b
 
 // A block per row (grid-stride): an evicted row's response leaves the counts, then the row is empty.
 __global__ void evict_kernel(SuffixCache cache, const int64_t* counter, int64_t keep) {
+  const int64_t below = suffix_counter_base(*counter) - keep;  // no overflow: keep >= 0
   for (int64_t r = blockIdx.x; r < cache.num_rows; r += gridDim.x) {
-    const int64_t q = cache.rows[2 * r];
-    if (!(q >= 0 && q < *counter - keep)) continue;  // uniform over the block
-    uncount_row(cache, r, cache.rows[2 * r + 1]);
+    const int64_t q = suffix_row_req(cache.rows[2 * r]);
+    if (!(q >= 0 && q < below)) continue;  // uniform over the block
+    uncount_row(cache, r, suffix_row_len(q, cache.rows[2 * r + 1], cache.width));
     __syncthreads();  // every thread has read the row's state
     if (threadIdx.x == 0) {
       cache.rows[2 * r] = -1;
@@ -768,7 +776,7 @@ __global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQuer
   // Its match length counted, and the hit offered to the lists.
   auto member_record = [&](int64_t r, int32_t s, int off, int l) {
     int32_t* sst = stat_row(q, s);
-    const int64_t e = suffix_cand_pack(c.rows[2 * r], off, l);
+    const int64_t e = suffix_cand_pack(suffix_row_req(c.rows[2 * r]), off, l);
     if (pass == 1) {
       if (agg && l < kAggLen) {
         atomicAdd(&agg_hist[s * kAggLen + l], 1);
@@ -872,8 +880,8 @@ __global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQuer
     const int32_t line_key_before = lane == 0 && off >= 1 ? keys[off - 1] : 0;
     if (line_row != r) {
       r = line_row;
-      req = c.rows[2 * r];
-      len = static_cast<int>(c.rows[2 * r + 1]);  // <= width <= 2^16
+      req = suffix_row_req(c.rows[2 * r]);
+      len = static_cast<int>(suffix_row_len(req, c.rows[2 * r + 1], c.width));  // <= width <= 2^16
     }
     if (req < 0 || base >= len) return;
     SCAN_PROF_LINE();
@@ -1243,7 +1251,9 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
     const int64_t* at = q.cache.tokens + rv[i] * q.cache.width + suffix_cand_off(ev[i]);
 #pragma unroll
     for (int u = 0; u < kFirstRound; ++u) tok[i][u] = u < limv[i] ? at[-u] : 0;
-    row_len[i] = static_cast<int32_t>(q.cache.rows[2 * rv[i] + 1]);  // with the tokens: where its continuation ends
+    // With the tokens: where its continuation ends.
+    row_len[i] = static_cast<int32_t>(
+        suffix_row_len(suffix_row_req(q.cache.rows[2 * rv[i]]), q.cache.rows[2 * rv[i] + 1], q.cache.width));
   }
   // Match lengths of a group's list: the first kFirstRound tokens of every candidate compared at
   // once; the candidates whose first tokens all matched (copies of the context's phrase elsewhere,
@@ -1457,6 +1467,8 @@ cudaError_t suffix_cache_finish_gpu(const int32_t* finished, int64_t* slots, int
 
 cudaError_t suffix_cache_evict_gpu(const SuffixCache& cache, const int64_t* counter, int64_t keep,
                                    cudaStream_t stream) {
+  // At most 4096 blocks: the grid-stride loop takes the rows past them (any cap is correct; this
+  // one keeps a rare call's launch small for a cache of up to 2^30 rows).
   const unsigned grid = static_cast<unsigned>(min_of<int64_t>(cache.num_rows, 4096));
   evict_kernel<<<grid, 256, 0, stream>>>(cache, counter, keep);
   return FDSPEC_LAUNCH_STATUS(stream);

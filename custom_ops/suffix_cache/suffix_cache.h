@@ -109,6 +109,29 @@ struct SuffixCache {
   int64_t line_planes; // P, 0 or a power of two (0: no filter, every line is scanned)
 };
 
+// ---- reading the state --------------------------------------------------------------------------
+// Every value an op reads from the cache's state (which a caller, or a bug elsewhere, may have left
+// in a state no op writes) goes through one of these where it is used, on the CPU and the GPU, so
+// that any state gives a defined result and no access outside a tensor (docs/contract/suffix.md,
+// "A state the ops did not write"). On a state the ops wrote they return the value unchanged.
+constexpr int64_t kMaxSuffixCacheRequests = int64_t{1} << 39;  // request numbers: 40 bits of a candidate
+constexpr int64_t kSuffixCounterLimit = int64_t{1} << 38;      // a counter at or past it reads as 0
+constexpr int64_t kSuffixCounterMask = (int64_t{1} << 40) - 1; // the GPU insert's tickets use the bits above
+
+// A row's request number (rows[2 r]): outside [0, 2^39) the row is empty (-1).
+FDSPEC_HD int64_t suffix_row_req(int64_t v) { return v >= 0 && v < kMaxSuffixCacheRequests ? v : -1; }
+// A row's cached length (rows[2 r + 1]) for its request number as suffix_row_req reads it: 0 for an
+// empty row, else clamped to [0, width].
+FDSPEC_HD int64_t suffix_row_len(int64_t req, int64_t len, int64_t width) {
+  return req < 0 ? 0 : clamp_to<int64_t>(len, 0, width);
+}
+// The request counter: its low 40 bits, 0 when they are 2^38 or more, so that a call's request
+// numbers (at most 2^22 of them) stay below 2^39.
+FDSPEC_HD int64_t suffix_counter_base(int64_t v) {
+  const int64_t low = v & kSuffixCounterMask;
+  return low < kSuffixCounterLimit ? low : 0;
+}
+
 // ---- the line filter ----------------------------------------------------------------------------
 // A line is kSuffixLineLen consecutive positions of a row, from offset G - 1 on (the scan's warp
 // line: lane i reads position G - 1 + 32 j + i); row r's line j is line r * suffix_row_lines + j of

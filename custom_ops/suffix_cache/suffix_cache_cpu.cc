@@ -24,6 +24,12 @@ SlotHistory slot_history(const int64_t* ids, int64_t W, const int64_t* prompt_le
   return SlotHistory{ids + b * W, P, s};
 }
 
+// Row r's request number and cached length as the ops read them (suffix_cache.h).
+int64_t row_req(const SuffixCache& cache, int64_t r) { return suffix_row_req(cache.rows[2 * r]); }
+int64_t row_len(const SuffixCache& cache, int64_t r) {
+  return suffix_row_len(row_req(cache, r), cache.rows[2 * r + 1], cache.width);
+}
+
 SuffixDraft global_draft(const SuffixCacheQueryParams& q, const int64_t* ctx, int c, int64_t cap) {
   const SuffixCache& cache = q.cache;
   const SuffixMatchParams& p = q.m;
@@ -34,8 +40,8 @@ SuffixDraft global_draft(const SuffixCacheQueryParams& q, const int64_t* ctx, in
   std::vector<int64_t> cands;
   std::vector<int64_t> at_least(c + 1, 0);  // n_L after the suffix sum
   for (int64_t r = 0; r < cache.num_rows; ++r) {
-    const int64_t q_id = cache.rows[2 * r];
-    const int64_t len = cache.rows[2 * r + 1];
+    const int64_t q_id = suffix_row_req(cache.rows[2 * r]);
+    const int64_t len = suffix_row_len(q_id, cache.rows[2 * r + 1], cache.width);
     if (q_id < 0) continue;
     const int64_t* t = cache.tokens + r * cache.width;
     const int32_t* keys = cache.keys + r * cache.width;
@@ -65,7 +71,7 @@ SuffixDraft global_draft(const SuffixCacheQueryParams& q, const int64_t* ctx, in
                                        [&](int64_t c, int64_t k, int64_t* token) {
                                          const int64_t r = suffix_cand_req(c) % cache.num_rows;
                                          const int64_t off = suffix_cand_off(c);
-                                         if (off + k + 1 >= cache.rows[2 * r + 1]) return false;
+                                         if (off + k + 1 >= row_len(cache, r)) return false;
                                          *token = cache.tokens[r * cache.width + off + k + 1];
                                          return true;
                                        });
@@ -75,14 +81,17 @@ SuffixDraft global_draft(const SuffixCacheQueryParams& q, const int64_t* ctx, in
 }
 
 // Adds `delta` to the counts of the keys of row r's positions [from, to), and to the pair counts of
-// the pairs ending there.
+// the pairs ending there (modulo 2^32, as the GPU's atomics: a count a caller left at a limit wraps).
 void count_keys(const SuffixCache& cache, int64_t r, int64_t from, int64_t to, int32_t delta) {
   const int64_t* t = cache.tokens + r * cache.width;
+  auto add = [delta](int32_t& n) {
+    n = static_cast<int32_t>(static_cast<uint32_t>(n) + static_cast<uint32_t>(delta));
+  };
   for (int64_t off = from; off < to; ++off) {
     const int64_t at = suffix_count_index(cache.keys[r * cache.width + off], cache);
-    if (at >= 0) cache.counts[at] += delta;
+    if (at >= 0) add(cache.counts[at]);
     const int64_t pair = off >= 1 ? suffix_pair_index(t[off - 1], t[off], cache) : -1;
-    if (pair >= 0) cache.pairs[pair] += delta;
+    if (pair >= 0) add(cache.pairs[pair]);
   }
 }
 
@@ -107,6 +116,8 @@ void suffix_cache_insert_cpu(const SuffixCacheInsertParams& p) {
   const SuffixCache& cache = p.cache;
   const int64_t R = cache.num_rows;
   // 1. State changes and new responses, in slot order: request numbers are handed out in that order.
+  const int64_t base = suffix_counter_base(*p.counter);
+  int64_t next = base;
   for (int64_t b = 0; b < p.batch; ++b) {
     if (!suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b])) {
       // A closing slot keeps its request until step 2 has added its last tokens.
@@ -115,16 +126,17 @@ void suffix_cache_insert_cpu(const SuffixCacheInsertParams& p) {
       }
       continue;
     }
-    if (p.slots[b] != kSuffixSlotFree) continue;
-    const int64_t q = (*p.counter)++;
+    // A state >= base (a number not handed out yet: no op writes one) begins a request too, as on
+    // the GPU.
+    if (p.slots[b] != kSuffixSlotFree && p.slots[b] < base) continue;
+    const int64_t q = next++;
     p.slots[b] = q;
-    if (cache.rows[2 * (q % R)] >= 0) {
-      count_keys(cache, q % R, 0, cache.rows[2 * (q % R) + 1], -1);
-      clear_lines(cache, q % R);
-    }
+    count_keys(cache, q % R, 0, row_len(cache, q % R), -1);  // an empty row's length reads as 0
+    clear_lines(cache, q % R);  // as the GPU: an empty row has none set, unless a caller set them
     cache.rows[2 * (q % R)] = q;  // evicts request q - R
     cache.rows[2 * (q % R) + 1] = 0;
   }
+  *p.counter = next;
   // 2. Appends: tokens the slot generated since the last call, up to the row's width; a closing
   // slot adds its last ones, then is free.
   for (int64_t b = 0; b < p.batch; ++b) {
@@ -132,12 +144,12 @@ void suffix_cache_insert_cpu(const SuffixCacheInsertParams& p) {
     const bool closing = suffix_is_closing(p.seq_lens_encoder[b], p.seq_lens_decoder[b], q);
     if (q < 0 || !(closing || suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b]))) continue;
     const int64_t r = q % R;
-    if (cache.rows[2 * r] != q) {  // evicted while active
+    if (row_req(cache, r) != q) {  // evicted while active
       p.slots[b] = closing ? kSuffixSlotFree : kSuffixSlotDetached;
       continue;
     }
     const SlotHistory h = slot_history(p.token_ids_all, p.token_ids_stride, p.prompt_lens, p.step_idx, b);
-    const int64_t have = cache.rows[2 * r + 1];
+    const int64_t have = row_len(cache, r);
     const int64_t upto = min_of<int64_t>(h.steps, cache.width);
     const int64_t* resp = h.row + h.prompt;
     for (int64_t off = have; off < upto; ++off) {
@@ -159,9 +171,11 @@ void suffix_cache_finish_cpu(const int32_t* finished, int64_t* slots, int64_t ba
 }
 
 void suffix_cache_evict_cpu(const SuffixCache& cache, const int64_t* counter, int64_t keep) {
+  const int64_t below = suffix_counter_base(*counter) - keep;  // no overflow: keep >= 0
   for (int64_t r = 0; r < cache.num_rows; ++r) {
-    if (cache.rows[2 * r] >= 0 && cache.rows[2 * r] < *counter - keep) {
-      count_keys(cache, r, 0, cache.rows[2 * r + 1], -1);
+    const int64_t q = row_req(cache, r);
+    if (q >= 0 && q < below) {
+      count_keys(cache, r, 0, row_len(cache, r), -1);
       clear_lines(cache, r);
       cache.rows[2 * r] = -1;
       cache.rows[2 * r + 1] = 0;

@@ -10,6 +10,8 @@ draft's, else the global one. ``suffix_cache_step`` is a decode step's insert an
 
 from __future__ import annotations
 
+import numbers
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,10 +19,10 @@ import paddle
 from paddle import Tensor
 
 from fastdeploy_spec.ops import _loader
-from fastdeploy_spec.ops._common import INT32, ArgumentError, IntAttr, OpSpec
+from fastdeploy_spec.ops._common import ArgumentError, IntAttr, OpSpec
 from fastdeploy_spec.ops.suffix_match import SPEC as _MATCH, default_max_draft_tokens
 
-# Layout constants of the kernels (custom_ops/suffix_cache/suffix_cache.h).
+# Constants of the kernels (custom_ops/suffix_cache/suffix_cache.h).
 CAND_LISTS = 5  # kSuffixCandLists: a slot's candidate lists of the query, M entries each
 STAT_COLS = 276  # kSuffixStatCols: a slot's histogram (256) and fields, 16-byte rows
 MAX_WIDTH = 1 << 16
@@ -37,8 +39,24 @@ MAX_PAIR_VOCAB = 1 << 15
 DEFAULT_LINE_PLANES = 1 << 11
 MIN_LINE_PLANES, MAX_LINE_PLANES = 1 << 5, 1 << 15
 LINE_LEN = 32  # kSuffixLineLen
-# Bytes of device memory per cached token position: the token (int64) and its key (int32).
-BYTES_PER_POSITION = 12
+
+# The parts of the state in the order they lie in it (suffix_cache_state.h, SuffixCachePart): name,
+# dtype, shape from the configuration. The offsets and sizes are the op library's
+# (suffix_cache_layout); tests/test_suffix_cache.py checks that these shapes fill exactly its sizes.
+PARTS = (
+    ("tokens", np.int64, lambda c: (c.rows, c.width)),
+    ("keys", np.int32, lambda c: (c.rows, c.width)),
+    ("rows", np.int64, lambda c: (c.rows, 2)),
+    ("counts", np.int32, lambda c: (c.vocab_size if c.key_len == 1 else 1,)),
+    ("pairs", np.int32, lambda c: (c.pair_vocab, c.pair_vocab) if c.key_len == 1 else (1, 1)),
+    ("lines", np.int32, lambda c: (c.line_planes, line_words(c.rows, c.width))),
+    ("slots", np.int64, lambda c: (c.slots,)),
+    ("counter", np.int64, lambda c: (1,)),
+    ("cand", np.int64, lambda c: (c.slots, CAND_LISTS * c.max_occurrences)),
+    ("stat", np.int32, lambda c: (c.slots + 1, STAT_COLS)),
+    ("line_mask", np.int32, lambda c: (line_words(c.rows, c.width),)),
+)
+PART_NAMES = tuple(name for name, _, _ in PARTS)
 
 
 def line_words(rows: int, width: int) -> int:
@@ -46,16 +64,65 @@ def line_words(rows: int, width: int) -> int:
     return (rows * ((width + LINE_LEN - 1) // LINE_LEN) + 31) // 32
 
 
-@dataclass
+@dataclass(frozen=True)
+class SuffixCacheConfig:
+    """The bounds a cache is allocated for (the ops' ``cache_config``, in this order)."""
+
+    rows: int
+    width: int
+    slots: int
+    key_len: int = 1
+    max_occurrences: int = 1024
+    vocab_size: int = DEFAULT_COUNTED_VOCAB
+    pair_vocab: int = DEFAULT_PAIR_VOCAB
+    line_planes: int = DEFAULT_LINE_PLANES
+
+    def values(self) -> list:
+        return [self.rows, self.width, self.slots, self.key_len, self.max_occurrences,
+                self.vocab_size, self.pair_vocab, self.line_planes]
+
+
+@dataclass(frozen=True)
+class SuffixCacheLayout:
+    """Where each part of the state lies (bytes), from the op library's one definition."""
+
+    offsets: dict
+    sizes: dict
+    total: int
+    line_bytes: int  # bytes per line of 32 cached positions: tokens, keys and their filter bits
+
+
+def cache_layout(config: SuffixCacheConfig) -> SuffixCacheLayout:
+    """The layout of ``config``'s state, computed by the op library (``suffix_cache_layout``);
+    a bound outside its range raises ``ValueError`` naming it."""
+    out = paddle.to_tensor(np.zeros(2 * len(PARTS) + 2, np.int64), place=paddle.CPUPlace())
+    vals = config.values()
+    if any(isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral) for v in vals):
+        raise ValueError(f"SuffixCache: every bound must be an integer, got {vals}")
+    if any(not -(2**63) <= int(v) < 2**63 for v in vals):
+        raise ValueError(f"SuffixCache: every bound must fit int64, got {vals}")
+    try:
+        _loader.load().suffix_cache_layout(out, [int(v) for v in vals])
+    except Exception as e:  # the binding's named error, without Paddle's frame
+        m = re.search(r"cache_config: (.*?)(?: \(at |\n|$)", str(e))
+        if m is None:
+            raise
+        raise ValueError(f"SuffixCache: {m.group(1)}") from None
+    v = out.numpy().tolist()
+    n = len(PARTS)
+    return SuffixCacheLayout(dict(zip(PART_NAMES, v[:n])), dict(zip(PART_NAMES, v[n:2 * n])), v[2 * n],
+                             v[2 * n + 1])
+
+
 class SuffixCache:
-    """The global cache's device state, allocated once.
+    """The global cache's device state: one byte tensor, allocated once, and its configuration.
 
     A ring of ``rows`` rows of ``width`` tokens: request number q (counted in the order requests
     begin) caches its response in row q mod rows, evicting request q - rows (first in, first out).
-    Tokens past ``width`` are not cached. Memory: ``rows * width * 12`` bytes, plus 16 per row, 8 per
-    slot, 4 per counted token id (``vocab_size``), 4 per counted pair (``pair_vocab ** 2``), the line
-    filter (``line_planes / 8`` per 32 positions: 8 bytes per position at the default) and the
-    query scratch (``slots * (40 * max_occurrences + 4 * 276)`` bytes, and a bit per line).
+    Tokens past ``width`` are not cached. The state holds the ring, the per-slot states, the counts,
+    the line filter and the query's scratch, laid out by the op library (:func:`cache_layout`);
+    :attr:`nbytes` is its size, :attr:`bytes_per_position` the part that grows with ``rows * width``
+    (12 bytes for the token and its key, plus ``line_planes / 256`` of line filter: 20 at the default).
 
     Parameters
     ----------
@@ -92,64 +159,27 @@ class SuffixCache:
     --------
     >>> from fastdeploy_spec.ops.suffix_cache import SuffixCache
     >>> c = SuffixCache.allocate(rows=4, width=8, slots=2)
-    >>> c.rows_state.numpy().tolist(), c.slots_state.numpy().tolist(), c.nbytes
-    ([[-1, 0], [-1, 0], [-1, 0], [-1, 0]], [-1, -1], 5336780)
+    >>> c.read("rows").tolist(), c.read("slots").tolist(), c.nbytes, c.bytes_per_position
+    ([[-1, 0], [-1, 0], [-1, 0], [-1, 0]], [-1, -1], 5337856, 20.0)
     """
 
-    tokens: paddle.Tensor
-    keys: paddle.Tensor
-    rows_state: paddle.Tensor
-    counts: paddle.Tensor
-    pairs: paddle.Tensor
-    lines: paddle.Tensor
-    slots_state: paddle.Tensor
-    counter: paddle.Tensor
-    cand: paddle.Tensor
-    stat: paddle.Tensor
-    line_mask: paddle.Tensor
-    key_len: int
+    def __init__(self, state: paddle.Tensor, config: SuffixCacheConfig) -> None:
+        self.state = state
+        self.config = config
+        self.layout = cache_layout(config)
 
     @classmethod
     def allocate(cls, rows: int, width: int, slots: int, key_len: int = 1,
                  max_occurrences: int = 1024, vocab_size: int = DEFAULT_COUNTED_VOCAB,
                  pair_vocab: int = DEFAULT_PAIR_VOCAB, line_planes: int = DEFAULT_LINE_PLANES,
                  place=None) -> "SuffixCache":
-        if not 1 <= rows <= 1 << 30:
-            raise ValueError(f"SuffixCache: rows must be in [1, 2^30], got {rows}")
-        if not 1 <= width <= MAX_WIDTH:
-            raise ValueError(f"SuffixCache: width must be in [1, {MAX_WIDTH}], got {width}")
-        if slots < 1:
-            raise ValueError(f"SuffixCache: slots must be at least 1, got {slots}")
-        if not 1 <= key_len <= MAX_KEY_LEN:
-            raise ValueError(f"SuffixCache: key_len must be in [1, {MAX_KEY_LEN}], got {key_len}")
-        if not MIN_OCCURRENCES <= max_occurrences <= MAX_OCCURRENCES:
-            raise ValueError(f"SuffixCache: max_occurrences must be in [{MIN_OCCURRENCES}, "
-                             f"{MAX_OCCURRENCES}], got {max_occurrences}")
-        if not 1 <= vocab_size <= 1 << 31:
-            raise ValueError(f"SuffixCache: vocab_size must be in [1, 2^31], got {vocab_size}")
-        if not 0 <= pair_vocab <= MAX_PAIR_VOCAB:
-            raise ValueError(f"SuffixCache: pair_vocab must be in [0, {MAX_PAIR_VOCAB}], got {pair_vocab}")
-        if line_planes != 0 and not (MIN_LINE_PLANES <= line_planes <= MAX_LINE_PLANES
-                                     and line_planes & (line_planes - 1) == 0):
-            raise ValueError(f"SuffixCache: line_planes must be 0 or a power of two in [{MIN_LINE_PLANES}, "
-                             f"{MAX_LINE_PLANES}], got {line_planes}")
+        config = SuffixCacheConfig(rows, width, slots, key_len, max_occurrences, vocab_size, pair_vocab,
+                                   line_planes)
+        total = cache_layout(config).total
+        host = paddle.to_tensor(np.zeros(total, np.uint8), place=paddle.CPUPlace())
+        _loader.load().suffix_cache_init(host, config.values())
         place = paddle.get_device() if place is None else place
-
-        def t(a):
-            return paddle.to_tensor(a, place=place)
-
-        rows_state = np.zeros((rows, 2), np.int64)
-        rows_state[:, 0] = -1
-        return cls(tokens=t(np.full((rows, width), -1, np.int64)),
-                   keys=t(np.zeros((rows, width), np.int32)), rows_state=t(rows_state),
-                   counts=t(np.zeros(vocab_size if key_len == 1 else 1, np.int32)),
-                   pairs=t(np.zeros((pair_vocab,) * 2 if key_len == 1 else (1, 1), np.int32)),
-                   lines=t(np.zeros((line_planes, line_words(rows, width)), np.int32)),
-                   slots_state=t(np.full(slots, SLOT_FREE, np.int64)),
-                   counter=t(np.zeros(1, np.int64)),
-                   cand=t(np.zeros((slots, CAND_LISTS * max_occurrences), np.int64)),
-                   stat=t(np.zeros((slots + 1, STAT_COLS), np.int32)),
-                   line_mask=t(np.zeros(line_words(rows, width), np.int32)), key_len=int(key_len))
+        return cls(paddle.to_tensor(host.numpy(), place=place), config)
 
     @classmethod
     def from_config(cls, max_cached_requests: int, width: int, max_cached_tokens: int, slots: int,
@@ -165,54 +195,75 @@ class SuffixCache:
                              f"at least 1, got {max_cached_requests}")
         return cls.allocate(rows, width, slots, **kw)
 
-    def op_args(self) -> dict:
-        """The cache's tensors and key length under the names the ops' bindings give them."""
-        return dict(cache_tokens=self.tokens, cache_keys=self.keys, cache_rows=self.rows_state,
-                    cache_counts=self.counts, cache_pairs=self.pairs, cache_lines=self.lines,
-                    cache_slots=self.slots_state,
-                    cache_counter=self.counter, query_cand=self.cand, query_stat=self.stat,
-                    query_lines=self.line_mask, key_len=self.key_len)
+    @property
+    def key_len(self) -> int:
+        return self.config.key_len
 
     @property
     def nbytes(self) -> int:
-        """Device bytes held by the cache and its query scratch."""
-        return int(sum(int(np.prod(x.shape)) * (8 if x.dtype == paddle.int64 else 4)
-                       for x in (self.tokens, self.keys, self.rows_state, self.counts, self.pairs,
-                                 self.lines, self.slots_state, self.counter, self.cand, self.stat,
-                                 self.line_mask)))
+        """Bytes of the state: the cache and its query scratch."""
+        return self.layout.total
+
+    @property
+    def bytes_per_position(self) -> float:
+        """Bytes per cached position (token, key, line filter), from the op library's layout."""
+        return self.layout.line_bytes / LINE_LEN
+
+    def read(self, part: str) -> np.ndarray:
+        """A copy of one part of the state (``PART_NAMES``) as a NumPy array of its dtype and shape.
+        Downloads the whole state: for tests and inspection, not for a decode loop."""
+        return self._part(self.state.numpy(), part).copy()
+
+    def parts(self) -> dict:
+        """Every part of the state (one download), as :meth:`read` gives them."""
+        raw = self.state.numpy()
+        return {name: self._part(raw, name).copy() for name in PART_NAMES}
+
+    def write(self, part: str, value) -> None:
+        """Replaces one part of the state (tests: a state the ops did not write). The state tensor
+        is replaced by a new one on the same place (what holds this object sees the new one)."""
+        raw = self.state.numpy().copy()
+        view = self._part(raw, part)
+        view[...] = np.asarray(value, view.dtype).reshape(view.shape)
+        self.state = paddle.to_tensor(raw, place=self.state.place)
+
+    def _part(self, raw: np.ndarray, part: str) -> np.ndarray:
+        name, dtype, shape = next(p for p in PARTS if p[0] == part)
+        off, size = self.layout.offsets[name], self.layout.sizes[name]
+        return raw[off:off + size].view(dtype).reshape(shape(self.config))
 
 
-_CACHE = ("cache_tokens", "cache_keys", "cache_rows", "cache_counts", "cache_pairs", "cache_lines")
+class _ConfigAttr:
+    """The ``cache_config`` attribute: the cache's bounds, checked when it was allocated."""
+
+    def convert(self, op: str, name: str, value) -> list:
+        return list(value)
+
+
+_CONFIG = ("cache_config", _ConfigAttr())
 _INSERT = OpSpec(
     "suffix_cache_insert",
     tensors=("token_ids_all", "prompt_lens", "step_idx", "seq_lens_encoder", "seq_lens_decoder",
-             *_CACHE, "cache_slots", "cache_counter"),
-    outputs=frozenset({*_CACHE, "cache_slots", "cache_counter"}),
-    attrs=(("key_len", INT32),),
+             "cache_state"),
+    outputs=frozenset({"cache_state"}),
+    attrs=(_CONFIG,),
 )
-_FINISH = OpSpec("suffix_cache_finish", tensors=("finished", "cache_slots"),
-                 outputs=frozenset({"cache_slots"}))
+_FINISH = OpSpec("suffix_cache_finish", tensors=("finished", "cache_state"),
+                 outputs=frozenset({"cache_state"}), attrs=(_CONFIG,))
 _EVICT = OpSpec(
     "suffix_cache_evict",
-    tensors=(*_CACHE, "cache_counter"),
-    outputs=frozenset(_CACHE),
-    attrs=(("keep", IntAttr("int64, >= 0", 0, 2**63 - 1)), ("key_len", INT32)),
+    tensors=("cache_state",),
+    outputs=frozenset({"cache_state"}),
+    attrs=(("keep", IntAttr("int64, >= 0", 0, 2**63 - 1)), _CONFIG),
 )
-# suffix_match's arguments, then the source of each draft, the cache and the query's scratch.
+# suffix_match's arguments, then the source of each draft and the cache's state.
 _QUERY = OpSpec(
     "suffix_cache_query",
-    tensors=(*_MATCH.tensors, "suffix_source", *_CACHE, "query_cand", "query_stat", "query_lines"),
-    outputs=_MATCH.outputs | {"suffix_source", "query_cand", "query_stat", "query_lines"},
-    attrs=(*_MATCH.attrs, ("key_len", INT32)),
+    tensors=(*_MATCH.tensors, "suffix_source", "cache_state"),
+    outputs=_MATCH.outputs | {"suffix_source", "cache_state"},
+    attrs=(*_MATCH.attrs, _CONFIG),
 )
-# The query's arguments with the insert's slot states and counter after the cache's tensors.
-_STEP = OpSpec(
-    "suffix_cache_step",
-    tensors=(*_MATCH.tensors, "suffix_source", *_CACHE, "cache_slots", "cache_counter", "query_cand",
-             "query_stat", "query_lines"),
-    outputs=_QUERY.outputs | _INSERT.outputs,
-    attrs=_QUERY.attrs,
-)
+_STEP = OpSpec("suffix_cache_step", tensors=_QUERY.tensors, outputs=_QUERY.outputs, attrs=_QUERY.attrs)
 
 
 def suffix_cache_insert(token_ids_all: paddle.Tensor, prompt_lens: paddle.Tensor,
@@ -236,7 +287,7 @@ def suffix_cache_insert(token_ids_all: paddle.Tensor, prompt_lens: paddle.Tensor
     >>> ids = t([[7, 8, 1, 2, 3, 0]], np.int64)                 # prompt 7 8, response 1 2 3
     >>> suffix_cache_insert(ids, t([[2]], np.int64), t([[3]], np.int64), t([0], np.int32),
     ...                     t([5], np.int32), c)
-    >>> c.tokens.numpy()[0].tolist(), c.rows_state.numpy()[0].tolist()
+    >>> c.read("tokens")[0].tolist(), c.read("rows")[0].tolist()
     ([1, 2, 3, -1], [0, 3])
     """
     _loader.load().suffix_cache_insert(*_INSERT.args(dict(locals(), **_cache_args(_INSERT, cache))))
@@ -258,27 +309,34 @@ def suffix_cache_evict(cache: SuffixCache, keep: int = 0) -> None:
     >>> import numpy as np, paddle
     >>> from fastdeploy_spec.ops.suffix_cache import SuffixCache, suffix_cache_evict
     >>> c = SuffixCache.allocate(rows=3, width=4, slots=1)
-    >>> c.rows_state = paddle.to_tensor(np.array([[3, 2], [4, 1], [2, 4]], np.int64))
-    >>> c.counter = paddle.to_tensor(np.array([5], np.int64))
+    >>> c.write("rows", [[3, 2], [4, 1], [2, 4]])         # as if five requests had begun
+    >>> c.write("counter", [5])
     >>> suffix_cache_evict(c, keep=2)                        # keeps requests 3 and 4
-    >>> c.rows_state.numpy().tolist()
+    >>> c.read("rows").tolist()
     [[3, 2], [4, 1], [-1, 0]]
     """
     _loader.load().suffix_cache_evict(*_EVICT.args(dict(locals(), **_cache_args(_EVICT, cache))))
 
 
-def suffix_cache_query(
-    token_ids_all: Tensor, prompt_lens: Tensor, step_idx: Tensor, draft_token_num: Tensor,
-    draft_tokens: Tensor, seq_lens_this_time: Tensor, seq_lens_encoder: Tensor,
-    seq_lens_decoder: Tensor, max_dec_len: Tensor,
-    suffix_tokens: Tensor, suffix_probs: Tensor, suffix_meta: Tensor, suffix_source: Tensor,
-    cache: SuffixCache,
-    *,
-    max_tree_depth: int = 64, max_spec_factor: float = 1.0, max_spec_offset: float = 0.0,
-    min_token_prob: float = 0.1, max_draft_tokens: int | None = None, pad_to_max: bool = False,
-    threshold: int | None = None,
-) -> None:
-    """``suffix_match`` with the global cache: per decoding slot, the local draft (its own history)
+def _query_op(spec: OpSpec, doc: str):
+    """The entry point of suffix_cache_query or suffix_cache_step: one signature, two ops."""
+
+    def op(token_ids_all: Tensor, prompt_lens: Tensor, step_idx: Tensor, draft_token_num: Tensor,
+           draft_tokens: Tensor, seq_lens_this_time: Tensor, seq_lens_encoder: Tensor,
+           seq_lens_decoder: Tensor, max_dec_len: Tensor, suffix_tokens: Tensor, suffix_probs: Tensor,
+           suffix_meta: Tensor, suffix_source: Tensor, cache: SuffixCache, *, max_tree_depth: int = 64,
+           max_spec_factor: float = 1.0, max_spec_offset: float = 0.0, min_token_prob: float = 0.1,
+           max_draft_tokens: int | None = None, pad_to_max: bool = False,
+           threshold: int | None = None) -> None:
+        max_draft_tokens = default_max_draft_tokens(max_draft_tokens, draft_tokens)
+        getattr(_loader.load(), spec.op)(*spec.args(dict(locals(), **_cache_args(spec, cache))))
+
+    op.__name__ = op.__qualname__ = spec.op
+    op.__doc__ = doc
+    return op
+
+
+suffix_cache_query = _query_op(_QUERY, """``suffix_match`` with the global cache: per decoding slot, the local draft (its own history)
     and the global draft (the cached responses, from the same context and with the same rules), the
     local one kept if its score is at least the global one's; then the batch budget walk.
 
@@ -306,23 +364,10 @@ def suffix_cache_query(
     ...                    t([[9], [9]], np.int64), toks, probs, meta, src, c, max_spec_factor=2.0)
     >>> drafts.numpy()[1, 1:3].tolist(), src.numpy().tolist(), meta.numpy()[1].tolist()
     ([7, 8], [0, 1], [2, 2])
-    """
-    max_draft_tokens = default_max_draft_tokens(max_draft_tokens, draft_tokens)
-    _loader.load().suffix_cache_query(*_QUERY.args(dict(locals(), **_cache_args(_QUERY, cache))))
+    """)
 
 
-def suffix_cache_step(
-    token_ids_all: Tensor, prompt_lens: Tensor, step_idx: Tensor, draft_token_num: Tensor,
-    draft_tokens: Tensor, seq_lens_this_time: Tensor, seq_lens_encoder: Tensor,
-    seq_lens_decoder: Tensor, max_dec_len: Tensor,
-    suffix_tokens: Tensor, suffix_probs: Tensor, suffix_meta: Tensor, suffix_source: Tensor,
-    cache: SuffixCache,
-    *,
-    max_tree_depth: int = 64, max_spec_factor: float = 1.0, max_spec_offset: float = 0.0,
-    min_token_prob: float = 0.1, max_draft_tokens: int | None = None, pad_to_max: bool = False,
-    threshold: int | None = None,
-) -> None:
-    """``suffix_cache_insert`` then ``suffix_cache_query`` with the same arguments, in one call.
+suffix_cache_step = _query_op(_STEP, """``suffix_cache_insert`` then ``suffix_cache_query`` with the same arguments, in one call.
 
     The results are those of the two calls, bit for bit. On the GPU the step is faster: nothing
     runs between the insert and the query, so the query starts reading its inputs while the insert
@@ -345,15 +390,13 @@ def suffix_cache_step(
     >>> suffix_cache_step(ids, P, s, t([3, 3], np.int32), drafts, slt, t([0, 0], np.int32),
     ...                   t([5, 4], np.int32), t([[9], [9]], np.int64), toks, probs, meta, src, c,
     ...                   max_spec_factor=2.0)
-    >>> c.rows_state.numpy().tolist()[:2], drafts.numpy()[1, 1:3].tolist(), src.numpy().tolist()
+    >>> c.read("rows").tolist()[:2], drafts.numpy()[1, 1:3].tolist(), src.numpy().tolist()
     ([[0, 4], [1, 2]], [7, 8], [0, 1])
-    """
-    max_draft_tokens = default_max_draft_tokens(max_draft_tokens, draft_tokens)
-    _loader.load().suffix_cache_step(*_STEP.args(dict(locals(), **_cache_args(_STEP, cache))))
+    """)
 
 
 def _cache_args(spec: OpSpec, cache) -> dict:
     if not isinstance(cache, SuffixCache):
         raise ArgumentError(f"{spec.op}: cache must be a SuffixCache (SuffixCache.allocate), got "
                             f"{type(cache).__name__}")
-    return cache.op_args()
+    return dict(cache_state=cache.state, cache_config=cache.config.values())

@@ -76,7 +76,7 @@ declare -A sources=(
   [draft_model_vs_cpu]="tests/cuda/draft_model_vs_cpu.cu custom_ops/draft_model/draft_model.cu custom_ops/draft_model/draft_model_cpu.cc"
   [mtp_state_vs_cpu]="tests/cuda/mtp_state_vs_cpu.cu custom_ops/mtp_state/mtp_state.cu custom_ops/mtp_state/mtp_state_cpu.cc"
   [suffix_match_vs_cpu]="tests/cuda/suffix_match_vs_cpu.cu custom_ops/suffix_match/suffix_match.cu custom_ops/suffix_match/suffix_match_cpu.cc"
-  [suffix_cache_vs_cpu]="tests/cuda/suffix_cache_vs_cpu.cu custom_ops/suffix_cache/suffix_cache.cu custom_ops/suffix_cache/suffix_cache_cpu.cc custom_ops/suffix_match/suffix_match.cu custom_ops/suffix_match/suffix_match_cpu.cc"
+  [suffix_cache_vs_cpu]="tests/cuda/suffix_cache_vs_cpu.cu custom_ops/suffix_cache/suffix_cache.cu custom_ops/suffix_cache/suffix_cache_cpu.cc custom_ops/suffix_cache/suffix_cache_state.cc custom_ops/suffix_match/suffix_match.cu custom_ops/suffix_match/suffix_match_cpu.cc"
   [sample_tokens_vs_cpu]="tests/cuda/sample_tokens_vs_cpu.cu custom_ops/speculate_sample_tokens/speculate_sample_tokens.cu custom_ops/speculate_sample_tokens/speculate_sample_tokens_cpu.cc"
   # Not an op: the stream-ordering rule the n-gram ops' walk-free path relies on (see the source).
   [pdl_order_check]="tests/cuda/pdl_order_check.cu"

@@ -10,7 +10,9 @@
 // step as one CUDA graph (insert + query captured once, inputs copied into the captured buffers
 // before each replay). A
 // request's slot may close: empty for one step with its row still holding the request and the
-// tokens accepted at its last step, which the insert adds.
+// tokens accepted at its last step, which the insert adds. Some cases corrupt their state now and
+// then (a row's length or request number, the counter, a slot's state: corrupt_state), after which
+// the state must still agree bit for bit, and every access stay inside the buffers (memcheck).
 // Usage and exit status: tests/cuda/harness.cuh.
 #include <algorithm>
 #include <memory>
@@ -18,7 +20,7 @@
 #include <vector>
 
 #include "harness.cuh"
-#include "suffix_cache/suffix_cache.h"
+#include "suffix_cache/suffix_cache_state.h"
 
 namespace {
 
@@ -156,6 +158,16 @@ class HostVec {
   std::vector<T> v_;
 };
 
+// The elements of one part of the cache's state, from the layout the ops use
+// (suffix_cache_state.h): the harness gives each part an allocation of its own, of that size, so
+// that memcheck sees a part's overrun (inside the ops' one workspace it would land in the next).
+template <class T>
+std::vector<T> part(const Config& c, fdspec::SuffixCachePart p, T fill) {
+  const fdspec::SuffixCacheConfig cfg{c.R, c.width, c.B, c.G, c.M, c.counted, c.pair_vocab, c.line_planes};
+  const int64_t n = fdspec::suffix_cache_layout(cfg).bytes[p] / static_cast<int64_t>(sizeof(T));
+  return std::vector<T>(std::max<int64_t>(n, 1), fill);
+}
+
 // One side's buffers: DevVec (device, or host memory in the self-test) or HostVec (the reference).
 template <template <class> class V>
 struct Side {
@@ -167,18 +179,21 @@ struct Side {
   explicit Side(const Config& c)
       : ids(std::vector<int64_t>(c.B * c.W)), P(std::vector<int64_t>(c.B)), s(std::vector<int64_t>(c.B)),
         drafts(std::vector<int64_t>(c.B * (c.K + 1))), mdl(std::vector<int64_t>(c.B)),
-        stoks(std::vector<int64_t>(c.B * c.K, -7)), tokens(std::vector<int64_t>(c.R * c.width, -1)),
-        rows(init_rows(c.R)), slots(std::vector<int64_t>(c.B, fdspec::kSuffixSlotFree)),
-        counter(std::vector<int64_t>(1, 0)), cand(std::vector<int64_t>(c.B * fdspec::kSuffixCandLists * c.M, 0)),
+        stoks(std::vector<int64_t>(c.B * c.K, -7)), tokens(part<int64_t>(c, fdspec::kSuffixPartTokens, -1)),
+        rows(init_rows(c.R)), slots(part<int64_t>(c, fdspec::kSuffixPartSlots, fdspec::kSuffixSlotFree)),
+        counter(part<int64_t>(c, fdspec::kSuffixPartCounter, 0)), cand(part<int64_t>(c, fdspec::kSuffixPartCand, 0)),
         enc(std::vector<int32_t>(c.B)), dec(std::vector<int32_t>(c.B)), dtn(std::vector<int32_t>(c.B)),
         slt(std::vector<int32_t>(c.B)), smeta(std::vector<int32_t>(c.B * 2, -7)),
-        source(std::vector<int32_t>(c.B, -7)), keys(std::vector<int32_t>(c.R * c.width, 0)),
-        stat(std::vector<int32_t>((c.B + 1) * fdspec::kSuffixStatCols, 0)),
-        finished(std::vector<int32_t>(c.B)), counts(std::vector<int32_t>(c.counted, 0)),
-        pairs(std::vector<int32_t>(std::max<int64_t>(c.pair_vocab * c.pair_vocab, 1), 0)),
-        lines(std::vector<uint32_t>(std::max<int64_t>(c.line_planes * fdspec::suffix_line_words(c.R, c.width), 1), 0)),
-        line_mask(std::vector<uint32_t>(fdspec::suffix_line_words(c.R, c.width), 0)),
-        sprobs(std::vector<float>(c.B * c.K, -7.0f)) {}
+        source(std::vector<int32_t>(c.B, -7)), keys(part<int32_t>(c, fdspec::kSuffixPartKeys, 0)),
+        stat(part<int32_t>(c, fdspec::kSuffixPartStat, 0)), finished(std::vector<int32_t>(c.B)),
+        counts(part<int32_t>(c, fdspec::kSuffixPartCounts, 0)), pairs(part<int32_t>(c, fdspec::kSuffixPartPairs, 0)),
+        lines(part<uint32_t>(c, fdspec::kSuffixPartLines, 0)),
+        line_mask(part<uint32_t>(c, fdspec::kSuffixPartLineMask, 0)), sprobs(std::vector<float>(c.B * c.K, -7.0f)) {
+    if (init_rows(c.R).size() != part<int64_t>(c, fdspec::kSuffixPartRows, 0).size()) {
+      std::fprintf(stderr, "the rows' part of suffix_cache_layout is not [R, 2]\n");
+      std::exit(2);
+    }
+  }
 
   static std::vector<int64_t> init_rows(int64_t R) {
     std::vector<int64_t> v(2 * R, 0);
@@ -263,6 +278,10 @@ struct Side {
 using DevSide = Side<DevVec>;
 using RefSide = Side<HostVec>;
 
+// Whether the step's drafts are compared (not after a corrupt_state that makes them undefined):
+// the self-test perturbs only the state when they are not.
+bool g_drafts_compared = true;
+
 // The device step (insert, query, finish), or in the self-test the CPU implementation with one
 // output value perturbed now and then.
 cudaError_t launch_step(const Config& c, const DevSide& d, cudaStream_t stream, int64_t evict_keep = -1) {
@@ -291,7 +310,9 @@ cudaError_t launch_step(const Config& c, const DevSide& d, cudaStream_t stream, 
   if (evict_keep >= 0) fdspec::suffix_cache_evict_cpu(ins.cache, ins.counter, evict_keep);
   if (st.perturb && c.B > 0) {
     static int turn = 0;
-    switch (++turn % 4) {
+    ++turn;
+    if (!g_drafts_compared && turn % 2 == 0) ++turn;  // the state's perturbations: 1 and 3
+    switch (turn % 4) {
       case 0: qry.source[0] ^= 1; break;
       case 1: ins.cache.rows[1] += 1; break;
       case 2: qry.m.suffix_meta[0] += 1; break;
@@ -390,6 +411,42 @@ void check_fast_divisor(harness::Tally& t, Rng& r) {
   }
 }
 
+// A state no op writes (docs/contract/suffix.md, "A state the ops did not write"), the same on both
+// sides before a step: a row's length or request number, the counter (its bits 40 and up clear, so
+// that the GPU's new count is defined) or a slot's state. Returns whether the rows no longer agree
+// with the counts and the line filter, which steer the GPU's scan: its drafts are then not defined,
+// and only the state is compared (every access stays inside the buffers: memcheck's quick run).
+bool corrupt_state(Rng& r, const Config& c, DevSide& dev, RefSide& ref, harness::Tally& t) {
+  const int kind = static_cast<int>(r.uni(0, 3));
+  if (kind <= 1) {
+    auto rows = ref.rows.download();
+    const int64_t row = r.uni(0, c.R - 1);
+    if (kind == 0) {
+      rows[2 * row + 1] = r.pick<int64_t>({-1, -5, c.width + 1, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN});
+    } else {
+      rows[2 * row] = r.pick<int64_t>({-5, INT64_MIN, int64_t{1} << 39, INT64_MAX});
+    }
+    dev.rows.upload(rows);
+    ref.rows.upload(rows);
+    t.count(kind == 0 ? "corrupt_length_steps" : "corrupt_request_steps");
+    return true;
+  }
+  if (kind == 2) {
+    const std::vector<int64_t> counter = {
+        r.pick<int64_t>({int64_t{1} << 38, (int64_t{1} << 40) - 1, (int64_t{1} << 39) + 3})};
+    dev.counter.upload(counter);
+    ref.counter.upload(counter);
+    t.count("corrupt_counter_steps");
+    return false;
+  }
+  auto slots = ref.slots.download();
+  slots[r.uni(0, c.B - 1)] = r.pick<int64_t>({INT64_MAX, ref.counter.download()[0] + 2, -3, INT64_MIN});
+  dev.slots.upload(slots);
+  ref.slots.upload(slots);
+  t.count("corrupt_slot_steps");
+  return false;
+}
+
 void body(harness::Tally& t, bool quick) {
   Rng r(20261124);
   check_fast_divisor(t, r);
@@ -426,10 +483,18 @@ void body(harness::Tally& t, bool quick) {
     if (c.base != 0 && c.G == 1) t.count("hashed_key_cases");
     if (c.threshold == INT64_MAX) t.count("walkless_cases");  // each search block writes its outcome
     if (c.line_planes > 0) t.count("line_filter_cases");  // the scan reads only the lines it may hit
+    // Some cases corrupt their state now and then, with a generator of their own (the other cases'
+    // streams stay as they were).
+    const bool corrupting = !graph && ci < narrow && ci % 4 == 1;
+    Rng cr(7000 + ci);
+    bool drafts_defined = true;
+    if (corrupting) t.count("corrupt_state_cases");
     for (int step = 0; step < c.steps; ++step) {
       const StepIn in = stream.step();
       dev.upload(in, c);
       ref.upload(in, c);
+      if (corrupting && step % 7 == 5 && corrupt_state(cr, c, dev, ref, t)) drafts_defined = false;
+      g_drafts_compared = drafts_defined;
       t.begin_case();
       // Now and then (not in graph cases) an explicit eviction of all but the newest responses.
       const int64_t evict_keep = !graph && step % 13 == 12 ? r.uni(0, c.R) : -1;
@@ -454,12 +519,14 @@ void body(harness::Tally& t, bool quick) {
       ok &= same(dev.lines, ref.lines, "lines", what);
       ok &= same(dev.slots, ref.slots, "slots", what);
       ok &= same(dev.counter, ref.counter, "counter", what);
-      ok &= same(dev.drafts, ref.drafts, "draft_tokens", what);
-      ok &= same(dev.slt, ref.slt, "seq_lens_this_time", what);
-      ok &= same(dev.stoks, ref.stoks, "suffix_tokens", what);
-      ok &= same(dev.sprobs, ref.sprobs, "suffix_probs", what);
-      ok &= same(dev.smeta, ref.smeta, "suffix_meta", what);
-      ok &= same(dev.source, ref.source, "suffix_source", what);
+      if (drafts_defined) {
+        ok &= same(dev.drafts, ref.drafts, "draft_tokens", what);
+        ok &= same(dev.slt, ref.slt, "seq_lens_this_time", what);
+        ok &= same(dev.stoks, ref.stoks, "suffix_tokens", what);
+        ok &= same(dev.sprobs, ref.sprobs, "suffix_probs", what);
+        ok &= same(dev.smeta, ref.smeta, "suffix_meta", what);
+        ok &= same(dev.source, ref.source, "suffix_source", what);
+      }
       t.record(ok, what);
       const auto src = ref.source.download();
       const auto st = dev.stat.download();

@@ -21,6 +21,26 @@ import numpy as np
 from tests.reference.suffix_match import f32, spec_limit, suffix_draft_ref, suffix_match_ref
 
 SLOT_FREE, SLOT_DETACHED = -1, -2
+MAX_REQUESTS = 1 << 39  # kMaxSuffixCacheRequests: request numbers fit 40 bits of a candidate
+COUNTER_LIMIT = 1 << 38  # kSuffixCounterLimit
+
+
+# How the ops read a state they did not write (suffix_cache.h, "reading the state"; the contract's
+# "A state the ops did not write"): identities on every state the ops write.
+def row_req(v: int) -> int:
+    """A row's request number: outside [0, 2^39) the row is empty (-1)."""
+    return int(v) if 0 <= v < MAX_REQUESTS else -1
+
+
+def row_len(req: int, n: int, width: int) -> int:
+    """A row's cached length: 0 for an empty row, else clamped to [0, width]."""
+    return 0 if req < 0 else min(max(int(n), 0), width)
+
+
+def counter_base(v: int) -> int:
+    """The request counter: its low 40 bits, 0 when they are 2^38 or more."""
+    low = int(v) & ((1 << 40) - 1)
+    return low if low < COUNTER_LIMIT else 0
 
 
 def global_draft_ref(responses, C, cap: int, *, max_tree_depth: int, max_spec_factor: float,
@@ -94,16 +114,19 @@ class SuffixCacheRef:
         decoding = [enc[b] <= 0 and dec[b] != 0 for b in range(B)]
         # closing: empty while its request is active: its last tokens are appended, then it is free
         closing = [enc[b] <= 0 and dec[b] == 0 and self.slots[b] >= 0 for b in range(B)]
+        base = nxt = counter_base(self.counter)
         for b in range(B):
             if not decoding[b]:
                 if not closing[b]:
                     self.slots[b] = SLOT_FREE
-            elif self.slots[b] == SLOT_FREE:
-                q = self.counter
-                self.counter += 1
+            elif self.slots[b] == SLOT_FREE or self.slots[b] >= base:  # >= base: a number not handed out
+                q = nxt
+                nxt += 1
                 self.slots[b] = q
+                for old in [x for x in self.responses if x % self.R == q % self.R]:
+                    del self.responses[old]  # first in, first out: request q - R
                 self.responses[q] = []
-                self.responses.pop(q - self.R, None)  # first in, first out
+        self.counter = nxt
         for b in range(B):
             q = self.slots[b]
             if q < 0 or not (decoding[b] or closing[b]):
@@ -120,7 +143,7 @@ class SuffixCacheRef:
                 self.slots[b] = SLOT_FREE
 
     def evict(self, keep: int):
-        for q in [q for q in self.responses if q < self.counter - keep]:
+        for q in [q for q in self.responses if q < counter_base(self.counter) - keep]:
             del self.responses[q]
 
     def finish(self, finished):

@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import numpy as np
 
-from fastdeploy_spec.ops.suffix_cache import (SuffixCache, suffix_cache_evict, suffix_cache_finish,
+from fastdeploy_spec.ops.suffix_cache import (SuffixCache, line_words, suffix_cache_evict, suffix_cache_finish,
                                               suffix_cache_insert, suffix_cache_query,
                                               suffix_cache_step)
 from tests.helpers import to_place
@@ -155,15 +155,15 @@ def _items(t, k, off, G, V, F):
 def line_filter_ref(responses, keys, cache):
     """The line filter a cache holding ``responses`` ({row: tokens}, with the cache's ``keys``) must
     have: for every cached position, the bits of its items in its line (docs/contract/suffix.md)."""
-    P, words = cache.lines.shape
+    P, words = cache.config.line_planes, line_words(cache.config.rows, cache.config.width)
     want = np.zeros((P, words), np.uint32)
     if P == 0:
         return want
     R, width = keys.shape
     lines_per_row = (width + 31) // 32
     G = cache.key_len
-    V = cache.counts.shape[0] if G == 1 and R * width < 1 << 31 else 0
-    F = cache.pairs.shape[0] if G == 1 and R * width < 1 << 31 else 0
+    V = cache.config.vocab_size if G == 1 and R * width < 1 << 31 else 0
+    F = cache.config.pair_vocab if G == 1 and R * width < 1 << 31 else 0
     for r, resp in responses.items():
         for off in range(len(resp)):
             li = r * lines_per_row + (off - (G - 1)) // 32
@@ -225,21 +225,22 @@ class Driver:
 
     def check_state(self):
         rows, toks = self.ref.rows_view()
-        np.testing.assert_array_equal(self.cache.rows_state.numpy(), rows)
-        np.testing.assert_array_equal(self.cache.slots_state.numpy(), self.ref.slots)
-        assert int(self.cache.counter.numpy()[0]) == self.ref.counter
-        ctoks = self.cache.tokens.numpy()
+        state = self.cache.parts()
+        np.testing.assert_array_equal(state["rows"], rows)
+        np.testing.assert_array_equal(state["slots"], self.ref.slots)
+        assert int(state["counter"][0]) == self.ref.counter
+        ctoks = state["tokens"]
         for r, resp in toks.items():
             np.testing.assert_array_equal(ctoks[r, :len(resp)], resp)
         if self.cache.key_len == 1:  # the counts: each token id's occurrences in the cached responses
-            counts = self.cache.counts.numpy()
+            counts = state["counts"]
             want = np.zeros(counts.shape[0], np.int64)
             for resp in toks.values():
                 ids = np.asarray(resp, np.int64)
                 np.add.at(want, ids[(ids >= 0) & (ids < counts.shape[0])], 1)
             np.testing.assert_array_equal(counts, want)
             # the pair counts: each pair of consecutive ids' occurrences within one response
-            pairs = self.cache.pairs.numpy()
+            pairs = state["pairs"]
             F = pairs.shape[0]
             want = np.zeros((F, F), np.int64)
             for resp in toks.values():
@@ -248,8 +249,8 @@ class Driver:
                 keep = (a >= 0) & (a < F) & (b >= 0) & (b < F)
                 np.add.at(want, (a[keep], b[keep]), 1)
             np.testing.assert_array_equal(pairs, want)
-        lines = self.cache.lines.numpy().view(np.uint32)
-        np.testing.assert_array_equal(lines, line_filter_ref(toks, self.cache.keys.numpy(), self.cache))
+        lines = state["lines"].view(np.uint32)
+        np.testing.assert_array_equal(lines, line_filter_ref(toks, state["keys"], self.cache))
 
 
 def soak(place, seed, requests, *, rows=32, width=48, slots=8, check_every=200, key_len=2):
@@ -259,9 +260,9 @@ def soak(place, seed, requests, *, rows=32, width=48, slots=8, check_every=200, 
     stream = RequestStream(rng, slots, width=96, vocab=6, k=4, max_answer=width + 16, p_new=0.9)
     drv = Driver(place, rows, width, slots, key_len=key_len, max_occurrences=64)
     before = drv.cache.nbytes
-    ptrs = [drv.cache.tokens.data_ptr(), drv.cache.cand.data_ptr()]
+    ptr = drv.cache.state.data_ptr()
     i = 0
-    while int(drv.cache.counter.numpy()[0]) < requests:
+    while int(drv.cache.read("counter")[0]) < requests:
         step = stream.step()
         t = [drv.t(a) for a in (step.token_ids_all, step.prompt_lens, step.step_idx,
                                 step.seq_lens_encoder, step.seq_lens_decoder)]
@@ -275,5 +276,5 @@ def soak(place, seed, requests, *, rows=32, width=48, slots=8, check_every=200, 
     drv.query(stream.step().query_inputs(rng), max_spec_factor=4.0, min_token_prob=0.0)
     drv.check_state()
     assert drv.cache.nbytes == before
-    assert [drv.cache.tokens.data_ptr(), drv.cache.cand.data_ptr()] == ptrs
+    assert drv.cache.state.data_ptr() == ptr
     return drv
