@@ -126,14 +126,42 @@ void VerifyDraftTokens(paddle::Tensor& step_output_ids, paddle::Tensor& step_out
                       fdspec::verify_draft_tokens_gpu);
 }
 
+// FastDeploy's registration: its 17 inputs, the Philox key of slot b is b.
+void VerifyDraftTokensUnseeded(
+    paddle::Tensor& step_output_ids, paddle::Tensor& step_output_len, const paddle::Tensor& step_input_ids,
+    const paddle::optional<paddle::Tensor>& target_tokens, const paddle::optional<paddle::Tensor>& candidate_ids,
+    const paddle::optional<paddle::Tensor>& candidate_scores,
+    const paddle::optional<paddle::Tensor>& candidate_lens, const paddle::Tensor& topp,
+    const paddle::Tensor& stop_flags, const paddle::Tensor& seq_lens_encoder,
+    const paddle::Tensor& seq_lens_this_time, const paddle::Tensor& end_tokens, const paddle::Tensor& is_block_step,
+    const paddle::Tensor& cu_seqlens_q_output, const paddle::Tensor& reasoning_status,
+    const paddle::optional<paddle::Tensor>& max_dec_len, const paddle::optional<paddle::Tensor>& step_idx,
+    int max_seq_len, int verify_window, int verify_strategy, bool reject_all, bool accept_all) {
+  VerifyDraftTokens(step_output_ids, step_output_len, step_input_ids, target_tokens, candidate_ids,
+                    candidate_scores, candidate_lens, topp, stop_flags, seq_lens_encoder, seq_lens_this_time,
+                    end_tokens, is_block_step, cu_seqlens_q_output, reasoning_status, max_dec_len, step_idx,
+                    paddle::none, max_seq_len, verify_window, verify_strategy, reject_all, accept_all);
+}
+
+#define FDSPEC_VERIFY_DRAFT_TOKENS_INPUTS                                                                 \
+  "step_output_ids", "step_output_len", "step_input_ids", paddle::Optional("target_tokens"),              \
+      paddle::Optional("candidate_ids"), paddle::Optional("candidate_scores"),                          \
+      paddle::Optional("candidate_lens"), "topp", "stop_flags", "seq_lens_encoder", "seq_lens_this_time", \
+      "end_tokens", "is_block_step", "cu_seqlens_q_output", "reasoning_status",                         \
+      paddle::Optional("max_dec_len"), paddle::Optional("step_idx")
+#define FDSPEC_VERIFY_DRAFT_TOKENS_ATTRS \
+  "max_seq_len: int", "verify_window: int", "verify_strategy: int", "reject_all: bool", "accept_all: bool"
+
 PD_BUILD_OP(verify_draft_tokens)
-    .Inputs({"step_output_ids", "step_output_len", "step_input_ids", paddle::Optional("target_tokens"),
-             paddle::Optional("candidate_ids"), paddle::Optional("candidate_scores"),
-             paddle::Optional("candidate_lens"), "topp", "stop_flags", "seq_lens_encoder",
-             "seq_lens_this_time", "end_tokens", "is_block_step", "cu_seqlens_q_output",
-             "reasoning_status", paddle::Optional("max_dec_len"), paddle::Optional("step_idx"),
-             paddle::Optional("seeds")})
+    .Inputs({FDSPEC_VERIFY_DRAFT_TOKENS_INPUTS})
     FDSPEC_INPLACE_OUTPUTS("step_output_ids", "step_output_len")
-    .Attrs({"max_seq_len: int", "verify_window: int", "verify_strategy: int", "reject_all: bool",
-            "accept_all: bool"})
+    .Attrs({FDSPEC_VERIFY_DRAFT_TOKENS_ATTRS})
+    .SetKernelFn(PD_KERNEL(VerifyDraftTokensUnseeded));
+
+// Ours: the same op with each slot's Philox key (its request's seed) as an 18th input. A name of its
+// own, so that the FastDeploy name keeps FastDeploy's signature (docs/contract/names.md).
+PD_BUILD_OP(verify_draft_tokens_seeded)
+    .Inputs({FDSPEC_VERIFY_DRAFT_TOKENS_INPUTS, paddle::Optional("seeds")})
+    FDSPEC_INPLACE_OUTPUTS("step_output_ids", "step_output_len")
+    .Attrs({FDSPEC_VERIFY_DRAFT_TOKENS_ATTRS})
     .SetKernelFn(PD_KERNEL(VerifyDraftTokens));

@@ -148,4 +148,9 @@ def verify_draft_tokens(
     values = dict(locals())
     values.update(zip(_ATTRS, (int(a) if isinstance(a, IntEnum) else a for a in attrs)))
     _check_strategy_inputs(values)
-    _loader.load().verify_draft_tokens(*SPEC.args(values))
+    args = SPEC.args(values)
+    lib = _loader.load()
+    if seeds is None:  # FastDeploy's registration (17 inputs); with seeds, ours (docs/contract/names.md)
+        lib.verify_draft_tokens(*args[:17], *args[18:])
+    else:
+        lib.verify_draft_tokens_seeded(*args)
