@@ -177,3 +177,27 @@ def fewer_slots(case: dict, B: int, full_rows) -> dict:
     """``case`` with its per-slot tensors cut to B slots; the tensors named in ``full_rows`` keep every row
     (buffers of S > B slots, as a runner's)."""
     return {k: v if k in full_rows else v[:B] for k, v in case.items()}
+
+
+_REGISTERED_OPS = None
+
+
+def registered_ops() -> dict:
+    """name -> (inputs, outputs, attributes, in-place map {input: output}) of every op the library
+    registers, as Paddle registered them (the binding as built, not a reading of its source)."""
+    global _REGISTERED_OPS
+    if _REGISTERED_OPS is None:
+        from paddle.base import core
+        from paddle.utils.cpp_extension import extension_utils
+
+        module = ops.load()
+        protos = extension_utils.OpProtoHolder.instance().op_proto_map
+        _REGISTERED_OPS = {}
+        for name in sorted(n for n in vars(module) if n in protos):
+            inputs, attrs, outputs = extension_utils.parse_op_info(name)
+            inputs = [i.split("@")[0] for i in inputs]
+            outputs = [o.split("@")[0] for o in outputs]
+            by_index = core.eager._get_custom_operator_inplace_map(name)  # {output index: input index}
+            inplace = {inputs[i]: outputs[o] for o, i in dict(by_index).items()}
+            _REGISTERED_OPS[name] = (inputs, outputs, list(attrs), inplace)
+    return _REGISTERED_OPS

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from fastdeploy_spec import ops
+from tests.helpers import registered_ops
 
 SIGNATURES = json.loads((Path(__file__).parent / "data" / "fastdeploy_op_signatures.json").read_text())["ops"]
 
@@ -55,30 +55,9 @@ def _our_names() -> set:
     return set(SPECS)
 
 
-_REGISTERED = None
-
-
 def registered() -> dict:
-    """name -> (inputs, outputs, attributes, in-place map) as Paddle registered them from our library."""
-    global _REGISTERED
-    if _REGISTERED is None:
-        from paddle.base import core
-        from paddle.utils.cpp_extension import extension_utils
-
-        ops.load()
-        protos = extension_utils.OpProtoHolder.instance().op_proto_map
-        _REGISTERED = {}
-        for name in sorted(_our_names()):
-            if name not in protos:
-                continue
-            inputs, attrs, outputs = extension_utils.parse_op_info(name)
-            inputs = [i.split("@")[0] for i in inputs]
-            outputs = [o.split("@")[0] for o in outputs]
-            # Paddle keeps the in-place map as {output index: input index}
-            by_index = core.eager._get_custom_operator_inplace_map(name)
-            inplace = {inputs[i]: outputs[o] for o, i in dict(by_index).items()}
-            _REGISTERED[name] = (inputs, outputs, list(attrs), inplace)
-    return _REGISTERED
+    """Our ops as Paddle registered them (tests.helpers.registered_ops), those with a wrapper."""
+    return {n: v for n, v in registered_ops().items() if n in _our_names()}
 
 
 def test_every_op_of_ours_is_registered():

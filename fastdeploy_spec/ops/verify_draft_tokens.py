@@ -9,18 +9,21 @@ import paddle
 from fastdeploy_spec.ops import _loader
 from fastdeploy_spec.ops._common import BOOL, INT32, ArgumentError, OpSpec
 
-SPEC = OpSpec(
-    "verify_draft_tokens",
-    tensors=("step_output_ids", "step_output_len", "step_input_ids", "target_tokens", "candidate_ids",
-             "candidate_scores", "candidate_lens", "topp", "stop_flags", "seq_lens_encoder",
-             "seq_lens_this_time", "end_tokens", "is_block_step", "cu_seqlens_q_output",
-             "reasoning_status", "max_dec_len", "step_idx", "seeds"),
-    outputs=frozenset({"step_output_ids", "step_output_len"}),
-    attrs=(("max_seq_len", INT32), ("verify_window", INT32), ("verify_strategy", INT32),
-           ("reject_all", BOOL), ("accept_all", BOOL)),
-    optional=frozenset({"target_tokens", "candidate_ids", "candidate_scores", "candidate_lens",
-                        "max_dec_len", "step_idx", "seeds"}),
-)
+_TENSORS = ("step_output_ids", "step_output_len", "step_input_ids", "target_tokens", "candidate_ids",
+            "candidate_scores", "candidate_lens", "topp", "stop_flags", "seq_lens_encoder",
+            "seq_lens_this_time", "end_tokens", "is_block_step", "cu_seqlens_q_output",
+            "reasoning_status", "max_dec_len", "step_idx")
+_OPTIONAL = frozenset({"target_tokens", "candidate_ids", "candidate_scores", "candidate_lens", "max_dec_len",
+                       "step_idx"})
+_OUTPUTS = frozenset({"step_output_ids", "step_output_len"})
+_ATTR_TYPES = (("max_seq_len", INT32), ("verify_window", INT32), ("verify_strategy", INT32),
+               ("reject_all", BOOL), ("accept_all", BOOL))
+
+# FastDeploy's registration (its 17 inputs), and ours with each slot's Philox key as an 18th input
+# under a name of our own (docs/contract/names.md).
+SPEC = OpSpec("verify_draft_tokens", tensors=_TENSORS, outputs=_OUTPUTS, attrs=_ATTR_TYPES, optional=_OPTIONAL)
+SEEDED_SPEC = OpSpec("verify_draft_tokens_seeded", tensors=_TENSORS + ("seeds",), outputs=_OUTPUTS,
+                     attrs=_ATTR_TYPES, optional=_OPTIONAL | {"seeds"})
 
 _ATTRS = ("max_seq_len", "verify_window", "verify_strategy", "reject_all", "accept_all")
 
@@ -148,9 +151,7 @@ def verify_draft_tokens(
     values = dict(locals())
     values.update(zip(_ATTRS, (int(a) if isinstance(a, IntEnum) else a for a in attrs)))
     _check_strategy_inputs(values)
-    args = SPEC.args(values)
-    lib = _loader.load()
-    if seeds is None:  # FastDeploy's registration (17 inputs); with seeds, ours (docs/contract/names.md)
-        lib.verify_draft_tokens(*args[:17], *args[18:])
+    if seeds is None:
+        _loader.load().verify_draft_tokens(*SPEC.args(values))
     else:
-        lib.verify_draft_tokens_seeded(*args)
+        _loader.load().verify_draft_tokens_seeded(*SEEDED_SPEC.args(values))
