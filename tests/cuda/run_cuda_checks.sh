@@ -44,13 +44,14 @@ declare -A sources=(
   [draft_model_vs_cpu]="tests/cuda/draft_model_vs_cpu.cu custom_ops/draft_model/draft_model.cu custom_ops/draft_model/draft_model_cpu.cc"
   [suffix_match_vs_cpu]="tests/cuda/suffix_match_vs_cpu.cu custom_ops/suffix_match/suffix_match.cu custom_ops/suffix_match/suffix_match_cpu.cc"
   [suffix_cache_vs_cpu]="tests/cuda/suffix_cache_vs_cpu.cu custom_ops/suffix_cache/suffix_cache.cu custom_ops/suffix_cache/suffix_cache_cpu.cc custom_ops/suffix_match/suffix_match.cu custom_ops/suffix_match/suffix_match_cpu.cc"
+  [draft_length_policy_vs_cpu]="tests/cuda/draft_length_policy_vs_cpu.cu custom_ops/speculate_draft_length_policy/speculate_draft_length_policy.cu custom_ops/speculate_draft_length_policy/speculate_draft_length_policy_cpu.cc"
   # Not an op: the stream-ordering rule the n-gram ops' walk-free path relies on (see the source).
   [pdl_order_check]="tests/cuda/pdl_order_check.cu"
   # Benchmarks: built and run only when named in HARNESSES (e.g. HARNESSES=bench_mtp_kernels TOOLS= ...).
   [bench_mtp_kernels]="tests/cuda/bench_mtp_kernels.cu custom_ops/draft_model/draft_model.cu custom_ops/draft_model/draft_model_cpu.cc custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc"
 )
-all="ngram_match_vs_cpu step_ops_vs_cpu hybrid_mtp_ngram_vs_cpu speculate_get_accept_tokens_and_logits_vs_cpu speculate_logprobs_topk_vs_cpu draft_model_vs_cpu suffix_match_vs_cpu suffix_cache_vs_cpu pdl_order_check"
-selftests="ngram_match_vs_cpu step_ops_vs_cpu hybrid_mtp_ngram_vs_cpu speculate_get_accept_tokens_and_logits_vs_cpu speculate_logprobs_topk_vs_cpu draft_model_vs_cpu suffix_match_vs_cpu suffix_cache_vs_cpu"
+all="ngram_match_vs_cpu step_ops_vs_cpu hybrid_mtp_ngram_vs_cpu speculate_get_accept_tokens_and_logits_vs_cpu speculate_logprobs_topk_vs_cpu draft_model_vs_cpu suffix_match_vs_cpu suffix_cache_vs_cpu draft_length_policy_vs_cpu pdl_order_check"
+selftests="ngram_match_vs_cpu step_ops_vs_cpu hybrid_mtp_ngram_vs_cpu speculate_get_accept_tokens_and_logits_vs_cpu speculate_logprobs_topk_vs_cpu draft_model_vs_cpu suffix_match_vs_cpu suffix_cache_vs_cpu draft_length_policy_vs_cpu"
 names=${HARNESSES:-$all}
 for n in $names; do
   [ -n "${sources[$n]:-}" ] || { echo "unknown harness $n (known: $all)" >&2; exit 2; }
