@@ -49,6 +49,7 @@ OPS: dict[str, dict[str, list[str]]] = {
     "speculate_logprobs_topk": _layered("speculate_logprobs_topk"),
     "speculate_verify_greedy": _layered("speculate_verify_greedy"),
     "speculate_step_update": _layered("speculate_step_update"),
+    "speculate_draft_length_policy": _layered("speculate_draft_length_policy"),
     # The MTP proposer's draft-model bookkeeping: four ops sharing one kernel layer.
     "draft_model": {
         "cpp": ["draft_model/draft_model_preprocess_op.cc", "draft_model/draft_model_update_op.cc",

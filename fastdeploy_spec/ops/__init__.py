@@ -14,6 +14,7 @@ from fastdeploy_spec.ops.hybrid_mtp_ngram import hybrid_mtp_ngram, ngram_match_m
 from fastdeploy_spec.ops.mtp_save_first_token_with_topk import mtp_save_first_token_with_topk
 from fastdeploy_spec.ops.ngram_match import ngram_match
 from fastdeploy_spec.ops.speculate_compute_cu_batch_offset import speculate_compute_cu_batch_offset
+from fastdeploy_spec.ops.speculate_draft_length_policy import speculate_draft_length_policy
 from fastdeploy_spec.ops.speculate_get_accept_tokens_and_logits import (
     speculate_get_accept_tokens_and_logits,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "ngram_match",
     "ngram_match_mixed",
     "speculate_compute_cu_batch_offset",
+    "speculate_draft_length_policy",
     "speculate_get_accept_tokens_and_logits",
     "speculate_get_output_topk",
     "speculate_logprobs_topk",
