@@ -162,7 +162,7 @@ def probe(traces: List[Trace], drafter: str, slots: int = 64) -> List[Probe]:
     written = tuple(host)
     while True:
         free = [b for b in range(S) if req[b] < 0]
-        starting = [b for b in free if nxt < len(traces)]
+        starting = free[:len(traces) - nxt]
         if starting:
             proposer.reset(starting)  # the rows still hold the finished requests (global cache insert)
         for b in starting:
@@ -218,20 +218,21 @@ class Policy:
     name = ""
     drafts = True
 
-    def start(self, slot: int) -> None:
-        """A new request enters ``slot``."""
-
-    def choose(self, avail: np.ndarray) -> np.ndarray:
+    def choose(self, avail: np.ndarray, run: np.ndarray, prefill: np.ndarray) -> np.ndarray:
+        """k per slot (<= avail; avail is 0 on a request's prefill step, ``prefill``). ``run`` (the
+        drafts that would be accepted in a row) is only used to write the draft tokens a real
+        proposer would have written: a policy sees whether a draft was right only through
+        verification (and ours, through its probe of the bonus token)."""
         raise NotImplementedError
 
-    def observe(self, k: np.ndarray, accepted: np.ndarray) -> None:
+    def observe(self, k: np.ndarray, accepted: np.ndarray, prefill: np.ndarray) -> None:
         """The step verified k drafts per slot and accepted ``accepted`` of them."""
 
 
 class NoSpec(Policy):
     name, drafts = "nospec", False
 
-    def choose(self, avail):
+    def choose(self, avail, run, prefill):
         return np.zeros_like(avail)
 
 
@@ -239,7 +240,7 @@ class Fixed(Policy):
     def __init__(self, k: int) -> None:
         self.k, self.name = k, f"fixed{k}"
 
-    def choose(self, avail):
+    def choose(self, avail, run, prefill):
         return np.minimum(avail, self.k)
 
 
@@ -248,7 +249,7 @@ class VllmTable(Policy):
     name = "vllm_table"
     TABLE = ((64, 3), (128, 2), (165, 1))  # B <= 64: 3, <= 128: 2, <= 165: 1, beyond: 0
 
-    def choose(self, avail):
+    def choose(self, avail, run, prefill):
         B = len(avail)
         k = next((k for bound, k in self.TABLE if B <= bound), 0)
         return np.minimum(avail, k)
@@ -265,12 +266,12 @@ class SglangEma(Policy):
         self.ema = float(initial - 1)
         self.count = 0
 
-    def choose(self, avail):
+    def choose(self, avail, run, prefill):
         return np.minimum(avail, self.steps)
 
-    def observe(self, k, accepted):
-        if self.steps > 0 and len(accepted):
-            self.ema = (1 - self.alpha) * self.ema + self.alpha * float(accepted.mean())
+    def observe(self, k, accepted, prefill):
+        if self.steps > 0 and (~prefill).any():
+            self.ema = (1 - self.alpha) * self.ema + self.alpha * float(accepted[~prefill].mean())
         self.count += 1
         if self.count <= self.warmup or (self.count - self.warmup) % self.interval:
             return
@@ -292,7 +293,12 @@ class SglangEma(Policy):
 
 
 class Ours(Policy):
-    """speculate_draft_length_policy per slot (the op, on CPU tensors), its state kept across steps."""
+    """speculate_draft_length_policy per slot (the op, on CPU tensors), its state kept across steps.
+
+    The replay has no token ids, so the draft tokens are written as a proposer and the step update
+    would leave them: drafts 1 .. run as the token 1 (right), later ones 2 (wrong); column 0, the
+    bonus token of the previous step, 1 when the previous step stopped short of its run (the first
+    cut draft was right), else 3 (the target's token where the drafts went wrong)."""
     name = "ours"
 
     def __init__(self, B: int, policy: DraftLengthPolicy, step_cost_ns: int) -> None:
@@ -300,32 +306,33 @@ class Ours(Policy):
         self.step_cost_ns = step_cost_ns
         t = lambda a: paddle.to_tensor(a)  # noqa: E731
         self.accept_num = t(np.zeros(B, np.int32))
+        self.draft_tokens = t(np.zeros((B, K_MAX + 1), np.int64))
         self.draft_len = t(np.zeros(B, np.int32))
+        self.probe = t(np.full(B, -1, np.int64))
         self.ewma = t(np.full((B, K_MAX), policy.prior, np.int32))
         self.opt_out = t(np.zeros(B, bool))
         self.slt = t(np.ones(B, np.int32))
         self.enc = t(np.zeros(B, np.int32))
         self.dec = t(np.ones(B, np.int32))
         self.stop = t(np.zeros(B, bool))
-        self.fresh: List[int] = []
+        self.bonus = np.full(B, 3, np.int64)
 
-    def start(self, slot):
-        self.fresh.append(slot)
-
-    def choose(self, avail):
-        if self.fresh:  # a new request: the prior, nothing verified last step
-            ew, dl = self.ewma.numpy(), self.draft_len.numpy()
-            ew[self.fresh], dl[self.fresh] = self.p.prior, 0
-            copy_from_host(self.ewma, ew)
-            copy_from_host(self.draft_len, dl)
-            self.fresh = []
+    def choose(self, avail, run, prefill):
+        # A request's first step is its prefill (one token, the op resets the slot's state).
+        copy_from_host(self.enc, prefill.astype(np.int32))
+        copy_from_host(self.dec, (~prefill).astype(np.int32))
+        cols = np.arange(1, K_MAX + 1)
+        drafts = np.where(cols[None, :] <= run[:, None], 1, 2)
+        copy_from_host(self.draft_tokens, np.concatenate([self.bonus[:, None], drafts], axis=1).astype(np.int64))
         copy_from_host(self.slt, (1 + avail).astype(np.int32))
-        speculate_draft_length_policy(self.accept_num, self.draft_len, self.ewma, self.opt_out, self.slt,
-                                      self.enc, self.dec, self.stop, self.p.cost_table, self.p.alpha,
-                                      self.p.relax, self.p.prior, self.p.seq_cost_ns, self.step_cost_ns)
-        return self.draft_len.numpy().astype(np.int64)
+        speculate_draft_length_policy(self.accept_num, self.draft_tokens, self.draft_len, self.probe, self.ewma,
+                                      self.opt_out, self.slt, self.enc, self.dec, self.stop, self.p.cost_table,
+                                      self.p.alpha, self.p.prior, self.p.seq_cost_ns, self.step_cost_ns)
+        k = self.draft_len.numpy().astype(np.int64)
+        self.bonus = np.where(k < run, 1, 3)
+        return k
 
-    def observe(self, k, accepted):
+    def observe(self, k, accepted, prefill):
         copy_from_host(self.accept_num, (1 + accepted).astype(np.int32))
 
 
@@ -361,21 +368,20 @@ def simulate(probes: List[Probe], B: int, policy: Policy, drafter: str, table: d
 
     usable = [p for p in probes if p.n >= 2]
     total = max(len(usable), 2 * B)
-    req = np.zeros(B, np.int64)
-    pos = np.ones(B, np.int64)
-    started = 0
-    for b in range(B):
-        req[b], started = started % len(usable), started + 1
-        policy.start(b)
+    req = np.arange(B, dtype=np.int64) % len(usable)
+    pos = np.zeros(B, np.int64)  # 0: the request's prefill step (its first token, no drafts)
+    started = B
     tokens, t_us, steps, ks = 0, 0.0, 0, 0
     while True:
         D = np.array([usable[r].D[s] for r, s in zip(req, pos)], np.int64)
         L = np.array([usable[r].L[s] for r, s in zip(req, pos)], np.int64)
         n = np.array([usable[r].n for r in req], np.int64)
+        prefill = pos == 0
         avail = np.minimum(D, n - pos - 1) if policy.drafts else np.zeros(B, np.int64)
-        k = np.clip(policy.choose(avail), 0, avail)
+        avail[prefill] = 0
+        k = np.clip(policy.choose(avail, np.minimum(L, avail), prefill), 0, avail)
         acc = np.minimum(k, L)
-        policy.observe(k, acc)
+        policy.observe(k, acc, prefill)
         tokens += int((acc + 1).sum())
         t_us += dense(int((1 + k).sum())) + B * attn_us + op_us
         steps += 1
@@ -386,8 +392,7 @@ def simulate(probes: List[Probe], B: int, policy: Policy, drafter: str, table: d
             break
         for b in done:
             req[b], started = started % len(usable), started + 1
-            pos[b] = 1
-            policy.start(int(b))
+            pos[b] = 0
     return dict(tokens=tokens, time_s=t_us * 1e-6, tok_s=tokens / (t_us * 1e-6), steps=steps,
                 mean_k=ks / (steps * B))
 

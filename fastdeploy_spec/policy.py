@@ -59,9 +59,9 @@ class DraftLengthPolicy:
         The cost table (:func:`load_cost_table`; None: the shipped Llama-3.1-8B / H100 table).
     max_drafts : int
         K, the most drafts per slot (the proposer's ``num_speculative_tokens``).
-    alpha, relax, prior : float
-        Weight of a new observation, pull of an unseen position toward the prior per step, and the
-        acceptance estimate of a new request (each in [0, 1], held in Q16).
+    alpha, prior : float
+        Weight of a new observation and the acceptance estimate of a new request (each in [0, 1],
+        held in Q16).
     step_cost_ns : int
         Time per step that drafting adds whatever the drafts (the proposer's ops), ns.
 
@@ -82,11 +82,11 @@ class DraftLengthPolicy:
     [4, 1]
     """
 
-    def __init__(self, table: Union[str, Path, dict, None] = None, *, max_drafts: int, alpha: float = 0.25,
-                 relax: float = 1 / 64, prior: float = 0.6, step_cost_ns: int = 0) -> None:
+    def __init__(self, table: Union[str, Path, dict, None] = None, *, max_drafts: int, alpha: float = 0.125,
+                 prior: float = 0.5, step_cost_ns: int = 0) -> None:
         self.table = load_cost_table(table)
         self.max_drafts = int(max_drafts)
-        self.alpha, self.relax, self.prior = _q16("alpha", alpha), _q16("relax", relax), _q16("prior", prior)
+        self.alpha, self.prior = _q16("alpha", alpha), _q16("prior", prior)
         self.seq_cost_ns = int(round(float(self.table["attn_us_per_seq"]) * 1000.0))
         self.step_cost_ns = int(step_cost_ns)
         self.cost_table = paddle.to_tensor(table_ns(self.table))
@@ -97,6 +97,7 @@ class DraftLengthPolicy:
         S, K, place = slt.shape[0], self.max_drafts, slt.place
         self.state = dict(
             draft_len=paddle.to_tensor(np.zeros(S, np.int32), place=place),
+            draft_probe=paddle.to_tensor(np.full(S, -1, np.int64), place=place),
             accept_ewma=paddle.to_tensor(np.full((S, K), self.prior, np.int32), place=place),
             draft_opt_out=paddle.to_tensor(np.zeros(S, bool), place=place),
         )
@@ -124,6 +125,6 @@ class DraftLengthPolicy:
             self._allocate(s["seq_lens_this_time"])
         st = self.state
         speculate_draft_length_policy(
-            s["accept_num"], st["draft_len"], st["accept_ewma"], st["draft_opt_out"], s["seq_lens_this_time"],
-            s["seq_lens_encoder"], s["seq_lens_decoder"], s["stop_flags"], self.cost_table,
-            self.alpha, self.relax, self.prior, self.seq_cost_ns, self.step_cost_ns)
+            s["accept_num"], s["draft_tokens"], st["draft_len"], st["draft_probe"], st["accept_ewma"],
+            st["draft_opt_out"], s["seq_lens_this_time"], s["seq_lens_encoder"], s["seq_lens_decoder"],
+            s["stop_flags"], self.cost_table, self.alpha, self.prior, self.seq_cost_ns, self.step_cost_ns)

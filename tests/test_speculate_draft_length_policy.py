@@ -37,6 +37,7 @@ def next_step(rng, case, got):
     dec[decodes], enc[decodes] = enc[decodes], 0
     case["seq_lens_encoder"], case["seq_lens_decoder"] = enc, dec
     case["seq_lens_this_time"] = np.where(enc > 0, enc, 1 + rng.integers(0, K + 2, B)).astype(np.int32)
+    case["draft_tokens"] = rng.integers(0, 3, (B, K + 1)).astype(np.int64)
     return case
 
 
@@ -54,7 +55,9 @@ def decoding(B, K, *, ewma=ONE - 500, table=None, **changes):
     """B decoding slots, each with K drafts proposed and all of last step's K drafts accepted."""
     case = dict(
         accept_num=np.full(B, K + 1, np.int32),
+        draft_tokens=np.tile(np.arange(K + 1, dtype=np.int64), (B, 1)),
         draft_len=np.full(B, K, np.int32),
+        draft_probe=np.full(B, -1, np.int64),
         accept_ewma=np.full((B, K), ewma, np.int32),
         draft_opt_out=np.zeros(B, bool),
         seq_lens_this_time=np.full(B, K + 1, np.int32),
@@ -62,7 +65,7 @@ def decoding(B, K, *, ewma=ONE - 500, table=None, **changes):
         seq_lens_decoder=np.full(B, 100, np.int32),
         stop_flags=np.zeros((B, 1), bool),
         cost_table=np.array([5_000_000 + 1_000 * i for i in range(64)] if table is None else table, np.int64),
-        alpha=16384, relax=1024, prior=39322, seq_cost_ns=40_000, step_cost_ns=20_000,
+        alpha=16384, prior=39322, seq_cost_ns=40_000, step_cost_ns=20_000,
     )
     case.update(changes)
     return case
@@ -79,7 +82,7 @@ def test_opted_out_request_never_drafts(place):
         assert got["seq_lens_this_time"].tolist() == [K + 1, K + 1, 1, K + 1, K + 1, K + 1]
         # verification accepted every kept draft; the proposer drafts K again
         case = dict(case, draft_len=got["draft_len"], accept_ewma=got["accept_ewma"],
-                    accept_num=(got["draft_len"] + 1).astype(np.int32),
+                    draft_probe=got["draft_probe"], accept_num=(got["draft_len"] + 1).astype(np.int32),
                     seq_lens_this_time=np.full(B, K + 1, np.int32))
 
 
@@ -94,13 +97,39 @@ def learned(case):
 @pytest.mark.parametrize("place", PLACES)
 def test_learning_rule(place):
     """Of 3 verified drafts, 1 accepted: position 1 moves toward 1, position 2 toward 0, position 3 (not
-    seen) toward the prior; all floored Q16."""
+    seen) keeps its estimate; all floored Q16."""
     case = one(accept_ewma=np.array([[40000, 40000, 40000]], np.int32), accept_num=np.array([2], np.int32))
     got = run(case, place)["accept_ewma"][0].tolist()
-    a, r, prior = 16384, 1024, 39322
-    assert got == [(40000 * (ONE - a) + ONE * a) >> 16, (40000 * (ONE - a)) >> 16,
-                   (40000 * (ONE - r) + prior * r) >> 16]
+    a = 16384
+    assert got == [(40000 * (ONE - a) + ONE * a) >> 16, (40000 * (ONE - a)) >> 16, 40000]
     assert got == learned(case)
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("probe, bonus, want", [(5, 5, "up"), (5, 6, "down"), (-1, 5, "kept")])
+def test_probe_learns_the_first_cut_position(probe, bonus, want, place):
+    """1 draft verified and accepted: position 2, cut last step, is learned from the probe (the cut
+    draft) against the bonus token (draft_tokens[b, 0]); no probe, no observation."""
+    drafts = np.array([[bonus, 1, 2, 3]], np.int64)
+    case = one(accept_ewma=np.array([[40000, 40000, 40000]], np.int32), accept_num=np.array([2], np.int32),
+               draft_len=np.array([1], np.int32), draft_probe=np.array([probe], np.int64), draft_tokens=drafts)
+    second = run(case, place)["accept_ewma"][0][1]
+    assert second == {"up": (40000 * (ONE - 16384) + ONE * 16384) >> 16, "down": (40000 * (ONE - 16384)) >> 16,
+                      "kept": 40000}[want]
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_probe_is_the_first_cut_draft(place):
+    """A slot cut to k keeps its draft at position k + 1 as the next step's probe; a slot that keeps
+    all its drafts, or a prefill, has none (-1)."""
+    case = decoding(3, 4, table=[1_000_000 * (i + 1) for i in range(64)], ewma=30000,
+                    accept_num=np.ones(3, np.int32), seq_lens_encoder=np.array([0, 0, 7], np.int32),
+                    draft_tokens=np.array([[9, 11, 12, 13, 14]] * 3, np.int64))
+    got = check(case, place)
+    assert got["draft_len"].tolist() == [0, 0, 0]
+    assert got["draft_probe"].tolist() == [11, 11, -1]
+    kept = check(decoding(2, 3), place)
+    assert kept["draft_probe"].tolist() == [-1, -1]
 
 
 # name -> (case, expected seq_lens_this_time, expected draft_len)
@@ -139,10 +168,16 @@ def test_edge_cases(name, place):
 
 
 @pytest.mark.parametrize("place", PLACES)
-def test_prefill_starts_from_the_prior(place):
-    case = decoding(2, 3, seq_lens_encoder=np.array([5, 0], np.int32), seq_lens_this_time=np.array([5, 4], np.int32))
+def test_new_request_starts_from_the_batch_mean(place):
+    """A prefill slot's estimates become the decoding slots' mean (after their learning), the prior when
+    no slot decodes."""
+    ewma = np.array([[0, 0, 0], [40000, 20000, 10000], [50000, 30000, 5000]], np.int32)
+    case = decoding(3, 3, accept_ewma=ewma, draft_len=np.zeros(3, np.int32), accept_num=np.ones(3, np.int32),
+                    seq_lens_encoder=np.array([5, 0, 0], np.int32), seq_lens_this_time=np.array([5, 4, 4], np.int32))
     got = check(case, place)
-    assert got["accept_ewma"][0].tolist() == [39322] * 3
+    assert got["accept_ewma"][0].tolist() == [45000, 25000, 7500]
+    alone = decoding(1, 3, seq_lens_encoder=np.array([5], np.int32), seq_lens_this_time=np.array([5], np.int32))
+    assert check(alone, place)["accept_ewma"][0].tolist() == [39322] * 3
 
 
 @pytest.mark.parametrize("place", PLACES)
@@ -203,7 +238,10 @@ BAD_INPUTS = {
     "accept_ewma must have at least 3 rows": bad(accept_ewma=np.zeros((2, 2), np.int32)),
     "cost_table must have rank 1": bad(cost_table=np.zeros((2, 2), np.int64)),
     "cost_table must have at least one entry": bad(cost_table=np.zeros(0, np.int64)),
-    "accept_ewma has 65 columns": bad(accept_ewma=np.zeros((3, 65), np.int32)),
+    "accept_ewma has 65 columns": bad(accept_ewma=np.zeros((3, 65), np.int32),
+                                      draft_tokens=np.zeros((3, 66), np.int64)),
+    "draft_tokens must have K \\+ 1 = 3 columns": bad(draft_tokens=np.zeros((3, 4), np.int64)),
+    "draft_probe must be int64": bad(draft_probe=np.zeros(3, np.int32)),
     r"alpha must be <= 65536": bad(alpha=65537),
     r"prior must be >= 0": bad(prior=-1),
     r"seq_cost_ns must be <= 4294967295": bad(seq_cost_ns=2**32),

@@ -25,7 +25,9 @@ def test_property_matches_reference(data):
     arr = lambda elems, n: np.array(data.draw(st.lists(elems, min_size=n, max_size=n)))  # noqa: E731
     case = dict(
         accept_num=arr(st.integers(-3, K + 3), B).astype(np.int32),
+        draft_tokens=arr(st.integers(-1, 2), B * (K + 1)).astype(np.int64).reshape(B, K + 1),
         draft_len=arr(st.integers(-3, K + 3), B).astype(np.int32),
+        draft_probe=arr(st.integers(-2, 2), B).astype(np.int64),
         accept_ewma=arr(st.one_of(st.integers(0, ONE), i32), B * K).astype(np.int32).reshape(B, K),
         draft_opt_out=arr(st.booleans(), B).astype(bool),
         seq_lens_this_time=arr(st.integers(-2, K + 3), B).astype(np.int32),
@@ -33,8 +35,7 @@ def test_property_matches_reference(data):
         seq_lens_decoder=arr(st.sampled_from([0, 5, 5, 5]), B).astype(np.int32),
         stop_flags=arr(st.booleans(), B).astype(bool),
         cost_table=np.array(data.draw(st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=8)), np.int64),
-        alpha=data.draw(st.integers(0, ONE)), relax=data.draw(st.integers(0, ONE)),
-        prior=data.draw(st.integers(0, ONE)), seq_cost_ns=data.draw(st.integers(0, 2**32 - 1)),
+        alpha=data.draw(st.integers(0, ONE)), prior=data.draw(st.integers(0, ONE)), seq_cost_ns=data.draw(st.integers(0, 2**32 - 1)),
         step_cost_ns=data.draw(st.integers(0, 2**32 - 1)),
     )
     got = check(case, "cpu")

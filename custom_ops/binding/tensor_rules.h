@@ -24,6 +24,7 @@
   X(cost_table, INT64, kRank1)                       \
   X(draft_len, INT32, kPerSlot)                      \
   X(draft_opt_out, BOOL, kPerSlot)                   \
+  X(draft_probe, INT64, kPerSlot)                    \
   X(draft_token_num, INT32, kPerSlot)                \
   X(draft_tokens, INT64, kRows)                      \
   X(end_tokens, INT64, kRank1)                       \

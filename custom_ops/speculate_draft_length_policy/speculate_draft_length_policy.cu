@@ -21,31 +21,36 @@ __global__ void __launch_bounds__(kPolicyThreads) policy_kernel(SpeculateDraftLe
   __shared__ int32_t count[kPolicyGainLevels];    // candidates per gain level v
   __shared__ int32_t above[kPolicyGainLevels];    // by rank r = kTop - v: candidates of higher gain
   __shared__ int64_t above_sum[kPolicyGainLevels];  // ... and the sum of their gains
-  __shared__ unsigned long long scheduled_s, base_s, candidates_s;
+  __shared__ unsigned long long scheduled_s, base_s, candidates_s, learners_s;
+  __shared__ unsigned long long column_sum[kPolicyMaxDrafts];  // decoding slots' estimates, per position
   __shared__ long long best_s;
   __shared__ unsigned long long best_m_s;
   __shared__ int64_t cut_level_s, cut_take_s;
   const int tid = threadIdx.x;
   for (int v = tid; v < kPolicyGainLevels; v += kPolicyThreads) count[v] = 0;
+  for (int i = tid; i < kPolicyMaxDrafts; i += kPolicyThreads) column_sum[i] = 0;
   if (tid == 0) {
-    scheduled_s = base_s = candidates_s = 0;
+    scheduled_s = base_s = candidates_s = learners_s = 0;
     best_s = -1;
     best_m_s = ~0ull;
   }
   __syncthreads();
 
   // Learn, and count the candidate drafts by gain (thread tid owns slots tid, tid + kPolicyThreads, ...).
-  int64_t scheduled = 0, base_tokens = 0, candidates = 0;
+  int64_t scheduled = 0, base_tokens = 0, candidates = 0, learners = 0;
   for (int64_t b = tid; b < p.batch; b += kPolicyThreads) {
     const PolicySlot kind = policy_slot(p, b);
     if (kind == PolicySlot::kIdle) continue;
     ++scheduled;
     if (kind == PolicySlot::kPrefill) {
-      for (int64_t i = 0; i < p.max_drafts; ++i) p.accept_ewma[b * p.max_drafts + i] = policy_q16(p.prior);
       base_tokens += p.seq_lens_this_time[b];
       continue;
     }
     policy_learn(p, b);
+    ++learners;
+    for (int64_t i = 0; i < p.max_drafts; ++i) {
+      atomicAdd(&column_sum[i], static_cast<unsigned long long>(policy_q16(p.accept_ewma[b * p.max_drafts + i])));
+    }
     base_tokens += 1;
     if (kind == PolicySlot::kDecoding) {
       const int64_t n = policy_avail(p, b);
@@ -56,6 +61,7 @@ __global__ void __launch_bounds__(kPolicyThreads) policy_kernel(SpeculateDraftLe
   atomicAdd(&scheduled_s, static_cast<unsigned long long>(scheduled));
   atomicAdd(&base_s, static_cast<unsigned long long>(base_tokens));
   atomicAdd(&candidates_s, static_cast<unsigned long long>(candidates));
+  atomicAdd(&learners_s, static_cast<unsigned long long>(learners));
   __syncthreads();
 
   // Exclusive scans of the counts and gain sums by rank (gain descending).
@@ -139,9 +145,15 @@ __global__ void __launch_bounds__(kPolicyThreads) policy_kernel(SpeculateDraftLe
     __syncthreads();
     if (b < p.batch) {
       const int64_t k = higher + clamp_to<int64_t>(cut_take - (tied_carry + tied_before), 0, tied);
-      if (kind == PolicySlot::kDecoding || kind == PolicySlot::kOptedOut) {
-        p.seq_lens_this_time[b] = static_cast<int32_t>(1 + k);
+      if (kind == PolicySlot::kPrefill) {  // a new request: the batch's mean estimates
+        const int64_t n = static_cast<int64_t>(learners_s);
+        for (int64_t i = 0; i < p.max_drafts; ++i) {
+          p.accept_ewma[b * p.max_drafts + i] = policy_start(p, static_cast<int64_t>(column_sum[i]), n);
+        }
       }
+      const bool drafting = kind == PolicySlot::kDecoding || kind == PolicySlot::kOptedOut;
+      p.draft_probe[b] = drafting ? policy_probe(p, b, k) : -1;  // reads slt before its write
+      if (drafting) p.seq_lens_this_time[b] = static_cast<int32_t>(1 + k);
       p.draft_len[b] = static_cast<int32_t>(k);
     }
     tied_carry += tied_total;

@@ -8,12 +8,14 @@
 // All arithmetic is integer (fixed point), so the CPU and the GPU compute the same bits:
 //   acceptance  accept_ewma[b, i] in Q16 (65536 = 1): the estimated probability that draft i + 1 is
 //               accepted given drafts 1..i were; an exponentially weighted mean of that request's
-//               own verifications, the prior for a new request.
+//               own verifications, starting from the batch's mean (the prior in an empty batch).
 //   learning    d = draft_len[b] (the drafts verified last step), a = clamp(accept_num[b] - 1, 0, d):
-//               positions 1..a observed accepted, position a + 1 observed rejected when a < d:
-//                 p <- (p * (65536 - alpha) + obs * 65536 * alpha) >> 16;
-//               every other position relaxes toward the prior (so that a slot cut to k = 0 tries
-//               again once its estimate has recovered):  p <- (p * (65536 - relax) + prior * relax) >> 16.
+//               positions 1..a observed accepted; position a + 1 observed too: rejected when
+//               a < d, and when a = d from the probe, the draft the proposer had at position d + 1
+//               but the policy cut (draft_probe[b], -1: none): accepted if it equals the token the
+//               target gave there, the bonus token, which the step update left in draft_tokens[b, 0].
+//               Each observed position: p <- (p * (65536 - alpha) + obs * 65536 * alpha) >> 16;
+//               the others keep their estimate. (The probe makes k = 0 keep learning for free.)
 //   gains       c_0 = 65536, c_j = (c_{j-1} * p_j) >> 16 (the probability that drafts 1..j are all
 //               accepted, non-increasing in j); gain_j = c_j >> 6, an integer in 0 .. 1024 (Q10): the
 //               expected accepted tokens that the j-th draft adds.
@@ -30,9 +32,11 @@
 //               k (for a given number of drafts, the top gains are the best).
 // Slots (speculate_slot.h):
 //   decoding, scheduled: learns; k as above (0 when opt_out[b]); seq_lens_this_time = 1 + k,
-//                        draft_len = k.
-//   prefill (a new request): accept_ewma row = prior, draft_len = 0; seq_lens_this_time kept.
-//   empty or unscheduled: draft_len = 0; nothing else written.
+//                        draft_len = k, draft_probe = draft_tokens[b, k + 1] (k < its drafts) or -1.
+//   prefill (a new request): accept_ewma row = the mean of the decoding slots' rows after their
+//                        learning (per position, floored; the prior when none decodes),
+//                        draft_len = 0, draft_probe = -1; seq_lens_this_time kept.
+//   empty or unscheduled: draft_len = 0, draft_probe = -1; nothing else written.
 #pragma once
 
 #include <cstdint>
@@ -60,7 +64,9 @@ constexpr int64_t kPolicyMaxNs = (int64_t{1} << 32) - 1;
 
 struct SpeculateDraftLengthPolicyParams {
   const int32_t* accept_num;       // [B] int32: tokens accepted by the previous verification
+  const int64_t* draft_tokens;     // [>= B, K + 1] int64: column 0 the last accepted token, then drafts
   int32_t* draft_len;              // [B] int32, in place: drafts verified last step -> this step's k
+  int64_t* draft_probe;            // [B] int64, in place: the first cut draft (-1: none)
   int32_t* accept_ewma;            // [B, K] int32 Q16, in place: per-position acceptance estimate
   const bool* opt_out;             // [B] bool: the request drafts nothing (k = 0)
   int32_t* seq_lens_this_time;     // [B] int32, in place: 1 + drafts -> 1 + k on decoding slots
@@ -71,8 +77,7 @@ struct SpeculateDraftLengthPolicyParams {
   int64_t table_len;               // L (>= 1)
   int64_t max_drafts;              // K: columns of accept_ewma (0 .. kPolicyMaxDrafts)
   int32_t alpha;                   // Q16 weight of a new observation (0 .. 65536)
-  int32_t relax;                   // Q16 pull of an unobserved position toward the prior (0 .. 65536)
-  int32_t prior;                   // Q16 acceptance estimate of a new request (0 .. 65536)
+  int32_t prior;                   // Q16 estimate of a new request when no slot decodes (0 .. 65536)
   int64_t seq_cost_ns;             // ns per scheduled slot per step (attention over its cache), >= 0
   int64_t step_cost_ns;            // ns per step (drafting ops, launch overheads), >= 0
   int64_t batch;                   // B (0: no-op)
@@ -88,6 +93,11 @@ FDSPEC_HD PolicySlot policy_slot(const SpeculateDraftLengthPolicyParams& p, int6
   return p.opt_out[b] ? PolicySlot::kOptedOut : PolicySlot::kDecoding;
 }
 
+// The drafts the proposer left slot b (0 .. K).
+FDSPEC_HD int64_t policy_avail(const SpeculateDraftLengthPolicyParams& p, int64_t b) {
+  return clamp_to<int64_t>(int64_t{p.seq_lens_this_time[b]} - 1, 0, p.max_drafts);
+}
+
 FDSPEC_HD int32_t policy_q16(int32_t v) { return clamp_to<int32_t>(v, 0, kPolicyOne); }
 
 // (p * (1 - w) + target * w) in Q16, floored; every operand in 0 .. 65536.
@@ -98,28 +108,33 @@ FDSPEC_HD int32_t policy_blend(int32_t p, int32_t target, int32_t w) {
 }
 
 // Learns from the previous step: rewrites slot b's row of accept_ewma (decoding slots, opted out
-// or not: an opted-out request keeps its estimate for when it opts back in).
+// or not: an opted-out request keeps learning from its probes, for when it opts back in).
 FDSPEC_HD void policy_learn(const SpeculateDraftLengthPolicyParams& p, int64_t b) {
   const int64_t K = p.max_drafts;
   const int64_t d = clamp_to<int64_t>(p.draft_len[b], 0, K);
   const int64_t a = clamp_to<int64_t>(int64_t{p.accept_num[b]} - 1, 0, d);
-  const int32_t alpha = policy_q16(p.alpha), relax = policy_q16(p.relax), prior = policy_q16(p.prior);
+  const int32_t alpha = policy_q16(p.alpha);
   int32_t* row = p.accept_ewma + b * K;
-  for (int64_t i = 0; i < K; ++i) {
-    const int32_t v = policy_q16(row[i]);
-    if (i < a) {
-      row[i] = policy_blend(v, kPolicyOne, alpha);
-    } else if (i == a && a < d) {
-      row[i] = policy_blend(v, 0, alpha);
-    } else {
-      row[i] = policy_blend(v, prior, relax);
-    }
+  for (int64_t i = 0; i < a; ++i) row[i] = policy_blend(policy_q16(row[i]), kPolicyOne, alpha);
+  if (a >= K) return;
+  bool seen = a < d, accepted = false;  // position a + 1: a verified rejection ...
+  if (!seen) {                           // ... or the probe against the bonus token
+    const int64_t probe = p.draft_probe[b];
+    seen = probe >= 0;
+    accepted = seen && probe == p.draft_tokens[b * (K + 1)];
   }
+  if (seen) row[a] = policy_blend(policy_q16(row[a]), accepted ? kPolicyOne : 0, alpha);
 }
 
-// The drafts the proposer left slot b (0 .. K).
-FDSPEC_HD int64_t policy_avail(const SpeculateDraftLengthPolicyParams& p, int64_t b) {
-  return clamp_to<int64_t>(int64_t{p.seq_lens_this_time[b]} - 1, 0, p.max_drafts);
+// A new request's estimate of one position: the mean of the decoding slots' estimates after this
+// step's learning (`sum` over `n` slots, floored), the prior when no slot decodes.
+FDSPEC_HD int32_t policy_start(const SpeculateDraftLengthPolicyParams& p, int64_t sum, int64_t n) {
+  return n > 0 ? static_cast<int32_t>(sum / n) : policy_q16(p.prior);
+}
+
+// Slot b's probe for the next step: the draft at position k + 1 when it was cut, else -1.
+FDSPEC_HD int64_t policy_probe(const SpeculateDraftLengthPolicyParams& p, int64_t b, int64_t k) {
+  return k < policy_avail(p, b) ? p.draft_tokens[b * (p.max_drafts + 1) + k + 1] : -1;
 }
 
 // Walks slot b's gains for j = 1 .. n (non-increasing), calling f(gain) for each.

@@ -9,18 +9,19 @@ void speculate_draft_length_policy_cpu(const SpeculateDraftLengthPolicyParams& p
   if (p.batch <= 0) return;
   const int64_t top = kPolicyGainLevels - 1;
   // Learn, and count the candidate drafts by gain.
-  std::vector<int64_t> count(kPolicyGainLevels, 0);
-  int64_t scheduled = 0, base_tokens = 0;
+  std::vector<int64_t> count(kPolicyGainLevels, 0), column_sum(p.max_drafts, 0);
+  int64_t scheduled = 0, base_tokens = 0, learners = 0;
   for (int64_t b = 0; b < p.batch; ++b) {
     const PolicySlot kind = policy_slot(p, b);
     if (kind == PolicySlot::kIdle) continue;
     ++scheduled;
     if (kind == PolicySlot::kPrefill) {
-      for (int64_t i = 0; i < p.max_drafts; ++i) p.accept_ewma[b * p.max_drafts + i] = policy_q16(p.prior);
       base_tokens += p.seq_lens_this_time[b];
       continue;
     }
     policy_learn(p, b);
+    ++learners;
+    for (int64_t i = 0; i < p.max_drafts; ++i) column_sum[i] += policy_q16(p.accept_ewma[b * p.max_drafts + i]);
     base_tokens += 1;
     if (kind == PolicySlot::kDecoding) {
       policy_gains(p, b, policy_avail(p, b), [&](int32_t g) { ++count[g]; });
@@ -66,9 +67,14 @@ void speculate_draft_length_policy_cpu(const SpeculateDraftLengthPolicyParams& p
       k = higher + clamp_to<int64_t>(cut_take - tied_before, 0, tied);
       tied_before += tied;
     }
-    if (kind == PolicySlot::kDecoding || kind == PolicySlot::kOptedOut) {
-      p.seq_lens_this_time[b] = static_cast<int32_t>(1 + k);
+    if (kind == PolicySlot::kPrefill) {  // a new request: the batch's mean estimates
+      for (int64_t i = 0; i < p.max_drafts; ++i) {
+        p.accept_ewma[b * p.max_drafts + i] = policy_start(p, column_sum[i], learners);
+      }
     }
+    const bool drafting = kind == PolicySlot::kDecoding || kind == PolicySlot::kOptedOut;
+    p.draft_probe[b] = drafting ? policy_probe(p, b, k) : -1;  // reads slt before its write
+    if (drafting) p.seq_lens_this_time[b] = static_cast<int32_t>(1 + k);
     p.draft_len[b] = static_cast<int32_t>(k);
   }
 }

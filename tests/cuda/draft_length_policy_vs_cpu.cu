@@ -1,6 +1,6 @@
 // speculate_draft_length_policy: its CUDA launcher against its CPU implementation, at the kernel
 // layer (no Paddle), bit for bit on every tensor the op writes (seq_lens_this_time, draft_len,
-// accept_ewma). Random batches run as histories of several steps (each step's acceptance drawn from
+// draft_probe, accept_ewma). Random batches run as histories of several steps (each step's acceptance drawn from
 // the drafts the op kept), eagerly and as captured CUDA graphs; estimates on few levels so that many
 // gains tie at the cut. The full run then times the op at B = 64, 256, 1024 (K = 5), warm (graph
 // replays) and cold (L2 flushed before each call). Usage and exit status: tests/cuda/harness.cuh.
@@ -22,11 +22,11 @@ using Params = fdspec::SpeculateDraftLengthPolicyParams;
 // Host arrays of one call; bools as uint8_t so that std::vector gives contiguous storage.
 struct Case {
   int64_t B = 0, K = 0;
-  int32_t alpha = 0, relax = 0, prior = 0;
+  int32_t alpha = 0, prior = 0;
   int64_t seq_cost = 0, step_cost = 0;
   std::vector<int32_t> accept_num, draft_len, ewma, slt, enc, dec;
   std::vector<uint8_t> opt_out, stop;
-  std::vector<int64_t> table;
+  std::vector<int64_t> table, drafts, probe;
 };
 
 // A cost table: flat then linear (a GPU's shape), random increments, or random values (any order).
@@ -50,8 +50,10 @@ std::vector<int64_t> random_table(harness::Rng& r) {
 }
 
 // The proposer's part of a step: seq_lens_this_time = 1 + a random number of drafts on decoding
-// slots (a prefill keeps its chunk), and the previous verification's accept_num.
+// slots (a prefill keeps its chunk), drafts and the bonus token of a vocabulary of 3 (probes hit
+// often), and the previous verification's accept_num.
 void propose(harness::Rng& r, Case& c) {
+  for (auto& t : c.drafts) t = r.uni(0, 2);
   for (int64_t b = 0; b < c.B; ++b) {
     if (r.chance(0.03)) {  // a new request arrives in the slot
       c.enc[b] = static_cast<int32_t>(r.uni(1, 40));
@@ -77,7 +79,6 @@ Case random_case(harness::Rng& r, int64_t B, int64_t K) {
   c.B = B;
   c.K = K;
   c.alpha = static_cast<int32_t>(r.pick<int64_t>({0, 6554, 16384, 65536, r.uni(0, 65536), 70000}));
-  c.relax = static_cast<int32_t>(r.pick<int64_t>({0, 655, 4096, r.uni(0, 65536)}));
   c.prior = static_cast<int32_t>(r.pick<int64_t>({0, 39322, 65536, r.uni(0, 65536), -1}));
   c.seq_cost = r.pick<int64_t>({0, 42000, r.uni(0, 100000)});
   c.step_cost = r.pick<int64_t>({0, 20000, r.uni(0, 3000000)});
@@ -90,6 +91,8 @@ Case random_case(harness::Rng& r, int64_t B, int64_t K) {
     c.dec.push_back(kind == 2 ? 0 : static_cast<int32_t>(r.uni(1, 500)));
     c.opt_out.push_back(r.chance(0.1));
     c.draft_len.push_back(static_cast<int32_t>(r.chance(0.05) ? r.uni(-2, K + 3) : r.uni(0, K)));
+    c.probe.push_back(r.chance(0.2) ? -1 : r.uni(0, 2));
+    for (int64_t j = 0; j <= K; ++j) c.drafts.push_back(0);
     c.slt.push_back(kind == 1 ? c.enc.back() : 1);
     c.accept_num.push_back(0);
     for (int64_t i = 0; i < K; ++i) {
@@ -105,21 +108,24 @@ Case random_case(harness::Rng& r, int64_t B, int64_t K) {
 struct DevCase {
   DevVec<int32_t> accept_num, draft_len, ewma, slt, enc, dec;
   DevVec<uint8_t> opt_out, stop;
-  DevVec<int64_t> table;
+  DevVec<int64_t> table, drafts, probe;
   explicit DevCase(const Case& c)
       : accept_num(c.accept_num), draft_len(c.draft_len), ewma(c.ewma), slt(c.slt), enc(c.enc), dec(c.dec),
-        opt_out(c.opt_out), stop(c.stop), table(c.table) {}
+        opt_out(c.opt_out), stop(c.stop), table(c.table), drafts(c.drafts), probe(c.probe) {}
   void upload(const Case& c) {
     accept_num.upload(c.accept_num); draft_len.upload(c.draft_len); ewma.upload(c.ewma);
     slt.upload(c.slt); enc.upload(c.enc); dec.upload(c.dec); opt_out.upload(c.opt_out);
-    stop.upload(c.stop); table.upload(c.table);
+    stop.upload(c.stop); table.upload(c.table); drafts.upload(c.drafts); probe.upload(c.probe);
   }
 };
 
 Params params_of(const Case& c, int32_t* accept_num, int32_t* draft_len, int32_t* ewma, uint8_t* opt_out,
-                 int32_t* slt, int32_t* enc, int32_t* dec, uint8_t* stop, int64_t* table) {
+                 int32_t* slt, int32_t* enc, int32_t* dec, uint8_t* stop, int64_t* table, int64_t* drafts,
+                 int64_t* probe) {
   Params p;
   p.accept_num = accept_num;
+  p.draft_tokens = drafts;
+  p.draft_probe = probe;
   p.draft_len = draft_len;
   p.accept_ewma = ewma;
   p.opt_out = reinterpret_cast<const bool*>(opt_out);
@@ -131,7 +137,6 @@ Params params_of(const Case& c, int32_t* accept_num, int32_t* draft_len, int32_t
   p.table_len = static_cast<int64_t>(c.table.size());
   p.max_drafts = c.K;
   p.alpha = c.alpha;
-  p.relax = c.relax;
   p.prior = c.prior;
   p.seq_cost_ns = c.seq_cost;
   p.step_cost_ns = c.step_cost;
@@ -141,12 +146,12 @@ Params params_of(const Case& c, int32_t* accept_num, int32_t* draft_len, int32_t
 
 Params host_params(Case& c) {
   return params_of(c, c.accept_num.data(), c.draft_len.data(), c.ewma.data(), c.opt_out.data(), c.slt.data(),
-                   c.enc.data(), c.dec.data(), c.stop.data(), c.table.data());
+                   c.enc.data(), c.dec.data(), c.stop.data(), c.table.data(), c.drafts.data(), c.probe.data());
 }
 
 Params device_params(const Case& c, const DevCase& d) {
   return params_of(c, d.accept_num.ptr(), d.draft_len.ptr(), d.ewma.ptr(), d.opt_out.ptr(), d.slt.ptr(),
-                   d.enc.ptr(), d.dec.ptr(), d.stop.ptr(), d.table.ptr());
+                   d.enc.ptr(), d.dec.ptr(), d.stop.ptr(), d.table.ptr(), d.drafts.ptr(), d.probe.ptr());
 }
 
 cudaError_t launch(const Params& p, cudaStream_t stream) {
@@ -154,18 +159,20 @@ cudaError_t launch(const Params& p, cudaStream_t stream) {
       p, stream, fdspec::speculate_draft_length_policy_gpu, fdspec::speculate_draft_length_policy_cpu,
       [](const Params& q) {
         if (q.batch == 0) return false;
-        harness::perturb(q.draft_len[q.batch - 1], q.seq_lens_this_time[q.batch - 1]);
+        harness::perturb(q.draft_len[q.batch - 1], q.draft_probe[q.batch - 1]);
         return true;
       });
 }
 
 std::string diff(const Case& cpu, const DevCase& d) {
   const auto slt = d.slt.download(), dl = d.draft_len.download(), ew = d.ewma.download();
+  const auto pr = d.probe.download();
   const int64_t a = harness::first_diff(slt, cpu.slt), b = harness::first_diff(dl, cpu.draft_len),
-                e = harness::first_diff(ew, cpu.ewma);
-  if (a < 0 && b < 0 && e < 0) return "";
+                e = harness::first_diff(ew, cpu.ewma), f = harness::first_diff(pr, cpu.probe);
+  if (a < 0 && b < 0 && e < 0 && f < 0) return "";
   char what[160];
-  std::snprintf(what, sizeof(what), "slt@%lld draft_len@%lld ewma@%lld", (long long)a, (long long)b, (long long)e);
+  std::snprintf(what, sizeof(what), "slt@%lld draft_len@%lld ewma@%lld probe@%lld", (long long)a, (long long)b,
+                (long long)e, (long long)f);
   return what;
 }
 
@@ -175,6 +182,10 @@ void count_coverage(harness::Tally& t, const Case& before, const Case& after) {
     if (!decoding) continue;
     const int64_t avail = std::min<int64_t>(std::max(before.slt[b] - 1, 0), before.K);
     const int32_t k = after.draft_len[b];
+    const int64_t d = std::min<int64_t>(std::max(before.draft_len[b], 0), before.K);
+    if (before.probe[b] >= 0 && before.accept_num[b] - 1 >= d && d < before.K) {
+      t.count(before.probe[b] == before.drafts[b * (before.K + 1)] ? "probe_hit" : "probe_miss");
+    }
     if (before.opt_out[b]) {
       t.count("opted_out");
     } else if (k == 0 && avail > 0) {
@@ -207,6 +218,7 @@ void print_timings(const harness::Stream& stream) {
       cudaError_t e = cudaMemcpyAsync(d.slt.ptr(), pristine.slt.ptr(), B * 4, cudaMemcpyDeviceToDevice, s);
       if (e == cudaSuccess) e = cudaMemcpyAsync(d.draft_len.ptr(), pristine.draft_len.ptr(), B * 4, cudaMemcpyDeviceToDevice, s);
       if (e == cudaSuccess) e = cudaMemcpyAsync(d.ewma.ptr(), pristine.ewma.ptr(), B * K * 4, cudaMemcpyDeviceToDevice, s);
+      if (e == cudaSuccess) e = cudaMemcpyAsync(d.probe.ptr(), pristine.probe.ptr(), B * 8, cudaMemcpyDeviceToDevice, s);
       return e;
     };
     auto call = [&](cudaStream_t s) {

@@ -44,13 +44,13 @@ def gains_of(row, n: int) -> list:
     return out
 
 
-def policy_ref(accept_num, draft_len, accept_ewma, opt_out, slt, enc, dec, stop, cost_table, alpha,
-               relax, prior, seq_cost_ns, step_cost_ns):
-    """Returns the mutated arrays (draft_len, accept_ewma, seq_lens_this_time) after the op."""
-    draft_len, ewma, slt = draft_len.copy(), accept_ewma.copy(), slt.copy()
+def policy_ref(accept_num, draft_tokens, draft_len, draft_probe, accept_ewma, opt_out, slt, enc, dec, stop,
+               cost_table, alpha, prior, seq_cost_ns, step_cost_ns):
+    """Returns the mutated arrays (draft_len, draft_probe, accept_ewma, seq_lens_this_time) after the op."""
+    draft_len, probe, ewma, slt = draft_len.copy(), draft_probe.copy(), accept_ewma.copy(), slt.copy()
     B = slt.shape[0]
     K = ewma.shape[1]
-    alpha, relax, prior = _q16(alpha), _q16(relax), _q16(prior)
+    alpha, prior = _q16(alpha), _q16(prior)
     kinds = []
     for b in range(B):
         stopped = bool(stop[b])
@@ -67,24 +67,29 @@ def policy_ref(accept_num, draft_len, accept_ewma, opt_out, slt, enc, dec, stop,
         if kind == "idle":
             continue
         if kind == "prefill":
-            ewma[b, :] = prior
             base += int(slt[b])
             continue
         base += 1
         d = min(max(int(draft_len[b]), 0), K)
         a = min(max(int(accept_num[b]) - 1, 0), d)
-        for i in range(K):
-            v = _q16(ewma[b, i])
-            if i < a:
-                ewma[b, i] = _blend(v, ONE, alpha)
-            elif i == a and a < d:
-                ewma[b, i] = _blend(v, 0, alpha)
-            else:
-                ewma[b, i] = _blend(v, prior, relax)
+        for i in range(a):
+            ewma[b, i] = _blend(_q16(ewma[b, i]), ONE, alpha)
+        if a < K:
+            if a < d:  # the first rejected draft
+                ewma[b, a] = _blend(_q16(ewma[b, a]), 0, alpha)
+            elif probe[b] >= 0:  # every verified draft accepted: the probe against the bonus token
+                hit = int(probe[b]) == int(draft_tokens[b, 0])
+                ewma[b, a] = _blend(_q16(ewma[b, a]), ONE if hit else 0, alpha)
         if kind == "decoding":
             n = min(max(int(slt[b]) - 1, 0), K)
             cands += [(g, b, j) for j, g in enumerate(gains_of(ewma[b], n))]
     cands.sort(key=lambda c: (-c[0], c[1], c[2]))
+    # A new request starts from the decoding slots' mean estimates (after their learning).
+    learners = [b for b, kind in enumerate(kinds) if kind in ("decoding", "opted_out")]
+    for b, kind in enumerate(kinds):
+        if kind == "prefill":
+            for i in range(K):
+                ewma[b, i] = sum(_q16(ewma[x, i]) for x in learners) // len(learners) if learners else prior
 
     def score(m: int, gain_sum: int) -> int:
         A = 1024 * scheduled + gain_sum
@@ -101,18 +106,22 @@ def policy_ref(accept_num, draft_len, accept_ewma, opt_out, slt, enc, dec, stop,
     for _, b, _ in cands[:best_m]:
         k[b] += 1
     for b, kind in enumerate(kinds):
+        probe[b] = -1
         if kind in ("decoding", "opted_out"):
+            n = min(max(int(slt[b]) - 1, 0), K)
+            if k[b] < n:  # the first cut draft
+                probe[b] = draft_tokens[b, k[b] + 1]
             slt[b] = 1 + k[b]
         draft_len[b] = k[b]
-    return dict(draft_len=draft_len, accept_ewma=ewma, seq_lens_this_time=slt)
+    return dict(draft_len=draft_len, draft_probe=probe, accept_ewma=ewma, seq_lens_this_time=slt)
 
 
 # ---- Random cases and the op against the reference ------------------------------------------------
 
-ORDER = ("accept_num", "draft_len", "accept_ewma", "draft_opt_out", "seq_lens_this_time",
-         "seq_lens_encoder", "seq_lens_decoder", "stop_flags", "cost_table")
-MUTATED = ("draft_len", "accept_ewma", "seq_lens_this_time")
-ATTRS = ("alpha", "relax", "prior", "seq_cost_ns", "step_cost_ns")
+ORDER = ("accept_num", "draft_tokens", "draft_len", "draft_probe", "accept_ewma", "draft_opt_out",
+         "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "stop_flags", "cost_table")
+MUTATED = ("draft_len", "draft_probe", "accept_ewma", "seq_lens_this_time")
+ATTRS = ("alpha", "prior", "seq_cost_ns", "step_cost_ns")
 
 
 def random_table(rng: np.random.Generator) -> np.ndarray:
@@ -144,9 +153,14 @@ def random_case(rng: np.random.Generator, B: int, K: int) -> dict:
                         rng.integers(0, ONE + 1, (B, K)))
     slt = np.where(enc > 0, enc, 1 + rng.integers(0, K + 3, B))
     slt = np.where(rng.random(B) < 0.05, rng.integers(-1, 1, B), slt)
+    # Tokens of a vocabulary of 3, so that probes hit the bonus token (column 0) often.
+    drafts = rng.integers(0, 3, (B, K + 1)).astype(np.int64)
+    probe = np.where(rng.random(B) < 0.2, -1, rng.integers(0, 3, B)).astype(np.int64)
     return dict(
         accept_num=accept.astype(np.int32),
+        draft_tokens=drafts,
         draft_len=draft_len.astype(np.int32),
+        draft_probe=probe,
         accept_ewma=ewma.astype(np.int32).reshape(B, K),
         draft_opt_out=rng.random(B) < 0.1,
         seq_lens_this_time=slt.astype(np.int32),
@@ -155,7 +169,6 @@ def random_case(rng: np.random.Generator, B: int, K: int) -> dict:
         stop_flags=(kind == 0).reshape(B, 1),
         cost_table=random_table(rng).astype(np.int64),
         alpha=int(rng.choice([0, 6554, 16384, 65536, int(rng.integers(0, ONE + 1))])),
-        relax=int(rng.choice([0, 655, 4096, int(rng.integers(0, ONE + 1))])),
         prior=int(rng.choice([0, 39322, 65536, int(rng.integers(0, ONE + 1))])),
         seq_cost_ns=int(rng.choice([0, 42000, int(rng.integers(0, 100000))])),
         step_cost_ns=int(rng.choice([0, 20000, int(rng.integers(0, 3_000_000))])),
