@@ -30,15 +30,18 @@ the policy.
 ``fastdeploy_spec/data/cost_table_llama3_8b_h100.json``, from ``benchmarks/cost_table.py``; its
 ``source`` is printed), plus, with drafts, the drafting op's GPU time at batch C (``OP_US``: H100
 figures from docs/results, linear between batch sizes), plus for ``ours`` the policy op's time.
-Prefill is not simulated (a request enters decoding with its first token); the C slots are kept
-full from the dataset's requests in order (cycled when C exceeds the dataset) until the stream of
+A request's first step is its prefill, counted as one token that drafts nothing (its prompt's
+compute is left out: it is the same under every policy); the C slots are kept full from the
+dataset's requests in order (cycled when C exceeds the dataset) until the stream of
 max(requests, 2 C) requests is spent; throughput is the output tokens over the simulated time until
 then.
 
     python benchmarks/goodput.py [--out DIR] [--cost-table FILE] [--quick]
 
-Writes ``goodput.json``, ``goodput.md`` (the table) and, with matplotlib, ``goodput.png`` into DIR
-(default ``results/goodput``), and prints the table.
+Writes ``goodput.json``, ``goodput.md`` (tokens/s of every policy), ``goodput_summary.md`` (ours
+against the best fixed K or none, and against fixed K = 5) and, with matplotlib, ``goodput.png``
+into DIR (default ``results/goodput``), and prints the table. ``--from-json`` rewrites the tables
+and the plot from an earlier run's JSON.
 """
 
 from __future__ import annotations
@@ -424,6 +427,36 @@ def markdown(results: dict, source: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def summary(results: dict, source: str) -> str:
+    """One row per dataset and drafter: at each concurrency, ours against the best of no speculation
+    and every fixed K (and which that was), then against fixed K = 5."""
+    cs = sorted({int(c) for by_c in results.values() for c in by_c})
+    lines = [f"Cost table: {source}", "",
+             "Ours against the best of {no speculation, fixed K = 1..5} (that policy in brackets):", "",
+             "| dataset | drafter | " + " | ".join(f"C={c}" for c in cs) + " |",
+             "|---|---|" + "---:|" * len(cs)]
+    for key, by_c in results.items():
+        ds, drafter = key.split("|")
+        cells = []
+        for c in cs:
+            row = by_c[str(c)]
+            best = max(("nospec", "fixed1", "fixed2", "fixed3", "fixed4", "fixed5"), key=row.get)
+            v = verdict(row, c)
+            cells.append(f"{100 * v['vs_best']:+.1f}% ({best}){'' if v['ok_best'] else ' ✗'}")
+        lines.append(f"| {ds} | {drafter} | " + " | ".join(cells) + " |")
+    lines += ["", "Ours against fixed K = 5:", "",
+              "| dataset | drafter | " + " | ".join(f"C={c}" for c in cs) + " |",
+              "|---|---|" + "---:|" * len(cs)]
+    for key, by_c in results.items():
+        ds, drafter = key.split("|")
+        cells = []
+        for c in cs:
+            v = verdict(by_c[str(c)], c)
+            cells.append(f"{100 * v['vs_fixed5']:+.1f}%{' ✗' if v['ok_fixed5'] is False else ''}")
+        lines.append(f"| {ds} | {drafter} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def plot(results: dict, path: Path) -> None:
     try:
         import matplotlib
@@ -466,7 +499,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--drafters", nargs="*", default=list(DRAFTERS))
     ap.add_argument("--datasets", nargs="*", default=None, help="only these datasets (names as printed)")
     ap.add_argument("--quick", action="store_true", help="two datasets, few requests (a smoke test)")
+    ap.add_argument("--from-json", help="only rewrite the tables and the plot from this goodput.json")
     args = ap.parse_args(argv)
+    if args.from_json:
+        saved = json.loads(Path(args.from_json).read_text())
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "goodput.md").write_text(markdown(saved["results"], saved["cost_table"]))
+        (out / "goodput_summary.md").write_text(summary(saved["results"], saved["cost_table"]))
+        plot(saved["results"], out / "goodput.png")
+        return 0
     table = load_cost_table(args.cost_table)
     source = f"{table['source']} ({table.get('device', '?')}, kv_len {table.get('kv_len', '?')})"
     if table.get("placeholder"):
@@ -512,6 +554,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     md = markdown(results, source)
     (out / "goodput.md").write_text(md)
+    (out / "goodput_summary.md").write_text(summary(results, source))
     (out / "goodput.json").write_text(json.dumps(dict(cost_table=source, op_us=OP_US, policy_us=POLICY_US,
                                                       results=results, details=details), indent=1))
     plot(results, out / "goodput.png")

@@ -267,3 +267,44 @@ def test_mixed_places_rejected():
 def test_order_is_the_wrappers():
     t = {k: to_place(v, "cpu") for k, v in random_case(np.random.default_rng(3), 2, 2).items() if k in ORDER}
     speculate_draft_length_policy(**t)  # keyword call with the default attributes
+
+
+class TokensPerSlot:
+    """A runner observer: the tokens each slot verified at each decode step."""
+
+    def __init__(self):
+        self.steps = []
+
+    def on_step(self, runner, record):
+        self.steps.append([(int(n), bool(p)) for n, p in zip(record.num_tokens, record.is_prefill)])
+
+    def on_logprob_message(self, runner, message, record):
+        pass
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_runner_with_the_policy(place):
+    """An n-gram runner with the policy attached (Proposer.run's hook): the output of plain decoding,
+    drafts accepted on a copy task, and the request in an opted-out slot verifies one token at every
+    step while the others draft."""
+    from fastdeploy_spec.config import SpeculativeConfig
+    from fastdeploy_spec.policy import DraftLengthPolicy
+    from fastdeploy_spec.runner import Request, SpecRunner
+    from fastdeploy_spec.testing import OracleTarget
+    from tests.test_runner import EOS, copy_task
+
+    prompts, answers = copy_task(4)
+    cfg = SpeculativeConfig(method="ngram", num_speculative_tokens=4, max_ngram_size=3)
+    runner = SpecRunner(cfg, OracleTarget(answers, 50, EOS), max_num_seqs=4, max_model_len=128,
+                        end_tokens=[EOS], place=place)
+    policy = DraftLengthPolicy(max_drafts=4)
+    policy.set_opt_out(2)
+    runner.proposer.draft_length_policy = policy
+    seen = TokensPerSlot()
+    runner.observers.append(seen)
+    out = runner.run([Request(rid, p, 100) for rid, p in prompts.items()])
+    assert out == {rid: a + [EOS] for rid, a in answers.items()}
+    decode = [step for step in seen.steps if not any(p for _, p in step)]
+    assert all(step[2][0] <= 1 for step in decode)
+    assert any(step[0][0] > 1 for step in decode)
+    assert runner.stats.drafts_accepted > 0
