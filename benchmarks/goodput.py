@@ -140,6 +140,12 @@ class Probe:
         self.D = np.zeros(n, np.int8)
         self.L = np.zeros(n, np.int8)
 
+    @staticmethod
+    def of(D: np.ndarray, L: np.ndarray) -> "Probe":
+        p = Probe(len(D))
+        p.D, p.L = D, L
+        return p
+
 
 def probe(traces: List[Trace], drafter: str, slots: int = 64) -> List[Probe]:
     """Runs the drafter's proposer over every position of every answer, ``slots`` requests at a time
@@ -370,15 +376,17 @@ def simulate(probes: List[Probe], B: int, policy: Policy, drafter: str, table: d
         return float(dense_us[-1] + slope * (n - dense_tokens[-1]))
 
     usable = [p for p in probes if p.n >= 2]
+    offset = np.cumsum([0] + [p.n for p in usable])[:-1]
+    D_all = np.concatenate([p.D for p in usable]).astype(np.int64)
+    L_all = np.concatenate([p.L for p in usable]).astype(np.int64)
+    n_all = np.array([p.n for p in usable], np.int64)
     total = max(len(usable), 2 * B)
     req = np.arange(B, dtype=np.int64) % len(usable)
     pos = np.zeros(B, np.int64)  # 0: the request's prefill step (its first token, no drafts)
     started = B
     tokens, t_us, steps, ks = 0, 0.0, 0, 0
     while True:
-        D = np.array([usable[r].D[s] for r, s in zip(req, pos)], np.int64)
-        L = np.array([usable[r].L[s] for r, s in zip(req, pos)], np.int64)
-        n = np.array([usable[r].n for r in req], np.int64)
+        D, L, n = D_all[offset[req] + pos], L_all[offset[req] + pos], n_all[req]
         prefill = pos == 0
         avail = np.minimum(D, n - pos - 1) if policy.drafts else np.zeros(B, np.int64)
         avail[prefill] = 0
@@ -500,6 +508,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--datasets", nargs="*", default=None, help="only these datasets (names as printed)")
     ap.add_argument("--quick", action="store_true", help="two datasets, few requests (a smoke test)")
     ap.add_argument("--from-json", help="only rewrite the tables and the plot from this goodput.json")
+    ap.add_argument("--probe-cache", help="keep the probes (they do not depend on the cost table) in this "
+                                          "pickle file, and reuse them when it exists")
     args = ap.parse_args(argv)
     if args.from_json:
         saved = json.loads(Path(args.from_json).read_text())
@@ -530,12 +540,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     results: Dict[str, Dict[str, Dict[str, float]]] = {}
     details: Dict[str, object] = {}
+    cached: Dict[str, List[Probe]] = {}
+    if args.probe_cache and Path(args.probe_cache).exists():
+        import pickle
+        cached = {k: [Probe.of(D, L) for D, L in v] for k, v in pickle.loads(Path(args.probe_cache).read_bytes()).items()}
     for ds, traces in datasets.items():
         for drafter in args.drafters:
             t0 = time.time()
-            probes = probe(traces, drafter)
-            t1 = time.time()
             key = f"{ds}|{drafter}"
+            probes = cached[key] if key in cached else probe(traces, drafter)
+            cached[key] = probes
+            t1 = time.time()
             results[key] = {}
             acc = sum(int(p.L[1:].sum()) for p in probes) / max(sum(int(p.D[1:].sum()) for p in probes), 1)
             details[key] = dict(requests=len(probes), positions=sum(p.n - 1 for p in probes),
@@ -550,6 +565,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"{key}: {len(probes)} requests, acceptance at K=5 {acc:.2f}, probe {t1 - t0:.0f} s, "
                   f"simulation {time.time() - t1:.0f} s", file=sys.stderr)
 
+    if args.probe_cache:
+        import pickle
+        Path(args.probe_cache).write_bytes(pickle.dumps({k: [(p.D, p.L) for p in v] for k, v in cached.items()}))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     md = markdown(results, source)
