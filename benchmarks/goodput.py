@@ -325,11 +325,14 @@ class Ours(Policy):
         self.dec = t(np.ones(B, np.int32))
         self.stop = t(np.zeros(B, bool))
         self.bonus = np.full(B, 3, np.int64)
+        self.was_prefill = True
 
     def choose(self, avail, run, prefill):
         # A request's first step is its prefill (one token, the op resets the slot's state).
-        copy_from_host(self.enc, prefill.astype(np.int32))
-        copy_from_host(self.dec, (~prefill).astype(np.int32))
+        if prefill.any() or self.was_prefill:
+            copy_from_host(self.enc, prefill.astype(np.int32))
+            copy_from_host(self.dec, (~prefill).astype(np.int32))
+        self.was_prefill = bool(prefill.any())
         cols = np.arange(1, K_MAX + 1)
         drafts = np.where(cols[None, :] <= run[:, None], 1, 2)
         copy_from_host(self.draft_tokens, np.concatenate([self.bonus[:, None], drafts], axis=1).astype(np.int64))
