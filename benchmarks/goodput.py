@@ -546,7 +546,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     cached: Dict[str, List[Probe]] = {}
     if args.probe_cache and Path(args.probe_cache).exists():
         import pickle
-        cached = {k: [Probe.of(D, L) for D, L in v] for k, v in pickle.loads(Path(args.probe_cache).read_bytes()).items()}
+        saved = pickle.loads(Path(args.probe_cache).read_bytes())
+        cached = {k: [Probe.of(D, L) for D, L in v] for k, v in saved.items()}
     for ds, traces in datasets.items():
         for drafter in args.drafters:
             t0 = time.time()

@@ -28,7 +28,10 @@ def load_cost_table(source: Union[str, Path, dict, None] = None) -> dict:
     """A cost table: a dict with ``tokens`` (increasing token counts from 1), ``dense_us`` (the step
     time at each, us) and ``attn_us_per_seq`` (attention per decoding sequence, us), from a JSON path
     or as given; None: the shipped table."""
-    table = dict(source) if isinstance(source, dict) else json.loads(Path(source or DEFAULT_COST_TABLE).read_text())
+    if isinstance(source, dict):
+        table = dict(source)
+    else:
+        table = json.loads(Path(source or DEFAULT_COST_TABLE).read_text())
     tokens, dense = table.get("tokens"), table.get("dense_us")
     if not tokens or not dense or len(tokens) != len(dense) or "attn_us_per_seq" not in table:
         raise ValueError("a cost table needs 'tokens' and 'dense_us' of one length and 'attn_us_per_seq'")

@@ -173,7 +173,8 @@ def test_new_request_starts_from_the_batch_mean(place):
     no slot decodes."""
     ewma = np.array([[0, 0, 0], [40000, 20000, 10000], [50000, 30000, 5000]], np.int32)
     case = decoding(3, 3, accept_ewma=ewma, draft_len=np.zeros(3, np.int32), accept_num=np.ones(3, np.int32),
-                    seq_lens_encoder=np.array([5, 0, 0], np.int32), seq_lens_this_time=np.array([5, 4, 4], np.int32))
+                    seq_lens_encoder=np.array([5, 0, 0], np.int32),
+                    seq_lens_this_time=np.array([5, 4, 4], np.int32))
     got = check(case, place)
     assert got["accept_ewma"][0].tolist() == [45000, 25000, 7500]
     alone = decoding(1, 3, seq_lens_encoder=np.array([5], np.int32), seq_lens_this_time=np.array([5], np.int32))

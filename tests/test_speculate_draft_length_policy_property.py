@@ -35,8 +35,8 @@ def test_property_matches_reference(data):
         seq_lens_decoder=arr(st.sampled_from([0, 5, 5, 5]), B).astype(np.int32),
         stop_flags=arr(st.booleans(), B).astype(bool),
         cost_table=np.array(data.draw(st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=8)), np.int64),
-        alpha=data.draw(st.integers(0, ONE)), prior=data.draw(st.integers(0, ONE)), seq_cost_ns=data.draw(st.integers(0, 2**32 - 1)),
-        step_cost_ns=data.draw(st.integers(0, 2**32 - 1)),
+        alpha=data.draw(st.integers(0, ONE)), prior=data.draw(st.integers(0, ONE)),
+        seq_cost_ns=data.draw(st.integers(0, 2**32 - 1)), step_cost_ns=data.draw(st.integers(0, 2**32 - 1)),
     )
     got = check(case, "cpu")
     k = got["draft_len"]
