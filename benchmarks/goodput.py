@@ -496,7 +496,7 @@ def plot(results: dict, path: Path) -> None:
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=72)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
