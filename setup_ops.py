@@ -3,6 +3,8 @@
     python setup_ops.py build     # build into fastdeploy_spec/_lib (use from this checkout)
     python setup_ops.py install   # build, then install the package and the library (pip, no deps)
 
+``pip install --no-build-isolation .`` does the same as ``install`` (setup.py's hook calls build()).
+
 CUDA kernels are compiled when a CUDA toolkit is found (``CUDA_HOME`` or ``nvcc`` on ``PATH``);
 otherwise, or with ``FDSPEC_CPU_ONLY=1``, a CPU-only library is built. Either way it is one library
 registering every op. ``FDSPEC_CUDA_ARCHS="80 90"`` picks the SM targets (default 80 86 89 90, plus
@@ -167,8 +169,10 @@ def main(argv: list[str]) -> None:
         sys.exit(__doc__)
     build()
     if cmd == "install":
+        # FDSPEC_PREBUILT: setup.py's build hook takes the library just built instead of rebuilding.
         subprocess.check_call([sys.executable, "-m", "pip", "install", "--no-deps",
-                               "--no-build-isolation", "--force-reinstall", "-q", str(ROOT)])
+                               "--no-build-isolation", "--force-reinstall", "-q", str(ROOT)],
+                              env=dict(os.environ, FDSPEC_PREBUILT="1"))
         print("fastdeploy_spec: installed; `import fastdeploy_spec.ops` works from any directory")
 
 

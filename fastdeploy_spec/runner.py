@@ -1,6 +1,7 @@
-"""A small mirror of a FastDeploy-style model runner's speculative decode loop.
+"""The reference loop: a small mirror of a FastDeploy-style model runner's speculative decode step.
 
-It drives the plugin the way a runner does: requests go into the share-inputs buffers
+Not a serving engine: it shows, one readable step at a time, how a runner calls the plugin's ops, and
+the tests, the demo and the benchmarks drive the ops through it. It drives the plugin the way a runner does: requests go into the share-inputs buffers
 (``make_share_inputs``: upstream names, shapes and dtypes), and :meth:`SpecRunner.step` is
 
     schedule          the slots whose request finished at the previous step are released (lengths
@@ -30,7 +31,7 @@ its greedy token after input position j of slot b. It runs on the host here, and
 to the device once per step (one small host->device copy; a real model would leave its argmax on the
 device, where ``speculate_verify_greedy`` reads it in place). For logprobs the target also gives its
 logits rows (``target.logits(batch, tokens)``, rows packed as ``VerifyBatch.output_rows`` says), copied
-to the device in one padded [S * (K + 1), V] buffer. (``fastdeploy_spec.testing.OracleTarget`` is such
+to the device in one padded [S * (K + 1), V] buffer. (``examples.OracleTarget`` is such
 a model, for tests and the demo.)
 
 A slot's prompt is processed in one prefill step (no chunked prefill): the slot takes the target's
@@ -249,7 +250,7 @@ class SpecRunner:
     --------
     >>> from fastdeploy_spec.config import SpeculativeConfig
     >>> from fastdeploy_spec.runner import Request, SpecRunner
-    >>> from fastdeploy_spec.testing import OracleTarget
+    >>> from examples import OracleTarget
     >>> cfg = SpeculativeConfig(method="ngram", num_speculative_tokens=3, max_ngram_size=2)
     >>> answer = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2]
     >>> runner = SpecRunner(cfg, OracleTarget({"a": answer}, vocab_size=8, end_token=0),

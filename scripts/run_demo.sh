@@ -47,4 +47,4 @@ if [ -n "$archs" ] && [ -z "${FDSPEC_CUDA_ARCHS:-}" ] && [ -z "${FDSPEC_CPU_ONLY
   echo "run_demo: building the op library for sm_${archs// /, sm_}" >&2
 fi
 "$py" setup_ops.py build >/dev/null
-exec "$py" -m fastdeploy_spec.demo "$@"
+exec "$py" -m examples.demo "$@"

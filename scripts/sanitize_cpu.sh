@@ -11,7 +11,7 @@
 #   alloc_dealloc_mismatch=0 Paddle's prebuilt libraries mix new[]/delete in places (not our code);
 #   --capture=sys, log_path  pytest captures file descriptor 2 by default, so a report printed there
 #                            by a process that then halts is never seen (the "silent exit" of a
-#                            sanitized run, see docs/RELIABILITY.md): pytest captures only Python's
+#                            sanitized run, see docs/testing.md): pytest captures only Python's
 #                            sys.stderr here, and ASan also writes its reports to files;
 #   UBSan without vptr       "undefined" minus -fsanitize=vptr, which flags paddle::any downcasts in
 #                            Paddle's own headers (type info of a template instantiated in two

@@ -20,7 +20,7 @@ import paddle
 import pytest
 
 from fastdeploy_spec import ops, transport
-from fastdeploy_spec.testing.sysv import IPC_NOWAIT, libc, raw_queue
+from tests.sysv import IPC_NOWAIT, libc, raw_queue
 from tests.reference.logprob_msg import send_step
 
 

@@ -1,4 +1,4 @@
-"""The NumPy check of scripts/bench_logprobs.py (``check_outputs``), on the CPU: it passes the ops' own
+"""The NumPy check of benchmarks/logprobs.py (``check_outputs``), on the CPU: it passes the ops' own
 output and names each kind of corruption."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from fastdeploy_spec.ops import speculate_get_accept_tokens_and_logits, speculat
 from tests.helpers import bf16_bits
 
 _spec = importlib.util.spec_from_file_location(
-    "bench_logprobs", Path(__file__).resolve().parent.parent / "scripts" / "bench_logprobs.py")
+    "bench_logprobs", Path(__file__).resolve().parent.parent / "benchmarks" / "logprobs.py")
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 

@@ -11,7 +11,7 @@ import pytest
 
 @pytest.mark.parametrize("missing", [("matplotlib",), ("matplotlib", "tqdm")])
 def test_demo_without_extras_exits_0(tmp_path, capsys, monkeypatch, missing):
-    from fastdeploy_spec import demo
+    from examples import demo
 
     for name in missing:  # a None entry makes "import name" raise ImportError, as if not installed
         monkeypatch.setitem(sys.modules, name, None)

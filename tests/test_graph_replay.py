@@ -19,7 +19,7 @@ Two capture paths are tested:
     cudaGraphLaunch). Only the plugin's ops are inside the graph, so this path depends on nothing of
     Paddle but the stream its ops are launched on.
 
-Both are ``fastdeploy_spec.testing.gpu_timer.Graph``, the graphs the benchmarks time.
+Both are ``benchmarks.gpu_timer.Graph``, the graphs the benchmarks time.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import paddle
 import pytest
 
 from fastdeploy_spec.ops import ngram_match, speculate_step_update, speculate_verify_greedy
-from fastdeploy_spec.testing.gpu_timer import Graph
+from benchmarks.gpu_timer import Graph
 from tests.helpers import to_place
 
 pytestmark = pytest.mark.gpu

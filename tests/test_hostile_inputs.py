@@ -150,7 +150,7 @@ def test_logprobs_inf_logits(place):
 
 @pytest.mark.parametrize("place", PLACES)
 def test_logprobs_nan_logits(place):
-    # Documented outcome (docs/RELIABILITY.md): no crash, no out-of-bounds; a row holding NaN has
+    # Documented outcome (docs/contract/logprobs.md): no crash, no out-of-bounds; a row holding NaN has
     # NaN or finite scores, ids inside [0, V) or -1, and rank within [0, V]; other rows are exact.
     rng = np.random.default_rng(12)
     v = rng.standard_normal((4, 9)).astype(np.float32)
@@ -391,7 +391,7 @@ def _run_children(place: str, ids: list[str], case_timeout_s: float = CASE_TIMEO
 
 
 def hostile_table(cases, results) -> str:
-    """Markdown table: cases per family and outcome (the one docs/RELIABILITY.md quotes)."""
+    """Markdown table: cases per family and outcome (what tools/gpu_check.sh hostile prints)."""
     families = list(dict.fromkeys(c.family for c in cases))
     counts = {f: {o: 0 for o in OUTCOMES} for f in families}
     for c in cases:

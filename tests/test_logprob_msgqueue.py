@@ -27,7 +27,7 @@ import paddle
 import pytest
 
 from fastdeploy_spec import ops, transport
-from fastdeploy_spec.testing.sysv import MSGMAX, MSGMNB
+from tests.sysv import MSGMAX, MSGMNB
 from fastdeploy_spec.transport import parse_logprob_output
 from fastdeploy_spec.transport import child_env, free_queue_id, lock_path, release_queue_id
 from tests.helpers import MSG_ID, PLACES, assert_buffers_equal, fragments, payload_of, raw_send, to_place

@@ -11,7 +11,7 @@ import pytest
 from fastdeploy_spec.buffers import copy_from_host, make_share_inputs
 from fastdeploy_spec.config import SpeculativeConfig
 from fastdeploy_spec.proposers import MTPProposer, NgramProposer, create_proposer
-from fastdeploy_spec.testing.oracle import PreparedLogits
+from examples.oracle import PreparedLogits
 from tests.helpers import PLACES, to_place
 from tests.reference.hybrid_mtp_ngram import hybrid_mtp_ngram_ref
 

@@ -6,7 +6,7 @@ import pytest
 
 from fastdeploy_spec.config import SpeculativeConfig
 from fastdeploy_spec.runner import Request, SpecRunner
-from fastdeploy_spec.testing import OracleTarget
+from examples import OracleTarget
 from fastdeploy_spec.stats import Acceptance, AcceptanceStats
 
 

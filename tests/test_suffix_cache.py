@@ -368,7 +368,7 @@ def _replay(cfg, traces, slots=1):
     runner's stats and its proposer."""
     from fastdeploy_spec.proposers import create_proposer
     from fastdeploy_spec.runner import Request, SpecRunner
-    from fastdeploy_spec.testing import OracleTarget
+    from examples import OracleTarget
     answers = {i: list(a) for i, (_, a) in enumerate(traces)}
     reqs = [Request(i, list(p), len(a) + 1) for i, (p, a) in enumerate(traces)]
     width = max(len(p) + len(a) for p, a in traces) + 16

@@ -2,9 +2,15 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
 #include <utility>
 
 #include <cuda_runtime.h>
+
+#include "common/launch_plan.h"
 
 // Every launcher returns the launch status instead of throwing, so that the binding turns it into a
 // Paddle error. A debug build (-DFDSPEC_DEBUG_SYNC) also synchronises the stream so that an
@@ -26,7 +32,8 @@ namespace fdspec {
 // the kernel before it on the stream is still running, and must call wait_for_primary_grid() before
 // it reads anything that kernel writes. The primary lets it start early with
 // allow_dependent_launch(). It hides the second kernel's launch latency, a good part of the cost of
-// a small op. Both device calls are no-ops before sm_90.
+// a small op. Both device calls are compiled out of images for targets below sm_90, which is why the
+// host launches a kernel this way only where its loaded image has them (kernel_features).
 __device__ __forceinline__ void allow_dependent_launch() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaTriggerProgrammaticLaunchCompletion();
@@ -39,28 +46,131 @@ __device__ __forceinline__ void wait_for_primary_grid() {
 #endif
 }
 
-// The facts of the current device that launch shapes depend on, read on every call (host-side
-// attribute queries, no stream work: fine under graph capture).
-struct DeviceFacts {
-  int sms = 0;    // streaming multiprocessors
-  int major = 0;  // compute capability: clusters and programmatic launches need 9.0+
+// The facts of the current device that launch shapes depend on, as the host believes them
+// (launch_plan.h: FDSPEC_DEVICE_CAP / FDSPEC_DEVICE_SMEM lower them), read once per device and cached.
+using DeviceFacts = DeviceLimits;
+
+namespace launch_detail {
+// The per-process cache of device limits and of each kernel's features on each device. Host-side
+// attribute queries only (no stream work): fine under graph capture. A mutex guards it; a lookup
+// costs a few tens of ns, against microseconds for the launch itself.
+struct KernelEntry {
+  KernelFeatures features;
+  int smem_set = kDefaultSmemPerBlock;  // the largest MaxDynamicSharedMemorySize set so far
 };
+struct Cache {
+  std::mutex mu;
+  std::map<int, DeviceLimits> devices;
+  std::map<std::pair<const void*, int>, KernelEntry> kernels;
+};
+inline Cache& cache() {
+  static Cache c;
+  return c;
+}
+// Reads device `id`'s limits and applies the environment's caps (caller holds the lock).
+inline cudaError_t read_device(int id, DeviceLimits* out) {
+  DeviceLimits d;
+  int major = 0, minor = 0;
+  cudaError_t err = cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, id);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, id);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, id);
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&d.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, id);
+  }
+  if (err != cudaSuccess) return err;
+  d.cc = major * 10 + minor;
+  const char* cap_env = std::getenv("FDSPEC_DEVICE_CAP");
+  const char* smem_env = std::getenv("FDSPEC_DEVICE_SMEM");
+  DeviceCap cap;
+  if (!parse_device_cap(cap_env, smem_env, &cap)) {
+    std::fprintf(stderr,
+                 "fastdeploy_spec: FDSPEC_DEVICE_CAP='%s' / FDSPEC_DEVICE_SMEM='%s' not understood (a "
+                 "compute capability such as 8.0 or 8.9; bytes >= 49152)\n",
+                 cap_env ? cap_env : "", smem_env ? smem_env : "");
+    return cudaErrorInvalidValue;
+  }
+  *out = cap_device(d, cap);
+  return cudaSuccess;
+}
+inline cudaError_t device_locked(int id, DeviceLimits* out) {
+  Cache& c = cache();
+  const auto it = c.devices.find(id);
+  if (it != c.devices.end()) {
+    *out = it->second;
+    return cudaSuccess;
+  }
+  const cudaError_t err = read_device(id, out);
+  if (err == cudaSuccess) c.devices.emplace(id, *out);
+  return err;
+}
+// The cache entry of `func` on the current device (created on first use), with the lock held.
+inline cudaError_t entry_locked(const void* func, KernelEntry** out, DeviceLimits* dev) {
+  int id = 0;
+  cudaError_t err = cudaGetDevice(&id);
+  if (err == cudaSuccess) err = device_locked(id, dev);
+  if (err != cudaSuccess) return err;
+  Cache& c = cache();
+  const auto key = std::make_pair(func, id);
+  auto it = c.kernels.find(key);
+  if (it == c.kernels.end()) {
+    cudaFuncAttributes a = {};
+    err = cudaFuncGetAttributes(&a, func);  // cudaErrorNoKernelImageForDevice: nothing to run here
+    if (err != cudaSuccess) return err;
+    KernelEntry e;
+    e.features = decide_kernel_features(a.ptxVersion, a.binaryVersion, *dev);
+    it = c.kernels.emplace(key, e).first;
+  }
+  *out = &it->second;
+  return cudaSuccess;
+}
+}  // namespace launch_detail
+
+// The current device's facts (cached per device).
 inline cudaError_t current_device_facts(DeviceFacts* f) {
-  int dev = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&f->sms, cudaDevAttrMultiProcessorCount, dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&f->major, cudaDevAttrComputeCapabilityMajor, dev);
+  int id = 0;
+  cudaError_t err = cudaGetDevice(&id);
+  if (err != cudaSuccess) return err;
+  std::lock_guard<std::mutex> lock(launch_detail::cache().mu);
+  return launch_detail::device_locked(id, f);
+}
+
+// What `kernel` may use on the current device: decided once per (kernel, device) from the image the
+// runtime loaded for it and the device's (capped) compute capability (launch_plan.h).
+template <typename... KArgs>
+cudaError_t kernel_features(void (*kernel)(KArgs...), KernelFeatures* f) {
+  std::lock_guard<std::mutex> lock(launch_detail::cache().mu);
+  launch_detail::KernelEntry* e = nullptr;
+  DeviceLimits dev;
+  const cudaError_t err = launch_detail::entry_locked(reinterpret_cast<const void*>(kernel), &e, &dev);
+  if (err == cudaSuccess) *f = e->features;
+  return err;
+}
+
+// Lets `kernel` ask for `smem` bytes of dynamic shared memory on the current device (past the default
+// 48 KB an opt-in, set once per (kernel, device)); cudaErrorInvalidValue where the device, as the host
+// believes it, has less: the launchers plan their forms so that this does not happen.
+template <typename... KArgs>
+cudaError_t allow_dynamic_smem(void (*kernel)(KArgs...), size_t smem) {
+  if (smem <= static_cast<size_t>(kDefaultSmemPerBlock)) return cudaSuccess;
+  std::lock_guard<std::mutex> lock(launch_detail::cache().mu);
+  launch_detail::KernelEntry* e = nullptr;
+  DeviceLimits dev;
+  cudaError_t err = launch_detail::entry_locked(reinterpret_cast<const void*>(kernel), &e, &dev);
+  if (err != cudaSuccess || smem <= static_cast<size_t>(e->smem_set)) return err;
+  if (smem > static_cast<size_t>(dev.smem_optin)) return cudaErrorInvalidValue;
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (err == cudaSuccess) e->smem_set = static_cast<int>(smem);
   return err;
 }
 
 // Launches `kernel` (with `smem` bytes of dynamic shared memory) as a programmatic dependent of the
-// previous work on `stream` where the device supports it (compute capability 9.0+), as an ordinary
-// launch elsewhere.
+// previous work on `stream` where the kernel's image and the device support it (kernel_features), as
+// an ordinary launch elsewhere.
 template <typename... KArgs, typename... Args>
 cudaError_t launch_dependent_smem(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
                                   cudaStream_t stream, Args&&... args) {
-  DeviceFacts dev;
-  const cudaError_t err = current_device_facts(&dev);
+  KernelFeatures f;
+  const cudaError_t err = kernel_features(kernel, &f);
   if (err != cudaSuccess) return err;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
@@ -68,7 +178,7 @@ cudaError_t launch_dependent_smem(void (*kernel)(KArgs...), dim3 grid, dim3 bloc
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
-  if (dev.major >= 9) {
+  if (f.pdl) {
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;

@@ -45,8 +45,8 @@ FDSPEC_HD int64_t sub_sat(int64_t a, int64_t b) {
 // n / d and n % d for a divisor fixed over a launch, by a multiplication: a kernel's 64-bit `/` or
 // `%` by a runtime value is a routine of about 20 dependent instructions behind a branch (its fast
 // path for 32-bit operands), and the branch kept the loads on either side of it from being issued
-// together (the suffix cache's search issued a slot's four candidate loads one round trip apart:
-// docs/perf/suffix_cache_notes.md, section 27). m = floor((2^64 - 1) / d), computed once on the
+// together (the suffix cache's search issued a slot's four candidate loads one round trip apart).
+// m = floor((2^64 - 1) / d), computed once on the
 // host, is below 2^64 / d and at least (2^64 - d) / d, so for 0 <= n < 2^63 the high word of n m
 // is floor(n / d) or one less, which one compare settles.
 struct FastDivisor {

@@ -1,10 +1,11 @@
 // Draft-model bookkeeping: CUDA implementations (rules in draft_model.h). No Paddle include.
 //
 // A step's kernels are tiny: their time is launch latency plus a few dependent trips to memory
-// (each costs a fraction of a microsecond; tests/cuda/bench_mtp_kernels.cu times them). So each
+// (each costs a fraction of a microsecond; benchmarks/kernels/bench_mtp_kernels.cu times them). So each
 // kernel is a programmatic dependent of the work before it (common/cuda_utils.cuh: its launch
 // overlaps its predecessor), loads a slot's scalars together (draft_model.h's *_load helpers) rather
 // than one after another, and keeps what it read in registers for its writes.
+// Design: docs/design/draft_model.md.
 #include "draft_model/draft_model.h"
 
 #include <cooperative_groups.h>
@@ -20,14 +21,12 @@ namespace {
 constexpr int kWarp = 32;
 constexpr unsigned kFullMask = 0xFFFFFFFFu;
 constexpr int kSlotWarpsPerBlock = 4;  // preprocess / accept: slots are tiny, small blocks spread out
-// Update: the shape of a launch depends on the batch (H100, V = 32000 float32, update alone in
-// tests/cuda/bench_mtp_kernels.cu; the sweep is in docs/perf/mtp_notes.md). Up to B = SMs / 4 a row
-// is split over a cluster of 256-thread blocks, one round of 4 loads per thread (B = 1, 8: 2.9, 3.1
-// us; one block per row: 3.4, 3.7). Up to B = SMs one 512-thread block per row, two rounds of 8 loads
-// per thread, no cluster (B = 64: 4.0 us; the best split 4.2, 1024 x 8 in one round 4.2). Beyond,
-// one 256 x 8 block per row (B = 256: 6.8 us; 512 x 8: 9.5). Splitting a row costs the cluster
-// launch and two cluster barriers (an empty grid of 512 blocks in clusters of 8 launches in 1.1 us
-// against 0.5 without), which pays only while the rows alone leave most SMs idle.
+// Update: the shape of a launch depends on the batch (docs/design/draft_model.md; the sweep that
+// chose it: benchmarks/kernels/bench_mtp_kernels.cu). Up to B = SMs / 4 a row is split over a
+// cluster of 256-thread blocks, one round of 4 loads per thread; up to B = SMs one 512-thread block
+// per row, two rounds of 8 loads per thread, no cluster; beyond, one 256 x 8 block per row.
+// Splitting a row costs the cluster launch and two cluster barriers, which pays only while the rows
+// alone leave most SMs idle.
 constexpr int kMaxParts = 8;  // slices of a row at most (the portable cluster size)
 
 // The slot of the calling warp (preprocess, accept), after the programmatic-launch handshake.
@@ -254,7 +253,12 @@ cudaError_t launch_per_slot(void (*kernel)(Params), const Params& p, cudaStream_
 }
 
 template <LogitsDType D, class S>
-cudaError_t launch_update(const DraftModelUpdateParams& p, int parts, bool pdl, cudaStream_t stream) {
+cudaError_t launch_update(const DraftModelUpdateParams& p, int parts, cudaStream_t stream) {
+  KernelFeatures f;
+  const cudaError_t ferr = kernel_features(draft_model_update_kernel<D, S>, &f);
+  if (ferr != cudaSuccess) return ferr;
+  const bool pdl = f.pdl;
+  if (!f.clusters) parts = 1;  // planned from the same image's features: a guard only
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(p.batch * parts));
   cfg.blockDim = dim3(S::kThreads);
@@ -280,11 +284,11 @@ cudaError_t launch_update(const DraftModelUpdateParams& p, int parts, bool pdl, 
 }
 
 template <class S>
-cudaError_t launch_update_as(const DraftModelUpdateParams& p, int parts, bool pdl, cudaStream_t stream) {
+cudaError_t launch_update_as(const DraftModelUpdateParams& p, int parts, cudaStream_t stream) {
   switch (p.logits_dtype) {
-    case LogitsDType::kFloat16: return launch_update<LogitsDType::kFloat16, S>(p, parts, pdl, stream);
-    case LogitsDType::kBFloat16: return launch_update<LogitsDType::kBFloat16, S>(p, parts, pdl, stream);
-    default: return launch_update<LogitsDType::kFloat32, S>(p, parts, pdl, stream);
+    case LogitsDType::kFloat16: return launch_update<LogitsDType::kFloat16, S>(p, parts, stream);
+    case LogitsDType::kBFloat16: return launch_update<LogitsDType::kBFloat16, S>(p, parts, stream);
+    default: return launch_update<LogitsDType::kFloat32, S>(p, parts, stream);
   }
 }
 
@@ -299,21 +303,24 @@ cudaError_t draft_model_update_gpu(const DraftModelUpdateParams& p, cudaStream_t
   DeviceFacts dev;
   cudaError_t err = current_device_facts(&dev);
   if (err != cudaSuccess) return err;
-  const int major = dev.major, sms = dev.sms;
-  // Clusters (distributed shared memory) and programmatic launches need sm_90.
-  const bool pdl = major >= 9;
+  const int sms = dev.sms;
+  // Clusters (distributed shared memory) need sm_90 code and an sm_90 device (kernel_features; every
+  // instantiation of the kernel comes from one image).
+  KernelFeatures f;
+  err = kernel_features(draft_model_update_kernel<LogitsDType::kFloat32, SmallBatchUpdate>, &f);
+  if (err != cudaSuccess) return err;
   // A batch of at most a quarter as many rows as SMs splits each row into slices, as many as fill
   // the SMs, at most kMaxParts and no more than the row has rounds of loads; larger batches give a
   // row one block.
-  if (major >= 9 && p.batch * 4 <= sms) {
+  if (f.clusters && p.batch * 4 <= sms) {
     const int64_t row_vecs = p.vocab_size * logits_dtype_size(p.logits_dtype) / 16;
     const int64_t parts = std::max<int64_t>(
         1, std::min<int64_t>({ceil_div<int64_t>(sms, p.batch), kMaxParts,
                               ceil_div<int64_t>(row_vecs, SmallBatchUpdate::kThreads * SmallBatchUpdate::kUnroll)}));
-    return launch_update_as<SmallBatchUpdate>(p, static_cast<int>(parts), pdl, stream);
+    return launch_update_as<SmallBatchUpdate>(p, static_cast<int>(parts), stream);
   }
-  if (p.batch <= sms) return launch_update_as<MidBatchUpdate>(p, 1, pdl, stream);
-  return launch_update_as<LargeBatchUpdate>(p, 1, pdl, stream);
+  if (p.batch <= sms) return launch_update_as<MidBatchUpdate>(p, 1, stream);
+  return launch_update_as<LargeBatchUpdate>(p, 1, stream);
 }
 
 cudaError_t draft_model_accept_preprocess_gpu(const DraftModelAcceptPreprocessParams& p, cudaStream_t stream) {

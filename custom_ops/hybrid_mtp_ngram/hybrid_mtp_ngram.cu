@@ -1,32 +1,14 @@
 // hybrid_mtp_ngram: CUDA implementation (docs/contract/ngram.md#hybrid_mtp_ngram). No Paddle include.
 //
 // Kernel 1 (one block, or a cluster, per slot) finds each processed slot's best match with the
-// budget-independent search of ngram_search.cuh (haystacks: the prompt, then pre_ids[0 .. s); pattern ending at
-// pre_ids[s]; sizes max_ngram_size .. min_ngram_size). Kernel 2 (one block) is the walk of
-// ngram_common/ngram_walk.cuh, exact (ngram_common/ngram_walk.h) given two facts that hold here: a processed slot's
-// base length is ori >= 1, and every other slot keeps its seq_lens_this_time, >= 0 after the clamp of
-// hybrid_mtp_ngram.h. Between two processed slots b < b', G grows by the drafts b keeps, the lengths
-// of the slots in between and ori_b' - 1. A skipped slot (ori == 0 or q <= 0) stays counted in L when
-// seq_lens_decoder > 0, so I counts it and it never drops L: the walk's L is exactly
-// docs/contract/ngram.md#hybrid_mtp_ngram's.
-//
-// Where the search result waits between the kernels. Unlike ngram_match, the walk reads a processed
-// slot's input seq_lens_this_time (ori), so the entry cannot simply be overwritten by the result. It
-// holds both, packed: kernel 1 stores -(ori + M * c) with M = hybrid_max_ori(p), 1 <= ori <= M, and c
-// = 0 for no match, else 1 + the continuation's start in the prompt followed by pre_ids[0 .. s).
-// Entries are >= 0 for every other slot (a negative input is clamped to 0 by kernel 1), so a negative
-// entry marks a processed slot; the binding checks M * (W + D) < 2^31 so the packing fits an int32.
-// Every draft_tokens column outside the written drafts (and the graph-mode padding) must keep its
-// value and no other memory belongs to the op, so this costs no workspace and keeps the op graph capturable and re-entrant on
-// concurrent streams.
-//
-// Walk-free batches (ngram_walk.h's bound, with hybrid_walk_free_term: B x (K + 2) < T when every
-// ori <= K + 1, e.g. B <= 146 at the default T = 1024 and K = 5): kernel 1's blocks write their slots'
-// final outputs instead of the packed entry, and kernel 2 exits before its wait. The bound reads the
-// seq_lens_this_time entries that other blocks are rewriting; hybrid_walk_free_term is the same for
-// every value an entry can hold (input, packed, clamped 0, final), so every block and kernel 2 reach
-// the same decision whichever they read. The price is one token of slack per processed slot against
-// the exact bound.
+// budget-independent search of ngram_search.cuh (haystacks: the prompt, then pre_ids[0 .. s); the
+// pattern ends at pre_ids[s]). Kernel 2 (one block) is the walk of ngram_common/ngram_walk.cuh.
+// The search result waits between the kernels in the slot's seq_lens_this_time entry, packed with
+// the input length ori the walk still needs: -(ori + M * c), M = hybrid_max_ori(p), c = 0 for no
+// match, else 1 + the continuation's start (the binding checks that it fits an int32). No workspace:
+// graph capturable and re-entrant on concurrent streams. Walk-free batches (hybrid_walk_free_term,
+// the same for every value an entry can hold) let kernel 1 write the final outputs and kernel 2 exit
+// before its wait. Design: docs/design/ngram.md.
 #include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
 
 #include "common/cuda_utils.cuh"

@@ -3,6 +3,7 @@
 // its blocks wait for that work before their first read, and only then let the walk launch), then
 // the walk of ngram_walk.cuh as its programmatic dependent (which exits at once when the batch is
 // walk-free, ngram_walk.h; the search blocks then finish their slots). No Paddle include.
+// Design: docs/design/ngram.md.
 #pragma once
 
 #include <cstdint>
@@ -21,21 +22,23 @@ template <class Search, class Walk>
 cudaError_t launch_ngram_op(const Search& search, const Walk& walk, int64_t batch, int max_n,
                             int64_t max_tokens, cudaStream_t stream) {
   if (batch <= 0) return cudaSuccess;
-  DeviceFacts dev;  // read once per op call
+  DeviceFacts dev;  // cached per device
   cudaError_t err = current_device_facts(&dev);
   if (err != cudaSuccess) return err;
   // The walk-free test (the same flag for both kernels) runs only where it may hold
   // (Search::free_possible(), from the parameters) and where every search block is resident at once
   // (ngram_search_one_wave: B <= SMs, 2 x SMs for 512-thread blocks). With a second wave the walk
   // block starts only when the last search blocks do, and its test before the wait, a round trip and
-  // a barrier, would lengthen a short op (measured with the ring at B = 256: 256 x 128k at T = 128,
-  // where every slot gives up, +1.2..1.7 us).
-  const NgramSearchShape sh = ngram_search_shape(batch, max_tokens, dev);
+  // a barrier, would lengthen a short op (measured at B = 256 where every slot gives up).
+  KernelFeatures f;  // the search kernels' (one image), which the shape depends on
+  err = kernel_features(ngram_search_kernel<0, kNgramSearchStages, false, kNgramSearchThreads, Search>, &f);
+  if (err != cudaSuccess) return err;
+  const NgramSearchShape sh = ngram_search_shape(batch, max_tokens, dev, f);
   Search s = search;
   Walk w = walk;
   s.try_free = w.try_free = ngram_search_one_wave(batch, sh, dev) && search.free_possible();
-  s.prefetch = ngram_prefetch_bytes(sh, search.threshold_may_bind());
-  err = launch_ngram_search(s, batch, max_n, sh, dev, stream);
+  s.prefetch = ngram_prefetch_bytes(sh, search.threshold_may_bind(), f);
+  err = launch_ngram_search(s, batch, max_n, sh, stream);
   if (err != cudaSuccess) return err;
   err = launch_ngram_walk(w, stream);
   if (err != cudaSuccess) return err;

@@ -1,64 +1,14 @@
 // The n-gram search shared by ngram_match and hybrid_mtp_ngram (CUDA side). No Paddle include.
 //
 // The host search (ngram_search.h) tries n = max_n .. min_n and, for each n, the prompt before the
-// generated tokens, taking the leftmost productive window. The kernel below computes the same answer in
-// one pass. For a window that ends at position e of a haystack, let l(e) be the length of the common
-// suffix of haystack[.. e] and the pattern (capped at the largest n and at e + 1). A window of size n
-// ending at e matches exactly when l(e) >= n, and it is productive exactly when e <= len - 2 (its
-// continuation starts inside the haystack; the budget is >= 1 here). So the host's answer is the
-// productive e that maximises the key (l(e), haystack is the prompt, -e): the largest n first, the
-// prompt before the second haystack, the leftmost window last. Each position is examined once (from
-// registers in the streaming form, from a shared-memory tile in the ring form); the scan stops early
-// once a window of the largest possible size has been found, since nothing to its right can beat it.
-//
-// The design, in numbers (H100; docs/perf/ngram_notes.md holds the measurements).
-// - Streaming form (one block per slot, but for long rows at B <= SMs): each thread loads two 16-byte
-//   vectors (four tokens) per round straight into registers (`ld.global.nc`) and compares them
-//   there; the next round's loads are in flight while this one is examined (two register buffers).
-//   Against the shared-memory ring this replaced (cp.async tiles written to shared memory and read
-//   back, the form kept for clusters below), same call, warm / cold us: 64 x 8k 5.58 / 6.56 ->
-//   4.42 / 5.81, 64 x 32k late 9.03 / 9.81 -> 7.42 / 10.31, 256 x 128k late 73.95 -> 68.10, none
-//   84.17 -> 81.37, 256 x 128k at T = 128 10.10 -> 6.43; cold at 64 x 32k +0.5 us. Rows over
-//   kNgramRingTokens at B <= SMs stay on the ring, which streams them faster (64 x 128k late 21.5
-//   against 23.4). A third buffer (96 KB in flight per 1024-thread block) was slower on
-//   every row that moved (64 x 32k late 7.42 -> 8.16, 256 x 128k late 68.6 -> 76.1); four vectors
-//   per round lost at the short rows and at B = 256 (the MTP step +0.8 us), and so did one vector per
-//   round, a bulk L2 prefetch two rounds ahead, and requesting the first round with the slot's facts
-//   (it reads past the prompt and delays the slot's loads).
-// - Blocks of 1024 threads where the rows are long (> kNgramStreamWideTokens) and the slots fit on
-//   the SMs at once, else 512 threads, two blocks per SM (ngram_stream_threads). Both at 64
-//   registers: position arithmetic is 32-bit (haystacks are shorter than 2^30 tokens); the stop
-//   test reads no shared memory (a per-warp flag ORed by the round's barrier).
-// - A small batch with long rows (B x C <= half the SMs, two tiles per block at least) searches
-//   each slot with a cluster of C = 2 .. 8 blocks; their stop decision and final key are exchanged
-//   through shared memory at cluster barriers, never by cross-block atomics. 1 x 128k: 29.9 -> 14.6 us.
-//   C = 2 at B = 64 (128 blocks) measured slower than C = 1: not used. These blocks stream their
-//   tiles through a ring of 4 x 32 KB of shared memory filled by 16-byte cp.async (8-byte where the
-//   haystack is not 16-byte aligned); whole-tile bulk copies (TMA) were faster only warm at 64 x 32k.
-// - Fixed cost: a block reads its slot, the inputs of its share of the walk-free bound's terms and,
-//   only when the threshold can bind, of the batch's give-up sum in one round trip (a thread per
-//   slot up to 1024; the slot's inputs are read whatever its kind, so that none waits behind a
-//   branch), then tests the give-up sum after one barrier. The walk is a second kernel
-//   (ngram_walk.cuh), ~3 us of body (dependent loads, scan, barriers, the draft copy), not of
-//   launch: run in the search grid's last block (a completion counter) or in block 0 after a
-//   cooperative grid sync, the op measured 0.5..0.9 us slower than with the walk kernel
-//   (docs/perf/ngram_notes.md, branch ngram3). So when the batch's bound U (ngram_walk.h) proves
-//   that no slot can be clamped or give up, which every block and the walk kernel compute from the
-//   same data, each slot's first block writes the slot's outputs itself (warp 0, from the slot's
-//   walk facts kept in shared memory; a lane per draft) and the walk kernel exits before it waits
-//   for this grid. That covers the default thresholds at small and mid batches (ngram_match T =
-//   128: B x (K + 1) + prefill lengths < 128; hybrid T = 1024: B x (K + 2) < 1024 at ori <= K + 1)
-//   and any non-binding threshold while every search block is resident at once (B <= 2 x SMs with
-//   the 512-thread form: 256 x 128k late 68.2 -> 64.4 us); larger batches still pay the walk. The
-//   search itself is a programmatic dependent of the work before it: its blocks start (where SMs
-//   are free) while that work ends, and wait for it before their first read. Limits: a late hit wastes the round (or tiles) in flight when the scan stops.
-//   Measured (docs/perf/ngram_notes.md, branch ngram4; 64 x 8k, warm / cold): the programmatic
-//   launch -0.57 us where the op follows a kernel; every load before the first tile request (the
-//   bound's inputs and the pattern waited behind up to 96 KB of copies) and the outputs written by
-//   a warp while the last copies land -0.13 / -1.07 (ngram_match), -0.30 / -0.81 (hybrid). Where
-//   every slot is sure to search and streams with 1024 threads, the slot's first block also requests
-//   the first 128 KB of its row into L2 as it starts, before the slot's facts (a DRAM round trip when
-//   cold) say where to read: 64 x 32k late cold 10.2 -> 9.9 (ngram_prefetch_bytes).
+// generated tokens, taking the leftmost productive window. The kernel computes the same answer in one
+// pass: with l(e) the common-suffix length of haystack[.. e] and the pattern, the answer is the
+// productive e that maximises (l(e), haystack is the prompt, -e). Each position is examined once,
+// from registers (streaming form: one block per slot, two 16-byte vectors per thread and round) or
+// from a shared-memory ring of cp.async tiles (clusters of blocks per slot for small batches with
+// long rows, and rows over kNgramRingTokens); the scan stops once a window of the largest possible
+// size is found. When the walk-free bound holds, each slot's first block writes the slot's outputs
+// and the walk kernel exits before its wait. Design: docs/design/ngram.md.
 #pragma once
 
 #include <cstdint>
@@ -236,7 +186,7 @@ __device__ __forceinline__ void ngram_prefetch_row(const int64_t* row, int64_t n
 }
 
 // Copies 16 bytes from global to shared memory asynchronously (part of the thread's current group).
-// Through L1 (.ca): the L2-only form (.cg) measured 10 % slower on the bandwidth-bound rows.
+// Through L1 (.ca): the L2-only form (.cg) measured slower on the bandwidth-bound rows.
 __device__ __forceinline__ void ngram_copy16(int64_t* dst, const int64_t* src) {
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
@@ -546,7 +496,7 @@ __global__ void __launch_bounds__(kThreads, kNgramSearchThreads / kThreads) ngra
 
     // Whether this warp has found a key of the largest size (the same in all its lanes). The stop test
     // ORs it over the block in the round's barrier: no read of `best` races with its reset or with the
-    // other warps' atomicMax (a volatile or a plain read of `best` there measured up to 1.3 us slower).
+    // other warps' atomicMax (a volatile or a plain read of `best` there measured slower).
     bool found = false;
     for (int r = 0; run && r < rounds; ++r) {
       __pipeline_wait_prior(kStages - 2);
@@ -646,30 +596,33 @@ inline int ngram_search_cluster(int64_t batch, int64_t max_tokens, int sms) {
 // Threads of a streaming block: 1024 (two rounds of 32 KB in flight per slot) where every block is
 // resident at once (B <= SMs; a block takes the SM's registers) and the rows are long, else 512 (two
 // blocks per SM, so that up to 2 x SMs slots stream at once; fewer warps in each barrier and
-// reduction). Measured (H100, warm / cold us, docs/perf/ngram_notes.md): 64 x 8k 4.46 / 5.83 with
-// 512 against 4.95 / 6.28 with 1024; 64 x 32k late 8.05 / 11.30 against 7.60 / 9.98.
+// reduction). Each form measured faster on its side of this width, warm and cold.
 constexpr int64_t kNgramStreamWideTokens = 16384;
 // Rows longer than this, one block per slot and every block resident (B <= SMs), stream through the
-// shared-memory ring instead: 64 x 128k late 23.41 / 24.76 us streamed, 21.50 / 21.87 through the
-// ring (warm / cold, same call), while 64 x 32k late is 7.47 / 10.23 streamed against 9.03 / 9.81.
+// shared-memory ring instead, which streams them faster (shorter rows stream faster from registers).
 // Loads that bypass L1 (ld.global.cg, .L1::no_allocate) or ask for 256-byte L2 fetches did not
-// change this (0 .. +2.8 us on every row).
+// change this.
 constexpr int64_t kNgramRingTokens = 65536;
 inline int ngram_stream_threads(int64_t batch, int64_t max_tokens, int sms) {
   return batch <= sms && max_tokens > kNgramStreamWideTokens ? 1024 : 512;
 }
 
+// The ring's dynamic shared memory per block (the streaming form has none).
+constexpr size_t kNgramRingSmem = sizeof(int64_t) * kNgramSearchTile * kNgramSearchStages;
+
 template <int kMaxN, int kStages, bool kStream, int kThreads, class Problem>
-cudaError_t launch_ngram_search_grid(const Problem& prob, int64_t batch, int c, bool pdl, cudaStream_t stream) {
+cudaError_t launch_ngram_search_grid(const Problem& prob, int64_t batch, int c, cudaStream_t stream) {
   auto kernel = ngram_search_kernel<kMaxN, kStages, kStream, kThreads, Problem>;
   constexpr size_t smem = kStream ? 0 : sizeof(int64_t) * kNgramSearchTile * kStages;
-  if (smem > 0) {
-    // The ring is larger than the default 48 KB of dynamic shared memory. A host-side attribute (no
-    // stream work), so it is fine under graph capture; set on every launch as it is per device.
-    const cudaError_t err =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    if (err != cudaSuccess) return err;
-  }
+  // The ring is larger than the default 48 KB of dynamic shared memory (ngram_search_shape checked
+  // that it fits the device). A host-side attribute (no stream work), fine under graph capture.
+  cudaError_t err = allow_dynamic_smem(kernel, smem);
+  if (err != cudaSuccess) return err;
+  KernelFeatures f;
+  err = kernel_features(kernel, &f);
+  if (err != cudaSuccess) return err;
+  const bool pdl = f.pdl;
+  if (!f.clusters) c = 1;  // the shape was planned for this image's features: a guard only
   cudaLaunchAttribute attrs[2] = {};
   unsigned n = 0;
   if (c > 1) {
@@ -695,11 +648,15 @@ struct NgramSearchShape {
   bool ring = false;
   int threads = kNgramSearchThreads;
 };
-// `max_tokens` bounds the tokens of a slot's two haystacks.
-inline NgramSearchShape ngram_search_shape(int64_t batch, int64_t max_tokens, const DeviceFacts& dev) {
+// `max_tokens` bounds the tokens of a slot's two haystacks; `f`: the search kernels' features (one
+// image: every instantiation has the same). Without room for the ring (an sm_86 / sm_89 device's 99 KB
+// per block) the streaming form takes every row, clusters included, with the same results.
+inline NgramSearchShape ngram_search_shape(int64_t batch, int64_t max_tokens, const DeviceFacts& dev,
+                                           const KernelFeatures& f) {
   NgramSearchShape sh;
-  sh.cluster = dev.major >= 9 ? ngram_search_cluster(batch, max_tokens, dev.sms) : 1;
-  sh.ring = sh.cluster > 1 || (batch <= dev.sms && max_tokens > kNgramRingTokens);
+  const bool ring_fits = ngram_ring_fits(kNgramRingSmem, dev);
+  sh.cluster = f.clusters && ring_fits ? ngram_search_cluster(batch, max_tokens, dev.sms) : 1;
+  sh.ring = ring_fits && (sh.cluster > 1 || (batch <= dev.sms && max_tokens > kNgramRingTokens));
   if (!sh.ring) sh.threads = ngram_stream_threads(batch, max_tokens, dev.sms);
   return sh;
 }
@@ -715,43 +672,39 @@ inline bool ngram_search_one_wave(int64_t batch, const NgramSearchShape& sh, con
 // (ngram_prefetch_row), so that the row's first rounds come from DRAM while the facts do: only where
 // every decoding slot is sure to search (a threshold that cannot bind: no slot gives up, which would
 // read nothing) and in the 1024-thread streaming form (B <= SMs, rows of 16k..64k tokens).
-// Measured (H100, kernel layer, cold us, interleaved runs in two calls; docs/perf/ngram_notes.md):
-// 64 x 32k late 10.18 -> 9.92 and 10.28 -> 9.94, none 10.38 -> 10.13, hybrid late 9.75 -> 9.61,
-// early +0.2 (a slot that stops at once wastes the bytes); warm unchanged. 256 KB and the whole row
-// were no better than the base at 64 x 32k; with a binding threshold (256 x 128k at T = 128, every
-// slot gives up) 128 KB cost +4 us cold, on the ring and at B = 256 (DRAM already full) +0.4..0.8,
-// and in the 512-thread form at B = 64 it was mixed (8 x 8k -0.5, hybrid 64 x 8k +0.4).
+// It shortens the cold late and no-hit rows (warm unchanged; a slot that stops at once wastes the
+// bytes). 256 KB and the whole row were no better; with a binding threshold, on the ring, at large
+// batches (DRAM already busy) and in the 512-thread form it cost more than it saved.
 constexpr int kNgramPrefetchBytes = 131072;
-inline int ngram_prefetch_bytes(const NgramSearchShape& sh, bool threshold_may_bind) {
-  return !threshold_may_bind && !sh.ring && sh.threads == 1024 ? kNgramPrefetchBytes : 0;
+inline int ngram_prefetch_bytes(const NgramSearchShape& sh, bool threshold_may_bind, const KernelFeatures& f) {
+  return f.hopper_loads && !threshold_may_bind && !sh.ring && sh.threads == 1024 ? kNgramPrefetchBytes : 0;
 }
 
 template <int kMaxN, class Problem>
 cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, const NgramSearchShape& sh,
-                                  const DeviceFacts& dev, cudaStream_t stream) {
-  const bool pdl = dev.major >= 9;
+                                  cudaStream_t stream) {
   // Clusters (then B x C <= SMs / 2) and long rows with every block resident: one ring block per SM.
   if (sh.ring) {
     return launch_ngram_search_grid<kMaxN, kNgramSearchStages, false, kNgramSearchThreads>(prob, batch, sh.cluster,
-                                                                                          pdl, stream);
+                                                                                          stream);
   }
   return sh.threads == 1024
-             ? launch_ngram_search_grid<kMaxN, 0, true, 1024>(prob, batch, 1, pdl, stream)
-             : launch_ngram_search_grid<kMaxN, 0, true, 512>(prob, batch, 1, pdl, stream);
+             ? launch_ngram_search_grid<kMaxN, 0, true, 1024>(prob, batch, 1, stream)
+             : launch_ngram_search_grid<kMaxN, 0, true, 512>(prob, batch, 1, stream);
 }
 
 // Launches the search over `batch` slots, in the shape ngram_search_shape chose, with the compare loop
 // specialised for the usual sizes.
 template <class Problem>
 cudaError_t launch_ngram_search(const Problem& prob, int64_t batch, int max_n, const NgramSearchShape& sh,
-                                const DeviceFacts& dev, cudaStream_t stream) {
+                                cudaStream_t stream) {
   switch (max_n) {
-    case 1: return launch_ngram_search_n<1>(prob, batch, sh, dev, stream);
-    case 2: return launch_ngram_search_n<2>(prob, batch, sh, dev, stream);
-    case 3: return launch_ngram_search_n<3>(prob, batch, sh, dev, stream);
-    case 4: return launch_ngram_search_n<4>(prob, batch, sh, dev, stream);
-    case 5: return launch_ngram_search_n<5>(prob, batch, sh, dev, stream);
-    default: return launch_ngram_search_n<0>(prob, batch, sh, dev, stream);
+    case 1: return launch_ngram_search_n<1>(prob, batch, sh, stream);
+    case 2: return launch_ngram_search_n<2>(prob, batch, sh, stream);
+    case 3: return launch_ngram_search_n<3>(prob, batch, sh, stream);
+    case 4: return launch_ngram_search_n<4>(prob, batch, sh, stream);
+    case 5: return launch_ngram_search_n<5>(prob, batch, sh, stream);
+    default: return launch_ngram_search_n<0>(prob, batch, sh, stream);
   }
 }
 

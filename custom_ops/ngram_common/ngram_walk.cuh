@@ -1,5 +1,6 @@
 // The batch-wide token-budget walk of the n-gram ops on the GPU: the scan form that ngram_walk.h
 // states and proves exact, generic over the op. No Paddle include.
+// Design: docs/design/ngram.md.
 #pragma once
 
 #include <cstdint>

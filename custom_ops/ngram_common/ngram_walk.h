@@ -1,36 +1,15 @@
 // The batch-wide token-budget walk of the n-gram ops: the slot state, the walk itself on the host,
-// and the graph-mode padding. No Paddle or CUDA include. ngram_match (docs/contract/ngram.md#ngram_match) and hybrid_mtp_ngram
-// (docs/contract/ngram.md#hybrid_mtp_ngram) both run on it: each op only says what a slot is (its `*_walk_slot` function, the one
-// definition its CPU path, its search kernel and its GPU walk all read) and how a slot searches.
-// The GPU form of the walk is in ngram_walk.cuh.
+// and the graph-mode padding. No Paddle or CUDA include. ngram_match and hybrid_mtp_ngram
+// (docs/contract/ngram.md) both run on it: each op only says what a slot is (its `*_walk_slot`
+// function, the one definition its CPU path, its search kernel and its GPU walk all read) and how a
+// slot searches. The GPU form of the walk is in ngram_walk.cuh.
 //
-// The walk. The slots are visited in batch order with a batch budget T. A slot either takes part
-// ("processed": it may draft) or keeps a fixed length. A processed slot has a base length (1 in
-// ngram_match, the MTP length `ori` in hybrid_mtp_ngram) and a budget q, the drafts it may take
-// before the threshold. `unprocessed` starts at I, the number of slots the op counts, and drops by one
-// at each processed slot. At processed slot b, with S_b = (final lengths of the slots before b) +
-// base_b and L_b = unprocessed after the drop, let G_b = S_b + L_b: the slot gives up (keeps its base)
-// when G_b >= T - 1; otherwise its search runs with the budget min(q, T - G_b) and the slot keeps the
-// c_b tokens it finds. Its final length is base_b + c_b.
-//
-// Why the walk is a scan (what the GPU relies on). Let u_b be the drafts slot b would keep with no
-// threshold (its search with budget q). The window a search picks does not depend on the budget (only
-// a non-empty continuation is needed, any budget >= 1 gives one), so c_b = min(u_b, T - G_b) when the
-// slot does not give up. From one processed slot b to the next one b', G grows by c_b, plus the fixed
-// lengths of the slots in between, plus base_b' - 1. Provided every fixed length is >= 0 and every
-// base is >= 1, G never decreases. So once a slot gives up, every later one does; once a slot is
-// clamped (c_b = T - G_b), G_b' >= T and every later slot gives up too. Let G'_b be G_b computed with
-// every earlier processed slot keeping its u (a prefix sum). Every processed slot before the first
-// slot b0 with G'_b0 >= T - 1 or G'_b0 + u_b0 > T keeps u exactly (G = G' up to b0); b0 keeps
-// min(u, T - G') or gives up; every later slot gives up. A negative fixed length (ngram_match's
-// prefill length is summed as given) breaks the monotonicity: the GPU then walks sequentially.
-//
-// Graph mode (pad_to_max, FastDeploy #7849). A target model captured in CUDA graphs needs the same
-// number of tokens from every scheduled slot at every step. After the walk, every slot the op marks
-// `padded` whose length is below the pad length (min(max_draft_tokens, K) + 1) is raised to it; the
-// new draft columns repeat the slot's last valid token (its last draft, else column 0, the last
-// accepted token), so they are real token ids of the target's vocabulary. Padding changes no budget:
-// the walk above runs on the unpadded lengths.
+// The slots are visited in batch order with a batch budget T; a processed slot gives up when
+// G_b = S_b + L_b >= T - 1, else keeps min(u_b, T - G_b) drafts. With every fixed length >= 0 and
+// every base >= 1, G never decreases, so the walk is a prefix sum up to the first slot that is
+// clamped or gives up (the proof: docs/design/ngram.md, "The budget walk"). A negative fixed length
+// sends the GPU to its sequential form. pad_to_max (FastDeploy #7849) raises every padded slot to
+// min(max_draft_tokens, K) + 1 tokens after the walk, repeating its last valid token.
 #pragma once
 
 #include <cstdint>

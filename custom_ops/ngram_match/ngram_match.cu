@@ -11,6 +11,7 @@
 // slots' lengths and count below it): kernel 1's blocks write their slots' outputs and kernel 2 exits
 // before its wait. The bound reads only inputs no kernel writes (a prefill slot's seq_lens_this_time
 // is left untouched by every path), so kernel 2 reads them before the search ends.
+// Design: docs/design/ngram.md.
 #include "ngram_match/ngram_match.h"
 
 #include "common/cuda_utils.cuh"

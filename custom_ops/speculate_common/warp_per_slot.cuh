@@ -1,6 +1,7 @@
 // One warp per slot: the launch shape of the per-slot step kernels (speculate_verify_greedy,
 // speculate_step_update). Slots are independent and tiny, so small blocks of a few warps fill the
 // SMs sooner than large ones. Kernel layer, no Paddle include.
+// Design: docs/design/step_ops.md.
 #pragma once
 
 #include <cstdint>

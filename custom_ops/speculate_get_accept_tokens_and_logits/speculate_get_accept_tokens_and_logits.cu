@@ -8,6 +8,7 @@
 // counts of the slots before its own (<= 4 L2 reads a thread) while its source loads are in flight;
 // the block of index 0, chunk 0 of each slot also writes the slot's offset. Larger batches first run
 // the one-block offset scan, then the gather reads the offsets.
+// Design: docs/design/logprobs.md.
 #include "speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits.h"
 
 #include <cub/block/block_reduce.cuh>

@@ -10,6 +10,7 @@
 // merge over its 32 lanes, and the cluster's leader merges the blocks' partials the same way, reading
 // them from the other blocks' shared memory. The merge order differs from the CPU's sequential sum, so
 // scores agree to rounding, while ids and ranks (comparisons and counts only) are identical.
+// Design: docs/design/logprobs.md.
 #include "speculate_logprobs_topk/speculate_logprobs_topk.h"
 
 #include <cooperative_groups.h>
@@ -27,11 +28,9 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kUnroll = 4;  // vectors loaded before any is processed: 16 KB in flight per block
-// Rows of at least this many logits are split in two. Measured on an H100 (a micro-benchmark of the
-// parts, scripts/dev/logprobs_parts_bench.cu of commit b7a438a; N = 384 rows of which ~200 valid,
-// V = 32000 and 152064, top-20): two blocks per row beat one by 5-20% (about 3 blocks per SM instead
-// of 1 or 2 rows, evenly spread), while 3, 4 or 8 lose 15-60%, since each block's warps repeat the
-// warm-up of their top-k lists.
+// Rows of at least this many logits are split in two: two blocks per row beat one (about 3 blocks
+// per SM instead of 1 or 2 rows, evenly spread), while 3, 4 or 8 lose, since each block's warps
+// repeat the warm-up of their top-k lists (docs/design/logprobs.md).
 constexpr int64_t kSplitRowLogits = 8192;
 constexpr int kMaxParts = 8;  // the portable cluster size
 constexpr unsigned kFullMask = 0xffffffffu;
@@ -312,6 +311,11 @@ int logprobs_vec_bytes(const LogprobsTopkParams& p) {
 
 template <LogitsDType D, int kVecBytes>
 cudaError_t launch_logprobs(const LogprobsTopkParams& p, int parts, cudaStream_t stream) {
+  // Clusters (and distributed shared memory) need sm_90 code and an sm_90 device.
+  KernelFeatures f;
+  const cudaError_t ferr = kernel_features(logprobs_topk_kernel<D, kVecBytes>, &f);
+  if (ferr != cudaSuccess) return ferr;
+  if (!f.clusters) parts = 1;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(p.rows * parts));
   cfg.blockDim = dim3(kThreads);
@@ -348,12 +352,9 @@ cudaError_t dispatch_vec(const LogprobsTopkParams& p, int parts, cudaStream_t st
 
 cudaError_t logprobs_topk_gpu(const LogprobsTopkParams& p, cudaStream_t stream, int parts) {
   if (p.rows <= 0) return cudaSuccess;
-  DeviceFacts dev;
-  const cudaError_t err = current_device_facts(&dev);
-  if (err != cudaSuccess) return err;
   if (parts <= 0) parts = p.vocab >= kSplitRowLogits ? 2 : 1;
-  // Clusters (and distributed shared memory) need sm_90; the grid must stay within 2^31 - 1 blocks.
-  if (dev.major < 9 || p.rows > INT32_MAX / kMaxParts) parts = 1;
+  // The grid must stay within 2^31 - 1 blocks (clusters: launch_logprobs).
+  if (p.rows > INT32_MAX / kMaxParts) parts = 1;
   parts = std::min(parts, kMaxParts);
   switch (p.dtype) {
     case LogitsDType::kFloat16: return dispatch_vec<LogitsDType::kFloat16>(p, parts, stream);

@@ -1,4 +1,5 @@
 // speculate_step_update: CUDA implementation (rule in speculate_step_update.h). No Paddle include.
+// Design: docs/design/step_ops.md.
 #include "speculate_step_update/speculate_step_update.h"
 
 #include "speculate_common/warp_per_slot.cuh"

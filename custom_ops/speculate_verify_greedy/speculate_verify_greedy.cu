@@ -1,4 +1,5 @@
 // speculate_verify_greedy: CUDA implementation (rule in speculate_verify_greedy.h). No Paddle include.
+// Design: docs/design/step_ops.md.
 #include "speculate_verify_greedy/speculate_verify_greedy.h"
 
 #include "speculate_common/warp_per_slot.cuh"

@@ -1,74 +1,19 @@
 // suffix_cache: CUDA implementation (docs/contract/suffix.md, "The global cache"). No Paddle include.
 //
-// Insert: one kernel, a block per slot. Each block counts the slots before its own that begin a
-// request (request numbers in slot order), then takes the row's previous response out of the counts,
-// pair counts and line filter when its request takes the row, and copies its new tokens and their
-// keys into its row, counted with the pairs they end, their items set in the line filter (a closing
-// slot, empty with its request still set, copies its last tokens, then is free).
-//
-// Query, per step, for all slots at once:
-// 1. suffix_match's local search (suffix_search_gpu). With B <= SMs it runs beside 2 and the first
-//    pass of 3 (launched after prep, the scan a programmatic dependent that waits for it only at its
-//    end), else before them.
-// 2. prep: per querying slot, the key of its context's last G tokens, histograms cleared, its
-//    group: the slots whose contexts end with the same G tokens (its rep: the least of them), and
-//    n_1 from the cache's counts when its last token is counted (G = 1, an id below V), and with
-//    n_1 > M, n_2 from the pair counts when its last two tokens are a counted pair (ids below F).
-//    Beside it, the line mask: the lines of the cache where the line filter has every bit of some
-//    slot's item (the string through which the scan finds its hits): the only lines the scans read.
-// 3. scan: a warp per unit of 8 or 16 lines of the cache (or a block's eight warps sharing out the
-//    selected lines of their unit, where the mask is dense), a lane per position of a selected line;
-//    each position's key is looked up in a shared-memory table of the groups' keys (built by every
-//    block) and, unless the key is the token
-//    itself (G = 1), its G tokens compared with the group's: a hit of every slot of the group
-//    (l >= G), counted once per group and line. Only a group's members whose token before the G is
-//    the position's (a second table, keyed by group and token) are verified further, and their hits
-//    with l > G counted per (slot, l). The same pass fills the candidate lists (suffix_cache.h): the
-//    group's hits (list 0 at its rep) and each member's hits with l >= G + j (its list j), every
-//    list kept while it has at most M entries, so the list of a slot's shortest usable match length
-//    is complete after this one pass. The cost is one 4-byte key read per position read, one count
-//    and at most one list append per group hit and line, and a verification per hit only for the
-//    slots that share its token before the G. A counted group skips what n_1 makes useless: with
-//    n_1 <= M it is only listed (the search measures and counts its candidates' match lengths), with
-//    n_1 > M it is not in the table, and its members are found by their last two tokens (by their last
-//    three when n_2 > M too: the row's key two back compared before a hit is queued). Every
-//    block reads each slot's descriptor (prep's, one aligned sector of its stat row); a warp queues
-//    its member hits and handles them 32 at a time, a lane each.
-//    Beside the local search every kernel of the step is a programmatic dependent of the one before
-//    it and waits for it before it reads that kernel's output; what grids that had already ended
-//    wrote (prep's fields for prep2, prep2's statistics for the search) is read before the wait.
-// 4. prep2, a warp per slot: n_G (its group's hits, or n_1), its hits with l == G, with n_G > M the
-//    shortest match length L_min whose suffix occurs at most M times (suffix sums of the histogram
-//    over the lanes), and the list its search reads. Only when L_min > G + kSuffixMemberLists (a
-//    suffix of more than G + 4 tokens occurring more than M times: long runs, tiny vocabularies)
-//    does a second scan store that slot's hits with l >= L_min; otherwise it exits at once.
-// 5. search, one block per querying slot: the candidate->draft core shared with suffix_match
-//    (suffix_match/suffix_draft.cuh) on the slot's candidates (from a group's list, the match length
-//    against the slot's own context measured first, four candidates per thread with their first
-//    tokens in flight), whose continuations are read from the cache rows; the bound that skips a
-//    match length is taken against max(best, local score). The winner against the local draft is written.
-// 6. suffix_match's budget walk; when the budget cannot bind, each search block writes its slot's
-//    outcome itself instead (suffix_match/suffix_walk.cuh) and no walk kernel runs.
-//
-// Determinism: every result is a count or a minimum (atomicAdd / atomicMin); candidate order in a
-// list never matters (nor which entries a list past M holds: it is never read), so every rank with
-// the same tokens computes the same drafts.
-//
-// Cost and limits (tests/cuda/bench_suffix_kernels.cu, G = 1, 10k cached responses of ~300 tokens,
-// a budget that never binds; docs/perf/suffix_cache_notes.md, sections 16 to 30): at B = 64, 39.4 us
-// a step on an H200 as suffix_cache_step_gpu (40.2 for 0834120's kernels, 41.9 for 9bc1d91's, 48.5
-// for b677a38's there, 49 on an H100; 225 when these notes began), issue 20's target being 40 on an
-// H100. Warm, stage by stage (the bench's --breakdown, profile build, H200, 6aab59f, 39.7 us a step):
-// insert 1.8 us, prep and the line mask 3.8, the scan beside the local search 21.7, prep2 and the
-// second scan 2.9, the search 14.7 (its slowest block). The local search's blocks end long before
-// the scan, and cost it about 1.4 us beside them; beside the global search instead they cost that
-// search more (section 29), and held back until half the scan's warps are done they end after it
-// (section 30).
-// The line filter cuts the lines the scan reads about eightfold at B = 64 (12k of 98k occupied lines
-// with 10k responses, 112k of 983k with 100k).
+// Insert: one kernel, a block per slot: request numbers in slot order, a taken row's old response out
+// of the counts, pair counts and line filter, the new tokens, their keys, counts and filter bits in.
+// Query, per step, for all slots at once: suffix_match's local search (beside prep and the first scan
+// when B <= SMs); prep (each slot's key, group and counted frequency) with the line mask beside it;
+// the scan of the selected cache lines (a warp per unit of lines, a shared table of the groups' keys,
+// member hits queued and verified 32 at a time, the candidate lists filled); prep2 (each slot's
+// shortest usable match length and its list); a second scan only for very frequent suffixes; the
+// search (suffix_draft.cuh's core on the slot's candidates, the winner against the local draft); the
+// budget walk, or each search block's own finish when the budget cannot bind.
+// Determinism: every result is a count or a minimum, so every rank with the same tokens drafts the
+// same. Design: docs/design/suffix_cache.md; profiling probes: common/profiler.cuh.
 #include "suffix_cache/suffix_cache.h"
 
-#ifdef FDSPEC_SUFFIX_PROFILE
+#ifdef FDSPEC_PROFILE
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -140,8 +85,7 @@ __device__ __forceinline__ void uncount_row(const SuffixCache& c, int64_t r, int
 
 // The insert is one kernel, a block per slot. Each block counts for itself the slots that begin a
 // request before its own (decoding and free) and their total, so the request numbers come out in
-// slot order with no block scan before the append (H200, B = 64 with 10k cached responses: the
-// insert alone 3.31 -> 2.34 us a step in the profile build, the step 44.5 -> 43.9). Whether a row is
+// slot order with no block scan before the append (which measured slower). Whether a row is
 // taken this call follows from the numbers alone: requests base .. base + total - 1 take rows
 // base mod R onwards, so an active slot whose row one of them takes detaches without reading the
 // row's state, which its new owner is rewriting.
@@ -167,8 +111,7 @@ __device__ __forceinline__ bool begins_request(int32_t enc, int32_t dec, int64_t
 // slot that continues a request, its row's owner and length right after, beside the counting. The
 // row is read before the call's new requests are known, and used only when none of them takes it
 // (their blocks rewrite it). Read after the counting, one round trip after another, they made the
-// insert 2.29 us in the profile build's breakdown, 1.98 now (H200, B = 64 with 10k cached
-// responses; the step 42.24 -> 42.04 us warm: docs/perf/suffix_cache_notes.md, section 24).
+// insert measurably slower.
 struct InsertSlotIn {
   int64_t state;
   int32_t enc, dec;
@@ -582,66 +525,38 @@ constexpr int kHitQueue = 64;
 // The scans' unit of work: a warp reads up to this many lines of the cache (of 32 positions) that
 // the line mask selects, then takes its next unit; a cache with too few units of 16 to give every
 // block of the grid's wave one takes units of 8, so that its lines, which may all hold hits (B = 256
-// with 1k responses), still spread over every SM. H100, warm us per step, 16 against 8: B = 64 with
-// 10k cached responses 56.7 against 61.3, 10k x 256 154 against 167, 100k x 64 362 against 398,
-// but 1k x 256 111.5 against 94.5.
+// with 1k responses), still spread over every SM (units of 16 are faster on large caches, 8 on
+// small ones).
 constexpr int kScanTaskLines = 16;
 constexpr int kScanTaskLinesSmall = 8;
 constexpr int kMaxUnitWords = kWarps * kScanTaskLines / 32;  // a block's unit of lines, in mask words
 // A block's units are shared among its warps where the mask is dense, with at most this many mask
-// words (32 lines each) per querying slot; sparser masks give each warp its own. H100, warm us per
-// step, shared against own: 1k responses (500 words) B = 8 45.4 against 45.4, B = 256 82.2 against
-// 85.7; 10k (5000 words) B = 8 37.3 against 37.1, B = 64 49.0 against 49.2 (two other caches of 10k
-// responses: 65.2 against 72.8, 66.1 against 68.6), B = 256 145.3 against 151.1; 100k (50000 words)
-// B = 8 286.8 against 270.2, B = 64 384.9 against 365.4, B = 256 987.9 against 964.3.
+// words (32 lines each) per querying slot; sparser masks give each warp its own (shared units win
+// on dense masks, where one warp would draw a copied response's lines alone, and lose on the
+// sparse masks of very large caches).
 constexpr int64_t kBlockUnitWordsPerSlot = 128;
 // A queued member hit's match length is compared a token per round trip for this many tokens past
 // its first, then, if they all matched, by the whole warp.
 constexpr int kSerialMatch = 4;
-// The scan's blocks per SM while the local search runs beside it: B = 64 with 10k cached responses
-// 70.3 us per step with one full wave (6 per SM), 67.3 with 4, 71.7 with 2 (profile build).
+// The scan's blocks per SM while the local search runs beside it: four measured faster than a full
+// wave (six) or two.
 constexpr int kScanBesideBlocks = 4;
 // The second scan's blocks per SM at most beside the local search: with four, the search's blocks (90
 // registers a thread) found no room until the second scan's had exited; with two they launch at its
-// start and read their inputs beside it (H200, B = 64 with 10k cached responses: 39.7 -> 39.4 us a
-// step; docs/perf/suffix_cache_notes.md, section 30). Mostly it exits at once; when it refills a
+// start and read their inputs beside it. Mostly it exits at once; when it refills a
 // list, its grid-stride loops read the same lines with fewer blocks.
 constexpr int kScan2BesideBlocks = 2;
 
-#ifdef FDSPEC_SUFFIX_PROFILE
-// Bench-only build: the first scan's lines read, summed over launches (suffix_cache_scan_lines).
-__device__ unsigned long long g_scan_lines;
-#define SCAN_PROF_LINE()                                                                          \
-  if (pass == 1 && lane == 0) {                                                                    \
-    atomicAdd(&g_scan_lines, 1ull);                                                                \
-    const int w_ = static_cast<int>(blockIdx.x) * kWarps + static_cast<int>(threadIdx.x / 32);       \
-    if (w_ < kScanRecords) ++g_scan_rec[w_][kScanPhases];                                          \
-  }
-#define SCAN_PROF_HIT()                                                                           \
-  if (pass == 1) {                                                                                 \
-    const int w_ = static_cast<int>(blockIdx.x) * kWarps + static_cast<int>(threadIdx.x / 32);       \
-    if (w_ < kScanRecords) atomicAdd(reinterpret_cast<unsigned long long*>(&g_scan_rec[w_][kScanPhases + 1]), 1ull); \
-  }
-// And the clocks of each phase of every warp of the last first scan (suffix_cache_scan_profile_print):
-// the block's set-up, its lines, the last drain of its queue, the wait for the local search, the
-// flush of the block's counts. Plain stores, a record per warp: shared counters slowed the scan.
-constexpr int kScanPhases = 5, kScanRecords = 1 << 14;
-__device__ long long g_scan_rec[kScanRecords][kScanPhases + 2];  // then the warp's lines and member hits
-__device__ int g_scan_nrec;
-__device__ __forceinline__ void scan_phase(int k, long long* last) {
-  const long long now = clock64();
-  const int w = static_cast<int>(blockIdx.x) * kWarps + static_cast<int>(threadIdx.x / 32);
-  if ((threadIdx.x & 31) == 0 && w < kScanRecords) g_scan_rec[w][k] = now - *last;
-  if (k == 0 && threadIdx.x == 0 && blockIdx.x == 0) g_scan_nrec = static_cast<int>(gridDim.x) * kWarps;
-  *last = now;
-}
+// The first scan's probes (profile build, common/profiler.cuh), a warp record each: the clocks of
+// its phases (0 set-up, 1 lines, 2 the last drain of its queue, 3 the wait for the local search,
+// 4 the flush of the block's counts), then its lines read (5) and member hits (6).
+FDSPEC_PROF(constexpr int kScanPhases = 5;)
+#define SCAN_PROF_LINE() \
+  if (pass == 1 && lane == 0) FDSPEC_PROF_WARP_ADD(kScanPhases, 1)
+#define SCAN_PROF_HIT() \
+  if (pass == 1) FDSPEC_PROF_WARP_ADD(kScanPhases + 1, 1)
 #define SCAN_PHASE(k) \
-  if (pass == 1) scan_phase(k, &phase_clock)
-#else
-#define SCAN_PROF_LINE()
-#define SCAN_PROF_HIT()
-#define SCAN_PHASE(k)
-#endif
+  if (pass == 1) FDSPEC_PROF_WARP_LAP(k, phase_clock)
 
 // How far a match goes on backwards, measured by the whole warp: the least l' >= l with l' == lim
 // or x[-l'] != y[-l'], 64 positions per round trip (lane i compares l + i and l + 32 + i, both loads
@@ -738,18 +653,13 @@ __device__ __forceinline__ int offer(const SuffixCacheQueryParams& q, uint32_t* 
 //         (the lists of pass 1 then hold more than M): their hits with l >= L_min, in their last list.
 // At most 48 registers (five blocks per SM), with no spills: beside a block of the local search (109
 // registers a thread) an SM still holds three of the scan's blocks. Held to 40 (six blocks), it
-// spilled, and where the scan is the step's critical path that cost more than the sixth block
-// (H200, warm us per step, 10k cached responses: B = 64 43.48 -> 43.01, two other caches 59.64 ->
-// 57.66 and 62.14 -> 59.14, B = 256 128.03 -> 122.85; the scan alone, the breakdown's stage 2
-// without the local search, 23.4 -> 20.1). When the local search took 128 registers, 48 left room
-// for two scan blocks beside it and lost (docs/perf/suffix_cache_notes.md, sections 16 and 21).
+// spilled, and where the scan is the step's critical path that cost more than the sixth block.
+// When the local search took 128 registers, 48 left room for two scan blocks beside it and lost.
 __global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQueryParams q, int pass,
                                                               uint32_t table_size, int task_lines,
                                                               bool block_units, FastDivisor row_lines) {
   extern __shared__ __align__(16) unsigned char scan_smem[];
-#ifdef FDSPEC_SUFFIX_PROFILE
-  long long phase_clock = clock64();
-#endif
+  FDSPEC_PROF(long long phase_clock = clock64();)
   const SuffixMatchParams& p = q.m;
   const int64_t B = p.batch;
   // Pass 1 may run beside the local search, whose end it waits for only before it exits (below);
@@ -782,8 +692,7 @@ __global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQuer
   const int64_t W = p.token_ids_stride;
   const uint32_t mask = table_size - 1;
   const int bits = __ffs(static_cast<int>(table_size)) - 1;
-  // A thread's first descriptor is requested before the clears, so that its round trip covers them
-  // (H200, B = 64 with 10k cached responses: 40.2 -> 39.9 us a step; suffix_cache_notes.md, 30).
+  // A thread's first descriptor is requested before the clears, so that its round trip covers them.
   int4 first0 = make_int4(0, 0, 0, 0), first1 = make_int4(0, 0, 0, 0);
   if (threadIdx.x < B) load_desc(q, threadIdx.x, &first0, &first1);
   for (uint32_t j = threadIdx.x; j < table_size; j += kThreads) {
@@ -803,8 +712,7 @@ __global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQuer
   for (int64_t b = threadIdx.x; b < B; b += kThreads) {
     const int32_t* st = stat_row(q, b);
     // The slot's descriptor. A list that other blocks have already filled is learnt at this block's
-    // first offer to it: reading the five counts of every slot here cost more (B = 64 with 10k
-    // cached responses 89.2 -> 86.3 us per step without them).
+    // first offer to it: reading the five counts of every slot here cost more.
     int4 d0 = first0, d1 = first1;
     if (b != threadIdx.x) load_desc(q, b, &d0, &d1);
     const ScanRole role = scan_role(d0.x, d1.x, d0.z, desc_prev(d1), d1.w, G);
@@ -848,8 +756,7 @@ __global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQuer
   // A member hit: slot s's last G + 1 tokens (G + 2 when pair-frequent) end at `off` of row r. Its
   // match length l (up to lim = c - 1 and within the row: l <= off + 1) is compared a token per
   // round trip, from `first` on and up to `stop`: most member hits end within a token or two, and
-  // comparing 2, 4 or 8 at a time per lane read more than it saved, or took registers
-  // (docs/perf/suffix_cache_notes.md, sections 7 and 10).
+  // comparing 2, 4 or 8 at a time per lane read more than it saved, or took registers.
   auto member_first = [&](int32_t s) { return G + 1 + (skind[s] == kSuffixKindPairFrequent); };
   auto member_lim = [&](int32_t s, int off) { return min_of<int>(sctx[s] - 1, off + 1); };
   auto member_len = [&](int64_t r, int32_t s, int off, int l, int stop) {
@@ -895,10 +802,9 @@ __global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQuer
   };
   // The queued hits, 32 at a time (`all`) or the rest (when the warp has no line left): every lane
   // verifies one, so the warp waits once for 32 verifications and their offers, not once per line
-  // with a hit. The member hits were most of the scan's time (without them, B = 64 with 10k
-  // cached responses: 47 -> 17 us); queued, B = 256 with 10k 255 -> 192 us per step, 100k x 64
-  // 769 -> 641, 1k x 8 63 -> 58; but 10k x 8 58 -> 63 and 100k x 8 443 -> 484, where a row has
-  // few hits and the queue's upkeep costs more than it saves (docs/perf/suffix_cache_notes.md, 10).
+  // with a hit. The member hits were most of the scan's time; the queue pays at large batches and
+  // caches, and costs a little at small batches, where a row has few hits and its upkeep costs more
+  // than it saves.
   auto drain = [&](bool all) {
     __syncwarp();
     const int n = *qcount;
@@ -942,7 +848,7 @@ __global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQuer
   // bit of the line mask is set (filter_lines; every line without the filter): warp w the w-th
   // eighth of them. Else a warp takes task_lines lines at a time and reads the selected ones itself.
   // A unit of a warp's own made the warp that drew the lines of a copied response, all selected, the
-  // scan's slowest (B = 64 with 10k responses: 19.8 us of lines against a mean of 7.1), but where the
+  // scan's slowest by far, but where the
   // mask selects few lines of a unit (100k responses) the shared units were slower
   // (kBlockUnitWordsPerSlot). The member hits a warp queues carry their row, so a batch of 32 may
   // span lines and rows.
@@ -1076,8 +982,8 @@ __global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQuer
   if (pass != 1) return;
   // Pass 1 may run beside the local search (suffix_cache_query_gpu): the kernels after it read the
   // local drafts once it has ended. (Launched in sequence, this returns at once.) The counts are
-  // flushed after it: before it, their atomics met the local search's traffic (H200, B = 64 with 10k
-  // cached responses: the slowest warp's flush 12 us against 1.2).
+  // flushed after it: before it, their atomics met the local search's traffic (the slowest warp's
+  // flush took ten times longer).
   wait_for_primary_grid();
   __syncthreads();
   SCAN_PHASE(3);
@@ -1115,8 +1021,7 @@ __global__ void __launch_bounds__(kThreads) query_prep2_kernel(SuffixCacheQueryP
   if (!slot) return;
   // Then the first scan's output in one round trip: the slot's histogram, its group's count and
   // list length, and its own lists' lengths (volatile: ptxas moved plain reads into the branches
-  // that use them, a round trip each). Where the group's reads waited for prep's fields after the
-  // wait, H200, B = 64 with 10k cached responses: 40.0 -> 39.75 us a step (suffix_cache_notes.md, 30).
+  // that use them, a round trip each), after prep's fields, which are read before the wait.
   const volatile int32_t* const vst = st;
   const volatile int32_t* const rep_row = stat_row(q, rep);
   int32_t hist[kMaxSuffixTreeDepth / 32];  // lane's match lengths lane + 32 i
@@ -1215,8 +1120,9 @@ struct CacheSource {
 };
 
 // The search's shared memory: the core's, then the candidates' continuation places.
+template <int kCandCap>
 struct SearchShared {
-  suffix_gpu::CoreShared core;
+  suffix_gpu::CoreShared<kCandCap> core;
   int64_t next_at[kMaxSuffixCacheOccurrences];
   int32_t after[kMaxSuffixCacheOccurrences];
   int64_t ctx[kMaxSuffixTreeDepth];   // the context, ctx[c - 1] its last token
@@ -1227,8 +1133,9 @@ struct SearchShared {
 };
 constexpr int kLoadPer = kMaxSuffixCacheOccurrences / suffix_gpu::kThreads;  // candidates per thread
 constexpr int kFirstRound = 4;  // match tokens compared for every candidate at once
-constexpr size_t kSearchSmem = sizeof(SearchShared);
-static_assert(suffix_gpu::kCandCap >= kMaxSuffixCacheOccurrences, "the core holds every candidate");
+template <int kCandCap>
+constexpr size_t kSearchSmem = sizeof(SearchShared<kCandCap>);
+static_assert(suffix_gpu::kCandCapSmall >= kMaxSuffixCacheOccurrences, "the core holds every candidate");
 
 // A slot's draft as its search block holds it for the finish: its length and its tokens, in shared
 // memory.
@@ -1239,8 +1146,10 @@ struct HeldDraft {
 
 // Slot b's global search and, when its draft scores higher than the local one, the winner written
 // (block-uniform returns); returns the slot's draft, the winner's.
-__device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDivisor rows, SearchShared& ss) {
-  suffix_gpu::CoreShared& sh = ss.core;
+template <int kCandCap>
+__device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDivisor rows,
+                                        SearchShared<kCandCap>& ss) {
+  suffix_gpu::CoreShared<kCandCap>& sh = ss.core;
   const int64_t b = blockIdx.x;
   const SuffixMatchParams& p = q.m;
   const int32_t* st = stat_row(q, b);
@@ -1262,8 +1171,7 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
   // Then the slot's statistics, issued together (one round trip, where each read waited for the one
   // before): its fields, its histogram (read whole, used below only by an own list), and the
   // length of the list it reads (prep2's). The fields are volatile reads: ptxas moved plain ones
-  // past the returns below into the paths that use them, a round trip per return
-  // (docs/perf/suffix_cache_notes.md, section 27). They too come before the wait: prep2's grid had
+  // past the returns below into the paths that use them, a round trip per return. They too come before the wait: prep2's grid had
   // ended before the second scan, which waits for it first, let this one launch, and the second
   // scan writes none of them (only a refilled list's count, read after the wait).
   const volatile int32_t* const vst = st;
@@ -1280,9 +1188,9 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
   }
   wait_for_primary_grid();
   allow_dependent_launch();  // the walk waits for this grid's end
-#ifdef FDSPEC_SUFFIX_PROFILE
-  for (int k = 1; k < suffix_gpu::kProfSlots; ++k) SUFFIX_PROF_SET(k, 0);
-  SUFFIX_PROF_SET(0, clock64());
+#ifdef FDSPEC_PROFILE
+  for (int k = 1; k < profiler::kSlots; ++k) FDSPEC_PROF_SET(k, 0);
+  FDSPEC_PROF_SET(0, clock64());
 #endif
   if (c == 0) return local_draft;  // not querying (c == c_in otherwise)
   const int G = q.cache.key_len;
@@ -1297,8 +1205,7 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
   const int64_t* cands = cand_list(q, from, list);
   // Each thread's candidates (at most kLoadPer) copied into their places in sh.key (written again
   // below), all in flight at once: as loads into registers, ptxas issued a thread's third and fourth
-  // only once its first had returned and been used, a round trip later (docs/perf/suffix_cache_notes.md,
-  // section 27).
+  // only once its first had returned and been used, a round trip later.
 #pragma unroll
   for (int i = 0; i < kLoadPer; ++i) {
     const int j = i * suffix_gpu::kThreads + static_cast<int>(threadIdx.x);
@@ -1315,7 +1222,7 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
   }
   if (threadIdx.x == 0) ss.n_long = 0;
   __syncthreads();
-  SUFFIX_PROF_SET(2, clock64());
+  FDSPEC_PROF_SET(2, clock64());
   // The candidates' places, and for a group's list (match lengths not measured yet) the first
   // kFirstRound tokens of each, every load in flight at once; the rare longer matches then go on a
   // candidate at a time.
@@ -1378,7 +1285,7 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
     const int j = i * suffix_gpu::kThreads + static_cast<int>(threadIdx.x);
     if (lv[i] == kFirstRound && kFirstRound < limv[i]) lv[i] = sh.len[j];
   }
-  SUFFIX_PROF_SET(3, clock64());
+  FDSPEC_PROF_SET(3, clock64());
 #pragma unroll
   for (int i = 0; i < kLoadPer; ++i) {
     const int j = i * suffix_gpu::kThreads + static_cast<int>(threadIdx.x);
@@ -1425,10 +1332,10 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
   }
   if (threadIdx.x == 0) sh.n = n;
   __syncthreads();
-  SUFFIX_PROF_SET(1, clock64());
-  SUFFIX_PROF_SET(13, n);
-  SUFFIX_PROF_SET(14, short_end);
-  SUFFIX_PROF_SET(15, lmin * 1000 + last_l);
+  FDSPEC_PROF_SET(1, clock64());
+  FDSPEC_PROF_SET(13, n);
+  FDSPEC_PROF_SET(14, short_end);
+  FDSPEC_PROF_SET(15, lmin * 1000 + last_l);
   if (last_l == 0) return local_draft;  // no suffix of length >= L_min occurs
 
   // The local draft's score (its probabilities loaded with the context): the global one matters
@@ -1439,7 +1346,7 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
   const suffix_gpu::CoreArgs a = suffix_gpu::core_args(p, v.cap, lmin, short_end, last_l, local);
   suffix_gpu::core_search(sh, CacheSource{q.cache.tokens, ss.next_at, ss.after}, a);
   const suffix_gpu::Best best = sh.best_info;
-  SUFFIX_PROF_SET(7, clock64());
+  FDSPEC_PROF_SET(7, clock64());
   if (!(best.score > local)) return local_draft;  // uniform: every thread reads the same shared best
   suffix_gpu::core_finish(sh, a);
   for (int64_t j = threadIdx.x; j < K; j += suffix_gpu::kThreads) {
@@ -1451,7 +1358,7 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
     p.suffix_meta[2 * b + 1] = best.L;
     q.source[b] = 1;
   }
-  SUFFIX_PROF_SET(8, clock64());
+  FDSPEC_PROF_SET(8, clock64());
   return HeldDraft{best.m, sh.best.tokens};
 }
 
@@ -1459,27 +1366,28 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
 // slot's outcome as the walk would, and no walk kernel runs (one launch and its latency fewer).
 // Two blocks per SM, as many as its shared memory allows (with no such bound ptxas held it at 80
 // registers, spilling).
+template <int kCandCap>
 __global__ void __launch_bounds__(suffix_gpu::kThreads, 2) query_search_kernel(SuffixCacheQueryParams q,
                                                                              FastDivisor rows, bool finish) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const HeldDraft d = global_search_slot(q, rows, *reinterpret_cast<SearchShared*>(smem_raw));  // waits inside
+  const HeldDraft d = global_search_slot(q, rows, *reinterpret_cast<SearchShared<kCandCap>*>(smem_raw));  // waits inside
   const int64_t b = blockIdx.x;
   if (finish) suffix_finish_slot(q.m, b, q.m.seq_lens_encoder[b], q.m.seq_lens_decoder[b], d.m, d.tokens);
 }
 
 }  // namespace
 
-#ifdef FDSPEC_SUFFIX_PROFILE
+#ifdef FDSPEC_PROFILE
 // Prints the stage clocks of the last global search launch (bench-only build).
 void suffix_cache_profile_print(int64_t blocks, double clock_khz) {
-  static long long h[suffix_gpu::kProfBlocks][suffix_gpu::kProfSlots];
-  if (cudaMemcpyFromSymbol(h, suffix_gpu::g_suffix_prof, sizeof(h)) != cudaSuccess) return;
+  static long long h[profiler::kBlocks][profiler::kSlots];
+  if (cudaMemcpyFromSymbol(h, profiler::g_block, sizeof(h)) != cudaSuccess) return;
   // Stages, in time order (clock slots): the statistics read (2), the candidates' match lengths (3),
   // their places and histogram (1), the core's warp path (5), its block path (6), the best known
   // (7), the draft written (8); a slot whose global draft loses, or that has none, stops earlier.
   const int order[7] = {2, 3, 1, 5, 6, 7, 8};
   const char* names[7] = {"reads", "lengths", "places", "warp", "block", "best", "write"};
-  const int64_t nb = blocks < suffix_gpu::kProfBlocks ? blocks : suffix_gpu::kProfBlocks;
+  const int64_t nb = blocks < profiler::kBlocks ? blocks : profiler::kBlocks;
   double sum[7] = {}, mx[7] = {};
   for (int64_t b = 0; b < nb; ++b) {
     long long last = h[b][0];
@@ -1554,20 +1462,13 @@ cudaError_t suffix_cache_evict_gpu(const SuffixCache& cache, const int64_t* coun
   return FDSPEC_LAUNCH_STATUS(stream);
 }
 
-#ifdef FDSPEC_SUFFIX_PROFILE
-// Bench-only build: the query launched up to a stage (the bench's --breakdown times each prefix of
-// the step), and the first scan without the local search beside it.
-int g_suffix_cache_last_stage = kSuffixQueryStages;
-bool g_suffix_cache_skip_local = false;
-int64_t g_suffix_cache_scan_blocks = 0;
+#ifdef FDSPEC_PROFILE
+// Prints the first scan's warp records since the last print (profile build), then clears them.
 void suffix_cache_scan_profile_print(double clock_khz) {
-  static long long h[kScanRecords][kScanPhases + 2];
-  static const long long zero[kScanRecords][kScanPhases + 2] = {};
+  static long long h[profiler::kWarps][profiler::kWarpSlots];
   int n = 0;
-  if (cudaMemcpyFromSymbol(h, g_scan_rec, sizeof(h)) != cudaSuccess) return;
-  if (cudaMemcpyFromSymbol(&n, g_scan_nrec, sizeof(n)) != cudaSuccess) return;
-  cudaMemcpyToSymbol(g_scan_rec, zero, sizeof(zero));  // the line and hit counts add up
-  n = n < kScanRecords ? n : kScanRecords;
+  if (profiler::read_warps(h, &n) != cudaSuccess) return;
+  n = n < profiler::kWarps ? n : profiler::kWarps;
   const char* names[kScanPhases] = {"set-up", "lines", "last drain", "wait for the local search", "flush"};
   std::printf("  first scan, per warp (%d warps), us mean / max:", n);
   double total_max = 0;
@@ -1603,21 +1504,42 @@ void suffix_cache_scan_profile_print(double clock_khz) {
   std::printf("    all warps: lines read %lld, member hits %lld (every launch since the last print)\n", lines_all,
               hits_all);
 }
-unsigned long long suffix_cache_scan_lines() {
-  unsigned long long n = 0, zero = 0;
-  cudaMemcpyFromSymbol(&n, g_scan_lines, sizeof(n));
-  cudaMemcpyToSymbol(g_scan_lines, &zero, sizeof(zero));
-  return n;
-}
-#define SUFFIX_SCAN_BLOCKS g_suffix_cache_scan_blocks
-#define SUFFIX_QUERY_STAGE(k) \
-  if (g_suffix_cache_last_stage < (k)) return cudaSuccess
-#define SUFFIX_SKIP_LOCAL g_suffix_cache_skip_local
-#else
-#define SUFFIX_QUERY_STAGE(k)
-#define SUFFIX_SKIP_LOCAL false
-#define SUFFIX_SCAN_BLOCKS int64_t{0}
 #endif
+
+namespace {
+
+uint32_t scan_table_size(int64_t B) {
+  uint32_t table_size = kMinScanTable;
+  while (table_size < kScanTableLoad * static_cast<uint64_t>(B) && table_size < kMaxScanTable) {
+    table_size *= 2;
+  }
+  while (table_size < 2 * static_cast<uint64_t>(B)) table_size *= 2;
+  return table_size;
+}
+
+}  // namespace
+
+SuffixSearchForms suffix_cache_search_forms() {
+  return {suffix_gpu::kCandCapLarge, kSearchSmem<suffix_gpu::kCandCapLarge>, suffix_gpu::kCandCapSmall,
+          kSearchSmem<suffix_gpu::kCandCapSmall>};
+}
+
+size_t suffix_cache_scan_smem(int64_t batch) {
+  return scan_layout(batch, scan_table_size(batch), batch <= kAggSlots).bytes;  // the first scan's, the larger
+}
+
+int64_t suffix_cache_max_batch(const DeviceLimits& dev) {
+  int64_t b = kMaxSuffixCacheBatch;  // the scan's bytes grow with the batch
+  while (b > 0 && suffix_cache_scan_smem(b) > static_cast<size_t>(dev.smem_optin)) --b;
+  return b;
+}
+
+cudaError_t suffix_cache_max_batch_gpu(int64_t* max_batch) {
+  DeviceFacts dev;
+  const cudaError_t err = current_device_facts(&dev);
+  if (err == cudaSuccess) *max_batch = suffix_cache_max_batch(dev);
+  return err;
+}
 
 namespace {
 
@@ -1626,24 +1548,20 @@ namespace {
 cudaError_t launch_query(const SuffixCacheQueryParams& q, bool after_insert, cudaStream_t stream) {
   const int64_t B = q.m.batch;
   if (B <= 0) return cudaSuccess;
-  SUFFIX_QUERY_STAGE(1);
   // The local search (suffix_match's, which lets its dependents launch at its start) and the global
   // prep and first scan are independent. Where the local search leaves SMs free (B <= SMs: a block
   // per slot), the first scan runs beside it as its programmatic dependent and waits for it only
   // before it exits, so that everything after the scan sees both; prep goes first (the scan reads
-  // what it writes: the local search waits for prep before it lets the scan launch). Measured (H100, tests/cuda/bench_suffix_kernels.cu, warm us per step, B = 8 /
-  // 64 / 256): 1k responses 112.7 / 123.5 / 221.2 -> 95.4 / 107.4 / 224.5, 10k 140.8 / 225.1 /
-  // 452.3 -> 126.0 / 210.9 / 474.4: at B = 256 the local search fills the GPU and the scan beside it
-  // only slows both, so larger batches keep the kernels in sequence.
+  // what it writes: the local search waits for prep before it lets the scan launch). At B > SMs the
+  // local search fills the GPU and the scan beside it only slows both, so larger batches keep the
+  // kernels in sequence.
   DeviceFacts dev;
   cudaError_t err = current_device_facts(&dev);
   if (err != cudaSuccess) return err;
   const bool beside = B <= dev.sms;
   // Beside the local search the kernels are programmatic dependents, each waiting for the one
-  // before it first (their launches hidden behind their predecessors' runs: B = 64 with 10k cached
-  // responses 61.3 -> 50.0 us a step with the walk's bound below); after it, where the local search
-  // has filled the GPU, ordinary launches (B = 256, another cache of 10k: 154 us a step with them,
-  // 162 with dependents).
+  // before it first (their launches hidden behind their predecessors' runs); after it, where the
+  // local search has filled the GPU, ordinary launches (dependents measured slower there).
   auto launch = [&](auto kernel, unsigned grid, size_t smem, auto... args) -> cudaError_t {
     if (beside) return launch_dependent_smem(kernel, dim3(grid), dim3(kThreads), smem, stream, args...);
     kernel<<<grid, kThreads, smem, stream>>>(args...);
@@ -1659,9 +1577,8 @@ cudaError_t launch_query(const SuffixCacheQueryParams& q, bool after_insert, cud
   err = launch(query_prep_kernel, static_cast<unsigned>(B + (filtered ? (words + 31) / 32 : 0)),
                filtered ? sizeof(uint64_t) * B : 0, q, after_insert);
   if (err != cudaSuccess) return err;
-  SUFFIX_QUERY_STAGE(2);
-  // The local search between prep and the first scan (the bench's breakdown may leave it out).
-  const bool local_beside = beside && !SUFFIX_SKIP_LOCAL;
+  // The local search between prep and the first scan.
+  const bool local_beside = beside;
   if (local_beside) {
     err = suffix_search_gpu(q.m, stream);
     if (err != cudaSuccess) return err;
@@ -1669,18 +1586,11 @@ cudaError_t launch_query(const SuffixCacheQueryParams& q, bool after_insert, cud
   // The scans' tables: powers of two, sparse while they stay small (at least 1024 entries, 8 per
   // slot up to 2048), and always with room for two entries per slot (a probe must find a free
   // one). Every cached position probes the groups' table and every hit the members', so sparse
-  // tables pay, until their shared memory costs resident blocks: B = 64 with 10k cached responses
-  // 120.5 us per step with 128 entries, 105.2 with 512, 101.4 with 1024; B = 256 294.4 with 2048,
-  // 340.8 with 4096 (docs/perf/suffix_cache_notes.md, section 8).
-  uint32_t table_size = kMinScanTable;
-  while (table_size < kScanTableLoad * static_cast<uint64_t>(B) && table_size < kMaxScanTable) {
-    table_size *= 2;
-  }
-  while (table_size < 2 * static_cast<uint64_t>(B)) table_size *= 2;
+  // tables pay, until their shared memory costs resident blocks (hence the cap kMaxScanTable).
+  const uint32_t table_size = scan_table_size(B);
   const size_t smem1 = scan_layout(B, table_size, B <= kAggSlots).bytes;
   const size_t smem2 = scan_layout(B, table_size, false).bytes;
-  err = cudaFuncSetAttribute(query_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(smem1));
+  err = allow_dynamic_smem(query_scan_kernel, smem1);
   if (err != cudaSuccess) return err;
   // One wave of the scan's blocks at most: the lines the mask selects are spread over the whole
   // cache, so every block has some, and each block pays its set-up (tables, descriptors) once.
@@ -1689,15 +1599,14 @@ cudaError_t launch_query(const SuffixCacheQueryParams& q, bool after_insert, cud
   err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, query_scan_kernel, kThreads, smem1);
   if (err != cudaSuccess) return err;
   per_sm = max_of(beside ? min_of(per_sm, kScanBesideBlocks) : per_sm, 1);
-  const int64_t wave = SUFFIX_SCAN_BLOCKS > 0 ? SUFFIX_SCAN_BLOCKS : int64_t{per_sm} * dev.sms;
+  const int64_t wave = int64_t{per_sm} * dev.sms;
   const int task_lines = words * (32 / kScanTaskLines) / kWarps >= wave ? kScanTaskLines : kScanTaskLinesSmall;
   const bool block_units = words <= kBlockUnitWordsPerSlot * B;
   const int64_t task_blocks = (words * (32 / task_lines) + kWarps - 1) / kWarps;
   const unsigned grid = static_cast<unsigned>(min_of<int64_t>(task_blocks, wave));
   const FastDivisor row_lines = fast_divisor(suffix_row_lines(q.cache.width));
   // The first scan reads prep's output once the local search, which waits for prep first, lets it
-  // launch. Without the local search (the bench's breakdown only) it is launched in order, so that
-  // it cannot start beside prep; that figure then carries one launch's gap.
+  // launch. With B > SMs (the local search already ran) it is an ordinary launch after prep.
   if (local_beside) {
     err = launch_dependent_smem(query_scan_kernel, dim3(grid), dim3(kThreads), smem1, stream, q, 1,
                                 table_size, task_lines, block_units, row_lines);
@@ -1705,23 +1614,31 @@ cudaError_t launch_query(const SuffixCacheQueryParams& q, bool after_insert, cud
   } else {
     query_scan_kernel<<<grid, kThreads, smem1, stream>>>(q, 1, table_size, task_lines, block_units, row_lines);
   }
-  SUFFIX_QUERY_STAGE(3);
   err = launch(query_prep2_kernel, static_cast<unsigned>((B + kWarps - 1) / kWarps), 0, q);
   if (err != cudaSuccess) return err;
-  SUFFIX_QUERY_STAGE(4);
   const unsigned grid2 =
       beside ? static_cast<unsigned>(min_of<int64_t>(grid, kScan2BesideBlocks * dev.sms)) : grid;
   err = launch(query_scan_kernel, grid2, smem2, q, 2, table_size, task_lines, block_units, row_lines);
   if (err != cudaSuccess) return err;
-  SUFFIX_QUERY_STAGE(5);
-  err = cudaFuncSetAttribute(query_search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(kSearchSmem));
-  if (err != cudaSuccess) return err;
   const bool alone = suffix_budget_never_binds(q.m);
   static_assert(suffix_gpu::kThreads == kThreads, "one block size");
-  err = launch(query_search_kernel, static_cast<unsigned>(B), kSearchSmem, q, fast_divisor(q.cache.num_rows), alone);
+  // The search's form that fits the device (suffix_cache_search_forms).
+  switch (suffix_search_cand_cap(suffix_cache_search_forms(), dev)) {
+    case suffix_gpu::kCandCapLarge:
+      err = allow_dynamic_smem(query_search_kernel<suffix_gpu::kCandCapLarge>, kSearchSmem<suffix_gpu::kCandCapLarge>);
+      if (err != cudaSuccess) return err;
+      err = launch(query_search_kernel<suffix_gpu::kCandCapLarge>, static_cast<unsigned>(B),
+                   kSearchSmem<suffix_gpu::kCandCapLarge>, q, fast_divisor(q.cache.num_rows), alone);
+      break;
+    case suffix_gpu::kCandCapSmall:
+      err = allow_dynamic_smem(query_search_kernel<suffix_gpu::kCandCapSmall>, kSearchSmem<suffix_gpu::kCandCapSmall>);
+      if (err != cudaSuccess) return err;
+      err = launch(query_search_kernel<suffix_gpu::kCandCapSmall>, static_cast<unsigned>(B),
+                   kSearchSmem<suffix_gpu::kCandCapSmall>, q, fast_divisor(q.cache.num_rows), alone);
+      break;
+    default: return cudaErrorInvalidConfiguration;  // below 66 KB per block: no supported GPU
+  }
   if (err != cudaSuccess) return err;
-  SUFFIX_QUERY_STAGE(6);
   if (!alone) {
     err = suffix_walk_gpu(q.m, stream);
     if (err != cudaSuccess) return err;
@@ -1735,9 +1652,8 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
   return launch_query(q, false, stream);
 }
 
-// Measured (H200, tests/cuda/bench_suffix_kernels.cu, B = 64 with 10k cached responses, warm / cold
-// us per step, in one run): 43.2 / 54.2 as two calls, 42.5 / 53.1 as one (docs/perf/suffix_cache_notes.md,
-// section 23).
+// The insert and the query as one launch sequence: the query's prep reads the step's inputs while the
+// insert still runs (docs/design/suffix_cache.md), so the step is a little faster than the two calls.
 cudaError_t suffix_cache_step_gpu(const SuffixCacheInsertParams& ins, const SuffixCacheQueryParams& q,
                                   cudaStream_t stream) {
   const cudaError_t err = suffix_cache_insert_gpu(ins, stream);

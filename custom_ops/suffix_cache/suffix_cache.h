@@ -25,6 +25,8 @@
 
 #ifdef FDSPEC_WITH_CUDA
 #include <cuda_runtime_api.h>
+
+#include "common/launch_plan.h"
 #endif
 
 namespace fdspec {
@@ -289,6 +291,14 @@ cudaError_t suffix_cache_insert_gpu(const SuffixCacheInsertParams& p, cudaStream
 cudaError_t suffix_cache_finish_gpu(const int32_t* finished, int64_t* slots, int64_t batch,
                                     cudaStream_t stream);
 cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& p, cudaStream_t stream);
+// The global search's forms (launch_plan.h) and the dynamic shared memory per block of the query's
+// scan over `batch` slots (the launch fails where the device has less).
+SuffixSearchForms suffix_cache_search_forms();
+size_t suffix_cache_scan_smem(int64_t batch);
+// The largest batch whose query fits the current device's shared memory per block (as the host
+// believes it: launch_plan.h): kMaxSuffixCacheBatch on sm_80 / sm_90, 1474 on sm_86 / sm_89.
+int64_t suffix_cache_max_batch(const DeviceLimits& dev);
+cudaError_t suffix_cache_max_batch_gpu(int64_t* max_batch);
 // The insert, then the query, as the two calls one after the other, but faster: with nothing
 // between them on the stream, the query's first kernel reads the step's inputs (which the insert
 // does not write) beside the insert, before it waits for the insert's end.
@@ -296,18 +306,11 @@ cudaError_t suffix_cache_step_gpu(const SuffixCacheInsertParams& ins, const Suff
                                   cudaStream_t stream);
 cudaError_t suffix_cache_evict_gpu(const SuffixCache& cache, const int64_t* counter, int64_t keep,
                                    cudaStream_t stream);
-#ifdef FDSPEC_SUFFIX_PROFILE
-// Bench-only build: suffix_cache_query_gpu launches its stages 1 .. g_suffix_cache_last_stage only
-// (1 prep, 2 the local search and the first scan, 3 prep2, 4 the second scan, 5 the search, 6 the
-// walk; 0 nothing), and the first scan without the local search beside it when
-// g_suffix_cache_skip_local is set.
-constexpr int kSuffixQueryStages = 6;
-extern int g_suffix_cache_last_stage;
-extern bool g_suffix_cache_skip_local;
-// The first scan's grid cap (0: the default), and its lines read since the last call.
-extern int64_t g_suffix_cache_scan_blocks;
-unsigned long long suffix_cache_scan_lines();
-void suffix_cache_scan_profile_print(double clock_khz);  // the first scan's phases, then cleared
+#ifdef FDSPEC_PROFILE
+// Profile build only (common/profiler.cuh): the global search's stage clocks of its last launch over
+// `blocks` slots, and the first scan's per-warp phases since the last call.
+void suffix_cache_profile_print(int64_t blocks, double clock_khz);
+void suffix_cache_scan_profile_print(double clock_khz);
 #endif
 #endif
 

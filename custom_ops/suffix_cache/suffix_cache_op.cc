@@ -163,6 +163,14 @@ fdspec::SuffixCacheQueryParams query_params(
       .that(B <= fdspec::kMaxSuffixCacheBatch,
             "the batch must have at most " + std::to_string(fdspec::kMaxSuffixCacheBatch) +
                 " slots, got " + std::to_string(B));
+#ifdef FDSPEC_WITH_CUDA
+  if (!token_ids_all.is_cpu()) {  // the scan keeps ~50 B per slot in a block's shared memory
+    int64_t max_batch = 0;
+    fdspec::binding::check_cuda(fdspec::suffix_cache_max_batch_gpu(&max_batch), kOp);
+    c.that(B <= max_batch, "on this GPU (its shared memory per block) the batch must have at most " +
+                               std::to_string(max_batch) + " slots, got " + std::to_string(B));
+  }
+#endif
   c.that(reinterpret_cast<uintptr_t>(query_stat.data<int32_t>()) % 16 == 0,
          "query_stat must be 16-byte aligned (the GPU scan reads its rows 16 bytes at a time)");
   c.same_place_as(token_ids_all, "token_ids_all",

@@ -1,28 +1,11 @@
 // The device core of suffix decoding (docs/contract/suffix.md): from a list of occurrences of the
 // context's suffixes held in shared memory, the best-scoring greedy draft over a range of match
 // lengths. Written once for the local search (suffix_match.cu: occurrences are positions of the slot's
-// own history) and the global one (suffix_cache.cu: occurrences are verified hits in the cache's
-// rows); a `Source` says how an occurrence's continuation is read.
-//
-// A candidate is (key, l): an order key (the tie rule's "earliest occurrence" is the least key) and
-// its match length l against the context; the occurrences of C[-L:] are the candidates with l >= L.
-// Two paths, as in the contract's "How the GPU computes it":
-// - warp path, match lengths whose set has <= 32 members (the long matches): the set of the shortest
-//   such L is sorted by key, one candidate per lane, and its continuation tokens are loaded into
-//   shared memory once; every warp then walks its own match lengths without touching global memory
-//   (a step: __match_any_sync groups equal next tokens, a warp max picks the largest group, ties to
-//   the lowest lane = least key), one walk per run of match lengths with the same set (their
-//   drafts are one path cut at different lengths); each warp keeps its best draft's tokens.
-// - block path, the shorter match lengths with larger sets, longest first: a step loads the next
-//   tokens of the live candidates into shared memory and counts them in a shared hash table (an
-//   entry: a member index with that token and the count; a warp's lanes with the same token add
-//   together), so its work is O(candidates), never O(history); the adders keep the largest count
-//   and the member count as they go, and only a tie asks for least keys. A match length is
-//   skipped when its longest possible draft n = min(limit, D - L) cannot beat the best so far (or
-//   the caller's bar): each probability is <= 1, so a draft of n tokens scores <= n, exactly in float32.
-// Every count is an atomic add and every tie a minimum, so the result does not depend on the order in
-// which threads run. Every float step is the correctly rounded helper of suffix_match.h in the CPU's
-// order (suffix_greedy_cpu.h).
+// own history) and the global one (suffix_cache.cu: verified hits in the cache's rows). A candidate is
+// (key, l): an order key (the tie rule's earliest occurrence is the least key) and its match length.
+// Two paths: the warp path for match lengths with at most 32 occurrences, the block path with a shared
+// hash table for larger sets, each match length skipped when its longest draft cannot beat the best.
+// Design: docs/design/suffix_match.md.
 //
 // Source concept (j: the candidate's index in the shared list, key: its key; a source may use either):
 //   int64_t token(int j, uint64_t key, int k, bool* has) const;  // the token k + 1 places after it
@@ -31,6 +14,7 @@
 
 #include <cub/block/block_reduce.cuh>
 
+#include "common/profiler.cuh"
 #include "suffix_match/suffix_match.h"
 
 namespace fdspec {
@@ -39,37 +23,18 @@ namespace suffix_gpu {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kWarpSet = 32;     // sets up to this size take the warp path
-constexpr int kCandCap = 2048;   // candidates held in shared memory (a power of two: the table's size)
+// Candidates held in shared memory (a power of two: the table's size), a template parameter kCandCap
+// of the search: the large form where the device's shared memory per block holds it, the small one
+// (half the candidates per round; more match lengths take the slow path, the same drafts) on sm_86 /
+// sm_89 (launch_plan.h, suffix_search_cand_cap).
+constexpr int kCandCapLarge = 2048;
+constexpr int kCandCapSmall = 1024;
 constexpr unsigned kFull = 0xffffffffu;
-static_assert((kCandCap & (kCandCap - 1)) == 0, "the next-token table is indexed with a mask");
+static_assert((kCandCapLarge & (kCandCapLarge - 1)) == 0 && (kCandCapSmall & (kCandCapSmall - 1)) == 0,
+              "the next-token table is indexed with a mask");
 
-#ifdef FDSPEC_SUFFIX_PROFILE
-// Bench-only instrumentation (tests/cuda/bench_suffix_kernels.cu --stages): thread 0's clock64() at
-// the end of each stage of a block, and a few counters (stage indices: suffix_match.cu).
-constexpr int kProfBlocks = 4096, kProfSlots = 40;
-static __device__ long long g_suffix_prof[kProfBlocks][kProfSlots];
-#define SUFFIX_PROF_SET(k, v)                                                          \
-  do {                                                                                \
-    if (threadIdx.x == 0 && blockIdx.x < suffix_gpu::kProfBlocks)                     \
-      suffix_gpu::g_suffix_prof[blockIdx.x][k] = static_cast<long long>(v);           \
-  } while (0)
-#define SUFFIX_PROF_ADD(k, v)                                                          \
-  do {                                                                                \
-    if (threadIdx.x == 0 && blockIdx.x < suffix_gpu::kProfBlocks)                     \
-      suffix_gpu::g_suffix_prof[blockIdx.x][k] += static_cast<long long>(v);          \
-  } while (0)
-// Adds the clocks since `mark` to slot k and moves the mark (block_walk's parts of a step).
-#define SUFFIX_PROF_LAP(k, mark)                     \
-  do {                                               \
-    const long long lap_now = clock64();             \
-    SUFFIX_PROF_ADD(k, lap_now - (mark));            \
-    (mark) = lap_now;                                \
-  } while (0)
-#else
-#define SUFFIX_PROF_SET(k, v) ((void)0)
-#define SUFFIX_PROF_ADD(k, v) ((void)0)
-#define SUFFIX_PROF_LAP(k, mark) ((void)0)
-#endif
+// Profiling probes (compiled out; common/profiler.cuh): stage clocks and counters per block, their
+// slots listed with the print functions of suffix_match.cu and suffix_cache.cu.
 
 struct Best {
   float score;
@@ -96,7 +61,7 @@ struct StepAcc {
                   // bits, as 64-bit shared atomics are compare-and-swap loops)
 };
 constexpr StepAcc kStepAccClean{0u, 0u, 0u, ~0u};
-static_assert(static_cast<uint64_t>(kCandCap) * kCandCap <= (uint64_t{1} << 32), "a pick fits in 32 bits");
+static_assert(static_cast<uint64_t>(kCandCapLarge) * kCandCapLarge <= (uint64_t{1} << 32), "a pick fits in 32 bits");
 
 // A tie between entries with the largest count goes to the least key among their members.
 struct TieTop {
@@ -118,8 +83,9 @@ struct DraftBuf {
   float probs[kMaxSuffixSpecTokens];
 };
 
-static_assert(kWarpSet * kMaxSuffixSpecTokens == kCandCap, "the block path's tokens reuse the warp path's");
+static_assert(kWarpSet * kMaxSuffixSpecTokens >= kCandCapLarge, "the block path's tokens reuse the warp path's");
 
+template <int kCandCap>
 struct CoreShared {
   unsigned long long key[kCandCap];   // candidates: order key
   uint8_t len[kCandCap];              // match length l
@@ -195,7 +161,8 @@ __device__ __forceinline__ CoreArgs core_args(const SuffixMatchParams& p, int64_
 
 // Walks match length L over the warp set; lane 0 writes the draft to `out` and the score after each
 // token to `prefix[1 ..]` when given.
-__device__ __forceinline__ float warp_walk(const CoreShared& sh, int L, int64_t limit, const CoreArgs& a,
+template <int kCandCap>
+__device__ __forceinline__ float warp_walk(const CoreShared<kCandCap>& sh, int L, int64_t limit, const CoreArgs& a,
                                            DraftBuf* out, float* prefix, int* m_out) {
   const int lane = threadIdx.x & 31;
   const bool valid = lane < sh.small_n && sh.wlen[lane] >= L;
@@ -266,7 +233,8 @@ __device__ __forceinline__ int64_t draft_cut(int L, const CoreArgs& a) {
 
 // The block path's clean state: both next-token tables empty and both step accumulators reset.
 // Every thread takes its part; the caller's barrier follows.
-__device__ __forceinline__ void clean_block_path(CoreShared& sh) {
+template <int kCandCap>
+__device__ __forceinline__ void clean_block_path(CoreShared<kCandCap>& sh) {
   for (int e = threadIdx.x; e < kCandCap; e += kThreads) {
     sh.tab[0].c.idx[e] = sh.tab[1].c.idx[e] = 0;
     sh.tab[0].c.cnt[e] = sh.tab[1].c.cnt[e] = 0;
@@ -290,27 +258,23 @@ __device__ __forceinline__ void clean_block_path(CoreShared& sh) {
 // its creator; only a tie between entries asks for least keys, of the tied entries' members alone,
 // in the other table. Thread t alone touches alive[j] and cslot[j] for j = t mod kThreads; three
 // barriers per step (six on a tie), two for one that gives up.
-template <class Src>
-__device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit, const CoreArgs& a,
+template <int kCandCap, class Src>
+__device__ float block_walk(CoreShared<kCandCap>& sh, const Src& src, int L, int64_t limit, const CoreArgs& a,
                             float above, int* m_out) {
   using TieReduce = cub::BlockReduce<TieTop, kThreads>;
   constexpr int kPer = kCandCap / kThreads;  // candidates per thread
   const int n = sh.n;
   const int lane = threadIdx.x & 31;
-  SUFFIX_PROF_ADD(10, 1);
-#ifdef FDSPEC_SUFFIX_PROFILE
-  long long lap = clock64();
-#endif
+  FDSPEC_PROF_ADD(10, 1);
+  FDSPEC_PROF(long long lap = clock64();)
   for (int j = threadIdx.x; j < n; j += kThreads) sh.alive[j] = sh.len[j] >= L;
-  SUFFIX_PROF_LAP(24, lap);
+  FDSPEC_PROF_LAP(24, lap);
   const int64_t longest = min_of<int64_t>(limit, a.depth - L);
   float prob = 1.0f, score = 0.0f;
   int m = 0, buf = 0;
   while (m < limit && L + m < a.depth) {
-    SUFFIX_PROF_ADD(11, 1);
-#ifdef FDSPEC_SUFFIX_PROFILE
-    const long long step_start = clock64();
-#endif
+    FDSPEC_PROF_ADD(11, 1);
+    FDSPEC_PROF(const long long step_start = clock64();)
     uint32_t* idx = sh.tab[buf].c.idx;
     uint32_t* cnt = sh.tab[buf].c.cnt;
     StepAcc& acc = sh.step[buf];
@@ -334,19 +298,19 @@ __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit
       sh.ntok[j] = tk[i];
       sh.cslot[j] = kNoSlot;
     }
-#ifdef FDSPEC_SUFFIX_PROFILE
+#ifdef FDSPEC_PROFILE
     if (threadIdx.x == 0) {
       volatile int64_t sink = tk[0];  // the loads have landed: the step's round trip
       (void)sink;
     }
-    SUFFIX_PROF_ADD(16, clock64() - step_start);
+    FDSPEC_PROF_ADD(16, clock64() - step_start);
 #endif
     for (int e = threadIdx.x; e < kCandCap; e += kThreads) {  // the previous step's table
       sh.tab[buf ^ 1].c.idx[e] = 0;
       sh.tab[buf ^ 1].c.cnt[e] = 0;
     }
     __syncthreads();
-    SUFFIX_PROF_LAP(25, lap);
+    FDSPEC_PROF_LAP(25, lap);
     if (threadIdx.x == 0) sh.step[buf ^ 1] = kStepAccClean;  // read last before the barrier above
     unsigned top_seen = 0;
     for (int i = 0; i * kThreads < n; ++i) {  // uniform over the block
@@ -378,7 +342,7 @@ __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit
       atomicAdd(&acc.members, live_warp);
     }
     __syncthreads();
-    SUFFIX_PROF_LAP(26, lap);
+    FDSPEC_PROF_LAP(26, lap);
     const unsigned top = acc.cnt;
     if (top == 0) break;
     const float next = suffix_fmul(prob, suffix_ratio(top, acc.members));
@@ -389,7 +353,7 @@ __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit
     float reach = score;
     for (int64_t k = m; k < longest; ++k) reach = suffix_fadd(reach, prob);
     if (!(reach > above)) {
-      SUFFIX_PROF_ADD(17, 1);
+      FDSPEC_PROF_ADD(17, 1);
       m = -1;
       break;
     }
@@ -405,7 +369,7 @@ __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit
       }
     }
     __syncthreads();
-    SUFFIX_PROF_LAP(27, lap);
+    FDSPEC_PROF_LAP(27, lap);
     unsigned pick = acc.pick;
     if (acc.ties > 1) {
       // The other table is clean: its words at the tied entries hold their least keys, then are
@@ -433,7 +397,7 @@ __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit
       pick = acc.pick;
     }
     const unsigned slot = pick % kCandCap, owner = pick / kCandCap;
-    SUFFIX_PROF_LAP(28, lap);
+    FDSPEC_PROF_LAP(28, lap);
     if (threadIdx.x == owner % kThreads) {  // the owner's thread: it alone writes ntok[owner]
       sh.cur.tokens[m - 1] = sh.ntok[owner];
       sh.cur.probs[m - 1] = prob;
@@ -442,21 +406,20 @@ __device__ float block_walk(CoreShared& sh, const Src& src, int L, int64_t limit
       if (sh.alive[j]) sh.alive[j] = sh.cslot[j] == slot;
     }
     buf ^= 1;
-    SUFFIX_PROF_LAP(29, lap);
+    FDSPEC_PROF_LAP(29, lap);
   }
-#ifdef FDSPEC_SUFFIX_PROFILE
-  const long long clear_start = clock64();
-#endif
+  FDSPEC_PROF(const long long clear_start = clock64();)
   __syncthreads();  // every thread has read the accumulators and the tables, and sh.cur is complete
   clean_block_path(sh);
   __syncthreads();
-  SUFFIX_PROF_ADD(21, clock64() - clear_start);
+  FDSPEC_PROF_ADD(21, clock64() - clear_start);
   *m_out = m;
   return score;
 }
 
 // Records the block path's draft of L (in sh.cur) as the best when it beats it. Uniform call.
-__device__ __forceinline__ void keep_block_draft(CoreShared& sh, float score, int L, int m) {
+template <int kCandCap>
+__device__ __forceinline__ void keep_block_draft(CoreShared<kCandCap>& sh, float score, int L, int m) {
   if (!beats(score, L, sh.best_info)) return;
   for (int j = threadIdx.x; j < m; j += kThreads) {
     sh.best.tokens[j] = sh.cur.tokens[j];
@@ -472,13 +435,15 @@ __device__ __forceinline__ void keep_block_draft(CoreShared& sh, float score, in
 
 // The score a draft of a shorter match length must exceed to matter: the best so far, or the
 // caller's bar. Uniform: every thread reads the same shared best.
-__device__ __forceinline__ float score_to_beat(const CoreShared& sh, float bar) {
+template <int kCandCap>
+__device__ __forceinline__ float score_to_beat(const CoreShared<kCandCap>& sh, float bar) {
   return sh.best_info.score > bar ? sh.best_info.score : bar;
 }
 
 // Does match length L with this limit need a walk? (Each probability is <= 1: a draft of n tokens
 // scores <= n.) Uniform.
-__device__ __forceinline__ bool worth_walking(const CoreShared& sh, int L, int64_t limit, int depth,
+template <int kCandCap>
+__device__ __forceinline__ bool worth_walking(const CoreShared<kCandCap>& sh, int L, int64_t limit, int depth,
                                               float bar) {
   const int64_t longest = min_of<int64_t>(limit, depth - L);
   return static_cast<float>(longest) > score_to_beat(sh, bar);
@@ -486,11 +451,11 @@ __device__ __forceinline__ bool worth_walking(const CoreShared& sh, int L, int64
 
 // The search over match lengths [a.lo, a.hi] of the sh.n candidates. Leaves the best (score, L, m) in
 // sh.best_info (L = 0: nothing searched); its tokens need core_finish. Uniform call.
-template <class Src>
-__device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
+template <int kCandCap, class Src>
+__device__ void core_search(CoreShared<kCandCap>& sh, const Src& src, const CoreArgs& a) {
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
-  SUFFIX_PROF_SET(32, clock64());
+  FDSPEC_PROF_SET(32, clock64());
   if (threadIdx.x == 0) {
     sh.small_n = 0;
     sh.best_info = Best{0.0f, 0, 0};
@@ -505,7 +470,7 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
     sh.cut_of[L] = static_cast<uint8_t>(draft_cut(L, a));
   }
   __syncthreads();
-  SUFFIX_PROF_SET(33, clock64());
+  FDSPEC_PROF_SET(33, clock64());
   const int n = sh.n;
   if (a.warp_lo <= a.hi) {
     for (int j = threadIdx.x; j < n; j += kThreads) {
@@ -514,7 +479,7 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
       if (at < kWarpSet) sh.widx[at] = j;  // at most n_{warp_lo} <= 32 of them (the caller's choice)
     }
     __syncthreads();
-    SUFFIX_PROF_SET(22, clock64());
+    FDSPEC_PROF_SET(22, clock64());
     const int small_n = min(sh.small_n, kWarpSet);
     const int window = static_cast<int>(min_of<int64_t>(a.cap, a.depth - a.warp_lo));
     if (warp == 0) {
@@ -524,7 +489,7 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
       const unsigned long long mine = lane < small_n ? sh.key[me] : ~0ull;
       int rank = 0;
       for (int j = 0; j < small_n; ++j) rank += __shfl_sync(kFull, mine, j) < mine;
-      SUFFIX_PROF_SET(34, clock64());
+      FDSPEC_PROF_SET(34, clock64());
       if (lane < small_n) {
         sh.wkey[rank] = mine;
         sh.wlen[rank] = sh.len[me];
@@ -543,13 +508,13 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
         sh.avail[rank] = src.avail(me, mine, window);
       }
       __syncwarp();
-#ifdef FDSPEC_SUFFIX_PROFILE
+#ifdef FDSPEC_PROFILE
       if (lane == 0) {
         volatile int64_t sink = sh.cont[0][0];  // the loads have landed
         (void)sink;
       }
 #endif
-      SUFFIX_PROF_SET(35, clock64());
+      FDSPEC_PROF_SET(35, clock64());
     }
     // Runs of match lengths with the same occurrence set: a new run starts at L when some candidate
     // has l = L - 1. Within a run the greedy path is the same (the set decides every step and every
@@ -578,10 +543,10 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
         sh.runs[runs] = a.hi + 1;
         sh.n_runs = runs;
       }
-      SUFFIX_PROF_SET(18, runs);
+      FDSPEC_PROF_SET(18, runs);
     }
     __syncthreads();
-    SUFFIX_PROF_SET(23, clock64());
+    FDSPEC_PROF_SET(23, clock64());
     // The warps take the runs longest first. A run whose best conceivable draft (cut tokens of
     // probability 1, at its longest L) cannot beat a run already walked, or the caller's bar, is
     // skipped: a context copied from a cached response has its longest run's draft at the limit,
@@ -596,7 +561,7 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
       const unsigned ceiling = __float_as_uint(static_cast<float>(cut));
       const unsigned top = __shfl_sync(kFull, lane == 0 ? atomicAdd(&sh.warp_top, 0u) : 0u, 0);
       if (!(static_cast<float>(cut) > a.bar) || ceiling < top) {
-        SUFFIX_PROF_ADD(19, 1);
+        FDSPEC_PROF_ADD(19, 1);
         continue;  // uniform over the warp
       }
       int m = 0;
@@ -630,7 +595,7 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
       }
       __syncwarp();
     }
-    SUFFIX_PROF_SET(36, clock64());  // warp 0's runs walked (thread 0's clock)
+    FDSPEC_PROF_SET(36, clock64());  // warp 0's runs walked (thread 0's clock)
     __syncthreads();
     if (warp == 0) {  // the best over the warps: (score, L) keys are unique (runs are disjoint)
       const Best wb = lane < kWarps ? sh.warp_best[lane] : Best{0.0f, 0, 0};
@@ -652,30 +617,29 @@ __device__ void core_search(CoreShared& sh, const Src& src, const CoreArgs& a) {
     }
     __syncthreads();
   }
-  SUFFIX_PROF_SET(5, clock64());
+  FDSPEC_PROF_SET(5, clock64());
   bool clean = false;  // the block path's table, cleared before its first walk
   for (int L = min_of<int>(a.warp_lo, a.hi + 1) - 1; L >= a.lo; --L) {
     const int64_t limit = suffix_spec_limit(L, a.factor, a.offset, a.cap);
     if (!worth_walking(sh, L, limit, a.depth, a.bar)) continue;
     const float above = score_to_beat(sh, a.bar);
     if (!clean) {
-#ifdef FDSPEC_SUFFIX_PROFILE
-      const long long clean_start = clock64();
-#endif
+      FDSPEC_PROF(const long long clean_start = clock64();)
       clean_block_path(sh);
       __syncthreads();
-      SUFFIX_PROF_ADD(20, clock64() - clean_start);
+      FDSPEC_PROF_ADD(20, clock64() - clean_start);
       clean = true;
     }
     int m = 0;
     const float score = block_walk(sh, src, L, limit, a, above, &m);
     if (m >= 0) keep_block_draft(sh, score, L, m);
   }
-  SUFFIX_PROF_SET(6, clock64());
+  FDSPEC_PROF_SET(6, clock64());
 }
 
 // The best draft's tokens into sh.best (a warp-path winner's from its warp's copy). Uniform call.
-__device__ __forceinline__ void core_finish(CoreShared& sh, const CoreArgs&) {
+template <int kCandCap>
+__device__ __forceinline__ void core_finish(CoreShared<kCandCap>& sh, const CoreArgs&) {
   if (sh.best_from_warp > 0) {
     const DraftBuf& src = sh.wdraft[sh.best_from_warp - 1];
     for (int k = threadIdx.x; k < sh.best_info.m; k += kThreads) {

@@ -1,40 +1,14 @@
 // suffix_match: CUDA implementation (docs/contract/suffix.md). No Paddle include.
 //
 // Kernel 1, one block per decoding slot, computes the slot's draft exactly as the CPU does, without a
-// suffix tree and without a vocabulary-sized histogram:
-//
-// 1. One pass over the history computes l(i), the match length of H[0 .. i] against the context C
-//    (capped at |C| - 1), for every position i, a histogram of the l >= 2, and compacts the positions
-//    with l(i) >= 1 into a candidate list in shared memory (those with l >= 2 also into a second
-//    list). Each warp owns a span of consecutive positions and loads it with 16-byte loads, all in
-//    flight at once (the context arrives with them), so H[i - 1] is in a register of the lane or its
-//    neighbour: l >= 1 and l >= 2 need no further load. The few l >= 2 are then extended to their
-//    full length, a lane per entry (the long ones by the whole warp, 64 positions per round). The
-//    occurrences of s = C[-L:] are the candidates with l >= L, so n_L = |S_0(L)| is the list's
-//    length for L = 1, a suffix sum of the histogram above, and the sets nest as L grows. n_L >= 1
-//    always (the newest occurrence, i = N - 1, has no continuation); a match length with n_L = 1
-//    drafts nothing.
-// 2. Everything after that touches the candidates only (suffix_draft.cuh, the core shared with the
-//    global cache): the long matches (n_L <= 32) take the warp path with their continuations in
-//    shared memory, the shorter ones the block path over the candidate list, longest first, each
-//    skipped when its longest possible draft cannot beat the best so far (an exact bound).
-// 3. More than kCandCap candidates (a very frequent last token over a long history, tiny
-//    vocabularies): the list keeps the positions with l >= L0, the shortest match length with at most
-//    kCandCap occurrences (the second list when L0 = 2, else a second pass), and match lengths below
-//    L0 take the slow path: each step rescans the history for the members of S_k and counts their
-//    next tokens in the same shared table; a table that fills up restarts the step on half of the
-//    64-bit hash range of the tokens (a bijective mix), range by range: never a wrong answer, only
-//    more passes.
-// 4. The best (score, L) wins; its draft, probabilities and match length are written to
-//    suffix_tokens / suffix_probs / suffix_meta.
-//
-// Kernel 2 is the batch budget walk of ngram_common/ngram_walk.cuh (docs/contract/ngram.md), with the
-// drafts of suffix_tokens, then pad_to_max. When the threshold cannot bind, kernel 1 writes each
-// slot's outcome itself and kernel 2 is not launched.
-//
-// Bit-identity with the CPU: counts are integers; every float step (the count ratio, the running
-// product, the score sum, the length limit) is one correctly rounded IEEE operation through the
-// helpers of suffix_match.h, in the order of the CPU code; ties are decided by positions.
+// suffix tree and without a vocabulary-sized histogram: one pass over the history computes each
+// position's match length against the context and compacts the matches into a candidate list in
+// shared memory; everything after touches the candidates only (suffix_draft.cuh, the core shared
+// with the global cache). More candidates than kCandCap take a slow path that rescans the history.
+// Kernel 2 is the batch budget walk of ngram_common/ngram_walk.cuh; when the threshold cannot bind,
+// kernel 1 writes each slot's outcome itself and kernel 2 is not launched.
+// Bit-identity with the CPU: integer counts, every float step one correctly rounded operation in the
+// CPU's order, ties decided by positions. Design: docs/design/suffix_match.md.
 #include "suffix_match/suffix_match.h"
 
 #include <cstdio>
@@ -50,19 +24,18 @@ namespace {
 
 using suffix_gpu::Best;
 using suffix_gpu::CoreArgs;
-using suffix_gpu::CoreShared;
 using suffix_gpu::DraftBuf;
-using suffix_gpu::kCandCap;
 using suffix_gpu::kFull;
 using suffix_gpu::kThreads;
 
 constexpr int kWarpSet = suffix_gpu::kWarpSet;
 constexpr int kUnroll = 8;  // history positions in flight per thread in history_pass (the fallback passes)
 
+template <int kCandCap>
 struct SearchShared {
   int64_t ctx[kMaxSuffixTreeDepth];
   int32_t hist[kMaxSuffixTreeDepth];
-  CoreShared core;
+  suffix_gpu::CoreShared<kCandCap> core;
   uint32_t key2[kCandCap];  // the second list: positions with l >= 2 (< kMaxSuffixHistory)
   uint8_t len2[kCandCap];
   uint16_t idx2[kCandCap];  // the second list's entry's index in the first (kNoIndex: past kCandCap)
@@ -124,7 +97,7 @@ __device__ __forceinline__ int match_len(const int64_t* row, const int64_t* ctx,
 }
 
 // Appends (key, l) at `at` of a list of capacity kCandCap (positions past it are counted only).
-template <class Key>
+template <int kCandCap, class Key>
 __device__ __forceinline__ void store_candidate(Key* keys, uint8_t* lens, int at, int64_t i, int l) {
   if (at < kCandCap) {
     keys[at] = static_cast<Key>(i);
@@ -134,7 +107,8 @@ __device__ __forceinline__ void store_candidate(Key* keys, uint8_t* lens, int at
 
 // Lane 0 reserves n1 entries of the candidate list and n2 of the second list for its warp; every
 // lane gets both bases. Warp-uniform call.
-__device__ __forceinline__ int2 reserve_entries(SearchShared& sh, int n1, int n2) {
+template <int kCandCap>
+__device__ __forceinline__ int2 reserve_entries(SearchShared<kCandCap>& sh, int n1, int n2) {
   int at = 0, at2 = 0;
   if ((threadIdx.x & 31) == 0) {
     at = atomicAdd(&sh.n_cand, n1);
@@ -152,11 +126,10 @@ __device__ __forceinline__ int2 reserve_entries(SearchShared& sh, int n1, int n2
 // It runs only as a fallback (history_pass0 is the common pass 0): pass 0 again when the second
 // list overflowed, pass 1 when the first did and l0 > 2. So it is out of line, and extend_match with
 // it: inlined at both calls, their kUnroll copies of extend_match put about 1900 instructions (30 KB)
-// of rarely run code among the kernel's common paths. Out of line (no spills, 110
-// registers): every suffix_match row of tests/cuda/bench_suffix_kernels.cu faster by up to 0.6 us,
-// issue 20's row of the global cache about 0.15 us (its local search runs beside the first scan),
-// the other texts unchanged (H200; docs/perf/suffix_cache_notes.md, section 29).
-__device__ __noinline__ void history_pass(SearchShared& sh, const int64_t* row, int64_t n, int c, int pass, int l0) {
+// of rarely run code among the kernel's common paths. Out of line (no spills) every suffix_match row
+// of benchmarks/kernels/bench_suffix_kernels.cu measured faster.
+template <int kCandCap>
+__device__ __noinline__ void history_pass(SearchShared<kCandCap>& sh, const int64_t* row, int64_t n, int c, int pass, int l0) {
   const int lane = threadIdx.x & 31;
   const unsigned below = (1u << lane) - 1u;
   const int want = pass == 0 ? 1 : l0;
@@ -185,12 +158,12 @@ __device__ __noinline__ void history_pass(SearchShared& sh, const int64_t* row, 
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t i = base + u * kThreads + threadIdx.x;
-      if (len[u] >= want) store_candidate(sh.core.key, sh.core.len, at + __popc(ballot[u] & below), i, len[u]);
+      if (len[u] >= want) store_candidate<kCandCap>(sh.core.key, sh.core.len, at + __popc(ballot[u] & below), i, len[u]);
       at += __popc(ballot[u]);
       if (pass == 0) {
         const unsigned two = __ballot_sync(kFull, len[u] >= 2);
         if (two != 0) {  // warp-uniform; rare: the histogram and the second list
-          if (len[u] >= 2) store_candidate(sh.key2, sh.len2, at2 + __popc(two & below), i, len[u]);
+          if (len[u] >= 2) store_candidate<kCandCap>(sh.key2, sh.len2, at2 + __popc(two & below), i, len[u]);
           at2 += __popc(two);
           const unsigned group = __match_any_sync(kFull, len[u] >= 2 ? len[u] : 0);
           if (len[u] >= 2 && lane == __ffs(group) - 1) atomicAdd(&sh.hist[len[u]], __popc(group));
@@ -209,7 +182,8 @@ constexpr int kExtendChunk = 16;  // a lane's first round of loads when it exten
 // positions of its own entry, all loads in flight; the few entries still matching after that (the
 // long matches, up to c - 1) continue one after another with the whole warp, 64 positions per round
 // of loads. The newest occurrence, n - 1, is the context itself: l = c - 1, nothing to load.
-__device__ void extend_entries(SearchShared& sh, const int64_t* row, int64_t n, int c, int from, int to) {
+template <int kCandCap>
+__device__ void extend_entries(SearchShared<kCandCap>& sh, const int64_t* row, int64_t n, int c, int from, int to) {
   const int lane = threadIdx.x & 31;
   for (int j0 = from; j0 < to; j0 += 32) {  // warp-uniform
     const int j = j0 + lane;
@@ -263,7 +237,8 @@ __device__ void extend_entries(SearchShared& sh, const int64_t* row, int64_t n, 
   }
 }
 
-__device__ void history_pass0(SearchShared& sh, const int64_t* row, int64_t n, int c) {
+template <int kCandCap>
+__device__ void history_pass0(SearchShared<kCandCap>& sh, const int64_t* row, int64_t n, int c) {
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   // The context (one token per thread) and its last two tokens are loaded with the first tile: the
@@ -363,7 +338,8 @@ __device__ void history_pass0(SearchShared& sh, const int64_t* row, int64_t n, i
 // max over L as n_L never grows with L: last_l, the longest L with n_L >= 2 (0: none); short_end, the
 // shortest with n_L <= kWarpSet (c: none); l0, the shortest held by the candidate list (1 unless it
 // overflowed: then the shortest with n_L <= kCandCap, c: none; the list is reset for the second pass).
-__device__ void match_length_bounds(SearchShared& sh, int c) {
+template <int kCandCap>
+__device__ void match_length_bounds(SearchShared<kCandCap>& sh, int c) {
   constexpr int kPer = kMaxSuffixTreeDepth / 32;
   const int lane = threadIdx.x;
   int h[kPer];
@@ -417,7 +393,8 @@ __device__ __forceinline__ bool ends_match(const int64_t* row, const int64_t* ct
 }
 
 // Is position i in S_k for match length L and the draft so far (k tokens in core.cur)?
-__device__ __forceinline__ bool slow_member(const SearchShared& sh, const int64_t* row, int64_t n,
+template <int kCandCap>
+__device__ __forceinline__ bool slow_member(const SearchShared<kCandCap>& sh, const int64_t* row, int64_t n,
                                             int c, int L, int k, int64_t i) {
   if (i + k > n - 1 || !ends_match(row, sh.ctx, c, i, L)) return false;
   for (int j = 0; j < k; ++j) {
@@ -428,7 +405,8 @@ __device__ __forceinline__ bool slow_member(const SearchShared& sh, const int64_
 
 // Counts next token row[i + k + 1] of member i in the table (tab_idx: least member position + 1 with
 // the entry's token, tab_cnt: count); false if the table is full.
-__device__ __forceinline__ bool slow_table_add(SearchShared& sh, const int64_t* row, int k, int64_t i,
+template <int kCandCap>
+__device__ __forceinline__ bool slow_table_add(SearchShared<kCandCap>& sh, const int64_t* row, int k, int64_t i,
                                                int64_t tok, uint64_t h) {
   const uint32_t me = static_cast<uint32_t>(i) + 1;
   uint32_t slot = static_cast<uint32_t>(h) & (kCandCap - 1);
@@ -456,9 +434,10 @@ struct StepResult {
 };
 
 // Step k of match length L over the whole history. Uniform call; ends with a barrier.
-__device__ StepResult slow_step(SearchShared& sh, const int64_t* row, int64_t n, int c, int L, int k) {
+template <int kCandCap>
+__device__ StepResult slow_step(SearchShared<kCandCap>& sh, const int64_t* row, int64_t n, int c, int L, int k) {
   using Reduce = cub::BlockReduce<unsigned long long, kThreads>;
-  SUFFIX_PROF_ADD(12, 1);
+  FDSPEC_PROF_ADD(12, 1);
   if (threadIdx.x == 0) sh.members = 0;
   uint64_t lo = 0;
   int width_log = 64;  // the hash range [lo, lo + 2^width_log) of this pass
@@ -521,7 +500,8 @@ __device__ StepResult slow_step(SearchShared& sh, const int64_t* row, int64_t n,
 
 // Walks match length L with slow_step; the draft goes to core.cur. Every thread holds the same
 // score and m.
-__device__ float slow_walk(const SuffixMatchParams& p, SearchShared& sh, const int64_t* row, int64_t n,
+template <int kCandCap>
+__device__ float slow_walk(const SuffixMatchParams& p, SearchShared<kCandCap>& sh, const int64_t* row, int64_t n,
                            int c, int L, int64_t limit, int* m_out) {
   float prob = 1.0f, score = 0.0f;
   int m = 0;
@@ -557,11 +537,13 @@ __device__ void write_draft(const SuffixMatchParams& p, int64_t b, const DraftBu
   }
 }
 
-constexpr size_t kSearchSmem = sizeof(SearchShared);
+template <int kCandCap>
+constexpr size_t kSearchSmem = sizeof(SearchShared<kCandCap>);
 
 // Slot b's search (block-uniform returns): the length of the draft it writes, whose tokens are in
 // sh.core.best.
-__device__ int search_slot(const SuffixMatchParams& p, SearchShared& sh, int64_t b) {
+template <int kCandCap>
+__device__ int search_slot(const SuffixMatchParams& p, SearchShared<kCandCap>& sh, int64_t b) {
   if (!suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b])) return 0;
   const SuffixSlot v = suffix_slot(p, b);
   const int64_t* row = v.row;
@@ -578,7 +560,7 @@ __device__ int search_slot(const SuffixMatchParams& p, SearchShared& sh, int64_t
     sh.n_cand = 0;
     sh.n_cand2 = 0;
   }
-  SUFFIX_PROF_SET(1, clock64());
+  FDSPEC_PROF_SET(1, clock64());
   history_pass0(sh, row, n, c);  // also loads the context
   __syncthreads();
   if (sh.n_cand2 > kCandCap) {  // the second list overflowed: its lengths are incomplete
@@ -592,10 +574,10 @@ __device__ int search_slot(const SuffixMatchParams& p, SearchShared& sh, int64_t
     history_pass(sh, row, n, c, 0, 1);
     __syncthreads();
   }
-  SUFFIX_PROF_SET(2, clock64());
+  FDSPEC_PROF_SET(2, clock64());
   if (threadIdx.x < 32) match_length_bounds(sh, c);
   __syncthreads();
-  SUFFIX_PROF_SET(3, clock64());
+  FDSPEC_PROF_SET(3, clock64());
   const int last_l = sh.last_l;
   const int l0 = sh.l0;
   if (last_l == 0) {  // every occurrence set is the newest one alone: every draft is empty
@@ -620,10 +602,10 @@ __device__ int search_slot(const SuffixMatchParams& p, SearchShared& sh, int64_t
   }
   if (threadIdx.x == 0) sh.core.n = min(n_list, kCandCap);
   __syncthreads();
-  SUFFIX_PROF_SET(4, clock64());
-  SUFFIX_PROF_SET(13, sh.core.n);
-  SUFFIX_PROF_SET(14, sh.short_end);
-  SUFFIX_PROF_SET(15, l0 * 1000 + last_l);
+  FDSPEC_PROF_SET(4, clock64());
+  FDSPEC_PROF_SET(13, sh.core.n);
+  FDSPEC_PROF_SET(14, sh.short_end);
+  FDSPEC_PROF_SET(15, l0 * 1000 + last_l);
 
   // 2. The core over the candidates: match lengths l0 .. last_l.
   const CoreArgs a = suffix_gpu::core_args(p, v.cap, l0, sh.short_end, last_l, 0.0f);
@@ -637,9 +619,9 @@ __device__ int search_slot(const SuffixMatchParams& p, SearchShared& sh, int64_t
     const float score = slow_walk(p, sh, row, n, c, L, limit, &m);
     suffix_gpu::keep_block_draft(sh.core, score, L, m);
   }
-  SUFFIX_PROF_SET(7, clock64());
+  FDSPEC_PROF_SET(7, clock64());
   suffix_gpu::core_finish(sh.core, a);
-  SUFFIX_PROF_SET(8, clock64());
+  FDSPEC_PROF_SET(8, clock64());
 
   // 4. The best (score, L); match lengths past last_l draft nothing and score 0.
   Best best = sh.core.best_info;
@@ -650,13 +632,14 @@ __device__ int search_slot(const SuffixMatchParams& p, SearchShared& sh, int64_t
 
 // `finish`: the batch budget cannot bind (budget_never_binds), so every slot's outcome is its own
 // and the block writes it as the walk would (ngram_walk_finish with every draft kept): no walk kernel.
+template <int kCandCap>
 __global__ void __launch_bounds__(kThreads, 2) suffix_search_kernel(SuffixMatchParams p, bool finish) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  SearchShared& sh = *reinterpret_cast<SearchShared*>(smem_raw);
+  SearchShared<kCandCap>& sh = *reinterpret_cast<SearchShared<kCandCap>*>(smem_raw);
   const int64_t b = blockIdx.x;
-#ifdef FDSPEC_SUFFIX_PROFILE
-  for (int k = 1; k < suffix_gpu::kProfSlots; ++k) SUFFIX_PROF_SET(k, 0);
-  SUFFIX_PROF_SET(0, clock64());
+#ifdef FDSPEC_PROFILE
+  for (int k = 1; k < profiler::kSlots; ++k) FDSPEC_PROF_SET(k, 0);
+  FDSPEC_PROF_SET(0, clock64());
 #endif
   // Launched as a programmatic dependent (launch_search): it waits for the work before it first,
   // then lets its own dependents launch (the walk, or the global cache's first scan, both of which
@@ -664,19 +647,19 @@ __global__ void __launch_bounds__(kThreads, 2) suffix_search_kernel(SuffixMatchP
   wait_for_primary_grid();
   allow_dependent_launch();
   const int drafted = search_slot(p, sh, b);
-  SUFFIX_PROF_SET(9, clock64());
+  FDSPEC_PROF_SET(9, clock64());
   if (finish) suffix_finish_slot(p, b, p.seq_lens_encoder[b], p.seq_lens_decoder[b], drafted, sh.core.best.tokens);
 }
 
 }  // namespace
 
-#ifdef FDSPEC_SUFFIX_PROFILE
+#ifdef FDSPEC_PROFILE
 // Prints the stage profile of the last search launch over `blocks` slots (bench-only build).
 void suffix_profile_print(int64_t blocks, double clock_khz) {
-  static long long h[suffix_gpu::kProfBlocks][suffix_gpu::kProfSlots];
-  if (cudaMemcpyFromSymbol(h, suffix_gpu::g_suffix_prof, sizeof(h)) != cudaSuccess) return;
+  static long long h[profiler::kBlocks][profiler::kSlots];
+  if (cudaMemcpyFromSymbol(h, profiler::g_block, sizeof(h)) != cudaSuccess) return;
   const char* names[10] = {"entry", "setup", "pass0", "hist", "pass1", "warp", "block", "slow", "finish", "write"};
-  const int64_t nb = blocks < suffix_gpu::kProfBlocks ? blocks : suffix_gpu::kProfBlocks;
+  const int64_t nb = blocks < profiler::kBlocks ? blocks : profiler::kBlocks;
   double sum[10] = {}, mx[10] = {};
   for (int64_t b = 0; b < nb; ++b) {
     long long last = h[b][0];
@@ -701,14 +684,26 @@ void suffix_profile_print(int64_t blocks, double clock_khz) {
 
 namespace {
 
-cudaError_t launch_search(const SuffixMatchParams& p, bool finish, cudaStream_t stream) {
+template <int kCandCap>
+cudaError_t launch_search_as(const SuffixMatchParams& p, bool finish, cudaStream_t stream) {
   // More than the default 48 KB of dynamic shared memory: a host-side attribute (no stream work),
-  // fine under graph capture; set on every launch as it is per device.
-  cudaError_t err = cudaFuncSetAttribute(suffix_search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(kSearchSmem));
+  // fine under graph capture.
+  cudaError_t err = allow_dynamic_smem(suffix_search_kernel<kCandCap>, kSearchSmem<kCandCap>);
   if (err != cudaSuccess) return err;
-  return launch_dependent_smem(suffix_search_kernel, dim3(static_cast<unsigned>(p.batch)), dim3(kThreads),
-                               kSearchSmem, stream, p, finish);
+  return launch_dependent_smem(suffix_search_kernel<kCandCap>, dim3(static_cast<unsigned>(p.batch)),
+                               dim3(kThreads), kSearchSmem<kCandCap>, stream, p, finish);
+}
+
+// The form whose shared memory fits the device (suffix_match_search_forms).
+cudaError_t launch_search(const SuffixMatchParams& p, bool finish, cudaStream_t stream) {
+  DeviceFacts dev;
+  const cudaError_t err = current_device_facts(&dev);
+  if (err != cudaSuccess) return err;
+  switch (suffix_search_cand_cap(suffix_match_search_forms(), dev)) {
+    case suffix_gpu::kCandCapLarge: return launch_search_as<suffix_gpu::kCandCapLarge>(p, finish, stream);
+    case suffix_gpu::kCandCapSmall: return launch_search_as<suffix_gpu::kCandCapSmall>(p, finish, stream);
+    default: return cudaErrorInvalidConfiguration;  // below 66 KB per block: no supported GPU
+  }
 }
 
 }  // namespace
@@ -717,6 +712,11 @@ cudaError_t launch_search(const SuffixMatchParams& p, bool finish, cudaStream_t 
 // walk state G of a slot plus its drafts is at most the sum over all slots of their longest length
 // (a fixed one <= 2^31 - 1, a decoding one <= K + 1) and one per slot still counted, so
 // T > B (2^31 + K + 2) + 1 gives G < T - 1 and G + u <= T for every slot (docs/contract/ngram.md).
+SuffixSearchForms suffix_match_search_forms() {
+  return {suffix_gpu::kCandCapLarge, kSearchSmem<suffix_gpu::kCandCapLarge>, suffix_gpu::kCandCapSmall,
+          kSearchSmem<suffix_gpu::kCandCapSmall>};
+}
+
 bool suffix_budget_never_binds(const SuffixMatchParams& p) {
   if (p.batch > (int64_t{1} << 30)) return false;
   return p.threshold > p.batch * ((int64_t{1} << 31) + (p.draft_stride - 1) + 2) + 1;

@@ -14,6 +14,8 @@
 
 #ifdef FDSPEC_WITH_CUDA
 #include <cuda_runtime_api.h>
+
+#include "common/launch_plan.h"
 #endif
 
 namespace fdspec {
@@ -146,6 +148,9 @@ cudaError_t suffix_walk_gpu(const SuffixMatchParams& p, cudaStream_t stream);
 // Whether the batch budget walk can keep fewer tokens than every draft's (host, from the threshold
 // and the batch alone): when it cannot, each search block writes its slot's outcome itself.
 bool suffix_budget_never_binds(const SuffixMatchParams& p);
+// The search's forms (candidates held per round and the shared memory each needs per block); the
+// launcher takes the largest that fits the device (launch_plan.h).
+SuffixSearchForms suffix_match_search_forms();
 #endif
 
 }  // namespace fdspec

@@ -2,6 +2,7 @@
 // (ngram_common/ngram_walk.cuh) read suffix drafts, and the in-block finish used where the budget
 // cannot bind. Shared by suffix_match.cu and suffix_cache.cu (the global cache's winners take the
 // same walk). CUDA only.
+// Design: docs/design/suffix_match.md.
 #pragma once
 
 #include "ngram_common/ngram_walk.cuh"
@@ -52,10 +53,7 @@ struct SuffixWalk {
 // warp 0 of the block, a lane per column, from what the block holds: the slot's encoder and decoder
 // lengths and its draft, `drafted` tokens at `draft` in shared memory. Thread 0 reading back the
 // suffix row and length the block had just written put a chain of round trips at the end of every
-// block (the length, then each token's load after the store before it): H200, warm us per step,
-// suffix_match 8.33 -> 7.92 at B = 8 with 1k-token histories, 13.13 -> 12.70 at B = 64 with 8k; the
-// global cache's step 42.2 -> 42.1 at B = 64 with 10k cached responses (docs/perf/suffix_cache_notes.md,
-// section 24).
+// block (the length, then each token's load after the store before it).
 __device__ __forceinline__ void suffix_finish_slot(const SuffixMatchParams& p, int64_t b, int32_t enc, int32_t dec,
                                                    int64_t drafted, const int64_t* draft) {
   __syncthreads();  // the draft is complete, and every thread has read what the outputs overwrite

@@ -1,14 +1,16 @@
 """Loads the op library once and exposes Paddle's generated entry points for it.
 
 The library sits in ``fastdeploy_spec/_lib`` (put there by ``setup_ops.py``). Loading refuses, with
-the command to run, a library that is missing, built for another Paddle, or older than the C++
-sources beside the package (when running from a checkout).
+the command to run, a library that is missing, built for another Paddle, older than the C++
+sources beside the package (when running from a checkout), or with no kernel image that the GPU can
+run (its ``FDSPEC_CUDA_ARCHS`` against the device's compute capability).
 """
 
 from __future__ import annotations
 
 import ctypes
 import importlib
+import re
 import tempfile
 import threading
 from pathlib import Path
@@ -19,7 +21,8 @@ from fastdeploy_spec._digest import source_digest
 _PKG = Path(__file__).resolve().parent.parent
 _LIB = _PKG / "_lib" / "fastdeploy_spec_ops.so"
 _CSRC = _PKG.parent / "custom_ops"
-_BUILD_HINT = "run `python setup_ops.py install` (or `python setup_ops.py build` in a checkout)"
+_BUILD_HINT = ("reinstall it against this Paddle: `pip install --no-build-isolation <checkout>` or "
+               "`python setup_ops.py install` (`python setup_ops.py build` to use a checkout in place)")
 
 _lock = threading.Lock()
 _module: ModuleType | None = None
@@ -39,6 +42,75 @@ def build_info() -> ModuleType:
         except ImportError:
             raise OpLibraryError(f"fastdeploy_spec: the op library has not been built; {_BUILD_HINT}") from None
     return _info
+
+
+def image_for(archs: tuple[str, ...] | list[str], capability: tuple[int, int]) -> str | None:
+    """The kernel image the CUDA runtime loads on a GPU from a library built for ``archs``.
+
+    ``setup_ops.py`` compiles SASS for each arch and PTX for the highest. A GPU of compute capability
+    X.Y runs SASS sm_XZ with Z <= Y (same major), preferring the highest, else JIT-compiles PTX
+    compute_V with V <= X.Y; arch-specific targets (``90a``) run on their own capability only.
+
+    Parameters
+    ----------
+    archs : sequence of str
+        ``_build_info.CUDA_ARCHS``, e.g. ``("80", "86", "89", "90")``.
+    capability : tuple of int
+        The device's (major, minor).
+
+    Returns
+    -------
+    str or None
+        ``"sm_86"`` (SASS), ``"compute_89"`` (PTX, JIT-compiled), or None when nothing runs.
+
+    Examples
+    --------
+    >>> image_for(("80", "86", "89"), (8, 9))
+    'sm_89'
+    >>> image_for(("80", "86", "89"), (9, 0))
+    'compute_89'
+    >>> image_for(("90",), (8, 0)) is None
+    True
+    """
+    dev = capability[0] * 10 + capability[1]
+    parsed = []
+    for a in archs:
+        m = re.fullmatch(r"(\d+)([af]?)", str(a).replace(".", ""))
+        if m:
+            parsed.append((int(m.group(1)), m.group(2)))
+    if not parsed:
+        return None
+    sass = [(v, suffix) for v, suffix in parsed
+            if (v == dev if suffix else (v // 10 == dev // 10 and v <= dev))]
+    if sass:
+        return "sm_%d%s" % max(sass)
+    top, suffix = max(parsed)
+    if (top == dev) if suffix else (top <= dev):
+        return f"compute_{top}{suffix}"
+    return None
+
+
+def check_device_image(archs: tuple[str, ...] | list[str], capability: tuple[int, int]) -> None:
+    """Raises OpLibraryError, with the command that rebuilds the library, if it cannot run here."""
+    if image_for(archs, capability) is not None:
+        return
+    cc = f"{capability[0]}{capability[1]}"
+    raise OpLibraryError(
+        f"fastdeploy_spec: the op library was built for FDSPEC_CUDA_ARCHS=\"{' '.join(archs)}\" (SASS for "
+        f"each, PTX for the highest), none of which runs on this GPU (compute capability "
+        f"{capability[0]}.{capability[1]}); rebuild it for this GPU: "
+        f"`FDSPEC_CUDA_ARCHS={cc} python setup_ops.py install` (or add {cc} to the archs)")
+
+
+def _device_capability(paddle: ModuleType) -> tuple[int, int] | None:
+    """The current GPU's compute capability, or None without a CUDA device (or a CPU Paddle)."""
+    try:
+        if not paddle.is_compiled_with_cuda() or paddle.device.cuda.device_count() < 1:
+            return None
+        major, minor = paddle.device.cuda.get_device_capability()
+        return int(major), int(minor)
+    except (AttributeError, RuntimeError, ValueError):
+        return None
 
 
 def _promote_libstdcxx() -> None:
@@ -80,6 +152,9 @@ def load() -> ModuleType:
             raise OpLibraryError(
                 f"fastdeploy_spec: the C++/CUDA sources in {_CSRC} changed after the op library was "
                 f"built; {_BUILD_HINT}")
+        capability = _device_capability(paddle) if info.WITH_CUDA else None
+        if capability is not None:
+            check_device_image(tuple(info.CUDA_ARCHS), capability)
         _promote_libstdcxx()
         op_names = extension_utils.load_op_meta_info_and_register_op(str(_LIB))
         # Paddle generates the Python entry points itself, in the form its running version expects.

@@ -77,8 +77,7 @@ class MTPProposer(Proposer):
     defer_accept : bool, optional
         True (default): :meth:`accept` keeps the two tensors and the next :meth:`run` starts with
         ``draft_model_accept_preprocess`` (the accept and the preprocess in one kernel, as upstream's
-        ``draft_model_preprocess`` takes the accepted tokens; about 0.9 µs less per step on an H100
-        at 64 slots). The drafts and the state after every ``run`` are the same as with False, but
+        ``draft_model_preprocess`` takes the accepted tokens: one launch less per step). The drafts and the state after every ``run`` are the same as with False, but
         between ``accept`` and ``run`` the draft side's state lacks the accepted tokens, the tensors
         given to ``accept`` must keep their values (a runner's ``accept_tokens`` / ``accept_num``
         do: only verification writes them), and a CUDA graph of a step holds the fused op reading

@@ -36,7 +36,7 @@ def ref_logprobs_topk(x: np.ndarray, token_ids: np.ndarray, cu: np.ndarray, k: i
         m = xs.max()
         lse = 0.0 if m == -np.inf else float(m) + np.log(np.exp(xs.astype(np.float64) - float(m)).sum())
 
-        def score(v):
+        def score(v, lse=lse):
             s = float(v) if raw_logits else float(v) - lse
             return max(s, FLOAT32_MIN)
 

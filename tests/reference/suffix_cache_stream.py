@@ -2,7 +2,7 @@
 decode a few accepted tokens per step, finish (sometimes through ``suffix_cache_finish``) and empty.
 Responses copy stretches of a shared pool of phrases, so requests repeat each other (the global cache
 has something to find), over small vocabularies (ties). ``Driver`` steps the ops and the reference
-together and compares them; ``soak`` is the long run (also used by scripts/bench_suffix_cache.py
+together and compares them; ``soak`` is the long run (also used by the suffix_cache benchmark (benchmarks/suffix_cache.py)
 --soak on the GPU, so nothing here needs hypothesis)."""
 
 from __future__ import annotations

@@ -1,0 +1,7 @@
+"""``python -m examples.demo``."""
+
+import sys
+
+from examples.demo import main
+
+sys.exit(main())
