@@ -291,7 +291,7 @@ def test_runner_with_the_policy(place):
     from fastdeploy_spec.config import SpeculativeConfig
     from fastdeploy_spec.policy import DraftLengthPolicy
     from fastdeploy_spec.runner import Request, SpecRunner
-    from fastdeploy_spec.testing import OracleTarget
+    from examples import OracleTarget
     from tests.test_runner import EOS, copy_task
 
     prompts, answers = copy_task(4)
