@@ -15,7 +15,7 @@ of choosing how many drafts each slot verifies:
 * ``ours``: ``speculate_draft_length_policy`` (the op itself, CPU build) per slot, every step.
 
 **Traces.** The target model is an oracle that emits the reference answer (as in
-``scripts/bench_drafters.py``), so acceptance is a property of the text and the drafter. Every request
+``benchmarks/acceptance.py``), so acceptance is a property of the text and the drafter. Every request
 is probed at every position s of its answer: the real proposer (NgramProposer, or SuffixProposer with
 or without its global cache) runs on the request's history up to s with K = 5 and the drafts are
 compared with the answer: D[s] drafts proposed, L[s] of them accepted in a row. A slot that verifies
