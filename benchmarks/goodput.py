@@ -65,7 +65,7 @@ import paddle  # noqa: E402
 
 from fastdeploy_spec.buffers import copy_from_host, make_share_inputs  # noqa: E402
 from fastdeploy_spec.config import SpeculativeConfig  # noqa: E402
-from fastdeploy_spec.demo.data import Vocabulary, make_tasks, tokenize  # noqa: E402
+from examples.demo.data import Vocabulary, make_tasks, tokenize  # noqa: E402
 from fastdeploy_spec.ops import speculate_draft_length_policy  # noqa: E402
 from fastdeploy_spec.policy import DraftLengthPolicy, load_cost_table  # noqa: E402
 from fastdeploy_spec.proposers import create_proposer  # noqa: E402
