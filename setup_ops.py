@@ -58,6 +58,7 @@ OPS: dict[str, dict[str, list[str]]] = {
     "naive_update_model_status": _layered("naive_update_model_status"),
     "top_p_candidates": _layered("top_p_candidates"),
     "speculate_sample_tokens": _layered("speculate_sample_tokens"),
+    "speculate_draft_length_policy": _layered("speculate_draft_length_policy"),
     # Our fused draft-model bookkeeping (greedy choice, deferred accept): four ops, one kernel layer.
     "draft_model": {
         "cpp": ["draft_model/draft_model_greedy_preprocess_op.cc", "draft_model/draft_model_greedy_update_op.cc",

@@ -12,6 +12,7 @@
 // X(name, dtype, how the shape relates to B). UNDEFINED: the op checks the dtype itself (logits:
 // float32, float16 or bfloat16).
 #define FDSPEC_TENSOR_RULES(X)                       \
+  X(accept_ewma, INT32, kRows)                       \
   X(accept_num, INT32, kPerSlot)                     \
   X(accept_nums, INT32, kPerSlot)                    \
   X(accept_tokens, INT64, kRows)                     \
@@ -21,7 +22,11 @@
   X(base_model_seq_lens_encoder, INT32, kPerSlot)    \
   X(base_model_seq_lens_this_time, INT32, kPerSlot)  \
   X(base_model_stop_flags, BOOL, kPerSlot)           \
+  X(cost_table, INT64, kRank1)                       \
   X(cu_seqlens_q_output, INT32, kVector)             \
+  X(draft_len, INT32, kPerSlot)                      \
+  X(draft_opt_out, BOOL, kPerSlot)                   \
+  X(draft_probe, INT64, kPerSlot)                    \
   X(draft_token_num, INT32, kPerSlot)                \
   X(draft_tokens, INT64, kRows)                      \
   X(end_ids, INT64, kVector)                         \

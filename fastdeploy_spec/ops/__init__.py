@@ -18,6 +18,7 @@ from fastdeploy_spec.ops.mtp_state import (draft_model_postprocess, draft_model_
 from fastdeploy_spec.ops.naive_update_model_status import naive_update_model_status
 from fastdeploy_spec.ops.ngram_match import ngram_match
 from fastdeploy_spec.ops.speculate_compute_cu_batch_offset import speculate_compute_cu_batch_offset
+from fastdeploy_spec.ops.speculate_draft_length_policy import speculate_draft_length_policy
 from fastdeploy_spec.ops.speculate_get_accept_tokens_and_logits import (
     speculate_get_accept_tokens_and_logits,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "ngram_match",
     "ngram_match_mixed",
     "speculate_compute_cu_batch_offset",
+    "speculate_draft_length_policy",
     "speculate_get_accept_tokens_and_logits",
     "speculate_get_output_topk",
     "speculate_logprobs_topk",

@@ -15,6 +15,10 @@ class Proposer(abc.ABC):
     once per decode step; subclasses implement ``_run_impl``. A proposer mutates ``draft_tokens`` and
     ``seq_lens_this_time`` of the share-inputs in place, on the place where they live.
 
+    ``draft_length_policy`` (None by default): a :class:`fastdeploy_spec.policy.DraftLengthPolicy` run
+    after each call, which cuts every slot's drafts to the number that pays (docs/contract/policy.md);
+    not with ``pad_to_max``, whose captured shape verifies K + 1 tokens per slot whatever the drafts.
+
     ``config`` is a ``SpeculativeConfig``, a ``ProposerConfig`` or an object shaped like FastDeploy's
     ``FDConfig`` (see :func:`fastdeploy_spec.config.proposer_config`); the attributes below are
     FastDeploy's names. ``config`` keeps the typed ``SpeculativeConfig``.
@@ -29,9 +33,12 @@ class Proposer(abc.ABC):
         self.max_draft_token_num = self.config.num_speculative_tokens
         self.max_ngram_size = self.config.max_ngram_size
         self.min_ngram_size = self.config.min_ngram_size
+        self.draft_length_policy = None
 
     def run(self, *args: Any, **kw: Any) -> None:
         self._run_impl(*args, **kw)
+        if self.draft_length_policy is not None and not self.pad_to_max:
+            self.draft_length_policy.apply(kw["share_inputs"] if "share_inputs" in kw else args[0])
 
     @abc.abstractmethod
     def _run_impl(self, *args: Any, **kw: Any) -> None:

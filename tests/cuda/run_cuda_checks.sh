@@ -78,6 +78,7 @@ declare -A sources=(
   [suffix_match_vs_cpu]="tests/cuda/suffix_match_vs_cpu.cu custom_ops/suffix_match/suffix_match.cu custom_ops/suffix_match/suffix_match_cpu.cc"
   [suffix_cache_vs_cpu]="tests/cuda/suffix_cache_vs_cpu.cu custom_ops/suffix_cache/suffix_cache.cu custom_ops/suffix_cache/suffix_cache_cpu.cc custom_ops/suffix_cache/suffix_cache_state.cc custom_ops/suffix_match/suffix_match.cu custom_ops/suffix_match/suffix_match_cpu.cc"
   [sample_tokens_vs_cpu]="tests/cuda/sample_tokens_vs_cpu.cu custom_ops/speculate_sample_tokens/speculate_sample_tokens.cu custom_ops/speculate_sample_tokens/speculate_sample_tokens_cpu.cc"
+  [draft_length_policy_vs_cpu]="tests/cuda/draft_length_policy_vs_cpu.cu custom_ops/speculate_draft_length_policy/speculate_draft_length_policy.cu custom_ops/speculate_draft_length_policy/speculate_draft_length_policy_cpu.cc"
   # Not an op: the stream-ordering rule the n-gram ops' walk-free path relies on (see the source).
   [pdl_order_check]="tests/cuda/pdl_order_check.cu"
   # Benchmarks: built and run only when named in HARNESSES (e.g. HARNESSES=bench_mtp_kernels TOOLS= ...).
@@ -86,8 +87,8 @@ declare -A sources=(
   [bench_ngram_kernels]="benchmarks/kernels/bench_ngram_kernels.cu custom_ops/ngram_match/ngram_match.cu custom_ops/ngram_match/ngram_match_cpu.cc custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc"
   [bench_suffix_kernels]="benchmarks/kernels/bench_suffix_kernels.cu custom_ops/suffix_match/suffix_match.cu custom_ops/suffix_match/suffix_match_cpu.cc custom_ops/suffix_cache/suffix_cache.cu custom_ops/suffix_cache/suffix_cache_cpu.cc"
 )
-all="ngram_match_vs_cpu decode_step_vs_cpu hybrid_mtp_ngram_vs_cpu speculate_get_accept_tokens_and_logits_vs_cpu speculate_logprobs_topk_vs_cpu draft_model_vs_cpu mtp_state_vs_cpu suffix_match_vs_cpu suffix_cache_vs_cpu sample_tokens_vs_cpu pdl_order_check"
-selftests="ngram_match_vs_cpu decode_step_vs_cpu hybrid_mtp_ngram_vs_cpu speculate_get_accept_tokens_and_logits_vs_cpu speculate_logprobs_topk_vs_cpu draft_model_vs_cpu mtp_state_vs_cpu suffix_match_vs_cpu suffix_cache_vs_cpu sample_tokens_vs_cpu"
+all="ngram_match_vs_cpu decode_step_vs_cpu hybrid_mtp_ngram_vs_cpu speculate_get_accept_tokens_and_logits_vs_cpu speculate_logprobs_topk_vs_cpu draft_model_vs_cpu mtp_state_vs_cpu suffix_match_vs_cpu suffix_cache_vs_cpu sample_tokens_vs_cpu draft_length_policy_vs_cpu pdl_order_check"
+selftests="ngram_match_vs_cpu decode_step_vs_cpu hybrid_mtp_ngram_vs_cpu speculate_get_accept_tokens_and_logits_vs_cpu speculate_logprobs_topk_vs_cpu draft_model_vs_cpu mtp_state_vs_cpu suffix_match_vs_cpu suffix_cache_vs_cpu sample_tokens_vs_cpu draft_length_policy_vs_cpu"
 names=${HARNESSES:-$all}
 for n in $names; do
   [ -n "${sources[$n]:-}" ] || { echo "unknown harness $n (known: $all)" >&2; exit 2; }
