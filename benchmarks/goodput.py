@@ -29,7 +29,7 @@ the policy.
 ``dense_us(N) + C * attn_us_per_seq`` from the cost table (``--cost-table``, default the shipped
 ``fastdeploy_spec/data/cost_table_llama3_8b_h100.json``, from ``benchmarks/cost_table.py``; its
 ``source`` is printed), plus, with drafts, the drafting op's GPU time at batch C (``OP_US``: H100
-figures from docs/results, linear between batch sizes), plus for ``ours`` the policy op's time.
+figures of the kernel benchmarks, docs/performance.md, linear between batch sizes), plus for ``ours`` the policy op's time.
 A request's first step is its prefill, counted as one token that drafts nothing (its prompt's
 compute is left out: it is the same under every policy); the C slots are kept full from the
 dataset's requests in order (cycled when C exceeds the dataset) until the stream of
@@ -80,17 +80,16 @@ MIN_CATEGORY = 10  # Spec-Bench categories with fewer reference answers are left
 
 # GPU time of the drafting ops per step (us, H100, warm), by batch size; linear in between.
 OP_US: Dict[str, Tuple[Tuple[int, float], ...]] = {
-    # docs/results/bench_ngram_kernels_h100.json: W = 8192 rows up to B = 64; at B = 256 the only row
+    # benchmarks/kernels/bench_ngram_kernels on the H100 (docs/performance.md): W = 8192 rows up to B = 64; at B = 256 the only row
     # without a budget is W = 131072 (an upper bound for our shorter histories).
     "ngram": ((1, 4.321), (8, 4.321), (64, 4.481), (256, 64.546)),
-    # docs/results/bench_suffix_kernels_match_h100.json, N = 1024 history tokens.
+    # bench_suffix_kernels --only match on the H100, N = 1024 history tokens.
     "suffix": ((1, 11.968), (8, 12.211), (64, 12.701), (256, 16.729)),
-    # docs/results/bench_suffix_kernels_cache_h100.json, insert + query, 1000 cached requests.
+    # bench_suffix_kernels --only cache on the H100, insert + query, 1000 cached requests.
     "suffix_cache": ((1, 45.87), (8, 45.87), (64, 47.045), (256, 82.474)),
 }
-# speculate_draft_length_policy per step (us). Until the H100 figure of tests/cuda's harness is in
-# (docs/contract/policy.md), an estimate: one kernel launch of a single block.
-POLICY_US: Tuple[Tuple[int, float], ...] = ((1, 6.0), (256, 10.0))
+# speculate_draft_length_policy per step (us): its harness on the H100, warm (docs/contract/policy.md).
+POLICY_US: Tuple[Tuple[int, float], ...] = ((1, 34.82), (64, 34.82), (256, 50.59), (1024, 101.56))
 
 
 def interp_us(table: Sequence[Tuple[int, float]], b: int) -> float:
