@@ -133,6 +133,8 @@ class OpSpec:
     # The host ops of the logprob transport read each input wherever it is (their bindings check
     # what must be on the host); every other op runs on the place of its tensors.
     same_place: bool = True
+    # The name a user called, where it is not the binding's (the seeded form of verify_draft_tokens).
+    caller: str = ""
 
     def __post_init__(self):
         SPECS[self.op] = self
@@ -152,7 +154,7 @@ class OpSpec:
         reports an int32 overflow without the name, and wraps an int64 one silently). The batch
         itself, empty or not, is the binding's: the op runs its shape checks for every call.
         """
-        op = self.op
+        op = self.caller or self.op
         out = []
         first_name, first = None, None
         for name in self.tensors:

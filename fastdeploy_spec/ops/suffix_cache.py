@@ -92,6 +92,12 @@ class SuffixCacheLayout:
     line_bytes: int  # bytes per line of 32 cached positions: tokens, keys and their filter bits
 
 
+# The two bindings SuffixCache calls itself, on host tensors it made: the layout of a configuration
+# and the initial state (their attribute is the configuration's values, checked by cache_layout).
+LAYOUT_SPEC = OpSpec("suffix_cache_layout", tensors=("layout",), outputs=frozenset({"layout"}))
+INIT_SPEC = OpSpec("suffix_cache_init", tensors=("cache_state",), outputs=frozenset({"cache_state"}))
+
+
 def cache_layout(config: SuffixCacheConfig) -> SuffixCacheLayout:
     """The layout of ``config``'s state, computed by the op library (``suffix_cache_layout``);
     a bound outside its range raises ``ValueError`` naming it."""

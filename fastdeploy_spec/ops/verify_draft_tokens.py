@@ -23,7 +23,7 @@ _ATTR_TYPES = (("max_seq_len", INT32), ("verify_window", INT32), ("verify_strate
 # under a name of our own (docs/contract/names.md).
 SPEC = OpSpec("verify_draft_tokens", tensors=_TENSORS, outputs=_OUTPUTS, attrs=_ATTR_TYPES, optional=_OPTIONAL)
 SEEDED_SPEC = OpSpec("verify_draft_tokens_seeded", tensors=_TENSORS + ("seeds",), outputs=_OUTPUTS,
-                     attrs=_ATTR_TYPES, optional=_OPTIONAL | {"seeds"})
+                     attrs=_ATTR_TYPES, optional=_OPTIONAL | {"seeds"}, caller="verify_draft_tokens")
 
 _ATTRS = ("max_seq_len", "verify_window", "verify_strategy", "reject_all", "accept_all")
 
