@@ -30,6 +30,7 @@ LIB_DIR = PKG / "_lib"
 LIB_NAME = "fastdeploy_spec_ops"
 DEFAULT_ARCHS = ("80", "86", "89", "90")
 
+
 def _layered(op: str) -> dict[str, list[str]]:
     """The three layers of an op in its own folder: <op>/<op>_op.cc, <op>/<op>_cpu.cc, <op>/<op>.cu."""
     return {"cpp": [f"{op}/{op}_op.cc", f"{op}/{op}_cpu.cc"], "cuda": [f"{op}/{op}.cu"]}
@@ -42,9 +43,14 @@ OPS: dict[str, dict[str, list[str]]] = {
     "hybrid_mtp_ngram": _layered("hybrid_mtp_ngram"),
     "suffix_match": _layered("suffix_match"),
     # The cache's state layout (suffix_cache_state.cc) is shared with the Paddle-free harness.
-    "suffix_cache": {"cpp": ["suffix_cache/suffix_cache_op.cc", "suffix_cache/suffix_cache_cpu.cc",
-                             "suffix_cache/suffix_cache_state.cc"],
-                     "cuda": ["suffix_cache/suffix_cache.cu"]},
+    "suffix_cache": {
+        "cpp": [
+            "suffix_cache/suffix_cache_op.cc",
+            "suffix_cache/suffix_cache_cpu.cc",
+            "suffix_cache/suffix_cache_state.cc",
+        ],
+        "cuda": ["suffix_cache/suffix_cache.cu"],
+    },
     "speculate_get_accept_tokens_and_logits": _layered("speculate_get_accept_tokens_and_logits"),
     # The offset step of the gather alone: its CPU and CUDA code are the gather's, listed above.
     "speculate_compute_cu_batch_offset": {
@@ -61,23 +67,36 @@ OPS: dict[str, dict[str, list[str]]] = {
     "speculate_draft_length_policy": _layered("speculate_draft_length_policy"),
     # Our fused draft-model bookkeeping (greedy choice, deferred accept): four ops, one kernel layer.
     "draft_model": {
-        "cpp": ["draft_model/draft_model_greedy_preprocess_op.cc", "draft_model/draft_model_greedy_update_op.cc",
-                "draft_model/draft_model_accept_op.cc", "draft_model/draft_model_accept_preprocess_op.cc",
-                "draft_model/draft_model_cpu.cc"],
+        "cpp": [
+            "draft_model/draft_model_greedy_preprocess_op.cc",
+            "draft_model/draft_model_greedy_update_op.cc",
+            "draft_model/draft_model_accept_op.cc",
+            "draft_model/draft_model_accept_preprocess_op.cc",
+            "draft_model/draft_model_cpu.cc",
+        ],
         "cuda": ["draft_model/draft_model.cu"],
     },
     # FastDeploy's MTP bookkeeping ops under their upstream contracts: six ops, one kernel layer.
     "mtp_state": {
-        "cpp": ["mtp_state/draft_model_preprocess_op.cc", "mtp_state/draft_model_update_op.cc",
-                "mtp_state/draft_model_postprocess_op.cc", "mtp_state/draft_model_set_value_by_flags_op.cc",
-                "mtp_state/eagle_hidden_states_op.cc", "mtp_state/mtp_state_cpu.cc"],
+        "cpp": [
+            "mtp_state/draft_model_preprocess_op.cc",
+            "mtp_state/draft_model_update_op.cc",
+            "mtp_state/draft_model_postprocess_op.cc",
+            "mtp_state/draft_model_set_value_by_flags_op.cc",
+            "mtp_state/eagle_hidden_states_op.cc",
+            "mtp_state/mtp_state_cpu.cc",
+        ],
         "cuda": ["mtp_state/mtp_state.cu"],
     },
     # Host ops: their GPU path (copies of GPU inputs) is in the .cc files, built with FDSPEC_WITH_CUDA.
     # The message format and the transport are listed once, with the first of the three; both save
     # ops are bound in one file.
     "speculate_save_output_topk": {
-        "cpp": ["logprob_msg/save_ops.cc", "logprob_msg/logprob_msg.cc", "logprob_msg/msg_queue.cc"],
+        "cpp": [
+            "logprob_msg/save_ops.cc",
+            "logprob_msg/logprob_msg.cc",
+            "logprob_msg/msg_queue.cc",
+        ],
         "cuda": [],
     },
     "mtp_save_first_token_with_topk": {
@@ -103,7 +122,9 @@ def find_cuda_home() -> str | None:
         candidates.append(str(Path(nvcc).resolve().parent.parent))
     candidates.append("/usr/local/cuda")
     for home in filter(None, candidates):
-        if (Path(home) / "bin" / "nvcc").exists() and (Path(home) / "include" / "cuda_runtime_api.h").exists():
+        if (Path(home) / "bin" / "nvcc").exists() and (
+            Path(home) / "include" / "cuda_runtime_api.h"
+        ).exists():
             return home
     return None
 
@@ -145,18 +166,31 @@ def build() -> Path:
         nvcc += [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
         nvcc.append(f"-gencode=arch=compute_{archs[-1]},code=compute_{archs[-1]}")
         sources += [str(CSRC / s) for op in OPS.values() for s in op["cuda"]]
-        ext = CUDAExtension(sources=sources, extra_compile_args={"cxx": cxx, "nvcc": nvcc},
-                            library_dirs=[f"{cuda_home}/lib64"], extra_link_args=link)
+        ext = CUDAExtension(
+            sources=sources,
+            extra_compile_args={"cxx": cxx, "nvcc": nvcc},
+            library_dirs=[f"{cuda_home}/lib64"],
+            extra_link_args=link,
+        )
     else:
         ext = CppExtension(sources=sources, extra_compile_args={"cxx": cxx}, extra_link_args=link)
 
-    print(f"fastdeploy_spec: building {'CUDA (sm ' + ' '.join(archs) + ')' if with_cuda else 'CPU-only'}"
-          f" library against Paddle {paddle.__version__}", flush=True)
+    print(
+        f"fastdeploy_spec: building {'CUDA (sm ' + ' '.join(archs) + ')' if with_cuda else 'CPU-only'}"
+        f" library against Paddle {paddle.__version__}",
+        flush=True,
+    )
     out = Path(tempfile.mkdtemp(prefix="fdspec_build_"))
     setup(
         name=LIB_NAME,
         ext_modules=[ext],
-        script_args=["build_ext", "--build-lib", str(out / "lib"), "--build-temp", str(out / "tmp")],
+        script_args=[
+            "build_ext",
+            "--build-lib",
+            str(out / "lib"),
+            "--build-temp",
+            str(out / "tmp"),
+        ],
     )
     built = sorted((out / "lib").rglob("*.so"))
     if not built:
@@ -184,9 +218,20 @@ def main(argv: list[str]) -> None:
     build()
     if cmd == "install":
         # FDSPEC_PREBUILT: setup.py's build hook takes the library just built instead of rebuilding.
-        subprocess.check_call([sys.executable, "-m", "pip", "install", "--no-deps",
-                               "--no-build-isolation", "--force-reinstall", "-q", str(ROOT)],
-                              env=dict(os.environ, FDSPEC_PREBUILT="1"))
+        subprocess.check_call(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--no-deps",
+                "--no-build-isolation",
+                "--force-reinstall",
+                "-q",
+                str(ROOT),
+            ],
+            env=dict(os.environ, FDSPEC_PREBUILT="1"),
+        )
         print("fastdeploy_spec: installed; `import fastdeploy_spec.ops` works from any directory")
 
 

@@ -23,14 +23,30 @@ import zlib  # noqa: F401  (before paddle: Paddle 2.6 crashes in zlib otherwise)
 
 # routine -> (module, what it times, whether it needs a GPU for its real run)
 ROUTINES = {
-    "ngram": ("ngram", "ngram_match: device time warm/cold vs the CPU path (GPU == CPU checked)", True),
+    "ngram": (
+        "ngram",
+        "ngram_match: device time warm/cold vs the CPU path (GPU == CPU checked)",
+        True,
+    ),
     "hybrid": ("hybrid", "hybrid_mtp_ngram: device time warm/cold vs the CPU path", True),
     "suffix": ("suffix", "suffix_match: device time per step warm/cold vs the host path", True),
-    "suffix_cache": ("suffix_cache", "suffix_cache_step with 1k-100k cached responses; --soak", True),
+    "suffix_cache": (
+        "suffix_cache",
+        "suffix_cache_step with 1k-100k cached responses; --soak",
+        True,
+    ),
     "mtp": ("mtp", "the MTP proposer's step (draft-model ops) vs its host path", True),
-    "logprobs": ("logprobs", "accepted-row gather and fused top-k logprobs vs copy and PyTorch", True),
+    "logprobs": (
+        "logprobs",
+        "accepted-row gather and fused top-k logprobs vs copy and PyTorch",
+        True,
+    ),
     "msgqueue": ("msgqueue", "logprob messages per second between two processes (no GPU)", False),
-    "acceptance": ("acceptance", "acceptance replays: naive, ngram, suffix on real text (no GPU)", False),
+    "acceptance": (
+        "acceptance",
+        "acceptance replays: naive, ngram, suffix on real text (no GPU)",
+        False,
+    ),
 }
 
 
@@ -40,8 +56,19 @@ DRY_RUN_ARGS = {
     "suffix_cache": ["--quick"],
     "mtp": ["--quick", "--vocab", "512"],
     "msgqueue": ["--quick", "--messages", "50", "--repeats", "1", "--no-raise"],
-    "acceptance": ["--max-per-category", "2", "--edit-requests", "2", "--slots", "2", "--ks", "5",
-                   "--no-warm", "--datasets", "edit"],
+    "acceptance": [
+        "--max-per-category",
+        "2",
+        "--edit-requests",
+        "2",
+        "--slots",
+        "2",
+        "--ks",
+        "5",
+        "--no-warm",
+        "--datasets",
+        "edit",
+    ],
 }
 
 
@@ -51,8 +78,9 @@ def repro_command(routine: str, argv: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    ap = argparse.ArgumentParser(prog="python -m benchmarks", add_help=False,
-                                 description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks", add_help=False, description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--routine", "-R", choices=sorted(ROUTINES))
     ap.add_argument("--list", action="store_true", help="list the routines")
     args, rest = ap.parse_known_args(argv)

@@ -51,8 +51,13 @@ def copy_into(dst: paddle.Tensor, src: paddle.Tensor) -> None:
     dst.copy_(src, False) if hasattr(dst, "copy_") else dst._copy_from(src, False)
 
 
-def wall_time_us(fn: Callable[[], None], iters: int, rounds: int = 3, warmup: int = 1,
-                 drain: Callable[[], None] = lambda: None) -> float:
+def wall_time_us(
+    fn: Callable[[], None],
+    iters: int,
+    rounds: int = 3,
+    warmup: int = 1,
+    drain: Callable[[], None] = lambda: None,
+) -> float:
     """Median over ``rounds`` of the wall-clock time of one call, ``iters`` calls per round after
     ``warmup`` calls; ``drain()`` runs after the warm-up and at the end of each round (inside it)."""
     for _ in range(warmup):
@@ -113,8 +118,11 @@ def print_table(rows: List[dict], columns: List[tuple]) -> str:
     sep = "|" + "|".join("---:" for _ in columns) + "|"
     lines = [head, sep]
     for r in rows:
-        lines.append("| " + " | ".join(fmt.format(r[k]) if r.get(k) is not None else "-"
-                                       for k, _, fmt in columns) + " |")
+        lines.append(
+            "| "
+            + " | ".join(fmt.format(r[k]) if r.get(k) is not None else "-" for k, _, fmt in columns)
+            + " |"
+        )
     text = "\n".join(lines)
     print(text, flush=True)
     return text
@@ -124,10 +132,14 @@ def require_gpu(script: str) -> None:
     from fastdeploy_spec import ops
 
     if not (paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0):
-        raise SystemExit(f"{script}: needs a CUDA GPU and GPU Paddle (this machine has none; "
-                         f"--dry-run runs the rest on the CPU)")
+        raise SystemExit(
+            f"{script}: needs a CUDA GPU and GPU Paddle (this machine has none; "
+            f"--dry-run runs the rest on the CPU)"
+        )
     if not ops.with_cuda():
-        raise SystemExit(f"{script}: the op library has no CUDA kernels; build it with CUDA_HOME set")
+        raise SystemExit(
+            f"{script}: the op library has no CUDA kernels; build it with CUDA_HOME set"
+        )
     os.environ.setdefault("FLAGS_cudnn_deterministic", "0")
 
 
@@ -139,10 +151,10 @@ QUICK_GRID = ((1, 64, 256), (1 << 13, 1 << 15, 1 << 17))
 DRY_RUN_GRID = ((1, 4), (256,))
 HITS = ("early", "late", "none")
 HIT_AT = {"early": 0.01, "late": 0.90}  # where the planted n-gram sits in the prompt
-VOCAB = 50_000                          # tokens are drawn from it; the planted n-gram lies outside
+VOCAB = 50_000  # tokens are drawn from it; the planted n-gram lies outside
 K = 5
 MAX_NGRAM = 3
-THRESHOLD = 1 << 40                     # passed explicitly: the budget never binds, every slot searches
+THRESHOLD = 1 << 40  # passed explicitly: the budget never binds, every slot searches
 
 
 def random_rows(rng: np.random.Generator, B: int, W: int) -> np.ndarray:
@@ -160,7 +172,7 @@ def plant_in_prompt(ids: np.ndarray, P: int, hit: str) -> None:
     if hit in HIT_AT:
         at = int(HIT_AT[hit] * P)
         for b in range(ids.shape[0]):
-            ids[b, at:at + MAX_NGRAM] = planted_ngram(b)
+            ids[b, at : at + MAX_NGRAM] = planted_ngram(b)
 
 
 @dataclass
@@ -200,7 +212,9 @@ def _cpu_outputs(spec: NgramBench, host: Dict[str, np.ndarray]) -> Dict[str, np.
     return {k: cpu[k].numpy() for k in spec.outputs}
 
 
-def _bench_case(spec: NgramBench, B: int, W: int, hit: str, quick: bool, flush: Optional[L2Flush]) -> dict:
+def _bench_case(
+    spec: NgramBench, B: int, W: int, hit: str, quick: bool, flush: Optional[L2Flush]
+) -> dict:
     host = spec.make_case(B, W, hit)
     row: Dict[str, object] = {"B": B, "W": W, "hit": hit}
     want = _cpu_outputs(spec, host)
@@ -242,11 +256,16 @@ def _bench_case(spec: NgramBench, B: int, W: int, hit: str, quick: bool, flush: 
 
     row["cpu_path_us"] = wall_time_us(cpu_path, iters=iters, rounds=1 if quick else 3)
     row.update(
-        gpu_us=warm["median_us"], gpu_cold_us=cold["median_us"], gpu_min_us=warm["min_us"],
-        warm_subtracted_us=warm["overhead_us"], cold_subtracted_us=cold["overhead_us"],
-        capture=warm["method"], speedup=row["cpu_path_us"] / warm["median_us"],
+        gpu_us=warm["median_us"],
+        gpu_cold_us=cold["median_us"],
+        gpu_min_us=warm["min_us"],
+        warm_subtracted_us=warm["overhead_us"],
+        cold_subtracted_us=cold["overhead_us"],
+        capture=warm["method"],
+        speedup=row["cpu_path_us"] / warm["median_us"],
         haystack_GBps=bytes_read / (warm["median_us"] * 1e3),
-        haystack_cold_GBps=bytes_read / (cold["median_us"] * 1e3))
+        haystack_cold_GBps=bytes_read / (cold["median_us"] * 1e3),
+    )
     return row
 
 
@@ -262,10 +281,16 @@ def _plot(rows: List[dict], out: Path, title: str, xlabel: str) -> None:
         sel = sorted((r for r in rows if r["B"] == B and r["hit"] == "late"), key=lambda r: r["W"])
         ws = [r["W"] for r in sel]
         color = None
-        for key, style, label in (("gpu_us", "o-", "GPU warm"), ("gpu_cold_us", "s:", "GPU cold"),
-                                  ("cpu_path_us", "x--", "CPU path"), ("cpu_op_us", "x--", "CPU op")):
+        for key, style, label in (
+            ("gpu_us", "o-", "GPU warm"),
+            ("gpu_cold_us", "s:", "GPU cold"),
+            ("cpu_path_us", "x--", "CPU path"),
+            ("cpu_op_us", "x--", "CPU op"),
+        ):
             if sel and sel[0].get(key) is not None:
-                line, = ax.plot(ws, [r[key] for r in sel], style, color=color, label=f"{label} B={B}")
+                (line,) = ax.plot(
+                    ws, [r[key] for r in sel], style, color=color, label=f"{label} B={B}"
+                )
                 color = line.get_color()
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -279,13 +304,18 @@ def _plot(rows: List[dict], out: Path, title: str, xlabel: str) -> None:
     plt.close(fig)
 
 
-def run_ngram_bench(spec: NgramBench, argv: Optional[Sequence[str]] = None, doc: str = "") -> List[dict]:
+def run_ngram_bench(
+    spec: NgramBench, argv: Optional[Sequence[str]] = None, doc: str = ""
+) -> List[dict]:
     """Parses the script's arguments, times every (B, W, hit) warm and cold, checks GPU == CPU, and
     writes ``<name>.json`` and ``<name>.png`` into ``--out``; prints a line per row and a table."""
     ap = argparse.ArgumentParser(prog=spec.script, description=doc.splitlines()[0] if doc else None)
     ap.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
-    ap.add_argument("--dry-run", action="store_true",
-                    help="no GPU: build the inputs of a tiny grid, run the CPU op, write the files")
+    ap.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="no GPU: build the inputs of a tiny grid, run the CPU op, write the files",
+    )
     ap.add_argument("--out", default=f"results/{spec.name}")
     args = ap.parse_args(argv)
     if args.dry_run:
@@ -301,31 +331,57 @@ def run_ngram_bench(spec: NgramBench, argv: Optional[Sequence[str]] = None, doc:
                 r = _bench_case(spec, B, W, hit, args.quick, flush)
                 rows.append(r)
                 if flush is None:
-                    print(f"B={B:4d} W={W:7d} {hit:5s}: CPU op {r['cpu_op_us']:9.1f} us (dry run)", flush=True)
+                    print(
+                        f"B={B:4d} W={W:7d} {hit:5s}: CPU op {r['cpu_op_us']:9.1f} us (dry run)",
+                        flush=True,
+                    )
                     continue
-                print(f"B={B:4d} W={W:7d} {hit:5s}: GPU warm {r['gpu_us']:8.2f} us  cold {r['gpu_cold_us']:8.2f} us"
-                      f"  host {r['host_us']:7.1f} us  CPU path {r['cpu_path_us']:11.1f} us"
-                      f"  x{r['speedup']:8.0f}  identical={r['bit_identical']}", flush=True)
-    meta = dict(spec.meta, device=device_name() if flush else "cpu (dry run)", paddle=paddle.__version__,
-                K=K, max_ngram_size=MAX_NGRAM, vocab=VOCAB, prompt="3/4 W",
-                threshold=f"non-binding, passed explicitly ({THRESHOLD})",
-                gpu_time="CUDA events around replays of a graph of back-to-back calls, median per call; "
-                         "gpu_us warm (inputs stay in L2), gpu_cold_us with a copy of "
-                         f"{flush.bytes if flush else 0} bytes (L2 {flush.l2_bytes if flush else 0} bytes) "
-                         "before each call, that copy timed alone and subtracted")
+                print(
+                    f"B={B:4d} W={W:7d} {hit:5s}: GPU warm {r['gpu_us']:8.2f} us  cold {r['gpu_cold_us']:8.2f} us"
+                    f"  host {r['host_us']:7.1f} us  CPU path {r['cpu_path_us']:11.1f} us"
+                    f"  x{r['speedup']:8.0f}  identical={r['bit_identical']}",
+                    flush=True,
+                )
+    meta = dict(
+        spec.meta,
+        device=device_name() if flush else "cpu (dry run)",
+        paddle=paddle.__version__,
+        K=K,
+        max_ngram_size=MAX_NGRAM,
+        vocab=VOCAB,
+        prompt="3/4 W",
+        threshold=f"non-binding, passed explicitly ({THRESHOLD})",
+        gpu_time="CUDA events around replays of a graph of back-to-back calls, median per call; "
+        "gpu_us warm (inputs stay in L2), gpu_cold_us with a copy of "
+        f"{flush.bytes if flush else 0} bytes (L2 {flush.l2_bytes if flush else 0} bytes) "
+        "before each call, that copy timed alone and subtracted",
+    )
     if flush is not None:
         flush.close()
     path = write_results(args.out, spec.name, meta, rows)
     _plot(rows, Path(args.out) / f"{spec.name}.png", spec.plot_title, spec.plot_xlabel)
     print(f"\n{meta['device']}, Paddle {meta['paddle']}; results in {path}\n")
     if flush is None:
-        columns = [("B", "B", "{}"), ("W", "W", "{}"), ("hit", "hit", "{}"), ("cpu_op_us", "CPU op us", "{:.1f}")]
+        columns = [
+            ("B", "B", "{}"),
+            ("W", "W", "{}"),
+            ("hit", "hit", "{}"),
+            ("cpu_op_us", "CPU op us", "{:.1f}"),
+        ]
     else:
-        columns = [("B", "B", "{}"), ("W", "W", "{}"), ("hit", "hit", "{}"),
-                   ("gpu_us", "GPU warm us", "{:.2f}"), ("gpu_cold_us", "GPU cold us", "{:.2f}"),
-                   ("host_us", "host us/call", "{:.1f}"), ("cpu_path_us", "CPU path us", "{:.0f}"),
-                   ("speedup", "speed-up (warm)", "{:.0f}x"), ("haystack_GBps", "GB/s warm", "{:.0f}"),
-                   ("haystack_cold_GBps", "GB/s cold", "{:.0f}"), ("bit_identical", "identical", "{}")]
+        columns = [
+            ("B", "B", "{}"),
+            ("W", "W", "{}"),
+            ("hit", "hit", "{}"),
+            ("gpu_us", "GPU warm us", "{:.2f}"),
+            ("gpu_cold_us", "GPU cold us", "{:.2f}"),
+            ("host_us", "host us/call", "{:.1f}"),
+            ("cpu_path_us", "CPU path us", "{:.0f}"),
+            ("speedup", "speed-up (warm)", "{:.0f}x"),
+            ("haystack_GBps", "GB/s warm", "{:.0f}"),
+            ("haystack_cold_GBps", "GB/s cold", "{:.0f}"),
+            ("bit_identical", "identical", "{}"),
+        ]
     print_table(rows, columns + spec.extra_columns)
     return rows
 
@@ -376,9 +432,15 @@ def place_name() -> str:
     return "cpu" if DRY_RUN else "gpu"
 
 
-def plot_by_batch(path: Path, groups: Dict[str, List[dict]], series: Sequence[Tuple[str, str, str]],
-                  title: str, ylabel: str = "us per step", target: Optional[float] = None,
-                  ylog: bool = True) -> None:
+def plot_by_batch(
+    path: Path,
+    groups: Dict[str, List[dict]],
+    series: Sequence[Tuple[str, str, str]],
+    title: str,
+    ylabel: str = "us per step",
+    target: Optional[float] = None,
+    ylog: bool = True,
+) -> None:
     """The routines' plot: time against B on log axes, one colour per group of rows (a history length,
     a cache size, a configuration), one line style per series (key, style, label) of each group."""
     plt = pyplot()
@@ -389,8 +451,13 @@ def plot_by_batch(path: Path, groups: Dict[str, List[dict]], series: Sequence[Tu
         rows = sorted(rows, key=lambda r: r["B"])
         color = None
         for key, style, label in series:
-            line, = ax.plot([r["B"] for r in rows], [r[key] for r in rows], style, color=color,
-                            label=f"{label}, {name}")
+            (line,) = ax.plot(
+                [r["B"] for r in rows],
+                [r[key] for r in rows],
+                style,
+                color=color,
+                label=f"{label}, {name}",
+            )
             color = line.get_color()
     if target is not None:
         ax.axhline(target, color="grey", lw=0.8, ls=":")

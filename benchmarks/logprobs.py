@@ -42,7 +42,6 @@ from pathlib import Path
 
 import numpy as np
 
-
 BATCH = 64
 DRAFTS = 5  # K
 TOP_K = 20
@@ -67,7 +66,9 @@ def setup():
     from fastdeploy_spec import ops
 
     if not ops.with_cuda():
-        fail("the op library was built without CUDA kernels; rebuild with `python setup_ops.py build`")
+        fail(
+            "the op library was built without CUDA kernels; rebuild with `python setup_ops.py build`"
+        )
     try:
         import torch
     except ImportError:
@@ -112,8 +113,18 @@ def make_step(rng, V: int, batch: int = BATCH):
     )
 
 
-def check_outputs(step: dict, logits: np.ndarray, k: int, *, cu: np.ndarray, token_ids: np.ndarray,
-                  gathered: np.ndarray, ids: np.ndarray, scores: np.ndarray, ranks: np.ndarray) -> list[str]:
+def check_outputs(
+    step: dict,
+    logits: np.ndarray,
+    k: int,
+    *,
+    cu: np.ndarray,
+    token_ids: np.ndarray,
+    gathered: np.ndarray,
+    ids: np.ndarray,
+    scores: np.ndarray,
+    ranks: np.ndarray,
+) -> list[str]:
     """What is wrong in one run of the gather and the logprob op on ``step``; [] when nothing is.
 
     ``logits`` [B * (K + 1), V] and ``gathered`` [N, V] are float32 values (``host_values`` of what the
@@ -141,8 +152,10 @@ def check_outputs(step: dict, logits: np.ndarray, k: int, *, cu: np.ndarray, tok
     tokens = step["accept_tokens"][slot, col]
     x = logits[step["cu_q"][slot] + col].astype(np.float64)  # exact: float32 -> float64
     expect(token_ids[:valid] == tokens, "gathered token ids")
-    expect(gathered[:valid].view(np.uint32) == logits[step["cu_q"][slot] + col].view(np.uint32),
-           "gathered logits rows (bits)")
+    expect(
+        gathered[:valid].view(np.uint32) == logits[step["cu_q"][slot] + col].view(np.uint32),
+        "gathered logits rows (bits)",
+    )
 
     m = x.max(axis=1, keepdims=True)
     lse = m[:, 0] + np.log(np.exp(x - m).sum(axis=1))
@@ -158,10 +171,14 @@ def check_outputs(step: dict, logits: np.ndarray, k: int, *, cu: np.ndarray, tok
     want_ranks = (x >= tok_x[:, None]).sum(axis=1)
     expect(ids[:valid] == want_ids, f"logprob ids (all {k + 1} columns)")
     expect(ranks[:valid] == want_ranks, "ranks")
-    expect(np.isclose(scores[:valid], want_scores, atol=SCORE_ATOL, rtol=SCORE_RTOL),
-           f"logprobs (atol {SCORE_ATOL:g}, rtol {SCORE_RTOL:g})")
-    expect((ids[valid:] == -1).all(axis=1) & (scores[valid:] == 0).all(axis=1) & (ranks[valid:] == 0),
-           "padding rows (ids -1, logprob 0, rank 0)")
+    expect(
+        np.isclose(scores[:valid], want_scores, atol=SCORE_ATOL, rtol=SCORE_RTOL),
+        f"logprobs (atol {SCORE_ATOL:g}, rtol {SCORE_RTOL:g})",
+    )
+    expect(
+        (ids[valid:] == -1).all(axis=1) & (scores[valid:] == 0).all(axis=1) & (ranks[valid:] == 0),
+        "padding rows (ids -1, logprob 0, rank 0)",
+    )
     return problems
 
 
@@ -183,8 +200,17 @@ def bench_case(paddle, torch, ops, timer, V: int, dtype: str, rng) -> dict:
     ranks = to_gpu(paddle, np.zeros(N, np.int64))
 
     def gather():
-        ops.speculate_get_accept_tokens_and_logits(token_ids, target, logits, cu, small["cu_q"], small["slt"],
-                                                   small["enc"], small["accept"], small["accept_tokens"])
+        ops.speculate_get_accept_tokens_and_logits(
+            token_ids,
+            target,
+            logits,
+            cu,
+            small["cu_q"],
+            small["slt"],
+            small["enc"],
+            small["accept"],
+            small["accept_tokens"],
+        )
 
     def logprobs():
         ops.speculate_logprobs_topk(target, token_ids, cu, ids, scores, ranks)
@@ -197,8 +223,12 @@ def bench_case(paddle, torch, ops, timer, V: int, dtype: str, rng) -> dict:
         dst_bytes.copy_(src_bytes)
 
     tdtype = torch.float32 if dtype == "float32" else torch.bfloat16
-    t_logits = torch.from_numpy(step["logits"]).cuda().to(tdtype)  # all N padded rows, as upstream; exact
-    t_tokens = torch.from_numpy(np.repeat(step["accept_tokens"][:, :1], DRAFTS + 1, 1).reshape(-1)).cuda()[:, None]
+    t_logits = (
+        torch.from_numpy(step["logits"]).cuda().to(tdtype)
+    )  # all N padded rows, as upstream; exact
+    t_tokens = torch.from_numpy(
+        np.repeat(step["accept_tokens"][:, :1], DRAFTS + 1, 1).reshape(-1)
+    ).cuda()[:, None]
 
     def torch_logprobs():
         lp = torch.log_softmax(t_logits, dim=-1)
@@ -219,23 +249,35 @@ def bench_case(paddle, torch, ops, timer, V: int, dtype: str, rng) -> dict:
     res["logprobs_speedup"] = res["torch_logprobs_us"] / res["logprobs_us"]
 
     timer.sync()
-    problems = check_outputs(step, host_values(logits.numpy()), TOP_K, cu=cu.numpy(),
-                             token_ids=token_ids.numpy(), gathered=host_values(target.numpy()),
-                             ids=ids.numpy(), scores=scores.numpy(), ranks=ranks.numpy())
+    problems = check_outputs(
+        step,
+        host_values(logits.numpy()),
+        TOP_K,
+        cu=cu.numpy(),
+        token_ids=token_ids.numpy(),
+        gathered=host_values(target.numpy()),
+        ids=ids.numpy(),
+        scores=scores.numpy(),
+        ranks=ranks.numpy(),
+    )
     res["check_ok"], res["check_failures"] = not problems, problems
     return res
 
 
 def print_table(results: list[dict]) -> None:
-    head = (f"{'V':>7} {'dtype':>8} {'rows':>5} | {'gather us':>9} {'GB/s':>6} {'memcpy us':>9} {'GB/s':>6} "
-            f"{'ratio':>5} | {'logprob us':>10} {'GB/s':>6} {'torch us':>9} {'speedup':>7} {'ok':>3}")
+    head = (
+        f"{'V':>7} {'dtype':>8} {'rows':>5} | {'gather us':>9} {'GB/s':>6} {'memcpy us':>9} {'GB/s':>6} "
+        f"{'ratio':>5} | {'logprob us':>10} {'GB/s':>6} {'torch us':>9} {'speedup':>7} {'ok':>3}"
+    )
     print(head)
     print("-" * len(head))
     for r in results:
-        print(f"{r['vocab']:>7} {r['dtype']:>8} {r['rows_valid']:>5} | {r['gather_us']:>9.1f} "
-              f"{r['gather_GBps']:>6.0f} {r['memcpy_us']:>9.1f} {r['memcpy_GBps']:>6.0f} "
-              f"{r['gather_vs_memcpy']:>5.2f} | {r['logprobs_us']:>10.1f} {r['logprobs_read_GBps']:>6.0f} "
-              f"{r['torch_logprobs_us']:>9.1f} {r['logprobs_speedup']:>6.1f}x {'yes' if r['check_ok'] else 'NO':>3}")
+        print(
+            f"{r['vocab']:>7} {r['dtype']:>8} {r['rows_valid']:>5} | {r['gather_us']:>9.1f} "
+            f"{r['gather_GBps']:>6.0f} {r['memcpy_us']:>9.1f} {r['memcpy_GBps']:>6.0f} "
+            f"{r['gather_vs_memcpy']:>5.2f} | {r['logprobs_us']:>10.1f} {r['logprobs_read_GBps']:>6.0f} "
+            f"{r['torch_logprobs_us']:>9.1f} {r['logprobs_speedup']:>6.1f}x {'yes' if r['check_ok'] else 'NO':>3}"
+        )
 
 
 def plot(results: list[dict], path: Path) -> None:
@@ -250,14 +292,29 @@ def plot(results: list[dict], path: Path) -> None:
     labels = [f"{r['vocab'] // 1000}k {r['dtype']}" for r in results]
     xs = np.arange(len(results))
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
-    a.bar(xs - 0.2, [r["gather_GBps"] for r in results], 0.4, label="speculate_get_accept_tokens_and_logits")
+    a.bar(
+        xs - 0.2,
+        [r["gather_GBps"] for r in results],
+        0.4,
+        label="speculate_get_accept_tokens_and_logits",
+    )
     a.bar(xs + 0.2, [r["memcpy_GBps"] for r in results], 0.4, label="cudaMemcpyAsync D2D")
     a.set_xticks(xs, labels)
     a.set_ylabel("GB/s (bytes copied)")
     a.set_title("(a) gather of the accepted rows")
     a.legend(fontsize=8)
-    b.bar(xs - 0.2, [r["logprobs_us"] for r in results], 0.4, label="speculate_logprobs_topk (valid rows)")
-    b.bar(xs + 0.2, [r["torch_logprobs_us"] for r in results], 0.4, label="torch log_softmax+topk (all rows)")
+    b.bar(
+        xs - 0.2,
+        [r["logprobs_us"] for r in results],
+        0.4,
+        label="speculate_logprobs_topk (valid rows)",
+    )
+    b.bar(
+        xs + 0.2,
+        [r["torch_logprobs_us"] for r in results],
+        0.4,
+        label="torch log_softmax+topk (all rows)",
+    )
     b.set_yscale("log")
     b.set_xticks(xs, labels)
     b.set_ylabel("µs (median)")
@@ -288,20 +345,56 @@ def dry_run(out: Path, batch: int = 7, vocab: int = 300) -> int:
         logits = cpu(step["logits"], dtype)
         token_ids, target = cpu(np.zeros(n, np.int64)), cpu(np.zeros((n, vocab), np.float32), dtype)
         cu = cpu(np.zeros(batch + 1, np.int32))
-        ids, scores = cpu(np.zeros((n, TOP_K + 1), np.int64)), cpu(np.zeros((n, TOP_K + 1), np.float32))
+        ids, scores = (
+            cpu(np.zeros((n, TOP_K + 1), np.int64)),
+            cpu(np.zeros((n, TOP_K + 1), np.float32)),
+        )
         ranks = cpu(np.zeros(n, np.int64))
         ops.speculate_get_accept_tokens_and_logits(
-            token_ids, target, logits, cu, cpu(step["cu_q"]), cpu(step["slt"]), cpu(step["enc"]),
-            cpu(step["accept"]), cpu(step["accept_tokens"]))
+            token_ids,
+            target,
+            logits,
+            cu,
+            cpu(step["cu_q"]),
+            cpu(step["slt"]),
+            cpu(step["enc"]),
+            cpu(step["accept"]),
+            cpu(step["accept_tokens"]),
+        )
         ops.speculate_logprobs_topk(target, token_ids, cu, ids, scores, ranks)
-        problems = check_outputs(step, host_values(logits.numpy()), TOP_K, cu=cu.numpy(),
-                                 token_ids=token_ids.numpy(), gathered=host_values(target.numpy()),
-                                 ids=ids.numpy(), scores=scores.numpy(), ranks=ranks.numpy())
-        rows.append(dict(vocab=vocab, dtype=dtype, rows_valid=int(step["accept"].sum()), rows_padded=n,
-                         check_ok=not problems, check_failures=problems))
-    path = bc.write_results(str(out), "bench_logprobs", dict(device="cpu (dry run)", batch=batch), rows)
-    bc.print_table(rows, [("vocab", "V", "{}"), ("dtype", "dtype", "{}"), ("rows_valid", "valid rows", "{}"),
-                          ("check_ok", "reference check", "{}")])
+        problems = check_outputs(
+            step,
+            host_values(logits.numpy()),
+            TOP_K,
+            cu=cu.numpy(),
+            token_ids=token_ids.numpy(),
+            gathered=host_values(target.numpy()),
+            ids=ids.numpy(),
+            scores=scores.numpy(),
+            ranks=ranks.numpy(),
+        )
+        rows.append(
+            dict(
+                vocab=vocab,
+                dtype=dtype,
+                rows_valid=int(step["accept"].sum()),
+                rows_padded=n,
+                check_ok=not problems,
+                check_failures=problems,
+            )
+        )
+    path = bc.write_results(
+        str(out), "bench_logprobs", dict(device="cpu (dry run)", batch=batch), rows
+    )
+    bc.print_table(
+        rows,
+        [
+            ("vocab", "V", "{}"),
+            ("dtype", "dtype", "{}"),
+            ("rows_valid", "valid rows", "{}"),
+            ("check_ok", "reference check", "{}"),
+        ],
+    )
     print(f"bench_logprobs: wrote {path}")
     return 0 if all(r["check_ok"] for r in rows) else 1
 
@@ -309,11 +402,16 @@ def dry_run(out: Path, batch: int = 7, vocab: int = 300) -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="one vocabulary, fewer iterations")
-    ap.add_argument("--out", type=Path, default=Path("results/bench_logprobs"), help="folder for JSON and PNG")
+    ap.add_argument(
+        "--out", type=Path, default=Path("results/bench_logprobs"), help="folder for JSON and PNG"
+    )
     ap.add_argument("--iters", type=int, default=None)
     ap.add_argument("--warmup", type=int, default=10)
-    ap.add_argument("--dry-run", action="store_true",
-                    help="no GPU: both ops on the CPU on a small step, checked against the reference")
+    ap.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="no GPU: both ops on the CPU on a small step, checked against the reference",
+    )
     args = ap.parse_args(argv)
     if args.dry_run:
         return dry_run(args.out)
@@ -324,16 +422,29 @@ def main(argv=None) -> int:
 
     timer = StreamTimer(torch, iters, args.warmup)
     rng = np.random.default_rng(0)
-    results = [bench_case(paddle, torch, ops, timer, V, dtype, rng) for V in vocabs for dtype in DTYPES]
+    results = [
+        bench_case(paddle, torch, ops, timer, V, dtype, rng) for V in vocabs for dtype in DTYPES
+    ]
     print_table(results)
     for r in results:
         for problem in r["check_failures"]:
             print(f"bench_logprobs: check failed (V {r['vocab']}, {r['dtype']}): {problem}")
     args.out.mkdir(parents=True, exist_ok=True)
-    meta = dict(device=torch.cuda.get_device_name(0), paddle=paddle.__version__, torch=torch.__version__,
-                python=platform.python_version(), batch=BATCH, drafts=DRAFTS, top_k=TOP_K, iters=iters,
-                warmup=args.warmup, method="per-iteration CUDA events on Paddle's stream, held by _sleep; median")
-    (args.out / "bench_logprobs.json").write_text(json.dumps(dict(meta=meta, results=results), indent=2))
+    meta = dict(
+        device=torch.cuda.get_device_name(0),
+        paddle=paddle.__version__,
+        torch=torch.__version__,
+        python=platform.python_version(),
+        batch=BATCH,
+        drafts=DRAFTS,
+        top_k=TOP_K,
+        iters=iters,
+        warmup=args.warmup,
+        method="per-iteration CUDA events on Paddle's stream, held by _sleep; median",
+    )
+    (args.out / "bench_logprobs.json").write_text(
+        json.dumps(dict(meta=meta, results=results), indent=2)
+    )
     print(f"bench_logprobs: wrote {args.out / 'bench_logprobs.json'}")
     plot(results, args.out / "bench_logprobs.png")
     return 0 if all(r["check_ok"] for r in results) else 1

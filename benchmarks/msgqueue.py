@@ -38,7 +38,6 @@ from pathlib import Path
 
 import numpy as np
 
-
 from tests import sysv  # noqa: E402
 from tests.sysv import MSGMAX, MSGMNB  # noqa: E402
 
@@ -106,18 +105,24 @@ def last_message_ok(tokens, scores, ranks, cfg) -> bool:
     from fastdeploy_spec.transport.parser import parse_logprob_output
 
     msg = parse_logprob_output(tokens, scores, ranks)
-    sent = [t.numpy() for t in _step_tensors(cfg["batch"], cfg["columns"], cfg["tokens_per_slot"], True)]
+    sent = [
+        t.numpy() for t in _step_tensors(cfg["batch"], cfg["columns"], cfg["tokens_per_slot"], True)
+    ]
     if msg is None or msg.batch != cfg["batch"]:
         return False
     tps = cfg["tokens_per_slot"]
     ids = np.concatenate([sent[0][:, None], sent[1][:, 1:]], axis=1)  # column 0: the sampled token
     for b, slot in enumerate(msg.slots):
         rows = slice(b * tps, (b + 1) * tps)
-        if (slot.count != tps
-                or not np.array_equal(np.asarray(slot.topk_token_ids, np.int64), ids[rows])
-                or not np.array_equal(np.asarray(slot.topk_logprobs, np.float32).view(np.int32),
-                                      sent[2][rows].view(np.int32))
-                or not np.array_equal(np.asarray(slot.ranks, np.int64), sent[3][rows])):
+        if (
+            slot.count != tps
+            or not np.array_equal(np.asarray(slot.topk_token_ids, np.int64), ids[rows])
+            or not np.array_equal(
+                np.asarray(slot.topk_logprobs, np.float32).view(np.int32),
+                sent[2][rows].view(np.int32),
+            )
+            or not np.array_equal(np.asarray(slot.ranks, np.int64), sent[3][rows])
+        ):
             return False
     return True
 
@@ -138,6 +143,7 @@ def receiver_worker(conn) -> None:
         kind, cfg = job
         os.environ["INFERENCE_MSG_QUEUE_ID"] = str(cfg["queue_id"])
         if kind == "ours":
+
             def get():
                 ops.speculate_get_output_topk(tokens, scores, ranks, 20, 0, True)
         else:
@@ -146,6 +152,7 @@ def receiver_worker(conn) -> None:
             def get(msqid=msqid):
                 if libc.msgrcv(msqid, raw, UPSTREAM_TEXT_BYTES, 0, 0) != UPSTREAM_TEXT_BYTES:
                     raise OSError(ctypes.get_errno(), "msgrcv of the upstream layout failed")
+
         conn.send("ready")
         for _ in range(cfg["warmup"]):
             get()
@@ -155,8 +162,13 @@ def receiver_worker(conn) -> None:
         elapsed = time.perf_counter() - start
         # The last message is the only one with not_need_stop false: all arrived, in order.
         complete = kind != "ours" or int(tokens.numpy()[0, 0]) == -1
-        conn.send(dict(seconds=elapsed, complete=complete,
-                       content_ok=kind != "ours" or last_message_ok(tokens, scores, ranks, cfg)))
+        conn.send(
+            dict(
+                seconds=elapsed,
+                complete=complete,
+                content_ok=kind != "ours" or last_message_ok(tokens, scores, ranks, cfg),
+            )
+        )
 
 
 class Workers:
@@ -186,7 +198,9 @@ class Workers:
         sent = self._recv(sender)
         got = self._recv(receiver)
         if not got["complete"]:
-            raise RuntimeError(f"{kind} {cfg}: the receiver did not end on the sender's last message")
+            raise RuntimeError(
+                f"{kind} {cfg}: the receiver did not end on the sender's last message"
+            )
         if not got["content_ok"]:
             raise RuntimeError(f"{kind} {cfg}: the last message received differs from the one sent")
         return dict(sent, rate=cfg["messages"] / got["seconds"])
@@ -212,8 +226,13 @@ def free_queue_id(exclude=()) -> int:
 def measure(workers: Workers, kind: str, cfg: dict, repeats: int) -> dict:
     runs = [workers.run(kind, cfg) for _ in range(repeats)]
     rate = statistics.median(r["rate"] for r in runs)
-    return dict(bytes=runs[0]["bytes"], fragments=runs[0]["fragments"], msgs_per_s=rate,
-                mb_per_s=rate * runs[0]["bytes"] / 1e6, runs=[r["rate"] for r in runs])
+    return dict(
+        bytes=runs[0]["bytes"],
+        fragments=runs[0]["fragments"],
+        msgs_per_s=rate,
+        mb_per_s=rate * runs[0]["bytes"] / 1e6,
+        runs=[r["rate"] for r in runs],
+    )
 
 
 def limits_writable() -> bool:
@@ -240,17 +259,25 @@ def plot(rows, path: Path) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer messages, one repeat")
-    ap.add_argument("--out", type=Path, default=Path("results"), help="directory of the JSON result")
-    ap.add_argument("--tokens-per-slot", type=int, default=3, help="accepted tokens per slot (1 .. 6)")
+    ap.add_argument(
+        "--out", type=Path, default=Path("results"), help="directory of the JSON result"
+    )
+    ap.add_argument(
+        "--tokens-per-slot", type=int, default=3, help="accepted tokens per slot (1 .. 6)"
+    )
     ap.add_argument("--messages", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=None)
-    ap.add_argument("--no-raise", action="store_true",
-                    help="never raise the system's message-queue limits (skips the upstream-raw baseline)")
+    ap.add_argument(
+        "--no-raise",
+        action="store_true",
+        help="never raise the system's message-queue limits (skips the upstream-raw baseline)",
+    )
     args = ap.parse_args(argv)
     if not 1 <= args.tokens_per_slot <= 6:
         ap.error("--tokens-per-slot must be in 1 .. 6")
     try:
         from fastdeploy_spec import transport
+
         transport.layout()
     except ImportError as e:
         print(f"bench_msgqueue: cannot load the op library: {e}", file=sys.stderr)
@@ -262,9 +289,12 @@ def main(argv=None) -> int:
     import paddle
 
     limits = dict(msgmax=int(MSGMAX.read_text()), msgmnb=int(MSGMNB.read_text()))
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Paddle {paddle.__version__}, "
-          f"kernel.msgmax {limits['msgmax']}, kernel.msgmnb {limits['msgmnb']}, "
-          f"{args.tokens_per_slot} tokens/slot, {messages} messages x {repeats} repeats", flush=True)
+    print(
+        f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Paddle {paddle.__version__}, "
+        f"kernel.msgmax {limits['msgmax']}, kernel.msgmnb {limits['msgmnb']}, "
+        f"{args.tokens_per_slot} tokens/slot, {messages} messages x {repeats} repeats",
+        flush=True,
+    )
     workers = Workers()
     rows = []
     qid = free_queue_id()
@@ -274,11 +304,24 @@ def main(argv=None) -> int:
             for topk in (0, 5, 20):
                 n = messages if batch < 512 else max(messages // 8, 50)
                 cfg = dict(base, batch=batch, columns=topk + 1, messages=n)
-                rows.append(dict(case="ours", batch=batch, topk=topk, **measure(workers, "ours", cfg, repeats)))
-                print(f"  ours B={batch} top-k={topk}: {rows[-1]['msgs_per_s']:.0f} msg/s", flush=True)
+                rows.append(
+                    dict(
+                        case="ours",
+                        batch=batch,
+                        topk=topk,
+                        **measure(workers, "ours", cfg, repeats),
+                    )
+                )
+                print(
+                    f"  ours B={batch} top-k={topk}: {rows[-1]['msgs_per_s']:.0f} msg/s", flush=True
+                )
         n = max(messages // 8, 50)
         cfg = dict(base, batch=512, columns=21, tokens_per_slot=6, messages=n)
-        rows.append(dict(case="fixed-size-ours", batch=512, topk=20, **measure(workers, "ours", cfg, repeats)))
+        rows.append(
+            dict(
+                case="fixed-size-ours", batch=512, topk=20, **measure(workers, "ours", cfg, repeats)
+            )
+        )
         fallback_baseline = rows[-1]
         if limits_writable() and not args.no_raise:
             # Queues created after the limits are raised get the larger capacity (msg_qbytes).
@@ -287,42 +330,86 @@ def main(argv=None) -> int:
                 MSGMAX.write_text(str(2 * UPSTREAM_TEXT_BYTES))
                 MSGMNB.write_text(str(8 * UPSTREAM_TEXT_BYTES))
                 cfg = dict(base, queue_id=raised_qid, messages=n)
-                rows.append(dict(case="upstream-raw", batch=512, topk=20, **measure(workers, "raw", cfg, repeats)))
+                rows.append(
+                    dict(
+                        case="upstream-raw",
+                        batch=512,
+                        topk=20,
+                        **measure(workers, "raw", cfg, repeats),
+                    )
+                )
                 transport.remove_queue(raised_qid)
                 # Ours under the same raised limits: one fragment per message.
                 for tokens_per_slot in (args.tokens_per_slot, 6):
-                    case = "ours-raised" if tokens_per_slot == args.tokens_per_slot else "fixed-size-raised"
-                    cfg = dict(base, queue_id=raised_qid, batch=512, columns=21, tokens_per_slot=tokens_per_slot,
-                               messages=n)
-                    rows.append(dict(case=case, batch=512, topk=20, **measure(workers, "ours", cfg, repeats)))
+                    case = (
+                        "ours-raised"
+                        if tokens_per_slot == args.tokens_per_slot
+                        else "fixed-size-raised"
+                    )
+                    cfg = dict(
+                        base,
+                        queue_id=raised_qid,
+                        batch=512,
+                        columns=21,
+                        tokens_per_slot=tokens_per_slot,
+                        messages=n,
+                    )
+                    rows.append(
+                        dict(
+                            case=case, batch=512, topk=20, **measure(workers, "ours", cfg, repeats)
+                        )
+                    )
             finally:
                 transport.remove_queue(raised_qid)
                 MSGMAX.write_text(str(limits["msgmax"]))
                 MSGMNB.write_text(str(limits["msgmnb"]))
         else:
-            print("# upstream-raw skipped: raising kernel.msgmax / kernel.msgmnb needs root "
-                  "(at these limits upstream's op cannot send its 530 KB message at all)")
+            print(
+                "# upstream-raw skipped: raising kernel.msgmax / kernel.msgmnb needs root "
+                "(at these limits upstream's op cannot send its 530 KB message at all)"
+            )
     finally:
         workers.close()
         transport.remove_queue(qid)
 
     ref = next((r for r in rows if r["case"] == "upstream-raw"), fallback_baseline)
-    print(f"\n{'case':<18} {'B':>4} {'top-k':>5} {'bytes/msg':>10} {'frags':>5} {'msg/s':>10} {'MB/s':>8} "
-          f"{'vs ' + ref['case']:>22}")
+    print(
+        f"\n{'case':<18} {'B':>4} {'top-k':>5} {'bytes/msg':>10} {'frags':>5} {'msg/s':>10} {'MB/s':>8} "
+        f"{'vs ' + ref['case']:>22}"
+    )
     for r in rows:
-        print(f"{r['case']:<18} {r['batch']:>4} {r['topk']:>5} {r['bytes']:>10} {r['fragments']:>5} "
-              f"{r['msgs_per_s']:>10.0f} {r['mb_per_s']:>8.1f} {r['msgs_per_s'] / ref['msgs_per_s']:>21.1f}x")
+        print(
+            f"{r['case']:<18} {r['batch']:>4} {r['topk']:>5} {r['bytes']:>10} {r['fragments']:>5} "
+            f"{r['msgs_per_s']:>10.0f} {r['mb_per_s']:>8.1f} {r['msgs_per_s'] / ref['msgs_per_s']:>21.1f}x"
+        )
     target = next(r for r in rows if r["case"] == "ours" and r["batch"] == 64 and r["topk"] == 0)
     ok = target["msgs_per_s"] >= 20000
-    print(f"\nrequirement B=64 top-k 0 >= 20,000 msg/s: {target['msgs_per_s']:.0f} -> {'met' if ok else 'NOT met'}")
+    print(
+        f"\nrequirement B=64 top-k 0 >= 20,000 msg/s: {target['msgs_per_s']:.0f} -> {'met' if ok else 'NOT met'}"
+    )
 
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out / "bench_msgqueue.json"
-    out.write_text(json.dumps(dict(
-        machine=dict(processor=platform.processor(), cpus=os.cpu_count(), paddle=paddle.__version__,
-                     python=platform.python_version(), **limits),
-        tokens_per_slot=args.tokens_per_slot, messages=messages, warmup=warmup, repeats=repeats,
-        baseline=ref["case"], rows=rows), indent=1))
+    out.write_text(
+        json.dumps(
+            dict(
+                machine=dict(
+                    processor=platform.processor(),
+                    cpus=os.cpu_count(),
+                    paddle=paddle.__version__,
+                    python=platform.python_version(),
+                    **limits,
+                ),
+                tokens_per_slot=args.tokens_per_slot,
+                messages=messages,
+                warmup=warmup,
+                repeats=repeats,
+                baseline=ref["case"],
+                rows=rows,
+            ),
+            indent=1,
+        )
+    )
     print(f"wrote {out}")
     plot(rows, args.out / "bench_msgqueue.png")
     return 0

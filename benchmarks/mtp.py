@@ -36,23 +36,20 @@ benchmarks/kernels/bench_mtp_kernels.cu.
 from __future__ import annotations
 
 import argparse
-import sys
 import zlib  # noqa: F401  (before paddle: Paddle 2.6 crashes in zlib otherwise)
 from pathlib import Path
 from typing import Dict
 
 import numpy as np
-
-
 import paddle  # noqa: E402
 
 from benchmarks import common as bc  # noqa: E402
 from benchmarks.gpu_timer import L2Flush, time_graph_us  # noqa: E402
+from examples.oracle import PreparedLogits  # noqa: E402
 from fastdeploy_spec.buffers import copy_from_host, make_share_inputs  # noqa: E402
 from fastdeploy_spec.config import SpeculativeConfig  # noqa: E402
 from fastdeploy_spec.ops import hybrid_mtp_ngram  # noqa: E402
 from fastdeploy_spec.proposers import MTPProposer  # noqa: E402
-from examples.oracle import PreparedLogits  # noqa: E402
 
 BATCHES = (1, 8, 64, 256)
 K = 5
@@ -75,8 +72,10 @@ class HostPathMTPProposer:
     def __init__(self, config: SpeculativeConfig, draft_model, S: int, D: int, place) -> None:
         self.config, self.draft_model = config, draft_model
         self.num_model_steps = min(config.num_model_steps, config.num_speculative_tokens)
-        self.extend_with_ngram = (config.mtp_strategy == "with_ngram"
-                                  and config.num_speculative_tokens > config.num_model_steps)
+        self.extend_with_ngram = (
+            config.mtp_strategy == "with_ngram"
+            and config.num_speculative_tokens > config.num_model_steps
+        )
         self.pre_ids = paddle.to_tensor(np.full((S, D), -1, np.int64), place=place)
         self.step_idx = paddle.to_tensor(np.zeros((S, 1), np.int64), place=place)
         self.place = place
@@ -89,7 +88,7 @@ class HostPathMTPProposer:
         for b in range(pre.shape[0]):
             s = int(step[b, 0]) - int(self._drafted[b])
             n = int(np.clip(num[b], 0, min(tokens.shape[1], D - 1 - s)))
-            pre[b, s + 1:s + 1 + n] = tokens[b, :n]
+            pre[b, s + 1 : s + 1 + n] = tokens[b, :n]
             step[b, 0] = s + n
         self._drafted[:] = 0
         copy_from_host(self.pre_ids, pre)
@@ -121,10 +120,21 @@ class HostPathMTPProposer:
         copy_from_host(s["seq_lens_this_time"], slt)
         if self.extend_with_ngram:
             cfg = self.config
-            hybrid_mtp_ngram(s["token_ids_all"], s["prompt_lens"], self.pre_ids, self.step_idx,
-                             s["actual_draft_token_num"], s["draft_tokens"], s["seq_lens_this_time"],
-                             s["seq_lens_decoder"], s["max_dec_len"], cfg.max_ngram_size,
-                             cfg.min_ngram_size, cfg.num_speculative_tokens, threshold=cfg.hybrid_threshold)
+            hybrid_mtp_ngram(
+                s["token_ids_all"],
+                s["prompt_lens"],
+                self.pre_ids,
+                self.step_idx,
+                s["actual_draft_token_num"],
+                s["draft_tokens"],
+                s["seq_lens_this_time"],
+                s["seq_lens_decoder"],
+                s["max_dec_len"],
+                cfg.max_ngram_size,
+                cfg.min_ngram_size,
+                cfg.num_speculative_tokens,
+                threshold=cfg.hybrid_threshold,
+            )
 
 
 def make_case(B: int, V: int, steps: int, seed: int = 0) -> Dict[str, np.ndarray]:
@@ -135,32 +145,53 @@ def make_case(B: int, V: int, steps: int, seed: int = 0) -> Dict[str, np.ndarray
     gen = rng.integers(0, V, (B, GENERATED))
     # The newest 3 generated tokens and what follows them occur 90% into the prompt: a late hit.
     at = int(0.9 * PROMPT)
-    prompt[:, at:at + 3] = gen[:, -3:]
-    ids[:, :PROMPT], ids[:, PROMPT:PROMPT + GENERATED] = prompt, gen
+    prompt[:, at : at + 3] = gen[:, -3:]
+    ids[:, :PROMPT], ids[:, PROMPT : PROMPT + GENERATED] = prompt, gen
     pre = np.full((B, W), -1, np.int64)
-    pre[:, 1:GENERATED + 1] = gen
+    pre[:, 1 : GENERATED + 1] = gen
     logits = [rng.standard_normal((B, V)).astype(np.float32) for _ in range(steps)]
-    return dict(token_ids_all=ids, prompt_lens=np.full((B, 1), PROMPT, np.int64),
-                step_idx=np.full((B, 1), GENERATED, np.int64),
-                max_dec_len=np.full((B, 1), W - PROMPT, np.int64),
-                seq_lens_this_time=np.ones(B, np.int32), seq_lens_encoder=np.zeros(B, np.int32),
-                seq_lens_decoder=np.full(B, PROMPT + GENERATED, np.int32),
-                stop_flags=np.zeros((B, 1), bool), accept_num=np.zeros(B, np.int32),
-                pre_ids=pre, draft_step_idx=np.full((B, 1), GENERATED, np.int64), logits=logits)
+    return dict(
+        token_ids_all=ids,
+        prompt_lens=np.full((B, 1), PROMPT, np.int64),
+        step_idx=np.full((B, 1), GENERATED, np.int64),
+        max_dec_len=np.full((B, 1), W - PROMPT, np.int64),
+        seq_lens_this_time=np.ones(B, np.int32),
+        seq_lens_encoder=np.zeros(B, np.int32),
+        seq_lens_decoder=np.full(B, PROMPT + GENERATED, np.int32),
+        stop_flags=np.zeros((B, 1), bool),
+        accept_num=np.zeros(B, np.int32),
+        pre_ids=pre,
+        draft_step_idx=np.full((B, 1), GENERATED, np.int64),
+        logits=logits,
+    )
 
 
-def setup(proposer_cls, B: int, V: int, steps: int, ngram: bool, case: dict, defer_accept: bool = True):
-    cfg = SpeculativeConfig(method="mtp", num_speculative_tokens=K, num_model_steps=steps,
-                            mtp_strategy="with_ngram" if ngram else "default", max_ngram_size=3,
-                            min_ngram_size=1, hybrid_threshold=THRESHOLD)
+def setup(
+    proposer_cls, B: int, V: int, steps: int, ngram: bool, case: dict, defer_accept: bool = True
+):
+    cfg = SpeculativeConfig(
+        method="mtp",
+        num_speculative_tokens=K,
+        num_model_steps=steps,
+        mtp_strategy="with_ngram" if ngram else "default",
+        max_ngram_size=3,
+        min_ngram_size=1,
+        hybrid_threshold=THRESHOLD,
+    )
     bufs = make_share_inputs(B, W, cfg, bc.place_name())
     for name, buf in bufs.items():
         if name in case:
             copy_from_host(buf, case[name])
     model = PreparedLogits([bc.to_gpu(x) for x in case["logits"]])
     if proposer_cls is MTPProposer:
-        proposer = MTPProposer(cfg, model, max_num_seqs=B, max_model_len=W, place=bc.place_name(),
-                               defer_accept=defer_accept)
+        proposer = MTPProposer(
+            cfg,
+            model,
+            max_num_seqs=B,
+            max_model_len=W,
+            place=bc.place_name(),
+            defer_accept=defer_accept,
+        )
     else:
         proposer = HostPathMTPProposer(cfg, model, B, W, bc.gpu_place())
     copy_from_host(proposer.pre_ids, case["pre_ids"])
@@ -179,7 +210,9 @@ def results_of(bufs, proposer) -> Dict[str, np.ndarray]:
     return out
 
 
-def bench_case(B: int, V: int, steps: int, ngram: bool, quick: bool, defer_accept: bool = True) -> dict:
+def bench_case(
+    B: int, V: int, steps: int, ngram: bool, quick: bool, defer_accept: bool = True
+) -> dict:
     case = make_case(B, V, steps)
     timing = dict(calls=10 if quick else 20, reps=5 if quick else 10, rounds=7 if quick else 15)
 
@@ -208,28 +241,49 @@ def bench_case(B: int, V: int, steps: int, ngram: bool, quick: bool, defer_accep
 
     host_us = bc.wall_time_us(host_path, iters=5 if quick else 20, rounds=3)
     gpu_us = warm["median_us"]
-    return {"B": B, "model_steps": steps, "ngram": ngram, "V": V, "gpu_us": gpu_us,
-            "gpu_cold_us": cold["median_us"], "capture": warm["method"],
-            "host_path_us": host_us, "speedup": host_us / gpu_us, "identical": same,
-            "drafts_per_step": drafts, "logits_GBps": B * V * 4 * steps / (gpu_us * 1e3)}
+    return {
+        "B": B,
+        "model_steps": steps,
+        "ngram": ngram,
+        "V": V,
+        "gpu_us": gpu_us,
+        "gpu_cold_us": cold["median_us"],
+        "capture": warm["method"],
+        "host_path_us": host_us,
+        "speedup": host_us / gpu_us,
+        "identical": same,
+        "drafts_per_step": drafts,
+        "logits_GBps": B * V * 4 * steps / (gpu_us * 1e3),
+    }
 
 
 def plot(rows, path: Path) -> None:
-    groups = {f"{s} step{'s' if s > 1 else ''}{' + n-gram' if g else ''}":
-              [r for r in rows if r["model_steps"] == s and r["ngram"] == g]
-              for s in MODEL_STEPS for g in (False, True)}
-    bc.plot_by_batch(path, groups, [("gpu_us", "o-", "ops"), ("host_path_us", "x--", "host path")],
-                     f"MTP proposer without the draft forward, K = {K}, V = {rows[0]['V']}",
-                     ylabel="µs per proposer step", target=15)
-
+    groups = {
+        f"{s} step{'s' if s > 1 else ''}{' + n-gram' if g else ''}": [
+            r for r in rows if r["model_steps"] == s and r["ngram"] == g
+        ]
+        for s in MODEL_STEPS
+        for g in (False, True)
+    }
+    bc.plot_by_batch(
+        path,
+        groups,
+        [("gpu_us", "o-", "ops"), ("host_path_us", "x--", "host path")],
+        f"MTP proposer without the draft forward, K = {K}, V = {rows[0]['V']}",
+        ylabel="µs per proposer step",
+        target=15,
+    )
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
     ap.add_argument("--vocab", type=int, default=32000, help="V of the draft logits (float32)")
-    ap.add_argument("--accept-at-once", action="store_true",
-                    help="MTPProposer(defer_accept=False): accept as its own op after verification")
+    ap.add_argument(
+        "--accept-at-once",
+        action="store_true",
+        help="MTPProposer(defer_accept=False): accept as its own op after verification",
+    )
     ap.add_argument("--out", default="results/bench_mtp")
     args = ap.parse_args(argv)
     bc.require_gpu("bench_mtp.py")
@@ -240,31 +294,54 @@ def main(argv=None) -> None:
             for ngram in (False, True):
                 r = bench_case(B, args.vocab, steps, ngram, args.quick, not args.accept_at_once)
                 rows.append(r)
-                print(f"B={B:4d} steps={steps} ngram={ngram!s:5}: ops {r['gpu_us']:7.2f} us (cold "
-                      f"{r['gpu_cold_us']:7.2f})  host path {r['host_path_us']:9.1f} us  "
-                      f"x{r['speedup']:6.0f}  identical={r['identical']}", flush=True)
-    meta = {"device": bc.device_name(), "paddle": paddle.__version__, "K": K, "W": W, "prompt": PROMPT,
-            "generated": GENERATED, "vocab": args.vocab, "logits_dtype": "float32",
-            "defer_accept": not args.accept_at_once,
-            "step": "MTPProposer.run (accept + preprocess, or preprocess alone with --accept-at-once; "
-                    "model_steps x (prepared logits + update); hybrid_mtp_ngram if ngram) + "
-                    "MTPProposer.accept (accept_num 0; draft_model_accept with --accept-at-once)",
-            "gpu_time": "CUDA events around graph replays of 20 steps, median per step (warm L2); "
-                        "cold: gpu_timer.L2Flush (a copy larger than L2) before each step, minus the copy alone",
-            "host_path": "the pre-issue-17 proposer (NumPy bookkeeping), wall time with the device drained"}
+                print(
+                    f"B={B:4d} steps={steps} ngram={ngram!s:5}: ops {r['gpu_us']:7.2f} us (cold "
+                    f"{r['gpu_cold_us']:7.2f})  host path {r['host_path_us']:9.1f} us  "
+                    f"x{r['speedup']:6.0f}  identical={r['identical']}",
+                    flush=True,
+                )
+    meta = {
+        "device": bc.device_name(),
+        "paddle": paddle.__version__,
+        "K": K,
+        "W": W,
+        "prompt": PROMPT,
+        "generated": GENERATED,
+        "vocab": args.vocab,
+        "logits_dtype": "float32",
+        "defer_accept": not args.accept_at_once,
+        "step": "MTPProposer.run (accept + preprocess, or preprocess alone with --accept-at-once; "
+        "model_steps x (prepared logits + update); hybrid_mtp_ngram if ngram) + "
+        "MTPProposer.accept (accept_num 0; draft_model_accept with --accept-at-once)",
+        "gpu_time": "CUDA events around graph replays of 20 steps, median per step (warm L2); "
+        "cold: gpu_timer.L2Flush (a copy larger than L2) before each step, minus the copy alone",
+        "host_path": "the pre-issue-17 proposer (NumPy bookkeeping), wall time with the device drained",
+    }
     path = bc.write_results(args.out, "bench_mtp", meta, rows)
     plot(rows, Path(args.out) / "bench_mtp.png")
     print(f"\n{meta['device']}, Paddle {meta['paddle']}; results in {path}\n")
-    bc.print_table(rows, [("B", "B", "{}"), ("model_steps", "model steps", "{}"), ("ngram", "n-gram", "{}"),
-                          ("gpu_us", "ops µs (warm)", "{:.2f}"), ("gpu_cold_us", "ops µs (cold)", "{:.2f}"),
-                          ("host_path_us", "host path µs", "{:.0f}"), ("speedup", "speed-up", "{:.0f}x"),
-                          ("logits_GBps", "logits GB/s", "{:.0f}"), ("identical", "identical", "{}")])
+    bc.print_table(
+        rows,
+        [
+            ("B", "B", "{}"),
+            ("model_steps", "model steps", "{}"),
+            ("ngram", "n-gram", "{}"),
+            ("gpu_us", "ops µs (warm)", "{:.2f}"),
+            ("gpu_cold_us", "ops µs (cold)", "{:.2f}"),
+            ("host_path_us", "host path µs", "{:.0f}"),
+            ("speedup", "speed-up", "{:.0f}x"),
+            ("logits_GBps", "logits GB/s", "{:.0f}"),
+            ("identical", "identical", "{}"),
+        ],
+    )
     target = next((r for r in rows if r["B"] == 64 and r["model_steps"] == 2 and r["ngram"]), None)
     if target is None:
         return 0 if all(r["identical"] for r in rows) else 1
-    print(f"\ntarget B=64, K=5, 2 model steps, n-gram: {target['gpu_us']:.2f} µs per step "
-          f"(target <= 15 µs: {'met' if target['gpu_us'] <= 15 else 'NOT met'}); host path "
-          f"{target['host_path_us']:.0f} µs in the same run")
+    print(
+        f"\ntarget B=64, K=5, 2 model steps, n-gram: {target['gpu_us']:.2f} µs per step "
+        f"(target <= 15 µs: {'met' if target['gpu_us'] <= 15 else 'NOT met'}); host path "
+        f"{target['host_path_us']:.0f} µs in the same run"
+    )
     return 0 if all(r["identical"] for r in rows) else 1
 
 

@@ -20,12 +20,9 @@ a 50k vocabulary with the planted pattern made of ids outside it.
 
 from __future__ import annotations
 
-import sys
 import zlib  # noqa: F401  (before paddle: Paddle 2.6 crashes in zlib otherwise)
-from pathlib import Path
 
 import numpy as np
-
 
 from benchmarks import common as bc  # noqa: E402
 from fastdeploy_spec.ops import ngram_match  # noqa: E402
@@ -35,9 +32,9 @@ def make_case(B: int, W: int, hit: str, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
     P, s = (3 * W) // 4, W // 8
     ids = bc.random_rows(rng, B, W)
-    ids[:, P + s:] = -1
+    ids[:, P + s :] = -1
     for b in range(B):
-        ids[b, P + s - bc.MAX_NGRAM:P + s] = bc.planted_ngram(b)
+        ids[b, P + s - bc.MAX_NGRAM : P + s] = bc.planted_ngram(b)
     bc.plant_in_prompt(ids, P, hit)
     return {
         "token_ids_all": ids,
@@ -53,13 +50,27 @@ def make_case(B: int, W: int, hit: str, seed: int = 0) -> dict:
 
 
 SPEC = bc.NgramBench(
-    script="bench_ngram.py", op=ngram_match, make_case=make_case,
-    args=("token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
-          "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len"),
-    attrs=(bc.MAX_NGRAM, bc.K), meta={"op": "ngram_match", "generated": "W/8"},
+    script="bench_ngram.py",
+    op=ngram_match,
+    make_case=make_case,
+    args=(
+        "token_ids_all",
+        "prompt_lens",
+        "step_idx",
+        "draft_token_num",
+        "draft_tokens",
+        "seq_lens_this_time",
+        "seq_lens_encoder",
+        "seq_lens_decoder",
+        "max_dec_len",
+    ),
+    attrs=(bc.MAX_NGRAM, bc.K),
+    meta={"op": "ngram_match", "generated": "W/8"},
     extra=lambda out: {"drafted_tokens": int(np.sum(out["seq_lens_this_time"] - 1))},
     extra_columns=[("drafted_tokens", "drafted", "{}")],
-    plot_title="ngram_match, late hits", plot_xlabel="W (tokens per row; prompt 3/4 of W)")
+    plot_title="ngram_match, late hits",
+    plot_xlabel="W (tokens per row; prompt 3/4 of W)",
+)
 
 
 def main(argv=None) -> list:

@@ -27,13 +27,10 @@ search. The budget here never binds, so the op runs as one kernel (docs/contract
 from __future__ import annotations
 
 import argparse
-import sys
 import zlib  # noqa: F401  (before paddle: Paddle 2.6 crashes in zlib otherwise)
 from pathlib import Path
 
 import numpy as np
-
-
 import paddle  # noqa: E402
 
 from benchmarks import common as bc  # noqa: E402
@@ -45,9 +42,20 @@ VOCAB = 32_000
 BATCHES = (1, 8, 64, 256)
 HISTORIES = (1 << 10, 1 << 13, 1 << 15)
 DRY_RUN_SIZES = {"BATCHES": (1, 4), "HISTORIES": (1 << 10,)}  # --dry-run (benchmarks/common.py)
-ARGS = ("token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
-        "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len",
-        "suffix_tokens", "suffix_probs", "suffix_meta")
+ARGS = (
+    "token_ids_all",
+    "prompt_lens",
+    "step_idx",
+    "draft_token_num",
+    "draft_tokens",
+    "seq_lens_this_time",
+    "seq_lens_encoder",
+    "seq_lens_decoder",
+    "max_dec_len",
+    "suffix_tokens",
+    "suffix_probs",
+    "suffix_meta",
+)
 OUTS = ("draft_tokens", "seq_lens_this_time", "suffix_tokens", "suffix_probs", "suffix_meta")
 THRESHOLD = 1 << 40
 
@@ -59,7 +67,7 @@ def make_case(B: int, N: int, seed: int = 0) -> dict:
     for b in range(B):
         h = (rng.zipf(1.2, N) - 1) % VOCAB
         src = int(rng.integers(0, N - 512))
-        h[-256:] = h[src:src + 256]
+        h[-256:] = h[src : src + 256]
         ids[b, :N] = h
     P = (3 * N) // 4
     return {
@@ -118,9 +126,16 @@ def bench_case(B: int, N: int, quick: bool, flush: L2Flush) -> dict:
     iters = 1 if B * N > (1 << 22) else 5
     cpu_us = bc.wall_time_us(cpu_path, iters=iters, rounds=1 if quick else 3)
     return {
-        "B": B, "N": N, "gpu_warm_us": warm["median_us"], "gpu_cold_us": cold_us,
-        "flush_us": cold["overhead_us"], "capture": warm["method"], "host_us": host_us,
-        "cpu_path_us": cpu_us, "speedup": cpu_us / warm["median_us"], "bit_identical": same,
+        "B": B,
+        "N": N,
+        "gpu_warm_us": warm["median_us"],
+        "gpu_cold_us": cold_us,
+        "flush_us": cold["overhead_us"],
+        "capture": warm["method"],
+        "host_us": host_us,
+        "cpu_path_us": cpu_us,
+        "speedup": cpu_us / warm["median_us"],
+        "bit_identical": same,
         "slots_drafting": drafted,
         "history_GBps": B * N * 8 / (warm["median_us"] * 1e3),
     }
@@ -128,10 +143,17 @@ def bench_case(B: int, N: int, quick: bool, flush: L2Flush) -> dict:
 
 def plot(rows, out: Path) -> None:
     groups = {f"N={N}": [r for r in rows if r["N"] == N] for N in sorted({r["N"] for r in rows})}
-    bc.plot_by_batch(out, groups, [("gpu_warm_us", "o-", "GPU warm"), ("gpu_cold_us", "s:", "GPU cold"),
-                                   ("cpu_path_us", "x--", "host path")],
-                     "suffix_match per decode step (K = 5, max_tree_depth 64)", target=20)
-
+    bc.plot_by_batch(
+        out,
+        groups,
+        [
+            ("gpu_warm_us", "o-", "GPU warm"),
+            ("gpu_cold_us", "s:", "GPU cold"),
+            ("cpu_path_us", "x--", "host path"),
+        ],
+        "suffix_match per decode step (K = 5, max_tree_depth 64)",
+        target=20,
+    )
 
 
 def main(argv=None) -> None:
@@ -147,22 +169,41 @@ def main(argv=None) -> None:
         for B in BATCHES:
             r = bench_case(B, N, args.quick, flush)
             rows.append(r)
-            print(f"B={B:4d} N={N:6d}: GPU warm {r['gpu_warm_us']:8.2f} us  cold {r['gpu_cold_us']:8.2f} us"
-                  f"  host {r['host_us']:7.1f} us  host path {r['cpu_path_us']:11.1f} us"
-                  f"  identical={r['bit_identical']}  drafting={r['slots_drafting']:.2f}", flush=True)
-    meta = {"device": bc.device_name(), "paddle": paddle.__version__, "K": K, "max_tree_depth": 64,
-            "vocab": VOCAB, "history": "Zipf(1.2) tokens, last 256 repeat an earlier stretch",
-            "threshold": "non-binding (2^40)", "gpu_time": "CUDA events around graph replays",
-            "cold_l2": f"{flush.bytes >> 20} MiB device copy (benchmarks.gpu_timer.L2Flush) "
-                       "before each call, its own time subtracted",
-            "host_path": "D2H copies of the inputs + CPU op + H2D copies of the outputs"}
+            print(
+                f"B={B:4d} N={N:6d}: GPU warm {r['gpu_warm_us']:8.2f} us  cold {r['gpu_cold_us']:8.2f} us"
+                f"  host {r['host_us']:7.1f} us  host path {r['cpu_path_us']:11.1f} us"
+                f"  identical={r['bit_identical']}  drafting={r['slots_drafting']:.2f}",
+                flush=True,
+            )
+    meta = {
+        "device": bc.device_name(),
+        "paddle": paddle.__version__,
+        "K": K,
+        "max_tree_depth": 64,
+        "vocab": VOCAB,
+        "history": "Zipf(1.2) tokens, last 256 repeat an earlier stretch",
+        "threshold": "non-binding (2^40)",
+        "gpu_time": "CUDA events around graph replays",
+        "cold_l2": f"{flush.bytes >> 20} MiB device copy (benchmarks.gpu_timer.L2Flush) "
+        "before each call, its own time subtracted",
+        "host_path": "D2H copies of the inputs + CPU op + H2D copies of the outputs",
+    }
     path = bc.write_results(args.out, "bench_suffix", meta, rows)
     plot(rows, Path(args.out) / "bench_suffix.png")
     print(f"\n{meta['device']}, Paddle {meta['paddle']}; results in {path}\n")
-    bc.print_table(rows, [("B", "B", "{}"), ("N", "history", "{}"),
-                          ("gpu_warm_us", "GPU warm us", "{:.2f}"), ("gpu_cold_us", "GPU cold us", "{:.2f}"),
-                          ("host_us", "host us/call", "{:.1f}"), ("cpu_path_us", "host path us", "{:.0f}"),
-                          ("speedup", "speed-up", "{:.0f}x"), ("bit_identical", "identical", "{}")])
+    bc.print_table(
+        rows,
+        [
+            ("B", "B", "{}"),
+            ("N", "history", "{}"),
+            ("gpu_warm_us", "GPU warm us", "{:.2f}"),
+            ("gpu_cold_us", "GPU cold us", "{:.2f}"),
+            ("host_us", "host us/call", "{:.1f}"),
+            ("cpu_path_us", "host path us", "{:.0f}"),
+            ("speedup", "speed-up", "{:.0f}x"),
+            ("bit_identical", "identical", "{}"),
+        ],
+    )
     return 0 if all(r["bit_identical"] for r in rows) else 1
 
 

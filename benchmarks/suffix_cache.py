@@ -40,31 +40,51 @@ import zlib  # noqa: F401  (before paddle: Paddle 2.6 crashes in zlib otherwise)
 from pathlib import Path
 
 import numpy as np
-
-
 import paddle  # noqa: E402
 
 from benchmarks import common as bc  # noqa: E402
 from benchmarks.gpu_timer import L2Flush, time_graph_us  # noqa: E402
 from fastdeploy_spec.ops import suffix_match  # noqa: E402
-from fastdeploy_spec.ops.suffix_cache import (PART_NAMES, SuffixCache, suffix_cache_insert,  # noqa: E402
-                                              suffix_cache_query, suffix_cache_step)
+from fastdeploy_spec.ops.suffix_cache import (  # noqa: E402
+    PART_NAMES,
+    SuffixCache,
+    suffix_cache_insert,
+    suffix_cache_query,
+    suffix_cache_step,
+)
 
 K = 5
 VOCAB = 32_000
-WIDTH = 512            # cached tokens per response (row width)
+WIDTH = 512  # cached tokens per response (row width)
 MEAN_LEN = 300
 BATCHES = (8, 64, 256)
 CACHED = (1_000, 10_000, 100_000)
-HISTORY = 2048         # the querying slots' history length
+HISTORY = 2048  # the querying slots' history length
 DRY_RUN_SIZES = {"BATCHES": (2, 4), "CACHED": (50,)}  # --dry-run (benchmarks/common.py)
 THRESHOLD = 1 << 40
-KEY_LEN = [1]          # --key-len
-MATCH_ARGS = ("token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
-              "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len",
-              "suffix_tokens", "suffix_probs", "suffix_meta")
-OUTS = ("draft_tokens", "seq_lens_this_time", "suffix_tokens", "suffix_probs", "suffix_meta",
-        "suffix_source")
+KEY_LEN = [1]  # --key-len
+MATCH_ARGS = (
+    "token_ids_all",
+    "prompt_lens",
+    "step_idx",
+    "draft_token_num",
+    "draft_tokens",
+    "seq_lens_this_time",
+    "seq_lens_encoder",
+    "seq_lens_decoder",
+    "max_dec_len",
+    "suffix_tokens",
+    "suffix_probs",
+    "suffix_meta",
+)
+OUTS = (
+    "draft_tokens",
+    "seq_lens_this_time",
+    "suffix_tokens",
+    "suffix_probs",
+    "suffix_meta",
+    "suffix_source",
+)
 
 
 def phrase_pool(rng: np.random.Generator, n: int = 4000) -> list:
@@ -88,7 +108,7 @@ class Texts:
                 p = self.pool[int(rng.integers(0, len(self.pool)))]
             else:
                 at = int(rng.integers(0, len(self.fresh) - 64))
-                p = self.fresh[at:at + int(rng.integers(8, 64))]
+                p = self.fresh[at : at + int(rng.integers(8, 64))]
             parts.append(p)
             got += len(p)
         return np.concatenate(parts)[:n].astype(np.int64)
@@ -97,7 +117,9 @@ class Texts:
 def fill_cache(n: int, slots: int, texts: Texts, chunk: int = 2048) -> tuple:
     """A host cache of n responses (rows = n), filled with the CPU insert op; returns it with the
     responses."""
-    cache = SuffixCache.allocate(n, WIDTH, max(slots, chunk), key_len=KEY_LEN[0], place=paddle.CPUPlace())
+    cache = SuffixCache.allocate(
+        n, WIDTH, max(slots, chunk), key_len=KEY_LEN[0], place=paddle.CPUPlace()
+    )
     responses = []
     for start in range(0, n, chunk):
         B = min(chunk, n - start)
@@ -105,14 +127,26 @@ def fill_cache(n: int, slots: int, texts: Texts, chunk: int = 2048) -> tuple:
         responses += resp
         ids = np.full((B, WIDTH + 1), -1, np.int64)
         for b, r in enumerate(resp):
-            ids[b, 1:1 + len(r)] = r
+            ids[b, 1 : 1 + len(r)] = r
         ids[:, 0] = 1
         t = lambda a: paddle.to_tensor(a, place=paddle.CPUPlace())  # noqa: E731
         lens = np.array([len(r) for r in resp], np.int64)
-        suffix_cache_insert(t(ids), t(np.ones((B, 1), np.int64)), t(lens.reshape(B, 1)),
-                            t(np.zeros(B, np.int32)), t((lens + 1).astype(np.int32)), cache)
-        suffix_cache_insert(t(ids), t(np.ones((B, 1), np.int64)), t(lens.reshape(B, 1)),
-                            t(np.zeros(B, np.int32)), t(np.zeros(B, np.int32)), cache)  # finished
+        suffix_cache_insert(
+            t(ids),
+            t(np.ones((B, 1), np.int64)),
+            t(lens.reshape(B, 1)),
+            t(np.zeros(B, np.int32)),
+            t((lens + 1).astype(np.int32)),
+            cache,
+        )
+        suffix_cache_insert(
+            t(ids),
+            t(np.ones((B, 1), np.int64)),
+            t(lens.reshape(B, 1)),
+            t(np.zeros(B, np.int32)),
+            t(np.zeros(B, np.int32)),
+            cache,
+        )  # finished
     return cache, responses
 
 
@@ -128,14 +162,19 @@ def query_inputs(B: int, rng, responses) -> dict:
         gen = np.concatenate([src[:take], (rng.zipf(1.2, 200 - take) - 1) % VOCAB])
         ids[b, P:HISTORY] = gen
     return {
-        "token_ids_all": ids, "prompt_lens": np.full((B, 1), P, np.int64),
+        "token_ids_all": ids,
+        "prompt_lens": np.full((B, 1), P, np.int64),
         "step_idx": np.full((B, 1), HISTORY - P, np.int64),
-        "draft_token_num": np.full(B, K, np.int32), "draft_tokens": np.zeros((B, K + 1), np.int64),
-        "seq_lens_this_time": np.ones(B, np.int32), "seq_lens_encoder": np.zeros(B, np.int32),
+        "draft_token_num": np.full(B, K, np.int32),
+        "draft_tokens": np.zeros((B, K + 1), np.int64),
+        "seq_lens_this_time": np.ones(B, np.int32),
+        "seq_lens_encoder": np.zeros(B, np.int32),
         "seq_lens_decoder": np.full(B, HISTORY, np.int32),
         "max_dec_len": np.full((B, 1), 1 << 40, np.int64),
-        "suffix_tokens": np.zeros((B, K), np.int64), "suffix_probs": np.zeros((B, K), np.float32),
-        "suffix_meta": np.zeros((B, 2), np.int32), "suffix_source": np.zeros(B, np.int32),
+        "suffix_tokens": np.zeros((B, K), np.int64),
+        "suffix_probs": np.zeros((B, K), np.float32),
+        "suffix_meta": np.zeros((B, 2), np.int32),
+        "suffix_source": np.zeros(B, np.int32),
     }
 
 
@@ -161,8 +200,14 @@ def step(t: dict, cache: SuffixCache) -> None:
 
 
 def two_calls(t: dict, cache: SuffixCache) -> None:
-    suffix_cache_insert(t["token_ids_all"], t["prompt_lens"], t["step_idx"], t["seq_lens_encoder"],
-                        t["seq_lens_decoder"], cache)
+    suffix_cache_insert(
+        t["token_ids_all"],
+        t["prompt_lens"],
+        t["step_idx"],
+        t["seq_lens_encoder"],
+        t["seq_lens_decoder"],
+        cache,
+    )
     suffix_cache_query(*(t[k] for k in MATCH_ARGS), t["suffix_source"], cache, threshold=THRESHOLD)
 
 
@@ -177,23 +222,35 @@ def bench_case(B: int, host_cache: SuffixCache, responses, quick: bool, flush, c
     warm = time_graph_us(lambda: step(gpu, cache), **timing)
     cold = time_graph_us(lambda: step(gpu, cache), cold_l2=flush, **timing)
     two = time_graph_us(lambda: two_calls(gpu, cache), **timing)
-    local = time_graph_us(lambda: suffix_match(*(gpu[k] for k in MATCH_ARGS), threshold=THRESHOLD),
-                          **timing)
+    local = time_graph_us(
+        lambda: suffix_match(*(gpu[k] for k in MATCH_ARGS), threshold=THRESHOLD), **timing
+    )
     cached_tokens = int(host_cache.read("rows")[:, 1].sum())
-    row = {"B": B, "cached_responses": len(responses), "cached_tokens": cached_tokens,
-           "gpu_warm_us": warm["median_us"], "gpu_cold_us": cold["median_us"],
-           "two_calls_warm_us": two["median_us"],
-           "local_only_us": local["median_us"], "capture": warm["method"],
-           "cache_bytes": cache.nbytes, "bytes_per_cached_token": cache.nbytes / cached_tokens,
-           "bytes_per_position": cache.bytes_per_position, "identical": None,
-           "global_wins": int((gpu["suffix_source"].numpy() == 1).sum())}
+    row = {
+        "B": B,
+        "cached_responses": len(responses),
+        "cached_tokens": cached_tokens,
+        "gpu_warm_us": warm["median_us"],
+        "gpu_cold_us": cold["median_us"],
+        "two_calls_warm_us": two["median_us"],
+        "local_only_us": local["median_us"],
+        "capture": warm["method"],
+        "cache_bytes": cache.nbytes,
+        "bytes_per_cached_token": cache.nbytes / cached_tokens,
+        "bytes_per_position": cache.bytes_per_position,
+        "identical": None,
+        "global_wins": int((gpu["suffix_source"].numpy() == 1).sum()),
+    }
     if check:
         cpu_q = {k: paddle.to_tensor(v, place=paddle.CPUPlace()) for k, v in q.items()}
         cpu_cache = copy_cache(cache, B, paddle.CPUPlace(), slots=True)
         fresh = {k: bc.to_gpu(v) for k, v in q.items()}
-        suffix_cache_query(*(fresh[k] for k in MATCH_ARGS), fresh["suffix_source"], cache, threshold=THRESHOLD)
-        suffix_cache_query(*(cpu_q[k] for k in MATCH_ARGS), cpu_q["suffix_source"], cpu_cache,
-                           threshold=THRESHOLD)
+        suffix_cache_query(
+            *(fresh[k] for k in MATCH_ARGS), fresh["suffix_source"], cache, threshold=THRESHOLD
+        )
+        suffix_cache_query(
+            *(cpu_q[k] for k in MATCH_ARGS), cpu_q["suffix_source"], cpu_cache, threshold=THRESHOLD
+        )
         row["identical"] = all(np.array_equal(fresh[k].numpy(), cpu_q[k].numpy()) for k in OUTS)
     return row
 
@@ -202,20 +259,31 @@ def soak(requests: int, seed: int = 1) -> int:
     """Many thousands of requests through a 64-row cache on the GPU (evictions all along): state and
     drafts against the NumPy reference at the end (and every 500 steps), memory unchanged."""
     from tests.reference.suffix_cache_stream import soak as run_soak
+
     t0 = time.perf_counter()
-    drv = run_soak("gpu", seed, requests, rows=64, width=48, slots=16, check_every=500, key_len=KEY_LEN[0])
-    print(f"soak: {drv.ref.counter} requests through {drv.cache.config.rows} rows (key_len {drv.cache.key_len}), "
-          f"memory {drv.cache.nbytes} bytes unchanged, state and drafts equal to the reference "
-          f"at the end ({time.perf_counter() - t0:.0f} s)")
+    drv = run_soak(
+        "gpu", seed, requests, rows=64, width=48, slots=16, check_every=500, key_len=KEY_LEN[0]
+    )
+    print(
+        f"soak: {drv.ref.counter} requests through {drv.cache.config.rows} rows (key_len {drv.cache.key_len}), "
+        f"memory {drv.cache.nbytes} bytes unchanged, state and drafts equal to the reference "
+        f"at the end ({time.perf_counter() - t0:.0f} s)"
+    )
     return 0
 
 
 def plot(rows, path: Path) -> None:
-    groups = {f"{n} cached": [r for r in rows if r["cached_responses"] == n]
-              for n in sorted({r["cached_responses"] for r in rows})}
-    bc.plot_by_batch(path, groups, [("gpu_warm_us", "o-", "warm"), ("gpu_cold_us", "s:", "cold")],
-                     "suffix_cache_step (insert + query)", ylog=False)
-
+    groups = {
+        f"{n} cached": [r for r in rows if r["cached_responses"] == n]
+        for n in sorted({r["cached_responses"] for r in rows})
+    }
+    bc.plot_by_batch(
+        path,
+        groups,
+        [("gpu_warm_us", "o-", "warm"), ("gpu_cold_us", "s:", "cold")],
+        "suffix_cache_step (insert + query)",
+        ylog=False,
+    )
 
 
 def main(argv=None) -> int:
@@ -224,9 +292,13 @@ def main(argv=None) -> int:
     ap.add_argument("--check-all", action="store_true", help="CPU identity check on every case")
     ap.add_argument("--soak", action="store_true", help="run the GPU soak instead of the timing")
     ap.add_argument("--soak-requests", type=int, default=20_000)
-    ap.add_argument("--key-len", type=int, default=1,
-                    help="G: shortest global match length (1 = FastDeploy's semantics; 2-3 bound the "
-                         "hits of frequent tokens)")
+    ap.add_argument(
+        "--key-len",
+        type=int,
+        default=1,
+        help="G: shortest global match length (1 = FastDeploy's semantics; 2-3 bound the "
+        "hits of frequent tokens)",
+    )
     ap.add_argument("--out", default="results/bench_suffix_cache")
     args = ap.parse_args(argv)
     bc.require_gpu("bench_suffix_cache.py")
@@ -241,32 +313,59 @@ def main(argv=None) -> int:
         host_cache, responses = fill_cache(cached, max(BATCHES), texts)
         print(f"filled {cached} responses in {time.perf_counter() - t0:.1f} s", flush=True)
         for B in BATCHES:
-            r = bench_case(B, host_cache, responses, args.quick, flush,
-                           check=args.check_all or cached <= 10_000)
+            r = bench_case(
+                B,
+                host_cache,
+                responses,
+                args.quick,
+                flush,
+                check=args.check_all or cached <= 10_000,
+            )
             rows.append(r)
-            print(f"cached={cached:6d} B={B:4d}: step warm {r['gpu_warm_us']:8.2f} us"
-                  f"  cold {r['gpu_cold_us']:8.2f} us  two calls {r['two_calls_warm_us']:8.2f} us"
-                  f"  local only {r['local_only_us']:7.2f} us"
-                  f"  {r['bytes_per_cached_token']:.1f} B/cached token  identical={r['identical']}"
-                  f"  global wins {r['global_wins']}/{B}", flush=True)
-    meta = {"device": bc.device_name(), "paddle": paddle.__version__, "K": K, "max_tree_depth": 64,
-            "width": WIDTH, "mean_response": MEAN_LEN, "key_len": args.key_len, "max_occurrences": 1024,
-            "history": HISTORY, "gpu_time": "CUDA events around graph replays of suffix_cache_step (insert + query)",
-            "cold_l2": f"{flush.bytes >> 20} MiB device copy before each step, its own time subtracted"}
+            print(
+                f"cached={cached:6d} B={B:4d}: step warm {r['gpu_warm_us']:8.2f} us"
+                f"  cold {r['gpu_cold_us']:8.2f} us  two calls {r['two_calls_warm_us']:8.2f} us"
+                f"  local only {r['local_only_us']:7.2f} us"
+                f"  {r['bytes_per_cached_token']:.1f} B/cached token  identical={r['identical']}"
+                f"  global wins {r['global_wins']}/{B}",
+                flush=True,
+            )
+    meta = {
+        "device": bc.device_name(),
+        "paddle": paddle.__version__,
+        "K": K,
+        "max_tree_depth": 64,
+        "width": WIDTH,
+        "mean_response": MEAN_LEN,
+        "key_len": args.key_len,
+        "max_occurrences": 1024,
+        "history": HISTORY,
+        "gpu_time": "CUDA events around graph replays of suffix_cache_step (insert + query)",
+        "cold_l2": f"{flush.bytes >> 20} MiB device copy before each step, its own time subtracted",
+    }
     path = bc.write_results(args.out, "bench_suffix_cache", meta, rows)
     plot(rows, Path(args.out) / "bench_suffix_cache.png")
     print(f"\n{meta['device']}, Paddle {meta['paddle']}; results in {path}\n")
-    bc.print_table(rows, [("cached_responses", "cached", "{}"), ("B", "B", "{}"),
-                          ("gpu_warm_us", "step warm us", "{:.2f}"),
-                          ("gpu_cold_us", "cold us", "{:.2f}"), ("two_calls_warm_us", "two calls warm us", "{:.2f}"),
-                          ("local_only_us", "local only us", "{:.2f}"),
-                          ("bytes_per_cached_token", "B/cached token", "{:.1f}"),
-                          ("identical", "identical", "{}")])
+    bc.print_table(
+        rows,
+        [
+            ("cached_responses", "cached", "{}"),
+            ("B", "B", "{}"),
+            ("gpu_warm_us", "step warm us", "{:.2f}"),
+            ("gpu_cold_us", "cold us", "{:.2f}"),
+            ("two_calls_warm_us", "two calls warm us", "{:.2f}"),
+            ("local_only_us", "local only us", "{:.2f}"),
+            ("bytes_per_cached_token", "B/cached token", "{:.1f}"),
+            ("identical", "identical", "{}"),
+        ],
+    )
     target = [r for r in rows if r["B"] == 64 and r["cached_responses"] == 10_000]
     if target:
         ok = target[0]["gpu_warm_us"] <= 40.0
-        print(f"B=64, 10k cached responses: {target[0]['gpu_warm_us']:.2f} us per step "
-              f"({'within' if ok else 'ABOVE'} the 40 us target)")
+        print(
+            f"B=64, 10k cached responses: {target[0]['gpu_warm_us']:.2f} us per step "
+            f"({'within' if ok else 'ABOVE'} the 40 us target)"
+        )
     return 0 if all(r["identical"] in (None, True) for r in rows) else 1
 
 

@@ -14,9 +14,14 @@ The names above load their module on first use.
 
 import importlib
 
-_EXPORTS = {"LogprobChecker": "checks", "ORACLE_HASH_MODULUS": "oracle", "OracleTarget": "oracle",
-            "oracle_logits": "oracle", "PreparedLogits": "oracle",
-            "SampledOracle": "oracle"}
+_EXPORTS = {
+    "LogprobChecker": "checks",
+    "ORACLE_HASH_MODULUS": "oracle",
+    "OracleTarget": "oracle",
+    "oracle_logits": "oracle",
+    "PreparedLogits": "oracle",
+    "SampledOracle": "oracle",
+}
 __all__ = sorted(_EXPORTS)
 
 

@@ -30,28 +30,41 @@ class LogprobChecker(StepObserver):
         if lb is None:
             return
         self.expected[record.index] = dict(
-            cu=lb.cu_batch_token_offset.numpy(), ids=lb.logprob_token_ids.numpy(),
-            scores=lb.logprob_scores.numpy(), ranks=lb.logprob_ranks.numpy())
+            cu=lb.cu_batch_token_offset.numpy(),
+            ids=lb.logprob_token_ids.numpy(),
+            scores=lb.logprob_scores.numpy(),
+            ranks=lb.logprob_ranks.numpy(),
+        )
 
-    def on_logprob_message(self, runner: SpecRunner, message: LogprobMessage, record: StepRecord) -> None:
+    def on_logprob_message(
+        self, runner: SpecRunner, message: LogprobMessage, record: StepRecord
+    ) -> None:
         want = self.expected.pop(record.index)
         k1 = want["ids"].shape[1]
         where = f"logprob message {self.messages_checked + 1}"
         header = (message.kind, message.batch, message.topk_columns, message.not_need_stop)
         if header != ("target", len(record.request_ids), k1, record.not_need_stop):
-            raise RuntimeError(f"{where}: header (kind, batch, columns, not_need_stop) = {header}, "
-                               f"not what was sent")
+            raise RuntimeError(
+                f"{where}: header (kind, batch, columns, not_need_stop) = {header}, "
+                f"not what was sent"
+            )
         for b, rid in enumerate(record.request_ids):
             got, n, r0 = message.slots[b], int(record.accept_num[b]), int(want["cu"][b])
             if got.count != n or (rid is None and n):
-                raise RuntimeError(f"{where}, slot {b}: {got.count} tokens arrived, {n} were accepted")
+                raise RuntimeError(
+                    f"{where}, slot {b}: {got.count} tokens arrived, {n} were accepted"
+                )
             rows = slice(r0, r0 + n)
             # Bit equality: the transport must deliver every float32 exactly.
             scores = np.asarray(got.topk_logprobs, np.float32).reshape(n, k1)
-            if not (got.topk_token_ids == want["ids"][rows].tolist()
-                    and np.array_equal(scores.view(np.int32), want["scores"][rows].view(np.int32))
-                    and got.ranks == want["ranks"][rows].tolist()):
-                raise RuntimeError(f"{where}, slot {b} (request {rid!r}): the rows received differ "
-                                   f"from the rows computed")
+            if not (
+                got.topk_token_ids == want["ids"][rows].tolist()
+                and np.array_equal(scores.view(np.int32), want["scores"][rows].view(np.int32))
+                and got.ranks == want["ranks"][rows].tolist()
+            ):
+                raise RuntimeError(
+                    f"{where}, slot {b} (request {rid!r}): the rows received differ "
+                    f"from the rows computed"
+                )
             self.tokens_verified += n
         self.messages_checked += 1

@@ -44,7 +44,9 @@ class OracleTarget:
     token of every row is the argmax.
     """
 
-    def __init__(self, outputs: Dict[Hashable, Sequence[int]], vocab_size: int, end_token: int) -> None:
+    def __init__(
+        self, outputs: Dict[Hashable, Sequence[int]], vocab_size: int, end_token: int
+    ) -> None:
         self.outputs = {k: np.asarray(v, np.int64) for k, v in outputs.items()}
         self.vocab_size = int(vocab_size)
         self.end_token = int(end_token)
@@ -66,8 +68,11 @@ class OracleTarget:
             on_track = True
             for j in range(n):
                 on_track = on_track and int(batch.tokens[b, j]) == self._token(out, s + j - 1)
-                result[b, j] = self._token(out, s + j) if on_track else \
-                    (s * 1000003 + j * 7919 + 17) % self.vocab_size
+                result[b, j] = (
+                    self._token(out, s + j)
+                    if on_track
+                    else (s * 1000003 + j * 7919 + 17) % self.vocab_size
+                )
         return result
 
     def logits(self, batch: VerifyBatch, tokens: np.ndarray) -> np.ndarray:
@@ -99,11 +104,23 @@ class SampledOracle:
 
     needs_prefix = True  # the runner fills VerifyBatch.prefix / prompt
 
-    def __init__(self, texts: Dict[Hashable, Sequence[int]], vocab_size: int, end_token: int, *,
-                 seed: int = 0, order: int = 3) -> None:
+    def __init__(
+        self,
+        texts: Dict[Hashable, Sequence[int]],
+        vocab_size: int,
+        end_token: int,
+        *,
+        seed: int = 0,
+        order: int = 3,
+    ) -> None:
         if not 4 <= vocab_size <= ORACLE_HASH_MODULUS:
             raise ValueError(f"vocab_size must be in [4, {ORACLE_HASH_MODULUS}], got {vocab_size}")
-        self.vocab_size, self.end_token, self.seed, self.order = int(vocab_size), int(end_token), int(seed), int(order)
+        self.vocab_size, self.end_token, self.seed, self.order = (
+            int(vocab_size),
+            int(end_token),
+            int(seed),
+            int(order),
+        )
         self.tables: Dict[Hashable, Dict[tuple, int]] = {}
         self.texts: Dict[Hashable, tuple] = {}
         built: Dict[tuple, Dict[tuple, int]] = {}  # requests that share a text share its table
@@ -113,7 +130,7 @@ class SampledOracle:
                 table: Dict[tuple, int] = {}
                 for n in range(1, self.order + 1):
                     for i in range(n, len(key)):
-                        table.setdefault(key[i - n:i], key[i])
+                        table.setdefault(key[i - n : i], key[i])
                 built[key] = table
             self.tables[rid] = built[key]
             self.texts[rid] = key
@@ -121,7 +138,7 @@ class SampledOracle:
 
     def successor(self, rid: Hashable, context: Sequence[int]) -> int:
         table = self.tables[rid]
-        ctx = [int(t) for t in context[max(len(context) - self.order, 0):]]
+        ctx = [int(t) for t in context[max(len(context) - self.order, 0) :]]
         for n in range(min(self.order, len(ctx)), 0, -1):
             nxt = table.get(tuple(ctx[-n:]))
             if nxt is not None:

@@ -35,7 +35,7 @@ _LAYOUT = {
 BUFFER_NAMES = tuple(_LAYOUT)
 
 
-def resolve_place(place: "str | paddle.CPUPlace | paddle.CUDAPlace | None"):
+def resolve_place(place: str | paddle.CPUPlace | paddle.CUDAPlace | None):
     """'cpu', 'gpu', 'gpu:N' or a Paddle place -> a Paddle place."""
     if place is None or isinstance(place, str):
         name = (place or "cpu").lower()
@@ -57,13 +57,16 @@ def copy_from_host(tensor: paddle.Tensor, host: np.ndarray) -> None:
     """
     src = paddle.to_tensor(np.ascontiguousarray(host), place=paddle.CPUPlace())
     if src.dtype != tensor.dtype or list(src.shape) != list(tensor.shape):
-        raise ValueError(f"copy_from_host: host data {src.dtype} {list(src.shape)} does not match the "
-                         f"tensor's {tensor.dtype} {list(tensor.shape)}")
+        raise ValueError(
+            f"copy_from_host: host data {src.dtype} {list(src.shape)} does not match the "
+            f"tensor's {tensor.dtype} {list(tensor.shape)}"
+        )
     tensor.copy_(src, True)
 
 
-def make_share_inputs(max_num_seqs: int, max_model_len: int, config: SpeculativeConfig,
-                      place=None) -> Dict[str, paddle.Tensor]:
+def make_share_inputs(
+    max_num_seqs: int, max_model_len: int, config: SpeculativeConfig, place=None
+) -> Dict[str, paddle.Tensor]:
     """Allocate the speculative-decoding share-inputs buffers of ``max_num_seqs`` slots.
 
     Parameters
@@ -95,8 +98,9 @@ def make_share_inputs(max_num_seqs: int, max_model_len: int, config: Speculative
     ([4, 4], 'paddle.int32')
     """
     if max_num_seqs < 0 or max_model_len < 1:
-        raise ValueError(f"need max_num_seqs >= 0 and max_model_len >= 1, got {max_num_seqs}, "
-                         f"{max_model_len}")
+        raise ValueError(
+            f"need max_num_seqs >= 0 and max_model_len >= 1, got {max_num_seqs}, {max_model_len}"
+        )
     target = resolve_place(place)
     k1 = config.draft_width
     out = {}

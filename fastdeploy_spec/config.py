@@ -16,7 +16,7 @@ class SpecMethod(str, enum.Enum):
     SUFFIX = "suffix"
 
     @classmethod
-    def parse(cls, value: "SpecMethod | str | None") -> "SpecMethod":
+    def parse(cls, value: SpecMethod | str | None) -> SpecMethod:
         if value is None:
             return cls.NAIVE
         if isinstance(value, cls):
@@ -28,8 +28,10 @@ class SpecMethod(str, enum.Enum):
             return cls(name)
         except ValueError:
             choices = ", ".join(m.value for m in cls)
-            raise ValueError(f"unknown speculative method {value!r}; expected one of {choices} "
-                             f"(or 'ngram_match')") from None
+            raise ValueError(
+                f"unknown speculative method {value!r}; expected one of {choices} "
+                f"(or 'ngram_match')"
+            ) from None
 
 
 MTP_STRATEGIES = ("default", "with_ngram")
@@ -99,29 +101,45 @@ class SpeculativeConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "method", SpecMethod.parse(self.method))
         if self.num_speculative_tokens < 0:
-            raise ValueError(f"num_speculative_tokens must be >= 0, got {self.num_speculative_tokens}")
+            raise ValueError(
+                f"num_speculative_tokens must be >= 0, got {self.num_speculative_tokens}"
+            )
         if not 1 <= self.min_ngram_size <= self.max_ngram_size:
-            raise ValueError(f"need 1 <= min_ngram_size <= max_ngram_size, got "
-                             f"{self.min_ngram_size} and {self.max_ngram_size}")
+            raise ValueError(
+                f"need 1 <= min_ngram_size <= max_ngram_size, got "
+                f"{self.min_ngram_size} and {self.max_ngram_size}"
+            )
         if self.num_model_steps < 1:
             raise ValueError(f"num_model_steps must be >= 1, got {self.num_model_steps}")
         if not 1 <= self.suffix_decoding_max_tree_depth <= 256:
-            raise ValueError(f"suffix_decoding_max_tree_depth must be in [1, 256], got "
-                             f"{self.suffix_decoding_max_tree_depth}")
+            raise ValueError(
+                f"suffix_decoding_max_tree_depth must be in [1, 256], got "
+                f"{self.suffix_decoding_max_tree_depth}"
+            )
         if self.suffix_decoding_max_cached_requests < -1:
-            raise ValueError(f"suffix_decoding_max_cached_requests must be -1, 0 or positive, got "
-                             f"{self.suffix_decoding_max_cached_requests}")
+            raise ValueError(
+                f"suffix_decoding_max_cached_requests must be -1, 0 or positive, got "
+                f"{self.suffix_decoding_max_cached_requests}"
+            )
         if not 1 <= self.suffix_decoding_cached_response_len <= 1 << 16:
-            raise ValueError(f"suffix_decoding_cached_response_len must be in [1, 65536], got "
-                             f"{self.suffix_decoding_cached_response_len}")
+            raise ValueError(
+                f"suffix_decoding_cached_response_len must be in [1, 65536], got "
+                f"{self.suffix_decoding_cached_response_len}"
+            )
         if not 1 <= self.suffix_decoding_global_min_match <= 8:
-            raise ValueError(f"suffix_decoding_global_min_match must be in [1, 8], got "
-                             f"{self.suffix_decoding_global_min_match}")
+            raise ValueError(
+                f"suffix_decoding_global_min_match must be in [1, 8], got "
+                f"{self.suffix_decoding_global_min_match}"
+            )
         if not 32 <= self.suffix_decoding_global_max_occurrences <= 1024:
-            raise ValueError(f"suffix_decoding_global_max_occurrences must be in [32, 1024], got "
-                             f"{self.suffix_decoding_global_max_occurrences}")
+            raise ValueError(
+                f"suffix_decoding_global_max_occurrences must be in [32, 1024], got "
+                f"{self.suffix_decoding_global_max_occurrences}"
+            )
         if self.mtp_strategy not in MTP_STRATEGIES:
-            raise ValueError(f"mtp_strategy must be one of {MTP_STRATEGIES}, got {self.mtp_strategy!r}")
+            raise ValueError(
+                f"mtp_strategy must be one of {MTP_STRATEGIES}, got {self.mtp_strategy!r}"
+            )
 
     @property
     def draft_width(self) -> int:
@@ -179,16 +197,28 @@ def proposer_config(config: Any) -> ProposerConfig:
         return ProposerConfig(config)
     sc = getattr(config, "speculative_config", None)
     if sc is None:
-        raise TypeError(f"expected a SpeculativeConfig, a ProposerConfig or an FDConfig-shaped object "
-                        f"(with speculative_config), got {type(config).__name__}")
+        raise TypeError(
+            f"expected a SpeculativeConfig, a ProposerConfig or an FDConfig-shaped object "
+            f"(with speculative_config), got {type(config).__name__}"
+        )
     defaults = SpeculativeConfig()
     fields = {}
-    for name in ("num_speculative_tokens", "max_ngram_size", "min_ngram_size", "num_model_steps",
-                 "mtp_strategy", "suffix_decoding_max_tree_depth", "suffix_decoding_max_spec_factor",
-                 "suffix_decoding_max_spec_offset", "suffix_decoding_min_token_prob",
-                 "suffix_decoding_max_cached_requests", "suffix_decoding_max_cached_tokens",
-                 "suffix_decoding_cached_response_len", "suffix_decoding_global_min_match",
-                 "suffix_decoding_global_max_occurrences"):
+    for name in (
+        "num_speculative_tokens",
+        "max_ngram_size",
+        "min_ngram_size",
+        "num_model_steps",
+        "mtp_strategy",
+        "suffix_decoding_max_tree_depth",
+        "suffix_decoding_max_spec_factor",
+        "suffix_decoding_max_spec_offset",
+        "suffix_decoding_min_token_prob",
+        "suffix_decoding_max_cached_requests",
+        "suffix_decoding_max_cached_tokens",
+        "suffix_decoding_cached_response_len",
+        "suffix_decoding_global_min_match",
+        "suffix_decoding_global_max_occurrences",
+    ):
         value = getattr(sc, name, None)
         fields[name] = getattr(defaults, name) if value is None else value
     method = getattr(sc, "method", None)
@@ -197,6 +227,9 @@ def proposer_config(config: Any) -> ProposerConfig:
     graph = getattr(config, "graph_opt_config", None)
     scheduler = getattr(config, "scheduler_config", None)
     model = getattr(config, "model_config", None)
-    return ProposerConfig(spec, pad_to_max=bool(getattr(graph, "use_cudagraph", False)),
-                          max_num_seqs=getattr(scheduler, "max_num_seqs", None),
-                          max_model_len=getattr(model, "max_model_len", None))
+    return ProposerConfig(
+        spec,
+        pad_to_max=bool(getattr(graph, "use_cudagraph", False)),
+        max_num_seqs=getattr(scheduler, "max_num_seqs", None),
+        max_model_len=getattr(model, "max_model_len", None),
+    )

@@ -41,7 +41,9 @@ def _place_tensor(array: np.ndarray, place, dtype: str | None = None) -> paddle.
     tensor = paddle.to_tensor(array, place=paddle.CPUPlace())
     if dtype is not None and dtype != "float32":
         tensor = tensor.astype(dtype)
-    if isinstance(place, paddle.CPUPlace) or (hasattr(place, "is_cpu_place") and place.is_cpu_place()):
+    if isinstance(place, paddle.CPUPlace) or (
+        hasattr(place, "is_cpu_place") and place.is_cpu_place()
+    ):
         return tensor
     return tensor.cuda()
 
@@ -54,16 +56,23 @@ class LogprobsBuffers:
     captured CUDA graph) with :meth:`allocate` and pass to :func:`build_output_logprobs`.
     """
 
-    token_ids: paddle.Tensor              # int64 [N]
-    target_logits: paddle.Tensor          # logits dtype [N, V]
+    token_ids: paddle.Tensor  # int64 [N]
+    target_logits: paddle.Tensor  # logits dtype [N, V]
     cu_batch_token_offset: paddle.Tensor  # int32 [B + 1]
-    logprob_token_ids: paddle.Tensor      # int64 [N, k + 1]
-    logprob_scores: paddle.Tensor         # float32 [N, k + 1]
-    logprob_ranks: paddle.Tensor          # int64 [N]
+    logprob_token_ids: paddle.Tensor  # int64 [N, k + 1]
+    logprob_scores: paddle.Tensor  # float32 [N, k + 1]
+    logprob_ranks: paddle.Tensor  # int64 [N]
 
     @classmethod
-    def allocate(cls, batch: int, num_speculative_tokens: int, vocab_size: int, num_logprobs: int,
-                 dtype: str = "float32", place=None) -> "LogprobsBuffers":
+    def allocate(
+        cls,
+        batch: int,
+        num_speculative_tokens: int,
+        vocab_size: int,
+        num_logprobs: int,
+        dtype: str = "float32",
+        place=None,
+    ) -> LogprobsBuffers:
         """Zero-filled buffers on ``place`` (default: Paddle's current place).
 
         ``dtype`` is the logits dtype: ``float32``, ``float16`` or ``bfloat16``.
@@ -90,8 +99,8 @@ class LogprobsBuffers:
 class SpeculativeLogprobs:
     """Upstream's ``LogprobsTensors`` plus the packed offsets (views of the buffers, not copies)."""
 
-    logprob_token_ids: paddle.Tensor     # int64 [N, k + 1]: accepted token, then the top-k ids
-    logprobs: paddle.Tensor              # float32 [N, k + 1]
+    logprob_token_ids: paddle.Tensor  # int64 [N, k + 1]: accepted token, then the top-k ids
+    logprobs: paddle.Tensor  # float32 [N, k + 1]
     selected_token_ranks: paddle.Tensor  # int64 [N]
     cu_batch_token_offset: paddle.Tensor  # int32 [B + 1]: slot b owns rows cu[b] .. cu[b+1]-1
 
@@ -155,21 +164,44 @@ def build_output_logprobs(
     num_speculative_tokens = int(accept_tokens.shape[1]) - 1
     if buffers is None:
         dtype = str(logits.dtype).replace("paddle.", "")
-        buffers = LogprobsBuffers.allocate(batch, num_speculative_tokens, int(logits.shape[1]),
-                                           num_logprobs, dtype, logits.place)
+        buffers = LogprobsBuffers.allocate(
+            batch, num_speculative_tokens, int(logits.shape[1]), num_logprobs, dtype, logits.place
+        )
     n = batch * (num_speculative_tokens + 1)
-    if (int(buffers.token_ids.shape[0]) != n or int(buffers.cu_batch_token_offset.shape[0]) != batch + 1
-            or int(buffers.logprob_token_ids.shape[1]) != num_logprobs + 1):
+    if (
+        int(buffers.token_ids.shape[0]) != n
+        or int(buffers.cu_batch_token_offset.shape[0]) != batch + 1
+        or int(buffers.logprob_token_ids.shape[1]) != num_logprobs + 1
+    ):
         raise ValueError(
             f"buffers were allocated for another shape: need N = B * (K + 1) = {n} rows, B + 1 = "
-            f"{batch + 1} offsets and num_logprobs + 1 = {num_logprobs + 1} columns")
+            f"{batch + 1} offsets and num_logprobs + 1 = {num_logprobs + 1} columns"
+        )
     speculate_get_accept_tokens_and_logits(
-        buffers.token_ids, buffers.target_logits, logits, buffers.cu_batch_token_offset,
-        cu_seqlens_q_output, seq_lens_this_time, seq_lens_encoder, accept_num, accept_tokens)
+        buffers.token_ids,
+        buffers.target_logits,
+        logits,
+        buffers.cu_batch_token_offset,
+        cu_seqlens_q_output,
+        seq_lens_this_time,
+        seq_lens_encoder,
+        accept_num,
+        accept_tokens,
+    )
     raw_logits = logprobs_mode.endswith("_logits")
     speculate_logprobs_topk(
-        buffers.target_logits, buffers.token_ids, buffers.cu_batch_token_offset,
-        buffers.logprob_token_ids, buffers.logprob_scores, buffers.logprob_ranks,
-        temperature=None if raw_logits else temperature, raw_logits=raw_logits)
-    return SpeculativeLogprobs(buffers.logprob_token_ids, buffers.logprob_scores,
-                               buffers.logprob_ranks, buffers.cu_batch_token_offset)
+        buffers.target_logits,
+        buffers.token_ids,
+        buffers.cu_batch_token_offset,
+        buffers.logprob_token_ids,
+        buffers.logprob_scores,
+        buffers.logprob_ranks,
+        temperature=None if raw_logits else temperature,
+        raw_logits=raw_logits,
+    )
+    return SpeculativeLogprobs(
+        buffers.logprob_token_ids,
+        buffers.logprob_scores,
+        buffers.logprob_ranks,
+        buffers.cu_batch_token_offset,
+    )

@@ -34,7 +34,9 @@ def load_cost_table(source: Union[str, Path, dict, None] = None) -> dict:
         table = json.loads(Path(source or DEFAULT_COST_TABLE).read_text())
     tokens, dense = table.get("tokens"), table.get("dense_us")
     if not tokens or not dense or len(tokens) != len(dense) or "attn_us_per_seq" not in table:
-        raise ValueError("a cost table needs 'tokens' and 'dense_us' of one length and 'attn_us_per_seq'")
+        raise ValueError(
+            "a cost table needs 'tokens' and 'dense_us' of one length and 'attn_us_per_seq'"
+        )
     if tokens[0] != 1 or any(b <= a for a, b in zip(tokens, tokens[1:])):
         raise ValueError("cost table 'tokens' must start at 1 and increase")
     table.setdefault("source", "user-supplied")
@@ -85,8 +87,15 @@ class DraftLengthPolicy:
     [4, 1]
     """
 
-    def __init__(self, table: Union[str, Path, dict, None] = None, *, max_drafts: int, alpha: float = 0.125,
-                 prior: float = 0.5, step_cost_ns: int = 0) -> None:
+    def __init__(
+        self,
+        table: Union[str, Path, dict, None] = None,
+        *,
+        max_drafts: int,
+        alpha: float = 0.125,
+        prior: float = 0.5,
+        step_cost_ns: int = 0,
+    ) -> None:
         self.table = load_cost_table(table)
         self.max_drafts = int(max_drafts)
         self.alpha, self.prior = _q16("alpha", alpha), _q16("prior", prior)
@@ -128,6 +137,19 @@ class DraftLengthPolicy:
             self._allocate(s["seq_lens_this_time"])
         st = self.state
         speculate_draft_length_policy(
-            s["accept_num"], s["draft_tokens"], st["draft_len"], st["draft_probe"], st["accept_ewma"],
-            st["draft_opt_out"], s["seq_lens_this_time"], s["seq_lens_encoder"], s["seq_lens_decoder"],
-            s["stop_flags"], self.cost_table, self.alpha, self.prior, self.seq_cost_ns, self.step_cost_ns)
+            s["accept_num"],
+            s["draft_tokens"],
+            st["draft_len"],
+            st["draft_probe"],
+            st["accept_ewma"],
+            st["draft_opt_out"],
+            s["seq_lens_this_time"],
+            s["seq_lens_encoder"],
+            s["seq_lens_decoder"],
+            s["stop_flags"],
+            self.cost_table,
+            self.alpha,
+            self.prior,
+            self.seq_cost_ns,
+            self.step_cost_ns,
+        )

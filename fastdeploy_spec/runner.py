@@ -69,12 +69,24 @@ import paddle
 from fastdeploy_spec.buffers import copy_from_host, make_share_inputs, resolve_place
 from fastdeploy_spec.config import SpecMethod, SpeculativeConfig
 from fastdeploy_spec.logprobs import LogprobsBuffers, build_output_logprobs, max_num_logprobs
-from fastdeploy_spec.ops import (VerifyStrategy, naive_update_model_status, speculate_sample_tokens,
-                                 speculate_save_output_topk, top_p_candidates,
-                                 unified_update_model_status, verify_draft_tokens)
+from fastdeploy_spec.ops import (
+    VerifyStrategy,
+    naive_update_model_status,
+    speculate_sample_tokens,
+    speculate_save_output_topk,
+    top_p_candidates,
+    unified_update_model_status,
+    verify_draft_tokens,
+)
 from fastdeploy_spec.proposers import Proposer, create_proposer
 from fastdeploy_spec.stats import AcceptanceStats
-from fastdeploy_spec.transport import LogprobMessage, LogprobReceiver, free_queue_id, layout, queue_env
+from fastdeploy_spec.transport import (
+    LogprobMessage,
+    LogprobReceiver,
+    free_queue_id,
+    layout,
+    queue_env,
+)
 
 # Timed phases of a step: the proposer (the ngram_match op; for MTP also the draft model and its host
 # bookkeeping), verification (verify_draft_tokens, or naive_update_model_status without drafts) and
@@ -90,11 +102,11 @@ class Request:
     request_id: Hashable
     prompt: Sequence[int]
     max_dec_len: int
-    temperature: float = 0.0        # below 1e-5: greedy
+    temperature: float = 0.0  # below 1e-5: greedy
     top_p: float = 1.0
-    top_k: int = 0                  # 0: no top-k
+    top_k: int = 0  # 0: no top-k
     min_p: float = 0.0
-    seed: Optional[int] = None      # None: the runner's generator gives one
+    seed: Optional[int] = None  # None: the runner's generator gives one
 
 
 @dataclass
@@ -108,10 +120,10 @@ class VerifyBatch:
     """
 
     request_ids: List[Optional[Hashable]]
-    tokens: np.ndarray       # int64 [S, K + 1]
-    num_tokens: np.ndarray   # int32 [S]
-    is_prefill: np.ndarray   # bool [S]
-    step_idx: np.ndarray     # int64 [S]: tokens generated before this step
+    tokens: np.ndarray  # int64 [S, K + 1]
+    num_tokens: np.ndarray  # int32 [S]
+    is_prefill: np.ndarray  # bool [S]
+    step_idx: np.ndarray  # int64 [S]: tokens generated before this step
     # For targets that set ``needs_prefix``: per busy slot, the tokens before its inputs (decoding:
     # prompt and output up to, not including, the last accepted token ``tokens[b, 0]``; prefill: none,
     # the inputs are the prompt, ``prompt``). None otherwise.
@@ -123,7 +135,7 @@ class VerifyBatch:
         a prefill slot; else the prefix, then inputs 0 .. j."""
         if self.is_prefill[b]:
             return self.prompt[b]
-        return np.concatenate([self.prefix[b], self.tokens[b, :j + 1]])
+        return np.concatenate([self.prefix[b], self.tokens[b, : j + 1]])
 
     def output_rows(self) -> np.ndarray:
         """int32 [S]: logits rows of each slot, packed slot after slot in the target's logits: one for
@@ -144,13 +156,13 @@ class StepRecord:
     proposed ``num_tokens[b] - 1`` drafts and accepted ``accept_num[b] - 1`` of them.
     """
 
-    index: int                               # 0 for the runner's first step
+    index: int  # 0 for the runner's first step
     request_ids: List[Optional[Hashable]]
-    num_tokens: np.ndarray                   # int32 [S]: seq_lens_this_time verified (1 + drafts)
-    is_prefill: np.ndarray                   # bool [S]
-    accept_num: np.ndarray                   # int32 [S]: tokens the slot gained
-    finished: List[Hashable]                 # requests that ended in this step
-    not_need_stop: bool                      # work remains after this step
+    num_tokens: np.ndarray  # int32 [S]: seq_lens_this_time verified (1 + drafts)
+    is_prefill: np.ndarray  # bool [S]
+    accept_num: np.ndarray  # int32 [S]: tokens the slot gained
+    finished: List[Hashable]  # requests that ended in this step
+    not_need_stop: bool  # work remains after this step
 
     def slots(self) -> Iterator[int]:
         """The slots that took part in the step."""
@@ -165,18 +177,20 @@ class TokenLogprob:
 
     token: int
     logprob: float
-    rank: int                   # 1: the target's greedy choice
-    topk_token_ids: List[int]   # the k best tokens, best first
+    rank: int  # 1: the target's greedy choice
+    topk_token_ids: List[int]  # the k best tokens, best first
     topk_logprobs: List[float]
 
 
 class StepObserver:
     """Receives what a :class:`SpecRunner` produces; subclasses override what they need."""
 
-    def on_step(self, runner: "SpecRunner", record: StepRecord) -> None:
+    def on_step(self, runner: SpecRunner, record: StepRecord) -> None:
         """After each step (its logprob buffers still hold the step's rows)."""
 
-    def on_logprob_message(self, runner: "SpecRunner", message: LogprobMessage, record: StepRecord) -> None:
+    def on_logprob_message(
+        self, runner: SpecRunner, message: LogprobMessage, record: StepRecord
+    ) -> None:
         """For each logprob message received, with the record of the step that sent it."""
 
 
@@ -184,16 +198,16 @@ class StepObserver:
 class RunStats:
     """Counters of a run. Drafts count only decoding slot-steps; prefill steps are counted apart."""
 
-    steps: int = 0                 # runner steps (one target-model call each)
-    decode_slot_steps: int = 0     # (decoding slot, step) pairs
+    steps: int = 0  # runner steps (one target-model call each)
+    decode_slot_steps: int = 0  # (decoding slot, step) pairs
     prefill_slot_steps: int = 0
     drafts_proposed: int = 0
     drafts_accepted: int = 0
     tokens_generated: int = 0
-    decode_tokens: int = 0         # tokens gained by decoding slot-steps
+    decode_tokens: int = 0  # tokens gained by decoding slot-steps
     logprob_messages_sent: int = 0
     logprob_messages_received: int = 0
-    logprob_tokens_received: int = 0   # accepted tokens that arrived with their logprob row
+    logprob_tokens_received: int = 0  # accepted tokens that arrived with their logprob row
     op_seconds: Dict[str, float] = field(default_factory=lambda: dict.fromkeys(OP_NAMES, 0.0))
 
     def add(self, record: StepRecord) -> None:
@@ -300,14 +314,27 @@ class SpecRunner:
     (True, True)
     """
 
-    def __init__(self, config: SpeculativeConfig, target_model: TargetModel, *, max_num_seqs: int,
-                 max_model_len: int, end_tokens: Sequence[int], place="cpu",
-                 proposer: Optional[Proposer] = None, logprobs: Optional[int] = None,
-                 timing: bool = False, verify_strategy="target_match", seed: int = 0,
-                 topp_candidates: int = 5) -> None:
+    def __init__(
+        self,
+        config: SpeculativeConfig,
+        target_model: TargetModel,
+        *,
+        max_num_seqs: int,
+        max_model_len: int,
+        end_tokens: Sequence[int],
+        place="cpu",
+        proposer: Optional[Proposer] = None,
+        logprobs: Optional[int] = None,
+        timing: bool = False,
+        verify_strategy="target_match",
+        seed: int = 0,
+        topp_candidates: int = 5,
+    ) -> None:
         if proposer is None and config.method is SpecMethod.MTP:
-            raise NotImplementedError("method 'mtp': pass its proposer to SpecRunner "
-                                      "(create_proposer(config, draft_model=...))")
+            raise NotImplementedError(
+                "method 'mtp': pass its proposer to SpecRunner "
+                "(create_proposer(config, draft_model=...))"
+            )
         self.config = config
         self.target_model = target_model
         self.place = resolve_place(place)
@@ -325,13 +352,20 @@ class SpecRunner:
         self.buffers["has_running_seqs"] = self._device(np.zeros(1, np.bool_))
         # Sampling parameters per slot (FastDeploy's sampling metadata; ``topp`` is also
         # verify_draft_tokens'), written when a request takes its slot.
-        self._params_host = {"temperature": np.zeros(S, np.float32), "topp": np.ones(S, np.float32),
-                             "top_k": np.zeros(S, np.int64), "min_p": np.zeros(S, np.float32),
-                             "infer_seed": np.zeros(S, np.int64)}
+        self._params_host = {
+            "temperature": np.zeros(S, np.float32),
+            "topp": np.ones(S, np.float32),
+            "top_k": np.zeros(S, np.int64),
+            "min_p": np.zeros(S, np.float32),
+            "infer_seed": np.zeros(S, np.int64),
+        }
         for name, host in self._params_host.items():
             self.buffers[name] = self._device(host)
-        self.verify_strategy = (verify_strategy if isinstance(verify_strategy, VerifyStrategy)
-                                else VerifyStrategy.from_string(str(verify_strategy)))
+        self.verify_strategy = (
+            verify_strategy
+            if isinstance(verify_strategy, VerifyStrategy)
+            else VerifyStrategy.from_string(str(verify_strategy))
+        )
         self.topp_candidates = int(topp_candidates)
         self._seed_rng = np.random.default_rng(seed)
         self.request_seeds: Dict[Hashable, int] = {}
@@ -343,12 +377,16 @@ class SpecRunner:
         self.outputs: Dict[Hashable, List[int]] = {}
         self.stats = RunStats()
         self.observers: List[StepObserver] = []
-        self.acceptance = AcceptanceStats(config.num_speculative_tokens)  # per request, from the StepRecords
+        self.acceptance = AcceptanceStats(
+            config.num_speculative_tokens
+        )  # per request, from the StepRecords
         self.logprobs: Dict[Hashable, List[TokenLogprob]] = {}
         self._logprob_path = None if logprobs is None else _LogprobPath(self, int(logprobs))
         if self._logprob_path is not None:
             self.stats.op_seconds.update(dict.fromkeys(LOGPROB_OP_NAMES, 0.0))
-        self.timer = OpTimer(self.stats.op_seconds, timing, not isinstance(self.place, paddle.CPUPlace))
+        self.timer = OpTimer(
+            self.stats.op_seconds, timing, not isinstance(self.place, paddle.CPUPlace)
+        )
         self.stats.op_seconds["speculate_sample_tokens"] = 0.0
 
     # Host <-> device. Only copies: copy_from_host is a memcpy into the existing allocation (a captured
@@ -376,9 +414,11 @@ class SpecRunner:
     def add_request(self, request: Request) -> None:
         prompt_len = len(request.prompt)
         if not 0 < prompt_len < self.max_model_len:
-            raise ValueError(f"request {request.request_id!r}: prompt length {prompt_len} must be in "
-                             f"[1, {self.max_model_len - 1}] (max_model_len {self.max_model_len})")
-        seed = request.seed if request.seed is not None else int(self._seed_rng.integers(0, 2 ** 63))
+            raise ValueError(
+                f"request {request.request_id!r}: prompt length {prompt_len} must be in "
+                f"[1, {self.max_model_len - 1}] (max_model_len {self.max_model_len})"
+            )
+        seed = request.seed if request.seed is not None else int(self._seed_rng.integers(0, 2**63))
         self.request_seeds[request.request_id] = int(seed)
         if request.temperature >= SAMPLING_MIN_TEMPERATURE and self._sampling is None:
             self._sampling = _SamplingPath(self)
@@ -429,15 +469,18 @@ class SpecRunner:
         lengths alone, so its lengths go to 0 here, before the next proposer runs (upstream's step op).
         """
         released, self._finished_slots = self._finished_slots, []
-        free = [b for b, r in enumerate(self.slots) if r is None][:len(self.pending)]
+        free = [b for b, r in enumerate(self.slots) if r is None][: len(self.pending)]
         if not released and not free:
             return
         if self.proposer is not None and free:
             self.proposer.reset(free)
         lengths = ("seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder")
         params = self._params_host
-        names = lengths if not free else ("token_ids_all", "prompt_lens", "step_idx", "max_dec_len",
-                                          *lengths, "stop_flags")
+        names = (
+            lengths
+            if not free
+            else ("token_ids_all", "prompt_lens", "step_idx", "max_dec_len", *lengths, "stop_flags")
+        )
         host = {n: self._read(n) for n in names}
         for b in released:
             for n in lengths:
@@ -456,7 +499,7 @@ class SpecRunner:
             host["stop_flags"][b] = False
             params["temperature"][b], params["topp"][b] = req.temperature, req.top_p
             params["top_k"][b], params["min_p"][b] = req.top_k, req.min_p
-            params["infer_seed"][b] = (self.request_seeds[req.request_id] + 2 ** 63) % 2 ** 64 - 2 ** 63
+            params["infer_seed"][b] = (self.request_seeds[req.request_id] + 2**63) % 2**64 - 2**63
             self.slots[b] = req
         for n in names:
             self._write(n, host[n])
@@ -475,9 +518,11 @@ class SpecRunner:
         if getattr(self.target_model, "needs_prefix", False):
             ids, P = self._read("token_ids_all"), self._read("prompt_lens").reshape(-1)
             busy = [r is not None for r in batch.request_ids]
-            batch.prompt = [ids[b, :P[b]] if busy[b] else None for b in range(len(busy))]
-            batch.prefix = [ids[b, :max(P[b] + batch.step_idx[b] - 1, 0)] if busy[b] else None
-                            for b in range(len(busy))]
+            batch.prompt = [ids[b, : P[b]] if busy[b] else None for b in range(len(busy))]
+            batch.prefix = [
+                ids[b, : max(P[b] + batch.step_idx[b] - 1, 0)] if busy[b] else None
+                for b in range(len(busy))
+            ]
         return batch
 
     def _score(self, batch: VerifyBatch) -> None:
@@ -490,7 +535,7 @@ class SpecRunner:
         packed = self._target_host
         packed[:] = -1
         for b in np.flatnonzero(rows):
-            packed[cu[b]:cu[b + 1]] = target_tokens[b, :rows[b]]
+            packed[cu[b] : cu[b + 1]] = target_tokens[b, : rows[b]]
         self._write("target_tokens", packed)
         self._write("cu_seqlens_q_output", cu)
         logits = None
@@ -507,51 +552,93 @@ class SpecRunner:
         proposer, naive_update_model_status (plain decoding takes the sampled tokens as they are)."""
         s = self.buffers
         if self.proposer is None:
-            naive_update_model_status(s["accept_tokens"], s["accept_num"], s["seq_lens_this_time"],
-                                      s["target_tokens"], s["cu_seqlens_q_output"])
+            naive_update_model_status(
+                s["accept_tokens"],
+                s["accept_num"],
+                s["seq_lens_this_time"],
+                s["target_tokens"],
+                s["cu_seqlens_q_output"],
+            )
             return
         strategy = self.verify_strategy if self._sampling is not None else VerifyStrategy.GREEDY
         candidates = (None, None, None)
         if strategy == VerifyStrategy.TOPP:
             candidates = self._sampling.topp_candidates()
         verify_draft_tokens(
-            s["accept_tokens"], s["accept_num"], s["draft_tokens"], s["target_tokens"], *candidates,
-            s["topp"], s["stop_flags"], s["seq_lens_encoder"], s["seq_lens_this_time"], s["end_tokens"],
-            s["is_block_step"], s["cu_seqlens_q_output"], s["reasoning_status"], s["max_dec_len"],
-            s["step_idx"], self.max_model_len, 0, strategy, False, False, seeds=s["infer_seed"])
+            s["accept_tokens"],
+            s["accept_num"],
+            s["draft_tokens"],
+            s["target_tokens"],
+            *candidates,
+            s["topp"],
+            s["stop_flags"],
+            s["seq_lens_encoder"],
+            s["seq_lens_this_time"],
+            s["end_tokens"],
+            s["is_block_step"],
+            s["cu_seqlens_q_output"],
+            s["reasoning_status"],
+            s["max_dec_len"],
+            s["step_idx"],
+            self.max_model_len,
+            0,
+            strategy,
+            False,
+            False,
+            seeds=s["infer_seed"],
+        )
 
     def _update(self) -> None:
         s = self.buffers
         unified_update_model_status(
-            s["seq_lens_encoder"], s["seq_lens_decoder"], s["has_running_seqs"], s["draft_tokens"],
-            s["accept_tokens"], s["accept_num"], s["stop_flags"], s["seq_lens_this_time"],
-            s["is_block_step"], s["token_ids_all"], s["prompt_lens"], s["step_idx"], s["end_tokens"],
-            s["max_dec_len"])
+            s["seq_lens_encoder"],
+            s["seq_lens_decoder"],
+            s["has_running_seqs"],
+            s["draft_tokens"],
+            s["accept_tokens"],
+            s["accept_num"],
+            s["stop_flags"],
+            s["seq_lens_this_time"],
+            s["is_block_step"],
+            s["token_ids_all"],
+            s["prompt_lens"],
+            s["step_idx"],
+            s["end_tokens"],
+            s["max_dec_len"],
+        )
 
     def _record(self, batch: VerifyBatch) -> StepRecord:
         """Reads what the step accepted, frees the slots whose request finished, counts."""
         stop = self._read("stop_flags").reshape(-1)
         finished = []
         if stop.any():
-            ids, prompt_lens, step_idx = (self._read(n) for n in ("token_ids_all", "prompt_lens", "step_idx"))
+            ids, prompt_lens, step_idx = (
+                self._read(n) for n in ("token_ids_all", "prompt_lens", "step_idx")
+            )
             for b, req in enumerate(self.slots):
                 if req is None or not stop[b]:
                     continue
                 P, n = int(prompt_lens[b, 0]), int(step_idx[b, 0])
-                self.outputs[req.request_id] = ids[b, P:P + n].tolist()
+                self.outputs[req.request_id] = ids[b, P : P + n].tolist()
                 self.slots[b] = None
                 self._finished_slots.append(b)
                 finished.append(req.request_id)
-        record = StepRecord(index=self.stats.steps, request_ids=batch.request_ids,
-                            num_tokens=batch.num_tokens, is_prefill=batch.is_prefill,
-                            accept_num=self._read("accept_num"), finished=finished,
-                            not_need_stop=bool(self._read("has_running_seqs")[0]) or bool(self.pending))
+        record = StepRecord(
+            index=self.stats.steps,
+            request_ids=batch.request_ids,
+            num_tokens=batch.num_tokens,
+            is_prefill=batch.is_prefill,
+            accept_num=self._read("accept_num"),
+            finished=finished,
+            not_need_stop=bool(self._read("has_running_seqs")[0]) or bool(self.pending),
+        )
         self.stats.add(record)
         self.acceptance.add_step(record)
         return record
 
-    def run(self, requests: Sequence[Request] = (), progress: Optional[Callable[[int], None]] = None
-            ) -> Dict[Hashable, List[int]]:
+    def run(
+        self, requests: Sequence[Request] = (), progress: Optional[Callable[[int], None]] = None
+    ) -> Dict[Hashable, List[int]]:
         """Adds ``requests`` and steps until every request has finished; returns the outputs by id.
 
         ``progress(k)`` is called after each step with the number of requests that finished in it.
@@ -575,7 +662,7 @@ class SpecRunner:
         if self._logprob_path is not None:
             self._logprob_path.close()
 
-    def __enter__(self) -> "SpecRunner":
+    def __enter__(self) -> SpecRunner:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -595,12 +682,16 @@ class _LogprobPath:
             raise ValueError(f"logprobs must be in [0, {limit}], got {k}")
         K1, per_message = runner.config.draft_width, layout().max_draft_tokens
         if K1 > per_message:
-            raise ValueError(f"logprobs: a step accepts up to K + 1 = {K1} tokens per slot, a logprob "
-                             f"message carries at most {per_message}: use K <= {per_message - 1}")
+            raise ValueError(
+                f"logprobs: a step accepts up to K + 1 = {K1} tokens per slot, a logprob "
+                f"message carries at most {per_message}: use K <= {per_message - 1}"
+            )
         target = runner.target_model
         if not (callable(getattr(target, "logits", None)) and hasattr(target, "vocab_size")):
-            raise TypeError("logprobs: the target model must give its logits rows, "
-                            "target.logits(batch, tokens) -> float32 [R, V], and target.vocab_size")
+            raise TypeError(
+                "logprobs: the target model must give its logits rows, "
+                "target.logits(batch, tokens) -> float32 [R, V], and target.vocab_size"
+            )
         self.runner, self.k = runner, k
         S = len(runner.slots)
         self.vocab_size = int(target.vocab_size)
@@ -617,26 +708,44 @@ class _LogprobPath:
         cu = np.zeros(len(rows) + 1, np.int32)
         np.cumsum(rows, out=cu[1:])
         if logits.shape != (int(cu[-1]), self.vocab_size):
-            raise ValueError(f"target.logits gave shape {logits.shape}, expected "
-                             f"({int(cu[-1])}, {self.vocab_size})")
-        self.logits_host[:len(logits)] = logits
-        self.logits_host[len(logits):] = 0
+            raise ValueError(
+                f"target.logits gave shape {logits.shape}, expected "
+                f"({int(cu[-1])}, {self.vocab_size})"
+            )
+        self.logits_host[: len(logits)] = logits
+        self.logits_host[len(logits) :] = 0
         copy_from_host(self.logits, self.logits_host)  # cu_seqlens_q_output: written by _score
 
     def compute(self) -> None:
         s = self.runner.buffers
-        build_output_logprobs(self.logits, s["accept_tokens"], s["accept_num"], s["seq_lens_this_time"],
-                              s["seq_lens_encoder"], s["cu_seqlens_q_output"], self.k,
-                              buffers=self.buffers)
+        build_output_logprobs(
+            self.logits,
+            s["accept_tokens"],
+            s["accept_num"],
+            s["seq_lens_this_time"],
+            s["seq_lens_encoder"],
+            s["cu_seqlens_q_output"],
+            self.k,
+            buffers=self.buffers,
+        )
 
     def send(self, record: StepRecord) -> None:
         s, lb = self.runner.buffers, self.buffers
         copy_from_host(self.not_need_stop, np.array([record.not_need_stop]))
         with queue_env(self.receiver.queue_id):
             speculate_save_output_topk(
-                lb.token_ids, lb.logprob_token_ids, lb.logprob_scores, lb.logprob_ranks, s["accept_num"],
-                lb.cu_batch_token_offset, self.not_need_stop, s["seq_lens_decoder"], s["prompt_lens"],
-                layout().flag_target, 0)
+                lb.token_ids,
+                lb.logprob_token_ids,
+                lb.logprob_scores,
+                lb.logprob_ranks,
+                s["accept_num"],
+                lb.cu_batch_token_offset,
+                self.not_need_stop,
+                s["seq_lens_decoder"],
+                s["prompt_lens"],
+                layout().flag_target,
+                0,
+            )
         self.runner.stats.logprob_messages_sent += 1
         self.sent.append(record)
 
@@ -648,15 +757,18 @@ class _LogprobPath:
             record = self.sent.popleft()
             runner.stats.logprob_messages_received += 1
             if message.batch != len(record.request_ids):
-                raise RuntimeError(f"logprob message of step {record.index}: {message.batch} slots arrived, "
-                                   f"{len(record.request_ids)} were sent")
+                raise RuntimeError(
+                    f"logprob message of step {record.index}: {message.batch} slots arrived, "
+                    f"{len(record.request_ids)} were sent"
+                )
             for rid, got in zip(record.request_ids, message.slots):
                 n = len(got.token_ids)
                 runner.stats.logprob_tokens_received += n
                 if n and rid is not None:
                     runner.logprobs.setdefault(rid, []).extend(
                         TokenLogprob(ids[0], lps[0], rank, ids[1:], lps[1:])
-                        for ids, lps, rank in zip(got.topk_token_ids, got.topk_logprobs, got.ranks))
+                        for ids, lps, rank in zip(got.topk_token_ids, got.topk_logprobs, got.ranks)
+                    )
             for observer in runner.observers:
                 observer.on_logprob_message(runner, message, record)
 
@@ -677,8 +789,10 @@ class _SamplingPath:
     def __init__(self, runner: SpecRunner) -> None:
         target = runner.target_model
         if not (callable(getattr(target, "logits", None)) and hasattr(target, "vocab_size")):
-            raise TypeError("sampled requests: the target model must give its logits rows, "
-                            "target.logits(batch, tokens) -> float32 [R, V], and target.vocab_size")
+            raise TypeError(
+                "sampled requests: the target model must give its logits rows, "
+                "target.logits(batch, tokens) -> float32 [R, V], and target.vocab_size"
+            )
         self.runner = runner
         S, K1 = len(runner.slots), runner.config.draft_width
         self.vocab_size = int(target.vocab_size)
@@ -690,12 +804,16 @@ class _SamplingPath:
 
     def write_logits(self, batch: VerifyBatch, logits: np.ndarray, cu: np.ndarray) -> None:
         if logits.shape != (int(cu[-1]), self.vocab_size):
-            raise ValueError(f"target.logits gave shape {logits.shape}, expected ({int(cu[-1])}, {self.vocab_size})")
-        self.logits_host[:len(logits)] = logits
-        self.logits_host[len(logits):] = 0
+            raise ValueError(
+                f"target.logits gave shape {logits.shape}, expected ({int(cu[-1])}, {self.vocab_size})"
+            )
+        self.logits_host[: len(logits)] = logits
+        self.logits_host[len(logits) :] = 0
         copy_from_host(self.logits, self.logits_host)
         self.batch_id_host[:] = -1
-        self.batch_id_host[:int(cu[-1])] = np.repeat(np.arange(len(cu) - 1, dtype=np.int32), np.diff(cu))
+        self.batch_id_host[: int(cu[-1])] = np.repeat(
+            np.arange(len(cu) - 1, dtype=np.int32), np.diff(cu)
+        )
         copy_from_host(self.batch_id, self.batch_id_host)
 
     def needed(self) -> bool:
@@ -706,9 +824,17 @@ class _SamplingPath:
 
     def sample(self) -> None:
         s = self.runner.buffers
-        speculate_sample_tokens(self.logits, s["cu_seqlens_q_output"], s["step_idx"], s["infer_seed"],
-                                s["temperature"], s["topp"], s["top_k"], s["target_tokens"],
-                                min_p=s["min_p"])
+        speculate_sample_tokens(
+            self.logits,
+            s["cu_seqlens_q_output"],
+            s["step_idx"],
+            s["infer_seed"],
+            s["temperature"],
+            s["topp"],
+            s["top_k"],
+            s["target_tokens"],
+            min_p=s["min_p"],
+        )
 
     def topp_candidates(self):
         """FastDeploy's TOPP inputs: softmax(logits / T) per row (T < 1e-5: the argmax alone), then
@@ -731,6 +857,11 @@ class _SamplingPath:
             self.probs = runner._device(p)
         else:
             copy_from_host(self.probs, p)
-        scores, ids, lens = top_p_candidates(self.probs, runner.buffers["topp"], self.batch_id,
-                                             runner.topp_candidates, runner.max_model_len)
+        scores, ids, lens = top_p_candidates(
+            self.probs,
+            runner.buffers["topp"],
+            self.batch_id,
+            runner.topp_candidates,
+            runner.max_model_len,
+        )
         return ids, scores, lens

@@ -32,14 +32,16 @@ class Acceptance:
 
     def add(self, proposed: int, accepted: int) -> None:
         if not 0 <= accepted <= proposed <= self.num_speculative_tokens:
-            raise ValueError(f"need 0 <= accepted ({accepted}) <= proposed ({proposed}) <= K "
-                             f"({self.num_speculative_tokens})")
+            raise ValueError(
+                f"need 0 <= accepted ({accepted}) <= proposed ({proposed}) <= K "
+                f"({self.num_speculative_tokens})"
+            )
         self.decode_steps += 1
         self.drafts_proposed += proposed
         self.drafts_accepted += accepted
         self.histogram[accepted] += 1
 
-    def merge(self, other: "Acceptance") -> None:
+    def merge(self, other: Acceptance) -> None:
         self.decode_steps += other.decode_steps
         self.drafts_proposed += other.drafts_proposed
         self.drafts_accepted += other.drafts_accepted
@@ -54,9 +56,14 @@ class Acceptance:
         return 1.0 + self.drafts_accepted / self.decode_steps if self.decode_steps else 0.0
 
     def to_dict(self) -> dict:
-        return dict(decode_steps=self.decode_steps, drafts_proposed=self.drafts_proposed,
-                    drafts_accepted=self.drafts_accepted, acceptance_rate=self.acceptance_rate,
-                    mean_acceptance_length=self.mean_acceptance_length, histogram=list(self.histogram))
+        return dict(
+            decode_steps=self.decode_steps,
+            drafts_proposed=self.drafts_proposed,
+            drafts_accepted=self.drafts_accepted,
+            acceptance_rate=self.acceptance_rate,
+            mean_acceptance_length=self.mean_acceptance_length,
+            histogram=list(self.histogram),
+        )
 
 
 class AcceptanceStats:
@@ -92,8 +99,11 @@ class AcceptanceStats:
         """The decoding slots of one runner step (a ``fastdeploy_spec.runner.StepRecord``)."""
         for b in record.slots():
             if not record.is_prefill[b]:
-                self.record(record.request_ids[b], int(record.num_tokens[b]) - 1,
-                            max(int(record.accept_num[b]) - 1, 0))
+                self.record(
+                    record.request_ids[b],
+                    int(record.num_tokens[b]) - 1,
+                    max(int(record.accept_num[b]) - 1, 0),
+                )
 
     @property
     def overall(self) -> Acceptance:
@@ -103,17 +113,23 @@ class AcceptanceStats:
         return total
 
     def to_dict(self) -> dict:
-        return dict(overall=self.overall.to_dict(),
-                    per_request={str(k): v.to_dict() for k, v in self.per_request.items()})
+        return dict(
+            overall=self.overall.to_dict(),
+            per_request={str(k): v.to_dict() for k, v in self.per_request.items()},
+        )
 
     def table(self) -> str:
         """A text table: one row per request, then the overall row."""
         K = self.num_speculative_tokens
-        lines = [f"{'request':<9} {'steps':>6} {'proposed':>9} {'accepted':>9} {'rate':>6} {'mean len':>9}"
-                 f"  accepted drafts per step (0..{K})"]
+        lines = [
+            f"{'request':<9} {'steps':>6} {'proposed':>9} {'accepted':>9} {'rate':>6} {'mean len':>9}"
+            f"  accepted drafts per step (0..{K})"
+        ]
         rows = list(self.per_request.items()) + [("all", self.overall)]
         for rid, a in rows:
-            lines.append(f"{str(rid):<9} {a.decode_steps:>6} {a.drafts_proposed:>9} {a.drafts_accepted:>9} "
-                         f"{100 * a.acceptance_rate:>5.1f}% {a.mean_acceptance_length:>9.2f}  "
-                         + " ".join(str(n) for n in a.histogram))
+            lines.append(
+                f"{str(rid):<9} {a.decode_steps:>6} {a.drafts_proposed:>9} {a.drafts_accepted:>9} "
+                f"{100 * a.acceptance_rate:>5.1f}% {a.mean_acceptance_length:>9.2f}  "
+                + " ".join(str(n) for n in a.histogram)
+            )
         return "\n".join(lines)

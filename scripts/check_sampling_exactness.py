@@ -39,8 +39,14 @@ from tests.reference.sample_tokens import row_distribution  # noqa: E402
 V = 6
 PROMPT = [1, 2, 3, 4, 5, 1, 2, 3]
 ANSWER = [4, 5, 1, 2, 3, 4, 5, 1, 2, 3, 4, 5]
-CONFIGS = [("naive", "target_match"), ("ngram", "target_match"), ("suffix", "target_match"),
-           ("mtp", "target_match"), ("ngram", "topp"), ("mtp", "topp")]
+CONFIGS = [
+    ("naive", "target_match"),
+    ("ngram", "target_match"),
+    ("suffix", "target_match"),
+    ("mtp", "target_match"),
+    ("ngram", "topp"),
+    ("mtp", "topp"),
+]
 
 
 def exact_law(oracle: SampledOracle, L: int, T: float, top_p: float):
@@ -83,8 +89,11 @@ def main() -> int:
     ap.add_argument("--slots", type=int, default=1024)
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--top-p", type=float, default=0.95)
-    ap.add_argument("--configs", default=",".join(f"{m}:{v}" for m, v in CONFIGS),
-                    help="method:strategy pairs, comma-separated (naive:target_match first)")
+    ap.add_argument(
+        "--configs",
+        default=",".join(f"{m}:{v}" for m, v in CONFIGS),
+        help="method:strategy pairs, comma-separated (naive:target_match first)",
+    )
     ap.add_argument("--json")
     args = ap.parse_args()
     configs = [tuple(c.split(":")) for c in args.configs.split(",")]
@@ -93,38 +102,74 @@ def main() -> int:
     oracle = SampledOracle({0: PROMPT + ANSWER}, V, END)
     law = exact_law(oracle, L, args.temperature, args.top_p)
     keys = sorted(law)
-    print(f"V = {V}, outcome = the first {L} tokens: {len(keys)} outcomes of positive probability; "
-          f"{n} requests per method, temperature {args.temperature}, top-p {args.top_p}")
+    print(
+        f"V = {V}, outcome = the first {L} tokens: {len(keys)} outcomes of positive probability; "
+        f"{n} requests per method, temperature {args.temperature}, top-p {args.top_p}"
+    )
     results, counts_of = [], {}
     for i, (method, strategy) in enumerate(configs):
         t0 = time.time()
-        seeds = np.random.default_rng(100 + i).integers(0, 2 ** 63, n)
+        seeds = np.random.default_rng(100 + i).integers(0, 2**63, n)
         runners = []
-        out = run_sampled(method, texts, seeds, vocab_size=V, max_dec_len=L + 1, temperature=args.temperature,
-                          top_p=args.top_p, slots=args.slots, k=3, verify_strategy=strategy, runner_out=runners)
+        out = run_sampled(
+            method,
+            texts,
+            seeds,
+            vocab_size=V,
+            max_dec_len=L + 1,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            slots=args.slots,
+            k=3,
+            verify_strategy=strategy,
+            runner_out=runners,
+        )
         counts: dict = {}
         for toks in out.values():
             key = tuple(toks[:L])
             counts[key] = counts.get(key, 0) + 1
         counts_of[(method, strategy)] = counts
         outside = sum(c for k, c in counts.items() if k not in law)
-        stat, dof, p = chi2_test([counts.get(k, 0) for k in keys] + [outside], [law[k] for k in keys] + [0.0])
+        stat, dof, p = chi2_test(
+            [counts.get(k, 0) for k in keys] + [outside], [law[k] for k in keys] + [0.0]
+        )
         if outside:
             p = 0.0
         tv = 0.5 * sum(abs(counts.get(k, 0) / n - law.get(k, 0.0)) for k in set(law) | set(counts))
-        r = dict(method=method, verify_strategy=strategy, requests=n, chi2=stat, dof=dof, p_exact=p,
-                 total_variation=tv, outside_support=outside,
-                 acceptance_rate=runners[0].stats.acceptance_rate, seconds=time.time() - t0)
-        if (method, strategy) != ("naive", "target_match") and ("naive", "target_match") in counts_of:
+        r = dict(
+            method=method,
+            verify_strategy=strategy,
+            requests=n,
+            chi2=stat,
+            dof=dof,
+            p_exact=p,
+            total_variation=tv,
+            outside_support=outside,
+            acceptance_rate=runners[0].stats.acceptance_rate,
+            seconds=time.time() - t0,
+        )
+        if (method, strategy) != ("naive", "target_match") and (
+            "naive",
+            "target_match",
+        ) in counts_of:
             s2, d2, p2 = two_sample(counts, counts_of[("naive", "target_match")])
             r.update(chi2_vs_plain=s2, dof_vs_plain=d2, p_vs_plain=p2)
         results.append(r)
         vs = f", vs plain decoding p = {r['p_vs_plain']:.3g}" if "p_vs_plain" in r else ""
-        print(f"{method:6s} {strategy:12s}: chi2 {stat:9.1f} (dof {dof:3d}) vs the exact law p = {p:.3g}{vs}; "
-              f"TV distance {tv:.4f}; acceptance {r['acceptance_rate']:.2f} ({r['seconds']:.0f} s)", flush=True)
+        print(
+            f"{method:6s} {strategy:12s}: chi2 {stat:9.1f} (dof {dof:3d}) vs the exact law p = {p:.3g}{vs}; "
+            f"TV distance {tv:.4f}; acceptance {r['acceptance_rate']:.2f} ({r['seconds']:.0f} s)",
+            flush=True,
+        )
     if args.json:
-        Path(args.json).write_text(json.dumps(dict(V=V, tokens=L, temperature=args.temperature, top_p=args.top_p,
-                                                   results=results), indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                dict(
+                    V=V, tokens=L, temperature=args.temperature, top_p=args.top_p, results=results
+                ),
+                indent=1,
+            )
+        )
     ok = all(r["p_exact"] > 0.01 for r in results if r["verify_strategy"] == "target_match")
     print("TARGET_MATCH exact (every p > 0.01):", "yes" if ok else "NO")
     return 0 if ok else 1

@@ -39,7 +39,9 @@ def signatures(root: Path) -> dict:
             if name in found:
                 continue
             inplace = re.search(r"\.SetInplaceMap\(\s*\{(.*)\}\s*\)", body, re.S)
-            pairs = re.findall(r'\{\s*"(\w+)"\s*,\s*"(\w+)"\s*\}', inplace.group(1)) if inplace else []
+            pairs = (
+                re.findall(r'\{\s*"(\w+)"\s*,\s*"(\w+)"\s*\}', inplace.group(1)) if inplace else []
+            )
             found[name] = {
                 "inputs": _names(body, "Inputs"),
                 "outputs": _names(body, "Outputs"),
@@ -52,6 +54,10 @@ def signatures(root: Path) -> dict:
 
 if __name__ == "__main__":
     sigs = signatures(Path(sys.argv[1]))
-    json.dump({"fastdeploy": "PaddlePaddle/FastDeploy develop (2026-05-20)", "ops": sigs}, sys.stdout,
-              indent=1, sort_keys=True)
+    json.dump(
+        {"fastdeploy": "PaddlePaddle/FastDeploy develop (2026-05-20)", "ops": sigs},
+        sys.stdout,
+        indent=1,
+        sort_keys=True,
+    )
     sys.stdout.write("\n")

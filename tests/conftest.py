@@ -30,8 +30,9 @@ else:
     # "ci" (default): bounded and derandomized, so a CI failure reproduces. "long": a fresh random
     # search. Pick one with HYPOTHESIS_PROFILE; FDSPEC_FUZZ_EXAMPLES overrides the example count.
     _fuzz_examples = int(os.environ.get("FDSPEC_FUZZ_EXAMPLES", "0")) or None
-    _hyp_settings.register_profile("ci", max_examples=_fuzz_examples or 150, deadline=None,
-                                   derandomize=True, print_blob=True)
+    _hyp_settings.register_profile(
+        "ci", max_examples=_fuzz_examples or 150, deadline=None, derandomize=True, print_blob=True
+    )
     _hyp_settings.register_profile("long", max_examples=_fuzz_examples or 5000, deadline=None)
     _hyp_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
@@ -39,7 +40,9 @@ else:
 def pytest_collection_modifyitems(config, items):
     if gpu_available():
         return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU, GPU Paddle and a CUDA build of the op library")
+    skip = pytest.mark.skip(
+        reason="needs a CUDA GPU, GPU Paddle and a CUDA build of the op library"
+    )
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)

@@ -20,12 +20,14 @@ import paddle
 import pytest
 
 from fastdeploy_spec import ops, transport
-from tests.sysv import IPC_NOWAIT, libc, raw_queue
 from tests.reference.logprob_msg import send_step
+from tests.sysv import IPC_NOWAIT, libc, raw_queue
 
 
 def gpu_available() -> bool:
-    return paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0 and ops.with_cuda()
+    return (
+        paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0 and ops.with_cuda()
+    )
 
 
 def to_place(array: np.ndarray, place: str) -> paddle.Tensor:
@@ -87,7 +89,9 @@ def raw_bits(tensor: paddle.Tensor) -> np.ndarray:
 MSG_ID = 5  # INFERENCE_MSG_ID of the round trips: the stop flag is +-5
 
 
-FRAGMENT_HEADER = struct.Struct("<IIIIQ")  # magic, message id, index, count, total bytes (msg_queue.h)
+FRAGMENT_HEADER = struct.Struct(
+    "<IIIIQ"
+)  # magic, message id, index, count, total bytes (msg_queue.h)
 
 
 FRAGMENT_MAGIC = 0x31474652
@@ -109,8 +113,11 @@ def reserved_queue_id():
 def assert_buffers_equal(got: dict, want: dict, what: str) -> None:
     np.testing.assert_array_equal(got["tokens"], want["tokens"], err_msg=f"{what}: output_tokens")
     # bit equality: -inf, -0.0 and every float travel unchanged
-    np.testing.assert_array_equal(got["scores"].view(np.int32), want["scores"].view(np.int32),
-                                  err_msg=f"{what}: output_scores")
+    np.testing.assert_array_equal(
+        got["scores"].view(np.int32),
+        want["scores"].view(np.int32),
+        err_msg=f"{what}: output_scores",
+    )
     np.testing.assert_array_equal(got["ranks"], want["ranks"], err_msg=f"{what}: output_ranks")
 
 
@@ -128,7 +135,7 @@ def raw_send(qid: int, mtype: int, text: bytes) -> None:
 def raw_receive_all(qid: int) -> list[bytes]:
     out, buf = [], ctypes.create_string_buffer(1 << 20)
     while (n := libc().msgrcv(_raw_queue(qid), buf, len(buf) - 8, 0, IPC_NOWAIT)) >= 0:
-        out.append(buf.raw[8:8 + n])
+        out.append(buf.raw[8 : 8 + n])
     return out
 
 
@@ -138,26 +145,33 @@ def payload_of(step) -> bytes:
     (frame,) = raw_receive_all(int(os.environ["INFERENCE_MSG_QUEUE_ID"]))
     magic, _, index, count, total = FRAGMENT_HEADER.unpack_from(frame)
     assert (magic, index, count, total) == (FRAGMENT_MAGIC, 0, 1, len(frame) - FRAGMENT_HEADER.size)
-    return frame[FRAGMENT_HEADER.size:]
+    return frame[FRAGMENT_HEADER.size :]
 
 
 def fragments(payload: bytes, msg_id: int, parts: int) -> list[bytes]:
     size = -(-len(payload) // parts)
-    return [FRAGMENT_HEADER.pack(FRAGMENT_MAGIC, msg_id, i, parts, len(payload)) + payload[i * size:(i + 1) * size]
-            for i in range(parts)]
+    return [
+        FRAGMENT_HEADER.pack(FRAGMENT_MAGIC, msg_id, i, parts, len(payload))
+        + payload[i * size : (i + 1) * size]
+        for i in range(parts)
+    ]
 
 
 def grid(*axes):
     """``pytest.mark.parametrize`` over each ``(names, values)`` axis, listed as the stacked decorators
     would be (the first outermost): the same test ids and order, in one decorator."""
+
     def decorate(fn):
         for names, values in reversed(axes):
             fn = pytest.mark.parametrize(names, values)(fn)
         return fn
+
     return decorate
 
 
-def assert_bad_input(call, inputs: dict, name: str, corrupt, message: str, errors=Exception) -> None:
+def assert_bad_input(
+    call, inputs: dict, name: str, corrupt, message: str, errors=Exception
+) -> None:
     """``call(inputs)`` with ``inputs[name]`` replaced by ``corrupt(inputs)`` raises one of ``errors``
     matching ``message``."""
     inputs[name] = corrupt(inputs)
@@ -197,7 +211,9 @@ def registered_ops() -> dict:
             inputs, attrs, outputs = extension_utils.parse_op_info(name)
             inputs = [i.split("@")[0] for i in inputs]
             outputs = [o.split("@")[0] for o in outputs]
-            by_index = core.eager._get_custom_operator_inplace_map(name)  # {output index: input index}
+            by_index = core.eager._get_custom_operator_inplace_map(
+                name
+            )  # {output index: input index}
             inplace = {inputs[i]: outputs[o] for o, i in dict(by_index).items()}
             _REGISTERED_OPS[name] = (inputs, outputs, list(attrs), inplace)
     return _REGISTERED_OPS

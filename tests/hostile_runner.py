@@ -32,8 +32,10 @@ def names(message: str, word: str) -> bool:
 
 def classify(case, exc: BaseException | None) -> tuple[str, str]:
     if exc is None:
-        return ("correct result" if case.expect == "ok" else "silent garbage",
-                "" if case.expect == "ok" else "returned without error")
+        return (
+            "correct result" if case.expect == "ok" else "silent garbage",
+            "" if case.expect == "ok" else "returned without error",
+        )
     msg = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, AssertionError):
         return "silent garbage", msg
@@ -58,7 +60,11 @@ def main() -> None:
     qid = free_queue_id()
     os.environ["INFERENCE_MSG_QUEUE_ID"] = str(qid)
     os.environ["FDSPEC_MSG_FRAGMENT_TIMEOUT_MS"] = "300"
-    for var in ("INFERENCE_MSG_ID", "INFER_WITH_REFERENCE_TOKENUM_THRESHOLD", "SPEC_TOKENUM_THRESHOLD"):
+    for var in (
+        "INFERENCE_MSG_ID",
+        "INFER_WITH_REFERENCE_TOKENUM_THRESHOLD",
+        "SPEC_TOKENUM_THRESHOLD",
+    ):
         os.environ.pop(var, None)
     cases = {c.id: c for c in build_cases(place)}
     emit(event="ready")

@@ -19,7 +19,13 @@ def libc() -> ctypes.CDLL:
     lib.ftok.argtypes = [ctypes.c_char_p, ctypes.c_int]
     lib.msgget.argtypes = [ctypes.c_int, ctypes.c_int]
     lib.msgsnd.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    lib.msgrcv.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long, ctypes.c_int]
+    lib.msgrcv.argtypes = [
+        ctypes.c_int,
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_long,
+        ctypes.c_int,
+    ]
     lib.msgrcv.restype = ctypes.c_ssize_t
     return lib
 

@@ -14,7 +14,8 @@ from fastdeploy_spec.ops import speculate_get_accept_tokens_and_logits, speculat
 from tests.helpers import bf16_bits
 
 _spec = importlib.util.spec_from_file_location(
-    "bench_logprobs", Path(__file__).resolve().parent.parent / "benchmarks" / "logprobs.py")
+    "bench_logprobs", Path(__file__).resolve().parent.parent / "benchmarks" / "logprobs.py"
+)
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
@@ -35,13 +36,31 @@ def run_ops(dtype: str):
     logits = cpu(step["logits"], dtype)
     token_ids, target = cpu(np.zeros(N, np.int64)), cpu(np.zeros((N, V), np.float32), dtype)
     cu = cpu(np.zeros(BATCH + 1, np.int32))
-    ids, scores, ranks = cpu(np.zeros((N, K + 1), np.int64)), cpu(np.zeros((N, K + 1), np.float32)), \
-        cpu(np.zeros(N, np.int64))
-    speculate_get_accept_tokens_and_logits(token_ids, target, logits, cu, cpu(step["cu_q"]), cpu(step["slt"]),
-                                           cpu(step["enc"]), cpu(step["accept"]), cpu(step["accept_tokens"]))
+    ids, scores, ranks = (
+        cpu(np.zeros((N, K + 1), np.int64)),
+        cpu(np.zeros((N, K + 1), np.float32)),
+        cpu(np.zeros(N, np.int64)),
+    )
+    speculate_get_accept_tokens_and_logits(
+        token_ids,
+        target,
+        logits,
+        cu,
+        cpu(step["cu_q"]),
+        cpu(step["slt"]),
+        cpu(step["enc"]),
+        cpu(step["accept"]),
+        cpu(step["accept_tokens"]),
+    )
     speculate_logprobs_topk(target, token_ids, cu, ids, scores, ranks)
-    out = dict(cu=cu.numpy(), token_ids=token_ids.numpy(), gathered=bench.host_values(target.numpy()),
-               ids=ids.numpy(), scores=scores.numpy(), ranks=ranks.numpy())
+    out = dict(
+        cu=cu.numpy(),
+        token_ids=token_ids.numpy(),
+        gathered=bench.host_values(target.numpy()),
+        ids=ids.numpy(),
+        scores=scores.numpy(),
+        ranks=ranks.numpy(),
+    )
     return step, bench.host_values(logits.numpy()), out
 
 

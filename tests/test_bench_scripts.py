@@ -23,12 +23,18 @@ def test_ngram_dry_run(name, drafts_per_slot, tmp_path, capsys):
     assert bench_main(["--routine", name, "--dry-run", "--out", str(tmp_path)]) == 0
     saved = json.loads((tmp_path / f"bench_{name}.json").read_text())
     rows = saved["rows"]
-    assert [(r["B"], r["hit"]) for r in rows] == [(B, hit) for B in (1, 4) for hit in ("early", "late", "none")]
+    assert [(r["B"], r["hit"]) for r in rows] == [
+        (B, hit) for B in (1, 4) for hit in ("early", "late", "none")
+    ]
     for r in rows:
         assert r["drafted_tokens"] == (0 if r["hit"] == "none" else r["B"] * drafts_per_slot), r
         assert r["cpu_op_us"] > 0
     assert "gpu_cold_us" in saved["meta"]["gpu_time"]
-    assert saved["meta"]["repro"] == common.REPRO == f"python -m benchmarks --routine {name} --dry-run --out {tmp_path}"
+    assert (
+        saved["meta"]["repro"]
+        == common.REPRO
+        == f"python -m benchmarks --routine {name} --dry-run --out {tmp_path}"
+    )
     if HAVE_MPL:  # the plot is optional (the `bench` extra)
         assert (tmp_path / f"bench_{name}.png").stat().st_size > 0
     out = capsys.readouterr().out
@@ -42,7 +48,10 @@ OTHERS = {
     "mtp": ("bench_mtp.json", "identical"),
     "logprobs": ("bench_logprobs.json", "check_ok"),
     "msgqueue": ("bench_msgqueue.json", None),  # the receiver checks the last message's content
-    "acceptance": ("bench_drafters.json", None),  # the runner checks every output against the oracle
+    "acceptance": (
+        "bench_drafters.json",
+        None,
+    ),  # the runner checks every output against the oracle
 }
 
 

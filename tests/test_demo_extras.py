@@ -17,8 +17,22 @@ def test_demo_without_extras_exits_0(tmp_path, capsys, monkeypatch, missing):
         monkeypatch.setitem(sys.modules, name, None)
         for sub in [m for m in sys.modules if m.startswith(name + ".")]:
             monkeypatch.setitem(sys.modules, sub, None)
-    rc = demo.main(["--method", "ngram", "--requests", "3", "--slots", "2", "--max-prompt-tokens", "200",
-                    "--device", "cpu", "--out", str(tmp_path)])
+    rc = demo.main(
+        [
+            "--method",
+            "ngram",
+            "--requests",
+            "3",
+            "--slots",
+            "2",
+            "--max-prompt-tokens",
+            "200",
+            "--device",
+            "cpu",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     assert "output check (ngram): 3/3 requests identical" in out
@@ -31,6 +45,8 @@ def test_demo_extras_declared():
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     from pathlib import Path
 
-    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())[
+        "project"
+    ]
     assert project["optional-dependencies"]["demo"] == ["matplotlib", "tqdm"]
     assert "matplotlib" not in project["dependencies"]

@@ -7,17 +7,31 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fastdeploy_spec.ops import (draft_model_accept, draft_model_accept_preprocess, draft_model_greedy_preprocess,
-                                 draft_model_greedy_update)
-from tests.helpers import LOGITS_DTYPES, PLACES, as_f32, logits_to_place, make_logits, to_place
-from tests.reference.draft_model import (ACC_MUTATED, ACC_ORDER, ACC_PRE_ORDER, PRE_MUTATED, PRE_ORDER, TWO_D, UPD_ORDER,
-                                         Device, Reference, accept_ref, assert_same, flat, greedy_ids,
-                                         preprocess_ref, random_state, tie_logits, update_ref)
+from fastdeploy_spec.ops import (
+    draft_model_accept,
+    draft_model_accept_preprocess,
+    draft_model_greedy_preprocess,
+    draft_model_greedy_update,
+)
+from tests.helpers import LOGITS_DTYPES, PLACES, make_logits, to_place
+from tests.reference.draft_model import (
+    ACC_ORDER,
+    ACC_PRE_ORDER,
+    PRE_ORDER,
+    UPD_ORDER,
+    Device,
+    Reference,
+    assert_same,
+    flat,
+    greedy_ids,
+    random_state,
+    tie_logits,
+)
 
 BATCHES = [0, 1, 5, 33]
 VOCABS = [2, 3, 7, 50]
-DRAFT_COUNTS = [1, 2, 5]          # K
-WIDTHS = [2, 4, 12]               # D: 2 and 4 fill rows up
+DRAFT_COUNTS = [1, 2, 5]  # K
+WIDTHS = [2, 4, 12]  # D: 2 and 4 fill rows up
 SEEDS = [0, 1]
 
 
@@ -92,8 +106,16 @@ def test_deferred_accept_chain_equals_the_separate_ops(seed, place):
             ref.update(storage, "float32", i)
         assert_same(fused.host(), ref.s, f"step {step} after drafting")
         news = random_state(rng, B, K, D, V)
-        changed = {k: news[k] for k in ("accept_tokens", "accept_num", "base_model_seq_lens_encoder",
-                                        "base_model_seq_lens_decoder", "base_model_stop_flags")}
+        changed = {
+            k: news[k]
+            for k in (
+                "accept_tokens",
+                "accept_num",
+                "base_model_seq_lens_encoder",
+                "base_model_seq_lens_decoder",
+                "base_model_stop_flags",
+            )
+        }
         for k, v in flat(changed).items():
             fused.t[k] = to_place(changed[k], place)
             ref.s[k] = v.copy()
@@ -105,19 +127,48 @@ def test_deferred_accept_chain_equals_the_separate_ops(seed, place):
 
 ACCEPT_PREPROCESS_CASES = {
     # name: slot overrides, then step_idx, pre_ids row, input_ids after the call
-    "decoding, two accepted": (dict(step_idx=[[4]], mtp_draft_num=[2], accept_tokens=[[9, 2, 0]],
-                                    accept_num=[2]), 4, [-1, 7, 8, 9, 2, -1], 2),
-    "decoding, none accepted": (dict(step_idx=[[4]], mtp_draft_num=[2], accept_num=[0]), 2,
-                                [-1, 7, 8, 9, 6, -1], 8),
-    "decoding, negative last token": (dict(step_idx=[[2]], mtp_draft_num=[0], accept_tokens=[[-3, 5, 0]],
-                                           accept_num=[1]), 3, [-1, 7, 8, -3, 6, -1], 0),
-    "decoding, row full": (dict(step_idx=[[5]], mtp_draft_num=[0], accept_num=[3]), 5,
-                           [-1, 7, 8, 9, 6, -1], 0),
-    "prefill clears the accepted tokens too": (dict(step_idx=[[4]], mtp_draft_num=[1], accept_num=[2],
-                                                    base_model_seq_lens_encoder=[6]), 0, [-1] * 6, 0),
-    "stopped keeps the accepted tokens": (dict(step_idx=[[2]], mtp_draft_num=[0], accept_num=[2],
-                                               accept_tokens=[[4, 5, 0]], base_model_stop_flags=[[True]]),
-                                          4, [-1, 7, 8, 4, 5, -1], 0),
+    "decoding, two accepted": (
+        dict(step_idx=[[4]], mtp_draft_num=[2], accept_tokens=[[9, 2, 0]], accept_num=[2]),
+        4,
+        [-1, 7, 8, 9, 2, -1],
+        2,
+    ),
+    "decoding, none accepted": (
+        dict(step_idx=[[4]], mtp_draft_num=[2], accept_num=[0]),
+        2,
+        [-1, 7, 8, 9, 6, -1],
+        8,
+    ),
+    "decoding, negative last token": (
+        dict(step_idx=[[2]], mtp_draft_num=[0], accept_tokens=[[-3, 5, 0]], accept_num=[1]),
+        3,
+        [-1, 7, 8, -3, 6, -1],
+        0,
+    ),
+    "decoding, row full": (
+        dict(step_idx=[[5]], mtp_draft_num=[0], accept_num=[3]),
+        5,
+        [-1, 7, 8, 9, 6, -1],
+        0,
+    ),
+    "prefill clears the accepted tokens too": (
+        dict(step_idx=[[4]], mtp_draft_num=[1], accept_num=[2], base_model_seq_lens_encoder=[6]),
+        0,
+        [-1] * 6,
+        0,
+    ),
+    "stopped keeps the accepted tokens": (
+        dict(
+            step_idx=[[2]],
+            mtp_draft_num=[0],
+            accept_num=[2],
+            accept_tokens=[[4, 5, 0]],
+            base_model_stop_flags=[[True]],
+        ),
+        4,
+        [-1, 7, 8, 4, 5, -1],
+        0,
+    ),
 }
 
 
@@ -125,8 +176,12 @@ ACCEPT_PREPROCESS_CASES = {
 @pytest.mark.parametrize("name", list(ACCEPT_PREPROCESS_CASES))
 def test_accept_preprocess_edge_cases(name, place):
     over, step, pre, ids = ACCEPT_PREPROCESS_CASES[name]
-    state = dict(one_slot(), pre_ids=np.array([[-1, 7, 8, 9, 6, -1]], np.int64),
-                 accept_tokens=np.array([[1, 1, 1]], np.int64), base_model_seq_lens_decoder=np.array([5], np.int32))
+    state = dict(
+        one_slot(),
+        pre_ids=np.array([[-1, 7, 8, 9, 6, -1]], np.int64),
+        accept_tokens=np.array([[1, 1, 1]], np.int64),
+        base_model_seq_lens_decoder=np.array([5], np.int32),
+    )
     state.update({k: np.asarray(v, state[k].dtype) for k, v in over.items()})
     dev = Device(state, place)
     dev.accept_preprocess()
@@ -138,15 +193,21 @@ def test_accept_preprocess_edge_cases(name, place):
 def one_slot(**over) -> dict:
     """One decoding slot: generated 4 5 6 (step_idx 3), nothing unverified, D = 8, K = 3."""
     s = dict(
-        input_ids=np.array([[-7]], np.int64), seq_lens_decoder=np.array([0], np.int32),
-        step_idx=np.array([[3]], np.int64), pre_ids=np.array([[-1, 4, 5, 6, -1, -1, -1, -1]], np.int64),
-        mtp_draft_num=np.array([0], np.int32), max_dec_len=np.array([[0]], np.int64),
+        input_ids=np.array([[-7]], np.int64),
+        seq_lens_decoder=np.array([0], np.int32),
+        step_idx=np.array([[3]], np.int64),
+        pre_ids=np.array([[-1, 4, 5, 6, -1, -1, -1, -1]], np.int64),
+        mtp_draft_num=np.array([0], np.int32),
+        max_dec_len=np.array([[0]], np.int64),
         base_model_seq_lens_this_time=np.array([1], np.int32),
         base_model_seq_lens_encoder=np.array([0], np.int32),
         base_model_seq_lens_decoder=np.array([9], np.int32),
-        base_model_stop_flags=np.array([[False]]), base_model_max_dec_len=np.array([[30]], np.int64),
+        base_model_stop_flags=np.array([[False]]),
+        base_model_max_dec_len=np.array([[30]], np.int64),
         base_model_draft_tokens=np.full((1, 4), -1, np.int64),
-        accept_tokens=np.array([[7, 8, 9, 10]], np.int64), accept_num=np.array([2], np.int32))
+        accept_tokens=np.array([[7, 8, 9, 10]], np.int64),
+        accept_num=np.array([2], np.int32),
+    )
     s.update({k: np.asarray(v, s[k].dtype).reshape(s[k].shape) for k, v in over.items()})
     return s
 
@@ -157,8 +218,20 @@ PREPROCESS_CASES = {
     "drops_unverified_drafts": (dict(mtp_draft_num=[2]), 4, 1, 1, 9),
     "more_drafts_than_tokens": (dict(mtp_draft_num=[9]), 0, 0, 1, 9),
     "prefill_clears": (dict(base_model_seq_lens_encoder=[5]), 0, 0, 1, 0),
-    "stopped_is_idle": (dict(base_model_stop_flags=[[True]], base_model_seq_lens_this_time=[4]), 0, 3, 4, 0),
-    "empty_is_idle": (dict(base_model_seq_lens_decoder=[0], base_model_seq_lens_this_time=[0]), 0, 3, 0, 0),
+    "stopped_is_idle": (
+        dict(base_model_stop_flags=[[True]], base_model_seq_lens_this_time=[4]),
+        0,
+        3,
+        4,
+        0,
+    ),
+    "empty_is_idle": (
+        dict(base_model_seq_lens_decoder=[0], base_model_seq_lens_this_time=[0]),
+        0,
+        3,
+        0,
+        0,
+    ),
     "no_token_yet": (dict(step_idx=[[0]]), 0, 0, 1, 9),
     "step_past_row": (dict(step_idx=[[50]]), -1 + 1, 7, 1, 9),
 }
@@ -186,14 +259,17 @@ def test_preprocess_edge_cases(name, place):
 @pytest.mark.parametrize("place", PLACES)
 @pytest.mark.parametrize("dtype", LOGITS_DTYPES)
 def test_update_greedy_choice(dtype, place):
-    values = np.array([
-        [0.5, 2.0, 2.0, 1.0],                 # tie: the lower id
-        [np.nan, -1.0, np.nan, -2.0],         # NaN counts as -inf
-        [-np.inf, -np.inf, -np.inf, -np.inf], # all equal: id 0
-        [np.nan, np.nan, np.nan, np.nan],     # all NaN: id 0
-        [-0.0, 0.0, -1.0, -0.0],              # -0 ties +0
-        [-3.0, -2.0, -1.0, np.inf],
-    ], np.float32)
+    values = np.array(
+        [
+            [0.5, 2.0, 2.0, 1.0],  # tie: the lower id
+            [np.nan, -1.0, np.nan, -2.0],  # NaN counts as -inf
+            [-np.inf, -np.inf, -np.inf, -np.inf],  # all equal: id 0
+            [np.nan, np.nan, np.nan, np.nan],  # all NaN: id 0
+            [-0.0, 0.0, -1.0, -0.0],  # -0 ties +0
+            [-3.0, -2.0, -1.0, np.inf],
+        ],
+        np.float32,
+    )
     want = [1, 1, 0, 0, 0, 3]
     assert greedy_ids(values).tolist() == want
     B = len(values)
@@ -209,12 +285,15 @@ def test_update_greedy_choice(dtype, place):
 
 
 @pytest.mark.parametrize("place", PLACES)
-@pytest.mark.parametrize("V,peaks", [
-    (1001, [0, 1, 7, 8, 500, 992, 999, 1000, 3]),
-    # On sm_90 a row this long is split over a cluster of blocks (16 KB slices): peaks at the edges
-    # of the slices, and ties across slices (the last row: the same maximum in two slices).
-    (40001, [0, 4095, 4096, 4097, 8191, 20000, 39999, 40000, 12]),
-])
+@pytest.mark.parametrize(
+    "V,peaks",
+    [
+        (1001, [0, 1, 7, 8, 500, 992, 999, 1000, 3]),
+        # On sm_90 a row this long is split over a cluster of blocks (16 KB slices): peaks at the edges
+        # of the slices, and ties across slices (the last row: the same maximum in two slices).
+        (40001, [0, 4095, 4096, 4097, 8191, 20000, 39999, 40000, 12]),
+    ],
+)
 def test_update_large_vocabulary_and_misaligned_rows(V, peaks, place):
     # Odd V: rows start off 16-byte boundaries, so head, vector body and tail are all searched.
     rng = np.random.default_rng(3)
@@ -235,7 +314,7 @@ def test_update_skips_slots_that_cannot_draft(place):
     state = {k: np.repeat(v, 3, axis=0) for k, v in one_slot(seq_lens_decoder=[9]).items()}
     state["seq_lens_decoder"][0] = 0
     state["mtp_draft_num"][1] = 0  # substep 1 below needs 1
-    state["step_idx"][2] = 7       # D - 1: no room
+    state["step_idx"][2] = 7  # D - 1: no room
     dev = Device(state, place)
     dev.update(np.ones((3, 4), np.float32), "float32", 1)
     got = dev.host()
@@ -246,10 +325,16 @@ def test_update_skips_slots_that_cannot_draft(place):
 ACCEPT_CASES = {
     # name: (overrides, step_idx, pre_ids)
     "append": ({}, 5, [-1, 4, 5, 6, 7, 8, -1, -1]),
-    "drafts_replaced": (dict(step_idx=[[5]], mtp_draft_num=[2], pre_ids=[[-1, 4, 5, 6, 1, 1, -1, -1]]),
-                        5, [-1, 4, 5, 6, 7, 8, -1, -1]),
-    "none_accepted_drops_drafts": (dict(step_idx=[[4]], mtp_draft_num=[1], accept_num=[0]),
-                                   3, [-1, 4, 5, 6, -1, -1, -1, -1]),
+    "drafts_replaced": (
+        dict(step_idx=[[5]], mtp_draft_num=[2], pre_ids=[[-1, 4, 5, 6, 1, 1, -1, -1]]),
+        5,
+        [-1, 4, 5, 6, 7, 8, -1, -1],
+    ),
+    "none_accepted_drops_drafts": (
+        dict(step_idx=[[4]], mtp_draft_num=[1], accept_num=[0]),
+        3,
+        [-1, 4, 5, 6, -1, -1, -1, -1],
+    ),
     "row_fills_up": (dict(step_idx=[[6]], accept_num=[4]), 7, [-1, 4, 5, 6, -1, -1, -1, 7]),
     "accept_num_past_width": (dict(accept_num=[9]), 7, [-1, 4, 5, 6, 7, 8, 9, 10]),
     "negative_accept_num": (dict(accept_num=[-3]), 3, [-1, 4, 5, 6, -1, -1, -1, -1]),
@@ -275,8 +360,11 @@ def _bad(op: str, name: str, value):
         draft_model_greedy_preprocess(*(t[k] for k in PRE_ORDER))
     elif op == "update":
         logits = t.pop("logits", None)
-        draft_model_greedy_update(logits if logits is not None else to_place(np.zeros((1, 4), np.float32), "cpu"),
-                           *(t[k] for k in UPD_ORDER), t.get("substep", 0))
+        draft_model_greedy_update(
+            logits if logits is not None else to_place(np.zeros((1, 4), np.float32), "cpu"),
+            *(t[k] for k in UPD_ORDER),
+            t.get("substep", 0),
+        )
     elif op == "accept":
         draft_model_accept(*(t[k] for k in ACC_ORDER))
     else:
@@ -286,40 +374,81 @@ def _bad(op: str, name: str, value):
 BAD_INPUTS = [
     ("preprocess", "input_ids", np.zeros((1, 1), np.int32), "input_ids must be int64, got int32"),
     ("preprocess", "pre_ids", np.zeros((1, 1, 8), np.int64), "pre_ids must be 2-D"),
-    ("preprocess", "step_idx", np.zeros((2, 1), np.int64), r"step_idx must have shape \[1\] or \[1, 1\]"),
-    ("preprocess", "base_model_stop_flags", np.zeros((1, 1), np.int32),
-     "base_model_stop_flags must be bool, got int32"),
+    (
+        "preprocess",
+        "step_idx",
+        np.zeros((2, 1), np.int64),
+        r"step_idx must have shape \[1\] or \[1, 1\]",
+    ),
+    (
+        "preprocess",
+        "base_model_stop_flags",
+        np.zeros((1, 1), np.int32),
+        "base_model_stop_flags must be bool, got int32",
+    ),
     ("preprocess", "pre_ids", np.zeros((1, 0), np.int64), "pre_ids must have at least one column"),
-    ("update", "logits", np.zeros((1, 4), np.int64), "logits must be float32, float16 or bfloat16, got int64"),
+    (
+        "update",
+        "logits",
+        np.zeros((1, 4), np.int64),
+        "logits must be float32, float16 or bfloat16, got int64",
+    ),
     ("update", "logits", np.zeros((1, 0), np.float32), "logits must have 1 .. 2"),
     ("update", "logits", np.zeros((0, 4), np.float32), r"logits must have at least 1 rows"),
     ("update", "substep", 3, r"substep must be in \[0, K - 1\] .* got 3"),
     ("update", "substep", -1, r"substep must be in \[0, K - 1\] .* got -1"),
     ("update", "mtp_draft_num", np.zeros(1, np.int64), "mtp_draft_num must be int32, got int64"),
-    ("accept", "accept_tokens", np.zeros((1, 0), np.int64), "accept_tokens must have at least one column"),
+    (
+        "accept",
+        "accept_tokens",
+        np.zeros((1, 0), np.int64),
+        "accept_tokens must have at least one column",
+    ),
     ("accept", "accept_num", np.zeros(1, np.int64), "accept_num must be int32, got int64"),
     ("accept", "pre_ids", np.zeros((0, 8), np.int64), "pre_ids must have at least 1 rows"),
-    ("accept_preprocess", "accept_tokens", np.zeros((1, 0), np.int64), "accept_tokens must have at least one column"),
+    (
+        "accept_preprocess",
+        "accept_tokens",
+        np.zeros((1, 0), np.int64),
+        "accept_tokens must have at least one column",
+    ),
     ("accept_preprocess", "accept_num", np.zeros(2, np.int32), r"accept_num must have shape \[1\]"),
-    ("accept_preprocess", "base_model_stop_flags", np.zeros((1, 1), np.int32),
-     "base_model_stop_flags must be bool, got int32"),
-    ("accept_preprocess", "pre_ids", np.zeros((1, 0), np.int64), "pre_ids must have at least one column"),
+    (
+        "accept_preprocess",
+        "base_model_stop_flags",
+        np.zeros((1, 1), np.int32),
+        "base_model_stop_flags must be bool, got int32",
+    ),
+    (
+        "accept_preprocess",
+        "pre_ids",
+        np.zeros((1, 0), np.int64),
+        "pre_ids must have at least one column",
+    ),
 ]
 
 
-OP_NAMES = {"preprocess": "draft_model_greedy_preprocess", "update": "draft_model_greedy_update",
-            "accept": "draft_model_accept", "accept_preprocess": "draft_model_accept_preprocess"}
+OP_NAMES = {
+    "preprocess": "draft_model_greedy_preprocess",
+    "update": "draft_model_greedy_update",
+    "accept": "draft_model_accept",
+    "accept_preprocess": "draft_model_accept_preprocess",
+}
 
 
-@pytest.mark.parametrize("op,name,value,match", BAD_INPUTS,
-                         ids=[f"{op}-{name}-{i}" for i, (op, name, _, _) in enumerate(BAD_INPUTS)])
+@pytest.mark.parametrize(
+    "op,name,value,match",
+    BAD_INPUTS,
+    ids=[f"{op}-{name}-{i}" for i, (op, name, _, _) in enumerate(BAD_INPUTS)],
+)
 def test_bad_inputs(op, name, value, match):
     with pytest.raises((OSError, RuntimeError, ValueError), match=f"{OP_NAMES[op]}: {match}"):
         if name == "substep":
             state = one_slot()
             t = {k: to_place(v, "cpu") for k, v in state.items()}
-            draft_model_greedy_update(to_place(np.zeros((1, 4), np.float32), "cpu"), *(t[k] for k in UPD_ORDER),
-                               value)
+            draft_model_greedy_update(
+                to_place(np.zeros((1, 4), np.float32), "cpu"), *(t[k] for k in UPD_ORDER), value
+            )
         elif name == "logits":
             state = one_slot()
             t = {k: to_place(v, "cpu") for k, v in state.items()}

@@ -21,7 +21,9 @@ import pytest
 
 from tests.helpers import registered_ops
 
-SIGNATURES = json.loads((Path(__file__).parent / "data" / "fastdeploy_op_signatures.json").read_text())["ops"]
+SIGNATURES = json.loads(
+    (Path(__file__).parent / "data" / "fastdeploy_op_signatures.json").read_text()
+)["ops"]
 
 # Attributes our ops append after upstream's, each with its reason (docs/contract/names.md): the
 # message-queue ops' private queue (upstream reads INFERENCE_MSG_QUEUE_ID inside the op) and the
@@ -39,14 +41,25 @@ EXTRA_ATTRS = {
 # the list, so an op registered later under a FastDeploy name (verify_draft_tokens,
 # unified_update_model_status, naive_update_model_status, top_p_candidates, ...) is checked as soon as
 # it is built; a name added here is checked once registered.
-SHARED_BY_DESIGN = {"draft_model_preprocess", "draft_model_update", "draft_model_postprocess",
-                    "draft_model_set_value_by_flags", "eagle_get_hidden_states",
-                    "eagle_get_self_hidden_states", "speculate_save_output_topk",
-                    "mtp_save_first_token_with_topk", "ngram_match", "hybrid_mtp_ngram",
-                    "speculate_get_output_topk", "speculate_get_accept_tokens_and_logits",
-                    # registered by the step50 branch (verification and the model-status update)
-                    "verify_draft_tokens", "unified_update_model_status", "naive_update_model_status",
-                    "top_p_candidates"}
+SHARED_BY_DESIGN = {
+    "draft_model_preprocess",
+    "draft_model_update",
+    "draft_model_postprocess",
+    "draft_model_set_value_by_flags",
+    "eagle_get_hidden_states",
+    "eagle_get_self_hidden_states",
+    "speculate_save_output_topk",
+    "mtp_save_first_token_with_topk",
+    "ngram_match",
+    "hybrid_mtp_ngram",
+    "speculate_get_output_topk",
+    "speculate_get_accept_tokens_and_logits",
+    # registered by the step50 branch (verification and the model-status update)
+    "verify_draft_tokens",
+    "unified_update_model_status",
+    "naive_update_model_status",
+    "top_p_candidates",
+}
 
 
 def _our_names() -> set:
@@ -68,7 +81,8 @@ def test_shared_names_are_the_ones_we_mean_to_share():
     shared = set(registered()) & set(SIGNATURES)
     assert shared == SHARED_BY_DESIGN & set(registered()), (
         f"an op of ours takes a FastDeploy name by accident, or one we share is missing: "
-        f"{sorted(shared ^ (SHARED_BY_DESIGN & set(registered())))}")
+        f"{sorted(shared ^ (SHARED_BY_DESIGN & set(registered())))}"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(SIGNATURES))
@@ -81,6 +95,9 @@ def test_signature_agrees_with_fastdeploy(name):
     assert sorted(outputs) == sorted(up["outputs"]), f"{name}: outputs {outputs} != {up['outputs']}"
     assert inplace == up["inplace"], f"{name}: in-place map {inplace} != {up['inplace']}"
     up_attrs = [a.split(":")[0].strip() for a in up["attrs"]]
-    assert attrs[: len(up_attrs)] == up_attrs, f"{name}: attributes {attrs} != FastDeploy's {up_attrs}"
-    assert tuple(attrs[len(up_attrs):]) == EXTRA_ATTRS.get(name, ()), (
-        f"{name}: attributes beyond FastDeploy's {attrs[len(up_attrs):]} are not the documented ones")
+    assert attrs[: len(up_attrs)] == up_attrs, (
+        f"{name}: attributes {attrs} != FastDeploy's {up_attrs}"
+    )
+    assert tuple(attrs[len(up_attrs) :]) == EXTRA_ATTRS.get(name, ()), (
+        f"{name}: attributes beyond FastDeploy's {attrs[len(up_attrs) :]} are not the documented ones"
+    )

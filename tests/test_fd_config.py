@@ -20,21 +20,28 @@ BSZ, K, MAX_MODEL_LEN = 2, 5, 256
 def fd_config(use_cudagraph=False, method="ngram", **spec):
     fields = dict(method=method, num_speculative_tokens=K, max_ngram_size=3, min_ngram_size=1)
     fields.update(spec)
-    return NS(speculative_config=NS(**fields), graph_opt_config=NS(use_cudagraph=use_cudagraph),
-              scheduler_config=NS(max_num_seqs=BSZ), model_config=NS(max_model_len=MAX_MODEL_LEN))
+    return NS(
+        speculative_config=NS(**fields),
+        graph_opt_config=NS(use_cudagraph=use_cudagraph),
+        scheduler_config=NS(max_num_seqs=BSZ),
+        model_config=NS(max_model_len=MAX_MODEL_LEN),
+    )
 
 
 def share_inputs(place, prompt=(), gen=(), max_dec_len=200):
     """Upstream's share_inputs of the proposer test: zeros, ones, K drafts allowed per slot."""
     ids = np.zeros((BSZ, MAX_MODEL_LEN), np.int64)
-    ids[:, :len(prompt)] = prompt
-    ids[:, len(prompt):len(prompt) + len(gen)] = gen
+    ids[:, : len(prompt)] = prompt
+    ids[:, len(prompt) : len(prompt) + len(gen)] = gen
     arrays = {
-        "token_ids_all": ids, "prompt_lens": np.full((BSZ, 1), len(prompt), np.int64),
+        "token_ids_all": ids,
+        "prompt_lens": np.full((BSZ, 1), len(prompt), np.int64),
         "step_idx": np.full((BSZ, 1), len(gen), np.int64),
         "actual_draft_token_num": np.full((BSZ, 1), K, np.int32),
-        "draft_tokens": np.zeros((BSZ, K + 1), np.int64), "seq_lens_this_time": np.ones(BSZ, np.int32),
-        "seq_lens_encoder": np.zeros(BSZ, np.int32), "seq_lens_decoder": np.ones(BSZ, np.int32),
+        "draft_tokens": np.zeros((BSZ, K + 1), np.int64),
+        "seq_lens_this_time": np.ones(BSZ, np.int32),
+        "seq_lens_encoder": np.zeros(BSZ, np.int32),
+        "seq_lens_decoder": np.ones(BSZ, np.int32),
         "max_dec_len": np.full((BSZ, 1), max_dec_len, np.int64),
     }
     return {k: to_place(v, place) for k, v in arrays.items()}
@@ -45,10 +52,13 @@ def test_config_binding():
     assert proposer.max_ngram_size == 3 and proposer.max_draft_token_num == K
     assert proposer.max_num_seqs == BSZ and proposer.max_model_len == MAX_MODEL_LEN
     assert proposer.pad_to_max is False and NgramProposer(fd_config(True)).pad_to_max is True
-    assert proposer.config == SpeculativeConfig(method="ngram", num_speculative_tokens=K,
-                                                max_ngram_size=3, min_ngram_size=1)
+    assert proposer.config == SpeculativeConfig(
+        method="ngram", num_speculative_tokens=K, max_ngram_size=3, min_ngram_size=1
+    )
     typed = NgramProposer(SpeculativeConfig(method="ngram", num_speculative_tokens=4))
-    assert typed.pad_to_max is False and typed.max_num_seqs is None and typed.max_draft_token_num == 4
+    assert (
+        typed.pad_to_max is False and typed.max_num_seqs is None and typed.max_draft_token_num == 4
+    )
 
 
 def test_proposer_config_forms():
@@ -58,7 +68,10 @@ def test_proposer_config_forms():
     pc = proposer_config(cfg)
     assert pc.speculative.method is SpecMethod.MTP and pc.speculative.max_ngram_size == 5
     assert pc.pad_to_max is False and pc.max_num_seqs is None
-    assert proposer_config(NS(speculative_config=NS(method=None))).speculative.method is SpecMethod.NAIVE
+    assert (
+        proposer_config(NS(speculative_config=NS(method=None))).speculative.method
+        is SpecMethod.NAIVE
+    )
     pc = ProposerConfig(SpeculativeConfig(), pad_to_max=True)
     assert proposer_config(pc) is pc
     with pytest.raises(TypeError, match="FDConfig-shaped"):
@@ -105,19 +118,26 @@ def test_cudagraph_pads_to_k_plus_1(place):
 
 def test_mtp_proposer_from_fd_config():
     """MTPProposer takes S and D from the config, and use_cudagraph pads its hybrid extension."""
+
     def plus_one(ids, hidden):
         return paddle.nn.functional.one_hot((ids[:, 0] + 1) % 16, 16)
 
     for use_cudagraph in (False, True):
         cfg = fd_config(use_cudagraph, method="mtp", num_model_steps=1, mtp_strategy="with_ngram")
         mtp = MTPProposer(cfg, plus_one)
-        assert (mtp.max_num_seqs, mtp.max_model_len, mtp.pad_to_max) == (BSZ, MAX_MODEL_LEN, use_cudagraph)
+        assert (mtp.max_num_seqs, mtp.max_model_len, mtp.pad_to_max) == (
+            BSZ,
+            MAX_MODEL_LEN,
+            use_cudagraph,
+        )
         assert mtp.pre_ids.shape == [BSZ, MAX_MODEL_LEN]
         s = share_inputs("cpu", [9, 9, 9], [])
         s["seq_lens_decoder"] = to_place(np.full(BSZ, 4, np.int32), "cpu")
         s["stop_flags"] = to_place(np.zeros((BSZ, 1), bool), "cpu")
-        mtp.accept(to_place(np.array([[3] + [-1] * K] * BSZ, np.int64), "cpu"),
-                   to_place(np.ones(BSZ, np.int32), "cpu"))
+        mtp.accept(
+            to_place(np.array([[3] + [-1] * K] * BSZ, np.int64), "cpu"),
+            to_place(np.ones(BSZ, np.int32), "cpu"),
+        )
         # What the hybrid op will see after the MTP step: one MTP draft (4), no n-gram match.
         mtp.run(s)
         slt = s["seq_lens_this_time"].numpy().tolist()
@@ -138,8 +158,13 @@ def test_suffix_proposer_from_fd_config(place):
     with its last token when use_cudagraph is on."""
     hist = [1, 2, 3, 4, 5, 1, 2, 3, 6, 7, 1, 2]
     for use_cudagraph in (False, True):
-        cfg = fd_config(use_cudagraph, method="suffix", suffix_decoding_max_tree_depth=32,
-                        suffix_decoding_min_token_prob=0.1, suffix_decoding_max_spec_factor=1.0)
+        cfg = fd_config(
+            use_cudagraph,
+            method="suffix",
+            suffix_decoding_max_tree_depth=32,
+            suffix_decoding_min_token_prob=0.1,
+            suffix_decoding_max_spec_factor=1.0,
+        )
         proposer = create_proposer(cfg)
         assert isinstance(proposer, SuffixProposer) and proposer.max_tree_depth == 32
         assert proposer.pad_to_max is use_cudagraph

@@ -35,8 +35,13 @@ from tests.reference import verify_draft_tokens as verify  # noqa: E402
 from tests.reference.get_accept_tokens import ref_cu_batch_offset  # noqa: E402
 from tests.reference.ngram_match import THRESHOLD_ENV  # noqa: E402
 
-FIXTURES_OK = settings(suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                              HealthCheck.too_slow, HealthCheck.data_too_large])
+FIXTURES_OK = settings(
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ]
+)
 THRESHOLDS = st.one_of(st.integers(0, 30), st.just(10**6))
 
 
@@ -90,20 +95,29 @@ def draft_inputs(data, B, W, K, rows, vocab, *, max_dec_len_hi):
 
 # ---- ngram_match: GPU against CPU ------------------------------------------------------------------
 
+
 @pytest.mark.gpu
 @FIXTURES_OK
 @given(data=st.data())
 def test_ngram_match_gpu_against_cpu(data):
-    B, W, k = data.draw(st.integers(0, 40), label="B"), data.draw(st.integers(1, 24), label="W"), \
-        data.draw(st.integers(0, 6), label="K")
+    B, W, k = (
+        data.draw(st.integers(0, 40), label="B"),
+        data.draw(st.integers(1, 24), label="W"),
+        data.draw(st.integers(0, 6), label="K"),
+    )
     rows = B + data.draw(st.integers(0, 2), label="extra rows")
     vocab = data.draw(st.integers(1, 3), label="vocab")
     d = draft_inputs(data, B, W, k, rows, vocab, max_dec_len_hi=24)
-    ngram.check(d, "gpu", data.draw(st.integers(1, 5), label="n"),
-                data.draw(st.one_of(st.none(), THRESHOLDS), label="threshold"))
+    ngram.check(
+        d,
+        "gpu",
+        data.draw(st.integers(1, 5), label="n"),
+        data.draw(st.one_of(st.none(), THRESHOLDS), label="threshold"),
+    )
 
 
 # ---- hybrid_mtp_ngram ----------------------------------------------------------------------------------
+
 
 @fuzz_on_places
 def test_hybrid_mtp_ngram(place, data):
@@ -128,10 +142,13 @@ def test_hybrid_mtp_ngram(place, data):
     max_draft = data.draw(st.integers(0, K1 + 2), label="max_draft_tokens")
     threshold = data.draw(THRESHOLDS, label="threshold")
     want = hybrid.run_ref(case, max_n, min_n, max_draft, threshold)
-    on_places(place, lambda p: hybrid.run_op(case, p, max_n, min_n, max_draft, threshold=threshold), want)
+    on_places(
+        place, lambda p: hybrid.run_op(case, p, max_n, min_n, max_draft, threshold=threshold), want
+    )
 
 
 # ---- draft-model ops (MTP proposer): preprocess, update, accept ------------------------------------
+
 
 def _draft_state(data, B, K, D, vocab):
     """Draft and target slot state: every slot kind, lengths from negative to past the row."""
@@ -160,12 +177,26 @@ def test_draft_model_ops(place, data):
     D, vocab = data.draw(st.integers(1, 10), label="D"), data.draw(st.integers(1, 4), label="vocab")
     dtype = data.draw(st.sampled_from(LOGITS_DTYPES), label="dtype")
     state = _draft_state(data, B, K, D, vocab)
-    calls = data.draw(st.lists(st.one_of(st.just(("preprocess", 0)), st.just(("accept", 0)),
-                                         st.just(("accept_preprocess", 0)),
-                                         st.tuples(st.just("update"), st.integers(0, K - 1))),
-                               min_size=1, max_size=6), label="calls")
-    logits = [make_logits(choice(data, (B, vocab), [-1.0, 0.0, 0.5, 0.5, np.inf, np.nan], np.float32,
-                                 "logits"), dtype) for _ in calls]
+    calls = data.draw(
+        st.lists(
+            st.one_of(
+                st.just(("preprocess", 0)),
+                st.just(("accept", 0)),
+                st.just(("accept_preprocess", 0)),
+                st.tuples(st.just("update"), st.integers(0, K - 1)),
+            ),
+            min_size=1,
+            max_size=6,
+        ),
+        label="calls",
+    )
+    logits = [
+        make_logits(
+            choice(data, (B, vocab), [-1.0, 0.0, 0.5, 0.5, np.inf, np.nan], np.float32, "logits"),
+            dtype,
+        )
+        for _ in calls
+    ]
 
     def run(p, side):
         for (op, substep), storage in zip(calls, logits):
@@ -177,8 +208,11 @@ def test_draft_model_ops(place, data):
 
     want = run(None, draft.Reference(state))
     keys = sorted(want)
-    on_places(place, lambda p: tuple(run(p, draft.Device(state, p))[k] for k in keys),
-              tuple(want[k] for k in keys))
+    on_places(
+        place,
+        lambda p: tuple(run(p, draft.Device(state, p))[k] for k in keys),
+        tuple(want[k] for k in keys),
+    )
 
 
 # ---- suffix_match --------------------------------------------------------------------------------------
@@ -200,14 +234,18 @@ def test_suffix_match(place, data):
         max_tree_depth=data.draw(st.integers(1, 12), label="max_tree_depth"),
         max_spec_factor=data.draw(st.sampled_from([0.0, 0.5, 1.0, 3.0]), label="factor"),
         max_spec_offset=data.draw(st.sampled_from([-1.0, 0.0, 0.5, 2.0]), label="offset"),
-        min_token_prob=data.draw(st.sampled_from([0.0, 0.1, 0.34, 0.5, 1.0]), label="min_token_prob"),
+        min_token_prob=data.draw(
+            st.sampled_from([0.0, 0.1, 0.34, 0.5, 1.0]), label="min_token_prob"
+        ),
         max_draft_tokens=data.draw(st.integers(0, K), label="max_draft_tokens"),
         pad_to_max=data.draw(st.booleans(), label="pad_to_max"),
-        threshold=data.draw(st.one_of(st.none(), THRESHOLDS), label="threshold"))
+        threshold=data.draw(st.one_of(st.none(), THRESHOLDS), label="threshold"),
+    )
     suffix.check(case, place, **kw)
 
 
 # ---- speculate_get_accept_tokens_and_logits / speculate_compute_cu_batch_offset -------------------
+
 
 @fuzz_on_places
 def test_get_accept_tokens_and_logits(place, data):
@@ -222,8 +260,11 @@ def test_get_accept_tokens_and_logits(place, data):
         token_ids=np.full(N, accept.SENTINEL_TOKEN, np.int64),
         target_logits=make_logits(np.full((N, V), -3.5, np.float32), dtype),
         logits=make_logits(rng.standard_normal((R, V)).astype(np.float32), dtype),
-        cu=np.full(B + 1 + data.draw(st.integers(0, 2), label="extra offsets"), accept.SENTINEL_OFFSET,
-                   np.int32),
+        cu=np.full(
+            B + 1 + data.draw(st.integers(0, 2), label="extra offsets"),
+            accept.SENTINEL_OFFSET,
+            np.int32,
+        ),
         cu_q=ints(data, (B + 1,), -2, R + 2, np.int32, "cu_seqlens_q_output"),
         slt=ints(data, (B,), -1, stride + 1, np.int32, "slt"),
         enc=choice(data, (B,), [0, 0, 0, 9, -1], np.int32, "enc"),
@@ -240,25 +281,39 @@ def test_get_accept_tokens_and_logits(place, data):
 @fuzz_on_places
 def test_compute_cu_batch_offset(place, data):
     real_bsz = data.draw(st.integers(0, 40), label="real_bsz")
-    accept_num = ints(data, (real_bsz + data.draw(st.integers(0, 3)),), -(2**31), 2**31 - 1, np.int32,
-                      "accept_num") if data.draw(st.booleans(), label="extreme counts") else \
-        ints(data, (real_bsz + data.draw(st.integers(0, 3)),), -3, 9, np.int32, "accept_num")
+    accept_num = (
+        ints(
+            data,
+            (real_bsz + data.draw(st.integers(0, 3)),),
+            -(2**31),
+            2**31 - 1,
+            np.int32,
+            "accept_num",
+        )
+        if data.draw(st.booleans(), label="extreme counts")
+        else ints(data, (real_bsz + data.draw(st.integers(0, 3)),), -3, 9, np.int32, "accept_num")
+    )
     max_accept = data.draw(st.one_of(st.none(), st.integers(0, 7)), label="max_accept_num")
     cu = np.full(real_bsz + 1 + data.draw(st.integers(0, 2)), accept.SENTINEL_OFFSET, np.int32)
     want = cu.copy()
     if max_accept is None and np.maximum(accept_num[:real_bsz].astype(np.int64), 0).sum() >= 2**31:
         return  # an offset past INT32_MAX: no int32 answer exists (checked in test_hostile_inputs)
-    want[:real_bsz + 1] = ref_cu_batch_offset(accept_num[:real_bsz], max_accept)  # real_bsz 0: cu[0] = 0
+    want[: real_bsz + 1] = ref_cu_batch_offset(
+        accept_num[:real_bsz], max_accept
+    )  # real_bsz 0: cu[0] = 0
 
     def run(p):
         t = to_place(cu, p)
-        ops.speculate_compute_cu_batch_offset(t, to_place(accept_num, p), real_bsz, max_accept_num=max_accept)
+        ops.speculate_compute_cu_batch_offset(
+            t, to_place(accept_num, p), real_bsz, max_accept_num=max_accept
+        )
         return (t.numpy(),)
 
     on_places(place, run, (want,))
 
 
 # ---- speculate_logprobs_topk ----------------------------------------------------------------------------
+
 
 @fuzz_on_places
 def test_logprobs_topk(place, data):
@@ -269,38 +324,61 @@ def test_logprobs_topk(place, data):
     seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
     rng = np.random.default_rng(seed)
     tie_range = data.draw(st.sampled_from([None, 1, 2, 3]), label="tie range")
-    values = rng.standard_normal((N, V)) * 3 if tie_range is None else rng.integers(0, tie_range, (N, V))
+    values = (
+        rng.standard_normal((N, V)) * 3 if tie_range is None else rng.integers(0, tie_range, (N, V))
+    )
     counts = ints(data, (B,), -1, 4, np.int64, "accepted per slot")
     case = dict(
         logits=make_logits(values.astype(np.float32), dtype),
         tokens=ints(data, (N,), -2, V + 1, np.int64, "tokens"),
         # offsets as the gather op leaves them, or hostile (decreasing, negative, past N)
-        cu=(np.concatenate([[0], np.cumsum(np.maximum(counts, 0))]).astype(np.int32)
-            if data.draw(st.booleans(), label="valid offsets") else
-            ints(data, (B + 1,), -2, N + 3, np.int32, "cu")),
-        temperature=(choice(data, (B,), [0.0, 0.5, 1.0, 1.7, -1.0], np.float32, "temperature")
-                     if data.draw(st.booleans(), label="with temperature") else None),
+        cu=(
+            np.concatenate([[0], np.cumsum(np.maximum(counts, 0))]).astype(np.int32)
+            if data.draw(st.booleans(), label="valid offsets")
+            else ints(data, (B + 1,), -2, N + 3, np.int32, "cu")
+        ),
+        temperature=(
+            choice(data, (B,), [0.0, 0.5, 1.0, 1.7, -1.0], np.float32, "temperature")
+            if data.draw(st.booleans(), label="with temperature")
+            else None
+        ),
     )
     raw = data.draw(st.booleans(), label="raw_logits")
     if not np.all(np.diff(case["cu"]) >= 0):
         case["cu"] = np.sort(case["cu"])  # the row -> slot search assumes sorted offsets
     logprobs.check(case, dtype, place, k, raw)
     if place == "gpu":
-        gpu, cpu = logprobs.run_op(case, dtype, "gpu", k, raw), logprobs.run_op(case, dtype, "cpu", k, raw)
+        gpu, cpu = (
+            logprobs.run_op(case, dtype, "gpu", k, raw),
+            logprobs.run_op(case, dtype, "cpu", k, raw),
+        )
         for g, c in zip(gpu[::2], cpu[::2]):  # ids and ranks exactly (scores: check's tolerance)
             np.testing.assert_array_equal(g, c, err_msg="GPU against CPU")
 
 
 # ---- verify_draft_tokens / unified_update_model_status / naive_update_model_status -----------------------
 
+
 @fuzz_on_places
 def test_verify_draft_tokens(place, data):
     B, K = data.draw(st.integers(0, 9), label="B"), data.draw(st.integers(0, 6), label="K")
-    strategy = data.draw(st.sampled_from([verify.TOPP, verify.GREEDY, verify.TARGET_MATCH]), label="strategy")
-    flags = data.draw(st.sampled_from([{}, {"accept_all": True}, {"reject_all": True}]), label="flags")
+    strategy = data.draw(
+        st.sampled_from([verify.TOPP, verify.GREEDY, verify.TARGET_MATCH]), label="strategy"
+    )
+    flags = data.draw(
+        st.sampled_from([{}, {"accept_all": True}, {"reject_all": True}]), label="flags"
+    )
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
-    case = verify.random_case(rng, B, K, data.draw(st.integers(1, 3), label="vocab"), strategy,
-                              C=data.draw(st.integers(1, 4), label="C"), seeds=data.draw(st.booleans()), **flags)
+    case = verify.random_case(
+        rng,
+        B,
+        K,
+        data.draw(st.integers(1, 3), label="vocab"),
+        strategy,
+        C=data.draw(st.integers(1, 4), label="C"),
+        seeds=data.draw(st.booleans()),
+        **flags,
+    )
     on_places(place, lambda p: verify.run(case, p), verify.verify_draft_tokens_ref(case))
 
 
@@ -308,8 +386,13 @@ def test_verify_draft_tokens(place, data):
 def test_unified_update(place, data):
     B, K = data.draw(st.integers(0, 9), label="B"), data.draw(st.integers(0, 6), label="K")
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
-    case = update.random_update_case(rng, B, K, data.draw(st.integers(1, 3), label="vocab"),
-                                     L=data.draw(st.integers(0, 16), label="L"))
+    case = update.random_update_case(
+        rng,
+        B,
+        K,
+        data.draw(st.integers(1, 3), label="vocab"),
+        L=data.draw(st.integers(0, 16), label="L"),
+    )
     want = update.unified_update_ref(case)
 
     def run(p):
@@ -322,7 +405,9 @@ def test_unified_update(place, data):
 @fuzz_on_places
 def test_naive_update(place, data):
     B = data.draw(st.integers(0, 9), label="B")
-    case = update.random_naive_case(np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed")), B)
+    case = update.random_naive_case(
+        np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed")), B
+    )
     want = update.naive_update_ref(case)
 
     def run(p):
@@ -334,18 +419,23 @@ def test_naive_update(place, data):
 
 # ---- logprob messages: save op -> queue -> receive op, in one process ----------------------------------
 
+
 @pytest.mark.parametrize("place", PLACES)
 @settings(FIXTURES_OK, max_examples=max(1, settings.default.max_examples * 2 // 5))  # IPC: fewer
 @given(data=st.data())
 def test_message_round_trip(place, queue_id, data):
     mode = data.draw(st.sampled_from(["save", "mtp"]), label="mode")
     step = msg_ref.make_step(
-        np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed")), mode=mode,
-        batch=data.draw(st.integers(1, 8), label="batch"), columns=data.draw(st.integers(1, 21), label="M"),
-        flag=data.draw(st.integers(0, 255), label="flag"), not_need_stop=data.draw(st.booleans()),
+        np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed")),
+        mode=mode,
+        batch=data.draw(st.integers(1, 8), label="batch"),
+        columns=data.draw(st.integers(1, 21), label="M"),
+        flag=data.draw(st.integers(0, 255), label="flag"),
+        not_need_stop=data.draw(st.booleans()),
         prefill_frac=data.draw(st.sampled_from([0.0, 0.3, 1.0]), label="prefill"),
         preempt_frac=data.draw(st.sampled_from([0.0, 0.3, 1.0]), label="preempted"),
-        full=data.draw(st.booleans(), label="full"))
+        full=data.draw(st.booleans(), label="full"),
+    )
     # At most 8 slots: the message (fragments included) fits the default queue capacity (msgmnb
     # 16384), so this one process can send it before it receives.
     op = ops.speculate_save_output_topk if mode == "save" else ops.mtp_save_first_token_with_topk
@@ -354,5 +444,7 @@ def test_message_round_trip(place, queue_id, data):
     ops.speculate_get_output_topk(*t, 20, 0, False)
     want = msg_ref.apply_message(msg_ref.fresh_buffers(), step)
     np.testing.assert_array_equal(t[0].numpy().reshape(-1), want["tokens"])
-    np.testing.assert_array_equal(t[1].numpy().reshape(-1).view(np.int32), want["scores"].view(np.int32))
+    np.testing.assert_array_equal(
+        t[1].numpy().reshape(-1).view(np.int32), want["scores"].view(np.int32)
+    )
     np.testing.assert_array_equal(t[2].numpy(), want["ranks"])

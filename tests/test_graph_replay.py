@@ -40,8 +40,18 @@ pytestmark = pytest.mark.gpu
 
 S, W, K, VOCAB, END = 37, 64, 4, 4, 3
 THRESHOLD = 128
-OUTPUTS = ("draft_tokens", "seq_lens_this_time", "accept_tokens", "accept_num", "token_ids_all",
-           "step_idx", "stop_flags", "seq_lens_encoder", "seq_lens_decoder", "has_running_seqs")
+OUTPUTS = (
+    "draft_tokens",
+    "seq_lens_this_time",
+    "accept_tokens",
+    "accept_num",
+    "token_ids_all",
+    "step_idx",
+    "stop_flags",
+    "seq_lens_encoder",
+    "seq_lens_decoder",
+    "has_running_seqs",
+)
 
 
 def random_state(rng: np.random.Generator) -> dict:
@@ -63,7 +73,7 @@ def random_state(rng: np.random.Generator) -> dict:
         if kind == "prefill":
             enc[b] = slt[b] = P
             continue
-        ids[b, P:P + s] = rng.integers(0, VOCAB, s)
+        ids[b, P : P + s] = rng.integers(0, VOCAB, s)
         step_idx[b] = s
         dec[b] = P + s - 1
         slt[b] = 1
@@ -73,23 +83,45 @@ def random_state(rng: np.random.Generator) -> dict:
         if step_idx[b] > 0:
             draft_tokens[b, 0] = ids[b, prompt_lens[b, 0] + step_idx[b, 0] - 1]
     return dict(
-        token_ids_all=ids, prompt_lens=prompt_lens, step_idx=step_idx,
+        token_ids_all=ids,
+        prompt_lens=prompt_lens,
+        step_idx=step_idx,
         max_dec_len=step_idx + rng.integers(1, 12, (S, 1)),
-        actual_draft_token_num=np.full(S, K, np.int32), draft_tokens=draft_tokens.astype(np.int64),
-        seq_lens_this_time=slt, seq_lens_encoder=enc, seq_lens_decoder=dec, stop_flags=stop,
-        accept_tokens=np.full((S, K + 1), -1, np.int64), accept_num=np.zeros(S, np.int32),
+        actual_draft_token_num=np.full(S, K, np.int32),
+        draft_tokens=draft_tokens.astype(np.int64),
+        seq_lens_this_time=slt,
+        seq_lens_encoder=enc,
+        seq_lens_decoder=dec,
+        stop_flags=stop,
+        accept_tokens=np.full((S, K + 1), -1, np.int64),
+        accept_num=np.zeros(S, np.int32),
         target_tokens=target_rows(rng),
         # FastDeploy's step inputs: slot b's target rows start at b (K + 1); nothing blocked or paused
-        cu_seqlens_q_output=(np.arange(S) * (K + 1)).astype(np.int32), is_block_step=np.zeros(S, bool),
-        reasoning_status=np.zeros(S, np.int32), topp=np.ones(S, np.float32), has_running_seqs=np.zeros(1, bool),
+        cu_seqlens_q_output=(np.arange(S) * (K + 1)).astype(np.int32),
+        is_block_step=np.zeros(S, bool),
+        reasoning_status=np.zeros(S, np.int32),
+        topp=np.ones(S, np.float32),
+        has_running_seqs=np.zeros(1, bool),
         end_tokens=np.array([END], np.int64),
     )
 
 
 def decode_step(t: dict, pad_to_max: bool = False) -> None:
-    ngram_match(t["token_ids_all"], t["prompt_lens"], t["step_idx"], t["actual_draft_token_num"],
-                t["draft_tokens"], t["seq_lens_this_time"], t["seq_lens_encoder"],
-                t["seq_lens_decoder"], t["max_dec_len"], 3, K, pad_to_max, threshold=THRESHOLD)
+    ngram_match(
+        t["token_ids_all"],
+        t["prompt_lens"],
+        t["step_idx"],
+        t["actual_draft_token_num"],
+        t["draft_tokens"],
+        t["seq_lens_this_time"],
+        t["seq_lens_encoder"],
+        t["seq_lens_decoder"],
+        t["max_dec_len"],
+        3,
+        K,
+        pad_to_max,
+        threshold=THRESHOLD,
+    )
     verify(t)
     update(t)
 
@@ -100,17 +132,49 @@ def target_rows(rng: np.random.Generator) -> np.ndarray:
 
 
 def verify(t: dict) -> None:
-    verify_draft_tokens(t["accept_tokens"], t["accept_num"], t["draft_tokens"], t["target_tokens"], None, None,
-                        None, t["topp"], t["stop_flags"], t["seq_lens_encoder"], t["seq_lens_this_time"],
-                        t["end_tokens"], t["is_block_step"], t["cu_seqlens_q_output"], t["reasoning_status"],
-                        t["max_dec_len"], t["step_idx"], W, 0, 1, False, False)
+    verify_draft_tokens(
+        t["accept_tokens"],
+        t["accept_num"],
+        t["draft_tokens"],
+        t["target_tokens"],
+        None,
+        None,
+        None,
+        t["topp"],
+        t["stop_flags"],
+        t["seq_lens_encoder"],
+        t["seq_lens_this_time"],
+        t["end_tokens"],
+        t["is_block_step"],
+        t["cu_seqlens_q_output"],
+        t["reasoning_status"],
+        t["max_dec_len"],
+        t["step_idx"],
+        W,
+        0,
+        1,
+        False,
+        False,
+    )
 
 
 def update(t: dict) -> None:
-    unified_update_model_status(t["seq_lens_encoder"], t["seq_lens_decoder"], t["has_running_seqs"],
-                                t["draft_tokens"], t["accept_tokens"], t["accept_num"], t["stop_flags"],
-                                t["seq_lens_this_time"], t["is_block_step"], t["token_ids_all"],
-                                t["prompt_lens"], t["step_idx"], t["end_tokens"], t["max_dec_len"])
+    unified_update_model_status(
+        t["seq_lens_encoder"],
+        t["seq_lens_decoder"],
+        t["has_running_seqs"],
+        t["draft_tokens"],
+        t["accept_tokens"],
+        t["accept_num"],
+        t["stop_flags"],
+        t["seq_lens_this_time"],
+        t["is_block_step"],
+        t["token_ids_all"],
+        t["prompt_lens"],
+        t["step_idx"],
+        t["end_tokens"],
+        t["max_dec_len"],
+    )
 
 
 def eager_steps(state: dict, targets: list, place: str, pad_to_max: bool = False) -> dict:
@@ -130,7 +194,11 @@ BACKENDS = {"paddle": dict(backend="paddle"), "cudart": dict(backend="cudart", s
 
 
 def pointers(buffers: dict):
-    return {k: t.data_ptr() for k, t in buffers.items()} if hasattr(paddle.Tensor, "data_ptr") else None
+    return (
+        {k: t.data_ptr() for k, t in buffers.items()}
+        if hasattr(paddle.Tensor, "data_ptr")
+        else None
+    )
 
 
 # pad_to_max: graph mode of ngram_match (FastDeploy #7849), what a runner whose target model is
@@ -167,9 +235,21 @@ def test_decode_step_replays_like_eager(backend, pad_to_max):
     want = eager_steps(state, targets, "cpu", pad_to_max)
     if pad_to_max:  # the captured shape: every decoding slot verifies K drafts
         t = {k: to_place(v, "gpu") for k, v in state.items()}
-        ngram_match(t["token_ids_all"], t["prompt_lens"], t["step_idx"], t["actual_draft_token_num"],
-                    t["draft_tokens"], t["seq_lens_this_time"], t["seq_lens_encoder"],
-                    t["seq_lens_decoder"], t["max_dec_len"], 3, K, True, threshold=THRESHOLD)
+        ngram_match(
+            t["token_ids_all"],
+            t["prompt_lens"],
+            t["step_idx"],
+            t["actual_draft_token_num"],
+            t["draft_tokens"],
+            t["seq_lens_this_time"],
+            t["seq_lens_encoder"],
+            t["seq_lens_decoder"],
+            t["max_dec_len"],
+            3,
+            K,
+            True,
+            threshold=THRESHOLD,
+        )
         decoding = (state["seq_lens_encoder"] <= 0) & (state["seq_lens_decoder"] != 0)
         assert decoding.any() and (t["seq_lens_this_time"].numpy()[decoding] == K + 1).all()
     for k in OUTPUTS:
@@ -180,7 +260,14 @@ def test_decode_step_replays_like_eager(backend, pad_to_max):
 # ---- A whole MTP decode step: draft steps, hybrid_mtp_ngram extension, verification, update ---------
 
 MTP_STEPS = 2
-MTP_BUFFERS = ("pre_ids", "step_idx", "seq_lens_decoder", "max_dec_len", "input_ids", "mtp_draft_num")
+MTP_BUFFERS = (
+    "pre_ids",
+    "step_idx",
+    "seq_lens_decoder",
+    "max_dec_len",
+    "input_ids",
+    "mtp_draft_num",
+)
 
 
 class PreparedLogits:
@@ -210,14 +297,19 @@ def mtp_state(rng: np.random.Generator):
     drafted = np.zeros(S, np.int32)
     for b in range(S):
         P, s = int(state["prompt_lens"][b, 0]), int(step[b, 0])
-        pre[b, 1:s + 1] = state["token_ids_all"][b, P:P + s]
+        pre[b, 1 : s + 1] = state["token_ids_all"][b, P : P + s]
         if s and rng.random() < 0.3:  # an earlier step's drafts, never verified
             drafted[b] = int(rng.integers(1, 3))
-            pre[b, s + 1:s + 1 + drafted[b]] = rng.integers(0, VOCAB, drafted[b])
+            pre[b, s + 1 : s + 1 + drafted[b]] = rng.integers(0, VOCAB, drafted[b])
             step[b, 0] += drafted[b]
-    draft_side = dict(pre_ids=pre, step_idx=step, seq_lens_decoder=np.zeros(S, np.int32),
-                      max_dec_len=np.zeros((S, 1), np.int64), input_ids=np.zeros((S, 1), np.int64),
-                      mtp_draft_num=drafted)
+    draft_side = dict(
+        pre_ids=pre,
+        step_idx=step,
+        seq_lens_decoder=np.zeros(S, np.int32),
+        max_dec_len=np.zeros((S, 1), np.int64),
+        input_ids=np.zeros((S, 1), np.int64),
+        mtp_draft_num=drafted,
+    )
     logits = [rng.integers(0, 3, (S, VOCAB)).astype(np.float32) for _ in range(MTP_STEPS)]
     return state, draft_side, logits
 
@@ -226,12 +318,19 @@ def make_mtp_proposer(place: str, logits: list, defer_accept: bool):
     from fastdeploy_spec.config import SpeculativeConfig
     from fastdeploy_spec.proposers import MTPProposer
 
-    cfg = SpeculativeConfig(method="mtp", num_speculative_tokens=K, num_model_steps=MTP_STEPS,
-                            mtp_strategy="with_ngram", max_ngram_size=3, min_ngram_size=1,
-                            hybrid_threshold=THRESHOLD)
+    cfg = SpeculativeConfig(
+        method="mtp",
+        num_speculative_tokens=K,
+        num_model_steps=MTP_STEPS,
+        mtp_strategy="with_ngram",
+        max_ngram_size=3,
+        min_ngram_size=1,
+        hybrid_threshold=THRESHOLD,
+    )
     model = PreparedLogits([to_place(v, place) for v in logits])
-    return MTPProposer(cfg, model, max_num_seqs=S, max_model_len=W, place=place,
-                       defer_accept=defer_accept), model
+    return MTPProposer(
+        cfg, model, max_num_seqs=S, max_model_len=W, place=place, defer_accept=defer_accept
+    ), model
 
 
 def mtp_step(t: dict, proposer) -> None:
@@ -248,7 +347,9 @@ def mtp_results(t: dict, proposer) -> dict:
     return out
 
 
-def eager_mtp_steps(state: dict, draft_side: dict, steps: list, place: str, defer_accept: bool) -> dict:
+def eager_mtp_steps(
+    state: dict, draft_side: dict, steps: list, place: str, defer_accept: bool
+) -> dict:
     """Fresh tensors and a fresh proposer on `place`; one MTP step per (target tokens, logits). A
     deferring proposer starts with the state's accept_tokens / accept_num pending."""
     t = {k: to_place(v, place) for k, v in state.items()}
@@ -275,7 +376,9 @@ def test_mtp_step_replays_like_eager(backend, defer_accept):
     proposer, model = make_mtp_proposer("gpu", logits0, defer_accept)
     for k, v in draft0.items():
         copy_into(vars(proposer), k, v)
-    if defer_accept:  # the captured run then starts with the fused accept + preprocess on these buffers
+    if (
+        defer_accept
+    ):  # the captured run then starts with the fused accept + preprocess on these buffers
         proposer.accept(buffers["accept_tokens"], buffers["accept_num"])
     tensors = dict(buffers, **{f"proposer.{k}": getattr(proposer, k) for k in MTP_BUFFERS})
     before = pointers(tensors)
@@ -306,9 +409,13 @@ def test_mtp_step_replays_like_eager(backend, defer_accept):
     # change between replays.
     state, draft_side, logits = cases[0]
     load(state, draft_side, logits)
-    steps = [(target_rows(rng),
-              [rng.integers(0, 3, (S, VOCAB)).astype(np.float32) for _ in range(MTP_STEPS)])
-             for _ in range(5)]
+    steps = [
+        (
+            target_rows(rng),
+            [rng.integers(0, 3, (S, VOCAB)).astype(np.float32) for _ in range(MTP_STEPS)],
+        )
+        for _ in range(5)
+    ]
     for target, step_logits in steps:
         copy_into(buffers, "target_tokens", target)
         for buf, v in zip(model.logits, step_logits):
@@ -323,11 +430,18 @@ def test_mtp_step_replays_like_eager(backend, defer_accept):
 
 # ---- FastDeploy's step ops: a TOPP step (verify_draft_tokens + unified_update_model_status) ----------
 
-from fastdeploy_spec.ops import unified_update_model_status, verify_draft_tokens  # noqa: E402
 from tests.reference import verify_draft_tokens as vd_ref  # noqa: E402
 
-TOPP_OUTPUTS = ("step_output_ids", "step_output_len", "step_input_ids", "step_idx", "token_ids_all",
-                "seq_lens_decoder", "stop_flags", "has_running_seqs")
+TOPP_OUTPUTS = (
+    "step_output_ids",
+    "step_output_len",
+    "step_input_ids",
+    "step_idx",
+    "token_ids_all",
+    "seq_lens_decoder",
+    "stop_flags",
+    "has_running_seqs",
+)
 
 
 def topp_state(rng: np.random.Generator, R: int = 96, K: int = 3, C: int = 6) -> dict:
@@ -340,27 +454,72 @@ def topp_state(rng: np.random.Generator, R: int = 96, K: int = 3, C: int = 6) ->
     T = R * W
     scores = rng.random((T, C)).astype(np.float32)
     return dict(
-        step_output_ids=np.full((R, W), -1, np.int64), step_output_len=np.zeros(R, np.int32),
-        step_input_ids=case["step_input_ids"], candidate_ids=rng.integers(0, 1000, (T, C)).astype(np.int64),
-        candidate_scores=scores / scores.sum(axis=1, keepdims=True), candidate_lens=np.full(T, C, np.int32),
-        topp=np.ones(R, np.float32), stop_flags=np.zeros(R, bool), seq_lens_encoder=np.zeros(R, np.int32),
-        seq_lens_decoder=np.full(R, 50, np.int32), seq_lens_this_time=slt, end_tokens=np.zeros(0, np.int64),
-        is_block_step=np.zeros(R, bool), cu_seqlens_q_output=cu[:R].copy(), reasoning_status=np.zeros(R, np.int32),
-        max_dec_len=np.full(R, 1 << 40, np.int64), step_idx=rng.integers(0, 100, R).astype(np.int64),
-        seeds=rng.integers(0, 2**62, R).astype(np.int64), has_running_seqs=np.zeros(1, bool),
-        token_ids_all=np.zeros((R, 512), np.int64), prompt_lens=np.full(R, 8, np.int64))
+        step_output_ids=np.full((R, W), -1, np.int64),
+        step_output_len=np.zeros(R, np.int32),
+        step_input_ids=case["step_input_ids"],
+        candidate_ids=rng.integers(0, 1000, (T, C)).astype(np.int64),
+        candidate_scores=scores / scores.sum(axis=1, keepdims=True),
+        candidate_lens=np.full(T, C, np.int32),
+        topp=np.ones(R, np.float32),
+        stop_flags=np.zeros(R, bool),
+        seq_lens_encoder=np.zeros(R, np.int32),
+        seq_lens_decoder=np.full(R, 50, np.int32),
+        seq_lens_this_time=slt,
+        end_tokens=np.zeros(0, np.int64),
+        is_block_step=np.zeros(R, bool),
+        cu_seqlens_q_output=cu[:R].copy(),
+        reasoning_status=np.zeros(R, np.int32),
+        max_dec_len=np.full(R, 1 << 40, np.int64),
+        step_idx=rng.integers(0, 100, R).astype(np.int64),
+        seeds=rng.integers(0, 2**62, R).astype(np.int64),
+        has_running_seqs=np.zeros(1, bool),
+        token_ids_all=np.zeros((R, 512), np.int64),
+        prompt_lens=np.full(R, 8, np.int64),
+    )
 
 
 def topp_step(t: dict) -> None:
-    verify_draft_tokens(t["step_output_ids"], t["step_output_len"], t["step_input_ids"], None, t["candidate_ids"],
-                        t["candidate_scores"], t["candidate_lens"], t["topp"], t["stop_flags"],
-                        t["seq_lens_encoder"], t["seq_lens_this_time"], t["end_tokens"], t["is_block_step"],
-                        t["cu_seqlens_q_output"], t["reasoning_status"], t["max_dec_len"], t["step_idx"],
-                        512, 2, 0, False, False, seeds=t["seeds"])
-    unified_update_model_status(t["seq_lens_encoder"], t["seq_lens_decoder"], t["has_running_seqs"],
-                                t["step_input_ids"], t["step_output_ids"], t["step_output_len"], t["stop_flags"],
-                                t["seq_lens_this_time"], t["is_block_step"], t["token_ids_all"], t["prompt_lens"],
-                                t["step_idx"], t["end_tokens"], t["max_dec_len"])
+    verify_draft_tokens(
+        t["step_output_ids"],
+        t["step_output_len"],
+        t["step_input_ids"],
+        None,
+        t["candidate_ids"],
+        t["candidate_scores"],
+        t["candidate_lens"],
+        t["topp"],
+        t["stop_flags"],
+        t["seq_lens_encoder"],
+        t["seq_lens_this_time"],
+        t["end_tokens"],
+        t["is_block_step"],
+        t["cu_seqlens_q_output"],
+        t["reasoning_status"],
+        t["max_dec_len"],
+        t["step_idx"],
+        512,
+        2,
+        0,
+        False,
+        False,
+        seeds=t["seeds"],
+    )
+    unified_update_model_status(
+        t["seq_lens_encoder"],
+        t["seq_lens_decoder"],
+        t["has_running_seqs"],
+        t["step_input_ids"],
+        t["step_output_ids"],
+        t["step_output_len"],
+        t["stop_flags"],
+        t["seq_lens_this_time"],
+        t["is_block_step"],
+        t["token_ids_all"],
+        t["prompt_lens"],
+        t["step_idx"],
+        t["end_tokens"],
+        t["max_dec_len"],
+    )
 
 
 @pytest.mark.parametrize("backend", list(BACKENDS))
@@ -376,7 +535,9 @@ def test_topp_step_replays_draw_new_tokens(backend):
         graph.replay()
         topp_step(cpu)
         for k in TOPP_OUTPUTS:
-            np.testing.assert_array_equal(buffers[k].numpy(), cpu[k].numpy(), err_msg=f"replay {replay}: {k}")
+            np.testing.assert_array_equal(
+                buffers[k].numpy(), cpu[k].numpy(), err_msg=f"replay {replay}: {k}"
+            )
         ids, n = buffers["step_output_ids"].numpy(), buffers["step_output_len"].numpy()
         drawn.append(ids[np.arange(len(n)), n - 1])  # each row's last token: the TOPP draw
     assert (drawn[0] != drawn[1]).mean() > 0.5, "a replay drew the same tokens as the one before"

@@ -53,9 +53,20 @@ def extremes(case, field, seed):
 
 # ---- Integer limits in every length and count: same answer as the reference (which clamps) --------
 
+
 @pytest.mark.parametrize("place", PLACES)
-@pytest.mark.parametrize("field", ["prompt_lens", "step_idx", "max_dec_len", "draft_token_num",
-                                   "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder"])
+@pytest.mark.parametrize(
+    "field",
+    [
+        "prompt_lens",
+        "step_idx",
+        "max_dec_len",
+        "draft_token_num",
+        "seq_lens_this_time",
+        "seq_lens_encoder",
+        "seq_lens_decoder",
+    ],
+)
 def test_ngram_match_integer_limits(place, field):
     d = make_ngram_batch(np.random.default_rng(1), 16, 24, vocab=2)
     extremes(d, field, 2)
@@ -64,8 +75,9 @@ def test_ngram_match_integer_limits(place, field):
 
 
 @pytest.mark.parametrize("place", PLACES)
-@pytest.mark.parametrize("field", ["prompt_lens", "step_idx", "max_dec_len", "seq_lens_this_time",
-                                   "seq_lens_decoder"])
+@pytest.mark.parametrize(
+    "field", ["prompt_lens", "step_idx", "max_dec_len", "seq_lens_this_time", "seq_lens_decoder"]
+)
 def test_hybrid_mtp_ngram_integer_limits(place, field):
     case = hybrid.make_case(np.random.default_rng(3), 16, 20, 12, 2)
     extremes(case, field, 4)
@@ -75,8 +87,19 @@ def test_hybrid_mtp_ngram_integer_limits(place, field):
 
 @pytest.mark.parametrize("place", PLACES)
 @pytest.mark.parametrize("strategy", [verify.TOPP, verify.GREEDY])
-@pytest.mark.parametrize("field", ["step_idx", "max_dec_len", "seq_lens_this_time", "seq_lens_encoder",
-                                   "reasoning_status", "seeds", "candidate_lens", "step_input_ids"])
+@pytest.mark.parametrize(
+    "field",
+    [
+        "step_idx",
+        "max_dec_len",
+        "seq_lens_this_time",
+        "seq_lens_encoder",
+        "reasoning_status",
+        "seeds",
+        "candidate_lens",
+        "step_input_ids",
+    ],
+)
 def test_verify_draft_tokens_integer_limits(place, strategy, field):
     case = verify.random_case(np.random.default_rng(5), 16, 4, 2, strategy, rows=0, seeds=True)
     if case.get(field) is None or case[field].size != 16:
@@ -86,8 +109,17 @@ def test_verify_draft_tokens_integer_limits(place, strategy, field):
 
 
 @pytest.mark.parametrize("place", PLACES)
-@pytest.mark.parametrize("field", ["step_output_len", "prompt_lens", "step_idx", "max_dec_len",
-                                   "seq_lens_encoder", "seq_lens_decoder"])
+@pytest.mark.parametrize(
+    "field",
+    [
+        "step_output_len",
+        "prompt_lens",
+        "step_idx",
+        "max_dec_len",
+        "seq_lens_encoder",
+        "seq_lens_decoder",
+    ],
+)
 def test_unified_update_integer_limits(place, field):
     case = update.random_update_case(np.random.default_rng(7), 16, 4, 3, L=12, rows=0)
     extremes(case, field, 8)
@@ -113,6 +145,7 @@ def test_accept_num_above_k_plus_1(place):
 
 # ---- speculate_compute_cu_batch_offset: an offset past INT32_MAX --------------------------------
 
+
 @pytest.mark.parametrize("place", PLACES)
 def test_cu_batch_offset_saturates_or_clamps(place):
     accept_num = np.array([I32_MAX, I32_MAX, 5], np.int32)
@@ -128,9 +161,14 @@ def test_cu_batch_offset_saturates_or_clamps(place):
 
 # ---- speculate_logprobs_topk: NaN and Inf logits, hostile offsets and tokens --------------------------
 
+
 def _run_logprobs(values, tokens, cu, k, place, temperature=None):
-    case = dict(logits=values.astype(np.float32), tokens=np.asarray(tokens, np.int64),
-                cu=np.asarray(cu, np.int32), temperature=temperature)
+    case = dict(
+        logits=values.astype(np.float32),
+        tokens=np.asarray(tokens, np.int64),
+        cu=np.asarray(cu, np.int32),
+        temperature=temperature,
+    )
     return logprobs.run_op(case, "float32", place, k)
 
 
@@ -138,9 +176,14 @@ def _run_logprobs(values, tokens, cu, k, place, temperature=None):
 def test_logprobs_inf_logits(place):
     # +-inf are ordinary ordered values for the ids and ranks. A row holding +inf has log-sum-exp
     # NaN (inf - inf), so all its scores are NaN; a row of only -inf scores the lowest float.
-    v = np.array([[0.0, np.inf, 1.0, -np.inf],
-                  [-np.inf, -np.inf, -np.inf, -np.inf],
-                  [1.0, 2.0, -np.inf, 3.0]], np.float32)
+    v = np.array(
+        [
+            [0.0, np.inf, 1.0, -np.inf],
+            [-np.inf, -np.inf, -np.inf, -np.inf],
+            [1.0, 2.0, -np.inf, 3.0],
+        ],
+        np.float32,
+    )
     ids, scores, ranks = _run_logprobs(v, [2, 0, 2], [0, 3], 4, place)
     assert ids[:, 0].tolist() == [2, 0, 2]
     assert ids[0, 1] == 1 and ids[2, 1:].tolist() == [3, 1, 0, 2]
@@ -162,8 +205,12 @@ def test_logprobs_nan_logits(place):
     ids, scores, ranks = _run_logprobs(v, [3, 0, 5, 8], [0, 4], 5, place)
     assert ((ids[:, 1:] >= -1) & (ids[:, 1:] < 9)).all()
     assert ((ranks >= 0) & (ranks <= 9)).all()
-    clean = dict(logits=v[2:], tokens=np.array([5, 8], np.int64), cu=np.array([0, 2], np.int32),
-                 temperature=None)
+    clean = dict(
+        logits=v[2:],
+        tokens=np.array([5, 8], np.int64),
+        cu=np.array([0, 2], np.int32),
+        temperature=None,
+    )
     logprobs.check(clean, "float32", place, 5)
     np.testing.assert_array_equal(ids[2:], logprobs.run_op(clean, "float32", place, 5)[0])
 
@@ -172,8 +219,12 @@ def test_logprobs_nan_logits(place):
 @pytest.mark.parametrize("temperature", [np.nan, np.inf, -np.inf, -1.0, 0.0, 1e-45])
 def test_logprobs_hostile_temperature(place, temperature):
     rng = np.random.default_rng(13)
-    case = dict(logits=rng.standard_normal((3, 7)).astype(np.float32), tokens=np.array([1, 2, 3], np.int64),
-                cu=np.array([0, 3], np.int32), temperature=np.array([temperature], np.float32))
+    case = dict(
+        logits=rng.standard_normal((3, 7)).astype(np.float32),
+        tokens=np.array([1, 2, 3], np.int64),
+        cu=np.array([0, 3], np.int32),
+        temperature=np.array([temperature], np.float32),
+    )
     if temperature == 1e-45:  # a denormal: 1 / T overflows to inf; no crash, ids still ordered
         ids, scores, ranks = logprobs.run_op(case, "float32", place, 3)
         assert ids[:, 0].tolist() == [1, 2, 3] and ((ranks >= 1) & (ranks <= 7)).all()
@@ -186,21 +237,29 @@ def test_logprobs_hostile_temperature(place, temperature):
 def test_logprobs_hostile_offsets_and_tokens(place, cu_end):
     # cu[B] (rows to compute) clamped to [0, N]; token ids outside [0, V) give logprob 0 and rank 0.
     rng = np.random.default_rng(14)
-    case = dict(logits=rng.standard_normal((3, 5)).astype(np.float32),
-                tokens=np.array([I64_MIN, 5, I64_MAX], np.int64),
-                cu=np.array([0, cu_end], np.int32), temperature=None)
+    case = dict(
+        logits=rng.standard_normal((3, 5)).astype(np.float32),
+        tokens=np.array([I64_MIN, 5, I64_MAX], np.int64),
+        cu=np.array([0, cu_end], np.int32),
+        temperature=None,
+    )
     logprobs.check(case, "float32", place, 2)
 
 
 # ---- Empty tensors and zero-width rows ----------------------------------------------------------------
 
+
 @pytest.mark.parametrize("place", PLACES)
 def test_empty_batches_are_no_ops(place):
     ngram.check(make_ngram_batch(np.random.default_rng(0), 0, 8), place, 3)
     hybrid.check(hybrid.make_case(np.random.default_rng(0), 0, 4, 4, 2), place, 2, 1, 3, 100)
-    verify.check(verify.random_case(np.random.default_rng(0), 0, 3, 2, verify.GREEDY, rows=0), place)
+    verify.check(
+        verify.random_case(np.random.default_rng(0), 0, 3, 2, verify.GREEDY, rows=0), place
+    )
     update.check_update(update.random_update_case(np.random.default_rng(0), 0, 3, 2, rows=0), place)
-    accept.check(accept.make_case(np.random.default_rng(0), 0, 4, 3, "decode", "float32"), "float32", place)
+    accept.check(
+        accept.make_case(np.random.default_rng(0), 0, 4, 3, "decode", "float32"), "float32", place
+    )
 
 
 @pytest.mark.parametrize("place", PLACES)
@@ -216,6 +275,7 @@ def test_zero_width_rows(place):
 
 
 # ---- Non-contiguous views and misplaced tensors -----------------------------------------------------
+
 
 def _view(array, how):
     """A non-contiguous Paddle view holding `array`'s values."""
@@ -243,8 +303,11 @@ def test_non_contiguous_view_rejected(how, name):
 def test_row_slices_stay_usable():
     # A slice of leading rows is contiguous: the runner's share_inputs[...][:bsz] pattern works.
     case = update.random_update_case(np.random.default_rng(16), 6, 3, 2, rows=0)
-    big = {k: to_place(np.concatenate([v, v]), "cpu") for k, v in case.items()
-           if k not in ("end_tokens", "has_running_seqs")}
+    big = {
+        k: to_place(np.concatenate([v, v]), "cpu")
+        for k, v in case.items()
+        if k not in ("end_tokens", "has_running_seqs")
+    }
     t = {k: v[:6] for k, v in big.items()}
     for k in ("end_tokens", "has_running_seqs"):
         t[k] = to_place(case[k], "cpu")
@@ -265,6 +328,7 @@ def test_wrongly_placed_tensor_named():
 
 # ---- Message ops: hostile counts and offsets are refused before anything is sent -------------------
 
+
 @pytest.fixture
 def queue_id(monkeypatch):
     from tests.helpers import reserved_queue_id
@@ -274,11 +338,14 @@ def queue_id(monkeypatch):
         yield qid
 
 
-@pytest.mark.parametrize("field,value,match", [
-    ("token_num_per_batch", I32_MAX, "at most MAX_DRAFT_TOKENS"),
-    ("cu_batch_token_offset", I32_MIN, "outside sampled_token_ids"),
-    ("cu_batch_token_offset", I32_MAX, "outside sampled_token_ids"),
-])
+@pytest.mark.parametrize(
+    "field,value,match",
+    [
+        ("token_num_per_batch", I32_MAX, "at most MAX_DRAFT_TOKENS"),
+        ("cu_batch_token_offset", I32_MIN, "outside sampled_token_ids"),
+        ("cu_batch_token_offset", I32_MAX, "outside sampled_token_ids"),
+    ],
+)
 def test_message_hostile_counts(queue_id, field, value, match):
     from fastdeploy_spec import transport
 
@@ -309,15 +376,25 @@ def test_message_negative_count_carries_no_rows(queue_id, value):
 
 # ---- The hostile suite: every op, every family, each case where a crash cannot take the run down -----
 
-CASE_TIMEOUT_S = 30.0   # a case running longer is a hang (the slowest real case takes well under 1 s)
+CASE_TIMEOUT_S = (
+    30.0  # a case running longer is a hang (the slowest real case takes well under 1 s)
+)
 STARTUP_TIMEOUT_S = 120.0
 PASS = ("named error", "correct result")
-OUTCOMES = ("named error", "correct result", "unnamed error", "unexpected error", "silent garbage", "crash",
-            "hang")
+OUTCOMES = (
+    "named error",
+    "correct result",
+    "unnamed error",
+    "unexpected error",
+    "silent garbage",
+    "crash",
+    "hang",
+)
 
 
-def _run_children(place: str, ids: list[str], case_timeout_s: float = CASE_TIMEOUT_S,
-                  env: dict | None = None) -> dict[str, tuple[str, str]]:
+def _run_children(
+    place: str, ids: list[str], case_timeout_s: float = CASE_TIMEOUT_S, env: dict | None = None
+) -> dict[str, tuple[str, str]]:
     """Runs the cases in child processes (tests/hostile_runner.py), restarting one after a crash or a
     hang with the cases left. Returns {id: (outcome, detail)}."""
     import json
@@ -337,8 +414,14 @@ def _run_children(place: str, ids: list[str], case_timeout_s: float = CASE_TIMEO
     todo = list(ids)
     while todo:
         with tempfile.TemporaryFile() as err:
-            proc = subprocess.Popen([sys.executable, "-m", "tests.hostile_runner", place], cwd=root,
-                                    env=child_env(**(env or {})), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.hostile_runner", place],
+                cwd=root,
+                env=child_env(**(env or {})),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+            )
             proc.stdin.write(json.dumps(todo).encode())
             proc.stdin.close()
             sel = selectors.DefaultSelector()
@@ -363,7 +446,9 @@ def _run_children(place: str, ids: list[str], case_timeout_s: float = CASE_TIMEO
                     proc.send_signal(signal.SIGKILL)
                     proc.wait()
                     if current is None:
-                        raise AssertionError(f"the hostile runner did not start within {STARTUP_TIMEOUT_S} s")
+                        raise AssertionError(
+                            f"the hostile runner did not start within {STARTUP_TIMEOUT_S} s"
+                        )
                     results[current] = ("hang", f"no answer within {case_timeout_s} s")
                     break
                 if line == b"":
@@ -372,14 +457,16 @@ def _run_children(place: str, ids: list[str], case_timeout_s: float = CASE_TIMEO
                     tail = err.read().decode(errors="replace")[-600:]
                     if current is None:
                         if not ready or todo:
-                            raise AssertionError(f"the hostile runner exited ({rc}) before a case: {tail}")
+                            raise AssertionError(
+                                f"the hostile runner exited ({rc}) before a case: {tail}"
+                            )
                     else:
                         results[current] = ("crash", f"exit {rc}: {tail}")
                     break
                 line = line.decode(errors="replace").rstrip("\n")
                 if not line.startswith("HOSTILE "):
                     continue
-                rec = json.loads(line[len("HOSTILE "):])
+                rec = json.loads(line[len("HOSTILE ") :])
                 if rec["event"] == "ready":
                     ready = True
                 elif rec["event"] == "start":
@@ -409,7 +496,11 @@ def hostile_table(cases, results) -> str:
         rows.append(f"| {f} | {n} | " + " | ".join(str(counts[f][o]) for o in OUTCOMES) + " |")
         for o in OUTCOMES:
             total[o] += counts[f][o]
-    rows.append(f"| **all** | **{sum(total.values())}** | " + " | ".join(f"**{total[o]}**" for o in OUTCOMES) + " |")
+    rows.append(
+        f"| **all** | **{sum(total.values())}** | "
+        + " | ".join(f"**{total[o]}**" for o in OUTCOMES)
+        + " |"
+    )
     return "\n".join(rows)
 
 
@@ -433,18 +524,32 @@ def test_hostile_suite(place):
             f.write(table + "\n")
         with open(f"{report}.{place}.jsonl", "w") as f:
             for c in cases:
-                f.write(json.dumps(dict(id=c.id, family=c.family, outcome=results[c.id][0],
-                                        detail=results[c.id][1])) + "\n")
+                f.write(
+                    json.dumps(
+                        dict(
+                            id=c.id,
+                            family=c.family,
+                            outcome=results[c.id][0],
+                            detail=results[c.id][1],
+                        )
+                    )
+                    + "\n"
+                )
     bad = [(c.id, *results[c.id]) for c in cases if results[c.id][0] not in PASS]
     assert not bad, f"{len(bad)} of {len(cases)} hostile cases failed:\n" + "\n".join(
-        f"  {cid}: {outcome}: {detail[:300]}" for cid, outcome, detail in bad[:60])
+        f"  {cid}: {outcome}: {detail[:300]}" for cid, outcome, detail in bad[:60]
+    )
 
 
 def test_hostile_runner_reports_crash_and_hang():
     # The classification itself: a case that kills its process is a crash, one that never returns a
     # hang, and the cases after them still run (in a fresh child).
-    results = _run_children("cpu", ["selftest/crash", "selftest/hang", "selftest/after"], case_timeout_s=3.0,
-                            env={"FDSPEC_HOSTILE_SELFTEST": "1"})
+    results = _run_children(
+        "cpu",
+        ["selftest/crash", "selftest/hang", "selftest/after"],
+        case_timeout_s=3.0,
+        env={"FDSPEC_HOSTILE_SELFTEST": "1"},
+    )
     assert results["selftest/crash"][0] == "crash", results
     assert results["selftest/hang"][0] == "hang", results
     assert results["selftest/after"][0] == "correct result"

@@ -68,16 +68,19 @@ def slots(prompts, pres, steps, ori, dec=None, max_dec_len=100, K1=6, W=12, D=10
     ids = np.full((B, W), -1, np.int64)
     pre = np.full((B, D), -1, np.int64)
     for b in range(B):
-        ids[b, :len(prompts[b])] = prompts[b]
-        pre[b, :len(pres[b])] = pres[b]
+        ids[b, : len(prompts[b])] = prompts[b]
+        pre[b, : len(pres[b])] = pres[b]
     return dict(
-        token_ids_all=ids, prompt_lens=np.array([[len(p)] for p in prompts], np.int64),
-        pre_ids=pre, step_idx=np.array([[s] for s in steps], np.int64),
+        token_ids_all=ids,
+        prompt_lens=np.array([[len(p)] for p in prompts], np.int64),
+        pre_ids=pre,
+        step_idx=np.array([[s] for s in steps], np.int64),
         draft_token_num=np.full(B, K1 - 1, np.int32),
         draft_tokens=np.full((B, K1), UNTOUCHED, np.int64),
         seq_lens_this_time=np.array(ori, np.int32),
         seq_lens_decoder=np.array(dec if dec is not None else [10] * B, np.int32),
-        max_dec_len=np.full((B, 1), max_dec_len, np.int64))
+        max_dec_len=np.full((B, 1), max_dec_len, np.int64),
+    )
 
 
 U = UNTOUCHED
@@ -163,8 +166,14 @@ def test_writes_stay_inside_draft_tokens(place):
 def test_clamps(place):
     # Slot 0: negative seq_lens_this_time -> 0. Slot 1: step_idx past pre_ids -> D - 1 (pattern 1 2
     # at the end of pre_ids). Slot 2: prompt_lens past W -> W.
-    case = slots([[1, 2, 3], [1, 2, 3, 4], [1, 2, 7, 7]], [[1, 2], [0] * 8 + [1, 2], [1, 2]],
-                 [1, 50, 1], [-5, 1, 1], W=4, D=10)
+    case = slots(
+        [[1, 2, 3], [1, 2, 3, 4], [1, 2, 7, 7]],
+        [[1, 2], [0] * 8 + [1, 2], [1, 2]],
+        [1, 50, 1],
+        [-5, 1, 1],
+        W=4,
+        D=10,
+    )
     case["prompt_lens"][2, 0] = 99
     d, s = check(case, place, 2, 1, 3, 1024)
     assert s.tolist() == [0, 3, 3]
@@ -212,11 +221,17 @@ def test_upstream_operator_case(place):
     pre[:, :9] = [10, 9, 8, 7, 6, 10, 9, 8, 7]
     drafts = np.full((B, 6), -1, np.int64)
     drafts[:, :2] = [8, 7]
-    case = dict(token_ids_all=ids, prompt_lens=np.full((B, 1), 10, np.int64), pre_ids=pre,
-                step_idx=np.full((B, 1), 8, np.int64), draft_token_num=np.full((B, 1), 5, np.int32),
-                draft_tokens=drafts, seq_lens_this_time=np.full((B, 1), 2, np.int32),
-                seq_lens_decoder=np.full((B, 1), 12, np.int32),
-                max_dec_len=np.full((B, 1), 512, np.int64))
+    case = dict(
+        token_ids_all=ids,
+        prompt_lens=np.full((B, 1), 10, np.int64),
+        pre_ids=pre,
+        step_idx=np.full((B, 1), 8, np.int64),
+        draft_token_num=np.full((B, 1), 5, np.int32),
+        draft_tokens=drafts,
+        seq_lens_this_time=np.full((B, 1), 2, np.int32),
+        seq_lens_decoder=np.full((B, 1), 12, np.int32),
+        max_dec_len=np.full((B, 1), 512, np.int64),
+    )
     t = {k: to_place(case[k], place) for k in ORDER}
     hybrid_mtp_ngram(*(t[k] for k in ORDER), 5, 2, 5)
     assert t["seq_lens_this_time"].numpy().tolist() == [[6], [6]]
@@ -275,16 +290,19 @@ def base_case():
     return slots([[1, 2, 3, 4]] * 2, [[1, 2]] * 2, [1, 1], [1, 1])
 
 
-@pytest.mark.parametrize("name,value,match", [
-    ("pre_ids", np.zeros((2, 10), np.int32), "pre_ids must be int64"),
-    ("seq_lens_this_time", np.ones(2, np.int64), "seq_lens_this_time must be int32"),
-    ("draft_token_num", np.ones(2, np.int64), "draft_token_num must be int32"),
-    ("step_idx", np.ones((3, 1), np.int64), r"step_idx must have shape \[2\] or \[2, 1\]"),
-    ("pre_ids", np.zeros((1, 10), np.int64), "pre_ids must have at least 2 rows"),
-    ("pre_ids", np.zeros((2, 0), np.int64), "pre_ids must have 1 to"),
-    ("draft_tokens", np.zeros((2, 0), np.int64), "draft_tokens must have at least one column"),
-    ("max_dec_len", np.ones((2, 2), np.int64), "max_dec_len must have shape"),
-])
+@pytest.mark.parametrize(
+    "name,value,match",
+    [
+        ("pre_ids", np.zeros((2, 10), np.int32), "pre_ids must be int64"),
+        ("seq_lens_this_time", np.ones(2, np.int64), "seq_lens_this_time must be int32"),
+        ("draft_token_num", np.ones(2, np.int64), "draft_token_num must be int32"),
+        ("step_idx", np.ones((3, 1), np.int64), r"step_idx must have shape \[2\] or \[2, 1\]"),
+        ("pre_ids", np.zeros((1, 10), np.int64), "pre_ids must have at least 2 rows"),
+        ("pre_ids", np.zeros((2, 0), np.int64), "pre_ids must have 1 to"),
+        ("draft_tokens", np.zeros((2, 0), np.int64), "draft_tokens must have at least one column"),
+        ("max_dec_len", np.ones((2, 2), np.int64), "max_dec_len must have shape"),
+    ],
+)
 def test_bad_tensors(name, value, match):
     case = base_case()
     case[name] = value
@@ -292,12 +310,15 @@ def test_bad_tensors(name, value, match):
         run_op(case, "cpu", 2, 1, 3)
 
 
-@pytest.mark.parametrize("max_n,min_n,match", [
-    (0, 1, "max_ngram_size must be in"),
-    (65, 1, "max_ngram_size must be in"),
-    (2, 0, "min_ngram_size must be in"),
-    (2, 3, "min_ngram_size must be in"),
-])
+@pytest.mark.parametrize(
+    "max_n,min_n,match",
+    [
+        (0, 1, "max_ngram_size must be in"),
+        (65, 1, "max_ngram_size must be in"),
+        (2, 0, "min_ngram_size must be in"),
+        (2, 3, "min_ngram_size must be in"),
+    ],
+)
 def test_bad_ngram_sizes(max_n, min_n, match):
     with pytest.raises(Exception, match=match):
         run_op(base_case(), "cpu", max_n, min_n, 3)

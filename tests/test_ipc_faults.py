@@ -18,7 +18,14 @@ import numpy as np
 import pytest
 
 from fastdeploy_spec import ops, transport
-from tests.helpers import MSG_ID, assert_buffers_equal, fragments, payload_of, raw_send, reserved_queue_id
+from tests.helpers import (
+    MSG_ID,
+    assert_buffers_equal,
+    fragments,
+    payload_of,
+    raw_send,
+    reserved_queue_id,
+)
 from tests.reference import logprob_msg as ref
 
 CTX = mp.get_context("spawn")
@@ -35,13 +42,19 @@ def queue_id(monkeypatch):
 
 
 def env_of(qid: int) -> dict:
-    return {"INFERENCE_MSG_QUEUE_ID": str(qid), "INFERENCE_MSG_ID": str(MSG_ID),
-            "FDSPEC_MSG_FRAGMENT_TIMEOUT_MS": "1500"}
+    return {
+        "INFERENCE_MSG_QUEUE_ID": str(qid),
+        "INFERENCE_MSG_ID": str(MSG_ID),
+        "FDSPEC_MSG_FRAGMENT_TIMEOUT_MS": "1500",
+    }
 
 
 def as_dict(t) -> dict:
-    return dict(tokens=t[0].numpy().reshape(-1).copy(), scores=t[1].numpy().reshape(-1).copy(),
-                ranks=t[2].numpy().copy())
+    return dict(
+        tokens=t[0].numpy().reshape(-1).copy(),
+        scores=t[1].numpy().reshape(-1).copy(),
+        ranks=t[2].numpy().copy(),
+    )
 
 
 def receive_until(t, deadline_s: float, wait: bool = False):
@@ -85,6 +98,7 @@ def stop(p) -> None:
 
 # ---- process bodies ---------------------------------------------------------------------------------
 
+
 def _sender(steps, env, results, rank_id=0, save_each_rank=False):
     os.environ.update(env)
     try:
@@ -123,6 +137,7 @@ def steps_of(seed: int, n: int, **kw) -> list:
 
 # ---- tests -------------------------------------------------------------------------------------------
 
+
 def test_receiver_killed_mid_stream(queue_id):
     # A receiver dies (SIGKILL) holding the first fragment of a message; the rest reach the queue
     # afterwards. The next receiver reports the orphaned fragments with an error (never silently,
@@ -147,8 +162,14 @@ def test_receiver_killed_mid_stream(queue_id):
         for s in later:
             ref.send_step(s)
         got, errors = receive_all(len(later))
-        assert len(errors) == 1 and ("dropped fragment 1 of 3 of message 77 of sender pid 4300: its first "
-                                     "fragment was never received here") in errors[0]
+        assert (
+            len(errors) == 1
+            and (
+                "dropped fragment 1 of 3 of message 77 of sender pid 4300: its first "
+                "fragment was never received here"
+            )
+            in errors[0]
+        )
         assert len(got) == len(later)
         for s, msg in zip(later, got):
             assert_buffers_equal(msg, want_alone(s), "message after the dead receiver")
@@ -165,8 +186,9 @@ def test_sender_killed_mid_message_then_restarted(queue_id):
     sender.start()
     try:
         deadline = time.monotonic() + 30
-        while (transport.queue_stats(queue_id) is None or transport.queue_stats(queue_id).messages == 0) \
-                and time.monotonic() < deadline:
+        while (
+            transport.queue_stats(queue_id) is None or transport.queue_stats(queue_id).messages == 0
+        ) and time.monotonic() < deadline:
             time.sleep(0.002)
         os.kill(sender.pid, signal.SIGKILL)  # blocked on a full queue, mid-message
         sender.join(10)
@@ -176,8 +198,9 @@ def test_sender_killed_mid_message_then_restarted(queue_id):
             receive_until(t, 10)
         assert time.monotonic() - start < 8
         assert t[0].numpy()[0, 0] == -2  # nothing of the broken message was written
-        restarted = CTX.Process(target=_sender, args=(steps_of(4, 2, batch=3, columns=4), env_of(queue_id),
-                                                      results))
+        restarted = CTX.Process(
+            target=_sender, args=(steps_of(4, 2, batch=3, columns=4), env_of(queue_id), results)
+        )
         restarted.start()
         assert results.get(timeout=30) == ("sent", 2)
         stop(restarted)
@@ -210,14 +233,24 @@ def remove_under_blocked_peer(queue_id, target, args, ready, message: str) -> No
 
 def test_queue_removed_while_receiver_waits(queue_id):
     # A blocking receiver whose queue is removed returns with an error naming it (no hang).
-    remove_under_blocked_peer(queue_id, _blocking_receiver, (env_of(queue_id),),
-                              lambda stats: stats is not None, "was removed while waiting")
+    remove_under_blocked_peer(
+        queue_id,
+        _blocking_receiver,
+        (env_of(queue_id),),
+        lambda stats: stats is not None,
+        "was removed while waiting",
+    )
 
 
 def test_queue_removed_while_sender_blocks(queue_id):
     # A sender blocked on a full queue gets an error when the queue is removed, naming the cause.
-    remove_under_blocked_peer(queue_id, _sender, (steps_of(5, 3, **BIG), env_of(queue_id)),
-                              lambda stats: stats is not None and stats.messages > 0, "removed")
+    remove_under_blocked_peer(
+        queue_id,
+        _sender,
+        (steps_of(5, 3, **BIG), env_of(queue_id)),
+        lambda stats: stats is not None and stats.messages > 0,
+        "removed",
+    )
 
 
 def test_queue_removed_between_messages(queue_id):
@@ -241,9 +274,10 @@ def test_full_queue(queue_id, wait):
     sender.start()
     try:
         deadline = time.monotonic() + 30
-        while (transport.queue_stats(queue_id) is None or
-               transport.queue_stats(queue_id).bytes < transport.queue_stats(queue_id).capacity // 2) \
-                and time.monotonic() < deadline:
+        while (
+            transport.queue_stats(queue_id) is None
+            or transport.queue_stats(queue_id).bytes < transport.queue_stats(queue_id).capacity // 2
+        ) and time.monotonic() < deadline:
             time.sleep(0.01)
         stats = transport.queue_stats(queue_id)
         assert stats.bytes >= stats.capacity // 2  # really full-ish: the sender is blocked
@@ -274,8 +308,10 @@ def test_two_ranks_sending_at_once(queue_id):
     # Rank 1 without save_each_rank sends nothing.
     steps = {0: steps_of(9, 3, **BIG), 1: steps_of(10, 3, **dict(BIG, flag=4))}
     results = CTX.Queue()
-    senders = [CTX.Process(target=_sender, args=(steps[r], env_of(queue_id), results, r, True))
-               for r in (0, 1)]
+    senders = [
+        CTX.Process(target=_sender, args=(steps[r], env_of(queue_id), results, r, True))
+        for r in (0, 1)
+    ]
     silent = CTX.Process(target=_sender, args=(steps[1], env_of(queue_id), results, 1, False))
     for p in senders + [silent]:
         p.start()
@@ -287,11 +323,16 @@ def test_two_ranks_sending_at_once(queue_id):
         expected = {id(s): want_alone(s) for r in (0, 1) for s in steps[r]}
         order = {0: [], 1: []}
         for msg in got:
-            matches = [(r, i) for r in (0, 1) for i, s in enumerate(steps[r])
-                       if all(np.array_equal(msg[k][3:], expected[id(s)][k][3:]) for k in ("tokens",))
-                       and np.array_equal(msg["scores"].view(np.int32),
-                                          expected[id(s)]["scores"].view(np.int32))
-                       and np.array_equal(msg["ranks"], expected[id(s)]["ranks"])]
+            matches = [
+                (r, i)
+                for r in (0, 1)
+                for i, s in enumerate(steps[r])
+                if all(np.array_equal(msg[k][3:], expected[id(s)][k][3:]) for k in ("tokens",))
+                and np.array_equal(
+                    msg["scores"].view(np.int32), expected[id(s)]["scores"].view(np.int32)
+                )
+                and np.array_equal(msg["ranks"], expected[id(s)]["ranks"])
+            ]
             assert len(matches) == 1, "a message that is no rank's step (fragments mixed?)"
             order[matches[0][0]].append(matches[0][1])
         assert order == {0: [0, 1, 2], 1: [0, 1, 2]}
@@ -326,7 +367,9 @@ def test_nonblocking_receive_while_a_message_is_half_sent(queue_id):
             start = time.monotonic()
             ops.speculate_get_output_topk(*t, 20, 0, False)
             slowest = max(slowest, time.monotonic() - start)
-            assert t[0].numpy()[0, 0] == -2, "a message arrived although its sender is stopped mid-message"
+            assert t[0].numpy()[0, 0] == -2, (
+                "a message arrived although its sender is stopped mid-message"
+            )
         assert slowest < 0.2, f"a non-blocking receive took {slowest:.3f} s"
         os.kill(p.pid, signal.SIGCONT)
         msg = receive_until(t, 30)

@@ -29,7 +29,9 @@ SOURCES = [
 
 def _nvcc() -> str | None:
     home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
-    found = shutil.which("nvcc") or (f"{home}/bin/nvcc" if Path(f"{home}/bin/nvcc").exists() else None)
+    found = shutil.which("nvcc") or (
+        f"{home}/bin/nvcc" if Path(f"{home}/bin/nvcc").exists() else None
+    )
     return found
 
 
@@ -37,8 +39,9 @@ def _stale() -> bool:
     if not BIN.exists():
         return True
     built = BIN.stat().st_mtime
-    deps = [ROOT / s for s in SOURCES] + [p for p in (ROOT / "custom_ops").rglob("*")
-                                          if p.suffix in (".h", ".cuh", ".cu")]
+    deps = [ROOT / s for s in SOURCES] + [
+        p for p in (ROOT / "custom_ops").rglob("*") if p.suffix in (".h", ".cuh", ".cu")
+    ]
     return any(p.stat().st_mtime > built for p in deps)
 
 
@@ -51,9 +54,18 @@ def plan_check() -> Path:
         home = str(Path(nvcc).resolve().parent.parent)
         BIN.parent.mkdir(parents=True, exist_ok=True)
         tmp = BIN.with_suffix(".tmp")
-        cmd = [nvcc, "-std=c++17", "-O1", "-DFDSPEC_WITH_CUDA", f"-I{ROOT / 'custom_ops'}",
-               f"-I{home}/include/cccl", "-gencode=arch=compute_80,code=compute_80",
-               *[str(ROOT / s) for s in SOURCES], "-o", str(tmp)]
+        cmd = [
+            nvcc,
+            "-std=c++17",
+            "-O1",
+            "-DFDSPEC_WITH_CUDA",
+            f"-I{ROOT / 'custom_ops'}",
+            f"-I{home}/include/cccl",
+            "-gencode=arch=compute_80,code=compute_80",
+            *[str(ROOT / s) for s in SOURCES],
+            "-o",
+            str(tmp),
+        ]
         result = subprocess.run(cmd, capture_output=True, text=True)
         assert result.returncode == 0, result.stderr[-3000:]
         tmp.replace(BIN)

@@ -23,7 +23,11 @@ DEFAULT = ("80", "86", "89", "90")
         (DEFAULT, (8, 9), "sm_89"),
         (DEFAULT, (9, 0), "sm_90"),
         (DEFAULT, (10, 0), "compute_90"),  # Blackwell: JIT from the sm_90 PTX
-        (("80", "86", "89"), (9, 0), "compute_89"),  # the silently-wrong build of issue 48: now right
+        (
+            ("80", "86", "89"),
+            (9, 0),
+            "compute_89",
+        ),  # the silently-wrong build of issue 48: now right
         (("80",), (9, 0), "compute_80"),
         (("80",), (8, 6), "sm_80"),
         (("86", "89"), (8, 0), None),  # sm_86 SASS does not run on 8.0, nor compute_89 PTX

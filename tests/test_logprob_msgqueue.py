@@ -15,7 +15,6 @@ from __future__ import annotations
 import fcntl
 import multiprocessing as mp
 import os
-import queue as queue_mod
 import struct
 import subprocess
 import sys
@@ -27,18 +26,29 @@ import paddle
 import pytest
 
 from fastdeploy_spec import ops, transport
-from tests.sysv import MSGMAX, MSGMNB
-from fastdeploy_spec.transport import parse_logprob_output
-from fastdeploy_spec.transport import child_env, free_queue_id, lock_path, release_queue_id
-from tests.helpers import MSG_ID, PLACES, assert_buffers_equal, fragments, payload_of, raw_send, to_place
+from fastdeploy_spec.transport import (
+    child_env,
+    free_queue_id,
+    lock_path,
+    parse_logprob_output,
+    release_queue_id,
+)
+from tests.helpers import (
+    MSG_ID,
+    PLACES,
+    assert_buffers_equal,
+    fragments,
+    payload_of,
+    raw_send,
+    to_place,
+)
 from tests.reference import logprob_msg as ref
+from tests.sysv import MSGMAX, MSGMNB
 
 FLAGS = [0, 1, 3, 4, 127, 128, 254, 255]
 
 
 # ---- Fixtures -------------------------------------------------------------------------------------
-
-
 
 
 def _can_write(path: Path) -> bool:
@@ -64,8 +74,11 @@ def kernel_limits():
 
 def receive(bufs, wait: bool = False):
     ops.speculate_get_output_topk(*bufs, 20, 0, wait)
-    return dict(tokens=bufs[0].numpy().reshape(-1), scores=bufs[1].numpy().reshape(-1),
-                ranks=bufs[2].numpy())
+    return dict(
+        tokens=bufs[0].numpy().reshape(-1),
+        scores=bufs[1].numpy().reshape(-1),
+        ranks=bufs[2].numpy(),
+    )
 
 
 def small_step(**kw):
@@ -76,32 +89,54 @@ def small_step(**kw):
 
 # ---- Round trips between processes ------------------------------------------------------------------
 
+
 def round_trip_steps() -> list:
     rng = np.random.default_rng(2024)
     steps = [
         ref.make_step(rng, batch=512, columns=21, full=True, flag=3),  # the largest message
         ref.make_step(rng, batch=2, columns=1, flag=4),  # small after large: no stale cell may show
     ]
-    for m in range(1, 22):  # every column count, flags cycling through 0 .. 255, stop flag both ways
-        steps.append(ref.make_step(rng, batch=int(rng.integers(1, 40)), columns=m, flag=FLAGS[m % len(FLAGS)],
-                                   not_need_stop=m % 5 != 0))
+    for m in range(
+        1, 22
+    ):  # every column count, flags cycling through 0 .. 255, stop flag both ways
+        steps.append(
+            ref.make_step(
+                rng,
+                batch=int(rng.integers(1, 40)),
+                columns=m,
+                flag=FLAGS[m % len(FLAGS)],
+                not_need_stop=m % 5 != 0,
+            )
+        )
     steps += [
         ref.make_step(rng, mode="mtp", batch=33, columns=6, flag=4, preempt_frac=0.3),
-        ref.make_step(rng, batch=40, columns=6, flag=3, preempt_frac=0.3),  # with last_preempted_idx
+        ref.make_step(
+            rng, batch=40, columns=6, flag=3, preempt_frac=0.3
+        ),  # with last_preempted_idx
         ref.make_step(rng, mode="mtp", batch=512, columns=21, flag=4, full=True),
         ref.make_step(rng, batch=300, columns=11, flag=255, prefill_frac=0.5, not_need_stop=False),
     ]
     return steps
 
 
-def run_processes(steps, *, receiver_delay_s: float = 0.0, wait_flag: bool = False,
-                  sender_done_before_receiver: bool = False) -> list:
+def run_processes(
+    steps,
+    *,
+    receiver_delay_s: float = 0.0,
+    wait_flag: bool = False,
+    sender_done_before_receiver: bool = False,
+) -> list:
     """Runs a sender process over `steps` and a receiver process; returns the received buffers."""
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    env = {"INFERENCE_MSG_QUEUE_ID": os.environ["INFERENCE_MSG_QUEUE_ID"], "INFERENCE_MSG_ID": str(MSG_ID)}
+    env = {
+        "INFERENCE_MSG_QUEUE_ID": os.environ["INFERENCE_MSG_QUEUE_ID"],
+        "INFERENCE_MSG_ID": str(MSG_ID),
+    }
     sender = ctx.Process(target=ref.sender_main, args=(steps, env, results))
-    receiver = ctx.Process(target=ref.receiver_main, args=(len(steps), env, results, wait_flag, 25.0))
+    receiver = ctx.Process(
+        target=ref.receiver_main, args=(len(steps), env, results, wait_flag, 25.0)
+    )
     sender.start()
     try:
         if sender_done_before_receiver:
@@ -163,6 +198,7 @@ def test_receiver_started_late_with_fragmented_messages(queue_id):
 
 # ---- In one process (messages that fit the queue) ---------------------------------------------------
 
+
 def test_queue_ids_are_reserved_across_processes():
     # A reservation, not only a queue that does not exist yet: parallel test workers (or runners) that
     # picked the same id before either created the queue would read each other's messages.
@@ -170,9 +206,17 @@ def test_queue_ids_are_reserved_across_processes():
     try:
         assert other != mine  # the same order: the next free id
         child = subprocess.run(
-            [sys.executable, "-c", "from fastdeploy_spec.transport import free_queue_id; "
-                                   "print(free_queue_id(seed=7))"],
-            capture_output=True, text=True, timeout=120, check=True, env=child_env())
+            [
+                sys.executable,
+                "-c",
+                "from fastdeploy_spec.transport import free_queue_id; print(free_queue_id(seed=7))",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+            env=child_env(),
+        )
         assert int(child.stdout.split()[-1]) not in (mine, other)
     finally:
         release_queue_id(mine)
@@ -199,7 +243,9 @@ def test_nonblocking_receive_on_empty_queue(queue_id):
 @pytest.mark.parametrize("columns", [1, 6, 21])
 def test_message_in_process(queue_id, mode, batch, columns):
     step = small_step(mode=mode, batch=batch, columns=columns, seed=batch * 100 + columns)
-    if ref.wire_bytes(step) > 15000:  # must fit the default queue (msgmnb 16384): no receiver runs yet
+    if (
+        ref.wire_bytes(step) > 15000
+    ):  # must fit the default queue (msgmnb 16384): no receiver runs yet
         pytest.skip("message larger than the default queue capacity; covered by the round trips")
     ref.send_step(step)
     bufs = ref.receive_tensors()
@@ -209,16 +255,22 @@ def test_message_in_process(queue_id, mode, batch, columns):
 
 @pytest.mark.parametrize("place", PLACES)
 @pytest.mark.parametrize("mode", ["save", "mtp"])
-@pytest.mark.parametrize("stop_flag_on_host", [False, True], ids=["all-on-place", "not_need_stop-on-cpu"])
+@pytest.mark.parametrize(
+    "stop_flag_on_host", [False, True], ids=["all-on-place", "not_need_stop-on-cpu"]
+)
 def test_inputs_on_any_place(queue_id, place, mode, stop_flag_on_host):
     # FastDeploy keeps not_need_stop on the host while the step's tensors are on the GPU: each input
     # is read from wherever it is.
     step = small_step(mode=mode, batch=9, columns=5, seed=13, flag=4 if mode == "mtp" else 3)
-    tensors = [to_place(step[k], "cpu" if (k == "not_need_stop" and stop_flag_on_host) else place)
-               for k in ref.input_names(step)]
+    tensors = [
+        to_place(step[k], "cpu" if (k == "not_need_stop" and stop_flag_on_host) else place)
+        for k in ref.input_names(step)
+    ]
     op = ops.speculate_save_output_topk if mode == "save" else ops.mtp_save_first_token_with_topk
     op(*tensors, step["flag"], 0, False)
-    assert_buffers_equal(receive(ref.receive_tensors()), ref.apply_message(ref.fresh_buffers(), step), place)
+    assert_buffers_equal(
+        receive(ref.receive_tensors()), ref.apply_message(ref.fresh_buffers(), step), place
+    )
 
 
 @pytest.mark.gpu
@@ -242,7 +294,10 @@ def test_mtp_first_token_semantics(queue_id):
     s0 = msg.slots[0]
     assert s0.token_ids == step["sampled_token_ids"][0, :3].tolist()
     o = step["cu_batch_token_offset"][0]
-    assert s0.topk_token_ids[0] == [int(step["sampled_token_ids"][0, 0])] + step["logprob_token_ids"][o, 1:].tolist()
+    assert (
+        s0.topk_token_ids[0]
+        == [int(step["sampled_token_ids"][0, 0])] + step["logprob_token_ids"][o, 1:].tolist()
+    )
     assert s0.topk_logprobs[0] == step["logprob_scores"][o].tolist()
     assert s0.ranks[0] == step["logprob_ranks"][o]
     # draft tokens: their id only, the rest filler
@@ -262,26 +317,38 @@ def test_save_op_upstream_forms(queue_id):
     old = parse_logprob_output(*fresh_tensors_after_receive())
     ops.speculate_save_output_topk(*t, paddle.to_tensor(preempted.reshape(4, 1)), 3, 0, False)
     new = parse_logprob_output(*fresh_tensors_after_receive())
-    ops.speculate_save_output_topk(*t, last_preempted_idx=paddle.to_tensor(preempted), message_flag=3,
-                                   rank_id=0)
+    ops.speculate_save_output_topk(
+        *t, last_preempted_idx=paddle.to_tensor(preempted), message_flag=3, rank_id=0
+    )
     kw = parse_logprob_output(*fresh_tensors_after_receive())
-    ops.speculate_save_output_topk(*t, preempted_idx=paddle.to_tensor(preempted), message_flag=3,
-                                   rank_id=0)
+    ops.speculate_save_output_topk(
+        *t, preempted_idx=paddle.to_tensor(preempted), message_flag=3, rank_id=0
+    )
     kw_upstream = parse_logprob_output(*fresh_tensors_after_receive())
     assert [s.count for s in kw_upstream.slots] == [s.count for s in kw.slots]
     counts = step["token_num_per_batch"].tolist()
     assert [s.count for s in old.slots] == counts
-    assert [s.count for s in new.slots] == [counts[0], -9] + counts[2:] == [s.count for s in kw.slots]
+    assert (
+        [s.count for s in new.slots] == [counts[0], -9] + counts[2:] == [s.count for s in kw.slots]
+    )
     assert new.slots[1].preempted and new.slots[1].token_ids == []
     assert new.slots[2].token_ids == old.slots[2].token_ids
     with pytest.raises(TypeError, match="missing rank_id"):
         ops.speculate_save_output_topk(*t, 3)
     with pytest.raises(TypeError, match="preempted_idx given twice"):
-        ops.speculate_save_output_topk(*t, paddle.to_tensor(preempted), 3, 0,
-                                       preempted_idx=paddle.to_tensor(preempted))
-    with pytest.raises(TypeError, match=r"preempted_idx given twice \(also as last_preempted_idx\)"):
-        ops.speculate_save_output_topk(*t, preempted_idx=paddle.to_tensor(preempted), message_flag=3,
-                                       rank_id=0, last_preempted_idx=paddle.to_tensor(preempted))
+        ops.speculate_save_output_topk(
+            *t, paddle.to_tensor(preempted), 3, 0, preempted_idx=paddle.to_tensor(preempted)
+        )
+    with pytest.raises(
+        TypeError, match=r"preempted_idx given twice \(also as last_preempted_idx\)"
+    ):
+        ops.speculate_save_output_topk(
+            *t,
+            preempted_idx=paddle.to_tensor(preempted),
+            message_flag=3,
+            rank_id=0,
+            last_preempted_idx=paddle.to_tensor(preempted),
+        )
 
 
 def test_queue_id_keyword_names_a_private_queue(queue_id):
@@ -293,12 +360,17 @@ def test_queue_id_keyword_names_a_private_queue(queue_id):
         assert mine != queue_id
         t = [paddle.to_tensor(step[k], place=paddle.CPUPlace()) for k in ref.input_names(step)]
         ops.mtp_save_first_token_with_topk(*t, 4, 0, False, queue_id=mine)
-        assert transport.queue_stats(queue_id) is None or transport.queue_stats(queue_id).messages == 0
+        assert (
+            transport.queue_stats(queue_id) is None or transport.queue_stats(queue_id).messages == 0
+        )
         assert transport.queue_stats(mine).messages == 1
         bufs = ref.receive_tensors()
         ops.speculate_get_output_topk(*bufs, 20, 0, False, queue_id=mine)
-        got = dict(tokens=bufs[0].numpy().reshape(-1), scores=bufs[1].numpy().reshape(-1),
-                   ranks=bufs[2].numpy())
+        got = dict(
+            tokens=bufs[0].numpy().reshape(-1),
+            scores=bufs[1].numpy().reshape(-1),
+            ranks=bufs[2].numpy(),
+        )
         assert_buffers_equal(got, ref.apply_message(ref.fresh_buffers(), step), "private queue")
     assert transport.queue_stats(mine) is None  # removed on exit
     with pytest.raises(ValueError, match="queue_id must be >= 0"):
@@ -319,8 +391,14 @@ def test_parser_mirrors_the_token_processor(queue_id, monkeypatch):
     bufs = fresh_tensors_after_receive()
     msg = parse_logprob_output(*bufs)
     counts, rows = ref.expected_rows(step)
-    assert (msg.stop_flag, msg.not_need_stop, msg.message_flag, msg.topk_columns, msg.batch, msg.kind) == \
-        (-9, False, 3, 4, 5, "target")
+    assert (
+        msg.stop_flag,
+        msg.not_need_stop,
+        msg.message_flag,
+        msg.topk_columns,
+        msg.batch,
+        msg.kind,
+    ) == (-9, False, 3, 4, 5, "target")
     assert [s.count for s in msg.slots] == counts and counts[1] == 0
     for slot, want in zip(msg.slots, rows):
         assert slot.topk_token_ids == [r[0] for r in want]
@@ -330,8 +408,8 @@ def test_parser_mirrors_the_token_processor(queue_id, monkeypatch):
         assert slot.ranks == [r[2] for r in want]
     # The upstream reading of the same buffers: reshape to [batch, 6, 21], keep [:, :, :M].
     tokens = bufs[0].numpy().reshape(-1)
-    upstream = tokens[515:515 + 5 * 126].reshape(5, 6, 21)[:, :, :4]
-    assert all(upstream[i][:counts[i], 0].tolist() == msg.slots[i].token_ids for i in range(5))
+    upstream = tokens[515 : 515 + 5 * 126].reshape(5, 6, 21)[:, :, :4]
+    assert all(upstream[i][: counts[i], 0].tolist() == msg.slots[i].token_ids for i in range(5))
     assert parse_logprob_output(*fresh_tensors_after_receive()) is None  # queue empty now
 
 
@@ -347,7 +425,7 @@ def test_small_message_after_large_shows_no_stale_data(queue_id):
     want = ref.apply_message(ref.apply_message(ref.fresh_buffers(), large), small)
     assert_buffers_equal(got, want, "small after large")
     # inside the small message's slots nothing of the large one is left
-    block = got["tokens"][515:515 + 3 * 126].reshape(3, 6, 21)
+    block = got["tokens"][515 : 515 + 3 * 126].reshape(3, 6, 21)
     assert (block[:, :, 2:] == -1).all()
 
 
@@ -364,20 +442,29 @@ def test_message_size_grows_with_content(queue_id):
 
 
 def test_fragmented_message_in_process(queue_id):
-    step = small_step(batch=12, columns=21, full=True, seed=3)  # 12.4 KB: two fragments at msgmax 8192
+    step = small_step(
+        batch=12, columns=21, full=True, seed=3
+    )  # 12.4 KB: two fragments at msgmax 8192
     assert 8192 < ref.wire_bytes(step) < 15000
     ref.send_step(step)
     if int(MSGMAX.read_text()) <= 8192:
         assert transport.last_send_stats()[1] == 2
-    assert_buffers_equal(receive(ref.receive_tensors()), ref.apply_message(ref.fresh_buffers(), step), "fragments")
+    assert_buffers_equal(
+        receive(ref.receive_tensors()), ref.apply_message(ref.fresh_buffers(), step), "fragments"
+    )
 
 
 def test_rank_filter_and_empty_batch(queue_id):
     step = small_step()
     ref.send_step(step, rank_id=1)
     assert transport.queue_stats(queue_id) is None  # nothing sent: the queue was not even created
-    empty = dict(step, token_num_per_batch=np.zeros(0, np.int32), cu_batch_token_offset=np.zeros(1, np.int32),
-                 seq_lens_decoder=np.zeros(0, np.int32), prompt_lens=np.zeros((0, 1), np.int64))
+    empty = dict(
+        step,
+        token_num_per_batch=np.zeros(0, np.int32),
+        cu_batch_token_offset=np.zeros(1, np.int32),
+        seq_lens_decoder=np.zeros(0, np.int32),
+        prompt_lens=np.zeros((0, 1), np.int64),
+    )
     ref.send_step(empty)  # B = 0: a no-op
     assert transport.queue_stats(queue_id) is None
     ref.send_step(step, rank_id=1, save_each_rank=True)
@@ -416,19 +503,45 @@ def _bad(step, **changes):
 BAD_INPUTS = [
     ("flag 256", lambda s: _bad(s, flag=256), "message_flag 256 must be in \\[0, 255\\]"),
     ("flag -1", lambda s: _bad(s, flag=-1), "message_flag -1 must be in \\[0, 255\\]"),
-    ("22 columns", lambda s: _bad(s, logprob_token_ids=np.zeros((20, 22), np.int64),
-                                  logprob_scores=np.zeros((20, 22), np.float32)), "22 columns"),
-    ("scores shape", lambda s: _bad(s, logprob_scores=s["logprob_scores"][:, :2].copy()),
-     "logprob_scores must have the shape"),
-    ("ranks dtype", lambda s: _bad(s, logprob_ranks=s["logprob_ranks"].astype(np.int32)),
-     "logprob_ranks must be int64"),
-    ("7 tokens", lambda s: _bad(s, token_num_per_batch=np.array([7, 0, 0], np.int32)),
-     "slot 0 has 7 tokens .* at most MAX_DRAFT_TOKENS = 6"),
-    ("offset out of range", lambda s: _bad(s, cu_batch_token_offset=np.array([0, 1, 1000, 0], np.int32)),
-     "outside sampled_token_ids"),
-    ("short offsets", lambda s: _bad(s, cu_batch_token_offset=np.array([0, 1], np.int32)),
-     "cu_batch_token_offset must hold at least B = 3"),
-    ("id beyond int32", lambda s: _bad(s, sampled_token_ids=np.full(20, 2**31, np.int64)), "does not fit int32"),
+    (
+        "22 columns",
+        lambda s: _bad(
+            s,
+            logprob_token_ids=np.zeros((20, 22), np.int64),
+            logprob_scores=np.zeros((20, 22), np.float32),
+        ),
+        "22 columns",
+    ),
+    (
+        "scores shape",
+        lambda s: _bad(s, logprob_scores=s["logprob_scores"][:, :2].copy()),
+        "logprob_scores must have the shape",
+    ),
+    (
+        "ranks dtype",
+        lambda s: _bad(s, logprob_ranks=s["logprob_ranks"].astype(np.int32)),
+        "logprob_ranks must be int64",
+    ),
+    (
+        "7 tokens",
+        lambda s: _bad(s, token_num_per_batch=np.array([7, 0, 0], np.int32)),
+        "slot 0 has 7 tokens .* at most MAX_DRAFT_TOKENS = 6",
+    ),
+    (
+        "offset out of range",
+        lambda s: _bad(s, cu_batch_token_offset=np.array([0, 1, 1000, 0], np.int32)),
+        "outside sampled_token_ids",
+    ),
+    (
+        "short offsets",
+        lambda s: _bad(s, cu_batch_token_offset=np.array([0, 1], np.int32)),
+        "cu_batch_token_offset must hold at least B = 3",
+    ),
+    (
+        "id beyond int32",
+        lambda s: _bad(s, sampled_token_ids=np.full(20, 2**31, np.int64)),
+        "does not fit int32",
+    ),
 ]
 
 
@@ -457,9 +570,13 @@ def test_batch_over_512_rejected(queue_id):
 def test_receive_buffer_checks(queue_id):
     tokens, scores, ranks = ref.receive_tensors()
     with pytest.raises(Exception, match="output_tokens must hold at least 65027 values"):
-        ops.speculate_get_output_topk(paddle.to_tensor(np.zeros(100, np.int64)), scores, ranks, 20, 0, False)
+        ops.speculate_get_output_topk(
+            paddle.to_tensor(np.zeros(100, np.int64)), scores, ranks, 20, 0, False
+        )
     with pytest.raises(Exception, match="output_scores must be float32"):
-        ops.speculate_get_output_topk(tokens, paddle.to_tensor(np.zeros(64512, np.float64)), ranks, 20, 0, False)
+        ops.speculate_get_output_topk(
+            tokens, paddle.to_tensor(np.zeros(64512, np.float64)), ranks, 20, 0, False
+        )
     with pytest.raises(Exception, match="real_k 21 must be in \\[0, K = 20\\]"):
         ops.speculate_get_output_topk(tokens, scores, ranks, 21, 0, False)
 
@@ -474,10 +591,14 @@ def test_incomplete_message_then_a_new_one(queue_id):
     for text in [frags_a[0], frags_a[1], frags_b[0], frags_b[1]]:  # a's last fragment never comes
         raw_send(queue_id, 4242, text)
     bufs = ref.receive_tensors()
-    with pytest.raises(Exception, match="dropped incomplete message 10 of sender pid 4242 \\(fragment 2 of 3"):
+    with pytest.raises(
+        Exception, match="dropped incomplete message 10 of sender pid 4242 \\(fragment 2 of 3"
+    ):
         receive(bufs)
     assert bufs[0].numpy()[0, 0] == -2
-    assert_buffers_equal(receive(bufs), ref.apply_message(ref.fresh_buffers(), step_b), "message after a loss")
+    assert_buffers_equal(
+        receive(bufs), ref.apply_message(ref.fresh_buffers(), step_b), "message after a loss"
+    )
 
 
 def test_orphan_fragments_are_dropped(queue_id):
@@ -490,7 +611,9 @@ def test_orphan_fragments_are_dropped(queue_id):
     with pytest.raises(Exception, match="dropped fragment 1 of 4 of message 20 of sender pid 4243"):
         receive(bufs)
     # the other orphans of message 20 go silently; message 21 arrives whole
-    assert_buffers_equal(receive(bufs), ref.apply_message(ref.fresh_buffers(), step), "after orphans")
+    assert_buffers_equal(
+        receive(bufs), ref.apply_message(ref.fresh_buffers(), step), "after orphans"
+    )
     assert transport.queue_stats(queue_id).messages == 0
 
 
@@ -528,11 +651,19 @@ def test_foreign_and_malformed_messages(queue_id):
         receive(bufs)
     want = ref.fresh_buffers()
     want["tokens"][:3] = [-2, 0, 0]
-    assert_buffers_equal(dict(tokens=bufs[0].numpy().reshape(-1), scores=bufs[1].numpy().reshape(-1),
-                              ranks=bufs[2].numpy()), want, "nothing written but 'no message'")
+    assert_buffers_equal(
+        dict(
+            tokens=bufs[0].numpy().reshape(-1),
+            scores=bufs[1].numpy().reshape(-1),
+            ranks=bufs[2].numpy(),
+        ),
+        want,
+        "nothing written but 'no message'",
+    )
 
 
 # ---- Kernel limits ------------------------------------------------------------------------------------
+
 
 def test_limits_too_small_name_the_sysctl(queue_id, kernel_limits):
     kernel_limits(16)

@@ -8,10 +8,10 @@ import numpy as np
 import paddle
 import pytest
 
+from examples.oracle import PreparedLogits
 from fastdeploy_spec.buffers import copy_from_host, make_share_inputs
 from fastdeploy_spec.config import SpeculativeConfig
 from fastdeploy_spec.proposers import MTPProposer, NgramProposer, create_proposer
-from examples.oracle import PreparedLogits
 from tests.helpers import PLACES, to_place
 from tests.reference.hybrid_mtp_ngram import hybrid_mtp_ngram_ref
 
@@ -37,7 +37,9 @@ class PlusOne:
 
 def write(bufs, **values):
     for name, v in values.items():
-        copy_from_host(bufs[name], np.asarray(v, bufs[name].numpy().dtype).reshape(bufs[name].shape))
+        copy_from_host(
+            bufs[name], np.asarray(v, bufs[name].numpy().dtype).reshape(bufs[name].shape)
+        )
 
 
 def accept(mtp, bufs, tokens, num):
@@ -47,16 +49,31 @@ def accept(mtp, bufs, tokens, num):
 
 def setup(strategy, steps=2, place="cpu", defer_accept=False):
     """Slot 0 decodes (prompt PROMPT, first token 1); slot 1 is empty; slot 2 is prefilling."""
-    cfg = SpeculativeConfig(method="mtp", num_speculative_tokens=K, num_model_steps=steps,
-                            mtp_strategy=strategy, max_ngram_size=2, min_ngram_size=1)
+    cfg = SpeculativeConfig(
+        method="mtp",
+        num_speculative_tokens=K,
+        num_model_steps=steps,
+        mtp_strategy=strategy,
+        max_ngram_size=2,
+        min_ngram_size=1,
+    )
     bufs = make_share_inputs(3, 32, cfg, place)
     ids = np.full((3, 32), -1, np.int64)
-    ids[0, :len(PROMPT)] = PROMPT
-    write(bufs, token_ids_all=ids, prompt_lens=[[len(PROMPT)], [0], [7]], seq_lens_encoder=[0, 0, 7],
-          seq_lens_decoder=[len(PROMPT), 0, 0], seq_lens_this_time=[1, 0, 7], max_dec_len=[[100]] * 3,
-          stop_flags=[[False], [True], [False]])
+    ids[0, : len(PROMPT)] = PROMPT
+    write(
+        bufs,
+        token_ids_all=ids,
+        prompt_lens=[[len(PROMPT)], [0], [7]],
+        seq_lens_encoder=[0, 0, 7],
+        seq_lens_decoder=[len(PROMPT), 0, 0],
+        seq_lens_this_time=[1, 0, 7],
+        max_dec_len=[[100]] * 3,
+        stop_flags=[[False], [True], [False]],
+    )
     model = PlusOne(place=place)
-    mtp = MTPProposer(cfg, model, max_num_seqs=3, max_model_len=32, place=place, defer_accept=defer_accept)
+    mtp = MTPProposer(
+        cfg, model, max_num_seqs=3, max_model_len=32, place=place, defer_accept=defer_accept
+    )
     first = np.full((3, K + 1), -1, np.int64)
     first[0, 0] = 1
     accept(mtp, bufs, first, [1, 0, 0])
@@ -89,9 +106,19 @@ def test_ngram_extension_after_mtp_drafts(place):
     drafts = np.full((3, K + 1), -1, np.int64)
     drafts[0, 1:3] = [2, 3]
     want_d, want_s = hybrid_mtp_ngram_ref(
-        bufs["token_ids_all"].numpy(), bufs["prompt_lens"].numpy(), mtp.pre_ids.numpy(),
-        mtp.step_idx.numpy(), drafts, np.array([3, 0, 7], np.int32), mtp.seq_lens_decoder.numpy(),
-        mtp.max_dec_len.numpy(), cfg.max_ngram_size, cfg.min_ngram_size, K, 1024)
+        bufs["token_ids_all"].numpy(),
+        bufs["prompt_lens"].numpy(),
+        mtp.pre_ids.numpy(),
+        mtp.step_idx.numpy(),
+        drafts,
+        np.array([3, 0, 7], np.int32),
+        mtp.seq_lens_decoder.numpy(),
+        mtp.max_dec_len.numpy(),
+        cfg.max_ngram_size,
+        cfg.min_ngram_size,
+        K,
+        1024,
+    )
     np.testing.assert_array_equal(bufs["draft_tokens"].numpy(), want_d)
     np.testing.assert_array_equal(bufs["seq_lens_this_time"].numpy(), want_s)
 
@@ -183,8 +210,9 @@ def test_wrong_inputs_are_named():
 def test_create_proposer():
     assert create_proposer(SpeculativeConfig(method="naive")) is None
     assert isinstance(create_proposer(SpeculativeConfig(method="ngram_match")), NgramProposer)
-    mtp = create_proposer(SpeculativeConfig(method="mtp"), draft_model=PlusOne(), max_num_seqs=2,
-                          max_model_len=8)
+    mtp = create_proposer(
+        SpeculativeConfig(method="mtp"), draft_model=PlusOne(), max_num_seqs=2, max_model_len=8
+    )
     assert isinstance(mtp, MTPProposer) and list(mtp.pre_ids.shape) == [2, 8]
     with pytest.raises(ValueError, match="needs draft_model"):
         create_proposer(SpeculativeConfig(method="mtp"), max_num_seqs=2, max_model_len=8)
@@ -223,20 +251,45 @@ def test_no_host_sync_and_no_allocation(place, strategy, monkeypatch):
     tensor creation inside them fails the test; every buffer keeps its allocation."""
     cfg, bufs, _, mtp = setup(strategy, place=place)
     rng = np.random.default_rng(0)
-    mtp.draft_model = PreparedLogits([to_place(rng.standard_normal((3, VOCAB)).astype(np.float32), place)
-                                      for _ in range(2)])
-    tensors = dict(bufs, **{n: getattr(mtp, n) for n in ("pre_ids", "step_idx", "seq_lens_decoder",
-                                                          "max_dec_len", "input_ids", "mtp_draft_num")})
+    mtp.draft_model = PreparedLogits(
+        [to_place(rng.standard_normal((3, VOCAB)).astype(np.float32), place) for _ in range(2)]
+    )
+    tensors = dict(
+        bufs,
+        **{
+            n: getattr(mtp, n)
+            for n in (
+                "pre_ids",
+                "step_idx",
+                "seq_lens_decoder",
+                "max_dec_len",
+                "input_ids",
+                "mtp_draft_num",
+            )
+        },
+    )
     before = {name: t.data_ptr() for name, t in tensors.items()}
 
     def forbidden(name):
         def fail(*args, **kwargs):
             raise AssertionError(f"{name} called inside the proposer")
+
         return fail
 
     with monkeypatch.context() as m:
-        for name in ("numpy", "tolist", "item", "cpu", "cuda", "copy_", "_copy_to", "__array__",
-                     "__bool__", "__int__", "__index__"):
+        for name in (
+            "numpy",
+            "tolist",
+            "item",
+            "cpu",
+            "cuda",
+            "copy_",
+            "_copy_to",
+            "__array__",
+            "__bool__",
+            "__int__",
+            "__index__",
+        ):
             if hasattr(paddle.Tensor, name):
                 m.setattr(paddle.Tensor, name, forbidden(f"Tensor.{name}"))
         for name in ("to_tensor", "zeros", "full", "empty", "ones"):

@@ -12,13 +12,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastdeploy_spec.ops import (draft_model_postprocess, draft_model_preprocess, draft_model_set_value_by_flags,
-                                 draft_model_update, eagle_get_hidden_states, eagle_get_self_hidden_states)
+from fastdeploy_spec.ops import (
+    draft_model_postprocess,
+    draft_model_preprocess,
+    draft_model_set_value_by_flags,
+    draft_model_update,
+    eagle_get_hidden_states,
+    eagle_get_self_hidden_states,
+)
 from tests.helpers import PLACES, grid, logits_to_place, to_place
 from tests.reference import mtp_state as ref
 
-BATCHES = [0, 1, 5, 33, 300]   # 300: more slots than one block's threads
-WIDTHS = [1, 3, 6]             # K + 1
+BATCHES = [0, 1, 5, 33, 300]  # 300: more slots than one block's threads
+WIDTHS = [1, 3, 6]  # K + 1
 SEEDS = [0, 1, 2]
 ATTRS = {"num_model_step": 1, "is_splitwise_prefill": False, "max_seq_len": 64, "substep": 0}
 
@@ -35,7 +41,9 @@ def random_state(rng: np.random.Generator, B: int, W: int, D: int, hostile: bool
         "input_ids": rng.integers(0, 9, (B, D)).astype(np.int64),
         "stop_flags": flags(0.2),
         "seq_lens_this_time": i32(-1 if hostile else 0, W + 2),
-        "seq_lens_encoder": np.where(flags(0.3), i32(1, D + 2 if hostile else max(D, 2)), 0).astype(np.int32),
+        "seq_lens_encoder": np.where(flags(0.3), i32(1, D + 2 if hostile else max(D, 2)), 0).astype(
+            np.int32
+        ),
         "seq_lens_decoder": i32(-2 if hostile else 0, 2 * D),
         "step_idx": i64(lo, hi),
         "not_need_stop": np.array([rng.random() < 0.5]),
@@ -57,11 +65,16 @@ def update_state(rng: np.random.Generator, B: int, W: int, D: int, hostile: bool
     extra = int(rng.integers(-2, 2)) if hostile else 0  # fewer tokens than active slots: -1 read
     return {
         "inter_next_tokens": rng.integers(0, 9, max(n_active + extra, 0)).astype(np.int64),
-        "draft_tokens": s["draft_tokens"], "pre_ids": s["pre_ids"],
-        "seq_lens_this_time": s["seq_lens_this_time"], "seq_lens_encoder": s["seq_lens_encoder"],
-        "seq_lens_decoder": s["seq_lens_decoder"], "step_idx": s["step_idx"],
-        "cu_seqlens_q_output": np.zeros(B + 1, np.int32), "stop_flags": s["stop_flags"],
-        "not_need_stop": s["not_need_stop"], "max_dec_len": s["max_dec_len"],
+        "draft_tokens": s["draft_tokens"],
+        "pre_ids": s["pre_ids"],
+        "seq_lens_this_time": s["seq_lens_this_time"],
+        "seq_lens_encoder": s["seq_lens_encoder"],
+        "seq_lens_decoder": s["seq_lens_decoder"],
+        "step_idx": s["step_idx"],
+        "cu_seqlens_q_output": np.zeros(B + 1, np.int32),
+        "stop_flags": s["stop_flags"],
+        "not_need_stop": s["not_need_stop"],
+        "max_dec_len": s["max_dec_len"],
         "end_ids": np.array([2], np.int64),
         "base_model_draft_tokens": s["target_model_draft_tokens"],
     }
@@ -69,27 +82,56 @@ def update_state(rng: np.random.Generator, B: int, W: int, D: int, hostile: bool
 
 def post_state(rng, B, W, D, hostile=False) -> dict:
     s = random_state(rng, B, W, D, hostile)
-    return {"base_model_draft_tokens": s["draft_tokens"], "base_model_seq_lens_this_time": s["seq_lens_this_time"],
-            "base_model_seq_lens_encoder": np.where(rng.random(B) < 0.3, 2, 0).astype(np.int32),
-            "base_model_stop_flags": s["stop_flags"]}
+    return {
+        "base_model_draft_tokens": s["draft_tokens"],
+        "base_model_seq_lens_this_time": s["seq_lens_this_time"],
+        "base_model_seq_lens_encoder": np.where(rng.random(B) < 0.3, 2, 0).astype(np.int32),
+        "base_model_stop_flags": s["stop_flags"],
+    }
 
 
 def svf_state(rng, B, W, D, hostile=False) -> dict:
     s = random_state(rng, B, W, D, hostile)
-    return {"draft_tokens": s["draft_tokens"], "pre_ids_all": s["pre_ids"], "stop_flags": s["stop_flags"],
-            "seq_lens_this_time": s["seq_lens_this_time"], "seq_lens_encoder": s["seq_lens_encoder"],
-            "seq_lens_decoder": s["seq_lens_decoder"], "step_idx": s["step_idx"]}
+    return {
+        "draft_tokens": s["draft_tokens"],
+        "pre_ids_all": s["pre_ids"],
+        "stop_flags": s["stop_flags"],
+        "seq_lens_this_time": s["seq_lens_this_time"],
+        "seq_lens_encoder": s["seq_lens_encoder"],
+        "seq_lens_decoder": s["seq_lens_decoder"],
+        "step_idx": s["step_idx"],
+    }
 
 
 OPS = {
-    "preprocess": (draft_model_preprocess, ref.PRE_ORDER, random_state,
-                   lambda t, a: ref.preprocess_ref(t, a["num_model_step"], a["is_splitwise_prefill"]),
-                   ("num_model_step", "is_splitwise_prefill")),
-    "update": (draft_model_update, ref.UPD_ORDER, update_state,
-               lambda t, a: ref.update_ref(t, a["max_seq_len"], a["substep"]), ("max_seq_len", "substep")),
-    "postprocess": (draft_model_postprocess, ref.POST_ORDER, post_state, lambda t, a: ref.postprocess_ref(t), ()),
-    "set_value_by_flags": (draft_model_set_value_by_flags, ref.SVF_ORDER, svf_state,
-                           lambda t, a: ref.set_value_by_flags_ref(t), ()),
+    "preprocess": (
+        draft_model_preprocess,
+        ref.PRE_ORDER,
+        random_state,
+        lambda t, a: ref.preprocess_ref(t, a["num_model_step"], a["is_splitwise_prefill"]),
+        ("num_model_step", "is_splitwise_prefill"),
+    ),
+    "update": (
+        draft_model_update,
+        ref.UPD_ORDER,
+        update_state,
+        lambda t, a: ref.update_ref(t, a["max_seq_len"], a["substep"]),
+        ("max_seq_len", "substep"),
+    ),
+    "postprocess": (
+        draft_model_postprocess,
+        ref.POST_ORDER,
+        post_state,
+        lambda t, a: ref.postprocess_ref(t),
+        (),
+    ),
+    "set_value_by_flags": (
+        draft_model_set_value_by_flags,
+        ref.SVF_ORDER,
+        svf_state,
+        lambda t, a: ref.set_value_by_flags_ref(t),
+        (),
+    ),
 }
 
 
@@ -108,8 +150,12 @@ def run_both(op: str, state: dict, place: str, attrs: dict) -> None:
 def test_op_matches_reference(op, B, W, seed, hostile, place):
     rng = np.random.default_rng([B, W, seed, hostile, list(OPS).index(op)])
     D = int(rng.choice([2, 5, 12]))
-    attrs = dict(ATTRS, num_model_step=int(rng.integers(0, 3)), is_splitwise_prefill=bool(rng.random() < 0.3),
-                 substep=int(rng.integers(0, W - 1)) if W >= 2 else 0)
+    attrs = dict(
+        ATTRS,
+        num_model_step=int(rng.integers(0, 3)),
+        is_splitwise_prefill=bool(rng.random() < 0.3),
+        substep=int(rng.integers(0, W - 1)) if W >= 2 else 0,
+    )
     if op == "update" and W < 2:
         pytest.skip("draft_model_update needs K + 1 >= 2 columns")
     run_both(op, OPS[op][2](rng, B, W, D, hostile), place, attrs)
@@ -121,12 +167,14 @@ def test_preprocess_named_cases(place):
     prefill node); 2 one step before it (runs); 3 prefill of 3 tokens; 4 decoding with 2 accepted; 5
     decoding with 0 accepted."""
     s = random_state(np.random.default_rng(0), 6, 3, 8)
-    s.update(target_model_stop_flags=np.array([1, 0, 0, 0, 0, 0], bool),
-             target_model_step_idx=np.array([3, 9, 8, 1, 5, 5], np.int64),
-             max_dec_len=np.array([20, 10, 10, 20, 20, 20], np.int64),
-             seq_lens_encoder=np.array([0, 0, 0, 3, 0, 0], np.int32),
-             accept_num=np.array([1, 1, 1, 1, 2, 0], np.int32),
-             target_model_seq_lens_decoder=np.array([4, 4, 4, 0, 9, 9], np.int32))
+    s.update(
+        target_model_stop_flags=np.array([1, 0, 0, 0, 0, 0], bool),
+        target_model_step_idx=np.array([3, 9, 8, 1, 5, 5], np.int64),
+        max_dec_len=np.array([20, 10, 10, 20, 20, 20], np.int64),
+        seq_lens_encoder=np.array([0, 0, 0, 3, 0, 0], np.int32),
+        accept_num=np.array([1, 1, 1, 1, 2, 0], np.int32),
+        target_model_seq_lens_decoder=np.array([4, 4, 4, 0, 9, 9], np.int32),
+    )
     t = {k: to_place(v, place) for k, v in s.items()}
     draft_model_preprocess(*(t[k] for k in ref.PRE_ORDER), 1, False)
     assert t["stop_flags"].numpy().tolist() == [True, True, False, False, False, False]
@@ -162,10 +210,15 @@ def test_not_need_stop_false_when_nothing_runs(place):
 def test_update_takes_tokens_in_active_order(place):
     """Slots 0 and 2 are idle: slot 1 takes token 0 of inter_next_tokens, slot 3 token 1."""
     u = update_state(np.random.default_rng(3), 4, 3, 8)
-    u.update(seq_lens_this_time=np.array([0, 1, 0, 1], np.int32), stop_flags=np.zeros(4, bool),
-             seq_lens_encoder=np.zeros(4, np.int32), seq_lens_decoder=np.array([5, 5, 5, 5], np.int32),
-             step_idx=np.array([2, 2, 2, 2], np.int64), max_dec_len=np.full(4, 100, np.int64),
-             inter_next_tokens=np.array([[7], [8]], np.int64))
+    u.update(
+        seq_lens_this_time=np.array([0, 1, 0, 1], np.int32),
+        stop_flags=np.zeros(4, bool),
+        seq_lens_encoder=np.zeros(4, np.int32),
+        seq_lens_decoder=np.array([5, 5, 5, 5], np.int32),
+        step_idx=np.array([2, 2, 2, 2], np.int64),
+        max_dec_len=np.full(4, 100, np.int64),
+        inter_next_tokens=np.array([[7], [8]], np.int64),
+    )
     t = {k: to_place(v, place) for k, v in u.items()}
     draft_model_update(*(t[k] for k in ref.UPD_ORDER), 64, 1)
     assert t["base_model_draft_tokens"].numpy()[[1, 3], 2].tolist() == [7, 8]
@@ -206,7 +259,9 @@ def hidden_state(rng, B: int, hostile: bool) -> tuple[dict, int]:
         "seq_lens_encoder": enc,
         "seq_lens_decoder": rng.integers(0, 9, B).astype(np.int32),
         "stop_flags": rng.random(B) < 0.2,
-        "accept_nums": rng.integers(-1 if hostile else 0, K1 + (3 if hostile else 1), B).astype(np.int32),
+        "accept_nums": rng.integers(-1 if hostile else 0, K1 + (3 if hostile else 1), B).astype(
+            np.int32
+        ),
         "base_model_seq_lens_this_time": np.where(enc > 0, enc, base).astype(np.int32),
         "base_model_seq_lens_encoder": enc.copy(),
         "last_seq_lens_this_time": rng.integers(-1 if hostile else 0, K1 + 1, B).astype(np.int32),
@@ -217,8 +272,14 @@ def hidden_state(rng, B: int, hostile: bool) -> tuple[dict, int]:
 
 
 @pytest.mark.parametrize("place", PLACES)
-@grid(("which", ["target", "self"]), ("dtype", HIDDEN_DTYPES), ("B", [0, 1, 7, 300]), ("H", [1, 8, 13]),
-      ("seed", [0, 1]), ("hostile", [False, True]))
+@grid(
+    ("which", ["target", "self"]),
+    ("dtype", HIDDEN_DTYPES),
+    ("B", [0, 1, 7, 300]),
+    ("H", [1, 8, 13]),
+    ("seed", [0, 1]),
+    ("hostile", [False, True]),
+)
 def test_hidden_gather_bits(which, dtype, B, H, seed, hostile, place):
     rng = np.random.default_rng([B, H, seed, hostile, HIDDEN_DTYPES.index(dtype), which == "self"])
     t, N = hidden_state(rng, B, hostile)
@@ -227,11 +288,15 @@ def test_hidden_gather_bits(which, dtype, B, H, seed, hostile, place):
     if which == "target":
         want, count = ref.hidden_ref(t)
         dev = {k: to_place(v, place) for k, v in t.items() if k != "input"}
-        out, n = eagle_get_hidden_states(hidden_to_place(x, dtype, place), *(dev[k] for k in ref.HIDDEN_ORDER[1:]), 4)
+        out, n = eagle_get_hidden_states(
+            hidden_to_place(x, dtype, place), *(dev[k] for k in ref.HIDDEN_ORDER[1:]), 4
+        )
     else:
         want, count = ref.self_hidden_ref(t)
         dev = {k: to_place(v, place) for k, v in t.items() if k != "input"}
-        out, n = eagle_get_self_hidden_states(hidden_to_place(x, dtype, place), *(dev[k] for k in ref.SELF_ORDER[1:]))
+        out, n = eagle_get_self_hidden_states(
+            hidden_to_place(x, dtype, place), *(dev[k] for k in ref.SELF_ORDER[1:])
+        )
     assert n.numpy().tolist() == [count]
     assert out.shape == [N, H]
     got = bits_of(out)
@@ -245,11 +310,15 @@ def test_bad_inputs_are_named():
     rng = np.random.default_rng(5)
     s = {k: to_place(v, "cpu") for k, v in random_state(rng, 3, 3, 6).items()}
     args = lambda **kw: [kw.get(k, s[k]) for k in ref.PRE_ORDER]
-    with pytest.raises(Exception, match="draft_model_preprocess: accept_num must be int32, got int64"):
+    with pytest.raises(
+        Exception, match="draft_model_preprocess: accept_num must be int32, got int64"
+    ):
         draft_model_preprocess(*args(accept_num=to_place(np.zeros(3, np.int64), "cpu")), 1, False)
     with pytest.raises(Exception, match="draft_model_preprocess: step_idx must have shape \\[3\\]"):
         draft_model_preprocess(*args(step_idx=to_place(np.zeros(4, np.int64), "cpu")), 1, False)
-    with pytest.raises(Exception, match="draft_model_preprocess: not_need_stop must have at least one element"):
+    with pytest.raises(
+        Exception, match="draft_model_preprocess: not_need_stop must have at least one element"
+    ):
         draft_model_preprocess(*args(not_need_stop=to_place(np.zeros(0, bool), "cpu")), 1, False)
     with pytest.raises(Exception, match="num_model_step must be >= 0"):
         draft_model_preprocess(*args(), -1, False)
@@ -257,13 +326,22 @@ def test_bad_inputs_are_named():
     with pytest.raises(Exception, match="draft_model_update: substep must be in \\[0, K - 1\\]"):
         draft_model_update(*(u[k] for k in ref.UPD_ORDER), 64, 2)
     with pytest.raises(Exception, match="draft_model_update: inter_next_tokens must be int64"):
-        draft_model_update(to_place(np.zeros(3, np.int32), "cpu"), *(u[k] for k in ref.UPD_ORDER[1:]), 64, 0)
+        draft_model_update(
+            to_place(np.zeros(3, np.int32), "cpu"), *(u[k] for k in ref.UPD_ORDER[1:]), 64, 0
+        )
     h, N = hidden_state(rng, 3, False)
     dev = {k: to_place(v, "cpu") for k, v in h.items()}
-    with pytest.raises(Exception, match="eagle_get_hidden_states: input must be float16, bfloat16 or float32, got int64"):
-        eagle_get_hidden_states(to_place(np.zeros((N, 2), np.int64), "cpu"), *(dev[k] for k in ref.HIDDEN_ORDER[1:]), 4)
+    with pytest.raises(
+        Exception,
+        match="eagle_get_hidden_states: input must be float16, bfloat16 or float32, got int64",
+    ):
+        eagle_get_hidden_states(
+            to_place(np.zeros((N, 2), np.int64), "cpu"), *(dev[k] for k in ref.HIDDEN_ORDER[1:]), 4
+        )
     with pytest.raises(Exception, match="eagle_get_self_hidden_states: input must have rank 2"):
-        eagle_get_self_hidden_states(to_place(np.zeros(N, np.float32), "cpu"), *(dev[k] for k in ref.SELF_ORDER[1:]))
+        eagle_get_self_hidden_states(
+            to_place(np.zeros(N, np.float32), "cpu"), *(dev[k] for k in ref.SELF_ORDER[1:])
+        )
 
 
 @pytest.mark.gpu
@@ -273,17 +351,29 @@ def test_mixed_places_rejected():
     if not gpu_available():
         pytest.skip("no GPU")
     s = random_state(np.random.default_rng(6), 3, 3, 6)
-    assert_mixed_places_rejected(lambda *a: draft_model_preprocess(*a, 1, False), ref.PRE_ORDER, s, "pre_ids")
+    assert_mixed_places_rejected(
+        lambda *a: draft_model_preprocess(*a, 1, False), ref.PRE_ORDER, s, "pre_ids"
+    )
 
 
 # ---- Fuzzing ---------------------------------------------------------------------------------------
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), B=st.integers(0, 40), W=st.integers(2, 7), D=st.integers(1, 14),
-       op=st.sampled_from(list(OPS)), hostile=st.booleans())
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    B=st.integers(0, 40),
+    W=st.integers(2, 7),
+    D=st.integers(1, 14),
+    op=st.sampled_from(list(OPS)),
+    hostile=st.booleans(),
+)
 def test_fuzz_ops_match_reference(seed, B, W, D, op, hostile):
     rng = np.random.default_rng(seed)
-    attrs = dict(ATTRS, num_model_step=int(rng.integers(-0, 4)), is_splitwise_prefill=bool(rng.random() < 0.5),
-                 substep=int(rng.integers(0, W - 1)))
+    attrs = dict(
+        ATTRS,
+        num_model_step=int(rng.integers(-0, 4)),
+        is_splitwise_prefill=bool(rng.random() < 0.5),
+        substep=int(rng.integers(0, W - 1)),
+    )
     run_both(op, OPS[op][2](rng, B, W, D, hostile), "cpu", attrs)

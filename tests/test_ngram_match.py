@@ -12,8 +12,18 @@ import pytest
 from fastdeploy_spec import ops
 from fastdeploy_spec.ops import ngram_match
 from tests.helpers import PLACES, assert_bad_input, to_place
-from tests.reference.ngram_match import (BIG, DTYPES, PER_SLOT, TENSOR_ARGS, THRESHOLD_ENV, check,
-                                         make_ngram_batch, ngram_match_ref, run_op, sentinels)
+from tests.reference.ngram_match import (
+    BIG,
+    DTYPES,
+    PER_SLOT,
+    TENSOR_ARGS,
+    THRESHOLD_ENV,
+    check,
+    make_ngram_batch,
+    ngram_match_ref,
+    run_op,
+    sentinels,
+)
 
 # PD_CHECK failures reach Python as OSError ("(External) ...") in the Paddle versions we support; the
 # tuple keeps the tests about the message, not about Paddle's exception mapping.
@@ -22,8 +32,19 @@ OP_ERRORS = (OSError, RuntimeError, ValueError)
 
 # Random grid: every batch shape with every vocabulary; inside each case every n-gram size and every
 # threshold kind. The reference is Python, so the one big shape is 256 x 8192.
-GRID_SHAPES = [(0, 8), (1, 1), (1, 40), (3, 12), (7, 300), (17, 2000), (33, 64), (64, 1000),
-               (129, 500), (256, 32), (256, 8192)]
+GRID_SHAPES = [
+    (0, 8),
+    (1, 1),
+    (1, 40),
+    (3, 12),
+    (7, 300),
+    (17, 2000),
+    (33, 64),
+    (64, 1000),
+    (129, 500),
+    (256, 32),
+    (256, 8192),
+]
 VOCABS = [2, 5, 1000]
 NGRAM_SIZES = [1, 2, 3, 5]
 # Threshold kinds: "default" (env unset: 128; binds from the start in batches past ~100 slots),
@@ -47,9 +68,9 @@ def batch_of(*slots: dict, k: int = 4, width: int | None = None, extra_rows: int
     cols = {name: [] for name in PER_SLOT}
     for b, x in enumerate(slots):
         toks = list(x["prompt"]) + list(x["gen"])
-        ids[b, :len(toks)] = toks
+        ids[b, : len(toks)] = toks
         tail = x.get("tail", [])
-        ids[b, len(toks):len(toks) + len(tail)] = tail
+        ids[b, len(toks) : len(toks) + len(tail)] = tail
         cols["prompt_lens"].append(x.get("P", len(x["prompt"])))
         cols["step_idx"].append(x.get("s", len(x["gen"])))
         cols["draft_token_num"].append(x.get("dtn", k))
@@ -69,7 +90,7 @@ def batch_of(*slots: dict, k: int = 4, width: int | None = None, extra_rows: int
 def drafts_of(result, b: int) -> list[int]:
     """The drafts the op wrote for slot b (columns 1 .. slt - 1)."""
     drafts, slt = result
-    return drafts[b, 1:int(slt.reshape(-1)[b])].tolist()
+    return drafts[b, 1 : int(slt.reshape(-1)[b])].tolist()
 
 
 def threshold_of(kind: str, d: dict, rng: np.random.Generator) -> int | None:
@@ -94,8 +115,16 @@ def test_random_grid(place, batch, width, vocab):
     rng = np.random.default_rng([batch, width, vocab])
     for n in NGRAM_SIZES:
         for kind in THRESHOLD_KINDS:
-            d = make_ngram_batch(rng, batch, width, k=int(rng.integers(1, 8)), vocab=vocab,
-                                 max_ngram_size=n, p_odd=0.1, extra_rows=int(rng.integers(0, 3)))
+            d = make_ngram_batch(
+                rng,
+                batch,
+                width,
+                k=int(rng.integers(1, 8)),
+                vocab=vocab,
+                max_ngram_size=n,
+                p_odd=0.1,
+                extra_rows=int(rng.integers(0, 3)),
+            )
             check(d, place, n, threshold_of(kind, d, rng))
 
 
@@ -111,8 +140,9 @@ def test_random_grid_pad_to_max(place, batch, width, vocab):
             k = int(rng.integers(1, 8))
             d = make_ngram_batch(rng, batch, width, k=k, vocab=vocab, max_ngram_size=n, p_odd=0.1)
             mdt = int(rng.integers(-1, k + 3))
-            drafts, slt = check(d, place, n, threshold_of(kind, d, rng), pad_to_max=True,
-                                max_draft_tokens=mdt)
+            drafts, slt = check(
+                d, place, n, threshold_of(kind, d, rng), pad_to_max=True, max_draft_tokens=mdt
+            )
             decoding = (d["seq_lens_encoder"] <= 0) & (d["seq_lens_decoder"] != 0)
             assert (slt[decoding] >= max(min(mdt, k) + 1, 1)).all()
 
@@ -123,8 +153,10 @@ def test_random_grid_pad_to_max(place, batch, width, vocab):
 
 @pytest.mark.parametrize("place", PLACES)
 def test_prefill_slot_untouched(place):
-    d = batch_of(dict(prompt=[1, 2, 3, 1, 2], gen=[3, 1, 2], enc=5, slt=7),
-                 dict(prompt=[1, 2, 3, 4], gen=[1, 2]))
+    d = batch_of(
+        dict(prompt=[1, 2, 3, 1, 2], gen=[3, 1, 2], enc=5, slt=7),
+        dict(prompt=[1, 2, 3, 4], gen=[1, 2]),
+    )
     r = check(d, place, 2)
     assert r[1].tolist() == [7, 3]
     np.testing.assert_array_equal(r[0][0], d["draft_tokens"][0])
@@ -133,8 +165,10 @@ def test_prefill_slot_untouched(place):
 
 @pytest.mark.parametrize("place", PLACES)
 def test_empty_slot_gets_zero_length(place):
-    d = batch_of(dict(prompt=[1, 2, 3, 1, 2], gen=[3, 1, 2], dec=0, slt=3),
-                 dict(prompt=[1, 2, 3, 4], gen=[1, 2], dec=0, slt=1))
+    d = batch_of(
+        dict(prompt=[1, 2, 3, 1, 2], gen=[3, 1, 2], dec=0, slt=3),
+        dict(prompt=[1, 2, 3, 4], gen=[1, 2], dec=0, slt=1),
+    )
     r = check(d, place, 2)
     assert r[1].tolist() == [0, 0]
     np.testing.assert_array_equal(r[0], d["draft_tokens"])
@@ -173,8 +207,7 @@ def test_draft_token_num_caps_drafts(place):
 def test_match_with_empty_continuation_is_skipped(place):
     # Slot 0: [1, 2] ends the prompt (nothing follows inside the prompt), so the generated tokens are
     # searched. Slot 1: the only occurrence of the pattern is the pattern itself.
-    d = batch_of(dict(prompt=[5, 6, 1, 2], gen=[1, 2, 7, 1, 2]),
-                 dict(prompt=[5, 6], gen=[3, 4]))
+    d = batch_of(dict(prompt=[5, 6, 1, 2], gen=[1, 2, 7, 1, 2]), dict(prompt=[5, 6], gen=[3, 4]))
     r = check(d, place, 2)
     assert drafts_of(r, 0) == [7, 1, 2]
     assert r[1].tolist() == [4, 1]
@@ -191,8 +224,13 @@ def test_match_at_end_of_prompt_stops_at_prompt_end(place):
 @pytest.mark.parametrize("place", PLACES)
 def test_threshold_binds_behind_prefill_slots(place):
     dec = dict(prompt=[1, 2, 3, 4, 5, 6], gen=[1, 2])
-    d = batch_of(dict(prompt=[1], gen=[], enc=4, slt=10), dict(prompt=[1], gen=[], enc=9, slt=20),
-                 dec, dec, dec)
+    d = batch_of(
+        dict(prompt=[1], gen=[], enc=4, slt=10),
+        dict(prompt=[1], gen=[], enc=9, slt=20),
+        dec,
+        dec,
+        dec,
+    )
     # Slot 2: S = 31 and L = 4 (the prefill slots stay counted: upstream quirk): 38 - 35 = 3 drafts.
     # Slots 3 and 4: S + L = 38 >= T - 1, no budget left.
     r = check(d, place, 2, threshold=38)
@@ -219,8 +257,12 @@ def test_negative_prefill_length_is_summed_as_given(place):
 @pytest.mark.parametrize("place", PLACES)
 def test_empty_batch(place):
     for rows in (0, 3):
-        d = {name: np.zeros((0, 1) if name in ("prompt_lens", "step_idx", "max_dec_len") else (0,),
-                            DTYPES[name]) for name in PER_SLOT}
+        d = {
+            name: np.zeros(
+                (0, 1) if name in ("prompt_lens", "step_idx", "max_dec_len") else (0,), DTYPES[name]
+            )
+            for name in PER_SLOT
+        }
         d["token_ids_all"] = np.ones((rows, 8), np.int64)
         d["draft_tokens"] = np.zeros((0, 4), np.int64)
         r = check(d, place, 3)
@@ -235,14 +277,19 @@ def upstream_proposer_batch(prompt, gen, mdl=200, bsz=2, k=5, width=256):
     """The share_inputs of upstream's tests/spec_decode/test_ngram_proposer.py: bsz 2, 5 speculative
     tokens, zeros everywhere (draft_tokens too), one decoding step per slot."""
     ids = np.zeros((bsz, width), np.int64)
-    ids[:, :len(prompt)] = prompt
-    ids[:, len(prompt):len(prompt) + len(gen)] = gen
-    return {"token_ids_all": ids, "prompt_lens": np.full((bsz, 1), len(prompt), np.int64),
-            "step_idx": np.full((bsz, 1), len(gen), np.int64),
-            "draft_token_num": np.full((bsz, 1), k, np.int32),
-            "draft_tokens": np.zeros((bsz, k + 1), np.int64),
-            "seq_lens_this_time": np.ones(bsz, np.int32), "seq_lens_encoder": np.zeros(bsz, np.int32),
-            "seq_lens_decoder": np.ones(bsz, np.int32), "max_dec_len": np.full((bsz, 1), mdl, np.int64)}
+    ids[:, : len(prompt)] = prompt
+    ids[:, len(prompt) : len(prompt) + len(gen)] = gen
+    return {
+        "token_ids_all": ids,
+        "prompt_lens": np.full((bsz, 1), len(prompt), np.int64),
+        "step_idx": np.full((bsz, 1), len(gen), np.int64),
+        "draft_token_num": np.full((bsz, 1), k, np.int32),
+        "draft_tokens": np.zeros((bsz, k + 1), np.int64),
+        "seq_lens_this_time": np.ones(bsz, np.int32),
+        "seq_lens_encoder": np.zeros(bsz, np.int32),
+        "seq_lens_decoder": np.ones(bsz, np.int32),
+        "max_dec_len": np.full((bsz, 1), mdl, np.int64),
+    }
 
 
 @pytest.mark.parametrize("place", PLACES)
@@ -273,8 +320,15 @@ def test_pad_to_max_slots(place):
     """Which slots are padded: decoding ones (with or without drafts, out of budget, at max_dec_len);
     not prefill or empty ones. The padding repeats the last draft, else column 0."""
     dec = dict(prompt=[1, 2, 3, 4, 5, 6], gen=[1, 2])
-    d = batch_of(dec, dict(prompt=[1], gen=[], enc=4, slt=10), dict(prompt=[7, 8], gen=[9]),
-                 dict(dec, dec=0, slt=3), dec, dict(dec, mdl=3), k=4)
+    d = batch_of(
+        dec,
+        dict(prompt=[1], gen=[], enc=4, slt=10),
+        dict(prompt=[7, 8], gen=[9]),
+        dict(dec, dec=0, slt=3),
+        dec,
+        dict(dec, mdl=3),
+        k=4,
+    )
     d["draft_tokens"][:, 0] = [11, 12, 13, 14, 15, 16]  # the last accepted tokens
     # T = 10: slot 0 keeps its 4 drafts (S 1, L 4); the prefill slot's 10 tokens then leave no budget
     # to any later slot (slot 2 has no match anyway, slot 5 no room before max_dec_len).
@@ -282,10 +336,10 @@ def test_pad_to_max_slots(place):
     assert slt.tolist() == [5, 10, 5, 0, 5, 5]
     assert drafts[0].tolist() == [11, 3, 4, 5, 6]
     np.testing.assert_array_equal(drafts[1], d["draft_tokens"][1])  # prefill
-    assert drafts[2].tolist() == [13] * 5                           # no match: column 0 repeated
+    assert drafts[2].tolist() == [13] * 5  # no match: column 0 repeated
     np.testing.assert_array_equal(drafts[3], d["draft_tokens"][3])  # empty
-    assert drafts[4].tolist() == [15] * 5                           # out of budget
-    assert drafts[5].tolist() == [16] * 5                           # max_dec_len reached
+    assert drafts[4].tolist() == [15] * 5  # out of budget
+    assert drafts[5].tolist() == [16] * 5  # max_dec_len reached
     unpadded = check(d, place, 2, threshold=10)
     assert unpadded[1].tolist() == [5, 10, 1, 0, 1, 1]
 
@@ -305,8 +359,10 @@ def test_pad_to_max_argument_forms(place):
     rng = np.random.default_rng(7849)
     d = make_ngram_batch(rng, 12, 30, k=4, vocab=3)
     plain = run_op(d, place, 3, threshold=BIG)
-    for off in (run_op(d, place, 3, False, threshold=BIG),
-                run_op(d, place, 3, pad_to_max=False, threshold=BIG)):
+    for off in (
+        run_op(d, place, 3, False, threshold=BIG),
+        run_op(d, place, 3, pad_to_max=False, threshold=BIG),
+    ):
         np.testing.assert_array_equal(off[0], plain[0])
         np.testing.assert_array_equal(off[1], plain[1])
     on = run_op(d, place, 3, True, threshold=BIG)
@@ -357,12 +413,14 @@ def test_column_zero_and_columns_past_drafts_untouched(place):
 def test_lengths_are_clamped(place):
     # Every token after the slot's P + s is a trap: reading it would give other drafts.
     trap = [1, 2, 8, 8, 8, 8]
-    d = batch_of(dict(prompt=[1, 2, 3, 4, 5], gen=[1, 2], P=40),  # P > W: all prompt, s = 0
-                 dict(prompt=[], gen=[1, 2, 3, 1, 2], P=-3),        # P < 0 -> 0
-                 dict(prompt=[1, 2, 3, 4], gen=[1, 2], s=50),       # s -> W - P: the -1 padding too
-                 dict(prompt=[1, 2, 3], gen=[1, 2], s=-1, tail=trap),  # s < 0 -> 0
-                 dict(prompt=[5, 5, 5], gen=[1, 2], tail=trap),       # nothing read after P + s
-                 width=14)
+    d = batch_of(
+        dict(prompt=[1, 2, 3, 4, 5], gen=[1, 2], P=40),  # P > W: all prompt, s = 0
+        dict(prompt=[], gen=[1, 2, 3, 1, 2], P=-3),  # P < 0 -> 0
+        dict(prompt=[1, 2, 3, 4], gen=[1, 2], s=50),  # s -> W - P: the -1 padding too
+        dict(prompt=[1, 2, 3], gen=[1, 2], s=-1, tail=trap),  # s < 0 -> 0
+        dict(prompt=[5, 5, 5], gen=[1, 2], tail=trap),  # nothing read after P + s
+        width=14,
+    )
     r = check(d, place, 2)
     assert r[1].tolist() == [1, 4, 5, 1, 1]
     assert drafts_of(r, 1) == [3, 1, 2]
@@ -378,8 +436,11 @@ def test_per_slot_tensors_as_b_or_b1(place):
     rng = np.random.default_rng(11)
     d2 = make_ngram_batch(rng, 9, 40, vocab=3, per_slot_2d=True)
     d1 = {name: a.reshape(-1) if name in PER_SLOT else a for name, a in d2.items()}
-    mixed = dict(d1, prompt_lens=d2["prompt_lens"], seq_lens_this_time=d2["seq_lens_this_time"]
-                 .reshape(-1, 1))
+    mixed = dict(
+        d1,
+        prompt_lens=d2["prompt_lens"],
+        seq_lens_this_time=d2["seq_lens_this_time"].reshape(-1, 1),
+    )
     r2, r1, rm = check(d2, place, 3, 20), check(d1, place, 3, 20), check(mixed, place, 3, 20)
     np.testing.assert_array_equal(r1[0], r2[0])
     np.testing.assert_array_equal(r1[1], r2[1])
@@ -391,8 +452,7 @@ def test_per_slot_tensors_as_b_or_b1(place):
 def test_token_ids_all_with_more_rows_than_batch(place):
     rng = np.random.default_rng(12)
     d = make_ngram_batch(rng, 6, 30, vocab=2)
-    more = dict(d, token_ids_all=np.concatenate([d["token_ids_all"],
-                                                 rng.integers(0, 2, (10, 30))]))
+    more = dict(d, token_ids_all=np.concatenate([d["token_ids_all"], rng.integers(0, 2, (10, 30))]))
     r, r_more = check(d, place, 3), check(more, place, 3)
     np.testing.assert_array_equal(r_more[0], r[0])
     np.testing.assert_array_equal(r_more[1], r[1])
@@ -407,7 +467,9 @@ def test_threshold_from_env_read_on_every_call(place, monkeypatch):
     monkeypatch.setenv(THRESHOLD_ENV, "13")
     assert run_op(d, place, 2)[1].tolist() == [5, 5, 3]
     monkeypatch.setenv(THRESHOLD_ENV, "not a number")  # unparsable: an error naming the variable
-    with pytest.raises(Exception, match=f"ngram_match: environment variable {THRESHOLD_ENV} = 'not a number'"):
+    with pytest.raises(
+        Exception, match=f"ngram_match: environment variable {THRESHOLD_ENV} = 'not a number'"
+    ):
         run_op(d, place, 2)
     monkeypatch.delenv(THRESHOLD_ENV)
     assert run_op(d, place, 2)[1].tolist() == [5, 5, 5]
@@ -450,15 +512,20 @@ def test_wrong_dtype_names_the_tensor(name):
         _call(d)
 
 
-@pytest.mark.parametrize("name,shape,message", [
-    ("token_ids_all", (30,), r"token_ids_all must be 2-D"),
-    ("draft_tokens", (3, 2, 3), r"draft_tokens must be 2-D"),
-    ("draft_tokens", (3, 0), r"draft_tokens must have at least one column"),
-    ("prompt_lens", (3, 2), r"prompt_lens must have shape \[3\] or \[3, 1\]"),
-    ("max_dec_len", (1, 3), r"max_dec_len must have shape \[3\] or \[3, 1\]"),
-])
+@pytest.mark.parametrize(
+    "name,shape,message",
+    [
+        ("token_ids_all", (30,), r"token_ids_all must be 2-D"),
+        ("draft_tokens", (3, 2, 3), r"draft_tokens must be 2-D"),
+        ("draft_tokens", (3, 0), r"draft_tokens must have at least one column"),
+        ("prompt_lens", (3, 2), r"prompt_lens must have shape \[3\] or \[3, 1\]"),
+        ("max_dec_len", (1, 3), r"max_dec_len must have shape \[3\] or \[3, 1\]"),
+    ],
+)
 def test_wrong_rank_names_the_tensor(name, shape, message):
-    assert_bad_input(_call, _good(), name, lambda d: np.zeros(shape, DTYPES[name]), message, OP_ERRORS)
+    assert_bad_input(
+        _call, _good(), name, lambda d: np.zeros(shape, DTYPES[name]), message, OP_ERRORS
+    )
 
 
 @pytest.mark.parametrize("name", [n for n in TENSOR_ARGS if n != "seq_lens_this_time"])
@@ -492,21 +559,31 @@ def test_negative_threshold_keyword_is_rejected():
 def test_mixed_places_name_the_tensor(name):
     d = _good()
     args = [to_place(d[n], "cpu" if n == name else "gpu") for n in TENSOR_ARGS]
-    with pytest.raises(OP_ERRORS, match=rf"ngram_match: {name} is on CPU but token_ids_all is on GPU"):
+    with pytest.raises(
+        OP_ERRORS, match=rf"ngram_match: {name} is on CPU but token_ids_all is on GPU"
+    ):
         ngram_match(*args, 3, 4)
 
 
 def _gpu_without_cuda_build() -> bool:
-    return (paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
-            and not ops.with_cuda())
+    return (
+        paddle.is_compiled_with_cuda()
+        and paddle.device.cuda.device_count() > 0
+        and not ops.with_cuda()
+    )
 
 
 # Not marked gpu: the gpu marker skips exactly when the library lacks CUDA kernels, the one case this
 # test needs (GPU Paddle + a library built with FDSPEC_CPU_ONLY=1).
-@pytest.mark.skipif(not _gpu_without_cuda_build(), reason="needs a GPU and a CPU-only build of the ops")
+@pytest.mark.skipif(
+    not _gpu_without_cuda_build(), reason="needs a GPU and a CPU-only build of the ops"
+)
 def test_gpu_tensor_in_cpu_only_build():
-    with pytest.raises(OP_ERRORS, match=r"ngram_match: got GPU tensors, but this fastdeploy_spec "
-                                        r"library was built without CUDA kernels"):
+    with pytest.raises(
+        OP_ERRORS,
+        match=r"ngram_match: got GPU tensors, but this fastdeploy_spec "
+        r"library was built without CUDA kernels",
+    ):
         _call(_good(), place="gpu")
 
 
@@ -550,10 +627,10 @@ def test_gpu_hit_position_at_large_width(where):
     ids = rng.integers(10, 1 << 40, (B, W))  # distinct enough that random matches do not happen
     P, s = W - 1000, 1000
     pattern = [1, 2, 3]
-    ids[:, P + s - 3:P + s] = pattern
+    ids[:, P + s - 3 : P + s] = pattern
     pos = {"early": 0, "late": P - 8, "generated": P + 100, "none": None}[where]
     if pos is not None:
-        ids[:, pos:pos + 3] = pattern
+        ids[:, pos : pos + 3] = pattern
     d = batch_of(*[dict(prompt=[], gen=[], P=P, s=s)] * B, k=k, width=W)
     d["token_ids_all"] = ids
     d["seq_lens_decoder"][:] = 1
@@ -562,7 +639,7 @@ def test_gpu_hit_position_at_large_width(where):
         assert r[1].tolist() == [1] * B
     else:
         end = min(pos + 3 + k, P if pos < P else P + s)
-        assert drafts_of(r, 0) == ids[0, pos + 3:end].tolist()
+        assert drafts_of(r, 0) == ids[0, pos + 3 : end].tolist()
 
 
 @pytest.mark.gpu
@@ -570,8 +647,9 @@ def test_gpu_hit_position_at_large_width(where):
 def test_gpu_runtime_bound_ngram_sizes(max_ngram_size):
     rng = np.random.default_rng(max_ngram_size)
     for vocab in (2, 3):
-        d = make_ngram_batch(rng, 64, 3000, k=6, vocab=vocab, max_ngram_size=max_ngram_size,
-                             p_plant=0.9)
+        d = make_ngram_batch(
+            rng, 64, 3000, k=6, vocab=vocab, max_ngram_size=max_ngram_size, p_plant=0.9
+        )
         check(d, "gpu", max_ngram_size)
 
 

@@ -31,5 +31,9 @@ def test_spec_matches_binding(op):
     inputs, _, _, written = registered_ops()[op]
     inputs, inplace = tuple(inputs), frozenset(written)
     spec = SPECS[op]
-    assert spec.tensors == inputs, f"{op}: wrapper tensors {spec.tensors} != binding inputs {inputs}"
-    assert spec.outputs == inplace, f"{op}: wrapper outputs {sorted(spec.outputs)} != in-place {sorted(inplace)}"
+    assert spec.tensors == inputs, (
+        f"{op}: wrapper tensors {spec.tensors} != binding inputs {inputs}"
+    )
+    assert spec.outputs == inplace, (
+        f"{op}: wrapper outputs {sorted(spec.outputs)} != in-place {sorted(inplace)}"
+    )

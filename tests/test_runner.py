@@ -11,11 +11,11 @@ import numpy as np
 import paddle
 import pytest
 
+from examples import LogprobChecker, OracleTarget, oracle_logits
 from fastdeploy_spec import transport
 from fastdeploy_spec.config import SpeculativeConfig
 from fastdeploy_spec.proposers import Proposer
 from fastdeploy_spec.runner import Request, SpecRunner, StepObserver
-from examples import LogprobChecker, OracleTarget, oracle_logits
 from tests.helpers import PLACES
 
 EOS = 0
@@ -55,13 +55,21 @@ class ScriptedProposer(Proposer):
     def _run_impl(self, share_inputs, **_):
         s = share_inputs
         drafts, slt = s["draft_tokens"].numpy(), s["seq_lens_this_time"].numpy()
-        enc, dec, step = s["seq_lens_encoder"].numpy(), s["seq_lens_decoder"].numpy(), s["step_idx"].numpy()
+        enc, dec, step = (
+            s["seq_lens_encoder"].numpy(),
+            s["seq_lens_decoder"].numpy(),
+            s["step_idx"].numpy(),
+        )
         for b, req in enumerate(self.slots):
             if req is None or enc[b] > 0 or dec[b] == 0:
                 continue
-            d = scripted_drafts(self.answers[req.request_id], req.request_id, int(step[b, 0]),
-                                self.max_draft_token_num)
-            drafts[b, 1:1 + len(d)] = d
+            d = scripted_drafts(
+                self.answers[req.request_id],
+                req.request_id,
+                int(step[b, 0]),
+                self.max_draft_token_num,
+            )
+            drafts[b, 1 : 1 + len(d)] = d
             slt[b] = 1 + len(d)
         for name, host in (("draft_tokens", drafts), ("seq_lens_this_time", slt)):
             s[name].copy_(paddle.to_tensor(host, place=paddle.CPUPlace()), True)
@@ -105,24 +113,33 @@ class LoopModel:
                 if not new or new[-1] != EOS:
                     new.append(self.token(rid, len(g) + len(new)))
             limit = min(req.max_dec_len, self.W - len(req.prompt))
-            new = new[:max(0, limit - len(g))]
+            new = new[: max(0, limit - len(g))]
             g += new
             if len(g) >= limit and EOS not in new:
-                g[-1] = EOS  # FastDeploy's length rule: the token at max_dec_len becomes end_tokens[0]
+                g[-1] = (
+                    EOS  # FastDeploy's length rule: the token at max_dec_len becomes end_tokens[0]
+                )
             if EOS in new or len(g) >= req.max_dec_len or len(req.prompt) + len(g) >= self.W:
                 self.done[rid] = list(g)
                 self.slots[b] = None
 
 
 @pytest.mark.parametrize("place", PLACES)
-@pytest.mark.parametrize("S,K,W,n,seed", [(1, 0, 64, 3, 0), (3, 2, 64, 9, 1), (4, 5, 24, 14, 2),
-                                          (5, 3, 40, 20, 3)])
+@pytest.mark.parametrize(
+    "S,K,W,n,seed", [(1, 0, 64, 3, 0), (3, 2, 64, 9, 1), (4, 5, 24, 14, 2), (5, 3, 40, 20, 3)]
+)
 def test_runner_follows_the_loop_model(S, K, W, n, seed, place):
     rng = np.random.default_rng(seed)
     answers, requests = answers_and_requests(rng, n, W)
     cfg = SpeculativeConfig(method="ngram", num_speculative_tokens=K)
-    runner = SpecRunner(cfg, OracleTarget(answers, VOCAB, EOS), max_num_seqs=S, max_model_len=W,
-                        end_tokens=[EOS], place=place)
+    runner = SpecRunner(
+        cfg,
+        OracleTarget(answers, VOCAB, EOS),
+        max_num_seqs=S,
+        max_model_len=W,
+        end_tokens=[EOS],
+        place=place,
+    )
     runner.proposer = ScriptedProposer(cfg, answers, runner.slots)
     model = LoopModel(answers, requests, S, W, K)
     for r in requests:
@@ -132,19 +149,21 @@ def test_runner_follows_the_loop_model(S, K, W, n, seed, place):
         runner.step()
         model.step()
         steps += 1
-        assert [r and r.request_id for r in runner.slots] == [r and r.request_id for r in model.slots]
+        assert [r and r.request_id for r in runner.slots] == [
+            r and r.request_id for r in model.slots
+        ]
         ids, step_idx = runner.buffers["token_ids_all"].numpy(), runner.buffers["step_idx"].numpy()
         for b, req in enumerate(model.slots):
             if req is not None:
                 g, P = model.gen[req.request_id], len(req.prompt)
                 assert step_idx[b, 0] == len(g)
-                assert ids[b, P:P + len(g)].tolist() == g
+                assert ids[b, P : P + len(g)].tolist() == g
         assert steps < 1000
     assert model.slots == [None] * S and not model.pending
     assert runner.outputs == model.done
     for req in requests:  # speculation never changes the output
         full = answers[req.request_id] + [EOS]
-        want = full[:min(req.max_dec_len, W - len(req.prompt))]
+        want = full[: min(req.max_dec_len, W - len(req.prompt))]
         want[-1] = EOS  # the answer's end, or the length rule's end token
         assert runner.outputs[req.request_id] == want
 
@@ -160,8 +179,14 @@ def copy_task(n):
 def run_copy_task(method, K, place, n=6):
     prompts, answers = copy_task(n)
     cfg = SpeculativeConfig(method=method, num_speculative_tokens=K, max_ngram_size=3)
-    runner = SpecRunner(cfg, OracleTarget(answers, 50, EOS), max_num_seqs=4, max_model_len=128,
-                        end_tokens=[EOS], place=place)
+    runner = SpecRunner(
+        cfg,
+        OracleTarget(answers, 50, EOS),
+        max_num_seqs=4,
+        max_model_len=128,
+        end_tokens=[EOS],
+        place=place,
+    )
     out = runner.run([Request(rid, p, 100) for rid, p in prompts.items()])
     return runner, out, answers
 
@@ -182,19 +207,23 @@ def test_gpu_run_equals_cpu_run():
     cpu, cpu_out, _ = run_copy_task("ngram", 4, "cpu")
     gpu, gpu_out, _ = run_copy_task("ngram", 4, "gpu")
     assert gpu_out == cpu_out
-    assert (gpu.stats.steps, gpu.stats.drafts_proposed, gpu.stats.drafts_accepted) == \
-        (cpu.stats.steps, cpu.stats.drafts_proposed, cpu.stats.drafts_accepted)
+    assert (gpu.stats.steps, gpu.stats.drafts_proposed, gpu.stats.drafts_accepted) == (
+        cpu.stats.steps,
+        cpu.stats.drafts_proposed,
+        cpu.stats.drafts_accepted,
+    )
 
 
 def test_oracle_goes_off_track_after_a_wrong_input():
     from fastdeploy_spec.runner import VerifyBatch
 
     oracle = OracleTarget({"r": [3, 4, 5, 6]}, vocab_size=1000, end_token=EOS)
-    batch = VerifyBatch(["r"], np.array([[3, 4, 9, 6]]), np.array([4], np.int32), np.array([False]),
-                        np.array([1]))
+    batch = VerifyBatch(
+        ["r"], np.array([[3, 4, 9, 6]]), np.array([4], np.int32), np.array([False]), np.array([1])
+    )
     out = oracle(batch)[0].tolist()
-    assert out[:2] == [4, 5]               # on track: column 0 = answer[0], draft 4 = answer[1]
-    assert out[2] != 6 and out[3] != EOS   # after the wrong draft 9: unrelated tokens
+    assert out[:2] == [4, 5]  # on track: column 0 = answer[0], draft 4 = answer[1]
+    assert out[2] != 6 and out[3] != EOS  # after the wrong draft 9: unrelated tokens
 
 
 class NoLogits:
@@ -204,15 +233,24 @@ class NoLogits:
         return np.zeros(batch.tokens.shape, np.int64)
 
 
-@pytest.mark.parametrize("target,K,k,error,match", [
-    (OracleTarget({}, VOCAB, EOS), 6, 2, ValueError, r"K \+ 1 = 7 tokens per slot.*K <= 5"),
-    (OracleTarget({}, VOCAB, EOS), 2, 21, ValueError, r"logprobs must be in \[0, 20\]"),
-    (NoLogits(), 2, 2, TypeError, r"target.logits\(batch, tokens\)"),
-])
+@pytest.mark.parametrize(
+    "target,K,k,error,match",
+    [
+        (OracleTarget({}, VOCAB, EOS), 6, 2, ValueError, r"K \+ 1 = 7 tokens per slot.*K <= 5"),
+        (OracleTarget({}, VOCAB, EOS), 2, 21, ValueError, r"logprobs must be in \[0, 20\]"),
+        (NoLogits(), 2, 2, TypeError, r"target.logits\(batch, tokens\)"),
+    ],
+)
 def test_logprobs_bad_setup(target, K, k, error, match):
     with pytest.raises(error, match=match):
-        SpecRunner(SpeculativeConfig(num_speculative_tokens=K), target, max_num_seqs=1, max_model_len=8,
-                   end_tokens=[EOS], logprobs=k)
+        SpecRunner(
+            SpeculativeConfig(num_speculative_tokens=K),
+            target,
+            max_num_seqs=1,
+            max_model_len=8,
+            end_tokens=[EOS],
+            logprobs=k,
+        )
 
 
 def log_softmax_row(token, position, V):
@@ -237,16 +275,24 @@ def test_oracle_logits_peak_at_the_token_without_ties():
 
 
 @pytest.mark.parametrize("place", PLACES)
-@pytest.mark.parametrize("S,K,k,W,n,seed", [(3, 3, 2, 64, 7, 11), (2, 5, 0, 40, 5, 12),
-                                            (4, 1, 20, 48, 9, 13)])
+@pytest.mark.parametrize(
+    "S,K,k,W,n,seed", [(3, 3, 2, 64, 7, 11), (2, 5, 0, 40, 5, 12), (4, 1, 20, 48, 9, 13)]
+)
 def test_logprobs_arrive_for_every_accepted_token(S, K, k, W, n, seed, place):
     """Step by step against LoopModel: after each step (drained), each request's received tokens are
     its tokens so far; every logprob, rank and top-k is the pure-Python log-softmax of its row."""
     rng = np.random.default_rng(seed)
     answers, requests = answers_and_requests(rng, n, W)
     cfg = SpeculativeConfig(method="ngram", num_speculative_tokens=K)
-    with SpecRunner(cfg, OracleTarget(answers, VOCAB, EOS), max_num_seqs=S, max_model_len=W,
-                    end_tokens=[EOS], place=place, logprobs=k) as runner:
+    with SpecRunner(
+        cfg,
+        OracleTarget(answers, VOCAB, EOS),
+        max_num_seqs=S,
+        max_model_len=W,
+        end_tokens=[EOS],
+        place=place,
+        logprobs=k,
+    ) as runner:
         runner.proposer = ScriptedProposer(cfg, answers, runner.slots)
         checker = LogprobChecker()
         runner.observers.append(checker)
@@ -260,7 +306,12 @@ def test_logprobs_arrive_for_every_accepted_token(S, K, k, W, n, seed, place):
             for rid, gen in model.gen.items():
                 assert [t.token for t in runner.logprobs.get(rid, [])] == gen
         st = runner.stats
-        assert st.logprob_messages_sent == st.logprob_messages_received == checker.messages_checked == st.steps
+        assert (
+            st.logprob_messages_sent
+            == st.logprob_messages_received
+            == checker.messages_checked
+            == st.steps
+        )
         assert st.logprob_tokens_received == checker.tokens_verified == st.tokens_generated
         queue_id = runner.logprob_queue_id
     assert transport.queue_stats(queue_id) is None  # removed by close()
@@ -274,20 +325,31 @@ def test_logprobs_arrive_for_every_accepted_token(S, K, k, W, n, seed, place):
             assert t.logprob == pytest.approx(row[t.token], rel=1e-6, abs=1e-6)
             pad = max(k - VOCAB, 0)  # k > V: the op leaves the columns past V at -1 / 0
             assert t.rank == 1 and t.topk_token_ids == order[:k] + [-1] * pad
-            assert t.topk_logprobs == pytest.approx([row[v] for v in order[:k]] + [0.0] * pad,
-                                                    rel=1e-6, abs=1e-6)
+            assert t.topk_logprobs == pytest.approx(
+                [row[v] for v in order[:k]] + [0.0] * pad, rel=1e-6, abs=1e-6
+            )
 
 
 def test_mtp_needs_its_proposer():
     with pytest.raises(NotImplementedError, match="pass its proposer"):
-        SpecRunner(SpeculativeConfig(method="mtp"), OracleTarget({}, 2, EOS), max_num_seqs=1,
-                   max_model_len=8, end_tokens=[EOS])
+        SpecRunner(
+            SpeculativeConfig(method="mtp"),
+            OracleTarget({}, 2, EOS),
+            max_num_seqs=1,
+            max_model_len=8,
+            end_tokens=[EOS],
+        )
 
 
 @pytest.mark.parametrize("prompt", [[], list(range(1, 9))])
 def test_bad_prompt_length(prompt):
-    runner = SpecRunner(SpeculativeConfig(), OracleTarget({}, 10, EOS), max_num_seqs=1,
-                        max_model_len=8, end_tokens=[EOS])
+    runner = SpecRunner(
+        SpeculativeConfig(),
+        OracleTarget({}, 10, EOS),
+        max_num_seqs=1,
+        max_model_len=8,
+        end_tokens=[EOS],
+    )
     with pytest.raises(ValueError, match=r"prompt length \d+ must be in \[1, 7\]"):
         runner.add_request(Request("r", prompt, 4))
 
@@ -296,8 +358,20 @@ def test_bad_prompt_length(prompt):
 def test_demo_runs_and_checks_its_output(tmp_path, device, capsys):
     from examples import demo
 
-    rc = demo.main(["--requests", "5", "--slots", "3", "--max-prompt-tokens", "300", "--device", device,
-                    "--out", str(tmp_path)])
+    rc = demo.main(
+        [
+            "--requests",
+            "5",
+            "--slots",
+            "3",
+            "--max-prompt-tokens",
+            "300",
+            "--device",
+            device,
+            "--out",
+            str(tmp_path),
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     assert "output check (ngram): 5/5 requests identical" in out
@@ -306,13 +380,29 @@ def test_demo_runs_and_checks_its_output(tmp_path, device, capsys):
         assert (tmp_path / "demo.png").exists()
 
 
-@pytest.mark.parametrize("extra,label", [([], "mtp"),
-                                         (["--mtp-strategy", "with_ngram", "--logprobs", "3"], "mtp+ngram")])
+@pytest.mark.parametrize(
+    "extra,label", [([], "mtp"), (["--mtp-strategy", "with_ngram", "--logprobs", "3"], "mtp+ngram")]
+)
 def test_demo_mtp(tmp_path, capsys, extra, label):
     from examples import demo
 
-    rc = demo.main(["--method", "mtp", "--requests", "3", "--slots", "2", "--max-prompt-tokens", "150",
-                    "--device", "cpu", "--out", str(tmp_path)] + extra)
+    rc = demo.main(
+        [
+            "--method",
+            "mtp",
+            "--requests",
+            "3",
+            "--slots",
+            "2",
+            "--max-prompt-tokens",
+            "150",
+            "--device",
+            "cpu",
+            "--out",
+            str(tmp_path),
+        ]
+        + extra
+    )
     out = capsys.readouterr().out
     assert rc == 0
     assert f"output check ({label}): 3/3 requests identical" in out
@@ -352,13 +442,18 @@ def test_library_never_imports_the_test_machinery():
 
     from fastdeploy_spec.transport import child_env
 
-    library = ["fastdeploy_spec." + m for m in ("buffers", "config", "logprobs", "ops", "proposers",
-                                                "runner", "transport")]
-    code = (f"import sys, zlib; [__import__(m) for m in {library!r}]; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('examples', "
-            "'benchmarks', 'tests')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env(),
-                         check=True).stdout
+    library = [
+        "fastdeploy_spec." + m
+        for m in ("buffers", "config", "logprobs", "ops", "proposers", "runner", "transport")
+    ]
+    code = (
+        f"import sys, zlib; [__import__(m) for m in {library!r}]; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('examples', "
+        "'benchmarks', 'tests')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), check=True
+    ).stdout
     assert out.strip() == "[]"
 
 
@@ -374,8 +469,14 @@ class TamperedRows(LogprobChecker):
 
 def test_logprob_checker_finds_a_changed_row():
     answers = {0: [1, 2, 3]}
-    with SpecRunner(SpeculativeConfig(method="ngram", num_speculative_tokens=2), OracleTarget(answers, VOCAB, EOS),
-                    max_num_seqs=1, max_model_len=16, end_tokens=[EOS], logprobs=2) as runner:
+    with SpecRunner(
+        SpeculativeConfig(method="ngram", num_speculative_tokens=2),
+        OracleTarget(answers, VOCAB, EOS),
+        max_num_seqs=1,
+        max_model_len=16,
+        end_tokens=[EOS],
+        logprobs=2,
+    ) as runner:
         runner.observers.append(TamperedRows())
         runner.add_request(Request(0, [1, 2], 8))
         with pytest.raises(RuntimeError, match="the rows received differ from the rows computed"):
@@ -391,7 +492,10 @@ class _MessagesBySlot(StepObserver):
 
     def on_step(self, runner, record):
         s = runner.buffers
-        self.lengths[record.index] = (s["seq_lens_decoder"].numpy().copy(), s["prompt_lens"].numpy().ravel())
+        self.lengths[record.index] = (
+            s["seq_lens_decoder"].numpy().copy(),
+            s["prompt_lens"].numpy().ravel(),
+        )
 
     def on_logprob_message(self, runner, message, record):
         self.tokens[record.index] = [list(slot.token_ids) for slot in message.slots]
@@ -406,13 +510,25 @@ def test_logprob_messages_carry_first_and_last_tokens_with_real_prompt_lens(plac
     answers = {0: [3, 4, 5, 1, 2, 3], 1: [2], 2: [4, 4]}
     prompts = {0: [3, 4, 5, 1, 2, 3, 4, 5], 1: [5, 5, 1], 2: [1, 2, 3, 4, 5]}
     cfg = SpeculativeConfig(method="ngram", num_speculative_tokens=3)
-    with SpecRunner(cfg, OracleTarget(answers, VOCAB, EOS), max_num_seqs=2, max_model_len=32,
-                    end_tokens=[EOS], place=place, logprobs=1) as runner:
+    with SpecRunner(
+        cfg,
+        OracleTarget(answers, VOCAB, EOS),
+        max_num_seqs=2,
+        max_model_len=32,
+        end_tokens=[EOS],
+        place=place,
+        logprobs=1,
+    ) as runner:
         seen = _MessagesBySlot()
         runner.observers.append(seen)
         records = []
-        runner.observers.append(type("Records", (StepObserver,), {
-            "on_step": lambda self, r, record: records.append(record)})())
+        runner.observers.append(
+            type(
+                "Records",
+                (StepObserver,),
+                {"on_step": lambda self, r, record: records.append(record)},
+            )()
+        )
         runner.run([Request(rid, prompts[rid], 20) for rid in sorted(answers)])
     got = collections.defaultdict(list)
     first_step, last_step = {}, {}
@@ -435,5 +551,5 @@ def test_logprob_messages_carry_first_and_last_tokens_with_real_prompt_lens(plac
         b = rec.request_ids.index(rid)
         assert rec.is_prefill[b] and seen.tokens[rec.index][b] == ans[:1]
         rec, tokens = last_step[rid]
-        assert tokens and tokens[-1] == EOS and tokens == (ans + [EOS])[-len(tokens):]
+        assert tokens and tokens[-1] == EOS and tokens == (ans + [EOS])[-len(tokens) :]
     assert any(rid is None for r in records for rid in r.request_ids)  # released slots were seen

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fastdeploy_spec.config import SpeculativeConfig
-from fastdeploy_spec.runner import Request, SpecRunner
 from examples import SampledOracle
 from examples.sampled_runs import METHODS, run_sampled, synthetic_texts
+from fastdeploy_spec.config import SpeculativeConfig
+from fastdeploy_spec.runner import Request, SpecRunner
 from tests.helpers import PLACES
 
 V, N_REQ = 40, 16
@@ -27,16 +27,27 @@ def plain():
 @pytest.mark.parametrize("method", METHODS)
 def test_seeded_outputs_do_not_depend_on_speculation(method, place, plain):
     runners = []
-    out = run_sampled(method, TEXTS, SEEDS, vocab_size=V, max_dec_len=30, place=place, runner_out=runners)
+    out = run_sampled(
+        method, TEXTS, SEEDS, vocab_size=V, max_dec_len=30, place=place, runner_out=runners
+    )
     assert out == plain
     # Another order and another batch size.
-    rev = run_sampled(method, TEXTS, SEEDS, vocab_size=V, max_dec_len=30, order=range(N_REQ - 1, -1, -1),
-                      slots=3, k=2, place=place)
+    rev = run_sampled(
+        method,
+        TEXTS,
+        SEEDS,
+        vocab_size=V,
+        max_dec_len=30,
+        order=range(N_REQ - 1, -1, -1),
+        slots=3,
+        k=2,
+        place=place,
+    )
     assert rev == plain
     if method != "naive":
         assert runners[0].stats.drafts_accepted > 0
     # Sampling happened: the outputs leave the text somewhere, and not every request is the same.
-    assert any(plain[i] != list(TEXTS[i][1][:len(plain[i])]) for i in range(N_REQ))
+    assert any(plain[i] != list(TEXTS[i][1][: len(plain[i])]) for i in range(N_REQ))
 
 
 def test_per_request_parameters_and_acceptance_stats():
@@ -58,18 +69,33 @@ def test_greedy_requests_unchanged_and_topp_runs():
             assert tok == oracle.successor(i, ctx)
             ctx.append(tok)
     for strategy in ("greedy", "topp", "target_match"):
-        out = run_sampled("ngram", TEXTS[:6], SEEDS, vocab_size=V, max_dec_len=20, temperature=0.0,
-                          verify_strategy=strategy)
+        out = run_sampled(
+            "ngram",
+            TEXTS[:6],
+            SEEDS,
+            vocab_size=V,
+            max_dec_len=20,
+            temperature=0.0,
+            verify_strategy=strategy,
+        )
         assert out == greedy
-    topp = run_sampled("ngram", TEXTS[:6], SEEDS, vocab_size=V, max_dec_len=20, verify_strategy="topp")
+    topp = run_sampled(
+        "ngram", TEXTS[:6], SEEDS, vocab_size=V, max_dec_len=20, verify_strategy="topp"
+    )
     assert all(len(v) > 0 for v in topp.values())
 
 
 def test_unseeded_requests_take_seeds_from_the_runner():
     def run(seed):
         oracle = SampledOracle({i: p + a for i, (p, a) in enumerate(TEXTS[:4])}, V, 0)
-        runner = SpecRunner(SpeculativeConfig(method="ngram", num_speculative_tokens=2), oracle, max_num_seqs=4,
-                            max_model_len=80, end_tokens=[0], seed=seed)
+        runner = SpecRunner(
+            SpeculativeConfig(method="ngram", num_speculative_tokens=2),
+            oracle,
+            max_num_seqs=4,
+            max_model_len=80,
+            end_tokens=[0],
+            seed=seed,
+        )
         out = runner.run([Request(i, TEXTS[i][0], 15, temperature=1.0) for i in range(4)])
         return out, dict(runner.request_seeds)
 
@@ -87,8 +113,13 @@ def test_sampled_request_needs_logits():
         def __call__(self, batch):
             return np.zeros(batch.tokens.shape, np.int64)
 
-    runner = SpecRunner(SpeculativeConfig(method="ngram"), TokensOnly(), max_num_seqs=1, max_model_len=16,
-                        end_tokens=[0])
+    runner = SpecRunner(
+        SpeculativeConfig(method="ngram"),
+        TokensOnly(),
+        max_num_seqs=1,
+        max_model_len=16,
+        end_tokens=[0],
+    )
     with pytest.raises(TypeError, match="must give its logits rows"):
         runner.add_request(Request(0, [1, 2], 4, temperature=0.7))
     assert OracleTarget({}, 4, 0).vocab_size == 4

@@ -11,8 +11,18 @@ import pytest
 
 from fastdeploy_spec.ops import speculate_draft_length_policy
 from tests.helpers import PLACES, assert_mixed_places_rejected, grid, to_place
-from tests.reference.draft_length_policy import (ATTRS, MUTATED, ONE, ORDER, _cost, check, expected,
-                                                 gains_of, random_case, run)
+from tests.reference.draft_length_policy import (
+    ATTRS,
+    MUTATED,
+    ONE,
+    ORDER,
+    _cost,
+    check,
+    expected,
+    gains_of,
+    random_case,
+    run,
+)
 
 BATCHES = [0, 1, 3, 7, 33, 130, 600]  # 600 > the kernel's 512 threads: a thread owns two slots
 DRAFT_COUNTS = [0, 1, 5, 8]
@@ -36,7 +46,9 @@ def next_step(rng, case, got):
     decodes = (enc > 0) & (rng.random(B) < 0.5)  # a prefill finishes: the slot decodes next
     dec[decodes], enc[decodes] = enc[decodes], 0
     case["seq_lens_encoder"], case["seq_lens_decoder"] = enc, dec
-    case["seq_lens_this_time"] = np.where(enc > 0, enc, 1 + rng.integers(0, K + 2, B)).astype(np.int32)
+    case["seq_lens_this_time"] = np.where(enc > 0, enc, 1 + rng.integers(0, K + 2, B)).astype(
+        np.int32
+    )
     case["draft_tokens"] = rng.integers(0, 3, (B, K + 1)).astype(np.int64)
     return case
 
@@ -64,8 +76,13 @@ def decoding(B, K, *, ewma=ONE - 500, table=None, **changes):
         seq_lens_encoder=np.zeros(B, np.int32),
         seq_lens_decoder=np.full(B, 100, np.int32),
         stop_flags=np.zeros((B, 1), bool),
-        cost_table=np.array([5_000_000 + 1_000 * i for i in range(64)] if table is None else table, np.int64),
-        alpha=16384, prior=39322, seq_cost_ns=40_000, step_cost_ns=20_000,
+        cost_table=np.array(
+            [5_000_000 + 1_000 * i for i in range(64)] if table is None else table, np.int64
+        ),
+        alpha=16384,
+        prior=39322,
+        seq_cost_ns=40_000,
+        step_cost_ns=20_000,
     )
     case.update(changes)
     return case
@@ -81,9 +98,14 @@ def test_opted_out_request_never_drafts(place):
         assert got["draft_len"].tolist() == [K, K, 0, K, K, K]
         assert got["seq_lens_this_time"].tolist() == [K + 1, K + 1, 1, K + 1, K + 1, K + 1]
         # verification accepted every kept draft; the proposer drafts K again
-        case = dict(case, draft_len=got["draft_len"], accept_ewma=got["accept_ewma"],
-                    draft_probe=got["draft_probe"], accept_num=(got["draft_len"] + 1).astype(np.int32),
-                    seq_lens_this_time=np.full(B, K + 1, np.int32))
+        case = dict(
+            case,
+            draft_len=got["draft_len"],
+            accept_ewma=got["accept_ewma"],
+            draft_probe=got["draft_probe"],
+            accept_num=(got["draft_len"] + 1).astype(np.int32),
+            seq_lens_this_time=np.full(B, K + 1, np.int32),
+        )
 
 
 def one(**changes):
@@ -98,7 +120,9 @@ def learned(case):
 def test_learning_rule(place):
     """Of 3 verified drafts, 1 accepted: position 1 moves toward 1, position 2 toward 0, position 3 (not
     seen) keeps its estimate; all floored Q16."""
-    case = one(accept_ewma=np.array([[40000, 40000, 40000]], np.int32), accept_num=np.array([2], np.int32))
+    case = one(
+        accept_ewma=np.array([[40000, 40000, 40000]], np.int32), accept_num=np.array([2], np.int32)
+    )
     got = run(case, place)["accept_ewma"][0].tolist()
     a = 16384
     assert got == [(40000 * (ONE - a) + ONE * a) >> 16, (40000 * (ONE - a)) >> 16, 40000]
@@ -111,20 +135,37 @@ def test_probe_learns_the_first_cut_position(probe, bonus, want, place):
     """1 draft verified and accepted: position 2, cut last step, is learned from the probe (the cut
     draft) against the bonus token (draft_tokens[b, 0]); no probe, no observation."""
     drafts = np.array([[bonus, 1, 2, 3]], np.int64)
-    case = one(accept_ewma=np.array([[40000, 40000, 40000]], np.int32), accept_num=np.array([2], np.int32),
-               draft_len=np.array([1], np.int32), draft_probe=np.array([probe], np.int64), draft_tokens=drafts)
+    case = one(
+        accept_ewma=np.array([[40000, 40000, 40000]], np.int32),
+        accept_num=np.array([2], np.int32),
+        draft_len=np.array([1], np.int32),
+        draft_probe=np.array([probe], np.int64),
+        draft_tokens=drafts,
+    )
     second = run(case, place)["accept_ewma"][0][1]
-    assert second == {"up": (40000 * (ONE - 16384) + ONE * 16384) >> 16, "down": (40000 * (ONE - 16384)) >> 16,
-                      "kept": 40000}[want]
+    assert (
+        second
+        == {
+            "up": (40000 * (ONE - 16384) + ONE * 16384) >> 16,
+            "down": (40000 * (ONE - 16384)) >> 16,
+            "kept": 40000,
+        }[want]
+    )
 
 
 @pytest.mark.parametrize("place", PLACES)
 def test_probe_is_the_first_cut_draft(place):
     """A slot cut to k keeps its draft at position k + 1 as the next step's probe; a slot that keeps
     all its drafts, or a prefill, has none (-1)."""
-    case = decoding(3, 4, table=[1_000_000 * (i + 1) for i in range(64)], ewma=30000,
-                    accept_num=np.ones(3, np.int32), seq_lens_encoder=np.array([0, 0, 7], np.int32),
-                    draft_tokens=np.array([[9, 11, 12, 13, 14]] * 3, np.int64))
+    case = decoding(
+        3,
+        4,
+        table=[1_000_000 * (i + 1) for i in range(64)],
+        ewma=30000,
+        accept_num=np.ones(3, np.int32),
+        seq_lens_encoder=np.array([0, 0, 7], np.int32),
+        draft_tokens=np.array([[9, 11, 12, 13, 14]] * 3, np.int64),
+    )
     got = check(case, place)
     assert got["draft_len"].tolist() == [0, 0, 0]
     assert got["draft_probe"].tolist() == [11, 11, -1]
@@ -137,24 +178,52 @@ EDGE_CASES = {
     # verified tokens nearly free, drafts always accepted: keep them all
     "drafts_that_pay_are_kept": (decoding(3, 4), [5, 5, 5], [4, 4, 4]),
     # a verified token costs as much as a whole step: no draft pays
-    "drafts_that_do_not_pay_are_cut": (decoding(3, 4, table=[1_000_000 * (i + 1) for i in range(64)],
-                                                 ewma=30000, accept_num=np.ones(3, np.int32)),
-                                       [1, 1, 1], [0, 0, 0]),
+    "drafts_that_do_not_pay_are_cut": (
+        decoding(
+            3,
+            4,
+            table=[1_000_000 * (i + 1) for i in range(64)],
+            ewma=30000,
+            accept_num=np.ones(3, np.int32),
+        ),
+        [1, 1, 1],
+        [0, 0, 0],
+    ),
     # equal slots and room for some of their drafts only: the cut takes the first slots first
-    "ties_go_to_the_lower_slots": (decoding(4, 1, ewma=32768, accept_num=np.ones(4, np.int32),
-                                            draft_len=np.zeros(4, np.int32),
-                                            table=[1_000_000, 1_000_000, 1_000_000, 1_000_000, 1_000_000,
-                                                   1_000_000, 9_000_000], seq_cost_ns=0, step_cost_ns=0),
-                                   [2, 2, 1, 1], [1, 1, 0, 0]),
+    "ties_go_to_the_lower_slots": (
+        decoding(
+            4,
+            1,
+            ewma=32768,
+            accept_num=np.ones(4, np.int32),
+            draft_len=np.zeros(4, np.int32),
+            table=[1_000_000, 1_000_000, 1_000_000, 1_000_000, 1_000_000, 1_000_000, 9_000_000],
+            seq_cost_ns=0,
+            step_cost_ns=0,
+        ),
+        [2, 2, 1, 1],
+        [1, 1, 0, 0],
+    ),
     # a prefill (new request) keeps its chunk and verifies no draft; an empty slot and an unscheduled
     # one are left alone (draft_len 0)
-    "prefill_empty_unscheduled": (decoding(3, 2, seq_lens_encoder=np.array([9, 0, 0], np.int32),
-                                           seq_lens_decoder=np.array([0, 0, 100], np.int32),
-                                           seq_lens_this_time=np.array([9, 3, 0], np.int32)),
-                                  [9, 3, 0], [0, 0, 0]),
+    "prefill_empty_unscheduled": (
+        decoding(
+            3,
+            2,
+            seq_lens_encoder=np.array([9, 0, 0], np.int32),
+            seq_lens_decoder=np.array([0, 0, 100], np.int32),
+            seq_lens_this_time=np.array([9, 3, 0], np.int32),
+        ),
+        [9, 3, 0],
+        [0, 0, 0],
+    ),
     "stopped_slot_idle": (decoding(2, 2, stop_flags=np.array([[True], [False]])), [3, 3], [0, 2]),
     # the proposer found fewer drafts than K: k never exceeds them
-    "fewer_drafts_than_K": (decoding(2, 4, seq_lens_this_time=np.array([2, 1], np.int32)), [2, 1], [1, 0]),
+    "fewer_drafts_than_K": (
+        decoding(2, 4, seq_lens_this_time=np.array([2, 1], np.int32)),
+        [2, 1],
+        [1, 0],
+    ),
 }
 
 
@@ -172,12 +241,20 @@ def test_new_request_starts_from_the_batch_mean(place):
     """A prefill slot's estimates become the decoding slots' mean (after their learning), the prior when
     no slot decodes."""
     ewma = np.array([[0, 0, 0], [40000, 20000, 10000], [50000, 30000, 5000]], np.int32)
-    case = decoding(3, 3, accept_ewma=ewma, draft_len=np.zeros(3, np.int32), accept_num=np.ones(3, np.int32),
-                    seq_lens_encoder=np.array([5, 0, 0], np.int32),
-                    seq_lens_this_time=np.array([5, 4, 4], np.int32))
+    case = decoding(
+        3,
+        3,
+        accept_ewma=ewma,
+        draft_len=np.zeros(3, np.int32),
+        accept_num=np.ones(3, np.int32),
+        seq_lens_encoder=np.array([5, 0, 0], np.int32),
+        seq_lens_this_time=np.array([5, 4, 4], np.int32),
+    )
     got = check(case, place)
     assert got["accept_ewma"][0].tolist() == [45000, 25000, 7500]
-    alone = decoding(1, 3, seq_lens_encoder=np.array([5], np.int32), seq_lens_this_time=np.array([5], np.int32))
+    alone = decoding(
+        1, 3, seq_lens_encoder=np.array([5], np.int32), seq_lens_this_time=np.array([5], np.int32)
+    )
     assert check(alone, place)["accept_ewma"][0].tolist() == [39322] * 3
 
 
@@ -204,7 +281,12 @@ def objective(case, ks):
     scheduled = len(slt)
     gain = sum(sum(gains_of(ewma[b], k)) for b, k in enumerate(ks))
     base = int(sum(int(slt[b]) if enc[b] > 0 else 1 for b in range(scheduled)))
-    D = max(_cost(case["cost_table"], base + sum(ks)) + scheduled * case["seq_cost_ns"] + case["step_cost_ns"], 1)
+    D = max(
+        _cost(case["cost_table"], base + sum(ks))
+        + scheduled * case["seq_cost_ns"]
+        + case["step_cost_ns"],
+        1,
+    )
     return ((1024 * scheduled + gain) << 20) // D
 
 
@@ -213,11 +295,16 @@ def test_choice_is_the_optimum():
     rng = np.random.default_rng(11)
     for _ in range(60):
         B, K = int(rng.integers(1, 4)), int(rng.integers(1, 4))
-        case = decoding(B, K, ewma=0, accept_ewma=rng.integers(0, ONE + 1, (B, K)).astype(np.int32),
-                        accept_num=rng.integers(1, K + 2, B).astype(np.int32),
-                        seq_lens_this_time=(1 + rng.integers(0, K + 1, B)).astype(np.int32),
-                        table=np.cumsum(rng.integers(0, 3_000_000, 12)) + 1_000_000,
-                        seq_cost_ns=int(rng.integers(0, 100_000)))
+        case = decoding(
+            B,
+            K,
+            ewma=0,
+            accept_ewma=rng.integers(0, ONE + 1, (B, K)).astype(np.int32),
+            accept_num=rng.integers(1, K + 2, B).astype(np.int32),
+            seq_lens_this_time=(1 + rng.integers(0, K + 1, B)).astype(np.int32),
+            table=np.cumsum(rng.integers(0, 3_000_000, 12)) + 1_000_000,
+            seq_cost_ns=int(rng.integers(0, 100_000)),
+        )
         got = run(case, "cpu")["draft_len"].tolist()
         best = objective(case, got)
         avail = [int(s) - 1 for s in case["seq_lens_this_time"]]
@@ -239,8 +326,9 @@ BAD_INPUTS = {
     "accept_ewma must have at least 3 rows": bad(accept_ewma=np.zeros((2, 2), np.int32)),
     "cost_table must have rank 1": bad(cost_table=np.zeros((2, 2), np.int64)),
     "cost_table must have at least one entry": bad(cost_table=np.zeros(0, np.int64)),
-    "accept_ewma has 65 columns": bad(accept_ewma=np.zeros((3, 65), np.int32),
-                                      draft_tokens=np.zeros((3, 66), np.int64)),
+    "accept_ewma has 65 columns": bad(
+        accept_ewma=np.zeros((3, 65), np.int32), draft_tokens=np.zeros((3, 66), np.int64)
+    ),
     "draft_tokens must have K \\+ 1 = 3 columns": bad(draft_tokens=np.zeros((3, 4), np.int64)),
     "draft_probe must be int64": bad(draft_probe=np.zeros(3, np.int32)),
     r"alpha must be <= 65536": bad(alpha=65537),
@@ -251,7 +339,9 @@ BAD_INPUTS = {
 
 @pytest.mark.parametrize("match", list(BAD_INPUTS))
 def test_bad_inputs(match):
-    with pytest.raises((OSError, RuntimeError, ValueError), match=f"speculate_draft_length_policy: {match}"):
+    with pytest.raises(
+        (OSError, RuntimeError, ValueError), match=f"speculate_draft_length_policy: {match}"
+    ):
         run(BAD_INPUTS[match], "cpu")
 
 
@@ -266,7 +356,11 @@ def test_mixed_places_rejected():
 
 
 def test_order_is_the_wrappers():
-    t = {k: to_place(v, "cpu") for k, v in random_case(np.random.default_rng(3), 2, 2).items() if k in ORDER}
+    t = {
+        k: to_place(v, "cpu")
+        for k, v in random_case(np.random.default_rng(3), 2, 2).items()
+        if k in ORDER
+    }
     speculate_draft_length_policy(**t)  # keyword call with the default attributes
 
 
@@ -288,16 +382,22 @@ def test_runner_with_the_policy(place):
     """An n-gram runner with the policy attached (Proposer.run's hook): the output of plain decoding,
     drafts accepted on a copy task, and the request in an opted-out slot verifies one token at every
     step while the others draft."""
+    from examples import OracleTarget
     from fastdeploy_spec.config import SpeculativeConfig
     from fastdeploy_spec.policy import DraftLengthPolicy
     from fastdeploy_spec.runner import Request, SpecRunner
-    from examples import OracleTarget
     from tests.test_runner import EOS, copy_task
 
     prompts, answers = copy_task(4)
     cfg = SpeculativeConfig(method="ngram", num_speculative_tokens=4, max_ngram_size=3)
-    runner = SpecRunner(cfg, OracleTarget(answers, 50, EOS), max_num_seqs=4, max_model_len=128,
-                        end_tokens=[EOS], place=place)
+    runner = SpecRunner(
+        cfg,
+        OracleTarget(answers, 50, EOS),
+        max_num_seqs=4,
+        max_model_len=128,
+        end_tokens=[EOS],
+        place=place,
+    )
     policy = DraftLengthPolicy(max_drafts=4)
     policy.set_opt_out(2)
     runner.proposer.draft_length_policy = policy

@@ -14,7 +14,9 @@ from hypothesis import strategies as st  # noqa: E402
 from tests.reference.draft_length_policy import ONE, check  # noqa: E402
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.data())
 def test_property_matches_reference(data):
     """Any values (estimates, lengths, flags, tables, attributes in range) on CPU: the op equals the
@@ -34,9 +36,13 @@ def test_property_matches_reference(data):
         seq_lens_encoder=arr(st.sampled_from([0, 0, 0, 3, -1]), B).astype(np.int32),
         seq_lens_decoder=arr(st.sampled_from([0, 5, 5, 5]), B).astype(np.int32),
         stop_flags=arr(st.booleans(), B).astype(bool),
-        cost_table=np.array(data.draw(st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=8)), np.int64),
-        alpha=data.draw(st.integers(0, ONE)), prior=data.draw(st.integers(0, ONE)),
-        seq_cost_ns=data.draw(st.integers(0, 2**32 - 1)), step_cost_ns=data.draw(st.integers(0, 2**32 - 1)),
+        cost_table=np.array(
+            data.draw(st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=8)), np.int64
+        ),
+        alpha=data.draw(st.integers(0, ONE)),
+        prior=data.draw(st.integers(0, ONE)),
+        seq_cost_ns=data.draw(st.integers(0, 2**32 - 1)),
+        step_cost_ns=data.draw(st.integers(0, 2**32 - 1)),
     )
     got = check(case, "cpu")
     k = got["draft_len"]

@@ -7,10 +7,18 @@ import numpy as np
 import paddle
 import pytest
 
-from fastdeploy_spec.ops import speculate_compute_cu_batch_offset, speculate_get_accept_tokens_and_logits
+from fastdeploy_spec.ops import (
+    speculate_compute_cu_batch_offset,
+    speculate_get_accept_tokens_and_logits,
+)
 from tests.helpers import LOGITS_DTYPES, PLACES, assert_bad_input, grid, to_place
-from tests.reference.get_accept_tokens import (SENTINEL_OFFSET, SENTINEL_TOKEN, check, make_case,
-                                               ref_cu_batch_offset)
+from tests.reference.get_accept_tokens import (
+    SENTINEL_OFFSET,
+    SENTINEL_TOKEN,
+    check,
+    make_case,
+    ref_cu_batch_offset,
+)
 
 BATCH_SIZES = [0, 1, 3, 17]
 VOCABS = [1, 5, 8, 33]  # odd sizes force the narrow-vector paths; 8 allows 16-byte vectors
@@ -18,8 +26,14 @@ STRIDES = [1, 3, 6]  # K + 1
 MIXES = ["decode", "prefill", "mixed"]
 
 
-@grid(("place", PLACES), ("dtype", LOGITS_DTYPES), ("mix", MIXES), ("stride", STRIDES), ("V", VOCABS),
-      ("B", BATCH_SIZES))
+@grid(
+    ("place", PLACES),
+    ("dtype", LOGITS_DTYPES),
+    ("mix", MIXES),
+    ("stride", STRIDES),
+    ("V", VOCABS),
+    ("B", BATCH_SIZES),
+)
 def test_matches_reference(place, dtype, mix, stride, V, B):
     rng = np.random.default_rng([B, V, stride, len(mix)])
     check(make_case(rng, B, V, stride, mix, dtype), dtype, place)
@@ -42,11 +56,17 @@ def test_exact_rows_upstream_layout(place, dtype):
 def test_upstream_partial_decode_example(place):
     # Upstream's test_partial_decode: a prefill slot's single row, then two decoding slots.
     logits = np.repeat(np.arange(5, dtype=np.float32)[:, None], 8, axis=1)
-    case = dict(token_ids=np.zeros(4, np.int64), target_logits=np.full((4, 8), -1, np.float32),
-                logits=logits, cu=np.zeros(4, np.int32), cu_q=np.array([0, 1, 3, 5], np.int32),
-                slt=np.array([10, 2, 2], np.int32), enc=np.array([10, 0, 0], np.int32),
-                accept_num=np.array([1, 2, 1], np.int32),
-                accept_tokens=np.array([[10, -1], [20, 21], [30, -1]], np.int64))
+    case = dict(
+        token_ids=np.zeros(4, np.int64),
+        target_logits=np.full((4, 8), -1, np.float32),
+        logits=logits,
+        cu=np.zeros(4, np.int32),
+        cu_q=np.array([0, 1, 3, 5], np.int32),
+        slt=np.array([10, 2, 2], np.int32),
+        enc=np.array([10, 0, 0], np.int32),
+        accept_num=np.array([1, 2, 1], np.int32),
+        accept_tokens=np.array([[10, -1], [20, 21], [30, -1]], np.int64),
+    )
     ids, cu = check(case, "float32", place)
     assert ids.tolist() == [10, 20, 21, 30] and cu.tolist() == [0, 1, 3, 4]
 
@@ -105,6 +125,7 @@ def test_real_vocabularies_gpu(dtype, V):
 
 # speculate_compute_cu_batch_offset
 
+
 @pytest.mark.parametrize("place", PLACES)
 @pytest.mark.parametrize("max_accept", [None, 0, 3])
 @pytest.mark.parametrize("B", [0, 1, 7, 1023, 1024, 2500])
@@ -121,34 +142,65 @@ def test_cu_batch_offset(place, max_accept, B):
 
 # Bad inputs
 
+
 def good_cpu_inputs():
     case = make_case(np.random.default_rng(0), 3, 8, 3, "decode", "float32")
-    return dict(token_ids=to_place(case["token_ids"], "cpu"), target_logits=to_place(case["target_logits"], "cpu"),
-                logits=to_place(case["logits"], "cpu"), cu=to_place(case["cu"], "cpu"),
-                cu_q=to_place(case["cu_q"], "cpu"), slt=to_place(case["slt"], "cpu"),
-                enc=to_place(case["enc"], "cpu"), accept_num=to_place(case["accept_num"], "cpu"),
-                accept_tokens=to_place(case["accept_tokens"], "cpu"))
+    return dict(
+        token_ids=to_place(case["token_ids"], "cpu"),
+        target_logits=to_place(case["target_logits"], "cpu"),
+        logits=to_place(case["logits"], "cpu"),
+        cu=to_place(case["cu"], "cpu"),
+        cu_q=to_place(case["cu_q"], "cpu"),
+        slt=to_place(case["slt"], "cpu"),
+        enc=to_place(case["enc"], "cpu"),
+        accept_num=to_place(case["accept_num"], "cpu"),
+        accept_tokens=to_place(case["accept_tokens"], "cpu"),
+    )
 
 
 def call(t):
-    speculate_get_accept_tokens_and_logits(t["token_ids"], t["target_logits"], t["logits"], t["cu"], t["cu_q"],
-                                           t["slt"], t["enc"], t["accept_num"], t["accept_tokens"])
+    speculate_get_accept_tokens_and_logits(
+        t["token_ids"],
+        t["target_logits"],
+        t["logits"],
+        t["cu"],
+        t["cu_q"],
+        t["slt"],
+        t["enc"],
+        t["accept_num"],
+        t["accept_tokens"],
+    )
 
 
 BAD_INPUTS = [
-    ("logits", lambda t: paddle.cast(t["logits"], "int32"), "logits must be float32, float16 or bfloat16"),
-    ("target_logits", lambda t: paddle.cast(t["target_logits"], "float16"),
-     "target_logits must have the dtype of logits"),
-    ("target_logits", lambda t: to_place(t["target_logits"].numpy()[:, :4], "cpu"),
-     r"target_logits must have shape \[N, V\]"),
+    (
+        "logits",
+        lambda t: paddle.cast(t["logits"], "int32"),
+        "logits must be float32, float16 or bfloat16",
+    ),
+    (
+        "target_logits",
+        lambda t: paddle.cast(t["target_logits"], "float16"),
+        "target_logits must have the dtype of logits",
+    ),
+    (
+        "target_logits",
+        lambda t: to_place(t["target_logits"].numpy()[:, :4], "cpu"),
+        r"target_logits must have shape \[N, V\]",
+    ),
     ("token_ids", lambda t: paddle.cast(t["token_ids"], "int32"), "token_ids must be int64"),
     ("accept_num", lambda t: t["accept_num"][:2], r"accept_num must have shape \[3\]"),
     ("accept_tokens", lambda t: t["accept_tokens"][:2], "accept_tokens must have at least 3 rows"),
     ("cu", lambda t: t["cu"][:3], "cu_batch_token_offset must have at least B \\+ 1 = 4"),
     ("cu_q", lambda t: paddle.cast(t["cu_q"], "int64"), "cu_seqlens_q_output must be int32"),
     ("logits", lambda t: t["logits"].reshape([-1]), "logits must have rank 2"),
-    pytest.param("accept_num", lambda t: t["accept_num"].cuda(), "accept_num is on GPU but token_ids is on CPU",
-                 marks=pytest.mark.gpu, id="mixed-places"),
+    pytest.param(
+        "accept_num",
+        lambda t: t["accept_num"].cuda(),
+        "accept_num is on GPU but token_ids is on CPU",
+        marks=pytest.mark.gpu,
+        id="mixed-places",
+    ),
 ]
 
 

@@ -8,9 +8,16 @@ import paddle
 import pytest
 
 from fastdeploy_spec.ops import speculate_logprobs_topk
-from tests.helpers import FLOAT32_MIN, LOGITS_DTYPES, PLACES, assert_bad_input, grid, make_logits, to_place
+from tests.helpers import (
+    FLOAT32_MIN,
+    LOGITS_DTYPES,
+    PLACES,
+    assert_bad_input,
+    grid,
+    make_logits,
+    to_place,
+)
 from tests.reference.logprobs_topk import SCORE_TOL, check, make_case, run_op
-
 
 VOCABS = [1, 7, 64, 1000]
 TOP_KS = [0, 1, 5, 20]
@@ -29,8 +36,13 @@ def test_matches_reference(place, dtype, k, V, B):
 def test_temperature_per_slot(place, dtype, raw_logits):
     # Slots with temperature 0 are left unscaled; the others divide their rows' logits.
     rng = np.random.default_rng(5)
-    check(make_case(rng, 8, 300, dtype, temperature=True, accept=[3, 0, 2, 1, 3, 3, 0, 2]), dtype, place,
-          20, raw_logits)
+    check(
+        make_case(rng, 8, 300, dtype, temperature=True, accept=[3, 0, 2, 1, 3, 3, 0, 2]),
+        dtype,
+        place,
+        20,
+        raw_logits,
+    )
 
 
 @pytest.mark.parametrize("place", PLACES)
@@ -41,7 +53,9 @@ def test_topk_ties_lower_id_first(place, dtype, V):
     case = make_case(rng, 4, V, dtype, tie_range=3, accept=[3, 3, 3, 3])
     ids, scores, ranks = check(case, dtype, place, 20)
     same = np.diff(scores[:, 1:], axis=1) == 0
-    assert same.sum() > 0 and (np.diff(ids[:, 1:], axis=1)[same] > 0).all()  # equal scores: ids ascend
+    assert (
+        same.sum() > 0 and (np.diff(ids[:, 1:], axis=1)[same] > 0).all()
+    )  # equal scores: ids ascend
     assert (np.diff(scores[:, 1:], axis=1) <= 0).all() and (ranks >= 1).all()
 
 
@@ -51,7 +65,9 @@ def test_ties_spread_over_the_row(place, V, tie_range):
     # About 20 entries share each value, spread over the whole row: the GPU splits a long row over
     # several blocks, so the top-20 and its ties come from different blocks and must merge in id order.
     rng = np.random.default_rng(V)
-    ids, _, _ = check(make_case(rng, 2, V, "float32", tie_range=tie_range, accept=[3, 2]), "float32", place, 20)
+    ids, _, _ = check(
+        make_case(rng, 2, V, "float32", tie_range=tie_range, accept=[3, 2]), "float32", place, 20
+    )
     assert (np.ptp(ids[:5, 1:], axis=1) > V // 2).all()  # the winners do span the row
 
 
@@ -128,37 +144,73 @@ def test_cpu_and_gpu_agree(dtype):
     cpu, gpu = run_op(case, dtype, "cpu", 20), run_op(case, dtype, "gpu", 20)
     np.testing.assert_array_equal(cpu[0], gpu[0])
     np.testing.assert_array_equal(cpu[2], gpu[2])
-    np.testing.assert_allclose(cpu[1], gpu[1], atol=2 * SCORE_TOL[dtype][0], rtol=2 * SCORE_TOL[dtype][1])
+    np.testing.assert_allclose(
+        cpu[1], gpu[1], atol=2 * SCORE_TOL[dtype][0], rtol=2 * SCORE_TOL[dtype][1]
+    )
 
 
 # Bad inputs
 
+
 def good_cpu_inputs(k=3):
     case = make_case(np.random.default_rng(0), 2, 16, "float32", accept=[2, 1])
     N = case["tokens"].shape[0]
-    return dict(logits=to_place(case["logits"], "cpu"), tokens=to_place(case["tokens"], "cpu"),
-                cu=to_place(case["cu"], "cpu"), ids=to_place(np.zeros((N, k + 1), np.int64), "cpu"),
-                scores=to_place(np.zeros((N, k + 1), np.float32), "cpu"),
-                ranks=to_place(np.zeros(N, np.int64), "cpu"), temperature=None)
+    return dict(
+        logits=to_place(case["logits"], "cpu"),
+        tokens=to_place(case["tokens"], "cpu"),
+        cu=to_place(case["cu"], "cpu"),
+        ids=to_place(np.zeros((N, k + 1), np.int64), "cpu"),
+        scores=to_place(np.zeros((N, k + 1), np.float32), "cpu"),
+        ranks=to_place(np.zeros(N, np.int64), "cpu"),
+        temperature=None,
+    )
 
 
 def call(t):
-    speculate_logprobs_topk(t["logits"], t["tokens"], t["cu"], t["ids"], t["scores"], t["ranks"],
-                            temperature=t["temperature"])
+    speculate_logprobs_topk(
+        t["logits"],
+        t["tokens"],
+        t["cu"],
+        t["ids"],
+        t["scores"],
+        t["ranks"],
+        temperature=t["temperature"],
+    )
 
 
 BAD_INPUTS = [
-    ("logits", lambda t: paddle.cast(t["logits"], "float64"), "target_logits must be float32, float16 or bfloat16"),
+    (
+        "logits",
+        lambda t: paddle.cast(t["logits"], "float64"),
+        "target_logits must be float32, float16 or bfloat16",
+    ),
     ("tokens", lambda t: t["tokens"][:4], r"token_ids must have shape \[6\]"),
     ("cu", lambda t: paddle.cast(t["cu"], "int64"), "cu_batch_token_offset must be int32"),
     ("ids", lambda t: to_place(np.zeros((6, 22), np.int64), "cpu"), "k <= 20"),
-    ("scores", lambda t: to_place(np.zeros((6, 3), np.float32), "cpu"), "logprob_scores must have the shape"),
+    (
+        "scores",
+        lambda t: to_place(np.zeros((6, 3), np.float32), "cpu"),
+        "logprob_scores must have the shape",
+    ),
     ("scores", lambda t: paddle.cast(t["scores"], "float64"), "logprob_scores must be float32"),
     ("ranks", lambda t: t["ranks"][:5], r"logprob_ranks must have shape \[6\]"),
-    ("temperature", lambda t: to_place(np.ones(3, np.float32), "cpu"), r"temperature must have shape \[2\]"),
-    ("temperature", lambda t: to_place(np.ones(2, np.float64), "cpu"), "temperature must be float32"),
-    pytest.param("ranks", lambda t: t["ranks"].cuda(), "logprob_ranks is on GPU but target_logits is on CPU",
-                 marks=pytest.mark.gpu, id="mixed-places"),
+    (
+        "temperature",
+        lambda t: to_place(np.ones(3, np.float32), "cpu"),
+        r"temperature must have shape \[2\]",
+    ),
+    (
+        "temperature",
+        lambda t: to_place(np.ones(2, np.float64), "cpu"),
+        "temperature must be float32",
+    ),
+    pytest.param(
+        "ranks",
+        lambda t: t["ranks"].cuda(),
+        "logprob_ranks is on GPU but target_logits is on CPU",
+        marks=pytest.mark.gpu,
+        id="mixed-places",
+    ),
 ]
 
 

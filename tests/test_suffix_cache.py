@@ -17,14 +17,27 @@ try:  # a test-only dependency; the GPU machine may lack it (the other tests sti
 except ImportError:
     given = None
 
-from fastdeploy_spec.ops.suffix_cache import (PARTS, SuffixCache, SuffixCacheConfig, cache_layout,
-                                              suffix_cache_evict,
-                                              suffix_cache_finish, suffix_cache_insert, suffix_cache_query,
-                                              suffix_cache_step)
+from fastdeploy_spec.ops.suffix_cache import (
+    PARTS,
+    SuffixCache,
+    SuffixCacheConfig,
+    cache_layout,
+    suffix_cache_evict,
+    suffix_cache_finish,
+    suffix_cache_insert,
+    suffix_cache_query,
+    suffix_cache_step,
+)
 from tests.helpers import PLACES, to_place
 from tests.reference.ngram_match import THRESHOLD_ENV
 from tests.reference.suffix_cache import global_draft_ref
-from tests.reference.suffix_cache_stream import QUERY_ARGS, Driver, RequestStream, line_filter_ref, soak
+from tests.reference.suffix_cache_stream import (
+    QUERY_ARGS,
+    Driver,
+    RequestStream,
+    line_filter_ref,
+    soak,
+)
 
 OP_ERRORS = (OSError, RuntimeError, ValueError)
 
@@ -34,13 +47,37 @@ def _no_threshold_env(monkeypatch):
     monkeypatch.delenv(THRESHOLD_ENV, raising=False)
 
 
-def run_stream(place, seed, steps, *, rows=6, width=24, slots=4, vocab=3, key_len=2, M=32,
-               params=None, check_every=1, evict_every=0, vocab_size=1 << 18, pair_vocab=1 << 10,
-               line_planes=1 << 11):
+def run_stream(
+    place,
+    seed,
+    steps,
+    *,
+    rows=6,
+    width=24,
+    slots=4,
+    vocab=3,
+    key_len=2,
+    M=32,
+    params=None,
+    check_every=1,
+    evict_every=0,
+    vocab_size=1 << 18,
+    pair_vocab=1 << 10,
+    line_planes=1 << 11,
+):
     rng = np.random.default_rng(seed)
     stream = RequestStream(rng, slots, width=64, vocab=vocab, k=4, max_answer=width + 8)
-    drv = Driver(place, rows, width, slots, key_len=key_len, max_occurrences=M, vocab_size=vocab_size,
-                 pair_vocab=pair_vocab, line_planes=line_planes)
+    drv = Driver(
+        place,
+        rows,
+        width,
+        slots,
+        key_len=key_len,
+        max_occurrences=M,
+        vocab_size=vocab_size,
+        pair_vocab=pair_vocab,
+        line_planes=line_planes,
+    )
     wins = 0
     for i in range(steps):
         step = stream.step()
@@ -59,30 +96,50 @@ def run_stream(place, seed, steps, *, rows=6, width=24, slots=4, vocab=3, key_le
 
 
 def params_of(rng):
-    return dict(max_tree_depth=int(rng.choice([2, 3, 5, 16, 64])),
-                max_spec_factor=float(rng.choice([0.5, 1.0, 4.0])),
-                max_spec_offset=float(rng.choice([-1.0, 0.0, 2.0])),
-                min_token_prob=float(rng.choice([0.0, 0.1, 0.4])),
-                pad_to_max=bool(rng.integers(0, 2)))
+    return dict(
+        max_tree_depth=int(rng.choice([2, 3, 5, 16, 64])),
+        max_spec_factor=float(rng.choice([0.5, 1.0, 4.0])),
+        max_spec_offset=float(rng.choice([-1.0, 0.0, 2.0])),
+        min_token_prob=float(rng.choice([0.0, 0.1, 0.4])),
+        pad_to_max=bool(rng.integers(0, 2)),
+    )
 
 
 @pytest.mark.parametrize("place", PLACES)
 @pytest.mark.parametrize("seed", range(6))
 def test_random_streams_equal_reference(place, seed):
     rng = np.random.default_rng(100 + seed)
-    _, wins = run_stream(place, seed, 60, rows=int(rng.integers(1, 8)), width=int(rng.integers(4, 30)),
-                         slots=int(rng.integers(1, 6)), vocab=int(rng.integers(2, 6)),
-                         key_len=int(rng.integers(1, 4)), M=32, params=params_of(rng),
-                         evict_every=int(rng.choice([0, 7])),
-                         vocab_size=int(rng.choice([2, 1 << 18])),  # some token ids counted, or all
-                         pair_vocab=int(rng.choice([0, 3, 1 << 10])),  # pairs: none, some, all
-                         line_planes=int(rng.choice([0, 32, 1 << 11])))  # no filter, a full one, sparse
+    _, wins = run_stream(
+        place,
+        seed,
+        60,
+        rows=int(rng.integers(1, 8)),
+        width=int(rng.integers(4, 30)),
+        slots=int(rng.integers(1, 6)),
+        vocab=int(rng.integers(2, 6)),
+        key_len=int(rng.integers(1, 4)),
+        M=32,
+        params=params_of(rng),
+        evict_every=int(rng.choice([0, 7])),
+        vocab_size=int(rng.choice([2, 1 << 18])),  # some token ids counted, or all
+        pair_vocab=int(rng.choice([0, 3, 1 << 10])),  # pairs: none, some, all
+        line_planes=int(rng.choice([0, 32, 1 << 11])),
+    )  # no filter, a full one, sparse
 
 
 def test_streams_exercise_the_global_draft():
     """The streams are not vacuous: the global draft wins in some slots and steps."""
-    _, wins = run_stream("cpu", 7, 80, rows=8, width=40, slots=4, vocab=4, key_len=2,
-                         params=dict(max_spec_factor=4.0, max_spec_offset=2.0, min_token_prob=0.0))
+    _, wins = run_stream(
+        "cpu",
+        7,
+        80,
+        rows=8,
+        width=40,
+        slots=4,
+        vocab=4,
+        key_len=2,
+        params=dict(max_spec_factor=4.0, max_spec_offset=2.0, min_token_prob=0.0),
+    )
     assert wins > 20
 
 
@@ -97,28 +154,58 @@ def test_global_draft_from_another_request(place, key_len, base):
 
     def step(prompt, resp, enc=0):
         ids = np.full((1, W), -1, np.int64)
-        ids[0, :len(prompt)] = np.asarray(prompt, np.int64) + base
-        ids[0, len(prompt):len(prompt) + len(resp)] = np.asarray(resp, np.int64) + base
-        return dict(token_ids_all=ids, prompt_lens=np.array([[len(prompt)]], np.int64),
-                    step_idx=np.array([[len(resp)]], np.int64),
-                    seq_lens_encoder=np.array([enc], np.int32),
-                    seq_lens_decoder=np.array([0 if enc else len(prompt) + len(resp)], np.int32))
+        ids[0, : len(prompt)] = np.asarray(prompt, np.int64) + base
+        ids[0, len(prompt) : len(prompt) + len(resp)] = np.asarray(resp, np.int64) + base
+        return dict(
+            token_ids_all=ids,
+            prompt_lens=np.array([[len(prompt)]], np.int64),
+            step_idx=np.array([[len(resp)]], np.int64),
+            seq_lens_encoder=np.array([enc], np.int32),
+            seq_lens_decoder=np.array([0 if enc else len(prompt) + len(resp)], np.int32),
+        )
 
     def insert(d):
-        suffix_cache_insert(*(drv.t(d[k]) for k in ("token_ids_all", "prompt_lens", "step_idx",
-                                                     "seq_lens_encoder", "seq_lens_decoder")),
-                            drv.cache)
-        drv.ref.insert(*(d[k] for k in ("token_ids_all", "prompt_lens", "step_idx",
-                                         "seq_lens_encoder", "seq_lens_decoder")))
+        suffix_cache_insert(
+            *(
+                drv.t(d[k])
+                for k in (
+                    "token_ids_all",
+                    "prompt_lens",
+                    "step_idx",
+                    "seq_lens_encoder",
+                    "seq_lens_decoder",
+                )
+            ),
+            drv.cache,
+        )
+        drv.ref.insert(
+            *(
+                d[k]
+                for k in (
+                    "token_ids_all",
+                    "prompt_lens",
+                    "step_idx",
+                    "seq_lens_encoder",
+                    "seq_lens_decoder",
+                )
+            )
+        )
 
-    insert(step([9], [1, 2, 3, 4, 5, 6]))                   # request 0 answers 1 2 3 4 5 6
-    insert(step([8], [], enc=1))                            # request 1 prefills on the same slot
+    insert(step([9], [1, 2, 3, 4, 5, 6]))  # request 0 answers 1 2 3 4 5 6
+    insert(step([8], [], enc=1))  # request 1 prefills on the same slot
     d = step([8], [7, 1, 2])
     insert(d)
-    q = dict(d, draft_token_num=np.array([4], np.int32), draft_tokens=np.zeros((1, 5), np.int64),
-             seq_lens_this_time=np.ones(1, np.int32), max_dec_len=np.array([[99]], np.int64),
-             suffix_tokens=np.zeros((1, 4), np.int64), suffix_probs=np.zeros((1, 4), np.float32),
-             suffix_meta=np.zeros((1, 2), np.int32), suffix_source=np.zeros(1, np.int32))
+    q = dict(
+        d,
+        draft_token_num=np.array([4], np.int32),
+        draft_tokens=np.zeros((1, 5), np.int64),
+        seq_lens_this_time=np.ones(1, np.int32),
+        max_dec_len=np.array([[99]], np.int64),
+        suffix_tokens=np.zeros((1, 4), np.int64),
+        suffix_probs=np.zeros((1, 4), np.float32),
+        suffix_meta=np.zeros((1, 2), np.int32),
+        suffix_source=np.zeros(1, np.int32),
+    )
     got = drv.query(q, max_spec_factor=2.0)
     assert got["suffix_source"].tolist() == [1]
     assert got["draft_tokens"][0, 1:5].tolist() == [base + t for t in (3, 4, 5, 6)]
@@ -134,20 +221,53 @@ def test_global_draft_from_another_request(place, key_len, base):
 def test_local_wins_ties():
     """Equal scores: the local draft is kept (source 0)."""
     responses = [(0, [1, 2, 3])]
-    g = global_draft_ref(responses, [1, 2], 3, max_tree_depth=64, max_spec_factor=1.0,
-                         max_spec_offset=0.0, min_token_prob=0.1, key_len=1, max_occurrences=32)
+    g = global_draft_ref(
+        responses,
+        [1, 2],
+        3,
+        max_tree_depth=64,
+        max_spec_factor=1.0,
+        max_spec_offset=0.0,
+        min_token_prob=0.1,
+        key_len=1,
+        max_occurrences=32,
+    )
     assert g[0] == [3] and float(g[2]) == 1.0
     drv = Driver("cpu", rows=2, width=8, slots=2, key_len=1)
-    ids = np.array([[1, 2, 3, -1, -1, -1, -1, -1], [1, 2, 3, 1, 2, -1, -1, -1]], np.int64)  # local [3]
-    d = dict(token_ids_all=ids, prompt_lens=np.array([[0], [3]], np.int64),
-             step_idx=np.array([[3], [2]], np.int64), seq_lens_encoder=np.zeros(2, np.int32),
-             seq_lens_decoder=np.array([3, 5], np.int32), draft_token_num=np.full(2, 1, np.int32),
-             draft_tokens=np.zeros((2, 2), np.int64), seq_lens_this_time=np.ones(2, np.int32),
-             max_dec_len=np.full((2, 1), 99, np.int64), suffix_tokens=np.zeros((2, 1), np.int64),
-             suffix_probs=np.zeros((2, 1), np.float32), suffix_meta=np.zeros((2, 2), np.int32),
-             suffix_source=np.zeros(2, np.int32))
-    drv.insert(type("S", (), {k: d[k] for k in ("token_ids_all", "prompt_lens", "step_idx",
-                                                 "seq_lens_encoder", "seq_lens_decoder")}))
+    ids = np.array(
+        [[1, 2, 3, -1, -1, -1, -1, -1], [1, 2, 3, 1, 2, -1, -1, -1]], np.int64
+    )  # local [3]
+    d = dict(
+        token_ids_all=ids,
+        prompt_lens=np.array([[0], [3]], np.int64),
+        step_idx=np.array([[3], [2]], np.int64),
+        seq_lens_encoder=np.zeros(2, np.int32),
+        seq_lens_decoder=np.array([3, 5], np.int32),
+        draft_token_num=np.full(2, 1, np.int32),
+        draft_tokens=np.zeros((2, 2), np.int64),
+        seq_lens_this_time=np.ones(2, np.int32),
+        max_dec_len=np.full((2, 1), 99, np.int64),
+        suffix_tokens=np.zeros((2, 1), np.int64),
+        suffix_probs=np.zeros((2, 1), np.float32),
+        suffix_meta=np.zeros((2, 2), np.int32),
+        suffix_source=np.zeros(2, np.int32),
+    )
+    drv.insert(
+        type(
+            "S",
+            (),
+            {
+                k: d[k]
+                for k in (
+                    "token_ids_all",
+                    "prompt_lens",
+                    "step_idx",
+                    "seq_lens_encoder",
+                    "seq_lens_decoder",
+                )
+            },
+        )
+    )
     got = drv.query(d)
     assert got["suffix_source"][1] == 0 and got["draft_tokens"][1, 1] == 3
 
@@ -166,14 +286,42 @@ def test_fifo_eviction_and_detached_slots(place):
 @pytest.mark.parametrize("place", PLACES)
 def test_occurrence_cap_skips_frequent_suffixes(place):
     """A suffix occurring more than M times is skipped (a longer one is still used)."""
-    ref = global_draft_ref([(0, [5] * 40 + [6])], [5, 5], 4, max_tree_depth=64, max_spec_factor=2.0,
-                           max_spec_offset=0.0, min_token_prob=0.0, key_len=1, max_occurrences=32)
+    ref = global_draft_ref(
+        [(0, [5] * 40 + [6])],
+        [5, 5],
+        4,
+        max_tree_depth=64,
+        max_spec_factor=2.0,
+        max_spec_offset=0.0,
+        min_token_prob=0.0,
+        key_len=1,
+        max_occurrences=32,
+    )
     assert ref[3] == 0  # "5" occurs 40 times: skipped
-    ref = global_draft_ref([(0, [5] * 20 + [6])], [5, 5], 4, max_tree_depth=64, max_spec_factor=2.0,
-                           max_spec_offset=0.0, min_token_prob=0.0, key_len=1, max_occurrences=32)
+    ref = global_draft_ref(
+        [(0, [5] * 20 + [6])],
+        [5, 5],
+        4,
+        max_tree_depth=64,
+        max_spec_factor=2.0,
+        max_spec_offset=0.0,
+        min_token_prob=0.0,
+        key_len=1,
+        max_occurrences=32,
+    )
     assert ref[3] == 1 and ref[0][0] == 5
-    run_stream(place, 3, 40, rows=3, width=60, slots=2, vocab=2, key_len=1, M=32,
-               params=dict(max_spec_factor=4.0, min_token_prob=0.0))
+    run_stream(
+        place,
+        3,
+        40,
+        rows=3,
+        width=60,
+        slots=2,
+        vocab=2,
+        key_len=1,
+        M=32,
+        params=dict(max_spec_factor=4.0, min_token_prob=0.0),
+    )
 
 
 @pytest.mark.parametrize("place", PLACES)
@@ -181,14 +329,27 @@ def test_pair_counts_follow_the_rows_when_a_history_is_rewritten(place):
     """The pair at a row's old end is counted with the token the row holds there: a slot whose
     history was rewritten behind its cached length cannot make the pair counts drift (eviction
     takes out exactly what the insert put in)."""
-    c = SuffixCache.allocate(rows=2, width=8, slots=1, pair_vocab=16,
-                             place=to_place(np.zeros(1), place).place)
+    c = SuffixCache.allocate(
+        rows=2, width=8, slots=1, pair_vocab=16, place=to_place(np.zeros(1), place).place
+    )
     t = lambda v, d: to_place(np.array(v, d), place)  # noqa: E731
     enc = t([0], np.int32)
-    suffix_cache_insert(t([[9, 1, 2, 3, -1, -1]], np.int64), t([[1]], np.int64), t([[3]], np.int64), enc,
-                        t([4], np.int32), c)  # response 1 2 3
-    suffix_cache_insert(t([[9, 1, 2, 5, 4, -1]], np.int64), t([[1]], np.int64), t([[4]], np.int64), enc,
-                        t([5], np.int32), c)  # history rewritten at 3 -> 5; 4 appended after the row's 3
+    suffix_cache_insert(
+        t([[9, 1, 2, 3, -1, -1]], np.int64),
+        t([[1]], np.int64),
+        t([[3]], np.int64),
+        enc,
+        t([4], np.int32),
+        c,
+    )  # response 1 2 3
+    suffix_cache_insert(
+        t([[9, 1, 2, 5, 4, -1]], np.int64),
+        t([[1]], np.int64),
+        t([[4]], np.int64),
+        enc,
+        t([5], np.int32),
+        c,
+    )  # history rewritten at 3 -> 5; 4 appended after the row's 3
     assert c.read("tokens")[0, :4].tolist() == [1, 2, 3, 4]
     pairs = c.read("pairs")
     assert sorted(zip(*np.nonzero(pairs))) == [(1, 2), (2, 3), (3, 4)] and pairs.sum() == 3
@@ -201,17 +362,29 @@ def test_line_filter_holds_the_cached_strings_and_forgets_evicted_rows(place):
     """The line filter has the bits of every cached position's strings in its line (32 positions of
     a row), and none of a response that the ring or suffix_cache_evict has dropped: a row's old bits
     would only cost scan work, but a filter that kept them would fill up."""
-    c = SuffixCache.allocate(rows=2, width=40, slots=1, pair_vocab=16, line_planes=64,
-                             place=to_place(np.zeros(1), place).place)
+    c = SuffixCache.allocate(
+        rows=2,
+        width=40,
+        slots=1,
+        pair_vocab=16,
+        line_planes=64,
+        place=to_place(np.zeros(1), place).place,
+    )
     t = lambda v, d: to_place(np.array(v, d), place)  # noqa: E731
     long = [int(x) for x in np.random.default_rng(5).integers(0, 20, 35)]
 
     def step(resp, prefill=False):
         ids = np.full((1, 41), -1, np.int64)
         ids[0, 0] = 9
-        ids[0, 1:1 + len(resp)] = resp
-        suffix_cache_insert(t(ids, np.int64), t([[1]], np.int64), t([[len(resp)]], np.int64),
-                            t([5 if prefill else 0], np.int32), t([0 if prefill else len(resp) + 1], np.int32), c)
+        ids[0, 1 : 1 + len(resp)] = resp
+        suffix_cache_insert(
+            t(ids, np.int64),
+            t([[1]], np.int64),
+            t([[len(resp)]], np.int64),
+            t([5 if prefill else 0], np.int32),
+            t([0 if prefill else len(resp) + 1], np.int32),
+            c,
+        )
 
     def check(responses):
         lines = c.read("lines").view(np.uint32)
@@ -263,21 +436,25 @@ def test_bad_inputs_are_named():
         suffix_cache_insert(ids, i64, i64, i32, i32, bad)
     bad = SuffixCache.allocate(2, 4, 2)
     object.__setattr__(bad, "config", SuffixCacheConfig(2, 4, 2, key_len=9))
-    with pytest.raises(OP_ERRORS, match=r"suffix_cache_insert: cache_config: key_len must be in \[1, 8\]"):
+    with pytest.raises(
+        OP_ERRORS, match=r"suffix_cache_insert: cache_config: key_len must be in \[1, 8\]"
+    ):
         suffix_cache_insert(ids, i64, i64, i32, i32, bad)
     small = SuffixCache.allocate(2, 4, 1)
     with pytest.raises(OP_ERRORS, match="the batch must have at most the cache's slots = 1"):
         suffix_cache_insert(ids, i64, i64, i32, i32, small)
     with pytest.raises(OP_ERRORS, match="suffix_cache_finish: finished"):
         suffix_cache_finish(to_place(np.zeros(2, np.int64), "cpu"), c)
-    for kw, msg in [(dict(rows=0, width=4, slots=1), "rows must be"),
-                    (dict(rows=1, width=1 << 17, slots=1), "width must be"),
-                    (dict(rows=1, width=4, slots=1, key_len=9), "key_len must be"),
-                    (dict(rows=1, width=4, slots=1, max_occurrences=8), "max_occurrences must be"),
-                    (dict(rows=1, width=4, slots=1, vocab_size=0), "vocab_size must be"),
-                    (dict(rows=1, width=4, slots=1, pair_vocab=-1), "pair_vocab must be"),
-                    (dict(rows=1, width=4, slots=1, line_planes=48), "line_planes must be"),
-                    (dict(rows=1, width=4, slots=1, line_planes=16), "line_planes must be")]:
+    for kw, msg in [
+        (dict(rows=0, width=4, slots=1), "rows must be"),
+        (dict(rows=1, width=1 << 17, slots=1), "width must be"),
+        (dict(rows=1, width=4, slots=1, key_len=9), "key_len must be"),
+        (dict(rows=1, width=4, slots=1, max_occurrences=8), "max_occurrences must be"),
+        (dict(rows=1, width=4, slots=1, vocab_size=0), "vocab_size must be"),
+        (dict(rows=1, width=4, slots=1, pair_vocab=-1), "pair_vocab must be"),
+        (dict(rows=1, width=4, slots=1, line_planes=48), "line_planes must be"),
+        (dict(rows=1, width=4, slots=1, line_planes=16), "line_planes must be"),
+    ]:
         with pytest.raises(ValueError, match=msg):
             SuffixCache.allocate(**kw)
     with pytest.raises(ValueError, match="max_cached_requests must be"):
@@ -297,7 +474,9 @@ def test_query_bad_inputs_are_named():
     with pytest.raises(OP_ERRORS, match="suffix_cache_query: max_tree_depth"):
         suffix_cache_query(*(t[n] for n in QUERY_ARGS), c, max_tree_depth=0)
     short = SuffixCache.allocate(2, 8, 1)
-    with pytest.raises(OP_ERRORS, match="suffix_cache_query: the batch must have at most the cache's slots"):
+    with pytest.raises(
+        OP_ERRORS, match="suffix_cache_query: the batch must have at most the cache's slots"
+    ):
         suffix_cache_query(*(t[n] for n in QUERY_ARGS), short)
 
 
@@ -308,12 +487,17 @@ def test_step_bad_inputs_name_the_step():
     t = {n: to_place(d[n], "cpu") for n in QUERY_ARGS}
     c = SuffixCache.allocate(2, 8, 2)
     with pytest.raises(OP_ERRORS, match="suffix_cache_step: suffix_source"):
-        suffix_cache_step(*(dict(t, suffix_source=to_place(np.zeros(2, np.int64), "cpu"))[n]
-                            for n in QUERY_ARGS), c)
+        suffix_cache_step(
+            *(dict(t, suffix_source=to_place(np.zeros(2, np.int64), "cpu"))[n] for n in QUERY_ARGS),
+            c,
+        )
     with pytest.raises(OP_ERRORS, match="suffix_cache_step: prompt_lens"):
-        suffix_cache_step(*(dict(t, prompt_lens=to_place(np.zeros(2, np.int32), "cpu"))[n]
-                            for n in QUERY_ARGS), c)
-    with pytest.raises(OP_ERRORS, match="suffix_cache_step: the batch must have at most the cache's slots"):
+        suffix_cache_step(
+            *(dict(t, prompt_lens=to_place(np.zeros(2, np.int32), "cpu"))[n] for n in QUERY_ARGS), c
+        )
+    with pytest.raises(
+        OP_ERRORS, match="suffix_cache_step: the batch must have at most the cache's slots"
+    ):
         suffix_cache_step(*(t[n] for n in QUERY_ARGS), SuffixCache.allocate(2, 8, 1))
     with pytest.raises(OP_ERRORS, match="suffix_cache_step: max_tree_depth"):
         suffix_cache_step(*(t[n] for n in QUERY_ARGS), c, max_tree_depth=0)
@@ -340,14 +524,20 @@ def test_query_refuses_unaligned_state():
 def test_layout_fills_the_state():
     """The parts' dtypes and shapes (PARTS, the Python mirror) fill exactly the sizes of the op
     library's layout (its one definition), in its order, 256-byte aligned; bytes per position."""
-    for cfg in [SuffixCacheConfig(1, 1, 1), SuffixCacheConfig(7, 33, 3, key_len=2, line_planes=0),
-                SuffixCacheConfig(100, 512, 64, pair_vocab=0), SuffixCacheConfig(5, 40, 2, max_occurrences=32,
-                                                                           vocab_size=3, line_planes=32)]:
+    for cfg in [
+        SuffixCacheConfig(1, 1, 1),
+        SuffixCacheConfig(7, 33, 3, key_len=2, line_planes=0),
+        SuffixCacheConfig(100, 512, 64, pair_vocab=0),
+        SuffixCacheConfig(5, 40, 2, max_occurrences=32, vocab_size=3, line_planes=32),
+    ]:
         lay = cache_layout(cfg)
         at = 0
         for name, dtype, shape in PARTS:
             assert lay.offsets[name] == at and at % 256 == 0, (cfg, name)
-            assert lay.sizes[name] == int(np.prod(shape(cfg))) * np.dtype(dtype).itemsize, (cfg, name)
+            assert lay.sizes[name] == int(np.prod(shape(cfg))) * np.dtype(dtype).itemsize, (
+                cfg,
+                name,
+            )
             at += -(-lay.sizes[name] // 256) * 256
         assert lay.total == at
         assert lay.line_bytes == 32 * 12 + cfg.line_planes // 8
@@ -358,12 +548,28 @@ def test_layout_fills_the_state():
 
 
 if given is not None:
+
     @pytest.mark.parametrize("place", PLACES)
-    @given(seed=st.integers(0, 2**31 - 1), rows=st.integers(1, 6), width=st.integers(1, 20),
-           slots=st.integers(1, 4), vocab=st.integers(1, 5), key_len=st.integers(1, 4))
+    @given(
+        seed=st.integers(0, 2**31 - 1),
+        rows=st.integers(1, 6),
+        width=st.integers(1, 20),
+        slots=st.integers(1, 4),
+        vocab=st.integers(1, 5),
+        key_len=st.integers(1, 4),
+    )
     def test_fuzz_streams(place, seed, rows, width, slots, vocab, key_len):
-        run_stream(place, seed, 12, rows=rows, width=width, slots=slots, vocab=vocab,
-                   key_len=key_len, params=params_of(np.random.default_rng(seed)))
+        run_stream(
+            place,
+            seed,
+            12,
+            rows=rows,
+            width=width,
+            slots=slots,
+            vocab=vocab,
+            key_len=key_len,
+            params=params_of(np.random.default_rng(seed)),
+        )
 
 
 @pytest.mark.parametrize("key_len", [1, 2])
@@ -383,15 +589,22 @@ def test_soak_gpu(key_len):
 def _replay(cfg, traces, slots=1):
     """Runs ``traces`` (prompt, answer) through the runner with the oracle target; returns the
     runner's stats and its proposer."""
+    from examples import OracleTarget
     from fastdeploy_spec.proposers import create_proposer
     from fastdeploy_spec.runner import Request, SpecRunner
-    from examples import OracleTarget
+
     answers = {i: list(a) for i, (_, a) in enumerate(traces)}
     reqs = [Request(i, list(p), len(a) + 1) for i, (p, a) in enumerate(traces)]
     width = max(len(p) + len(a) for p, a in traces) + 16
     proposer = create_proposer(cfg)
-    runner = SpecRunner(cfg, OracleTarget(answers, 64, 0), max_num_seqs=slots, max_model_len=width,
-                        end_tokens=[0], proposer=proposer)
+    runner = SpecRunner(
+        cfg,
+        OracleTarget(answers, 64, 0),
+        max_num_seqs=slots,
+        max_model_len=width,
+        end_tokens=[0],
+        proposer=proposer,
+    )
     out = runner.run(reqs)
     assert all(out[i] == answers[i] + [0] for i in answers)
     return runner.stats, proposer
@@ -401,13 +614,18 @@ def test_proposer_drafts_from_earlier_requests():
     """Repeated traffic: the second request's answer is drafted from the first one's cached response
     (more tokens per step than with the request's own history alone), and suffix_source says so."""
     from fastdeploy_spec.config import SpeculativeConfig
+
     answer = [5, 9, 7, 3, 8, 2, 6, 4, 11, 12, 13, 14, 15, 16, 17, 18]
     traces = [([1, 2], answer), ([3, 1, 2], answer)]
-    local = SpeculativeConfig(method="suffix", num_speculative_tokens=4,
-                              suffix_decoding_max_cached_requests=0)
-    warm = SpeculativeConfig(method="suffix", num_speculative_tokens=4,
-                             suffix_decoding_max_cached_requests=8,
-                             suffix_decoding_cached_response_len=32)
+    local = SpeculativeConfig(
+        method="suffix", num_speculative_tokens=4, suffix_decoding_max_cached_requests=0
+    )
+    warm = SpeculativeConfig(
+        method="suffix",
+        num_speculative_tokens=4,
+        suffix_decoding_max_cached_requests=8,
+        suffix_decoding_cached_response_len=32,
+    )
     st_local, p_local = _replay(local, traces)
     st_warm, p_warm = _replay(warm, traces)
     assert p_local.cache is None and p_warm.cache is not None
@@ -419,9 +637,9 @@ def test_proposer_drafts_from_earlier_requests():
     rows = p_warm.cache.read("rows")
     assert rows[:2, 0].tolist() == [0, 1] and rows[2:, 0].tolist() == [-1] * 6
     toks = p_warm.cache.read("tokens")
-    assert toks[0, :rows[0, 1]].tolist() == answer + [0]
+    assert toks[0, : rows[0, 1]].tolist() == answer + [0]
     assert 0 < rows[1, 1] <= len(answer)
-    assert toks[1, :rows[1, 1]].tolist() == answer[:rows[1, 1]]
+    assert toks[1, : rows[1, 1]].tolist() == answer[: rows[1, 1]]
 
 
 @pytest.mark.parametrize("place", PLACES)
@@ -431,20 +649,26 @@ def test_closing_slot_adds_its_last_tokens(place):
     appended, then the slot is free (state -1). A slot that prefills instead holds a new prompt:
     nothing of it is appended. Equal to the reference."""
     from tests.reference.suffix_cache import SuffixCacheRef
+
     ids = np.full((2, 12), -1, np.int64)
-    ids[0, :8] = [1, 5, 6, 7, 8, 9, 4, 3]   # prompt 1, response 5 6 7 8 9 4 3
-    ids[1, :6] = [2, 5, 6, 7, 8, 1]         # prompt 2, response 5 6 7 8 1
+    ids[0, :8] = [1, 5, 6, 7, 8, 9, 4, 3]  # prompt 1, response 5 6 7 8 9 4 3
+    ids[1, :6] = [2, 5, 6, 7, 8, 1]  # prompt 2, response 5 6 7 8 1
     P = np.array([[1], [1]], np.int64)
     cache = SuffixCache.allocate(4, 16, 2, key_len=1, place=to_place(ids, place).place)
     ref = SuffixCacheRef(4, 16, 2, key_len=1)
     steps = [  # (step_idx, seq_lens_encoder, seq_lens_decoder)
-        ([3, 3], [0, 0], [4, 4]),           # both decoding: 3 tokens each
-        ([7, 5], [0, 0], [0, 0]),           # slot 0 finished (empty, 7 tokens in its row), slot 1 too
-        ([7, 5], [0, 3], [0, 0]),           # slot 0 still empty, slot 1 prefills: nothing changes
+        ([3, 3], [0, 0], [4, 4]),  # both decoding: 3 tokens each
+        ([7, 5], [0, 0], [0, 0]),  # slot 0 finished (empty, 7 tokens in its row), slot 1 too
+        ([7, 5], [0, 3], [0, 0]),  # slot 0 still empty, slot 1 prefills: nothing changes
     ]
     for s, enc, dec in steps:
-        args = (ids, P, np.array(s, np.int64).reshape(2, 1), np.array(enc, np.int32),
-                np.array(dec, np.int32))
+        args = (
+            ids,
+            P,
+            np.array(s, np.int64).reshape(2, 1),
+            np.array(enc, np.int32),
+            np.array(dec, np.int32),
+        )
         suffix_cache_insert(*(to_place(a, place) for a in args), cache)
         ref.insert(*args)
     rows = cache.read("rows")
@@ -459,16 +683,21 @@ def test_closing_slot_adds_its_last_tokens(place):
 def test_proposer_source_output():
     """suffix_source marks the global winner per slot (0 local, 1 global)."""
     import paddle
+
     from fastdeploy_spec.buffers import copy_from_host, make_share_inputs
     from fastdeploy_spec.config import SpeculativeConfig
     from fastdeploy_spec.proposers import SuffixProposer
-    cfg = SpeculativeConfig(method="suffix", num_speculative_tokens=3,
-                            suffix_decoding_max_cached_requests=4,
-                            suffix_decoding_cached_response_len=16)
+
+    cfg = SpeculativeConfig(
+        method="suffix",
+        num_speculative_tokens=3,
+        suffix_decoding_max_cached_requests=4,
+        suffix_decoding_cached_response_len=16,
+    )
     bufs = make_share_inputs(2, 16, cfg)
     row = np.full((2, 16), -1, np.int64)
-    row[0, :6] = [9, 5, 6, 7, 8, 1]      # prompt 9, response 5 6 7 8 1
-    row[1, :4] = [4, 4, 5, 6]            # prompt 4 4, response 5 6
+    row[0, :6] = [9, 5, 6, 7, 8, 1]  # prompt 9, response 5 6 7 8 1
+    row[1, :4] = [4, 4, 5, 6]  # prompt 4 4, response 5 6
     copy_from_host(bufs["token_ids_all"], row)
     copy_from_host(bufs["prompt_lens"], np.array([[1], [2]], np.int64))
     copy_from_host(bufs["step_idx"], np.array([[5], [2]], np.int64))
@@ -484,18 +713,27 @@ def test_proposer_source_output():
 
 def test_fd_config_keys_reach_the_cache():
     from types import SimpleNamespace as NS
+
     from fastdeploy_spec.proposers import SuffixProposer
-    fd = NS(speculative_config=NS(method="suffix", num_speculative_tokens=2,
-                                  suffix_decoding_max_cached_requests=3,
-                                  suffix_decoding_cached_response_len=8,
-                                  suffix_decoding_global_min_match=2),
-            graph_opt_config=NS(use_cudagraph=False), scheduler_config=NS(max_num_seqs=1),
-            model_config=NS(max_model_len=32))
+
+    fd = NS(
+        speculative_config=NS(
+            method="suffix",
+            num_speculative_tokens=2,
+            suffix_decoding_max_cached_requests=3,
+            suffix_decoding_cached_response_len=8,
+            suffix_decoding_global_min_match=2,
+        ),
+        graph_opt_config=NS(use_cudagraph=False),
+        scheduler_config=NS(max_num_seqs=1),
+        model_config=NS(max_model_len=32),
+    )
     p = SuffixProposer(fd)
     assert p.max_cached_requests == 3
     assert p.config.suffix_decoding_cached_response_len == 8
     assert p.config.suffix_decoding_global_min_match == 2
     from fastdeploy_spec.config import SpeculativeConfig
+
     with pytest.raises(ValueError, match="suffix_decoding_max_cached_requests"):
         SpeculativeConfig(method="suffix", suffix_decoding_max_cached_requests=-2)
     with pytest.raises(ValueError, match="suffix_decoding_global_min_match"):

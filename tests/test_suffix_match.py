@@ -13,8 +13,15 @@ import pytest
 from fastdeploy_spec.ops import suffix_match
 from tests.helpers import PLACES, assert_bad_input, to_place
 from tests.reference.ngram_match import THRESHOLD_ENV
-from tests.reference.suffix_match import (DTYPES, OUTPUTS, TENSOR_ARGS, check, make_suffix_batch, run_op,
-                                          suffix_draft_ref, suffix_match_ref)
+from tests.reference.suffix_match import (
+    DTYPES,
+    OUTPUTS,
+    TENSOR_ARGS,
+    check,
+    make_suffix_batch,
+    run_op,
+    suffix_draft_ref,
+)
 
 OP_ERRORS = (OSError, RuntimeError, ValueError)
 BIG = 1 << 20
@@ -40,27 +47,36 @@ def random_params(rng: np.random.Generator, k: int) -> dict:
     )
 
 
-def slot_batch(*histories, k: int = 5, width: int | None = None, prompt_lens=None, **per_slot) -> dict:
+def slot_batch(
+    *histories, k: int = 5, width: int | None = None, prompt_lens=None, **per_slot
+) -> dict:
     """Decoding slots from explicit histories (all prompt unless ``prompt_lens`` says otherwise)."""
     B = len(histories)
     W = width or max([len(h) for h in histories] + [1]) + k + 2  # room for K drafts
-    d = make_suffix_batch(np.random.default_rng(0), B, W, k=k, p_prefill=0.0, p_empty=0.0, p_odd=0.0)
+    d = make_suffix_batch(
+        np.random.default_rng(0), B, W, k=k, p_prefill=0.0, p_empty=0.0, p_odd=0.0
+    )
     ids = np.full((B, W), -1, np.int64)
     for b, h in enumerate(histories):
-        ids[b, :len(h)] = h
+        ids[b, : len(h)] = h
     P = np.array(prompt_lens if prompt_lens is not None else [len(h) for h in histories], np.int64)
-    d.update(token_ids_all=ids, prompt_lens=P.reshape(B, 1),
-             step_idx=(np.array([len(h) for h in histories]) - P).reshape(B, 1),
-             draft_token_num=np.full(B, k, np.int32), seq_lens_encoder=np.zeros(B, np.int32),
-             seq_lens_decoder=np.array([max(len(h), 1) for h in histories], np.int32),
-             seq_lens_this_time=np.ones(B, np.int32), max_dec_len=np.full((B, 1), BIG, np.int64))
+    d.update(
+        token_ids_all=ids,
+        prompt_lens=P.reshape(B, 1),
+        step_idx=(np.array([len(h) for h in histories]) - P).reshape(B, 1),
+        draft_token_num=np.full(B, k, np.int32),
+        seq_lens_encoder=np.zeros(B, np.int32),
+        seq_lens_decoder=np.array([max(len(h), 1) for h in histories], np.int32),
+        seq_lens_this_time=np.ones(B, np.int32),
+        max_dec_len=np.full((B, 1), BIG, np.int64),
+    )
     for name, values in per_slot.items():
         d[name] = np.asarray(values, DTYPES[name]).reshape(d[name].shape)
     return d
 
 
 def drafts_of(r: dict, b: int) -> list:
-    return r["draft_tokens"][b, 1:int(r["seq_lens_this_time"].reshape(-1)[b])].tolist()
+    return r["draft_tokens"][b, 1 : int(r["seq_lens_this_time"].reshape(-1)[b])].tolist()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -70,8 +86,9 @@ EXAMPLE = [1, 2, 3, 4, 5, 1, 2, 3, 6, 7, 1, 2]
 
 
 def test_worked_example_reference():
-    tokens, probs, score, L = suffix_draft_ref(EXAMPLE, 5, max_tree_depth=64, max_spec_factor=1.0,
-                                               min_token_prob=0.1)
+    tokens, probs, score, L = suffix_draft_ref(
+        EXAMPLE, 5, max_tree_depth=64, max_spec_factor=1.0, min_token_prob=0.1
+    )
     assert tokens == [3, 4] and L == 2
     np.testing.assert_array_equal(probs, np.array([2 / 3, 1 / 3], np.float32))
     assert score == np.float32(1.0)
@@ -99,8 +116,9 @@ def test_random_grid(place, batch, width, vocab):
     cases = 2 if width >= 1000 else 6
     for _ in range(cases):
         k = int(rng.integers(1, 17))
-        d = make_suffix_batch(rng, batch, width, k=k, vocab=vocab, p_odd=0.1,
-                              extra_rows=int(rng.integers(0, 3)))
+        d = make_suffix_batch(
+            rng, batch, width, k=k, vocab=vocab, p_odd=0.1, extra_rows=int(rng.integers(0, 3))
+        )
         threshold = [None, BIG, int(rng.integers(0, 3 * batch + 8))][int(rng.integers(0, 3))]
         check(d, place, threshold=threshold, **random_params(rng, k))
 
@@ -154,8 +172,17 @@ def test_tree_depth_bounds_the_path(place):
 def test_slot_cap(place):
     h = [1, 2, 3, 4, 5, 6, 7, 1, 2, 3, 4]
     # max_dec_len: s + 1 + 2 leaves two drafts; draft_token_num 1; max_model_len room: W = N + 2.
-    d = slot_batch(h, h, h, h, k=6, prompt_lens=[5, 5, 5, 5], width=30,
-                   max_dec_len=[[BIG], [6 + 1 + 2], [BIG], [BIG]], draft_token_num=[6, 6, 1, 6])
+    d = slot_batch(
+        h,
+        h,
+        h,
+        h,
+        k=6,
+        prompt_lens=[5, 5, 5, 5],
+        width=30,
+        max_dec_len=[[BIG], [6 + 1 + 2], [BIG], [BIG]],
+        draft_token_num=[6, 6, 1, 6],
+    )
     d["token_ids_all"] = d["token_ids_all"][:, :30]
     r = check(d, place, min_token_prob=0.0, max_spec_factor=4.0)
     assert [drafts_of(r, b) for b in range(3)] == [[5, 6, 7, 1, 2, 3], [5, 6], [5]]
@@ -166,8 +193,15 @@ def test_slot_cap(place):
 
 @pytest.mark.parametrize("place", PLACES)
 def test_prefill_and_empty_slots(place):
-    d = slot_batch(EXAMPLE, EXAMPLE, EXAMPLE, k=5, seq_lens_encoder=[0, 7, 0],
-                   seq_lens_decoder=[12, 0, 0], seq_lens_this_time=[1, 9, 4])
+    d = slot_batch(
+        EXAMPLE,
+        EXAMPLE,
+        EXAMPLE,
+        k=5,
+        seq_lens_encoder=[0, 7, 0],
+        seq_lens_decoder=[12, 0, 0],
+        seq_lens_this_time=[1, 9, 4],
+    )
     r = check(d, place, threshold=BIG)
     assert r["seq_lens_this_time"].tolist() == [3, 9, 0]
     np.testing.assert_array_equal(r["suffix_tokens"][1:], d["suffix_tokens"][1:])  # rows untouched
@@ -190,8 +224,9 @@ def test_threshold_truncates_the_drafts(place):
 
 @pytest.mark.parametrize("place", PLACES)
 def test_pad_to_max(place):
-    d = slot_batch(EXAMPLE, [5, 6, 7], EXAMPLE, k=5, seq_lens_encoder=[0, 0, 4],
-                   seq_lens_this_time=[1, 1, 9])
+    d = slot_batch(
+        EXAMPLE, [5, 6, 7], EXAMPLE, k=5, seq_lens_encoder=[0, 0, 4], seq_lens_this_time=[1, 1, 9]
+    )
     r = check(d, place, pad_to_max=True, max_draft_tokens=4, threshold=BIG)
     assert r["seq_lens_this_time"].tolist() == [5, 5, 9]
     assert r["draft_tokens"][0, 1:5].tolist() == [3, 4, 4, 4]
@@ -254,28 +289,36 @@ def test_wrong_dtype_names_the_tensor(name):
         _call(d)
 
 
-@pytest.mark.parametrize("name,shape,message", [
-    ("token_ids_all", (30,), r"token_ids_all must be 2-D"),
-    ("suffix_tokens", (3, 5), r"suffix_tokens must have K = 4 columns"),
-    ("suffix_probs", (3, 3), r"suffix_probs must have K = 4 columns"),
-    ("suffix_meta", (3, 3), r"suffix_meta must have 2 columns"),
-    ("suffix_meta", (2, 2), r"suffix_meta must have at least 3 rows"),
-    ("draft_tokens", (3, 66), r"draft_tokens must have 1 to 65 columns"),
-    ("prompt_lens", (3, 2), r"prompt_lens must have shape \[3\] or \[3, 1\]"),
-])
+@pytest.mark.parametrize(
+    "name,shape,message",
+    [
+        ("token_ids_all", (30,), r"token_ids_all must be 2-D"),
+        ("suffix_tokens", (3, 5), r"suffix_tokens must have K = 4 columns"),
+        ("suffix_probs", (3, 3), r"suffix_probs must have K = 4 columns"),
+        ("suffix_meta", (3, 3), r"suffix_meta must have 2 columns"),
+        ("suffix_meta", (2, 2), r"suffix_meta must have at least 3 rows"),
+        ("draft_tokens", (3, 66), r"draft_tokens must have 1 to 65 columns"),
+        ("prompt_lens", (3, 2), r"prompt_lens must have shape \[3\] or \[3, 1\]"),
+    ],
+)
 def test_wrong_shape_names_the_tensor(name, shape, message):
-    assert_bad_input(_call, _good(), name, lambda d: np.zeros(shape, DTYPES[name]), message, OP_ERRORS)
+    assert_bad_input(
+        _call, _good(), name, lambda d: np.zeros(shape, DTYPES[name]), message, OP_ERRORS
+    )
 
 
-@pytest.mark.parametrize("attrs,message", [
-    (dict(max_tree_depth=0), r"max_tree_depth must be in \[1, 256\], got 0"),
-    (dict(max_tree_depth=257), r"max_tree_depth must be in \[1, 256\], got 257"),
-    (dict(max_spec_factor=math.nan), r"max_spec_factor must be finite"),
-    (dict(max_spec_offset=math.inf), r"max_spec_offset must be finite"),
-    (dict(min_token_prob=math.nan), r"min_token_prob must be finite"),
-    (dict(max_draft_tokens=5), r"max_draft_tokens must be in \[0, K = 4\], got 5"),
-    (dict(max_draft_tokens=-1), r"max_draft_tokens must be in \[0, K = 4\], got -1"),
-])
+@pytest.mark.parametrize(
+    "attrs,message",
+    [
+        (dict(max_tree_depth=0), r"max_tree_depth must be in \[1, 256\], got 0"),
+        (dict(max_tree_depth=257), r"max_tree_depth must be in \[1, 256\], got 257"),
+        (dict(max_spec_factor=math.nan), r"max_spec_factor must be finite"),
+        (dict(max_spec_offset=math.inf), r"max_spec_offset must be finite"),
+        (dict(min_token_prob=math.nan), r"min_token_prob must be finite"),
+        (dict(max_draft_tokens=5), r"max_draft_tokens must be in \[0, K = 4\], got 5"),
+        (dict(max_draft_tokens=-1), r"max_draft_tokens must be in \[0, K = 4\], got -1"),
+    ],
+)
 def test_bad_attributes_are_named(attrs, message):
     with pytest.raises(OP_ERRORS, match=message):
         _call(_good(), **attrs)

@@ -1,24 +1,28 @@
 // Device time of the MTP proposer's own kernels per decode step (issue 17), at the kernel layer (no
-// Paddle): exactly the sequence MTPProposer.run + accept launches, the draft model's forward excluded
-// (its float32 logits are prepared on the device, one [B, V] tensor per draft-model step):
+// Paddle): exactly the sequence MTPProposer.run + accept launches, the draft model's forward
+// excluded (its float32 logits are prepared on the device, one [B, V] tensor per draft-model step):
 //
 //   draft_model_accept_preprocess, (draft_model_greedy_update) x model steps, [hybrid_mtp_ngram]
 //
 // (the proposer's default: the previous step's accept fused with this step's start) or, with
 // --accept-at-once (MTPProposer(defer_accept=False)):
 //
-//   draft_model_greedy_preprocess, (draft_model_greedy_update) x model steps, [hybrid_mtp_ngram], draft_model_accept
+//   draft_model_greedy_preprocess, (draft_model_greedy_update) x model steps, [hybrid_mtp_ngram],
+//   draft_model_accept
 //
-// on the inputs of the mtp routine (benchmarks/mtp.py): B slots, all decoding, K = 5, V = 32000, W = 8192 with a
-// prompt of 3/4 W whose late part continues the newest generated tokens (the n-gram extension
-// searches the whole prompt and finds a match), hybrid threshold not binding, accept_num 0 (a step
-// leaves the state as it found it, so replays need no reset).
+// on the inputs of the mtp routine (benchmarks/mtp.py): B slots, all decoding, K = 5, V = 32000, W
+// = 8192 with a prompt of 3/4 W whose late part continues the newest generated tokens (the n-gram
+// extension searches the whole prompt and finds a match), hybrid threshold not binding, accept_num
+// 0 (a step leaves the state as it found it, so replays need no reset).
 //
-// - warm: a CUDA graph of 20 back-to-back steps, replayed; per-step time from CUDA events around the
+// - warm: a CUDA graph of 20 back-to-back steps, replayed; per-step time from CUDA events around
+// the
 //   replays, median over rounds;
-// - cold: before each step the graph reads a buffer of max(128 MB, 2.5 x L2), timed alone in a second
+// - cold: before each step the graph reads a buffer of max(128 MB, 2.5 x L2), timed alone in a
+// second
 //   graph and subtracted.
-// - breakdown: each kernel alone in its own graph of 20 calls (update and hybrid_mtp_ngram change what
+// - breakdown: each kernel alone in its own graph of 20 calls (update and hybrid_mtp_ngram change
+// what
 //   they read, so each of their calls is preceded by a tiny restore kernel, timed alone and
 //   subtracted), warm.
 // Every row is checked against the CPU implementations after one step and again after the timed
@@ -56,7 +60,8 @@ constexpr int kMaxNgram = 3;
 constexpr int kMinNgram = 1;
 constexpr int64_t kNonBinding = int64_t{1} << 40;
 
-bool g_defer_accept = true;  // the step starts with draft_model_accept_preprocess (--accept-at-once: not)
+bool g_defer_accept =
+    true;  // the step starts with draft_model_accept_preprocess (--accept-at-once: not)
 
 // One row's host state: the runner's share-inputs, the draft side's buffers, the logits.
 struct State {
@@ -76,7 +81,9 @@ struct State {
 State make_state(int64_t B, int steps, bool ngram) {
   std::mt19937_64 rng(11 + B);
   State s;
-  s.B = B; s.steps = steps; s.ngram = ngram;
+  s.B = B;
+  s.steps = steps;
+  s.ngram = ngram;
   s.ids.assign(B * kW, -1);
   s.pre.assign(B * kW, -1);
   const int64_t at = static_cast<int64_t>(0.9 * kPrompt);
@@ -84,7 +91,8 @@ State make_state(int64_t B, int steps, bool ngram) {
     int64_t* row = s.ids.data() + b * kW;
     int64_t* pre = s.pre.data() + b * kW;
     for (int64_t j = 0; j < kPrompt; ++j) row[j] = static_cast<int64_t>(rng() % kV);
-    for (int64_t j = 0; j < kGenerated; ++j) row[kPrompt + j] = pre[1 + j] = static_cast<int64_t>(rng() % kV);
+    for (int64_t j = 0; j < kGenerated; ++j)
+      row[kPrompt + j] = pre[1 + j] = static_cast<int64_t>(rng() % kV);
     // The newest 3 generated tokens also occur 90% into the prompt: a late hit.
     for (int k = 0; k < 3; ++k) row[at + k] = pre[kGenerated - 2 + k];
   }
@@ -124,53 +132,114 @@ struct Ptrs {
 
   fdspec::DraftModelGreedyPreprocessParams preprocess() const {
     fdspec::DraftModelGreedyPreprocessParams p;
-    p.input_ids = input_ids; p.seq_lens_decoder = d_dec; p.step_idx = step; p.pre_ids = pre;
-    p.pre_ids_stride = kW; p.mtp_draft_num = mtp_num; p.max_dec_len = d_max_dec_len;
-    p.base_model_seq_lens_this_time = slt; p.base_model_seq_lens_encoder = enc;
-    p.base_model_seq_lens_decoder = dec; p.base_model_stop_flags = stop;
-    p.base_model_max_dec_len = max_dec_len; p.batch = B;
+    p.input_ids = input_ids;
+    p.seq_lens_decoder = d_dec;
+    p.step_idx = step;
+    p.pre_ids = pre;
+    p.pre_ids_stride = kW;
+    p.mtp_draft_num = mtp_num;
+    p.max_dec_len = d_max_dec_len;
+    p.base_model_seq_lens_this_time = slt;
+    p.base_model_seq_lens_encoder = enc;
+    p.base_model_seq_lens_decoder = dec;
+    p.base_model_stop_flags = stop;
+    p.base_model_max_dec_len = max_dec_len;
+    p.batch = B;
     return p;
   }
   fdspec::DraftModelGreedyUpdateParams update(int substep) const {
     fdspec::DraftModelGreedyUpdateParams p;
-    p.logits = logits[substep]; p.logits_dtype = fdspec::LogitsDType::kFloat32; p.vocab_size = kV;
-    p.input_ids = input_ids; p.seq_lens_decoder = d_dec; p.step_idx = step; p.pre_ids = pre;
-    p.pre_ids_stride = kW; p.mtp_draft_num = mtp_num; p.base_model_draft_tokens = draft_tokens;
-    p.draft_stride = kK + 1; p.base_model_seq_lens_this_time = slt; p.substep = substep; p.batch = B;
+    p.logits = logits[substep];
+    p.logits_dtype = fdspec::LogitsDType::kFloat32;
+    p.vocab_size = kV;
+    p.input_ids = input_ids;
+    p.seq_lens_decoder = d_dec;
+    p.step_idx = step;
+    p.pre_ids = pre;
+    p.pre_ids_stride = kW;
+    p.mtp_draft_num = mtp_num;
+    p.base_model_draft_tokens = draft_tokens;
+    p.draft_stride = kK + 1;
+    p.base_model_seq_lens_this_time = slt;
+    p.substep = substep;
+    p.batch = B;
     return p;
   }
   fdspec::HybridMtpNgramParams hybrid() const {
     fdspec::HybridMtpNgramParams p;
-    p.token_ids_all = ids; p.token_ids_stride = kW; p.prompt_lens = prompt_lens; p.pre_ids = pre;
-    p.pre_ids_stride = kW; p.step_idx = step; p.draft_tokens = draft_tokens; p.draft_stride = kK + 1;
-    p.seq_lens_this_time = slt; p.seq_lens_decoder = d_dec; p.max_dec_len = d_max_dec_len; p.batch = B;
-    p.max_ngram_size = kMaxNgram; p.min_ngram_size = kMinNgram; p.max_draft_tokens = kK;
-    p.pad_to_max = false; p.threshold = kNonBinding;
+    p.token_ids_all = ids;
+    p.token_ids_stride = kW;
+    p.prompt_lens = prompt_lens;
+    p.pre_ids = pre;
+    p.pre_ids_stride = kW;
+    p.step_idx = step;
+    p.draft_tokens = draft_tokens;
+    p.draft_stride = kK + 1;
+    p.seq_lens_this_time = slt;
+    p.seq_lens_decoder = d_dec;
+    p.max_dec_len = d_max_dec_len;
+    p.batch = B;
+    p.max_ngram_size = kMaxNgram;
+    p.min_ngram_size = kMinNgram;
+    p.max_draft_tokens = kK;
+    p.pad_to_max = false;
+    p.threshold = kNonBinding;
     return p;
   }
   fdspec::DraftModelAcceptPreprocessParams accept_preprocess() const {
     fdspec::DraftModelAcceptPreprocessParams p;
-    p.input_ids = input_ids; p.seq_lens_decoder = d_dec; p.step_idx = step; p.pre_ids = pre;
-    p.pre_ids_stride = kW; p.mtp_draft_num = mtp_num; p.max_dec_len = d_max_dec_len;
-    p.accept_tokens = accept_tokens; p.accept_num = accept_num; p.width = kK + 1;
-    p.base_model_seq_lens_this_time = slt; p.base_model_seq_lens_encoder = enc;
-    p.base_model_seq_lens_decoder = dec; p.base_model_stop_flags = stop;
-    p.base_model_max_dec_len = max_dec_len; p.batch = B;
+    p.input_ids = input_ids;
+    p.seq_lens_decoder = d_dec;
+    p.step_idx = step;
+    p.pre_ids = pre;
+    p.pre_ids_stride = kW;
+    p.mtp_draft_num = mtp_num;
+    p.max_dec_len = d_max_dec_len;
+    p.accept_tokens = accept_tokens;
+    p.accept_num = accept_num;
+    p.width = kK + 1;
+    p.base_model_seq_lens_this_time = slt;
+    p.base_model_seq_lens_encoder = enc;
+    p.base_model_seq_lens_decoder = dec;
+    p.base_model_stop_flags = stop;
+    p.base_model_max_dec_len = max_dec_len;
+    p.batch = B;
     return p;
   }
   fdspec::DraftModelAcceptParams accept() const {
     fdspec::DraftModelAcceptParams p;
-    p.accept_tokens = accept_tokens; p.accept_num = accept_num; p.width = kK + 1; p.step_idx = step;
-    p.pre_ids = pre; p.pre_ids_stride = kW; p.mtp_draft_num = mtp_num; p.batch = B;
+    p.accept_tokens = accept_tokens;
+    p.accept_num = accept_num;
+    p.width = kK + 1;
+    p.step_idx = step;
+    p.pre_ids = pre;
+    p.pre_ids_stride = kW;
+    p.mtp_draft_num = mtp_num;
+    p.batch = B;
     return p;
   }
 };
 
 Ptrs host_ptrs(State& s) {
-  Ptrs p{s.B, s.ids.data(), s.prompt_lens.data(), s.max_dec_len.data(), s.draft_tokens.data(),
-         s.accept_tokens.data(), s.slt.data(), s.enc.data(), s.dec.data(), s.accept_num.data(),
-         s.actual_dtn.data(), reinterpret_cast<bool*>(s.stop.data()), s.pre.data(), s.step.data(),
-         s.d_max_dec_len.data(), s.input_ids.data(), s.d_dec.data(), s.mtp_num.data(), {}};
+  Ptrs p{s.B,
+         s.ids.data(),
+         s.prompt_lens.data(),
+         s.max_dec_len.data(),
+         s.draft_tokens.data(),
+         s.accept_tokens.data(),
+         s.slt.data(),
+         s.enc.data(),
+         s.dec.data(),
+         s.accept_num.data(),
+         s.actual_dtn.data(),
+         reinterpret_cast<bool*>(s.stop.data()),
+         s.pre.data(),
+         s.step.data(),
+         s.d_max_dec_len.data(),
+         s.input_ids.data(),
+         s.d_dec.data(),
+         s.mtp_num.data(),
+         {}};
   for (auto& l : s.logits) p.logits.push_back(l.data());
   return p;
 }
@@ -202,27 +271,64 @@ struct DevState {
   DevVec<int32_t> mtp_pre, mtp_hyb, ddec_pre, ddec_hyb, slt_pre, slt_hyb;
 
   explicit DevState(const State& s)
-      : h(s), ids(s.ids), prompt_lens(s.prompt_lens), max_dec_len(s.max_dec_len),
-        draft_tokens(s.draft_tokens), accept_tokens(s.accept_tokens), slt(s.slt), enc(s.enc), dec(s.dec),
-        accept_num(s.accept_num), actual_dtn(s.actual_dtn), stop(s.stop), pre(s.pre), step(s.step),
-        d_max_dec_len(s.d_max_dec_len), input_ids(s.input_ids), d_dec(s.d_dec), mtp_num(s.mtp_num),
-        step_pre(s.step), step_hyb(s.step), mtp_pre(s.mtp_num), mtp_hyb(s.mtp_num), ddec_pre(s.d_dec),
-        ddec_hyb(s.d_dec), slt_pre(s.slt), slt_hyb(s.slt) {
+      : h(s),
+        ids(s.ids),
+        prompt_lens(s.prompt_lens),
+        max_dec_len(s.max_dec_len),
+        draft_tokens(s.draft_tokens),
+        accept_tokens(s.accept_tokens),
+        slt(s.slt),
+        enc(s.enc),
+        dec(s.dec),
+        accept_num(s.accept_num),
+        actual_dtn(s.actual_dtn),
+        stop(s.stop),
+        pre(s.pre),
+        step(s.step),
+        d_max_dec_len(s.d_max_dec_len),
+        input_ids(s.input_ids),
+        d_dec(s.d_dec),
+        mtp_num(s.mtp_num),
+        step_pre(s.step),
+        step_hyb(s.step),
+        mtp_pre(s.mtp_num),
+        mtp_hyb(s.mtp_num),
+        ddec_pre(s.d_dec),
+        ddec_hyb(s.d_dec),
+        slt_pre(s.slt),
+        slt_hyb(s.slt) {
     for (const auto& l : s.logits) logits.emplace_back(l);
   }
   Ptrs ptrs() const {
-    Ptrs p{h.B, ids.ptr(), prompt_lens.ptr(), max_dec_len.ptr(), draft_tokens.ptr(), accept_tokens.ptr(),
-           slt.ptr(), enc.ptr(), dec.ptr(), accept_num.ptr(), actual_dtn.ptr(),
-           reinterpret_cast<bool*>(stop.ptr()), pre.ptr(), step.ptr(), d_max_dec_len.ptr(), input_ids.ptr(),
-           d_dec.ptr(), mtp_num.ptr(), {}};
+    Ptrs p{h.B,
+           ids.ptr(),
+           prompt_lens.ptr(),
+           max_dec_len.ptr(),
+           draft_tokens.ptr(),
+           accept_tokens.ptr(),
+           slt.ptr(),
+           enc.ptr(),
+           dec.ptr(),
+           accept_num.ptr(),
+           actual_dtn.ptr(),
+           reinterpret_cast<bool*>(stop.ptr()),
+           pre.ptr(),
+           step.ptr(),
+           d_max_dec_len.ptr(),
+           input_ids.ptr(),
+           d_dec.ptr(),
+           mtp_num.ptr(),
+           {}};
     for (const auto& l : logits) p.logits.push_back(l.ptr());
     return p;
   }
 };
 
-// The step's first kernel: the fused accept + preprocess, or with --accept-at-once draft_model_greedy_preprocess.
+// The step's first kernel: the fused accept + preprocess, or with --accept-at-once
+// draft_model_greedy_preprocess.
 cudaError_t gpu_preprocess(const DevState& d, cudaStream_t st) {
-  if (g_defer_accept) return fdspec::draft_model_accept_preprocess_gpu(d.ptrs().accept_preprocess(), st);
+  if (g_defer_accept)
+    return fdspec::draft_model_accept_preprocess_gpu(d.ptrs().accept_preprocess(), st);
   return fdspec::draft_model_greedy_preprocess_gpu(d.ptrs().preprocess(), st);
 }
 cudaError_t gpu_update(const DevState& d, int i, cudaStream_t st) {
@@ -249,7 +355,8 @@ bool same(const char* what, const DevVec<T>& d, const std::vector<T>& ref) {
   const auto got = d.download();
   const int64_t i = harness::first_diff(got, ref);
   if (i >= 0) {
-    std::printf("  %s[%lld]: gpu %lld cpu %lld\n", what, (long long)i, (long long)got[i], (long long)ref[i]);
+    std::printf("  %s[%lld]: gpu %lld cpu %lld\n", what, (long long)i, (long long)got[i],
+                (long long)ref[i]);
   }
   return i < 0;
 }
@@ -278,7 +385,8 @@ __global__ void restore_kernel(Restore r) {
   for (int k = 0; k < r.n; ++k) {
     const auto* s = static_cast<const uint32_t*>(r.src[k]);
     auto* d = static_cast<uint32_t*>(r.dst[k]);
-    for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < r.bytes[k] / 4; i += int64_t{gridDim.x} * blockDim.x) {
+    for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < r.bytes[k] / 4;
+         i += int64_t{gridDim.x} * blockDim.x) {
       d[i] = s[i];
     }
   }
@@ -297,7 +405,8 @@ struct Result {
   bool identical;
 };
 
-Result bench_row(int64_t B, int steps, bool ngram, const bench::Flusher& fl, cudaStream_t st, bool quick) {
+Result bench_row(int64_t B, int steps, bool ngram, const bench::Flusher& fl, cudaStream_t st,
+                 bool quick) {
   const State init = make_state(B, steps, ngram);
   State ref = init;
   cpu_step(ref);
@@ -330,39 +439,54 @@ Result bench_row(int64_t B, int steps, bool ngram, const bench::Flusher& fl, cud
   auto snap = [&](void* dst, const void* src, size_t bytes) {
     CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
   };
-  snap(d.step_pre.ptr(), P.step, B * 8); snap(d.mtp_pre.ptr(), P.mtp_num, B * 4);
-  snap(d.ddec_pre.ptr(), P.d_dec, B * 4); snap(d.slt_pre.ptr(), P.slt, B * 4);
+  snap(d.step_pre.ptr(), P.step, B * 8);
+  snap(d.mtp_pre.ptr(), P.mtp_num, B * 4);
+  snap(d.ddec_pre.ptr(), P.d_dec, B * 4);
+  snap(d.slt_pre.ptr(), P.slt, B * 4);
   for (int i = 0; i < steps; ++i) CHECK(gpu_update(d, i, st));
   CHECK(cudaStreamSynchronize(st));
-  snap(d.step_hyb.ptr(), P.step, B * 8); snap(d.mtp_hyb.ptr(), P.mtp_num, B * 4);
-  snap(d.ddec_hyb.ptr(), P.d_dec, B * 4); snap(d.slt_hyb.ptr(), P.slt, B * 4);
+  snap(d.step_hyb.ptr(), P.step, B * 8);
+  snap(d.mtp_hyb.ptr(), P.mtp_num, B * 4);
+  snap(d.ddec_hyb.ptr(), P.d_dec, B * 4);
+  snap(d.slt_hyb.ptr(), P.slt, B * 4);
   const Restore r_upd{{d.step_pre.ptr(), d.mtp_pre.ptr(), d.ddec_pre.ptr(), d.slt_pre.ptr()},
-                      {P.step, P.mtp_num, P.d_dec, P.slt}, {B * 8, B * 4, B * 4, B * 4}, 4};
+                      {P.step, P.mtp_num, P.d_dec, P.slt},
+                      {B * 8, B * 4, B * 4, B * 4},
+                      4};
   const Restore r_hyb{{d.slt_hyb.ptr()}, {P.slt}, {B * 4}, 1};
   auto rest_upd = [&](cudaStream_t s) { return restore(r_upd, s); };
   auto rest_hyb = [&](cudaStream_t s) { return restore(r_hyb, s); };
   const double rest_upd_us = bench::graph_us(st, calls, reps, rounds, rest_upd);
-  const double upd_us = bench::graph_us(st, calls, reps, rounds, [&](cudaStream_t s) {
-    const cudaError_t e = restore(r_upd, s);
-    return e != cudaSuccess ? e : gpu_update(d, 0, s);
-  }) - rest_upd_us;
+  const double upd_us = bench::graph_us(st, calls, reps, rounds,
+                                        [&](cudaStream_t s) {
+                                          const cudaError_t e = restore(r_upd, s);
+                                          return e != cudaSuccess ? e : gpu_update(d, 0, s);
+                                        }) -
+                        rest_upd_us;
   double hyb_us = 0;
   if (ngram) {
     const Restore r_h{{d.step_hyb.ptr(), d.mtp_hyb.ptr(), d.ddec_hyb.ptr(), d.slt_hyb.ptr()},
-                      {P.step, P.mtp_num, P.d_dec, P.slt}, {B * 8, B * 4, B * 4, B * 4}, 4};
+                      {P.step, P.mtp_num, P.d_dec, P.slt},
+                      {B * 8, B * 4, B * 4, B * 4},
+                      4};
     CHECK(restore(r_h, st));
     const double rest_hyb_us = bench::graph_us(st, calls, reps, rounds, rest_hyb);
-    hyb_us = bench::graph_us(st, calls, reps, rounds, [&](cudaStream_t s) {
-      const cudaError_t e = restore(r_hyb, s);
-      return e != cudaSuccess ? e : gpu_hybrid(d, s);
-    }) - rest_hyb_us;
+    hyb_us = bench::graph_us(st, calls, reps, rounds,
+                             [&](cudaStream_t s) {
+                               const cudaError_t e = restore(r_hyb, s);
+                               return e != cudaSuccess ? e : gpu_hybrid(d, s);
+                             }) -
+             rest_hyb_us;
   }
   // preprocess and accept (accept_num 0) are idempotent: their graphs need no restore. With the
   // deferred accept (the default) the preprocess column is the fused kernel and the step has no
   // accept.
   const double acc_us =
-      g_defer_accept ? 0.0 : bench::graph_us(st, calls, reps, rounds, [&](cudaStream_t s) { return gpu_accept(d, s); });
-  const double pre_us = bench::graph_us(st, calls, reps, rounds, [&](cudaStream_t s) { return gpu_preprocess(d, s); });
+      g_defer_accept ? 0.0 : bench::graph_us(st, calls, reps, rounds, [&](cudaStream_t s) {
+        return gpu_accept(d, s);
+      });
+  const double pre_us = bench::graph_us(st, calls, reps, rounds,
+                                        [&](cudaStream_t s) { return gpu_preprocess(d, s); });
   // Back to the state a step starts from, then one more step must again give the CPU's answer.
   {
     State again = init;
@@ -389,13 +513,16 @@ void calibrate(cudaStream_t st) {
   auto pdl = [](int n) {
     return [n](cudaStream_t s) {
       cudaError_t e = cudaSuccess;
-      for (int i = 0; i < n && e == cudaSuccess; ++i) e = fdspec::launch_dependent(empty_kernel, dim3(1), dim3(32), s);
+      for (int i = 0; i < n && e == cudaSuccess; ++i)
+        e = fdspec::launch_dependent(empty_kernel, dim3(1), dim3(32), s);
       return e;
     };
   };
-  std::printf("calibration (graph of 20 calls): 1 empty kernel %.2f us, 4 plain %.2f us, 4 programmatic "
-              "dependents %.2f us\n",
-              bench::graph_us(st, 20, 10, 15, plain(1)), bench::graph_us(st, 20, 10, 15, plain(4)), bench::graph_us(st, 20, 10, 15, pdl(4)));
+  std::printf(
+      "calibration (graph of 20 calls): 1 empty kernel %.2f us, 4 plain %.2f us, 4 programmatic "
+      "dependents %.2f us\n",
+      bench::graph_us(st, 20, 10, 15, plain(1)), bench::graph_us(st, 20, 10, 15, plain(4)),
+      bench::graph_us(st, 20, 10, 15, pdl(4)));
 }
 
 int profile(int argc, char** argv) {
@@ -408,7 +535,8 @@ int profile(int argc, char** argv) {
   for (int i = 0; i < 3; ++i) CHECK(gpu_step(d, st.get()));
   st.sync();
   const bool ok = same_state(d, ref);
-  std::printf("profile B=%s steps=%s ngram=%s: %s\n", argv[2], argv[3], argv[4], ok ? "identical" : "MISMATCH");
+  std::printf("profile B=%s steps=%s ngram=%s: %s\n", argv[2], argv[3], argv[4],
+              ok ? "identical" : "MISMATCH");
   return ok ? 0 : 1;
 }
 
@@ -438,44 +566,59 @@ int main(int argc, char** argv) {
       for (const bool ngram : {false, true}) {
         res.push_back(bench_row(B, steps, ngram, fl, st.get(), quick));
         const Result& r = res.back();
-        std::printf("B=%4lld steps=%d ngram=%d: step %7.2f us (cold %7.2f) | alone: preprocess %.2f update %.2f "
-                    "hybrid %.2f accept %.2f | %s\n",
-                    (long long)r.B, r.steps, r.ngram, r.warm, r.cold, r.pre_us, r.upd_us, r.hyb_us, r.acc_us,
-                    r.identical ? "identical" : "MISMATCH");
+        std::printf(
+            "B=%4lld steps=%d ngram=%d: step %7.2f us (cold %7.2f) | alone: preprocess %.2f update "
+            "%.2f "
+            "hybrid %.2f accept %.2f | %s\n",
+            (long long)r.B, r.steps, r.ngram, r.warm, r.cold, r.pre_us, r.upd_us, r.hyb_us,
+            r.acc_us, r.identical ? "identical" : "MISMATCH");
         std::fflush(stdout);
       }
     }
   }
   bool all_ok = true;
-  std::printf("\n%s, K = %lld, V = %lld float32, W = %lld; us per proposer step (graph of 20 steps, medians); "
-              "breakdown: each kernel alone in its own graph, warm%s\n",
-              prop.name, (long long)kK, (long long)kV, (long long)kW,
-              g_defer_accept ? "; deferred accept: preprocess = draft_model_accept_preprocess, no accept kernel" : "");
-  std::printf("| B | model steps | n-gram | step warm | step cold | preprocess | update | hybrid | accept | identical |\n"
-              "|---:|---:|---|---:|---:|---:|---:|---:|---:|---|\n");
+  std::printf(
+      "\n%s, K = %lld, V = %lld float32, W = %lld; us per proposer step (graph of 20 steps, "
+      "medians); "
+      "breakdown: each kernel alone in its own graph, warm%s\n",
+      prop.name, (long long)kK, (long long)kV, (long long)kW,
+      g_defer_accept
+          ? "; deferred accept: preprocess = draft_model_accept_preprocess, no accept kernel"
+          : "");
+  std::printf(
+      "| B | model steps | n-gram | step warm | step cold | preprocess | update | hybrid | accept "
+      "| identical |\n"
+      "|---:|---:|---|---:|---:|---:|---:|---:|---:|---|\n");
   for (const Result& r : res) {
     all_ok = all_ok && r.identical;
-    std::printf("| %lld | %d | %s | %.2f | %.2f | %.2f | %.2f | %s | %.2f | %s |\n", (long long)r.B, r.steps,
-                r.ngram ? "yes" : "no", r.warm, r.cold, r.pre_us, r.upd_us,
-                r.ngram ? std::to_string(r.hyb_us).substr(0, 5).c_str() : "-", r.acc_us, r.identical ? "yes" : "NO");
+    std::printf("| %lld | %d | %s | %.2f | %.2f | %.2f | %.2f | %s | %.2f | %s |\n", (long long)r.B,
+                r.steps, r.ngram ? "yes" : "no", r.warm, r.cold, r.pre_us, r.upd_us,
+                r.ngram ? std::to_string(r.hyb_us).substr(0, 5).c_str() : "-", r.acc_us,
+                r.identical ? "yes" : "NO");
   }
   if (json != nullptr) {
     FILE* f = std::fopen(json, "w");
     if (f == nullptr) return 2;
-    std::fprintf(f, "{\"device\": \"%s\", \"K\": %lld, \"V\": %lld, \"W\": %lld, \"defer_accept\": %s, \"rows\": [\n",
-                 prop.name, (long long)kK, (long long)kV, (long long)kW, g_defer_accept ? "true" : "false");
+    std::fprintf(f,
+                 "{\"device\": \"%s\", \"K\": %lld, \"V\": %lld, \"W\": %lld, \"defer_accept\": "
+                 "%s, \"rows\": [\n",
+                 prop.name, (long long)kK, (long long)kV, (long long)kW,
+                 g_defer_accept ? "true" : "false");
     for (size_t i = 0; i < res.size(); ++i) {
       const Result& r = res[i];
-      std::fprintf(f,
-                   "  {\"B\": %lld, \"model_steps\": %d, \"ngram\": %s, \"gpu_us\": %.3f, \"gpu_cold_us\": %.3f, "
-                   "\"preprocess_us\": %.3f, \"update_us\": %.3f, \"hybrid_us\": %.3f, \"accept_us\": %.3f, "
-                   "\"bit_identical\": %s}%s\n",
-                   (long long)r.B, r.steps, r.ngram ? "true" : "false", r.warm, r.cold, r.pre_us, r.upd_us,
-                   r.hyb_us, r.acc_us, r.identical ? "true" : "false", i + 1 < res.size() ? "," : "");
+      std::fprintf(
+          f,
+          "  {\"B\": %lld, \"model_steps\": %d, \"ngram\": %s, \"gpu_us\": %.3f, \"gpu_cold_us\": "
+          "%.3f, "
+          "\"preprocess_us\": %.3f, \"update_us\": %.3f, \"hybrid_us\": %.3f, \"accept_us\": %.3f, "
+          "\"bit_identical\": %s}%s\n",
+          (long long)r.B, r.steps, r.ngram ? "true" : "false", r.warm, r.cold, r.pre_us, r.upd_us,
+          r.hyb_us, r.acc_us, r.identical ? "true" : "false", i + 1 < res.size() ? "," : "");
     }
     std::fprintf(f, "]}\n");
     std::fclose(f);
   }
-  std::printf("bench_mtp_kernels: %s\n", all_ok ? "PASS (every row bit-identical to the CPU ops)" : "FAIL");
+  std::printf("bench_mtp_kernels: %s\n",
+              all_ok ? "PASS (every row bit-identical to the CPU ops)" : "FAIL");
   return all_ok ? 0 : 1;
 }

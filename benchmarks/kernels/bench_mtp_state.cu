@@ -1,28 +1,29 @@
-// Device time of FastDeploy's MTP bookkeeping ops under their upstream contracts (custom_ops/mtp_state),
-// at the kernel layer (no Paddle), in the order FastDeploy's MTPProposer (CUDA path) calls them, the
-// draft model and its sampler excluded:
+// Device time of FastDeploy's MTP bookkeeping ops under their upstream contracts
+// (custom_ops/mtp_state), at the kernel layer (no Paddle), in the order FastDeploy's MTPProposer
+// (CUDA path) calls them, the draft model and its sampler excluded:
 //
-//   draft_model_preprocess, eagle_get_hidden_states, (draft_model_update) x 2, draft_model_postprocess,
-//   hybrid_mtp_ngram
+//   draft_model_preprocess, eagle_get_hidden_states, (draft_model_update) x 2,
+//   draft_model_postprocess, hybrid_mtp_ngram
 //
-// B = 64 slots, all decoding, K = 5, accept_num 1 .. 6, pre_ids and input_ids 8192 wide, hidden states
-// bfloat16 [B (K + 1), 4096], a prompt whose late part continues the newest tokens (the n-gram
-// extension finds a match), hybrid threshold not binding. A step re-initialises the draft side from
-// the target's state, so replays need no reset. Rows:
-//   - each op alone (update: preprocess + update minus preprocess), and the whole step, warm: a CUDA
+// B = 64 slots, all decoding, K = 5, accept_num 1 .. 6, pre_ids and input_ids 8192 wide, hidden
+// states bfloat16 [B (K + 1), 4096], a prompt whose late part continues the newest tokens (the
+// n-gram extension finds a match), hybrid threshold not binding. A step re-initialises the draft
+// side from the target's state, so replays need no reset. Rows:
+//   - each op alone (update: preprocess + update minus preprocess), and the whole step, warm: a
+//   CUDA
 //     graph of 20 calls replayed, median over rounds (tests/cuda/bench_timing.cuh);
 //   - built with -DFDSPEC_BENCH_UPSTREAM and -I<dir of upstream_kernels.cuh> (upstream's kernels,
 //     copied for figures only, never committed): the same rows with upstream's kernels on the same
-//     inputs (its hidden-state gather with its memset of the position map and its cooperative launch;
-//     its scratch buffers allocated once here, not per call as upstream does), hybrid_mtp_ngram ours
-//     in both. Ours is checked against the CPU implementation after one step, and the token outputs
-//     of both against each other (upstream leaves rows of the gather's output unwritten: the rows it
-//     writes are compared). Exits 1 on a mismatch.
+//     inputs (its hidden-state gather with its memset of the position map and its cooperative
+//     launch; its scratch buffers allocated once here, not per call as upstream does),
+//     hybrid_mtp_ngram ours in both. Ours is checked against the CPU implementation after one step,
+//     and the token outputs of both against each other (upstream leaves rows of the gather's output
+//     unwritten: the rows it writes are compared). Exits 1 on a mismatch.
 //
 //   bash benchmarks/kernels/build.sh 90a build bench_mtp_state   # nvcc, from the repository root
 //   build/bench_mtp_state [--quick]
-// With upstream's kernels: the same nvcc line plus -DFDSPEC_BENCH_UPSTREAM -I<dir>, where <dir> holds
-// upstream_kernels.cuh (upstream's __global__ functions, copied locally; never committed).
+// With upstream's kernels: the same nvcc line plus -DFDSPEC_BENCH_UPSTREAM -I<dir>, where <dir>
+// holds upstream_kernels.cuh (upstream's __global__ functions, copied locally; never committed).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -46,12 +47,14 @@ namespace {
 
 using harness::DevVec;
 
-constexpr int64_t kB = 64, kK = 5, kW1 = kK + 1, kD = 8192, kH = 4096, kPrompt = 3 * kD / 4, kGen = 512;
+constexpr int64_t kB = 64, kK = 5, kW1 = kK + 1, kD = 8192, kH = 4096, kPrompt = 3 * kD / 4,
+                  kGen = 512;
 constexpr int kSteps = 2;
 constexpr int64_t kNonBinding = int64_t{1} << 40;
 
 struct Host {
-  std::vector<int64_t> draft, input_ids, step, pre, acc, tstep, max_dec, tdraft, next, ids, prompt_lens;
+  std::vector<int64_t> draft, input_ids, step, pre, acc, tstep, max_dec, tdraft, next, ids,
+      prompt_lens;
   std::vector<int32_t> slt, enc, dec, acc_num, tenc, tdec, tslt, cu, actual;
   std::vector<uint8_t> stop, tstop, nns;
   std::vector<uint16_t> hidden, hidden_out;
@@ -60,14 +63,33 @@ struct Host {
 
 Host make_host() {
   std::mt19937_64 g(17);
-  auto uni = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(g); };
+  auto uni = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(g);
+  };
   Host h;
-  h.draft.assign(kB * kW1, -1); h.input_ids.assign(kB * kD, 0); h.step.assign(kB, 0);
-  h.pre.assign(kB * kD, -1); h.acc.resize(kB * kW1); h.tstep.assign(kB, kGen); h.max_dec.assign(kB, 4096);
-  h.tdraft.assign(kB * kW1, -1); h.next.resize(kB); h.ids.assign(kB * kD, -1); h.prompt_lens.assign(kB, kPrompt);
-  h.slt.assign(kB, 0); h.enc.assign(kB, 0); h.dec.assign(kB, 0); h.acc_num.resize(kB); h.tenc.assign(kB, 0);
-  h.tdec.assign(kB, kPrompt + kGen); h.tslt.assign(kB, kW1); h.cu.assign(kB + 1, 0); h.actual.assign(kB, kK);
-  h.stop.assign(kB, 0); h.tstop.assign(kB, 0); h.nns.assign(1, 0);
+  h.draft.assign(kB * kW1, -1);
+  h.input_ids.assign(kB * kD, 0);
+  h.step.assign(kB, 0);
+  h.pre.assign(kB * kD, -1);
+  h.acc.resize(kB * kW1);
+  h.tstep.assign(kB, kGen);
+  h.max_dec.assign(kB, 4096);
+  h.tdraft.assign(kB * kW1, -1);
+  h.next.resize(kB);
+  h.ids.assign(kB * kD, -1);
+  h.prompt_lens.assign(kB, kPrompt);
+  h.slt.assign(kB, 0);
+  h.enc.assign(kB, 0);
+  h.dec.assign(kB, 0);
+  h.acc_num.resize(kB);
+  h.tenc.assign(kB, 0);
+  h.tdec.assign(kB, kPrompt + kGen);
+  h.tslt.assign(kB, kW1);
+  h.cu.assign(kB + 1, 0);
+  h.actual.assign(kB, kK);
+  h.stop.assign(kB, 0);
+  h.tstop.assign(kB, 0);
+  h.nns.assign(1, 0);
   for (int64_t b = 0; b < kB; ++b) {
     h.acc_num[b] = static_cast<int32_t>(uni(1, kW1));
     for (int64_t j = 0; j < kW1; ++j) h.acc[b * kW1 + j] = uni(0, 999);
@@ -92,16 +114,39 @@ struct Dev {
   DevVec<uint16_t> hidden, hidden_out;
   DevVec<int32_t> out_count, position_map;
   explicit Dev(const Host& h)
-      : draft(h.draft), input_ids(h.input_ids), step(h.step), pre(h.pre), acc(h.acc), tstep(h.tstep),
-        max_dec(h.max_dec), tdraft(h.tdraft), next(h.next), ids(h.ids), prompt_lens(h.prompt_lens), slt(h.slt),
-        enc(h.enc), dec(h.dec), acc_num(h.acc_num), tenc(h.tenc), tdec(h.tdec), tslt(h.tslt), cu(h.cu),
-        actual(h.actual), stop(h.stop), tstop(h.tstop), nns(h.nns), hidden(h.hidden), hidden_out(h.hidden_out),
-        out_count(h.out_count), position_map(h.position_map) {}
+      : draft(h.draft),
+        input_ids(h.input_ids),
+        step(h.step),
+        pre(h.pre),
+        acc(h.acc),
+        tstep(h.tstep),
+        max_dec(h.max_dec),
+        tdraft(h.tdraft),
+        next(h.next),
+        ids(h.ids),
+        prompt_lens(h.prompt_lens),
+        slt(h.slt),
+        enc(h.enc),
+        dec(h.dec),
+        acc_num(h.acc_num),
+        tenc(h.tenc),
+        tdec(h.tdec),
+        tslt(h.tslt),
+        cu(h.cu),
+        actual(h.actual),
+        stop(h.stop),
+        tstop(h.tstop),
+        nns(h.nns),
+        hidden(h.hidden),
+        hidden_out(h.hidden_out),
+        out_count(h.out_count),
+        position_map(h.position_map) {}
 };
 
 // One set of pointers (host vectors or device buffers) and the params of each op over them.
 struct Ptrs {
-  int64_t *draft, *input_ids, *step, *pre, *acc, *tstep, *max_dec, *tdraft, *next, *ids, *prompt_lens;
+  int64_t *draft, *input_ids, *step, *pre, *acc, *tstep, *max_dec, *tdraft, *next, *ids,
+      *prompt_lens;
   int32_t *slt, *enc, *dec, *acc_num, *tenc, *tdec, *tslt;
   bool *stop, *tstop, *nns;
   uint16_t *hidden, *hidden_out;
@@ -109,62 +154,154 @@ struct Ptrs {
 
   fdspec::MtpPreprocessParams preprocess() const {
     fdspec::MtpPreprocessParams p{};
-    p.draft_tokens = draft; p.draft_tokens_stride = kW1; p.input_ids = input_ids; p.input_ids_stride = kD;
-    p.stop_flags = stop; p.seq_lens_this_time = slt; p.seq_lens_encoder = enc; p.seq_lens_decoder = dec;
-    p.step_idx = step; p.not_need_stop = nns; p.pre_ids = pre; p.pre_ids_stride = kD; p.accept_tokens = acc;
-    p.accept_stride = kW1; p.accept_num = acc_num; p.target_model_seq_lens_encoder = tenc;
-    p.target_model_seq_lens_decoder = tdec; p.target_model_step_idx = tstep; p.target_model_stop_flags = tstop;
-    p.max_dec_len = max_dec; p.target_model_draft_tokens = tdraft; p.target_draft_stride = kW1;
-    p.num_model_step = kSteps; p.is_splitwise_prefill = false; p.batch = kB;
+    p.draft_tokens = draft;
+    p.draft_tokens_stride = kW1;
+    p.input_ids = input_ids;
+    p.input_ids_stride = kD;
+    p.stop_flags = stop;
+    p.seq_lens_this_time = slt;
+    p.seq_lens_encoder = enc;
+    p.seq_lens_decoder = dec;
+    p.step_idx = step;
+    p.not_need_stop = nns;
+    p.pre_ids = pre;
+    p.pre_ids_stride = kD;
+    p.accept_tokens = acc;
+    p.accept_stride = kW1;
+    p.accept_num = acc_num;
+    p.target_model_seq_lens_encoder = tenc;
+    p.target_model_seq_lens_decoder = tdec;
+    p.target_model_step_idx = tstep;
+    p.target_model_stop_flags = tstop;
+    p.max_dec_len = max_dec;
+    p.target_model_draft_tokens = tdraft;
+    p.target_draft_stride = kW1;
+    p.num_model_step = kSteps;
+    p.is_splitwise_prefill = false;
+    p.batch = kB;
     return p;
   }
   fdspec::HiddenGatherParams gather() const {
     fdspec::HiddenGatherParams p{};
-    p.kind = fdspec::HiddenGather::kTarget; p.input = hidden; p.out = hidden_out; p.output_token_num = out_count;
-    p.rows = kB * kW1; p.row_bytes = kH * 2; p.seq_lens_this_time = slt; p.seq_lens_encoder = enc;
-    p.accept_nums = acc_num; p.base_model_seq_lens_this_time = tslt; p.batch = kB;
+    p.kind = fdspec::HiddenGather::kTarget;
+    p.input = hidden;
+    p.out = hidden_out;
+    p.output_token_num = out_count;
+    p.rows = kB * kW1;
+    p.row_bytes = kH * 2;
+    p.seq_lens_this_time = slt;
+    p.seq_lens_encoder = enc;
+    p.accept_nums = acc_num;
+    p.base_model_seq_lens_this_time = tslt;
+    p.batch = kB;
     return p;
   }
   fdspec::MtpUpdateParams update(int substep) const {
     fdspec::MtpUpdateParams p{};
-    p.inter_next_tokens = next; p.next_tokens_len = kB; p.draft_tokens = draft; p.draft_tokens_stride = kW1;
-    p.pre_ids = pre; p.pre_ids_stride = kD; p.seq_lens_this_time = slt; p.seq_lens_encoder = enc;
-    p.seq_lens_decoder = dec; p.step_idx = step; p.stop_flags = stop; p.not_need_stop = nns;
-    p.max_dec_len = max_dec; p.base_model_draft_tokens = tdraft; p.base_draft_stride = kW1; p.substep = substep;
+    p.inter_next_tokens = next;
+    p.next_tokens_len = kB;
+    p.draft_tokens = draft;
+    p.draft_tokens_stride = kW1;
+    p.pre_ids = pre;
+    p.pre_ids_stride = kD;
+    p.seq_lens_this_time = slt;
+    p.seq_lens_encoder = enc;
+    p.seq_lens_decoder = dec;
+    p.step_idx = step;
+    p.stop_flags = stop;
+    p.not_need_stop = nns;
+    p.max_dec_len = max_dec;
+    p.base_model_draft_tokens = tdraft;
+    p.base_draft_stride = kW1;
+    p.substep = substep;
     p.batch = kB;
     return p;
   }
   fdspec::MtpPostprocessParams postprocess() const {
     fdspec::MtpPostprocessParams p{};
-    p.base_model_draft_tokens = tdraft; p.base_draft_stride = kW1; p.base_model_seq_lens_this_time = tslt;
-    p.base_model_seq_lens_encoder = tenc; p.base_model_stop_flags = tstop; p.batch = kB;
+    p.base_model_draft_tokens = tdraft;
+    p.base_draft_stride = kW1;
+    p.base_model_seq_lens_this_time = tslt;
+    p.base_model_seq_lens_encoder = tenc;
+    p.base_model_stop_flags = tstop;
+    p.batch = kB;
     return p;
   }
   fdspec::HybridMtpNgramParams hybrid() const {
     fdspec::HybridMtpNgramParams p{};
-    p.token_ids_all = ids; p.token_ids_stride = kD; p.prompt_lens = prompt_lens; p.pre_ids = pre;
-    p.pre_ids_stride = kD; p.step_idx = step; p.draft_tokens = tdraft; p.draft_stride = kW1;
-    p.seq_lens_this_time = tslt; p.seq_lens_decoder = dec; p.max_dec_len = max_dec; p.batch = kB;
-    p.max_ngram_size = 3; p.min_ngram_size = 1; p.max_draft_tokens = kK; p.pad_to_max = false;
+    p.token_ids_all = ids;
+    p.token_ids_stride = kD;
+    p.prompt_lens = prompt_lens;
+    p.pre_ids = pre;
+    p.pre_ids_stride = kD;
+    p.step_idx = step;
+    p.draft_tokens = tdraft;
+    p.draft_stride = kW1;
+    p.seq_lens_this_time = tslt;
+    p.seq_lens_decoder = dec;
+    p.max_dec_len = max_dec;
+    p.batch = kB;
+    p.max_ngram_size = 3;
+    p.min_ngram_size = 1;
+    p.max_draft_tokens = kK;
+    p.pad_to_max = false;
     p.threshold = kNonBinding;
     return p;
   }
 };
 
 Ptrs host_ptrs(Host& h) {
-  return {h.draft.data(), h.input_ids.data(), h.step.data(), h.pre.data(), h.acc.data(), h.tstep.data(),
-          h.max_dec.data(), h.tdraft.data(), h.next.data(), h.ids.data(), h.prompt_lens.data(), h.slt.data(),
-          h.enc.data(), h.dec.data(), h.acc_num.data(), h.tenc.data(), h.tdec.data(), h.tslt.data(),
-          reinterpret_cast<bool*>(h.stop.data()), reinterpret_cast<bool*>(h.tstop.data()),
-          reinterpret_cast<bool*>(h.nns.data()), h.hidden.data(), h.hidden_out.data(), h.out_count.data()};
+  return {h.draft.data(),
+          h.input_ids.data(),
+          h.step.data(),
+          h.pre.data(),
+          h.acc.data(),
+          h.tstep.data(),
+          h.max_dec.data(),
+          h.tdraft.data(),
+          h.next.data(),
+          h.ids.data(),
+          h.prompt_lens.data(),
+          h.slt.data(),
+          h.enc.data(),
+          h.dec.data(),
+          h.acc_num.data(),
+          h.tenc.data(),
+          h.tdec.data(),
+          h.tslt.data(),
+          reinterpret_cast<bool*>(h.stop.data()),
+          reinterpret_cast<bool*>(h.tstop.data()),
+          reinterpret_cast<bool*>(h.nns.data()),
+          h.hidden.data(),
+          h.hidden_out.data(),
+          h.out_count.data()};
 }
 
 Ptrs dev_ptrs(const Dev& d) {
-  return {d.draft.ptr(), d.input_ids.ptr(), d.step.ptr(), d.pre.ptr(), d.acc.ptr(), d.tstep.ptr(), d.max_dec.ptr(),
-          d.tdraft.ptr(), d.next.ptr(), d.ids.ptr(), d.prompt_lens.ptr(), d.slt.ptr(), d.enc.ptr(), d.dec.ptr(),
-          d.acc_num.ptr(), d.tenc.ptr(), d.tdec.ptr(), d.tslt.ptr(), reinterpret_cast<bool*>(d.stop.ptr()),
-          reinterpret_cast<bool*>(d.tstop.ptr()), reinterpret_cast<bool*>(d.nns.ptr()), d.hidden.ptr(),
-          d.hidden_out.ptr(), d.out_count.ptr()};
+  return {d.draft.ptr(),
+          d.input_ids.ptr(),
+          d.step.ptr(),
+          d.pre.ptr(),
+          d.acc.ptr(),
+          d.tstep.ptr(),
+          d.max_dec.ptr(),
+          d.tdraft.ptr(),
+          d.next.ptr(),
+          d.ids.ptr(),
+          d.prompt_lens.ptr(),
+          d.slt.ptr(),
+          d.enc.ptr(),
+          d.dec.ptr(),
+          d.acc_num.ptr(),
+          d.tenc.ptr(),
+          d.tdec.ptr(),
+          d.tslt.ptr(),
+          reinterpret_cast<bool*>(d.stop.ptr()),
+          reinterpret_cast<bool*>(d.tstop.ptr()),
+          reinterpret_cast<bool*>(d.nns.ptr()),
+          d.hidden.ptr(),
+          d.hidden_out.ptr(),
+          d.out_count.ptr()};
 }
 
 void cpu_step(Host& h) {
@@ -199,53 +336,62 @@ Flow ours(const Ptrs& p) {
 }
 
 #ifdef FDSPEC_BENCH_UPSTREAM
-// Upstream's launches as its Paddle wrappers make them (block sizes, grid, memset, cooperative launch).
+// Upstream's launches as its Paddle wrappers make them (block sizes, grid, memset, cooperative
+// launch).
 Flow theirs(const Ptrs& p, int32_t* position_map) {
   auto upd = [p](int substep) {
     return [p, substep](cudaStream_t s) {
       upstream::draft_model_update_kernel<512><<<1, 512, 0, s>>>(
-          p.next, p.draft, p.pre, p.slt, p.enc, p.dec, p.step, nullptr, p.stop, p.nns, p.max_dec, nullptr, p.tdraft,
-          kB, kW1, kD, kW1, 0, kD, substep, false);
+          p.next, p.draft, p.pre, p.slt, p.enc, p.dec, p.step, nullptr, p.stop, p.nns, p.max_dec,
+          nullptr, p.tdraft, kB, kW1, kD, kW1, 0, kD, substep, false);
       return cudaGetLastError();
     };
   };
-  return {[p](cudaStream_t s) {
-            upstream::draft_model_preprocess_kernel<1024><<<1, 1024, 0, s>>>(
-                p.draft, p.input_ids, p.stop, p.slt, p.enc, p.dec, p.step, p.nns, p.pre, p.acc, p.acc_num, p.tenc,
-                p.tdec, p.tstep, p.tstop, p.max_dec, p.tdraft, kB, kSteps, kW1, kW1, kD, kW1, kD, false);
-            return cudaGetLastError();
-          },
-          [p, position_map](cudaStream_t s) {
-            using T = __nv_bfloat16;
-            constexpr int kPack = 16 / sizeof(T);
-            static int max_grid = [] {
-              int per_sm = 0, dev = 0, sms = 0;
-              CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, upstream::rebuildHiddenStatesKernel<T, kPack>,
-                                                                  128, 4 * 512 * sizeof(int)));
-              CHECK(cudaGetDevice(&dev));
-              CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-              return per_sm * sms;
-            }();
-            CHECK(cudaMemsetAsync(position_map, 0xFF, kB * kW1 * sizeof(int), s));
-            const int per_batch = std::max(1, std::min<int>(4, max_grid / static_cast<int>(kB)));
-            const int grid = std::max(1, std::min<int>(static_cast<int>(kB) * per_batch, max_grid));
-            const T* in = reinterpret_cast<const T*>(p.hidden);
-            T* out = reinterpret_cast<T*>(p.hidden_out);
-            const int* slt = p.slt; const int* enc = p.enc; const int* tslt = p.tslt; const int* tenc = p.tenc;
-            const int* acc = p.acc_num;
-            int* pm = position_map; int* cnt = p.out_count;
-            int bsz = kB, dim = kH, rows = kB * kW1;
-            void* args[] = {&in, &slt, &enc, &tslt, &tenc, &acc, &pm, &cnt, &out, &bsz, &dim, &rows};
-            return cudaLaunchCooperativeKernel(reinterpret_cast<void*>(upstream::rebuildHiddenStatesKernel<T, kPack>),
-                                               dim3(grid), dim3(128), args, 4 * kB * sizeof(int), s);
-          },
-          upd(0), upd(1),
-          [p](cudaStream_t s) {
-            upstream::draft_model_update_seq_lens_this_time_kernel<<<1, (kB + 31) / 32 * 32, 0, s>>>(
-                p.tdraft, p.tslt, p.tenc, p.tstop, kB, kW1);
-            return cudaGetLastError();
-          },
-          [p](cudaStream_t s) { return fdspec::hybrid_mtp_ngram_gpu(p.hybrid(), s); }};
+  return {
+      [p](cudaStream_t s) {
+        upstream::draft_model_preprocess_kernel<1024>
+            <<<1, 1024, 0, s>>>(p.draft, p.input_ids, p.stop, p.slt, p.enc, p.dec, p.step, p.nns,
+                                p.pre, p.acc, p.acc_num, p.tenc, p.tdec, p.tstep, p.tstop,
+                                p.max_dec, p.tdraft, kB, kSteps, kW1, kW1, kD, kW1, kD, false);
+        return cudaGetLastError();
+      },
+      [p, position_map](cudaStream_t s) {
+        using T = __nv_bfloat16;
+        constexpr int kPack = 16 / sizeof(T);
+        static int max_grid = [] {
+          int per_sm = 0, dev = 0, sms = 0;
+          CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+              &per_sm, upstream::rebuildHiddenStatesKernel<T, kPack>, 128, 4 * 512 * sizeof(int)));
+          CHECK(cudaGetDevice(&dev));
+          CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+          return per_sm * sms;
+        }();
+        CHECK(cudaMemsetAsync(position_map, 0xFF, kB * kW1 * sizeof(int), s));
+        const int per_batch = std::max(1, std::min<int>(4, max_grid / static_cast<int>(kB)));
+        const int grid = std::max(1, std::min<int>(static_cast<int>(kB) * per_batch, max_grid));
+        const T* in = reinterpret_cast<const T*>(p.hidden);
+        T* out = reinterpret_cast<T*>(p.hidden_out);
+        const int* slt = p.slt;
+        const int* enc = p.enc;
+        const int* tslt = p.tslt;
+        const int* tenc = p.tenc;
+        const int* acc = p.acc_num;
+        int* pm = position_map;
+        int* cnt = p.out_count;
+        int bsz = kB, dim = kH, rows = kB * kW1;
+        void* args[] = {&in, &slt, &enc, &tslt, &tenc, &acc, &pm, &cnt, &out, &bsz, &dim, &rows};
+        return cudaLaunchCooperativeKernel(
+            reinterpret_cast<void*>(upstream::rebuildHiddenStatesKernel<T, kPack>), dim3(grid),
+            dim3(128), args, 4 * kB * sizeof(int), s);
+      },
+      upd(0),
+      upd(1),
+      [p](cudaStream_t s) {
+        upstream::draft_model_update_seq_lens_this_time_kernel<<<1, (kB + 31) / 32 * 32, 0, s>>>(
+            p.tdraft, p.tslt, p.tenc, p.tstop, kB, kW1);
+        return cudaGetLastError();
+      },
+      [p](cudaStream_t s) { return fdspec::hybrid_mtp_ngram_gpu(p.hybrid(), s); }};
 }
 #endif
 
@@ -262,7 +408,8 @@ Rows time_flow(const Flow& f, cudaStream_t st, bool quick) {
   r.update = t([&](cudaStream_t s) {
                const cudaError_t e = f.preprocess(s);
                return e != cudaSuccess ? e : f.update0(s);
-             }) - r.preprocess;
+             }) -
+             r.preprocess;
   r.postprocess = t(f.postprocess);
   r.step = t([&](cudaStream_t s) { return f.step(s); });
   r.step_no_gather = t([&](cudaStream_t s) {
@@ -276,9 +423,10 @@ Rows time_flow(const Flow& f, cudaStream_t st, bool quick) {
 }
 
 void print_rows(const char* who, const Rows& r) {
-  std::printf("%-9s preprocess %6.2f us  hidden gather %6.2f us  update %6.2f us  postprocess %6.2f us  "
-              "step %6.2f us  step without gather %6.2f us\n",
-              who, r.preprocess, r.gather, r.update, r.postprocess, r.step, r.step_no_gather);
+  std::printf(
+      "%-9s preprocess %6.2f us  hidden gather %6.2f us  update %6.2f us  postprocess %6.2f us  "
+      "step %6.2f us  step without gather %6.2f us\n",
+      who, r.preprocess, r.gather, r.update, r.postprocess, r.step, r.step_no_gather);
 }
 
 template <class T>
@@ -295,8 +443,9 @@ int main(int argc, char** argv) {
   if (!opt.ok) return 2;
   cudaDeviceProp prop{};
   CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("bench_mtp_state: %s, B=%lld K=%lld steps=%d D=%lld hidden bf16 [%lld, %lld]\n", prop.name,
-              (long long)kB, (long long)kK, kSteps, (long long)kD, (long long)(kB * kW1), (long long)kH);
+  std::printf("bench_mtp_state: %s, B=%lld K=%lld steps=%d D=%lld hidden bf16 [%lld, %lld]\n",
+              prop.name, (long long)kB, (long long)kK, kSteps, (long long)kD, (long long)(kB * kW1),
+              (long long)kH);
   const harness::Stream stream;
   Host ref = make_host();
   const Host init = ref;
@@ -306,7 +455,8 @@ int main(int argc, char** argv) {
   const Flow f = ours(p);
   CHECK(f.step(stream.get()));
   stream.sync();
-  bool ok = same("draft_tokens", d.draft.download(), ref.draft) && same("pre_ids", d.pre.download(), ref.pre);
+  bool ok = same("draft_tokens", d.draft.download(), ref.draft) &&
+            same("pre_ids", d.pre.download(), ref.pre);
   ok = same("step_idx", d.step.download(), ref.step) && ok;
   ok = same("target draft_tokens", d.tdraft.download(), ref.tdraft) && ok;
   ok = same("target seq_lens_this_time", d.tslt.download(), ref.tslt) && ok;
@@ -327,8 +477,10 @@ int main(int argc, char** argv) {
   {
     const auto got = u.hidden_out.download();
     const size_t kept = static_cast<size_t>(ref.out_count[0]) * kH;
-    ok = same("upstream hidden out (kept rows)", std::vector<uint16_t>(got.begin(), got.begin() + kept),
-              std::vector<uint16_t>(ref.hidden_out.begin(), ref.hidden_out.begin() + kept)) && ok;
+    ok = same("upstream hidden out (kept rows)",
+              std::vector<uint16_t>(got.begin(), got.begin() + kept),
+              std::vector<uint16_t>(ref.hidden_out.begin(), ref.hidden_out.begin() + kept)) &&
+         ok;
   }
   print_rows("upstream", time_flow(g, stream.get(), opt.quick));
 #endif

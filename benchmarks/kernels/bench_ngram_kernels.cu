@@ -1,19 +1,23 @@
 // Device time of ngram_match and hybrid_mtp_ngram at the kernel layer (no Paddle), on the inputs of
 // the ngram and hybrid routines (benchmarks/) and the rows of issue 18's table, warm and cold:
 //
-// - warm: a CUDA graph of 20 back-to-back calls, replayed; per-call time from CUDA events around the
+// - warm: a CUDA graph of 20 back-to-back calls, replayed; per-call time from CUDA events around
+// the
 //   replays, median over rounds (the tokens stay in L2 between calls, as in the README's figures);
-// - cold: before each call the graph reads a buffer of 2.5 x the L2 size (the H100's L2 is 50 MB), the
-//   read alone is timed in a second graph and subtracted: what a decode step sees after the forward.
+// - cold: before each call the graph reads a buffer of 2.5 x the L2 size (the H100's L2 is 50 MB),
+// the
+//   read alone is timed in a second graph and subtracted: what a decode step sees after the
+//   forward.
 // hybrid_mtp_ngram reads its in-place seq_lens_this_time (the MTP length), so each of its calls is
 // preceded by a device copy restoring it, timed alone and subtracted in both figures.
 //
 // Every row is first checked bit for bit against the CPU implementation (after one plain call and
 // again after the timed replays). Prints one line per row, then a table; exits 1 on a mismatch.
 //
-//   bash benchmarks/kernels/build.sh 90a build bench_ngram_kernels   # nvcc, from the repository root
-//   build/bench_ngram_kernels [--json FILE] [--only match|hybrid] [--quick]
-//   build/bench_ngram_kernels --profile match|hybrid B W early|late|none [T]   (3 plain calls, for ncu)
+//   bash benchmarks/kernels/build.sh 90a build bench_ngram_kernels   # nvcc, from the repository
+//   root build/bench_ngram_kernels [--json FILE] [--only match|hybrid] [--quick]
+//   build/bench_ngram_kernels --profile match|hybrid B W early|late|none [T]   (3 plain calls, for
+//   ncu)
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -39,7 +43,9 @@ constexpr int64_t kK = 5;
 constexpr int kMaxNgram = 3;
 constexpr int64_t kNonBinding = int64_t{1} << 40;
 
-double hit_fraction(const std::string& hit) { return hit == "early" ? 0.01 : (hit == "late" ? 0.90 : -1.0); }
+double hit_fraction(const std::string& hit) {
+  return hit == "early" ? 0.01 : (hit == "late" ? 0.90 : -1.0);
+}
 
 // The inputs of one benchmark row, host side, for either op (the ngram / hybrid routines).
 struct Case {
@@ -52,7 +58,10 @@ struct Case {
 Case make_case(bool hybrid, int64_t B, int64_t W, const std::string& hit, int64_t T) {
   std::mt19937_64 rng(7);
   Case c;
-  c.hybrid = hybrid; c.B = B; c.W = W; c.T = T;
+  c.hybrid = hybrid;
+  c.B = B;
+  c.W = W;
+  c.T = T;
   const int64_t P = 3 * W / 4, s = W / 8;
   const double at = hit_fraction(hit);
   c.ids.assign(B * W, -1);
@@ -91,32 +100,65 @@ struct DevCase {
   DevVec<int64_t> ids, P, s, pre, drafts, mdl;
   DevVec<int32_t> dtn, slt, slt_init, enc, dec;
   explicit DevCase(const Case& cc)
-      : c(cc), ids(cc.ids), P(cc.P), s(cc.s), pre(cc.hybrid ? cc.pre : std::vector<int64_t>{0}),
-        drafts(cc.drafts), mdl(cc.mdl), dtn(cc.dtn), slt(cc.slt), slt_init(cc.slt), enc(cc.enc),
+      : c(cc),
+        ids(cc.ids),
+        P(cc.P),
+        s(cc.s),
+        pre(cc.hybrid ? cc.pre : std::vector<int64_t>{0}),
+        drafts(cc.drafts),
+        mdl(cc.mdl),
+        dtn(cc.dtn),
+        slt(cc.slt),
+        slt_init(cc.slt),
+        enc(cc.enc),
         dec(cc.dec) {}
 
   fdspec::NgramMatchParams match_params() const {
     fdspec::NgramMatchParams p;
-    p.token_ids_all = ids.ptr(); p.token_ids_stride = c.W; p.prompt_lens = P.ptr(); p.step_idx = s.ptr();
-    p.draft_token_num = dtn.ptr(); p.draft_tokens = drafts.ptr(); p.draft_stride = kK + 1;
-    p.seq_lens_this_time = slt.ptr(); p.seq_lens_encoder = enc.ptr(); p.seq_lens_decoder = dec.ptr();
-    p.max_dec_len = mdl.ptr(); p.batch = c.B; p.max_ngram_size = kMaxNgram; p.max_draft_tokens = kK;
-    p.pad_to_max = false; p.threshold = c.T;
+    p.token_ids_all = ids.ptr();
+    p.token_ids_stride = c.W;
+    p.prompt_lens = P.ptr();
+    p.step_idx = s.ptr();
+    p.draft_token_num = dtn.ptr();
+    p.draft_tokens = drafts.ptr();
+    p.draft_stride = kK + 1;
+    p.seq_lens_this_time = slt.ptr();
+    p.seq_lens_encoder = enc.ptr();
+    p.seq_lens_decoder = dec.ptr();
+    p.max_dec_len = mdl.ptr();
+    p.batch = c.B;
+    p.max_ngram_size = kMaxNgram;
+    p.max_draft_tokens = kK;
+    p.pad_to_max = false;
+    p.threshold = c.T;
     return p;
   }
   fdspec::HybridMtpNgramParams hybrid_params() const {
     fdspec::HybridMtpNgramParams p;
-    p.token_ids_all = ids.ptr(); p.token_ids_stride = c.W; p.prompt_lens = P.ptr(); p.pre_ids = pre.ptr();
-    p.pre_ids_stride = c.D; p.step_idx = s.ptr(); p.draft_tokens = drafts.ptr(); p.draft_stride = kK + 1;
-    p.seq_lens_this_time = slt.ptr(); p.seq_lens_decoder = dec.ptr(); p.max_dec_len = mdl.ptr();
-    p.batch = c.B; p.max_ngram_size = kMaxNgram; p.min_ngram_size = 1; p.max_draft_tokens = kK;
-    p.pad_to_max = false; p.threshold = c.T;
+    p.token_ids_all = ids.ptr();
+    p.token_ids_stride = c.W;
+    p.prompt_lens = P.ptr();
+    p.pre_ids = pre.ptr();
+    p.pre_ids_stride = c.D;
+    p.step_idx = s.ptr();
+    p.draft_tokens = drafts.ptr();
+    p.draft_stride = kK + 1;
+    p.seq_lens_this_time = slt.ptr();
+    p.seq_lens_decoder = dec.ptr();
+    p.max_dec_len = mdl.ptr();
+    p.batch = c.B;
+    p.max_ngram_size = kMaxNgram;
+    p.min_ngram_size = 1;
+    p.max_draft_tokens = kK;
+    p.pad_to_max = false;
+    p.threshold = c.T;
     return p;
   }
   // hybrid: restores the MTP lengths first (the op rewrites them).
   cudaError_t reset(cudaStream_t st) const {
     if (!c.hybrid) return cudaSuccess;
-    return cudaMemcpyAsync(slt.ptr(), slt_init.ptr(), c.B * sizeof(int32_t), cudaMemcpyDeviceToDevice, st);
+    return cudaMemcpyAsync(slt.ptr(), slt_init.ptr(), c.B * sizeof(int32_t),
+                           cudaMemcpyDeviceToDevice, st);
   }
   cudaError_t call(cudaStream_t st) const {
     return c.hybrid ? fdspec::hybrid_mtp_ngram_gpu(hybrid_params(), st)
@@ -127,20 +169,42 @@ struct DevCase {
 void cpu_reference(Case& c) {
   if (c.hybrid) {
     fdspec::HybridMtpNgramParams p;
-    p.token_ids_all = c.ids.data(); p.token_ids_stride = c.W; p.prompt_lens = c.P.data();
-    p.pre_ids = c.pre.data(); p.pre_ids_stride = c.D; p.step_idx = c.s.data();
-    p.draft_tokens = c.drafts.data(); p.draft_stride = kK + 1; p.seq_lens_this_time = c.slt.data();
-    p.seq_lens_decoder = c.dec.data(); p.max_dec_len = c.mdl.data(); p.batch = c.B;
-    p.max_ngram_size = kMaxNgram; p.min_ngram_size = 1; p.max_draft_tokens = kK; p.pad_to_max = false;
+    p.token_ids_all = c.ids.data();
+    p.token_ids_stride = c.W;
+    p.prompt_lens = c.P.data();
+    p.pre_ids = c.pre.data();
+    p.pre_ids_stride = c.D;
+    p.step_idx = c.s.data();
+    p.draft_tokens = c.drafts.data();
+    p.draft_stride = kK + 1;
+    p.seq_lens_this_time = c.slt.data();
+    p.seq_lens_decoder = c.dec.data();
+    p.max_dec_len = c.mdl.data();
+    p.batch = c.B;
+    p.max_ngram_size = kMaxNgram;
+    p.min_ngram_size = 1;
+    p.max_draft_tokens = kK;
+    p.pad_to_max = false;
     p.threshold = c.T;
     fdspec::hybrid_mtp_ngram_cpu(p);
   } else {
     fdspec::NgramMatchParams p;
-    p.token_ids_all = c.ids.data(); p.token_ids_stride = c.W; p.prompt_lens = c.P.data();
-    p.step_idx = c.s.data(); p.draft_token_num = c.dtn.data(); p.draft_tokens = c.drafts.data();
-    p.draft_stride = kK + 1; p.seq_lens_this_time = c.slt.data(); p.seq_lens_encoder = c.enc.data();
-    p.seq_lens_decoder = c.dec.data(); p.max_dec_len = c.mdl.data(); p.batch = c.B;
-    p.max_ngram_size = kMaxNgram; p.max_draft_tokens = kK; p.pad_to_max = false; p.threshold = c.T;
+    p.token_ids_all = c.ids.data();
+    p.token_ids_stride = c.W;
+    p.prompt_lens = c.P.data();
+    p.step_idx = c.s.data();
+    p.draft_token_num = c.dtn.data();
+    p.draft_tokens = c.drafts.data();
+    p.draft_stride = kK + 1;
+    p.seq_lens_this_time = c.slt.data();
+    p.seq_lens_encoder = c.enc.data();
+    p.seq_lens_decoder = c.dec.data();
+    p.max_dec_len = c.mdl.data();
+    p.batch = c.B;
+    p.max_ngram_size = kMaxNgram;
+    p.max_draft_tokens = kK;
+    p.pad_to_max = false;
+    p.threshold = c.T;
     fdspec::ngram_match_cpu(p);
   }
 }
@@ -162,8 +226,11 @@ struct Result {
 bool same_outputs(const Case& ref, const DevCase& d) {
   const auto drafts = d.drafts.download();
   const auto slt = d.slt.download();
-  const int64_t bd = harness::first_diff(drafts, ref.drafts), bs = harness::first_diff(slt, ref.slt);
-  if (bd >= 0) std::printf("  drafts[%lld]: gpu %lld cpu %lld\n", (long long)bd, (long long)drafts[bd], (long long)ref.drafts[bd]);
+  const int64_t bd = harness::first_diff(drafts, ref.drafts),
+                bs = harness::first_diff(slt, ref.slt);
+  if (bd >= 0)
+    std::printf("  drafts[%lld]: gpu %lld cpu %lld\n", (long long)bd, (long long)drafts[bd],
+                (long long)ref.drafts[bd]);
   if (bs >= 0) std::printf("  slt[%lld]: gpu %d cpu %d\n", (long long)bs, slt[bs], ref.slt[bs]);
   return bd < 0 && bs < 0;
 }
@@ -204,22 +271,35 @@ Result bench_row(bool hybrid, const Row& row, const Flusher& fl, cudaStream_t st
   const double cold = graph_us(st, calls, cold_reps, rounds, flush_call) - flush_us;
   CHECK(cudaStreamSynchronize(st));
   identical = same_outputs(ref, d) && identical;
-  return Result{hybrid ? "hybrid_mtp_ngram" : "ngram_match", row.hit, row.B, row.W, row.T, warm, cold,
+  return Result{hybrid ? "hybrid_mtp_ngram" : "ngram_match",
+                row.hit,
+                row.B,
+                row.W,
+                row.T,
+                warm,
+                cold,
                 identical};
 }
 
 const Row kRows[] = {
-    {1, 1 << 17, "late", kNonBinding},   {8, 1 << 13, "late", kNonBinding},
-    {64, 1 << 13, "late", kNonBinding},  {64, 1 << 15, "early", kNonBinding},
-    {64, 1 << 15, "late", kNonBinding},  {64, 1 << 15, "none", kNonBinding},
-    {64, 1 << 17, "late", kNonBinding},  {256, 1 << 17, "late", kNonBinding},
-    {256, 1 << 17, "none", kNonBinding}, {256, 1 << 17, "late", 128},
-    // The ops' default thresholds (ngram_match 128, hybrid_mtp_ngram 1024). Walk-free (ngram_walk.h's
-    // bound U < T): ngram 8 x 8k (U = 8 x (5 + 1) = 48), hybrid 64 x 8k (U = 64 x (6 + 1) = 448, the
-    // MTP proposer's shape, K = 5). Not walk-free: ngram 64 x 8k (U = 384) and hybrid 64 x 8k at 128
-    // (U = 448), where the threshold binds from slot 12 on: the walk runs.
-    {8, 1 << 13, "late", 128, "match"},  {64, 1 << 13, "late", 128, "match"},
-    {64, 1 << 13, "late", 1024, "hybrid"}, {64, 1 << 13, "late", 128, "hybrid"},
+    {1, 1 << 17, "late", kNonBinding},
+    {8, 1 << 13, "late", kNonBinding},
+    {64, 1 << 13, "late", kNonBinding},
+    {64, 1 << 15, "early", kNonBinding},
+    {64, 1 << 15, "late", kNonBinding},
+    {64, 1 << 15, "none", kNonBinding},
+    {64, 1 << 17, "late", kNonBinding},
+    {256, 1 << 17, "late", kNonBinding},
+    {256, 1 << 17, "none", kNonBinding},
+    {256, 1 << 17, "late", 128},
+    // The ops' default thresholds (ngram_match 128, hybrid_mtp_ngram 1024). Walk-free
+    // (ngram_walk.h's bound U < T): ngram 8 x 8k (U = 8 x (5 + 1) = 48), hybrid 64 x 8k (U = 64 x
+    // (6 + 1) = 448, the MTP proposer's shape, K = 5). Not walk-free: ngram 64 x 8k (U = 384) and
+    // hybrid 64 x 8k at 128 (U = 448), where the threshold binds from slot 12 on: the walk runs.
+    {8, 1 << 13, "late", 128, "match"},
+    {64, 1 << 13, "late", 128, "match"},
+    {64, 1 << 13, "late", 1024, "hybrid"},
+    {64, 1 << 13, "late", 128, "hybrid"},
 };
 
 __global__ void empty_kernel() {}
@@ -234,8 +314,9 @@ void calibrate(cudaStream_t st) {
     empty_kernel<<<1, 32, 0, s>>>();
     return fdspec::launch_dependent(empty_kernel, dim3(1), dim3(32), s);
   };
-  std::printf("calibration: empty kernel %.2f us, two (second a programmatic dependent) %.2f us per call\n",
-              graph_us(st, 20, 10, 15, one), graph_us(st, 20, 10, 15, two));
+  std::printf(
+      "calibration: empty kernel %.2f us, two (second a programmatic dependent) %.2f us per call\n",
+      graph_us(st, 20, 10, 15, one), graph_us(st, 20, 10, 15, two));
 }
 
 int profile(int argc, char** argv) {
@@ -262,8 +343,8 @@ int profile(int argc, char** argv) {
     for (int64_t k = 0; k <= kK; ++k) std::printf(" %lld", (long long)ref.drafts[b * (kK + 1) + k]);
     std::printf("\n");
   }
-  std::printf("profile %s B=%s W=%s %s T=%lld: %s\n", argv[2], argv[3], argv[4], argv[5], (long long)T,
-              ok ? "identical" : "MISMATCH");
+  std::printf("profile %s B=%s W=%s %s T=%lld: %s\n", argv[2], argv[3], argv[4], argv[5],
+              (long long)T, ok ? "identical" : "MISMATCH");
   return ok ? 0 : 1;
 }
 
@@ -288,9 +369,9 @@ int main(int argc, char** argv) {
       if (row.only != nullptr && std::string(row.only) != (hybrid ? "hybrid" : "match")) continue;
       res.push_back(bench_row(hybrid, row, fl, st.get(), quick));
       const Result& r = res.back();
-      std::printf("%-16s B=%4lld W=%7lld %-5s T=%-14lld warm %8.2f us  cold %8.2f us  %s\n", r.op.c_str(),
-                  (long long)r.B, (long long)r.W, r.hit.c_str(), (long long)r.T, r.warm, r.cold,
-                  r.identical ? "identical" : "MISMATCH");
+      std::printf("%-16s B=%4lld W=%7lld %-5s T=%-14lld warm %8.2f us  cold %8.2f us  %s\n",
+                  r.op.c_str(), (long long)r.B, (long long)r.W, r.hit.c_str(), (long long)r.T,
+                  r.warm, r.cold, r.identical ? "identical" : "MISMATCH");
       std::fflush(stdout);
     }
   }
@@ -301,7 +382,8 @@ int main(int argc, char** argv) {
     all_ok = all_ok && r.identical;
     const std::string t = r.T == kNonBinding ? std::string() : ", threshold " + std::to_string(r.T);
     std::printf("| %s | %lld x %lldk %s%s | %.2f | %.2f | %s |\n", r.op.c_str(), (long long)r.B,
-                (long long)(r.W >> 10), r.hit.c_str(), t.c_str(), r.warm, r.cold, r.identical ? "yes" : "NO");
+                (long long)(r.W >> 10), r.hit.c_str(), t.c_str(), r.warm, r.cold,
+                r.identical ? "yes" : "NO");
   }
   if (json != nullptr) {
     FILE* f = std::fopen(json, "w");
@@ -309,15 +391,17 @@ int main(int argc, char** argv) {
     std::fprintf(f, "{\"device\": \"%s\", \"rows\": [\n", prop.name);
     for (size_t i = 0; i < res.size(); ++i) {
       const Result& r = res[i];
-      std::fprintf(f,
-                   "  {\"op\": \"%s\", \"B\": %lld, \"W\": %lld, \"hit\": \"%s\", \"threshold\": %lld, "
-                   "\"gpu_us\": %.3f, \"gpu_cold_us\": %.3f, \"bit_identical\": %s}%s\n",
-                   r.op.c_str(), (long long)r.B, (long long)r.W, r.hit.c_str(), (long long)r.T, r.warm, r.cold,
-                   r.identical ? "true" : "false", i + 1 < res.size() ? "," : "");
+      std::fprintf(
+          f,
+          "  {\"op\": \"%s\", \"B\": %lld, \"W\": %lld, \"hit\": \"%s\", \"threshold\": %lld, "
+          "\"gpu_us\": %.3f, \"gpu_cold_us\": %.3f, \"bit_identical\": %s}%s\n",
+          r.op.c_str(), (long long)r.B, (long long)r.W, r.hit.c_str(), (long long)r.T, r.warm,
+          r.cold, r.identical ? "true" : "false", i + 1 < res.size() ? "," : "");
     }
     std::fprintf(f, "]}\n");
     std::fclose(f);
   }
-  std::printf("bench_ngram_kernels: %s\n", all_ok ? "PASS (every row bit-identical to the CPU op)" : "FAIL");
+  std::printf("bench_ngram_kernels: %s\n",
+              all_ok ? "PASS (every row bit-identical to the CPU op)" : "FAIL");
   return all_ok ? 0 : 1;
 }

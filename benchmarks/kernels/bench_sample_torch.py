@@ -29,8 +29,13 @@ def make_logits(n: int, dtype: torch.dtype, broad: bool, gen: torch.Generator) -
     return x.to(dtype)
 
 
-def sort_sample(logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor, top_k: int,
-                gen: torch.Generator) -> torch.Tensor:
+def sort_sample(
+    logits: torch.Tensor,
+    temperature: torch.Tensor,
+    top_p: torch.Tensor,
+    top_k: int,
+    gen: torch.Generator,
+) -> torch.Tensor:
     x = logits.float() / temperature[:, None]
     srt, idx = x.sort(dim=-1, descending=True)
     probs = srt.softmax(dim=-1)
@@ -83,7 +88,7 @@ def main() -> None:
     l2 = getattr(props, "L2_cache_size", 50 << 20)
     flush_buf = torch.empty(max(128 << 20, 5 * l2 // 2) // 4, dtype=torch.float32, device="cuda")
     sink = torch.empty(1, device="cuda")
-    flush = lambda: torch.sum(flush_buf, out=sink[0])  # noqa: E731
+    flush = lambda: torch.sum(flush_buf.view(1, -1), dim=1, out=sink)  # noqa: E731
     gen = torch.Generator(device="cuda")
     gen.manual_seed(51)
     rows = []
@@ -98,23 +103,38 @@ def main() -> None:
                 for top_k in (0, 50):
                     if kind == "broad" and top_k:
                         continue
-                    sample = lambda: sort_sample(logits, temperature, top_p, top_k, gen)  # noqa: E731
-                    copy = lambda: dst.copy_(logits)  # noqa: E731
+                    sample = lambda x=logits, t=temperature, p=top_p, k=top_k: sort_sample(
+                        x, t, p, k, gen
+                    )  # noqa: E731
+                    copy = lambda d=dst, x=logits: d.copy_(x)  # noqa: E731
                     flush_us = time_us(flush, calls, reps, rounds)
-                    r = dict(dtype=str(dtype).split(".")[-1], B=B, N=n, logits=kind, top_k=top_k,
-                             torch_us=time_us(sample, calls, reps, rounds),
-                             torch_cold_us=time_us(sample, calls, reps, rounds, flush) - flush_us,
-                             copy_us=time_us(copy, calls, reps, rounds))
-                    print(f"{r['dtype']:8s} B={B:3d} N={n:4d} {kind:6s} top_k={top_k:2d}: torch sort-sample "
-                          f"{r['torch_us']:9.1f} us (cold {r['torch_cold_us']:9.1f}) | copy {r['copy_us']:8.1f} us "
-                          f"-> torch / one read {r['torch_us'] / (r['copy_us'] / 2):.1f}", flush=True)
+                    r = dict(
+                        dtype=str(dtype).split(".")[-1],
+                        B=B,
+                        N=n,
+                        logits=kind,
+                        top_k=top_k,
+                        torch_us=time_us(sample, calls, reps, rounds),
+                        torch_cold_us=time_us(sample, calls, reps, rounds, flush) - flush_us,
+                        copy_us=time_us(copy, calls, reps, rounds),
+                    )
+                    print(
+                        f"{r['dtype']:8s} B={B:3d} N={n:4d} {kind:6s} top_k={top_k:2d}: torch sort-sample "
+                        f"{r['torch_us']:9.1f} us (cold {r['torch_cold_us']:9.1f}) | copy {r['copy_us']:8.1f} us "
+                        f"-> torch / one read {r['torch_us'] / (r['copy_us'] / 2):.1f}",
+                        flush=True,
+                    )
                     rows.append(r)
                 del logits, dst
                 torch.cuda.empty_cache()
     print(f"\ndevice: {props.name}, torch {torch.__version__}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": props.name, "torch": torch.__version__, "V": V, "K": K, "rows": rows}, f, indent=1)
+            json.dump(
+                {"device": props.name, "torch": torch.__version__, "V": V, "K": K, "rows": rows},
+                f,
+                indent=1,
+            )
 
 
 if __name__ == "__main__":

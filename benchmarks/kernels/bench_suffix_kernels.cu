@@ -1,26 +1,31 @@
-// Device time of suffix_match and of the global cache step (suffix_cache_insert + suffix_cache_query)
-// at the kernel layer (no Paddle), on the inputs of the suffix and suffix_cache routines (benchmarks/)
-// (same generators, C++ random streams), warm and cold:
+// Device time of suffix_match and of the global cache step (suffix_cache_insert +
+// suffix_cache_query) at the kernel layer (no Paddle), on the inputs of the suffix and suffix_cache
+// routines (benchmarks/) (same generators, C++ random streams), warm and cold:
 //
-// - warm: a CUDA graph of 20 back-to-back steps, replayed; per-step time from CUDA events around the
+// - warm: a CUDA graph of 20 back-to-back steps, replayed; per-step time from CUDA events around
+// the
 //   replays, median over rounds;
-// - cold: before each step the graph reads a buffer of max(128 MB, 2.5 x L2); the read alone is timed
+// - cold: before each step the graph reads a buffer of max(128 MB, 2.5 x L2); the read alone is
+// timed
 //   in a second graph and subtracted.
 //
-// Every row is checked bit for bit against the CPU implementation (after one plain step and after the
-// timed replays; cache rows up to 10k responses: the CPU query of 100k is slow). Each cache row is
-// followed by the time of its query's local part alone (suffix_match on the same slots, unchecked)
-// and by the same step with the line filter off (the baseline of the filter, same run, unchecked).
-// Prints one line per row, then a table; exits 1 on a mismatch.
+// Every row is checked bit for bit against the CPU implementation (after one plain step and after
+// the timed replays; cache rows up to 10k responses: the CPU query of 100k is slow). Each cache row
+// is followed by the time of its query's local part alone (suffix_match on the same slots,
+// unchecked) and by the same step with the line filter off (the baseline of the filter, same run,
+// unchecked). Prints one line per row, then a table; exits 1 on a mismatch.
 //
-//   bash benchmarks/kernels/build.sh 90a build bench_suffix_kernels   # nvcc, from the repository root
-//   build/bench_suffix_kernels [--json FILE] [--quick] [--only match|cache|cache-10k|cache-64|cache-texts]
-//   build/bench_suffix_kernels --profile match|cache B N [SEED]   (a few plain steps, for nsys / ncu;
-//                                                                  the cache's texts from SEED, default 5)
+//   bash benchmarks/kernels/build.sh 90a build bench_suffix_kernels   # nvcc, from the repository
+//   root build/bench_suffix_kernels [--json FILE] [--quick] [--only
+//   match|cache|cache-10k|cache-64|cache-texts] build/bench_suffix_kernels --profile match|cache B
+//   N [SEED]   (a few plain steps, for nsys / ncu;
+//                                                                  the cache's texts from SEED,
+//                                                                  default 5)
 //   build/bench_suffix_kernels --stages B N   (suffix_match: the search and the walk timed apart)
-// Built with PROFILE=1 (benchmarks/kernels/build.sh: -DFDSPEC_PROFILE, custom_ops/common/profiler.cuh),
-// --stages also prints the search's per-stage clocks, and --profile cache the global search's and the
-// first scan's; the probes change no launch.
+// Built with PROFILE=1 (benchmarks/kernels/build.sh: -DFDSPEC_PROFILE,
+// custom_ops/common/profiler.cuh),
+// --stages also prints the search's per-stage clocks, and --profile cache the global search's and
+// the first scan's; the probes change no launch.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -45,10 +50,13 @@ constexpr int64_t kK = 5, kVocab = 32000, kNonBinding = int64_t{1} << 40;
 int64_t g_threshold = kNonBinding;  // the batch budget
 constexpr int kDepth = 64, kM = 1024;
 constexpr int64_t kWidth = 512, kHistory = 2048;
-constexpr int64_t kCountedVocab = int64_t{1} << 18;  // the cache counts tokens below it (the Python default)
-constexpr int64_t kPairVocab = 1024;                 // and pairs of tokens below this (the Python default)
-constexpr int64_t kLinePlanes = 2048;                // and filters its lines with this many bits (the Python default)
-constexpr int64_t kCachedResponses[] = {1000, 10000, 100000};  // the cache rows, filled in this order
+constexpr int64_t kCountedVocab = int64_t{1}
+                                  << 18;  // the cache counts tokens below it (the Python default)
+constexpr int64_t kPairVocab = 1024;      // and pairs of tokens below this (the Python default)
+constexpr int64_t kLinePlanes =
+    2048;  // and filters its lines with this many bits (the Python default)
+constexpr int64_t kCachedResponses[] = {1000, 10000,
+                                        100000};  // the cache rows, filled in this order
 
 using harness::DevVec;
 
@@ -70,7 +78,9 @@ struct Zipf {
     }
   }
   int64_t token() { return (draw() - 1) % kVocab; }
-  int64_t uni_int(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(g); }
+  int64_t uni_int(int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(g);
+  }
 };
 
 // The suffix_match step inputs (host), in the op's layout.
@@ -97,7 +107,8 @@ void decoding_slots(Match& c, int64_t P, int64_t N) {
   c.meta.assign(B * 2, 0);
 }
 
-// benchmarks/suffix.py make_case: Zipf histories of N tokens whose last 256 repeat an earlier stretch.
+// benchmarks/suffix.py make_case: Zipf histories of N tokens whose last 256 repeat an earlier
+// stretch.
 Match make_match(int64_t B, int64_t N) {
   Zipf z(11);
   Match c;
@@ -115,22 +126,39 @@ Match make_match(int64_t B, int64_t N) {
 }
 
 template <class I64, class I32, class F32>
-fdspec::SuffixMatchParams match_params(int64_t B, int64_t W, I64 ids, I64 P, I64 s, I32 dtn, I64 drafts,
-                                       I32 slt, I32 enc, I32 dec, I64 mdl, I64 toks, F32 probs, I32 meta) {
+fdspec::SuffixMatchParams match_params(int64_t B, int64_t W, I64 ids, I64 P, I64 s, I32 dtn,
+                                       I64 drafts, I32 slt, I32 enc, I32 dec, I64 mdl, I64 toks,
+                                       F32 probs, I32 meta) {
   fdspec::SuffixMatchParams p;
-  p.token_ids_all = ids; p.token_ids_stride = W; p.prompt_lens = P; p.step_idx = s;
-  p.draft_token_num = dtn; p.draft_tokens = drafts; p.draft_stride = kK + 1; p.seq_lens_this_time = slt;
-  p.seq_lens_encoder = enc; p.seq_lens_decoder = dec; p.max_dec_len = mdl; p.suffix_tokens = toks;
-  p.suffix_probs = probs; p.suffix_meta = meta; p.batch = B; p.max_tree_depth = kDepth;
-  p.max_spec_factor = 1.0f; p.max_spec_offset = 0.0f; p.min_token_prob = 0.1f; p.max_draft_tokens = kK;
-  p.pad_to_max = false; p.threshold = g_threshold;
+  p.token_ids_all = ids;
+  p.token_ids_stride = W;
+  p.prompt_lens = P;
+  p.step_idx = s;
+  p.draft_token_num = dtn;
+  p.draft_tokens = drafts;
+  p.draft_stride = kK + 1;
+  p.seq_lens_this_time = slt;
+  p.seq_lens_encoder = enc;
+  p.seq_lens_decoder = dec;
+  p.max_dec_len = mdl;
+  p.suffix_tokens = toks;
+  p.suffix_probs = probs;
+  p.suffix_meta = meta;
+  p.batch = B;
+  p.max_tree_depth = kDepth;
+  p.max_spec_factor = 1.0f;
+  p.max_spec_offset = 0.0f;
+  p.min_token_prob = 0.1f;
+  p.max_draft_tokens = kK;
+  p.pad_to_max = false;
+  p.threshold = g_threshold;
   return p;
 }
 
 fdspec::SuffixMatchParams host_params(Match& c) {
   return match_params(c.B, c.W, c.ids.data(), c.P.data(), c.s.data(), c.dtn.data(), c.drafts.data(),
-                      c.slt.data(), c.enc.data(), c.dec.data(), c.mdl.data(), c.toks.data(), c.probs.data(),
-                      c.meta.data());
+                      c.slt.data(), c.enc.data(), c.dec.data(), c.mdl.data(), c.toks.data(),
+                      c.probs.data(), c.meta.data());
 }
 
 struct DevMatch {
@@ -139,11 +167,22 @@ struct DevMatch {
   DevVec<int32_t> dtn, slt, enc, dec, meta;
   DevVec<float> probs;
   explicit DevMatch(const Match& m)
-      : c(m), ids(m.ids), P(m.P), s(m.s), drafts(m.drafts), mdl(m.mdl), toks(m.toks), dtn(m.dtn),
-        slt(m.slt), enc(m.enc), dec(m.dec), meta(m.meta), probs(m.probs) {}
+      : c(m),
+        ids(m.ids),
+        P(m.P),
+        s(m.s),
+        drafts(m.drafts),
+        mdl(m.mdl),
+        toks(m.toks),
+        dtn(m.dtn),
+        slt(m.slt),
+        enc(m.enc),
+        dec(m.dec),
+        meta(m.meta),
+        probs(m.probs) {}
   fdspec::SuffixMatchParams params() const {
-    return match_params(c.B, c.W, ids.ptr(), P.ptr(), s.ptr(), dtn.ptr(), drafts.ptr(), slt.ptr(), enc.ptr(),
-                        dec.ptr(), mdl.ptr(), toks.ptr(), probs.ptr(), meta.ptr());
+    return match_params(c.B, c.W, ids.ptr(), P.ptr(), s.ptr(), dtn.ptr(), drafts.ptr(), slt.ptr(),
+                        enc.ptr(), dec.ptr(), mdl.ptr(), toks.ptr(), probs.ptr(), meta.ptr());
   }
   // Equal to the host case's outputs (after the CPU op ran on it)?
   bool same(const Match& ref, int* drafting) const {
@@ -158,7 +197,8 @@ struct DevMatch {
   }
 };
 
-// ---- the global cache's inputs (benchmarks/suffix_cache.py) -------------------------------------------
+// ---- the global cache's inputs (benchmarks/suffix_cache.py)
+// -------------------------------------------
 
 struct Texts {
   Zipf z;
@@ -200,9 +240,9 @@ struct HostCache {
   std::vector<uint32_t> lines;
   std::vector<std::vector<int64_t>> responses;
   fdspec::SuffixCache view() {
-    return fdspec::SuffixCache{tokens.data(), keys.data(),   rows.data(),   R,            kWidth,
-                               1,             counts.data(), kCountedVocab, pairs.data(), kPairVocab,
-                               lines.data(),  kLinePlanes};
+    return fdspec::SuffixCache{tokens.data(), keys.data(), rows.data(),   R,
+                               kWidth,        1,           counts.data(), kCountedVocab,
+                               pairs.data(),  kPairVocab,  lines.data(),  kLinePlanes};
   }
 };
 
@@ -227,8 +267,9 @@ HostCache fill_cache(int64_t n, Texts& texts) {
       s[b] = static_cast<int64_t>(r.size());
       dec[b] = static_cast<int32_t>(r.size() + 1);
     }
-    fdspec::SuffixCacheInsertParams p{ids.data(), W, P.data(), s.data(), enc.data(), dec.data(),
-                                      slots.data(), h.counter.data(), B, h.view()};
+    fdspec::SuffixCacheInsertParams p{ids.data(), W,          P.data(),     s.data(),
+                                      enc.data(), dec.data(), slots.data(), h.counter.data(),
+                                      B,          h.view()};
     fdspec::suffix_cache_insert_cpu(p);
   }
   return h;
@@ -272,25 +313,33 @@ struct DevCache {
   int64_t R;
   int64_t planes = kLinePlanes;  // 0: the same cache queried without its line filter (the baseline)
   DevCache(const HostCache& h, int64_t B)
-      : tokens(h.tokens), rows(h.rows), counter(h.counter),
-        slots(std::vector<int64_t>(B, fdspec::kSuffixSlotFree)), cand(std::vector<int64_t>(B * fdspec::kSuffixCandLists * kM, 0)),
-        keys(h.keys), stat(std::vector<int32_t>((B + 1) * fdspec::kSuffixStatCols, 0)),
-        source(std::vector<int32_t>(B, 0)), counts(h.counts), pairs(h.pairs), lines(h.lines),
-        line_mask(std::vector<uint32_t>(fdspec::suffix_line_words(h.R, kWidth), 0)), R(h.R) {}
+      : tokens(h.tokens),
+        rows(h.rows),
+        counter(h.counter),
+        slots(std::vector<int64_t>(B, fdspec::kSuffixSlotFree)),
+        cand(std::vector<int64_t>(B * fdspec::kSuffixCandLists * kM, 0)),
+        keys(h.keys),
+        stat(std::vector<int32_t>((B + 1) * fdspec::kSuffixStatCols, 0)),
+        source(std::vector<int32_t>(B, 0)),
+        counts(h.counts),
+        pairs(h.pairs),
+        lines(h.lines),
+        line_mask(std::vector<uint32_t>(fdspec::suffix_line_words(h.R, kWidth), 0)),
+        R(h.R) {}
   fdspec::SuffixCache view() const {
-    return fdspec::SuffixCache{tokens.ptr(), keys.ptr(),   rows.ptr(),    R,            kWidth,
-                               1,            counts.ptr(), kCountedVocab, pairs.ptr(), kPairVocab,
-                               lines.ptr(),  planes};
+    return fdspec::SuffixCache{tokens.ptr(), keys.ptr(), rows.ptr(),   R,
+                               kWidth,       1,          counts.ptr(), kCountedVocab,
+                               pairs.ptr(),  kPairVocab, lines.ptr(),  planes};
   }
 };
 
 cudaError_t cache_step(const DevMatch& d, const DevCache& k, cudaStream_t st) {
   const fdspec::SuffixMatchParams m = d.params();
-  fdspec::SuffixCacheInsertParams ins{m.token_ids_all, m.token_ids_stride, m.prompt_lens, m.step_idx,
-                                      m.seq_lens_encoder, m.seq_lens_decoder, k.slots.ptr(),
-                                      k.counter.ptr(), m.batch, k.view()};
-  const fdspec::SuffixCacheQueryParams q{m,           k.view(),          k.source.ptr(), k.cand.ptr(),
-                                         k.stat.ptr(), k.line_mask.ptr(), kM};
+  fdspec::SuffixCacheInsertParams ins{
+      m.token_ids_all,    m.token_ids_stride, m.prompt_lens,   m.step_idx, m.seq_lens_encoder,
+      m.seq_lens_decoder, k.slots.ptr(),      k.counter.ptr(), m.batch,    k.view()};
+  const fdspec::SuffixCacheQueryParams q{
+      m, k.view(), k.source.ptr(), k.cand.ptr(), k.stat.ptr(), k.line_mask.ptr(), kM};
   return fdspec::suffix_cache_step_gpu(ins, q, st);
 }
 
@@ -308,7 +357,8 @@ bool cache_same(Match ref, const DevMatch& d, const DevCache& k, int* global_win
   std::vector<int32_t> source(ref.B, 0);
   std::vector<int64_t> cand(ref.B * fdspec::kSuffixCandLists * kM, 0);
   std::vector<int32_t> stat((ref.B + 1) * fdspec::kSuffixStatCols, 0);
-  fdspec::SuffixCacheQueryParams q{host_params(ref), h.view(), source.data(), cand.data(), stat.data(), nullptr, kM};
+  fdspec::SuffixCacheQueryParams q{
+      host_params(ref), h.view(), source.data(), cand.data(), stat.data(), nullptr, kM};
   fdspec::suffix_cache_query_cpu(q);
   const auto gsrc = k.source.download();
   *global_wins = 0;
@@ -322,7 +372,7 @@ struct Result {
   std::string op;
   int64_t B, N;
   double warm, cold;
-  int extra;  // suffix_match: slots drafting; cache: slots whose global draft won
+  int extra;    // suffix_match: slots drafting; cache: slots whose global draft won
   int checked;  // 1 identical, 0 mismatch, -1 not checked
 };
 
@@ -336,7 +386,8 @@ void time_step(cudaStream_t st, const bench::Flusher& fl, bool quick,
     return e != cudaSuccess ? e : step(s);
   };
   const int cold_reps = quick ? 1 : 3;
-  const double flush_us = bench::graph_us(st, calls, cold_reps, rounds, [&](cudaStream_t s) { return fl.run(s); });
+  const double flush_us =
+      bench::graph_us(st, calls, cold_reps, rounds, [&](cudaStream_t s) { return fl.run(s); });
   *cold = bench::graph_us(st, calls, cold_reps, rounds, flush_call) - flush_us;
 }
 
@@ -350,14 +401,16 @@ Result bench_match(int64_t B, int64_t N, const bench::Flusher& fl, cudaStream_t 
   int drafting = 0;
   bool ok = d.same(ref, &drafting);
   double warm = 0, cold = 0;
-  time_step(st, fl, quick, [&](cudaStream_t s) { return fdspec::suffix_match_gpu(d.params(), s); }, &warm, &cold);
+  time_step(
+      st, fl, quick, [&](cudaStream_t s) { return fdspec::suffix_match_gpu(d.params(), s); }, &warm,
+      &cold);
   CHECK(cudaStreamSynchronize(st));
   ok = d.same(ref, nullptr) && ok;
   return Result{"suffix_match", B, N, warm, cold, drafting, ok ? 1 : 0};
 }
 
-Result bench_cache(int64_t B, const HostCache& h, const bench::Flusher& fl, cudaStream_t st, bool quick, bool check,
-                   Result* local, Result* unfiltered) {
+Result bench_cache(int64_t B, const HostCache& h, const bench::Flusher& fl, cudaStream_t st,
+                   bool quick, bool check, Result* local, Result* unfiltered) {
   Match c = make_query(B, h);
   DevMatch d(c);
   DevCache k(h, B);
@@ -374,15 +427,17 @@ Result bench_cache(int64_t B, const HostCache& h, const bench::Flusher& fl, cuda
   // The query's local part alone (suffix_match on the same slots), after the checks: it overwrites
   // the outputs. The rest of the step is the insert and the global search.
   double local_warm = 0, local_cold = 0;
-  time_step(st, fl, quick, [&](cudaStream_t s) { return fdspec::suffix_match_gpu(d.params(), s); }, &local_warm,
-            &local_cold);
+  time_step(
+      st, fl, quick, [&](cudaStream_t s) { return fdspec::suffix_match_gpu(d.params(), s); },
+      &local_warm, &local_cold);
   CHECK(cudaStreamSynchronize(st));
   *local = Result{"  of which local", B, h.R, local_warm, local_cold, 0, -1};
   // The baseline in the same run: the same step with the line filter off (every line scanned; the
   // filter is still kept by the insert).
   k.planes = 0;
   double base_warm = 0, base_cold = 0;
-  time_step(st, fl, quick, [&](cudaStream_t s) { return cache_step(d, k, s); }, &base_warm, &base_cold);
+  time_step(
+      st, fl, quick, [&](cudaStream_t s) { return cache_step(d, k, s); }, &base_warm, &base_cold);
   CHECK(cudaStreamSynchronize(st));
   *unfiltered = Result{"  without line filter", B, h.R, base_warm, base_cold, 0, -1};
   return step;
@@ -393,7 +448,7 @@ Result bench_cache(int64_t B, const HostCache& h, const bench::Flusher& fl, cuda
 namespace fdspec {
 void suffix_profile_print(int64_t blocks, double clock_khz);
 void suffix_cache_profile_print(int64_t blocks, double clock_khz);
-}
+}  // namespace fdspec
 namespace {
 #endif
 
@@ -409,8 +464,9 @@ int stages(int argc, char** argv) {
   };
   const double search = time(fdspec::suffix_search_gpu), walk = time(fdspec::suffix_walk_gpu);
   const double both = time(fdspec::suffix_match_gpu);
-  std::printf("stages B=%lld N=%lld: search %.2f us, walk %.2f us, match %.2f us (warm graph replays)\n",
-              (long long)B, (long long)N, search, walk, both);
+  std::printf(
+      "stages B=%lld N=%lld: search %.2f us, walk %.2f us, match %.2f us (warm graph replays)\n",
+      (long long)B, (long long)N, search, walk, both);
 #ifdef FDSPEC_PROFILE
   CHECK(fdspec::suffix_search_gpu(p, st.get()));
   st.sync();
@@ -459,7 +515,8 @@ int profile(int argc, char** argv) {
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--profile") return profile(argc, argv);
   if (argc > 1 && std::string(argv[1]) == "--stages") return stages(argc, argv);
-  const bench::Options opt = bench::parse_options(argc, argv, "match|cache|cache-10k|cache-64|cache-texts");
+  const bench::Options opt =
+      bench::parse_options(argc, argv, "match|cache|cache-10k|cache-64|cache-texts");
   if (!opt.ok) return 2;
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -468,8 +525,9 @@ int main(int argc, char** argv) {
   std::vector<Result> res;
   auto show = [&](const Result& r) {
     std::printf("%-20s B=%4lld N=%7lld warm %9.2f us  cold %9.2f us  %s=%d  %s\n", r.op.c_str(),
-                (long long)r.B, (long long)r.N, r.warm, r.cold, r.op == "suffix_match" ? "drafting" : "global",
-                r.extra, r.checked < 0 ? "unchecked" : (r.checked ? "identical" : "MISMATCH"));
+                (long long)r.B, (long long)r.N, r.warm, r.cold,
+                r.op == "suffix_match" ? "drafting" : "global", r.extra,
+                r.checked < 0 ? "unchecked" : (r.checked ? "identical" : "MISMATCH"));
     std::fflush(stdout);
   };
   if (opt.only.empty() || opt.only == "match") {
@@ -484,10 +542,12 @@ int main(int argc, char** argv) {
     // Issue 20's row and the same row of the two other texts, the step alone (checked, no local
     // or unfiltered timing): the quickest A/B of a kernel variant. cache-texts: ten texts, for a
     // change whose gain may be one cache's luck (how the scan's static share of the lines falls).
-    const std::vector<uint64_t> seeds = opt.only == "cache-64" ? std::vector<uint64_t>{5, 6, 7}
-                                                                : std::vector<uint64_t>{5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+    const std::vector<uint64_t> seeds =
+        opt.only == "cache-64" ? std::vector<uint64_t>{5, 6, 7}
+                               : std::vector<uint64_t>{5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
     for (uint64_t seed : seeds) {
-      res.push_back(bench_cache(64, texts_cache(10000, seed), fl, st.get(), opt.quick, true, nullptr, nullptr));
+      res.push_back(bench_cache(64, texts_cache(10000, seed), fl, st.get(), opt.quick, true,
+                                nullptr, nullptr));
       if (seed != 5) res.back().op = "cache, texts " + std::to_string(seed);
       show(res.back());
     }
@@ -495,7 +555,8 @@ int main(int argc, char** argv) {
   if (opt.only.empty() || opt.only == "cache" || opt.only == "cache-10k") {
     Texts texts(5);
     for (int64_t n : kCachedResponses) {
-      const HostCache h = fill_cache(n, texts);  // the smaller caches first: the texts' random stream
+      const HostCache h =
+          fill_cache(n, texts);  // the smaller caches first: the texts' random stream
       if (opt.only == "cache-10k" && n != 10000) {  // issue 20's rows alone, for quick A/B runs
         if (n > 10000) break;
         continue;
@@ -526,11 +587,13 @@ int main(int argc, char** argv) {
   }
   bool ok = true;
   std::printf("\n%s, per step (CUDA-graph replays of 20 steps, medians)\n", prop.name);
-  std::printf("| op | B | N / cached responses | warm us | cold us | identical |\n|---|---:|---:|---:|---:|---|\n");
+  std::printf(
+      "| op | B | N / cached responses | warm us | cold us | identical "
+      "|\n|---|---:|---:|---:|---:|---|\n");
   for (const Result& r : res) {
     ok = ok && r.checked != 0;
-    std::printf("| %s | %lld | %lld | %.2f | %.2f | %s |\n", r.op.c_str(), (long long)r.B, (long long)r.N, r.warm,
-                r.cold, r.checked < 0 ? "-" : (r.checked ? "yes" : "NO"));
+    std::printf("| %s | %lld | %lld | %.2f | %.2f | %s |\n", r.op.c_str(), (long long)r.B,
+                (long long)r.N, r.warm, r.cold, r.checked < 0 ? "-" : (r.checked ? "yes" : "NO"));
   }
   if (opt.json != nullptr) {
     FILE* f = std::fopen(opt.json, "w");
@@ -538,9 +601,12 @@ int main(int argc, char** argv) {
     std::fprintf(f, "{\"device\": \"%s\", \"rows\": [\n", prop.name);
     for (size_t i = 0; i < res.size(); ++i) {
       const Result& r = res[i];
-      std::fprintf(f, "  {\"op\": \"%s\", \"B\": %lld, \"N\": %lld, \"gpu_us\": %.3f, \"gpu_cold_us\": %.3f, "
-                      "\"identical\": %s}%s\n", r.op.c_str(), (long long)r.B, (long long)r.N, r.warm, r.cold,
-                   r.checked < 0 ? "null" : (r.checked ? "true" : "false"), i + 1 < res.size() ? "," : "");
+      std::fprintf(
+          f,
+          "  {\"op\": \"%s\", \"B\": %lld, \"N\": %lld, \"gpu_us\": %.3f, \"gpu_cold_us\": %.3f, "
+          "\"identical\": %s}%s\n",
+          r.op.c_str(), (long long)r.B, (long long)r.N, r.warm, r.cold,
+          r.checked < 0 ? "null" : (r.checked ? "true" : "false"), i + 1 < res.size() ? "," : "");
     }
     std::fprintf(f, "]}\n");
     std::fclose(f);

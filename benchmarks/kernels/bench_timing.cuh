@@ -17,7 +17,8 @@ namespace bench {
 // keeps the loads): what evicts the op's tokens from L2 before a cold call.
 __global__ void flush_l2(const uint4* __restrict__ buf, size_t n, unsigned* sink) {
   unsigned acc = 0;
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x) {
     const uint4 v = buf[i];  // a plain load: it allocates in L2 (a streaming hint would not evict)
     acc ^= v.x ^ v.y ^ v.z ^ v.w;
   }
@@ -49,7 +50,7 @@ struct Flusher {
 
 // Median over rounds of (time of `reps` replays of a graph of `calls` x body) / calls, in us.
 inline double graph_us(cudaStream_t st, int calls, int reps, int rounds,
-                const std::function<cudaError_t(cudaStream_t)>& body) {
+                       const std::function<cudaError_t(cudaStream_t)>& body) {
   harness::Graph g(st, [&](cudaStream_t s) {
     for (int i = 0; i < calls; ++i) {
       const cudaError_t e = body(s);
@@ -99,8 +100,8 @@ inline Options parse_options(int argc, char** argv, const char* only_help = null
     } else if (a == "--quick" || a == "quick") {
       o.quick = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--json FILE]%s%s%s [--quick]\n", argv[0], only_help ? " [--only " : "",
-                   only_help ? only_help : "", only_help ? "]" : "");
+      std::fprintf(stderr, "usage: %s [--json FILE]%s%s%s [--quick]\n", argv[0],
+                   only_help ? " [--only " : "", only_help ? only_help : "", only_help ? "]" : "");
       o.ok = false;
     }
   }

@@ -1,5 +1,5 @@
-// Helpers shared by every Paddle binding: named tensor checks, place dispatch, stream access and the
-// translation of a CUDA status into a Paddle error. Kernel layers never include this file.
+// Helpers shared by every Paddle binding: named tensor checks, place dispatch, stream access and
+// the translation of a CUDA status into a Paddle error. Kernel layers never include this file.
 #pragma once
 
 #include <cerrno>
@@ -32,20 +32,29 @@ inline std::string shape_str(const paddle::Tensor& t) {
 
 inline const char* dtype_str(paddle::DataType d) {
   switch (d) {
-    case paddle::DataType::BOOL: return "bool";
-    case paddle::DataType::UINT8: return "uint8";
-    case paddle::DataType::INT32: return "int32";
-    case paddle::DataType::INT64: return "int64";
-    case paddle::DataType::FLOAT16: return "float16";
-    case paddle::DataType::BFLOAT16: return "bfloat16";
-    case paddle::DataType::FLOAT32: return "float32";
-    case paddle::DataType::FLOAT64: return "float64";
-    default: return "another dtype";
+    case paddle::DataType::BOOL:
+      return "bool";
+    case paddle::DataType::UINT8:
+      return "uint8";
+    case paddle::DataType::INT32:
+      return "int32";
+    case paddle::DataType::INT64:
+      return "int64";
+    case paddle::DataType::FLOAT16:
+      return "float16";
+    case paddle::DataType::BFLOAT16:
+      return "bfloat16";
+    case paddle::DataType::FLOAT32:
+      return "float32";
+    case paddle::DataType::FLOAT64:
+      return "float64";
+    default:
+      return "another dtype";
   }
 }
 
-// Checks for one op call. Every message starts with the op name and names the offending tensor, so a
-// runner author sees "ngram_match: draft_tokens must be int64, got int32" rather than a crash.
+// Checks for one op call. Every message starts with the op name and names the offending tensor, so
+// a runner author sees "ngram_match: draft_tokens must be int64, got int32" rather than a crash.
 class OpChecks {
  public:
   explicit OpChecks(const char* op) : op_(op) {}
@@ -55,14 +64,16 @@ class OpChecks {
   // dereference null. `names` is the comma-separated list of the tensors' names, in order (the
   // FDSPEC_CHECK_DEFINED macro writes it from the parameter names). Empty tensors are defined: an
   // empty batch is a valid call.
-  const OpChecks& defined(const char* names,
-                          std::initializer_list<std::reference_wrapper<const paddle::Tensor>> tensors) const {
+  const OpChecks& defined(
+      const char* names,
+      std::initializer_list<std::reference_wrapper<const paddle::Tensor>> tensors) const {
     const char* name = names;
     for (const paddle::Tensor& t : tensors) {
       const char* end = name;
       while (*end != '\0' && *end != ',') ++end;
-      PD_CHECK(t.defined(), op_, ": ", std::string(name, end),
-               " is not a tensor (None or an undefined tensor was passed); expected a paddle.Tensor");
+      PD_CHECK(
+          t.defined(), op_, ": ", std::string(name, end),
+          " is not a tensor (None or an undefined tensor was passed); expected a paddle.Tensor");
       name = *end == ',' ? end + 1 : end;
       while (*name == ' ') ++name;
     }
@@ -115,12 +126,13 @@ class OpChecks {
   const OpChecks& rows_at_least(const paddle::Tensor& t, const char* name, int64_t min_rows) const {
     const auto s = t.shape();
     PD_CHECK(s.size() == 2, op_, ": ", name, " must be 2-D, got shape ", shape_str(t));
-    PD_CHECK(s[0] >= min_rows, op_, ": ", name, " must have at least ", min_rows, " rows (the batch",
-             batch_note(name, min_rows), "), got shape ", shape_str(t));
+    PD_CHECK(s[0] >= min_rows, op_, ": ", name, " must have at least ", min_rows,
+             " rows (the batch", batch_note(name, min_rows), "), got shape ", shape_str(t));
     return *this;
   }
 
-  // A [., K + 1] tensor with as many columns as the op's reference tensor `ref_name` (K + 1 = width).
+  // A [., K + 1] tensor with as many columns as the op's reference tensor `ref_name` (K + 1 =
+  // width).
   const OpChecks& k1_columns(const paddle::Tensor& t, const char* name, const char* ref_name,
                              int64_t width) const {
     PD_CHECK(t.shape()[1] == width, op_, ": ", name, " must have as many columns as ", ref_name,
@@ -131,7 +143,8 @@ class OpChecks {
   const OpChecks& same_place(const paddle::Tensor& first, const char* first_name,
                              const paddle::Tensor& t, const char* name) const {
     PD_CHECK(first.place() == t.place(), op_, ": ", name, " is on ", place_str(t), " but ",
-             first_name, " is on ", place_str(first), "; all tensors of one call must share a place");
+             first_name, " is on ", place_str(first),
+             "; all tensors of one call must share a place");
     return *this;
   }
 
@@ -164,9 +177,9 @@ class OpChecks {
   };
 
   // Checks an op's tensors from one table (in argument order) and returns B: every tensor defined,
-  // B = the element count of `batch_tensor`, every dtype, the shape of `batch_tensor` and then every
-  // other shape against B, and every tensor on the place of the first. Then each row with a field
-  // gets its data pointer. The op's own column and attribute checks follow with that().
+  // B = the element count of `batch_tensor`, every dtype, the shape of `batch_tensor` and then
+  // every other shape against B, and every tensor on the place of the first. Then each row with a
+  // field gets its data pointer. The op's own column and attribute checks follow with that().
   int64_t tensors(std::initializer_list<Rule> table, const char* batch_tensor) const {
     return tensors(table.begin(), table.end(), batch_tensor);
   }
@@ -185,8 +198,9 @@ class OpChecks {
  private:
   int64_t tensors(const Rule* begin, const Rule* end, const char* batch_tensor) const {
     for (const Rule* r = begin; r != end; ++r) {
-      PD_CHECK(r->tensor.defined(), op_, ": ", r->name,
-               " is not a tensor (None or an undefined tensor was passed); expected a paddle.Tensor");
+      PD_CHECK(
+          r->tensor.defined(), op_, ": ", r->name,
+          " is not a tensor (None or an undefined tensor was passed); expected a paddle.Tensor");
     }
     const Rule* by = nullptr;
     for (const Rule* r = begin; r != end; ++r) {
@@ -201,7 +215,8 @@ class OpChecks {
     for (const Rule* r = begin; r != end; ++r) {
       if (r != by) shape(*r, B);
     }
-    for (const Rule* r = begin; r != end; ++r) same_place(begin->tensor, begin->name, r->tensor, r->name);
+    for (const Rule* r = begin; r != end; ++r)
+      same_place(begin->tensor, begin->name, r->tensor, r->name);
     for (const Rule* r = begin; r != end; ++r) {
       if (r->field != nullptr) bind(*r);
     }
@@ -219,15 +234,25 @@ class OpChecks {
 
   void bind(const Rule& r) const {
     switch (r.dtype) {
-      case paddle::DataType::BOOL: bind_as<bool>(r); break;
-      case paddle::DataType::INT32: bind_as<int32_t>(r); break;
-      case paddle::DataType::INT64: bind_as<int64_t>(r); break;
-      case paddle::DataType::FLOAT32: bind_as<float>(r); break;
-      default: PD_THROW(op_, ": internal error, no data pointer for ", r.name, " of ", dtype_str(r.dtype));
+      case paddle::DataType::BOOL:
+        bind_as<bool>(r);
+        break;
+      case paddle::DataType::INT32:
+        bind_as<int32_t>(r);
+        break;
+      case paddle::DataType::INT64:
+        bind_as<int64_t>(r);
+        break;
+      case paddle::DataType::FLOAT32:
+        bind_as<float>(r);
+        break;
+      default:
+        PD_THROW(op_, ": internal error, no data pointer for ", r.name, " of ", dtype_str(r.dtype));
     }
   }
 
-  // " (B = n, from <batch tensor> <its shape>)" when n is the recorded batch and `name` is not its tensor.
+  // " (B = n, from <batch tensor> <its shape>)" when n is the recorded batch and `name` is not its
+  // tensor.
   std::string batch_note(const char* name, int64_t n) const {
     if (batch_name_ == nullptr || n != batch_ || std::string(name) == batch_name_) return {};
     return std::string(" (B = ") + std::to_string(n) + ", the size of " + batch_name_ + ")";
@@ -241,10 +266,18 @@ class OpChecks {
 
   void shape(const Rule& r, int64_t B) const {
     switch (r.dim) {
-      case Dim::kPerSlot: per_slot(r.tensor, r.name, B); break;
-      case Dim::kRows: rows_at_least(r.tensor, r.name, B); break;
-      case Dim::kVector: vector(r.tensor, r.name); break;
-      case Dim::kRank1: rank(r.tensor, r.name, 1); break;
+      case Dim::kPerSlot:
+        per_slot(r.tensor, r.name, B);
+        break;
+      case Dim::kRows:
+        rows_at_least(r.tensor, r.name, B);
+        break;
+      case Dim::kVector:
+        vector(r.tensor, r.name);
+        break;
+      case Dim::kRank1:
+        rank(r.tensor, r.name, 1);
+        break;
     }
   }
 
@@ -261,16 +294,18 @@ inline std::vector<std::string> inplace_outputs(std::initializer_list<const char
   return out;
 }
 
-inline std::unordered_map<std::string, std::string> inplace_map(std::initializer_list<const char*> names) {
+inline std::unordered_map<std::string, std::string> inplace_map(
+    std::initializer_list<const char*> names) {
   std::unordered_map<std::string, std::string> map;
   for (const char* n : names) map.emplace(n, std::string(n) + "_out");
   return map;
 }
 
-// Reads an integer environment variable: `dflt` when unset or empty, else the whole value parsed as a
-// decimal int64. A value that is not one (garbage, trailing characters, out of the int64 range) is an
-// error naming the op and the variable: a misspelt budget must not silently become the default.
-// Called on every op call (on the host), as upstream does, so a runner may change it between steps.
+// Reads an integer environment variable: `dflt` when unset or empty, else the whole value parsed as
+// a decimal int64. A value that is not one (garbage, trailing characters, out of the int64 range)
+// is an error naming the op and the variable: a misspelt budget must not silently become the
+// default. Called on every op call (on the host), as upstream does, so a runner may change it
+// between steps.
 inline int64_t env_int64(const OpChecks& c, const char* var, int64_t dflt) {
   const char* v = std::getenv(var);
   if (v == nullptr || *v == '\0') return dflt;
@@ -285,10 +320,11 @@ inline int64_t env_int64(const OpChecks& c, const char* var, int64_t dflt) {
 }
 
 // `threshold` attribute convention: a negative value means "not given": read the environment.
-// The walk computes T - S - L and T - 1 with S, L below 2^40 (B slots of int32 lengths), so the result
-// is clamped to +-2^62: no overflow, and no decision changes (a T that low already makes every slot
-// give up, one that high never binds).
-inline int64_t resolve_threshold(const OpChecks& c, int64_t attr, const char* env_var, int64_t dflt) {
+// The walk computes T - S - L and T - 1 with S, L below 2^40 (B slots of int32 lengths), so the
+// result is clamped to +-2^62: no overflow, and no decision changes (a T that low already makes
+// every slot give up, one that high never binds).
+inline int64_t resolve_threshold(const OpChecks& c, int64_t attr, const char* env_var,
+                                 int64_t dflt) {
   constexpr int64_t kLimit = int64_t{1} << 62;
   return clamp_to<int64_t>(attr >= 0 ? attr : env_int64(c, env_var, dflt), -kLimit, kLimit);
 }
@@ -304,8 +340,8 @@ void set_budget(const OpChecks& c, Params& p, int64_t max_draft_tokens, bool pad
 }
 
 #ifdef FDSPEC_WITH_CUDA
-// The one place that asks Paddle for a tensor's stream (Tensor::stream() is deprecated upstream; when
-// it goes, only this function changes).
+// The one place that asks Paddle for a tensor's stream (Tensor::stream() is deprecated upstream;
+// when it goes, only this function changes).
 inline cudaStream_t stream_of(const paddle::Tensor& t) {
   return reinterpret_cast<cudaStream_t>(t.stream());
 }
@@ -317,7 +353,8 @@ inline void check_cuda(cudaError_t status, const char* op) {
 
 // Raised when a GPU tensor reaches a build without CUDA kernels.
 [[noreturn]] inline void no_gpu_kernels(const char* op) {
-  PD_THROW(op, ": got GPU tensors, but this fastdeploy_spec library was built without CUDA kernels. "
+  PD_THROW(op,
+           ": got GPU tensors, but this fastdeploy_spec library was built without CUDA kernels. "
            "Rebuild it with a CUDA toolkit present (CUDA_HOME set, FDSPEC_CPU_ONLY unset): "
            "python setup_ops.py install");
 }
@@ -325,28 +362,28 @@ inline void check_cuda(cudaError_t status, const char* op) {
 }  // namespace binding
 }  // namespace fdspec
 
-// The first check of every binding: each listed tensor is defined (see OpChecks::defined); the names
-// in the errors are the parameter names as written here.
+// The first check of every binding: each listed tensor is defined (see OpChecks::defined); the
+// names in the errors are the parameter names as written here.
 #define FDSPEC_CHECK_DEFINED(checks, ...) (checks).defined(#__VA_ARGS__, {__VA_ARGS__})
 
-// In a PD_BUILD_OP chain: `.Inputs({...}) FDSPEC_INPLACE_OUTPUTS("a", "b") .SetKernelFn(...)` declares
-// the outputs a_out, b_out, each written in place of its input.
-#define FDSPEC_INPLACE_OUTPUTS(...)                                \
-  .Outputs(::fdspec::binding::inplace_outputs({__VA_ARGS__}))      \
+// In a PD_BUILD_OP chain: `.Inputs({...}) FDSPEC_INPLACE_OUTPUTS("a", "b") .SetKernelFn(...)`
+// declares the outputs a_out, b_out, each written in place of its input.
+#define FDSPEC_INPLACE_OUTPUTS(...)                           \
+  .Outputs(::fdspec::binding::inplace_outputs({__VA_ARGS__})) \
       .SetInplaceMap(::fdspec::binding::inplace_map({__VA_ARGS__}))
 
 // Runs `cpu_fn(args...)` when `first` (the op's first tensor) is on the CPU and
-// `gpu_fn(args..., stream of first)` when it is on a GPU, turning a CUDA error into a Paddle error. A
-// macro because `gpu_fn` is not declared at all in a build without CUDA, where GPU tensors get the
-// no_gpu_kernels error instead. FDSPEC_RUN_ON_PLACE is the usual case: one params struct.
+// `gpu_fn(args..., stream of first)` when it is on a GPU, turning a CUDA error into a Paddle error.
+// A macro because `gpu_fn` is not declared at all in a build without CUDA, where GPU tensors get
+// the no_gpu_kernels error instead. FDSPEC_RUN_ON_PLACE is the usual case: one params struct.
 #ifdef FDSPEC_WITH_CUDA
-#define FDSPEC_RUN_ON_PLACE_WITH(op, first, cpu_fn, gpu_fn, ...)                                     \
-  do {                                                                                              \
-    if ((first).is_cpu()) {                                                                         \
-      cpu_fn(__VA_ARGS__);                                                                          \
-    } else {                                                                                        \
+#define FDSPEC_RUN_ON_PLACE_WITH(op, first, cpu_fn, gpu_fn, ...)                                   \
+  do {                                                                                             \
+    if ((first).is_cpu()) {                                                                        \
+      cpu_fn(__VA_ARGS__);                                                                         \
+    } else {                                                                                       \
       ::fdspec::binding::check_cuda(gpu_fn(__VA_ARGS__, ::fdspec::binding::stream_of(first)), op); \
-    }                                                                                               \
+    }                                                                                              \
   } while (0)
 #else
 #define FDSPEC_RUN_ON_PLACE_WITH(op, first, cpu_fn, gpu_fn, ...) \

@@ -9,18 +9,18 @@
 namespace fdspec {
 namespace binding {
 
-// The nine share-input tensors (docs/contract/ngram.md#ngram_match): the history, the slot state and
-// the two in-place outputs of the batch budget walk.
+// The nine share-input tensors (docs/contract/ngram.md#ngram_match): the history, the slot state
+// and the two in-place outputs of the batch budget walk.
 struct DraftInputs {
-  const paddle::Tensor& token_ids_all;       // int64 [>= B, W]
-  const paddle::Tensor& prompt_lens;         // int64 [B] / [B, 1]
-  const paddle::Tensor& step_idx;            // int64 [B] / [B, 1]
-  const paddle::Tensor& draft_token_num;     // int32 [B]
-  paddle::Tensor& draft_tokens;              // int64 [>= B, K + 1], written
-  paddle::Tensor& seq_lens_this_time;        // int32 [B], written; defines B
-  const paddle::Tensor& seq_lens_encoder;    // int32 [B]
-  const paddle::Tensor& seq_lens_decoder;    // int32 [B]
-  const paddle::Tensor& max_dec_len;         // int64 [B] / [B, 1]
+  const paddle::Tensor& token_ids_all;     // int64 [>= B, W]
+  const paddle::Tensor& prompt_lens;       // int64 [B] / [B, 1]
+  const paddle::Tensor& step_idx;          // int64 [B] / [B, 1]
+  const paddle::Tensor& draft_token_num;   // int32 [B]
+  paddle::Tensor& draft_tokens;            // int64 [>= B, K + 1], written
+  paddle::Tensor& seq_lens_this_time;      // int32 [B], written; defines B
+  const paddle::Tensor& seq_lens_encoder;  // int32 [B]
+  const paddle::Tensor& seq_lens_decoder;  // int32 [B]
+  const paddle::Tensor& max_dec_len;       // int64 [B] / [B, 1]
 };
 
 // Checks the nine tensors followed by the op's own (`extra`, in argument order) as one table, fills

@@ -14,32 +14,41 @@ inline bool is_logits_dtype(paddle::DataType d) {
 }
 
 inline void check_logits_dtype(const OpChecks& c, const paddle::Tensor& t, const char* name) {
-  c.that(is_logits_dtype(t.dtype()), std::string(name) + " must be float32, float16 or bfloat16, got " +
-                                         dtype_str(t.dtype()));
+  c.that(is_logits_dtype(t.dtype()),
+         std::string(name) + " must be float32, float16 or bfloat16, got " + dtype_str(t.dtype()));
 }
 
 inline LogitsDType logits_dtype(const paddle::Tensor& t) {
   switch (t.dtype()) {
-    case paddle::DataType::FLOAT16: return LogitsDType::kFloat16;
-    case paddle::DataType::BFLOAT16: return LogitsDType::kBFloat16;
-    default: return LogitsDType::kFloat32;
+    case paddle::DataType::FLOAT16:
+      return LogitsDType::kFloat16;
+    case paddle::DataType::BFLOAT16:
+      return LogitsDType::kBFloat16;
+    default:
+      return LogitsDType::kFloat32;
   }
 }
 
 // Typed accessors underneath: Paddle checks the element type of data<T>() against the tensor's.
 inline void* logits_data(paddle::Tensor& t) {
   switch (t.dtype()) {
-    case paddle::DataType::FLOAT16: return t.data<phi::dtype::float16>();
-    case paddle::DataType::BFLOAT16: return t.data<phi::dtype::bfloat16>();
-    default: return t.data<float>();
+    case paddle::DataType::FLOAT16:
+      return t.data<phi::dtype::float16>();
+    case paddle::DataType::BFLOAT16:
+      return t.data<phi::dtype::bfloat16>();
+    default:
+      return t.data<float>();
   }
 }
 
 inline const void* logits_data(const paddle::Tensor& t) {
   switch (t.dtype()) {
-    case paddle::DataType::FLOAT16: return t.data<phi::dtype::float16>();
-    case paddle::DataType::BFLOAT16: return t.data<phi::dtype::bfloat16>();
-    default: return t.data<float>();
+    case paddle::DataType::FLOAT16:
+      return t.data<phi::dtype::float16>();
+    case paddle::DataType::BFLOAT16:
+      return t.data<phi::dtype::bfloat16>();
+    default:
+      return t.data<float>();
   }
 }
 

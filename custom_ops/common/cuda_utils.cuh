@@ -17,10 +17,10 @@
 // asynchronous fault is reported by the op that caused it; release builds never synchronise, which
 // keeps every GPU path free of host syncs and CUDA-graph capturable.
 #ifdef FDSPEC_DEBUG_SYNC
-#define FDSPEC_LAUNCH_STATUS(stream)                                   \
-  ([&]() -> cudaError_t {                                              \
-    cudaError_t e_ = cudaGetLastError();                               \
-    return e_ != cudaSuccess ? e_ : cudaStreamSynchronize(stream);     \
+#define FDSPEC_LAUNCH_STATUS(stream)                               \
+  ([&]() -> cudaError_t {                                          \
+    cudaError_t e_ = cudaGetLastError();                           \
+    return e_ != cudaSuccess ? e_ : cudaStreamSynchronize(stream); \
   }())
 #else
 #define FDSPEC_LAUNCH_STATUS(stream) cudaGetLastError()
@@ -32,8 +32,8 @@ namespace fdspec {
 // the kernel before it on the stream is still running, and must call wait_for_primary_grid() before
 // it reads anything that kernel writes. The primary lets it start early with
 // allow_dependent_launch(). It hides the second kernel's launch latency, a good part of the cost of
-// a small op. Both device calls are compiled out of images for targets below sm_90, which is why the
-// host launches a kernel this way only where its loaded image has them (kernel_features).
+// a small op. Both device calls are compiled out of images for targets below sm_90, which is why
+// the host launches a kernel this way only where its loaded image has them (kernel_features).
 __device__ __forceinline__ void allow_dependent_launch() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaTriggerProgrammaticLaunchCompletion();
@@ -47,7 +47,8 @@ __device__ __forceinline__ void wait_for_primary_grid() {
 }
 
 // The facts of the current device that launch shapes depend on, as the host believes them
-// (launch_plan.h: FDSPEC_DEVICE_CAP / FDSPEC_DEVICE_SMEM lower them), read once per device and cached.
+// (launch_plan.h: FDSPEC_DEVICE_CAP / FDSPEC_DEVICE_SMEM lower them), read once per device and
+// cached.
 using DeviceFacts = DeviceLimits;
 
 namespace launch_detail {
@@ -72,8 +73,10 @@ inline cudaError_t read_device(int id, DeviceLimits* out) {
   DeviceLimits d;
   int major = 0, minor = 0;
   cudaError_t err = cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, id);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, id);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, id);
+  if (err == cudaSuccess)
+    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, id);
+  if (err == cudaSuccess)
+    err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, id);
   if (err == cudaSuccess) {
     err = cudaDeviceGetAttribute(&d.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, id);
   }
@@ -83,10 +86,11 @@ inline cudaError_t read_device(int id, DeviceLimits* out) {
   const char* smem_env = std::getenv("FDSPEC_DEVICE_SMEM");
   DeviceCap cap;
   if (!parse_device_cap(cap_env, smem_env, &cap)) {
-    std::fprintf(stderr,
-                 "fastdeploy_spec: FDSPEC_DEVICE_CAP='%s' / FDSPEC_DEVICE_SMEM='%s' not understood (a "
-                 "compute capability such as 8.0 or 8.9; bytes >= 49152)\n",
-                 cap_env ? cap_env : "", smem_env ? smem_env : "");
+    std::fprintf(
+        stderr,
+        "fastdeploy_spec: FDSPEC_DEVICE_CAP='%s' / FDSPEC_DEVICE_SMEM='%s' not understood (a "
+        "compute capability such as 8.0 or 8.9; bytes >= 49152)\n",
+        cap_env ? cap_env : "", smem_env ? smem_env : "");
     return cudaErrorInvalidValue;
   }
   *out = cap_device(d, cap);
@@ -141,14 +145,15 @@ cudaError_t kernel_features(void (*kernel)(KArgs...), KernelFeatures* f) {
   std::lock_guard<std::mutex> lock(launch_detail::cache().mu);
   launch_detail::KernelEntry* e = nullptr;
   DeviceLimits dev;
-  const cudaError_t err = launch_detail::entry_locked(reinterpret_cast<const void*>(kernel), &e, &dev);
+  const cudaError_t err =
+      launch_detail::entry_locked(reinterpret_cast<const void*>(kernel), &e, &dev);
   if (err == cudaSuccess) *f = e->features;
   return err;
 }
 
-// Lets `kernel` ask for `smem` bytes of dynamic shared memory on the current device (past the default
-// 48 KB an opt-in, set once per (kernel, device)); cudaErrorInvalidValue where the device, as the host
-// believes it, has less: the launchers plan their forms so that this does not happen.
+// Lets `kernel` ask for `smem` bytes of dynamic shared memory on the current device (past the
+// default 48 KB an opt-in, set once per (kernel, device)); cudaErrorInvalidValue where the device,
+// as the host believes it, has less: the launchers plan their forms so that this does not happen.
 template <typename... KArgs>
 cudaError_t allow_dynamic_smem(void (*kernel)(KArgs...), size_t smem) {
   if (smem <= static_cast<size_t>(kDefaultSmemPerBlock)) return cudaSuccess;
@@ -158,14 +163,15 @@ cudaError_t allow_dynamic_smem(void (*kernel)(KArgs...), size_t smem) {
   cudaError_t err = launch_detail::entry_locked(reinterpret_cast<const void*>(kernel), &e, &dev);
   if (err != cudaSuccess || smem <= static_cast<size_t>(e->smem_set)) return err;
   if (smem > static_cast<size_t>(dev.smem_optin)) return cudaErrorInvalidValue;
-  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(smem));
   if (err == cudaSuccess) e->smem_set = static_cast<int>(smem);
   return err;
 }
 
 // Launches `kernel` (with `smem` bytes of dynamic shared memory) as a programmatic dependent of the
-// previous work on `stream` where the kernel's image and the device support it (kernel_features), as
-// an ordinary launch elsewhere.
+// previous work on `stream` where the kernel's image and the device support it (kernel_features),
+// as an ordinary launch elsewhere.
 template <typename... KArgs, typename... Args>
 cudaError_t launch_dependent_smem(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
                                   cudaStream_t stream, Args&&... args) {
@@ -222,16 +228,26 @@ __device__ __forceinline__ uint4 load16_nc_now(const void* ptr) {
 template <int kBytes>
 struct VecOf;
 template <>
-struct VecOf<16> { using type = uint4; };
+struct VecOf<16> {
+  using type = uint4;
+};
 template <>
-struct VecOf<8> { using type = uint2; };
+struct VecOf<8> {
+  using type = uint2;
+};
 template <>
-struct VecOf<4> { using type = uint32_t; };
+struct VecOf<4> {
+  using type = uint32_t;
+};
 template <>
-struct VecOf<2> { using type = uint16_t; };
+struct VecOf<2> {
+  using type = uint16_t;
+};
 
 // Integer ceiling division for grid sizes.
 template <typename T>
-__host__ __device__ __forceinline__ T ceil_div(T a, T b) { return (a + b - 1) / b; }
+__host__ __device__ __forceinline__ T ceil_div(T a, T b) {
+  return (a + b - 1) / b;
+}
 
 }  // namespace fdspec

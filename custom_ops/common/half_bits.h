@@ -1,7 +1,7 @@
 // Exact widening of 16-bit floats (stored as their raw bits) to float, for the CPU kernels. Every
-// float16 and bfloat16 value is representable in float, so these conversions are exact and agree bit
-// for bit with the CUDA intrinsics the GPU kernels use (__half2float, the bfloat16 shift).
-// No Paddle or CUDA include.
+// float16 and bfloat16 value is representable in float, so these conversions are exact and agree
+// bit for bit with the CUDA intrinsics the GPU kernels use (__half2float, the bfloat16 shift). No
+// Paddle or CUDA include.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +20,9 @@ inline float bits_to_float(uint32_t bits) {
   return f;
 }
 
-inline float bfloat16_bits_to_float(uint16_t h) { return bits_to_float(static_cast<uint32_t>(h) << 16); }
+inline float bfloat16_bits_to_float(uint16_t h) {
+  return bits_to_float(static_cast<uint32_t>(h) << 16);
+}
 
 inline float float16_bits_to_float(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;

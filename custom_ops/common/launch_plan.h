@@ -1,20 +1,23 @@
 // What the launchers may use on the device they run on: pure host code (no CUDA include), so that
-// the decisions are unit-tested without a GPU (tests/cuda/launch_plan_check.cu). cuda_utils.cuh feeds
-// it the device's attributes and each kernel's cudaFuncGetAttributes, once per (kernel, device).
+// the decisions are unit-tested without a GPU (tests/cuda/launch_plan_check.cu). cuda_utils.cuh
+// feeds it the device's attributes and each kernel's cudaFuncGetAttributes, once per (kernel,
+// device).
 //
 // Two facts decide a feature, and both must hold:
-// - the kernel image that runs was compiled for it: the device code of programmatic dependent launch
-//   (griddepcontrol), clusters and the sm_90 loads exists only where __CUDA_ARCH__ >= 900, i.e. where
-//   the image's PTX target is compute_90+. A compute_80/89 PTX image JIT-compiled on an H100 reports
-//   binaryVersion 90 but ptxVersion 80/89 and has those calls compiled out: launching it as a
-//   programmatic dependent or in clusters would let it read before its producer finished, or merge
-//   partial results that were never exchanged.
+// - the kernel image that runs was compiled for it: the device code of programmatic dependent
+// launch
+//   (griddepcontrol), clusters and the sm_90 loads exists only where __CUDA_ARCH__ >= 900, i.e.
+//   where the image's PTX target is compute_90+. A compute_80/89 PTX image JIT-compiled on an H100
+//   reports binaryVersion 90 but ptxVersion 80/89 and has those calls compiled out: launching it as
+//   a programmatic dependent or in clusters would let it read before its producer finished, or
+//   merge partial results that were never exchanged.
 // - the device supports it (compute capability 9.0+), as the host believes it (FDSPEC_DEVICE_CAP).
 //
-// FDSPEC_DEVICE_CAP=<major.minor> makes the host believe the device is at most that compute capability,
-// with the opt-in shared memory per block of that architecture (arch_smem_optin); FDSPEC_DEVICE_SMEM=<bytes>
-// caps the latter explicitly. An H100 then takes the decisions an A100 (8.0) or an L20 / RTX 4090 (8.9)
-// would (docs/testing_gpus.md). Capping only lowers: a cap above the device changes nothing.
+// FDSPEC_DEVICE_CAP=<major.minor> makes the host believe the device is at most that compute
+// capability, with the opt-in shared memory per block of that architecture (arch_smem_optin);
+// FDSPEC_DEVICE_SMEM=<bytes> caps the latter explicitly. An H100 then takes the decisions an A100
+// (8.0) or an L20 / RTX 4090 (8.9) would (docs/testing_gpus.md). Capping only lowers: a cap above
+// the device changes nothing.
 #pragma once
 
 #include <cstddef>
@@ -23,15 +26,17 @@
 
 namespace fdspec {
 
-// Dynamic shared memory a block may have without opting in (cudaFuncAttributeMaxDynamicSharedMemorySize).
+// Dynamic shared memory a block may have without opting in
+// (cudaFuncAttributeMaxDynamicSharedMemorySize).
 constexpr int kDefaultSmemPerBlock = 48 * 1024;
 
 // cudaDevAttrMaxSharedMemoryPerBlockOptin of each architecture (CUDA programming guide, "Technical
 // Specifications per Compute Capability"); 0 for one this table does not know.
 constexpr int arch_smem_optin(int cc) {
-  return cc == 80 || cc == 87                 ? 166912   // A100 / A800, Orin: 163 KB
-         : cc == 86 || cc == 89 || cc == 120  ? 101376   // A10, L20, L40, RTX 30xx / 40xx / 50xx: 99 KB
-         : cc == 90 || cc == 100 || cc == 103 ? 232448   // H100 / H800 / H20, B200: 227 KB
+  return cc == 80 || cc == 87 ? 166912  // A100 / A800, Orin: 163 KB
+         : cc == 86 || cc == 89 || cc == 120
+             ? 101376  // A10, L20, L40, RTX 30xx / 40xx / 50xx: 99 KB
+         : cc == 90 || cc == 100 || cc == 103 ? 232448  // H100 / H800 / H20, B200: 227 KB
          : cc == 75                           ? 65536
          : cc == 70 || cc == 72               ? 98304
                                               : 0;
@@ -39,9 +44,9 @@ constexpr int arch_smem_optin(int cc) {
 
 // What the host believes about the device: its attributes, lowered by the environment's caps.
 struct DeviceLimits {
-  int cc = 0;          // compute capability, major * 10 + minor
-  int sms = 0;         // streaming multiprocessors
-  int smem_optin = 0;  // opt-in dynamic + static shared memory per block, bytes
+  int cc = 0;           // compute capability, major * 10 + minor
+  int sms = 0;          // streaming multiprocessors
+  int smem_optin = 0;   // opt-in dynamic + static shared memory per block, bytes
   bool capped = false;  // an environment cap lowered cc or smem_optin
 };
 
@@ -94,14 +99,15 @@ inline DeviceLimits cap_device(DeviceLimits d, const DeviceCap& cap) {
 
 // The features one kernel may use on one device.
 struct KernelFeatures {
-  bool pdl = false;          // launch as a programmatic dependent (griddepcontrol compiled in)
-  bool clusters = false;     // thread-block clusters and distributed shared memory
+  bool pdl = false;           // launch as a programmatic dependent (griddepcontrol compiled in)
+  bool clusters = false;      // thread-block clusters and distributed shared memory
   bool hopper_loads = false;  // sm_90-only loads and prefetches (cp.async.bulk.prefetch, ...)
-  int ptx = 0;               // cudaFuncAttributes::ptxVersion of the loaded image
-  int binary = 0;            // cudaFuncAttributes::binaryVersion
+  int ptx = 0;                // cudaFuncAttributes::ptxVersion of the loaded image
+  int binary = 0;             // cudaFuncAttributes::binaryVersion
 };
 constexpr int kHopperCC = 90;
-inline KernelFeatures decide_kernel_features(int ptx_version, int binary_version, const DeviceLimits& dev) {
+inline KernelFeatures decide_kernel_features(int ptx_version, int binary_version,
+                                             const DeviceLimits& dev) {
   KernelFeatures f;
   f.ptx = ptx_version;
   f.binary = binary_version;
@@ -110,12 +116,13 @@ inline KernelFeatures decide_kernel_features(int ptx_version, int binary_version
   return f;
 }
 
-// ---- shared-memory plans of the kernels that ask for more than 48 KB ------------------------------
+// ---- shared-memory plans of the kernels that ask for more than 48 KB
+// ------------------------------
 
-// The suffix searches (suffix_match's, suffix_cache's global one) hold kCandCap candidates in shared
-// memory; where the large form does not fit a block, the small form holds half as many per round
-// (more match lengths take the slow path, same drafts). Returns the capacity to launch with, 0 if
-// neither fits (a device below the supported ones: the launcher reports it).
+// The suffix searches (suffix_match's, suffix_cache's global one) hold kCandCap candidates in
+// shared memory; where the large form does not fit a block, the small form holds half as many per
+// round (more match lengths take the slow path, same drafts). Returns the capacity to launch with,
+// 0 if neither fits (a device below the supported ones: the launcher reports it).
 struct SuffixSearchForms {
   int large_cap;
   size_t large_smem;
@@ -128,8 +135,8 @@ inline int suffix_search_cand_cap(const SuffixSearchForms& forms, const DeviceLi
   return 0;
 }
 
-// Whether the n-gram search's shared-memory ring (`ring_smem` bytes per block) fits the device; where it
-// does not, the streaming search (no shared memory) takes its rows, with the same results.
+// Whether the n-gram search's shared-memory ring (`ring_smem` bytes per block) fits the device;
+// where it does not, the streaming search (no shared memory) takes its rows, with the same results.
 inline bool ngram_ring_fits(size_t ring_smem, const DeviceLimits& dev) {
   return ring_smem <= static_cast<size_t>(dev.smem_optin);
 }

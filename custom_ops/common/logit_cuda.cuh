@@ -1,5 +1,5 @@
-// Device-side reading of a logits tensor of any LogitsDType (common/half_bits.h): the storage type of
-// one element and its exact widening to float, for the kernels that stream logits rows.
+// Device-side reading of a logits tensor of any LogitsDType (common/half_bits.h): the storage type
+// of one element and its exact widening to float, for the kernels that stream logits rows.
 #pragma once
 
 #include <cstdint>
@@ -20,12 +20,16 @@ struct Logit<LogitsDType::kFloat32> {
 template <>
 struct Logit<LogitsDType::kFloat16> {
   using Storage = uint16_t;
-  static __device__ __forceinline__ float to_float(uint16_t b) { return __half2float(__ushort_as_half(b)); }
+  static __device__ __forceinline__ float to_float(uint16_t b) {
+    return __half2float(__ushort_as_half(b));
+  }
 };
 template <>
 struct Logit<LogitsDType::kBFloat16> {
   using Storage = uint16_t;
-  static __device__ __forceinline__ float to_float(uint16_t b) { return __uint_as_float(uint32_t{b} << 16); }
+  static __device__ __forceinline__ float to_float(uint16_t b) {
+    return __uint_as_float(uint32_t{b} << 16);
+  }
 };
 
 }  // namespace fdspec

@@ -2,9 +2,9 @@
 // the same numbers bit for bit). No Paddle or CUDA include: compiled by g++ in a CPU-only build.
 //
 // A draw is named, never stateful: key = the request's 64-bit seed, counter = (position, stream).
-// `position` counts what the draw is for (a request's output token j); `stream` says which op draws,
-// so two ops never share numbers. Replaying a captured graph draws new numbers only because the
-// position it reads from a device tensor has advanced. Design: docs/design/randomness.md.
+// `position` counts what the draw is for (a request's output token j); `stream` says which op
+// draws, so two ops never share numbers. Replaying a captured graph draws new numbers only because
+// the position it reads from a device tensor has advanced. Design: docs/design/randomness.md.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +32,8 @@ FDSPEC_HD void philox_mulhilo(uint32_t a, uint32_t b, uint32_t* hi, uint32_t* lo
 // The 10-round Philox-4x32 bijection of Salmon et al. (SC'11), as in Random123 and cuRAND.
 FDSPEC_HD Philox4x32 philox4x32_10(Philox4x32 ctr, uint32_t k0, uint32_t k1) {
   constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;  // round multipliers
-  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;  // key schedule (golden ratio, sqrt(3) - 1)
+  constexpr uint32_t kW0 = 0x9E3779B9u,
+                     kW1 = 0xBB67AE85u;  // key schedule (golden ratio, sqrt(3) - 1)
   for (int r = 0; r < 10; ++r) {
     if (r > 0) {
       k0 += kW0;
@@ -48,7 +49,8 @@ FDSPEC_HD Philox4x32 philox4x32_10(Philox4x32 ctr, uint32_t k0, uint32_t k1) {
 
 // The four words drawn for (seed, position, stream); `lane` (0..2^32-1) names a further block of
 // four words when one draw needs more.
-FDSPEC_HD Philox4x32 philox_draw(uint64_t seed, uint64_t position, RngStream stream, uint32_t lane = 0) {
+FDSPEC_HD Philox4x32 philox_draw(uint64_t seed, uint64_t position, RngStream stream,
+                                 uint32_t lane = 0) {
   const Philox4x32 ctr{{static_cast<uint32_t>(position), static_cast<uint32_t>(position >> 32),
                         static_cast<uint32_t>(stream), lane}};
   return philox4x32_10(ctr, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));

@@ -1,11 +1,11 @@
 // Draft-model bookkeeping: CUDA implementations (rules in draft_model.h). No Paddle include.
 //
 // A step's kernels are tiny: their time is launch latency plus a few dependent trips to memory
-// (each costs a fraction of a microsecond; benchmarks/kernels/bench_mtp_kernels.cu times them). So each
-// kernel is a programmatic dependent of the work before it (common/cuda_utils.cuh: its launch
-// overlaps its predecessor), loads a slot's scalars together (draft_model.h's *_load helpers) rather
-// than one after another, and keeps what it read in registers for its writes.
-// Design: docs/design/draft_model.md.
+// (each costs a fraction of a microsecond; benchmarks/kernels/bench_mtp_kernels.cu times them). So
+// each kernel is a programmatic dependent of the work before it (common/cuda_utils.cuh: its launch
+// overlaps its predecessor), loads a slot's scalars together (draft_model.h's *_load helpers)
+// rather than one after another, and keeps what it read in registers for its writes. Design:
+// docs/design/draft_model.md.
 #include "draft_model/draft_model.h"
 
 #include <cooperative_groups.h>
@@ -20,7 +20,8 @@ namespace {
 
 constexpr int kWarp = 32;
 constexpr unsigned kFullMask = 0xFFFFFFFFu;
-constexpr int kSlotWarpsPerBlock = 4;  // preprocess / accept: slots are tiny, small blocks spread out
+constexpr int kSlotWarpsPerBlock =
+    4;  // preprocess / accept: slots are tiny, small blocks spread out
 // Update: the shape of a launch depends on the batch (docs/design/draft_model.md; the sweep that
 // chose it: benchmarks/kernels/bench_mtp_kernels.cu). Up to B = SMs / 4 a row is split over a
 // cluster of 256-thread blocks, one round of 4 loads per thread; up to B = SMs one 512-thread block
@@ -36,19 +37,21 @@ __device__ __forceinline__ int64_t warp_slot() {
   return static_cast<int64_t>(blockIdx.x) * kSlotWarpsPerBlock + threadIdx.x / kWarp;
 }
 
-__global__ void __launch_bounds__(kSlotWarpsPerBlock * kWarp)
+__global__ void __launch_bounds__(kSlotWarpsPerBlock* kWarp)
     draft_model_greedy_preprocess_kernel(DraftModelGreedyPreprocessParams p) {
   const int64_t b = warp_slot();
   if (b >= p.batch) return;
   const int lane = threadIdx.x % kWarp;
-  const DraftPreprocessSlot q = draft_preprocess_load(p, b);  // every lane: the kind steers the warp
+  const DraftPreprocessSlot q =
+      draft_preprocess_load(p, b);  // every lane: the kind steers the warp
   if (q.kind == DraftSlot::kPrefill) {
     int64_t* row = p.pre_ids + b * p.pre_ids_stride;
     for (int64_t i = lane; i < p.pre_ids_stride; i += kWarp) row[i] = -1;
   }
   // Lane 0 reads pre_ids[b, s] of a decoding slot, whose row no lane clears.
   if (lane == 0) {
-    draft_preprocess_store(p, b, q, draft_preprocess_reads_newest(q) ? p.pre_ids[b * p.pre_ids_stride + q.s] : -1);
+    draft_preprocess_store(
+        p, b, q, draft_preprocess_reads_newest(q) ? p.pre_ids[b * p.pre_ids_stride + q.s] : -1);
   }
 }
 
@@ -75,21 +78,24 @@ struct UpdateShape {
   static constexpr int kThreads = kThreads_, kUnroll = kUnroll_;
   static constexpr int kWarps = kThreads / kWarp;
 };
-using SmallBatchUpdate = UpdateShape<256, 4>;  // rows split over clusters: 16 KB per block and round
-using MidBatchUpdate = UpdateShape<512, 8>;    // one block per row: 64 KB per round
-using LargeBatchUpdate = UpdateShape<256, 8>;  // one block per row, two blocks per SM: 32 KB per round
+using SmallBatchUpdate =
+    UpdateShape<256, 4>;                     // rows split over clusters: 16 KB per block and round
+using MidBatchUpdate = UpdateShape<512, 8>;  // one block per row: 64 KB per round
+using LargeBatchUpdate =
+    UpdateShape<256, 8>;  // one block per row, two blocks per SM: 32 KB per round
 
-// `parts` consecutive blocks share a slot's row (a thread-block cluster on sm_90+). Each block issues
-// the loads of the slot's scalars and of its first round of logits together (one round trip), then
-// leaves if the slot does not draft (uniform in the cluster: no barrier waits for it; those loads go
-// unused), reduces its slice, and each warp sends its key to the leader's shared memory (through
-// distributed shared memory in a cluster); the leader's first warp reduces the keys and writes with
-// the scalars it loaded. A thread scans its elements in increasing id and keeps the first strict
-// maximum as a float: NaN and -inf never win and -0 ties +0, so with the thread's first id as the
-// start (whatever its value) its (value, id) has the largest draft_argmax_key among its elements;
-// 64-bit keys are built only to reduce across threads.
+// `parts` consecutive blocks share a slot's row (a thread-block cluster on sm_90+). Each block
+// issues the loads of the slot's scalars and of its first round of logits together (one round
+// trip), then leaves if the slot does not draft (uniform in the cluster: no barrier waits for it;
+// those loads go unused), reduces its slice, and each warp sends its key to the leader's shared
+// memory (through distributed shared memory in a cluster); the leader's first warp reduces the keys
+// and writes with the scalars it loaded. A thread scans its elements in increasing id and keeps the
+// first strict maximum as a float: NaN and -inf never win and -0 ties +0, so with the thread's
+// first id as the start (whatever its value) its (value, id) has the largest draft_argmax_key among
+// its elements; 64-bit keys are built only to reduce across threads.
 template <LogitsDType D, class S>
-__global__ void __launch_bounds__(S::kThreads) draft_model_greedy_update_kernel(DraftModelGreedyUpdateParams p, int parts) {
+__global__ void __launch_bounds__(S::kThreads)
+    draft_model_greedy_update_kernel(DraftModelGreedyUpdateParams p, int parts) {
   using T = typename Logit<D>::Storage;
   constexpr int kThreads = S::kThreads, kUnroll = S::kUnroll;
   constexpr int kVec = 16 / sizeof(T);
@@ -191,7 +197,7 @@ __global__ void __launch_bounds__(S::kThreads) draft_model_greedy_update_kernel(
   if (lane == 0) draft_update_write(p, b, slot, draft_argmax_id(best));
 }
 
-__global__ void __launch_bounds__(kSlotWarpsPerBlock * kWarp)
+__global__ void __launch_bounds__(kSlotWarpsPerBlock* kWarp)
     draft_model_accept_kernel(DraftModelAcceptParams p) {
   const int64_t b = warp_slot();
   if (b >= p.batch) return;
@@ -210,11 +216,11 @@ __global__ void __launch_bounds__(kSlotWarpsPerBlock * kWarp)
   }
 }
 
-// draft_model_accept then draft_model_greedy_preprocess on a slot, in one warp. The lanes load the slot's
-// accepted tokens (columns < 32) with both ops' scalars; after the accept the slot's step is s + n,
-// so a decoding slot's newest token is the last accepted one (n >= 1, already in a lane) or
+// draft_model_accept then draft_model_greedy_preprocess on a slot, in one warp. The lanes load the
+// slot's accepted tokens (columns < 32) with both ops' scalars; after the accept the slot's step is
+// s + n, so a decoding slot's newest token is the last accepted one (n >= 1, already in a lane) or
 // pre_ids[b, s] (n = 0: the only dependent load, of an entry no lane writes).
-__global__ void __launch_bounds__(kSlotWarpsPerBlock * kWarp)
+__global__ void __launch_bounds__(kSlotWarpsPerBlock* kWarp)
     draft_model_accept_preprocess_kernel(DraftModelAcceptPreprocessParams p) {
   const int64_t b = warp_slot();
   if (b >= p.batch) return;
@@ -232,12 +238,14 @@ __global__ void __launch_bounds__(kSlotWarpsPerBlock * kWarp)
     q.s = a.s + a.n;  // the preprocess's verified step after the accept (no drafts left)
     for (int64_t i = lane; i < a.n; i += kWarp) row[a.s + 1 + i] = i < kWarp ? token : accepted[i];
   }
-  const int64_t last = __shfl_sync(kFullMask, token, static_cast<int>(min_of<int64_t>(max_of<int64_t>(a.n - 1, 0), kWarp - 1)));
+  const int64_t last = __shfl_sync(
+      kFullMask, token, static_cast<int>(min_of<int64_t>(max_of<int64_t>(a.n - 1, 0), kWarp - 1)));
   // Every lane has read the slot's scalars before lane 0 overwrites them.
   __syncwarp();
   if (lane == 0) {
     int64_t newest = -1;
-    if (draft_preprocess_reads_newest(q)) newest = a.n >= 1 ? (a.n <= kWarp ? last : accepted[a.n - 1]) : row[q.s];
+    if (draft_preprocess_reads_newest(q))
+      newest = a.n >= 1 ? (a.n <= kWarp ? last : accepted[a.n - 1]) : row[q.s];
     draft_preprocess_store(pre, b, q, newest);
   }
 }
@@ -248,7 +256,8 @@ template <class Params>
 cudaError_t launch_per_slot(void (*kernel)(Params), const Params& p, cudaStream_t stream) {
   if (p.batch <= 0) return cudaSuccess;
   const dim3 grid(static_cast<unsigned>(ceil_div<int64_t>(p.batch, kSlotWarpsPerBlock)));
-  const cudaError_t err = launch_dependent(kernel, grid, dim3(kSlotWarpsPerBlock * kWarp), stream, p);
+  const cudaError_t err =
+      launch_dependent(kernel, grid, dim3(kSlotWarpsPerBlock * kWarp), stream, p);
   return err != cudaSuccess ? err : FDSPEC_LAUNCH_STATUS(stream);
 }
 
@@ -279,35 +288,43 @@ cudaError_t launch_update(const DraftModelGreedyUpdateParams& p, int parts, cuda
   }
   cfg.attrs = n ? attr : nullptr;
   cfg.numAttrs = n;
-  const cudaError_t err = cudaLaunchKernelEx(&cfg, draft_model_greedy_update_kernel<D, S>, p, parts);
+  const cudaError_t err =
+      cudaLaunchKernelEx(&cfg, draft_model_greedy_update_kernel<D, S>, p, parts);
   return err != cudaSuccess ? err : FDSPEC_LAUNCH_STATUS(stream);
 }
 
 template <class S>
-cudaError_t launch_update_as(const DraftModelGreedyUpdateParams& p, int parts, cudaStream_t stream) {
+cudaError_t launch_update_as(const DraftModelGreedyUpdateParams& p, int parts,
+                             cudaStream_t stream) {
   switch (p.logits_dtype) {
-    case LogitsDType::kFloat16: return launch_update<LogitsDType::kFloat16, S>(p, parts, stream);
-    case LogitsDType::kBFloat16: return launch_update<LogitsDType::kBFloat16, S>(p, parts, stream);
-    default: return launch_update<LogitsDType::kFloat32, S>(p, parts, stream);
+    case LogitsDType::kFloat16:
+      return launch_update<LogitsDType::kFloat16, S>(p, parts, stream);
+    case LogitsDType::kBFloat16:
+      return launch_update<LogitsDType::kBFloat16, S>(p, parts, stream);
+    default:
+      return launch_update<LogitsDType::kFloat32, S>(p, parts, stream);
   }
 }
 
 }  // namespace
 
-cudaError_t draft_model_greedy_preprocess_gpu(const DraftModelGreedyPreprocessParams& p, cudaStream_t stream) {
+cudaError_t draft_model_greedy_preprocess_gpu(const DraftModelGreedyPreprocessParams& p,
+                                              cudaStream_t stream) {
   return launch_per_slot(draft_model_greedy_preprocess_kernel, p, stream);
 }
 
-cudaError_t draft_model_greedy_update_gpu(const DraftModelGreedyUpdateParams& p, cudaStream_t stream) {
+cudaError_t draft_model_greedy_update_gpu(const DraftModelGreedyUpdateParams& p,
+                                          cudaStream_t stream) {
   if (p.batch <= 0) return cudaSuccess;
   DeviceFacts dev;
   cudaError_t err = current_device_facts(&dev);
   if (err != cudaSuccess) return err;
   const int sms = dev.sms;
-  // Clusters (distributed shared memory) need sm_90 code and an sm_90 device (kernel_features; every
-  // instantiation of the kernel comes from one image).
+  // Clusters (distributed shared memory) need sm_90 code and an sm_90 device (kernel_features;
+  // every instantiation of the kernel comes from one image).
   KernelFeatures f;
-  err = kernel_features(draft_model_greedy_update_kernel<LogitsDType::kFloat32, SmallBatchUpdate>, &f);
+  err = kernel_features(draft_model_greedy_update_kernel<LogitsDType::kFloat32, SmallBatchUpdate>,
+                        &f);
   if (err != cudaSuccess) return err;
   // A batch of at most a quarter as many rows as SMs splits each row into slices, as many as fill
   // the SMs, at most kMaxParts and no more than the row has rounds of loads; larger batches give a
@@ -316,14 +333,16 @@ cudaError_t draft_model_greedy_update_gpu(const DraftModelGreedyUpdateParams& p,
     const int64_t row_vecs = p.vocab_size * logits_dtype_size(p.logits_dtype) / 16;
     const int64_t parts = std::max<int64_t>(
         1, std::min<int64_t>({ceil_div<int64_t>(sms, p.batch), kMaxParts,
-                              ceil_div<int64_t>(row_vecs, SmallBatchUpdate::kThreads * SmallBatchUpdate::kUnroll)}));
+                              ceil_div<int64_t>(row_vecs, SmallBatchUpdate::kThreads *
+                                                              SmallBatchUpdate::kUnroll)}));
     return launch_update_as<SmallBatchUpdate>(p, static_cast<int>(parts), stream);
   }
   if (p.batch <= sms) return launch_update_as<MidBatchUpdate>(p, 1, stream);
   return launch_update_as<LargeBatchUpdate>(p, 1, stream);
 }
 
-cudaError_t draft_model_accept_preprocess_gpu(const DraftModelAcceptPreprocessParams& p, cudaStream_t stream) {
+cudaError_t draft_model_accept_preprocess_gpu(const DraftModelAcceptPreprocessParams& p,
+                                              cudaStream_t stream) {
   return launch_per_slot(draft_model_accept_preprocess_kernel, p, stream);
 }
 

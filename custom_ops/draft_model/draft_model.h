@@ -1,13 +1,13 @@
 // Draft-model bookkeeping of the MTP proposer: kernel layer (CPU implementations and CUDA launchers
 // of three ops). No Paddle include. Contract: docs/contract/draft_model.md.
 //
-// The proposer owns the draft side's state, one row or entry per slot: pre_ids [B, D] (index 0 holds
-// -1, generated token k at k + 1, the newest at step_idx), step_idx, seq_lens_decoder, max_dec_len,
-// input_ids (the draft model's next input) and mtp_draft_num (MTP drafts appended to pre_ids by the
-// current step and not verified yet). A decode step is
-//   draft_model_greedy_preprocess   drop unverified drafts, clear slots starting a request, build inputs
-//   (draft model, draft_model_greedy_update) x num_model_steps: greedy choice fused with the writes
-//   hybrid_mtp_ngram         (optional) n-gram extension, on the draft side's own lengths
+// The proposer owns the draft side's state, one row or entry per slot: pre_ids [B, D] (index 0
+// holds -1, generated token k at k + 1, the newest at step_idx), step_idx, seq_lens_decoder,
+// max_dec_len, input_ids (the draft model's next input) and mtp_draft_num (MTP drafts appended to
+// pre_ids by the current step and not verified yet). A decode step is
+//   draft_model_greedy_preprocess   drop unverified drafts, clear slots starting a request, build
+//   inputs (draft model, draft_model_greedy_update) x num_model_steps: greedy choice fused with the
+//   writes hybrid_mtp_ngram         (optional) n-gram extension, on the draft side's own lengths
 //   ... target model, verification ...
 //   draft_model_accept       drop the drafts, append the verified tokens
 // Slot kinds come from the target (base model) state as every op of the plugin reads them
@@ -34,22 +34,23 @@ namespace fdspec {
 // every embedding table has. -1 (pre_ids' fill) would read outside the table.
 constexpr int64_t kDraftSafeTokenId = 0;
 
-// ---- draft_model_greedy_preprocess -------------------------------------------------------------------------
+// ---- draft_model_greedy_preprocess
+// -------------------------------------------------------------------------
 
 struct DraftModelGreedyPreprocessParams {
-  int64_t* input_ids;                           // [B] int64, in place: the draft model's input
-  int32_t* seq_lens_decoder;                    // [B] int32, in place: draft side, 0 unless decoding
-  int64_t* step_idx;                            // [B] int64, in place: draft side, newest pre_ids index
-  int64_t* pre_ids;                             // [>= B, D] int64, in place: rows of prefill slots -> -1
-  int64_t pre_ids_stride;                       // D (>= 1)
-  int32_t* mtp_draft_num;                       // [B] int32, in place: -> 0
-  int64_t* max_dec_len;                         // [B] int64, in place: draft side, copy of the target's
-  int32_t* base_model_seq_lens_this_time;       // [B] int32, in place: 1 for decoding slots
-  const int32_t* base_model_seq_lens_encoder;   // [B] int32
-  const int32_t* base_model_seq_lens_decoder;   // [B] int32
-  const bool* base_model_stop_flags;            // [B] bool
-  const int64_t* base_model_max_dec_len;        // [B] int64
-  int64_t batch;                                // B (0: no-op)
+  int64_t* input_ids;                      // [B] int64, in place: the draft model's input
+  int32_t* seq_lens_decoder;               // [B] int32, in place: draft side, 0 unless decoding
+  int64_t* step_idx;                       // [B] int64, in place: draft side, newest pre_ids index
+  int64_t* pre_ids;                        // [>= B, D] int64, in place: rows of prefill slots -> -1
+  int64_t pre_ids_stride;                  // D (>= 1)
+  int32_t* mtp_draft_num;                  // [B] int32, in place: -> 0
+  int64_t* max_dec_len;                    // [B] int64, in place: draft side, copy of the target's
+  int32_t* base_model_seq_lens_this_time;  // [B] int32, in place: 1 for decoding slots
+  const int32_t* base_model_seq_lens_encoder;  // [B] int32
+  const int32_t* base_model_seq_lens_decoder;  // [B] int32
+  const bool* base_model_stop_flags;           // [B] bool
+  const int64_t* base_model_max_dec_len;       // [B] int64
+  int64_t batch;                               // B (0: no-op)
 };
 
 enum class DraftSlot : int { kIdle = 0, kPrefill = 1, kDecoding = 2 };
@@ -76,7 +77,8 @@ struct DraftPreprocessSlot {
   int64_t max_dec_len = 0;  // the target's
 };
 
-FDSPEC_HD DraftPreprocessSlot draft_preprocess_load(const DraftModelGreedyPreprocessParams& p, int64_t b) {
+FDSPEC_HD DraftPreprocessSlot draft_preprocess_load(const DraftModelGreedyPreprocessParams& p,
+                                                    int64_t b) {
   const bool stopped = p.base_model_stop_flags[b];
   const int32_t enc = p.base_model_seq_lens_encoder[b], base_dec = p.base_model_seq_lens_decoder[b];
   const int64_t step = p.step_idx[b];
@@ -96,8 +98,8 @@ FDSPEC_HD bool draft_preprocess_reads_newest(const DraftPreprocessSlot& q) {
 
 // The writes of a slot, the row clear of a prefill slot aside; `newest` is pre_ids[b, s] when
 // draft_preprocess_reads_newest, read before any write of slot b.
-FDSPEC_HD void draft_preprocess_store(const DraftModelGreedyPreprocessParams& p, int64_t b, const DraftPreprocessSlot& q,
-                                      int64_t newest) {
+FDSPEC_HD void draft_preprocess_store(const DraftModelGreedyPreprocessParams& p, int64_t b,
+                                      const DraftPreprocessSlot& q, int64_t newest) {
   if (q.kind == DraftSlot::kDecoding) p.base_model_seq_lens_this_time[b] = 1;
   p.step_idx[b] = q.s;
   p.mtp_draft_num[b] = 0;
@@ -109,23 +111,24 @@ FDSPEC_HD void draft_preprocess_store(const DraftModelGreedyPreprocessParams& p,
 // Sequential reference on the host. O(B + D * prefill slots).
 void draft_model_greedy_preprocess_cpu(const DraftModelGreedyPreprocessParams& p);
 
-// ---- draft_model_greedy_update -----------------------------------------------------------------------------
+// ---- draft_model_greedy_update
+// -----------------------------------------------------------------------------
 
 struct DraftModelGreedyUpdateParams {
-  const void* logits;                           // [>= B, V] float32 / float16 / bfloat16
+  const void* logits;  // [>= B, V] float32 / float16 / bfloat16
   LogitsDType logits_dtype;
-  int64_t vocab_size;                           // V (1 .. 2^31 - 1): columns of logits
-  int64_t* input_ids;                           // [B] int64, in place: the chosen token
-  int32_t* seq_lens_decoder;                    // [B] int32, in place: draft side, +1 per draft
-  int64_t* step_idx;                            // [B] int64, in place: +1 per draft
-  int64_t* pre_ids;                             // [>= B, D] int64, in place: the draft at step_idx
-  int64_t pre_ids_stride;                       // D (>= 1)
-  int32_t* mtp_draft_num;                       // [B] int32, in place: substep -> substep + 1
-  int64_t* base_model_draft_tokens;             // [>= B, K + 1] int64, in place: column substep + 1
-  int64_t draft_stride;                         // K + 1 (>= substep + 2)
-  int32_t* base_model_seq_lens_this_time;       // [B] int32, in place: substep + 2
-  int64_t substep;                              // 0-based index of this draft-model step
-  int64_t batch;                                // B (0: no-op)
+  int64_t vocab_size;                      // V (1 .. 2^31 - 1): columns of logits
+  int64_t* input_ids;                      // [B] int64, in place: the chosen token
+  int32_t* seq_lens_decoder;               // [B] int32, in place: draft side, +1 per draft
+  int64_t* step_idx;                       // [B] int64, in place: +1 per draft
+  int64_t* pre_ids;                        // [>= B, D] int64, in place: the draft at step_idx
+  int64_t pre_ids_stride;                  // D (>= 1)
+  int32_t* mtp_draft_num;                  // [B] int32, in place: substep -> substep + 1
+  int64_t* base_model_draft_tokens;        // [>= B, K + 1] int64, in place: column substep + 1
+  int64_t draft_stride;                    // K + 1 (>= substep + 2)
+  int32_t* base_model_seq_lens_this_time;  // [B] int32, in place: substep + 2
+  int64_t substep;                         // 0-based index of this draft-model step
+  int64_t batch;                           // B (0: no-op)
 };
 
 // The draft-side scalars the update of a slot reads, loaded together.
@@ -164,7 +167,8 @@ FDSPEC_HD uint32_t draft_logit_order(float x) {
 }
 
 FDSPEC_HD uint64_t draft_argmax_key(float x, int64_t id) {
-  return (static_cast<uint64_t>(draft_logit_order(x)) << 32) | (0xFFFFFFFFu - static_cast<uint32_t>(id));
+  return (static_cast<uint64_t>(draft_logit_order(x)) << 32) |
+         (0xFFFFFFFFu - static_cast<uint32_t>(id));
 }
 
 FDSPEC_HD int64_t draft_argmax_id(uint64_t key) {
@@ -172,8 +176,8 @@ FDSPEC_HD int64_t draft_argmax_id(uint64_t key) {
 }
 
 // The writes of a slot that drafts `token`.
-FDSPEC_HD void draft_update_write(const DraftModelGreedyUpdateParams& p, int64_t b, const DraftUpdateSlot& u,
-                                  int64_t token) {
+FDSPEC_HD void draft_update_write(const DraftModelGreedyUpdateParams& p, int64_t b,
+                                  const DraftUpdateSlot& u, int64_t token) {
   const int64_t s = clamp_to<int64_t>(u.step, 0, p.pre_ids_stride - 1) + 1;
   p.step_idx[b] = s;
   p.pre_ids[b * p.pre_ids_stride + s] = token;
@@ -187,17 +191,18 @@ FDSPEC_HD void draft_update_write(const DraftModelGreedyUpdateParams& p, int64_t
 // Sequential reference on the host. O(V * drafting slots).
 void draft_model_greedy_update_cpu(const DraftModelGreedyUpdateParams& p);
 
-// ---- draft_model_accept -----------------------------------------------------------------------------
+// ---- draft_model_accept
+// -----------------------------------------------------------------------------
 
 struct DraftModelAcceptParams {
-  const int64_t* accept_tokens;                 // [>= B, K + 1] int64: the verified tokens
-  const int32_t* accept_num;                    // [B] int32: n, clamped
-  int64_t width;                                // K + 1 (>= 1)
-  int64_t* step_idx;                            // [B] int64, in place: s + n
-  int64_t* pre_ids;                             // [>= B, D] int64, in place: s + 1 .. s + n
-  int64_t pre_ids_stride;                       // D (>= 1)
-  int32_t* mtp_draft_num;                       // [B] int32, in place: -> 0
-  int64_t batch;                                // B (0: no-op)
+  const int64_t* accept_tokens;  // [>= B, K + 1] int64: the verified tokens
+  const int32_t* accept_num;     // [B] int32: n, clamped
+  int64_t width;                 // K + 1 (>= 1)
+  int64_t* step_idx;             // [B] int64, in place: s + n
+  int64_t* pre_ids;              // [>= B, D] int64, in place: s + 1 .. s + n
+  int64_t pre_ids_stride;        // D (>= 1)
+  int32_t* mtp_draft_num;        // [B] int32, in place: -> 0
+  int64_t batch;                 // B (0: no-op)
 };
 
 struct DraftAcceptSlot {
@@ -215,43 +220,57 @@ FDSPEC_HD DraftAcceptSlot draft_accept_slot(const DraftModelAcceptParams& p, int
 // Sequential reference on the host. O(B * (K + 1)).
 void draft_model_accept_cpu(const DraftModelAcceptParams& p);
 
-// ---- draft_model_accept_preprocess (ours) -----------------------------------------------------------
+// ---- draft_model_accept_preprocess (ours)
+// -----------------------------------------------------------
 
-// draft_model_accept then draft_model_greedy_preprocess, for a proposer that keeps a step's verified tokens
-// until the next step starts (as upstream's draft_model_preprocess takes them): the two ops' rules
-// on one set of tensors, the draft side's shared.
+// draft_model_accept then draft_model_greedy_preprocess, for a proposer that keeps a step's
+// verified tokens until the next step starts (as upstream's draft_model_preprocess takes them): the
+// two ops' rules on one set of tensors, the draft side's shared.
 struct DraftModelAcceptPreprocessParams {
-  int64_t* input_ids;                           // [B] int64, in place
-  int32_t* seq_lens_decoder;                    // [B] int32, in place
-  int64_t* step_idx;                            // [B] int64, in place
-  int64_t* pre_ids;                             // [>= B, D] int64, in place
-  int64_t pre_ids_stride;                       // D (>= 1)
-  int32_t* mtp_draft_num;                       // [B] int32, in place
-  int64_t* max_dec_len;                         // [B] int64, in place
-  const int64_t* accept_tokens;                 // [>= B, K + 1] int64
-  const int32_t* accept_num;                    // [B] int32
-  int64_t width;                                // K + 1 (>= 1)
-  int32_t* base_model_seq_lens_this_time;       // [B] int32, in place
-  const int32_t* base_model_seq_lens_encoder;   // [B] int32
-  const int32_t* base_model_seq_lens_decoder;   // [B] int32
-  const bool* base_model_stop_flags;            // [B] bool
-  const int64_t* base_model_max_dec_len;        // [B] int64
-  int64_t batch;                                // B (0: no-op)
+  int64_t* input_ids;                          // [B] int64, in place
+  int32_t* seq_lens_decoder;                   // [B] int32, in place
+  int64_t* step_idx;                           // [B] int64, in place
+  int64_t* pre_ids;                            // [>= B, D] int64, in place
+  int64_t pre_ids_stride;                      // D (>= 1)
+  int32_t* mtp_draft_num;                      // [B] int32, in place
+  int64_t* max_dec_len;                        // [B] int64, in place
+  const int64_t* accept_tokens;                // [>= B, K + 1] int64
+  const int32_t* accept_num;                   // [B] int32
+  int64_t width;                               // K + 1 (>= 1)
+  int32_t* base_model_seq_lens_this_time;      // [B] int32, in place
+  const int32_t* base_model_seq_lens_encoder;  // [B] int32
+  const int32_t* base_model_seq_lens_decoder;  // [B] int32
+  const bool* base_model_stop_flags;           // [B] bool
+  const int64_t* base_model_max_dec_len;       // [B] int64
+  int64_t batch;                               // B (0: no-op)
 
   FDSPEC_HD DraftModelAcceptParams accept() const {
     DraftModelAcceptParams a;
-    a.accept_tokens = accept_tokens; a.accept_num = accept_num; a.width = width; a.step_idx = step_idx;
-    a.pre_ids = pre_ids; a.pre_ids_stride = pre_ids_stride; a.mtp_draft_num = mtp_draft_num; a.batch = batch;
+    a.accept_tokens = accept_tokens;
+    a.accept_num = accept_num;
+    a.width = width;
+    a.step_idx = step_idx;
+    a.pre_ids = pre_ids;
+    a.pre_ids_stride = pre_ids_stride;
+    a.mtp_draft_num = mtp_draft_num;
+    a.batch = batch;
     return a;
   }
   FDSPEC_HD DraftModelGreedyPreprocessParams preprocess() const {
     DraftModelGreedyPreprocessParams p;
-    p.input_ids = input_ids; p.seq_lens_decoder = seq_lens_decoder; p.step_idx = step_idx;
-    p.pre_ids = pre_ids; p.pre_ids_stride = pre_ids_stride; p.mtp_draft_num = mtp_draft_num;
-    p.max_dec_len = max_dec_len; p.base_model_seq_lens_this_time = base_model_seq_lens_this_time;
+    p.input_ids = input_ids;
+    p.seq_lens_decoder = seq_lens_decoder;
+    p.step_idx = step_idx;
+    p.pre_ids = pre_ids;
+    p.pre_ids_stride = pre_ids_stride;
+    p.mtp_draft_num = mtp_draft_num;
+    p.max_dec_len = max_dec_len;
+    p.base_model_seq_lens_this_time = base_model_seq_lens_this_time;
     p.base_model_seq_lens_encoder = base_model_seq_lens_encoder;
-    p.base_model_seq_lens_decoder = base_model_seq_lens_decoder; p.base_model_stop_flags = base_model_stop_flags;
-    p.base_model_max_dec_len = base_model_max_dec_len; p.batch = batch;
+    p.base_model_seq_lens_decoder = base_model_seq_lens_decoder;
+    p.base_model_stop_flags = base_model_stop_flags;
+    p.base_model_max_dec_len = base_model_max_dec_len;
+    p.batch = batch;
     return p;
   }
 };
@@ -263,22 +282,26 @@ void draft_model_accept_preprocess_cpu(const DraftModelAcceptPreprocessParams& p
 // The kernels are short chains of dependent memory accesses, so each reads what it needs at once
 // (one round trip for a slot's scalars) and is launched as a programmatic dependent of the work
 // before it (common/cuda_utils.cuh), which hides its launch behind its predecessor.
-// Preprocess: one warp per slot (the lanes clear a prefill slot's row). One kernel, graph-capturable.
-cudaError_t draft_model_greedy_preprocess_gpu(const DraftModelGreedyPreprocessParams& p, cudaStream_t stream);
+// Preprocess: one warp per slot (the lanes clear a prefill slot's row). One kernel,
+// graph-capturable.
+cudaError_t draft_model_greedy_preprocess_gpu(const DraftModelGreedyPreprocessParams& p,
+                                              cudaStream_t stream);
 // Update: small batches (B <= SMs / 4, sm_90+) split each logits row over a thread-block cluster of
-// up to 8 blocks, larger ones give a row one block (512 threads up to B = SMs, 256 beyond; the shapes
-// and their timings are in draft_model.cu). A block issues the loads of the slot's scalars and of its
-// first round of logits together, exits if the slot does not draft (those loads go unused), else
-// reads the rest of its slice once in 16-byte loads, reduces the keys (warp reductions), and the
-// leader writes. One kernel, graph-capturable.
-cudaError_t draft_model_greedy_update_gpu(const DraftModelGreedyUpdateParams& p, cudaStream_t stream);
+// up to 8 blocks, larger ones give a row one block (512 threads up to B = SMs, 256 beyond; the
+// shapes and their timings are in draft_model.cu). A block issues the loads of the slot's scalars
+// and of its first round of logits together, exits if the slot does not draft (those loads go
+// unused), else reads the rest of its slice once in 16-byte loads, reduces the keys (warp
+// reductions), and the leader writes. One kernel, graph-capturable.
+cudaError_t draft_model_greedy_update_gpu(const DraftModelGreedyUpdateParams& p,
+                                          cudaStream_t stream);
 // Accept: one warp per slot: the lanes load the verified tokens with the slot's scalars and copy
 // them, lane 0 writes the scalars. One kernel, graph-capturable.
 cudaError_t draft_model_accept_gpu(const DraftModelAcceptParams& p, cudaStream_t stream);
 // Accept + preprocess: one warp per slot, both ops' reads in one round trip (the accepted tokens
 // with the scalars; a decoding slot's newest token is then the last accepted one, or pre_ids[b, s]
 // when none was), one kernel instead of two. Graph-capturable.
-cudaError_t draft_model_accept_preprocess_gpu(const DraftModelAcceptPreprocessParams& p, cudaStream_t stream);
+cudaError_t draft_model_accept_preprocess_gpu(const DraftModelAcceptPreprocessParams& p,
+                                              cudaStream_t stream);
 #endif
 
 }  // namespace fdspec

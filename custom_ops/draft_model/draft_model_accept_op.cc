@@ -15,9 +15,9 @@ void DraftModelAccept(const paddle::Tensor& accept_tokens, const paddle::Tensor&
                       paddle::Tensor& mtp_draft_num) {
   const fdspec::binding::OpChecks c(kOp);
   fdspec::DraftModelAcceptParams p;
-  p.batch = c.tensors({FDSPEC_TENSORS(p, accept_tokens, accept_num, step_idx, pre_ids,
-                                      mtp_draft_num)},
-                      "accept_num");
+  p.batch =
+      c.tensors({FDSPEC_TENSORS(p, accept_tokens, accept_num, step_idx, pre_ids, mtp_draft_num)},
+                "accept_num");
   fdspec::binding::check_accept_widths(c, accept_tokens, pre_ids, &p.width, &p.pre_ids_stride);
 
   FDSPEC_RUN_ON_PLACE(kOp, accept_tokens, p, fdspec::draft_model_accept_cpu,
@@ -26,5 +26,5 @@ void DraftModelAccept(const paddle::Tensor& accept_tokens, const paddle::Tensor&
 
 PD_BUILD_OP(draft_model_accept)
     .Inputs({"accept_tokens", "accept_num", "step_idx", "pre_ids", "mtp_draft_num"})
-    FDSPEC_INPLACE_OUTPUTS("step_idx", "pre_ids", "mtp_draft_num")
+        FDSPEC_INPLACE_OUTPUTS("step_idx", "pre_ids", "mtp_draft_num")
     .SetKernelFn(PD_KERNEL(DraftModelAccept));

@@ -13,7 +13,8 @@ constexpr const char* kOp = "draft_model_accept_preprocess";
 void DraftModelAcceptPreprocess(paddle::Tensor& input_ids, paddle::Tensor& seq_lens_decoder,
                                 paddle::Tensor& step_idx, paddle::Tensor& pre_ids,
                                 paddle::Tensor& mtp_draft_num, paddle::Tensor& max_dec_len,
-                                const paddle::Tensor& accept_tokens, const paddle::Tensor& accept_num,
+                                const paddle::Tensor& accept_tokens,
+                                const paddle::Tensor& accept_num,
                                 paddle::Tensor& base_model_seq_lens_this_time,
                                 const paddle::Tensor& base_model_seq_lens_encoder,
                                 const paddle::Tensor& base_model_seq_lens_decoder,
@@ -21,12 +22,12 @@ void DraftModelAcceptPreprocess(paddle::Tensor& input_ids, paddle::Tensor& seq_l
                                 const paddle::Tensor& base_model_max_dec_len) {
   const fdspec::binding::OpChecks c(kOp);
   fdspec::DraftModelAcceptPreprocessParams p;
-  p.batch = c.tensors(
-      {FDSPEC_TENSORS(p, input_ids, seq_lens_decoder, step_idx, pre_ids, mtp_draft_num, max_dec_len,
-                      accept_tokens, accept_num, base_model_seq_lens_this_time, base_model_seq_lens_encoder,
-                      base_model_seq_lens_decoder, base_model_stop_flags),
-       FDSPEC_TENSOR(p, base_model_max_dec_len)},
-      "base_model_seq_lens_this_time");
+  p.batch = c.tensors({FDSPEC_TENSORS(p, input_ids, seq_lens_decoder, step_idx, pre_ids,
+                                      mtp_draft_num, max_dec_len, accept_tokens, accept_num,
+                                      base_model_seq_lens_this_time, base_model_seq_lens_encoder,
+                                      base_model_seq_lens_decoder, base_model_stop_flags),
+                       FDSPEC_TENSOR(p, base_model_max_dec_len)},
+                      "base_model_seq_lens_this_time");
   fdspec::binding::check_accept_widths(c, accept_tokens, pre_ids, &p.width, &p.pre_ids_stride);
 
   FDSPEC_RUN_ON_PLACE(kOp, input_ids, p, fdspec::draft_model_accept_preprocess_cpu,
@@ -35,8 +36,9 @@ void DraftModelAcceptPreprocess(paddle::Tensor& input_ids, paddle::Tensor& seq_l
 
 PD_BUILD_OP(draft_model_accept_preprocess)
     .Inputs({"input_ids", "seq_lens_decoder", "step_idx", "pre_ids", "mtp_draft_num", "max_dec_len",
-             "accept_tokens", "accept_num", "base_model_seq_lens_this_time", "base_model_seq_lens_encoder",
-             "base_model_seq_lens_decoder", "base_model_stop_flags", "base_model_max_dec_len"})
-    FDSPEC_INPLACE_OUTPUTS("input_ids", "seq_lens_decoder", "step_idx", "pre_ids", "mtp_draft_num",
-                           "max_dec_len", "base_model_seq_lens_this_time")
+             "accept_tokens", "accept_num", "base_model_seq_lens_this_time",
+             "base_model_seq_lens_encoder", "base_model_seq_lens_decoder", "base_model_stop_flags",
+             "base_model_max_dec_len"})
+        FDSPEC_INPLACE_OUTPUTS("input_ids", "seq_lens_decoder", "step_idx", "pre_ids",
+                               "mtp_draft_num", "max_dec_len", "base_model_seq_lens_this_time")
     .SetKernelFn(PD_KERNEL(DraftModelAcceptPreprocess));

@@ -6,7 +6,8 @@ namespace fdspec {
 void draft_model_greedy_preprocess_cpu(const DraftModelGreedyPreprocessParams& p) {
   for (int64_t b = 0; b < p.batch; ++b) {
     const DraftPreprocessSlot q = draft_preprocess_load(p, b);
-    draft_preprocess_store(p, b, q, draft_preprocess_reads_newest(q) ? p.pre_ids[b * p.pre_ids_stride + q.s] : -1);
+    draft_preprocess_store(
+        p, b, q, draft_preprocess_reads_newest(q) ? p.pre_ids[b * p.pre_ids_stride + q.s] : -1);
     if (q.kind == DraftSlot::kPrefill) {
       int64_t* row = p.pre_ids + b * p.pre_ids_stride;
       for (int64_t i = 0; i < p.pre_ids_stride; ++i) row[i] = -1;
@@ -18,9 +19,12 @@ namespace {
 
 float logit_at(const DraftModelGreedyUpdateParams& p, int64_t i) {
   switch (p.logits_dtype) {
-    case LogitsDType::kFloat16: return float16_bits_to_float(static_cast<const uint16_t*>(p.logits)[i]);
-    case LogitsDType::kBFloat16: return bfloat16_bits_to_float(static_cast<const uint16_t*>(p.logits)[i]);
-    default: return static_cast<const float*>(p.logits)[i];
+    case LogitsDType::kFloat16:
+      return float16_bits_to_float(static_cast<const uint16_t*>(p.logits)[i]);
+    case LogitsDType::kBFloat16:
+      return bfloat16_bits_to_float(static_cast<const uint16_t*>(p.logits)[i]);
+    default:
+      return static_cast<const float*>(p.logits)[i];
   }
 }
 

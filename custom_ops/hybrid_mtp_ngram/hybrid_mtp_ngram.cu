@@ -1,14 +1,15 @@
-// hybrid_mtp_ngram: CUDA implementation (docs/contract/ngram.md#hybrid_mtp_ngram). No Paddle include.
+// hybrid_mtp_ngram: CUDA implementation (docs/contract/ngram.md#hybrid_mtp_ngram). No Paddle
+// include.
 //
 // Kernel 1 (one block, or a cluster, per slot) finds each processed slot's best match with the
 // budget-independent search of ngram_search.cuh (haystacks: the prompt, then pre_ids[0 .. s); the
 // pattern ends at pre_ids[s]). Kernel 2 (one block) is the walk of ngram_common/ngram_walk.cuh.
 // The search result waits between the kernels in the slot's seq_lens_this_time entry, packed with
 // the input length ori the walk still needs: -(ori + M * c), M = hybrid_max_ori(p), c = 0 for no
-// match, else 1 + the continuation's start (the binding checks that it fits an int32). No workspace:
-// graph capturable and re-entrant on concurrent streams. Walk-free batches (hybrid_walk_free_term,
-// the same for every value an entry can hold) let kernel 1 write the final outputs and kernel 2 exit
-// before its wait. Design: docs/design/ngram.md.
+// match, else 1 + the continuation's start (the binding checks that it fits an int32). No
+// workspace: graph capturable and re-entrant on concurrent streams. Walk-free batches
+// (hybrid_walk_free_term, the same for every value an entry can hold) let kernel 1 write the final
+// outputs and kernel 2 exit before its wait. Design: docs/design/ngram.md.
 #include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
 
 #include "common/cuda_utils.cuh"
@@ -24,10 +25,10 @@ __device__ __forceinline__ int64_t hybrid_free_term_now(const HybridMtpNgramPara
 }
 
 // Search problem of kernel 1. A processed slot that is sure to give up whatever the earlier slots
-// draft is not searched: G_b >= I + ori_b - 1, I being the initial `unprocessed`, since every earlier
-// processed slot adds at least 1 to S and removes 1 from L, and other lengths are >= 0. Only
-// seq_lens_decoder (never written) of other slots is read: their seq_lens_this_time entries are being
-// rewritten by their own blocks.
+// draft is not searched: G_b >= I + ori_b - 1, I being the initial `unprocessed`, since every
+// earlier processed slot adds at least 1 to S and removes 1 from L, and other lengths are >= 0.
+// Only seq_lens_decoder (never written) of other slots is read: their seq_lens_this_time entries
+// are being rewritten by their own blocks.
 struct HybridSearch {
   HybridMtpNgramParams p;
 
@@ -51,7 +52,9 @@ struct HybridSearch {
   }
 
   // The row whose first tokens are the prompt (the search's first haystack), for its L2 prefetch.
-  __device__ const int64_t* row(int64_t b) const { return p.token_ids_all + b * p.token_ids_stride; }
+  __device__ const int64_t* row(int64_t b) const {
+    return p.token_ids_all + b * p.token_ids_stride;
+  }
   __device__ int64_t row_len() const { return p.token_ids_stride; }
 
   // Only a processed slot (which slot() recorded with search set) is asked: the sum of I and ori_b.
@@ -81,8 +84,9 @@ struct HybridSearch {
 
   // The walk-free form (ngram_walk_free): slot b's outputs from its own search result, as the walk
   // writes them when every slot keeps its untruncated drafts (its entry is still the input). The
-  // bound's terms read other slots' entries while their blocks may rewrite them: hybrid_walk_free_term
-  // is the same for every value an entry takes (a volatile load: one value, read once).
+  // bound's terms read other slots' entries while their blocks may rewrite them:
+  // hybrid_walk_free_term is the same for every value an entry takes (a volatile load: one value,
+  // read once).
   __device__ int64_t threshold() const { return p.threshold; }
   __device__ int64_t free_term(int64_t j) const { return hybrid_free_term_now(p, j); }
   // The same term, loaded with the slot's own facts and summed later (the entry read once).
@@ -90,13 +94,16 @@ struct HybridSearch {
     int32_t entry, decoder;
   };
   __device__ FreeIn free_in(int64_t j) const {
-    return FreeIn{*static_cast<const volatile int32_t*>(p.seq_lens_this_time + j), p.seq_lens_decoder[j]};
+    return FreeIn{*static_cast<const volatile int32_t*>(p.seq_lens_this_time + j),
+                  p.seq_lens_decoder[j]};
   }
-  __device__ int64_t free_of(int64_t, const FreeIn& in) const { return hybrid_walk_free_term(p, in.entry, in.decoder); }
+  __device__ int64_t free_of(int64_t, const FreeIn& in) const {
+    return hybrid_walk_free_term(p, in.entry, in.decoder);
+  }
   // Every term is at least A (hybrid_walk_free_term), so U >= B x A.
   bool free_possible() const { return hybrid_may_be_walk_free(p); }
   bool try_free = true;  // set by launch_ngram_op
-  int prefetch = 0;       // set by launch_ngram_op
+  int prefetch = 0;      // set by launch_ngram_op
 };
 
 // Kernel 2's view of the walk: a negative entry is a processed slot's packed (ori, match).

@@ -1,7 +1,8 @@
-// hybrid_mtp_ngram: Paddle binding (docs/contract/ngram.md#hybrid_mtp_ngram). Checks the tensors by name,
-// resolves the threshold on the host, and dispatches on the place of input_ids. Its first two inputs
-// are named as upstream registers them (input_ids: the token rows that start with the prompt,
-// input_ids_len: the prompt lengths); the kernel layer calls them token_ids_all and prompt_lens.
+// hybrid_mtp_ngram: Paddle binding (docs/contract/ngram.md#hybrid_mtp_ngram). Checks the tensors by
+// name, resolves the threshold on the host, and dispatches on the place of input_ids. Its first two
+// inputs are named as upstream registers them (input_ids: the token rows that start with the
+// prompt, input_ids_len: the prompt lengths); the kernel layer calls them token_ids_all and
+// prompt_lens.
 #include "binding/tensor_rules.h"
 #include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
 #include "ngram_common/ngram_search.h"
@@ -24,8 +25,10 @@ void HybridMtpNgram(const paddle::Tensor& input_ids, const paddle::Tensor& input
   const fb::OpChecks c(kOp);
   fdspec::HybridMtpNgramParams p;
   p.batch = c.tensors(
-      {Rule{"input_ids", input_ids, paddle::DataType::INT64, fb::OpChecks::Dim::kRows, &p.token_ids_all},
-       Rule{"input_ids_len", input_ids_len, paddle::DataType::INT64, fb::OpChecks::Dim::kPerSlot, &p.prompt_lens},
+      {Rule{"input_ids", input_ids, paddle::DataType::INT64, fb::OpChecks::Dim::kRows,
+            &p.token_ids_all},
+       Rule{"input_ids_len", input_ids_len, paddle::DataType::INT64, fb::OpChecks::Dim::kPerSlot,
+            &p.prompt_lens},
        FDSPEC_TENSORS(p, pre_ids, step_idx),
        fdspec::binding::rule::draft_token_num(draft_token_num),
        FDSPEC_TENSORS(p, draft_tokens, seq_lens_this_time, seq_lens_decoder, max_dec_len)},
@@ -37,7 +40,8 @@ void HybridMtpNgram(const paddle::Tensor& input_ids, const paddle::Tensor& input
       .that(W < fdspec::kMaxHaystackLen,
             "input_ids is wider than the supported maximum of 2^30 tokens")
       .that(D >= 1 && D < fdspec::kMaxHaystackLen,
-            "pre_ids must have 1 to 2^30 - 1 columns, got shape " + fdspec::binding::shape_str(pre_ids))
+            "pre_ids must have 1 to 2^30 - 1 columns, got shape " +
+                fdspec::binding::shape_str(pre_ids))
       .that(max_ngram_size >= 1 && max_ngram_size <= fdspec::kMaxNgramSize,
             "max_ngram_size must be in [1, " + std::to_string(fdspec::kMaxNgramSize) + "], got " +
                 std::to_string(max_ngram_size))
@@ -56,9 +60,9 @@ void HybridMtpNgram(const paddle::Tensor& input_ids, const paddle::Tensor& input
 }
 
 PD_BUILD_OP(hybrid_mtp_ngram)
-    .Inputs({"input_ids", "input_ids_len", "pre_ids", "step_idx", "draft_token_num",
-             "draft_tokens", "seq_lens_this_time", "seq_lens_decoder", "max_dec_len"})
+    .Inputs({"input_ids", "input_ids_len", "pre_ids", "step_idx", "draft_token_num", "draft_tokens",
+             "seq_lens_this_time", "seq_lens_decoder", "max_dec_len"})
     .Attrs({"max_ngram_size: int", "min_ngram_size: int", "max_draft_tokens: int",
             "pad_to_max: bool", "threshold: int64_t"})
-    FDSPEC_INPLACE_OUTPUTS("draft_tokens", "seq_lens_this_time")
+        FDSPEC_INPLACE_OUTPUTS("draft_tokens", "seq_lens_this_time")
     .SetKernelFn(PD_KERNEL(HybridMtpNgram));

@@ -10,8 +10,8 @@ namespace fdspec {
 namespace logprob_msg {
 namespace {
 
-// The wire buffer is raw bytes: fields are read and written through memcpy, which compilers turn into
-// plain loads and stores, so no access breaks the aliasing rules whatever the buffer's origin.
+// The wire buffer is raw bytes: fields are read and written through memcpy, which compilers turn
+// into plain loads and stores, so no access breaks the aliasing rules whatever the buffer's origin.
 inline void store_i32(uint8_t* p, int32_t v) { std::memcpy(p, &v, sizeof(v)); }
 inline void store_f32(uint8_t* p, float v) { std::memcpy(p, &v, sizeof(v)); }
 inline int32_t load_i32(const uint8_t* p) {
@@ -24,7 +24,9 @@ inline bool fits_i32(int64_t v) {
   return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
 }
 
-std::string at(const char* name, int64_t i) { return std::string(name) + "[" + std::to_string(i) + "]"; }
+std::string at(const char* name, int64_t i) {
+  return std::string(name) + "[" + std::to_string(i) + "]";
+}
 
 // The count that slot i reports to the receiver ([3 + i]); rows_of(count) rows follow on the wire.
 int64_t slot_count(const SaveParams& p, int64_t i) {
@@ -50,12 +52,12 @@ std::string check_slot_rows(const SaveParams& p, int64_t i, int64_t rows) {
   if (rows > p.sampled_stride || (i + 1) * p.sampled_stride > p.sampled_numel) {
     return "slot " + std::to_string(i) + " sends " + std::to_string(rows) +
            " tokens but sampled_token_ids has " + std::to_string(p.sampled_stride) +
-           " columns (and " + std::to_string(p.sampled_numel / std::max<int64_t>(p.sampled_stride, 1)) +
-           " rows)";
+           " columns (and " +
+           std::to_string(p.sampled_numel / std::max<int64_t>(p.sampled_stride, 1)) + " rows)";
   }
   if (first < 0 || first >= p.logprob_rows) {
-    return "slot " + std::to_string(i) + " reads logprob row " + where + ", outside the logprob tensors (" +
-           std::to_string(p.logprob_rows) + " rows)";
+    return "slot " + std::to_string(i) + " reads logprob row " + where +
+           ", outside the logprob tensors (" + std::to_string(p.logprob_rows) + " rows)";
   }
   return {};
 }
@@ -64,14 +66,16 @@ std::string check_slot_rows(const SaveParams& p, int64_t i, int64_t rows) {
 
 std::string pack_message(const SaveParams& p, uint8_t* out, size_t capacity, size_t* bytes) {
   if (p.batch < 1 || p.batch > kMaxBsz) {
-    return "batch " + std::to_string(p.batch) + " must be in [1, MAX_BSZ = " + std::to_string(kMaxBsz) + "]";
+    return "batch " + std::to_string(p.batch) +
+           " must be in [1, MAX_BSZ = " + std::to_string(kMaxBsz) + "]";
   }
   if (p.columns < 1 || p.columns > kColumns) {
     return "logprob_token_ids has " + std::to_string(p.columns) + " columns; 1 .. " +
            std::to_string(kColumns) + " (K + 1) are supported";
   }
   if (p.message_flag < 0 || p.message_flag > kFlagMask) {
-    return "message_flag " + std::to_string(p.message_flag) + " must be in [0, 255] (8 bits of [1])";
+    return "message_flag " + std::to_string(p.message_flag) +
+           " must be in [0, 255] (8 bits of [1])";
   }
 
   // Pass 1: counts, and every bound, before a byte of payload is written.
@@ -83,8 +87,8 @@ std::string pack_message(const SaveParams& p, uint8_t* out, size_t capacity, siz
     const int64_t count = slot_count(p, i);
     if (count > kMaxDraftTokens || !fits_i32(count)) {
       return "slot " + std::to_string(i) + " has " + std::to_string(count) + " tokens (from " +
-             at("token_num_per_batch", i) + "); at most MAX_DRAFT_TOKENS = " +
-             std::to_string(kMaxDraftTokens) + " fit a slot";
+             at("token_num_per_batch", i) +
+             "); at most MAX_DRAFT_TOKENS = " + std::to_string(kMaxDraftTokens) + " fit a slot";
     }
     const int64_t rows = rows_of(count);
     if (rows > 0) {
@@ -240,7 +244,8 @@ constexpr LayoutEntry kLayoutEntries[] = {
 // receive lengths it derives (tokens, scores, ranks) hold only while the offsets are these.
 static_assert(sizeof(kLayoutEntries) / sizeof(kLayoutEntries[0]) == 13,
               "a layout entry was added or removed: update fastdeploy_spec/transport/layout.py");
-static_assert(kTokensOffset == kCountsOffset + kMaxBsz && kOutputScoresLen == kMaxBsz * kSlotCells &&
+static_assert(kTokensOffset == kCountsOffset + kMaxBsz &&
+                  kOutputScoresLen == kMaxBsz * kSlotCells &&
                   kOutputRanksLen == kMaxBsz * kMaxDraftTokens,
               "Layout.tokens_len, scores_len and ranks_len derive the receive lengths this way");
 

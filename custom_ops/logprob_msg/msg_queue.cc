@@ -27,7 +27,9 @@ namespace {
 constexpr const char* kMsgmaxPath = "/proc/sys/kernel/msgmax";
 constexpr long kLinuxDefaultMsgmax = 8192;  // used when /proc cannot be read
 
-std::string errno_str(int e) { return std::string(std::strerror(e)) + " (errno " + std::to_string(e) + ")"; }
+std::string errno_str(int e) {
+  return std::string(std::strerror(e)) + " (errno " + std::to_string(e) + ")";
+}
 
 // Strict integer parse of an environment variable: unset or empty gives `dflt`, garbage an error.
 std::string env_integer(const char* var, int64_t dflt, int64_t* value) {
@@ -39,7 +41,8 @@ std::string env_integer(const char* var, int64_t dflt, int64_t* value) {
   char* end = nullptr;
   errno = 0;
   const long long x = std::strtoll(v, &end, 10);
-  if (errno != 0 || end == v || *end != '\0') return std::string(var) + " = '" + v + "' is not an integer";
+  if (errno != 0 || end == v || *end != '\0')
+    return std::string(var) + " = '" + v + "' is not an integer";
   *value = x;
   return {};
 }
@@ -53,8 +56,9 @@ std::string open_queue(int64_t queue_id, Queue* q) {
   // ftok() uses the low 8 bits of the id (upstream's naming, kept so both name the same queue).
   q->key = ftok(kKeyPath, static_cast<int>(queue_id));
   if (q->key == -1) {
-    return std::string("ftok(\"") + kKeyPath + "\", " + std::to_string(queue_id) + ") failed: " +
-           errno_str(errno) + "; the queue key is derived from " + kKeyPath + ", which must exist";
+    return std::string("ftok(\"") + kKeyPath + "\", " + std::to_string(queue_id) +
+           ") failed: " + errno_str(errno) + "; the queue key is derived from " + kKeyPath +
+           ", which must exist";
   }
   q->msqid = msgget(q->key, IPC_CREAT | 0666);
   if (q->msqid == -1) {
@@ -76,9 +80,9 @@ long read_msgmax() {
   return v;
 }
 
-// Largest SysV message text the sender may use on this queue: a fragment larger than kernel.msgmax is
-// refused (EINVAL), and one larger than the queue's capacity (msg_qbytes, from kernel.msgmnb) would
-// block forever.
+// Largest SysV message text the sender may use on this queue: a fragment larger than kernel.msgmax
+// is refused (EINVAL), and one larger than the queue's capacity (msg_qbytes, from kernel.msgmnb)
+// would block forever.
 struct Limits {
   long msgmax = 0;
   long qbytes = 0;
@@ -94,41 +98,48 @@ std::string read_limits(int msqid, Limits* l) {
 }
 
 std::string limits_str(const Limits& l) {
-  return "kernel.msgmax = " + std::to_string(l.msgmax) + ", queue capacity msg_qbytes = " +
-         std::to_string(l.qbytes) + " (from kernel.msgmnb)";
+  return "kernel.msgmax = " + std::to_string(l.msgmax) +
+         ", queue capacity msg_qbytes = " + std::to_string(l.qbytes) + " (from kernel.msgmnb)";
 }
 
-// Payload bytes per fragment: what the limit leaves after the fragment header, rounded down to 8 bytes
-// so that every frame of the in-place scheme stays aligned. 0 when the limit is too small.
+// Payload bytes per fragment: what the limit leaves after the fragment header, rounded down to 8
+// bytes so that every frame of the in-place scheme stays aligned. 0 when the limit is too small.
 size_t chunk_bytes(const Limits& l) {
   const size_t text = l.text();
   if (text < sizeof(FragmentHeader) + 8) return 0;
   return (text - sizeof(FragmentHeader)) / 8 * 8;
 }
 
-// ---- Sender state (one per process) ----------------------------------------------------------------
+// ---- Sender state (one per process)
+// ----------------------------------------------------------------
 std::mutex g_send_mutex;
 std::map<int, Limits> g_limits;  // by msqid: /proc and IPC_STAT are read once per queue
 uint32_t g_next_message_id = 0;
 SendStats g_last_send;
 
 std::string send_error(int e, size_t text, const Limits& l) {
-  std::string why = "msgsnd of a " + std::to_string(text) + "-byte fragment failed: " + errno_str(e);
+  std::string why =
+      "msgsnd of a " + std::to_string(text) + "-byte fragment failed: " + errno_str(e);
   switch (e) {
     case EINVAL:
       return why + "; the fragment exceeds a kernel limit (" + limits_str(l) +
              ", lowered while sending?) or the queue was removed";
-    case EIDRM: return why + "; the queue was removed while sending";
-    case EACCES: return why + "; no write permission on the queue";
-    case ENOMEM: return why + "; the kernel is out of memory";
-    default: return why;
+    case EIDRM:
+      return why + "; the queue was removed while sending";
+    case EACCES:
+      return why + "; no write permission on the queue";
+    case ENOMEM:
+      return why + "; the kernel is out of memory";
+    default:
+      return why;
   }
 }
 
-// ---- Receiver state (one per queue key) ------------------------------------------------------------
-// One assembly per sender (mtype): while a message of one sender is incomplete, fragments of the
-// others keep being taken off the queue. Waiting for one sender alone would let the others' fragments
-// fill the queue, block that sender's next fragment, and drop its message on the fragment timeout.
+// ---- Receiver state (one per queue key)
+// ------------------------------------------------------------ One assembly per sender (mtype):
+// while a message of one sender is incomplete, fragments of the others keep being taken off the
+// queue. Waiting for one sender alone would let the others' fragments fill the queue, block that
+// sender's next fragment, and drop its message on the fragment timeout.
 struct Assembly {
   uint32_t id = 0;
   uint32_t count = 0;
@@ -145,10 +156,10 @@ struct Orphan {  // the rest of a message whose first fragment was never seen: d
 };
 
 struct Receiver {
-  std::vector<uint8_t> frame;        // one SysV message: mtype + fragment header + chunk
-  std::map<long, Assembly> partial;  // by sender
+  std::vector<uint8_t> frame;                 // one SysV message: mtype + fragment header + chunk
+  std::map<long, Assembly> partial;           // by sender
   std::deque<std::vector<uint8_t>> complete;  // whole messages not handed out yet, in arrival order
-  std::vector<Orphan> orphans;       // at most one per sender
+  std::vector<Orphan> orphans;                // at most one per sender
 };
 
 std::mutex g_recv_mutex;
@@ -201,9 +212,9 @@ bool is_orphan(const Receiver& r, long mtype, uint32_t id) {
                      [&](const Orphan& o) { return o.mtype == mtype && o.id == id; });
 }
 
-// Takes the fragment in r.frame (n text bytes, mtype) into the receiver's state. Returns an error for
-// what it drops; a message it completes goes to r.complete, except a single-fragment message: then
-// *whole is set and the message is read from r.frame in place (no copy).
+// Takes the fragment in r.frame (n text bytes, mtype) into the receiver's state. Returns an error
+// for what it drops; a message it completes goes to r.complete, except a single-fragment message:
+// then *whole is set and the message is read from r.frame in place (no copy).
 std::string take_fragment(Receiver& r, ssize_t n, size_t max_bytes, bool* whole) {
   *whole = false;
   long mtype;
@@ -223,8 +234,9 @@ std::string take_fragment(Receiver& r, ssize_t n, size_t max_bytes, bool* whole)
     std::string dropped;
     if (open != r.partial.end()) {
       const Assembly& a = open->second;
-      dropped = "dropped incomplete " + describe(mtype, a.id) + " (fragment " + std::to_string(a.next) +
-                " of " + std::to_string(a.count) + " missing); the next message of that sender follows";
+      dropped = "dropped incomplete " + describe(mtype, a.id) + " (fragment " +
+                std::to_string(a.next) + " of " + std::to_string(a.count) +
+                " missing); the next message of that sender follows";
       r.partial.erase(open);
     }
     if (h.count == 1) {
@@ -243,8 +255,8 @@ std::string take_fragment(Receiver& r, ssize_t n, size_t max_bytes, bool* whole)
     if (is_orphan(r, mtype, h.message_id)) return {};
     forget_orphan(r, mtype);
     r.orphans.push_back({mtype, h.message_id});
-    return "dropped fragment " + std::to_string(h.index) + " of " + std::to_string(h.count) + " of " +
-           describe(mtype, h.message_id) +
+    return "dropped fragment " + std::to_string(h.index) + " of " + std::to_string(h.count) +
+           " of " + describe(mtype, h.message_id) +
            ": its first fragment was never received here (taken by another receiver that stopped?)";
   }
   Assembly& a = open->second;
@@ -252,13 +264,13 @@ std::string take_fragment(Receiver& r, ssize_t n, size_t max_bytes, bool* whole)
                          h.total_bytes == a.total && a.filled + chunk <= a.total &&
                          (h.index + 1 < h.count || a.filled + chunk == a.total);
   if (!continues) {
-    const std::string lost = describe(mtype, a.id) + " (fragment " + std::to_string(a.next) + " of " +
-                             std::to_string(a.count) + " missing)";
+    const std::string lost = describe(mtype, a.id) + " (fragment " + std::to_string(a.next) +
+                             " of " + std::to_string(a.count) + " missing)";
     r.partial.erase(open);
     forget_orphan(r, mtype);
     r.orphans.push_back({mtype, h.message_id});
-    return "dropped incomplete " + lost + " and an out-of-sequence fragment " + std::to_string(h.index) +
-           " of message " + std::to_string(h.message_id);
+    return "dropped incomplete " + lost + " and an out-of-sequence fragment " +
+           std::to_string(h.index) + " of message " + std::to_string(h.message_id);
   }
   std::memcpy(a.data.data() + a.filled, r.frame.data() + kFramePrefix, chunk);
   a.filled += chunk;
@@ -280,7 +292,9 @@ int64_t fragment_timeout_ms() {
 
 }  // namespace
 
-std::string queue_id_from_env(int64_t* queue_id) { return env_integer(kQueueIdEnv, kQueueIdDefault, queue_id); }
+std::string queue_id_from_env(int64_t* queue_id) {
+  return env_integer(kQueueIdEnv, kQueueIdDefault, queue_id);
+}
 
 std::string resolve_queue_id(int64_t attr, int64_t* queue_id) {
   if (attr < 0) return queue_id_from_env(queue_id);
@@ -315,8 +329,9 @@ std::string send_message(int64_t queue_id, uint8_t* buf, size_t payload_bytes, S
   }
 
   const long mtype = static_cast<long>(getpid());
-  // Two attempts: a first fragment refused with EINVAL may mean that a limit was lowered since it was
-  // cached; the limits are then read again and the message re-fragmented (nothing was sent yet).
+  // Two attempts: a first fragment refused with EINVAL may mean that a limit was lowered since it
+  // was cached; the limits are then read again and the message re-fragmented (nothing was sent
+  // yet).
   for (int attempt = 0; attempt < 2; ++attempt) {
     const Limits limits = cached->second;
     const size_t chunk = chunk_bytes(limits);
@@ -325,11 +340,13 @@ std::string send_message(int64_t queue_id, uint8_t* buf, size_t payload_bytes, S
              ") leave no room for a fragment; raise them, e.g. sysctl -w kernel.msgmax=8192 "
              "kernel.msgmnb=16384 (then recreate the queue)";
     }
-    const uint32_t count = static_cast<uint32_t>(std::max<size_t>(1, (payload_bytes + chunk - 1) / chunk));
+    const uint32_t count =
+        static_cast<uint32_t>(std::max<size_t>(1, (payload_bytes + chunk - 1) / chunk));
     const uint32_t id = g_next_message_id++;
     uint64_t sent = 0;
     for (uint32_t f = 0; f < count; ++f) {
-      // Frame f starts kFramePrefix bytes before its chunk: over the tail of chunk f - 1, already sent.
+      // Frame f starts kFramePrefix bytes before its chunk: over the tail of chunk f - 1, already
+      // sent.
       uint8_t* frame = buf + static_cast<size_t>(f) * chunk;
       const size_t this_chunk = std::min(chunk, payload_bytes - static_cast<size_t>(f) * chunk);
       const FragmentHeader h{kFragmentMagic, id, f, count, payload_bytes};
@@ -350,8 +367,9 @@ std::string send_message(int64_t queue_id, uint8_t* buf, size_t payload_bytes, S
           }
         }
         std::string why = send_error(e, text, limits);
-        if (f > 0) why += "; " + std::to_string(f) + " of " + std::to_string(count) +
-                          " fragments were sent: the receiver drops that message with an error";
+        if (f > 0)
+          why += "; " + std::to_string(f) + " of " + std::to_string(count) +
+                 " fragments were sent: the receiver drops that message with an error";
         return why;
       }
       sent += text;
@@ -386,7 +404,8 @@ std::string receive_message(int64_t queue_id, bool wait, size_t max_bytes, const
     const bool block = wait && r.partial.empty();
     // MSG_NOERROR: a foreign message too big for the buffer is consumed (truncated) and reported
     // rather than left to block the queue.
-    const ssize_t n = msgrcv(q.msqid, r.frame.data(), text_cap, 0, (block ? 0 : IPC_NOWAIT) | MSG_NOERROR);
+    const ssize_t n =
+        msgrcv(q.msqid, r.frame.data(), text_cap, 0, (block ? 0 : IPC_NOWAIT) | MSG_NOERROR);
     if (n == -1) {
       const int e = errno;
       if (e == EIDRM || (e == EINVAL && !r.partial.empty())) {
@@ -406,16 +425,17 @@ std::string receive_message(int64_t queue_id, bool wait, size_t max_bytes, const
         if (now - a.last_progress > timeout) {
           const std::string lost = "dropped " + describe(it->first, a.id) + ": fragment " +
                                    std::to_string(a.next) + " of " + std::to_string(a.count) +
-                                   " did not arrive within " + std::to_string(timeout.count()) + " ms (" +
-                                   kFragmentTimeoutEnv + "); its sender stopped mid-message";
+                                   " did not arrive within " + std::to_string(timeout.count()) +
+                                   " ms (" + kFragmentTimeoutEnv +
+                                   "); its sender stopped mid-message";
           r.partial.erase(it);
           return lost;
         }
       }
       if (e == EINTR) return {};
       // Spin briefly (a sender is usually mid-send), then sleep so as not to steal its core. A
-      // non-blocking receive stops after the spin: "no message yet", the fragments already read stay
-      // in the receiver's state and the next receive continues the message (nothing is lost).
+      // non-blocking receive stops after the spin: "no message yet", the fragments already read
+      // stay in the receiver's state and the next receive continues the message (nothing is lost).
       if (!wait && idle_polls >= 64) return {};
       if (++idle_polls < 64) {
         sched_yield();
@@ -430,7 +450,8 @@ std::string receive_message(int64_t queue_id, bool wait, size_t max_bytes, const
     if (!err.empty()) return err;
     if (whole) {
       *got = true;
-      return consume(r.frame.data() + kFramePrefix, static_cast<size_t>(n) - sizeof(FragmentHeader));
+      return consume(r.frame.data() + kFramePrefix,
+                     static_cast<size_t>(n) - sizeof(FragmentHeader));
     }
   }
   std::vector<uint8_t> message = std::move(r.complete.front());

@@ -1,6 +1,6 @@
 // Paddle binding shared by the two sender ops (speculate_save_output_topk and
-// mtp_save_first_token_with_topk, docs/contract/transport.md): named checks, host copies of GPU inputs, pack,
-// send.
+// mtp_save_first_token_with_topk, docs/contract/transport.md): named checks, host copies of GPU
+// inputs, pack, send.
 #pragma once
 
 #include <array>
@@ -14,12 +14,12 @@
 namespace fdspec {
 namespace logprob_binding {
 
-// Host pointers to the inputs of a sender op. Each input may sit on the CPU (read in place) or on the
-// GPU: then it is copied with cudaMemcpyAsync on its own stream into a per-thread staging buffer, and
-// wait() synchronises those streams. The sync is the point of the op, not a cost to avoid: the message
-// must carry the values the step computed and msgsnd reads host memory. These ops are host ops by
-// nature (upstream copies with a blocking copy_to), called after the step's kernels and outside any
-// captured CUDA graph; the wait covers only the inputs' streams.
+// Host pointers to the inputs of a sender op. Each input may sit on the CPU (read in place) or on
+// the GPU: then it is copied with cudaMemcpyAsync on its own stream into a per-thread staging
+// buffer, and wait() synchronises those streams. The sync is the point of the op, not a cost to
+// avoid: the message must carry the values the step computed and msgsnd reads host memory. These
+// ops are host ops by nature (upstream copies with a blocking copy_to), called after the step's
+// kernels and outside any captured CUDA graph; the wait covers only the inputs' streams.
 class HostInputs {
  public:
   explicit HostInputs(const char* op) : op_(op) {}
@@ -33,7 +33,8 @@ class HostInputs {
     const size_t bytes = static_cast<size_t>(t.numel()) * sizeof(T);
     buf.resize(bytes);
     const cudaStream_t s = binding::stream_of(t);
-    binding::check_cuda(cudaMemcpyAsync(buf.data(), t.data<T>(), bytes, cudaMemcpyDeviceToHost, s), op_);
+    binding::check_cuda(cudaMemcpyAsync(buf.data(), t.data<T>(), bytes, cudaMemcpyDeviceToHost, s),
+                        op_);
     bool known = false;
     for (size_t i = 0; i < num_streams_; ++i) known = known || streams_[i] == s;
     if (!known) streams_[num_streams_++] = s;
@@ -45,7 +46,8 @@ class HostInputs {
 
   void wait() {
 #ifdef FDSPEC_WITH_CUDA
-    for (size_t i = 0; i < num_streams_; ++i) binding::check_cuda(cudaStreamSynchronize(streams_[i]), op_);
+    for (size_t i = 0; i < num_streams_; ++i)
+      binding::check_cuda(cudaStreamSynchronize(streams_[i]), op_);
 #endif
   }
 
@@ -84,17 +86,19 @@ inline void save_logprob_message(const char* op, logprob_msg::SaveMode mode, con
   namespace lm = logprob_msg;
   const binding::OpChecks c(op);
   const bool first_token = mode == lm::SaveMode::kFirstTokenWithDrafts;
-  c.defined("sampled_token_ids, logprob_token_ids, logprob_scores, logprob_ranks, token_num_per_batch, "
-            "cu_batch_token_offset, not_need_stop, seq_lens_decoder, prompt_lens",
-            {in.sampled_token_ids, in.logprob_token_ids, in.logprob_scores, in.logprob_ranks,
-             in.token_num_per_batch, in.cu_batch_token_offset, in.not_need_stop, in.seq_lens_decoder,
-             in.prompt_lens});
+  c.defined(
+      "sampled_token_ids, logprob_token_ids, logprob_scores, logprob_ranks, token_num_per_batch, "
+      "cu_batch_token_offset, not_need_stop, seq_lens_decoder, prompt_lens",
+      {in.sampled_token_ids, in.logprob_token_ids, in.logprob_scores, in.logprob_ranks,
+       in.token_num_per_batch, in.cu_batch_token_offset, in.not_need_stop, in.seq_lens_decoder,
+       in.prompt_lens});
   c.defined(in.preempted_name, {in.preempted_idx});
-  // The batch is token_num_per_batch's: its own shape is checked first, so a malformed one is blamed
-  // on it rather than on the first tensor compared with it.
+  // The batch is token_num_per_batch's: its own shape is checked first, so a malformed one is
+  // blamed on it rather than on the first tensor compared with it.
   c.dtype(in.token_num_per_batch, "token_num_per_batch", DataType::INT32)
       .that(in.token_num_per_batch.shape().size() == 1 ||
-                (in.token_num_per_batch.shape().size() == 2 && in.token_num_per_batch.shape()[1] == 1),
+                (in.token_num_per_batch.shape().size() == 2 &&
+                 in.token_num_per_batch.shape()[1] == 1),
             "token_num_per_batch must have shape [B] or [B, 1] (it defines the batch), got " +
                 binding::shape_str(in.token_num_per_batch));
   const int64_t B = c.batch(in.token_num_per_batch, "token_num_per_batch");
@@ -107,32 +111,38 @@ inline void save_logprob_message(const char* op, logprob_msg::SaveMode mode, con
       .dtype(in.not_need_stop, "not_need_stop", DataType::BOOL)
       .dtype(in.seq_lens_decoder, "seq_lens_decoder", DataType::INT32)
       .dtype(in.prompt_lens, "prompt_lens", DataType::INT64);
-  c.that(B <= lm::kMaxBsz, "batch (token_num_per_batch) has " + std::to_string(B) +
-                               " slots; a message holds at most MAX_BSZ = " + std::to_string(lm::kMaxBsz))
+  c.that(B <= lm::kMaxBsz,
+         "batch (token_num_per_batch) has " + std::to_string(B) +
+             " slots; a message holds at most MAX_BSZ = " + std::to_string(lm::kMaxBsz))
       .rank(in.logprob_token_ids, "logprob_token_ids", 2);
   const int64_t R = in.logprob_token_ids.shape()[0];
   const int64_t M = in.logprob_token_ids.shape()[1];
-  c.that(M >= 1 && M <= lm::kColumns,
-         "logprob_token_ids has " + std::to_string(M) + " columns (top-k + 1); 1 .. " +
-             std::to_string(lm::kColumns) + " are supported (K = " + std::to_string(lm::kTopK) + ")")
+  c.that(M >= 1 && M <= lm::kColumns, "logprob_token_ids has " + std::to_string(M) +
+                                          " columns (top-k + 1); 1 .. " +
+                                          std::to_string(lm::kColumns) +
+                                          " are supported (K = " + std::to_string(lm::kTopK) + ")")
       .that(in.logprob_scores.shape() == in.logprob_token_ids.shape(),
             "logprob_scores must have the shape of logprob_token_ids " +
-                binding::shape_str(in.logprob_token_ids) + ", got " + binding::shape_str(in.logprob_scores))
+                binding::shape_str(in.logprob_token_ids) + ", got " +
+                binding::shape_str(in.logprob_scores))
       .per_slot(in.logprob_ranks, "logprob_ranks", R)
       .that(in.cu_batch_token_offset.numel() >= B,
             "cu_batch_token_offset must hold at least B = " + std::to_string(B) + " offsets, got " +
                 binding::shape_str(in.cu_batch_token_offset))
       .vector(in.cu_batch_token_offset, "cu_batch_token_offset")
-      .that(in.not_need_stop.numel() == 1,
-            "not_need_stop must hold one value (shape [1]), got " + binding::shape_str(in.not_need_stop))
+      .that(in.not_need_stop.numel() == 1, "not_need_stop must hold one value (shape [1]), got " +
+                                               binding::shape_str(in.not_need_stop))
       .per_slot(in.seq_lens_decoder, "seq_lens_decoder", B)
       .per_slot(in.prompt_lens, "prompt_lens", B)
       .dtype(in.preempted_idx, in.preempted_name, DataType::INT32)
       .per_slot(in.preempted_idx, in.preempted_name, B)
-      .that(message_flag >= 0 && message_flag <= lm::kFlagMask,
-            "message_flag " + std::to_string(message_flag) + " must be in [0, 255] (8 bits of [1])");
-  if (first_token) c.rows_at_least(in.sampled_token_ids, "sampled_token_ids", B);
-  else c.vector(in.sampled_token_ids, "sampled_token_ids");
+      .that(
+          message_flag >= 0 && message_flag <= lm::kFlagMask,
+          "message_flag " + std::to_string(message_flag) + " must be in [0, 255] (8 bits of [1])");
+  if (first_token)
+    c.rows_at_least(in.sampled_token_ids, "sampled_token_ids", B);
+  else
+    c.vector(in.sampled_token_ids, "sampled_token_ids");
   if ((!save_each_rank && rank_id > 0) || B == 0) return;
 
   int64_t queue_id = 0;
@@ -164,7 +174,8 @@ inline void save_logprob_message(const char* op, logprob_msg::SaveMode mode, con
   h.wait();
   p.stop_flag = not_need_stop[0] ? msg_id : -msg_id;
 
-  // One buffer per thread, sized for the largest message: kFramePrefix of headroom for the transport.
+  // One buffer per thread, sized for the largest message: kFramePrefix of headroom for the
+  // transport.
   thread_local std::vector<uint8_t> buf(msgq::kFramePrefix + lm::kMaxWireBytes);
   size_t bytes = 0;
   err = lm::pack_message(p, buf.data() + msgq::kFramePrefix, lm::kMaxWireBytes, &bytes);

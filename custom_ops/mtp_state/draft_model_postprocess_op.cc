@@ -12,7 +12,8 @@ constexpr const char* kOp = "draft_model_postprocess";
 
 // base_model_draft_tokens and base_model_stop_flags are in place as upstream declares them; neither
 // is written.
-void DraftModelPostprocess(paddle::Tensor& base_model_draft_tokens, paddle::Tensor& base_model_seq_lens_this_time,
+void DraftModelPostprocess(paddle::Tensor& base_model_draft_tokens,
+                           paddle::Tensor& base_model_seq_lens_this_time,
                            const paddle::Tensor& base_model_seq_lens_encoder,
                            paddle::Tensor& base_model_stop_flags) {
   namespace fb = fdspec::binding;
@@ -28,7 +29,8 @@ void DraftModelPostprocess(paddle::Tensor& base_model_draft_tokens, paddle::Tens
 }
 
 PD_BUILD_OP(draft_model_postprocess)
-    .Inputs({"base_model_draft_tokens", "base_model_seq_lens_this_time", "base_model_seq_lens_encoder",
-             "base_model_stop_flags"})
-    FDSPEC_INPLACE_OUTPUTS("base_model_draft_tokens", "base_model_seq_lens_this_time", "base_model_stop_flags")
+    .Inputs({"base_model_draft_tokens", "base_model_seq_lens_this_time",
+             "base_model_seq_lens_encoder", "base_model_stop_flags"})
+        FDSPEC_INPLACE_OUTPUTS("base_model_draft_tokens", "base_model_seq_lens_this_time",
+                               "base_model_stop_flags")
     .SetKernelFn(PD_KERNEL(DraftModelPostprocess));

@@ -1,5 +1,6 @@
 // draft_model_update (FastDeploy's contract): Paddle binding. Checks the tensors by name and
-// dispatches on the place of seq_lens_this_time. Rule: mtp_state.h; contract: docs/contract/mtp_state.md.
+// dispatches on the place of seq_lens_this_time. Rule: mtp_state.h; contract:
+// docs/contract/mtp_state.md.
 #include "mtp_state/mtp_state.h"
 #include "mtp_state/mtp_state_binding.h"
 
@@ -20,12 +21,13 @@ void DraftModelUpdate(const paddle::Tensor& inter_next_tokens, paddle::Tensor& d
   const fb::OpChecks c(kOp);
   fdspec::MtpUpdateParams p;
   // cu_seqlens_q_output and end_ids are upstream's inputs that its kernel does not read either.
-  p.batch = c.tensors({FDSPEC_TENSORS(p, inter_next_tokens, draft_tokens, pre_ids, seq_lens_this_time,
-                                      seq_lens_encoder, seq_lens_decoder, step_idx),
-                       fb::rule::cu_seqlens_q_output(cu_seqlens_q_output),
-                       FDSPEC_TENSORS(p, stop_flags, not_need_stop, max_dec_len),
-                       fb::rule::end_ids(end_ids), FDSPEC_TENSOR(p, base_model_draft_tokens)},
-                      "seq_lens_this_time");
+  p.batch =
+      c.tensors({FDSPEC_TENSORS(p, inter_next_tokens, draft_tokens, pre_ids, seq_lens_this_time,
+                                seq_lens_encoder, seq_lens_decoder, step_idx),
+                 fb::rule::cu_seqlens_q_output(cu_seqlens_q_output),
+                 FDSPEC_TENSORS(p, stop_flags, not_need_stop, max_dec_len),
+                 fb::rule::end_ids(end_ids), FDSPEC_TENSOR(p, base_model_draft_tokens)},
+                "seq_lens_this_time");
   fb::check_not_need_stop(c, not_need_stop);
   p.next_tokens_len = inter_next_tokens.numel();
   p.draft_tokens_stride = fb::columns_at_least(c, draft_tokens, "draft_tokens", 1);
@@ -41,11 +43,11 @@ void DraftModelUpdate(const paddle::Tensor& inter_next_tokens, paddle::Tensor& d
 }
 
 PD_BUILD_OP(draft_model_update)
-    .Inputs({"inter_next_tokens", "draft_tokens", "pre_ids", "seq_lens_this_time", "seq_lens_encoder",
-             "seq_lens_decoder", "step_idx", "cu_seqlens_q_output", "stop_flags", "not_need_stop",
-             "max_dec_len", "end_ids", "base_model_draft_tokens"})
+    .Inputs({"inter_next_tokens", "draft_tokens", "pre_ids", "seq_lens_this_time",
+             "seq_lens_encoder", "seq_lens_decoder", "step_idx", "cu_seqlens_q_output",
+             "stop_flags", "not_need_stop", "max_dec_len", "end_ids", "base_model_draft_tokens"})
     .Attrs({"max_seq_len: int", "substep: int"})
-    FDSPEC_INPLACE_OUTPUTS("draft_tokens", "pre_ids", "seq_lens_this_time", "seq_lens_encoder",
-                           "seq_lens_decoder", "step_idx", "stop_flags", "not_need_stop",
-                           "base_model_draft_tokens")
+        FDSPEC_INPLACE_OUTPUTS("draft_tokens", "pre_ids", "seq_lens_this_time", "seq_lens_encoder",
+                               "seq_lens_decoder", "step_idx", "stop_flags", "not_need_stop",
+                               "base_model_draft_tokens")
     .SetKernelFn(PD_KERNEL(DraftModelUpdate));

@@ -16,12 +16,13 @@ namespace {
 
 constexpr int kWarp = 32;
 constexpr unsigned kFullMask = 0xFFFFFFFFu;
-constexpr int kScanThreads = 256;     // preprocess / update: one block, a thread per slot per chunk
-constexpr int kSlotThreads = 128;     // postprocess / set_value_by_flags: a thread per slot
-constexpr int kGatherThreads = 256;   // hidden-state gathers: a block per slot
+constexpr int kScanThreads = 256;    // preprocess / update: one block, a thread per slot per chunk
+constexpr int kSlotThreads = 128;    // postprocess / set_value_by_flags: a thread per slot
+constexpr int kGatherThreads = 256;  // hidden-state gathers: a block per slot
 
 int scan_threads(int64_t batch) {
-  return static_cast<int>(std::min<int64_t>(kScanThreads, std::max<int64_t>(kWarp, (batch + kWarp - 1) / kWarp * kWarp)));
+  return static_cast<int>(std::min<int64_t>(
+      kScanThreads, std::max<int64_t>(kWarp, (batch + kWarp - 1) / kWarp * kWarp)));
 }
 
 __global__ void __launch_bounds__(kScanThreads) mtp_preprocess_kernel(MtpPreprocessParams p) {
@@ -43,8 +44,8 @@ __global__ void __launch_bounds__(kScanThreads) mtp_preprocess_kernel(MtpPreproc
   if (threadIdx.x == 0) p.not_need_stop[0] = any;
 }
 
-// Exclusive prefix sum of `v` over the block (blockDim.x a multiple of 32, <= kScanThreads), and the
-// block's total in *total. Two barriers.
+// Exclusive prefix sum of `v` over the block (blockDim.x a multiple of 32, <= kScanThreads), and
+// the block's total in *total. Two barriers.
 __device__ __forceinline__ int block_exclusive_scan(int v, int* total) {
   __shared__ int warp_sums[kScanThreads / kWarp];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
@@ -95,7 +96,8 @@ __global__ void __launch_bounds__(kSlotThreads) mtp_postprocess_kernel(MtpPostpr
   if (b < p.batch) mtp_postprocess_slot(p, b);
 }
 
-__global__ void __launch_bounds__(kSlotThreads) mtp_set_value_by_flags_kernel(MtpSetValueByFlagsParams p) {
+__global__ void __launch_bounds__(kSlotThreads)
+    mtp_set_value_by_flags_kernel(MtpSetValueByFlagsParams p) {
   wait_for_primary_grid();
   allow_dependent_launch();
   const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;

@@ -25,33 +25,37 @@
 
 namespace fdspec {
 
-// Lengths and steps reach the kernels unchecked: sums saturate rather than wrap (upstream's overflow).
+// Lengths and steps reach the kernels unchecked: sums saturate rather than wrap (upstream's
+// overflow).
 FDSPEC_HD int64_t add_sat(int64_t a, int64_t b) {
   if (b > 0 && a > INT64_MAX - b) return INT64_MAX;
   if (b < 0 && a < INT64_MIN - b) return INT64_MIN;
   return a + b;
 }
 
-FDSPEC_HD int32_t sat_i32(int64_t v) { return static_cast<int32_t>(clamp_to<int64_t>(v, INT32_MIN, INT32_MAX)); }
+FDSPEC_HD int32_t sat_i32(int64_t v) {
+  return static_cast<int32_t>(clamp_to<int64_t>(v, INT32_MIN, INT32_MAX));
+}
 
-// ---- draft_model_preprocess -------------------------------------------------------------------------
+// ---- draft_model_preprocess
+// -------------------------------------------------------------------------
 
 struct MtpPreprocessParams {
-  int64_t* draft_tokens;                         // [>= B, Wd] int64, in place: [0, n) <- accepted
-  int64_t draft_tokens_stride;                   // Wd (>= 1)
-  int64_t* input_ids;                            // [>= B, Wi] int64, in place: [enc - 1] <- first token
-  int64_t input_ids_stride;                      // Wi (>= 1)
-  bool* stop_flags;                              // [B] bool, in place (draft side)
-  int32_t* seq_lens_this_time;                   // [B] int32, in place (draft side)
-  int32_t* seq_lens_encoder;                     // [B] int32, in place (draft side)
-  int32_t* seq_lens_decoder;                     // [B] int32, in place (draft side)
-  int64_t* step_idx;                             // [B] int64, in place (draft side)
-  bool* not_need_stop;                           // [>= 1] bool, in place: [0] <- any slot runs
-  int64_t* pre_ids;                              // [>= B, D] int64, in place
-  int64_t pre_ids_stride;                        // D (>= 1)
-  const int64_t* accept_tokens;                  // [>= B, Wa] int64
-  int64_t accept_stride;                         // Wa (>= 1)
-  const int32_t* accept_num;                     // [B] int32
+  int64_t* draft_tokens;         // [>= B, Wd] int64, in place: [0, n) <- accepted
+  int64_t draft_tokens_stride;   // Wd (>= 1)
+  int64_t* input_ids;            // [>= B, Wi] int64, in place: [enc - 1] <- first token
+  int64_t input_ids_stride;      // Wi (>= 1)
+  bool* stop_flags;              // [B] bool, in place (draft side)
+  int32_t* seq_lens_this_time;   // [B] int32, in place (draft side)
+  int32_t* seq_lens_encoder;     // [B] int32, in place (draft side)
+  int32_t* seq_lens_decoder;     // [B] int32, in place (draft side)
+  int64_t* step_idx;             // [B] int64, in place (draft side)
+  bool* not_need_stop;           // [>= 1] bool, in place: [0] <- any slot runs
+  int64_t* pre_ids;              // [>= B, D] int64, in place
+  int64_t pre_ids_stride;        // D (>= 1)
+  const int64_t* accept_tokens;  // [>= B, Wa] int64
+  int64_t accept_stride;         // Wa (>= 1)
+  const int32_t* accept_num;     // [B] int32
   const int32_t* target_model_seq_lens_encoder;  // [B] int32 (unused, as upstream)
   const int32_t* target_model_seq_lens_decoder;  // [B] int32
   const int64_t* target_model_step_idx;          // [B] int64
@@ -66,9 +70,9 @@ struct MtpPreprocessParams {
 
 // What the preprocess of slot b does, from its scalars (loaded together on the GPU).
 struct MtpPreprocessSlot {
-  bool runs = false;     // not skipped: the draft model runs for the slot
-  int32_t enc = 0;       // draft-side seq_lens_encoder (> 0: the prefill branch)
-  int64_t n = 0;         // accepted tokens copied (clamped to the widths of accept_tokens, draft_tokens)
+  bool runs = false;  // not skipped: the draft model runs for the slot
+  int32_t enc = 0;    // draft-side seq_lens_encoder (> 0: the prefill branch)
+  int64_t n = 0;  // accepted tokens copied (clamped to the widths of accept_tokens, draft_tokens)
   int64_t target_step = 0;
   int32_t target_dec = 0;
 };
@@ -82,14 +86,16 @@ FDSPEC_HD MtpPreprocessSlot mtp_preprocess_load(const MtpPreprocessParams& p, in
   const int32_t accepted = p.accept_num[b];
   const int64_t max_dec = p.max_dec_len[b];
   // Near the end of max_dec_len (not on a splitwise prefill node): the draft model would pass it.
-  const bool at_end = !p.is_splitwise_prefill && s.target_step >= sub_sat(max_dec, p.num_model_step);
+  const bool at_end =
+      !p.is_splitwise_prefill && s.target_step >= sub_sat(max_dec, p.num_model_step);
   s.runs = !stopped && !at_end;
   s.n = clamp_to<int64_t>(accepted, 0, min_of(p.accept_stride, p.draft_tokens_stride));
   return s;
 }
 
 // The writes of slot b but the target draft-token clear. accept_tokens is read only here.
-FDSPEC_HD void mtp_preprocess_store(const MtpPreprocessParams& p, int64_t b, const MtpPreprocessSlot& s) {
+FDSPEC_HD void mtp_preprocess_store(const MtpPreprocessParams& p, int64_t b,
+                                    const MtpPreprocessSlot& s) {
   if (!s.runs) {
     p.stop_flags[b] = true;
     p.seq_lens_this_time[b] = 0;
@@ -109,7 +115,8 @@ FDSPEC_HD void mtp_preprocess_store(const MtpPreprocessParams& p, int64_t b, con
     p.step_idx[b] = sub_sat(s.target_step, 1);
     return;
   }
-  // Decode: the shadow state is the target's minus the accepted tokens, which the draft model reads.
+  // Decode: the shadow state is the target's minus the accepted tokens, which the draft model
+  // reads.
   const int32_t n32 = static_cast<int32_t>(s.n);
   p.seq_lens_decoder[b] = sat_i32(int64_t{s.target_dec} - s.n);
   p.step_idx[b] = sub_sat(s.target_step, s.n);
@@ -125,30 +132,32 @@ FDSPEC_HD void mtp_preprocess_store(const MtpPreprocessParams& p, int64_t b, con
 
 void mtp_preprocess_cpu(const MtpPreprocessParams& p);
 
-// ---- draft_model_update -----------------------------------------------------------------------------
+// ---- draft_model_update
+// -----------------------------------------------------------------------------
 
 struct MtpUpdateParams {
-  const int64_t* inter_next_tokens;     // [N] int64: one sampled token per slot with seq_lens_this_time > 0, in slot order
-  int64_t next_tokens_len;              // N (a slot whose index is >= N reads -1)
-  int64_t* draft_tokens;                // [>= B, Wd] int64, in place: column 0
-  int64_t draft_tokens_stride;          // Wd (>= 1)
-  int64_t* pre_ids;                     // [>= B, D] int64, in place
-  int64_t pre_ids_stride;               // D (>= 1)
-  int32_t* seq_lens_this_time;          // [B] int32, in place: 1 for a running slot, 0 for a stopped one
-  int32_t* seq_lens_encoder;            // [B] int32, in place
-  int32_t* seq_lens_decoder;            // [B] int32, in place
-  int64_t* step_idx;                    // [B] int64, in place
-  const bool* stop_flags;               // [B] bool (declared in place upstream, never written)
-  bool* not_need_stop;                  // [>= 1] bool, in place: [0] <- stopped active slots < B
-  const int64_t* max_dec_len;           // [B] int64
-  int64_t* base_model_draft_tokens;     // [>= B, Wb] int64, in place: column substep + 1
-  int64_t base_draft_stride;            // Wb (>= substep + 2)
-  int64_t substep;                      // attribute (0-based draft-model step)
-  int64_t batch;                        // B (0: only not_need_stop[0] <- false)
+  const int64_t* inter_next_tokens;  // [N] int64: one sampled token per slot with
+                                     // seq_lens_this_time > 0, in slot order
+  int64_t next_tokens_len;           // N (a slot whose index is >= N reads -1)
+  int64_t* draft_tokens;             // [>= B, Wd] int64, in place: column 0
+  int64_t draft_tokens_stride;       // Wd (>= 1)
+  int64_t* pre_ids;                  // [>= B, D] int64, in place
+  int64_t pre_ids_stride;            // D (>= 1)
+  int32_t* seq_lens_this_time;  // [B] int32, in place: 1 for a running slot, 0 for a stopped one
+  int32_t* seq_lens_encoder;    // [B] int32, in place
+  int32_t* seq_lens_decoder;    // [B] int32, in place
+  int64_t* step_idx;            // [B] int64, in place
+  const bool* stop_flags;       // [B] bool (declared in place upstream, never written)
+  bool* not_need_stop;          // [>= 1] bool, in place: [0] <- stopped active slots < B
+  const int64_t* max_dec_len;   // [B] int64
+  int64_t* base_model_draft_tokens;  // [>= B, Wb] int64, in place: column substep + 1
+  int64_t base_draft_stride;         // Wb (>= substep + 2)
+  int64_t substep;                   // attribute (0-based draft-model step)
+  int64_t batch;                     // B (0: only not_need_stop[0] <- false)
 };
 
 struct MtpUpdateSlot {
-  int32_t len = 0;   // seq_lens_this_time (<= 0: the slot is left alone)
+  int32_t len = 0;  // seq_lens_this_time (<= 0: the slot is left alone)
   int32_t enc = 0;
   int32_t dec = 0;
   int64_t step = 0;
@@ -169,7 +178,8 @@ FDSPEC_HD MtpUpdateSlot mtp_update_load(const MtpUpdateParams& p, int64_t b) {
 
 // The writes of an active slot (len > 0) given its sampled token (index `rank` among the active
 // slots, read by the caller: -1 past the end of inter_next_tokens).
-FDSPEC_HD void mtp_update_store(const MtpUpdateParams& p, int64_t b, const MtpUpdateSlot& s, int64_t token) {
+FDSPEC_HD void mtp_update_store(const MtpUpdateParams& p, int64_t b, const MtpUpdateSlot& s,
+                                int64_t token) {
   int64_t* base = p.base_model_draft_tokens + b * p.base_draft_stride + p.substep + 1;
   int64_t* draft = p.draft_tokens + b * p.draft_tokens_stride;
   int64_t* pre = p.pre_ids + b * p.pre_ids_stride;
@@ -205,18 +215,21 @@ FDSPEC_HD void mtp_update_store(const MtpUpdateParams& p, int64_t b, const MtpUp
 
 void mtp_update_cpu(const MtpUpdateParams& p);
 
-// ---- draft_model_postprocess ------------------------------------------------------------------------
+// ---- draft_model_postprocess
+// ------------------------------------------------------------------------
 
 struct MtpPostprocessParams {
-  const int64_t* base_model_draft_tokens;    // [>= B, Wb] int64 (declared in place upstream, read only)
-  int64_t base_draft_stride;                 // Wb (>= 1)
-  int32_t* base_model_seq_lens_this_time;    // [B] int32, in place
+  const int64_t*
+      base_model_draft_tokens;  // [>= B, Wb] int64 (declared in place upstream, read only)
+  int64_t base_draft_stride;    // Wb (>= 1)
+  int32_t* base_model_seq_lens_this_time;      // [B] int32, in place
   const int32_t* base_model_seq_lens_encoder;  // [B] int32
-  const bool* base_model_stop_flags;         // [B] bool (declared in place upstream, read only)
-  int64_t batch;                             // B
+  const bool* base_model_stop_flags;           // [B] bool (declared in place upstream, read only)
+  int64_t batch;                               // B
 };
 
-// Slot b: a running decoding slot gets the count of its draft tokens that are not -1; a stopped one 0.
+// Slot b: a running decoding slot gets the count of its draft tokens that are not -1; a stopped one
+// 0.
 FDSPEC_HD void mtp_postprocess_slot(const MtpPostprocessParams& p, int64_t b) {
   const bool stopped = p.base_model_stop_flags[b];
   if (stopped) {
@@ -231,17 +244,18 @@ FDSPEC_HD void mtp_postprocess_slot(const MtpPostprocessParams& p, int64_t b) {
 
 void mtp_postprocess_cpu(const MtpPostprocessParams& p);
 
-// ---- draft_model_set_value_by_flags -----------------------------------------------------------------
+// ---- draft_model_set_value_by_flags
+// -----------------------------------------------------------------
 
 struct MtpSetValueByFlagsParams {
-  const int64_t* draft_tokens;          // [>= B, Wd] int64
-  int64_t draft_tokens_stride;          // Wd (>= 1)
-  int64_t* pre_ids_all;                 // [>= B, D] int64, in place
-  int64_t pre_ids_stride;               // D (>= 1)
-  const bool* stop_flags;               // [B] bool
-  int32_t* seq_lens_this_time;          // [B] int32, written (-> 1) as upstream does, undeclared there too
-  const int64_t* step_idx;              // [B] int64
-  int64_t batch;                        // B
+  const int64_t* draft_tokens;  // [>= B, Wd] int64
+  int64_t draft_tokens_stride;  // Wd (>= 1)
+  int64_t* pre_ids_all;         // [>= B, D] int64, in place
+  int64_t pre_ids_stride;       // D (>= 1)
+  const bool* stop_flags;       // [B] bool
+  int32_t* seq_lens_this_time;  // [B] int32, written (-> 1) as upstream does, undeclared there too
+  const int64_t* step_idx;      // [B] int64
+  int64_t batch;                // B
 };
 
 // Slot b (running, seq_lens_this_time != 0): its n = seq_lens_this_time drafts end at step_idx in
@@ -267,30 +281,31 @@ FDSPEC_HD void mtp_set_value_by_flags_slot(const MtpSetValueByFlagsParams& p, in
 
 void mtp_set_value_by_flags_cpu(const MtpSetValueByFlagsParams& p);
 
-// ---- eagle_get_hidden_states / eagle_get_self_hidden_states -----------------------------------------
+// ---- eagle_get_hidden_states / eagle_get_self_hidden_states
+// -----------------------------------------
 
 // Both gathers copy rows of hidden states, bit for bit (any 2- or 4-byte float dtype), from `input`
 // (the tokens of the slots one after another: in_count[b] rows for slot b) to `out` (out_count[b]
 // rows for slot b): out row out_off[b] + j <- input row in_off[b] + first[b] + j for j < copy[b];
-// every other row of out (j >= copy[b], or past the last slot's) is zero. output_token_num[0] is the
-// sum of out_count.
+// every other row of out (j >= copy[b], or past the last slot's) is zero. output_token_num[0] is
+// the sum of out_count.
 enum class HiddenGather : int { kTarget = 0, kSelf = 1 };
 
 struct HiddenGatherParams {
   HiddenGather kind;
-  const void* input;                    // [N, H] float16 / bfloat16 / float32
-  void* out;                            // [N, H], same dtype: written whole
-  int32_t* output_token_num;            // [1] int32
-  int64_t rows;                         // N
-  int64_t row_bytes;                    // H * element size
-  const int32_t* seq_lens_this_time;    // [B] int32 (draft side)
-  const int32_t* seq_lens_encoder;      // [B] int32 (draft side)
+  const void* input;                  // [N, H] float16 / bfloat16 / float32
+  void* out;                          // [N, H], same dtype: written whole
+  int32_t* output_token_num;          // [1] int32
+  int64_t rows;                       // N
+  int64_t row_bytes;                  // H * element size
+  const int32_t* seq_lens_this_time;  // [B] int32 (draft side)
+  const int32_t* seq_lens_encoder;    // [B] int32 (draft side)
   // kTarget (eagle_get_hidden_states):
   const int32_t* accept_nums;                    // [B] int32
   const int32_t* base_model_seq_lens_this_time;  // [B] int32
   // kSelf (eagle_get_self_hidden_states):
-  const int32_t* last_seq_lens_this_time;        // [B] int32
-  int64_t batch;                        // B
+  const int32_t* last_seq_lens_this_time;  // [B] int32
+  int64_t batch;                           // B
 };
 
 struct HiddenSlotPlan {

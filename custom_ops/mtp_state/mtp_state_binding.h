@@ -10,7 +10,8 @@
 namespace fdspec::binding {
 
 // The column count of a 2-D tensor, at least `min_cols` (a named error otherwise).
-inline int64_t columns_at_least(const OpChecks& c, const paddle::Tensor& t, const char* name, int64_t min_cols) {
+inline int64_t columns_at_least(const OpChecks& c, const paddle::Tensor& t, const char* name,
+                                int64_t min_cols) {
   const int64_t w = t.shape()[1];
   c.that(w >= min_cols, std::string(name) + " must have at least " + std::to_string(min_cols) +
                             " column(s), got shape " + shape_str(t));

@@ -1,4 +1,5 @@
-// naive_update_model_status: kernel layer (CPU implementation and CUDA launcher). No Paddle include.
+// naive_update_model_status: kernel layer (CPU implementation and CUDA launcher). No Paddle
+// include.
 //
 // FastDeploy's post-sampling step of plain (non-speculative) decoding (contract:
 // docs/contract/decode_step.md#naive_update_model_status). Per slot b < B (B = the length of
@@ -21,14 +22,14 @@
 namespace fdspec {
 
 struct NaiveUpdateModelStatusParams {
-  int64_t* accept_tokens;               // [>= B, W] int64, in place: column 0
-  int64_t width;                        // W >= 1
-  int32_t* accept_num;                  // [>= B] int32, in place
-  int32_t* seq_lens_this_time;          // [B] int32, in place
-  const int64_t* next_tokens;           // [N] int64: the sampled tokens, packed
-  int64_t num_tokens;                   // N
-  const int32_t* cu_seqlens_q_output;   // [>= B + 1] int32
-  int64_t batch;                        // B (0: no-op)
+  int64_t* accept_tokens;              // [>= B, W] int64, in place: column 0
+  int64_t width;                       // W >= 1
+  int32_t* accept_num;                 // [>= B] int32, in place
+  int32_t* seq_lens_this_time;         // [B] int32, in place
+  const int64_t* next_tokens;          // [N] int64: the sampled tokens, packed
+  int64_t num_tokens;                  // N
+  const int32_t* cu_seqlens_q_output;  // [>= B + 1] int32
+  int64_t batch;                       // B (0: no-op)
 };
 
 FDSPEC_HD void naive_update_slot(const NaiveUpdateModelStatusParams& p, int64_t b) {
@@ -47,7 +48,8 @@ void naive_update_model_status_cpu(const NaiveUpdateModelStatusParams& p);
 
 #ifdef FDSPEC_WITH_CUDA
 // One thread per slot, any B. No allocation, no host synchronisation (CUDA-graph capturable).
-cudaError_t naive_update_model_status_gpu(const NaiveUpdateModelStatusParams& p, cudaStream_t stream);
+cudaError_t naive_update_model_status_gpu(const NaiveUpdateModelStatusParams& p,
+                                          cudaStream_t stream);
 #endif
 
 }  // namespace fdspec

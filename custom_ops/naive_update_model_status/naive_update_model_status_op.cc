@@ -35,8 +35,10 @@ void NaiveUpdateModelStatus(paddle::Tensor& accept_tokens, paddle::Tensor& accep
                 " entries (B from seq_lens_this_time), got shape " +
                 fdspec::binding::shape_str(cu_seqlens_q_output))
       .same_place_as(accept_tokens, "accept_tokens",
-                     {{"accept_num", accept_num}, {"seq_lens_this_time", seq_lens_this_time},
-                      {"next_tokens", next_tokens}, {"cu_seqlens_q_output", cu_seqlens_q_output}});
+                     {{"accept_num", accept_num},
+                      {"seq_lens_this_time", seq_lens_this_time},
+                      {"next_tokens", next_tokens},
+                      {"cu_seqlens_q_output", cu_seqlens_q_output}});
   p.width = accept_tokens.shape()[1];
   c.that(p.width >= 1, "accept_tokens must have at least one column");
   p.num_tokens = next_tokens.numel();
@@ -51,6 +53,7 @@ void NaiveUpdateModelStatus(paddle::Tensor& accept_tokens, paddle::Tensor& accep
 }
 
 PD_BUILD_OP(naive_update_model_status)
-    .Inputs({"accept_tokens", "accept_num", "seq_lens_this_time", "next_tokens", "cu_seqlens_q_output"})
-    FDSPEC_INPLACE_OUTPUTS("accept_tokens", "accept_num", "seq_lens_this_time")
+    .Inputs({"accept_tokens", "accept_num", "seq_lens_this_time", "next_tokens",
+             "cu_seqlens_q_output"})
+        FDSPEC_INPLACE_OUTPUTS("accept_tokens", "accept_num", "seq_lens_this_time")
     .SetKernelFn(PD_KERNEL(NaiveUpdateModelStatus));

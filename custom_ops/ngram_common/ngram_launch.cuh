@@ -16,8 +16,8 @@
 
 namespace fdspec {
 
-// No allocation, no host synchronisation (CUDA-graph capturable). `max_tokens` bounds the tokens of a
-// slot's two haystacks. Returns the launch status.
+// No allocation, no host synchronisation (CUDA-graph capturable). `max_tokens` bounds the tokens of
+// a slot's two haystacks. Returns the launch status.
 template <class Search, class Walk>
 cudaError_t launch_ngram_op(const Search& search, const Walk& walk, int64_t batch, int max_n,
                             int64_t max_tokens, cudaStream_t stream) {
@@ -28,10 +28,11 @@ cudaError_t launch_ngram_op(const Search& search, const Walk& walk, int64_t batc
   // The walk-free test (the same flag for both kernels) runs only where it may hold
   // (Search::free_possible(), from the parameters) and where every search block is resident at once
   // (ngram_search_one_wave: B <= SMs, 2 x SMs for 512-thread blocks). With a second wave the walk
-  // block starts only when the last search blocks do, and its test before the wait, a round trip and
-  // a barrier, would lengthen a short op (measured at B = 256 where every slot gives up).
+  // block starts only when the last search blocks do, and its test before the wait, a round trip
+  // and a barrier, would lengthen a short op (measured at B = 256 where every slot gives up).
   KernelFeatures f;  // the search kernels' (one image), which the shape depends on
-  err = kernel_features(ngram_search_kernel<0, kNgramSearchStages, false, kNgramSearchThreads, Search>, &f);
+  err = kernel_features(
+      ngram_search_kernel<0, kNgramSearchStages, false, kNgramSearchThreads, Search>, &f);
   if (err != cudaSuccess) return err;
   const NgramSearchShape sh = ngram_search_shape(batch, max_tokens, dev, f);
   Search s = search;

@@ -1,8 +1,8 @@
 // The n-gram search shared by ngram_match and hybrid_mtp_ngram (CUDA side). No Paddle include.
 //
 // The host search (ngram_search.h) tries n = max_n .. min_n and, for each n, the prompt before the
-// generated tokens, taking the leftmost productive window. The kernel computes the same answer in one
-// pass: with l(e) the common-suffix length of haystack[.. e] and the pattern, the answer is the
+// generated tokens, taking the leftmost productive window. The kernel computes the same answer in
+// one pass: with l(e) the common-suffix length of haystack[.. e] and the pattern, the answer is the
 // productive e that maximises (l(e), haystack is the prompt, -e). Each position is examined once,
 // from registers (streaming form: one block per slot, two 16-byte vectors per thread and round) or
 // from a shared-memory ring of cp.async tiles (clusters of blocks per slot for small batches with
@@ -31,11 +31,11 @@ constexpr int32_t kSeg1Bit = static_cast<int32_t>(kMaxHaystackLen);
 
 struct SearchSlot {
   NgramHaystacks h;
-  WalkSlot walk;              // the slot as the walk sees it: its outputs when the batch is walk-free
-  int cap = 0;                // largest n tried: min(max_n, pattern_avail)
+  WalkSlot walk;  // the slot as the walk sees it: its outputs when the batch is walk-free
+  int cap = 0;    // largest n tried: min(max_n, pattern_avail)
   int min_n = 1;
-  bool search = false;        // false: store kNoMatch (if record is set) without searching
-  bool record = false;        // false: the slot takes no part, Problem::store is not called
+  bool search = false;  // false: store kNoMatch (if record is set) without searching
+  bool record = false;  // false: the slot takes no part, Problem::store is not called
 };
 
 __device__ __forceinline__ unsigned long long ngram_key(int len, bool in_prompt, int64_t e) {
@@ -44,9 +44,10 @@ __device__ __forceinline__ unsigned long long ngram_key(int len, bool in_prompt,
          static_cast<unsigned long long>(0xFFFFFFFFu - static_cast<uint32_t>(e));
 }
 
-// Common-suffix length of hay[.. e] and the pattern, up to `cap`. Positions at or after tile_base are
-// read from the shared-memory tile, earlier ones (only a partial match that crosses the tile start
-// gets there) from global memory. kMaxN > 0 unrolls the comparison for the common small sizes.
+// Common-suffix length of hay[.. e] and the pattern, up to `cap`. Positions at or after tile_base
+// are read from the shared-memory tile, earlier ones (only a partial match that crosses the tile
+// start gets there) from global memory. kMaxN > 0 unrolls the comparison for the common small
+// sizes.
 template <int kMaxN>
 __device__ __forceinline__ int suffix_match(const int64_t* __restrict__ tile, int tile_base,
                                             const int64_t* __restrict__ hay, int e,
@@ -74,10 +75,10 @@ __device__ __forceinline__ unsigned long long warp_max_u64(unsigned long long v)
   return v;
 }
 
-// Shape of the search: 1024 threads x 4 tokens = 32 KB tiles, kNgramSearchStages of them in a ring of
-// shared memory filled by cp.async (16-byte copies where the haystack allows), so that a block keeps
-// up to 96 KB of loads in flight while it examines one tile, with 32 warps to hide the shared-memory
-// latency of the examination. One block per SM (the ring takes 128 KB).
+// Shape of the search: 1024 threads x 4 tokens = 32 KB tiles, kNgramSearchStages of them in a ring
+// of shared memory filled by cp.async (16-byte copies where the haystack allows), so that a block
+// keeps up to 96 KB of loads in flight while it examines one tile, with 32 warps to hide the
+// shared-memory latency of the examination. One block per SM (the ring takes 128 KB).
 constexpr int kNgramSearchThreads = 1024;
 constexpr int kNgramSearchTok = 4;
 constexpr int kNgramSearchStages = 4;
@@ -99,7 +100,8 @@ __device__ __forceinline__ int64_t ngram_token_hi(const uint4& v) {
 
 // One haystack as the streaming form reads it: 16-byte vectors counted from the haystack's start
 // rounded down to 16 bytes (`off` = 0 or 1 token before it); vector J holds positions 2J - off and
-// 2J - off + 1. Round k of the haystack is vectors [k * kThreads * kVecs, (k + 1) * kThreads * kVecs).
+// 2J - off + 1. Round k of the haystack is vectors [k * kThreads * kVecs, (k + 1) * kThreads *
+// kVecs).
 struct StreamHay {
   const int64_t* hay;
   int ends;  // candidate window ends: positions [0, ends)
@@ -119,7 +121,8 @@ __device__ __forceinline__ StreamHay stream_hay(const int64_t* hay, int ends) {
 // positions, single tokens at the edges, nothing outside [0, ends) (those register halves are left
 // as they are and never examined).
 template <int kThreads>
-__device__ __forceinline__ void stream_load(const StreamHay h, int k, uint4 (&v)[kNgramStreamVecs]) {
+__device__ __forceinline__ void stream_load(const StreamHay h, int k,
+                                            uint4 (&v)[kNgramStreamVecs]) {
 #pragma unroll
   for (int u = 0; u < kNgramStreamVecs; ++u) {
     const int J = (k * kNgramStreamVecs + u) * kThreads + static_cast<int>(threadIdx.x);
@@ -148,13 +151,14 @@ struct ClusterPlace {
 __device__ __forceinline__ ClusterPlace ngram_cluster_place() {
   ClusterPlace c;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm("mov.u32 %0, %%cluster_nctarank;\n\tmov.u32 %1, %%cluster_ctarank;" : "=r"(c.size), "=r"(c.rank));
+  asm("mov.u32 %0, %%cluster_nctarank;\n\tmov.u32 %1, %%cluster_ctarank;"
+      : "=r"(c.size), "=r"(c.rank));
 #endif
   return c;
 }
 // Every thread of every block of the cluster arrives, then waits for all (release / acquire at
-// cluster scope: shared-memory stores to other blocks before it are visible to their reads after it).
-// Not `.aligned`: it is reached from code whose control flow depends on the thread.
+// cluster scope: shared-memory stores to other blocks before it are visible to their reads after
+// it). Not `.aligned`: it is reached from code whose control flow depends on the thread.
 __device__ __forceinline__ void ngram_cluster_sync() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
@@ -173,15 +177,17 @@ __device__ __forceinline__ void ngram_cluster_store(unsigned long long* local, u
 #endif
 }
 
-// Asks L2 for the first `bytes` (at most) of row[0 .. n): one bulk prefetch, from row rounded down to 16
-// bytes (that line belongs to the row or to the one before it), never past the row's end. A hint
-// without a completion: the loads that follow find the bytes in L2 or on their way.
+// Asks L2 for the first `bytes` (at most) of row[0 .. n): one bulk prefetch, from row rounded down
+// to 16 bytes (that line belongs to the row or to the one before it), never past the row's end. A
+// hint without a completion: the loads that follow find the bytes in L2 or on their way.
 __device__ __forceinline__ void ngram_prefetch_row(const int64_t* row, int64_t n, int bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const uintptr_t a = reinterpret_cast<uintptr_t>(row) & ~uintptr_t{15};
-  const int64_t avail = static_cast<int64_t>(reinterpret_cast<uintptr_t>(row + n) - a) & ~int64_t{15};
+  const int64_t avail =
+      static_cast<int64_t>(reinterpret_cast<uintptr_t>(row + n) - a) & ~int64_t{15};
   const unsigned size = static_cast<unsigned>(avail < bytes ? avail : bytes);
-  if (size > 0) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a), "r"(size) : "memory");
+  if (size > 0)
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a), "r"(size) : "memory");
 #endif
 }
 
@@ -204,8 +210,8 @@ __device__ __forceinline__ NgramMatch decode_search_result(int32_t code, const N
   return m;
 }
 
-// Common-suffix length of hay[.. e] and the pattern, up to `cap`, given hay[e] == pat[0] (the streaming
-// form: the earlier tokens are read from global memory, where they mostly hit L1).
+// Common-suffix length of hay[.. e] and the pattern, up to `cap`, given hay[e] == pat[0] (the
+// streaming form: the earlier tokens are read from global memory, where they mostly hit L1).
 template <int kMaxN>
 __device__ __forceinline__ int stream_suffix(const int64_t* __restrict__ hay, int e,
                                              const int64_t* __restrict__ pat, int cap) {
@@ -221,40 +227,44 @@ __device__ __forceinline__ int stream_suffix(const int64_t* __restrict__ hay, in
   return l;
 }
 
-// The search of `batch` slots: C blocks per slot (a cluster; C = 1 when the batch fills the GPU), the
-// slot's tiles dealt round-robin to them.
+// The search of `batch` slots: C blocks per slot (a cluster; C = 1 when the batch fills the GPU),
+// the slot's tiles dealt round-robin to them.
 //
 // Problem provides:
 // - SearchSlot slot(b): what to search, and the slot as the walk sees it (every thread calls it);
 // - bool threshold_may_bind(), int64_t give_up_term(b, j), bool gives_up(b, total): a slot with
-//   gives_up(b, sum over j of give_up_term(b, j)) is sure to be dropped by the budget walk and is not
-//   searched; threshold_may_bind() false (from the parameters alone) says no slot can be, and no
-//   term is read. The terms are read in the same round trip as the slot, so the test costs a barrier.
-// - const int64_t* row(b), int64_t row_len(): slot b's row, whose first tokens are the first haystack's
-//   (the prompt), and int prefetch: the bytes of it to request into L2 at the start (0: none; set by
-//   launch_ngram_op);
+//   gives_up(b, sum over j of give_up_term(b, j)) is sure to be dropped by the budget walk and is
+//   not searched; threshold_may_bind() false (from the parameters alone) says no slot can be, and
+//   no term is read. The terms are read in the same round trip as the slot, so the test costs a
+//   barrier.
+// - const int64_t* row(b), int64_t row_len(): slot b's row, whose first tokens are the first
+// haystack's
+//   (the prompt), and int prefetch: the bytes of it to request into L2 at the start (0: none; set
+//   by launch_ngram_op);
 // - store(b, code) (lane 0 of warp 0 of the slot's first block, once per recorded slot, after a
 //   barrier that follows every thread's reads) keeps the result;
 // - int64_t threshold(), free_term(j), and FreeIn free_in(j) / free_of(j, in), the same term split
-//   into its loads and its arithmetic: the walk-free bound's terms (ngram_walk_free in ngram_walk.h,
-//   loaded in the same round trip as the rest by the slot's first block). When the bound holds, the
-//   walk keeps every slot's untruncated drafts: the block writes the slot's final outputs itself
-//   (ngram_walk_finish on WalkOutputs outputs() and SearchSlot::walk), for every slot, recorded or
-//   not. A term must be the same for every value the op may have left in memory by then (other
-//   slots' blocks run concurrently): every block of the batch, and the walk kernel, reach the same
-//   decision.
+//   into its loads and its arithmetic: the walk-free bound's terms (ngram_walk_free in
+//   ngram_walk.h, loaded in the same round trip as the rest by the slot's first block). When the
+//   bound holds, the walk keeps every slot's untruncated drafts: the block writes the slot's final
+//   outputs itself (ngram_walk_finish on WalkOutputs outputs() and SearchSlot::walk), for every
+//   slot, recorded or not. A term must be the same for every value the op may have left in memory
+//   by then (other slots' blocks run concurrently): every block of the batch, and the walk kernel,
+//   reach the same decision.
 //
 // The haystacks (prompt, then the second one) form one sequence of rounds. kStream: one block per
-// slot (C = 1) loads each round into registers (stream_load), two rounds in flight. Otherwise block r
-// of the cluster streams tiles r, r + C, r + 2C, ... through its shared-memory ring of kStages tiles. Each haystack token is loaded once: O(len0 +
-// len1) loads per slot. The scan stops once a key of the largest possible size is known: windows of
-// one size are ordered by position, so no later tile can beat it. Positions, tiles and rounds are
-// int: a haystack has fewer than kMaxHaystackLen = 2^30 tokens. In a cluster, the blocks publish
-// their best key so far to one another at each round's cluster barrier (double-buffered, so that a
-// round's stores never meet a read of the round before), so they all stop at the same round; at the
-// end block 0 takes the best of the C final keys. No atomic crosses blocks.
+// slot (C = 1) loads each round into registers (stream_load), two rounds in flight. Otherwise block
+// r of the cluster streams tiles r, r + C, r + 2C, ... through its shared-memory ring of kStages
+// tiles. Each haystack token is loaded once: O(len0 + len1) loads per slot. The scan stops once a
+// key of the largest possible size is known: windows of one size are ordered by position, so no
+// later tile can beat it. Positions, tiles and rounds are int: a haystack has fewer than
+// kMaxHaystackLen = 2^30 tokens. In a cluster, the blocks publish their best key so far to one
+// another at each round's cluster barrier (double-buffered, so that a round's stores never meet a
+// read of the round before), so they all stop at the same round; at the end block 0 takes the best
+// of the C final keys. No atomic crosses blocks.
 template <int kMaxN, int kStages, bool kStream, int kThreads, class Problem>
-__global__ void __launch_bounds__(kThreads, kNgramSearchThreads / kThreads) ngram_search_kernel(Problem prob) {
+__global__ void __launch_bounds__(kThreads, kNgramSearchThreads / kThreads)
+    ngram_search_kernel(Problem prob) {
   constexpr int kTile = kNgramSearchTile;
   extern __shared__ __align__(16) int64_t ring[];  // [kStages][kTile]
   __shared__ int64_t pat[kMaxNgramSize];
@@ -262,19 +272,20 @@ __global__ void __launch_bounds__(kThreads, kNgramSearchThreads / kThreads) ngra
   __shared__ int64_t warp_bound[kThreads / 32];
   __shared__ unsigned long long best;
   __shared__ unsigned long long round_keys[2][kNgramMaxCluster];  // written by the cluster's blocks
-  __shared__ unsigned long long final_keys[kNgramMaxCluster];     // block 0's: each block's last key
-  __shared__ WalkSlot fin;  // the slot's walk facts, for finish (kept out of registers during the scan)
+  __shared__ unsigned long long final_keys[kNgramMaxCluster];  // block 0's: each block's last key
+  __shared__ WalkSlot
+      fin;  // the slot's walk facts, for finish (kept out of registers during the scan)
 
   const ClusterPlace place = ngram_cluster_place();
   const unsigned C = place.size, rank = place.rank;
   const int64_t b = blockIdx.x / C;
-  // Launched as a programmatic dependent of the work before it: nothing it writes is read before the
-  // wait. The walk kernel may launch only after it (it reads the inputs before its own wait).
+  // Launched as a programmatic dependent of the work before it: nothing it writes is read before
+  // the wait. The walk kernel may launch only after it (it reads the inputs before its own wait).
   wait_for_primary_grid();
   allow_dependent_launch();
   // The slot's row is wanted before its address is known for sure (its facts are a DRAM round trip
-  // away when the caches are cold): where the host found every slot sure to search (Problem::prefetch),
-  // its first bytes are requested into L2 now.
+  // away when the caches are cold): where the host found every slot sure to search
+  // (Problem::prefetch), its first bytes are requested into L2 now.
   if (prob.prefetch > 0 && rank == 0 && threadIdx.x == 0) {
     ngram_prefetch_row(prob.row(b), prob.row_len(), prob.prefetch);
   }
@@ -311,9 +322,9 @@ __global__ void __launch_bounds__(kThreads, kNgramSearchThreads / kThreads) ngra
     summed = true;
   };
   // Warp 0 of the slot's first block, after a barrier that follows the warp_bound stores and every
-  // thread's reads of the slot: the walk-free test (a lane per warp's share of the bound), then either
-  // the slot's final outputs, as the walk writes them (ngram_walk_finish, the drafts copied by a lane
-  // each), or the search result for the walk (Problem::store, recorded slots only).
+  // thread's reads of the slot: the walk-free test (a lane per warp's share of the bound), then
+  // either the slot's final outputs, as the walk writes them (ngram_walk_finish, the drafts copied
+  // by a lane each), or the search result for the walk (Problem::store, recorded slots only).
   auto finish = [&](int32_t code) {
     const int lane = threadIdx.x & 31;
     int64_t U = summed && lane < kThreads / 32 ? warp_bound[lane] : 0;
@@ -343,8 +354,10 @@ __global__ void __launch_bounds__(kThreads, kNgramSearchThreads / kThreads) ngra
   }
 
   if constexpr (kStream) {
-    const StreamHay h0 = stream_hay<kThreads>(s.h.seg0, static_cast<int>(max_of<int64_t>(s.h.len0 - 1, 0)));
-    const StreamHay h1 = stream_hay<kThreads>(s.h.seg1, static_cast<int>(max_of<int64_t>(s.h.len1 - 1, 0)));
+    const StreamHay h0 =
+        stream_hay<kThreads>(s.h.seg0, static_cast<int>(max_of<int64_t>(s.h.len0 - 1, 0)));
+    const StreamHay h1 =
+        stream_hay<kThreads>(s.h.seg1, static_cast<int>(max_of<int64_t>(s.h.len1 - 1, 0)));
     const int rounds = h0.rounds + h1.rounds;
     const bool searching = s.search && s.cap >= s.min_n;
     int64_t pat_last = 0;
@@ -426,7 +439,8 @@ __global__ void __launch_bounds__(kThreads, kNgramSearchThreads / kThreads) ngra
     const int ends1 = static_cast<int>(max_of<int64_t>(s.h.len1 - 1, 0));
     const int tiles0 = ceil_div(ends0, kTile);
     const int tiles = tiles0 + ceil_div(ends1, kTile);
-    const int rounds = ceil_div(tiles, static_cast<int>(C));  // this block's tiles: r = 0 .. rounds - 1
+    const int rounds =
+        ceil_div(tiles, static_cast<int>(C));  // this block's tiles: r = 0 .. rounds - 1
     const bool searching = s.search && s.cap >= s.min_n;
 
     struct TileView {
@@ -444,7 +458,8 @@ __global__ void __launch_bounds__(kThreads, kNgramSearchThreads / kThreads) ngra
     };
     // Every thread commits one group per round, even an empty one, so that "all but the newest
     // kStages - 1 groups are complete" always means "round r's tile has landed". A tile whose first
-    // token is 16-byte aligned (the base is even) moves in 16-byte copies, the odd last token alone.
+    // token is 16-byte aligned (the base is even) moves in 16-byte copies, the odd last token
+    // alone.
     auto issue = [&](int r) {
       const int ti = r * static_cast<int>(C) + static_cast<int>(rank);
       if (r < rounds && ti < tiles) {
@@ -452,7 +467,7 @@ __global__ void __launch_bounds__(kThreads, kNgramSearchThreads / kThreads) ngra
         int64_t* dst = ring + (r % kStages) * kTile;
         const int64_t* src = v.hay + v.base;
         if ((reinterpret_cast<uintptr_t>(src) & 15) == 0) {
-  #pragma unroll
+#pragma unroll
           for (int k = 0; k < kNgramSearchTok / 2; ++k) {
             const int i = 2 * (threadIdx.x + k * kThreads);
             if (i + 1 < v.n) {
@@ -462,7 +477,7 @@ __global__ void __launch_bounds__(kThreads, kNgramSearchThreads / kThreads) ngra
             }
           }
         } else {
-  #pragma unroll
+#pragma unroll
           for (int k = 0; k < kNgramSearchTok; ++k) {
             const int i = threadIdx.x + k * kThreads;
             if (i < v.n) __pipeline_memcpy_async(dst + i, src + i, sizeof(int64_t));
@@ -473,9 +488,9 @@ __global__ void __launch_bounds__(kThreads, kNgramSearchThreads / kThreads) ngra
     };
 
     // The tiles are requested once the slot is known to search: at once when the threshold cannot
-    // bind, else after the give-up test (a batch that gives up reads no haystack, and its blocks need
-    // not wait for copies before they exit).
-    // The pattern is loaded before the first tile request (behind it, it would wait for the copies).
+    // bind, else after the give-up test (a batch that gives up reads no haystack, and its blocks
+    // need not wait for copies before they exit). The pattern is loaded before the first tile
+    // request (behind it, it would wait for the copies).
     int64_t pat_tok = 0, pat_last = 0;
     if (searching) {
       if (threadIdx.x < s.cap) pat_tok = s.h.pattern_last[-static_cast<int64_t>(threadIdx.x)];
@@ -490,27 +505,29 @@ __global__ void __launch_bounds__(kThreads, kNgramSearchThreads / kThreads) ngra
     if (run) {
       for (int st = may_bind ? 0 : 1; st < kStages - 1; ++st) issue(st);
     }
-    // A slot that gives up proves the batch is not walk-free (U >= its S + budget + L > T - 1), so its
-    // blocks skip the bound; any other first block sums it now, its loads overlapping the tiles'.
+    // A slot that gives up proves the batch is not walk-free (U >= its S + budget + L > T - 1), so
+    // its blocks skip the bound; any other first block sums it now, its loads overlapping the
+    // tiles'.
     if (bounds && !(searching && may_bind && !run)) sum_bound();
 
-    // Whether this warp has found a key of the largest size (the same in all its lanes). The stop test
-    // ORs it over the block in the round's barrier: no read of `best` races with its reset or with the
-    // other warps' atomicMax (a volatile or a plain read of `best` there measured slower).
+    // Whether this warp has found a key of the largest size (the same in all its lanes). The stop
+    // test ORs it over the block in the round's barrier: no read of `best` races with its reset or
+    // with the other warps' atomicMax (a volatile or a plain read of `best` there measured slower).
     bool found = false;
     for (int r = 0; run && r < rounds; ++r) {
       __pipeline_wait_prior(kStages - 2);
       // One barrier per round: the tile is visible to the block, everyone is done with the previous
-      // one (whose ring slot is refilled below), and the stop decision is the same for the whole block
-      // (and cluster).
+      // one (whose ring slot is refilled below), and the stop decision is the same for the whole
+      // block (and cluster).
       bool stop;
       if (C == 1) {
         stop = __syncthreads_or(found);
       } else {
-        // The block's best so far (an atomic read: warps may still fold the last round in; any value
-        // it returns is a key found, which is all the stop rule needs). Not in the first round: no
-        // block may touch another's shared memory before the first cluster barrier, which proves
-        // that every block of the cluster has started; each block zeroed its own first buffer.
+        // The block's best so far (an atomic read: warps may still fold the last round in; any
+        // value it returns is a key found, which is all the stop rule needs). Not in the first
+        // round: no block may touch another's shared memory before the first cluster barrier, which
+        // proves that every block of the cluster has started; each block zeroed its own first
+        // buffer.
         if (r > 0 && threadIdx.x < C) {
           ngram_cluster_store(&round_keys[r & 1][rank], threadIdx.x, atomicAdd(&best, 0ull));
         }
@@ -528,12 +545,12 @@ __global__ void __launch_bounds__(kThreads, kNgramSearchThreads / kThreads) ngra
       const int64_t* tile = ring + (r % kStages) * kTile;
       unsigned long long key = 0;
       // Almost every position fails on the pattern's last token: test that first, from registers,
-      // and measure the full common suffix only on a hit. Positions past n hold stale tokens; the hit
-      // path discards them.
+      // and measure the full common suffix only on a hit. Positions past n hold stale tokens; the
+      // hit path discards them.
       int64_t tok[kNgramSearchTok];
-  #pragma unroll
+#pragma unroll
       for (int k = 0; k < kNgramSearchTok; ++k) tok[k] = tile[threadIdx.x + k * kThreads];
-  #pragma unroll
+#pragma unroll
       for (int k = 0; k < kNgramSearchTok; ++k) {
         const int i = threadIdx.x + k * kThreads;
         if (tok[k] == pat_last && i < v.n) {
@@ -552,9 +569,9 @@ __global__ void __launch_bounds__(kThreads, kNgramSearchThreads / kThreads) ngra
         found = found || static_cast<int>(key >> 40) >= s.cap;
       }
     }
-    // Every warp's atomicMax is done. The tiles still in flight after a stop land while warp 0 writes
-    // the outputs: each thread waits for its own copies only before it exits (no copy may still target
-    // shared memory then), and nothing reads the ring after the loop.
+    // Every warp's atomicMax is done. The tiles still in flight after a stop land while warp 0
+    // writes the outputs: each thread waits for its own copies only before it exits (no copy may
+    // still target shared memory then), and nothing reads the ring after the loop.
     __syncthreads();
     unsigned long long result = best;
     if (C > 1) {
@@ -580,10 +597,10 @@ __global__ void __launch_bounds__(kThreads, kNgramSearchThreads / kThreads) ngra
   }
 }
 
-// Blocks per slot: more than one only while the clusters surely fit on the GPU at once (B x C <= half
-// the SM count: a cluster's blocks must share a GPU processing cluster, and with one block per SM the
-// GPCs do not seat every pairing of the SMs) and each block gets at least two tiles of the widest
-// haystack (`max_tokens`).
+// Blocks per slot: more than one only while the clusters surely fit on the GPU at once (B x C <=
+// half the SM count: a cluster's blocks must share a GPU processing cluster, and with one block per
+// SM the GPCs do not seat every pairing of the SMs) and each block gets at least two tiles of the
+// widest haystack (`max_tokens`).
 inline int ngram_search_cluster(int64_t batch, int64_t max_tokens, int sms) {
   int c = 1;
   while (c < kNgramMaxCluster && batch * c * 2 * 2 <= sms &&
@@ -594,14 +611,14 @@ inline int ngram_search_cluster(int64_t batch, int64_t max_tokens, int sms) {
 }
 
 // Threads of a streaming block: 1024 (two rounds of 32 KB in flight per slot) where every block is
-// resident at once (B <= SMs; a block takes the SM's registers) and the rows are long, else 512 (two
-// blocks per SM, so that up to 2 x SMs slots stream at once; fewer warps in each barrier and
+// resident at once (B <= SMs; a block takes the SM's registers) and the rows are long, else 512
+// (two blocks per SM, so that up to 2 x SMs slots stream at once; fewer warps in each barrier and
 // reduction). Each form measured faster on its side of this width, warm and cold.
 constexpr int64_t kNgramStreamWideTokens = 16384;
 // Rows longer than this, one block per slot and every block resident (B <= SMs), stream through the
-// shared-memory ring instead, which streams them faster (shorter rows stream faster from registers).
-// Loads that bypass L1 (ld.global.cg, .L1::no_allocate) or ask for 256-byte L2 fetches did not
-// change this.
+// shared-memory ring instead, which streams them faster (shorter rows stream faster from
+// registers). Loads that bypass L1 (ld.global.cg, .L1::no_allocate) or ask for 256-byte L2 fetches
+// did not change this.
 constexpr int64_t kNgramRingTokens = 65536;
 inline int ngram_stream_threads(int64_t batch, int64_t max_tokens, int sms) {
   return batch <= sms && max_tokens > kNgramStreamWideTokens ? 1024 : 512;
@@ -611,7 +628,8 @@ inline int ngram_stream_threads(int64_t batch, int64_t max_tokens, int sms) {
 constexpr size_t kNgramRingSmem = sizeof(int64_t) * kNgramSearchTile * kNgramSearchStages;
 
 template <int kMaxN, int kStages, bool kStream, int kThreads, class Problem>
-cudaError_t launch_ngram_search_grid(const Problem& prob, int64_t batch, int c, cudaStream_t stream) {
+cudaError_t launch_ngram_search_grid(const Problem& prob, int64_t batch, int c,
+                                     cudaStream_t stream) {
   auto kernel = ngram_search_kernel<kMaxN, kStages, kStream, kThreads, Problem>;
   constexpr size_t smem = kStream ? 0 : sizeof(int64_t) * kNgramSearchTile * kStages;
   // The ring is larger than the default 48 KB of dynamic shared memory (ngram_search_shape checked
@@ -636,23 +654,23 @@ cudaError_t launch_ngram_search_grid(const Problem& prob, int64_t batch, int c, 
     attrs[n].val.programmaticStreamSerializationAllowed = 1;
     ++n;
   }
-  const cudaLaunchConfig_t cfg = {dim3(static_cast<unsigned>(batch * c)), dim3(kThreads), smem,
-                                  stream, attrs, n};
+  const cudaLaunchConfig_t cfg = {
+      dim3(static_cast<unsigned>(batch * c)), dim3(kThreads), smem, stream, attrs, n};
   return cudaLaunchKernelEx(&cfg, kernel, prob);
 }
 
-// The launch rule of launch_ngram_search_n: whether the search uses the shared-memory ring (clusters,
-// and long rows while every block is resident) and, if not, the streaming block size.
+// The launch rule of launch_ngram_search_n: whether the search uses the shared-memory ring
+// (clusters, and long rows while every block is resident) and, if not, the streaming block size.
 struct NgramSearchShape {
   int cluster = 1;
   bool ring = false;
   int threads = kNgramSearchThreads;
 };
 // `max_tokens` bounds the tokens of a slot's two haystacks; `f`: the search kernels' features (one
-// image: every instantiation has the same). Without room for the ring (an sm_86 / sm_89 device's 99 KB
-// per block) the streaming form takes every row, clusters included, with the same results.
-inline NgramSearchShape ngram_search_shape(int64_t batch, int64_t max_tokens, const DeviceFacts& dev,
-                                           const KernelFeatures& f) {
+// image: every instantiation has the same). Without room for the ring (an sm_86 / sm_89 device's 99
+// KB per block) the streaming form takes every row, clusters included, with the same results.
+inline NgramSearchShape ngram_search_shape(int64_t batch, int64_t max_tokens,
+                                           const DeviceFacts& dev, const KernelFeatures& f) {
   NgramSearchShape sh;
   const bool ring_fits = ngram_ring_fits(kNgramRingSmem, dev);
   sh.cluster = f.clusters && ring_fits ? ngram_search_cluster(batch, max_tokens, dev.sms) : 1;
@@ -663,48 +681,58 @@ inline NgramSearchShape ngram_search_shape(int64_t batch, int64_t max_tokens, co
 // Whether every search block of shape `sh` is resident at once (one block per SM at most for the
 // ring and the 1024-thread form, two for the 512-thread form): the walk-free test pays only then
 // (launch_ngram_op).
-inline bool ngram_search_one_wave(int64_t batch, const NgramSearchShape& sh, const DeviceFacts& dev) {
+inline bool ngram_search_one_wave(int64_t batch, const NgramSearchShape& sh,
+                                  const DeviceFacts& dev) {
   const int per_sm = sh.ring ? 1 : kNgramSearchThreads / sh.threads;
   return batch * sh.cluster <= int64_t{dev.sms} * per_sm;
 }
 
 // Bytes of each slot's row that its search block requests into L2 before it knows the slot's facts
-// (ngram_prefetch_row), so that the row's first rounds come from DRAM while the facts do: only where
-// every decoding slot is sure to search (a threshold that cannot bind: no slot gives up, which would
-// read nothing) and in the 1024-thread streaming form (B <= SMs, rows of 16k..64k tokens).
-// It shortens the cold late and no-hit rows (warm unchanged; a slot that stops at once wastes the
-// bytes). 256 KB and the whole row were no better; with a binding threshold, on the ring, at large
-// batches (DRAM already busy) and in the 512-thread form it cost more than it saved.
+// (ngram_prefetch_row), so that the row's first rounds come from DRAM while the facts do: only
+// where every decoding slot is sure to search (a threshold that cannot bind: no slot gives up,
+// which would read nothing) and in the 1024-thread streaming form (B <= SMs, rows of 16k..64k
+// tokens). It shortens the cold late and no-hit rows (warm unchanged; a slot that stops at once
+// wastes the bytes). 256 KB and the whole row were no better; with a binding threshold, on the
+// ring, at large batches (DRAM already busy) and in the 512-thread form it cost more than it saved.
 constexpr int kNgramPrefetchBytes = 131072;
-inline int ngram_prefetch_bytes(const NgramSearchShape& sh, bool threshold_may_bind, const KernelFeatures& f) {
-  return f.hopper_loads && !threshold_may_bind && !sh.ring && sh.threads == 1024 ? kNgramPrefetchBytes : 0;
+inline int ngram_prefetch_bytes(const NgramSearchShape& sh, bool threshold_may_bind,
+                                const KernelFeatures& f) {
+  return f.hopper_loads && !threshold_may_bind && !sh.ring && sh.threads == 1024
+             ? kNgramPrefetchBytes
+             : 0;
 }
 
 template <int kMaxN, class Problem>
 cudaError_t launch_ngram_search_n(const Problem& prob, int64_t batch, const NgramSearchShape& sh,
                                   cudaStream_t stream) {
-  // Clusters (then B x C <= SMs / 2) and long rows with every block resident: one ring block per SM.
+  // Clusters (then B x C <= SMs / 2) and long rows with every block resident: one ring block per
+  // SM.
   if (sh.ring) {
-    return launch_ngram_search_grid<kMaxN, kNgramSearchStages, false, kNgramSearchThreads>(prob, batch, sh.cluster,
-                                                                                          stream);
+    return launch_ngram_search_grid<kMaxN, kNgramSearchStages, false, kNgramSearchThreads>(
+        prob, batch, sh.cluster, stream);
   }
-  return sh.threads == 1024
-             ? launch_ngram_search_grid<kMaxN, 0, true, 1024>(prob, batch, 1, stream)
-             : launch_ngram_search_grid<kMaxN, 0, true, 512>(prob, batch, 1, stream);
+  return sh.threads == 1024 ? launch_ngram_search_grid<kMaxN, 0, true, 1024>(prob, batch, 1, stream)
+                            : launch_ngram_search_grid<kMaxN, 0, true, 512>(prob, batch, 1, stream);
 }
 
-// Launches the search over `batch` slots, in the shape ngram_search_shape chose, with the compare loop
-// specialised for the usual sizes.
+// Launches the search over `batch` slots, in the shape ngram_search_shape chose, with the compare
+// loop specialised for the usual sizes.
 template <class Problem>
-cudaError_t launch_ngram_search(const Problem& prob, int64_t batch, int max_n, const NgramSearchShape& sh,
-                                cudaStream_t stream) {
+cudaError_t launch_ngram_search(const Problem& prob, int64_t batch, int max_n,
+                                const NgramSearchShape& sh, cudaStream_t stream) {
   switch (max_n) {
-    case 1: return launch_ngram_search_n<1>(prob, batch, sh, stream);
-    case 2: return launch_ngram_search_n<2>(prob, batch, sh, stream);
-    case 3: return launch_ngram_search_n<3>(prob, batch, sh, stream);
-    case 4: return launch_ngram_search_n<4>(prob, batch, sh, stream);
-    case 5: return launch_ngram_search_n<5>(prob, batch, sh, stream);
-    default: return launch_ngram_search_n<0>(prob, batch, sh, stream);
+    case 1:
+      return launch_ngram_search_n<1>(prob, batch, sh, stream);
+    case 2:
+      return launch_ngram_search_n<2>(prob, batch, sh, stream);
+    case 3:
+      return launch_ngram_search_n<3>(prob, batch, sh, stream);
+    case 4:
+      return launch_ngram_search_n<4>(prob, batch, sh, stream);
+    case 5:
+      return launch_ngram_search_n<5>(prob, batch, sh, stream);
+    default:
+      return launch_ngram_search_n<0>(prob, batch, sh, stream);
   }
 }
 

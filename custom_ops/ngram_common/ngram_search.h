@@ -1,10 +1,10 @@
 // The n-gram search shared by ngram_match and hybrid_mtp_ngram (host side).
 //
 // A slot's search looks for the pattern (the last n tokens of what the slot generated) in two
-// haystacks, the prompt first, then the generated tokens, for n from the largest size down, and takes
-// the leftmost match that has a continuation. This file holds that search written exactly as
-// docs/contract/ngram.md#ngram_match states it; the CUDA kernel (ngram_search.cuh) computes the same answer
-// in one parallel pass.
+// haystacks, the prompt first, then the generated tokens, for n from the largest size down, and
+// takes the leftmost match that has a continuation. This file holds that search written exactly as
+// docs/contract/ngram.md#ngram_match states it; the CUDA kernel (ngram_search.cuh) computes the
+// same answer in one parallel pass.
 #pragma once
 
 #include <cstdint>
@@ -13,21 +13,21 @@
 
 namespace fdspec {
 
-// The GPU search passes its result through an int32 with the haystack in bit 30, so haystacks must be
-// shorter than 2^30 tokens; it holds the pattern in shared memory, hence the n-gram size limit. The
-// bindings check both, for the CPU path too, so that both paths accept the same calls.
+// The GPU search passes its result through an int32 with the haystack in bit 30, so haystacks must
+// be shorter than 2^30 tokens; it holds the pattern in shared memory, hence the n-gram size limit.
+// The bindings check both, for the CPU path too, so that both paths accept the same calls.
 constexpr int64_t kMaxHaystackLen = int64_t{1} << 30;
 constexpr int kMaxNgramSize = 64;
 
 // Where a slot searches. Pattern token k of an n-gram (k = 0 is the oldest) is
 // pattern_last[k - n + 1]: the pattern always ends at pattern_last.
 struct NgramHaystacks {
-  const int64_t* seg0;           // the prompt
+  const int64_t* seg0;  // the prompt
   int64_t len0;
-  const int64_t* seg1;           // generated tokens (ngram_match) or the draft model's pre_ids (hybrid)
+  const int64_t* seg1;  // generated tokens (ngram_match) or the draft model's pre_ids (hybrid)
   int64_t len1;
-  const int64_t* pattern_last;   // newest generated token
-  int64_t pattern_avail;         // tokens available for the pattern (s): sizes n > s are skipped
+  const int64_t* pattern_last;  // newest generated token
+  int64_t pattern_avail;        // tokens available for the pattern (s): sizes n > s are skipped
 };
 
 // The continuation of the first productive match: `count` tokens starting at `src` (count 0: none).

@@ -51,8 +51,8 @@ struct WalkSums {
 // kPer of them; a larger batch re-reads the rest), so the batch-wide prefix sums are one pass per
 // thread plus one block scan, and the slots are read once. O(B / kThreads + log kThreads) steps.
 // Walk provides: int64_t batch() and threshold(); WalkOutputs outputs(); DeviceWalkSlot slot(b)
-// (a pure function of memory that no other slot's ngram_walk_finish writes). A negative fixed length
-// anywhere (see ngram_walk.h) sends the block to the sequential walk, on thread 0.
+// (a pure function of memory that no other slot's ngram_walk_finish writes). A negative fixed
+// length anywhere (see ngram_walk.h) sends the block to the sequential walk, on thread 0.
 //
 // A walk that can be walk-free (ngram_match's, hybrid_mtp_ngram's) has try_free and free_term;
 // suffix_match's walk is launched only when its threshold can bind and has neither.
@@ -62,14 +62,14 @@ template <class Walk>
 struct MayBeWalkFree<Walk, std::void_t<decltype(&Walk::free_term)>> : std::true_type {};
 
 // Walk-free batches (ngram_walk_free, ngram_walk.h), tested only where the host set Walk::try_free
-// (launch_ngram_op): the block first sums the bound's terms (Walk::free_term(b), one per thread, from
-// memory whose value the search cannot change in a way that changes the term) and exits before it
-// waits for the search, whose blocks finish their own slots then. Only a batch that may bind waits
-// and walks. Reading before the wait is sound because the search, itself a programmatic dependent
-// of the work before the op, lets this kernel launch only after its blocks have waited for that work.
-// Exiting without the wait is sound for the work after the op: what the stream runs after a
-// programmatic dependent that never waits still finds that dependent's primary grid finished
-// (tests/cuda/pdl_order_check.cu checks it on the device, eagerly and in a graph).
+// (launch_ngram_op): the block first sums the bound's terms (Walk::free_term(b), one per thread,
+// from memory whose value the search cannot change in a way that changes the term) and exits before
+// it waits for the search, whose blocks finish their own slots then. Only a batch that may bind
+// waits and walks. Reading before the wait is sound because the search, itself a programmatic
+// dependent of the work before the op, lets this kernel launch only after its blocks have waited
+// for that work. Exiting without the wait is sound for the work after the op: what the stream runs
+// after a programmatic dependent that never waits still finds that dependent's primary grid
+// finished (tests/cuda/pdl_order_check.cu checks it on the device, eagerly and in a graph).
 template <int kThreads, int kPer, class Walk>
 __global__ void __launch_bounds__(kThreads) ngram_walk_kernel(Walk walk) {
   using Scan = cub::BlockScan<WalkSums, kThreads>;
@@ -157,7 +157,8 @@ __global__ void __launch_bounds__(kThreads) ngram_walk_kernel(Walk walk) {
   for (int off = 16; off > 0; off >>= 1) {
     first = min_of<int64_t>(first, __shfl_xor_sync(0xFFFFFFFFu, first, off));
   }
-  if ((threadIdx.x & 31) == 0 && first < B) atomicMin(&shared_b0, static_cast<unsigned long long>(first));
+  if ((threadIdx.x & 31) == 0 && first < B)
+    atomicMin(&shared_b0, static_cast<unsigned long long>(first));
   __syncthreads();
   const int64_t first_binding = static_cast<int64_t>(shared_b0);
 

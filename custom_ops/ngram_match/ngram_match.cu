@@ -1,17 +1,17 @@
 // ngram_match: CUDA implementation (docs/contract/ngram.md#ngram_match). No Paddle include.
 //
 // Kernel 1 (one block, or a cluster, per slot) finds each decoding slot's best match with the
-// budget-independent search of ngram_search.cuh: which window wins does not depend on the budget, only how many tokens
-// of its continuation are kept. Kernel 2 (one block) is the walk of ngram_common/ngram_walk.cuh,
-// exact here because a decoding slot's base is 1 and every other slot keeps its length (a negative
-// prefill length, which no runner produces, sends it to its sequential form). The search result waits
-// between the kernels in the decoding slot's own seq_lens_this_time entry, whose input value the walk
-// never reads for such a slot (ngram_match_walk_slot): no workspace, graph capturable.
-// Walk-free batches (ngram_walk.h's bound; the default T = 128 with B x (K + 1) plus the prefill
-// slots' lengths and count below it): kernel 1's blocks write their slots' outputs and kernel 2 exits
-// before its wait. The bound reads only inputs no kernel writes (a prefill slot's seq_lens_this_time
-// is left untouched by every path), so kernel 2 reads them before the search ends.
-// Design: docs/design/ngram.md.
+// budget-independent search of ngram_search.cuh: which window wins does not depend on the budget,
+// only how many tokens of its continuation are kept. Kernel 2 (one block) is the walk of
+// ngram_common/ngram_walk.cuh, exact here because a decoding slot's base is 1 and every other slot
+// keeps its length (a negative prefill length, which no runner produces, sends it to its sequential
+// form). The search result waits between the kernels in the decoding slot's own seq_lens_this_time
+// entry, whose input value the walk never reads for such a slot (ngram_match_walk_slot): no
+// workspace, graph capturable. Walk-free batches (ngram_walk.h's bound; the default T = 128 with B
+// x (K + 1) plus the prefill slots' lengths and count below it): kernel 1's blocks write their
+// slots' outputs and kernel 2 exits before its wait. The bound reads only inputs no kernel writes
+// (a prefill slot's seq_lens_this_time is left untouched by every path), so kernel 2 reads them
+// before the search ends. Design: docs/design/ngram.md.
 #include "ngram_match/ngram_match.h"
 
 #include "common/cuda_utils.cuh"
@@ -42,7 +42,9 @@ struct NgramMatchSearch {
   }
 
   // The row whose first tokens are the prompt (the search's first haystack), for its L2 prefetch.
-  __device__ const int64_t* row(int64_t b) const { return p.token_ids_all + b * p.token_ids_stride; }
+  __device__ const int64_t* row(int64_t b) const {
+    return p.token_ids_all + b * p.token_ids_stride;
+  }
   __device__ int64_t row_len() const { return p.token_ids_stride; }
 
   // A decoding slot that gives up whatever the earlier slots draft needs no search:
@@ -70,11 +72,13 @@ struct NgramMatchSearch {
   // The same term, loaded with the slot's own facts and summed later.
   using FreeIn = NgramMatchSlotIn;
   __device__ FreeIn free_in(int64_t j) const { return ngram_match_slot_in(p, j); }
-  __device__ int64_t free_of(int64_t j, const FreeIn& in) const { return ngram_match_walk_free_term(p, j, in); }
+  __device__ int64_t free_of(int64_t j, const FreeIn& in) const {
+    return ngram_match_walk_free_term(p, j, in);
+  }
   // No lower bound of U follows from the parameters alone (empty slots add nothing).
   bool free_possible() const { return true; }
   bool try_free = true;  // set by launch_ngram_op
-  int prefetch = 0;       // set by launch_ngram_op
+  int prefetch = 0;      // set by launch_ngram_op
 };
 
 // Kernel 2's view of the walk.
@@ -103,8 +107,8 @@ struct NgramMatchWalk {
 }  // namespace
 
 cudaError_t ngram_match_gpu(const NgramMatchParams& p, cudaStream_t stream) {
-  return launch_ngram_op(NgramMatchSearch{p}, NgramMatchWalk{p}, p.batch,
-                         p.max_ngram_size, p.token_ids_stride, stream);
+  return launch_ngram_op(NgramMatchSearch{p}, NgramMatchWalk{p}, p.batch, p.max_ngram_size,
+                         p.token_ids_stride, stream);
 }
 
 }  // namespace fdspec

@@ -1,13 +1,13 @@
 // Slot states and end-token test shared by the verification and update ops. No Paddle include.
 //
-// A runner slot is in one of three states, read from its sequence lengths exactly as ngram_match reads
-// them (docs/contract/ngram.md#ngram_match), so that every op of a decode step agrees on which slots
-// take part:
+// A runner slot is in one of three states, read from its sequence lengths exactly as ngram_match
+// reads them (docs/contract/ngram.md#ngram_match), so that every op of a decode step agrees on
+// which slots take part:
 //   prefill  seq_lens_encoder > 0: the prompt is processed this step, the target yields one token;
-//   decoding otherwise, seq_lens_decoder != 0: the last accepted token plus the drafts are verified;
-//   empty    otherwise (no request, or one that finished).
-// A slot whose stop flag is set counts as empty whatever its lengths say. A prefill or decoding slot
-// whose seq_lens_this_time is <= 0 was not scheduled this step (upstream's is_block_step): the
+//   decoding otherwise, seq_lens_decoder != 0: the last accepted token plus the drafts are
+//   verified; empty    otherwise (no request, or one that finished).
+// A slot whose stop flag is set counts as empty whatever its lengths say. A prefill or decoding
+// slot whose seq_lens_this_time is <= 0 was not scheduled this step (upstream's is_block_step): the
 // verification and update ops leave it alone.
 #pragma once
 

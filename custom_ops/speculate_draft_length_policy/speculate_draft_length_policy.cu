@@ -16,13 +16,15 @@ constexpr int kTop = kPolicyGainLevels - 1;
 
 using PolicyScan = cub::BlockScan<int64_t, kPolicyThreads>;
 
-__global__ void __launch_bounds__(kPolicyThreads) policy_kernel(SpeculateDraftLengthPolicyParams p) {
+__global__ void __launch_bounds__(kPolicyThreads)
+    policy_kernel(SpeculateDraftLengthPolicyParams p) {
   __shared__ typename PolicyScan::TempStorage scan;
-  __shared__ int32_t count[kPolicyGainLevels];    // candidates per gain level v
-  __shared__ int32_t above[kPolicyGainLevels];    // by rank r = kTop - v: candidates of higher gain
+  __shared__ int32_t count[kPolicyGainLevels];  // candidates per gain level v
+  __shared__ int32_t above[kPolicyGainLevels];  // by rank r = kTop - v: candidates of higher gain
   __shared__ int64_t above_sum[kPolicyGainLevels];  // ... and the sum of their gains
   __shared__ unsigned long long scheduled_s, base_s, candidates_s, learners_s;
-  __shared__ unsigned long long column_sum[kPolicyMaxDrafts];  // decoding slots' estimates, per position
+  __shared__ unsigned long long
+      column_sum[kPolicyMaxDrafts];  // decoding slots' estimates, per position
   __shared__ long long best_s;
   __shared__ unsigned long long best_m_s;
   __shared__ int64_t cut_level_s, cut_take_s;
@@ -36,7 +38,8 @@ __global__ void __launch_bounds__(kPolicyThreads) policy_kernel(SpeculateDraftLe
   }
   __syncthreads();
 
-  // Learn, and count the candidate drafts by gain (thread tid owns slots tid, tid + kPolicyThreads, ...).
+  // Learn, and count the candidate drafts by gain (thread tid owns slots tid, tid + kPolicyThreads,
+  // ...).
   int64_t scheduled = 0, base_tokens = 0, candidates = 0, learners = 0;
   for (int64_t b = tid; b < p.batch; b += kPolicyThreads) {
     const PolicySlot kind = policy_slot(p, b);
@@ -49,7 +52,8 @@ __global__ void __launch_bounds__(kPolicyThreads) policy_kernel(SpeculateDraftLe
     policy_learn(p, b);
     ++learners;
     for (int64_t i = 0; i < p.max_drafts; ++i) {
-      atomicAdd(&column_sum[i], static_cast<unsigned long long>(policy_q16(p.accept_ewma[b * p.max_drafts + i])));
+      atomicAdd(&column_sum[i],
+                static_cast<unsigned long long>(policy_q16(p.accept_ewma[b * p.max_drafts + i])));
     }
     base_tokens += 1;
     if (kind == PolicySlot::kDecoding) {
@@ -93,7 +97,10 @@ __global__ void __launch_bounds__(kPolicyThreads) policy_kernel(SpeculateDraftLe
       int lo = 0, hi = kTop;  // the largest rank r with above[r] < m (above[0] = 0 < m)
       while (lo < hi) {
         const int mid = (lo + hi + 1) / 2;
-        if (above[mid] < m) lo = mid; else hi = mid - 1;
+        if (above[mid] < m)
+          lo = mid;
+        else
+          hi = mid - 1;
       }
       sum = above_sum[lo] + int64_t{kTop - lo} * (m - above[lo]);
     }
@@ -114,7 +121,10 @@ __global__ void __launch_bounds__(kPolicyThreads) policy_kernel(SpeculateDraftLe
       int lo = 0, hi = kTop;
       while (lo < hi) {
         const int mid = (lo + hi + 1) / 2;
-        if (above[mid] < m) lo = mid; else hi = mid - 1;
+        if (above[mid] < m)
+          lo = mid;
+        else
+          hi = mid - 1;
       }
       level = kTop - lo;
       take = m - above[lo];
@@ -148,7 +158,8 @@ __global__ void __launch_bounds__(kPolicyThreads) policy_kernel(SpeculateDraftLe
       if (kind == PolicySlot::kPrefill) {  // a new request: the batch's mean estimates
         const int64_t n = static_cast<int64_t>(learners_s);
         for (int64_t i = 0; i < p.max_drafts; ++i) {
-          p.accept_ewma[b * p.max_drafts + i] = policy_start(p, static_cast<int64_t>(column_sum[i]), n);
+          p.accept_ewma[b * p.max_drafts + i] =
+              policy_start(p, static_cast<int64_t>(column_sum[i]), n);
         }
       }
       const bool drafting = kind == PolicySlot::kDecoding || kind == PolicySlot::kOptedOut;

@@ -9,17 +9,19 @@
 //   acceptance  accept_ewma[b, i] in Q16 (65536 = 1): the estimated probability that draft i + 1 is
 //               accepted given drafts 1..i were; an exponentially weighted mean of that request's
 //               own verifications, starting from the batch's mean (the prior in an empty batch).
-//   learning    d = draft_len[b] (the drafts verified last step), a = clamp(accept_num[b] - 1, 0, d):
+//   learning    d = draft_len[b] (the drafts verified last step), a = clamp(accept_num[b] - 1, 0,
+//   d):
 //               positions 1..a observed accepted; position a + 1 observed too: rejected when
 //               a < d, and when a = d from the probe, the draft the proposer had at position d + 1
 //               but the policy cut (draft_probe[b], -1: none): accepted if it equals the token the
-//               target gave there, the bonus token, which the step update left in draft_tokens[b, 0].
-//               Each observed position: p <- (p * (65536 - alpha) + obs * 65536 * alpha) >> 16;
+//               target gave there, the bonus token, which the step update left in draft_tokens[b,
+//               0]. Each observed position: p <- (p * (65536 - alpha) + obs * 65536 * alpha) >> 16;
 //               the others keep their estimate. (The probe makes k = 0 keep learning for free.)
 //   gains       c_0 = 65536, c_j = (c_{j-1} * p_j) >> 16 (the probability that drafts 1..j are all
-//               accepted, non-increasing in j); gain_j = c_j >> 6, an integer in 0 .. 1024 (Q10): the
-//               expected accepted tokens that the j-th draft adds.
-//   cost        T(n) = cost_table[n - 1] for 1 <= n <= L, extrapolated along the last segment past L,
+//               accepted, non-increasing in j); gain_j = c_j >> 6, an integer in 0 .. 1024 (Q10):
+//               the expected accepted tokens that the j-th draft adds.
+//   cost        T(n) = cost_table[n - 1] for 1 <= n <= L, extrapolated along the last segment past
+//   L,
 //               0 for n <= 0; the step time of m extra drafts is
 //               D(m) = max(1, T(N0 + m) + C * seq_cost_ns + step_cost_ns), in ns,
 //               N0 = the tokens of the step without drafts (1 per decoding slot, seq_lens_this_time
@@ -32,7 +34,8 @@
 //               k (for a given number of drafts, the top gains are the best).
 // Slots (speculate_slot.h):
 //   decoding, scheduled: learns; k as above (0 when opt_out[b]); seq_lens_this_time = 1 + k,
-//                        draft_len = k, draft_probe = draft_tokens[b, k + 1] (k < its drafts) or -1.
+//                        draft_len = k, draft_probe = draft_tokens[b, k + 1] (k < its drafts) or
+//                        -1.
 //   prefill (a new request): accept_ewma row = the mean of the decoding slots' rows after their
 //                        learning (per position, floored; the prior when none decodes),
 //                        draft_len = 0, draft_probe = -1; seq_lens_this_time kept.
@@ -50,37 +53,38 @@
 
 namespace fdspec {
 
-constexpr int32_t kPolicyOne = 65536;       // Q16 one: acceptance estimates and EWMA weights
-constexpr int kPolicyGainShift = 6;         // Q16 -> Q10 gains: 1025 levels, one histogram bin each
+constexpr int32_t kPolicyOne = 65536;  // Q16 one: acceptance estimates and EWMA weights
+constexpr int kPolicyGainShift = 6;    // Q16 -> Q10 gains: 1025 levels, one histogram bin each
 constexpr int32_t kPolicyGainLevels = (kPolicyOne >> kPolicyGainShift) + 1;
-constexpr int kPolicyRatioShift = 20;       // A(m) << 20 stays below 2^63 while A(m) < 2^43
+constexpr int kPolicyRatioShift = 20;  // A(m) << 20 stays below 2^63 while A(m) < 2^43
 // The most drafts per slot (positions of accept_ewma): a slot's gains are a loop over them.
 constexpr int64_t kPolicyMaxDrafts = 64;
 // B * (K + 1) bound: A(m) <= 1024 * B * (K + 1) < 2^39 keeps A(m) << 20 below 2^63.
 constexpr int64_t kPolicyMaxCandidates = int64_t{1} << 29;
-// Every time (table entry, per-slot and per-step cost) is below 2^32 ns (4.3 s), so that D(m), a sum
-// of three terms each below 2^61, fits in int64.
+// Every time (table entry, per-slot and per-step cost) is below 2^32 ns (4.3 s), so that D(m), a
+// sum of three terms each below 2^61, fits in int64.
 constexpr int64_t kPolicyMaxNs = (int64_t{1} << 32) - 1;
 
 struct SpeculateDraftLengthPolicyParams {
-  const int32_t* accept_num;       // [B] int32: tokens accepted by the previous verification
-  const int64_t* draft_tokens;     // [>= B, K + 1] int64: column 0 the last accepted token, then drafts
-  int32_t* draft_len;              // [B] int32, in place: drafts verified last step -> this step's k
-  int64_t* draft_probe;            // [B] int64, in place: the first cut draft (-1: none)
-  int32_t* accept_ewma;            // [B, K] int32 Q16, in place: per-position acceptance estimate
-  const bool* opt_out;             // [B] bool: the request drafts nothing (k = 0)
-  int32_t* seq_lens_this_time;     // [B] int32, in place: 1 + drafts -> 1 + k on decoding slots
-  const int32_t* seq_lens_encoder; // [B] int32
-  const int32_t* seq_lens_decoder; // [B] int32
-  const bool* stop_flags;          // [B] bool
-  const int64_t* cost_table;       // [L] int64: ns of a step verifying n = 1 .. L tokens
-  int64_t table_len;               // L (>= 1)
-  int64_t max_drafts;              // K: columns of accept_ewma (0 .. kPolicyMaxDrafts)
-  int32_t alpha;                   // Q16 weight of a new observation (0 .. 65536)
-  int32_t prior;                   // Q16 estimate of a new request when no slot decodes (0 .. 65536)
-  int64_t seq_cost_ns;             // ns per scheduled slot per step (attention over its cache), >= 0
-  int64_t step_cost_ns;            // ns per step (drafting ops, launch overheads), >= 0
-  int64_t batch;                   // B (0: no-op)
+  const int32_t* accept_num;  // [B] int32: tokens accepted by the previous verification
+  const int64_t*
+      draft_tokens;      // [>= B, K + 1] int64: column 0 the last accepted token, then drafts
+  int32_t* draft_len;    // [B] int32, in place: drafts verified last step -> this step's k
+  int64_t* draft_probe;  // [B] int64, in place: the first cut draft (-1: none)
+  int32_t* accept_ewma;  // [B, K] int32 Q16, in place: per-position acceptance estimate
+  const bool* opt_out;   // [B] bool: the request drafts nothing (k = 0)
+  int32_t* seq_lens_this_time;      // [B] int32, in place: 1 + drafts -> 1 + k on decoding slots
+  const int32_t* seq_lens_encoder;  // [B] int32
+  const int32_t* seq_lens_decoder;  // [B] int32
+  const bool* stop_flags;           // [B] bool
+  const int64_t* cost_table;        // [L] int64: ns of a step verifying n = 1 .. L tokens
+  int64_t table_len;                // L (>= 1)
+  int64_t max_drafts;               // K: columns of accept_ewma (0 .. kPolicyMaxDrafts)
+  int32_t alpha;                    // Q16 weight of a new observation (0 .. 65536)
+  int32_t prior;         // Q16 estimate of a new request when no slot decodes (0 .. 65536)
+  int64_t seq_cost_ns;   // ns per scheduled slot per step (attention over its cache), >= 0
+  int64_t step_cost_ns;  // ns per step (drafting ops, launch overheads), >= 0
+  int64_t batch;         // B (0: no-op)
 };
 
 // What the op does with slot b.
@@ -118,7 +122,7 @@ FDSPEC_HD void policy_learn(const SpeculateDraftLengthPolicyParams& p, int64_t b
   for (int64_t i = 0; i < a; ++i) row[i] = policy_blend(policy_q16(row[i]), kPolicyOne, alpha);
   if (a >= K) return;
   bool seen = a < d, accepted = false;  // position a + 1: a verified rejection ...
-  if (!seen) {                           // ... or the probe against the bonus token
+  if (!seen) {                          // ... or the probe against the bonus token
     const int64_t probe = p.draft_probe[b];
     seen = probe >= 0;
     accepted = seen && probe == p.draft_tokens[b * (K + 1)];
@@ -139,7 +143,8 @@ FDSPEC_HD int64_t policy_probe(const SpeculateDraftLengthPolicyParams& p, int64_
 
 // Walks slot b's gains for j = 1 .. n (non-increasing), calling f(gain) for each.
 template <class F>
-FDSPEC_HD void policy_gains(const SpeculateDraftLengthPolicyParams& p, int64_t b, int64_t n, F&& f) {
+FDSPEC_HD void policy_gains(const SpeculateDraftLengthPolicyParams& p, int64_t b, int64_t n,
+                            F&& f) {
   const int32_t* row = p.accept_ewma + b * p.max_drafts;
   uint64_t c = kPolicyOne;
   for (int64_t j = 0; j < n; ++j) {
@@ -178,8 +183,8 @@ void speculate_draft_length_policy_cpu(const SpeculateDraftLengthPolicyParams& p
 #ifdef FDSPEC_WITH_CUDA
 // One block of 512 threads (a decision for the whole batch): learning and a histogram of the gains,
 // a scan of the histogram, the objective at every m, its arg-max, a scan over the slots of the
-// gains tied with the cut. One kernel on `stream`, no allocation, no host synchronisation (CUDA-graph
-// capturable), any B. Returns the launch status.
+// gains tied with the cut. One kernel on `stream`, no allocation, no host synchronisation
+// (CUDA-graph capturable), any B. Returns the launch status.
 cudaError_t speculate_draft_length_policy_gpu(const SpeculateDraftLengthPolicyParams& p,
                                               cudaStream_t stream);
 #endif

@@ -21,7 +21,8 @@ void speculate_draft_length_policy_cpu(const SpeculateDraftLengthPolicyParams& p
     }
     policy_learn(p, b);
     ++learners;
-    for (int64_t i = 0; i < p.max_drafts; ++i) column_sum[i] += policy_q16(p.accept_ewma[b * p.max_drafts + i]);
+    for (int64_t i = 0; i < p.max_drafts; ++i)
+      column_sum[i] += policy_q16(p.accept_ewma[b * p.max_drafts + i]);
     base_tokens += 1;
     if (kind == PolicySlot::kDecoding) {
       policy_gains(p, b, policy_avail(p, b), [&](int32_t g) { ++count[g]; });

@@ -1,5 +1,5 @@
-// speculate_compute_cu_batch_offset: Paddle binding (docs/contract/logprobs.md), the offset step of the
-// gather alone.
+// speculate_compute_cu_batch_offset: Paddle binding (docs/contract/logprobs.md), the offset step of
+// the gather alone.
 #include "binding/binding_utils.h"
 #include "speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits.h"
 
@@ -24,8 +24,9 @@ void SpeculateComputeCuBatchOffset(paddle::Tensor& cu_batch_token_offset,
             "accept_num must have at least real_bsz = " + std::to_string(real_bsz) +
                 " elements, got shape " + fb::shape_str(accept_num))
       .that(cu_batch_token_offset.numel() >= int64_t{real_bsz} + 1,
-            "cu_batch_token_offset must have at least real_bsz + 1 = " + std::to_string(real_bsz + 1) +
-                " elements, got shape " + fb::shape_str(cu_batch_token_offset));
+            "cu_batch_token_offset must have at least real_bsz + 1 = " +
+                std::to_string(real_bsz + 1) + " elements, got shape " +
+                fb::shape_str(cu_batch_token_offset));
   const fdspec::CuBatchOffsetParams p{cu_batch_token_offset.data<int32_t>(),
                                       accept_num.data<int32_t>(), real_bsz, max_accept_num};
   FDSPEC_RUN_ON_PLACE(kOp, cu_batch_token_offset, p, fdspec::compute_cu_batch_offset_cpu,

@@ -6,9 +6,9 @@
 // spreads over every SM whatever the mix of slots, and blocks of unused indices exit at once. For
 // batches up to kFusedOffsetMaxBatch the whole op is one kernel: each block sums the clamped accept
 // counts of the slots before its own (<= 4 L2 reads a thread) while its source loads are in flight;
-// the block of index 0, chunk 0 of each slot also writes the slot's offset. Larger batches first run
-// the one-block offset scan, then the gather reads the offsets.
-// Design: docs/design/logprobs.md.
+// the block of index 0, chunk 0 of each slot also writes the slot's offset. Larger batches first
+// run the one-block offset scan, then the gather reads the offsets. Design:
+// docs/design/logprobs.md.
 #include "speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits.h"
 
 #include <cub/block/block_reduce.cuh>
@@ -21,7 +21,8 @@ namespace {
 
 constexpr int kScanThreads = 1024;
 constexpr int kGatherThreads = 256;
-constexpr int kGatherUnroll = 4;  // vectors in flight per thread: 16 KiB a block with 16-byte vectors
+constexpr int kGatherUnroll =
+    4;  // vectors in flight per thread: 16 KiB a block with 16-byte vectors
 constexpr int64_t kFusedOffsetMaxBatch = 1024;
 
 __global__ void __launch_bounds__(kScanThreads) cu_batch_offset_kernel(CuBatchOffsetParams p) {
@@ -59,13 +60,15 @@ __global__ void __launch_bounds__(kGatherThreads) accept_gather_kernel(AcceptTok
 
   const int64_t src_row = static_cast<int64_t>(p.cu_seqlens_q_output[b]) + i;
   const bool src_ok = copies && src_row >= 0 && src_row < p.in_rows;
-  const int64_t begin = static_cast<int64_t>(blockIdx.y) * kGatherThreads * kVecBytes * kGatherUnroll;
+  const int64_t begin =
+      static_cast<int64_t>(blockIdx.y) * kGatherThreads * kVecBytes * kGatherUnroll;
   Vec v[kGatherUnroll];
   if (src_ok) {
     const unsigned char* src = p.logits + src_row * p.row_bytes;
 #pragma unroll
     for (int u = 0; u < kGatherUnroll; ++u) {
-      const int64_t at = begin + (static_cast<int64_t>(u) * kGatherThreads + threadIdx.x) * kVecBytes;
+      const int64_t at =
+          begin + (static_cast<int64_t>(u) * kGatherThreads + threadIdx.x) * kVecBytes;
       if (at < p.row_bytes) v[u] = *reinterpret_cast<const Vec*>(src + at);
     }
   }
@@ -73,7 +76,8 @@ __global__ void __launch_bounds__(kGatherThreads) accept_gather_kernel(AcceptTok
   int64_t offset;
   if (kFusedOffsets) {
     int64_t before = 0;
-    for (int64_t j = threadIdx.x; j < b; j += kGatherThreads) before += clamped_accept(p.accept_num[j], stride);
+    for (int64_t j = threadIdx.x; j < b; j += kGatherThreads)
+      before += clamped_accept(p.accept_num[j], stride);
     before = Reduce(reduce_tmp).Sum(before);
     if (threadIdx.x == 0) shared_offset = before;
     __syncthreads();
@@ -93,7 +97,8 @@ __global__ void __launch_bounds__(kGatherThreads) accept_gather_kernel(AcceptTok
     unsigned char* dst = p.target_logits + dst_row * p.row_bytes;
 #pragma unroll
     for (int u = 0; u < kGatherUnroll; ++u) {
-      const int64_t at = begin + (static_cast<int64_t>(u) * kGatherThreads + threadIdx.x) * kVecBytes;
+      const int64_t at =
+          begin + (static_cast<int64_t>(u) * kGatherThreads + threadIdx.x) * kVecBytes;
       if (at < p.row_bytes) *reinterpret_cast<Vec*>(dst + at) = v[u];
     }
   }
@@ -122,10 +127,14 @@ cudaError_t launch_gather(const AcceptTokensLogitsParams& p, cudaStream_t stream
 template <bool kFused>
 cudaError_t dispatch_gather(const AcceptTokensLogitsParams& p, cudaStream_t stream) {
   switch (gather_vec_bytes(p)) {
-    case 16: return launch_gather<16, kFused>(p, stream);
-    case 8: return launch_gather<8, kFused>(p, stream);
-    case 4: return launch_gather<4, kFused>(p, stream);
-    default: return launch_gather<2, kFused>(p, stream);
+    case 16:
+      return launch_gather<16, kFused>(p, stream);
+    case 8:
+      return launch_gather<8, kFused>(p, stream);
+    case 4:
+      return launch_gather<4, kFused>(p, stream);
+    default:
+      return launch_gather<2, kFused>(p, stream);
   }
 }
 
@@ -139,13 +148,15 @@ cudaError_t compute_cu_batch_offset_gpu(const CuBatchOffsetParams& p, cudaStream
   return FDSPEC_LAUNCH_STATUS(stream);
 }
 
-cudaError_t get_accept_tokens_and_logits_gpu(const AcceptTokensLogitsParams& p, cudaStream_t stream) {
+cudaError_t get_accept_tokens_and_logits_gpu(const AcceptTokensLogitsParams& p,
+                                             cudaStream_t stream) {
   if (p.batch <= 0) {  // nothing to gather; the offsets still say so: cu[0] = 0
-    return compute_cu_batch_offset_gpu({p.cu_batch_token_offset, p.accept_num, 0, p.accept_stride}, stream);
+    return compute_cu_batch_offset_gpu({p.cu_batch_token_offset, p.accept_num, 0, p.accept_stride},
+                                       stream);
   }
   if (p.batch <= kFusedOffsetMaxBatch) return dispatch_gather<true>(p, stream);
-  const cudaError_t err =
-      compute_cu_batch_offset_gpu({p.cu_batch_token_offset, p.accept_num, p.batch, p.accept_stride}, stream);
+  const cudaError_t err = compute_cu_batch_offset_gpu(
+      {p.cu_batch_token_offset, p.accept_num, p.batch, p.accept_stride}, stream);
   return err != cudaSuccess ? err : dispatch_gather<false>(p, stream);
 }
 

@@ -1,5 +1,5 @@
-// speculate_get_accept_tokens_and_logits: CPU implementation (docs/contract/logprobs.md), the reference walk
-// as written.
+// speculate_get_accept_tokens_and_logits: CPU implementation (docs/contract/logprobs.md), the
+// reference walk as written.
 #include <cstring>
 
 #include "speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits.h"

@@ -1,5 +1,5 @@
-// speculate_get_accept_tokens_and_logits: Paddle binding (docs/contract/logprobs.md). Checks the tensors by
-// name and dispatches on the place of token_ids.
+// speculate_get_accept_tokens_and_logits: Paddle binding (docs/contract/logprobs.md). Checks the
+// tensors by name and dispatches on the place of token_ids.
 #include <limits>
 
 #include "binding/logits_binding.h"
@@ -30,16 +30,19 @@ fdspec::AcceptTokensLogitsParams make_params(
       .dtype(accept_tokens, "accept_tokens", DataType::INT64);
   fb::check_logits_dtype(c, logits, "logits");
   c.that(target_logits.dtype() == logits.dtype(),
-         std::string("target_logits must have the dtype of logits (") + fb::dtype_str(logits.dtype()) +
-             "), got " + fb::dtype_str(target_logits.dtype()));
-  c.rank(token_ids, "token_ids", 1).rank(logits, "logits", 2).rank(target_logits, "target_logits", 2);
+         std::string("target_logits must have the dtype of logits (") +
+             fb::dtype_str(logits.dtype()) + "), got " + fb::dtype_str(target_logits.dtype()));
+  c.rank(token_ids, "token_ids", 1)
+      .rank(logits, "logits", 2)
+      .rank(target_logits, "target_logits", 2);
   const int64_t N = token_ids.shape()[0];
   const int64_t V = logits.shape()[1];
   c.that(target_logits.shape()[0] == N && target_logits.shape()[1] == V,
          "target_logits must have shape [N, V] = [" + std::to_string(N) + ", " + std::to_string(V) +
              "] (N from token_ids, V from logits), got " + fb::shape_str(target_logits))
       .that(V >= 1 && V <= fdspec::kMaxVocab,
-            "logits must have 1 .. 2^24 columns (the vocabulary), got shape " + fb::shape_str(logits));
+            "logits must have 1 .. 2^24 columns (the vocabulary), got shape " +
+                fb::shape_str(logits));
   c.per_slot(seq_lens_this_time, "seq_lens_this_time", B)
       .per_slot(seq_lens_encoder, "seq_lens_encoder", B)
       .per_slot(accept_num, "accept_num", B)
@@ -57,12 +60,14 @@ fdspec::AcceptTokensLogitsParams make_params(
       .that(B * stride <= std::numeric_limits<int32_t>::max(),
             "B * (K + 1) must fit in int32, got shape " + fb::shape_str(accept_tokens));
   c.same_place_as(token_ids, "token_ids",
-                    {{"target_logits", target_logits}, {"logits", logits},
-                     {"cu_batch_token_offset", cu_batch_token_offset},
-                     {"cu_seqlens_q_output", cu_seqlens_q_output},
-                     {"seq_lens_this_time", seq_lens_this_time},
-                     {"seq_lens_encoder", seq_lens_encoder}, {"accept_num", accept_num},
-                     {"accept_tokens", accept_tokens}});
+                  {{"target_logits", target_logits},
+                   {"logits", logits},
+                   {"cu_batch_token_offset", cu_batch_token_offset},
+                   {"cu_seqlens_q_output", cu_seqlens_q_output},
+                   {"seq_lens_this_time", seq_lens_this_time},
+                   {"seq_lens_encoder", seq_lens_encoder},
+                   {"accept_num", accept_num},
+                   {"accept_tokens", accept_tokens}});
 
   fdspec::AcceptTokensLogitsParams p;
   p.token_ids = token_ids.data<int64_t>();
@@ -83,14 +88,11 @@ fdspec::AcceptTokensLogitsParams make_params(
 
 }  // namespace
 
-void SpeculateGetAcceptTokensAndLogits(paddle::Tensor& token_ids, paddle::Tensor& target_logits,
-                                       const paddle::Tensor& logits,
-                                       paddle::Tensor& cu_batch_token_offset,
-                                       const paddle::Tensor& cu_seqlens_q_output,
-                                       const paddle::Tensor& seq_lens_this_time,
-                                       const paddle::Tensor& seq_lens_encoder,
-                                       const paddle::Tensor& accept_num,
-                                       const paddle::Tensor& accept_tokens) {
+void SpeculateGetAcceptTokensAndLogits(
+    paddle::Tensor& token_ids, paddle::Tensor& target_logits, const paddle::Tensor& logits,
+    paddle::Tensor& cu_batch_token_offset, const paddle::Tensor& cu_seqlens_q_output,
+    const paddle::Tensor& seq_lens_this_time, const paddle::Tensor& seq_lens_encoder,
+    const paddle::Tensor& accept_num, const paddle::Tensor& accept_tokens) {
   const fdspec::AcceptTokensLogitsParams p =
       make_params(token_ids, target_logits, logits, cu_batch_token_offset, cu_seqlens_q_output,
                   seq_lens_this_time, seq_lens_encoder, accept_num, accept_tokens);

@@ -1,16 +1,16 @@
 // speculate_logprobs_topk: CUDA implementation (docs/contract/logprobs.md). No Paddle include.
 //
-// Each row is shared by `parts` blocks (a thread-block cluster on sm_90+); the grid covers all N rows
-// because cu[B] is only known on the device. A block streams its slice of the row once in 16-byte
-// vectors (narrower when the vocabulary or the pointer forbids it). Each thread keeps an online
-// (max, sum-exp) pair and its count of logits >= the accepted token's (read once before the pass).
-// Each warp keeps its top-k one entry per lane, sorted: a vector whose maximum cannot beat the warp's
-// k-th entry costs one vote; candidates are inserted one at a time with a ballot (their position) and
-// a shuffle (the shift). After the pass, warp 0 merges the warps' lists two at a time with a bitonic
-// merge over its 32 lanes, and the cluster's leader merges the blocks' partials the same way, reading
-// them from the other blocks' shared memory. The merge order differs from the CPU's sequential sum, so
-// scores agree to rounding, while ids and ranks (comparisons and counts only) are identical.
-// Design: docs/design/logprobs.md.
+// Each row is shared by `parts` blocks (a thread-block cluster on sm_90+); the grid covers all N
+// rows because cu[B] is only known on the device. A block streams its slice of the row once in
+// 16-byte vectors (narrower when the vocabulary or the pointer forbids it). Each thread keeps an
+// online (max, sum-exp) pair and its count of logits >= the accepted token's (read once before the
+// pass). Each warp keeps its top-k one entry per lane, sorted: a vector whose maximum cannot beat
+// the warp's k-th entry costs one vote; candidates are inserted one at a time with a ballot (their
+// position) and a shuffle (the shift). After the pass, warp 0 merges the warps' lists two at a time
+// with a bitonic merge over its 32 lanes, and the cluster's leader merges the blocks' partials the
+// same way, reading them from the other blocks' shared memory. The merge order differs from the
+// CPU's sequential sum, so scores agree to rounding, while ids and ranks (comparisons and counts
+// only) are identical. Design: docs/design/logprobs.md.
 #include "speculate_logprobs_topk/speculate_logprobs_topk.h"
 
 #include <cooperative_groups.h>
@@ -42,8 +42,8 @@ struct SumExp {
   float m = kNegInf;
   float s = 0.0f;
 
-  // s is NaN once a NaN logit was seen (as on the CPU, the row's scores become NaN): fmaxf skips NaN
-  // in m, so the sums must carry it, also while m is still -inf.
+  // s is NaN once a NaN logit was seen (as on the CPU, the row's scores become NaN): fmaxf skips
+  // NaN in m, so the sums must carry it, also while m is still -inf.
   __device__ __forceinline__ void merge(float om, float os) {
     const float M = fmaxf(m, om);
     if (M == kNegInf) {  // both hold only -inf (sums 0) or NaN
@@ -55,7 +55,8 @@ struct SumExp {
   }
 };
 
-// A warp's top-k: lane j < k holds entry j, sorted by logprobs_better; other lanes hold the sentinel.
+// A warp's top-k: lane j < k holds entry j, sorted by logprobs_better; other lanes hold the
+// sentinel.
 struct WarpTopK {
   float v = kNegInf;
   int32_t id = kNoEntryId;
@@ -92,7 +93,8 @@ __device__ __forceinline__ void bitonic_sort_desc(float& v, int32_t& id, int lan
 }
 
 // The block's slice [lo, hi) of a row's vectors when `parts` blocks share the row.
-__device__ __forceinline__ void slice_of(int64_t nvec, int part, int parts, int64_t& lo, int64_t& hi) {
+__device__ __forceinline__ void slice_of(int64_t nvec, int part, int parts, int64_t& lo,
+                                         int64_t& hi) {
   const int64_t per = ceil_div<int64_t>(nvec, parts);
   lo = min(nvec, per * part);
   hi = min(nvec, lo + per);
@@ -109,8 +111,8 @@ struct RowPartial {
 };
 
 // Warp 0 merges `other` (sorted, one entry per lane) into its own sorted list.
-__device__ __forceinline__ void merge_sorted(float& v, int32_t& id, const float* other_v, const int32_t* other_id,
-                                             int lane) {
+__device__ __forceinline__ void merge_sorted(float& v, int32_t& id, const float* other_v,
+                                             const int32_t* other_id, int lane) {
   // Pairing entry j of one list with entry 31 - j of the other keeps the 32 best of the union, as a
   // bitonic sequence.
   const float ov = other_v[31 - lane];
@@ -139,7 +141,8 @@ __global__ void __launch_bounds__(kThreads) logprobs_topk_kernel(LogprobsTopkPar
   const int64_t cols = k + 1;
   int64_t* ids_out = p.logprob_token_ids + r * cols;
   float* scores_out = p.logprob_scores + r * cols;
-  if (r >= logprobs_valid_rows(p)) {  // the whole cluster takes this branch: no cluster barrier waits
+  if (r >=
+      logprobs_valid_rows(p)) {  // the whole cluster takes this branch: no cluster barrier waits
     if (part == 0 && threadIdx.x < cols) {
       ids_out[threadIdx.x] = kPadTokenId;
       scores_out[threadIdx.x] = kPadScore;
@@ -205,7 +208,8 @@ __global__ void __launch_bounds__(kThreads) logprobs_topk_kernel(LogprobsTopkPar
         for (unsigned mask = __ballot_sync(kFullMask, cand); mask != 0;
              mask = __ballot_sync(kFullMask, cand)) {
           const int src = __ffs(mask) - 1;
-          top.insert(__shfl_sync(kFullMask, x[j], src), __shfl_sync(kFullMask, first_id + j, src), k, lane);
+          top.insert(__shfl_sync(kFullMask, x[j], src), __shfl_sync(kFullMask, first_id + j, src),
+                     k, lane);
           cand = cand && lane != src && logprobs_better(x[j], first_id + j, top.kth_v, top.kth_id);
         }
       }
@@ -248,7 +252,8 @@ __global__ void __launch_bounds__(kThreads) logprobs_topk_kernel(LogprobsTopkPar
     }
     best_v = s_top_v[0][lane];
     best_id = s_top_id[0][lane];
-    for (int w = 1; w < kWarps && k > 0; ++w) merge_sorted(best_v, best_id, s_top_v[w], s_top_id[w], lane);
+    for (int w = 1; w < kWarps && k > 0; ++w)
+      merge_sorted(best_v, best_id, s_top_v[w], s_top_id[w], lane);
   }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -280,8 +285,8 @@ __global__ void __launch_bounds__(kThreads) logprobs_topk_kernel(LogprobsTopkPar
 #endif
   if (part != 0 || warp != 0) return;
 
-  // x - lse as (x - m) - log(s): x - m is exact near the top of the row, so large logits (|x| in the
-  // thousands) keep the precision of the small difference instead of the ulp of lse.
+  // x - lse as (x - m) - log(s): x - m is exact near the top of the row, so large logits (|x| in
+  // the thousands) keep the precision of the small difference instead of the ulp of lse.
   const bool empty = total.m == kNegInf;  // every logit -inf: scores are the logits, clipped
   const float log_s = empty ? 0.0f : logf(total.s);
   const auto score = [&](float x) {
@@ -302,7 +307,8 @@ __global__ void __launch_bounds__(kThreads) logprobs_topk_kernel(LogprobsTopkPar
 template <LogitsDType D>
 int logprobs_vec_bytes(const LogprobsTopkParams& p) {
   const int elem = D == LogitsDType::kFloat32 ? 4 : 2;
-  const uint64_t mix = static_cast<uint64_t>(p.vocab * elem) | reinterpret_cast<uintptr_t>(p.logits);
+  const uint64_t mix =
+      static_cast<uint64_t>(p.vocab * elem) | reinterpret_cast<uintptr_t>(p.logits);
   for (int w = 16; w > elem; w /= 2) {
     if (mix % w == 0) return w;
   }
@@ -336,9 +342,12 @@ cudaError_t launch_logprobs(const LogprobsTopkParams& p, int parts, cudaStream_t
 template <LogitsDType D>
 cudaError_t dispatch_vec(const LogprobsTopkParams& p, int parts, cudaStream_t stream) {
   switch (logprobs_vec_bytes<D>(p)) {
-    case 16: return launch_logprobs<D, 16>(p, parts, stream);
-    case 8: return launch_logprobs<D, 8>(p, parts, stream);
-    case 4: return launch_logprobs<D, 4>(p, parts, stream);
+    case 16:
+      return launch_logprobs<D, 16>(p, parts, stream);
+    case 8:
+      return launch_logprobs<D, 8>(p, parts, stream);
+    case 4:
+      return launch_logprobs<D, 4>(p, parts, stream);
     default:
       if constexpr (D == LogitsDType::kFloat32) {
         return launch_logprobs<D, 4>(p, parts, stream);
@@ -357,9 +366,12 @@ cudaError_t logprobs_topk_gpu(const LogprobsTopkParams& p, cudaStream_t stream, 
   if (p.rows > INT32_MAX / kMaxParts) parts = 1;
   parts = std::min(parts, kMaxParts);
   switch (p.dtype) {
-    case LogitsDType::kFloat16: return dispatch_vec<LogitsDType::kFloat16>(p, parts, stream);
-    case LogitsDType::kBFloat16: return dispatch_vec<LogitsDType::kBFloat16>(p, parts, stream);
-    default: return dispatch_vec<LogitsDType::kFloat32>(p, parts, stream);
+    case LogitsDType::kFloat16:
+      return dispatch_vec<LogitsDType::kFloat16>(p, parts, stream);
+    case LogitsDType::kBFloat16:
+      return dispatch_vec<LogitsDType::kBFloat16>(p, parts, stream);
+    default:
+      return dispatch_vec<LogitsDType::kFloat32>(p, parts, stream);
   }
 }
 

@@ -1,5 +1,5 @@
-// speculate_logprobs_topk: CPU implementation (docs/contract/logprobs.md). Straightforward passes over each
-// row; the log-sum-exp accumulates in double.
+// speculate_logprobs_topk: CPU implementation (docs/contract/logprobs.md). Straightforward passes
+// over each row; the log-sum-exp accumulates in double.
 #include <cmath>
 #include <limits>
 #include <vector>

@@ -1,6 +1,6 @@
-// speculate_logprobs_topk: Paddle binding (docs/contract/logprobs.md). The outputs are preallocated by the
-// caller and written in place (so a runner can capture the op in a CUDA graph); dispatch on target_logits'
-// place.
+// speculate_logprobs_topk: Paddle binding (docs/contract/logprobs.md). The outputs are preallocated
+// by the caller and written in place (so a runner can capture the op in a CUDA graph); dispatch on
+// target_logits' place.
 #include "binding/logits_binding.h"
 #include "speculate_get_accept_tokens_and_logits/speculate_get_accept_tokens_and_logits.h"
 #include "speculate_logprobs_topk/speculate_logprobs_topk.h"
@@ -9,14 +9,11 @@ namespace {
 
 constexpr const char* kOp = "speculate_logprobs_topk";
 
-fdspec::LogprobsTopkParams make_params(const paddle::Tensor& target_logits,
-                                       const paddle::Tensor& token_ids,
-                                       const paddle::Tensor& cu_batch_token_offset,
-                                       paddle::Tensor& logprob_token_ids,
-                                       paddle::Tensor& logprob_scores,
-                                       paddle::Tensor& logprob_ranks,
-                                       const paddle::optional<paddle::Tensor>& temperature,
-                                       bool raw_logits) {
+fdspec::LogprobsTopkParams make_params(
+    const paddle::Tensor& target_logits, const paddle::Tensor& token_ids,
+    const paddle::Tensor& cu_batch_token_offset, paddle::Tensor& logprob_token_ids,
+    paddle::Tensor& logprob_scores, paddle::Tensor& logprob_ranks,
+    const paddle::optional<paddle::Tensor>& temperature, bool raw_logits) {
   using paddle::DataType;
   namespace fb = fdspec::binding;
   const fb::OpChecks c(kOp);
@@ -52,9 +49,11 @@ fdspec::LogprobsTopkParams make_params(const paddle::Tensor& target_logits,
             "logprob_scores must have the shape of logprob_token_ids " +
                 fb::shape_str(logprob_token_ids) + ", got " + fb::shape_str(logprob_scores));
   c.same_place_as(target_logits, "target_logits",
-                    {{"token_ids", token_ids}, {"cu_batch_token_offset", cu_batch_token_offset},
-                     {"logprob_token_ids", logprob_token_ids}, {"logprob_scores", logprob_scores},
-                     {"logprob_ranks", logprob_ranks}});
+                  {{"token_ids", token_ids},
+                   {"cu_batch_token_offset", cu_batch_token_offset},
+                   {"logprob_token_ids", logprob_token_ids},
+                   {"logprob_scores", logprob_scores},
+                   {"logprob_ranks", logprob_ranks}});
   if (temperature) {
     c.dtype(*temperature, "temperature", DataType::FLOAT32)
         .per_slot(*temperature, "temperature", B)

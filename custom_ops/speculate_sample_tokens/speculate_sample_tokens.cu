@@ -1,5 +1,5 @@
-// speculate_sample_tokens: CUDA implementation (docs/contract/sampling.md, docs/design/sampling.md).
-// No Paddle include.
+// speculate_sample_tokens: CUDA implementation (docs/contract/sampling.md,
+// docs/design/sampling.md). No Paddle include.
 //
 // A row is taken by a cluster of `parts` blocks (sm_90+), each owning a contiguous slice of it. The
 // slice is read from global memory once, into shared memory when it fits; every later pass reads
@@ -9,8 +9,8 @@
 // small list. The blocks add up the cluster's histograms and lists through distributed shared
 // memory, then every block takes the same decisions: the top-k bucket, the top-p bucket, the drawn
 // bucket (scans of the histogram), and the exact entry inside each (from the list; or, when a
-// bucket is not in the list, a radix refinement on the 64-bit order over the slice). All sums are of
-// integers, so the token equals the CPU's whatever the order of the additions.
+// bucket is not in the list, a radix refinement on the 64-bit order over the slice). All sums are
+// of integers, so the token equals the CPU's whatever the order of the additions.
 #include "speculate_sample_tokens/speculate_sample_tokens.h"
 
 #include <cooperative_groups.h>
@@ -34,9 +34,10 @@ static_assert(kThreads >= 256, "the radix refinement takes one digit per thread"
 // Buckets kept in the list: t above about -10, weights above ~1/1000 of the largest. A top-p set
 // of a language model's row almost always ends there.
 constexpr int kCandBuckets = 10 * kSampleBucketsPerUnit;
-constexpr int kMaxParts = 8;                // the portable cluster size
-constexpr int kSliceBytesMax = 76 * 1024;   // slice in shared memory: two blocks per SM with the rest
-constexpr int kUnroll = 4;                  // global vectors in flight per thread
+constexpr int kMaxParts = 8;  // the portable cluster size
+constexpr int kSliceBytesMax =
+    76 * 1024;              // slice in shared memory: two blocks per SM with the rest
+constexpr int kUnroll = 4;  // global vectors in flight per thread
 constexpr unsigned kFull = 0xffffffffu;
 constexpr uint64_t kWeightMask = (uint64_t{1} << 48) - 1;
 
@@ -47,9 +48,9 @@ struct Entry {
 __device__ __forceinline__ uint64_t entry_w(const Entry& e) { return e.wb & kWeightMask; }
 __device__ __forceinline__ int entry_bucket(const Entry& e) { return static_cast<int>(e.wb >> 48); }
 
-// A 64-bit sum kept as two 32-bit words, added to with 32-bit shared atomics (a 64-bit shared atomic
-// add is a compare-and-swap loop): the low word's atomic returns the old value, and a carry out of it
-// goes to the high word with the weight's own high bits. Exact, in any order.
+// A 64-bit sum kept as two 32-bit words, added to with 32-bit shared atomics (a 64-bit shared
+// atomic add is a compare-and-swap loop): the low word's atomic returns the old value, and a carry
+// out of it goes to the high word with the weight's own high bits. Exact, in any order.
 __device__ __forceinline__ void add_split(uint32_t* lo_word, uint32_t* hi_word, uint64_t w) {
   const uint32_t lo = static_cast<uint32_t>(w);
   const uint32_t old = atomicAdd(lo_word, lo);
@@ -69,12 +70,12 @@ struct Shared {
   uint32_t dhi[256];
   uint32_t dcnt[256];
   uint64_t red[kWarps];
-  uint64_t block_max;      // read by the cluster
-  uint64_t block_tot;      // read by the cluster
-  uint32_t list_n;         // read by the cluster (may exceed kListCap)
+  uint64_t block_max;  // read by the cluster
+  uint64_t block_tot;  // read by the cluster
+  uint32_t list_n;     // read by the cluster (may exceed kListCap)
   uint32_t merged_n;
   uint32_t group_n;
-  bool list_ok;            // every entry of the candidate buckets is in `merged`
+  bool list_ok;  // every entry of the candidate buckets is in `merged`
   int cross_bucket;
   uint64_t cross_above;
   uint64_t res_ord, res_cnt, res_mass;
@@ -176,7 +177,8 @@ __device__ __forceinline__ uint64_t bucket_sum(Shared& sh, F val) {
 // Among the entries of sh.merged in bucket b with ord >= lb, in the order ord descending (or id
 // ascending with by_id), the one where the running weight (1 per entry with count_w) passes
 // target. Into sh.res_*: its ord, and the count and mass of the group up to and including it.
-__device__ void resolve_in_list(Shared& sh, int b, uint64_t lb, bool by_id, bool count_w, uint64_t target) {
+__device__ void resolve_in_list(Shared& sh, int b, uint64_t lb, bool by_id, bool count_w,
+                                uint64_t target) {
   if (threadIdx.x == 0) sh.group_n = 0;
   __syncthreads();
   for (uint32_t i = threadIdx.x; i < sh.merged_n; i += kThreads) {
@@ -233,7 +235,8 @@ struct RowPass {
         Pack pk;
         pk.vec = v[vi];
 #pragma unroll
-        for (int j = 0; j < kSmemElems; ++j) f(lo + vi * kSmemElems + j, Logit<D>::to_float(pk.e[j]));
+        for (int j = 0; j < kSmemElems; ++j)
+          f(lo + vi * kSmemElems + j, Logit<D>::to_float(pk.e[j]));
       }
     } else {
       using Vec = typename VecOf<kVecBytes>::type;
@@ -255,14 +258,14 @@ struct RowPass {
           const int64_t vi = base + u * kThreads + threadIdx.x;
           if (vi < nv) {
 #pragma unroll
-            for (int j = 0; j < kElems; ++j) f(lo + vi * kElems + j, Logit<D>::to_float(pk[u].e[j]));
+            for (int j = 0; j < kElems; ++j)
+              f(lo + vi * kElems + j, Logit<D>::to_float(pk[u].e[j]));
           }
         }
       }
     }
   }
 };
-
 
 // Asynchronous copies global -> shared (sm_80+): every copy of a thread in flight at once, no
 // registers held, so the load of a slice runs at the SM's share of the bandwidth.
@@ -273,7 +276,8 @@ __device__ __forceinline__ void copy_async(void* smem, const void* gmem) {
   if constexpr (kBytes == 16) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
   } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(gmem), "n"(kBytes) : "memory");
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(gmem), "n"(kBytes)
+                 : "memory");
   }
 #endif
 }
@@ -306,7 +310,8 @@ __device__ void merge_lists(Shared& sh, int parts) {
     const uint32_t raw = *in_block(&sh.list_n, q, parts);
     const uint32_t nq = min(raw, static_cast<uint32_t>(kListCap));
     const Entry* lq = in_block(sh.list, q, parts);
-    for (uint32_t i = threadIdx.x; i < nq && off + i < kListCap; i += kThreads) sh.merged[off + i] = lq[i];
+    for (uint32_t i = threadIdx.x; i < nq && off + i < kListCap; i += kThreads)
+      sh.merged[off + i] = lq[i];
     off = min(off + nq, static_cast<uint32_t>(kListCap));
     total += raw;
   }
@@ -358,7 +363,8 @@ __device__ void resolve_slow(Shared& sh, const Pass& ps, const RowState& st, int
     if (threadIdx.x < 256) {
       for (int q = 0; q < st.parts; ++q) {
         c += in_block(sh.dcnt, q, st.parts)[d];
-        m += (static_cast<uint64_t>(in_block(sh.dhi, q, st.parts)[d]) << 32) + in_block(sh.dlo, q, st.parts)[d];
+        m += (static_cast<uint64_t>(in_block(sh.dhi, q, st.parts)[d]) << 32) +
+             in_block(sh.dlo, q, st.parts)[d];
       }
     }
     uint64_t tot;
@@ -402,12 +408,12 @@ __device__ void resolve_slow(Shared& sh, const Pass& ps, const RowState& st, int
   __syncthreads();
 }
 
-// The drawn entry of bucket b (ord >= lb) for a bucket not in the list: the running mass in id order
-// over the cluster's slices (each thread a contiguous run of its block's slice), found by the
+// The drawn entry of bucket b (ord >= lb) for a bucket not in the list: the running mass in id
+// order over the cluster's slices (each thread a contiguous run of its block's slice), found by the
 // thread whose run holds it, which writes the token.
 template <typename Pass>
-__device__ void draw_slow(Shared& sh, const Pass& ps, const RowState& st, int b, uint64_t lb, uint64_t u,
-                          int part, int64_t* out) {
+__device__ void draw_slow(Shared& sh, const Pass& ps, const RowState& st, int b, uint64_t lb,
+                          uint64_t u, int part, int64_t* out) {
   const int64_t len = ps.hi - ps.lo;
   const int64_t per = ceil_div<int64_t>(len, kThreads);
   const int64_t first = ps.lo + min(len, per * threadIdx.x);
@@ -441,8 +447,8 @@ __device__ void draw_slow(Shared& sh, const Pass& ps, const RowState& st, int b,
 }
 
 template <typename Pass>
-__device__ void resolve(Shared& sh, const Pass& ps, const RowState& st, int b, uint64_t lb, bool count_w,
-                        uint64_t target) {
+__device__ void resolve(Shared& sh, const Pass& ps, const RowState& st, int b, uint64_t lb,
+                        bool count_w, uint64_t target) {
   if (sh.list_ok && b < kCandBuckets) {
     resolve_in_list(sh, b, lb, false, count_w, target);
   } else {
@@ -451,7 +457,8 @@ __device__ void resolve(Shared& sh, const Pass& ps, const RowState& st, int b, u
 }
 
 template <LogitsDType D, int kVecBytes, bool kSmem>
-__global__ void __launch_bounds__(kThreads, 2) sample_tokens_kernel(SampleTokensParams p, int parts) {
+__global__ void __launch_bounds__(kThreads, 2)
+    sample_tokens_kernel(SampleTokensParams p, int parts) {
   using Pass = RowPass<D, kVecBytes, kSmem>;
   using Storage = typename Pass::Storage;
   extern __shared__ __align__(16) unsigned char dyn_smem[];
@@ -483,7 +490,8 @@ __global__ void __launch_bounds__(kThreads, 2) sample_tokens_kernel(SampleTokens
   }
   if (threadIdx.x == 0) sh.list_n = 0;
 
-  // Pass 1: the slice into shared memory, and its maximum (first occurrence per thread: the lowest id).
+  // Pass 1: the slice into shared memory, and its maximum (first occurrence per thread: the lowest
+  // id).
   uint32_t best_key = 0;
   int64_t best_id = -1;
   const auto see = [&](int64_t id, float x) {
@@ -500,10 +508,12 @@ __global__ void __launch_bounds__(kThreads, 2) sample_tokens_kernel(SampleTokens
     Vec* dst = reinterpret_cast<Vec*>(dyn_smem);
     const int64_t nv = (ps.hi - ps.lo) / kElems;
     Storage* slice = reinterpret_cast<Storage*>(dyn_smem);
-    for (int64_t i = (ps.hi - ps.lo) + threadIdx.x; i < ps.n_smem; i += kThreads) slice[i] = padding_logit<D>();
+    for (int64_t i = (ps.hi - ps.lo) + threadIdx.x; i < ps.n_smem; i += kThreads)
+      slice[i] = padding_logit<D>();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     if constexpr (kVecBytes >= 4) {
-      for (int64_t vi = threadIdx.x; vi < nv; vi += kThreads) copy_async<kVecBytes>(dst + vi, src + vi);
+      for (int64_t vi = threadIdx.x; vi < nv; vi += kThreads)
+        copy_async<kVecBytes>(dst + vi, src + vi);
       copy_async_wait_all();
       __syncthreads();
       ps.for_each([&](int64_t id, float x) {
@@ -529,7 +539,8 @@ __global__ void __launch_bounds__(kThreads, 2) sample_tokens_kernel(SampleTokens
           if (vi < nv) {
             dst[vi] = pk[u].vec;
 #pragma unroll
-            for (int j = 0; j < kElems; ++j) see(ps.lo + vi * kElems + j, Logit<D>::to_float(pk[u].e[j]));
+            for (int j = 0; j < kElems; ++j)
+              see(ps.lo + vi * kElems + j, Logit<D>::to_float(pk[u].e[j]));
           }
         }
       }
@@ -566,8 +577,9 @@ __global__ void __launch_bounds__(kThreads, 2) sample_tokens_kernel(SampleTokens
     // does not queue every entry on one counter.
     if (b < kCandBuckets && *reinterpret_cast<volatile uint32_t*>(&sh.list_n) <= kListCap) {
       const uint32_t i = atomicAdd(&sh.list_n, 1u);
-      if (i < kListCap) sh.list[i] = Entry{sample_ord(sample_key(x), static_cast<uint32_t>(id)),
-                                           w | (static_cast<uint64_t>(b) << 48)};
+      if (i < kListCap)
+        sh.list[i] = Entry{sample_ord(sample_key(x), static_cast<uint32_t>(id)),
+                           w | (static_cast<uint64_t>(b) << 48)};
     }
   });
   cluster_barrier(parts);
@@ -575,10 +587,12 @@ __global__ void __launch_bounds__(kThreads, 2) sample_tokens_kernel(SampleTokens
   // then each block copies the other shares from their owners (fewer remote reads than every block
   // adding up every bucket).
   const int share = (kSampleBuckets + parts - 1) / parts;
-  for (int i = part * share + threadIdx.x; i < min(kSampleBuckets, (part + 1) * share); i += kThreads) {
+  for (int i = part * share + threadIdx.x; i < min(kSampleBuckets, (part + 1) * share);
+       i += kThreads) {
     uint64_t m = 0, c = 0;
     for (int q = 0; q < parts; ++q) {
-      m += (static_cast<uint64_t>(in_block(sh.hist_hi, q, parts)[i]) << 32) + in_block(sh.hist_lo, q, parts)[i];
+      m += (static_cast<uint64_t>(in_block(sh.hist_hi, q, parts)[i]) << 32) +
+           in_block(sh.hist_lo, q, parts)[i];
       if (counting) c += in_block(sh.hist_cnt, q, parts)[i];
     }
     sh.tot_mass[i] = m;
@@ -595,7 +609,8 @@ __global__ void __launch_bounds__(kThreads, 2) sample_tokens_kernel(SampleTokens
   __syncthreads();
 
   // top-k: the bucket of the k-th entry and the entry itself (count order).
-  const uint64_t total_cnt = counting ? bucket_sum(sh, [&](int b) -> uint64_t { return sh.tot_cnt[b]; }) : 0;
+  const uint64_t total_cnt =
+      counting ? bucket_sum(sh, [&](int b) -> uint64_t { return sh.tot_cnt[b]; }) : 0;
   int bk = kSampleBuckets;
   uint64_t lb_a = 0, mass_bk = 0, mass_a;
   if (st.rp.top_k > 0 && static_cast<uint64_t>(st.rp.top_k) < total_cnt) {
@@ -606,7 +621,9 @@ __global__ void __launch_bounds__(kThreads, 2) sample_tokens_kernel(SampleTokens
     lb_a = sh.res_ord;
     mass_bk = sh.res_mass;
   }
-  const auto mass_in_a = [&](int b) -> uint64_t { return b < bk ? sh.tot_mass[b] : (b == bk ? mass_bk : 0); };
+  const auto mass_in_a = [&](int b) -> uint64_t {
+    return b < bk ? sh.tot_mass[b] : (b == bk ? mass_bk : 0);
+  };
   mass_a = bucket_sum(sh, mass_in_a);
 
   // top-p: the shortest prefix of A reaching ceil(p mass(A)).
@@ -620,7 +637,8 @@ __global__ void __launch_bounds__(kThreads, 2) sample_tokens_kernel(SampleTokens
 
   // The draw: a bucket by the histogram, then the entry by id inside it.
   const uint64_t u = sample_draw_in(st.rp, mass_s);
-  bucket_cross(sh, [&](int b) -> uint64_t { return b < bp ? sh.tot_mass[b] : (b == bp ? mass_bp : 0); }, u);
+  bucket_cross(
+      sh, [&](int b) -> uint64_t { return b < bp ? sh.tot_mass[b] : (b == bp ? mass_bp : 0); }, u);
   const int bd = sh.cross_bucket;
   const uint64_t ud = u - sh.cross_above;
   const uint64_t lb_d = bd == bp ? lb_s : 0;
@@ -636,7 +654,8 @@ __global__ void __launch_bounds__(kThreads, 2) sample_tokens_kernel(SampleTokens
 template <LogitsDType D>
 int vec_bytes(const SampleTokensParams& p) {
   const int elem = D == LogitsDType::kFloat32 ? 4 : 2;
-  const uint64_t mix = static_cast<uint64_t>(p.vocab * elem) | reinterpret_cast<uintptr_t>(p.logits);
+  const uint64_t mix =
+      static_cast<uint64_t>(p.vocab * elem) | reinterpret_cast<uintptr_t>(p.logits);
   for (int w = 16; w > elem; w /= 2) {
     if (mix % w == 0) return w;
   }
@@ -666,12 +685,13 @@ cudaError_t launch(const SampleTokensParams& p, int parts, size_t dyn, cudaStrea
   return err != cudaSuccess ? err : FDSPEC_LAUNCH_STATUS(stream);
 }
 
-// The launch shape: `parts` blocks per row in a cluster where the kernel's image and the device have
-// clusters (the smallest of 1, 2, 4, 8 that brings a slice under kSliceBytesMax, unless the caller
-// chose), and the slice in shared memory where it fits the device's per-block limit beside the
-// static part; otherwise every pass reads global memory.
+// The launch shape: `parts` blocks per row in a cluster where the kernel's image and the device
+// have clusters (the smallest of 1, 2, 4, 8 that brings a slice under kSliceBytesMax, unless the
+// caller chose), and the slice in shared memory where it fits the device's per-block limit beside
+// the static part; otherwise every pass reads global memory.
 template <LogitsDType D, int kVecBytes>
-cudaError_t launch_planned(const SampleTokensParams& p, int parts, bool force_global, cudaStream_t stream) {
+cudaError_t launch_planned(const SampleTokensParams& p, int parts, bool force_global,
+                           cudaStream_t stream) {
   DeviceFacts dev;
   cudaError_t err = current_device_facts(&dev);
   if (err != cudaSuccess) return err;
@@ -679,7 +699,9 @@ cudaError_t launch_planned(const SampleTokensParams& p, int parts, bool force_gl
   err = kernel_features(sample_tokens_kernel<D, kVecBytes, true>, &f);
   if (err != cudaSuccess) return err;
   const int64_t elem = logits_dtype_size(D);
-  const auto slice_bytes = [&](int q) { return ceil_div<int64_t>(ceil_div<int64_t>(p.vocab, q), 8) * 8 * elem; };
+  const auto slice_bytes = [&](int q) {
+    return ceil_div<int64_t>(ceil_div<int64_t>(p.vocab, q), 8) * 8 * elem;
+  };
   if (parts <= 0) {
     parts = 1;
     while (parts < kMaxParts && slice_bytes(parts) > kSliceBytesMax) parts *= 2;
@@ -688,18 +710,23 @@ cudaError_t launch_planned(const SampleTokensParams& p, int parts, bool force_gl
   if (!f.clusters || p.rows > INT32_MAX / kMaxParts) parts = 1;
   parts = std::min(parts, kMaxParts);
   const int64_t dyn = ceil_div<int64_t>(slice_bytes(parts), 16) * 16;
-  const bool smem = !force_global && dyn <= kSliceBytesMax &&
-                    dyn + static_cast<int64_t>(sizeof(Shared)) <= static_cast<int64_t>(dev.smem_optin);
+  const bool smem =
+      !force_global && dyn <= kSliceBytesMax &&
+      dyn + static_cast<int64_t>(sizeof(Shared)) <= static_cast<int64_t>(dev.smem_optin);
   return smem ? launch<D, kVecBytes, true>(p, parts, static_cast<size_t>(dyn), stream)
               : launch<D, kVecBytes, false>(p, parts, 0, stream);
 }
 
 template <LogitsDType D>
-cudaError_t dispatch_vec(const SampleTokensParams& p, int parts, bool force_global, cudaStream_t stream) {
+cudaError_t dispatch_vec(const SampleTokensParams& p, int parts, bool force_global,
+                         cudaStream_t stream) {
   switch (vec_bytes<D>(p)) {
-    case 16: return launch_planned<D, 16>(p, parts, force_global, stream);
-    case 8: return launch_planned<D, 8>(p, parts, force_global, stream);
-    case 4: return launch_planned<D, 4>(p, parts, force_global, stream);
+    case 16:
+      return launch_planned<D, 16>(p, parts, force_global, stream);
+    case 8:
+      return launch_planned<D, 8>(p, parts, force_global, stream);
+    case 4:
+      return launch_planned<D, 4>(p, parts, force_global, stream);
     default:
       if constexpr (D == LogitsDType::kFloat32) {
         return launch_planned<D, 4>(p, parts, force_global, stream);
@@ -711,12 +738,16 @@ cudaError_t dispatch_vec(const SampleTokensParams& p, int parts, bool force_glob
 
 }  // namespace
 
-cudaError_t sample_tokens_gpu(const SampleTokensParams& p, cudaStream_t stream, int parts, bool force_global) {
+cudaError_t sample_tokens_gpu(const SampleTokensParams& p, cudaStream_t stream, int parts,
+                              bool force_global) {
   if (p.rows <= 0) return cudaSuccess;
   switch (p.dtype) {
-    case LogitsDType::kFloat16: return dispatch_vec<LogitsDType::kFloat16>(p, parts, force_global, stream);
-    case LogitsDType::kBFloat16: return dispatch_vec<LogitsDType::kBFloat16>(p, parts, force_global, stream);
-    default: return dispatch_vec<LogitsDType::kFloat32>(p, parts, force_global, stream);
+    case LogitsDType::kFloat16:
+      return dispatch_vec<LogitsDType::kFloat16>(p, parts, force_global, stream);
+    case LogitsDType::kBFloat16:
+      return dispatch_vec<LogitsDType::kBFloat16>(p, parts, force_global, stream);
+    default:
+      return dispatch_vec<LogitsDType::kFloat32>(p, parts, force_global, stream);
   }
 }
 

@@ -3,9 +3,9 @@
 //
 // One token per logits row: row r of slot b (rows cu[b] .. cu[b+1]-1) draws the request's output
 // token j = step_idx[b] + (r - cu[b]) from its slot's temperature / top-k / top-p / min-p
-// distribution, with the Philox draw (seed[b], j, kSample). Every quantity that decides the token is
-// an integer or a float32 operation written out the same way on both sides (this header), so the CPU
-// and the GPU give the same token bit for bit:
+// distribution, with the Philox draw (seed[b], j, kSample). Every quantity that decides the token
+// is an integer or a float32 operation written out the same way on both sides (this header), so the
+// CPU and the GPU give the same token bit for bit:
 //
 //   M = the row's largest logit; t(v) = (x[v] - M) * (log2(e) / T)            (two roundings)
 //   W(v) = floor(2^(t + 40)) as an integer, by sample_weight (0 below t = -40)  (W(M) = 2^40)
@@ -16,8 +16,8 @@
 //       the running mass, in the order (bucket ascending, token id ascending), passes u.
 //
 // Sums are of integers, so no reduction order can change them. Greedy rows (T below
-// kSampleMinTemperature, T not finite, or a row whose maximum is not finite) take the first entry of
-// the order: the largest logit, the lowest id among equals.
+// kSampleMinTemperature, T not finite, or a row whose maximum is not finite) take the first entry
+// of the order: the largest logit, the lowest id among equals.
 #pragma once
 
 #include <cfloat>
@@ -38,33 +38,34 @@ namespace fdspec {
 // Temperatures below this (0, negative, NaN, tiny) and +inf sample greedily: the sampling epsilon
 // under which vLLM and FastDeploy call a request greedy (the logprob op's kMinTemperature, too).
 constexpr float kSampleMinTemperature = 1e-5f;
-// Weights are integers in units of 2^-40 of the largest: what is dropped (entries below 2^-40 of the
-// largest) is at most V * 2^-40 < 1e-5 of a row's mass, below float32 resolution of most sums.
+// Weights are integers in units of 2^-40 of the largest: what is dropped (entries below 2^-40 of
+// the largest) is at most V * 2^-40 < 1e-5 of a row's mass, below float32 resolution of most sums.
 constexpr int kSampleWeightBits = 40;
 // V * 2^40 must stay below 2^63 (the masses are uint64 sums).
 constexpr int64_t kMaxSampleVocab = int64_t{1} << 22;
 // Buckets of the mass histogram: 16 per unit of t (a factor 2^(1/16) of weight), t in [-40, 0].
 constexpr int kSampleBucketsPerUnit = 16;
 constexpr int kSampleBuckets = kSampleWeightBits * kSampleBucketsPerUnit + 1;  // 641
-constexpr int64_t kSamplePadToken = -1;  // rows past cu[B]
+constexpr int64_t kSamplePadToken = -1;                                        // rows past cu[B]
 
 struct SampleTokensParams {
-  const void* logits;                    // [N, V] float32 / float16 / bfloat16 (dtype)
+  const void* logits;  // [N, V] float32 / float16 / bfloat16 (dtype)
   LogitsDType dtype;
-  int64_t rows;                          // N
-  int64_t vocab;                         // V, 1 .. kMaxSampleVocab
-  const int32_t* cu_seqlens_q_output;    // [B + 1] int32: rows cu[b] .. cu[b+1]-1 are slot b's
-  int64_t batch;                         // B (0: every row is padding)
-  const int64_t* step_idx;               // [B] int64: output tokens the slot's request already has
-  const int64_t* seed;                   // [B] int64: the request's seed (the Philox key)
-  const float* temperature;              // [B] float32
-  const float* top_p;                    // [B] float32; >= 1 or NaN: no top-p
-  const int64_t* top_k;                  // [B] int64; <= 0 or >= V: no top-k
-  const float* min_p;                    // [B] float32, or nullptr; <= 0 or NaN: no min-p
-  int64_t* sampled_tokens;               // [N] int64, written: the token of each row (-1: padding)
+  int64_t rows;                        // N
+  int64_t vocab;                       // V, 1 .. kMaxSampleVocab
+  const int32_t* cu_seqlens_q_output;  // [B + 1] int32: rows cu[b] .. cu[b+1]-1 are slot b's
+  int64_t batch;                       // B (0: every row is padding)
+  const int64_t* step_idx;             // [B] int64: output tokens the slot's request already has
+  const int64_t* seed;                 // [B] int64: the request's seed (the Philox key)
+  const float* temperature;            // [B] float32
+  const float* top_p;                  // [B] float32; >= 1 or NaN: no top-p
+  const int64_t* top_k;                // [B] int64; <= 0 or >= V: no top-k
+  const float* min_p;                  // [B] float32, or nullptr; <= 0 or NaN: no min-p
+  int64_t* sampled_tokens;             // [N] int64, written: the token of each row (-1: padding)
 };
 
-// ---- per-row scalars ------------------------------------------------------------------------------
+// ---- per-row scalars
+// ------------------------------------------------------------------------------
 
 // Rows [0, valid) are sampled; the rest is padding.
 FDSPEC_HD int64_t sample_valid_rows(const SampleTokensParams& p) {
@@ -93,7 +94,7 @@ struct SampleRowParams {
   uint64_t p24;         // top_p * 2^24, 2^24: none
   uint64_t min_weight;  // W below this is out (>= 1)
   uint64_t seed;
-  uint64_t position;    // j
+  uint64_t position;  // j
 };
 
 FDSPEC_HD float sample_bits_to_float(uint32_t b) {
@@ -175,7 +176,8 @@ FDSPEC_HD SampleRowParams sample_row_params(const SampleTokensParams& p, int64_t
   return rp;
 }
 
-// ---- per-entry arithmetic ---------------------------------------------------------------------------
+// ---- per-entry arithmetic
+// ---------------------------------------------------------------------------
 
 // Order-preserving key of a logit: larger logit, larger key; -0 is +0; NaN is below everything.
 FDSPEC_HD uint32_t sample_key(float x) {
@@ -209,8 +211,8 @@ FDSPEC_HD float sample_exp2_frac(float f) {
   return sample_fma(q, f, 1.0f);
 }
 
-// W = floor(2^(t + 40)) for t in [-40, 0] (computed as floor(p(f) 2^(n + 40)), n = floor(t), f = t - n),
-// 0 below -40 or for NaN. Non-decreasing in t; W(0) = 2^40; W >= 1 exactly when t >= -40.
+// W = floor(2^(t + 40)) for t in [-40, 0] (computed as floor(p(f) 2^(n + 40)), n = floor(t), f = t
+// - n), 0 below -40 or for NaN. Non-decreasing in t; W(0) = 2^40; W >= 1 exactly when t >= -40.
 FDSPEC_HD uint64_t sample_weight(float t) {
   if (!(t >= -40.0f)) return 0;
   const float n = floorf(t);
@@ -218,7 +220,7 @@ FDSPEC_HD uint64_t sample_weight(float t) {
   float p = sample_exp2_frac(f);
   p = p < 0x1.fffffep0f ? p : 0x1.fffffep0f;  // keeps 2^(n+1) above every value of binade n
   const uint32_t mant = (sample_float_to_bits(p) & 0x7FFFFFu) | 0x800000u;  // p * 2^23
-  const int sh = static_cast<int>(n) + (kSampleWeightBits - 23);             // -23 .. 17
+  const int sh = static_cast<int>(n) + (kSampleWeightBits - 23);            // -23 .. 17
   return sh >= 0 ? (static_cast<uint64_t>(mant) << sh) : static_cast<uint64_t>(mant >> -sh);
 }
 

@@ -1,6 +1,6 @@
-// speculate_sample_tokens: Paddle binding (docs/contract/sampling.md). The output is preallocated by
-// the caller and written in place (a runner captures the op in a CUDA graph); dispatch on logits'
-// place.
+// speculate_sample_tokens: Paddle binding (docs/contract/sampling.md). The output is preallocated
+// by the caller and written in place (a runner captures the op in a CUDA graph); dispatch on
+// logits' place.
 #include "binding/logits_binding.h"
 #include "speculate_sample_tokens/speculate_sample_tokens.h"
 
@@ -8,10 +8,12 @@ namespace {
 
 constexpr const char* kOp = "speculate_sample_tokens";
 
-fdspec::SampleTokensParams make_params(const paddle::Tensor& logits, const paddle::Tensor& cu_seqlens_q_output,
+fdspec::SampleTokensParams make_params(const paddle::Tensor& logits,
+                                       const paddle::Tensor& cu_seqlens_q_output,
                                        const paddle::Tensor& step_idx, const paddle::Tensor& seed,
-                                       const paddle::Tensor& temperature, const paddle::Tensor& top_p,
-                                       const paddle::Tensor& top_k, paddle::Tensor& sampled_tokens,
+                                       const paddle::Tensor& temperature,
+                                       const paddle::Tensor& top_p, const paddle::Tensor& top_k,
+                                       paddle::Tensor& sampled_tokens,
                                        const paddle::optional<paddle::Tensor>& min_p) {
   using paddle::DataType;
   namespace fb = fdspec::binding;
@@ -43,8 +45,12 @@ fdspec::SampleTokensParams make_params(const paddle::Tensor& logits, const paddl
       .per_slot(top_k, "top_k", B)
       .per_slot(sampled_tokens, "sampled_tokens", N);
   c.same_place_as(logits, "logits",
-                  {{"cu_seqlens_q_output", cu_seqlens_q_output}, {"step_idx", step_idx}, {"seed", seed},
-                   {"temperature", temperature}, {"top_p", top_p}, {"top_k", top_k},
+                  {{"cu_seqlens_q_output", cu_seqlens_q_output},
+                   {"step_idx", step_idx},
+                   {"seed", seed},
+                   {"temperature", temperature},
+                   {"top_p", top_p},
+                   {"top_k", top_k},
                    {"sampled_tokens", sampled_tokens}});
   if (min_p) {
     c.dtype(*min_p, "min_p", DataType::FLOAT32)
@@ -76,8 +82,9 @@ void SpeculateSampleTokens(const paddle::Tensor& logits, const paddle::Tensor& c
                            const paddle::Tensor& temperature, const paddle::Tensor& top_p,
                            const paddle::Tensor& top_k, paddle::Tensor& sampled_tokens,
                            const paddle::optional<paddle::Tensor>& min_p) {
-  const fdspec::SampleTokensParams p = make_params(logits, cu_seqlens_q_output, step_idx, seed, temperature,
-                                                   top_p, top_k, sampled_tokens, min_p);
+  const fdspec::SampleTokensParams p =
+      make_params(logits, cu_seqlens_q_output, step_idx, seed, temperature, top_p, top_k,
+                  sampled_tokens, min_p);
   FDSPEC_RUN_ON_PLACE(kOp, logits, p, fdspec::sample_tokens_cpu, fdspec::sample_tokens_gpu);
 }
 

@@ -1,14 +1,15 @@
-// suffix_cache: CUDA implementation (docs/contract/suffix.md, "The global cache"). No Paddle include.
+// suffix_cache: CUDA implementation (docs/contract/suffix.md, "The global cache"). No Paddle
+// include.
 //
-// Insert: one kernel, a block per slot: request numbers in slot order, a taken row's old response out
-// of the counts, pair counts and line filter, the new tokens, their keys, counts and filter bits in.
-// Query, per step, for all slots at once: suffix_match's local search (beside prep and the first scan
-// when B <= SMs); prep (each slot's key, group and counted frequency) with the line mask beside it;
-// the scan of the selected cache lines (a warp per unit of lines, a shared table of the groups' keys,
-// member hits queued and verified 32 at a time, the candidate lists filled); prep2 (each slot's
-// shortest usable match length and its list); a second scan only for very frequent suffixes; the
-// search (suffix_draft.cuh's core on the slot's candidates, the winner against the local draft); the
-// budget walk, or each search block's own finish when the budget cannot bind.
+// Insert: one kernel, a block per slot: request numbers in slot order, a taken row's old response
+// out of the counts, pair counts and line filter, the new tokens, their keys, counts and filter
+// bits in. Query, per step, for all slots at once: suffix_match's local search (beside prep and the
+// first scan when B <= SMs); prep (each slot's key, group and counted frequency) with the line mask
+// beside it; the scan of the selected cache lines (a warp per unit of lines, a shared table of the
+// groups' keys, member hits queued and verified 32 at a time, the candidate lists filled); prep2
+// (each slot's shortest usable match length and its list); a second scan only for very frequent
+// suffixes; the search (suffix_draft.cuh's core on the slot's candidates, the winner against the
+// local draft); the budget walk, or each search block's own finish when the budget cannot bind.
 // Determinism: every result is a count or a minimum, so every rank with the same tokens drafts the
 // same. Design: docs/design/suffix_cache.md; profiling probes: common/profiler.cuh.
 #include "suffix_cache/suffix_cache.h"
@@ -57,13 +58,15 @@ __device__ __forceinline__ int32_t* list_count(const SuffixCacheQueryParams& q, 
 __device__ __forceinline__ void clear_lines(const SuffixCache& c, int64_t r) {
   const int64_t words = suffix_line_words(c.num_rows, c.width);
   for (int64_t p = threadIdx.x; p < c.line_planes; p += blockDim.x) {
-    suffix_row_line_masks(r, c.width, [&](int64_t w, uint32_t m) { atomicAnd(&c.lines[p * words + w], m); });
+    suffix_row_line_masks(r, c.width,
+                          [&](int64_t w, uint32_t m) { atomicAnd(&c.lines[p * words + w], m); });
   }
 }
 
 // Sets the line filter's bits of the items of row r's positions [from, to), whose tokens and keys
 // every thread of the block can read (the block's threads together).
-__device__ __forceinline__ void mark_lines(const SuffixCache& c, int64_t r, int64_t from, int64_t to) {
+__device__ __forceinline__ void mark_lines(const SuffixCache& c, int64_t r, int64_t from,
+                                           int64_t to) {
   if (c.line_planes == 0) return;
   for (int64_t off = from + threadIdx.x; off < to; off += blockDim.x) {
     suffix_mark_position(c, r, off, [&](int64_t w, uint32_t bit) { atomicOr(&c.lines[w], bit); });
@@ -90,12 +93,12 @@ __device__ __forceinline__ void uncount_row(const SuffixCache& c, int64_t r, int
 // base mod R onwards, so an active slot whose row one of them takes detaches without reading the
 // row's state, which its new owner is rewriting.
 //
-// The counter is read and the blocks counted by one atomic add each: bits 40 and up count the blocks
-// that have read it (request numbers stay below 2^39: suffix_cand_pack), and the block that reads
-// last writes the new count. A slot's state may be read by another block while its own block writes
-// it: a slot that begins a request reads as free or as a number >= base, one that does not as
-// neither, so the count is the same either way. With more slots than rows, a request can lose its
-// row to a later one of the same call (the CPU's sequential overwrites); the loser's slot then
+// The counter is read and the blocks counted by one atomic add each: bits 40 and up count the
+// blocks that have read it (request numbers stay below 2^39: suffix_cand_pack), and the block that
+// reads last writes the new count. A slot's state may be read by another block while its own block
+// writes it: a slot that begins a request reads as free or as a number >= base, one that does not
+// as neither, so the count is the same either way. With more slots than rows, a request can lose
+// its row to a later one of the same call (the CPU's sequential overwrites); the loser's slot then
 // holds its number until every block has finished (a second count in the same bits), when the last
 // block detaches it.
 constexpr int kInsertThreads = 128;
@@ -104,7 +107,8 @@ constexpr unsigned long long kInsertTicket = 1ull << 40;
 
 // A slot that begins a request reads as free or as its new number (>= base) to the other blocks;
 // a state >= base before the call (no op writes one) begins a request too, as on the CPU.
-__device__ __forceinline__ bool begins_request(int32_t enc, int32_t dec, int64_t state, int64_t base) {
+__device__ __forceinline__ bool begins_request(int32_t enc, int32_t dec, int64_t state,
+                                               int64_t base) {
   return suffix_is_decoding(enc, dec) && (state == kSuffixSlotFree || state >= base);
 }
 
@@ -122,8 +126,8 @@ struct InsertSlotIn {
 };
 
 // Block b's slot: its row, its new tokens. Block-uniform returns.
-__device__ void insert_slot(const SuffixCacheInsertParams& p, FastDivisor rows, int64_t b, const InsertSlotIn& in,
-                            int64_t base, int64_t before, int64_t total) {
+__device__ void insert_slot(const SuffixCacheInsertParams& p, FastDivisor rows, int64_t b,
+                            const InsertSlotIn& in, int64_t base, int64_t before, int64_t total) {
   const SuffixCache& c = p.cache;
   const int64_t R = c.num_rows;
   const int64_t state = in.state;
@@ -140,7 +144,8 @@ __device__ void insert_slot(const SuffixCacheInsertParams& p, FastDivisor rows, 
   const int64_t r = fast_mod(q, rows);
   if (begins) {
     if (threadIdx.x == 0) p.slots[b] = q;
-    if (q + R <= base + total - 1) return;  // a later request of this call takes the row (detached below)
+    if (q + R <= base + total - 1)
+      return;  // a later request of this call takes the row (detached below)
   } else if (total >= R || fast_mod(r - fast_mod(base, rows) + R, rows) < total) {
     // A request of this call takes the row: the response stays cached as its predecessor.
     if (threadIdx.x == 0) p.slots[b] = closing ? kSuffixSlotFree : kSuffixSlotDetached;
@@ -164,13 +169,15 @@ __device__ void insert_slot(const SuffixCacheInsertParams& p, FastDivisor rows, 
   const int64_t upto = min_of<int64_t>(s, c.width);
   for (int64_t off = have + threadIdx.x; off < upto; off += blockDim.x) {
     c.tokens[r * c.width + off] = resp[off];
-    const int32_t key = off >= c.key_len - 1 ? suffix_cache_key(resp + off - c.key_len + 1, c.key_len) : 0;
+    const int32_t key =
+        off >= c.key_len - 1 ? suffix_cache_key(resp + off - c.key_len + 1, c.key_len) : 0;
     c.keys[r * c.width + off] = key;
     const int64_t at = suffix_count_index(key, c);
     if (at >= 0) atomicAdd(&c.counts[at], 1);
     // The pair ending here, as the row will hold it (the token before `have` is the row's, which
     // its eviction will uncount, even if the slot's history has since changed there).
-    const int64_t prev = off > have ? resp[off - 1] : (off >= 1 ? c.tokens[r * c.width + off - 1] : -1);
+    const int64_t prev =
+        off > have ? resp[off - 1] : (off >= 1 ? c.tokens[r * c.width + off - 1] : -1);
     const int64_t pair = suffix_pair_index(prev, resp[off], c);
     if (pair >= 0) atomicAdd(&c.pairs[pair], 1);
   }
@@ -185,8 +192,8 @@ __device__ void insert_slot(const SuffixCacheInsertParams& p, FastDivisor rows, 
 
 // __launch_bounds__ without a block count, here and on prep and prep2: the block size the launch
 // uses, so that ptxas may assume it (no register cap beyond what that size allows).
-__global__ void __launch_bounds__(kInsertThreads) insert_kernel(SuffixCacheInsertParams p, FastDivisor rows,
-                                                                bool may_lose) {
+__global__ void __launch_bounds__(kInsertThreads)
+    insert_kernel(SuffixCacheInsertParams p, FastDivisor rows, bool may_lose) {
   __shared__ int64_t warp_sums[kInsertThreads / 32];
   __shared__ unsigned long long read_at;
   wait_for_primary_grid();  // every kernel of the step waits first (suffix_cache_insert_gpu)
@@ -213,11 +220,13 @@ __global__ void __launch_bounds__(kInsertThreads) insert_kernel(SuffixCacheInser
       dec[u] = i < B ? p.seq_lens_decoder[i] : 0;
       // volatile: slot i's block may be rewriting it now; a read from memory (never a cached one)
       // reads free, its new number or its old state, which count alike (begins_request).
-      state[u] = i < B ? *reinterpret_cast<volatile const int64_t*>(&p.slots[i]) : kSuffixSlotDetached;
+      state[u] =
+          i < B ? *reinterpret_cast<volatile const int64_t*>(&p.slots[i]) : kSuffixSlotDetached;
     }
     if (first == 0) {
       unsigned long long got = 0;
-      if (threadIdx.x == 0) got = atomicAdd(reinterpret_cast<unsigned long long*>(p.counter), kInsertTicket);
+      if (threadIdx.x == 0)
+        got = atomicAdd(reinterpret_cast<unsigned long long*>(p.counter), kInsertTicket);
       if (in.state >= 0) {
         const int64_t r = fast_mod(in.state, rows);
         in.owner = p.cache.rows[2 * r];
@@ -230,18 +239,20 @@ __global__ void __launch_bounds__(kInsertThreads) insert_kernel(SuffixCacheInser
 #pragma unroll
     for (int u = 0; u < kInsertSlotsPerThread; ++u) {
       const int64_t i = first + u * kInsertThreads + threadIdx.x;
-      if (begins_request(enc[u], dec[u], state[u], base)) counted += (i < b ? int64_t{1} << 32 : 0) + 1;
+      if (begins_request(enc[u], dec[u], state[u], base))
+        counted += (i < b ? int64_t{1} << 32 : 0) + 1;
     }
   }
   counted = block_sum<kInsertThreads>(counted, warp_sums);
   const unsigned long long ticket = read_at >> 40;
   const int64_t base = suffix_counter_base(static_cast<int64_t>(read_at & low));
   const int64_t total = counted & 0xffffffff, before = counted >> 32;
-  if (ticket == static_cast<unsigned long long>(B - 1) && !may_lose && threadIdx.x == 0) *p.counter = base + total;
+  if (ticket == static_cast<unsigned long long>(B - 1) && !may_lose && threadIdx.x == 0)
+    *p.counter = base + total;
   insert_slot(p, rows, b, in, base, before, total);
   if (!may_lose) return;
-  // Every block has finished: the last one detaches the requests that lost their rows and writes the
-  // count.
+  // Every block has finished: the last one detaches the requests that lost their rows and writes
+  // the count.
   __shared__ bool last;
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -266,7 +277,8 @@ __global__ void finish_kernel(const int32_t* finished, int64_t* slots, int64_t b
   if (b < batch && finished[b] != 0) slots[b] = kSuffixSlotDetached;
 }
 
-// A block per row (grid-stride): an evicted row's response leaves the counts, then the row is empty.
+// A block per row (grid-stride): an evicted row's response leaves the counts, then the row is
+// empty.
 __global__ void evict_kernel(SuffixCache cache, const int64_t* counter, int64_t keep) {
   const int64_t below = suffix_counter_base(*counter) - keep;  // no overflow: keep >= 0
   for (int64_t r = blockIdx.x; r < cache.num_rows; r += gridDim.x) {
@@ -285,11 +297,12 @@ __global__ void evict_kernel(SuffixCache cache, const int64_t* counter, int64_t 
 
 // What the scans need to know of a decoding slot, from the step's inputs and the cache's counts.
 struct SlotDesc {
-  bool query;     // c >= G + 1 and a cap: the slot searches the cache
-  int c;          // |C|
-  int32_t key;    // the key of its last G tokens
-  int kind;       // kSuffixKind*
-  int32_t n1, n2; // n_1 from the counts (-1: not counted), n_2 from the pair counts (-1: not counted)
+  bool query;   // c >= G + 1 and a cap: the slot searches the cache
+  int c;        // |C|
+  int32_t key;  // the key of its last G tokens
+  int kind;     // kSuffixKind*
+  int32_t n1,
+      n2;  // n_1 from the counts (-1: not counted), n_2 from the pair counts (-1: not counted)
   int64_t prev;   // with c >= G + 2, the token before the last G, else 0
   int32_t prev2;  // kSuffixKindPairFrequent: C[-3]
 };
@@ -300,7 +313,7 @@ struct SlotContext {
   int c;
   int32_t key;
   int64_t prev;
-  int64_t t3;      // C[-3] with c >= 3, else -1
+  int64_t t3;  // C[-3] with c >= 3, else -1
 };
 __device__ __forceinline__ SlotContext slot_context(const SuffixCacheQueryParams& q, int64_t b) {
   const SuffixMatchParams& p = q.m;
@@ -315,14 +328,17 @@ __device__ __forceinline__ SlotContext slot_context(const SuffixCacheQueryParams
   return x;
 }
 // A decoding slot's context, or none (not querying).
-__device__ __forceinline__ SlotContext decoding_context(const SuffixCacheQueryParams& q, int64_t b) {
-  if (suffix_is_decoding(q.m.seq_lens_encoder[b], q.m.seq_lens_decoder[b])) return slot_context(q, b);
+__device__ __forceinline__ SlotContext decoding_context(const SuffixCacheQueryParams& q,
+                                                        int64_t b) {
+  if (suffix_is_decoding(q.m.seq_lens_encoder[b], q.m.seq_lens_decoder[b]))
+    return slot_context(q, b);
   SlotContext x{};
   return x;
 }
 // Then its part that the cache's counts give (after the insert's end): n_1 and n_2 read together
 // (n_2 whether or not it is needed), one round trip where each read waited for the one before.
-__device__ __forceinline__ SlotDesc describe_slot(const SuffixCacheQueryParams& q, const SlotContext& x) {
+__device__ __forceinline__ SlotDesc describe_slot(const SuffixCacheQueryParams& q,
+                                                  const SlotContext& x) {
   const int G = q.cache.key_len;
   SlotDesc d;
   d.c = x.c;
@@ -363,7 +379,8 @@ struct ScanRole {
   bool tabled, member;
   uint64_t item;
 };
-__device__ __forceinline__ ScanRole scan_role(int c, int kind, int32_t key, int64_t prev, int32_t prev2, int G) {
+__device__ __forceinline__ ScanRole scan_role(int c, int kind, int32_t key, int64_t prev,
+                                              int32_t prev2, int G) {
   ScanRole r;
   r.tabled = c > 0 && kind <= kSuffixKindRare;
   // A pair-frequent slot's shortest usable match length is 3 or more: c >= 4.
@@ -405,7 +422,8 @@ __device__ void filter_lines(const SuffixCacheQueryParams& q, int64_t f, uint64_
   const int64_t w = f * 32 + lane;
   uint32_t read = 0;
   if (w < words) {
-    // Unrolled: the planes of four items in flight at once, where each item's waited for the last's.
+    // Unrolled: the planes of four items in flight at once, where each item's waited for the
+    // last's.
 #pragma unroll 4
     for (int i = warp; i < count; i += kWarps) {
       uint32_t may = ~0u;
@@ -436,8 +454,9 @@ __device__ void filter_lines(const SuffixCacheQueryParams& q, int64_t f, uint64_
 // only after every kernel before it had ended. After any other kernel (suffix_cache_query_gpu
 // alone), one that may still be writing the inputs, prep waits first. Every block waits before it
 // exits, so that prep's end, which the kernels after it wait for, implies the insert's.
-__global__ void __launch_bounds__(kThreads) query_prep_kernel(SuffixCacheQueryParams q, bool after_insert) {
-  extern __shared__ uint64_t filter_items[];  // [B], the filter's blocks only
+__global__ void __launch_bounds__(kThreads)
+    query_prep_kernel(SuffixCacheQueryParams q, bool after_insert) {
+  extern __shared__ uint64_t filter_items[];   // [B], the filter's blocks only
   if (!after_insert) wait_for_primary_grid();  // the later waits then return at once
   const SuffixMatchParams& p = q.m;
   if (blockIdx.x >= p.batch) {
@@ -519,7 +538,7 @@ __device__ __forceinline__ uint32_t member_hash(int32_t group, int64_t token, ui
   return (x ^ (x >> 16)) & mask;
 }
 
-constexpr uint64_t kScanTableLoad = 8;    // the scans' table entries per slot while small
+constexpr uint64_t kScanTableLoad = 8;  // the scans' table entries per slot while small
 constexpr uint32_t kMinScanTable = 1024;
 constexpr uint32_t kMaxScanTable = 2048;  // past it, two entries per slot
 
@@ -528,16 +547,18 @@ constexpr uint32_t kMaxScanTable = 2048;  // past it, two entries per slot
 constexpr int kAggSlots = 256;
 constexpr int kAggLen = 8;
 
-// A warp's queue of member hits (slot, offset, row), verified and offered 32 at a time, a lane each.
+// A warp's queue of member hits (slot, offset, row), verified and offered 32 at a time, a lane
+// each.
 constexpr int kHitQueue = 64;
 // The scans' unit of work: a warp reads up to this many lines of the cache (of 32 positions) that
 // the line mask selects, then takes its next unit; a cache with too few units of 16 to give every
-// block of the grid's wave one takes units of 8, so that its lines, which may all hold hits (B = 256
-// with 1k responses), still spread over every SM (units of 16 are faster on large caches, 8 on
+// block of the grid's wave one takes units of 8, so that its lines, which may all hold hits (B =
+// 256 with 1k responses), still spread over every SM (units of 16 are faster on large caches, 8 on
 // small ones).
 constexpr int kScanTaskLines = 16;
 constexpr int kScanTaskLinesSmall = 8;
-constexpr int kMaxUnitWords = kWarps * kScanTaskLines / 32;  // a block's unit of lines, in mask words
+constexpr int kMaxUnitWords =
+    kWarps * kScanTaskLines / 32;  // a block's unit of lines, in mask words
 // A block's units are shared among its warps where the mask is dense, with at most this many mask
 // words (32 lines each) per querying slot; sparser masks give each warp its own (shared units win
 // on dense masks, where one warp would draw a copied response's lines alone, and lose on the
@@ -549,10 +570,10 @@ constexpr int kSerialMatch = 4;
 // The scan's blocks per SM while the local search runs beside it: four measured faster than a full
 // wave (six) or two.
 constexpr int kScanBesideBlocks = 4;
-// The second scan's blocks per SM at most beside the local search: with four, the search's blocks (90
-// registers a thread) found no room until the second scan's had exited; with two they launch at its
-// start and read their inputs beside it. Mostly it exits at once; when it refills a
-// list, its grid-stride loops read the same lines with fewer blocks.
+// The second scan's blocks per SM at most beside the local search: with four, the search's blocks
+// (90 registers a thread) found no room until the second scan's had exited; with two they launch at
+// its start and read their inputs beside it. Mostly it exits at once; when it refills a list, its
+// grid-stride loops read the same lines with fewer blocks.
 constexpr int kScan2BesideBlocks = 2;
 
 // The first scan's probes (profile build, common/profiler.cuh), a warp record each: the clocks of
@@ -567,10 +588,11 @@ FDSPEC_PROF(constexpr int kScanPhases = 5;)
   if (pass == 1) FDSPEC_PROF_WARP_LAP(k, phase_clock)
 
 // How far a match goes on backwards, measured by the whole warp: the least l' >= l with l' == lim
-// or x[-l'] != y[-l'], 64 positions per round trip (lane i compares l + i and l + 32 + i, both loads
-// in flight). Used where one long match would otherwise hold a thread for many round trips: a
+// or x[-l'] != y[-l'], 64 positions per round trip (lane i compares l + i and l + 32 + i, both
+// loads in flight). Used where one long match would otherwise hold a thread for many round trips: a
 // scan's queued member hit, a search's candidate. Uniform call: every lane passes the same values.
-__device__ __forceinline__ int warp_extend_match(const int64_t* x, const int64_t* y, int l, int lim) {
+__device__ __forceinline__ int warp_extend_match(const int64_t* x, const int64_t* y, int l,
+                                                 int lim) {
   const int lane = static_cast<int>(threadIdx.x & 31);
   for (;;) {
     const int k = l + lane;
@@ -585,12 +607,14 @@ __device__ __forceinline__ int warp_extend_match(const int64_t* x, const int64_t
 }
 
 // A slot's scan descriptor (prep's: one aligned sector of its stat row, two 16-byte loads).
-__device__ __forceinline__ void load_desc(const SuffixCacheQueryParams& q, int64_t b, int4* d0, int4* d1) {
-  static_assert(kSuffixStatCtx == kSuffixStatDesc && kSuffixStatN == kSuffixStatDesc + 1 &&
-                    kSuffixStatKey == kSuffixStatDesc + 2 && kSuffixStatRep == kSuffixStatDesc + 3 &&
-                    kSuffixStatKind == kSuffixStatDesc + 4 && kSuffixStatPrev == kSuffixStatDesc + 5 &&
-                    kSuffixStatPrev2 == kSuffixStatDesc + 7,
-                "the descriptor's layout");
+__device__ __forceinline__ void load_desc(const SuffixCacheQueryParams& q, int64_t b, int4* d0,
+                                          int4* d1) {
+  static_assert(
+      kSuffixStatCtx == kSuffixStatDesc && kSuffixStatN == kSuffixStatDesc + 1 &&
+          kSuffixStatKey == kSuffixStatDesc + 2 && kSuffixStatRep == kSuffixStatDesc + 3 &&
+          kSuffixStatKind == kSuffixStatDesc + 4 && kSuffixStatPrev == kSuffixStatDesc + 5 &&
+          kSuffixStatPrev2 == kSuffixStatDesc + 7,
+      "the descriptor's layout");
   const int4* d = reinterpret_cast<const int4*>(stat_row(q, b) + kSuffixStatDesc);
   *d0 = d[0];
   *d1 = d[1];
@@ -601,32 +625,46 @@ __device__ __forceinline__ int64_t desc_prev(int4 d1) {
 
 // The scans' shared memory (byte offsets): B the batch, T the tables' size.
 struct ScanLayout {
-  size_t prev, queue, qcount, tkey, trep, tmem, srep, sctx, sn, skind, sprev2, agg_hits, agg_hist, full,
-      bytes;
+  size_t prev, queue, qcount, tkey, trep, tmem, srep, sctx, sn, skind, sprev2, agg_hits, agg_hist,
+      full, bytes;
 };
 __host__ __device__ __forceinline__ ScanLayout scan_layout(int64_t B, uint32_t T, bool hist) {
   ScanLayout s;
   size_t at = 0;
-  s.prev = at;      at += sizeof(int64_t) * B;  // first: 8-byte aligned
-  s.queue = at;     at += sizeof(int2) * kWarps * kHitQueue;
-  s.qcount = at;    at += sizeof(int32_t) * kWarps;
-  s.tkey = at;      at += sizeof(int32_t) * T;
-  s.trep = at;      at += sizeof(int32_t) * T;
-  s.tmem = at;      at += sizeof(int32_t) * T;
-  s.srep = at;      at += sizeof(int32_t) * B;
-  s.sctx = at;      at += sizeof(int32_t) * B;
-  s.sn = at;        at += sizeof(int32_t) * B;
-  s.skind = at;     at += sizeof(int32_t) * B;
-  s.sprev2 = at;    at += sizeof(int32_t) * B;
-  s.agg_hits = at;  at += sizeof(int32_t) * B;
-  s.agg_hist = at;  at += hist ? sizeof(int32_t) * B * kAggLen : 0;
-  s.full = at;      at += sizeof(uint32_t) * ((B * kSuffixCandLists + 31) / 32);  // a bit per list
+  s.prev = at;
+  at += sizeof(int64_t) * B;  // first: 8-byte aligned
+  s.queue = at;
+  at += sizeof(int2) * kWarps * kHitQueue;
+  s.qcount = at;
+  at += sizeof(int32_t) * kWarps;
+  s.tkey = at;
+  at += sizeof(int32_t) * T;
+  s.trep = at;
+  at += sizeof(int32_t) * T;
+  s.tmem = at;
+  at += sizeof(int32_t) * T;
+  s.srep = at;
+  at += sizeof(int32_t) * B;
+  s.sctx = at;
+  at += sizeof(int32_t) * B;
+  s.sn = at;
+  at += sizeof(int32_t) * B;
+  s.skind = at;
+  at += sizeof(int32_t) * B;
+  s.sprev2 = at;
+  at += sizeof(int32_t) * B;
+  s.agg_hits = at;
+  at += sizeof(int32_t) * B;
+  s.agg_hist = at;
+  at += hist ? sizeof(int32_t) * B * kAggLen : 0;
+  s.full = at;
+  at += sizeof(uint32_t) * ((B * kSuffixCandLists + 31) / 32);  // a bit per list
   s.bytes = at;
   return s;
 }
 
-// The scan block's bit that says list j of slot s is full (`full`: a bit per list, set and read with
-// shared atomics, since any thread may set one at any time).
+// The scan block's bit that says list j of slot s is full (`full`: a bit per list, set and read
+// with shared atomics, since any thread may set one at any time).
 __device__ __forceinline__ void mark_list_full(uint32_t* full, int64_t s, int j) {
   const int64_t i = s * kSuffixCandLists + j;
   atomicOr(&full[i >> 5], 1u << (i & 31));
@@ -641,8 +679,8 @@ __device__ __forceinline__ bool list_full(uint32_t* full, int64_t s, int j) {
 // M occurrences), so once a block has seen one full (its bit in `full`) it stops touching its
 // count: the hot counts (the lists of the most frequent tokens) take a few atomics per block, not
 // one per hit.
-__device__ __forceinline__ int offer(const SuffixCacheQueryParams& q, uint32_t* full, int64_t s, int j,
-                                     int count) {
+__device__ __forceinline__ int offer(const SuffixCacheQueryParams& q, uint32_t* full, int64_t s,
+                                     int j, int count) {
   const int M = q.max_occurrences;
   if (list_full(full, s, j)) return M;
   const int at = atomicAdd(list_count(q, s, j), count);
@@ -658,14 +696,15 @@ __device__ __forceinline__ int offer(const SuffixCacheQueryParams& q, uint32_t* 
 // pass 1: counts n_G per group and, per member, the hits with l > G by l; and fills the candidate
 //         lists: a group's hits (list 0 at its rep), a member's hits with l >= G + j (its list j).
 // pass 2: only for members whose shortest usable match length L_min exceeds G + kSuffixMemberLists
-//         (the lists of pass 1 then hold more than M): their hits with l >= L_min, in their last list.
-// At most 48 registers (five blocks per SM), with no spills: beside a block of the local search (109
-// registers a thread) an SM still holds three of the scan's blocks. Held to 40 (six blocks), it
-// spilled, and where the scan is the step's critical path that cost more than the sixth block.
+//         (the lists of pass 1 then hold more than M): their hits with l >= L_min, in their last
+//         list.
+// At most 48 registers (five blocks per SM), with no spills: beside a block of the local search
+// (109 registers a thread) an SM still holds three of the scan's blocks. Held to 40 (six blocks),
+// it spilled, and where the scan is the step's critical path that cost more than the sixth block.
 // When the local search took 128 registers, 48 left room for two scan blocks beside it and lost.
-__global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQueryParams q, int pass,
-                                                              uint32_t table_size, int task_lines,
-                                                              bool block_units, FastDivisor row_lines) {
+__global__ void __launch_bounds__(kThreads, 5)
+    query_scan_kernel(SuffixCacheQueryParams q, int pass, uint32_t table_size, int task_lines,
+                      bool block_units, FastDivisor row_lines) {
   extern __shared__ __align__(16) unsigned char scan_smem[];
   FDSPEC_PROF(long long phase_clock = clock64();)
   const SuffixMatchParams& p = q.m;
@@ -680,16 +719,18 @@ __global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQuer
   const bool agg = pass == 1 && B <= kAggSlots;
   const SuffixCache& c = q.cache;
   const ScanLayout lay = scan_layout(B, table_size, agg);
-  int64_t* sprev = reinterpret_cast<int64_t*>(scan_smem + lay.prev);  // a member's token before the G
-  int32_t* tkey = reinterpret_cast<int32_t*>(scan_smem + lay.tkey);   // table 1: a group's key
-  int32_t* trep = reinterpret_cast<int32_t*>(scan_smem + lay.trep);   // table 1: its rep (-1: free)
-  int32_t* tmem = reinterpret_cast<int32_t*>(scan_smem + lay.tmem);   // table 2: a member (-1: free)
-  int32_t* srep = reinterpret_cast<int32_t*>(scan_smem + lay.srep);   // a member's group (or token)
-  int32_t* sctx = reinterpret_cast<int32_t*>(scan_smem + lay.sctx);   // a slot's c (0: not querying)
-  int32_t* sn = reinterpret_cast<int32_t*>(scan_smem + lay.sn);       // a slot's history length N
-  int32_t* skind = reinterpret_cast<int32_t*>(scan_smem + lay.skind); // kSuffixKind*
+  int64_t* sprev =
+      reinterpret_cast<int64_t*>(scan_smem + lay.prev);  // a member's token before the G
+  int32_t* tkey = reinterpret_cast<int32_t*>(scan_smem + lay.tkey);  // table 1: a group's key
+  int32_t* trep = reinterpret_cast<int32_t*>(scan_smem + lay.trep);  // table 1: its rep (-1: free)
+  int32_t* tmem = reinterpret_cast<int32_t*>(scan_smem + lay.tmem);  // table 2: a member (-1: free)
+  int32_t* srep = reinterpret_cast<int32_t*>(scan_smem + lay.srep);  // a member's group (or token)
+  int32_t* sctx = reinterpret_cast<int32_t*>(scan_smem + lay.sctx);  // a slot's c (0: not querying)
+  int32_t* sn = reinterpret_cast<int32_t*>(scan_smem + lay.sn);      // a slot's history length N
+  int32_t* skind = reinterpret_cast<int32_t*>(scan_smem + lay.skind);    // kSuffixKind*
   int32_t* sprev2 = reinterpret_cast<int32_t*>(scan_smem + lay.sprev2);  // a pair-frequent's C[-3]
-  int32_t* agg_hits = reinterpret_cast<int32_t*>(scan_smem + lay.agg_hits);  // pass 1: hits per group
+  int32_t* agg_hits =
+      reinterpret_cast<int32_t*>(scan_smem + lay.agg_hits);  // pass 1: hits per group
   int32_t* agg_hist = reinterpret_cast<int32_t*>(scan_smem + lay.agg_hist);
   uint32_t* full = reinterpret_cast<uint32_t*>(scan_smem + lay.full);
   int2* queue = reinterpret_cast<int2*>(scan_smem + lay.queue) + threadIdx.x / 32 * kHitQueue;
@@ -708,7 +749,8 @@ __global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQuer
     tmem[j] = -1;
   }
   // 32-bit indices (B <= kMaxSuffixCacheBatch): with 64-bit ones these loops and the flush's were
-  // 7 % of the scan's instructions, paid by every block (ncu source counters, B = 64, 10k responses).
+  // 7 % of the scan's instructions, paid by every block (ncu source counters, B = 64, 10k
+  // responses).
   const int Bi = static_cast<int>(B);
   for (int j = threadIdx.x; j < (Bi * kSuffixCandLists + 31) / 32; j += kThreads) full[j] = 0;
   __shared__ int any_frequent;  // some member is matched on its last two (or three) tokens
@@ -739,8 +781,9 @@ __global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQuer
       while (atomicCAS(&trep[h], -1, static_cast<int32_t>(b)) != -1) h = (h + 1) & mask;
       tkey[h] = key;
     }
-    const bool member = role.member && (pass == 1 || (st[kSuffixStatHits] > M && st[kSuffixStatLmin] > G + J &&
-                                                      st[kSuffixStatLmin] < ctx_len));
+    const bool member =
+        role.member && (pass == 1 || (st[kSuffixStatHits] > M && st[kSuffixStatLmin] > G + J &&
+                                      st[kSuffixStatLmin] < ctx_len));
     if (member) {
       // A scanned group's member is found through its group, a frequent token's by its last two
       // tokens (the key is the token), and then by the one before them too when those two are
@@ -792,7 +835,8 @@ __global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQuer
 #pragma unroll
       for (int j = 1; j <= kSuffixMemberLists; ++j) {
         at[j - 1] = M;
-        if (j >= first && j <= last && !list_full(full, s, j)) at[j - 1] = atomicAdd(list_count(q, s, j), 1);
+        if (j >= first && j <= last && !list_full(full, s, j))
+          at[j - 1] = atomicAdd(list_count(q, s, j), 1);
       }
 #pragma unroll
       for (int j = 1; j <= kSuffixMemberLists; ++j) {
@@ -834,7 +878,8 @@ __global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQuer
     // The few that matched kSerialMatch tokens more (a context copied from a cached response
     // matches it for up to c - 1 tokens: one round trip per token made the longest of them the
     // scan's critical path) go on with the whole warp, 64 tokens per round trip.
-    for (unsigned longs = __ballot_sync(kFull, mine && l == stop && l < lim); longs != 0; longs &= longs - 1) {
+    for (unsigned longs = __ballot_sync(kFull, mine && l == stop && l < lim); longs != 0;
+         longs &= longs - 1) {
       const int src = __ffs(longs) - 1;
       const int64_t lr = __shfl_sync(kFull, r, src);
       const int32_t ls = __shfl_sync(kFull, s, src);
@@ -851,15 +896,14 @@ __global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQuer
     if (lane == 0) *qcount = n - take;
     __syncwarp();
   };
-  // The lines a warp reads: with `block_units`, a block takes a unit of kWarps * task_lines lines of
-  // the cache at a time (in row order) and its warps share out, in order, the lines of the unit whose
-  // bit of the line mask is set (filter_lines; every line without the filter): warp w the w-th
-  // eighth of them. Else a warp takes task_lines lines at a time and reads the selected ones itself.
-  // A unit of a warp's own made the warp that drew the lines of a copied response, all selected, the
-  // scan's slowest by far, but where the
-  // mask selects few lines of a unit (100k responses) the shared units were slower
-  // (kBlockUnitWordsPerSlot). The member hits a warp queues carry their row, so a batch of 32 may
-  // span lines and rows.
+  // The lines a warp reads: with `block_units`, a block takes a unit of kWarps * task_lines lines
+  // of the cache at a time (in row order) and its warps share out, in order, the lines of the unit
+  // whose bit of the line mask is set (filter_lines; every line without the filter): warp w the
+  // w-th eighth of them. Else a warp takes task_lines lines at a time and reads the selected ones
+  // itself. A unit of a warp's own made the warp that drew the lines of a copied response, all
+  // selected, the scan's slowest by far, but where the mask selects few lines of a unit (100k
+  // responses) the shared units were slower (kBlockUnitWordsPerSlot). The member hits a warp queues
+  // carry their row, so a batch of 32 may span lines and rows.
   const bool filtered = c.line_planes > 0;
   const int64_t words = suffix_line_words(c.num_rows, c.width);
   const int unit_words = kWarps * task_lines / 32;  // <= kMaxUnitWords
@@ -934,12 +978,14 @@ __global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQuer
         for (uint32_t h2 = member_hash(via, before, mask); tmem[h2] != -1; h2 = (h2 + 1) & mask) {
           const int32_t s = tmem[h2];
           const int kind = skind[s];
-          if ((route == 0) != (kind == kSuffixKindScanned) || srep[s] != via || sprev[s] != before) {
+          if ((route == 0) != (kind == kSuffixKindScanned) || srep[s] != via ||
+              sprev[s] != before) {
             continue;
           }
           // The row's keys are read only: the read-only path (a plain load took the scan from 40 to
           // 48 registers when 40 was its bound).
-          if (kind == kSuffixKindPairFrequent && (off < 2 || __ldg(&keys[off - 2]) != sprev2[s])) continue;
+          if (kind == kSuffixKindPairFrequent && (off < 2 || __ldg(&keys[off - 2]) != sprev2[s]))
+            continue;
           SCAN_PROF_HIT();
           const int at = atomicAdd(qcount, 1);
           if (at < kHitQueue) {
@@ -957,7 +1003,8 @@ __global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQuer
   for (int64_t t = blockIdx.x * static_cast<int64_t>(kWarps) + warp; t < tasks;
        t += static_cast<int64_t>(gridDim.x) * kWarps) {
     const uint32_t all = (1u << task_lines) - 1;  // task_lines < 32
-    uint32_t lines = filtered ? q.line_mask[t * task_lines / 32] >> (t * task_lines % 32) & all : all;
+    uint32_t lines =
+        filtered ? q.line_mask[t * task_lines / 32] >> (t * task_lines % 32) & all : all;
     for (; lines != 0; lines &= lines - 1) scan_line(t * task_lines + __ffs(lines) - 1);  // uniform
   }
   for (int64_t u = blockIdx.x; block_units && u * unit_words < words; u += gridDim.x) {
@@ -977,7 +1024,8 @@ __global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQuer
     // the next set bits, word after word (__fns per line was 8 % of the scan's instructions).
     int k = __popc(__ballot_sync(kFull, lane < unit_words && upto <= lo));
     uint32_t word = __shfl_sync(kFull, mine, k);
-    for (int skip = lo - (__shfl_sync(kFull, upto, k) - __popc(word)); skip > 0; --skip) word &= word - 1;
+    for (int skip = lo - (__shfl_sync(kFull, upto, k) - __popc(word)); skip > 0; --skip)
+      word &= word - 1;
     for (int i = lo; i < hi; ++i) {
       while (word == 0) word = __shfl_sync(kFull, mine, ++k);  // uniform; a later word has the line
       scan_line((w0 + k) * 32 + __ffs(word) - 1);
@@ -1000,7 +1048,8 @@ __global__ void __launch_bounds__(kThreads, 5) query_scan_kernel(SuffixCacheQuer
   }
   if (agg) {
     for (int j = threadIdx.x; j < Bi * kAggLen; j += kThreads) {
-      if (agg_hist[j] != 0) atomicAdd(&stat_row(q, j / kAggLen)[kSuffixStatHist + j % kAggLen], agg_hist[j]);
+      if (agg_hist[j] != 0)
+        atomicAdd(&stat_row(q, j / kAggLen)[kSuffixStatHist + j % kAggLen], agg_hist[j]);
     }
   }
   SCAN_PHASE(4);
@@ -1017,8 +1066,8 @@ __global__ void __launch_bounds__(kThreads) query_prep2_kernel(SuffixCacheQueryP
   const bool slot = b < q.m.batch;  // uniform over the warp
   int32_t* st = stat_row(q, slot ? b : 0);
   // Prep's fields of the slot before the wait: prep's grid had ended before the first scan, whose
-  // programmatic dependent this is, could launch (the local search waits for prep first; launched in
-  // order, the first scan follows prep's end). Every warp still waits before it exits.
+  // programmatic dependent this is, could launch (the local search waits for prep first; launched
+  // in order, the first scan follows prep's end). Every warp still waits before it exits.
   const int c = slot ? st[kSuffixStatCtx] : 0;
   const int kind = st[kSuffixStatKind];
   const int rep = c > 0 ? st[kSuffixStatRep] : 0;
@@ -1073,7 +1122,8 @@ __global__ void __launch_bounds__(kThreads) query_prep2_kernel(SuffixCacheQueryP
     }
   }
   if (n <= M) return;
-  // n_L = sum over l >= L is non-increasing in L: L_min is the least L >= G with n_L <= M (c: none).
+  // n_L = sum over l >= L is non-increasing in L: L_min is the least L >= G with n_L <= M (c:
+  // none).
   int lmin = c;
   int64_t above = 0;  // n_{top + 1}
   for (int top = c - 1; top >= G; top -= 32) {
@@ -1133,17 +1183,19 @@ struct SearchShared {
   suffix_gpu::CoreShared<kCandCap> core;
   int64_t next_at[kMaxSuffixCacheOccurrences];
   int32_t after[kMaxSuffixCacheOccurrences];
-  int64_t ctx[kMaxSuffixTreeDepth];   // the context, ctx[c - 1] its last token
-  int n_long;                         // candidates whose first kFirstRound tokens all matched
-  int32_t hist[kMaxSuffixTreeDepth];  // candidates with l == L, for L in [L_min, c)
+  int64_t ctx[kMaxSuffixTreeDepth];         // the context, ctx[c - 1] its last token
+  int n_long;                               // candidates whose first kFirstRound tokens all matched
+  int32_t hist[kMaxSuffixTreeDepth];        // candidates with l == L, for L in [L_min, c)
   float local_probs[kMaxSuffixSpecTokens];  // the local draft's probabilities
   int64_t local_tokens[kMaxSuffixSpecTokens];  // and its tokens (a decoding slot's)
 };
-constexpr int kLoadPer = kMaxSuffixCacheOccurrences / suffix_gpu::kThreads;  // candidates per thread
+constexpr int kLoadPer =
+    kMaxSuffixCacheOccurrences / suffix_gpu::kThreads;  // candidates per thread
 constexpr int kFirstRound = 4;  // match tokens compared for every candidate at once
 template <int kCandCap>
 constexpr size_t kSearchSmem = sizeof(SearchShared<kCandCap>);
-static_assert(suffix_gpu::kCandCapSmall >= kMaxSuffixCacheOccurrences, "the core holds every candidate");
+static_assert(suffix_gpu::kCandCapSmall >= kMaxSuffixCacheOccurrences,
+              "the core holds every candidate");
 
 // A slot's draft as its search block holds it for the finish: its length and its tokens, in shared
 // memory.
@@ -1179,9 +1231,10 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
   // Then the slot's statistics, issued together (one round trip, where each read waited for the one
   // before): its fields, its histogram (read whole, used below only by an own list), and the
   // length of the list it reads (prep2's). The fields are volatile reads: ptxas moved plain ones
-  // past the returns below into the paths that use them, a round trip per return. They too come before the wait: prep2's grid had
-  // ended before the second scan, which waits for it first, let this one launch, and the second
-  // scan writes none of them (only a refilled list's count, read after the wait).
+  // past the returns below into the paths that use them, a round trip per return. They too come
+  // before the wait: prep2's grid had ended before the second scan, which waits for it first, let
+  // this one launch, and the second scan writes none of them (only a refilled list's count, read
+  // after the wait).
   const volatile int32_t* const vst = st;
   const int c = vst[kSuffixStatCtx];
   const int list = vst[kSuffixStatList];
@@ -1203,8 +1256,9 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
   if (c == 0) return local_draft;  // not querying (c == c_in otherwise)
   const int G = q.cache.key_len;
   const int M = q.max_occurrences;
-  // n_G <= M: every hit is a candidate, in the group's list (its rep's list 0), and the match length
-  // against this slot's context is measured here; else the slot's own list of hits with l >= L_min.
+  // n_G <= M: every hit is a candidate, in the group's list (its rep's list 0), and the match
+  // length against this slot's context is measured here; else the slot's own list of hits with l >=
+  // L_min.
   if (list < 0) return local_draft;  // no match length with at most M occurrences
   const bool own = list > 0;
   const int lmin = own ? st_lmin : G;
@@ -1212,8 +1266,8 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
   const int n = st_read >= 0 ? st_read : min_of<int>(*list_count(q, from, list), M);
   const int64_t* cands = cand_list(q, from, list);
   // Each thread's candidates (at most kLoadPer) copied into their places in sh.key (written again
-  // below), all in flight at once: as loads into registers, ptxas issued a thread's third and fourth
-  // only once its first had returned and been used, a round trip later.
+  // below), all in flight at once: as loads into registers, ptxas issued a thread's third and
+  // fourth only once its first had returned and been used, a round trip later.
 #pragma unroll
   for (int i = 0; i < kLoadPer; ++i) {
     const int j = i * suffix_gpu::kThreads + static_cast<int>(threadIdx.x);
@@ -1242,7 +1296,8 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
     const int j = i * suffix_gpu::kThreads + static_cast<int>(threadIdx.x);
     ev[i] = j < n ? static_cast<int64_t>(sh.key[j]) : 0;
     rv[i] = fast_mod(suffix_cand_req(ev[i]), rows);
-    limv[i] = j < n && !own ? static_cast<int>(min_of<int64_t>(c - 1, suffix_cand_off(ev[i]) + 1)) : 0;
+    limv[i] =
+        j < n && !own ? static_cast<int>(min_of<int64_t>(c - 1, suffix_cand_off(ev[i]) + 1)) : 0;
   }
   int64_t tok[kLoadPer][kFirstRound];
   int32_t row_len[kLoadPer];  // <= width
@@ -1252,15 +1307,15 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
 #pragma unroll
     for (int u = 0; u < kFirstRound; ++u) tok[i][u] = u < limv[i] ? at[-u] : 0;
     // With the tokens: where its continuation ends.
-    row_len[i] = static_cast<int32_t>(
-        suffix_row_len(suffix_row_req(q.cache.rows[2 * rv[i]]), q.cache.rows[2 * rv[i] + 1], q.cache.width));
+    row_len[i] = static_cast<int32_t>(suffix_row_len(suffix_row_req(q.cache.rows[2 * rv[i]]),
+                                                     q.cache.rows[2 * rv[i] + 1], q.cache.width));
   }
   // Match lengths of a group's list: the first kFirstRound tokens of every candidate compared at
   // once; the candidates whose first tokens all matched (copies of the context's phrase elsewhere,
   // and the response it was copied from) are then listed for the whole block and measured a warp
-  // each, 64 tokens per round trip: a thread measuring its own, a few tokens per round trip, held its
-  // block for up to 15, and a warp measuring its threads' in turn, for up to 24 (a group's list of
-  // 24 candidates lies in one warp). While listed, a long candidate's place in the cache is in
+  // each, 64 tokens per round trip: a thread measuring its own, a few tokens per round trip, held
+  // its block for up to 15, and a warp measuring its threads' in turn, for up to 24 (a group's list
+  // of 24 candidates lies in one warp). While listed, a long candidate's place in the cache is in
   // next_at, its bound in len, and the list in after (all written again below).
   int lv[kLoadPer];
 #pragma unroll
@@ -1281,7 +1336,8 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
   {
     const int lane = static_cast<int>(threadIdx.x & 31);
     const int n_long = ss.n_long;
-    for (int x = static_cast<int>(threadIdx.x / 32); x < n_long; x += suffix_gpu::kWarps) {  // uniform
+    for (int x = static_cast<int>(threadIdx.x / 32); x < n_long;
+         x += suffix_gpu::kWarps) {  // uniform
       const int j = ss.after[x];
       const int64_t* at = q.cache.tokens + ss.next_at[j];
       const int y = warp_extend_match(at, ss.ctx + c - 1, kFirstRound, sh.len[j]);
@@ -1321,7 +1377,7 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
   int short_end = c, last_l = 0;
   {
     const int lane = static_cast<int>(threadIdx.x & 31);
-    int above = 0;  // n_{top + 1}
+    int above = 0;                                   // n_{top + 1}
     for (int top = c - 1; top >= lmin; top -= 32) {  // uniform over the block
       const int L = top - lane;
       int nL = L >= lmin ? ss.hist[L] : 0;
@@ -1334,7 +1390,8 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
       const unsigned occurs = __ballot_sync(suffix_gpu::kFull, L >= lmin && nL >= 1);
       if (last_l == 0 && occurs != 0) last_l = top - (__ffs(occurs) - 1);
       const unsigned valid = __ballot_sync(suffix_gpu::kFull, L >= lmin);
-      const unsigned small = __ballot_sync(suffix_gpu::kFull, L >= lmin && nL <= suffix_gpu::kWarpSet);
+      const unsigned small =
+          __ballot_sync(suffix_gpu::kFull, L >= lmin && nL <= suffix_gpu::kWarpSet);
       if (small != 0) short_end = top - (__popc(small) - 1);  // a prefix of the valid lanes
       if (small != valid) break;
       above += chunk;
@@ -1357,7 +1414,8 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
   suffix_gpu::core_search(sh, CacheSource{q.cache.tokens, ss.next_at, ss.after}, a);
   const suffix_gpu::Best best = sh.best_info;
   FDSPEC_PROF_SET(7, clock64());
-  if (!(best.score > local)) return local_draft;  // uniform: every thread reads the same shared best
+  if (!(best.score > local))
+    return local_draft;  // uniform: every thread reads the same shared best
   suffix_gpu::core_finish(sh, a);
   for (int64_t j = threadIdx.x; j < K; j += suffix_gpu::kThreads) {
     p.suffix_tokens[b * K + j] = j < best.m ? sh.best.tokens[j] : -1;
@@ -1377,12 +1435,14 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
 // Two blocks per SM, as many as its shared memory allows (with no such bound ptxas held it at 80
 // registers, spilling).
 template <int kCandCap>
-__global__ void __launch_bounds__(suffix_gpu::kThreads, 2) query_search_kernel(SuffixCacheQueryParams q,
-                                                                             FastDivisor rows, bool finish) {
+__global__ void __launch_bounds__(suffix_gpu::kThreads, 2)
+    query_search_kernel(SuffixCacheQueryParams q, FastDivisor rows, bool finish) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const HeldDraft d = global_search_slot(q, rows, *reinterpret_cast<SearchShared<kCandCap>*>(smem_raw));  // waits inside
+  const HeldDraft d = global_search_slot(
+      q, rows, *reinterpret_cast<SearchShared<kCandCap>*>(smem_raw));  // waits inside
   const int64_t b = blockIdx.x;
-  if (finish) suffix_finish_slot(q.m, b, q.m.seq_lens_encoder[b], q.m.seq_lens_decoder[b], d.m, d.tokens);
+  if (finish)
+    suffix_finish_slot(q.m, b, q.m.seq_lens_encoder[b], q.m.seq_lens_decoder[b], d.m, d.tokens);
 }
 
 }  // namespace
@@ -1392,9 +1452,10 @@ __global__ void __launch_bounds__(suffix_gpu::kThreads, 2) query_search_kernel(S
 void suffix_cache_profile_print(int64_t blocks, double clock_khz) {
   static long long h[profiler::kBlocks][profiler::kSlots];
   if (cudaMemcpyFromSymbol(h, profiler::g_block, sizeof(h)) != cudaSuccess) return;
-  // Stages, in time order (clock slots): the statistics read (2), the candidates' match lengths (3),
-  // their places and histogram (1), the core's warp path (5), its block path (6), the best known
-  // (7), the draft written (8); a slot whose global draft loses, or that has none, stops earlier.
+  // Stages, in time order (clock slots): the statistics read (2), the candidates' match lengths
+  // (3), their places and histogram (1), the core's warp path (5), its block path (6), the best
+  // known (7), the draft written (8); a slot whose global draft loses, or that has none, stops
+  // earlier.
   const int order[7] = {2, 3, 1, 5, 6, 7, 8};
   const char* names[7] = {"reads", "lengths", "places", "warp", "block", "best", "write"};
   const int64_t nb = blocks < profiler::kBlocks ? blocks : profiler::kBlocks;
@@ -1411,30 +1472,37 @@ void suffix_cache_profile_print(int64_t blocks, double clock_khz) {
       sum[i] += us[i];
       mx[i] = us[i] > mx[i] ? us[i] : mx[i];
     }
-    std::printf("  slot %lld: total %.2f us cand=%lld warp_lo=%lld lmin=%lld last_l=%lld walks=%lld "
-                "steps=%lld (their loads %.2f us, tables cleared %.2f + %.2f us) given up=%lld runs=%lld "
-                "(warp 0 skipped %lld) |",
-                (long long)b, (end - h[b][0]) / clock_khz * 1e3, h[b][13], h[b][14], h[b][15] / 1000,
-                h[b][15] % 1000, h[b][10], h[b][11], h[b][16] / clock_khz * 1e3, h[b][20] / clock_khz * 1e3,
-                h[b][21] / clock_khz * 1e3, h[b][17], h[b][18], h[b][19]);
+    std::printf(
+        "  slot %lld: total %.2f us cand=%lld warp_lo=%lld lmin=%lld last_l=%lld walks=%lld "
+        "steps=%lld (their loads %.2f us, tables cleared %.2f + %.2f us) given up=%lld runs=%lld "
+        "(warp 0 skipped %lld) |",
+        (long long)b, (end - h[b][0]) / clock_khz * 1e3, h[b][13], h[b][14], h[b][15] / 1000,
+        h[b][15] % 1000, h[b][10], h[b][11], h[b][16] / clock_khz * 1e3, h[b][20] / clock_khz * 1e3,
+        h[b][21] / clock_khz * 1e3, h[b][17], h[b][18], h[b][19]);
     for (int i = 0; i < 7; ++i) std::printf(" %s %.2f", names[i], us[i]);
-    auto between = [&](int from, int to) { return (h[b][to] - h[b][from]) / clock_khz * 1e3; };  // clock slots
-    if (h[b][22] != 0 && h[b][23] != 0 && h[b][5] != 0) {  // the warp path: its set, sorted and loaded, walked
-      std::printf(" (warp: set %.2f, sorted %.2f, walked %.2f)", between(1, 22), between(22, 23), between(23, 5));
+    auto between = [&](int from, int to) {
+      return (h[b][to] - h[b][from]) / clock_khz * 1e3;
+    };  // clock slots
+    if (h[b][22] != 0 && h[b][23] != 0 &&
+        h[b][5] != 0) {  // the warp path: its set, sorted and loaded, walked
+      std::printf(" (warp: set %.2f, sorted %.2f, walked %.2f)", between(1, 22), between(22, 23),
+                  between(23, 5));
       // Their parts, by thread 0's clock: set = the caller's local score, the cuts, the set's
-      // members; sorted = the ranks, the continuations' loads, the runs; walked = warp 0's own runs,
-      // then the wait for the other warps and the best over them.
+      // members; sorted = the ranks, the continuations' loads, the runs; walked = warp 0's own
+      // runs, then the wait for the other warps and the best over them.
       if (h[b][32] != 0 && h[b][33] != 0 && h[b][34] != 0 && h[b][35] != 0 && h[b][36] != 0) {
-        std::printf(" (set: local %.2f, cuts %.2f, members %.2f; sorted: ranks %.2f, loads %.2f, runs %.2f;"
-                    " walked: warp 0 %.2f, rest %.2f)",
-                    between(1, 32), between(32, 33), between(33, 22), between(22, 34), between(34, 35), between(35, 23),
-                    between(23, 36), between(36, 5));
+        std::printf(
+            " (set: local %.2f, cuts %.2f, members %.2f; sorted: ranks %.2f, loads %.2f, runs %.2f;"
+            " walked: warp 0 %.2f, rest %.2f)",
+            between(1, 32), between(32, 33), between(33, 22), between(22, 34), between(34, 35),
+            between(35, 23), between(23, 36), between(36, 5));
       }
     }
     if (h[b][10] != 0) {  // the block path's walks, their steps' parts summed
       std::printf(" (block: set %.2f, loads+clear %.2f, count %.2f, top %.2f, tie %.2f, rest %.2f)",
-                  h[b][24] / clock_khz * 1e3, h[b][25] / clock_khz * 1e3, h[b][26] / clock_khz * 1e3,
-                  h[b][27] / clock_khz * 1e3, h[b][28] / clock_khz * 1e3, h[b][29] / clock_khz * 1e3);
+                  h[b][24] / clock_khz * 1e3, h[b][25] / clock_khz * 1e3,
+                  h[b][26] / clock_khz * 1e3, h[b][27] / clock_khz * 1e3,
+                  h[b][28] / clock_khz * 1e3, h[b][29] / clock_khz * 1e3);
     }
     std::printf("\n");
   }
@@ -1444,7 +1512,6 @@ void suffix_cache_profile_print(int64_t blocks, double clock_khz) {
 }
 #endif
 
-
 cudaError_t suffix_cache_insert_gpu(const SuffixCacheInsertParams& p, cudaStream_t stream) {
   if (p.batch <= 0) return cudaSuccess;
   // Every kernel of the insert and the query is a programmatic dependent of the work before it
@@ -1452,8 +1519,9 @@ cudaError_t suffix_cache_insert_gpu(const SuffixCacheInsertParams& p, cudaStream
   // hidden behind its predecessor's run, where an ordinary launch left a gap of about a microsecond
   // and a half.
   // With no more slots than rows no request of a call can lose its row to another.
-  const cudaError_t err = launch_dependent(insert_kernel, dim3(static_cast<unsigned>(p.batch)), dim3(kInsertThreads),
-                                           stream, p, fast_divisor(p.cache.num_rows), p.batch > p.cache.num_rows);
+  const cudaError_t err =
+      launch_dependent(insert_kernel, dim3(static_cast<unsigned>(p.batch)), dim3(kInsertThreads),
+                       stream, p, fast_divisor(p.cache.num_rows), p.batch > p.cache.num_rows);
   if (err != cudaSuccess) return err;
   return FDSPEC_LAUNCH_STATUS(stream);
 }
@@ -1461,7 +1529,8 @@ cudaError_t suffix_cache_insert_gpu(const SuffixCacheInsertParams& p, cudaStream
 cudaError_t suffix_cache_finish_gpu(const int32_t* finished, int64_t* slots, int64_t batch,
                                     cudaStream_t stream) {
   if (batch <= 0) return cudaSuccess;
-  finish_kernel<<<static_cast<unsigned>((batch + 255) / 256), 256, 0, stream>>>(finished, slots, batch);
+  finish_kernel<<<static_cast<unsigned>((batch + 255) / 256), 256, 0, stream>>>(finished, slots,
+                                                                                batch);
   return FDSPEC_LAUNCH_STATUS(stream);
 }
 
@@ -1481,7 +1550,8 @@ void suffix_cache_scan_profile_print(double clock_khz) {
   int n = 0;
   if (profiler::read_warps(h, &n) != cudaSuccess) return;
   n = n < profiler::kWarps ? n : profiler::kWarps;
-  const char* names[kScanPhases] = {"set-up", "lines", "last drain", "wait for the local search", "flush"};
+  const char* names[kScanPhases] = {"set-up", "lines", "last drain", "wait for the local search",
+                                    "flush"};
   std::printf("  first scan, per warp (%d warps), us mean / max:", n);
   double total_max = 0;
   for (int k = 0; k < kScanPhases; ++k) {
@@ -1490,7 +1560,8 @@ void suffix_cache_scan_profile_print(double clock_khz) {
       sum += h[w][k];
       mx = h[w][k] > mx ? h[w][k] : mx;
     }
-    std::printf(" %s %.2f/%.2f", names[k], sum / (n > 0 ? n : 1) / clock_khz * 1e3, mx / clock_khz * 1e3);
+    std::printf(" %s %.2f/%.2f", names[k], sum / (n > 0 ? n : 1) / clock_khz * 1e3,
+                mx / clock_khz * 1e3);
   }
   for (int w = 0; w < n; ++w) {
     double t = 0;
@@ -1498,23 +1569,27 @@ void suffix_cache_scan_profile_print(double clock_khz) {
     total_max = t > total_max ? t : total_max;
   }
   std::printf("; the slowest warp's set-up + lines + drain %.2f\n", total_max / clock_khz * 1e3);
-  // The slowest warps: their lines and member hits (counted over every launch since the last print).
+  // The slowest warps: their lines and member hits (counted over every launch since the last
+  // print).
   std::vector<std::pair<long long, int>> by(n);
   for (int w = 0; w < n; ++w) by[w] = {h[w][0] + h[w][1] + h[w][2], w};
   std::sort(by.begin(), by.end(), std::greater<std::pair<long long, int>>());
   for (int i = 0; i < 6 && i < n; ++i) {
     const int w = by[i].second;
-    std::printf("    warp %d (block %d): %.2f us, lines %.2f, drain %.2f; lines read %lld, member hits %lld\n", w,
-                w / kWarps, by[i].first / clock_khz * 1e3, h[w][1] / clock_khz * 1e3, h[w][2] / clock_khz * 1e3,
-                h[w][kScanPhases], h[w][kScanPhases + 1]);
+    std::printf(
+        "    warp %d (block %d): %.2f us, lines %.2f, drain %.2f; lines read %lld, member hits "
+        "%lld\n",
+        w, w / kWarps, by[i].first / clock_khz * 1e3, h[w][1] / clock_khz * 1e3,
+        h[w][2] / clock_khz * 1e3, h[w][kScanPhases], h[w][kScanPhases + 1]);
   }
   long long lines_all = 0, hits_all = 0;
   for (int w = 0; w < n; ++w) {
     lines_all += h[w][kScanPhases];
     hits_all += h[w][kScanPhases + 1];
   }
-  std::printf("    all warps: lines read %lld, member hits %lld (every launch since the last print)\n", lines_all,
-              hits_all);
+  std::printf(
+      "    all warps: lines read %lld, member hits %lld (every launch since the last print)\n",
+      lines_all, hits_all);
 }
 #endif
 
@@ -1532,12 +1607,13 @@ uint32_t scan_table_size(int64_t B) {
 }  // namespace
 
 SuffixSearchForms suffix_cache_search_forms() {
-  return {suffix_gpu::kCandCapLarge, kSearchSmem<suffix_gpu::kCandCapLarge>, suffix_gpu::kCandCapSmall,
-          kSearchSmem<suffix_gpu::kCandCapSmall>};
+  return {suffix_gpu::kCandCapLarge, kSearchSmem<suffix_gpu::kCandCapLarge>,
+          suffix_gpu::kCandCapSmall, kSearchSmem<suffix_gpu::kCandCapSmall>};
 }
 
 size_t suffix_cache_scan_smem(int64_t batch) {
-  return scan_layout(batch, scan_table_size(batch), batch <= kAggSlots).bytes;  // the first scan's, the larger
+  return scan_layout(batch, scan_table_size(batch), batch <= kAggSlots)
+      .bytes;  // the first scan's, the larger
 }
 
 int64_t suffix_cache_max_batch(const DeviceLimits& dev) {
@@ -1575,7 +1651,8 @@ cudaError_t launch_query(const SuffixCacheQueryParams& q, bool after_insert, cud
   // before it first (their launches hidden behind their predecessors' runs); after it, where the
   // local search has filled the GPU, ordinary launches (dependents measured slower there).
   auto launch = [&](auto kernel, unsigned grid, size_t smem, auto... args) -> cudaError_t {
-    if (beside) return launch_dependent_smem(kernel, dim3(grid), dim3(kThreads), smem, stream, args...);
+    if (beside)
+      return launch_dependent_smem(kernel, dim3(grid), dim3(kThreads), smem, stream, args...);
     kernel<<<grid, kThreads, smem, stream>>>(args...);
     return cudaGetLastError();
   };
@@ -1583,7 +1660,8 @@ cudaError_t launch_query(const SuffixCacheQueryParams& q, bool after_insert, cud
     err = suffix_search_gpu(q.m, stream);
     if (err != cudaSuccess) return err;
   }
-  // Prep, and with the line filter the filter's blocks beside it (a block per 32 words of the mask).
+  // Prep, and with the line filter the filter's blocks beside it (a block per 32 words of the
+  // mask).
   const int64_t words = suffix_line_words(q.cache.num_rows, q.cache.width);
   const bool filtered = q.cache.line_planes > 0;
   err = launch(query_prep_kernel, static_cast<unsigned>(B + (filtered ? (words + 31) / 32 : 0)),
@@ -1612,7 +1690,8 @@ cudaError_t launch_query(const SuffixCacheQueryParams& q, bool after_insert, cud
   if (err != cudaSuccess) return err;
   per_sm = max_of(beside ? min_of(per_sm, kScanBesideBlocks) : per_sm, 1);
   const int64_t wave = int64_t{per_sm} * dev.sms;
-  const int task_lines = words * (32 / kScanTaskLines) / kWarps >= wave ? kScanTaskLines : kScanTaskLinesSmall;
+  const int task_lines =
+      words * (32 / kScanTaskLines) / kWarps >= wave ? kScanTaskLines : kScanTaskLinesSmall;
   const bool block_units = words <= kBlockUnitWordsPerSlot * B;
   const int64_t task_blocks = (words * (32 / task_lines) + kWarps - 1) / kWarps;
   const unsigned grid = static_cast<unsigned>(min_of<int64_t>(task_blocks, wave));
@@ -1624,31 +1703,38 @@ cudaError_t launch_query(const SuffixCacheQueryParams& q, bool after_insert, cud
                                 table_size, task_lines, block_units, row_lines);
     if (err != cudaSuccess) return err;
   } else {
-    query_scan_kernel<<<grid, kThreads, smem1, stream>>>(q, 1, table_size, task_lines, block_units, row_lines);
+    query_scan_kernel<<<grid, kThreads, smem1, stream>>>(q, 1, table_size, task_lines, block_units,
+                                                         row_lines);
   }
   err = launch(query_prep2_kernel, static_cast<unsigned>((B + kWarps - 1) / kWarps), 0, q);
   if (err != cudaSuccess) return err;
   const unsigned grid2 =
       beside ? static_cast<unsigned>(min_of<int64_t>(grid, kScan2BesideBlocks * dev.sms)) : grid;
-  err = launch(query_scan_kernel, grid2, smem2, q, 2, table_size, task_lines, block_units, row_lines);
+  err =
+      launch(query_scan_kernel, grid2, smem2, q, 2, table_size, task_lines, block_units, row_lines);
   if (err != cudaSuccess) return err;
   const bool alone = suffix_budget_never_binds(q.m);
   static_assert(suffix_gpu::kThreads == kThreads, "one block size");
   // The search's form that fits the device (suffix_cache_search_forms).
   switch (suffix_search_cand_cap(suffix_cache_search_forms(), dev)) {
     case suffix_gpu::kCandCapLarge:
-      err = allow_dynamic_smem(query_search_kernel<suffix_gpu::kCandCapLarge>, kSearchSmem<suffix_gpu::kCandCapLarge>);
+      err = allow_dynamic_smem(query_search_kernel<suffix_gpu::kCandCapLarge>,
+                               kSearchSmem<suffix_gpu::kCandCapLarge>);
       if (err != cudaSuccess) return err;
-      err = launch(query_search_kernel<suffix_gpu::kCandCapLarge>, static_cast<unsigned>(B),
-                   kSearchSmem<suffix_gpu::kCandCapLarge>, q, fast_divisor(q.cache.num_rows), alone);
+      err =
+          launch(query_search_kernel<suffix_gpu::kCandCapLarge>, static_cast<unsigned>(B),
+                 kSearchSmem<suffix_gpu::kCandCapLarge>, q, fast_divisor(q.cache.num_rows), alone);
       break;
     case suffix_gpu::kCandCapSmall:
-      err = allow_dynamic_smem(query_search_kernel<suffix_gpu::kCandCapSmall>, kSearchSmem<suffix_gpu::kCandCapSmall>);
+      err = allow_dynamic_smem(query_search_kernel<suffix_gpu::kCandCapSmall>,
+                               kSearchSmem<suffix_gpu::kCandCapSmall>);
       if (err != cudaSuccess) return err;
-      err = launch(query_search_kernel<suffix_gpu::kCandCapSmall>, static_cast<unsigned>(B),
-                   kSearchSmem<suffix_gpu::kCandCapSmall>, q, fast_divisor(q.cache.num_rows), alone);
+      err =
+          launch(query_search_kernel<suffix_gpu::kCandCapSmall>, static_cast<unsigned>(B),
+                 kSearchSmem<suffix_gpu::kCandCapSmall>, q, fast_divisor(q.cache.num_rows), alone);
       break;
-    default: return cudaErrorInvalidConfiguration;  // below 66 KB per block: no supported GPU
+    default:
+      return cudaErrorInvalidConfiguration;  // below 66 KB per block: no supported GPU
   }
   if (err != cudaSuccess) return err;
   if (!alone) {
@@ -1664,10 +1750,11 @@ cudaError_t suffix_cache_query_gpu(const SuffixCacheQueryParams& q, cudaStream_t
   return launch_query(q, false, stream);
 }
 
-// The insert and the query as one launch sequence: the query's prep reads the step's inputs while the
-// insert still runs (docs/design/suffix_cache.md), so the step is a little faster than the two calls.
-cudaError_t suffix_cache_step_gpu(const SuffixCacheInsertParams& ins, const SuffixCacheQueryParams& q,
-                                  cudaStream_t stream) {
+// The insert and the query as one launch sequence: the query's prep reads the step's inputs while
+// the insert still runs (docs/design/suffix_cache.md), so the step is a little faster than the two
+// calls.
+cudaError_t suffix_cache_step_gpu(const SuffixCacheInsertParams& ins,
+                                  const SuffixCacheQueryParams& q, cudaStream_t stream) {
   const cudaError_t err = suffix_cache_insert_gpu(ins, stream);
   if (err != cudaSuccess) return err;
   return launch_query(q, true, stream);

@@ -1,6 +1,6 @@
 // suffix_cache: CPU implementation (docs/contract/suffix.md, "The global cache"). Sequential; the
-// GPU kernels reproduce it exactly. The query scans the keys of the occupied positions, verifies each
-// hit against the stored tokens, and runs the greedy paths on sorted candidate lists.
+// GPU kernels reproduce it exactly. The query scans the keys of the occupied positions, verifies
+// each hit against the stored tokens, and runs the greedy paths on sorted candidate lists.
 #include <algorithm>
 #include <vector>
 
@@ -13,8 +13,8 @@ namespace {
 // The slot's history as suffix_match reads it (clamped P and s).
 struct SlotHistory {
   const int64_t* row;
-  int64_t prompt;   // P
-  int64_t steps;    // s
+  int64_t prompt;  // P
+  int64_t steps;   // s
 };
 
 SlotHistory slot_history(const int64_t* ids, int64_t W, const int64_t* prompt_lens,
@@ -81,7 +81,8 @@ SuffixDraft global_draft(const SuffixCacheQueryParams& q, const int64_t* ctx, in
 }
 
 // Adds `delta` to the counts of the keys of row r's positions [from, to), and to the pair counts of
-// the pairs ending there (modulo 2^32, as the GPU's atomics: a count a caller left at a limit wraps).
+// the pairs ending there (modulo 2^32, as the GPU's atomics: a count a caller left at a limit
+// wraps).
 void count_keys(const SuffixCache& cache, int64_t r, int64_t from, int64_t to, int32_t delta) {
   const int64_t* t = cache.tokens + r * cache.width;
   auto add = [delta](int32_t& n) {
@@ -106,7 +107,8 @@ void mark_lines(const SuffixCache& cache, int64_t r, int64_t from, int64_t to) {
 void clear_lines(const SuffixCache& cache, int64_t r) {
   const int64_t words = suffix_line_words(cache.num_rows, cache.width);
   for (int64_t p = 0; p < cache.line_planes; ++p) {
-    suffix_row_line_masks(r, cache.width, [&](int64_t w, uint32_t m) { cache.lines[p * words + w] &= m; });
+    suffix_row_line_masks(r, cache.width,
+                          [&](int64_t w, uint32_t m) { cache.lines[p * words + w] &= m; });
   }
 }
 
@@ -115,7 +117,8 @@ void clear_lines(const SuffixCache& cache, int64_t r) {
 void suffix_cache_insert_cpu(const SuffixCacheInsertParams& p) {
   const SuffixCache& cache = p.cache;
   const int64_t R = cache.num_rows;
-  // 1. State changes and new responses, in slot order: request numbers are handed out in that order.
+  // 1. State changes and new responses, in slot order: request numbers are handed out in that
+  // order.
   const int64_t base = suffix_counter_base(*p.counter);
   int64_t next = base;
   for (int64_t b = 0; b < p.batch; ++b) {
@@ -132,7 +135,7 @@ void suffix_cache_insert_cpu(const SuffixCacheInsertParams& p) {
     const int64_t q = next++;
     p.slots[b] = q;
     count_keys(cache, q % R, 0, row_len(cache, q % R), -1);  // an empty row's length reads as 0
-    clear_lines(cache, q % R);  // as the GPU: an empty row has none set, unless a caller set them
+    clear_lines(cache, q % R);    // as the GPU: an empty row has none set, unless a caller set them
     cache.rows[2 * (q % R)] = q;  // evicts request q - R
     cache.rows[2 * (q % R) + 1] = 0;
   }
@@ -142,20 +145,23 @@ void suffix_cache_insert_cpu(const SuffixCacheInsertParams& p) {
   for (int64_t b = 0; b < p.batch; ++b) {
     const int64_t q = p.slots[b];
     const bool closing = suffix_is_closing(p.seq_lens_encoder[b], p.seq_lens_decoder[b], q);
-    if (q < 0 || !(closing || suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b]))) continue;
+    if (q < 0 || !(closing || suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b])))
+      continue;
     const int64_t r = q % R;
     if (row_req(cache, r) != q) {  // evicted while active
       p.slots[b] = closing ? kSuffixSlotFree : kSuffixSlotDetached;
       continue;
     }
-    const SlotHistory h = slot_history(p.token_ids_all, p.token_ids_stride, p.prompt_lens, p.step_idx, b);
+    const SlotHistory h =
+        slot_history(p.token_ids_all, p.token_ids_stride, p.prompt_lens, p.step_idx, b);
     const int64_t have = row_len(cache, r);
     const int64_t upto = min_of<int64_t>(h.steps, cache.width);
     const int64_t* resp = h.row + h.prompt;
     for (int64_t off = have; off < upto; ++off) {
       cache.tokens[r * cache.width + off] = resp[off];
       cache.keys[r * cache.width + off] =
-          off >= cache.key_len - 1 ? suffix_cache_key(resp + off - cache.key_len + 1, cache.key_len) : 0;
+          off >= cache.key_len - 1 ? suffix_cache_key(resp + off - cache.key_len + 1, cache.key_len)
+                                   : 0;
     }
     count_keys(cache, r, have, upto, 1);
     mark_lines(cache, r, have, upto);

@@ -18,20 +18,25 @@ int64_t pair_dim(const SuffixCacheConfig& c) { return c.key_len == 1 ? c.pair_vo
 
 std::string suffix_cache_config_error(const SuffixCacheConfig& c) {
   if (c.rows < 1 || c.rows > kMaxSuffixCacheRows) return outside("rows", c.rows, "in [1, 2^30]");
-  if (c.width < 1 || c.width > kMaxSuffixCacheWidth) return outside("width", c.width, "in [1, 65536]");
-  if (c.slots < 1 || c.slots > kMaxSuffixCacheRows) return outside("slots", c.slots, "in [1, 2^30]");
+  if (c.width < 1 || c.width > kMaxSuffixCacheWidth)
+    return outside("width", c.width, "in [1, 65536]");
+  if (c.slots < 1 || c.slots > kMaxSuffixCacheRows)
+    return outside("slots", c.slots, "in [1, 2^30]");
   if (c.key_len < 1 || c.key_len > kMaxSuffixCacheKeyLen) {
     return outside("key_len", c.key_len, "in [1, " + std::to_string(kMaxSuffixCacheKeyLen) + "]");
   }
-  if (c.max_occurrences < kMinSuffixCacheOccurrences || c.max_occurrences > kMaxSuffixCacheOccurrences) {
+  if (c.max_occurrences < kMinSuffixCacheOccurrences ||
+      c.max_occurrences > kMaxSuffixCacheOccurrences) {
     return outside("max_occurrences", c.max_occurrences, "in [32, 1024]");
   }
-  if (c.vocab < 1 || c.vocab > kMaxSuffixCacheVocab) return outside("vocab_size", c.vocab, "in [1, 2^31]");
+  if (c.vocab < 1 || c.vocab > kMaxSuffixCacheVocab)
+    return outside("vocab_size", c.vocab, "in [1, 2^31]");
   if (c.pair_vocab < 0 || c.pair_vocab > kMaxSuffixCachePairVocab) {
     return outside("pair_vocab", c.pair_vocab, "in [0, 32768]");
   }
   const int64_t P = c.line_planes;
-  if (P != 0 && (P < kMinSuffixCacheLinePlanes || P > kMaxSuffixCacheLinePlanes || (P & (P - 1)) != 0)) {
+  if (P != 0 &&
+      (P < kMinSuffixCacheLinePlanes || P > kMaxSuffixCacheLinePlanes || (P & (P - 1)) != 0)) {
     return outside("line_planes", P, "0 or a power of two in [32, 32768]");
   }
   return "";
@@ -67,18 +72,19 @@ SuffixCacheStateView suffix_cache_state_view(const SuffixCacheConfig& c, uint8_t
   // Counts that could overflow an int32 (2^31 cached positions or more) are not kept.
   const bool counted = c.rows * c.width < (int64_t{1} << 31);
   SuffixCacheStateView v;
-  v.cache = SuffixCache{reinterpret_cast<int64_t*>(at(kSuffixPartTokens)),
-                        reinterpret_cast<int32_t*>(at(kSuffixPartKeys)),
-                        reinterpret_cast<int64_t*>(at(kSuffixPartRows)),
-                        c.rows,
-                        c.width,
-                        static_cast<int>(c.key_len),
-                        reinterpret_cast<int32_t*>(at(kSuffixPartCounts)),
-                        counted ? count_elems(c) : 0,
-                        pair_dim(c) > 0 ? reinterpret_cast<int32_t*>(at(kSuffixPartPairs)) : nullptr,
-                        counted ? pair_dim(c) : 0,
-                        c.line_planes > 0 ? reinterpret_cast<uint32_t*>(at(kSuffixPartLines)) : nullptr,
-                        c.line_planes};
+  v.cache =
+      SuffixCache{reinterpret_cast<int64_t*>(at(kSuffixPartTokens)),
+                  reinterpret_cast<int32_t*>(at(kSuffixPartKeys)),
+                  reinterpret_cast<int64_t*>(at(kSuffixPartRows)),
+                  c.rows,
+                  c.width,
+                  static_cast<int>(c.key_len),
+                  reinterpret_cast<int32_t*>(at(kSuffixPartCounts)),
+                  counted ? count_elems(c) : 0,
+                  pair_dim(c) > 0 ? reinterpret_cast<int32_t*>(at(kSuffixPartPairs)) : nullptr,
+                  counted ? pair_dim(c) : 0,
+                  c.line_planes > 0 ? reinterpret_cast<uint32_t*>(at(kSuffixPartLines)) : nullptr,
+                  c.line_planes};
   v.slots = reinterpret_cast<int64_t*>(at(kSuffixPartSlots));
   v.counter = reinterpret_cast<int64_t*>(at(kSuffixPartCounter));
   v.cand = reinterpret_cast<int64_t*>(at(kSuffixPartCand));

@@ -44,8 +44,8 @@ constexpr int64_t kSuffixPartAlign = 256;  // every part starts on a 256-byte bo
 struct SuffixCacheLayout {
   int64_t offset[kSuffixParts];  // bytes from the state's start
   int64_t bytes[kSuffixParts];
-  int64_t total;                 // the state's size in bytes
-  int64_t line_bytes;            // bytes per line of 32 cached positions (tokens, keys, filter)
+  int64_t total;       // the state's size in bytes
+  int64_t line_bytes;  // bytes per line of 32 cached positions (tokens, keys, filter)
 };
 
 // "" if the configuration is valid, else what is wrong with it, naming the bound.

@@ -1,15 +1,17 @@
 // The device core of suffix decoding (docs/contract/suffix.md): from a list of occurrences of the
 // context's suffixes held in shared memory, the best-scoring greedy draft over a range of match
-// lengths. Written once for the local search (suffix_match.cu: occurrences are positions of the slot's
-// own history) and the global one (suffix_cache.cu: verified hits in the cache's rows). A candidate is
-// (key, l): an order key (the tie rule's earliest occurrence is the least key) and its match length.
-// Two paths: the warp path for match lengths with at most 32 occurrences, the block path with a shared
-// hash table for larger sets, each match length skipped when its longest draft cannot beat the best.
-// Design: docs/design/suffix_match.md.
+// lengths. Written once for the local search (suffix_match.cu: occurrences are positions of the
+// slot's own history) and the global one (suffix_cache.cu: verified hits in the cache's rows). A
+// candidate is (key, l): an order key (the tie rule's earliest occurrence is the least key) and its
+// match length. Two paths: the warp path for match lengths with at most 32 occurrences, the block
+// path with a shared hash table for larger sets, each match length skipped when its longest draft
+// cannot beat the best. Design: docs/design/suffix_match.md.
 //
-// Source concept (j: the candidate's index in the shared list, key: its key; a source may use either):
+// Source concept (j: the candidate's index in the shared list, key: its key; a source may use
+// either):
 //   int64_t token(int j, uint64_t key, int k, bool* has) const;  // the token k + 1 places after it
-//   int avail(int j, uint64_t key, int window) const;            // how many of its next `window` exist
+//   int avail(int j, uint64_t key, int window) const;            // how many of its next `window`
+//   exist
 #pragma once
 
 #include <cub/block/block_reduce.cuh>
@@ -22,15 +24,16 @@ namespace suffix_gpu {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kWarpSet = 32;     // sets up to this size take the warp path
-// Candidates held in shared memory (a power of two: the table's size), a template parameter kCandCap
-// of the search: the large form where the device's shared memory per block holds it, the small one
-// (half the candidates per round; more match lengths take the slow path, the same drafts) on sm_86 /
-// sm_89 (launch_plan.h, suffix_search_cand_cap).
+constexpr int kWarpSet = 32;  // sets up to this size take the warp path
+// Candidates held in shared memory (a power of two: the table's size), a template parameter
+// kCandCap of the search: the large form where the device's shared memory per block holds it, the
+// small one (half the candidates per round; more match lengths take the slow path, the same drafts)
+// on sm_86 / sm_89 (launch_plan.h, suffix_search_cand_cap).
 constexpr int kCandCapLarge = 2048;
 constexpr int kCandCapSmall = 1024;
 constexpr unsigned kFull = 0xffffffffu;
-static_assert((kCandCapLarge & (kCandCapLarge - 1)) == 0 && (kCandCapSmall & (kCandCapSmall - 1)) == 0,
+static_assert((kCandCapLarge & (kCandCapLarge - 1)) == 0 &&
+                  (kCandCapSmall & (kCandCapSmall - 1)) == 0,
               "the next-token table is indexed with a mask");
 
 // Profiling probes (compiled out; common/profiler.cuh): stage clocks and counters per block, their
@@ -50,9 +53,9 @@ __device__ __forceinline__ bool beats(float score, int L, const Best& b) {
 // Block path: what a step learns while it counts, by shared atomics (no pass over the table): the
 // largest count (each adder sees its entry's count so far, the last one its final count), the live
 // members, and then the entries with the largest count (each reported once, by the member that
-// created it): how many, and one of them with its creator (the winner when it is the only one; a tie
-// is rare and resolved by a second pass over the tied entries). Two, used by alternate steps, so that
-// a step resets the next one's while nobody reads it.
+// created it): how many, and one of them with its creator (the winner when it is the only one; a
+// tie is rare and resolved by a second pass over the tied entries). Two, used by alternate steps,
+// so that a step resets the next one's while nobody reads it.
 struct StepAcc {
   unsigned cnt;
   unsigned members;
@@ -61,7 +64,8 @@ struct StepAcc {
                   // bits, as 64-bit shared atomics are compare-and-swap loops)
 };
 constexpr StepAcc kStepAccClean{0u, 0u, 0u, ~0u};
-static_assert(static_cast<uint64_t>(kCandCapLarge) * kCandCapLarge <= (uint64_t{1} << 32), "a pick fits in 32 bits");
+static_assert(static_cast<uint64_t>(kCandCapLarge) * kCandCapLarge <= (uint64_t{1} << 32),
+              "a pick fits in 32 bits");
 
 // A tie between entries with the largest count goes to the least key among their members.
 struct TieTop {
@@ -83,14 +87,15 @@ struct DraftBuf {
   float probs[kMaxSuffixSpecTokens];
 };
 
-static_assert(kWarpSet * kMaxSuffixSpecTokens >= kCandCapLarge, "the block path's tokens reuse the warp path's");
+static_assert(kWarpSet * kMaxSuffixSpecTokens >= kCandCapLarge,
+              "the block path's tokens reuse the warp path's");
 
 template <int kCandCap>
 struct CoreShared {
-  unsigned long long key[kCandCap];   // candidates: order key
-  uint8_t len[kCandCap];              // match length l
-  uint8_t alive[kCandCap];            // block path: still a member of the path's set
-  uint16_t cslot[kCandCap];            // block path: the table entry of the member's next token
+  unsigned long long key[kCandCap];  // candidates: order key
+  uint8_t len[kCandCap];             // match length l
+  uint8_t alive[kCandCap];           // block path: still a member of the path's set
+  uint16_t cslot[kCandCap];          // block path: the table entry of the member's next token
   // Next-token tables of the block path, two so that a step clears the previous step's while it
   // loads its members' tokens: an entry is a member index + 1 with the token (0: free) and its
   // count. A tie of one table is resolved in the other (the least key of each tied entry).
@@ -112,19 +117,19 @@ struct CoreShared {
   int32_t wlen[kWarpSet];
   int32_t avail[kWarpSet];
   int32_t widx[kWarpSet];
-  DraftBuf cur;                       // block path: the draft being walked
-  DraftBuf best;                      // the best draft (after core_finish)
-  DraftBuf wpath[kWarps];             // warp path: each warp's last walk
-  DraftBuf wdraft[kWarps];            // warp path: each warp's best draft
+  DraftBuf cur;                                     // block path: the draft being walked
+  DraftBuf best;                                    // the best draft (after core_finish)
+  DraftBuf wpath[kWarps];                           // warp path: each warp's last walk
+  DraftBuf wdraft[kWarps];                          // warp path: each warp's best draft
   float wprefix[kWarps][kMaxSuffixSpecTokens + 1];  // warp path: a path's score after m tokens
   int32_t runs[kMaxSuffixTreeDepth + 1];  // warp path: first match length of each run, then hi + 1
   int n_runs;
   Best warp_best[kWarps];
-  unsigned warp_top;                  // warp path: the best score of the runs walked so far (its bits)
+  unsigned warp_top;  // warp path: the best score of the runs walked so far (its bits)
   uint8_t cut_of[kMaxSuffixTreeDepth];  // warp path: draft_cut(L) for L in [warp_lo, hi]
   Best best_info;
-  int best_from_warp;                 // w + 1: best_info came from warp w's path (0: not)
-  int n;                              // candidates (set by the caller)
+  int best_from_warp;  // w + 1: best_info came from warp w's path (0: not)
+  int n;               // candidates (set by the caller)
   int small_n;
   StepAcc step[2];
   union {
@@ -134,18 +139,18 @@ struct CoreShared {
 };
 
 struct CoreArgs {
-  int lo;          // shortest match length searched (>= 1)
-  int warp_lo;     // shortest match length of the warp path (n_L <= 32); > hi: no warp path
-  int hi;          // longest match length searched
-  int depth;       // D
-  int64_t cap;     // the slot cap
+  int lo;       // shortest match length searched (>= 1)
+  int warp_lo;  // shortest match length of the warp path (n_L <= 32); > hi: no warp path
+  int hi;       // longest match length searched
+  int depth;    // D
+  int64_t cap;  // the slot cap
   float factor, offset, min_prob;
-  float bar;       // pruning only: a draft not above max(bar, best) cannot matter
+  float bar;  // pruning only: a draft not above max(bar, best) cannot matter
 };
 
 // The search's arguments for a slot with cap `cap` (the suffix parameters from `p`).
-__device__ __forceinline__ CoreArgs core_args(const SuffixMatchParams& p, int64_t cap, int lo, int warp_lo,
-                                              int hi, float bar) {
+__device__ __forceinline__ CoreArgs core_args(const SuffixMatchParams& p, int64_t cap, int lo,
+                                              int warp_lo, int hi, float bar) {
   CoreArgs a;
   a.lo = lo;
   a.warp_lo = warp_lo;
@@ -162,8 +167,9 @@ __device__ __forceinline__ CoreArgs core_args(const SuffixMatchParams& p, int64_
 // Walks match length L over the warp set; lane 0 writes the draft to `out` and the score after each
 // token to `prefix[1 ..]` when given.
 template <int kCandCap>
-__device__ __forceinline__ float warp_walk(const CoreShared<kCandCap>& sh, int L, int64_t limit, const CoreArgs& a,
-                                           DraftBuf* out, float* prefix, int* m_out) {
+__device__ __forceinline__ float warp_walk(const CoreShared<kCandCap>& sh, int L, int64_t limit,
+                                           const CoreArgs& a, DraftBuf* out, float* prefix,
+                                           int* m_out) {
   const int lane = threadIdx.x & 31;
   const bool valid = lane < sh.small_n && sh.wlen[lane] >= L;
   unsigned alive = __ballot_sync(kFull, valid);
@@ -173,13 +179,15 @@ __device__ __forceinline__ float warp_walk(const CoreShared<kCandCap>& sh, int L
     const int members = __popc(alive);
     if (members == 1) {
       // One member left (a context copied from one response usually has one from the first step):
-      // every later step counts 1 of 1, a ratio of exactly 1, so the probability stays and the draft
-      // is the member's continuation up to the limit, the depth or its end. The lanes copy its tokens
-      // together and lane 0 adds the scores in the draft's order: what the steps below would do,
-      // without their chain of a match, a reduction and a division per token.
+      // every later step counts 1 of 1, a ratio of exactly 1, so the probability stays and the
+      // draft is the member's continuation up to the limit, the depth or its end. The lanes copy
+      // its tokens together and lane 0 adds the scores in the draft's order: what the steps below
+      // would do, without their chain of a match, a reduction and a division per token.
       const int s = __ffs(alive) - 1;
-      const int end = static_cast<int>(min_of<int64_t>(min_of<int64_t>(limit, a.depth - L), sh.avail[s]));
-      if (end <= m || !(prob >= a.min_prob)) break;  // no next token, or the first step's check fails
+      const int end =
+          static_cast<int>(min_of<int64_t>(min_of<int64_t>(limit, a.depth - L), sh.avail[s]));
+      if (end <= m || !(prob >= a.min_prob))
+        break;  // no next token, or the first step's check fails
       for (int k = m + lane; k < end; k += 32) {
         if (out != nullptr) {
           out->tokens[k] = sh.cont[k][s];
@@ -200,7 +208,8 @@ __device__ __forceinline__ float warp_walk(const CoreShared<kCandCap>& sh, int L
     const int64_t tok = has ? sh.cont[m][lane] : 0;
     const unsigned with_next = __ballot_sync(kFull, has);
     if (with_next == 0) break;
-    const unsigned group = __match_any_sync(kFull, static_cast<unsigned long long>(tok)) & with_next;
+    const unsigned group =
+        __match_any_sync(kFull, static_cast<unsigned long long>(tok)) & with_next;
     // Lanes are in key order: a group's lowest lane holds its least key.
     const unsigned key = has ? (static_cast<unsigned>(__popc(group)) << 6) |
                                    static_cast<unsigned>(63 - (__ffs(group) - 1))
@@ -246,21 +255,21 @@ __device__ __forceinline__ void clean_block_path(CoreShared<kCandCap>& sh) {
 // Every thread returns the same score and m. Both tables and both step accumulators are clean on
 // entry and left clean. A step: every thread loads its live members' next tokens at once (one round
 // trip) into shared memory; then the lanes of a warp with the same token are grouped
-// (__match_any_sync) and one lane per group probes the table and adds the group's size, so a dominant
-// token costs an atomic per warp, not one per member (the same-address atomics of ~1000 members, and
-// a load per member in turn, were most of a step); the adders keep the largest count as they go.
-// The step's probability is then known, and the walk gives up (m = -1) once its draft cannot score
-// above `above` (the best so far, or the caller's bar) before it looks for the winning entry: after m
-// tokens of probability p, each further token's is <= p (a product with a ratio <= 1, correctly
-// rounded, never exceeds p), so the score stays <= the sum, in the draft's own float32 order, of the
-// m tokens and n - m more of probability p (n = min(limit, D - L)): float addition of non-negative
-// numbers is monotone in each operand. Otherwise each entry with the largest count is reported by
-// its creator; only a tie between entries asks for least keys, of the tied entries' members alone,
-// in the other table. Thread t alone touches alive[j] and cslot[j] for j = t mod kThreads; three
-// barriers per step (six on a tie), two for one that gives up.
+// (__match_any_sync) and one lane per group probes the table and adds the group's size, so a
+// dominant token costs an atomic per warp, not one per member (the same-address atomics of ~1000
+// members, and a load per member in turn, were most of a step); the adders keep the largest count
+// as they go. The step's probability is then known, and the walk gives up (m = -1) once its draft
+// cannot score above `above` (the best so far, or the caller's bar) before it looks for the winning
+// entry: after m tokens of probability p, each further token's is <= p (a product with a ratio <=
+// 1, correctly rounded, never exceeds p), so the score stays <= the sum, in the draft's own float32
+// order, of the m tokens and n - m more of probability p (n = min(limit, D - L)): float addition of
+// non-negative numbers is monotone in each operand. Otherwise each entry with the largest count is
+// reported by its creator; only a tie between entries asks for least keys, of the tied entries'
+// members alone, in the other table. Thread t alone touches alive[j] and cslot[j] for j = t mod
+// kThreads; three barriers per step (six on a tie), two for one that gives up.
 template <int kCandCap, class Src>
-__device__ float block_walk(CoreShared<kCandCap>& sh, const Src& src, int L, int64_t limit, const CoreArgs& a,
-                            float above, int* m_out) {
+__device__ float block_walk(CoreShared<kCandCap>& sh, const Src& src, int L, int64_t limit,
+                            const CoreArgs& a, float above, int* m_out) {
   using TieReduce = cub::BlockReduce<TieTop, kThreads>;
   constexpr int kPer = kCandCap / kThreads;  // candidates per thread
   const int n = sh.n;
@@ -317,8 +326,8 @@ __device__ float block_walk(CoreShared<kCandCap>& sh, const Src& src, int L, int
       const int j = i * kThreads + static_cast<int>(threadIdx.x);
       const bool has = (has_mask >> i) & 1u;
       const int64_t tok = has ? sh.ntok[j] : 0;
-      const unsigned group = __match_any_sync(kFull, static_cast<unsigned long long>(tok)) &
-                             __ballot_sync(kFull, has);
+      const unsigned group =
+          __match_any_sync(kFull, static_cast<unsigned long long>(tok)) & __ballot_sync(kFull, has);
       const int leader = __ffs(group) - 1;
       uint32_t h = 0;
       if (has && lane == leader) {
@@ -419,7 +428,8 @@ __device__ float block_walk(CoreShared<kCandCap>& sh, const Src& src, int L, int
 
 // Records the block path's draft of L (in sh.cur) as the best when it beats it. Uniform call.
 template <int kCandCap>
-__device__ __forceinline__ void keep_block_draft(CoreShared<kCandCap>& sh, float score, int L, int m) {
+__device__ __forceinline__ void keep_block_draft(CoreShared<kCandCap>& sh, float score, int L,
+                                                 int m) {
   if (!beats(score, L, sh.best_info)) return;
   for (int j = threadIdx.x; j < m; j += kThreads) {
     sh.best.tokens[j] = sh.cur.tokens[j];
@@ -443,14 +453,14 @@ __device__ __forceinline__ float score_to_beat(const CoreShared<kCandCap>& sh, f
 // Does match length L with this limit need a walk? (Each probability is <= 1: a draft of n tokens
 // scores <= n.) Uniform.
 template <int kCandCap>
-__device__ __forceinline__ bool worth_walking(const CoreShared<kCandCap>& sh, int L, int64_t limit, int depth,
-                                              float bar) {
+__device__ __forceinline__ bool worth_walking(const CoreShared<kCandCap>& sh, int L, int64_t limit,
+                                              int depth, float bar) {
   const int64_t longest = min_of<int64_t>(limit, depth - L);
   return static_cast<float>(longest) > score_to_beat(sh, bar);
 }
 
-// The search over match lengths [a.lo, a.hi] of the sh.n candidates. Leaves the best (score, L, m) in
-// sh.best_info (L = 0: nothing searched); its tokens need core_finish. Uniform call.
+// The search over match lengths [a.lo, a.hi] of the sh.n candidates. Leaves the best (score, L, m)
+// in sh.best_info (L = 0: nothing searched); its tokens need core_finish. Uniform call.
 template <int kCandCap, class Src>
 __device__ void core_search(CoreShared<kCandCap>& sh, const Src& src, const CoreArgs& a) {
   const int warp = threadIdx.x / 32;
@@ -476,7 +486,8 @@ __device__ void core_search(CoreShared<kCandCap>& sh, const Src& src, const Core
     for (int j = threadIdx.x; j < n; j += kThreads) {
       if (sh.len[j] < a.warp_lo) continue;
       const int at = atomicAdd(&sh.small_n, 1);
-      if (at < kWarpSet) sh.widx[at] = j;  // at most n_{warp_lo} <= 32 of them (the caller's choice)
+      if (at < kWarpSet)
+        sh.widx[at] = j;  // at most n_{warp_lo} <= 32 of them (the caller's choice)
     }
     __syncthreads();
     FDSPEC_PROF_SET(22, clock64());
@@ -554,7 +565,8 @@ __device__ void core_search(CoreShared<kCandCap>& sh, const Src& src, const Core
     for (int r = sh.n_runs - 1 - warp; r >= 0; r -= kWarps) {
       const int first = sh.runs[r], last = sh.runs[r + 1] - 1;
       unsigned cut = 0;  // <= 64
-      for (int L = first + lane; L <= last; L += 32) cut = max(cut, static_cast<unsigned>(sh.cut_of[L]));
+      for (int L = first + lane; L <= last; L += 32)
+        cut = max(cut, static_cast<unsigned>(sh.cut_of[L]));
       cut = __reduce_max_sync(kFull, cut);
       // The scores alone, 32-bit atomics (the 64-bit (score, L) key's were compare-and-swap loops):
       // a run whose ceiling only ties a walked score is walked, which prunes a little less.
@@ -572,8 +584,9 @@ __device__ void core_search(CoreShared<kCandCap>& sh, const Src& src, const Core
       unsigned long long mine = 0;
       for (int L = first + lane; L <= last; L += 32) {
         const int mL = min(m, static_cast<int>(sh.cut_of[L]));
-        const unsigned long long e = (static_cast<unsigned long long>(__float_as_uint(prefix[mL])) << 32) |
-                                     static_cast<unsigned>(L);
+        const unsigned long long e =
+            (static_cast<unsigned long long>(__float_as_uint(prefix[mL])) << 32) |
+            static_cast<unsigned>(L);
         mine = mine > e ? mine : e;
       }
       for (int o = 16; o > 0; o >>= 1) {
@@ -581,7 +594,8 @@ __device__ void core_search(CoreShared<kCandCap>& sh, const Src& src, const Core
         mine = mine > other ? mine : other;
       }
       if (lane == 0) atomicMax(&sh.warp_top, static_cast<unsigned>(mine >> 32));
-      // The draft of L is the path's first mL tokens: the warp keeps the best one's (no second walk).
+      // The draft of L is the path's first mL tokens: the warp keeps the best one's (no second
+      // walk).
       const int L = static_cast<int>(mine & 0xffffffffu);
       const int mL = min(m, static_cast<int>(sh.cut_of[L]));
       const bool better = beats(prefix[mL], L, sh.warp_best[warp]);
@@ -600,7 +614,8 @@ __device__ void core_search(CoreShared<kCandCap>& sh, const Src& src, const Core
     if (warp == 0) {  // the best over the warps: (score, L) keys are unique (runs are disjoint)
       const Best wb = lane < kWarps ? sh.warp_best[lane] : Best{0.0f, 0, 0};
       const unsigned long long key =
-          wb.L > 0 ? (static_cast<unsigned long long>(__float_as_uint(wb.score)) << 32) | static_cast<unsigned>(wb.L)
+          wb.L > 0 ? (static_cast<unsigned long long>(__float_as_uint(wb.score)) << 32) |
+                         static_cast<unsigned>(wb.L)
                    : 0ull;
       unsigned long long top = key;
       for (int o = 16; o > 0; o >>= 1) {

@@ -1,6 +1,7 @@
-// The greedy draft path of suffix decoding on the CPU (docs/contract/suffix.md), written once for the
-// local search (suffix_match: occurrences are positions of the slot's own history) and the global one
-// (suffix_cache: occurrences are packed (request, offset) candidates of the cache). Host code only.
+// The greedy draft path of suffix decoding on the CPU (docs/contract/suffix.md), written once for
+// the local search (suffix_match: occurrences are positions of the slot's own history) and the
+// global one (suffix_cache: occurrences are packed (request, offset) candidates of the cache). Host
+// code only.
 #pragma once
 
 #include <algorithm>
@@ -19,8 +20,8 @@ struct SuffixDraft {
 };
 
 // The greedy path from the occurrences `occ` (ascending) of the matched suffix of length L: at step
-// k, `next(o, k, &token)` gives the token that follows occurrence o k + 1 places on (false: past its
-// end). The most frequent next token wins, ties to the least occurrence (a sorted run's first
+// k, `next(o, k, &token)` gives the token that follows occurrence o k + 1 places on (false: past
+// its end). The most frequent next token wins, ties to the least occurrence (a sorted run's first
 // element); the path stops at `limit` tokens, at depth, or when the probability falls below
 // `min_prob`. `buf` is scratch, reused across calls.
 template <class Next>
@@ -49,7 +50,8 @@ SuffixDraft suffix_greedy_path(std::vector<int64_t> occ, int L, int depth, int64
       }
       a = e;
     }
-    const float p_next = suffix_fmul(prob, suffix_ratio(best_count, static_cast<int64_t>(occ.size())));
+    const float p_next =
+        suffix_fmul(prob, suffix_ratio(best_count, static_cast<int64_t>(occ.size())));
     if (!(p_next >= min_prob)) break;
     prob = p_next;
     d.tokens.push_back(best_tok);
@@ -74,7 +76,8 @@ inline void suffix_keep_best(SuffixDraft& best, SuffixDraft d, int L) {
   }
 }
 
-// Writes `d` as slot b's row of suffix_tokens, suffix_probs (-1 / 0 past its length) and suffix_meta.
+// Writes `d` as slot b's row of suffix_tokens, suffix_probs (-1 / 0 past its length) and
+// suffix_meta.
 inline void suffix_store_draft(const SuffixMatchParams& p, int64_t b, const SuffixDraft& d) {
   const int64_t K = p.draft_stride - 1;
   const int64_t m = static_cast<int64_t>(d.tokens.size());

@@ -1,14 +1,14 @@
 // suffix_match: CUDA implementation (docs/contract/suffix.md). No Paddle include.
 //
-// Kernel 1, one block per decoding slot, computes the slot's draft exactly as the CPU does, without a
-// suffix tree and without a vocabulary-sized histogram: one pass over the history computes each
+// Kernel 1, one block per decoding slot, computes the slot's draft exactly as the CPU does, without
+// a suffix tree and without a vocabulary-sized histogram: one pass over the history computes each
 // position's match length against the context and compacts the matches into a candidate list in
 // shared memory; everything after touches the candidates only (suffix_draft.cuh, the core shared
 // with the global cache). More candidates than kCandCap take a slow path that rescans the history.
 // Kernel 2 is the batch budget walk of ngram_common/ngram_walk.cuh; when the threshold cannot bind,
 // kernel 1 writes each slot's outcome itself and kernel 2 is not launched.
-// Bit-identity with the CPU: integer counts, every float step one correctly rounded operation in the
-// CPU's order, ties decided by positions. Design: docs/design/suffix_match.md.
+// Bit-identity with the CPU: integer counts, every float step one correctly rounded operation in
+// the CPU's order, ties decided by positions. Design: docs/design/suffix_match.md.
 #include "suffix_match/suffix_match.h"
 
 #include <cstdio>
@@ -29,7 +29,8 @@ using suffix_gpu::kFull;
 using suffix_gpu::kThreads;
 
 constexpr int kWarpSet = suffix_gpu::kWarpSet;
-constexpr int kUnroll = 8;  // history positions in flight per thread in history_pass (the fallback passes)
+constexpr int kUnroll =
+    8;  // history positions in flight per thread in history_pass (the fallback passes)
 
 template <int kCandCap>
 struct SearchShared {
@@ -38,12 +39,13 @@ struct SearchShared {
   suffix_gpu::CoreShared<kCandCap> core;
   uint32_t key2[kCandCap];  // the second list: positions with l >= 2 (< kMaxSuffixHistory)
   uint8_t len2[kCandCap];
-  uint16_t idx2[kCandCap];  // the second list's entry's index in the first (kNoIndex: past kCandCap)
-  int n_cand;        // candidates appended (may exceed kCandCap: then the second list or pass)
+  uint16_t
+      idx2[kCandCap];  // the second list's entry's index in the first (kNoIndex: past kCandCap)
+  int n_cand;          // candidates appended (may exceed kCandCap: then the second list or pass)
   int n_cand2;
-  int l0;            // shortest match length held in the candidate list
-  int short_end;     // shortest match length with n_L <= 32 (c: none)
-  int last_l;        // the longest match length with n_L >= 2 (0: none)
+  int l0;         // shortest match length held in the candidate list
+  int short_end;  // shortest match length with n_L <= 32 (c: none)
+  int last_l;     // the longest match length with n_L >= 2 (0: none)
   int overflow;
   unsigned members;
   unsigned long long step_best;
@@ -64,9 +66,9 @@ struct HistorySource {
 };
 
 // l(i), the match length of H[0 .. i] against the context (capped at c - 1), given H[i] and, when
-// `have_prev`, H[i - 1] (a neighbour lane's token): the common l <= 1 needs no load. The rarer longer
-// matches compare kMatchChunk positions per round of loads: a serial chain of up to c - 1 dependent
-// loads was the longest latency of the pass.
+// `have_prev`, H[i - 1] (a neighbour lane's token): the common l <= 1 needs no load. The rarer
+// longer matches compare kMatchChunk positions per round of loads: a serial chain of up to c - 1
+// dependent loads was the longest latency of the pass.
 constexpr int kMatchChunk = 8;
 
 // The match length of a position known to have l >= 2 (lim = min(c - 1, i + 1) > 1). Out of line,
@@ -98,7 +100,8 @@ __device__ __forceinline__ int match_len(const int64_t* row, const int64_t* ctx,
 
 // Appends (key, l) at `at` of a list of capacity kCandCap (positions past it are counted only).
 template <int kCandCap, class Key>
-__device__ __forceinline__ void store_candidate(Key* keys, uint8_t* lens, int at, int64_t i, int l) {
+__device__ __forceinline__ void store_candidate(Key* keys, uint8_t* lens, int at, int64_t i,
+                                                int l) {
   if (at < kCandCap) {
     keys[at] = static_cast<Key>(i);
     lens[at] = static_cast<uint8_t>(l);
@@ -117,19 +120,20 @@ __device__ __forceinline__ int2 reserve_entries(SearchShared<kCandCap>& sh, int 
   return make_int2(__shfl_sync(kFull, at, 0), __shfl_sync(kFull, at2, 0));
 }
 
-// One pass over the history. Pass 0 appends every l >= 1 to the candidate list, every l >= 2 also to
-// the second list (what the search needs when the first overflows, unless n_2 > kCandCap too), and
-// counts the l >= 2 in the histogram (n_1 is the number appended); pass 1 appends the positions with
-// l >= l0 only. Appends are warp-aggregated over the kUnroll positions of a round (one shared atomic
-// per warp and list); the lists count past kCandCap.
+// One pass over the history. Pass 0 appends every l >= 1 to the candidate list, every l >= 2 also
+// to the second list (what the search needs when the first overflows, unless n_2 > kCandCap too),
+// and counts the l >= 2 in the histogram (n_1 is the number appended); pass 1 appends the positions
+// with l >= l0 only. Appends are warp-aggregated over the kUnroll positions of a round (one shared
+// atomic per warp and list); the lists count past kCandCap.
 //
 // It runs only as a fallback (history_pass0 is the common pass 0): pass 0 again when the second
-// list overflowed, pass 1 when the first did and l0 > 2. So it is out of line, and extend_match with
-// it: inlined at both calls, their kUnroll copies of extend_match put about 1900 instructions (30 KB)
-// of rarely run code among the kernel's common paths. Out of line (no spills) every suffix_match row
-// of benchmarks/kernels/bench_suffix_kernels.cu measured faster.
+// list overflowed, pass 1 when the first did and l0 > 2. So it is out of line, and extend_match
+// with it: inlined at both calls, their kUnroll copies of extend_match put about 1900 instructions
+// (30 KB) of rarely run code among the kernel's common paths. Out of line (no spills) every
+// suffix_match row of benchmarks/kernels/bench_suffix_kernels.cu measured faster.
 template <int kCandCap>
-__device__ __noinline__ void history_pass(SearchShared<kCandCap>& sh, const int64_t* row, int64_t n, int c, int pass, int l0) {
+__device__ __noinline__ void history_pass(SearchShared<kCandCap>& sh, const int64_t* row, int64_t n,
+                                          int c, int pass, int l0) {
   const int lane = threadIdx.x & 31;
   const unsigned below = (1u << lane) - 1u;
   const int want = pass == 0 ? 1 : l0;
@@ -158,12 +162,15 @@ __device__ __noinline__ void history_pass(SearchShared<kCandCap>& sh, const int6
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t i = base + u * kThreads + threadIdx.x;
-      if (len[u] >= want) store_candidate<kCandCap>(sh.core.key, sh.core.len, at + __popc(ballot[u] & below), i, len[u]);
+      if (len[u] >= want)
+        store_candidate<kCandCap>(sh.core.key, sh.core.len, at + __popc(ballot[u] & below), i,
+                                  len[u]);
       at += __popc(ballot[u]);
       if (pass == 0) {
         const unsigned two = __ballot_sync(kFull, len[u] >= 2);
         if (two != 0) {  // warp-uniform; rare: the histogram and the second list
-          if (len[u] >= 2) store_candidate<kCandCap>(sh.key2, sh.len2, at2 + __popc(two & below), i, len[u]);
+          if (len[u] >= 2)
+            store_candidate<kCandCap>(sh.key2, sh.len2, at2 + __popc(two & below), i, len[u]);
           at2 += __popc(two);
           const unsigned group = __match_any_sync(kFull, len[u] >= 2 ? len[u] : 0);
           if (len[u] >= 2 && lane == __ffs(group) - 1) atomicAdd(&sh.hist[len[u]], __popc(group));
@@ -174,7 +181,7 @@ __device__ __noinline__ void history_pass(SearchShared<kCandCap>& sh, const int6
 }
 
 constexpr uint16_t kNoIndex = 0xffff;
-constexpr int kPairs = 16;  // 16-byte loads per lane and tile, all in flight
+constexpr int kPairs = 16;        // 16-byte loads per lane and tile, all in flight
 constexpr int kExtendChunk = 16;  // a lane's first round of loads when it extends an l >= 2
 
 // Extends the match lengths of second-list entries [from, to) (< kCandCap) of the calling warp to
@@ -183,7 +190,8 @@ constexpr int kExtendChunk = 16;  // a lane's first round of loads when it exten
 // long matches, up to c - 1) continue one after another with the whole warp, 64 positions per round
 // of loads. The newest occurrence, n - 1, is the context itself: l = c - 1, nothing to load.
 template <int kCandCap>
-__device__ void extend_entries(SearchShared<kCandCap>& sh, const int64_t* row, int64_t n, int c, int from, int to) {
+__device__ void extend_entries(SearchShared<kCandCap>& sh, const int64_t* row, int64_t n, int c,
+                               int from, int to) {
   const int lane = threadIdx.x & 31;
   for (int j0 = from; j0 < to; j0 += 32) {  // warp-uniform
     const int j = j0 + lane;
@@ -242,7 +250,8 @@ __device__ void history_pass0(SearchShared<kCandCap>& sh, const int64_t* row, in
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   // The context (one token per thread) and its last two tokens are loaded with the first tile: the
-  // block waits for the context and the caller's counters in shared memory once those are in flight.
+  // block waits for the context and the caller's counters in shared memory once those are in
+  // flight.
   static_assert(kMaxSuffixTreeDepth <= kThreads, "one context token per thread");
   const int64_t ctx_tok = threadIdx.x < c ? row[n - c + threadIdx.x] : 0;
   const long long c1 = __ldg(row + n - 1);
@@ -252,12 +261,14 @@ __device__ void history_pass0(SearchShared<kCandCap>& sh, const int64_t* row, in
   // As few tiles as kPairs allows, the positions spread evenly over the warps of each (a warp's
   // span: a multiple of 64 positions, at most kPairs * 64).
   constexpr int64_t kWarpsPerBlock = kThreads / 32;
-  const int64_t tiles = (n - origin + kWarpsPerBlock * kPairs * 64 - 1) / (kWarpsPerBlock * kPairs * 64);
+  const int64_t tiles =
+      (n - origin + kWarpsPerBlock * kPairs * 64 - 1) / (kWarpsPerBlock * kPairs * 64);
   const int64_t unit = tiles * kWarpsPerBlock * 64;  // each warp of each tile: 64 more positions
   const int span = static_cast<int>((n - origin + unit - 1) / unit * 64);
   const int64_t tile_len = int64_t{span} * kWarpsPerBlock;
   // The pairs of 64 positions a span holds: past them every position is out of range, and running
-  // them anyway (a short history's span is a few of the kPairs) was most of the pass's instructions.
+  // them anyway (a short history's span is a few of the kPairs) was most of the pass's
+  // instructions.
   const int pairs = span / 64;
   for (int64_t tile = origin; tile < n; tile += tile_len) {
     const int64_t start = tile + int64_t{warp} * span;
@@ -279,13 +290,14 @@ __device__ void history_pass0(SearchShared<kCandCap>& sh, const int64_t* row, in
       if (threadIdx.x < c) sh.ctx[threadIdx.x] = ctx_tok;
       __syncthreads();
     }
-    if (start >= n) continue;             // warp-uniform; no other block barrier in the loop
-    unsigned m1 = 0, m2 = 0;  // bit 2u + h: position start + 64u + 2 lane + h has l >= 1 / l >= 2
+    if (start >= n) continue;  // warp-uniform; no other block barrier in the loop
+    unsigned m1 = 0, m2 = 0;   // bit 2u + h: position start + 64u + 2 lane + h has l >= 1 / l >= 2
 #pragma unroll
     for (int u = 0; u < kPairs; ++u) {
       if (u >= pairs) break;  // uniform over the block
       const int64_t i = start + u * 64 + 2 * lane;
-      // H[i - 1]: lane - 1's second token; lane 0's is lane 31's of the previous pair (or `before`).
+      // H[i - 1]: lane - 1's second token; lane 0's is lane 31's of the previous pair (or
+      // `before`).
       const long long sent = lane == 31 && u > 0 ? t[u > 0 ? u - 1 : 0].y : t[u].y;
       const long long got = __shfl_sync(kFull, sent, (lane + 31) & 31);
       const long long prev = lane > 0 || u > 0 ? got : before;
@@ -334,10 +346,11 @@ __device__ void history_pass0(SearchShared<kCandCap>& sh, const int64_t* row, in
 }
 
 // Warp 0: n_L, the number of positions with l >= L (n_cand for L = 1, else a suffix sum of the
-// histogram: lane q owns match lengths 8q .. 8q + 7), then the bounds the search needs, each a min or
-// max over L as n_L never grows with L: last_l, the longest L with n_L >= 2 (0: none); short_end, the
-// shortest with n_L <= kWarpSet (c: none); l0, the shortest held by the candidate list (1 unless it
-// overflowed: then the shortest with n_L <= kCandCap, c: none; the list is reset for the second pass).
+// histogram: lane q owns match lengths 8q .. 8q + 7), then the bounds the search needs, each a min
+// or max over L as n_L never grows with L: last_l, the longest L with n_L >= 2 (0: none);
+// short_end, the shortest with n_L <= kWarpSet (c: none); l0, the shortest held by the candidate
+// list (1 unless it overflowed: then the shortest with n_L <= kCandCap, c: none; the list is reset
+// for the second pass).
 template <int kCandCap>
 __device__ void match_length_bounds(SearchShared<kCandCap>& sh, int c) {
   constexpr int kPer = kMaxSuffixTreeDepth / 32;
@@ -380,7 +393,8 @@ __device__ void match_length_bounds(SearchShared<kCandCap>& sh, int c) {
   }
 }
 
-// ---- slow path: match lengths with more than kCandCap occurrences --------------------------------
+// ---- slow path: match lengths with more than kCandCap occurrences
+// --------------------------------
 
 // l(i) >= want? (want <= the cap, so this is the CPU's l(i) compared with want.)
 __device__ __forceinline__ bool ends_match(const int64_t* row, const int64_t* ctx, int c, int64_t i,
@@ -394,8 +408,8 @@ __device__ __forceinline__ bool ends_match(const int64_t* row, const int64_t* ct
 
 // Is position i in S_k for match length L and the draft so far (k tokens in core.cur)?
 template <int kCandCap>
-__device__ __forceinline__ bool slow_member(const SearchShared<kCandCap>& sh, const int64_t* row, int64_t n,
-                                            int c, int L, int k, int64_t i) {
+__device__ __forceinline__ bool slow_member(const SearchShared<kCandCap>& sh, const int64_t* row,
+                                            int64_t n, int c, int L, int k, int64_t i) {
   if (i + k > n - 1 || !ends_match(row, sh.ctx, c, i, L)) return false;
   for (int j = 0; j < k; ++j) {
     if (row[i + 1 + j] != sh.core.cur.tokens[j]) return false;
@@ -403,11 +417,11 @@ __device__ __forceinline__ bool slow_member(const SearchShared<kCandCap>& sh, co
   return true;
 }
 
-// Counts next token row[i + k + 1] of member i in the table (tab_idx: least member position + 1 with
-// the entry's token, tab_cnt: count); false if the table is full.
+// Counts next token row[i + k + 1] of member i in the table (tab_idx: least member position + 1
+// with the entry's token, tab_cnt: count); false if the table is full.
 template <int kCandCap>
-__device__ __forceinline__ bool slow_table_add(SearchShared<kCandCap>& sh, const int64_t* row, int k, int64_t i,
-                                               int64_t tok, uint64_t h) {
+__device__ __forceinline__ bool slow_table_add(SearchShared<kCandCap>& sh, const int64_t* row,
+                                               int k, int64_t i, int64_t tok, uint64_t h) {
   const uint32_t me = static_cast<uint32_t>(i) + 1;
   uint32_t slot = static_cast<uint32_t>(h) & (kCandCap - 1);
   for (int probe = 0; probe < kCandCap; ++probe) {
@@ -435,7 +449,8 @@ struct StepResult {
 
 // Step k of match length L over the whole history. Uniform call; ends with a barrier.
 template <int kCandCap>
-__device__ StepResult slow_step(SearchShared<kCandCap>& sh, const int64_t* row, int64_t n, int c, int L, int k) {
+__device__ StepResult slow_step(SearchShared<kCandCap>& sh, const int64_t* row, int64_t n, int c,
+                                int L, int k) {
   using Reduce = cub::BlockReduce<unsigned long long, kThreads>;
   FDSPEC_PROF_ADD(12, 1);
   if (threadIdx.x == 0) sh.members = 0;
@@ -475,8 +490,9 @@ __device__ StepResult slow_step(SearchShared<kCandCap>& sh, const int64_t* row, 
     for (int j = threadIdx.x; j < kCandCap; j += kThreads) {
       const uint32_t o = sh.core.tab[0].c.idx[j];
       if (o == 0) continue;
-      const unsigned long long e = (static_cast<unsigned long long>(sh.core.tab[0].c.cnt[j]) << 32) |
-                                   (0xffffffffull - (o - 1));
+      const unsigned long long e =
+          (static_cast<unsigned long long>(sh.core.tab[0].c.cnt[j]) << 32) |
+          (0xffffffffull - (o - 1));
       key = key > e ? key : e;
     }
     key = Reduce(sh.core.reduce.l).Reduce(key, [](unsigned long long a, unsigned long long b) {
@@ -501,8 +517,8 @@ __device__ StepResult slow_step(SearchShared<kCandCap>& sh, const int64_t* row, 
 // Walks match length L with slow_step; the draft goes to core.cur. Every thread holds the same
 // score and m.
 template <int kCandCap>
-__device__ float slow_walk(const SuffixMatchParams& p, SearchShared<kCandCap>& sh, const int64_t* row, int64_t n,
-                           int c, int L, int64_t limit, int* m_out) {
+__device__ float slow_walk(const SuffixMatchParams& p, SearchShared<kCandCap>& sh,
+                           const int64_t* row, int64_t n, int c, int L, int64_t limit, int* m_out) {
   float prob = 1.0f, score = 0.0f;
   int m = 0;
   while (m < limit && L + m < p.max_tree_depth) {
@@ -525,7 +541,8 @@ __device__ float slow_walk(const SuffixMatchParams& p, SearchShared<kCandCap>& s
 
 // ---- the search kernel --------------------------------------------------------------------------
 
-__device__ void write_draft(const SuffixMatchParams& p, int64_t b, const DraftBuf* src, int m, int L) {
+__device__ void write_draft(const SuffixMatchParams& p, int64_t b, const DraftBuf* src, int m,
+                            int L) {
   const int64_t K = p.draft_stride - 1;
   for (int64_t j = threadIdx.x; j < K; j += kThreads) {
     p.suffix_tokens[b * K + j] = j < m ? src->tokens[j] : -1;
@@ -564,7 +581,7 @@ __device__ int search_slot(const SuffixMatchParams& p, SearchShared<kCandCap>& s
   history_pass0(sh, row, n, c);  // also loads the context
   __syncthreads();
   if (sh.n_cand2 > kCandCap) {  // the second list overflowed: its lengths are incomplete
-    __syncthreads();  // everyone has read n_cand2
+    __syncthreads();            // everyone has read n_cand2
     for (int j = threadIdx.x; j < c; j += kThreads) sh.hist[j] = 0;
     if (threadIdx.x == 0) {
       sh.n_cand = 0;
@@ -631,9 +648,11 @@ __device__ int search_slot(const SuffixMatchParams& p, SearchShared<kCandCap>& s
 }
 
 // `finish`: the batch budget cannot bind (budget_never_binds), so every slot's outcome is its own
-// and the block writes it as the walk would (ngram_walk_finish with every draft kept): no walk kernel.
+// and the block writes it as the walk would (ngram_walk_finish with every draft kept): no walk
+// kernel.
 template <int kCandCap>
-__global__ void __launch_bounds__(kThreads, 2) suffix_search_kernel(SuffixMatchParams p, bool finish) {
+__global__ void __launch_bounds__(kThreads, 2)
+    suffix_search_kernel(SuffixMatchParams p, bool finish) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   SearchShared<kCandCap>& sh = *reinterpret_cast<SearchShared<kCandCap>*>(smem_raw);
   const int64_t b = blockIdx.x;
@@ -648,7 +667,9 @@ __global__ void __launch_bounds__(kThreads, 2) suffix_search_kernel(SuffixMatchP
   allow_dependent_launch();
   const int drafted = search_slot(p, sh, b);
   FDSPEC_PROF_SET(9, clock64());
-  if (finish) suffix_finish_slot(p, b, p.seq_lens_encoder[b], p.seq_lens_decoder[b], drafted, sh.core.best.tokens);
+  if (finish)
+    suffix_finish_slot(p, b, p.seq_lens_encoder[b], p.seq_lens_decoder[b], drafted,
+                       sh.core.best.tokens);
 }
 
 }  // namespace
@@ -658,7 +679,8 @@ __global__ void __launch_bounds__(kThreads, 2) suffix_search_kernel(SuffixMatchP
 void suffix_profile_print(int64_t blocks, double clock_khz) {
   static long long h[profiler::kBlocks][profiler::kSlots];
   if (cudaMemcpyFromSymbol(h, profiler::g_block, sizeof(h)) != cudaSuccess) return;
-  const char* names[10] = {"entry", "setup", "pass0", "hist", "pass1", "warp", "block", "slow", "finish", "write"};
+  const char* names[10] = {"entry", "setup", "pass0", "hist",   "pass1",
+                           "warp",  "block", "slow",  "finish", "write"};
   const int64_t nb = blocks < profiler::kBlocks ? blocks : profiler::kBlocks;
   double sum[10] = {}, mx[10] = {};
   for (int64_t b = 0; b < nb; ++b) {
@@ -671,10 +693,12 @@ void suffix_profile_print(int64_t blocks, double clock_khz) {
       mx[k] = us > mx[k] ? us : mx[k];
     }
     if (b < 4 || (h[b][9] - h[b][0]) / clock_khz * 1e3 > 3.0)
-      std::printf("  slot %lld: total %.2f us cand=%lld warp_lo=%lld l0=%lld last_l=%lld walks=%lld steps=%lld "
-                  "slow=%lld\n",
-                  (long long)b, (h[b][9] - h[b][0]) / clock_khz * 1e3, h[b][13], h[b][14], h[b][15] / 1000,
-                  h[b][15] % 1000, h[b][10], h[b][11], h[b][12]);
+      std::printf(
+          "  slot %lld: total %.2f us cand=%lld warp_lo=%lld l0=%lld last_l=%lld walks=%lld "
+          "steps=%lld "
+          "slow=%lld\n",
+          (long long)b, (h[b][9] - h[b][0]) / clock_khz * 1e3, h[b][13], h[b][14], h[b][15] / 1000,
+          h[b][15] % 1000, h[b][10], h[b][11], h[b][12]);
   }
   std::printf("  stage (us, mean / max over %lld blocks):", (long long)nb);
   for (int k = 1; k < 10; ++k) std::printf(" %s %.2f/%.2f", names[k], sum[k] / nb, mx[k]);
@@ -700,9 +724,12 @@ cudaError_t launch_search(const SuffixMatchParams& p, bool finish, cudaStream_t 
   const cudaError_t err = current_device_facts(&dev);
   if (err != cudaSuccess) return err;
   switch (suffix_search_cand_cap(suffix_match_search_forms(), dev)) {
-    case suffix_gpu::kCandCapLarge: return launch_search_as<suffix_gpu::kCandCapLarge>(p, finish, stream);
-    case suffix_gpu::kCandCapSmall: return launch_search_as<suffix_gpu::kCandCapSmall>(p, finish, stream);
-    default: return cudaErrorInvalidConfiguration;  // below 66 KB per block: no supported GPU
+    case suffix_gpu::kCandCapLarge:
+      return launch_search_as<suffix_gpu::kCandCapLarge>(p, finish, stream);
+    case suffix_gpu::kCandCapSmall:
+      return launch_search_as<suffix_gpu::kCandCapSmall>(p, finish, stream);
+    default:
+      return cudaErrorInvalidConfiguration;  // below 66 KB per block: no supported GPU
   }
 }
 
@@ -713,8 +740,8 @@ cudaError_t launch_search(const SuffixMatchParams& p, bool finish, cudaStream_t 
 // (a fixed one <= 2^31 - 1, a decoding one <= K + 1) and one per slot still counted, so
 // T > B (2^31 + K + 2) + 1 gives G < T - 1 and G + u <= T for every slot (docs/contract/ngram.md).
 SuffixSearchForms suffix_match_search_forms() {
-  return {suffix_gpu::kCandCapLarge, kSearchSmem<suffix_gpu::kCandCapLarge>, suffix_gpu::kCandCapSmall,
-          kSearchSmem<suffix_gpu::kCandCapSmall>};
+  return {suffix_gpu::kCandCapLarge, kSearchSmem<suffix_gpu::kCandCapLarge>,
+          suffix_gpu::kCandCapSmall, kSearchSmem<suffix_gpu::kCandCapSmall>};
 }
 
 bool suffix_budget_never_binds(const SuffixMatchParams& p) {

@@ -4,8 +4,9 @@
 // Suffix decoding over each slot's own history H (prompt then generated tokens): for every match
 // length L of the context's suffix, a greedy path through the continuation counts of H, scored by
 // the product of count ratios; the best-scoring path becomes the slot's draft, then the batch token
-// budget of ngram_match (docs/contract/ngram.md#ngram_match) and pad_to_max apply. No per-slot state: every call reads the
-// history, so nothing has to be inserted at prefill and a slot's new request needs no reset.
+// budget of ngram_match (docs/contract/ngram.md#ngram_match) and pad_to_max apply. No per-slot
+// state: every call reads the history, so nothing has to be inserted at prefill and a slot's new
+// request needs no reset.
 #pragma once
 
 #include <cstdint>
@@ -20,8 +21,8 @@
 
 namespace fdspec {
 
-// The GPU kernel keeps the context (the last max_tree_depth tokens), the per-match-length histogram,
-// the match lengths of its candidates (8 bits) and the warp path's continuations (up to
+// The GPU kernel keeps the context (the last max_tree_depth tokens), the per-match-length
+// histogram, the match lengths of its candidates (8 bits) and the warp path's continuations (up to
 // kMaxSuffixSpecTokens per lane) in shared memory; these bound both. Histories are addressed with
 // int32 positions (the same 2^30 bound as the n-gram ops).
 constexpr int kMaxSuffixTreeDepth = 256;
@@ -29,34 +30,34 @@ constexpr int kMaxSuffixSpecTokens = 64;
 constexpr int64_t kMaxSuffixHistory = int64_t{1} << 30;
 
 struct SuffixMatchParams {
-  const int64_t* token_ids_all;      // [>= B, W] int64: prompt then generated tokens, -1 padded
-  int64_t token_ids_stride;          // W (< kMaxSuffixHistory)
-  const int64_t* prompt_lens;        // [B] int64: P, clamped to [0, W]
-  const int64_t* step_idx;           // [B] int64: s, generated tokens, clamped to [0, W - P]
-  const int32_t* draft_token_num;    // [B] int32: per-slot draft cap
-  int64_t* draft_tokens;             // [B, K + 1] int64, in place: columns 1 .. kept written
-  int64_t draft_stride;              // K + 1 (1 .. kMaxSuffixSpecTokens + 1)
-  int32_t* seq_lens_this_time;       // [B] int32, in place: 1 + kept for decoding slots, 0 empty
-  const int32_t* seq_lens_encoder;   // [B] int32: > 0 marks a prefill slot (left untouched)
-  const int32_t* seq_lens_decoder;   // [B] int32: 0 marks an empty slot
-  const int64_t* max_dec_len;        // [B] int64
-  int64_t* suffix_tokens;            // [>= B, K] int64, out: a decoding slot's draft before the
-                                     //   batch budget, -1 after its m tokens (other rows untouched)
-  float* suffix_probs;               // [>= B, K] float32, out: the draft's probabilities, 0 after m
-  int32_t* suffix_meta;              // [>= B, 2] int32, out: (m, match length L)
-  int64_t batch;                     // B (0: no-op)
-  int max_tree_depth;                // D, 1 .. kMaxSuffixTreeDepth
-  float max_spec_factor;             // finite
-  float max_spec_offset;             // finite
-  float min_token_prob;              // finite
-  int max_draft_tokens;              // 0 .. K: the slot cap and the pad_to_max length
-  bool pad_to_max;                   // every decoding slot leaves with max_draft_tokens + 1
-  int64_t threshold;                 // T: token budget of the whole batch
+  const int64_t* token_ids_all;     // [>= B, W] int64: prompt then generated tokens, -1 padded
+  int64_t token_ids_stride;         // W (< kMaxSuffixHistory)
+  const int64_t* prompt_lens;       // [B] int64: P, clamped to [0, W]
+  const int64_t* step_idx;          // [B] int64: s, generated tokens, clamped to [0, W - P]
+  const int32_t* draft_token_num;   // [B] int32: per-slot draft cap
+  int64_t* draft_tokens;            // [B, K + 1] int64, in place: columns 1 .. kept written
+  int64_t draft_stride;             // K + 1 (1 .. kMaxSuffixSpecTokens + 1)
+  int32_t* seq_lens_this_time;      // [B] int32, in place: 1 + kept for decoding slots, 0 empty
+  const int32_t* seq_lens_encoder;  // [B] int32: > 0 marks a prefill slot (left untouched)
+  const int32_t* seq_lens_decoder;  // [B] int32: 0 marks an empty slot
+  const int64_t* max_dec_len;       // [B] int64
+  int64_t* suffix_tokens;           // [>= B, K] int64, out: a decoding slot's draft before the
+                                    //   batch budget, -1 after its m tokens (other rows untouched)
+  float* suffix_probs;              // [>= B, K] float32, out: the draft's probabilities, 0 after m
+  int32_t* suffix_meta;             // [>= B, 2] int32, out: (m, match length L)
+  int64_t batch;                    // B (0: no-op)
+  int max_tree_depth;               // D, 1 .. kMaxSuffixTreeDepth
+  float max_spec_factor;            // finite
+  float max_spec_offset;            // finite
+  float min_token_prob;             // finite
+  int max_draft_tokens;             // 0 .. K: the slot cap and the pad_to_max length
+  bool pad_to_max;                  // every decoding slot leaves with max_draft_tokens + 1
+  int64_t threshold;                // T: token budget of the whole batch
 };
 
 // IEEE single-precision steps that CPU and GPU must round identically: on the device the _rn
-// intrinsics, which the compiler never contracts into an FMA (a fused p * r + score would round once
-// instead of twice and differ in the last bit).
+// intrinsics, which the compiler never contracts into an FMA (a fused p * r + score would round
+// once instead of twice and differ in the last bit).
 FDSPEC_HD float suffix_fmul(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fmul_rn(a, b);
@@ -139,9 +140,9 @@ void suffix_search_cpu(const SuffixMatchParams& p);
 void suffix_walk_cpu(const SuffixMatchParams& p);
 
 #ifdef FDSPEC_WITH_CUDA
-// Two kernels on `stream`, no allocation, no host synchronisation (CUDA-graph capturable): the draft
-// search, one block per slot, then the batch budget walk of ngram_common/ngram_walk.cuh, which also
-// copies the drafts and pads. Returns the launch status.
+// Two kernels on `stream`, no allocation, no host synchronisation (CUDA-graph capturable): the
+// draft search, one block per slot, then the batch budget walk of ngram_common/ngram_walk.cuh,
+// which also copies the drafts and pads. Returns the launch status.
 cudaError_t suffix_match_gpu(const SuffixMatchParams& p, cudaStream_t stream);
 cudaError_t suffix_search_gpu(const SuffixMatchParams& p, cudaStream_t stream);
 cudaError_t suffix_walk_gpu(const SuffixMatchParams& p, cudaStream_t stream);

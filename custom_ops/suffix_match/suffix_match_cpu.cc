@@ -61,7 +61,8 @@ void suffix_walk_cpu(const SuffixMatchParams& p) {
   const int32_t* enc = p.seq_lens_encoder;
   const int32_t* dec = p.seq_lens_decoder;
   int32_t* slt = p.seq_lens_this_time;
-  // The batch budget walk of docs/contract/ngram.md, a prefill slot's length counted as max(slt, 0).
+  // The batch budget walk of docs/contract/ngram.md, a prefill slot's length counted as max(slt,
+  // 0).
   int64_t unprocessed = 0;
   for (int64_t b = 0; b < p.batch; ++b) unprocessed += suffix_is_counted(enc[b], dec[b]);
   int64_t total = 0;  // final lengths of the slots before b

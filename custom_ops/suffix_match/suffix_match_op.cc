@@ -1,5 +1,5 @@
-// suffix_match: Paddle binding (docs/contract/suffix.md). Checks the tensors and attributes by name,
-// resolves the threshold on the host, and dispatches on the place of token_ids_all.
+// suffix_match: Paddle binding (docs/contract/suffix.md). Checks the tensors and attributes by
+// name, resolves the threshold on the host, and dispatches on the place of token_ids_all.
 #include <cmath>
 
 #include "suffix_match/suffix_match_binding.h"
@@ -20,20 +20,18 @@ fdspec::SuffixMatchParams fdspec::binding::suffix_match_params(
   const fdspec::binding::OpChecks c(op);
   fdspec::SuffixMatchParams p;
   fdspec::binding::check_draft_inputs(
-      c, in,
-      {FDSPEC_TENSORS(p, suffix_tokens, suffix_probs, suffix_meta)},
-      p);
+      c, in, {FDSPEC_TENSORS(p, suffix_tokens, suffix_probs, suffix_meta)}, p);
   const int64_t K = in.draft_tokens.shape()[1] - 1;
   const std::string k_str = std::to_string(K);
   c.that(K >= 0 && K <= fdspec::kMaxSuffixSpecTokens,
          "draft_tokens must have 1 to " + std::to_string(fdspec::kMaxSuffixSpecTokens + 1) +
              " columns (K + 1), got " + fdspec::binding::shape_str(in.draft_tokens))
-      .that(suffix_tokens.shape()[1] == K,
-            "suffix_tokens must have K = " + k_str + " columns (draft_tokens has K + 1), got " +
-                fdspec::binding::shape_str(suffix_tokens))
-      .that(suffix_probs.shape()[1] == K,
-            "suffix_probs must have K = " + k_str + " columns (draft_tokens has K + 1), got " +
-                fdspec::binding::shape_str(suffix_probs))
+      .that(suffix_tokens.shape()[1] == K, "suffix_tokens must have K = " + k_str +
+                                               " columns (draft_tokens has K + 1), got " +
+                                               fdspec::binding::shape_str(suffix_tokens))
+      .that(suffix_probs.shape()[1] == K, "suffix_probs must have K = " + k_str +
+                                              " columns (draft_tokens has K + 1), got " +
+                                              fdspec::binding::shape_str(suffix_probs))
       .that(suffix_meta.shape()[1] == 2,
             "suffix_meta must have 2 columns (draft length, match length), got " +
                 fdspec::binding::shape_str(suffix_meta))
@@ -72,9 +70,8 @@ void SuffixMatch(const paddle::Tensor& token_ids_all, const paddle::Tensor& prom
       kOp,
       {token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens, seq_lens_this_time,
        seq_lens_encoder, seq_lens_decoder, max_dec_len},
-      suffix_tokens, suffix_probs, suffix_meta,
-      max_tree_depth, max_spec_factor, max_spec_offset, min_token_prob, max_draft_tokens,
-      pad_to_max, threshold);
+      suffix_tokens, suffix_probs, suffix_meta, max_tree_depth, max_spec_factor, max_spec_offset,
+      min_token_prob, max_draft_tokens, pad_to_max, threshold);
   FDSPEC_RUN_ON_PLACE(kOp, token_ids_all, p, fdspec::suffix_match_cpu, fdspec::suffix_match_gpu);
 }
 
@@ -85,6 +82,6 @@ PD_BUILD_OP(suffix_match)
     .Attrs({"max_tree_depth: int", "max_spec_factor: float", "max_spec_offset: float",
             "min_token_prob: float", "max_draft_tokens: int", "pad_to_max: bool",
             "threshold: int64_t"})
-    FDSPEC_INPLACE_OUTPUTS("draft_tokens", "seq_lens_this_time", "suffix_tokens", "suffix_probs",
-                           "suffix_meta")
+        FDSPEC_INPLACE_OUTPUTS("draft_tokens", "seq_lens_this_time", "suffix_tokens",
+                               "suffix_probs", "suffix_meta")
     .SetKernelFn(PD_KERNEL(SuffixMatch));

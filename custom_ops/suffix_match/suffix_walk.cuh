@@ -20,17 +20,20 @@ struct SuffixWalk {
                        graph_pad_length(p.pad_to_max, p.max_draft_tokens, p.draft_stride)};
   }
 
-  // Prefill: a fixed length of max(seq_lens_this_time, 0), written back as that; empty: 0; decoding:
-  // base 1 and the search's draft (suffix_meta's length, suffix_tokens' row), padded in graph mode.
+  // Prefill: a fixed length of max(seq_lens_this_time, 0), written back as that; empty: 0;
+  // decoding: base 1 and the search's draft (suffix_meta's length, suffix_tokens' row), padded in
+  // graph mode.
   __device__ DeviceWalkSlot slot(int64_t b) const {
     const int64_t K = p.draft_stride - 1;
-    return slot(b, p.seq_lens_encoder[b], p.seq_lens_decoder[b], [&] { return p.suffix_meta[2 * b]; },
-                p.suffix_tokens + b * K);
+    return slot(
+        b, p.seq_lens_encoder[b], p.seq_lens_decoder[b], [&] { return p.suffix_meta[2 * b]; },
+        p.suffix_tokens + b * K);
   }
   // The same from what a search block holds: the slot's lengths, and its draft's length (read only
   // for a decoding slot) and tokens.
   template <class Drafted>
-  __device__ DeviceWalkSlot slot(int64_t b, int32_t enc, int32_t dec, Drafted drafted, const int64_t* src) const {
+  __device__ DeviceWalkSlot slot(int64_t b, int32_t enc, int32_t dec, Drafted drafted,
+                                 const int64_t* src) const {
     DeviceWalkSlot w;
     w.counted = suffix_is_counted(enc, dec);
     if (enc > 0) {
@@ -54,13 +57,15 @@ struct SuffixWalk {
 // lengths and its draft, `drafted` tokens at `draft` in shared memory. Thread 0 reading back the
 // suffix row and length the block had just written put a chain of round trips at the end of every
 // block (the length, then each token's load after the store before it).
-__device__ __forceinline__ void suffix_finish_slot(const SuffixMatchParams& p, int64_t b, int32_t enc, int32_t dec,
-                                                   int64_t drafted, const int64_t* draft) {
+__device__ __forceinline__ void suffix_finish_slot(const SuffixMatchParams& p, int64_t b,
+                                                   int32_t enc, int32_t dec, int64_t drafted,
+                                                   const int64_t* draft) {
   __syncthreads();  // the draft is complete, and every thread has read what the outputs overwrite
   if (threadIdx.x >= 32) return;
   const SuffixWalk walk{p};
   const DeviceWalkSlot w = walk.slot(b, enc, dec, [&] { return drafted; }, draft);
-  ngram_walk_finish(walk.outputs(), b, w, w.src, w.processed ? w.untruncated : 0, static_cast<int>(threadIdx.x), 32);
+  ngram_walk_finish(walk.outputs(), b, w, w.src, w.processed ? w.untruncated : 0,
+                    static_cast<int>(threadIdx.x), 32);
 }
 
 }  // namespace fdspec

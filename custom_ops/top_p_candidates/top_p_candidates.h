@@ -6,12 +6,12 @@
 // b = batch_id_per_token_output[t] and C = candidates_len:
 //   outputs of the row zeroed first (ids 0, scores 0, length 0);
 //   b outside [0, B): nothing more (a padding row);
-//   the probabilities are ranked by value, larger first, equal values by smaller token id (NaN ranks
-//   as -inf); picks k = 0, 1, .. take the next in rank, write id and score (the input's own bits) to
-//   column k, and add the score (as float) to a float running sum; the first k where the sum reaches
-//   top_p[b] (sum >= top_p) ends the row with length k + 1;
-//   when the sum never reaches top_p within min(C, V) picks (top_p > 1, rounding at top_p == 1, a
-//   NaN), the length is min(C, V): every pick.
+//   the probabilities are ranked by value, larger first, equal values by smaller token id (NaN
+//   ranks as -inf); picks k = 0, 1, .. take the next in rank, write id and score (the input's own
+//   bits) to column k, and add the score (as float) to a float running sum; the first k where the
+//   sum reaches top_p[b] (sum >= top_p) ends the row with length k + 1; when the sum never reaches
+//   top_p within min(C, V) picks (top_p > 1, rounding at top_p == 1, a NaN), the length is min(C,
+//   V): every pick.
 #pragma once
 
 #include <cstdint>
@@ -28,18 +28,18 @@
 namespace fdspec {
 
 struct TopPCandidatesParams {
-  const void* probs;                 // [T, V] float32 / float16 / bfloat16 (`dtype`)
+  const void* probs;  // [T, V] float32 / float16 / bfloat16 (`dtype`)
   LogitsDType dtype;
-  int64_t token_rows;                // T (0: no-op)
-  int64_t vocab;                     // V
-  const void* top_p;                 // [B] float32 or `dtype` (`top_p_dtype`)
+  int64_t token_rows;  // T (0: no-op)
+  int64_t vocab;       // V
+  const void* top_p;   // [B] float32 or `dtype` (`top_p_dtype`)
   LogitsDType top_p_dtype;
-  int64_t num_slots;                 // B
-  const int32_t* batch_ids;          // [T] int32: slot of each row, < 0 for padding
-  void* scores;                      // [T, C] `dtype`, written: the picked probabilities
-  int64_t* ids;                      // [T, C] int64, written: the picked token ids
-  int32_t* lens;                     // [T] int32, written: the candidate set's length
-  int64_t num_candidates;            // C >= 1
+  int64_t num_slots;         // B
+  const int32_t* batch_ids;  // [T] int32: slot of each row, < 0 for padding
+  void* scores;              // [T, C] `dtype`, written: the picked probabilities
+  int64_t* ids;              // [T, C] int64, written: the picked token ids
+  int32_t* lens;             // [T] int32, written: the candidate set's length
+  int64_t num_candidates;    // C >= 1
 };
 
 // Element k of a float32 / float16 / bfloat16 array, widened exactly to float.

@@ -1,7 +1,7 @@
-// top_p_candidates: Paddle binding. Checks the tensors by name, allocates the three outputs (the only
-// allocation: Paddle's caching allocator gives a functional op its results) and dispatches on the
-// place of probs. FastDeploy's signature: probs, top_p, batch_id_per_token_output; candidates_len,
-// max_seq_len.
+// top_p_candidates: Paddle binding. Checks the tensors by name, allocates the three outputs (the
+// only allocation: Paddle's caching allocator gives a functional op its results) and dispatches on
+// the place of probs. FastDeploy's signature: probs, top_p, batch_id_per_token_output;
+// candidates_len, max_seq_len.
 #include "binding/logits_binding.h"
 #include "top_p_candidates/top_p_candidates.h"
 
@@ -20,8 +20,8 @@ std::vector<paddle::Tensor> TopPCandidates(const paddle::Tensor& probs, const pa
   bd::check_logits_dtype(c, probs, "probs");
   c.rank(probs, "probs", 2);
   c.that(top_p.dtype() == paddle::DataType::FLOAT32 || top_p.dtype() == probs.dtype(),
-         std::string("top_p must be float32 or the dtype of probs (") + bd::dtype_str(probs.dtype()) +
-             "), got " + bd::dtype_str(top_p.dtype()))
+         std::string("top_p must be float32 or the dtype of probs (") +
+             bd::dtype_str(probs.dtype()) + "), got " + bd::dtype_str(top_p.dtype()))
       .vector(top_p, "top_p")
       .dtype(batch_id_per_token_output, "batch_id_per_token_output", paddle::DataType::INT32)
       .vector(batch_id_per_token_output, "batch_id_per_token_output")
@@ -29,9 +29,10 @@ std::vector<paddle::Tensor> TopPCandidates(const paddle::Tensor& probs, const pa
             "batch_id_per_token_output must have one entry per row of probs (" +
                 std::to_string(probs.shape()[0]) + "), got shape " +
                 bd::shape_str(batch_id_per_token_output))
-      .that(candidates_len >= 1, "candidates_len must be >= 1, got " + std::to_string(candidates_len))
-      .same_place_as(probs, "probs", {{"top_p", top_p},
-                                      {"batch_id_per_token_output", batch_id_per_token_output}});
+      .that(candidates_len >= 1,
+            "candidates_len must be >= 1, got " + std::to_string(candidates_len))
+      .same_place_as(probs, "probs",
+                     {{"top_p", top_p}, {"batch_id_per_token_output", batch_id_per_token_output}});
   (void)max_seq_len;  // upstream's former row-to-slot mapping; batch ids replaced it (#6358)
   const int64_t T = probs.shape()[0];
   auto scores = paddle::empty({T, candidates_len}, probs.dtype(), probs.place());

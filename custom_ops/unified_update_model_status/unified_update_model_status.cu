@@ -21,7 +21,8 @@ __global__ void __launch_bounds__(1024) update_one_block_kernel(UnifiedUpdateMod
 
 // Many blocks: has_running_seqs was cleared on the stream before; a block with a running slot sets
 // it (every writer writes the same value).
-__global__ void __launch_bounds__(kManyBlockThreads) update_many_blocks_kernel(UnifiedUpdateModelStatusParams p) {
+__global__ void __launch_bounds__(kManyBlockThreads)
+    update_many_blocks_kernel(UnifiedUpdateModelStatusParams p) {
   const int64_t b = static_cast<int64_t>(blockIdx.x) * kManyBlockThreads + threadIdx.x;
   const bool running = b < p.rows && unified_update_slot(p, b);
   if (__syncthreads_or(running) != 0 && threadIdx.x == 0) p.has_running_seqs[0] = true;
@@ -29,7 +30,8 @@ __global__ void __launch_bounds__(kManyBlockThreads) update_many_blocks_kernel(U
 
 }  // namespace
 
-cudaError_t unified_update_model_status_gpu(const UnifiedUpdateModelStatusParams& p, cudaStream_t stream) {
+cudaError_t unified_update_model_status_gpu(const UnifiedUpdateModelStatusParams& p,
+                                            cudaStream_t stream) {
   if (p.rows <= kUpdateOneBlock) {
     const int threads = static_cast<int>(max_of<int64_t>(32, ceil_div<int64_t>(p.rows, 32) * 32));
     update_one_block_kernel<<<1, threads, 0, stream>>>(p);

@@ -1,11 +1,13 @@
-// unified_update_model_status: kernel layer (CPU implementation and CUDA launcher). No Paddle include.
+// unified_update_model_status: kernel layer (CPU implementation and CUDA launcher). No Paddle
+// include.
 //
 // FastDeploy's state update that closes every decode step after verify_draft_tokens (contract:
-// docs/contract/decode_step.md#unified_update_model_status). Per slot b of the R slots (R = the length
-// of stop_flags), with B = the length of seq_lens_this_time (B <= R), W = columns of step_output_ids
-// and step_input_ids, n = clamp(step_output_len[b], 0, W), s = step_idx[b]:
+// docs/contract/decode_step.md#unified_update_model_status). Per slot b of the R slots (R = the
+// length of stop_flags), with B = the length of seq_lens_this_time (B <= R), W = columns of
+// step_output_ids and step_input_ids, n = clamp(step_output_len[b], 0, W), s = step_idx[b]:
 //   running (not stopped, not paused):
-//     tokens k = 0 .. n-1: the first that is an end token or brings s + k + 1 to max_dec_len ends the
+//     tokens k = 0 .. n-1: the first that is an end token or brings s + k + 1 to max_dec_len ends
+//     the
 //       slot there (n = k + 1; a non-end token at max_dec_len becomes end_tokens[0] when E > 0);
 //     prefill (encoder > 0): decoder += encoder, encoder = 0; else decoder > 0: decoder += n
 //       (saturating at INT32_MAX);
@@ -30,25 +32,25 @@
 namespace fdspec {
 
 struct UnifiedUpdateModelStatusParams {
-  int32_t* seq_lens_encoder;         // [R] int32, in place
-  int32_t* seq_lens_decoder;         // [R] int32, in place
-  bool* has_running_seqs;            // [1] bool, in place (device memory for GPU calls)
-  int64_t* step_input_ids;           // [>= R, W] int64, in place: column 0 only
-  int64_t* step_output_ids;          // [>= R, W] int64, in place: the step's tokens (end replacement)
-  int32_t* step_output_len;          // [R] int32, in place
-  bool* stop_flags;                  // [R] bool, in place
-  int32_t* seq_lens_this_time;       // [B] int32, in place: 0 for stopped / paused slots
-  const bool* is_paused;             // [R] bool
-  int64_t* token_ids_all;            // [>= R, L] int64, in place: prompt then generated tokens
-  int64_t token_ids_stride;          // L
-  const int64_t* prompt_lens;        // [R] int64
-  int64_t* step_idx;                 // [R] int64, in place
-  const int64_t* end_tokens;         // [E] int64 (E may be 0)
-  int64_t num_end_tokens;            // E
-  const int64_t* max_dec_len;        // [R] int64
-  int64_t rows;                      // R (0: has_running_seqs = false)
-  int64_t batch;                     // B
-  int64_t width;                     // W >= 1
+  int32_t* seq_lens_encoder;    // [R] int32, in place
+  int32_t* seq_lens_decoder;    // [R] int32, in place
+  bool* has_running_seqs;       // [1] bool, in place (device memory for GPU calls)
+  int64_t* step_input_ids;      // [>= R, W] int64, in place: column 0 only
+  int64_t* step_output_ids;     // [>= R, W] int64, in place: the step's tokens (end replacement)
+  int32_t* step_output_len;     // [R] int32, in place
+  bool* stop_flags;             // [R] bool, in place
+  int32_t* seq_lens_this_time;  // [B] int32, in place: 0 for stopped / paused slots
+  const bool* is_paused;        // [R] bool
+  int64_t* token_ids_all;       // [>= R, L] int64, in place: prompt then generated tokens
+  int64_t token_ids_stride;     // L
+  const int64_t* prompt_lens;   // [R] int64
+  int64_t* step_idx;            // [R] int64, in place
+  const int64_t* end_tokens;    // [E] int64 (E may be 0)
+  int64_t num_end_tokens;       // E
+  const int64_t* max_dec_len;   // [R] int64
+  int64_t rows;                 // R (0: has_running_seqs = false)
+  int64_t batch;                // B
+  int64_t width;                // W >= 1
 };
 
 FDSPEC_HD int64_t add_sat(int64_t a, int64_t b) {  // b >= 0
@@ -114,10 +116,11 @@ void unified_update_model_status_cpu(const UnifiedUpdateModelStatusParams& p);
 
 #ifdef FDSPEC_WITH_CUDA
 // One thread per slot. Up to kUpdateOneBlock slots: one block, whose OR-reduction writes
-// has_running_seqs. More: a 1-byte memset of has_running_seqs to false, then blocks that each set it
-// when one of their slots runs. No allocation, no host synchronisation (CUDA-graph capturable).
+// has_running_seqs. More: a 1-byte memset of has_running_seqs to false, then blocks that each set
+// it when one of their slots runs. No allocation, no host synchronisation (CUDA-graph capturable).
 constexpr int64_t kUpdateOneBlock = 1024;
-cudaError_t unified_update_model_status_gpu(const UnifiedUpdateModelStatusParams& p, cudaStream_t stream);
+cudaError_t unified_update_model_status_gpu(const UnifiedUpdateModelStatusParams& p,
+                                            cudaStream_t stream);
 #endif
 
 }  // namespace fdspec

@@ -1,4 +1,5 @@
-// unified_update_model_status: CPU implementation of the slot rule in unified_update_model_status.h.
+// unified_update_model_status: CPU implementation of the slot rule in
+// unified_update_model_status.h.
 #include "unified_update_model_status/unified_update_model_status.h"
 
 namespace fdspec {

@@ -1,5 +1,5 @@
-// unified_update_model_status: Paddle binding. Checks the tensors by name and dispatches on the place
-// of seq_lens_encoder. FastDeploy's 14 tensors, in its order.
+// unified_update_model_status: Paddle binding. Checks the tensors by name and dispatches on the
+// place of seq_lens_encoder. FastDeploy's 14 tensors, in its order.
 #include "binding/tensor_rules.h"
 #include "unified_update_model_status/unified_update_model_status.h"
 
@@ -28,16 +28,16 @@ void UnifiedUpdateModelStatus(paddle::Tensor& seq_lens_encoder, paddle::Tensor& 
   c.that(p.width >= 1, "step_input_ids must have at least one column")
       .k1_columns(step_output_ids, "step_output_ids", "step_input_ids", p.width);
   c.dtype(has_running_seqs, "has_running_seqs", paddle::DataType::BOOL)
-      .that(has_running_seqs.numel() == 1,
-            "has_running_seqs must hold one element, got shape " +
-                fdspec::binding::shape_str(has_running_seqs))
+      .that(has_running_seqs.numel() == 1, "has_running_seqs must hold one element, got shape " +
+                                               fdspec::binding::shape_str(has_running_seqs))
       .same_place(seq_lens_encoder, "seq_lens_encoder", has_running_seqs, "has_running_seqs");
   c.dtype(seq_lens_this_time, "seq_lens_this_time", paddle::DataType::INT32)
       .vector(seq_lens_this_time, "seq_lens_this_time")
       .same_place(seq_lens_encoder, "seq_lens_encoder", seq_lens_this_time, "seq_lens_this_time");
   p.batch = seq_lens_this_time.numel();
   c.that(p.batch <= p.rows, "seq_lens_this_time has " + std::to_string(p.batch) +
-                                " slots, more than the " + std::to_string(p.rows) + " of stop_flags");
+                                " slots, more than the " + std::to_string(p.rows) +
+                                " of stop_flags");
   c.dtype(end_tokens, "end_tokens", paddle::DataType::INT64)
       .vector(end_tokens, "end_tokens")
       .same_place(seq_lens_encoder, "seq_lens_encoder", end_tokens, "end_tokens");
@@ -54,7 +54,7 @@ PD_BUILD_OP(unified_update_model_status)
     .Inputs({"seq_lens_encoder", "seq_lens_decoder", "has_running_seqs", "step_input_ids",
              "step_output_ids", "step_output_len", "stop_flags", "seq_lens_this_time", "is_paused",
              "token_ids_all", "prompt_lens", "step_idx", "end_tokens", "max_dec_len"})
-    FDSPEC_INPLACE_OUTPUTS("seq_lens_encoder", "seq_lens_decoder", "has_running_seqs",
-                           "step_input_ids", "step_output_ids", "step_output_len", "stop_flags",
-                           "seq_lens_this_time", "token_ids_all", "step_idx")
+        FDSPEC_INPLACE_OUTPUTS("seq_lens_encoder", "seq_lens_decoder", "has_running_seqs",
+                               "step_input_ids", "step_output_ids", "step_output_len", "stop_flags",
+                               "seq_lens_this_time", "token_ids_all", "step_idx")
     .SetKernelFn(PD_KERNEL(UnifiedUpdateModelStatus));

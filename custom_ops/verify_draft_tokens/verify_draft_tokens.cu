@@ -10,7 +10,8 @@ namespace {
 // hundred rows over many SMs instead of one.
 constexpr int kVerifyThreads = 64;
 
-__global__ void __launch_bounds__(kVerifyThreads) verify_draft_tokens_kernel(VerifyDraftTokensParams p) {
+__global__ void __launch_bounds__(kVerifyThreads)
+    verify_draft_tokens_kernel(VerifyDraftTokensParams p) {
   const int64_t b = static_cast<int64_t>(blockIdx.x) * kVerifyThreads + threadIdx.x;
   if (b < p.rows) verify_draft_tokens_row(p, b);
 }

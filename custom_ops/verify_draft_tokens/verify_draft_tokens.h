@@ -2,18 +2,18 @@
 //
 // FastDeploy's verification of one decode step (its newest GPU semantics; contract:
 // docs/contract/decode_step.md#verify_draft_tokens). Per slot b of the R output rows, with
-// W = columns of step_output_ids, B = the length of seq_lens_this_time (B <= R) and the slot's packed
-// target rows starting at r0 = cu_seqlens_q_output[b]:
+// W = columns of step_output_ids, B = the length of seq_lens_this_time (B <= R) and the slot's
+// packed target rows starting at r0 = cu_seqlens_q_output[b]:
 //   every row: step_output_ids[b, :] = -1, step_output_len[b] = 0 first;
 //   b >= B, blocked, stopped, seq_lens_this_time <= 0, or r0 outside [0, T): nothing more;
 //   P = min(seq_lens_this_time, T - r0, W) positions; D = P - 1 drafts (0 for a prefill slot,
 //   reasoning_status == 1, reject_all);
 //   drafts i = 0 .. D-1 are accepted left to right while they pass the strategy (accept_all: every
-//   draft passes), each emitted token stopping the row when it is an end token or reaches max_dec_len;
-//   the first failing (or last) position i emits the target's token (TOPP: a Philox draw from the
-//   position's candidate set), which may end the row but is always written.
-// Emitting at output position j = step_idx[b] + i: a token reaching max_dec_len that is no end token
-// is replaced by end_tokens[0] (when E > 0).
+//   draft passes), each emitted token stopping the row when it is an end token or reaches
+//   max_dec_len; the first failing (or last) position i emits the target's token (TOPP: a Philox
+//   draw from the position's candidate set), which may end the row but is always written.
+// Emitting at output position j = step_idx[b] + i: a token reaching max_dec_len that is no end
+// token is replaced by end_tokens[0] (when E > 0).
 #pragma once
 
 #include <cstdint>
@@ -69,7 +69,8 @@ FDSPEC_HD int64_t verify_topp_draw(const VerifyDraftTokensParams& p, int64_t b, 
                                    uint64_t j) {
   const int64_t C = p.num_candidates;
   const int64_t len = clamp_to<int64_t>(p.candidate_lens[r], 0, C);
-  const uint64_t seed = p.seeds != nullptr ? static_cast<uint64_t>(p.seeds[b]) : static_cast<uint64_t>(b);
+  const uint64_t seed =
+      p.seeds != nullptr ? static_cast<uint64_t>(p.seeds[b]) : static_cast<uint64_t>(b);
   const float u = philox_uniform(seed, j, RngStream::kVerifyTopp) * p.topp[b];
   const int64_t* ids = p.candidate_ids + r * C;
   const float* scores = p.candidate_scores + r * C;

@@ -1,7 +1,7 @@
 // verify_draft_tokens: Paddle binding. Checks the tensors by name and dispatches on the place of
 // step_output_ids. FastDeploy's 17 tensors and five attributes, in its order; max_dec_len and
-// step_idx may be None (its earlier 15-tensor form, passed so by the Python wrapper), and a trailing
-// optional `seeds` gives the slots' Philox keys (docs/design/randomness.md).
+// step_idx may be None (its earlier 15-tensor form, passed so by the Python wrapper), and a
+// trailing optional `seeds` gives the slots' Philox keys (docs/design/randomness.md).
 #include "binding/tensor_rules.h"
 #include "verify_draft_tokens/verify_draft_tokens.h"
 
@@ -20,20 +20,18 @@ int64_t packed_vector(const OpChecks& c, const paddle::Tensor& first, const padd
 
 }  // namespace
 
-void VerifyDraftTokens(paddle::Tensor& step_output_ids, paddle::Tensor& step_output_len,
-                       const paddle::Tensor& step_input_ids,
-                       const paddle::optional<paddle::Tensor>& target_tokens,
-                       const paddle::optional<paddle::Tensor>& candidate_ids,
-                       const paddle::optional<paddle::Tensor>& candidate_scores,
-                       const paddle::optional<paddle::Tensor>& candidate_lens,
-                       const paddle::Tensor& topp, const paddle::Tensor& stop_flags,
-                       const paddle::Tensor& seq_lens_encoder, const paddle::Tensor& seq_lens_this_time,
-                       const paddle::Tensor& end_tokens, const paddle::Tensor& is_block_step,
-                       const paddle::Tensor& cu_seqlens_q_output, const paddle::Tensor& reasoning_status,
-                       const paddle::optional<paddle::Tensor>& max_dec_len,
-                       const paddle::optional<paddle::Tensor>& step_idx,
-                       const paddle::optional<paddle::Tensor>& seeds, int max_seq_len,
-                       int verify_window, int verify_strategy, bool reject_all, bool accept_all) {
+void VerifyDraftTokens(
+    paddle::Tensor& step_output_ids, paddle::Tensor& step_output_len,
+    const paddle::Tensor& step_input_ids, const paddle::optional<paddle::Tensor>& target_tokens,
+    const paddle::optional<paddle::Tensor>& candidate_ids,
+    const paddle::optional<paddle::Tensor>& candidate_scores,
+    const paddle::optional<paddle::Tensor>& candidate_lens, const paddle::Tensor& topp,
+    const paddle::Tensor& stop_flags, const paddle::Tensor& seq_lens_encoder,
+    const paddle::Tensor& seq_lens_this_time, const paddle::Tensor& end_tokens,
+    const paddle::Tensor& is_block_step, const paddle::Tensor& cu_seqlens_q_output,
+    const paddle::Tensor& reasoning_status, const paddle::optional<paddle::Tensor>& max_dec_len,
+    const paddle::optional<paddle::Tensor>& step_idx, const paddle::optional<paddle::Tensor>& seeds,
+    int max_seq_len, int verify_window, int verify_strategy, bool reject_all, bool accept_all) {
   namespace rule = fdspec::binding::rule;
   const OpChecks c(kOp);
   FDSPEC_CHECK_DEFINED(c, seq_lens_this_time, end_tokens, cu_seqlens_q_output);
@@ -41,8 +39,9 @@ void VerifyDraftTokens(paddle::Tensor& step_output_ids, paddle::Tensor& step_out
   std::vector<OpChecks::Rule> table{
       FDSPEC_TENSORS(p, step_output_ids, step_output_len, step_input_ids, topp, stop_flags,
                      seq_lens_encoder, is_block_step, reasoning_status)};
-  c.that(max_dec_len.is_initialized() == step_idx.is_initialized(),
-         "max_dec_len and step_idx are given together (17-tensor form) or both None (15-tensor form)");
+  c.that(
+      max_dec_len.is_initialized() == step_idx.is_initialized(),
+      "max_dec_len and step_idx are given together (17-tensor form) or both None (15-tensor form)");
   if (max_dec_len) table.push_back(rule::max_dec_len(*max_dec_len, &p.max_dec_len));
   if (step_idx) table.push_back(rule::step_idx(*step_idx, &p.step_idx));
   if (seeds) table.push_back(rule::seeds(*seeds, &p.seeds));
@@ -62,7 +61,8 @@ void VerifyDraftTokens(paddle::Tensor& step_output_ids, paddle::Tensor& step_out
                        paddle::DataType::INT32) >= p.batch,
          "cu_seqlens_q_output must have at least one entry per slot of seq_lens_this_time (" +
              std::to_string(p.batch) + "), got " + std::to_string(cu_seqlens_q_output.numel()));
-  p.num_end_tokens = packed_vector(c, step_output_ids, end_tokens, "end_tokens", paddle::DataType::INT64);
+  p.num_end_tokens =
+      packed_vector(c, step_output_ids, end_tokens, "end_tokens", paddle::DataType::INT64);
   p.end_tokens = end_tokens.data<int64_t>();
   p.seq_lens_this_time = seq_lens_this_time.data<int32_t>();
   p.cu_seqlens_q_output = cu_seqlens_q_output.data<int32_t>();
@@ -106,9 +106,10 @@ void VerifyDraftTokens(paddle::Tensor& step_output_ids, paddle::Tensor& step_out
   }
   p.num_candidates = 1;
   if (p.strategy == fdspec::VerifyStrategy::kTopp) {
-    c.that(p.rows == 0 || step_idx.is_initialized(),
-           "verify_strategy TOPP (0) needs step_idx (its draw is counted by output position): use the "
-           "17-tensor form");
+    c.that(
+        p.rows == 0 || step_idx.is_initialized(),
+        "verify_strategy TOPP (0) needs step_idx (its draw is counted by output position): use the "
+        "17-tensor form");
     if (candidate_ids) {
       p.token_rows = candidate_rows;
       p.num_candidates = candidate_ids->shape()[1];
@@ -128,40 +129,44 @@ void VerifyDraftTokens(paddle::Tensor& step_output_ids, paddle::Tensor& step_out
 
 // FastDeploy's registration: its 17 inputs, the Philox key of slot b is b.
 void VerifyDraftTokensUnseeded(
-    paddle::Tensor& step_output_ids, paddle::Tensor& step_output_len, const paddle::Tensor& step_input_ids,
-    const paddle::optional<paddle::Tensor>& target_tokens, const paddle::optional<paddle::Tensor>& candidate_ids,
+    paddle::Tensor& step_output_ids, paddle::Tensor& step_output_len,
+    const paddle::Tensor& step_input_ids, const paddle::optional<paddle::Tensor>& target_tokens,
+    const paddle::optional<paddle::Tensor>& candidate_ids,
     const paddle::optional<paddle::Tensor>& candidate_scores,
     const paddle::optional<paddle::Tensor>& candidate_lens, const paddle::Tensor& topp,
     const paddle::Tensor& stop_flags, const paddle::Tensor& seq_lens_encoder,
-    const paddle::Tensor& seq_lens_this_time, const paddle::Tensor& end_tokens, const paddle::Tensor& is_block_step,
-    const paddle::Tensor& cu_seqlens_q_output, const paddle::Tensor& reasoning_status,
-    const paddle::optional<paddle::Tensor>& max_dec_len, const paddle::optional<paddle::Tensor>& step_idx,
-    int max_seq_len, int verify_window, int verify_strategy, bool reject_all, bool accept_all) {
+    const paddle::Tensor& seq_lens_this_time, const paddle::Tensor& end_tokens,
+    const paddle::Tensor& is_block_step, const paddle::Tensor& cu_seqlens_q_output,
+    const paddle::Tensor& reasoning_status, const paddle::optional<paddle::Tensor>& max_dec_len,
+    const paddle::optional<paddle::Tensor>& step_idx, int max_seq_len, int verify_window,
+    int verify_strategy, bool reject_all, bool accept_all) {
   VerifyDraftTokens(step_output_ids, step_output_len, step_input_ids, target_tokens, candidate_ids,
-                    candidate_scores, candidate_lens, topp, stop_flags, seq_lens_encoder, seq_lens_this_time,
-                    end_tokens, is_block_step, cu_seqlens_q_output, reasoning_status, max_dec_len, step_idx,
-                    paddle::none, max_seq_len, verify_window, verify_strategy, reject_all, accept_all);
+                    candidate_scores, candidate_lens, topp, stop_flags, seq_lens_encoder,
+                    seq_lens_this_time, end_tokens, is_block_step, cu_seqlens_q_output,
+                    reasoning_status, max_dec_len, step_idx, paddle::none, max_seq_len,
+                    verify_window, verify_strategy, reject_all, accept_all);
 }
 
-#define FDSPEC_VERIFY_DRAFT_TOKENS_INPUTS                                                                 \
-  "step_output_ids", "step_output_len", "step_input_ids", paddle::Optional("target_tokens"),              \
-      paddle::Optional("candidate_ids"), paddle::Optional("candidate_scores"),                          \
-      paddle::Optional("candidate_lens"), "topp", "stop_flags", "seq_lens_encoder", "seq_lens_this_time", \
-      "end_tokens", "is_block_step", "cu_seqlens_q_output", "reasoning_status",                         \
-      paddle::Optional("max_dec_len"), paddle::Optional("step_idx")
-#define FDSPEC_VERIFY_DRAFT_TOKENS_ATTRS \
-  "max_seq_len: int", "verify_window: int", "verify_strategy: int", "reject_all: bool", "accept_all: bool"
+#define FDSPEC_VERIFY_DRAFT_TOKENS_INPUTS                                                    \
+  "step_output_ids", "step_output_len", "step_input_ids", paddle::Optional("target_tokens"), \
+      paddle::Optional("candidate_ids"), paddle::Optional("candidate_scores"),               \
+      paddle::Optional("candidate_lens"), "topp", "stop_flags", "seq_lens_encoder",          \
+      "seq_lens_this_time", "end_tokens", "is_block_step", "cu_seqlens_q_output",            \
+      "reasoning_status", paddle::Optional("max_dec_len"), paddle::Optional("step_idx")
+#define FDSPEC_VERIFY_DRAFT_TOKENS_ATTRS                                                \
+  "max_seq_len: int", "verify_window: int", "verify_strategy: int", "reject_all: bool", \
+      "accept_all: bool"
 
 PD_BUILD_OP(verify_draft_tokens)
     .Inputs({FDSPEC_VERIFY_DRAFT_TOKENS_INPUTS})
-    FDSPEC_INPLACE_OUTPUTS("step_output_ids", "step_output_len")
+        FDSPEC_INPLACE_OUTPUTS("step_output_ids", "step_output_len")
     .Attrs({FDSPEC_VERIFY_DRAFT_TOKENS_ATTRS})
     .SetKernelFn(PD_KERNEL(VerifyDraftTokensUnseeded));
 
-// Ours: the same op with each slot's Philox key (its request's seed) as an 18th input. A name of its
-// own, so that the FastDeploy name keeps FastDeploy's signature (docs/contract/names.md).
+// Ours: the same op with each slot's Philox key (its request's seed) as an 18th input. A name of
+// its own, so that the FastDeploy name keeps FastDeploy's signature (docs/contract/names.md).
 PD_BUILD_OP(verify_draft_tokens_seeded)
     .Inputs({FDSPEC_VERIFY_DRAFT_TOKENS_INPUTS, paddle::Optional("seeds")})
-    FDSPEC_INPLACE_OUTPUTS("step_output_ids", "step_output_len")
+        FDSPEC_INPLACE_OUTPUTS("step_output_ids", "step_output_len")
     .Attrs({FDSPEC_VERIFY_DRAFT_TOKENS_ATTRS})
     .SetKernelFn(PD_KERNEL(VerifyDraftTokens));

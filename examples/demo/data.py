@@ -17,8 +17,24 @@ from typing import List, Sequence
 import numpy as np
 
 # Fixed, so that every run decodes the same text; all of them exist in Python 3.8 .. 3.13.
-MODULES = ("textwrap", "shlex", "dataclasses", "queue", "sched", "glob", "fnmatch", "string", "contextlib",
-           "copy", "calendar", "functools", "pprint", "fractions", "tempfile", "selectors")
+MODULES = (
+    "textwrap",
+    "shlex",
+    "dataclasses",
+    "queue",
+    "sched",
+    "glob",
+    "fnmatch",
+    "string",
+    "contextlib",
+    "copy",
+    "calendar",
+    "functools",
+    "pprint",
+    "fractions",
+    "tempfile",
+    "selectors",
+)
 EOS = "<eos>"
 # Identifiers, whitespace runs (a newline with its indentation is one token), single punctuation
 # characters: the tokens cover the text exactly, so "".join(tokens) gives it back.
@@ -50,22 +66,26 @@ class Vocabulary:
 @dataclass
 class Task:
     name: str
-    prompt: List[str]      # tokens
-    answer: List[str]      # tokens of the edited text
+    prompt: List[str]  # tokens
+    answer: List[str]  # tokens of the edited text
     renamed: str
     new_name: str
-    max_dec_len: int       # tokens the request may generate, the end token included
+    max_dec_len: int  # tokens the request may generate, the end token included
 
 
-def rename_identifier(source: str, prefix_chars: int) -> "tuple[str, str, str]":
+def rename_identifier(source: str, prefix_chars: int) -> tuple[str, str, str]:
     """Renames the identifier most used in code (not in strings or comments) within the first
     ``prefix_chars`` characters (the whole file if that prefix has no code): a refactoring rename.
     Returns (edited source, old, new)."""
     line_starts = np.cumsum([0] + [len(line) for line in source.splitlines(keepends=True)])
-    names = [(int(line_starts[t.start[0] - 1]) + t.start[1], t.string)
-             for t in pytokenize.generate_tokens(io.StringIO(source).readline)
-             if t.type == pytokenize.NAME and t.string not in NOT_RENAMED and len(t.string) >= 3
-             and not t.string.startswith("__")]
+    names = [
+        (int(line_starts[t.start[0] - 1]) + t.start[1], t.string)
+        for t in pytokenize.generate_tokens(io.StringIO(source).readline)
+        if t.type == pytokenize.NAME
+        and t.string not in NOT_RENAMED
+        and len(t.string) >= 3
+        and not t.string.startswith("__")
+    ]
     counts = Counter(n for off, n in names if off < prefix_chars) or Counter(n for _, n in names)
     old = min(counts, key=lambda n: (-counts[n], n))
     new = f"{old}_v2"
@@ -89,7 +109,7 @@ def make_tasks(max_prompt_tokens: int, num_requests: int) -> List[Task]:
         prompt = tokenize(source)[:max_prompt_tokens]
         edited, old, new = rename_identifier(source, sum(map(len, prompt)))
         # A rename maps one word token to one word token, so the answer has the prompt's token count.
-        answer = tokenize(edited)[:len(prompt)]
+        answer = tokenize(edited)[: len(prompt)]
         cap = len(answer) + 1 if i % 4 != 3 else (3 * len(answer)) // 4
         tasks.append(Task(f"{name}#{i}", prompt, answer, old, new, cap))
     return tasks
@@ -107,10 +127,13 @@ class BigramDraft:
     """
 
     def __init__(self, sequences: Sequence[Sequence[int]], vocab_size: int) -> None:
-        pairs = np.concatenate([np.stack([np.asarray(q[:-1]), np.asarray(q[1:])], 1)
-                                for q in sequences if len(q) > 1]).astype(np.int64)
+        pairs = np.concatenate(
+            [np.stack([np.asarray(q[:-1]), np.asarray(q[1:])], 1) for q in sequences if len(q) > 1]
+        ).astype(np.int64)
         pairs, count = np.unique(pairs, axis=0, return_counts=True)
-        pairs = pairs[np.lexsort((pairs[:, 1], -count, pairs[:, 0]))]  # by token, most frequent first
+        pairs = pairs[
+            np.lexsort((pairs[:, 1], -count, pairs[:, 0]))
+        ]  # by token, most frequent first
         head = np.ones(len(pairs), bool)
         head[1:] = pairs[1:, 0] != pairs[:-1, 0]
         self.vocab_size = int(vocab_size)
@@ -118,7 +141,9 @@ class BigramDraft:
         self.next_token[pairs[head, 0]] = pairs[head, 1]
 
     def __call__(self, input_ids, hidden_states=None) -> np.ndarray:
-        ids = np.asarray(input_ids.numpy() if hasattr(input_ids, "numpy") else input_ids).reshape(-1)
+        ids = np.asarray(input_ids.numpy() if hasattr(input_ids, "numpy") else input_ids).reshape(
+            -1
+        )
         predicted = self.next_token[np.clip(ids, 0, self.vocab_size - 1)]
         predicted[ids < 0] = 0
         logits = np.zeros((len(ids), self.vocab_size), np.float32)

@@ -12,9 +12,14 @@ from fastdeploy_spec.ops.draft_model_greedy_preprocess import draft_model_greedy
 from fastdeploy_spec.ops.draft_model_greedy_update import draft_model_greedy_update
 from fastdeploy_spec.ops.hybrid_mtp_ngram import hybrid_mtp_ngram, ngram_match_mixed
 from fastdeploy_spec.ops.mtp_save_first_token_with_topk import mtp_save_first_token_with_topk
-from fastdeploy_spec.ops.mtp_state import (draft_model_postprocess, draft_model_preprocess,
-                                           draft_model_set_value_by_flags, draft_model_update,
-                                           eagle_get_hidden_states, eagle_get_self_hidden_states)
+from fastdeploy_spec.ops.mtp_state import (
+    draft_model_postprocess,
+    draft_model_preprocess,
+    draft_model_set_value_by_flags,
+    draft_model_update,
+    eagle_get_hidden_states,
+    eagle_get_self_hidden_states,
+)
 from fastdeploy_spec.ops.naive_update_model_status import naive_update_model_status
 from fastdeploy_spec.ops.ngram_match import ngram_match
 from fastdeploy_spec.ops.speculate_compute_cu_batch_offset import speculate_compute_cu_batch_offset
@@ -26,9 +31,14 @@ from fastdeploy_spec.ops.speculate_get_output_topk import speculate_get_output_t
 from fastdeploy_spec.ops.speculate_logprobs_topk import speculate_logprobs_topk
 from fastdeploy_spec.ops.speculate_sample_tokens import speculate_sample_tokens
 from fastdeploy_spec.ops.speculate_save_output_topk import speculate_save_output_topk
-from fastdeploy_spec.ops.suffix_cache import (SuffixCache, suffix_cache_evict, suffix_cache_finish,
-                                              suffix_cache_insert, suffix_cache_query,
-                                              suffix_cache_step)
+from fastdeploy_spec.ops.suffix_cache import (
+    SuffixCache,
+    suffix_cache_evict,
+    suffix_cache_finish,
+    suffix_cache_insert,
+    suffix_cache_query,
+    suffix_cache_step,
+)
 from fastdeploy_spec.ops.suffix_match import suffix_match
 from fastdeploy_spec.ops.top_p_candidates import top_p_candidates
 from fastdeploy_spec.ops.unified_update_model_status import unified_update_model_status

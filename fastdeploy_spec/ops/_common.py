@@ -60,14 +60,18 @@ class IntAttr:
         if value is None and self.none is not None:
             return self.none
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-            raise ArgumentError(f"{op}: {name} must be an integer in [{self.lo}, {self.hi}] "
-                                f"({self.ctype}){' or None' if self.none is not None else ''}, "
-                                f"got {_type_name(value)} {value!r}")
+            raise ArgumentError(
+                f"{op}: {name} must be an integer in [{self.lo}, {self.hi}] "
+                f"({self.ctype}){' or None' if self.none is not None else ''}, "
+                f"got {_type_name(value)} {value!r}"
+            )
         v = int(value)
         if v < self.lo or v > self.hi:
             bound = f">= {self.lo}" if v < self.lo else f"<= {self.hi}"
-            raise ArgumentError(f"{op}: {name} must be {bound} (an integer in [{self.lo}, {self.hi}], "
-                                f"{self.ctype}), got {v}")
+            raise ArgumentError(
+                f"{op}: {name} must be {bound} (an integer in [{self.lo}, {self.hi}], "
+                f"{self.ctype}), got {v}"
+            )
         return v
 
 
@@ -80,7 +84,9 @@ class BoolAttr:
             return bool(value)
         if isinstance(value, numbers.Integral) and int(value) in (0, 1):
             return bool(value)
-        raise ArgumentError(f"{op}: {name} must be a bool (True or False), got {_type_name(value)} {value!r}")
+        raise ArgumentError(
+            f"{op}: {name} must be a bool (True or False), got {_type_name(value)} {value!r}"
+        )
 
 
 class FloatAttr:
@@ -89,7 +95,9 @@ class FloatAttr:
 
     def convert(self, op: str, name: str, value) -> float:
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-            raise ArgumentError(f"{op}: {name} must be a finite float, got {_type_name(value)} {value!r}")
+            raise ArgumentError(
+                f"{op}: {name} must be a finite float, got {_type_name(value)} {value!r}"
+            )
         v = float(value)
         if not math.isfinite(v):
             raise ArgumentError(f"{op}: {name} must be finite, got {v!r}")
@@ -107,8 +115,17 @@ QUEUE_ID = IntAttr("int64, >= 0", 0, 2**63 - 1, none=QUEUE_ID_FROM_ENV)
 
 
 # The tensors every op of the n-gram/suffix family takes first, in this order (binding/draft_inputs.h).
-DRAFT_INPUTS = ("token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
-                "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len")
+DRAFT_INPUTS = (
+    "token_ids_all",
+    "prompt_lens",
+    "step_idx",
+    "draft_token_num",
+    "draft_tokens",
+    "seq_lens_this_time",
+    "seq_lens_encoder",
+    "seq_lens_decoder",
+    "max_dec_len",
+)
 
 # Every op's OpSpec by op name, filled as the wrappers are imported (``fastdeploy_spec.ops``).
 SPECS: dict = {}
@@ -163,26 +180,38 @@ class OpSpec:
                 out.append(None)
                 continue
             if not isinstance(t, paddle.Tensor):
-                hint = (" (convert it with paddle.to_tensor; an in-place output must be the tensor "
-                        "you keep)" if isinstance(t, np.ndarray) else "")
+                hint = (
+                    " (convert it with paddle.to_tensor; an in-place output must be the tensor "
+                    "you keep)"
+                    if isinstance(t, np.ndarray)
+                    else ""
+                )
                 got = "None" if t is None else f"a {_type_name(t)}"
                 raise ArgumentError(f"{op}: {name} must be a paddle.Tensor, got {got}{hint}")
             if t.ndim == 0:
-                raise ArgumentError(f"{op}: {name} is a 0-d tensor (a scalar); expected a tensor of rank "
-                                    f">= 1, e.g. shape [1] for one slot")
+                raise ArgumentError(
+                    f"{op}: {name} is a 0-d tensor (a scalar); expected a tensor of rank "
+                    f">= 1, e.g. shape [1] for one slot"
+                )
             if not _is_contiguous(t):
-                raise ArgumentError(f"{op}: {name} is a non-contiguous view (from slicing or transpose) of "
-                                    f"shape {list(t.shape)}; pass a contiguous tensor (.contiguous())")
+                raise ArgumentError(
+                    f"{op}: {name} is a non-contiguous view (from slicing or transpose) of "
+                    f"shape {list(t.shape)}; pass a contiguous tensor (.contiguous())"
+                )
             if first is None:
                 first_name, first = name, t
             elif self.same_place and t.place.is_gpu_place() != first.place.is_gpu_place():
-                raise ArgumentError(f"{op}: {name} is on {_place_name(t)} but {first_name} is on "
-                                    f"{_place_name(first)}; all tensors of one call must share a place")
+                raise ArgumentError(
+                    f"{op}: {name} is on {_place_name(t)} but {first_name} is on "
+                    f"{_place_name(first)}; all tensors of one call must share a place"
+                )
             if name in self.outputs:
                 if not t.stop_gradient:
-                    raise ArgumentError(f"{op}: {name} is written in place but requires grad "
-                                        f"(stop_gradient=False); set {name}.stop_gradient = True "
-                                        f"(the op is not differentiable)")
+                    raise ArgumentError(
+                        f"{op}: {name} is written in place but requires grad "
+                        f"(stop_gradient=False); set {name}.stop_gradient = True "
+                        f"(the op is not differentiable)"
+                    )
                 t = allocated(t)
             out.append(t)
         for name, kind in self.attrs:
@@ -199,7 +228,9 @@ def allocated(t: paddle.Tensor) -> paddle.Tensor:
     """
     if not _EMPTY_OUTPUTS_REFUSED or int(np.prod(t.shape)) != 0:
         return t
-    one = paddle.to_tensor(np.zeros(1, np.float32), place=paddle.CPUPlace()).astype(t.dtype)  # host cast
+    one = paddle.to_tensor(np.zeros(1, np.float32), place=paddle.CPUPlace()).astype(
+        t.dtype
+    )  # host cast
     if t.place.is_gpu_place():
         one = one.cuda(t.place.gpu_device_id())  # a copy
     one.get_tensor()._set_dims(list(t.shape))  # the shape only: the allocation stays

@@ -21,8 +21,10 @@ from fastdeploy_spec._digest import source_digest
 _PKG = Path(__file__).resolve().parent.parent
 _LIB = _PKG / "_lib" / "fastdeploy_spec_ops.so"
 _CSRC = _PKG.parent / "custom_ops"
-_BUILD_HINT = ("reinstall it against this Paddle: `pip install --no-build-isolation <checkout>` or "
-               "`python setup_ops.py install` (`python setup_ops.py build` to use a checkout in place)")
+_BUILD_HINT = (
+    "reinstall it against this Paddle: `pip install --no-build-isolation <checkout>` or "
+    "`python setup_ops.py install` (`python setup_ops.py build` to use a checkout in place)"
+)
 
 _lock = threading.Lock()
 _module: ModuleType | None = None
@@ -40,7 +42,9 @@ def build_info() -> ModuleType:
         try:
             _info = importlib.import_module("fastdeploy_spec._build_info")
         except ImportError:
-            raise OpLibraryError(f"fastdeploy_spec: the op library has not been built; {_BUILD_HINT}") from None
+            raise OpLibraryError(
+                f"fastdeploy_spec: the op library has not been built; {_BUILD_HINT}"
+            ) from None
     return _info
 
 
@@ -80,10 +84,14 @@ def image_for(archs: tuple[str, ...] | list[str], capability: tuple[int, int]) -
             parsed.append((int(m.group(1)), m.group(2)))
     if not parsed:
         return None
-    sass = [(v, suffix) for v, suffix in parsed
-            if (v == dev if suffix else (v // 10 == dev // 10 and v <= dev))]
+    sass = [
+        (v, suffix)
+        for v, suffix in parsed
+        if (v == dev if suffix else (v // 10 == dev // 10 and v <= dev))
+    ]
     if sass:
-        return "sm_%d%s" % max(sass)
+        v, suffix = max(sass)
+        return f"sm_{v}{suffix}"
     top, suffix = max(parsed)
     if (top == dev) if suffix else (top <= dev):
         return f"compute_{top}{suffix}"
@@ -96,10 +104,11 @@ def check_device_image(archs: tuple[str, ...] | list[str], capability: tuple[int
         return
     cc = f"{capability[0]}{capability[1]}"
     raise OpLibraryError(
-        f"fastdeploy_spec: the op library was built for FDSPEC_CUDA_ARCHS=\"{' '.join(archs)}\" (SASS for "
+        f'fastdeploy_spec: the op library was built for FDSPEC_CUDA_ARCHS="{" ".join(archs)}" (SASS for '
         f"each, PTX for the highest), none of which runs on this GPU (compute capability "
         f"{capability[0]}.{capability[1]}); rebuild it for this GPU: "
-        f"`FDSPEC_CUDA_ARCHS={cc} python setup_ops.py install` (or add {cc} to the archs)")
+        f"`FDSPEC_CUDA_ARCHS={cc} python setup_ops.py install` (or add {cc} to the archs)"
+    )
 
 
 def _device_capability(paddle: ModuleType) -> tuple[int, int] | None:
@@ -147,11 +156,13 @@ def load() -> ModuleType:
             raise OpLibraryError(
                 f"fastdeploy_spec: the op library was built against Paddle {info.PADDLE_VERSION} but "
                 f"Paddle {paddle.__version__} is running (a library built for another Paddle can crash "
-                f"it); {_BUILD_HINT}")
+                f"it); {_BUILD_HINT}"
+            )
         if _CSRC.is_dir() and source_digest(_CSRC) != info.SOURCE_DIGEST:
             raise OpLibraryError(
                 f"fastdeploy_spec: the C++/CUDA sources in {_CSRC} changed after the op library was "
-                f"built; {_BUILD_HINT}")
+                f"built; {_BUILD_HINT}"
+            )
         capability = _device_capability(paddle) if info.WITH_CUDA else None
         if capability is not None:
             check_device_image(tuple(info.CUDA_ARCHS), capability)
@@ -159,7 +170,9 @@ def load() -> ModuleType:
         op_names = extension_utils.load_op_meta_info_and_register_op(str(_LIB))
         # Paddle generates the Python entry points itself, in the form its running version expects.
         build_dir = tempfile.mkdtemp(prefix="fastdeploy_spec_ops_")
-        _module = extension_utils._generate_python_module("fastdeploy_spec_ops", op_names, build_dir)
+        _module = extension_utils._generate_python_module(
+            "fastdeploy_spec_ops", op_names, build_dir
+        )
         return _module
 
 

@@ -7,7 +7,6 @@ import paddle
 from fastdeploy_spec.ops import _loader
 from fastdeploy_spec.ops._common import OpSpec
 
-
 SPEC = OpSpec(
     "draft_model_accept",
     tensors=("accept_tokens", "accept_num", "step_idx", "pre_ids", "mtp_draft_num"),

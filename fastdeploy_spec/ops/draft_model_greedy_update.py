@@ -7,13 +7,29 @@ import paddle
 from fastdeploy_spec.ops import _loader
 from fastdeploy_spec.ops._common import INT32, OpSpec
 
-
 SPEC = OpSpec(
     "draft_model_greedy_update",
-    tensors=("logits", "input_ids", "seq_lens_decoder", "step_idx", "pre_ids", "mtp_draft_num",
-             "base_model_draft_tokens", "base_model_seq_lens_this_time"),
-    outputs=frozenset({"input_ids", "seq_lens_decoder", "step_idx", "pre_ids", "mtp_draft_num",
-                       "base_model_draft_tokens", "base_model_seq_lens_this_time"}),
+    tensors=(
+        "logits",
+        "input_ids",
+        "seq_lens_decoder",
+        "step_idx",
+        "pre_ids",
+        "mtp_draft_num",
+        "base_model_draft_tokens",
+        "base_model_seq_lens_this_time",
+    ),
+    outputs=frozenset(
+        {
+            "input_ids",
+            "seq_lens_decoder",
+            "step_idx",
+            "pre_ids",
+            "mtp_draft_num",
+            "base_model_draft_tokens",
+            "base_model_seq_lens_this_time",
+        }
+    ),
     attrs=(("substep", INT32),),
 )
 

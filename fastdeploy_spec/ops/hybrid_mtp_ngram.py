@@ -10,11 +10,25 @@ from fastdeploy_spec.ops._common import BOOL, INT32, THRESHOLD, OpSpec
 
 SPEC = OpSpec(
     "hybrid_mtp_ngram",
-    tensors=("input_ids", "input_ids_len", "pre_ids", "step_idx", "draft_token_num", "draft_tokens",
-             "seq_lens_this_time", "seq_lens_decoder", "max_dec_len"),
+    tensors=(
+        "input_ids",
+        "input_ids_len",
+        "pre_ids",
+        "step_idx",
+        "draft_token_num",
+        "draft_tokens",
+        "seq_lens_this_time",
+        "seq_lens_decoder",
+        "max_dec_len",
+    ),
     outputs=frozenset({"draft_tokens", "seq_lens_this_time"}),
-    attrs=(("max_ngram_size", INT32), ("min_ngram_size", INT32), ("max_draft_tokens", INT32),
-           ("pad_to_max", BOOL), ("threshold", THRESHOLD)),
+    attrs=(
+        ("max_ngram_size", INT32),
+        ("min_ngram_size", INT32),
+        ("max_draft_tokens", INT32),
+        ("pad_to_max", BOOL),
+        ("threshold", THRESHOLD),
+    ),
 )
 
 

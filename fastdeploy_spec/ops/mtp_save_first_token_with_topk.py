@@ -11,9 +11,16 @@ SPEC = save_spec("mtp_save_first_token_with_topk", "preempted_idx")
 
 
 def mtp_save_first_token_with_topk(
-    sampled_token_ids: Tensor, logprob_token_ids: Tensor, logprob_scores: Tensor,
-    logprob_ranks: Tensor, token_num_per_batch: Tensor, cu_batch_token_offset: Tensor,
-    not_need_stop: Tensor, seq_lens_decoder: Tensor, prompt_lens: Tensor, preempted_idx: Tensor,
+    sampled_token_ids: Tensor,
+    logprob_token_ids: Tensor,
+    logprob_scores: Tensor,
+    logprob_ranks: Tensor,
+    token_num_per_batch: Tensor,
+    cu_batch_token_offset: Tensor,
+    not_need_stop: Tensor,
+    seq_lens_decoder: Tensor,
+    prompt_lens: Tensor,
+    preempted_idx: Tensor,
     message_flag: int,
     rank_id: int,
     save_each_rank: bool = False,

@@ -17,44 +17,113 @@ from fastdeploy_spec.ops._common import BOOL, INT32, OpSpec
 
 PREPROCESS = OpSpec(
     "draft_model_preprocess",
-    tensors=("draft_tokens", "input_ids", "stop_flags", "seq_lens_this_time", "seq_lens_encoder",
-             "seq_lens_decoder", "step_idx", "not_need_stop", "pre_ids", "accept_tokens", "accept_num",
-             "target_model_seq_lens_encoder", "target_model_seq_lens_decoder", "target_model_step_idx",
-             "target_model_stop_flags", "max_dec_len", "target_model_draft_tokens"),
-    outputs=frozenset({"draft_tokens", "input_ids", "stop_flags", "seq_lens_this_time", "seq_lens_encoder",
-                       "seq_lens_decoder", "step_idx", "not_need_stop", "pre_ids"}),
+    tensors=(
+        "draft_tokens",
+        "input_ids",
+        "stop_flags",
+        "seq_lens_this_time",
+        "seq_lens_encoder",
+        "seq_lens_decoder",
+        "step_idx",
+        "not_need_stop",
+        "pre_ids",
+        "accept_tokens",
+        "accept_num",
+        "target_model_seq_lens_encoder",
+        "target_model_seq_lens_decoder",
+        "target_model_step_idx",
+        "target_model_stop_flags",
+        "max_dec_len",
+        "target_model_draft_tokens",
+    ),
+    outputs=frozenset(
+        {
+            "draft_tokens",
+            "input_ids",
+            "stop_flags",
+            "seq_lens_this_time",
+            "seq_lens_encoder",
+            "seq_lens_decoder",
+            "step_idx",
+            "not_need_stop",
+            "pre_ids",
+        }
+    ),
     attrs=(("num_model_step", INT32), ("is_splitwise_prefill", BOOL)),
 )
 
 UPDATE = OpSpec(
     "draft_model_update",
-    tensors=("inter_next_tokens", "draft_tokens", "pre_ids", "seq_lens_this_time", "seq_lens_encoder",
-             "seq_lens_decoder", "step_idx", "cu_seqlens_q_output", "stop_flags", "not_need_stop",
-             "max_dec_len", "end_ids", "base_model_draft_tokens"),
-    outputs=frozenset({"draft_tokens", "pre_ids", "seq_lens_this_time", "seq_lens_encoder",
-                       "seq_lens_decoder", "step_idx", "stop_flags", "not_need_stop",
-                       "base_model_draft_tokens"}),
+    tensors=(
+        "inter_next_tokens",
+        "draft_tokens",
+        "pre_ids",
+        "seq_lens_this_time",
+        "seq_lens_encoder",
+        "seq_lens_decoder",
+        "step_idx",
+        "cu_seqlens_q_output",
+        "stop_flags",
+        "not_need_stop",
+        "max_dec_len",
+        "end_ids",
+        "base_model_draft_tokens",
+    ),
+    outputs=frozenset(
+        {
+            "draft_tokens",
+            "pre_ids",
+            "seq_lens_this_time",
+            "seq_lens_encoder",
+            "seq_lens_decoder",
+            "step_idx",
+            "stop_flags",
+            "not_need_stop",
+            "base_model_draft_tokens",
+        }
+    ),
     attrs=(("max_seq_len", INT32), ("substep", INT32)),
 )
 
 POSTPROCESS = OpSpec(
     "draft_model_postprocess",
-    tensors=("base_model_draft_tokens", "base_model_seq_lens_this_time", "base_model_seq_lens_encoder",
-             "base_model_stop_flags"),
-    outputs=frozenset({"base_model_draft_tokens", "base_model_seq_lens_this_time", "base_model_stop_flags"}),
+    tensors=(
+        "base_model_draft_tokens",
+        "base_model_seq_lens_this_time",
+        "base_model_seq_lens_encoder",
+        "base_model_stop_flags",
+    ),
+    outputs=frozenset(
+        {"base_model_draft_tokens", "base_model_seq_lens_this_time", "base_model_stop_flags"}
+    ),
 )
 
 SET_VALUE_BY_FLAGS = OpSpec(
     "draft_model_set_value_by_flags",
-    tensors=("draft_tokens", "pre_ids_all", "stop_flags", "seq_lens_this_time", "seq_lens_encoder",
-             "seq_lens_decoder", "step_idx"),
+    tensors=(
+        "draft_tokens",
+        "pre_ids_all",
+        "stop_flags",
+        "seq_lens_this_time",
+        "seq_lens_encoder",
+        "seq_lens_decoder",
+        "step_idx",
+    ),
     outputs=frozenset({"pre_ids_all"}),
 )
 
 HIDDEN = OpSpec(
     "eagle_get_hidden_states",
-    tensors=("input", "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "stop_flags",
-             "accept_nums", "base_model_seq_lens_this_time", "base_model_seq_lens_encoder"),
+    tensors=(
+        "input",
+        "seq_lens_this_time",
+        "seq_lens_encoder",
+        "seq_lens_decoder",
+        "stop_flags",
+        "accept_nums",
+        "base_model_seq_lens_this_time",
+        "base_model_seq_lens_encoder",
+    ),
     attrs=(("actual_draft_token_num", INT32),),
 )
 
@@ -64,12 +133,27 @@ SELF_HIDDEN = OpSpec(
 )
 
 
-def draft_model_preprocess(draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
-                           seq_lens_decoder, step_idx, not_need_stop, pre_ids, accept_tokens, accept_num,
-                           target_model_seq_lens_encoder, target_model_seq_lens_decoder,
-                           target_model_step_idx, target_model_stop_flags, max_dec_len,
-                           target_model_draft_tokens, num_model_step: int,
-                           is_splitwise_prefill: bool) -> None:
+def draft_model_preprocess(
+    draft_tokens,
+    input_ids,
+    stop_flags,
+    seq_lens_this_time,
+    seq_lens_encoder,
+    seq_lens_decoder,
+    step_idx,
+    not_need_stop,
+    pre_ids,
+    accept_tokens,
+    accept_num,
+    target_model_seq_lens_encoder,
+    target_model_seq_lens_decoder,
+    target_model_step_idx,
+    target_model_stop_flags,
+    max_dec_len,
+    target_model_draft_tokens,
+    num_model_step: int,
+    is_splitwise_prefill: bool,
+) -> None:
     """Initialise the draft side's state ("shadow state") of every slot from the target's.
 
     For slot b: columns 1.. of ``target_model_draft_tokens[b]`` become -1. The slot is skipped when
@@ -133,10 +217,23 @@ def draft_model_preprocess(draft_tokens, input_ids, stop_flags, seq_lens_this_ti
     _loader.load().draft_model_preprocess(*PREPROCESS.args(locals()))
 
 
-def draft_model_update(inter_next_tokens, draft_tokens, pre_ids, seq_lens_this_time, seq_lens_encoder,
-                       seq_lens_decoder, step_idx, cu_seqlens_q_output, stop_flags, not_need_stop,
-                       max_dec_len, end_ids, base_model_draft_tokens, max_seq_len: int,
-                       substep: int) -> None:
+def draft_model_update(
+    inter_next_tokens,
+    draft_tokens,
+    pre_ids,
+    seq_lens_this_time,
+    seq_lens_encoder,
+    seq_lens_decoder,
+    step_idx,
+    cu_seqlens_q_output,
+    stop_flags,
+    not_need_stop,
+    max_dec_len,
+    end_ids,
+    base_model_draft_tokens,
+    max_seq_len: int,
+    substep: int,
+) -> None:
     """Record one draft-model step's sampled tokens (``inter_next_tokens``, one per active slot).
 
     The slots with ``seq_lens_this_time > 0`` are active; the i-th of them (in slot order) takes
@@ -187,8 +284,12 @@ def draft_model_update(inter_next_tokens, draft_tokens, pre_ids, seq_lens_this_t
     _loader.load().draft_model_update(*UPDATE.args(locals()))
 
 
-def draft_model_postprocess(base_model_draft_tokens, base_model_seq_lens_this_time,
-                            base_model_seq_lens_encoder, base_model_stop_flags) -> None:
+def draft_model_postprocess(
+    base_model_draft_tokens,
+    base_model_seq_lens_this_time,
+    base_model_seq_lens_encoder,
+    base_model_stop_flags,
+) -> None:
     """The target's ``seq_lens_this_time`` for its next step: for a running decoding slot
     (``seq_lens_encoder == 0``) the count of its draft tokens that are not -1, for a stopped one 0;
     prefill slots keep theirs. Only ``base_model_seq_lens_this_time`` is written (the other two are
@@ -208,8 +309,15 @@ def draft_model_postprocess(base_model_draft_tokens, base_model_seq_lens_this_ti
     _loader.load().draft_model_postprocess(*POSTPROCESS.args(locals()))
 
 
-def draft_model_set_value_by_flags(draft_tokens, pre_ids_all, stop_flags, seq_lens_this_time,
-                                   seq_lens_encoder, seq_lens_decoder, step_idx) -> None:
+def draft_model_set_value_by_flags(
+    draft_tokens,
+    pre_ids_all,
+    stop_flags,
+    seq_lens_this_time,
+    seq_lens_encoder,
+    seq_lens_decoder,
+    step_idx,
+) -> None:
     """Write a running slot's drafts into ``pre_ids_all``: with ``n = seq_lens_this_time[b]`` (not
     0) and ``s = step_idx[b]``, ``pre_ids_all[b, s - n + 1 .. s] = draft_tokens[b, :n]`` when
     ``s > 1``, ``pre_ids_all[b, 1] = draft_tokens[b, 0]`` when ``s == 1``; then
@@ -230,9 +338,17 @@ def draft_model_set_value_by_flags(draft_tokens, pre_ids_all, stop_flags, seq_le
     _loader.load().draft_model_set_value_by_flags(*SET_VALUE_BY_FLAGS.args(locals()))
 
 
-def eagle_get_hidden_states(input, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, stop_flags,
-                            accept_nums, base_model_seq_lens_this_time, base_model_seq_lens_encoder,
-                            actual_draft_token_num: int) -> Tuple[paddle.Tensor, paddle.Tensor]:
+def eagle_get_hidden_states(
+    input,
+    seq_lens_this_time,
+    seq_lens_encoder,
+    seq_lens_decoder,
+    stop_flags,
+    accept_nums,
+    base_model_seq_lens_this_time,
+    base_model_seq_lens_encoder,
+    actual_draft_token_num: int,
+) -> Tuple[paddle.Tensor, paddle.Tensor]:
     """The target's hidden states of the tokens the draft model reads, bit for bit.
 
     ``input`` [N, H] holds the target's tokens slot after slot. Slot b contributes
@@ -258,8 +374,9 @@ def eagle_get_hidden_states(input, seq_lens_this_time, seq_lens_encoder, seq_len
     return out, count
 
 
-def eagle_get_self_hidden_states(input, last_seq_lens_this_time, seq_lens_this_time,
-                                 seq_lens_encoder) -> Tuple[paddle.Tensor, paddle.Tensor]:
+def eagle_get_self_hidden_states(
+    input, last_seq_lens_this_time, seq_lens_this_time, seq_lens_encoder
+) -> Tuple[paddle.Tensor, paddle.Tensor]:
     """The draft model's own hidden state of each running slot (one row: its first in prefill, its
     last, of ``last_seq_lens_this_time``, in decode), bit for bit; returns ``out`` [N, H] (zero past
     the kept rows) and ``output_token_num`` int32 [1].

@@ -9,7 +9,13 @@ from fastdeploy_spec.ops._common import OpSpec
 
 SPEC = OpSpec(
     "naive_update_model_status",
-    tensors=("accept_tokens", "accept_num", "seq_lens_this_time", "next_tokens", "cu_seqlens_q_output"),
+    tensors=(
+        "accept_tokens",
+        "accept_num",
+        "seq_lens_this_time",
+        "next_tokens",
+        "cu_seqlens_q_output",
+    ),
     outputs=frozenset({"accept_tokens", "accept_num", "seq_lens_this_time"}),
 )
 

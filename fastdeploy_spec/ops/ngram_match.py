@@ -11,16 +11,26 @@ SPEC = OpSpec(
     "ngram_match",
     tensors=DRAFT_INPUTS,
     outputs=frozenset({"draft_tokens", "seq_lens_this_time"}),
-    attrs=(("max_ngram_size", INT32), ("max_draft_tokens", INT32), ("pad_to_max", BOOL),
-           ("threshold", THRESHOLD)),
+    attrs=(
+        ("max_ngram_size", INT32),
+        ("max_draft_tokens", INT32),
+        ("pad_to_max", BOOL),
+        ("threshold", THRESHOLD),
+    ),
 )
 
 
 def ngram_match(
     # the nine share-input tensors of the n-gram/suffix family (DRAFT_INPUTS), in upstream's order
-    token_ids_all: Tensor, prompt_lens: Tensor, step_idx: Tensor, draft_token_num: Tensor,
-    draft_tokens: Tensor, seq_lens_this_time: Tensor, seq_lens_encoder: Tensor,
-    seq_lens_decoder: Tensor, max_dec_len: Tensor,
+    token_ids_all: Tensor,
+    prompt_lens: Tensor,
+    step_idx: Tensor,
+    draft_token_num: Tensor,
+    draft_tokens: Tensor,
+    seq_lens_this_time: Tensor,
+    seq_lens_encoder: Tensor,
+    seq_lens_decoder: Tensor,
+    max_dec_len: Tensor,
     max_ngram_size: int,
     max_draft_tokens: int,
     pad_to_max: bool = False,

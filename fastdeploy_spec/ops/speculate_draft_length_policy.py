@@ -12,19 +12,40 @@ NS = IntAttr("int64, ns in [0, 2^32 - 1]", 0, 2**32 - 1)
 
 SPEC = OpSpec(
     "speculate_draft_length_policy",
-    tensors=("accept_num", "draft_tokens", "draft_len", "draft_probe", "accept_ewma", "draft_opt_out",
-             "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "stop_flags", "cost_table"),
+    tensors=(
+        "accept_num",
+        "draft_tokens",
+        "draft_len",
+        "draft_probe",
+        "accept_ewma",
+        "draft_opt_out",
+        "seq_lens_this_time",
+        "seq_lens_encoder",
+        "seq_lens_decoder",
+        "stop_flags",
+        "cost_table",
+    ),
     outputs=frozenset({"draft_len", "draft_probe", "accept_ewma", "seq_lens_this_time"}),
     attrs=(("alpha", Q16), ("prior", Q16), ("seq_cost_ns", NS), ("step_cost_ns", NS)),
 )
 
 
 def speculate_draft_length_policy(
-    accept_num: Tensor, draft_tokens: Tensor, draft_len: Tensor, draft_probe: Tensor,
-    accept_ewma: Tensor, draft_opt_out: Tensor, seq_lens_this_time: Tensor,
-    seq_lens_encoder: Tensor, seq_lens_decoder: Tensor, stop_flags: Tensor, cost_table: Tensor,
-    alpha: int = 8192, prior: int = 32768,
-    seq_cost_ns: int = 0, step_cost_ns: int = 0,
+    accept_num: Tensor,
+    draft_tokens: Tensor,
+    draft_len: Tensor,
+    draft_probe: Tensor,
+    accept_ewma: Tensor,
+    draft_opt_out: Tensor,
+    seq_lens_this_time: Tensor,
+    seq_lens_encoder: Tensor,
+    seq_lens_decoder: Tensor,
+    stop_flags: Tensor,
+    cost_table: Tensor,
+    alpha: int = 8192,
+    prior: int = 32768,
+    seq_cost_ns: int = 0,
+    step_cost_ns: int = 0,
 ) -> None:
     """Cut each decoding slot's drafts to the number that pays, from its own measured acceptance.
 

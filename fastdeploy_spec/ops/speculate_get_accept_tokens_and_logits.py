@@ -9,8 +9,17 @@ from fastdeploy_spec.ops._common import OpSpec
 
 SPEC = OpSpec(
     "speculate_get_accept_tokens_and_logits",
-    tensors=("token_ids", "target_logits", "logits", "cu_batch_token_offset", "cu_seqlens_q_output",
-             "seq_lens_this_time", "seq_lens_encoder", "accept_num", "accept_tokens"),
+    tensors=(
+        "token_ids",
+        "target_logits",
+        "logits",
+        "cu_batch_token_offset",
+        "cu_seqlens_q_output",
+        "seq_lens_this_time",
+        "seq_lens_encoder",
+        "accept_num",
+        "accept_tokens",
+    ),
     outputs=frozenset({"token_ids", "target_logits", "cu_batch_token_offset"}),
 )
 

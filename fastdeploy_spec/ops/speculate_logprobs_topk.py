@@ -9,8 +9,15 @@ from fastdeploy_spec.ops._common import BOOL, OpSpec
 
 SPEC = OpSpec(
     "speculate_logprobs_topk",
-    tensors=("target_logits", "token_ids", "cu_batch_token_offset", "logprob_token_ids",
-             "logprob_scores", "logprob_ranks", "temperature"),
+    tensors=(
+        "target_logits",
+        "token_ids",
+        "cu_batch_token_offset",
+        "logprob_token_ids",
+        "logprob_scores",
+        "logprob_ranks",
+        "temperature",
+    ),
     outputs=frozenset({"logprob_token_ids", "logprob_scores", "logprob_ranks"}),
     attrs=(("raw_logits", BOOL),),
     optional=frozenset({"temperature"}),

@@ -9,8 +9,17 @@ from fastdeploy_spec.ops._common import OpSpec
 
 SPEC = OpSpec(
     "speculate_sample_tokens",
-    tensors=("logits", "cu_seqlens_q_output", "step_idx", "seed", "temperature", "top_p", "top_k",
-             "sampled_tokens", "min_p"),
+    tensors=(
+        "logits",
+        "cu_seqlens_q_output",
+        "step_idx",
+        "seed",
+        "temperature",
+        "top_p",
+        "top_k",
+        "sampled_tokens",
+        "min_p",
+    ),
     outputs=frozenset({"sampled_tokens"}),
     optional=frozenset({"min_p"}),
 )

@@ -8,16 +8,30 @@ import paddle
 from fastdeploy_spec.ops import _loader
 from fastdeploy_spec.ops._common import BOOL, INT32, INT64, QUEUE_ID, OpSpec
 
+
 def save_spec(op: str, preempted: str) -> OpSpec:
     """The OpSpec of a save op: the two take the same tensors and attributes (one binding,
     ``custom_ops/logprob_msg/save_ops.cc``) and differ in the name of their last tensor."""
     return OpSpec(
         op,
-        tensors=("sampled_token_ids", "logprob_token_ids", "logprob_scores", "logprob_ranks",
-                 "token_num_per_batch", "cu_batch_token_offset", "not_need_stop", "seq_lens_decoder",
-                 "prompt_lens", preempted),
-        attrs=(("message_flag", INT32), ("rank_id", INT64), ("save_each_rank", BOOL),
-               ("queue_id", QUEUE_ID)),
+        tensors=(
+            "sampled_token_ids",
+            "logprob_token_ids",
+            "logprob_scores",
+            "logprob_ranks",
+            "token_num_per_batch",
+            "cu_batch_token_offset",
+            "not_need_stop",
+            "seq_lens_decoder",
+            "prompt_lens",
+            preempted,
+        ),
+        attrs=(
+            ("message_flag", INT32),
+            ("rank_id", INT64),
+            ("save_each_rank", BOOL),
+            ("queue_id", QUEUE_ID),
+        ),
         same_place=False,
     )
 
@@ -114,8 +128,9 @@ def speculate_save_output_topk(
     """
     if last_preempted_idx is not None:
         if preempted_idx is not None:
-            raise TypeError("speculate_save_output_topk: preempted_idx given twice (also as "
-                            "last_preempted_idx)")
+            raise TypeError(
+                "speculate_save_output_topk: preempted_idx given twice (also as last_preempted_idx)"
+            )
         preempted_idx = last_preempted_idx
     rest = list(args)
     # A tensor in 10th place, or one argument more than the attributes: the 10-tensor form, whose
@@ -126,8 +141,10 @@ def speculate_save_output_topk(
             raise TypeError("speculate_save_output_topk: preempted_idx given twice")
         preempted_idx = rest.pop(0)
     if len(rest) > len(_ATTRS):
-        raise TypeError(f"speculate_save_output_topk: at most {9 + 1 + len(_ATTRS)} positional "
-                        f"arguments, got {9 + len(args)}")
+        raise TypeError(
+            f"speculate_save_output_topk: at most {9 + 1 + len(_ATTRS)} positional "
+            f"arguments, got {9 + len(args)}"
+        )
     named = {"message_flag": message_flag, "rank_id": rank_id, "save_each_rank": save_each_rank}
     for name, value in zip(_ATTRS, rest):
         if name != "save_each_rank" and named[name] is not None:
@@ -136,9 +153,14 @@ def speculate_save_output_topk(
     missing = [n for n in ("message_flag", "rank_id") if named[n] is None]
     if missing:
         raise TypeError(f"speculate_save_output_topk: missing {', '.join(missing)}")
-    if (preempted_idx is None and not explicit and isinstance(token_num_per_batch, paddle.Tensor)
-            and token_num_per_batch.ndim >= 1):  # upstream's earlier form: no slot is preempted
-        preempted_idx = paddle.to_tensor(np.zeros(token_num_per_batch.shape[0], np.int32),
-                                              place=paddle.CPUPlace())
+    if (
+        preempted_idx is None
+        and not explicit
+        and isinstance(token_num_per_batch, paddle.Tensor)
+        and token_num_per_batch.ndim >= 1
+    ):  # upstream's earlier form: no slot is preempted
+        preempted_idx = paddle.to_tensor(
+            np.zeros(token_num_per_batch.shape[0], np.int32), place=paddle.CPUPlace()
+        )
     values = dict(locals(), preempted_idx=preempted_idx, **named)
     _loader.load().speculate_save_output_topk(*SPEC.args(values))

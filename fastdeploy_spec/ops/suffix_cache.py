@@ -20,7 +20,8 @@ from paddle import Tensor
 
 from fastdeploy_spec.ops import _loader
 from fastdeploy_spec.ops._common import ArgumentError, IntAttr, OpSpec
-from fastdeploy_spec.ops.suffix_match import SPEC as _MATCH, default_max_draft_tokens
+from fastdeploy_spec.ops.suffix_match import SPEC as _MATCH
+from fastdeploy_spec.ops.suffix_match import default_max_draft_tokens
 
 # Constants of the kernels (custom_ops/suffix_cache/suffix_cache.h).
 CAND_LISTS = 5  # kSuffixCandLists: a slot's candidate lists of the query, M entries each
@@ -29,7 +30,9 @@ MAX_WIDTH = 1 << 16
 MAX_KEY_LEN = 8
 MIN_OCCURRENCES, MAX_OCCURRENCES = 32, 1024
 SLOT_FREE, SLOT_DETACHED = -1, -2
-DEFAULT_COUNTED_VOCAB = 1 << 18  # tokens below it are counted per token (every current LLM vocabulary)
+DEFAULT_COUNTED_VOCAB = (
+    1 << 18
+)  # tokens below it are counted per token (every current LLM vocabulary)
 # Pairs of consecutive tokens below it are counted per pair (4 MiB): the frequent pairs of real
 # vocabularies are pairs of common (low) ids.
 DEFAULT_PAIR_VOCAB = 1 << 10
@@ -78,8 +81,16 @@ class SuffixCacheConfig:
     line_planes: int = DEFAULT_LINE_PLANES
 
     def values(self) -> list:
-        return [self.rows, self.width, self.slots, self.key_len, self.max_occurrences,
-                self.vocab_size, self.pair_vocab, self.line_planes]
+        return [
+            self.rows,
+            self.width,
+            self.slots,
+            self.key_len,
+            self.max_occurrences,
+            self.vocab_size,
+            self.pair_vocab,
+            self.line_planes,
+        ]
 
 
 @dataclass(frozen=True)
@@ -95,7 +106,9 @@ class SuffixCacheLayout:
 # The two bindings SuffixCache calls itself, on host tensors it made: the layout of a configuration
 # and the initial state (their attribute is the configuration's values, checked by cache_layout).
 LAYOUT_SPEC = OpSpec("suffix_cache_layout", tensors=("layout",), outputs=frozenset({"layout"}))
-INIT_SPEC = OpSpec("suffix_cache_init", tensors=("cache_state",), outputs=frozenset({"cache_state"}))
+INIT_SPEC = OpSpec(
+    "suffix_cache_init", tensors=("cache_state",), outputs=frozenset({"cache_state"})
+)
 
 
 def cache_layout(config: SuffixCacheConfig) -> SuffixCacheLayout:
@@ -116,8 +129,9 @@ def cache_layout(config: SuffixCacheConfig) -> SuffixCacheLayout:
         raise ValueError(f"SuffixCache: {m.group(1)}") from None
     v = out.numpy().tolist()
     n = len(PARTS)
-    return SuffixCacheLayout(dict(zip(PART_NAMES, v[:n])), dict(zip(PART_NAMES, v[n:2 * n])), v[2 * n],
-                             v[2 * n + 1])
+    return SuffixCacheLayout(
+        dict(zip(PART_NAMES, v[:n])), dict(zip(PART_NAMES, v[n : 2 * n])), v[2 * n], v[2 * n + 1]
+    )
 
 
 class SuffixCache:
@@ -175,12 +189,21 @@ class SuffixCache:
         self.layout = cache_layout(config)
 
     @classmethod
-    def allocate(cls, rows: int, width: int, slots: int, key_len: int = 1,
-                 max_occurrences: int = 1024, vocab_size: int = DEFAULT_COUNTED_VOCAB,
-                 pair_vocab: int = DEFAULT_PAIR_VOCAB, line_planes: int = DEFAULT_LINE_PLANES,
-                 place=None) -> "SuffixCache":
-        config = SuffixCacheConfig(rows, width, slots, key_len, max_occurrences, vocab_size, pair_vocab,
-                                   line_planes)
+    def allocate(
+        cls,
+        rows: int,
+        width: int,
+        slots: int,
+        key_len: int = 1,
+        max_occurrences: int = 1024,
+        vocab_size: int = DEFAULT_COUNTED_VOCAB,
+        pair_vocab: int = DEFAULT_PAIR_VOCAB,
+        line_planes: int = DEFAULT_LINE_PLANES,
+        place=None,
+    ) -> SuffixCache:
+        config = SuffixCacheConfig(
+            rows, width, slots, key_len, max_occurrences, vocab_size, pair_vocab, line_planes
+        )
         total = cache_layout(config).total
         host = paddle.to_tensor(np.zeros(total, np.uint8), place=paddle.CPUPlace())
         _loader.load().suffix_cache_init(host, config.values())
@@ -188,8 +211,9 @@ class SuffixCache:
         return cls(paddle.to_tensor(host.numpy(), place=place), config)
 
     @classmethod
-    def from_config(cls, max_cached_requests: int, width: int, max_cached_tokens: int, slots: int,
-                    **kw) -> "SuffixCache":
+    def from_config(
+        cls, max_cached_requests: int, width: int, max_cached_tokens: int, slots: int, **kw
+    ) -> SuffixCache:
         """Rows from FastDeploy's ``max_cached_requests``; -1 (unbounded) takes as many rows of
         ``width`` as ``max_cached_tokens`` positions hold. The memory is allocated here, once."""
         if max_cached_requests == -1:
@@ -197,8 +221,10 @@ class SuffixCache:
         elif max_cached_requests >= 1:
             rows = max_cached_requests
         else:
-            raise ValueError("SuffixCache: max_cached_requests must be -1 (bounded by memory) or "
-                             f"at least 1, got {max_cached_requests}")
+            raise ValueError(
+                "SuffixCache: max_cached_requests must be -1 (bounded by memory) or "
+                f"at least 1, got {max_cached_requests}"
+            )
         return cls.allocate(rows, width, slots, **kw)
 
     @property
@@ -236,7 +262,7 @@ class SuffixCache:
     def _part(self, raw: np.ndarray, part: str) -> np.ndarray:
         name, dtype, shape = next(p for p in PARTS if p[0] == part)
         off, size = self.layout.offsets[name], self.layout.sizes[name]
-        return raw[off:off + size].view(dtype).reshape(shape(self.config))
+        return raw[off : off + size].view(dtype).reshape(shape(self.config))
 
 
 class _ConfigAttr:
@@ -249,13 +275,23 @@ class _ConfigAttr:
 _CONFIG = ("cache_config", _ConfigAttr())
 _INSERT = OpSpec(
     "suffix_cache_insert",
-    tensors=("token_ids_all", "prompt_lens", "step_idx", "seq_lens_encoder", "seq_lens_decoder",
-             "cache_state"),
+    tensors=(
+        "token_ids_all",
+        "prompt_lens",
+        "step_idx",
+        "seq_lens_encoder",
+        "seq_lens_decoder",
+        "cache_state",
+    ),
     outputs=frozenset({"cache_state"}),
     attrs=(_CONFIG,),
 )
-_FINISH = OpSpec("suffix_cache_finish", tensors=("finished", "cache_state"),
-                 outputs=frozenset({"cache_state"}), attrs=(_CONFIG,))
+_FINISH = OpSpec(
+    "suffix_cache_finish",
+    tensors=("finished", "cache_state"),
+    outputs=frozenset({"cache_state"}),
+    attrs=(_CONFIG,),
+)
 _EVICT = OpSpec(
     "suffix_cache_evict",
     tensors=("cache_state",),
@@ -269,12 +305,19 @@ _QUERY = OpSpec(
     outputs=_MATCH.outputs | {"suffix_source", "cache_state"},
     attrs=(*_MATCH.attrs, _CONFIG),
 )
-_STEP = OpSpec("suffix_cache_step", tensors=_QUERY.tensors, outputs=_QUERY.outputs, attrs=_QUERY.attrs)
+_STEP = OpSpec(
+    "suffix_cache_step", tensors=_QUERY.tensors, outputs=_QUERY.outputs, attrs=_QUERY.attrs
+)
 
 
-def suffix_cache_insert(token_ids_all: paddle.Tensor, prompt_lens: paddle.Tensor,
-                        step_idx: paddle.Tensor, seq_lens_encoder: paddle.Tensor,
-                        seq_lens_decoder: paddle.Tensor, cache: SuffixCache) -> None:
+def suffix_cache_insert(
+    token_ids_all: paddle.Tensor,
+    prompt_lens: paddle.Tensor,
+    step_idx: paddle.Tensor,
+    seq_lens_encoder: paddle.Tensor,
+    seq_lens_decoder: paddle.Tensor,
+    cache: SuffixCache,
+) -> None:
     """Adds each decoding slot's tokens generated since the last call to its cached response.
 
     Slot b's response is ``token_ids_all[b, P : P + s]`` (``prompt_lens``, ``step_idx``, clamped as
@@ -327,13 +370,30 @@ def suffix_cache_evict(cache: SuffixCache, keep: int = 0) -> None:
 def _query_op(spec: OpSpec, doc: str):
     """The entry point of suffix_cache_query or suffix_cache_step: one signature, two ops."""
 
-    def op(token_ids_all: Tensor, prompt_lens: Tensor, step_idx: Tensor, draft_token_num: Tensor,
-           draft_tokens: Tensor, seq_lens_this_time: Tensor, seq_lens_encoder: Tensor,
-           seq_lens_decoder: Tensor, max_dec_len: Tensor, suffix_tokens: Tensor, suffix_probs: Tensor,
-           suffix_meta: Tensor, suffix_source: Tensor, cache: SuffixCache, *, max_tree_depth: int = 64,
-           max_spec_factor: float = 1.0, max_spec_offset: float = 0.0, min_token_prob: float = 0.1,
-           max_draft_tokens: int | None = None, pad_to_max: bool = False,
-           threshold: int | None = None) -> None:
+    def op(
+        token_ids_all: Tensor,
+        prompt_lens: Tensor,
+        step_idx: Tensor,
+        draft_token_num: Tensor,
+        draft_tokens: Tensor,
+        seq_lens_this_time: Tensor,
+        seq_lens_encoder: Tensor,
+        seq_lens_decoder: Tensor,
+        max_dec_len: Tensor,
+        suffix_tokens: Tensor,
+        suffix_probs: Tensor,
+        suffix_meta: Tensor,
+        suffix_source: Tensor,
+        cache: SuffixCache,
+        *,
+        max_tree_depth: int = 64,
+        max_spec_factor: float = 1.0,
+        max_spec_offset: float = 0.0,
+        min_token_prob: float = 0.1,
+        max_draft_tokens: int | None = None,
+        pad_to_max: bool = False,
+        threshold: int | None = None,
+    ) -> None:
         max_draft_tokens = default_max_draft_tokens(max_draft_tokens, draft_tokens)
         getattr(_loader.load(), spec.op)(*spec.args(dict(locals(), **_cache_args(spec, cache))))
 
@@ -342,7 +402,9 @@ def _query_op(spec: OpSpec, doc: str):
     return op
 
 
-suffix_cache_query = _query_op(_QUERY, """``suffix_match`` with the global cache: per decoding slot, the local draft (its own history)
+suffix_cache_query = _query_op(
+    _QUERY,
+    """``suffix_match`` with the global cache: per decoding slot, the local draft (its own history)
     and the global draft (the cached responses, from the same context and with the same rules), the
     local one kept if its score is at least the global one's; then the batch budget walk.
 
@@ -370,10 +432,13 @@ suffix_cache_query = _query_op(_QUERY, """``suffix_match`` with the global cache
     ...                    t([[9], [9]], np.int64), toks, probs, meta, src, c, max_spec_factor=2.0)
     >>> drafts.numpy()[1, 1:3].tolist(), src.numpy().tolist(), meta.numpy()[1].tolist()
     ([7, 8], [0, 1], [2, 2])
-    """)
+    """,
+)
 
 
-suffix_cache_step = _query_op(_STEP, """``suffix_cache_insert`` then ``suffix_cache_query`` with the same arguments, in one call.
+suffix_cache_step = _query_op(
+    _STEP,
+    """``suffix_cache_insert`` then ``suffix_cache_query`` with the same arguments, in one call.
 
     The results are those of the two calls, bit for bit. On the GPU the step is faster: nothing
     runs between the insert and the query, so the query starts reading its inputs while the insert
@@ -398,11 +463,14 @@ suffix_cache_step = _query_op(_STEP, """``suffix_cache_insert`` then ``suffix_ca
     ...                   max_spec_factor=2.0)
     >>> c.read("rows").tolist()[:2], drafts.numpy()[1, 1:3].tolist(), src.numpy().tolist()
     ([[0, 4], [1, 2]], [7, 8], [0, 1])
-    """)
+    """,
+)
 
 
 def _cache_args(spec: OpSpec, cache) -> dict:
     if not isinstance(cache, SuffixCache):
-        raise ArgumentError(f"{spec.op}: cache must be a SuffixCache (SuffixCache.allocate), got "
-                            f"{type(cache).__name__}")
+        raise ArgumentError(
+            f"{spec.op}: cache must be a SuffixCache (SuffixCache.allocate), got "
+            f"{type(cache).__name__}"
+        )
     return dict(cache_state=cache.state, cache_config=cache.config.values())

@@ -7,26 +7,44 @@ from paddle import Tensor
 from fastdeploy_spec.ops import _loader
 from fastdeploy_spec.ops._common import BOOL, DRAFT_INPUTS, FLOAT, INT32, THRESHOLD, OpSpec
 
-
 SPEC = OpSpec(
     "suffix_match",
     tensors=(*DRAFT_INPUTS, "suffix_tokens", "suffix_probs", "suffix_meta"),
-    outputs=frozenset({"draft_tokens", "seq_lens_this_time", "suffix_tokens", "suffix_probs",
-                       "suffix_meta"}),
-    attrs=(("max_tree_depth", INT32), ("max_spec_factor", FLOAT), ("max_spec_offset", FLOAT),
-           ("min_token_prob", FLOAT), ("max_draft_tokens", INT32), ("pad_to_max", BOOL),
-           ("threshold", THRESHOLD)),
+    outputs=frozenset(
+        {"draft_tokens", "seq_lens_this_time", "suffix_tokens", "suffix_probs", "suffix_meta"}
+    ),
+    attrs=(
+        ("max_tree_depth", INT32),
+        ("max_spec_factor", FLOAT),
+        ("max_spec_offset", FLOAT),
+        ("min_token_prob", FLOAT),
+        ("max_draft_tokens", INT32),
+        ("pad_to_max", BOOL),
+        ("threshold", THRESHOLD),
+    ),
 )
 
 
 def suffix_match(
-    token_ids_all: Tensor, prompt_lens: Tensor, step_idx: Tensor, draft_token_num: Tensor,
-    draft_tokens: Tensor, seq_lens_this_time: Tensor, seq_lens_encoder: Tensor,
-    seq_lens_decoder: Tensor, max_dec_len: Tensor,
-    suffix_tokens: Tensor, suffix_probs: Tensor, suffix_meta: Tensor,
+    token_ids_all: Tensor,
+    prompt_lens: Tensor,
+    step_idx: Tensor,
+    draft_token_num: Tensor,
+    draft_tokens: Tensor,
+    seq_lens_this_time: Tensor,
+    seq_lens_encoder: Tensor,
+    seq_lens_decoder: Tensor,
+    max_dec_len: Tensor,
+    suffix_tokens: Tensor,
+    suffix_probs: Tensor,
+    suffix_meta: Tensor,
     *,
-    max_tree_depth: int = 64, max_spec_factor: float = 1.0, max_spec_offset: float = 0.0,
-    min_token_prob: float = 0.1, max_draft_tokens: int | None = None, pad_to_max: bool = False,
+    max_tree_depth: int = 64,
+    max_spec_factor: float = 1.0,
+    max_spec_offset: float = 0.0,
+    min_token_prob: float = 0.1,
+    max_draft_tokens: int | None = None,
+    pad_to_max: bool = False,
     threshold: int | None = None,
 ) -> None:
     """Propose draft tokens by suffix decoding over each slot's own history.

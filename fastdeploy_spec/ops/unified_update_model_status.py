@@ -9,12 +9,36 @@ from fastdeploy_spec.ops._common import OpSpec
 
 SPEC = OpSpec(
     "unified_update_model_status",
-    tensors=("seq_lens_encoder", "seq_lens_decoder", "has_running_seqs", "step_input_ids",
-             "step_output_ids", "step_output_len", "stop_flags", "seq_lens_this_time", "is_paused",
-             "token_ids_all", "prompt_lens", "step_idx", "end_tokens", "max_dec_len"),
-    outputs=frozenset({"seq_lens_encoder", "seq_lens_decoder", "has_running_seqs", "step_input_ids",
-                       "step_output_ids", "step_output_len", "stop_flags", "seq_lens_this_time",
-                       "token_ids_all", "step_idx"}),
+    tensors=(
+        "seq_lens_encoder",
+        "seq_lens_decoder",
+        "has_running_seqs",
+        "step_input_ids",
+        "step_output_ids",
+        "step_output_len",
+        "stop_flags",
+        "seq_lens_this_time",
+        "is_paused",
+        "token_ids_all",
+        "prompt_lens",
+        "step_idx",
+        "end_tokens",
+        "max_dec_len",
+    ),
+    outputs=frozenset(
+        {
+            "seq_lens_encoder",
+            "seq_lens_decoder",
+            "has_running_seqs",
+            "step_input_ids",
+            "step_output_ids",
+            "step_output_len",
+            "stop_flags",
+            "seq_lens_this_time",
+            "token_ids_all",
+            "step_idx",
+        }
+    ),
 )
 
 

@@ -9,21 +9,57 @@ import paddle
 from fastdeploy_spec.ops import _loader
 from fastdeploy_spec.ops._common import BOOL, INT32, ArgumentError, OpSpec
 
-_TENSORS = ("step_output_ids", "step_output_len", "step_input_ids", "target_tokens", "candidate_ids",
-            "candidate_scores", "candidate_lens", "topp", "stop_flags", "seq_lens_encoder",
-            "seq_lens_this_time", "end_tokens", "is_block_step", "cu_seqlens_q_output",
-            "reasoning_status", "max_dec_len", "step_idx")
-_OPTIONAL = frozenset({"target_tokens", "candidate_ids", "candidate_scores", "candidate_lens", "max_dec_len",
-                       "step_idx"})
+_TENSORS = (
+    "step_output_ids",
+    "step_output_len",
+    "step_input_ids",
+    "target_tokens",
+    "candidate_ids",
+    "candidate_scores",
+    "candidate_lens",
+    "topp",
+    "stop_flags",
+    "seq_lens_encoder",
+    "seq_lens_this_time",
+    "end_tokens",
+    "is_block_step",
+    "cu_seqlens_q_output",
+    "reasoning_status",
+    "max_dec_len",
+    "step_idx",
+)
+_OPTIONAL = frozenset(
+    {
+        "target_tokens",
+        "candidate_ids",
+        "candidate_scores",
+        "candidate_lens",
+        "max_dec_len",
+        "step_idx",
+    }
+)
 _OUTPUTS = frozenset({"step_output_ids", "step_output_len"})
-_ATTR_TYPES = (("max_seq_len", INT32), ("verify_window", INT32), ("verify_strategy", INT32),
-               ("reject_all", BOOL), ("accept_all", BOOL))
+_ATTR_TYPES = (
+    ("max_seq_len", INT32),
+    ("verify_window", INT32),
+    ("verify_strategy", INT32),
+    ("reject_all", BOOL),
+    ("accept_all", BOOL),
+)
 
 # FastDeploy's registration (its 17 inputs), and ours with each slot's Philox key as an 18th input
 # under a name of our own (docs/contract/names.md).
-SPEC = OpSpec("verify_draft_tokens", tensors=_TENSORS, outputs=_OUTPUTS, attrs=_ATTR_TYPES, optional=_OPTIONAL)
-SEEDED_SPEC = OpSpec("verify_draft_tokens_seeded", tensors=_TENSORS + ("seeds",), outputs=_OUTPUTS,
-                     attrs=_ATTR_TYPES, optional=_OPTIONAL | {"seeds"}, caller="verify_draft_tokens")
+SPEC = OpSpec(
+    "verify_draft_tokens", tensors=_TENSORS, outputs=_OUTPUTS, attrs=_ATTR_TYPES, optional=_OPTIONAL
+)
+SEEDED_SPEC = OpSpec(
+    "verify_draft_tokens_seeded",
+    tensors=_TENSORS + ("seeds",),
+    outputs=_OUTPUTS,
+    attrs=_ATTR_TYPES,
+    optional=_OPTIONAL | {"seeds"},
+    caller="verify_draft_tokens",
+)
 
 _ATTRS = ("max_seq_len", "verify_window", "verify_strategy", "reject_all", "accept_all")
 
@@ -36,14 +72,16 @@ class VerifyStrategy(IntEnum):
     TARGET_MATCH = 2  # draft == the target's sampled token (target_tokens)
 
     @classmethod
-    def from_string(cls, value: str) -> "VerifyStrategy":
+    def from_string(cls, value: str) -> VerifyStrategy:
         """The strategy named ``value`` (case-insensitive): ``"topp"``, ``"greedy"``, ``"target_match"``."""
         if not isinstance(value, str):
             raise TypeError(f"VerifyStrategy.from_string takes a str, got {type(value).__name__}")
         try:
             return cls[value.upper()]
         except KeyError:
-            raise ValueError(f"invalid verify strategy {value!r}; one of {[s.name for s in cls]}") from None
+            raise ValueError(
+                f"invalid verify strategy {value!r}; one of {[s.name for s in cls]}"
+            ) from None
 
 
 def _check_strategy_inputs(values: dict) -> None:
@@ -52,13 +90,19 @@ def _check_strategy_inputs(values: dict) -> None:
     if not isinstance(rows, paddle.Tensor) or rows.size == 0 or strategy not in (0, 1, 2):
         return  # the binding names what is wrong
     if strategy == VerifyStrategy.TOPP:
-        missing = [k for k in ("candidate_ids", "candidate_scores", "candidate_lens") if values[k] is None]
+        missing = [
+            k for k in ("candidate_ids", "candidate_scores", "candidate_lens") if values[k] is None
+        ]
         if missing:
-            raise ArgumentError(f"verify_draft_tokens: verify_strategy TOPP (0) needs candidate_ids, "
-                                f"candidate_scores and candidate_lens; {', '.join(missing)} is None")
+            raise ArgumentError(
+                f"verify_draft_tokens: verify_strategy TOPP (0) needs candidate_ids, "
+                f"candidate_scores and candidate_lens; {', '.join(missing)} is None"
+            )
     elif values["target_tokens"] is None:
-        raise ArgumentError(f"verify_draft_tokens: verify_strategy {VerifyStrategy(strategy).name} "
-                            f"({strategy}) needs target_tokens; it is None")
+        raise ArgumentError(
+            f"verify_draft_tokens: verify_strategy {VerifyStrategy(strategy).name} "
+            f"({strategy}) needs target_tokens; it is None"
+        )
 
 
 def verify_draft_tokens(
@@ -146,8 +190,10 @@ def verify_draft_tokens(
     elif len(rest) == 5 and not isinstance(rest[0], paddle.Tensor):
         max_dec_len, step_idx, attrs = None, None, rest
     else:
-        raise ArgumentError(f"verify_draft_tokens: expected 17 tensors and 5 attributes (or the earlier "
-                            f"15 tensors and 5 attributes), got {15 + len(rest)} positional arguments")
+        raise ArgumentError(
+            f"verify_draft_tokens: expected 17 tensors and 5 attributes (or the earlier "
+            f"15 tensors and 5 attributes), got {15 + len(rest)} positional arguments"
+        )
     values = dict(locals())
     values.update(zip(_ATTRS, (int(a) if isinstance(a, IntEnum) else a for a in attrs)))
     _check_strategy_inputs(values)

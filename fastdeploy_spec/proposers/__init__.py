@@ -13,9 +13,14 @@ from fastdeploy_spec.proposers.suffix import SuffixProposer
 __all__ = ["MTPProposer", "NgramProposer", "Proposer", "SuffixProposer", "create_proposer"]
 
 
-def create_proposer(config, *, draft_model: Optional[DraftModel] = None,
-                    max_num_seqs: Optional[int] = None, max_model_len: Optional[int] = None,
-                    place=None) -> Optional[Proposer]:
+def create_proposer(
+    config,
+    *,
+    draft_model: Optional[DraftModel] = None,
+    max_num_seqs: Optional[int] = None,
+    max_model_len: Optional[int] = None,
+    place=None,
+) -> Optional[Proposer]:
     """The proposer of ``config.method``.
 
     ``naive`` returns None: the runner proposes nothing and verifies one token per slot, so it skips
@@ -47,8 +52,15 @@ def create_proposer(config, *, draft_model: Optional[DraftModel] = None,
     if method is SpecMethod.SUFFIX:
         return SuffixProposer(setup)
     if method is SpecMethod.MTP:
-        missing = [name for name, v in (("draft_model", draft_model), ("max_num_seqs", max_num_seqs),
-                                        ("max_model_len", max_model_len)) if v is None]
+        missing = [
+            name
+            for name, v in (
+                ("draft_model", draft_model),
+                ("max_num_seqs", max_num_seqs),
+                ("max_model_len", max_model_len),
+            )
+            if v is None
+        ]
         if missing:
             raise ValueError(f"method 'mtp' needs {', '.join(missing)}")
         return MTPProposer(setup, draft_model, max_num_seqs, max_model_len, place=place)

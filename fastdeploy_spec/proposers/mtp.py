@@ -107,25 +107,39 @@ class MTPProposer(Proposer):
     ([4, 5], [3])
     """
 
-    def __init__(self, config, draft_model: DraftModel, max_num_seqs: Optional[int] = None,
-                 max_model_len: Optional[int] = None, *, place=None, defer_accept: bool = True) -> None:
+    def __init__(
+        self,
+        config,
+        draft_model: DraftModel,
+        max_num_seqs: Optional[int] = None,
+        max_model_len: Optional[int] = None,
+        *,
+        place=None,
+        defer_accept: bool = True,
+    ) -> None:
         super().__init__(config)  # also an FDConfig-shaped object (proposers/base.py)
         max_num_seqs = self.max_num_seqs if max_num_seqs is None else max_num_seqs
         max_model_len = self.max_model_len if max_model_len is None else max_model_len
         if max_num_seqs is None or max_model_len is None:
-            raise ValueError("MTPProposer needs max_num_seqs and max_model_len (arguments, or the "
-                             "config's scheduler_config / model_config)")
+            raise ValueError(
+                "MTPProposer needs max_num_seqs and max_model_len (arguments, or the "
+                "config's scheduler_config / model_config)"
+            )
         self.max_num_seqs, self.max_model_len = max_num_seqs, max_model_len
         config = self.config
         if not callable(draft_model):
             raise TypeError(f"draft_model must be callable, got {type(draft_model).__name__}")
         if max_num_seqs < 0 or max_model_len < 2:
-            raise ValueError(f"need max_num_seqs >= 0 and max_model_len >= 2, got {max_num_seqs}, "
-                             f"{max_model_len}")
+            raise ValueError(
+                f"need max_num_seqs >= 0 and max_model_len >= 2, got {max_num_seqs}, "
+                f"{max_model_len}"
+            )
         self.draft_model = draft_model
         self.num_model_steps = min(config.num_model_steps, config.num_speculative_tokens)
-        self.extend_with_ngram = (config.mtp_strategy == "with_ngram"
-                                  and config.num_speculative_tokens > config.num_model_steps)
+        self.extend_with_ngram = (
+            config.mtp_strategy == "with_ngram"
+            and config.num_speculative_tokens > config.num_model_steps
+        )
         self.place = resolve_place(place)
         S, D = max_num_seqs, max_model_len
 
@@ -157,20 +171,28 @@ class MTPProposer(Proposer):
         """
         for name, t in (("accept_tokens", accept_tokens), ("accept_num", accept_num)):
             if not isinstance(t, paddle.Tensor):
-                raise TypeError(f"MTPProposer.accept: {name} must be a Paddle tensor on the proposer's "
-                                f"place, got {type(t).__name__}")
+                raise TypeError(
+                    f"MTPProposer.accept: {name} must be a Paddle tensor on the proposer's "
+                    f"place, got {type(t).__name__}"
+                )
         if self.defer_accept:
             self._accepted = (accept_tokens, accept_num)
         else:
-            draft_model_accept(accept_tokens, accept_num, self.step_idx, self.pre_ids, self.mtp_draft_num)
+            draft_model_accept(
+                accept_tokens, accept_num, self.step_idx, self.pre_ids, self.mtp_draft_num
+            )
 
     # The step reads as FastDeploy's MTPProposer._run_impl (fastdeploy/spec_decode/mtp.py): prepare
     # the draft side's inputs, propose num_model_steps drafts, extend them with n-gram matches. Our
     # ops differ where upstream's sampler sits between the draft model and draft_model_update: the
     # greedy choice is fused into draft_model_greedy_update (docs/contract/draft_model.md); the
     # upstream-contract ops are in fastdeploy_spec.ops (docs/contract/mtp_state.md).
-    def _run_impl(self, share_inputs: Dict[str, paddle.Tensor],
-                  hidden_states: Optional[paddle.Tensor] = None, **_: object) -> None:
+    def _run_impl(
+        self,
+        share_inputs: Dict[str, paddle.Tensor],
+        hidden_states: Optional[paddle.Tensor] = None,
+        **_: object,
+    ) -> None:
         self._prepare_inputs(share_inputs)
         self._propose(share_inputs, hidden_states)
         if self.extend_with_ngram:
@@ -179,10 +201,21 @@ class MTPProposer(Proposer):
     def _prepare_inputs(self, s: Dict[str, paddle.Tensor]) -> None:
         """Upstream's draft_model_preprocess step: the draft side from the target's state (the last
         verification applied first when it was deferred)."""
-        draft = (self.input_ids, self.seq_lens_decoder, self.step_idx, self.pre_ids, self.mtp_draft_num,
-                 self.max_dec_len)
-        base = (s["seq_lens_this_time"], s["seq_lens_encoder"], s["seq_lens_decoder"], s["stop_flags"],
-                s["max_dec_len"])
+        draft = (
+            self.input_ids,
+            self.seq_lens_decoder,
+            self.step_idx,
+            self.pre_ids,
+            self.mtp_draft_num,
+            self.max_dec_len,
+        )
+        base = (
+            s["seq_lens_this_time"],
+            s["seq_lens_encoder"],
+            s["seq_lens_decoder"],
+            s["stop_flags"],
+            s["max_dec_len"],
+        )
         if self._accepted is not None:
             draft_model_accept_preprocess(*draft, *self._accepted, *base)
             self._accepted = None
@@ -196,18 +229,42 @@ class MTPProposer(Proposer):
             out = self.draft_model(self.input_ids, hidden)
             logits, hidden = out if isinstance(out, tuple) else (out, None)
             if not isinstance(logits, paddle.Tensor):
-                raise TypeError(f"the draft model must return its logits as a Paddle tensor on the "
-                                f"proposer's place, got {type(logits).__name__}")
+                raise TypeError(
+                    f"the draft model must return its logits as a Paddle tensor on the "
+                    f"proposer's place, got {type(logits).__name__}"
+                )
             self._post_process(logits, s, substep)
 
-    def _post_process(self, logits: paddle.Tensor, s: Dict[str, paddle.Tensor], substep: int) -> None:
-        draft_model_greedy_update(logits, self.input_ids, self.seq_lens_decoder, self.step_idx, self.pre_ids,
-                                  self.mtp_draft_num, s["draft_tokens"], s["seq_lens_this_time"], substep)
+    def _post_process(
+        self, logits: paddle.Tensor, s: Dict[str, paddle.Tensor], substep: int
+    ) -> None:
+        draft_model_greedy_update(
+            logits,
+            self.input_ids,
+            self.seq_lens_decoder,
+            self.step_idx,
+            self.pre_ids,
+            self.mtp_draft_num,
+            s["draft_tokens"],
+            s["seq_lens_this_time"],
+            substep,
+        )
 
     def _extend_draft_token_with_ngram_match(self, s: Dict[str, paddle.Tensor]) -> None:
         cfg = self.config
         hybrid_mtp_ngram(
-            s["token_ids_all"], s["prompt_lens"], self.pre_ids, self.step_idx,
-            s["actual_draft_token_num"], s["draft_tokens"], s["seq_lens_this_time"],
-            self.seq_lens_decoder, self.max_dec_len, cfg.max_ngram_size, cfg.min_ngram_size,
-            cfg.num_speculative_tokens, self.pad_to_max, threshold=cfg.hybrid_threshold)
+            s["token_ids_all"],
+            s["prompt_lens"],
+            self.pre_ids,
+            self.step_idx,
+            s["actual_draft_token_num"],
+            s["draft_tokens"],
+            s["seq_lens_this_time"],
+            self.seq_lens_decoder,
+            self.max_dec_len,
+            cfg.max_ngram_size,
+            cfg.min_ngram_size,
+            cfg.num_speculative_tokens,
+            self.pad_to_max,
+            threshold=cfg.hybrid_threshold,
+        )

@@ -61,7 +61,17 @@ class NgramProposer(Proposer):
     def _run_impl(self, share_inputs: Dict[str, paddle.Tensor], **_: object) -> None:
         s = share_inputs
         ngram_match(
-            s["token_ids_all"], s["prompt_lens"], s["step_idx"], s["actual_draft_token_num"],
-            s["draft_tokens"], s["seq_lens_this_time"], s["seq_lens_encoder"],
-            s["seq_lens_decoder"], s["max_dec_len"], self.max_ngram_size, self.max_draft_token_num,
-            self.pad_to_max, threshold=self.threshold)
+            s["token_ids_all"],
+            s["prompt_lens"],
+            s["step_idx"],
+            s["actual_draft_token_num"],
+            s["draft_tokens"],
+            s["seq_lens_this_time"],
+            s["seq_lens_encoder"],
+            s["seq_lens_decoder"],
+            s["max_dec_len"],
+            self.max_ngram_size,
+            self.max_draft_token_num,
+            self.pad_to_max,
+            threshold=self.threshold,
+        )

@@ -9,8 +9,12 @@ import numpy as np
 import paddle
 
 from fastdeploy_spec.ops import suffix_match
-from fastdeploy_spec.ops.suffix_cache import (SuffixCache, suffix_cache_finish, suffix_cache_insert,
-                                              suffix_cache_step)
+from fastdeploy_spec.ops.suffix_cache import (
+    SuffixCache,
+    suffix_cache_finish,
+    suffix_cache_insert,
+    suffix_cache_step,
+)
 from fastdeploy_spec.proposers.base import Proposer
 
 
@@ -85,31 +89,57 @@ class SuffixProposer(Proposer):
         if self.max_cached_requests != 0:
             c = self.config
             self.cache = SuffixCache.from_config(
-                self.max_cached_requests, c.suffix_decoding_cached_response_len,
-                c.suffix_decoding_max_cached_tokens, S, key_len=c.suffix_decoding_global_min_match,
-                max_occurrences=c.suffix_decoding_global_max_occurrences, place=place)
+                self.max_cached_requests,
+                c.suffix_decoding_cached_response_len,
+                c.suffix_decoding_max_cached_tokens,
+                S,
+                key_len=c.suffix_decoding_global_min_match,
+                max_occurrences=c.suffix_decoding_global_max_occurrences,
+                place=place,
+            )
 
     def _run_impl(self, share_inputs: Dict[str, paddle.Tensor], **_: object) -> None:
         s = share_inputs
         if self.suffix_tokens is None:
             self._allocate(s["draft_tokens"])
         self._share_inputs = s
-        args = (s["token_ids_all"], s["prompt_lens"], s["step_idx"], s["actual_draft_token_num"],
-                s["draft_tokens"], s["seq_lens_this_time"], s["seq_lens_encoder"],
-                s["seq_lens_decoder"], s["max_dec_len"], self.suffix_tokens, self.suffix_probs,
-                self.suffix_meta)
-        kw = dict(max_tree_depth=self.max_tree_depth, max_spec_factor=self.max_spec_factor,
-                  max_spec_offset=self.max_spec_offset, min_token_prob=self.min_token_prob,
-                  max_draft_tokens=self.max_draft_token_num, pad_to_max=self.pad_to_max,
-                  threshold=self.threshold)
+        args = (
+            s["token_ids_all"],
+            s["prompt_lens"],
+            s["step_idx"],
+            s["actual_draft_token_num"],
+            s["draft_tokens"],
+            s["seq_lens_this_time"],
+            s["seq_lens_encoder"],
+            s["seq_lens_decoder"],
+            s["max_dec_len"],
+            self.suffix_tokens,
+            self.suffix_probs,
+            self.suffix_meta,
+        )
+        kw = dict(
+            max_tree_depth=self.max_tree_depth,
+            max_spec_factor=self.max_spec_factor,
+            max_spec_offset=self.max_spec_offset,
+            min_token_prob=self.min_token_prob,
+            max_draft_tokens=self.max_draft_token_num,
+            pad_to_max=self.pad_to_max,
+            threshold=self.threshold,
+        )
         if self.cache is None:
             suffix_match(*args, **kw)
             return
         suffix_cache_step(*args, self.suffix_source, self.cache, **kw)
 
     def _insert(self, s: Dict[str, paddle.Tensor]) -> None:
-        suffix_cache_insert(s["token_ids_all"], s["prompt_lens"], s["step_idx"],
-                            s["seq_lens_encoder"], s["seq_lens_decoder"], self.cache)
+        suffix_cache_insert(
+            s["token_ids_all"],
+            s["prompt_lens"],
+            s["step_idx"],
+            s["seq_lens_encoder"],
+            s["seq_lens_decoder"],
+            self.cache,
+        )
 
     def reset(self, slots) -> None:
         """New requests are about to be written into ``slots``: an insert first, while their rows

@@ -11,9 +11,18 @@ The ops themselves (``speculate_save_output_topk``, ``mtp_save_first_token_with_
 
 from fastdeploy_spec.transport.layout import Layout, layout
 from fastdeploy_spec.transport.parser import LogprobMessage, SlotLogprobs, parse_logprob_output
-from fastdeploy_spec.transport.queue import (QUEUE_ID_ENV, QueueStats, free_queue_id, last_send_stats,
-                                             lock_path, private_queue, queue_env, queue_stats, release_queue_id,
-                                             remove_queue)
+from fastdeploy_spec.transport.queue import (
+    QUEUE_ID_ENV,
+    QueueStats,
+    free_queue_id,
+    last_send_stats,
+    lock_path,
+    private_queue,
+    queue_env,
+    queue_stats,
+    release_queue_id,
+    remove_queue,
+)
 from fastdeploy_spec.transport.receiver import LogprobReceiver, child_env, receive_buffers
 
 __all__ = [

@@ -72,6 +72,8 @@ def layout() -> Layout:
     entries = {name.decode(): int(value) for name, value in zip(names, values)}
     fields = set(Layout.__dataclass_fields__)
     if set(entries) != fields:
-        raise RuntimeError(f"the op library's logprob layout names {sorted(set(entries) - fields)} that this "
-                           f"module lacks and lacks {sorted(fields - set(entries))}: rebuild it")
+        raise RuntimeError(
+            f"the op library's logprob layout names {sorted(set(entries) - fields)} that this "
+            f"module lacks and lacks {sorted(fields - set(entries))}: rebuild it"
+        )
     return Layout(**entries)

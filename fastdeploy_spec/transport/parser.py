@@ -104,20 +104,36 @@ def parse_logprob_output(output_tokens, output_scores, output_ranks) -> LogprobM
     columns = (word >> lay.flag_bits) & lay.columns_mask
     batch = int(tokens[2])
     if not 1 <= columns <= lay.columns:
-        raise ValueError(f"flag word {word} announces {columns} top-k columns; 1 .. {lay.columns} exist")
+        raise ValueError(
+            f"flag word {word} announces {columns} top-k columns; 1 .. {lay.columns} exist"
+        )
     if not 0 <= batch <= lay.max_bsz:
         raise ValueError(f"batch {batch} outside [0, {lay.max_bsz}]")
     rows, cols = lay.max_draft_tokens, lay.columns
     cells = batch * rows * cols
     counts = tokens[3 : 3 + batch].tolist()
-    ids = tokens[lay.tokens_offset : lay.tokens_offset + cells].reshape(batch, rows, cols)[:, :, :columns].tolist()
+    ids = (
+        tokens[lay.tokens_offset : lay.tokens_offset + cells]
+        .reshape(batch, rows, cols)[:, :, :columns]
+        .tolist()
+    )
     lps = _flat(output_scores)[:cells].reshape(batch, rows, cols)[:, :, :columns].tolist()
     rks = _flat(output_ranks)[: batch * rows].reshape(batch, rows).tolist()
     slots = []
     for i, count in enumerate(counts):
         n = min(max(count, 0), rows)
         slot_ids, slot_lps = ids[i][:n], lps[i][:n]
-        slots.append(SlotLogprobs(
-            slot=i, count=count, token_ids=[r[0] for r in slot_ids], logprobs=[r[0] for r in slot_lps],
-            topk_token_ids=slot_ids, topk_logprobs=slot_lps, ranks=rks[i][:n]))
-    return LogprobMessage(stop_flag=int(tokens[0]), message_flag=message_flag, topk_columns=columns, slots=slots)
+        slots.append(
+            SlotLogprobs(
+                slot=i,
+                count=count,
+                token_ids=[r[0] for r in slot_ids],
+                logprobs=[r[0] for r in slot_lps],
+                topk_token_ids=slot_ids,
+                topk_logprobs=slot_lps,
+                ranks=rks[i][:n],
+            )
+        )
+    return LogprobMessage(
+        stop_flag=int(tokens[0]), message_flag=message_flag, topk_columns=columns, slots=slots
+    )

@@ -34,8 +34,10 @@ def _queue_id(queue_id: int | None) -> int:
     if queue_id is not None:
         return int(queue_id)
     out = ctypes.c_int64()
-    _check(_lib().fdspec_msg_queue_id_from_env(ctypes.byref(out)),
-           f"{QUEUE_ID_ENV} = {os.environ.get(QUEUE_ID_ENV)!r}")
+    _check(
+        _lib().fdspec_msg_queue_id_from_env(ctypes.byref(out)),
+        f"{QUEUE_ID_ENV} = {os.environ.get(QUEUE_ID_ENV)!r}",
+    )
     return int(out.value)
 
 
@@ -91,7 +93,9 @@ def free_queue_id(seed: int | None = None) -> int:
     other's messages. The reservation is an exclusive ``flock`` on a lock file per id, held until
     :func:`release_queue_id` (``LogprobReceiver.close`` calls it) or the end of the process.
     """
-    order = np.random.default_rng(os.getpid() if seed is None else seed).permutation(list(_QUEUE_IDS))
+    order = np.random.default_rng(os.getpid() if seed is None else seed).permutation(
+        list(_QUEUE_IDS)
+    )
     for qid in order.tolist():
         if qid in _reserved:
             continue

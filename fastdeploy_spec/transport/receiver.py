@@ -55,16 +55,16 @@ def receive_buffers():
 
     lay = layout()
     cpu = paddle.CPUPlace()
-    return (paddle.to_tensor(np.zeros((lay.tokens_len, 1), np.int64), place=cpu),
-            paddle.to_tensor(np.zeros((lay.scores_len, 1), np.float32), place=cpu),
-            paddle.to_tensor(np.zeros(lay.ranks_len, np.int64), place=cpu))
+    return (
+        paddle.to_tensor(np.zeros((lay.tokens_len, 1), np.int64), place=cpu),
+        paddle.to_tensor(np.zeros((lay.scores_len, 1), np.float32), place=cpu),
+        paddle.to_tensor(np.zeros(lay.ranks_len, np.int64), place=cpu),
+    )
 
 
 def _receive_forever(out) -> None:
     """The child: blocking receive, parse, pickle to ``out``; until the parent ends it."""
     try:
-        import paddle
-
         from fastdeploy_spec.ops import speculate_get_output_topk
 
         lay = layout()
@@ -114,12 +114,17 @@ class LogprobReceiver:
         self.queue_id = int(queue_id)
         env = child_env(**{QUEUE_ID_ENV: str(self.queue_id)})
         self._stderr = tempfile.TemporaryFile()
-        self._process = subprocess.Popen([sys.executable, "-m", "fastdeploy_spec.transport.receiver"],
-                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                         stderr=self._stderr, env=env)
-        self._inbox: "queue_mod.Queue[object]" = queue_mod.Queue()
-        self._reader = threading.Thread(target=self._read_pipe, name=f"logprob-receiver-{queue_id}",
-                                        daemon=True)
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "fastdeploy_spec.transport.receiver"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=env,
+        )
+        self._inbox: queue_mod.Queue[object] = queue_mod.Queue()
+        self._reader = threading.Thread(
+            target=self._read_pipe, name=f"logprob-receiver-{queue_id}", daemon=True
+        )
         self._reader.start()
 
     def _read_pipe(self) -> None:
@@ -132,8 +137,9 @@ class LogprobReceiver:
     def _failure(self, what: str) -> RuntimeError:
         self._stderr.seek(0)
         tail = self._stderr.read()[-2000:].decode(errors="replace").strip()
-        return RuntimeError(f"logprob receiver (queue {self.queue_id}): {what}"
-                            + (f"\n{tail}" if tail else ""))
+        return RuntimeError(
+            f"logprob receiver (queue {self.queue_id}): {what}" + (f"\n{tail}" if tail else "")
+        )
 
     def take(self, count: int | None = None, timeout_s: float = 60.0) -> List[LogprobMessage]:
         """The messages received since the last call, in order; with ``count``, waits (up to
@@ -143,12 +149,17 @@ class LogprobReceiver:
         while True:
             wait = count is not None and len(got) < count
             try:
-                item = self._inbox.get(timeout=max(deadline - time.monotonic(), 1e-3)) if wait \
+                item = (
+                    self._inbox.get(timeout=max(deadline - time.monotonic(), 1e-3))
+                    if wait
                     else self._inbox.get_nowait()
+                )
             except queue_mod.Empty:
                 if wait:
-                    raise TimeoutError(f"logprob receiver (queue {self.queue_id}): {len(got)} of "
-                                       f"{count} messages arrived within {timeout_s:.0f} s") from None
+                    raise TimeoutError(
+                        f"logprob receiver (queue {self.queue_id}): {len(got)} of "
+                        f"{count} messages arrived within {timeout_s:.0f} s"
+                    ) from None
                 return got
             if item is _EOF:
                 self._inbox.put(_EOF)

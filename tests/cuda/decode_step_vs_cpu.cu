@@ -2,8 +2,9 @@
 // naive_update_model_status, top_p_candidates): their CUDA launchers against their CPU
 // implementations, at the kernel layer (no Paddle), bit for bit on every tensor they touch. Random
 // steps of every strategy (B up to 1500: past upstream's one-block limits), verify + update run
-// eagerly and as one captured CUDA graph; a captured TOPP step replayed twice draws different tokens,
-// each equal to the CPU's with the same counters. Usage and exit status: tests/cuda/harness.cuh.
+// eagerly and as one captured CUDA graph; a captured TOPP step replayed twice draws different
+// tokens, each equal to the CPU's with the same counters. Usage and exit status:
+// tests/cuda/harness.cuh.
 #include <cstdio>
 #include <random>
 #include <string>
@@ -19,19 +20,23 @@ namespace {
 
 using harness::DevVec;
 
-// Host arrays of one step (R rows, B slots, W columns, T packed rows, C candidates); bools as uint8_t.
+// Host arrays of one step (R rows, B slots, W columns, T packed rows, C candidates); bools as
+// uint8_t.
 struct Step {
   int64_t R = 0, B = 0, W = 1, T = 0, C = 1, L = 1;
   int strategy = 1;
   bool reject_all = false, accept_all = false;
-  std::vector<int64_t> out_ids, in_ids, target, cand_ids, ends, max_dec, step, seeds, ids_all, prompt;
+  std::vector<int64_t> out_ids, in_ids, target, cand_ids, ends, max_dec, step, seeds, ids_all,
+      prompt;
   std::vector<float> scores, topp;
   std::vector<int32_t> out_len, cand_lens, enc, dec, slt, cu, reasoning;
   std::vector<uint8_t> stop, block, paused, running;
 };
 
 Step random_step(std::mt19937_64& rng, int64_t B, int64_t K, int strategy) {
-  auto u = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  auto u = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
   Step s;
   s.B = B;
   s.R = B + u(0, 2);
@@ -44,7 +49,8 @@ Step random_step(std::mt19937_64& rng, int64_t B, int64_t K, int strategy) {
   const int64_t vocab = u(2, 5);
   s.cu.push_back(0);
   for (int64_t b = 0; b < B; ++b) {
-    s.slt.push_back(u(0, 9) == 0 ? static_cast<int32_t>(u(-1, 0)) : static_cast<int32_t>(u(1, s.W)));
+    s.slt.push_back(u(0, 9) == 0 ? static_cast<int32_t>(u(-1, 0))
+                                 : static_cast<int32_t>(u(1, s.W)));
     s.cu.push_back(s.cu.back() + std::max<int32_t>(s.slt.back(), 0));
   }
   s.T = s.cu.back();
@@ -99,15 +105,39 @@ struct DeviceStep {
   DevVec<int32_t> out_len, cand_lens, enc, dec, slt, cu, reasoning;
   DevVec<uint8_t> stop, block, paused, running;
   explicit DeviceStep(const Step& s)
-      : out_ids(s.out_ids), in_ids(s.in_ids), target(s.target), cand_ids(s.cand_ids), ends(s.ends),
-        max_dec(s.max_dec), step(s.step), seeds(s.seeds), ids_all(s.ids_all), prompt(s.prompt),
-        scores(s.scores), topp(s.topp), out_len(s.out_len), cand_lens(s.cand_lens), enc(s.enc),
-        dec(s.dec), slt(s.slt), cu(s.cu), reasoning(s.reasoning), stop(s.stop), block(s.block),
-        paused(s.paused), running(s.running) {}
+      : out_ids(s.out_ids),
+        in_ids(s.in_ids),
+        target(s.target),
+        cand_ids(s.cand_ids),
+        ends(s.ends),
+        max_dec(s.max_dec),
+        step(s.step),
+        seeds(s.seeds),
+        ids_all(s.ids_all),
+        prompt(s.prompt),
+        scores(s.scores),
+        topp(s.topp),
+        out_len(s.out_len),
+        cand_lens(s.cand_lens),
+        enc(s.enc),
+        dec(s.dec),
+        slt(s.slt),
+        cu(s.cu),
+        reasoning(s.reasoning),
+        stop(s.stop),
+        block(s.block),
+        paused(s.paused),
+        running(s.running) {}
   void download_into(Step& s) const {
-    s.out_ids = out_ids.download(); s.in_ids = in_ids.download(); s.step = step.download();
-    s.ids_all = ids_all.download(); s.out_len = out_len.download(); s.enc = enc.download();
-    s.dec = dec.download(); s.slt = slt.download(); s.stop = stop.download();
+    s.out_ids = out_ids.download();
+    s.in_ids = in_ids.download();
+    s.step = step.download();
+    s.ids_all = ids_all.download();
+    s.out_len = out_len.download();
+    s.enc = enc.download();
+    s.dec = dec.download();
+    s.slt = slt.download();
+    s.stop = stop.download();
     s.running = running.download();
   }
 };
@@ -118,30 +148,53 @@ void params_of(const Step& s, A& a, fdspec::VerifyDraftTokensParams* v,
                fdspec::UnifiedUpdateModelStatusParams* up, bool with_seeds) {
   const bool topp = s.strategy == 0;
   *v = {};
-  v->step_output_ids = a.out_ids; v->step_output_len = a.out_len; v->step_input_ids = a.in_ids;
+  v->step_output_ids = a.out_ids;
+  v->step_output_len = a.out_len;
+  v->step_input_ids = a.in_ids;
   v->target_tokens = topp ? nullptr : a.target;
   v->candidate_ids = topp ? a.cand_ids : nullptr;
   v->candidate_scores = topp ? a.scores : nullptr;
   v->candidate_lens = topp ? a.cand_lens : nullptr;
-  v->topp = a.topp; v->stop_flags = reinterpret_cast<const bool*>(a.stop);
-  v->seq_lens_encoder = a.enc; v->seq_lens_this_time = a.slt; v->end_tokens = a.ends;
+  v->topp = a.topp;
+  v->stop_flags = reinterpret_cast<const bool*>(a.stop);
+  v->seq_lens_encoder = a.enc;
+  v->seq_lens_this_time = a.slt;
+  v->end_tokens = a.ends;
   v->num_end_tokens = static_cast<int64_t>(s.ends.size());
-  v->is_block_step = reinterpret_cast<const bool*>(a.block); v->cu_seqlens_q_output = a.cu;
-  v->reasoning_status = a.reasoning; v->max_dec_len = a.max_dec; v->step_idx = a.step;
+  v->is_block_step = reinterpret_cast<const bool*>(a.block);
+  v->cu_seqlens_q_output = a.cu;
+  v->reasoning_status = a.reasoning;
+  v->max_dec_len = a.max_dec;
+  v->step_idx = a.step;
   v->seeds = with_seeds ? a.seeds : nullptr;
-  v->rows = s.R; v->batch = s.B; v->width = s.W; v->token_rows = s.T;
+  v->rows = s.R;
+  v->batch = s.B;
+  v->width = s.W;
+  v->token_rows = s.T;
   v->num_candidates = topp ? s.C : 1;
   v->strategy = static_cast<fdspec::VerifyStrategy>(s.strategy);
-  v->reject_all = s.reject_all; v->accept_all = s.accept_all;
+  v->reject_all = s.reject_all;
+  v->accept_all = s.accept_all;
   *up = {};
-  up->seq_lens_encoder = a.enc; up->seq_lens_decoder = a.dec;
+  up->seq_lens_encoder = a.enc;
+  up->seq_lens_decoder = a.dec;
   up->has_running_seqs = reinterpret_cast<bool*>(a.running);
-  up->step_input_ids = a.in_ids; up->step_output_ids = a.out_ids; up->step_output_len = a.out_len;
-  up->stop_flags = reinterpret_cast<bool*>(a.stop); up->seq_lens_this_time = a.slt;
-  up->is_paused = reinterpret_cast<const bool*>(a.paused); up->token_ids_all = a.ids_all;
-  up->token_ids_stride = s.L; up->prompt_lens = a.prompt; up->step_idx = a.step;
-  up->end_tokens = a.ends; up->num_end_tokens = static_cast<int64_t>(s.ends.size());
-  up->max_dec_len = a.max_dec; up->rows = s.R; up->batch = s.B; up->width = s.W;
+  up->step_input_ids = a.in_ids;
+  up->step_output_ids = a.out_ids;
+  up->step_output_len = a.out_len;
+  up->stop_flags = reinterpret_cast<bool*>(a.stop);
+  up->seq_lens_this_time = a.slt;
+  up->is_paused = reinterpret_cast<const bool*>(a.paused);
+  up->token_ids_all = a.ids_all;
+  up->token_ids_stride = s.L;
+  up->prompt_lens = a.prompt;
+  up->step_idx = a.step;
+  up->end_tokens = a.ends;
+  up->num_end_tokens = static_cast<int64_t>(s.ends.size());
+  up->max_dec_len = a.max_dec;
+  up->rows = s.R;
+  up->batch = s.B;
+  up->width = s.W;
 }
 
 struct HostPtrs {
@@ -151,18 +204,18 @@ struct HostPtrs {
   uint8_t *stop, *block, *paused, *running;
 };
 HostPtrs ptrs(Step& s) {
-  return {s.out_ids.data(), s.in_ids.data(), s.target.data(), s.cand_ids.data(), s.ends.data(),
-          s.max_dec.data(), s.step.data(), s.seeds.data(), s.ids_all.data(), s.prompt.data(),
-          s.scores.data(), s.topp.data(), s.out_len.data(), s.cand_lens.data(), s.enc.data(),
-          s.dec.data(), s.slt.data(), s.cu.data(), s.reasoning.data(), s.stop.data(), s.block.data(),
-          s.paused.data(), s.running.data()};
+  return {s.out_ids.data(), s.in_ids.data(), s.target.data(),  s.cand_ids.data(),  s.ends.data(),
+          s.max_dec.data(), s.step.data(),   s.seeds.data(),   s.ids_all.data(),   s.prompt.data(),
+          s.scores.data(),  s.topp.data(),   s.out_len.data(), s.cand_lens.data(), s.enc.data(),
+          s.dec.data(),     s.slt.data(),    s.cu.data(),      s.reasoning.data(), s.stop.data(),
+          s.block.data(),   s.paused.data(), s.running.data()};
 }
 HostPtrs ptrs(const DeviceStep& d) {
-  return {d.out_ids.ptr(), d.in_ids.ptr(), d.target.ptr(), d.cand_ids.ptr(), d.ends.ptr(),
-          d.max_dec.ptr(), d.step.ptr(), d.seeds.ptr(), d.ids_all.ptr(), d.prompt.ptr(),
-          d.scores.ptr(), d.topp.ptr(), d.out_len.ptr(), d.cand_lens.ptr(), d.enc.ptr(), d.dec.ptr(),
-          d.slt.ptr(), d.cu.ptr(), d.reasoning.ptr(), d.stop.ptr(), d.block.ptr(), d.paused.ptr(),
-          d.running.ptr()};
+  return {d.out_ids.ptr(), d.in_ids.ptr(), d.target.ptr(),  d.cand_ids.ptr(),  d.ends.ptr(),
+          d.max_dec.ptr(), d.step.ptr(),   d.seeds.ptr(),   d.ids_all.ptr(),   d.prompt.ptr(),
+          d.scores.ptr(),  d.topp.ptr(),   d.out_len.ptr(), d.cand_lens.ptr(), d.enc.ptr(),
+          d.dec.ptr(),     d.slt.ptr(),    d.cu.ptr(),      d.reasoning.ptr(), d.stop.ptr(),
+          d.block.ptr(),   d.paused.ptr(), d.running.ptr()};
 }
 
 void run_cpu(Step& s, bool with_seeds) {
@@ -174,8 +227,8 @@ void run_cpu(Step& s, bool with_seeds) {
   fdspec::unified_update_model_status_cpu(up);
 }
 
-cudaError_t launch(const fdspec::VerifyDraftTokensParams& v, const fdspec::UnifiedUpdateModelStatusParams& up,
-                   cudaStream_t stream) {
+cudaError_t launch(const fdspec::VerifyDraftTokensParams& v,
+                   const fdspec::UnifiedUpdateModelStatusParams& up, cudaStream_t stream) {
   auto& st = harness::selftest();
   if (!st.host_backend) {
     const cudaError_t e = fdspec::verify_draft_tokens_gpu(v, stream);
@@ -188,22 +241,23 @@ cudaError_t launch(const fdspec::VerifyDraftTokensParams& v, const fdspec::Unifi
 }
 
 bool same(const Step& a, const Step& b) {
-  return a.out_ids == b.out_ids && a.out_len == b.out_len && a.in_ids == b.in_ids && a.step == b.step &&
-         a.ids_all == b.ids_all && a.enc == b.enc && a.dec == b.dec && a.slt == b.slt &&
-         a.stop == b.stop && a.running == b.running;
+  return a.out_ids == b.out_ids && a.out_len == b.out_len && a.in_ids == b.in_ids &&
+         a.step == b.step && a.ids_all == b.ids_all && a.enc == b.enc && a.dec == b.dec &&
+         a.slt == b.slt && a.stop == b.stop && a.running == b.running;
 }
 
 std::string describe(const char* what, int64_t B, int64_t K, int strategy, int seed, int graph) {
   char buf[160];
-  std::snprintf(buf, sizeof(buf), "%s B=%ld K=%ld strategy=%d seed=%d graph=%d", what, (long)B, (long)K,
-                strategy, seed, graph);
+  std::snprintf(buf, sizeof(buf), "%s B=%ld K=%ld strategy=%d seed=%d graph=%d", what, (long)B,
+                (long)K, strategy, seed, graph);
   return buf;
 }
 
 void verify_and_update(harness::Tally& t, const harness::Stream& stream, bool quick) {
   const std::vector<int64_t> batches = quick ? std::vector<int64_t>{0, 1, 7, 1025}
                                              : std::vector<int64_t>{0, 1, 3, 33, 512, 1025, 1500};
-  const std::vector<int64_t> ks = quick ? std::vector<int64_t>{0, 4} : std::vector<int64_t>{0, 1, 4, 40};
+  const std::vector<int64_t> ks =
+      quick ? std::vector<int64_t>{0, 4} : std::vector<int64_t>{0, 1, 4, 40};
   const int seeds = quick ? 2 : 8;
   for (int64_t B : batches) {
     for (int64_t K : ks) {
@@ -222,11 +276,14 @@ void verify_and_update(harness::Tally& t, const harness::Stream& stream, bool qu
             params_of(input, dp, &v, &up, with_seeds);
             harness::run_case(
                 t, stream,
-                [&](cudaStream_t s) { harness::launch_once(s, graph, [&](cudaStream_t x) { return launch(v, up, x); }); },
+                [&](cudaStream_t s) {
+                  harness::launch_once(s, graph, [&](cudaStream_t x) { return launch(v, up, x); });
+                },
                 [&] {
                   Step got = input;
                   d.download_into(got);
-                  return same(cpu, got) ? std::string() : describe("verify+update", B, K, strategy, seed, graph);
+                  return same(cpu, got) ? std::string()
+                                        : describe("verify+update", B, K, strategy, seed, graph);
                 });
             t.count(B > 1024 ? "B>1024" : "B<=1024");
           }
@@ -266,14 +323,17 @@ void topp_replays(harness::Tally& t, const harness::Stream& stream) {
   Step cpu = s;
   std::vector<int64_t> first;
   for (int replay = 0; replay < 2; ++replay) {
-    harness::run_case(t, stream, [&](cudaStream_t x) { graph.replay(x); }, [&] {
-      run_cpu(cpu, true);
-      Step got = s;
-      d.download_into(got);
-      if (replay == 0) first = got.out_ids;
-      const bool fresh = replay == 0 || got.out_ids != first;
-      return same(cpu, got) && fresh ? std::string() : describe("topp replay", s.B, 3, 0, replay, 1);
-    });
+    harness::run_case(
+        t, stream, [&](cudaStream_t x) { graph.replay(x); },
+        [&] {
+          run_cpu(cpu, true);
+          Step got = s;
+          d.download_into(got);
+          if (replay == 0) first = got.out_ids;
+          const bool fresh = replay == 0 || got.out_ids != first;
+          return same(cpu, got) && fresh ? std::string()
+                                         : describe("topp replay", s.B, 3, 0, replay, 1);
+        });
   }
 }
 
@@ -281,7 +341,9 @@ void naive_update(harness::Tally& t, const harness::Stream& stream, bool quick) 
   for (int64_t B : {0, 1, 7, 1025, 1500}) {
     for (int seed = 0; seed < (quick ? 2 : 6); ++seed) {
       std::mt19937_64 rng(B * 31 + seed);
-      auto u = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+      auto u = [&](int64_t lo, int64_t hi) {
+        return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+      };
       const int64_t W = u(1, 3);
       std::vector<int32_t> slt, cu{0}, num;
       std::vector<int64_t> acc, next;
@@ -294,24 +356,32 @@ void naive_update(harness::Tally& t, const harness::Stream& stream, bool quick) 
       num.assign(B + 1, 7);
       std::vector<int64_t> acc_c = acc;
       std::vector<int32_t> num_c = num, slt_c = slt;
-      fdspec::NaiveUpdateModelStatusParams pc{acc_c.data(), W, num_c.data(), slt_c.data(), next.data(),
-                                              static_cast<int64_t>(next.size()), cu.data(), B};
+      fdspec::NaiveUpdateModelStatusParams pc{acc_c.data(), W,
+                                              num_c.data(), slt_c.data(),
+                                              next.data(),  static_cast<int64_t>(next.size()),
+                                              cu.data(),    B};
       fdspec::naive_update_model_status_cpu(pc);
       DevVec<int64_t> dacc(acc), dnext(next);
       DevVec<int32_t> dnum(num), dslt(slt), dcu(cu);
-      fdspec::NaiveUpdateModelStatusParams pg{dacc.ptr(), W, dnum.ptr(), dslt.ptr(), dnext.ptr(),
-                                              static_cast<int64_t>(next.size()), dcu.ptr(), B};
-      harness::run_case(t, stream, [&](cudaStream_t x) {
-        CHECK(harness::launch_or_emulate(pg, x, fdspec::naive_update_model_status_gpu,
-                                         fdspec::naive_update_model_status_cpu, [&](const auto& p) {
-                                           if (p.batch == 0) return false;
-                                           p.accept_num[0] ^= 1;
-                                           return true;
-                                         }));
-      }, [&] {
-        const bool ok = dacc.download() == acc_c && dnum.download() == num_c && dslt.download() == slt_c;
-        return ok ? std::string() : describe("naive", B, 0, 0, seed, 0);
-      });
+      fdspec::NaiveUpdateModelStatusParams pg{
+          dacc.ptr(), W, dnum.ptr(), dslt.ptr(), dnext.ptr(), static_cast<int64_t>(next.size()),
+          dcu.ptr(),  B};
+      harness::run_case(
+          t, stream,
+          [&](cudaStream_t x) {
+            CHECK(harness::launch_or_emulate(pg, x, fdspec::naive_update_model_status_gpu,
+                                             fdspec::naive_update_model_status_cpu,
+                                             [&](const auto& p) {
+                                               if (p.batch == 0) return false;
+                                               p.accept_num[0] ^= 1;
+                                               return true;
+                                             }));
+          },
+          [&] {
+            const bool ok =
+                dacc.download() == acc_c && dnum.download() == num_c && dslt.download() == slt_c;
+            return ok ? std::string() : describe("naive", B, 0, 0, seed, 0);
+          });
     }
   }
 }
@@ -322,7 +392,9 @@ void top_p(harness::Tally& t, const harness::Stream& stream, bool quick) {
       for (int dtype = 0; dtype < 3; ++dtype) {
         for (int seed = 0; seed < (quick ? 1 : 3); ++seed) {
           std::mt19937_64 rng(V * 7 + C * 131 + dtype * 3 + seed);
-          auto u = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+          auto u = [&](int64_t lo, int64_t hi) {
+            return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+          };
           const int64_t T = u(0, 12), B = u(1, 4);
           const auto ld = static_cast<fdspec::LogitsDType>(dtype);
           const int64_t esize = dtype == 0 ? 4 : 2;
@@ -335,8 +407,12 @@ void top_p(harness::Tally& t, const harness::Stream& stream, bool quick) {
               uint32_t bits;
               std::memcpy(&bits, &f, 4);
               // f is a multiple of 1/16 in [0, 0.5]: exact in both 16-bit formats.
-              const uint16_t h = dtype == 2 ? static_cast<uint16_t>(bits >> 16)
-                                            : static_cast<uint16_t>(f == 0 ? 0 : ((((bits >> 23) & 0xFF) - 112) << 10) | ((bits >> 13) & 0x3FF));
+              const uint16_t h =
+                  dtype == 2
+                      ? static_cast<uint16_t>(bits >> 16)
+                      : static_cast<uint16_t>(f == 0 ? 0
+                                                     : ((((bits >> 23) & 0xFF) - 112) << 10) |
+                                                           ((bits >> 13) & 0x3FF));
               std::memcpy(&probs[i * 2], &h, 2);
             }
           }
@@ -349,25 +425,48 @@ void top_p(harness::Tally& t, const harness::Stream& stream, bool quick) {
           std::vector<uint8_t> sc(T * C * esize, 0xAB), sg(T * C * esize, 0xCD);
           std::vector<int64_t> ic(T * C, 5), ig(T * C, 6);
           std::vector<int32_t> lc(T, 9), lg(T, 8);
-          fdspec::TopPCandidatesParams pc{probs.data(), ld, T, V, top.data(), fdspec::LogitsDType::kFloat32, B,
-                                          bids.data(), sc.data(), ic.data(), lc.data(), C};
+          fdspec::TopPCandidatesParams pc{probs.data(),
+                                          ld,
+                                          T,
+                                          V,
+                                          top.data(),
+                                          fdspec::LogitsDType::kFloat32,
+                                          B,
+                                          bids.data(),
+                                          sc.data(),
+                                          ic.data(),
+                                          lc.data(),
+                                          C};
           fdspec::top_p_candidates_cpu(pc);
           DevVec<uint8_t> dprobs(probs), dtop(top), dsc(sg);
           DevVec<int32_t> dbids(bids), dl(lg);
           DevVec<int64_t> di(ig);
-          fdspec::TopPCandidatesParams pg{dprobs.ptr(), ld, T, V, dtop.ptr(), fdspec::LogitsDType::kFloat32, B,
-                                          dbids.ptr(), dsc.ptr(), di.ptr(), dl.ptr(), C};
-          harness::run_case(t, stream, [&](cudaStream_t x) {
-            CHECK(harness::launch_or_emulate(pg, x, fdspec::top_p_candidates_gpu, fdspec::top_p_candidates_cpu,
-                                             [&](const auto& p) {
-                                               if (p.token_rows == 0) return false;
-                                               p.lens[0] ^= 1;
-                                               return true;
-                                             }));
-          }, [&] {
-            const bool ok = dsc.download() == sc && di.download() == ic && dl.download() == lc;
-            return ok ? std::string() : describe("top_p_candidates", V, C, dtype, seed, 0);
-          });
+          fdspec::TopPCandidatesParams pg{dprobs.ptr(),
+                                          ld,
+                                          T,
+                                          V,
+                                          dtop.ptr(),
+                                          fdspec::LogitsDType::kFloat32,
+                                          B,
+                                          dbids.ptr(),
+                                          dsc.ptr(),
+                                          di.ptr(),
+                                          dl.ptr(),
+                                          C};
+          harness::run_case(
+              t, stream,
+              [&](cudaStream_t x) {
+                CHECK(harness::launch_or_emulate(pg, x, fdspec::top_p_candidates_gpu,
+                                                 fdspec::top_p_candidates_cpu, [&](const auto& p) {
+                                                   if (p.token_rows == 0) return false;
+                                                   p.lens[0] ^= 1;
+                                                   return true;
+                                                 }));
+              },
+              [&] {
+                const bool ok = dsc.download() == sc && di.download() == ic && dl.download() == lc;
+                return ok ? std::string() : describe("top_p_candidates", V, C, dtype, seed, 0);
+              });
         }
       }
     }
@@ -386,5 +485,6 @@ void body(harness::Tally& t, bool quick) {
 
 int main(int argc, char** argv) {
   const harness::Mode mode = harness::parse_mode(argc, argv);
-  return harness::run_harness("decode_step_vs_cpu", mode, [&](harness::Tally& t) { body(t, mode.quick); });
+  return harness::run_harness("decode_step_vs_cpu", mode,
+                              [&](harness::Tally& t) { body(t, mode.quick); });
 }

@@ -1,9 +1,10 @@
 // speculate_draft_length_policy: its CUDA launcher against its CPU implementation, at the kernel
 // layer (no Paddle), bit for bit on every tensor the op writes (seq_lens_this_time, draft_len,
-// draft_probe, accept_ewma). Random batches run as histories of several steps (each step's acceptance drawn from
-// the drafts the op kept), eagerly and as captured CUDA graphs; estimates on few levels so that many
-// gains tie at the cut. The full run then times the op at B = 64, 256, 1024 (K = 5), warm (graph
-// replays) and cold (L2 flushed before each call). Usage and exit status: tests/cuda/harness.cuh.
+// draft_probe, accept_ewma). Random batches run as histories of several steps (each step's
+// acceptance drawn from the drafts the op kept), eagerly and as captured CUDA graphs; estimates on
+// few levels so that many gains tie at the cut. The full run then times the op at B = 64, 256, 1024
+// (K = 5), warm (graph replays) and cold (L2 flushed before each call). Usage and exit status:
+// tests/cuda/harness.cuh.
 #include <algorithm>
 #include <cstdio>
 #include <random>
@@ -66,7 +67,8 @@ void propose(harness::Rng& r, Case& c) {
       c.slt[b] = c.enc[b];
       continue;
     }
-    c.slt[b] = r.chance(0.05) ? static_cast<int32_t>(r.uni(-1, 0)) : static_cast<int32_t>(1 + r.uni(0, c.K + 2));
+    c.slt[b] = r.chance(0.05) ? static_cast<int32_t>(r.uni(-1, 0))
+                              : static_cast<int32_t>(1 + r.uni(0, c.K + 2));
     // accept_num: 1 + the drafts accepted of those kept last step (draft_len), sometimes nonsense.
     const int64_t kept = std::max<int64_t>(c.draft_len[b], 0);
     c.accept_num[b] = r.chance(0.05) ? static_cast<int32_t>(r.uni(-3, c.K + 4))
@@ -110,18 +112,35 @@ struct DevCase {
   DevVec<uint8_t> opt_out, stop;
   DevVec<int64_t> table, drafts, probe;
   explicit DevCase(const Case& c)
-      : accept_num(c.accept_num), draft_len(c.draft_len), ewma(c.ewma), slt(c.slt), enc(c.enc), dec(c.dec),
-        opt_out(c.opt_out), stop(c.stop), table(c.table), drafts(c.drafts), probe(c.probe) {}
+      : accept_num(c.accept_num),
+        draft_len(c.draft_len),
+        ewma(c.ewma),
+        slt(c.slt),
+        enc(c.enc),
+        dec(c.dec),
+        opt_out(c.opt_out),
+        stop(c.stop),
+        table(c.table),
+        drafts(c.drafts),
+        probe(c.probe) {}
   void upload(const Case& c) {
-    accept_num.upload(c.accept_num); draft_len.upload(c.draft_len); ewma.upload(c.ewma);
-    slt.upload(c.slt); enc.upload(c.enc); dec.upload(c.dec); opt_out.upload(c.opt_out);
-    stop.upload(c.stop); table.upload(c.table); drafts.upload(c.drafts); probe.upload(c.probe);
+    accept_num.upload(c.accept_num);
+    draft_len.upload(c.draft_len);
+    ewma.upload(c.ewma);
+    slt.upload(c.slt);
+    enc.upload(c.enc);
+    dec.upload(c.dec);
+    opt_out.upload(c.opt_out);
+    stop.upload(c.stop);
+    table.upload(c.table);
+    drafts.upload(c.drafts);
+    probe.upload(c.probe);
   }
 };
 
-Params params_of(const Case& c, int32_t* accept_num, int32_t* draft_len, int32_t* ewma, uint8_t* opt_out,
-                 int32_t* slt, int32_t* enc, int32_t* dec, uint8_t* stop, int64_t* table, int64_t* drafts,
-                 int64_t* probe) {
+Params params_of(const Case& c, int32_t* accept_num, int32_t* draft_len, int32_t* ewma,
+                 uint8_t* opt_out, int32_t* slt, int32_t* enc, int32_t* dec, uint8_t* stop,
+                 int64_t* table, int64_t* drafts, int64_t* probe) {
   Params p;
   p.accept_num = accept_num;
   p.draft_tokens = drafts;
@@ -145,23 +164,25 @@ Params params_of(const Case& c, int32_t* accept_num, int32_t* draft_len, int32_t
 }
 
 Params host_params(Case& c) {
-  return params_of(c, c.accept_num.data(), c.draft_len.data(), c.ewma.data(), c.opt_out.data(), c.slt.data(),
-                   c.enc.data(), c.dec.data(), c.stop.data(), c.table.data(), c.drafts.data(), c.probe.data());
+  return params_of(c, c.accept_num.data(), c.draft_len.data(), c.ewma.data(), c.opt_out.data(),
+                   c.slt.data(), c.enc.data(), c.dec.data(), c.stop.data(), c.table.data(),
+                   c.drafts.data(), c.probe.data());
 }
 
 Params device_params(const Case& c, const DevCase& d) {
-  return params_of(c, d.accept_num.ptr(), d.draft_len.ptr(), d.ewma.ptr(), d.opt_out.ptr(), d.slt.ptr(),
-                   d.enc.ptr(), d.dec.ptr(), d.stop.ptr(), d.table.ptr(), d.drafts.ptr(), d.probe.ptr());
+  return params_of(c, d.accept_num.ptr(), d.draft_len.ptr(), d.ewma.ptr(), d.opt_out.ptr(),
+                   d.slt.ptr(), d.enc.ptr(), d.dec.ptr(), d.stop.ptr(), d.table.ptr(),
+                   d.drafts.ptr(), d.probe.ptr());
 }
 
 cudaError_t launch(const Params& p, cudaStream_t stream) {
-  return harness::launch_or_emulate(
-      p, stream, fdspec::speculate_draft_length_policy_gpu, fdspec::speculate_draft_length_policy_cpu,
-      [](const Params& q) {
-        if (q.batch == 0) return false;
-        harness::perturb(q.draft_len[q.batch - 1], q.draft_probe[q.batch - 1]);
-        return true;
-      });
+  return harness::launch_or_emulate(p, stream, fdspec::speculate_draft_length_policy_gpu,
+                                    fdspec::speculate_draft_length_policy_cpu, [](const Params& q) {
+                                      if (q.batch == 0) return false;
+                                      harness::perturb(q.draft_len[q.batch - 1],
+                                                       q.draft_probe[q.batch - 1]);
+                                      return true;
+                                    });
 }
 
 std::string diff(const Case& cpu, const DevCase& d) {
@@ -171,14 +192,15 @@ std::string diff(const Case& cpu, const DevCase& d) {
                 e = harness::first_diff(ew, cpu.ewma), f = harness::first_diff(pr, cpu.probe);
   if (a < 0 && b < 0 && e < 0 && f < 0) return "";
   char what[160];
-  std::snprintf(what, sizeof(what), "slt@%lld draft_len@%lld ewma@%lld probe@%lld", (long long)a, (long long)b,
-                (long long)e, (long long)f);
+  std::snprintf(what, sizeof(what), "slt@%lld draft_len@%lld ewma@%lld probe@%lld", (long long)a,
+                (long long)b, (long long)e, (long long)f);
   return what;
 }
 
 void count_coverage(harness::Tally& t, const Case& before, const Case& after) {
   for (int64_t b = 0; b < before.B; ++b) {
-    const bool decoding = !before.stop[b] && before.enc[b] <= 0 && before.dec[b] != 0 && before.slt[b] > 0;
+    const bool decoding =
+        !before.stop[b] && before.enc[b] <= 0 && before.dec[b] != 0 && before.slt[b] > 0;
     if (!decoding) continue;
     const int64_t avail = std::min<int64_t>(std::max(before.slt[b] - 1, 0), before.K);
     const int32_t k = after.draft_len[b];
@@ -198,8 +220,8 @@ void count_coverage(harness::Tally& t, const Case& before, const Case& after) {
   }
 }
 
-// Time at runner sizes: the op after a reset of its in-place tensors (a device-to-device copy from a
-// pristine copy, timed alone and subtracted), warm and with L2 flushed before each call.
+// Time at runner sizes: the op after a reset of its in-place tensors (a device-to-device copy from
+// a pristine copy, timed alone and subtracted), warm and with L2 flushed before each call.
 void print_timings(const harness::Stream& stream) {
   const bench::Flusher fl;
   std::printf("%6s %4s %12s %12s\n", "B", "K", "warm us", "cold us");
@@ -208,17 +230,29 @@ void print_timings(const harness::Stream& stream) {
     harness::Rng r(B * 31 + K);
     Case c = random_case(r, B, K);
     for (int64_t b = 0; b < B; ++b) {  // every slot decoding with K drafts: the most work
-      c.stop[b] = 0; c.enc[b] = 0; c.dec[b] = 100; c.slt[b] = static_cast<int32_t>(K + 1); c.opt_out[b] = 0;
+      c.stop[b] = 0;
+      c.enc[b] = 0;
+      c.dec[b] = 100;
+      c.slt[b] = static_cast<int32_t>(K + 1);
+      c.opt_out[b] = 0;
     }
     c.table.assign(2048, 0);
-    for (int64_t i = 0; i < 2048; ++i) c.table[i] = 6000000 + std::max<int64_t>(0, i - 200) * 27000 + i * 2000;
+    for (int64_t i = 0; i < 2048; ++i)
+      c.table[i] = 6000000 + std::max<int64_t>(0, i - 200) * 27000 + i * 2000;
     const DevCase pristine(c), d(c);
     const Params p = device_params(c, d);
     auto reset = [&](cudaStream_t s) {
-      cudaError_t e = cudaMemcpyAsync(d.slt.ptr(), pristine.slt.ptr(), B * 4, cudaMemcpyDeviceToDevice, s);
-      if (e == cudaSuccess) e = cudaMemcpyAsync(d.draft_len.ptr(), pristine.draft_len.ptr(), B * 4, cudaMemcpyDeviceToDevice, s);
-      if (e == cudaSuccess) e = cudaMemcpyAsync(d.ewma.ptr(), pristine.ewma.ptr(), B * K * 4, cudaMemcpyDeviceToDevice, s);
-      if (e == cudaSuccess) e = cudaMemcpyAsync(d.probe.ptr(), pristine.probe.ptr(), B * 8, cudaMemcpyDeviceToDevice, s);
+      cudaError_t e =
+          cudaMemcpyAsync(d.slt.ptr(), pristine.slt.ptr(), B * 4, cudaMemcpyDeviceToDevice, s);
+      if (e == cudaSuccess)
+        e = cudaMemcpyAsync(d.draft_len.ptr(), pristine.draft_len.ptr(), B * 4,
+                            cudaMemcpyDeviceToDevice, s);
+      if (e == cudaSuccess)
+        e = cudaMemcpyAsync(d.ewma.ptr(), pristine.ewma.ptr(), B * K * 4, cudaMemcpyDeviceToDevice,
+                            s);
+      if (e == cudaSuccess)
+        e = cudaMemcpyAsync(d.probe.ptr(), pristine.probe.ptr(), B * 8, cudaMemcpyDeviceToDevice,
+                            s);
       return e;
     };
     auto call = [&](cudaStream_t s) {
@@ -234,17 +268,21 @@ void print_timings(const harness::Stream& stream) {
       return e != cudaSuccess ? e : fdspec::speculate_draft_length_policy_gpu(p, s);
     };
     const cudaStream_t st = stream.get();
-    const double warm = bench::graph_us(st, 20, 10, 15, call) - bench::graph_us(st, 20, 10, 15, reset);
-    const double cold = bench::graph_us(st, 20, 3, 15, flush_call) - bench::graph_us(st, 20, 3, 15, flush_reset);
+    const double warm =
+        bench::graph_us(st, 20, 10, 15, call) - bench::graph_us(st, 20, 10, 15, reset);
+    const double cold =
+        bench::graph_us(st, 20, 3, 15, flush_call) - bench::graph_us(st, 20, 3, 15, flush_reset);
     std::printf("%6lld %4lld %12.2f %12.2f\n", (long long)B, (long long)K, warm, cold);
   }
 }
 
 void body(harness::Tally& t, bool quick) {
   const harness::Stream stream;
-  const std::vector<int64_t> batches = quick ? std::vector<int64_t>{0, 1, 7, 130}
-                                             : std::vector<int64_t>{0, 1, 3, 7, 33, 130, 257, 1000, 2100};
-  const std::vector<int64_t> drafts = quick ? std::vector<int64_t>{0, 1, 5} : std::vector<int64_t>{0, 1, 3, 5, 8, 64};
+  const std::vector<int64_t> batches =
+      quick ? std::vector<int64_t>{0, 1, 7, 130}
+            : std::vector<int64_t>{0, 1, 3, 7, 33, 130, 257, 1000, 2100};
+  const std::vector<int64_t> drafts =
+      quick ? std::vector<int64_t>{0, 1, 5} : std::vector<int64_t>{0, 1, 3, 5, 8, 64};
   const int seeds = quick ? 2 : 8, steps = quick ? 3 : 6;
   for (int64_t B : batches) {
     for (int64_t K : drafts) {
@@ -260,13 +298,15 @@ void body(harness::Tally& t, bool quick) {
             const Params pg = device_params(before, d);
             harness::run_case(
                 t, stream,
-                [&](cudaStream_t s) { harness::launch_once(s, graph, [&](cudaStream_t x) { return launch(pg, x); }); },
+                [&](cudaStream_t s) {
+                  harness::launch_once(s, graph, [&](cudaStream_t x) { return launch(pg, x); });
+                },
                 [&] {
                   const std::string dd = diff(cpu, d);
                   if (dd.empty()) return dd;
                   char what[256];
-                  std::snprintf(what, sizeof(what), "B=%lld K=%lld seed=%d graph=%d step=%d: %s", (long long)B,
-                                (long long)K, seed, graph, step, dd.c_str());
+                  std::snprintf(what, sizeof(what), "B=%lld K=%lld seed=%d graph=%d step=%d: %s",
+                                (long long)B, (long long)K, seed, graph, step, dd.c_str());
                   return std::string(what);
                 });
             count_coverage(t, before, cpu);
@@ -286,5 +326,6 @@ void body(harness::Tally& t, bool quick) {
 
 int main(int argc, char** argv) {
   const harness::Mode mode = harness::parse_mode(argc, argv);
-  return harness::run_harness("draft_length_policy_vs_cpu", mode, [&](harness::Tally& t) { body(t, mode.quick); });
+  return harness::run_harness("draft_length_policy_vs_cpu", mode,
+                              [&](harness::Tally& t) { body(t, mode.quick); });
 }

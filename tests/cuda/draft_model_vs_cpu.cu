@@ -1,11 +1,12 @@
 // The draft-model ops' CUDA launchers against their CPU implementations, at the kernel layer (no
-// Paddle), bit for bit on every tensor: whole MTP steps (draft_model_greedy_preprocess, draft_model_greedy_update
-// for substeps 0 .. steps - 1 on their own logits, draft_model_accept), and the fused
-// draft_model_accept_preprocess against the two CPU ops (also with K + 1 > 32), on random slot states (every
-// slot kind, unverified drafts left over, full pre_ids rows, hostile lengths), tiny and large
-// vocabularies, float32 / float16 / bfloat16 logits with raw random 16-bit patterns (ties, NaN, inf,
-// -0), logits rows off 16-byte boundaries. Then CUDA-graph rounds: a whole step captured once, new
-// state and logits copied into the captured buffers before each replay. Usage: tests/cuda/harness.cuh.
+// Paddle), bit for bit on every tensor: whole MTP steps (draft_model_greedy_preprocess,
+// draft_model_greedy_update for substeps 0 .. steps - 1 on their own logits, draft_model_accept),
+// and the fused draft_model_accept_preprocess against the two CPU ops (also with K + 1 > 32), on
+// random slot states (every slot kind, unverified drafts left over, full pre_ids rows, hostile
+// lengths), tiny and large vocabularies, float32 / float16 / bfloat16 logits with raw random 16-bit
+// patterns (ties, NaN, inf, -0), logits rows off 16-byte boundaries. Then CUDA-graph rounds: a
+// whole step captured once, new state and logits copied into the captured buffers before each
+// replay. Usage: tests/cuda/harness.cuh.
 #include <cinttypes>
 #include <cstring>
 #include <string>
@@ -52,9 +53,17 @@ State make_state(Rng& r, const Shape& sh, double odd) {
   for (auto& t : s.drafts) t = r.uni(-1, vocab - 1);
   s.acc_tokens.resize(sh.rows * K1);
   for (auto& t : s.acc_tokens) t = r.uni(0, vocab - 1);
-  s.input_ids.resize(B); s.step.resize(B); s.mdl.resize(B); s.bmdl.resize(B);
-  s.dec.resize(B); s.num.resize(B); s.slt.resize(B); s.enc.resize(B); s.bdec.resize(B);
-  s.acc_num.resize(B); s.stop.resize(B);
+  s.input_ids.resize(B);
+  s.step.resize(B);
+  s.mdl.resize(B);
+  s.bmdl.resize(B);
+  s.dec.resize(B);
+  s.num.resize(B);
+  s.slt.resize(B);
+  s.enc.resize(B);
+  s.bdec.resize(B);
+  s.acc_num.resize(B);
+  s.stop.resize(B);
   for (int64_t b = 0; b < B; ++b) {
     s.pre[b * D] = -1;
     const double kind = r.real();  // decoding, prefill, idle, stopped
@@ -71,13 +80,27 @@ State make_state(Rng& r, const Shape& sh, double odd) {
     s.acc_num[b] = static_cast<int32_t>(r.uni(0, K1));
     if (r.chance(odd)) {
       switch (r.uni(0, 6)) {
-        case 0: s.step[b] = r.pick<int64_t>({INT64_MIN, -1, D, D + 5, INT64_MAX}); break;
-        case 1: s.num[b] = r.pick<int32_t>({INT32_MIN, -1, static_cast<int32_t>(K1 + 3), INT32_MAX}); break;
-        case 2: s.acc_num[b] = r.pick<int32_t>({INT32_MIN, -2, static_cast<int32_t>(K1 + 1), INT32_MAX}); break;
-        case 3: s.bdec[b] = r.pick<int32_t>({INT32_MIN, -1, INT32_MAX}); break;
-        case 4: s.enc[b] = r.pick<int32_t>({INT32_MIN, -1, INT32_MAX}); break;
-        case 5: s.pre[b * D + std::min<int64_t>(std::max<int64_t>(s.step[b], 0), D - 1)] = -r.uni(1, 5); break;
-        default: s.bmdl[b] = r.pick<int64_t>({INT64_MIN, INT64_MAX}); break;
+        case 0:
+          s.step[b] = r.pick<int64_t>({INT64_MIN, -1, D, D + 5, INT64_MAX});
+          break;
+        case 1:
+          s.num[b] = r.pick<int32_t>({INT32_MIN, -1, static_cast<int32_t>(K1 + 3), INT32_MAX});
+          break;
+        case 2:
+          s.acc_num[b] = r.pick<int32_t>({INT32_MIN, -2, static_cast<int32_t>(K1 + 1), INT32_MAX});
+          break;
+        case 3:
+          s.bdec[b] = r.pick<int32_t>({INT32_MIN, -1, INT32_MAX});
+          break;
+        case 4:
+          s.enc[b] = r.pick<int32_t>({INT32_MIN, -1, INT32_MAX});
+          break;
+        case 5:
+          s.pre[b * D + std::min<int64_t>(std::max<int64_t>(s.step[b], 0), D - 1)] = -r.uni(1, 5);
+          break;
+        default:
+          s.bmdl[b] = r.pick<int64_t>({INT64_MIN, INT64_MAX});
+          break;
       }
     }
   }
@@ -90,12 +113,13 @@ State make_state(Rng& r, const Shape& sh, double odd) {
       const double c = r.real();
       float x = c < 0.5 ? static_cast<float>(r.uni(-2, 2))
                         : (c < 0.9 ? static_cast<float>(r.real() * 8 - 4)
-                                   : r.pick<float>({-0.0f, 0.0f, __builtin_inff(), -__builtin_inff(),
-                                                    __builtin_nanf("")}));
+                                   : r.pick<float>({-0.0f, 0.0f, __builtin_inff(),
+                                                    -__builtin_inff(), __builtin_nanf("")}));
       std::memcpy(s.logits.data() + i * 4, &x, 4);
     } else {
-      uint16_t h = r.chance(0.33) ? r.pick<uint16_t>({0x3C00, 0x3C00, 0x8000, 0x0000, 0x7C00, 0xFF80})
-                                  : static_cast<uint16_t>(r.uni(0, 0xFFFF));
+      uint16_t h = r.chance(0.33)
+                       ? r.pick<uint16_t>({0x3C00, 0x3C00, 0x8000, 0x0000, 0x7C00, 0xFF80})
+                       : static_cast<uint16_t>(r.uni(0, 0xFFFF));
       std::memcpy(s.logits.data() + i * 2, &h, 2);
     }
   }
@@ -112,35 +136,62 @@ struct Ptrs {
 
 fdspec::DraftModelGreedyPreprocessParams pre_params(const Shape& sh, const Ptrs& q) {
   fdspec::DraftModelGreedyPreprocessParams p;
-  p.input_ids = q.input_ids; p.seq_lens_decoder = q.dec; p.step_idx = q.step; p.pre_ids = q.pre;
-  p.pre_ids_stride = sh.D; p.mtp_draft_num = q.num; p.max_dec_len = q.mdl;
-  p.base_model_seq_lens_this_time = q.slt; p.base_model_seq_lens_encoder = q.enc;
-  p.base_model_seq_lens_decoder = q.bdec; p.base_model_stop_flags = q.stop;
-  p.base_model_max_dec_len = q.bmdl; p.batch = sh.B;
+  p.input_ids = q.input_ids;
+  p.seq_lens_decoder = q.dec;
+  p.step_idx = q.step;
+  p.pre_ids = q.pre;
+  p.pre_ids_stride = sh.D;
+  p.mtp_draft_num = q.num;
+  p.max_dec_len = q.mdl;
+  p.base_model_seq_lens_this_time = q.slt;
+  p.base_model_seq_lens_encoder = q.enc;
+  p.base_model_seq_lens_decoder = q.bdec;
+  p.base_model_stop_flags = q.stop;
+  p.base_model_max_dec_len = q.bmdl;
+  p.batch = sh.B;
   return p;
 }
 
 fdspec::DraftModelGreedyUpdateParams upd_params(const Shape& sh, const Ptrs& q, int substep) {
   fdspec::DraftModelGreedyUpdateParams p;
   p.logits = q.logits + static_cast<int64_t>(substep) * sh.rows * sh.V * sh.esize();
-  p.logits_dtype = sh.dtype; p.vocab_size = sh.V; p.input_ids = q.input_ids; p.seq_lens_decoder = q.dec;
-  p.step_idx = q.step; p.pre_ids = q.pre; p.pre_ids_stride = sh.D; p.mtp_draft_num = q.num;
-  p.base_model_draft_tokens = q.drafts; p.draft_stride = sh.K1; p.base_model_seq_lens_this_time = q.slt;
-  p.substep = substep; p.batch = sh.B;
+  p.logits_dtype = sh.dtype;
+  p.vocab_size = sh.V;
+  p.input_ids = q.input_ids;
+  p.seq_lens_decoder = q.dec;
+  p.step_idx = q.step;
+  p.pre_ids = q.pre;
+  p.pre_ids_stride = sh.D;
+  p.mtp_draft_num = q.num;
+  p.base_model_draft_tokens = q.drafts;
+  p.draft_stride = sh.K1;
+  p.base_model_seq_lens_this_time = q.slt;
+  p.substep = substep;
+  p.batch = sh.B;
   return p;
 }
 
 fdspec::DraftModelAcceptParams acc_params(const Shape& sh, const Ptrs& q) {
   fdspec::DraftModelAcceptParams p;
-  p.accept_tokens = q.acc_tokens; p.accept_num = q.acc_num; p.width = sh.K1; p.step_idx = q.step;
-  p.pre_ids = q.pre; p.pre_ids_stride = sh.D; p.mtp_draft_num = q.num; p.batch = sh.B;
+  p.accept_tokens = q.acc_tokens;
+  p.accept_num = q.acc_num;
+  p.width = sh.K1;
+  p.step_idx = q.step;
+  p.pre_ids = q.pre;
+  p.pre_ids_stride = sh.D;
+  p.mtp_draft_num = q.num;
+  p.batch = sh.B;
   return p;
 }
 
 void cpu_step(const Shape& sh, State& s) {
-  const Ptrs q{s.input_ids.data(), s.step.data(), s.pre.data(), s.mdl.data(), s.bmdl.data(),
-               s.drafts.data(), s.acc_tokens.data(), s.dec.data(), s.num.data(), s.slt.data(),
-               s.enc.data(), s.bdec.data(), s.acc_num.data(), reinterpret_cast<bool*>(s.stop.data()),
+  const Ptrs q{s.input_ids.data(),  s.step.data(),
+               s.pre.data(),        s.mdl.data(),
+               s.bmdl.data(),       s.drafts.data(),
+               s.acc_tokens.data(), s.dec.data(),
+               s.num.data(),        s.slt.data(),
+               s.enc.data(),        s.bdec.data(),
+               s.acc_num.data(),    reinterpret_cast<bool*>(s.stop.data()),
                s.logits.data()};
   fdspec::draft_model_greedy_preprocess_cpu(pre_params(sh, q));
   for (int i = 0; i < sh.steps; ++i) fdspec::draft_model_greedy_update_cpu(upd_params(sh, q, i));
@@ -157,31 +208,49 @@ cudaError_t gpu_step(const Shape& sh, const Ptrs& q, cudaStream_t stream) {
     if (st.perturb && sh.B > 0) {
       static int turn = 0;
       switch (++turn % 3) {
-        case 0: q.step[sh.B - 1] += 1; break;
-        case 1: q.pre[sh.B * sh.D - 1] ^= 1; break;
-        default: q.drafts[sh.B * sh.K1 - 1] += 1; break;
+        case 0:
+          q.step[sh.B - 1] += 1;
+          break;
+        case 1:
+          q.pre[sh.B * sh.D - 1] ^= 1;
+          break;
+        default:
+          q.drafts[sh.B * sh.K1 - 1] += 1;
+          break;
       }
       st.perturbed = true;
     }
     return cudaSuccess;
   }
   cudaError_t e = fdspec::draft_model_greedy_preprocess_gpu(pre_params(sh, q), stream);
-  for (int i = 0; i < sh.steps && e == cudaSuccess; ++i) e = fdspec::draft_model_greedy_update_gpu(upd_params(sh, q, i), stream);
+  for (int i = 0; i < sh.steps && e == cudaSuccess; ++i)
+    e = fdspec::draft_model_greedy_update_gpu(upd_params(sh, q, i), stream);
   return e == cudaSuccess ? fdspec::draft_model_accept_gpu(acc_params(sh, q), stream) : e;
 }
 
 fdspec::DraftModelAcceptPreprocessParams acc_pre_params(const Shape& sh, const Ptrs& q) {
   fdspec::DraftModelAcceptPreprocessParams p;
-  p.input_ids = q.input_ids; p.seq_lens_decoder = q.dec; p.step_idx = q.step; p.pre_ids = q.pre;
-  p.pre_ids_stride = sh.D; p.mtp_draft_num = q.num; p.max_dec_len = q.mdl; p.accept_tokens = q.acc_tokens;
-  p.accept_num = q.acc_num; p.width = sh.K1; p.base_model_seq_lens_this_time = q.slt;
-  p.base_model_seq_lens_encoder = q.enc; p.base_model_seq_lens_decoder = q.bdec; p.base_model_stop_flags = q.stop;
-  p.base_model_max_dec_len = q.bmdl; p.batch = sh.B;
+  p.input_ids = q.input_ids;
+  p.seq_lens_decoder = q.dec;
+  p.step_idx = q.step;
+  p.pre_ids = q.pre;
+  p.pre_ids_stride = sh.D;
+  p.mtp_draft_num = q.num;
+  p.max_dec_len = q.mdl;
+  p.accept_tokens = q.acc_tokens;
+  p.accept_num = q.acc_num;
+  p.width = sh.K1;
+  p.base_model_seq_lens_this_time = q.slt;
+  p.base_model_seq_lens_encoder = q.enc;
+  p.base_model_seq_lens_decoder = q.bdec;
+  p.base_model_stop_flags = q.stop;
+  p.base_model_max_dec_len = q.bmdl;
+  p.batch = sh.B;
   return p;
 }
 
-// The deferred accept: draft_model_accept then draft_model_greedy_preprocess on the CPU against the fused
-// launcher (in the self-test the CPU implementation, with a perturbed output now and then).
+// The deferred accept: draft_model_accept then draft_model_greedy_preprocess on the CPU against the
+// fused launcher (in the self-test the CPU implementation, with a perturbed output now and then).
 cudaError_t gpu_accept_preprocess(const Shape& sh, const Ptrs& q, cudaStream_t stream) {
   auto& st = harness::selftest();
   if (st.host_backend) {
@@ -200,41 +269,80 @@ struct DeviceState {
   DevVec<int32_t> dec, num, slt, enc, bdec, acc_num;
   DevVec<uint8_t> stop, logits;
   explicit DeviceState(const State& s)
-      : input_ids(s.input_ids), step(s.step), pre(s.pre), mdl(s.mdl), bmdl(s.bmdl), drafts(s.drafts),
-        acc_tokens(s.acc_tokens), dec(s.dec), num(s.num), slt(s.slt), enc(s.enc), bdec(s.bdec),
-        acc_num(s.acc_num), stop(s.stop), logits(s.logits) {}
+      : input_ids(s.input_ids),
+        step(s.step),
+        pre(s.pre),
+        mdl(s.mdl),
+        bmdl(s.bmdl),
+        drafts(s.drafts),
+        acc_tokens(s.acc_tokens),
+        dec(s.dec),
+        num(s.num),
+        slt(s.slt),
+        enc(s.enc),
+        bdec(s.bdec),
+        acc_num(s.acc_num),
+        stop(s.stop),
+        logits(s.logits) {}
   void upload(const State& s) {
-    input_ids.upload(s.input_ids); step.upload(s.step); pre.upload(s.pre); mdl.upload(s.mdl);
-    bmdl.upload(s.bmdl); drafts.upload(s.drafts); acc_tokens.upload(s.acc_tokens); dec.upload(s.dec);
-    num.upload(s.num); slt.upload(s.slt); enc.upload(s.enc); bdec.upload(s.bdec);
-    acc_num.upload(s.acc_num); stop.upload(s.stop); logits.upload(s.logits);
+    input_ids.upload(s.input_ids);
+    step.upload(s.step);
+    pre.upload(s.pre);
+    mdl.upload(s.mdl);
+    bmdl.upload(s.bmdl);
+    drafts.upload(s.drafts);
+    acc_tokens.upload(s.acc_tokens);
+    dec.upload(s.dec);
+    num.upload(s.num);
+    slt.upload(s.slt);
+    enc.upload(s.enc);
+    bdec.upload(s.bdec);
+    acc_num.upload(s.acc_num);
+    stop.upload(s.stop);
+    logits.upload(s.logits);
   }
   State download() const {
     State s;
-    s.input_ids = input_ids.download(); s.step = step.download(); s.pre = pre.download();
-    s.mdl = mdl.download(); s.bmdl = bmdl.download(); s.drafts = drafts.download();
-    s.acc_tokens = acc_tokens.download(); s.dec = dec.download(); s.num = num.download();
-    s.slt = slt.download(); s.enc = enc.download(); s.bdec = bdec.download();
-    s.acc_num = acc_num.download(); s.stop = stop.download(); s.logits = logits.download();
+    s.input_ids = input_ids.download();
+    s.step = step.download();
+    s.pre = pre.download();
+    s.mdl = mdl.download();
+    s.bmdl = bmdl.download();
+    s.drafts = drafts.download();
+    s.acc_tokens = acc_tokens.download();
+    s.dec = dec.download();
+    s.num = num.download();
+    s.slt = slt.download();
+    s.enc = enc.download();
+    s.bdec = bdec.download();
+    s.acc_num = acc_num.download();
+    s.stop = stop.download();
+    s.logits = logits.download();
     return s;
   }
   Ptrs ptrs() const {
-    return Ptrs{input_ids.ptr(), step.ptr(), pre.ptr(), mdl.ptr(), bmdl.ptr(), drafts.ptr(),
-                acc_tokens.ptr(), dec.ptr(), num.ptr(), slt.ptr(), enc.ptr(), bdec.ptr(),
-                acc_num.ptr(), reinterpret_cast<bool*>(stop.ptr()), logits.ptr()};
+    return Ptrs{input_ids.ptr(),  step.ptr(),
+                pre.ptr(),        mdl.ptr(),
+                bmdl.ptr(),       drafts.ptr(),
+                acc_tokens.ptr(), dec.ptr(),
+                num.ptr(),        slt.ptr(),
+                enc.ptr(),        bdec.ptr(),
+                acc_num.ptr(),    reinterpret_cast<bool*>(stop.ptr()),
+                logits.ptr()};
   }
 };
 
 std::string describe(const Shape& sh, const State& want, const State& got, const char* how) {
   char buf[512];
-  std::snprintf(buf, sizeof(buf),
-                "[%s] B=%" PRId64 " rows=%" PRId64 " D=%" PRId64 " K+1=%" PRId64 " V=%" PRId64
-                " steps=%d dtype=%d; first differences: step %" PRId64 " pre %" PRId64
-                " drafts %" PRId64 " slt %" PRId64 " input_ids %" PRId64 " dec %" PRId64,
-                how, sh.B, sh.rows, sh.D, sh.K1, sh.V, sh.steps, static_cast<int>(sh.dtype),
-                harness::first_diff(want.step, got.step), harness::first_diff(want.pre, got.pre),
-                harness::first_diff(want.drafts, got.drafts), harness::first_diff(want.slt, got.slt),
-                harness::first_diff(want.input_ids, got.input_ids), harness::first_diff(want.dec, got.dec));
+  std::snprintf(
+      buf, sizeof(buf),
+      "[%s] B=%" PRId64 " rows=%" PRId64 " D=%" PRId64 " K+1=%" PRId64 " V=%" PRId64
+      " steps=%d dtype=%d; first differences: step %" PRId64 " pre %" PRId64 " drafts %" PRId64
+      " slt %" PRId64 " input_ids %" PRId64 " dec %" PRId64,
+      how, sh.B, sh.rows, sh.D, sh.K1, sh.V, sh.steps, static_cast<int>(sh.dtype),
+      harness::first_diff(want.step, got.step), harness::first_diff(want.pre, got.pre),
+      harness::first_diff(want.drafts, got.drafts), harness::first_diff(want.slt, got.slt),
+      harness::first_diff(want.input_ids, got.input_ids), harness::first_diff(want.dec, got.dec));
   return buf;
 }
 
@@ -259,11 +367,16 @@ void run_case(harness::Tally& t, const Shape& sh, const State& in, const harness
   t.record(ok, ok ? std::string() : describe(sh, want, got, "eager"));
 }
 
-void run_accept_preprocess_case(harness::Tally& t, const Shape& sh, const State& in, const harness::Stream& stream) {
+void run_accept_preprocess_case(harness::Tally& t, const Shape& sh, const State& in,
+                                const harness::Stream& stream) {
   State want = in;
-  const Ptrs q{want.input_ids.data(), want.step.data(), want.pre.data(), want.mdl.data(), want.bmdl.data(),
-               want.drafts.data(), want.acc_tokens.data(), want.dec.data(), want.num.data(), want.slt.data(),
-               want.enc.data(), want.bdec.data(), want.acc_num.data(), reinterpret_cast<bool*>(want.stop.data()),
+  const Ptrs q{want.input_ids.data(),  want.step.data(),
+               want.pre.data(),        want.mdl.data(),
+               want.bmdl.data(),       want.drafts.data(),
+               want.acc_tokens.data(), want.dec.data(),
+               want.num.data(),        want.slt.data(),
+               want.enc.data(),        want.bdec.data(),
+               want.acc_num.data(),    reinterpret_cast<bool*>(want.stop.data()),
                want.logits.data()};
   fdspec::draft_model_accept_cpu(acc_params(sh, q));
   fdspec::draft_model_greedy_preprocess_cpu(pre_params(sh, q));
@@ -304,7 +417,8 @@ Shape make_shape(Rng& r, int64_t B, int64_t D, int64_t V) {
   sh.K1 = r.uni(2, 6);
   sh.V = V;
   sh.steps = static_cast<int>(r.uni(1, sh.K1 - 1));
-  sh.dtype = r.pick<LogitsDType>({LogitsDType::kFloat32, LogitsDType::kFloat16, LogitsDType::kBFloat16});
+  sh.dtype =
+      r.pick<LogitsDType>({LogitsDType::kFloat32, LogitsDType::kFloat16, LogitsDType::kBFloat16});
   return sh;
 }
 
@@ -329,13 +443,17 @@ void body(harness::Tally& t, bool quick) {
   // the sanitizers run.
   const int large = quick ? 4 : 60;
   for (int it = 0; it < large; ++it) {
-    const int64_t B = it % 4 == 0 ? r.uni(1, 16) : (it % 4 == 1 ? r.uni(17, 33) : (it % 4 == 2 ? r.uni(34, 132) : r.uni(133, 300)));
+    const int64_t B =
+        it % 4 == 0
+            ? r.uni(1, 16)
+            : (it % 4 == 1 ? r.uni(17, 33) : (it % 4 == 2 ? r.uni(34, 132) : r.uni(133, 300)));
     const Shape sh = make_shape(r, B, r.uni(2, 64), r.uni(51, quick ? 12000 : 40000));
     run_case(t, sh, make_state(r, sh, 0.05), stream);
   }
   const int shapes = quick ? 2 : 10;
   for (int it = 0; it < shapes; ++it) {
-    run_graph_rounds(t, r, make_shape(r, r.uni(1, 64), r.uni(2, 40), r.uni(2, 2000)), quick ? 3 : 20, stream);
+    run_graph_rounds(t, r, make_shape(r, r.uni(1, 64), r.uni(2, 40), r.uni(2, 2000)),
+                     quick ? 3 : 20, stream);
   }
 }
 
@@ -343,5 +461,6 @@ void body(harness::Tally& t, bool quick) {
 
 int main(int argc, char** argv) {
   const harness::Mode mode = harness::parse_mode(argc, argv);
-  return harness::run_harness("draft_model_vs_cpu", mode, [&](harness::Tally& t) { body(t, mode.quick); });
+  return harness::run_harness("draft_model_vs_cpu", mode,
+                              [&](harness::Tally& t) { body(t, mode.quick); });
 }

@@ -23,13 +23,13 @@
 
 #include <cuda_runtime.h>
 
-#define CHECK(x)                                                                                  \
-  do {                                                                                            \
-    cudaError_t e_ = (x);                                                                         \
-    if (e_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));     \
-      std::exit(2);                                                                               \
-    }                                                                                             \
+#define CHECK(x)                                                                              \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(2);                                                                           \
+    }                                                                                         \
   } while (0)
 
 namespace harness {
@@ -118,8 +118,12 @@ inline void copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) 
   // on a non-blocking stream, which does not wait for the legacy stream's copies.
   if (kind == cudaMemcpyHostToDevice) CHECK(cudaDeviceSynchronize());
 }
-inline void copy_to_device(void* dst, const void* src, size_t bytes) { copy(dst, src, bytes, cudaMemcpyHostToDevice); }
-inline void copy_to_host(void* dst, const void* src, size_t bytes) { copy(dst, src, bytes, cudaMemcpyDeviceToHost); }
+inline void copy_to_device(void* dst, const void* src, size_t bytes) {
+  copy(dst, src, bytes, cudaMemcpyHostToDevice);
+}
+inline void copy_to_host(void* dst, const void* src, size_t bytes) {
+  copy(dst, src, bytes, cudaMemcpyDeviceToHost);
+}
 
 // A device copy of a host vector, allocated to its exact size (memcheck then sees a read or write
 // one element past the end) and fully initialised (initcheck then flags reads of memory the op was
@@ -217,7 +221,8 @@ void launch_once(cudaStream_t stream, bool graph, Launch&& launch) {
 // perturbed pass, `perturb(p)`, which changes one output value and returns true (false when it
 // found nothing to change).
 template <class Params, class Gpu, class Cpu, class Perturb>
-cudaError_t launch_or_emulate(const Params& p, cudaStream_t stream, Gpu&& gpu, Cpu&& cpu, Perturb&& perturb) {
+cudaError_t launch_or_emulate(const Params& p, cudaStream_t stream, Gpu&& gpu, Cpu&& cpu,
+                              Perturb&& perturb) {
   auto& st = selftest();
   if (!st.host_backend) return gpu(p, stream);
   cpu(p);
@@ -225,8 +230,8 @@ cudaError_t launch_or_emulate(const Params& p, cudaStream_t stream, Gpu&& gpu, C
   return cudaSuccess;
 }
 
-// In the perturbed self-test pass, after the CPU implementation ran in place of a launch: changes one
-// output value, alternately a length's low bit and a cell the op may not have written.
+// In the perturbed self-test pass, after the CPU implementation ran in place of a launch: changes
+// one output value, alternately a length's low bit and a cell the op may not have written.
 template <class Length, class Cell>
 void perturb(Length& length, Cell& cell) {
   auto& st = selftest();
@@ -273,8 +278,8 @@ class Tally {
     }
   }
 
-  // Coverage counters (how many cases reached a given situation), printed before the summary so that
-  // a run shows that its grid reached what it claims to test.
+  // Coverage counters (how many cases reached a given situation), printed before the summary so
+  // that a run shows that its grid reached what it claims to test.
   void count(const std::string& what, long n = 1) { counts_[what] += n; }
 
   long cases() const { return cases_; }
@@ -294,8 +299,8 @@ class Tally {
                   ok ? "PASS" : "FAIL", cases_, perturbed_, bad_);
       return ok ? 0 : 1;
     }
-    std::printf("%s %s: %s (%ld cases, %ld mismatches)\n", name_, mode, bad_ ? "FAIL" : "PASS", cases_,
-                bad_);
+    std::printf("%s %s: %s (%ld cases, %ld mismatches)\n", name_, mode, bad_ ? "FAIL" : "PASS",
+                cases_, bad_);
     return bad_ ? 1 : 0;
   }
 
@@ -305,8 +310,8 @@ class Tally {
   std::map<std::string, long> counts_;
 };
 
-// One case: `enqueue(stream)` launches the op or replays a graph; once the stream is idle, `compare()`
-// returns "" when every output is right, else what differs (for the report).
+// One case: `enqueue(stream)` launches the op or replays a graph; once the stream is idle,
+// `compare()` returns "" when every output is right, else what differs (for the report).
 template <class Enqueue, class Compare>
 void run_case(Tally& t, const Stream& stream, Enqueue&& enqueue, Compare&& compare) {
   t.begin_case();

@@ -2,12 +2,12 @@
 // bit for bit on every output (draft_tokens, seq_lens_this_time) and on every input (which must be
 // left as it was). Random batches with tiny vocabularies and planted patterns so that matches are
 // common; thresholds that bind; min_ngram_size at 1, at max_ngram_size and in between; slots with
-// ori == 0, with drafts already filling the row, with max_dec_len reached; docs/contract/general.md hostile
-// values (negative and too large lengths, negative seq_lens_this_time, int64 limits, extra rows); n-gram
-// sizes up to 64; wide rows; graph mode (pad_to_max) on about a third of the shapes; thresholds on both
-// sides of the walk-free bound (T = U - 1 .. U + 2). Then CUDA-graph
-// rounds: one capture per shape, new inputs copied into
-// the captured buffers before each replay. Usage and exit status: tests/cuda/harness.cuh.
+// ori == 0, with drafts already filling the row, with max_dec_len reached; docs/contract/general.md
+// hostile values (negative and too large lengths, negative seq_lens_this_time, int64 limits, extra
+// rows); n-gram sizes up to 64; wide rows; graph mode (pad_to_max) on about a third of the shapes;
+// thresholds on both sides of the walk-free bound (T = U - 1 .. U + 2). Then CUDA-graph rounds: one
+// capture per shape, new inputs copied into the captured buffers before each replay. Usage and exit
+// status: tests/cuda/harness.cuh.
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
@@ -41,7 +41,12 @@ struct Inputs {
 Shape make_shape(Rng& r, int64_t B, int64_t W, int64_t D, int64_t K1, int max_n_hi, int64_t vocab,
                  double odd) {
   Shape sh;
-  sh.B = B; sh.W = W; sh.D = D; sh.K1 = K1; sh.vocab = vocab; sh.odd = odd;
+  sh.B = B;
+  sh.W = W;
+  sh.D = D;
+  sh.K1 = K1;
+  sh.vocab = vocab;
+  sh.odd = odd;
   sh.ids_rows = B + r.uni(0, 2);
   sh.pre_rows = B + r.uni(0, 2);
   sh.draft_rows = B + r.uni(0, 2);
@@ -70,7 +75,11 @@ Inputs make_inputs(Rng& r, const Shape& sh) {
   for (auto& t : in.pre) t = tok();
   in.drafts.resize(sh.draft_rows * K1);
   for (int64_t i = 0; i < static_cast<int64_t>(in.drafts.size()); ++i) in.drafts[i] = -100 - i;
-  in.P.resize(B); in.s.resize(B); in.mdl.resize(B); in.slt.resize(B); in.dec.resize(B);
+  in.P.resize(B);
+  in.s.resize(B);
+  in.mdl.resize(B);
+  in.slt.resize(B);
+  in.dec.resize(B);
   for (int64_t b = 0; b < B; ++b) {
     int64_t* row = in.ids.data() + b * W;
     int64_t* pre = in.pre.data() + b * D;
@@ -105,19 +114,43 @@ Inputs make_inputs(Rng& r, const Shape& sh) {
     const int32_t dec = dd < 0.75 ? static_cast<int32_t>(r.uni(1, 100)) : 0;
     // max_dec_len reached (budget <= 0) or close, or far.
     const int64_t mdl = r.chance(0.3) ? s + 1 + r.uni(-2, K1 + 1) : (int64_t{1} << 20);
-    in.P[b] = P; in.s[b] = s; in.slt[b] = static_cast<int32_t>(ori); in.dec[b] = dec; in.mdl[b] = mdl;
+    in.P[b] = P;
+    in.s[b] = s;
+    in.slt[b] = static_cast<int32_t>(ori);
+    in.dec[b] = dec;
+    in.mdl[b] = mdl;
     if (r.chance(sh.odd)) {
       switch (r.uni(0, 9)) {
-        case 0: in.P[b] = -r.uni(1, 9); break;
-        case 1: in.P[b] = W + r.uni(1, 9); break;
-        case 2: in.s[b] = -r.uni(1, 9); break;
-        case 3: in.s[b] = D + r.uni(0, 9); break;
-        case 4: in.slt[b] = -static_cast<int32_t>(r.uni(1, 63)); break;
-        case 5: in.slt[b] = r.pick<int32_t>({INT32_MIN, INT32_MAX}); break;
-        case 6: in.dec[b] = r.pick<int32_t>({-1, INT32_MIN}); break;
-        case 7: in.mdl[b] = r.pick<int64_t>({INT64_MIN, INT64_MAX, -1}); break;
-        case 8: in.P[b] = r.pick<int64_t>({INT64_MIN, INT64_MAX}); break;
-        default: in.s[b] = r.pick<int64_t>({INT64_MIN, INT64_MAX}); break;
+        case 0:
+          in.P[b] = -r.uni(1, 9);
+          break;
+        case 1:
+          in.P[b] = W + r.uni(1, 9);
+          break;
+        case 2:
+          in.s[b] = -r.uni(1, 9);
+          break;
+        case 3:
+          in.s[b] = D + r.uni(0, 9);
+          break;
+        case 4:
+          in.slt[b] = -static_cast<int32_t>(r.uni(1, 63));
+          break;
+        case 5:
+          in.slt[b] = r.pick<int32_t>({INT32_MIN, INT32_MAX});
+          break;
+        case 6:
+          in.dec[b] = r.pick<int32_t>({-1, INT32_MIN});
+          break;
+        case 7:
+          in.mdl[b] = r.pick<int64_t>({INT64_MIN, INT64_MAX, -1});
+          break;
+        case 8:
+          in.P[b] = r.pick<int64_t>({INT64_MIN, INT64_MAX});
+          break;
+        default:
+          in.s[b] = r.pick<int64_t>({INT64_MIN, INT64_MAX});
+          break;
       }
     }
   }
@@ -151,8 +184,8 @@ fdspec::HybridMtpNgramParams params_of(const Shape& sh, const int64_t* ids, cons
 // The walk-free bound's U (ngram_walk.h) of a batch, as the GPU sums it.
 int64_t walk_bound(const Shape& sh, Inputs& in) {
   const fdspec::HybridMtpNgramParams p =
-      params_of(sh, in.ids.data(), in.P.data(), in.pre.data(), in.s.data(), in.drafts.data(), in.slt.data(),
-                in.dec.data(), in.mdl.data());
+      params_of(sh, in.ids.data(), in.P.data(), in.pre.data(), in.s.data(), in.drafts.data(),
+                in.slt.data(), in.dec.data(), in.mdl.data());
   int64_t u = 0;
   for (int64_t b = 0; b < sh.B; ++b) u += fdspec::hybrid_walk_free_term(p, b, in.slt[b]);
   return u;
@@ -177,12 +210,13 @@ int64_t make_threshold(Rng& r, const Shape& sh, Inputs& in) {
 Inputs cpu_result(const Shape& sh, const Inputs& in) {
   Inputs c = in;
   fdspec::hybrid_mtp_ngram_cpu(params_of(sh, c.ids.data(), c.P.data(), c.pre.data(), c.s.data(),
-                                         c.drafts.data(), c.slt.data(), c.dec.data(), c.mdl.data()));
+                                         c.drafts.data(), c.slt.data(), c.dec.data(),
+                                         c.mdl.data()));
   return c;
 }
 
-// What the case reaches: slots that draft, a threshold that changes the outcome, MTP rows already full,
-// graph-mode padding that changes the outcome.
+// What the case reaches: slots that draft, a threshold that changes the outcome, MTP rows already
+// full, graph-mode padding that changes the outcome.
 void count_coverage(harness::Tally& t, const Shape& sh, const Inputs& in, const Inputs& want) {
   for (int64_t b = 0; b < sh.B; ++b) {
     t.count("drafted_slots", want.slt[b] > std::max<int32_t>(in.slt[b], 0));
@@ -199,10 +233,11 @@ void count_coverage(harness::Tally& t, const Shape& sh, const Inputs& in, const 
   // The bound itself, on the CPU: a walk-free batch comes out as with no threshold at all.
   t.begin_case();
   t.record(same || !fdspec::ngram_walk_free(sh.B, sh.T, u),
-           "walk-free bound unsound on the CPU: B=" + std::to_string(sh.B) + " T=" + std::to_string(sh.T) +
-               " U=" + std::to_string(u));
+           "walk-free bound unsound on the CPU: B=" + std::to_string(sh.B) +
+               " T=" + std::to_string(sh.T) + " U=" + std::to_string(u));
   t.count("walk_free_cases", fdspec::ngram_walk_free(sh.B, sh.T, u));
-  t.count("walk_free_cases_u_eq_t_minus_1", fdspec::ngram_walk_free(sh.B, sh.T, u) && u == sh.T - 1);
+  t.count("walk_free_cases_u_eq_t_minus_1",
+          fdspec::ngram_walk_free(sh.B, sh.T, u) && u == sh.T - 1);
   t.count("walked_cases_u_eq_t", u == sh.T);
   if (sh.pad) {
     Shape unpadded = sh;
@@ -216,7 +251,9 @@ cudaError_t launch(const fdspec::HybridMtpNgramParams& p, cudaStream_t stream) {
   auto& st = harness::selftest();
   if (!st.host_backend) return fdspec::hybrid_mtp_ngram_gpu(p, stream);
   fdspec::hybrid_mtp_ngram_cpu(p);
-  if (p.batch > 0) harness::perturb(p.seq_lens_this_time[p.batch - 1], p.draft_tokens[p.batch * p.draft_stride - 1]);
+  if (p.batch > 0)
+    harness::perturb(p.seq_lens_this_time[p.batch - 1],
+                     p.draft_tokens[p.batch * p.draft_stride - 1]);
   return cudaSuccess;
 }
 
@@ -224,14 +261,26 @@ struct DeviceInputs {
   DevVec<int64_t> ids, P, pre, s, drafts, mdl;
   DevVec<int32_t> slt, dec;
   explicit DeviceInputs(const Inputs& in)
-      : ids(in.ids), P(in.P), pre(in.pre), s(in.s), drafts(in.drafts), mdl(in.mdl), slt(in.slt),
+      : ids(in.ids),
+        P(in.P),
+        pre(in.pre),
+        s(in.s),
+        drafts(in.drafts),
+        mdl(in.mdl),
+        slt(in.slt),
         dec(in.dec) {}
   void upload(const Inputs& in) {
-    ids.upload(in.ids); P.upload(in.P); pre.upload(in.pre); s.upload(in.s);
-    drafts.upload(in.drafts); mdl.upload(in.mdl); slt.upload(in.slt); dec.upload(in.dec);
+    ids.upload(in.ids);
+    P.upload(in.P);
+    pre.upload(in.pre);
+    s.upload(in.s);
+    drafts.upload(in.drafts);
+    mdl.upload(in.mdl);
+    slt.upload(in.slt);
+    dec.upload(in.dec);
   }
   Inputs download() const {
-    return Inputs{ids.download(), P.download(), pre.download(), s.download(),
+    return Inputs{ids.download(),    P.download(),   pre.download(), s.download(),
                   drafts.download(), mdl.download(), slt.download(), dec.download()};
   }
   fdspec::HybridMtpNgramParams params(const Shape& sh) const {
@@ -244,19 +293,21 @@ std::string describe(const Shape& sh, const Inputs& in, const Inputs& want, cons
                      const char* how) {
   char buf[512];
   std::snprintf(buf, sizeof(buf),
-                "[%s] B=%" PRId64 " W=%" PRId64 " D=%" PRId64 " K+1=%" PRId64 " max_n=%d min_n=%d "
+                "[%s] B=%" PRId64 " W=%" PRId64 " D=%" PRId64 " K+1=%" PRId64
+                " max_n=%d min_n=%d "
                 "max_draft=%" PRId64 " pad_to_max=%d T=%" PRId64 " vocab=%" PRId64,
                 how, sh.B, sh.W, sh.D, sh.K1, sh.max_n, sh.min_n, sh.max_draft, sh.pad, sh.T,
                 sh.vocab);
   std::string s = buf;
-  if (got.ids != in.ids || got.P != in.P || got.pre != in.pre || got.s != in.s || got.mdl != in.mdl ||
-      got.dec != in.dec) {
+  if (got.ids != in.ids || got.P != in.P || got.pre != in.pre || got.s != in.s ||
+      got.mdl != in.mdl || got.dec != in.dec) {
     s += "\n  an input tensor was modified";
   }
   int shown = 0;
   for (int64_t b = 0; b < sh.draft_rows && shown < 4; ++b) {
     bool bad = b < sh.B && want.slt[b] != got.slt[b];
-    for (int64_t k = 0; k < sh.K1; ++k) bad |= want.drafts[b * sh.K1 + k] != got.drafts[b * sh.K1 + k];
+    for (int64_t k = 0; k < sh.K1; ++k)
+      bad |= want.drafts[b * sh.K1 + k] != got.drafts[b * sh.K1 + k];
     if (!bad) continue;
     ++shown;
     if (b >= sh.B) {
@@ -279,7 +330,8 @@ bool same(const Inputs& in, const Inputs& want, const Inputs& got) {
 }
 
 // "" when the outputs are right and the inputs untouched, else what differs.
-std::string report(const Shape& sh, const Inputs& in, const Inputs& want, const Inputs& got, const char* how) {
+std::string report(const Shape& sh, const Inputs& in, const Inputs& want, const Inputs& got,
+                   const char* how) {
   return same(in, want, got) ? std::string() : describe(sh, in, want, got, how);
 }
 
@@ -287,8 +339,9 @@ void run_case(harness::Tally& t, const Shape& sh, const Inputs& in, const harnes
   const Inputs want = cpu_result(sh, in);
   count_coverage(t, sh, in, want);
   DeviceInputs dev(in);
-  harness::run_case(t, stream, [&](cudaStream_t s) { CHECK(launch(dev.params(sh), s)); },
-                    [&] { return report(sh, in, want, dev.download(), "eager"); });
+  harness::run_case(
+      t, stream, [&](cudaStream_t s) { CHECK(launch(dev.params(sh), s)); },
+      [&] { return report(sh, in, want, dev.download(), "eager"); });
 }
 
 // One capture, then `replays` rounds of new inputs copied into the captured buffers.
@@ -305,8 +358,9 @@ void run_graph_rounds(harness::Tally& t, Rng& r, const Shape& shape, int replays
     dev.upload(in);
     const Inputs want = cpu_result(sh, in);
     count_coverage(t, sh, in, want);
-    harness::run_case(t, stream, [&](cudaStream_t s) { graph.replay(s); },
-                      [&] { return report(sh, in, want, dev.download(), "graph replay"); });
+    harness::run_case(
+        t, stream, [&](cudaStream_t s) { graph.replay(s); },
+        [&] { return report(sh, in, want, dev.download(), "graph replay"); });
   }
 }
 
@@ -357,23 +411,24 @@ void body(harness::Tally& t, bool quick) {
   const int streamed = quick ? 1 : 24;
   for (int it = 0; it < streamed; ++it) {
     const int64_t vocab = it % 3 == 0 ? 4 : (it % 3 == 1 ? 50 : 30000);
-    random_case(r.uni(34, quick ? 40 : 140), r.uni(8193, quick ? 20000 : 40000), r.uni(1, 20000), r.uni(1, 9),
-                it % 4 == 0 ? 64 : 5, vocab, 0.05);
+    random_case(r.uni(34, quick ? 40 : 140), r.uni(8193, quick ? 20000 : 40000), r.uni(1, 20000),
+                r.uni(1, 9), it % 4 == 0 ? 64 : 5, vocab, 0.05);
   }
   // Long rows with one block per slot and every block resident: the shared-memory ring at C = 1.
   for (int it = 0; it < (quick ? 1 : 4); ++it) {
-    random_case(r.uni(34, 60), quick ? 60000 : r.uni(60000, int64_t{1} << 17), r.uni(6000, 20000), r.uni(1, 9), 5,
-                it % 2 == 0 ? 4 : 30000, 0.05);
+    random_case(r.uni(34, 60), quick ? 60000 : r.uni(60000, int64_t{1} << 17), r.uni(6000, 20000),
+                r.uni(1, 9), 5, it % 2 == 0 ? 4 : 30000, 0.05);
   }
   phase("streamed");
   if (!quick) {
-    for (int64_t vocab : {1000, 4, 50}) random_case(256, int64_t{1} << 16, int64_t{1} << 12, 8, 5, vocab, 0.02);
+    for (int64_t vocab : {1000, 4, 50})
+      random_case(256, int64_t{1} << 16, int64_t{1} << 12, 8, 5, vocab, 0.02);
   }
   phase("256 x 64k");
   const int shapes = quick ? 2 : 12;
   for (int it = 0; it < shapes; ++it) {
-    const Shape sh = make_shape(r, r.uni(1, 64), r.uni(1, 200), r.uni(1, 100), r.uni(2, 8), 5,
-                                r.uni(1, 4), 0.1);
+    const Shape sh =
+        make_shape(r, r.uni(1, 64), r.uni(1, 200), r.uni(1, 100), r.uni(2, 8), 5, r.uni(1, 4), 0.1);
     run_graph_rounds(t, r, sh, quick ? 3 : 25, stream);
   }
 }

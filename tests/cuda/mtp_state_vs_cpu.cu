@@ -1,11 +1,12 @@
-// FastDeploy's MTP bookkeeping ops (custom_ops/mtp_state: draft_model_preprocess, draft_model_update,
-// draft_model_postprocess, draft_model_set_value_by_flags, the two hidden-state gathers): CUDA
-// launchers against their CPU implementations at the kernel layer (no Paddle), bit for bit on every
-// tensor, on random slot states (every slot kind, hostile lengths and steps, more slots than a block
-// has threads, empty batches), hidden rows of 2 and 4 bytes per element and widths that do or do not
-// allow 16-byte copies; each case eagerly and as a captured CUDA graph replayed once. Then a whole
-// upstream-shaped step (preprocess, hidden gather, 2 x update, postprocess) captured once and replayed
-// on new states copied into its buffers. Usage: tests/cuda/harness.cuh.
+// FastDeploy's MTP bookkeeping ops (custom_ops/mtp_state: draft_model_preprocess,
+// draft_model_update, draft_model_postprocess, draft_model_set_value_by_flags, the two hidden-state
+// gathers): CUDA launchers against their CPU implementations at the kernel layer (no Paddle), bit
+// for bit on every tensor, on random slot states (every slot kind, hostile lengths and steps, more
+// slots than a block has threads, empty batches), hidden rows of 2 and 4 bytes per element and
+// widths that do or do not allow 16-byte copies; each case eagerly and as a captured CUDA graph
+// replayed once. Then a whole upstream-shaped step (preprocess, hidden gather, 2 x update,
+// postprocess) captured once and replayed on new states copied into its buffers. Usage:
+// tests/cuda/harness.cuh.
 #include <cstring>
 #include <string>
 #include <vector>
@@ -18,7 +19,8 @@ namespace {
 using harness::DevVec;
 using harness::Rng;
 
-// Every tensor of the four token ops (bools as bytes). W = K + 1 columns, D of pre_ids, L of input_ids.
+// Every tensor of the four token ops (bools as bytes). W = K + 1 columns, D of pre_ids, L of
+// input_ids.
 struct State {
   int64_t B = 0, W = 2, D = 1, L = 1, N = 0;
   std::vector<int64_t> draft, input_ids, step, pre, acc, tstep, max_dec, tdraft, next;
@@ -26,24 +28,38 @@ struct State {
   std::vector<uint8_t> stop, tstop, nns;
 
   bool operator==(const State& o) const {
-    return draft == o.draft && input_ids == o.input_ids && step == o.step && pre == o.pre && acc == o.acc &&
-           tstep == o.tstep && max_dec == o.max_dec && tdraft == o.tdraft && next == o.next && slt == o.slt &&
-           enc == o.enc && dec == o.dec && acc_num == o.acc_num && tenc == o.tenc && tdec == o.tdec &&
-           stop == o.stop && tstop == o.tstop && nns == o.nns;
+    return draft == o.draft && input_ids == o.input_ids && step == o.step && pre == o.pre &&
+           acc == o.acc && tstep == o.tstep && max_dec == o.max_dec && tdraft == o.tdraft &&
+           next == o.next && slt == o.slt && enc == o.enc && dec == o.dec && acc_num == o.acc_num &&
+           tenc == o.tenc && tdec == o.tdec && stop == o.stop && tstop == o.tstop && nns == o.nns;
   }
 };
 
 State make_state(Rng& r, int64_t B, int64_t W, int64_t D, double odd) {
   State s;
-  s.B = B; s.W = W; s.D = D; s.L = r.uni(1, D + 2);
+  s.B = B;
+  s.W = W;
+  s.D = D;
+  s.L = r.uni(1, D + 2);
   auto fill = [&](std::vector<int64_t>& v, int64_t n, int64_t lo, int64_t hi) {
     v.resize(n);
     for (auto& x : v) x = r.uni(lo, hi);
   };
-  fill(s.draft, B * W, -1, 9); fill(s.input_ids, B * s.L, 0, 9); fill(s.pre, B * D, -1, 9);
-  fill(s.acc, B * W, 0, 9); fill(s.tdraft, B * W, -1, 9);
-  s.step.resize(B); s.tstep.resize(B); s.max_dec.resize(B); s.slt.resize(B); s.enc.resize(B);
-  s.dec.resize(B); s.acc_num.resize(B); s.tenc.resize(B); s.tdec.resize(B); s.stop.resize(B);
+  fill(s.draft, B * W, -1, 9);
+  fill(s.input_ids, B * s.L, 0, 9);
+  fill(s.pre, B * D, -1, 9);
+  fill(s.acc, B * W, 0, 9);
+  fill(s.tdraft, B * W, -1, 9);
+  s.step.resize(B);
+  s.tstep.resize(B);
+  s.max_dec.resize(B);
+  s.slt.resize(B);
+  s.enc.resize(B);
+  s.dec.resize(B);
+  s.acc_num.resize(B);
+  s.tenc.resize(B);
+  s.tdec.resize(B);
+  s.stop.resize(B);
   s.tstop.resize(B);
   s.nns = {static_cast<uint8_t>(r.chance(0.5))};
   int64_t active = 0;
@@ -61,12 +77,24 @@ State make_state(Rng& r, int64_t B, int64_t W, int64_t D, double odd) {
     s.tdec[b] = static_cast<int32_t>(r.uni(0, 2 * D));
     if (r.chance(odd)) {
       switch (r.uni(0, 5)) {
-        case 0: s.step[b] = r.pick<int64_t>({INT64_MIN, -3, D, D + 7, INT64_MAX}); break;
-        case 1: s.acc_num[b] = r.pick<int32_t>({INT32_MIN, -1, static_cast<int32_t>(W + 2), INT32_MAX}); break;
-        case 2: s.tstep[b] = r.pick<int64_t>({INT64_MIN, -2, D + 9, INT64_MAX}); break;
-        case 3: s.max_dec[b] = r.pick<int64_t>({INT64_MIN, 0, INT64_MAX}); break;
-        case 4: s.slt[b] = r.pick<int32_t>({INT32_MIN, -1, static_cast<int32_t>(W + 3)}); break;
-        default: s.enc[b] = r.pick<int32_t>({static_cast<int32_t>(s.L + 2), INT32_MAX}); break;
+        case 0:
+          s.step[b] = r.pick<int64_t>({INT64_MIN, -3, D, D + 7, INT64_MAX});
+          break;
+        case 1:
+          s.acc_num[b] = r.pick<int32_t>({INT32_MIN, -1, static_cast<int32_t>(W + 2), INT32_MAX});
+          break;
+        case 2:
+          s.tstep[b] = r.pick<int64_t>({INT64_MIN, -2, D + 9, INT64_MAX});
+          break;
+        case 3:
+          s.max_dec[b] = r.pick<int64_t>({INT64_MIN, 0, INT64_MAX});
+          break;
+        case 4:
+          s.slt[b] = r.pick<int32_t>({INT32_MIN, -1, static_cast<int32_t>(W + 3)});
+          break;
+        default:
+          s.enc[b] = r.pick<int32_t>({static_cast<int32_t>(s.L + 2), INT32_MAX});
+          break;
       }
     }
     active += s.slt[b] > 0;
@@ -86,44 +114,98 @@ struct Ptrs {
 
   fdspec::MtpPreprocessParams preprocess(int64_t num_model_step, bool splitwise) const {
     fdspec::MtpPreprocessParams p{};
-    p.draft_tokens = draft; p.draft_tokens_stride = s->W; p.input_ids = input_ids; p.input_ids_stride = s->L;
-    p.stop_flags = stop; p.seq_lens_this_time = slt; p.seq_lens_encoder = enc; p.seq_lens_decoder = dec;
-    p.step_idx = step; p.not_need_stop = nns; p.pre_ids = pre; p.pre_ids_stride = s->D;
-    p.accept_tokens = acc; p.accept_stride = s->W; p.accept_num = acc_num;
-    p.target_model_seq_lens_encoder = tenc; p.target_model_seq_lens_decoder = tdec;
-    p.target_model_step_idx = tstep; p.target_model_stop_flags = tstop; p.max_dec_len = max_dec;
-    p.target_model_draft_tokens = tdraft; p.target_draft_stride = s->W; p.num_model_step = num_model_step;
-    p.is_splitwise_prefill = splitwise; p.batch = s->B;
+    p.draft_tokens = draft;
+    p.draft_tokens_stride = s->W;
+    p.input_ids = input_ids;
+    p.input_ids_stride = s->L;
+    p.stop_flags = stop;
+    p.seq_lens_this_time = slt;
+    p.seq_lens_encoder = enc;
+    p.seq_lens_decoder = dec;
+    p.step_idx = step;
+    p.not_need_stop = nns;
+    p.pre_ids = pre;
+    p.pre_ids_stride = s->D;
+    p.accept_tokens = acc;
+    p.accept_stride = s->W;
+    p.accept_num = acc_num;
+    p.target_model_seq_lens_encoder = tenc;
+    p.target_model_seq_lens_decoder = tdec;
+    p.target_model_step_idx = tstep;
+    p.target_model_stop_flags = tstop;
+    p.max_dec_len = max_dec;
+    p.target_model_draft_tokens = tdraft;
+    p.target_draft_stride = s->W;
+    p.num_model_step = num_model_step;
+    p.is_splitwise_prefill = splitwise;
+    p.batch = s->B;
     return p;
   }
   fdspec::MtpUpdateParams update(int64_t substep) const {
     fdspec::MtpUpdateParams p{};
-    p.inter_next_tokens = next; p.next_tokens_len = s->N; p.draft_tokens = draft; p.draft_tokens_stride = s->W;
-    p.pre_ids = pre; p.pre_ids_stride = s->D; p.seq_lens_this_time = slt; p.seq_lens_encoder = enc;
-    p.seq_lens_decoder = dec; p.step_idx = step; p.stop_flags = stop; p.not_need_stop = nns;
-    p.max_dec_len = max_dec; p.base_model_draft_tokens = tdraft; p.base_draft_stride = s->W;
-    p.substep = substep; p.batch = s->B;
+    p.inter_next_tokens = next;
+    p.next_tokens_len = s->N;
+    p.draft_tokens = draft;
+    p.draft_tokens_stride = s->W;
+    p.pre_ids = pre;
+    p.pre_ids_stride = s->D;
+    p.seq_lens_this_time = slt;
+    p.seq_lens_encoder = enc;
+    p.seq_lens_decoder = dec;
+    p.step_idx = step;
+    p.stop_flags = stop;
+    p.not_need_stop = nns;
+    p.max_dec_len = max_dec;
+    p.base_model_draft_tokens = tdraft;
+    p.base_draft_stride = s->W;
+    p.substep = substep;
+    p.batch = s->B;
     return p;
   }
   fdspec::MtpPostprocessParams postprocess() const {
     fdspec::MtpPostprocessParams p{};
-    p.base_model_draft_tokens = tdraft; p.base_draft_stride = s->W; p.base_model_seq_lens_this_time = slt;
-    p.base_model_seq_lens_encoder = tenc; p.base_model_stop_flags = tstop; p.batch = s->B;
+    p.base_model_draft_tokens = tdraft;
+    p.base_draft_stride = s->W;
+    p.base_model_seq_lens_this_time = slt;
+    p.base_model_seq_lens_encoder = tenc;
+    p.base_model_stop_flags = tstop;
+    p.batch = s->B;
     return p;
   }
   fdspec::MtpSetValueByFlagsParams set_value_by_flags() const {
     fdspec::MtpSetValueByFlagsParams p{};
-    p.draft_tokens = draft; p.draft_tokens_stride = s->W; p.pre_ids_all = pre; p.pre_ids_stride = s->D;
-    p.stop_flags = stop; p.seq_lens_this_time = slt; p.step_idx = step; p.batch = s->B;
+    p.draft_tokens = draft;
+    p.draft_tokens_stride = s->W;
+    p.pre_ids_all = pre;
+    p.pre_ids_stride = s->D;
+    p.stop_flags = stop;
+    p.seq_lens_this_time = slt;
+    p.step_idx = step;
+    p.batch = s->B;
     return p;
   }
 };
 
 Ptrs host_ptrs(State& s) {
-  return {s.draft.data(), s.input_ids.data(), s.step.data(), s.pre.data(), s.acc.data(), s.tstep.data(),
-          s.max_dec.data(), s.tdraft.data(), s.next.data(), s.slt.data(), s.enc.data(), s.dec.data(),
-          s.acc_num.data(), s.tenc.data(), s.tdec.data(), reinterpret_cast<bool*>(s.stop.data()),
-          reinterpret_cast<bool*>(s.tstop.data()), reinterpret_cast<bool*>(s.nns.data()), &s};
+  return {s.draft.data(),
+          s.input_ids.data(),
+          s.step.data(),
+          s.pre.data(),
+          s.acc.data(),
+          s.tstep.data(),
+          s.max_dec.data(),
+          s.tdraft.data(),
+          s.next.data(),
+          s.slt.data(),
+          s.enc.data(),
+          s.dec.data(),
+          s.acc_num.data(),
+          s.tenc.data(),
+          s.tdec.data(),
+          reinterpret_cast<bool*>(s.stop.data()),
+          reinterpret_cast<bool*>(s.tstop.data()),
+          reinterpret_cast<bool*>(s.nns.data()),
+          &s};
 }
 
 struct Dev {
@@ -131,28 +213,85 @@ struct Dev {
   DevVec<int32_t> slt, enc, dec, acc_num, tenc, tdec;
   DevVec<uint8_t> stop, tstop, nns;
   explicit Dev(const State& s)
-      : draft(s.draft), input_ids(s.input_ids), step(s.step), pre(s.pre), acc(s.acc), tstep(s.tstep),
-        max_dec(s.max_dec), tdraft(s.tdraft), next(s.next), slt(s.slt), enc(s.enc), dec(s.dec),
-        acc_num(s.acc_num), tenc(s.tenc), tdec(s.tdec), stop(s.stop), tstop(s.tstop), nns(s.nns) {}
+      : draft(s.draft),
+        input_ids(s.input_ids),
+        step(s.step),
+        pre(s.pre),
+        acc(s.acc),
+        tstep(s.tstep),
+        max_dec(s.max_dec),
+        tdraft(s.tdraft),
+        next(s.next),
+        slt(s.slt),
+        enc(s.enc),
+        dec(s.dec),
+        acc_num(s.acc_num),
+        tenc(s.tenc),
+        tdec(s.tdec),
+        stop(s.stop),
+        tstop(s.tstop),
+        nns(s.nns) {}
   void upload(const State& s) {
-    draft.upload(s.draft); input_ids.upload(s.input_ids); step.upload(s.step); pre.upload(s.pre);
-    acc.upload(s.acc); tstep.upload(s.tstep); max_dec.upload(s.max_dec); tdraft.upload(s.tdraft);
-    next.upload(s.next); slt.upload(s.slt); enc.upload(s.enc); dec.upload(s.dec); acc_num.upload(s.acc_num);
-    tenc.upload(s.tenc); tdec.upload(s.tdec); stop.upload(s.stop); tstop.upload(s.tstop); nns.upload(s.nns);
+    draft.upload(s.draft);
+    input_ids.upload(s.input_ids);
+    step.upload(s.step);
+    pre.upload(s.pre);
+    acc.upload(s.acc);
+    tstep.upload(s.tstep);
+    max_dec.upload(s.max_dec);
+    tdraft.upload(s.tdraft);
+    next.upload(s.next);
+    slt.upload(s.slt);
+    enc.upload(s.enc);
+    dec.upload(s.dec);
+    acc_num.upload(s.acc_num);
+    tenc.upload(s.tenc);
+    tdec.upload(s.tdec);
+    stop.upload(s.stop);
+    tstop.upload(s.tstop);
+    nns.upload(s.nns);
   }
   Ptrs ptrs(const State& s) const {
-    return {draft.ptr(), input_ids.ptr(), step.ptr(), pre.ptr(), acc.ptr(), tstep.ptr(), max_dec.ptr(),
-            tdraft.ptr(), next.ptr(), slt.ptr(), enc.ptr(), dec.ptr(), acc_num.ptr(), tenc.ptr(), tdec.ptr(),
-            reinterpret_cast<bool*>(stop.ptr()), reinterpret_cast<bool*>(tstop.ptr()),
-            reinterpret_cast<bool*>(nns.ptr()), &s};
+    return {draft.ptr(),
+            input_ids.ptr(),
+            step.ptr(),
+            pre.ptr(),
+            acc.ptr(),
+            tstep.ptr(),
+            max_dec.ptr(),
+            tdraft.ptr(),
+            next.ptr(),
+            slt.ptr(),
+            enc.ptr(),
+            dec.ptr(),
+            acc_num.ptr(),
+            tenc.ptr(),
+            tdec.ptr(),
+            reinterpret_cast<bool*>(stop.ptr()),
+            reinterpret_cast<bool*>(tstop.ptr()),
+            reinterpret_cast<bool*>(nns.ptr()),
+            &s};
   }
   State download(const State& like) const {
     State s = like;
-    s.draft = draft.download(); s.input_ids = input_ids.download(); s.step = step.download();
-    s.pre = pre.download(); s.acc = acc.download(); s.tstep = tstep.download(); s.max_dec = max_dec.download();
-    s.tdraft = tdraft.download(); s.next = next.download(); s.slt = slt.download(); s.enc = enc.download();
-    s.dec = dec.download(); s.acc_num = acc_num.download(); s.tenc = tenc.download(); s.tdec = tdec.download();
-    s.stop = stop.download(); s.tstop = tstop.download(); s.nns = nns.download();
+    s.draft = draft.download();
+    s.input_ids = input_ids.download();
+    s.step = step.download();
+    s.pre = pre.download();
+    s.acc = acc.download();
+    s.tstep = tstep.download();
+    s.max_dec = max_dec.download();
+    s.tdraft = tdraft.download();
+    s.next = next.download();
+    s.slt = slt.download();
+    s.enc = enc.download();
+    s.dec = dec.download();
+    s.acc_num = acc_num.download();
+    s.tenc = tenc.download();
+    s.tdec = tdec.download();
+    s.stop = stop.download();
+    s.tstop = tstop.download();
+    s.nns = nns.download();
     return s;
   }
 };
@@ -170,10 +309,18 @@ struct OpCall {
 
 void run_cpu(const OpCall& c, const Ptrs& p) {
   switch (c.op) {
-    case 0: fdspec::mtp_preprocess_cpu(p.preprocess(c.num_model_step, c.splitwise)); break;
-    case 1: fdspec::mtp_update_cpu(p.update(c.substep)); break;
-    case 2: fdspec::mtp_postprocess_cpu(p.postprocess()); break;
-    default: fdspec::mtp_set_value_by_flags_cpu(p.set_value_by_flags()); break;
+    case 0:
+      fdspec::mtp_preprocess_cpu(p.preprocess(c.num_model_step, c.splitwise));
+      break;
+    case 1:
+      fdspec::mtp_update_cpu(p.update(c.substep));
+      break;
+    case 2:
+      fdspec::mtp_postprocess_cpu(p.postprocess());
+      break;
+    default:
+      fdspec::mtp_set_value_by_flags_cpu(p.set_value_by_flags());
+      break;
   }
 }
 
@@ -186,10 +333,14 @@ cudaError_t launch(const OpCall& c, const Ptrs& p, cudaStream_t st) {
     return cudaSuccess;
   }
   switch (c.op) {
-    case 0: return fdspec::mtp_preprocess_gpu(p.preprocess(c.num_model_step, c.splitwise), st);
-    case 1: return fdspec::mtp_update_gpu(p.update(c.substep), st);
-    case 2: return fdspec::mtp_postprocess_gpu(p.postprocess(), st);
-    default: return fdspec::mtp_set_value_by_flags_gpu(p.set_value_by_flags(), st);
+    case 0:
+      return fdspec::mtp_preprocess_gpu(p.preprocess(c.num_model_step, c.splitwise), st);
+    case 1:
+      return fdspec::mtp_update_gpu(p.update(c.substep), st);
+    case 2:
+      return fdspec::mtp_postprocess_gpu(p.postprocess(), st);
+    default:
+      return fdspec::mtp_set_value_by_flags_gpu(p.set_value_by_flags(), st);
   }
 }
 
@@ -200,8 +351,9 @@ std::string describe(const State& s, const OpCall& c, bool graph) {
 
 void token_ops(harness::Tally& t, const harness::Stream& stream, bool quick) {
   Rng r(52);
-  const std::vector<int64_t> batches = quick ? std::vector<int64_t>{0, 1, 37, 300}
-                                             : std::vector<int64_t>{0, 1, 2, 31, 64, 257, 300, 1100};
+  const std::vector<int64_t> batches = quick
+                                           ? std::vector<int64_t>{0, 1, 37, 300}
+                                           : std::vector<int64_t>{0, 1, 2, 31, 64, 257, 300, 1100};
   const int reps = quick ? 2 : 6;
   for (int64_t B : batches) {
     for (int64_t W : {2, 3, 6, 9}) {
@@ -218,7 +370,10 @@ void token_ops(harness::Tally& t, const harness::Stream& stream, bool quick) {
               const Ptrs p = d.ptrs(s);
               harness::run_case(
                   t, stream,
-                  [&](cudaStream_t st) { harness::launch_once(st, graph, [&](cudaStream_t x) { return launch(c, p, x); }); },
+                  [&](cudaStream_t st) {
+                    harness::launch_once(st, graph,
+                                         [&](cudaStream_t x) { return launch(c, p, x); });
+                  },
                   [&]() { return d.download(s) == want ? std::string() : describe(s, c, graph); });
               t.count(kOpNames[op]);
             }
@@ -229,7 +384,8 @@ void token_ops(harness::Tally& t, const harness::Stream& stream, bool quick) {
   }
 }
 
-// ---- Hidden-state gathers --------------------------------------------------------------------------
+// ---- Hidden-state gathers
+// --------------------------------------------------------------------------
 
 struct HiddenCase {
   fdspec::HiddenGather kind;
@@ -238,17 +394,20 @@ struct HiddenCase {
   std::vector<uint8_t> input;
 };
 
-HiddenCase make_hidden(Rng& r, fdspec::HiddenGather kind, int64_t B, int64_t H, int64_t esize, double odd) {
+HiddenCase make_hidden(Rng& r, fdspec::HiddenGather kind, int64_t B, int64_t H, int64_t esize,
+                       double odd) {
   HiddenCase c{kind, B, 0, H, esize, {}, {}, {}, {}, {}, {}};
   int64_t rows = 0;
   for (int64_t b = 0; b < B; ++b) {
     const bool prefill = r.chance(0.25);
     c.enc.push_back(prefill ? static_cast<int32_t>(r.uni(1, 5)) : 0);
     c.slt.push_back(static_cast<int32_t>(r.uni(0, 2)));
-    c.base_slt.push_back(prefill ? c.enc.back() : static_cast<int32_t>(r.uni(r.chance(odd) ? -2 : 0, 4)));
+    c.base_slt.push_back(prefill ? c.enc.back()
+                                 : static_cast<int32_t>(r.uni(r.chance(odd) ? -2 : 0, 4)));
     c.acc.push_back(static_cast<int32_t>(r.uni(r.chance(odd) ? -2 : 0, r.chance(odd) ? 8 : 4)));
     c.last.push_back(static_cast<int32_t>(r.uni(r.chance(odd) ? -1 : 0, 4)));
-    rows += std::max<int32_t>(kind == fdspec::HiddenGather::kTarget ? c.base_slt.back() : c.last.back(), 0);
+    rows += std::max<int32_t>(
+        kind == fdspec::HiddenGather::kTarget ? c.base_slt.back() : c.last.back(), 0);
   }
   c.N = std::max<int64_t>(0, rows + (r.chance(odd) ? r.uni(-3, 3) : 0));
   c.input.resize(c.N * H * esize);
@@ -256,19 +415,30 @@ HiddenCase make_hidden(Rng& r, fdspec::HiddenGather kind, int64_t B, int64_t H, 
   return c;
 }
 
-fdspec::HiddenGatherParams hidden_params(const HiddenCase& c, const void* in, void* out, int32_t* count,
-                                         const int32_t* slt, const int32_t* enc, const int32_t* acc,
-                                         const int32_t* base, const int32_t* last) {
+fdspec::HiddenGatherParams hidden_params(const HiddenCase& c, const void* in, void* out,
+                                         int32_t* count, const int32_t* slt, const int32_t* enc,
+                                         const int32_t* acc, const int32_t* base,
+                                         const int32_t* last) {
   fdspec::HiddenGatherParams p{};
-  p.kind = c.kind; p.input = in; p.out = out; p.output_token_num = count; p.rows = c.N;
-  p.row_bytes = c.H * c.esize; p.seq_lens_this_time = slt; p.seq_lens_encoder = enc; p.accept_nums = acc;
-  p.base_model_seq_lens_this_time = base; p.last_seq_lens_this_time = last; p.batch = c.B;
+  p.kind = c.kind;
+  p.input = in;
+  p.out = out;
+  p.output_token_num = count;
+  p.rows = c.N;
+  p.row_bytes = c.H * c.esize;
+  p.seq_lens_this_time = slt;
+  p.seq_lens_encoder = enc;
+  p.accept_nums = acc;
+  p.base_model_seq_lens_this_time = base;
+  p.last_seq_lens_this_time = last;
+  p.batch = c.B;
   return p;
 }
 
 void hidden_ops(harness::Tally& t, const harness::Stream& stream, bool quick) {
   Rng r(53);
-  const std::vector<int64_t> batches = quick ? std::vector<int64_t>{0, 1, 64} : std::vector<int64_t>{0, 1, 5, 64, 300};
+  const std::vector<int64_t> batches =
+      quick ? std::vector<int64_t>{0, 1, 64} : std::vector<int64_t>{0, 1, 5, 64, 300};
   for (auto kind : {fdspec::HiddenGather::kTarget, fdspec::HiddenGather::kSelf}) {
     for (int64_t B : batches) {
       for (int64_t H : {1, 7, 8, 64, 4096}) {
@@ -278,13 +448,14 @@ void hidden_ops(harness::Tally& t, const harness::Stream& stream, bool quick) {
             const HiddenCase c = make_hidden(r, kind, B, H, esize, graph ? 0.3 : 0.0);
             std::vector<uint8_t> want(c.input.size(), 0xAB);
             std::vector<int32_t> want_count{-7};
-            fdspec::hidden_gather_cpu(hidden_params(c, c.input.data(), want.data(), want_count.data(), c.slt.data(),
-                                                    c.enc.data(), c.acc.data(), c.base_slt.data(), c.last.data()));
+            fdspec::hidden_gather_cpu(
+                hidden_params(c, c.input.data(), want.data(), want_count.data(), c.slt.data(),
+                              c.enc.data(), c.acc.data(), c.base_slt.data(), c.last.data()));
             DevVec<uint8_t> in(c.input), out(std::vector<uint8_t>(c.input.size(), 0xCD));
             DevVec<int32_t> count(std::vector<int32_t>{-9}), slt(c.slt), enc(c.enc), acc(c.acc),
                 base(c.base_slt), last(c.last);
-            const auto p = hidden_params(c, in.ptr(), out.ptr(), count.ptr(), slt.ptr(), enc.ptr(), acc.ptr(),
-                                         base.ptr(), last.ptr());
+            const auto p = hidden_params(c, in.ptr(), out.ptr(), count.ptr(), slt.ptr(), enc.ptr(),
+                                         acc.ptr(), base.ptr(), last.ptr());
             auto go = [&](cudaStream_t st) -> cudaError_t {
               auto& selftest = harness::selftest();
               if (!selftest.host_backend) return fdspec::hidden_gather_gpu(p, st);
@@ -300,7 +471,8 @@ void hidden_ops(harness::Tally& t, const harness::Stream& stream, bool quick) {
                 [&]() {
                   const bool same = out.download() == want && count.download() == want_count;
                   return same ? std::string()
-                              : std::string(kind == fdspec::HiddenGather::kTarget ? "hidden" : "self_hidden") +
+                              : std::string(kind == fdspec::HiddenGather::kTarget ? "hidden"
+                                                                                  : "self_hidden") +
                                     " B=" + std::to_string(B) + " H=" + std::to_string(H) +
                                     " esize=" + std::to_string(esize) + (graph ? " graph" : "");
                 });
@@ -339,7 +511,9 @@ void step_rounds(harness::Tally& t, const harness::Stream& stream, bool quick) {
     for (const OpCall& c : calls) run_cpu(c, host_ptrs(want));
     harness::run_case(
         t, stream, [&](cudaStream_t st) { g.replay(st); },
-        [&]() { return d.download(fresh) == want ? std::string() : "step round " + std::to_string(round); });
+        [&]() {
+          return d.download(fresh) == want ? std::string() : "step round " + std::to_string(round);
+        });
     t.count("step_rounds");
   }
 }

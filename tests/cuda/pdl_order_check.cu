@@ -19,7 +19,8 @@
 
 namespace {
 
-// Every block sleeps, then block 0 raises the flag: the flag is up only once the grid is nearly done.
+// Every block sleeps, then block 0 raises the flag: the flag is up only once the grid is nearly
+// done.
 __global__ void slow_primary(int* flag, int sleeps) {
 #if __CUDA_ARCH__ >= 900  // compiled out below sm_90, where main() does not run the check
   asm volatile("griddepcontrol.launch_dependents;");
@@ -57,8 +58,9 @@ struct Launch {
   }
 };
 
-// `trials` times: the flag lowered (an ordinary launch, so after everything before it), primary, its
-// early-exiting dependent, then the reader. Returns how many readers saw the primary unfinished.
+// `trials` times: the flag lowered (an ordinary launch, so after everything before it), primary,
+// its early-exiting dependent, then the reader. Returns how many readers saw the primary
+// unfinished.
 int run(cudaStream_t s, int* flag, int* seen, int trials, Reader reader, bool graph, int sms) {
   CHECK(cudaMemset(flag, 0, sizeof(int)));
   CHECK(cudaMemset(seen, 0xFF, sizeof(int) * trials));
@@ -70,7 +72,8 @@ int run(cudaStream_t s, int* flag, int* seen, int trials, Reader reader, bool gr
     slow_primary<<<sms, 128, 0, s>>>(flag, 20);
     Launch dependent(s, true), next(s, reader != Reader::kPlain);
     CHECK(cudaLaunchKernelEx(&dependent.cfg, early_exit));
-    CHECK(cudaLaunchKernelEx(&next.cfg, record_flag, flag, seen, k, reader == Reader::kDependentWaits));
+    CHECK(cudaLaunchKernelEx(&next.cfg, record_flag, flag, seen, k,
+                             reader == Reader::kDependentWaits));
   }
   if (graph) {
     CHECK(cudaStreamEndCapture(s, &g));
@@ -103,9 +106,12 @@ int main(int argc, char** argv) {
   }
   cudaFuncAttributes fa = {};
   CHECK(cudaFuncGetAttributes(&fa, record_flag));
-  if (fa.ptxVersion < 90) {  // a compute_80/89 image JIT-compiled here: the ops launch no dependents
-    std::printf("pdl_order_check: PASS (0 cases: image compiled for compute_%d, no programmatic dependent "
-                "launch)\n", fa.ptxVersion);
+  if (fa.ptxVersion <
+      90) {  // a compute_80/89 image JIT-compiled here: the ops launch no dependents
+    std::printf(
+        "pdl_order_check: PASS (0 cases: image compiled for compute_%d, no programmatic dependent "
+        "launch)\n",
+        fa.ptxVersion);
     return 0;
   }
   const int trials = quick ? 20 : 500;
@@ -120,17 +126,19 @@ int main(int argc, char** argv) {
     const struct {
       Reader reader;
       const char* name;
-    } readers[] = {{Reader::kPlain, "ordinary launch"}, {Reader::kDependentWaits, "dependent that waits"}};
+    } readers[] = {{Reader::kPlain, "ordinary launch"},
+                   {Reader::kDependentWaits, "dependent that waits"}};
     for (const auto& r : readers) {
       const int bad = run(s, flag, seen, trials, r.reader, graph, sms);
-      std::printf("%-22s %s: saw the primary unfinished in %d of %d\n", r.name, graph ? "graph" : "eager",
-                  bad, trials);
+      std::printf("%-22s %s: saw the primary unfinished in %d of %d\n", r.name,
+                  graph ? "graph" : "eager", bad, trials);
       ok = ok && bad == 0;
       cases += trials;
     }
     const int control = run(s, flag, seen, trials, Reader::kDependentNoWait, graph, sms);
-    std::printf("%-22s %s: saw the primary unfinished in %d of %d (control: %s)\n", "dependent, no wait",
-                graph ? "graph" : "eager", control, trials, quick ? "not required in the quick mode" : "must be > 0");
+    std::printf("%-22s %s: saw the primary unfinished in %d of %d (control: %s)\n",
+                "dependent, no wait", graph ? "graph" : "eager", control, trials,
+                quick ? "not required in the quick mode" : "must be > 0");
     ok = ok && (quick || control > 0);
   }
   CHECK(cudaFree(flag));

@@ -3,8 +3,8 @@
 // global slices, vocabularies from 1 to 152064 (odd sizes take the narrow vector paths), rows
 // built to reach every path of the kernel: peaked rows (the candidate list), flat and tied rows
 // (huge buckets: the radix refinement and the id-order draw over the slices), special values
-// (NaN, +-inf: greedy fallbacks), and per-slot parameters over their corners. Some cases run through
-// a captured graph. Modes: see harness.cuh.
+// (NaN, +-inf: greedy fallbacks), and per-slot parameters over their corners. Some cases run
+// through a captured graph. Modes: see harness.cuh.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -47,9 +47,11 @@ float gen(Rng& rng, int kind, int64_t v, int64_t row) {
       if (rng.chance(0.002)) x += 14.0f + 6.0f * static_cast<float>(rng.real());
       return x;
     }
-    case 1: return 0.0f;                                                  // flat: one bucket
-    case 2: return static_cast<float>(rng.uni(-2, 2));                    // ties
-    case 3: {                                                            // broad: large top-p sets
+    case 1:
+      return 0.0f;  // flat: one bucket
+    case 2:
+      return static_cast<float>(rng.uni(-2, 2));  // ties
+    case 3: {                                     // broad: large top-p sets
       std::normal_distribution<float> n(0.0f, 1.0f);
       return n(rng.g);
     }
@@ -76,8 +78,9 @@ int main(int argc, char** argv) {
     Stream stream;
     Rng rng(51);
     std::vector<Case> cases;
-    const std::vector<int64_t> vocabs = mode.quick ? std::vector<int64_t>{1, 7, 1000, 4099}
-                                                   : std::vector<int64_t>{1, 3, 7, 64, 1000, 4099, 32000, 152064};
+    const std::vector<int64_t> vocabs =
+        mode.quick ? std::vector<int64_t>{1, 7, 1000, 4099}
+                   : std::vector<int64_t>{1, 3, 7, 64, 1000, 4099, 32000, 152064};
     for (LogitsDType d : {LogitsDType::kFloat32, LogitsDType::kFloat16, LogitsDType::kBFloat16}) {
       for (int64_t V : vocabs) {
         for (int parts : {0, 1, 2, 3, 8}) {
@@ -99,7 +102,8 @@ int main(int argc, char** argv) {
       const int64_t N = cu[B] + rng.uni(0, 2);
       std::vector<int64_t> step(B), seed(B), top_k(B);
       std::vector<float> temp(B), top_p(B), min_p(B);
-      const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+      const float inf = std::numeric_limits<float>::infinity(),
+                  nan = std::numeric_limits<float>::quiet_NaN();
       for (int64_t b = 0; b < B; ++b) {
         step[b] = rng.uni(0, 1 << 20);
         seed[b] = static_cast<int64_t>(rng.g());
@@ -127,9 +131,12 @@ int main(int argc, char** argv) {
       DevVec<int64_t> d_step(step), d_seed(seed), d_topk(top_k);
       DevVec<float> d_temp(temp), d_topp(top_p), d_minp(min_p);
       DevVec<int64_t> d_out(std::vector<int64_t>(N, 12345));
-      fdspec::SampleTokensParams p{d_logits.ptr(), c.dtype, N, c.vocab, d_cu.ptr(), B, d_step.ptr(),
-                                   d_seed.ptr(), d_temp.ptr(), d_topp.ptr(), d_topk.ptr(),
-                                   c.with_min_p ? d_minp.ptr() : nullptr, d_out.ptr()};
+      fdspec::SampleTokensParams p{
+          d_logits.ptr(), c.dtype,      N,
+          c.vocab,        d_cu.ptr(),   B,
+          d_step.ptr(),   d_seed.ptr(), d_temp.ptr(),
+          d_topp.ptr(),   d_topk.ptr(), c.with_min_p ? d_minp.ptr() : nullptr,
+          d_out.ptr()};
       std::vector<int64_t> want(N, 12345);
       fdspec::SampleTokensParams q = p;
       q.logits = logits.data();
@@ -144,29 +151,33 @@ int main(int argc, char** argv) {
       fdspec::sample_tokens_cpu(q);
       tally.count(c.force_global ? "global" : "smem");
       tally.count("rows", N);
-      run_case(tally, stream,
-               [&](cudaStream_t s) {
-                 launch_once(s, c.graph, [&](cudaStream_t st) {
-                   return launch_or_emulate(
-                       p, st, [&](const fdspec::SampleTokensParams& pp, cudaStream_t ss) {
-                         return fdspec::sample_tokens_gpu(pp, ss, c.parts, c.force_global);
-                       },
-                       fdspec::sample_tokens_cpu, [&](const fdspec::SampleTokensParams& pp) {
-                         if (pp.rows == 0) return false;
-                         pp.sampled_tokens[0] += 1;
-                         return true;
-                       });
-                 });
-               },
-               [&]() -> std::string {
-                 const std::vector<int64_t> got = d_out.download();
-                 const int64_t i = first_diff(got, want);
-                 if (i < 0) return "";
-                 return "dtype " + std::to_string(static_cast<int>(c.dtype)) + " V " + std::to_string(c.vocab) +
-                        " parts " + std::to_string(c.parts) + " global " + std::to_string(c.force_global) +
-                        " kind " + std::to_string(c.kind) + " row " + std::to_string(i) + ": gpu " +
-                        std::to_string(got[i]) + " cpu " + std::to_string(want[i]);
-               });
+      run_case(
+          tally, stream,
+          [&](cudaStream_t s) {
+            launch_once(s, c.graph, [&](cudaStream_t st) {
+              return launch_or_emulate(
+                  p, st,
+                  [&](const fdspec::SampleTokensParams& pp, cudaStream_t ss) {
+                    return fdspec::sample_tokens_gpu(pp, ss, c.parts, c.force_global);
+                  },
+                  fdspec::sample_tokens_cpu,
+                  [&](const fdspec::SampleTokensParams& pp) {
+                    if (pp.rows == 0) return false;
+                    pp.sampled_tokens[0] += 1;
+                    return true;
+                  });
+            });
+          },
+          [&]() -> std::string {
+            const std::vector<int64_t> got = d_out.download();
+            const int64_t i = first_diff(got, want);
+            if (i < 0) return "";
+            return "dtype " + std::to_string(static_cast<int>(c.dtype)) + " V " +
+                   std::to_string(c.vocab) + " parts " + std::to_string(c.parts) + " global " +
+                   std::to_string(c.force_global) + " kind " + std::to_string(c.kind) + " row " +
+                   std::to_string(i) + ": gpu " + std::to_string(got[i]) + " cpu " +
+                   std::to_string(want[i]);
+          });
     }
   });
 }

@@ -1,14 +1,14 @@
 // speculate_get_accept_tokens_and_logits and speculate_compute_cu_batch_offset: the CUDA launchers
 // against the CPU implementations, at the kernel layer (no Paddle), bit for bit on every output and
-// on every input (which must be left as it was). Logits are raw bit patterns (float32, or the 16 bits
-// of float16 / bfloat16, NaN payloads included): the gather is a byte copy and must be exact.
-// Covered: odd vocabularies and base pointers misaligned by whole elements (every vector width of the
-// copy: 16, 8, 4, 2 bytes), real vocabularies (32000, 152064), batches up to ~600 (one fused kernel)
-// and past 1024 (offset scan + gather), docs/contract/general.md hostile values (accept_num below 0, above
-// K + 1 and at the int32 limits; cu_seqlens_q_output out of [0, R); fewer output rows than accepted tokens;
-// longer offset tensors than B + 1), CUDA-graph replays with new inputs in the captured buffers, and
-// the offset op alone (real_bsz up to 3000, no clamp or a clamp, counts over the whole int32 range).
-// Usage and exit status: tests/cuda/harness.cuh.
+// on every input (which must be left as it was). Logits are raw bit patterns (float32, or the 16
+// bits of float16 / bfloat16, NaN payloads included): the gather is a byte copy and must be exact.
+// Covered: odd vocabularies and base pointers misaligned by whole elements (every vector width of
+// the copy: 16, 8, 4, 2 bytes), real vocabularies (32000, 152064), batches up to ~600 (one fused
+// kernel) and past 1024 (offset scan + gather), docs/contract/general.md hostile values (accept_num
+// below 0, above K + 1 and at the int32 limits; cu_seqlens_q_output out of [0, R); fewer output
+// rows than accepted tokens; longer offset tensors than B + 1), CUDA-graph replays with new inputs
+// in the captured buffers, and the offset op alone (real_bsz up to 3000, no clamp or a clamp,
+// counts over the whole int32 range). Usage and exit status: tests/cuda/harness.cuh.
 #include <algorithm>
 #include <cinttypes>
 #include <string>
@@ -23,12 +23,14 @@ using harness::DevBuf;
 using harness::DevVec;
 using harness::Rng;
 
-const char* dtype_name(int esize, int tag) { return esize == 4 ? "float32" : (tag ? "bfloat16" : "float16"); }
+const char* dtype_name(int esize, int tag) {
+  return esize == 4 ? "float32" : (tag ? "bfloat16" : "float16");
+}
 
 // What a CUDA graph bakes in: sizes, dtype and pointer offsets.
 struct Shape {
   int64_t B = 0, K1 = 1, V = 1, R = 0, N = 0;
-  int esize = 4, dtype_tag = 0;          // element size; 16-bit: float16 (0) or bfloat16 (1)
+  int esize = 4, dtype_tag = 0;               // element size; 16-bit: float16 (0) or bfloat16 (1)
   int64_t in_misalign = 0, out_misalign = 0;  // elements between the allocation and the row pointer
   int64_t cu_len = 1, cuq_len = 0, at_rows = 0;
   int64_t row_bytes() const { return V * esize; }
@@ -69,7 +71,8 @@ Inputs make_case(Rng& r, Shape& sh, const Mix& mix, bool keep_sizes) {
                                 : (e < mix.prefill + 0.05 ? -static_cast<int32_t>(r.uni(1, 5)) : 0);
     int32_t a = static_cast<int32_t>(r.uni(0, K1));
     if (r.chance(mix.hostile)) {
-      a = r.chance(0.7) ? static_cast<int32_t>(r.uni(-3, K1 + 4)) : r.pick<int32_t>({INT32_MIN, INT32_MAX, -1});
+      a = r.chance(0.7) ? static_cast<int32_t>(r.uni(-3, K1 + 4))
+                        : r.pick<int32_t>({INT32_MIN, INT32_MAX, -1});
     }
     in.accept[b] = a;
     accepted += std::clamp<int64_t>(a, 0, K1);
@@ -108,10 +111,11 @@ Inputs make_case(Rng& r, Shape& sh, const Mix& mix, bool keep_sizes) {
   return in;
 }
 
-fdspec::AcceptTokensLogitsParams params_of(const Shape& sh, int64_t* token_ids, unsigned char* target_rows,
-                                           const unsigned char* logits_rows, int32_t* cu, const int32_t* cuq,
-                                           const int32_t* enc, const int32_t* accept,
-                                           const int64_t* accept_tokens) {
+fdspec::AcceptTokensLogitsParams params_of(const Shape& sh, int64_t* token_ids,
+                                           unsigned char* target_rows,
+                                           const unsigned char* logits_rows, int32_t* cu,
+                                           const int32_t* cuq, const int32_t* enc,
+                                           const int32_t* accept, const int64_t* accept_tokens) {
   fdspec::AcceptTokensLogitsParams p;
   p.token_ids = token_ids;
   p.target_logits = target_rows;
@@ -131,17 +135,19 @@ fdspec::AcceptTokensLogitsParams params_of(const Shape& sh, int64_t* token_ids, 
 
 Inputs cpu_result(const Shape& sh, const Inputs& in) {
   Inputs c = in;
-  fdspec::get_accept_tokens_and_logits_cpu(
-      params_of(sh, c.token_ids.data(), c.target.data() + sh.out_misalign * sh.esize, c.logits.data(),
-                c.cu.data(), c.cuq.data(), c.enc.data(), c.accept.data(), c.accept_tokens.data()));
+  fdspec::get_accept_tokens_and_logits_cpu(params_of(
+      sh, c.token_ids.data(), c.target.data() + sh.out_misalign * sh.esize, c.logits.data(),
+      c.cu.data(), c.cuq.data(), c.enc.data(), c.accept.data(), c.accept_tokens.data()));
   return c;
 }
 
-// What the case reaches: rows copied, tokens written, accepted tokens dropped for lack of output rows.
+// What the case reaches: rows copied, tokens written, accepted tokens dropped for lack of output
+// rows.
 void count_coverage(harness::Tally& t, const Shape& sh, const Inputs& in, const Inputs& want) {
   const int64_t rb = sh.row_bytes(), pre = sh.out_misalign * sh.esize;
   for (int64_t i = 0; i < sh.N; ++i) {
-    t.count("rows_copied", std::memcmp(want.target.data() + pre + i * rb, in.target.data() + pre + i * rb, rb) != 0);
+    t.count("rows_copied", std::memcmp(want.target.data() + pre + i * rb,
+                                       in.target.data() + pre + i * rb, rb) != 0);
     t.count("tokens_written", want.token_ids[i] != in.token_ids[i]);
   }
   t.count("tokens_dropped", sh.B > 0 && want.cu[sh.B] > sh.N);
@@ -197,8 +203,13 @@ struct DeviceInputs {
     harness::copy_to_device(logits.bytes() + logits_prefix, in.logits.data(), in.logits.size());
   }
   void upload(const Inputs& in) {
-    token_ids.upload(in.token_ids); accept_tokens.upload(in.accept_tokens); target.upload(in.target);
-    cu.upload(in.cu); cuq.upload(in.cuq); enc.upload(in.enc); accept.upload(in.accept);
+    token_ids.upload(in.token_ids);
+    accept_tokens.upload(in.accept_tokens);
+    target.upload(in.target);
+    cu.upload(in.cu);
+    cuq.upload(in.cuq);
+    enc.upload(in.enc);
+    accept.upload(in.accept);
     if (in.logits.size() + logits_prefix != logits.size()) std::exit(2);
     harness::copy_to_device(logits.bytes() + logits_prefix, in.logits.data(), in.logits.size());
   }
@@ -209,7 +220,10 @@ struct DeviceInputs {
     out.target = target.download();
     out.logits.resize(logits.size() - logits_prefix);
     harness::copy_to_host(out.logits.data(), logits.bytes() + logits_prefix, out.logits.size());
-    out.cu = cu.download(); out.cuq = cuq.download(); out.enc = enc.download(); out.accept = accept.download();
+    out.cu = cu.download();
+    out.cuq = cuq.download();
+    out.enc = enc.download();
+    out.accept = accept.download();
     return out;
   }
   fdspec::AcceptTokensLogitsParams params(const Shape& sh) const {
@@ -231,8 +245,8 @@ std::string describe(const Shape& sh, const Inputs& in, const Inputs& want, cons
   std::snprintf(buf, sizeof(buf),
                 "[%s] %s B=%" PRId64 " K+1=%" PRId64 " V=%" PRId64 " R=%" PRId64 " N=%" PRId64
                 " misalign in/out=%" PRId64 "/%" PRId64 " elements;",
-                how, dtype_name(sh.esize, sh.dtype_tag), sh.B, sh.K1, sh.V, sh.R, sh.N, sh.in_misalign,
-                sh.out_misalign);
+                how, dtype_name(sh.esize, sh.dtype_tag), sh.B, sh.K1, sh.V, sh.R, sh.N,
+                sh.in_misalign, sh.out_misalign);
   std::string s = buf;
   auto diff = [&](const char* name, int64_t at) {
     if (at < 0) return;
@@ -243,8 +257,9 @@ std::string describe(const Shape& sh, const Inputs& in, const Inputs& want, cons
   const int64_t t = harness::first_diff(want.target, got.target);
   if (t >= 0) {
     const int64_t row = (t - sh.out_misalign * sh.esize) / std::max<int64_t>(sh.row_bytes(), 1);
-    std::snprintf(buf, sizeof(buf), " target_logits differs first at byte %" PRId64 " (row %" PRId64 ");",
-                  t, t < sh.out_misalign * sh.esize ? -1 : row);
+    std::snprintf(buf, sizeof(buf),
+                  " target_logits differs first at byte %" PRId64 " (row %" PRId64 ");", t,
+                  t < sh.out_misalign * sh.esize ? -1 : row);
     s += buf;
   }
   diff("cu_batch_token_offset", harness::first_diff(want.cu, got.cu));
@@ -257,7 +272,8 @@ std::string describe(const Shape& sh, const Inputs& in, const Inputs& want, cons
 }
 
 // "" when the outputs are right and the inputs untouched, else what differs.
-std::string report(const Shape& sh, const Inputs& in, const Inputs& want, const Inputs& got, const char* how) {
+std::string report(const Shape& sh, const Inputs& in, const Inputs& want, const Inputs& got,
+                   const char* how) {
   return same(in, want, got) ? std::string() : describe(sh, in, want, got, how);
 }
 
@@ -265,8 +281,9 @@ void run_case(harness::Tally& t, const Shape& sh, const Inputs& in, const harnes
   const Inputs want = cpu_result(sh, in);
   count_coverage(t, sh, in, want);
   DeviceInputs dev(sh, in);
-  harness::run_case(t, stream, [&](cudaStream_t s) { CHECK(launch_gather(dev.params(sh), s)); },
-                    [&] { return report(sh, in, want, dev.download(), "eager"); });
+  harness::run_case(
+      t, stream, [&](cudaStream_t s) { CHECK(launch_gather(dev.params(sh), s)); },
+      [&] { return report(sh, in, want, dev.download(), "eager"); });
 }
 
 void run_graph_rounds(harness::Tally& t, Rng& r, Shape sh, const Mix& mix, int replays,
@@ -280,8 +297,9 @@ void run_graph_rounds(harness::Tally& t, Rng& r, Shape sh, const Mix& mix, int r
     dev.upload(in);
     const Inputs want = cpu_result(sh, in);
     count_coverage(t, sh, in, want);
-    harness::run_case(t, stream, [&](cudaStream_t s) { graph.replay(s); },
-                      [&] { return report(sh, in, want, dev.download(), "graph replay"); });
+    harness::run_case(
+        t, stream, [&](cudaStream_t s) { graph.replay(s); },
+        [&] { return report(sh, in, want, dev.download(), "graph replay"); });
   }
 }
 
@@ -290,7 +308,8 @@ void run_offset_case(harness::Tally& t, Rng& r, int64_t B, const harness::Stream
   std::vector<int32_t> accept(B + r.uni(0, 2)), cu(B + 1 + r.uni(0, 2));
   const bool full_range = r.chance(0.2);
   for (auto& a : accept) {
-    a = full_range ? static_cast<int32_t>(r.uni(INT32_MIN, INT32_MAX)) : static_cast<int32_t>(r.uni(-3, 9));
+    a = full_range ? static_cast<int32_t>(r.uni(INT32_MIN, INT32_MAX))
+                   : static_cast<int32_t>(r.uni(-3, 9));
   }
   for (auto& c : cu) c = static_cast<int32_t>(r.uni(-7777, 7777));
   const int64_t max_accept = r.chance(0.4) ? -1 : r.uni(0, 7);
@@ -305,7 +324,8 @@ void run_offset_case(harness::Tally& t, Rng& r, int64_t B, const harness::Stream
   char buf[256];
   if (!ok) {
     std::snprintf(buf, sizeof(buf),
-                  "[offsets] real_bsz=%" PRId64 " max_accept=%" PRId64 " full_range=%d: cu differs first at %" PRId64,
+                  "[offsets] real_bsz=%" PRId64 " max_accept=%" PRId64
+                  " full_range=%d: cu differs first at %" PRId64,
                   B, max_accept, full_range, harness::first_diff(want, got));
   }
   t.record(ok, ok ? std::string() : std::string(buf));
@@ -355,12 +375,13 @@ void body(harness::Tally& t, bool quick) {
   // CUDA graphs: one capture per shape, new inputs before each replay.
   for (int it = 0, n = quick ? 1 : 6; it < n; ++it) {
     const int64_t B = it == 5 ? 1500 : r.uni(1, 64);
-    run_graph_rounds(t, r, shape(B, r.uni(1, 6), r.pick<int64_t>({3, 8, 1001})), mixed, quick ? 3 : 10,
-                     stream);
+    run_graph_rounds(t, r, shape(B, r.uni(1, 6), r.pick<int64_t>({3, 8, 1001})), mixed,
+                     quick ? 3 : 10, stream);
   }
   // The offset op: chunks of the 1024-thread scan, empty and one-slot batches.
   for (int64_t B : {0, 1, 2, 1023, 1024, 1025, 2100}) run_offset_case(t, r, B, stream);
-  for (int it = 0, n = quick ? 13 : 2000; it < n; ++it) run_offset_case(t, r, r.uni(0, quick ? 40 : 3000), stream);
+  for (int it = 0, n = quick ? 13 : 2000; it < n; ++it)
+    run_offset_case(t, r, r.uni(0, quick ? 40 : 3000), stream);
 }
 
 }  // namespace

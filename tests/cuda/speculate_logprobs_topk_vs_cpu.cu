@@ -1,15 +1,16 @@
 // speculate_logprobs_topk: the CUDA launcher (fdspec::logprobs_topk_gpu, through the public params
 // struct only, so that the harness keeps compiling while the kernel changes) against the CPU
 // implementation, at the kernel layer (no Paddle). Token ids and ranks must be identical (they
-// depend only on comparisons of the same float32 values, see the header), padding rows exact, scores
-// within the tolerance below. Covered: k in {0, 1, 5, 20} (k > V too); V in {1, 7, 31, 1000, 32000,
-// 152064}; float32 and the raw 16 bits of float16 / bfloat16; a logits pointer misaligned by one
-// element; temperature absent or per slot (incl. 0, negative, +-inf, NaN, a denormal); raw logits on
-// and off; padding rows (cu[B] < N), cu[B] > N, unsorted and out-of-range offsets, B = 0; NaN and
-// +-inf sprinkled in, rows of only -inf or only NaN; tiny value sets that force ties (lower token id
-// first); accepted tokens outside [0, V); 1 to 5000 rows, among them 384+ rows of V = 152064, so that
-// every launch shape of the kernel runs; CUDA-graph replays with new inputs in the captured buffers.
-// Usage and exit status: tests/cuda/harness.cuh.
+// depend only on comparisons of the same float32 values, see the header), padding rows exact,
+// scores within the tolerance below. Covered: k in {0, 1, 5, 20} (k > V too); V in {1, 7, 31, 1000,
+// 32000, 152064}; float32 and the raw 16 bits of float16 / bfloat16; a logits pointer misaligned by
+// one element; temperature absent or per slot (incl. 0, negative, +-inf, NaN, a denormal); raw
+// logits on and off; padding rows (cu[B] < N), cu[B] > N, unsorted and out-of-range offsets, B = 0;
+// NaN and
+// +-inf sprinkled in, rows of only -inf or only NaN; tiny value sets that force ties (lower token
+// id first); accepted tokens outside [0, V); 1 to 5000 rows, among them 384+ rows of V = 152064, so
+// that every launch shape of the kernel runs; CUDA-graph replays with new inputs in the captured
+// buffers. Usage and exit status: tests/cuda/harness.cuh.
 #include <algorithm>
 #include <cfloat>
 #include <cinttypes>
@@ -31,14 +32,14 @@ using harness::DevBuf;
 using harness::DevVec;
 using harness::Rng;
 
-// Score tolerance, GPU against CPU: |gpu - cpu| <= kScoreAbs + kScoreRel * max(|cpu|, |log s|), with
-// s = sum of exp(x - m) over the row and m its largest logit. The two sides compute the same scaled
-// logit x bit for bit. The CPU's score is x - (m + log s) in double, rounded once; the GPU's is
-// (x - m) - log s in float32, with s summed online in another order with exp2f: x - m is exact near
-// the top of the row, so the difference is the float32 error of log s (relative to |log s|, at most
-// log 152064 < 12, plus an absolute term for the rounding of a sum of up to 152064 terms) and the
-// rounding of the score itself. Not relative to |m + log s|: logits in the thousands must not widen
-// the tolerance (a GPU that rounded m log2 e once per row was off by 1e-4 there and passed).
+// Score tolerance, GPU against CPU: |gpu - cpu| <= kScoreAbs + kScoreRel * max(|cpu|, |log s|),
+// with s = sum of exp(x - m) over the row and m its largest logit. The two sides compute the same
+// scaled logit x bit for bit. The CPU's score is x - (m + log s) in double, rounded once; the GPU's
+// is (x - m) - log s in float32, with s summed online in another order with exp2f: x - m is exact
+// near the top of the row, so the difference is the float32 error of log s (relative to |log s|, at
+// most log 152064 < 12, plus an absolute term for the rounding of a sum of up to 152064 terms) and
+// the rounding of the score itself. Not relative to |m + log s|: logits in the thousands must not
+// widen the tolerance (a GPU that rounded m log2 e once per row was off by 1e-4 there and passed).
 // Raw-logit scores are x itself: exact.
 constexpr double kScoreAbs = 1e-5;
 constexpr double kScoreRel = 1e-5;
@@ -47,7 +48,8 @@ const float kInf = std::numeric_limits<float>::infinity();
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 const char* dtype_name(LogitsDType d) {
-  return d == LogitsDType::kFloat32 ? "float32" : (d == LogitsDType::kFloat16 ? "float16" : "bfloat16");
+  return d == LogitsDType::kFloat32 ? "float32"
+                                    : (d == LogitsDType::kFloat16 ? "float16" : "bfloat16");
 }
 
 // What a CUDA graph bakes in: sizes, dtype, options.
@@ -76,8 +78,8 @@ struct Outputs {
 
 // Stale values of the outputs: every element must be written.
 Outputs stale_outputs(const Shape& sh) {
-  return Outputs{std::vector<int64_t>(sh.N * sh.cols(), -777777), std::vector<float>(sh.N * sh.cols(), 777.0f),
-                 std::vector<int64_t>(sh.N, -4242)};
+  return Outputs{std::vector<int64_t>(sh.N * sh.cols(), -777777),
+                 std::vector<float>(sh.N * sh.cols(), 777.0f), std::vector<int64_t>(sh.N, -4242)};
 }
 
 void store(const Shape& sh, std::vector<unsigned char>& out, int64_t i, float f) {
@@ -124,14 +126,15 @@ void make_row(Rng& r, const Shape& sh, std::vector<unsigned char>& out, int64_t 
   } else {
     // Spreads from narrow to the float16 range (65504 is its largest finite value).
     const float a = sh.dtype == LogitsDType::kFloat16 ? r.pick<float>({2, 8, 30, 60000})
-                                                     : r.pick<float>({2, 8, 30, 1e5f});
+                                                      : r.pick<float>({2, 8, 30, 1e5f});
     for (int64_t v = 0; v < V; ++v) store(sh, out, base + v, uniform(r, a));
   }
   const double sp = r.real();
   if (sp < 0.70) return;
   if (sp < 0.92) {  // a few specials among finite values
     const float special = sp < 0.79 ? -kInf : (sp < 0.86 ? kNaN : kInf);
-    for (int64_t n = r.uni(1, std::min<int64_t>(V, 4)); n > 0; --n) store(sh, out, base + r.uni(0, V - 1), special);
+    for (int64_t n = r.uni(1, std::min<int64_t>(V, 4)); n > 0; --n)
+      store(sh, out, base + r.uni(0, V - 1), special);
     return;
   }
   for (int64_t v = 0; v < V; ++v) {  // only -inf, only NaN, or both
@@ -140,8 +143,8 @@ void make_row(Rng& r, const Shape& sh, std::vector<unsigned char>& out, int64_t 
   }
 }
 
-// cu: the rows of the B slots, with cu[B] at N (40%), below it (padding rows), above it (clamped), or
-// not a prefix sum at all.
+// cu: the rows of the B slots, with cu[B] at N (40%), below it (padding rows), above it (clamped),
+// or not a prefix sum at all.
 std::vector<int32_t> make_offsets(Rng& r, const Shape& sh) {
   std::vector<int32_t> cu(sh.B + 1, 0);
   if (sh.B == 0) {
@@ -174,7 +177,8 @@ Inputs make_inputs(Rng& r, const Shape& sh) {
   for (int64_t row = 0; row < sh.N; ++row) make_row(r, sh, in.logits, row);
   in.token_ids.resize(sh.N);
   for (auto& t : in.token_ids) {
-    t = r.chance(0.85) ? r.uni(0, sh.V - 1) : r.pick<int64_t>({-2, -1, sh.V, sh.V + 1, INT64_MIN, INT64_MAX});
+    t = r.chance(0.85) ? r.uni(0, sh.V - 1)
+                       : r.pick<int64_t>({-2, -1, sh.V, sh.V + 1, INT64_MIN, INT64_MAX});
   }
   in.cu = make_offsets(r, sh);
   in.temp.resize(sh.B);
@@ -186,8 +190,8 @@ Inputs make_inputs(Rng& r, const Shape& sh) {
 }
 
 fdspec::LogprobsTopkParams params_of(const Shape& sh, const void* logits, const int64_t* token_ids,
-                                     const int32_t* cu, const float* temp, int64_t* ids, float* scores,
-                                     int64_t* ranks) {
+                                     const int32_t* cu, const float* temp, int64_t* ids,
+                                     float* scores, int64_t* ranks) {
   fdspec::LogprobsTopkParams p;
   p.logits = logits;
   p.dtype = sh.dtype;
@@ -197,15 +201,17 @@ fdspec::LogprobsTopkParams params_of(const Shape& sh, const void* logits, const 
   p.cu_batch_token_offset = cu;
   p.batch = sh.B;
   p.temperature = sh.temperature ? temp : nullptr;
-  p.logprob_token_ids = ids; p.logprob_scores = scores; p.logprob_ranks = ranks;  // the outputs
+  p.logprob_token_ids = ids;
+  p.logprob_scores = scores;
+  p.logprob_ranks = ranks;  // the outputs
   p.top_k = sh.k;
   p.raw_logits = sh.raw;
   return p;
 }
 
 fdspec::LogprobsTopkParams host_params(const Shape& sh, const Inputs& in, Outputs& out) {
-  return params_of(sh, in.logits.data(), in.token_ids.data(), in.cu.data(), in.temp.data(), out.ids.data(),
-                   out.scores.data(), out.ranks.data());
+  return params_of(sh, in.logits.data(), in.token_ids.data(), in.cu.data(), in.temp.data(),
+                   out.ids.data(), out.scores.data(), out.ranks.data());
 }
 
 Outputs cpu_result(const Shape& sh, const Inputs& in) {
@@ -214,14 +220,17 @@ Outputs cpu_result(const Shape& sh, const Inputs& in) {
   return out;
 }
 
-// log s of valid row r (s = sum of exp(x - m), m the row's largest x), in double, for the tolerance.
-double row_log_sum(const Shape& sh, const Inputs& in, const fdspec::LogprobsTopkParams& p, int64_t r) {
+// log s of valid row r (s = sum of exp(x - m), m the row's largest x), in double, for the
+// tolerance.
+double row_log_sum(const Shape& sh, const Inputs& in, const fdspec::LogprobsTopkParams& p,
+                   int64_t r) {
   const float scale = fdspec::logprobs_row_scale(p, r);
   float m = -kInf;
   for (int64_t v = 0; v < sh.V; ++v) m = std::max(m, load(sh, in.logits, r * sh.V + v) * scale);
   if (m == -kInf) return 0.0;
   double s = 0.0;
-  for (int64_t v = 0; v < sh.V; ++v) s += std::exp(static_cast<double>(load(sh, in.logits, r * sh.V + v) * scale) - m);
+  for (int64_t v = 0; v < sh.V; ++v)
+    s += std::exp(static_cast<double>(load(sh, in.logits, r * sh.V + v) * scale) - m);
   return std::log(s);
 }
 
@@ -229,7 +238,8 @@ bool score_ok(float got, float want, bool exact, double log_s) {
   if (std::isnan(got) || std::isnan(want)) return std::isnan(got) && std::isnan(want);
   if (got == want) return true;
   if (exact || std::isinf(got) || std::isinf(want)) return false;
-  const double tol = kScoreAbs + kScoreRel * std::max(std::fabs(static_cast<double>(want)), std::fabs(log_s));
+  const double tol =
+      kScoreAbs + kScoreRel * std::max(std::fabs(static_cast<double>(want)), std::fabs(log_s));
   return std::fabs(static_cast<double>(got) - want) <= tol;
 }
 
@@ -238,14 +248,15 @@ std::string compare(const Shape& sh, const Inputs& in, const Outputs& want, cons
   char buf[320];
   const int64_t id_at = harness::first_diff(want.ids, got.ids);
   if (id_at >= 0) {
-    std::snprintf(buf, sizeof(buf), "ids differ at row %" PRId64 " col %" PRId64 ": cpu %" PRId64 " gpu %" PRId64,
+    std::snprintf(buf, sizeof(buf),
+                  "ids differ at row %" PRId64 " col %" PRId64 ": cpu %" PRId64 " gpu %" PRId64,
                   id_at / sh.cols(), id_at % sh.cols(), want.ids[id_at], got.ids[id_at]);
     return buf;
   }
   const int64_t rank_at = harness::first_diff(want.ranks, got.ranks);
   if (rank_at >= 0) {
-    std::snprintf(buf, sizeof(buf), "ranks differ at row %" PRId64 ": cpu %" PRId64 " gpu %" PRId64, rank_at,
-                  want.ranks[rank_at], got.ranks[rank_at]);
+    std::snprintf(buf, sizeof(buf), "ranks differ at row %" PRId64 ": cpu %" PRId64 " gpu %" PRId64,
+                  rank_at, want.ranks[rank_at], got.ranks[rank_at]);
     return buf;
   }
   Outputs dummy = stale_outputs(sh);
@@ -263,8 +274,9 @@ std::string compare(const Shape& sh, const Inputs& in, const Outputs& want, cons
       }
       if (!score_ok(got.scores[i], want.scores[i], r >= valid || sh.raw, log_s)) {
         std::snprintf(buf, sizeof(buf),
-                      "score at row %" PRId64 " col %" PRId64 " (%s row): cpu %.9g gpu %.9g log s %.9g", r, c,
-                      r < valid ? "valid" : "padding", want.scores[i], got.scores[i], log_s);
+                      "score at row %" PRId64 " col %" PRId64
+                      " (%s row): cpu %.9g gpu %.9g log s %.9g",
+                      r, c, r < valid ? "valid" : "padding", want.scores[i], got.scores[i], log_s);
         return buf;
       }
     }
@@ -292,14 +304,16 @@ void count_coverage(harness::Tally& t, const Shape& sh, const Inputs& in, const 
     // Ties decided by the token id: two top-k entries with equal scores.
     bool tie = false;
     for (int64_t c = 2; c < sh.cols(); ++c) {
-      tie |= want.ids[r * sh.cols() + c] >= 0 && want.scores[r * sh.cols() + c] == want.scores[r * sh.cols() + c - 1];
+      tie |= want.ids[r * sh.cols() + c] >= 0 &&
+             want.scores[r * sh.cols() + c] == want.scores[r * sh.cols() + c - 1];
     }
     t.count("rows_with_topk_ties", tie);
   }
 }
 
-// The GPU launcher, each call with the next row split in turn (0: the launcher's own choice; 8 blocks
-// of a tiny row leave most slices empty); in the self-test the CPU implementation, perturbed on request.
+// The GPU launcher, each call with the next row split in turn (0: the launcher's own choice; 8
+// blocks of a tiny row leave most slices empty); in the self-test the CPU implementation, perturbed
+// on request.
 cudaError_t launch(const fdspec::LogprobsTopkParams& p, cudaStream_t stream) {
   auto& st = harness::selftest();
   if (!st.host_backend) {
@@ -348,8 +362,12 @@ struct DeviceBuffers {
   void upload(const Inputs& in, const Outputs& stale) {
     if (in.logits.size() + prefix != logits.size()) std::exit(2);
     harness::copy_to_device(logits.bytes() + prefix, in.logits.data(), in.logits.size());
-    token_ids.upload(in.token_ids); cu.upload(in.cu); temp.upload(in.temp);
-    ids.upload(stale.ids); scores.upload(stale.scores); ranks.upload(stale.ranks);
+    token_ids.upload(in.token_ids);
+    cu.upload(in.cu);
+    temp.upload(in.temp);
+    ids.upload(stale.ids);
+    scores.upload(stale.scores);
+    ranks.upload(stale.ranks);
   }
   Outputs download() const { return Outputs{ids.download(), scores.download(), ranks.download()}; }
   bool inputs_unchanged(const Inputs& in) const {
@@ -367,13 +385,15 @@ struct DeviceBuffers {
 std::string describe(const Shape& sh, const char* how, const std::string& what) {
   char buf[320];
   std::snprintf(buf, sizeof(buf),
-                "[%s] %s N=%" PRId64 " V=%" PRId64 " B=%" PRId64 " k=%d raw=%d temperature=%d misalign=%" PRId64 ": ",
-                how, dtype_name(sh.dtype), sh.N, sh.V, sh.B, sh.k, sh.raw, sh.temperature, sh.misalign);
+                "[%s] %s N=%" PRId64 " V=%" PRId64 " B=%" PRId64
+                " k=%d raw=%d temperature=%d misalign=%" PRId64 ": ",
+                how, dtype_name(sh.dtype), sh.N, sh.V, sh.B, sh.k, sh.raw, sh.temperature,
+                sh.misalign);
   return buf + what;
 }
 
-void check(harness::Tally& t, const Shape& sh, const Inputs& in, const Outputs& want, const DeviceBuffers& dev,
-           const char* how) {
+void check(harness::Tally& t, const Shape& sh, const Inputs& in, const Outputs& want,
+           const DeviceBuffers& dev, const char* how) {
   const Outputs got = dev.download();
   std::string what = compare(sh, in, want, got);
   if (what.empty() && !dev.inputs_unchanged(in)) what = "an input was modified";
@@ -390,7 +410,8 @@ void run_case(harness::Tally& t, const Shape& sh, const Inputs& in, const harnes
   check(t, sh, in, want, dev, "eager");
 }
 
-void run_graph_rounds(harness::Tally& t, Rng& r, const Shape& sh, int replays, const harness::Stream& stream) {
+void run_graph_rounds(harness::Tally& t, Rng& r, const Shape& sh, int replays,
+                      const harness::Stream& stream) {
   Inputs in = make_inputs(r, sh);
   DeviceBuffers dev(sh, in, stale_outputs(sh));
   const fdspec::LogprobsTopkParams p = dev.params(sh);
@@ -410,10 +431,15 @@ void run_graph_rounds(harness::Tally& t, Rng& r, const Shape& sh, int replays, c
 void body(harness::Tally& t, bool quick) {
   Rng r(20260709);
   const harness::Stream stream;
-  const LogitsDType dtypes[] = {LogitsDType::kFloat32, LogitsDType::kFloat16, LogitsDType::kBFloat16};
+  const LogitsDType dtypes[] = {LogitsDType::kFloat32, LogitsDType::kFloat16,
+                                LogitsDType::kBFloat16};
   auto shape = [&](int64_t N, int64_t V, int64_t B, int k, LogitsDType d) {
     Shape sh;
-    sh.N = N; sh.V = V; sh.B = B; sh.k = k; sh.dtype = d;
+    sh.N = N;
+    sh.V = V;
+    sh.B = B;
+    sh.k = k;
+    sh.dtype = d;
     sh.raw = r.chance(0.3);
     sh.temperature = r.chance(0.5);
     sh.misalign = r.chance(0.2) ? 1 : 0;
@@ -426,7 +452,8 @@ void body(harness::Tally& t, bool quick) {
   // Small vocabularies: every k, the narrow vector widths (V = 7, 31), ties, k > V.
   for (int it = 0, n = quick ? 40 : 3000; it < n; ++it) {
     const int64_t B = r.uni(0, 6);
-    random_case(shape(r.uni(0, 3 * B + 2), r.pick<int64_t>({1, 7, 31, 1000}), B, any_k(), any_dtype()));
+    random_case(
+        shape(r.uni(0, 3 * B + 2), r.pick<int64_t>({1, 7, 31, 1000}), B, any_k(), any_dtype()));
   }
   if (quick) {
     random_case(shape(3, 32000, 2, 20, LogitsDType::kBFloat16));
@@ -449,8 +476,10 @@ void body(harness::Tally& t, bool quick) {
     random_case(shape(5000, 7, 600, 5, d));
   }
   for (int it = 0; it < 4; ++it) {
-    run_graph_rounds(t, r, shape(r.uni(1, 40), r.pick<int64_t>({7, 1000, 32000}), r.uni(0, 8), any_k(), any_dtype()),
-                     5, stream);
+    run_graph_rounds(
+        t, r,
+        shape(r.uni(1, 40), r.pick<int64_t>({7, 1000, 32000}), r.uni(0, 8), any_k(), any_dtype()),
+        5, stream);
   }
 }
 

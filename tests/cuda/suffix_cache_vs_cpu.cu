@@ -1,19 +1,18 @@
-// suffix_cache's CUDA launchers (insert, finish, evict, query) against their CPU implementation, at the
-// kernel layer (no Paddle), bit for bit: random request streams (slots that prefill, decode a few
-// accepted tokens per step, finish through the finish op or not, and empty), responses copied from a
-// shared pool of phrases over vocabularies of 1 .. 8 tokens (some ids past 2^31: hashed keys
+// suffix_cache's CUDA launchers (insert, finish, evict, query) against their CPU implementation, at
+// the kernel layer (no Paddle), bit for bit: random request streams (slots that prefill, decode a
+// few accepted tokens per step, finish through the finish op or not, and empty), responses copied
+// from a shared pool of phrases over vocabularies of 1 .. 8 tokens (some ids past 2^31: hashed keys
 // beside exact ones when G = 1), rings of 1 .. 12 rows (evictions, slots
-// evicted while active), key lengths 1 .. 4, occurrence caps 32 .. 64 with long single-token runs (the
-// scan's overflow path), slots whose contexts end alike (one group of hits, its candidate list
+// evicted while active), key lengths 1 .. 4, occurrence caps 32 .. 64 with long single-token runs
+// (the scan's overflow path), slots whose contexts end alike (one group of hits, its candidate list
 // shared), every suffix parameter varied. After every step the cache state (rows, tokens, keys,
-// counts, pair counts, line filter, slots, counter) and every query output are compared; some cases run each
-// step as one CUDA graph (insert + query captured once, inputs copied into the captured buffers
-// before each replay). A
-// request's slot may close: empty for one step with its row still holding the request and the
-// tokens accepted at its last step, which the insert adds. Some cases corrupt their state now and
-// then (a row's length or request number, the counter, a slot's state: corrupt_state), after which
-// the state must still agree bit for bit, and every access stay inside the buffers (memcheck).
-// Usage and exit status: tests/cuda/harness.cuh.
+// counts, pair counts, line filter, slots, counter) and every query output are compared; some cases
+// run each step as one CUDA graph (insert + query captured once, inputs copied into the captured
+// buffers before each replay). A request's slot may close: empty for one step with its row still
+// holding the request and the tokens accepted at its last step, which the insert adds. Some cases
+// corrupt their state now and then (a row's length or request number, the counter, a slot's state:
+// corrupt_state), after which the state must still agree bit for bit, and every access stay inside
+// the buffers (memcheck). Usage and exit status: tests/cuda/harness.cuh.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -30,11 +29,12 @@ using harness::Rng;
 struct Config {
   int64_t B, W, K, R, width, M;
   int G, depth, steps, vocab;
-  int64_t counted;  // V: the cache counts tokens 0 .. V - 1 (some of the stream's, all, or none)
+  int64_t counted;     // V: the cache counts tokens 0 .. V - 1 (some of the stream's, all, or none)
   int64_t pair_vocab;  // F: and the pairs of tokens 0 .. F - 1 (none, some, all)
-  int64_t line_planes; // P: the bits of a line's filter (0: none; 32: nearly every line passes)
-  int64_t threshold;   // the batch budget
-  int64_t base;  // token ids are base .. base + vocab - 1: 0, or straddling 2^31 (G = 1 keys hashed)
+  int64_t line_planes;  // P: the bits of a line's filter (0: none; 32: nearly every line passes)
+  int64_t threshold;    // the batch budget
+  int64_t
+      base;  // token ids are base .. base + vocab - 1: 0, or straddling 2^31 (G = 1 keys hashed)
   float factor, offset, min_prob;
   bool pad, graph;
 };
@@ -58,7 +58,8 @@ struct Stream {
   std::vector<bool> active;
   std::vector<int64_t> ids;
 
-  Stream(Rng& rng, const Config& c) : r(rng), cfg(c), reqs(c.B), active(c.B, false), ids(c.B * c.W, -1) {
+  Stream(Rng& rng, const Config& c)
+      : r(rng), cfg(c), reqs(c.B), active(c.B, false), ids(c.B * c.W, -1) {
     for (int i = 0; i < 6; ++i) {
       std::vector<int64_t> ph(r.uni(2, 10));
       for (auto& t : ph) t = token();
@@ -107,7 +108,8 @@ struct Stream {
           // holds the request with the tokens accepted at that step (a few more): the insert adds
           // them (a closing slot).
           const int64_t P = static_cast<int64_t>(q.prompt.size());
-          const int64_t extra = std::max<int64_t>(0, std::min<int64_t>(r.uni(0, K + 1), W - P - q.done));
+          const int64_t extra =
+              std::max<int64_t>(0, std::min<int64_t>(r.uni(0, K + 1), W - P - q.done));
           for (int64_t j = 0; j < extra; ++j) ids[b * W + P + q.done + j] = token();
           in.P[b] = P;
           in.s[b] = q.done + extra;
@@ -163,7 +165,8 @@ class HostVec {
 // that memcheck sees a part's overrun (inside the ops' one workspace it would land in the next).
 template <class T>
 std::vector<T> part(const Config& c, fdspec::SuffixCachePart p, T fill) {
-  const fdspec::SuffixCacheConfig cfg{c.R, c.width, c.B, c.G, c.M, c.counted, c.pair_vocab, c.line_planes};
+  const fdspec::SuffixCacheConfig cfg{c.R, c.width,   c.B,          c.G,
+                                      c.M, c.counted, c.pair_vocab, c.line_planes};
   const int64_t n = fdspec::suffix_cache_layout(cfg).bytes[p] / static_cast<int64_t>(sizeof(T));
   return std::vector<T>(std::max<int64_t>(n, 1), fill);
 }
@@ -177,18 +180,31 @@ struct Side {
   V<float> sprobs;
 
   explicit Side(const Config& c)
-      : ids(std::vector<int64_t>(c.B * c.W)), P(std::vector<int64_t>(c.B)), s(std::vector<int64_t>(c.B)),
-        drafts(std::vector<int64_t>(c.B * (c.K + 1))), mdl(std::vector<int64_t>(c.B)),
-        stoks(std::vector<int64_t>(c.B * c.K, -7)), tokens(part<int64_t>(c, fdspec::kSuffixPartTokens, -1)),
-        rows(init_rows(c.R)), slots(part<int64_t>(c, fdspec::kSuffixPartSlots, fdspec::kSuffixSlotFree)),
-        counter(part<int64_t>(c, fdspec::kSuffixPartCounter, 0)), cand(part<int64_t>(c, fdspec::kSuffixPartCand, 0)),
-        enc(std::vector<int32_t>(c.B)), dec(std::vector<int32_t>(c.B)), dtn(std::vector<int32_t>(c.B)),
-        slt(std::vector<int32_t>(c.B)), smeta(std::vector<int32_t>(c.B * 2, -7)),
-        source(std::vector<int32_t>(c.B, -7)), keys(part<int32_t>(c, fdspec::kSuffixPartKeys, 0)),
-        stat(part<int32_t>(c, fdspec::kSuffixPartStat, 0)), finished(std::vector<int32_t>(c.B)),
-        counts(part<int32_t>(c, fdspec::kSuffixPartCounts, 0)), pairs(part<int32_t>(c, fdspec::kSuffixPartPairs, 0)),
+      : ids(std::vector<int64_t>(c.B * c.W)),
+        P(std::vector<int64_t>(c.B)),
+        s(std::vector<int64_t>(c.B)),
+        drafts(std::vector<int64_t>(c.B * (c.K + 1))),
+        mdl(std::vector<int64_t>(c.B)),
+        stoks(std::vector<int64_t>(c.B * c.K, -7)),
+        tokens(part<int64_t>(c, fdspec::kSuffixPartTokens, -1)),
+        rows(init_rows(c.R)),
+        slots(part<int64_t>(c, fdspec::kSuffixPartSlots, fdspec::kSuffixSlotFree)),
+        counter(part<int64_t>(c, fdspec::kSuffixPartCounter, 0)),
+        cand(part<int64_t>(c, fdspec::kSuffixPartCand, 0)),
+        enc(std::vector<int32_t>(c.B)),
+        dec(std::vector<int32_t>(c.B)),
+        dtn(std::vector<int32_t>(c.B)),
+        slt(std::vector<int32_t>(c.B)),
+        smeta(std::vector<int32_t>(c.B * 2, -7)),
+        source(std::vector<int32_t>(c.B, -7)),
+        keys(part<int32_t>(c, fdspec::kSuffixPartKeys, 0)),
+        stat(part<int32_t>(c, fdspec::kSuffixPartStat, 0)),
+        finished(std::vector<int32_t>(c.B)),
+        counts(part<int32_t>(c, fdspec::kSuffixPartCounts, 0)),
+        pairs(part<int32_t>(c, fdspec::kSuffixPartPairs, 0)),
         lines(part<uint32_t>(c, fdspec::kSuffixPartLines, 0)),
-        line_mask(part<uint32_t>(c, fdspec::kSuffixPartLineMask, 0)), sprobs(std::vector<float>(c.B * c.K, -7.0f)) {
+        line_mask(part<uint32_t>(c, fdspec::kSuffixPartLineMask, 0)),
+        sprobs(std::vector<float>(c.B * c.K, -7.0f)) {
     if (init_rows(c.R).size() != part<int64_t>(c, fdspec::kSuffixPartRows, 0).size()) {
       std::fprintf(stderr, "the rows' part of suffix_cache_layout is not [R, 2]\n");
       std::exit(2);
@@ -220,9 +236,9 @@ struct Side {
   }
 
   fdspec::SuffixCache cache(const Config& c) const {
-    return fdspec::SuffixCache{tokens.ptr(), keys.ptr(),   rows.ptr(), c.R,         c.width,
-                               c.G,          counts.ptr(), c.counted,  pairs.ptr(), c.pair_vocab,
-                               lines.ptr(),  c.line_planes};
+    return fdspec::SuffixCache{tokens.ptr(), keys.ptr(),   rows.ptr(),   c.R,
+                               c.width,      c.G,          counts.ptr(), c.counted,
+                               pairs.ptr(),  c.pair_vocab, lines.ptr(),  c.line_planes};
   }
 
   fdspec::SuffixCacheInsertParams insert_params(const Config& c) const {
@@ -284,7 +300,8 @@ bool g_drafts_compared = true;
 
 // The device step (insert, query, finish), or in the self-test the CPU implementation with one
 // output value perturbed now and then.
-cudaError_t launch_step(const Config& c, const DevSide& d, cudaStream_t stream, int64_t evict_keep = -1) {
+cudaError_t launch_step(const Config& c, const DevSide& d, cudaStream_t stream,
+                        int64_t evict_keep = -1) {
   const auto ins = d.insert_params(c);
   const auto qry = d.query_params(c);
   auto& st = harness::selftest();
@@ -298,7 +315,8 @@ cudaError_t launch_step(const Config& c, const DevSide& d, cudaStream_t stream, 
       err = fdspec::suffix_cache_insert_gpu(ins, stream);
       if (err == cudaSuccess) err = fdspec::suffix_cache_query_gpu(qry, stream);
     }
-    if (err == cudaSuccess) err = fdspec::suffix_cache_finish_gpu(d.finished.ptr(), d.slots.ptr(), c.B, stream);
+    if (err == cudaSuccess)
+      err = fdspec::suffix_cache_finish_gpu(d.finished.ptr(), d.slots.ptr(), c.B, stream);
     if (err == cudaSuccess && evict_keep >= 0) {
       err = fdspec::suffix_cache_evict_gpu(ins.cache, ins.counter, evict_keep, stream);
     }
@@ -313,10 +331,18 @@ cudaError_t launch_step(const Config& c, const DevSide& d, cudaStream_t stream, 
     ++turn;
     if (!g_drafts_compared && turn % 2 == 0) ++turn;  // the state's perturbations: 1 and 3
     switch (turn % 4) {
-      case 0: qry.source[0] ^= 1; break;
-      case 1: ins.cache.rows[1] += 1; break;
-      case 2: qry.m.suffix_meta[0] += 1; break;
-      default: ins.counter[0] += 1; break;
+      case 0:
+        qry.source[0] ^= 1;
+        break;
+      case 1:
+        ins.cache.rows[1] += 1;
+        break;
+      case 2:
+        qry.m.suffix_meta[0] += 1;
+        break;
+      default:
+        ins.counter[0] += 1;
+        break;
     }
     st.perturbed = true;
   }
@@ -359,11 +385,13 @@ Config make_config(Rng& r, bool quick) {
   return c;
 }
 
-// fast_divmod (common/fdspec_common.h: the kernels' row and line divisions) against `/` and `%`: the
-// divisors the kernels use (rows up to 2^30, lines per row) and the bound's ends, dividends at the
-// edges of each quotient and up to 2^63 - 1 (a request number fits 40 bits).
-__global__ void fast_divmod_kernel(const int64_t* n, int64_t count, fdspec::FastDivisor f, int64_t* out) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x) {
+// fast_divmod (common/fdspec_common.h: the kernels' row and line divisions) against `/` and `%`:
+// the divisors the kernels use (rows up to 2^30, lines per row) and the bound's ends, dividends at
+// the edges of each quotient and up to 2^63 - 1 (a request number fits 40 bits).
+__global__ void fast_divmod_kernel(const int64_t* n, int64_t count, fdspec::FastDivisor f,
+                                   int64_t* out) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
+       i += int64_t{gridDim.x} * blockDim.x) {
     int64_t rem = -1;
     out[2 * i] = fdspec::fast_divmod(n[i], f, &rem);
     out[2 * i + 1] = rem;
@@ -373,11 +401,13 @@ __global__ void fast_divmod_kernel(const int64_t* n, int64_t count, fdspec::Fast
 void check_fast_divisor(harness::Tally& t, Rng& r) {
   harness::Stream s;
   const int64_t top = INT64_MAX;
-  for (const int64_t d : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{7}, int64_t{12}, int64_t{2047}, int64_t{3000},
-                          int64_t{65537}, (int64_t{1} << 24) - 1, int64_t{1} << 24, (int64_t{1} << 30) - 1,
-                          int64_t{1} << 30, (int64_t{1} << 62) - 1, int64_t{1} << 62}) {
+  for (const int64_t d :
+       {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{7}, int64_t{12}, int64_t{2047}, int64_t{3000},
+        int64_t{65537}, (int64_t{1} << 24) - 1, int64_t{1} << 24, (int64_t{1} << 30) - 1,
+        int64_t{1} << 30, (int64_t{1} << 62) - 1, int64_t{1} << 62}) {
     std::vector<int64_t> n = {0, top, top - 1, (int64_t{1} << 40) - 1, int64_t{1} << 40};
-    for (const int64_t q : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{1000}, top / d - 1, top / d}) {
+    for (const int64_t q :
+         {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{1000}, top / d - 1, top / d}) {
       if (q > top / d) continue;  // q d <= top below
       for (const int64_t k : {int64_t{-1}, int64_t{0}, int64_t{1}, d - 1}) {
         if (k < 0 ? q > 0 : k <= top - q * d) n.push_back(q * d + k);
@@ -396,16 +426,19 @@ void check_fast_divisor(harness::Tally& t, Rng& r) {
         [&](cudaStream_t st) {
           if (harness::selftest().host_backend) {
             std::vector<int64_t> got(want.size());
-            for (size_t i = 0; i < n.size(); ++i) got[2 * i] = fdspec::fast_divmod(n[i], f, &got[2 * i + 1]);
+            for (size_t i = 0; i < n.size(); ++i)
+              got[2 * i] = fdspec::fast_divmod(n[i], f, &got[2 * i + 1]);
             dout.upload(got);
           } else {
-            fast_divmod_kernel<<<1, 128, 0, st>>>(dn.ptr(), static_cast<int64_t>(n.size()), f, dout.ptr());
+            fast_divmod_kernel<<<1, 128, 0, st>>>(dn.ptr(), static_cast<int64_t>(n.size()), f,
+                                                  dout.ptr());
             CHECK(cudaGetLastError());
           }
         },
         [&]() {
           const int64_t at = harness::first_diff(dout.download(), want);
-          return at < 0 ? std::string() : "fast_divmod d=" + std::to_string(d) + " n=" + std::to_string(n[at / 2]);
+          return at < 0 ? std::string()
+                        : "fast_divmod d=" + std::to_string(d) + " n=" + std::to_string(n[at / 2]);
         });
     t.count("fast_divisor_cases");
   }
@@ -422,7 +455,8 @@ bool corrupt_state(Rng& r, const Config& c, DevSide& dev, RefSide& ref, harness:
     auto rows = ref.rows.download();
     const int64_t row = r.uni(0, c.R - 1);
     if (kind == 0) {
-      rows[2 * row + 1] = r.pick<int64_t>({-1, -5, c.width + 1, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN});
+      rows[2 * row + 1] =
+          r.pick<int64_t>({-1, -5, c.width + 1, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN});
     } else {
       rows[2 * row] = r.pick<int64_t>({-5, INT64_MIN, int64_t{1} << 39, INT64_MAX});
     }
@@ -440,7 +474,8 @@ bool corrupt_state(Rng& r, const Config& c, DevSide& dev, RefSide& ref, harness:
     return false;
   }
   auto slots = ref.slots.download();
-  slots[r.uni(0, c.B - 1)] = r.pick<int64_t>({INT64_MAX, ref.counter.download()[0] + 2, -3, INT64_MIN});
+  slots[r.uni(0, c.B - 1)] =
+      r.pick<int64_t>({INT64_MAX, ref.counter.download()[0] + 2, -3, INT64_MIN});
   dev.slots.upload(slots);
   ref.slots.upload(slots);
   t.count("corrupt_slot_steps");
@@ -450,12 +485,14 @@ bool corrupt_state(Rng& r, const Config& c, DevSide& dev, RefSide& ref, harness:
 void body(harness::Tally& t, bool quick) {
   Rng r(20261124);
   check_fast_divisor(t, r);
-  // Then wide batches: past the scan's shared aggregation (256 slots) and, in the full mode, past 48
-  // KB of its shared tables (1400 slots: within what an sm_86 / sm_89 block holds, 1474). The last cases are sparse: one or two slots over thousands of rows, a
-  // line mask of more than 128 words per querying slot, where each scan warp takes its own units of
-  // lines instead of sharing its block's (suffix_cache.cu, kBlockUnitWordsPerSlot).
+  // Then wide batches: past the scan's shared aggregation (256 slots) and, in the full mode, past
+  // 48 KB of its shared tables (1400 slots: within what an sm_86 / sm_89 block holds, 1474). The
+  // last cases are sparse: one or two slots over thousands of rows, a line mask of more than 128
+  // words per querying slot, where each scan warp takes its own units of lines instead of sharing
+  // its block's (suffix_cache.cu, kBlockUnitWordsPerSlot).
   const int narrow = quick ? 6 : 60;
-  const std::vector<int64_t> wide = quick ? std::vector<int64_t>{300} : std::vector<int64_t>{300, 1400};
+  const std::vector<int64_t> wide =
+      quick ? std::vector<int64_t>{300} : std::vector<int64_t>{300, 1400};
   const int sparse = quick ? 1 : 4;
   const int cases = narrow + static_cast<int>(wide.size()) + sparse;
   for (int ci = 0; ci < cases; ++ci) {
@@ -477,12 +514,15 @@ void body(harness::Tally& t, bool quick) {
     harness::Stream s;
     std::unique_ptr<harness::Graph> graph;
     if (c.graph) {
-      graph.reset(new harness::Graph(s.get(), [&](cudaStream_t st) { return launch_step(c, dev, st); }));
+      graph.reset(
+          new harness::Graph(s.get(), [&](cudaStream_t st) { return launch_step(c, dev, st); }));
       t.count("graph_cases");
     }
     if (c.base != 0 && c.G == 1) t.count("hashed_key_cases");
-    if (c.threshold == INT64_MAX) t.count("walkless_cases");  // each search block writes its outcome
-    if (c.line_planes > 0) t.count("line_filter_cases");  // the scan reads only the lines it may hit
+    if (c.threshold == INT64_MAX)
+      t.count("walkless_cases");  // each search block writes its outcome
+    if (c.line_planes > 0)
+      t.count("line_filter_cases");  // the scan reads only the lines it may hit
     // Some cases corrupt their state now and then, with a generator of their own (the other cases'
     // streams stay as they were).
     const bool corrupting = !graph && ci < narrow && ci % 4 == 1;
@@ -508,7 +548,8 @@ void body(harness::Tally& t, bool quick) {
       fdspec::suffix_cache_insert_cpu(ref.insert_params(c));
       fdspec::suffix_cache_query_cpu(ref.query_params(c));
       fdspec::suffix_cache_finish_cpu(ref.finished.ptr(), ref.slots.ptr(), c.B);
-      if (evict_keep >= 0) fdspec::suffix_cache_evict_cpu(ref.cache(c), ref.counter.ptr(), evict_keep);
+      if (evict_keep >= 0)
+        fdspec::suffix_cache_evict_cpu(ref.cache(c), ref.counter.ptr(), evict_keep);
       std::string what = "case " + std::to_string(ci) + " step " + std::to_string(step) + ":";
       bool ok = true;
       ok &= same(dev.rows, ref.rows, "rows", what);
@@ -539,10 +580,17 @@ void body(harness::Tally& t, bool quick) {
         // by their last two tokens (n_1 > M), or by their last three when the pair is counted and
         // frequent (n_2 > M).
         switch (row[fdspec::kSuffixStatKind]) {
-          case fdspec::kSuffixKindRare: t.count("counted_rare_slots"); break;
-          case fdspec::kSuffixKindFrequent: t.count("counted_frequent_slots"); break;
-          case fdspec::kSuffixKindPairFrequent: t.count("pair_frequent_slots"); break;
-          default: break;
+          case fdspec::kSuffixKindRare:
+            t.count("counted_rare_slots");
+            break;
+          case fdspec::kSuffixKindFrequent:
+            t.count("counted_frequent_slots");
+            break;
+          case fdspec::kSuffixKindPairFrequent:
+            t.count("pair_frequent_slots");
+            break;
+          default:
+            break;
         }
         // The list the search read: a member's own list (filled by the first scan), or its last
         // list refilled by the second scan (a match length beyond G + kSuffixMemberLists).

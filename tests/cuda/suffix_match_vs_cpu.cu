@@ -1,12 +1,12 @@
 // suffix_match's CUDA launcher against its CPU implementation, at the kernel layer (no Paddle), bit
 // for bit on every output (draft_tokens, seq_lens_this_time, suffix_tokens, suffix_probs,
 // suffix_meta) and on every input (which must be left as it was). Random batches with vocabularies
-// of 1 .. 50 tokens and planted repeats, every parameter varied (tree depth 1 .. 256, factor, offset,
-// min_token_prob, K up to 64, pad_to_max, binding thresholds and ones no batch can reach: the one-kernel
-// path), out-of-range lengths; adversarial
-// histories (one token; "x a_i" with more distinct continuations than the kernel's hash table, which
-// forces its range splitting); then CUDA-graph rounds (one capture per shape, new inputs copied into
-// the captured buffers before each replay). Usage and exit status: tests/cuda/harness.cuh.
+// of 1 .. 50 tokens and planted repeats, every parameter varied (tree depth 1 .. 256, factor,
+// offset, min_token_prob, K up to 64, pad_to_max, binding thresholds and ones no batch can reach:
+// the one-kernel path), out-of-range lengths; adversarial histories (one token; "x a_i" with more
+// distinct continuations than the kernel's hash table, which forces its range splitting); then
+// CUDA-graph rounds (one capture per shape, new inputs copied into the captured buffers before each
+// replay). Usage and exit status: tests/cuda/harness.cuh.
 #include <algorithm>
 #include <cinttypes>
 #include <cstring>
@@ -40,7 +40,10 @@ struct Inputs {
 
 Shape make_shape(Rng& r, int64_t B, int64_t W, int64_t vocab, int kind) {
   Shape sh;
-  sh.B = B; sh.W = W; sh.vocab = vocab; sh.kind = kind;
+  sh.B = B;
+  sh.W = W;
+  sh.vocab = vocab;
+  sh.kind = kind;
   sh.K = r.chance(0.1) ? fdspec::kMaxSuffixSpecTokens : r.uni(1, 16);
   sh.rows = B + r.uni(0, 2);
   sh.depth = static_cast<int>(r.pick<int64_t>({1, 2, 3, 8, 24, 64, 64, 100, 256}));
@@ -88,7 +91,8 @@ Inputs make_inputs(Rng& r, const Shape& sh) {
   in.sprobs.assign(sh.rows * K, -7.0f);
   in.smeta.assign(sh.rows * 2, -7);
   for (int64_t b = 0; b < B; ++b) {
-    in.dtn.push_back(r.chance(0.2) ? static_cast<int32_t>(r.uni(-1, K + 1)) : static_cast<int32_t>(K));
+    in.dtn.push_back(r.chance(0.2) ? static_cast<int32_t>(r.uni(-1, K + 1))
+                                   : static_cast<int32_t>(K));
     in.mdl.push_back(r.chance(0.2) ? in.s[b] + 1 + r.uni(-1, K + 1) : (int64_t{1} << 20));
     const double st = r.real();
     int32_t enc = 0, dec = 0, slt = static_cast<int32_t>(r.uni(0, 3));
@@ -99,7 +103,9 @@ Inputs make_inputs(Rng& r, const Shape& sh) {
       dec = static_cast<int32_t>(std::max<int64_t>(in.P[b] + in.s[b], 1));
       if (r.chance(0.03)) dec = -1;
     }
-    in.enc.push_back(enc); in.dec.push_back(dec); in.slt.push_back(slt);
+    in.enc.push_back(enc);
+    in.dec.push_back(dec);
+    in.slt.push_back(slt);
     if (sh.kind != 0) {  // decoding, with every limit wide open
       in.enc[b] = 0;
       in.dec[b] = 1;
@@ -109,11 +115,21 @@ Inputs make_inputs(Rng& r, const Shape& sh) {
     }
     if (r.chance(0.05)) {
       switch (r.uni(0, 4)) {
-        case 0: in.P[b] = -r.uni(1, 9); break;
-        case 1: in.P[b] = W + r.uni(0, 9); break;
-        case 2: in.s[b] = W + r.uni(1, 9); break;
-        case 3: in.s[b] = r.pick<int64_t>({INT64_MIN, INT64_MAX}); break;
-        default: in.mdl[b] = r.pick<int64_t>({INT64_MIN, INT64_MAX, -1}); break;
+        case 0:
+          in.P[b] = -r.uni(1, 9);
+          break;
+        case 1:
+          in.P[b] = W + r.uni(0, 9);
+          break;
+        case 2:
+          in.s[b] = W + r.uni(1, 9);
+          break;
+        case 3:
+          in.s[b] = r.pick<int64_t>({INT64_MIN, INT64_MAX});
+          break;
+        default:
+          in.mdl[b] = r.pick<int64_t>({INT64_MIN, INT64_MAX, -1});
+          break;
       }
     }
   }
@@ -126,21 +142,35 @@ int64_t make_threshold(Rng& r, const Shape& sh, const Inputs& in) {
   const double t = r.real();
   if (t < 0.4) return std::max<int64_t>(floor + r.uni(-3, 3 * sh.B + 5), 0);
   if (t < 0.65) return int64_t{1} << 20;
-  if (t < 0.9) return INT64_MAX;  // no batch can reach it: the search kernel finishes every slot alone
+  if (t < 0.9)
+    return INT64_MAX;  // no batch can reach it: the search kernel finishes every slot alone
   return r.uni(0, 3);
 }
 
 fdspec::SuffixMatchParams params_of(const Shape& sh, Inputs& in) {
   fdspec::SuffixMatchParams p;
-  p.token_ids_all = in.ids.data(); p.token_ids_stride = sh.W;
-  p.prompt_lens = in.P.data(); p.step_idx = in.s.data(); p.draft_token_num = in.dtn.data();
-  p.draft_tokens = in.drafts.data(); p.draft_stride = sh.K + 1;
-  p.seq_lens_this_time = in.slt.data(); p.seq_lens_encoder = in.enc.data();
-  p.seq_lens_decoder = in.dec.data(); p.max_dec_len = in.mdl.data();
-  p.suffix_tokens = in.stoks.data(); p.suffix_probs = in.sprobs.data(); p.suffix_meta = in.smeta.data();
-  p.batch = sh.B; p.max_tree_depth = sh.depth; p.max_spec_factor = sh.factor;
-  p.max_spec_offset = sh.offset; p.min_token_prob = sh.min_prob; p.max_draft_tokens = sh.max_draft;
-  p.pad_to_max = sh.pad; p.threshold = sh.T;
+  p.token_ids_all = in.ids.data();
+  p.token_ids_stride = sh.W;
+  p.prompt_lens = in.P.data();
+  p.step_idx = in.s.data();
+  p.draft_token_num = in.dtn.data();
+  p.draft_tokens = in.drafts.data();
+  p.draft_stride = sh.K + 1;
+  p.seq_lens_this_time = in.slt.data();
+  p.seq_lens_encoder = in.enc.data();
+  p.seq_lens_decoder = in.dec.data();
+  p.max_dec_len = in.mdl.data();
+  p.suffix_tokens = in.stoks.data();
+  p.suffix_probs = in.sprobs.data();
+  p.suffix_meta = in.smeta.data();
+  p.batch = sh.B;
+  p.max_tree_depth = sh.depth;
+  p.max_spec_factor = sh.factor;
+  p.max_spec_offset = sh.offset;
+  p.min_token_prob = sh.min_prob;
+  p.max_draft_tokens = sh.max_draft;
+  p.pad_to_max = sh.pad;
+  p.threshold = sh.T;
   return p;
 }
 
@@ -152,8 +182,12 @@ cudaError_t launch(const fdspec::SuffixMatchParams& p, cudaStream_t stream) {
     static int turn = 0;
     const int64_t K = p.draft_stride - 1;
     switch (++turn % 3) {
-      case 0: p.seq_lens_this_time[p.batch - 1] ^= 1; break;
-      case 1: p.suffix_meta[2 * (p.batch - 1) + 1] += 1; break;
+      case 0:
+        p.seq_lens_this_time[p.batch - 1] ^= 1;
+        break;
+      case 1:
+        p.suffix_meta[2 * (p.batch - 1) + 1] += 1;
+        break;
       default: {  // one bit of a probability
         uint32_t bits;
         std::memcpy(&bits, &p.suffix_probs[p.batch * K - 1], 4);
@@ -171,31 +205,72 @@ struct DeviceInputs {
   DevVec<int32_t> dtn, slt, enc, dec, smeta;
   DevVec<float> sprobs;
   explicit DeviceInputs(const Inputs& in)
-      : ids(in.ids), P(in.P), s(in.s), drafts(in.drafts), mdl(in.mdl), stoks(in.stoks), dtn(in.dtn),
-        slt(in.slt), enc(in.enc), dec(in.dec), smeta(in.smeta), sprobs(in.sprobs) {}
+      : ids(in.ids),
+        P(in.P),
+        s(in.s),
+        drafts(in.drafts),
+        mdl(in.mdl),
+        stoks(in.stoks),
+        dtn(in.dtn),
+        slt(in.slt),
+        enc(in.enc),
+        dec(in.dec),
+        smeta(in.smeta),
+        sprobs(in.sprobs) {}
   void upload(const Inputs& in) {
-    ids.upload(in.ids); P.upload(in.P); s.upload(in.s); drafts.upload(in.drafts); mdl.upload(in.mdl);
-    stoks.upload(in.stoks); dtn.upload(in.dtn); slt.upload(in.slt); enc.upload(in.enc);
-    dec.upload(in.dec); smeta.upload(in.smeta); sprobs.upload(in.sprobs);
+    ids.upload(in.ids);
+    P.upload(in.P);
+    s.upload(in.s);
+    drafts.upload(in.drafts);
+    mdl.upload(in.mdl);
+    stoks.upload(in.stoks);
+    dtn.upload(in.dtn);
+    slt.upload(in.slt);
+    enc.upload(in.enc);
+    dec.upload(in.dec);
+    smeta.upload(in.smeta);
+    sprobs.upload(in.sprobs);
   }
   Inputs download() const {
     Inputs o;
-    o.ids = ids.download(); o.P = P.download(); o.s = s.download(); o.drafts = drafts.download();
-    o.mdl = mdl.download(); o.stoks = stoks.download(); o.dtn = dtn.download(); o.slt = slt.download();
-    o.enc = enc.download(); o.dec = dec.download(); o.smeta = smeta.download();
+    o.ids = ids.download();
+    o.P = P.download();
+    o.s = s.download();
+    o.drafts = drafts.download();
+    o.mdl = mdl.download();
+    o.stoks = stoks.download();
+    o.dtn = dtn.download();
+    o.slt = slt.download();
+    o.enc = enc.download();
+    o.dec = dec.download();
+    o.smeta = smeta.download();
     o.sprobs = sprobs.download();
     return o;
   }
   fdspec::SuffixMatchParams params(const Shape& sh) const {
     fdspec::SuffixMatchParams p;
-    p.token_ids_all = ids.ptr(); p.token_ids_stride = sh.W;
-    p.prompt_lens = P.ptr(); p.step_idx = s.ptr(); p.draft_token_num = dtn.ptr();
-    p.draft_tokens = drafts.ptr(); p.draft_stride = sh.K + 1;
-    p.seq_lens_this_time = slt.ptr(); p.seq_lens_encoder = enc.ptr(); p.seq_lens_decoder = dec.ptr();
-    p.max_dec_len = mdl.ptr(); p.suffix_tokens = stoks.ptr(); p.suffix_probs = sprobs.ptr();
-    p.suffix_meta = smeta.ptr(); p.batch = sh.B; p.max_tree_depth = sh.depth;
-    p.max_spec_factor = sh.factor; p.max_spec_offset = sh.offset; p.min_token_prob = sh.min_prob;
-    p.max_draft_tokens = sh.max_draft; p.pad_to_max = sh.pad; p.threshold = sh.T;
+    p.token_ids_all = ids.ptr();
+    p.token_ids_stride = sh.W;
+    p.prompt_lens = P.ptr();
+    p.step_idx = s.ptr();
+    p.draft_token_num = dtn.ptr();
+    p.draft_tokens = drafts.ptr();
+    p.draft_stride = sh.K + 1;
+    p.seq_lens_this_time = slt.ptr();
+    p.seq_lens_encoder = enc.ptr();
+    p.seq_lens_decoder = dec.ptr();
+    p.max_dec_len = mdl.ptr();
+    p.suffix_tokens = stoks.ptr();
+    p.suffix_probs = sprobs.ptr();
+    p.suffix_meta = smeta.ptr();
+    p.batch = sh.B;
+    p.max_tree_depth = sh.depth;
+    p.max_spec_factor = sh.factor;
+    p.max_spec_offset = sh.offset;
+    p.min_token_prob = sh.min_prob;
+    p.max_draft_tokens = sh.max_draft;
+    p.pad_to_max = sh.pad;
+    p.threshold = sh.T;
     return p;
   }
 };
@@ -212,7 +287,8 @@ std::string describe(const Shape& sh, const Inputs& in, const Inputs& want, cons
                      const char* how) {
   char buf[512];
   std::snprintf(buf, sizeof(buf),
-                "[%s] B=%" PRId64 " W=%" PRId64 " K=%" PRId64 " depth=%d factor=%g offset=%g "
+                "[%s] B=%" PRId64 " W=%" PRId64 " K=%" PRId64
+                " depth=%d factor=%g offset=%g "
                 "min_prob=%g max_draft=%d pad=%d T=%" PRId64 " vocab=%" PRId64 " kind=%d",
                 how, sh.B, sh.W, sh.K, sh.depth, sh.factor, sh.offset, sh.min_prob, sh.max_draft,
                 sh.pad, sh.T, sh.vocab, sh.kind);
@@ -220,10 +296,12 @@ std::string describe(const Shape& sh, const Inputs& in, const Inputs& want, cons
   int shown = 0;
   for (int64_t b = 0; b < sh.B && shown < 4; ++b) {
     if (want.smeta[2 * b] == got.smeta[2 * b] && want.smeta[2 * b + 1] == got.smeta[2 * b + 1] &&
-        want.slt[b] == got.slt[b]) continue;
+        want.slt[b] == got.slt[b])
+      continue;
     ++shown;
     std::snprintf(buf, sizeof(buf),
-                  "\n  slot %" PRId64 ": P=%" PRId64 " s=%" PRId64 " meta cpu=(%d,%d) gpu=(%d,%d) "
+                  "\n  slot %" PRId64 ": P=%" PRId64 " s=%" PRId64
+                  " meta cpu=(%d,%d) gpu=(%d,%d) "
                   "slt cpu=%d gpu=%d",
                   b, in.P[b], in.s[b], want.smeta[2 * b], want.smeta[2 * b + 1], got.smeta[2 * b],
                   got.smeta[2 * b + 1], want.slt[b], got.slt[b]);
@@ -275,8 +353,9 @@ void body(harness::Tally& t, bool quick) {
   const int64_t vocabs[] = {1, 2, 3, 5, 12, 50};
   const int reps = quick ? 1 : 12;  // quick: one case per (vocabulary, width), for racecheck
   // 12289 (full mode): histories over more than one tile of the match-length pass, odd rows.
-  const std::vector<int64_t> widths = quick ? std::vector<int64_t>{1, 7, 40, 300, 1500, 4096}
-                                            : std::vector<int64_t>{1, 7, 40, 300, 1500, 4096, 12289};
+  const std::vector<int64_t> widths = quick
+                                          ? std::vector<int64_t>{1, 7, 40, 300, 1500, 4096}
+                                          : std::vector<int64_t>{1, 7, 40, 300, 1500, 4096, 12289};
   for (int64_t vocab : vocabs) {
     for (int64_t W : widths) {
       for (int rep = 0; rep < reps; ++rep) {
@@ -290,7 +369,8 @@ void body(harness::Tally& t, bool quick) {
   }
   // Adversarial histories: the block path with huge sets, and its hash-range splitting.
   for (int kind : {1, 2}) {
-    // 5000: more occurrences than the candidate list and (kind 2) more continuations than its table.
+    // 5000: more occurrences than the candidate list and (kind 2) more continuations than its
+    // table.
     const std::vector<int64_t> widths =
         quick ? std::vector<int64_t>{200, 5000} : std::vector<int64_t>{200, 5000, 20000};
     for (int64_t W : widths) {
@@ -304,7 +384,8 @@ void body(harness::Tally& t, bool quick) {
     }
   }
   for (int g = 0; g < (quick ? 2 : 6); ++g) {
-    Shape sh = make_shape(r, r.uni(1, 16), r.pick<int64_t>({64, 1000, 3000}), r.pick<int64_t>({2, 5, 50}), 0);
+    Shape sh = make_shape(r, r.uni(1, 16), r.pick<int64_t>({64, 1000, 3000}),
+                          r.pick<int64_t>({2, 5, 50}), 0);
     sh.T = g % 2 ? INT64_MAX : int64_t{1} << 20;
     graph_rounds(t, r, sh, quick ? 2 : 8, stream);
   }

@@ -44,10 +44,30 @@ def gains_of(row, n: int) -> list:
     return out
 
 
-def policy_ref(accept_num, draft_tokens, draft_len, draft_probe, accept_ewma, opt_out, slt, enc, dec, stop,
-               cost_table, alpha, prior, seq_cost_ns, step_cost_ns):
+def policy_ref(
+    accept_num,
+    draft_tokens,
+    draft_len,
+    draft_probe,
+    accept_ewma,
+    opt_out,
+    slt,
+    enc,
+    dec,
+    stop,
+    cost_table,
+    alpha,
+    prior,
+    seq_cost_ns,
+    step_cost_ns,
+):
     """Returns the mutated arrays (draft_len, draft_probe, accept_ewma, seq_lens_this_time) after the op."""
-    draft_len, probe, ewma, slt = draft_len.copy(), draft_probe.copy(), accept_ewma.copy(), slt.copy()
+    draft_len, probe, ewma, slt = (
+        draft_len.copy(),
+        draft_probe.copy(),
+        accept_ewma.copy(),
+        slt.copy(),
+    )
     B = slt.shape[0]
     K = ewma.shape[1]
     alpha, prior = _q16(alpha), _q16(prior)
@@ -89,7 +109,9 @@ def policy_ref(accept_num, draft_tokens, draft_len, draft_probe, accept_ewma, op
     for b, kind in enumerate(kinds):
         if kind == "prefill":
             for i in range(K):
-                ewma[b, i] = sum(_q16(ewma[x, i]) for x in learners) // len(learners) if learners else prior
+                ewma[b, i] = (
+                    sum(_q16(ewma[x, i]) for x in learners) // len(learners) if learners else prior
+                )
 
     def score(m: int, gain_sum: int) -> int:
         A = 1024 * scheduled + gain_sum
@@ -118,8 +140,19 @@ def policy_ref(accept_num, draft_tokens, draft_len, draft_probe, accept_ewma, op
 
 # ---- Random cases and the op against the reference ------------------------------------------------
 
-ORDER = ("accept_num", "draft_tokens", "draft_len", "draft_probe", "accept_ewma", "draft_opt_out",
-         "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "stop_flags", "cost_table")
+ORDER = (
+    "accept_num",
+    "draft_tokens",
+    "draft_len",
+    "draft_probe",
+    "accept_ewma",
+    "draft_opt_out",
+    "seq_lens_this_time",
+    "seq_lens_encoder",
+    "seq_lens_decoder",
+    "stop_flags",
+    "cost_table",
+)
 MUTATED = ("draft_len", "draft_probe", "accept_ewma", "seq_lens_this_time")
 ATTRS = ("alpha", "prior", "seq_cost_ns", "step_cost_ns")
 
@@ -131,7 +164,9 @@ def random_table(rng: np.random.Generator) -> np.ndarray:
     i = np.arange(L, dtype=np.int64)
     if shape == 0:
         knee, slope = int(rng.integers(1, 200)), int(rng.integers(0, 60000))
-        return int(rng.integers(1000, 8_000_000)) + np.where(i > knee, (i - knee) * slope, i * (slope // 50))
+        return int(rng.integers(1000, 8_000_000)) + np.where(
+            i > knee, (i - knee) * slope, i * (slope // 50)
+        )
     if shape == 1:
         return int(rng.integers(1000, 8_000_000)) + np.cumsum(rng.integers(0, 40000, L))
     return rng.integers(-5, 9_000_000, L)
@@ -143,14 +178,19 @@ def random_case(rng: np.random.Generator, B: int, K: int) -> dict:
     kind = rng.integers(0, 10, B)
     enc = np.where(kind == 1, rng.integers(1, 40, B), 0).astype(np.int32)
     dec = np.where(kind == 2, 0, rng.integers(1, 500, B)).astype(np.int32)
-    draft_len = np.where(rng.random(B) < 0.05, rng.integers(-2, K + 4, B), rng.integers(0, K + 1, B))
+    draft_len = np.where(
+        rng.random(B) < 0.05, rng.integers(-2, K + 4, B), rng.integers(0, K + 1, B)
+    )
     accept = 1 + (rng.random(B) * (np.maximum(draft_len, 0) + 1)).astype(np.int64)
     accept = np.where(rng.random(B) < 0.05, rng.integers(-3, K + 5, B), accept)
     if rng.random() < 0.5:
         ewma = rng.choice(np.array([0, 32768, 49152, 65536]), (B, K))
     else:
-        ewma = np.where(rng.random((B, K)) < 0.03, rng.integers(-100, 70000, (B, K)),
-                        rng.integers(0, ONE + 1, (B, K)))
+        ewma = np.where(
+            rng.random((B, K)) < 0.03,
+            rng.integers(-100, 70000, (B, K)),
+            rng.integers(0, ONE + 1, (B, K)),
+        )
     slt = np.where(enc > 0, enc, 1 + rng.integers(0, K + 3, B))
     slt = np.where(rng.random(B) < 0.05, rng.integers(-1, 1, B), slt)
     # Tokens of a vocabulary of 3, so that probes hit the bonus token (column 0) often.

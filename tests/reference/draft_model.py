@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastdeploy_spec.ops import (draft_model_accept, draft_model_accept_preprocess, draft_model_greedy_preprocess,
-                                 draft_model_greedy_update)
+from fastdeploy_spec.ops import (
+    draft_model_accept,
+    draft_model_accept_preprocess,
+    draft_model_greedy_preprocess,
+    draft_model_greedy_update,
+)
 from tests.helpers import as_f32, logits_to_place, to_place
 
 SAFE_TOKEN = 0
@@ -21,25 +25,43 @@ def _verified_step(step: int, drafted: int, D: int) -> int:
     return s0 - min(max(drafted, 0), s0)
 
 
-def preprocess_ref(input_ids, seq_lens_decoder, step_idx, pre_ids, mtp_draft_num, max_dec_len,
-                   base_slt, base_enc, base_dec, base_stop, base_max_dec_len):
+def preprocess_ref(
+    input_ids,
+    seq_lens_decoder,
+    step_idx,
+    pre_ids,
+    mtp_draft_num,
+    max_dec_len,
+    base_slt,
+    base_enc,
+    base_dec,
+    base_stop,
+    base_max_dec_len,
+):
     ids, dec, step, pre = input_ids.copy(), seq_lens_decoder.copy(), step_idx.copy(), pre_ids.copy()
     num, mdl, slt = mtp_draft_num.copy(), max_dec_len.copy(), base_slt.copy()
     D = pre.shape[1]
     for b in range(slt.shape[0]):
         s = _verified_step(int(step[b]), int(num[b]), D)
         ids[b], dec[b] = SAFE_TOKEN, 0
-        if not base_stop[b] and base_enc[b] > 0:          # a request starts: clear the slot
+        if not base_stop[b] and base_enc[b] > 0:  # a request starts: clear the slot
             pre[b] = -1
             s = 0
-        elif not base_stop[b] and base_dec[b] > 0:        # decoding
+        elif not base_stop[b] and base_dec[b] > 0:  # decoding
             if s >= 1 and pre[b, s] >= 0:
                 ids[b] = pre[b, s]
             dec[b] = base_dec[b]
             slt[b] = 1
         step[b], num[b], mdl[b] = s, 0, base_max_dec_len[b]
-    return dict(input_ids=ids, seq_lens_decoder=dec, step_idx=step, pre_ids=pre, mtp_draft_num=num,
-                max_dec_len=mdl, base_model_seq_lens_this_time=slt)
+    return dict(
+        input_ids=ids,
+        seq_lens_decoder=dec,
+        step_idx=step,
+        pre_ids=pre,
+        mtp_draft_num=num,
+        max_dec_len=mdl,
+        base_model_seq_lens_this_time=slt,
+    )
 
 
 def greedy_ids(logits_f32: np.ndarray) -> np.ndarray:
@@ -48,8 +70,9 @@ def greedy_ids(logits_f32: np.ndarray) -> np.ndarray:
     return np.argmax(x, axis=1).astype(np.int64)
 
 
-def update_ref(logits_f32, input_ids, seq_lens_decoder, step_idx, pre_ids, mtp_draft_num, drafts, slt,
-               substep):
+def update_ref(
+    logits_f32, input_ids, seq_lens_decoder, step_idx, pre_ids, mtp_draft_num, drafts, slt, substep
+):
     """``logits_f32``: the logits as exact float32 values (whatever their storage dtype)."""
     ids, dec, step, pre = input_ids.copy(), seq_lens_decoder.copy(), step_idx.copy(), pre_ids.copy()
     num, drafts, slt = mtp_draft_num.copy(), drafts.copy(), slt.copy()
@@ -67,8 +90,15 @@ def update_ref(logits_f32, input_ids, seq_lens_decoder, step_idx, pre_ids, mtp_d
         slt[b] = substep + 2
         dec[b] = dec[b] + 1 if dec[b] < np.iinfo(np.int32).max else dec[b]
         ids[b] = token
-    return dict(input_ids=ids, seq_lens_decoder=dec, step_idx=step, pre_ids=pre, mtp_draft_num=num,
-                base_model_draft_tokens=drafts, base_model_seq_lens_this_time=slt)
+    return dict(
+        input_ids=ids,
+        seq_lens_decoder=dec,
+        step_idx=step,
+        pre_ids=pre,
+        mtp_draft_num=num,
+        base_model_draft_tokens=drafts,
+        base_model_seq_lens_this_time=slt,
+    )
 
 
 def accept_ref(accept_tokens, accept_num, step_idx, pre_ids, mtp_draft_num):
@@ -77,27 +107,68 @@ def accept_ref(accept_tokens, accept_num, step_idx, pre_ids, mtp_draft_num):
     for b in range(accept_num.shape[0]):
         s = _verified_step(int(step[b]), int(num[b]), D)
         n = min(max(int(accept_num[b]), 0), width, D - 1 - s)
-        pre[b, s + 1:s + 1 + n] = accept_tokens[b, :n]
+        pre[b, s + 1 : s + 1 + n] = accept_tokens[b, :n]
         step[b], num[b] = s + n, 0
     return dict(step_idx=step, pre_ids=pre, mtp_draft_num=num)
 
 
-def accept_preprocess_ref(input_ids, seq_lens_decoder, step_idx, pre_ids, mtp_draft_num, max_dec_len,
-                          accept_tokens, accept_num, base_slt, base_enc, base_dec, base_stop, base_max_dec_len):
+def accept_preprocess_ref(
+    input_ids,
+    seq_lens_decoder,
+    step_idx,
+    pre_ids,
+    mtp_draft_num,
+    max_dec_len,
+    accept_tokens,
+    accept_num,
+    base_slt,
+    base_enc,
+    base_dec,
+    base_stop,
+    base_max_dec_len,
+):
     """draft_model_accept, then draft_model_greedy_preprocess (the contract's definition)."""
     acc = accept_ref(accept_tokens, accept_num, step_idx, pre_ids, mtp_draft_num)
-    return preprocess_ref(input_ids, seq_lens_decoder, acc["step_idx"], acc["pre_ids"], acc["mtp_draft_num"],
-                          max_dec_len, base_slt, base_enc, base_dec, base_stop, base_max_dec_len)
+    return preprocess_ref(
+        input_ids,
+        seq_lens_decoder,
+        acc["step_idx"],
+        acc["pre_ids"],
+        acc["mtp_draft_num"],
+        max_dec_len,
+        base_slt,
+        base_enc,
+        base_dec,
+        base_stop,
+        base_max_dec_len,
+    )
 
 
 # ---- Random states and the ops against the reference ----------------------------------------------
 
-PRE_ORDER = ("input_ids", "seq_lens_decoder", "step_idx", "pre_ids", "mtp_draft_num", "max_dec_len",
-             "base_model_seq_lens_this_time", "base_model_seq_lens_encoder",
-             "base_model_seq_lens_decoder", "base_model_stop_flags", "base_model_max_dec_len")
+PRE_ORDER = (
+    "input_ids",
+    "seq_lens_decoder",
+    "step_idx",
+    "pre_ids",
+    "mtp_draft_num",
+    "max_dec_len",
+    "base_model_seq_lens_this_time",
+    "base_model_seq_lens_encoder",
+    "base_model_seq_lens_decoder",
+    "base_model_stop_flags",
+    "base_model_max_dec_len",
+)
 PRE_MUTATED = PRE_ORDER[:7]
-UPD_ORDER = ("input_ids", "seq_lens_decoder", "step_idx", "pre_ids", "mtp_draft_num",
-             "base_model_draft_tokens", "base_model_seq_lens_this_time")  # after logits
+UPD_ORDER = (
+    "input_ids",
+    "seq_lens_decoder",
+    "step_idx",
+    "pre_ids",
+    "mtp_draft_num",
+    "base_model_draft_tokens",
+    "base_model_seq_lens_this_time",
+)  # after logits
 ACC_ORDER = ("accept_tokens", "accept_num", "step_idx", "pre_ids", "mtp_draft_num")
 ACC_MUTATED = ACC_ORDER[2:]
 ACC_PRE_ORDER = PRE_ORDER[:6] + ("accept_tokens", "accept_num") + PRE_ORDER[6:]

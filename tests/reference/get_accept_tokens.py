@@ -16,8 +16,9 @@ def ref_cu_batch_offset(accept_num: np.ndarray, max_accept: int | None) -> np.nd
     return np.concatenate([[0], np.cumsum(a)]).astype(np.int32)
 
 
-def ref_get_accept_tokens_and_logits(token_ids, target_logits, logits, cu, cu_q, enc, accept_num,
-                                     accept_tokens):
+def ref_get_accept_tokens_and_logits(
+    token_ids, target_logits, logits, cu, cu_q, enc, accept_num, accept_tokens
+):
     """The docs/contract/logprobs.md walk on copies of the in/out arrays (any storage dtype: rows are
     copied whole)."""
     token_ids, target_logits, cu = token_ids.copy(), target_logits.copy(), cu.copy()
@@ -60,7 +61,9 @@ def make_case(rng, B, V, stride, mix, dtype, *, n_rows=None, accept_lo=0, accept
     cu_q = np.concatenate([[0], np.cumsum(out_rows)]).astype(np.int32)
     accept_hi = stride if accept_hi is None else accept_hi
     accept = rng.integers(accept_lo, accept_hi + 1, B).astype(np.int32)
-    accept = np.where((enc > 0) & (accept_hi <= stride), np.minimum(accept, 1), accept).astype(np.int32)
+    accept = np.where((enc > 0) & (accept_hi <= stride), np.minimum(accept, 1), accept).astype(
+        np.int32
+    )
     accept_tokens = rng.integers(0, 1000, (B, stride)).astype(np.int64)
     R = int(cu_q[-1])
     logits = make_logits(rng.standard_normal((R, V)).astype(np.float32) * 4, dtype)
@@ -68,23 +71,48 @@ def make_case(rng, B, V, stride, mix, dtype, *, n_rows=None, accept_lo=0, accept
     token_ids = np.full(N, SENTINEL_TOKEN, np.int64)
     target = make_logits(np.full((N, V), -3.5, np.float32), dtype)
     cu = np.full(B + 1, SENTINEL_OFFSET, np.int32)
-    return dict(token_ids=token_ids, target_logits=target, logits=logits, cu=cu, cu_q=cu_q,
-                slt=slt, enc=enc, accept_num=accept, accept_tokens=accept_tokens)
+    return dict(
+        token_ids=token_ids,
+        target_logits=target,
+        logits=logits,
+        cu=cu,
+        cu_q=cu_q,
+        slt=slt,
+        enc=enc,
+        accept_num=accept,
+        accept_tokens=accept_tokens,
+    )
 
 
 def run_op(case, dtype, place):
     t = {k: to_place(v, place) for k, v in case.items() if k not in ("target_logits", "logits")}
     target = logits_to_place(case["target_logits"], dtype, place)
     logits = logits_to_place(case["logits"], dtype, place)
-    speculate_get_accept_tokens_and_logits(t["token_ids"], target, logits, t["cu"], t["cu_q"], t["slt"],
-                                           t["enc"], t["accept_num"], t["accept_tokens"])
+    speculate_get_accept_tokens_and_logits(
+        t["token_ids"],
+        target,
+        logits,
+        t["cu"],
+        t["cu_q"],
+        t["slt"],
+        t["enc"],
+        t["accept_num"],
+        t["accept_tokens"],
+    )
     return t["token_ids"].numpy(), raw_bits(target), t["cu"].numpy()
 
 
 def check(case, dtype, place):
     want_ids, want_rows, want_cu = ref_get_accept_tokens_and_logits(
-        case["token_ids"], case["target_logits"], case["logits"], case["cu"], case["cu_q"], case["enc"],
-        case["accept_num"], case["accept_tokens"])
+        case["token_ids"],
+        case["target_logits"],
+        case["logits"],
+        case["cu"],
+        case["cu_q"],
+        case["enc"],
+        case["accept_num"],
+        case["accept_tokens"],
+    )
     got_ids, got_bits, got_cu = run_op(case, dtype, place)
     want_bits = want_rows.view(np.uint32 if want_rows.dtype == np.float32 else np.uint16)
     np.testing.assert_array_equal(got_cu, want_cu)

@@ -18,16 +18,28 @@ def _scan(hay: np.ndarray, pattern: np.ndarray, budget: int):
     """Leftmost productive match: the continuation (possibly empty: None)."""
     n = len(pattern)
     for i in range(len(hay) - n + 1):
-        if np.array_equal(hay[i:i + n], pattern):
+        if np.array_equal(hay[i : i + n], pattern):
             start, end = i + n, min(i + n + budget, len(hay))
             if start < end:
                 return hay[start:end]
     return None
 
 
-def hybrid_mtp_ngram_ref(token_ids_all, prompt_lens, pre_ids, step_idx, draft_tokens,
-                         seq_lens_this_time, seq_lens_decoder, max_dec_len, max_ngram_size,
-                         min_ngram_size, max_draft_tokens, threshold, pad_to_max=False):
+def hybrid_mtp_ngram_ref(
+    token_ids_all,
+    prompt_lens,
+    pre_ids,
+    step_idx,
+    draft_tokens,
+    seq_lens_this_time,
+    seq_lens_decoder,
+    max_dec_len,
+    max_ngram_size,
+    min_ngram_size,
+    max_draft_tokens,
+    threshold,
+    pad_to_max=False,
+):
     """Returns (draft_tokens, seq_lens_this_time) after the op; the inputs are not modified."""
     draft = np.array(draft_tokens, dtype=np.int64, copy=True)
     slt_shape = np.shape(seq_lens_this_time)
@@ -52,7 +64,7 @@ def hybrid_mtp_ngram_ref(token_ids_all, prompt_lens, pre_ids, step_idx, draft_to
         if ori == 0 or q <= 0:
             continue
         unprocessed -= 1
-        S = int(np.sum(slt[:b + 1], dtype=np.int64))
+        S = int(np.sum(slt[: b + 1], dtype=np.int64))
         L = unprocessed
         if S + q + L > threshold:
             q = threshold - S - L
@@ -63,12 +75,12 @@ def hybrid_mtp_ngram_ref(token_ids_all, prompt_lens, pre_ids, step_idx, draft_to
         for n in range(max_ngram_size, min_ngram_size - 1, -1):
             if s < n:
                 continue
-            pattern = pre_ids[b, s + 1 - n:s + 1]
+            pattern = pre_ids[b, s + 1 - n : s + 1]
             cont = _scan(prompt, pattern, q)
             if cont is None:
                 cont = _scan(pre, pattern, q)
             if cont is not None:
-                draft[b, ori:ori + len(cont)] = cont
+                draft[b, ori : ori + len(cont)] = cont
                 slt[b] = ori + len(cont)
                 break
     if pad_to_max:
@@ -90,7 +102,7 @@ def make_case(rng, B, W, D, vocab, K1=6, extra_rows=0):
     ids = rng.integers(0, vocab, (rows, W), dtype=np.int64)
     P = rng.integers(0, W + 1, B)
     for b in range(B):
-        ids[b, P[b]:] = -1
+        ids[b, P[b] :] = -1
     prompt_lens = P.reshape(B, 1).astype(np.int64)
     pre_ids = rng.integers(0, vocab, (rows, D), dtype=np.int64)
     step_idx = rng.integers(0, D, (B, 1)).astype(np.int64)
@@ -107,18 +119,34 @@ def make_case(rng, B, W, D, vocab, K1=6, extra_rows=0):
         slt[(odd >= 0.25) & (odd < 0.28)] = -3
         dec[(odd >= 0.28) & (odd < 0.3)] = -1
     return dict(
-        token_ids_all=ids, prompt_lens=prompt_lens, pre_ids=pre_ids, step_idx=step_idx,
+        token_ids_all=ids,
+        prompt_lens=prompt_lens,
+        pre_ids=pre_ids,
+        step_idx=step_idx,
         draft_token_num=np.full(B, K1 - 1, np.int32),
         draft_tokens=np.full((rows, K1), UNTOUCHED, np.int64)[:B].copy(),
-        seq_lens_this_time=slt, seq_lens_decoder=dec, max_dec_len=max_dec_len)
+        seq_lens_this_time=slt,
+        seq_lens_decoder=dec,
+        max_dec_len=max_dec_len,
+    )
 
 
-ORDER = ("token_ids_all", "prompt_lens", "pre_ids", "step_idx", "draft_token_num", "draft_tokens",
-         "seq_lens_this_time", "seq_lens_decoder", "max_dec_len")
+ORDER = (
+    "token_ids_all",
+    "prompt_lens",
+    "pre_ids",
+    "step_idx",
+    "draft_token_num",
+    "draft_tokens",
+    "seq_lens_this_time",
+    "seq_lens_decoder",
+    "max_dec_len",
+)
 
 
-def run_op(case, place, max_ngram_size, min_ngram_size, max_draft_tokens, *pad, op=hybrid_mtp_ngram,
-           **kw):
+def run_op(
+    case, place, max_ngram_size, min_ngram_size, max_draft_tokens, *pad, op=hybrid_mtp_ngram, **kw
+):
     t = {k: to_place(case[k], place) for k in ORDER}
     op(*(t[k] for k in ORDER), max_ngram_size, min_ngram_size, max_draft_tokens, *pad, **kw)
     return t["draft_tokens"].numpy(), t["seq_lens_this_time"].numpy()
@@ -127,14 +155,26 @@ def run_op(case, place, max_ngram_size, min_ngram_size, max_draft_tokens, *pad, 
 def run_ref(case, max_ngram_size, min_ngram_size, max_draft_tokens, threshold, pad_to_max=False):
     c = case
     return hybrid_mtp_ngram_ref(
-        c["token_ids_all"], c["prompt_lens"], c["pre_ids"], c["step_idx"], c["draft_tokens"],
-        c["seq_lens_this_time"], c["seq_lens_decoder"], c["max_dec_len"], max_ngram_size,
-        min_ngram_size, max_draft_tokens, threshold, pad_to_max)
+        c["token_ids_all"],
+        c["prompt_lens"],
+        c["pre_ids"],
+        c["step_idx"],
+        c["draft_tokens"],
+        c["seq_lens_this_time"],
+        c["seq_lens_decoder"],
+        c["max_dec_len"],
+        max_ngram_size,
+        min_ngram_size,
+        max_draft_tokens,
+        threshold,
+        pad_to_max,
+    )
 
 
 def check(case, place, max_n, min_n, max_draft, threshold, pad_to_max=False):
-    got_d, got_s = run_op(case, place, max_n, min_n, max_draft, threshold=threshold,
-                          pad_to_max=pad_to_max)
+    got_d, got_s = run_op(
+        case, place, max_n, min_n, max_draft, threshold=threshold, pad_to_max=pad_to_max
+    )
     want_d, want_s = run_ref(case, max_n, min_n, max_draft, threshold, pad_to_max)
     np.testing.assert_array_equal(got_s, want_s)
     np.testing.assert_array_equal(got_d, want_d)

@@ -25,9 +25,18 @@ INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 SENTINEL_TOKEN, SENTINEL_SCORE, SENTINEL_RANK = 2, 7.5, 99
 
 
-def make_step(rng: np.random.Generator, *, mode: str = "save", batch: int, columns: int, flag: int = 3,
-              not_need_stop: bool = True, prefill_frac: float = 0.2, preempt_frac: float | None = None,
-              full: bool = False) -> dict:
+def make_step(
+    rng: np.random.Generator,
+    *,
+    mode: str = "save",
+    batch: int,
+    columns: int,
+    flag: int = 3,
+    not_need_stop: bool = True,
+    prefill_frac: float = 0.2,
+    preempt_frac: float | None = None,
+    full: bool = False,
+) -> dict:
     """Random inputs of one call of the save op (mode 'save') or of the MTP first-token op ('mtp')."""
     b, m = batch, columns
     if mode == "save":
@@ -36,7 +45,9 @@ def make_step(rng: np.random.Generator, *, mode: str = "save", batch: int, colum
         token_num = np.full(b, ROWS - 1) if full else rng.integers(0, ROWS, b)
     prompt = rng.integers(1, 50, b)
     prefill = rng.random(b) < (0.0 if full else prefill_frac)
-    dec = np.where(prefill, prompt - rng.integers(1, 5, b).clip(max=prompt), prompt + rng.integers(0, 9, b))
+    dec = np.where(
+        prefill, prompt - rng.integers(1, 5, b).clip(max=prompt), prompt + rng.integers(0, 9, b)
+    )
     if mode == "save":
         cu = np.concatenate([[0], np.cumsum(token_num)])
         n = int(cu[-1]) + 2  # rows beyond the last slot's: the op must not send them
@@ -53,7 +64,8 @@ def make_step(rng: np.random.Generator, *, mode: str = "save", batch: int, colum
         ids[0, -1], ranks[0] = INT32_MIN, INT32_MAX
         scores[0, 0], scores[1, -1] = -np.inf, -0.0
     step = dict(
-        mode=mode, flag=flag,
+        mode=mode,
+        flag=flag,
         sampled_token_ids=sampled.astype(np.int64),
         logprob_token_ids=ids.astype(np.int64),
         logprob_scores=scores,
@@ -65,8 +77,12 @@ def make_step(rng: np.random.Generator, *, mode: str = "save", batch: int, colum
         prompt_lens=prompt.astype(np.int64).reshape(b, 1),
     )
     if mode == "mtp":
-        step["preempted_idx"] = (rng.random(b) < (0.2 if preempt_frac is None else preempt_frac)).astype(np.int32)
-    elif preempt_frac is not None:  # FastDeploy's current form of the save op (else the one before it)
+        step["preempted_idx"] = (
+            rng.random(b) < (0.2 if preempt_frac is None else preempt_frac)
+        ).astype(np.int32)
+    elif (
+        preempt_frac is not None
+    ):  # FastDeploy's current form of the save op (else the one before it)
         step["preempted_idx"] = (rng.random(b) < preempt_frac).astype(np.int32)
     return step
 
@@ -91,9 +107,13 @@ def expected_rows(step: dict):
         for j in range(min(max(count, 0), ROWS)):
             if step["mode"] == "save":
                 r = o + j
-                rows.append(([int(sampled[r])] + ids[r, 1:].tolist(), scores[r].copy(), int(ranks[r])))
+                rows.append(
+                    ([int(sampled[r])] + ids[r, 1:].tolist(), scores[r].copy(), int(ranks[r]))
+                )
             elif j == 0:
-                rows.append(([int(sampled[i, 0])] + ids[o, 1:].tolist(), scores[o].copy(), int(ranks[o])))
+                rows.append(
+                    ([int(sampled[i, 0])] + ids[o, 1:].tolist(), scores[o].copy(), int(ranks[o]))
+                )
             else:
                 rows.append(([int(sampled[i, j])] + [-1] * (m - 1), np.zeros(m, np.float32), 0))
         counts.append(count)
@@ -102,9 +122,11 @@ def expected_rows(step: dict):
 
 
 def fresh_buffers() -> dict:
-    return dict(tokens=np.full(TOKENS_LEN, SENTINEL_TOKEN, np.int64),
-                scores=np.full(SCORES_LEN, SENTINEL_SCORE, np.float32),
-                ranks=np.full(RANKS_LEN, SENTINEL_RANK, np.int64))
+    return dict(
+        tokens=np.full(TOKENS_LEN, SENTINEL_TOKEN, np.int64),
+        scores=np.full(SCORES_LEN, SENTINEL_SCORE, np.float32),
+        ranks=np.full(RANKS_LEN, SENTINEL_RANK, np.int64),
+    )
 
 
 def receive_tensors() -> list:
@@ -114,8 +136,11 @@ def receive_tensors() -> list:
     import paddle
 
     b, cpu = fresh_buffers(), paddle.CPUPlace()
-    return [paddle.to_tensor(b["tokens"].reshape(-1, 1), place=cpu),
-            paddle.to_tensor(b["scores"].reshape(-1, 1), place=cpu), paddle.to_tensor(b["ranks"], place=cpu)]
+    return [
+        paddle.to_tensor(b["tokens"].reshape(-1, 1), place=cpu),
+        paddle.to_tensor(b["scores"].reshape(-1, 1), place=cpu),
+        paddle.to_tensor(b["ranks"], place=cpu),
+    ]
 
 
 def apply_message(state: dict, step: dict, msg_id: int = 1) -> dict:
@@ -133,10 +158,10 @@ def apply_message(state: dict, step: dict, msg_id: int = 1) -> dict:
     t[0] = msg_id if step["not_need_stop"][0] else -msg_id
     t[1] = (step["flag"] & 0xFF) | (m << 8)
     t[2] = b
-    t[3:3 + b] = counts
-    t[TOKENS_OFFSET:TOKENS_OFFSET + b * ROWS * COLS] = tok.ravel()
-    out["scores"][:b * ROWS * COLS] = sco.ravel()
-    out["ranks"][:b * ROWS] = rk.ravel()
+    t[3 : 3 + b] = counts
+    t[TOKENS_OFFSET : TOKENS_OFFSET + b * ROWS * COLS] = tok.ravel()
+    out["scores"][: b * ROWS * COLS] = sco.ravel()
+    out["ranks"][: b * ROWS] = rk.ravel()
     return out
 
 
@@ -150,9 +175,17 @@ def wire_bytes(step: dict) -> int:
 
 # ---- Process bodies (multiprocessing spawn) -----------------------------------------------------------
 
-INPUT_NAMES = ["sampled_token_ids", "logprob_token_ids", "logprob_scores", "logprob_ranks",
-               "token_num_per_batch", "cu_batch_token_offset", "not_need_stop", "seq_lens_decoder",
-               "prompt_lens"]
+INPUT_NAMES = [
+    "sampled_token_ids",
+    "logprob_token_ids",
+    "logprob_scores",
+    "logprob_ranks",
+    "token_num_per_batch",
+    "cu_batch_token_offset",
+    "not_need_stop",
+    "seq_lens_decoder",
+    "prompt_lens",
+]
 
 
 def input_names(step: dict) -> list:
@@ -171,7 +204,11 @@ def _tensors(step: dict) -> list:
 def send_step(step: dict, rank_id: int = 0, save_each_rank: bool = False) -> None:
     from fastdeploy_spec import ops
 
-    op = ops.speculate_save_output_topk if step["mode"] == "save" else ops.mtp_save_first_token_with_topk
+    op = (
+        ops.speculate_save_output_topk
+        if step["mode"] == "save"
+        else ops.mtp_save_first_token_with_topk
+    )
     op(*_tensors(step), step["flag"], rank_id, save_each_rank)
 
 
@@ -189,7 +226,6 @@ def sender_main(steps: list, env: dict, results) -> None:
 def receiver_main(n: int, env: dict, results, wait_flag: bool, deadline_s: float) -> None:
     """Receives n messages into one set of buffers, reporting a copy of the buffers after each."""
     os.environ.update(env)
-    import paddle
 
     from fastdeploy_spec import ops
 
@@ -206,8 +242,16 @@ def receiver_main(n: int, env: dict, results, wait_flag: bool, deadline_s: float
             if t[0] == -2:
                 time.sleep(0.001)
                 continue
-            results.put(("msg", dict(tokens=t.copy(), scores=scores.numpy().reshape(-1).copy(),
-                                     ranks=ranks.numpy().copy())))
+            results.put(
+                (
+                    "msg",
+                    dict(
+                        tokens=t.copy(),
+                        scores=scores.numpy().reshape(-1).copy(),
+                        ranks=ranks.numpy().copy(),
+                    ),
+                )
+            )
             got += 1
         results.put(("done", got))
     except Exception as e:

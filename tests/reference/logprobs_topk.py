@@ -11,8 +11,14 @@ from tests.helpers import FLOAT32_MIN, as_f32, logits_to_place, make_logits, to_
 MIN_TEMPERATURE = np.float32(1e-5)
 
 
-def ref_logprobs_topk(x: np.ndarray, token_ids: np.ndarray, cu: np.ndarray, k: int,
-                      temperature: np.ndarray | None = None, raw_logits: bool = False):
+def ref_logprobs_topk(
+    x: np.ndarray,
+    token_ids: np.ndarray,
+    cu: np.ndarray,
+    k: int,
+    temperature: np.ndarray | None = None,
+    raw_logits: bool = False,
+):
     """Float64 reference of speculate_logprobs_topk on the float32 logit values ``x`` [N, V].
 
     Returns ids [N, k+1] int64, scores [N, k+1] float64, ranks [N] int64. The scaling is done in
@@ -34,7 +40,11 @@ def ref_logprobs_topk(x: np.ndarray, token_ids: np.ndarray, cu: np.ndarray, k: i
                 scale = np.float32(1) / t
         xs = (x[r].astype(np.float32) * scale).astype(np.float32)
         m = xs.max()
-        lse = 0.0 if m == -np.inf else float(m) + np.log(np.exp(xs.astype(np.float64) - float(m)).sum())
+        lse = (
+            0.0
+            if m == -np.inf
+            else float(m) + np.log(np.exp(xs.astype(np.float64) - float(m)).sum())
+        )
 
         def score(v, lse=lse):
             s = float(v) if raw_logits else float(v) - lse
@@ -65,7 +75,11 @@ def _slot_of_row(cu: np.ndarray, B: int, r: int) -> int:
 # float32 exactly and the scaling is the ops' own float32 arithmetic in the reference too, so what is
 # left is the float32 log-sum-exp: fp32 partial sums of up to V exp terms (GPU: exp2f, 2 ulp), and the
 # float32 subtraction x - lse (ulp of |x| ~ 1e-6 for logits of magnitude ~10).
-SCORE_TOL = {"float32": (2e-5, 1e-5), "float16": (2e-5, 1e-5), "bfloat16": (2e-5, 1e-5)}  # (atol, rtol)
+SCORE_TOL = {
+    "float32": (2e-5, 1e-5),
+    "float16": (2e-5, 1e-5),
+    "bfloat16": (2e-5, 1e-5),
+}  # (atol, rtol)
 
 
 STRIDE = 3  # K + 1: rows per slot in N = B * (K + 1)
@@ -91,15 +105,28 @@ def run_op(case, dtype, place, k, raw_logits=False):
     scores = to_place(np.full((N, k + 1), 99, np.float32), place)
     ranks = to_place(np.full(N, 99, np.int64), place)
     temp = None if case["temperature"] is None else to_place(case["temperature"], place)
-    speculate_logprobs_topk(logits_to_place(case["logits"], dtype, place), to_place(case["tokens"], place),
-                            to_place(case["cu"], place), ids, scores, ranks, temperature=temp,
-                            raw_logits=raw_logits)
+    speculate_logprobs_topk(
+        logits_to_place(case["logits"], dtype, place),
+        to_place(case["tokens"], place),
+        to_place(case["cu"], place),
+        ids,
+        scores,
+        ranks,
+        temperature=temp,
+        raw_logits=raw_logits,
+    )
     return ids.numpy(), scores.numpy(), ranks.numpy()
 
 
 def check(case, dtype, place, k, raw_logits=False):
     want_ids, want_scores, want_ranks = ref_logprobs_topk(
-        as_f32(case["logits"], dtype), case["tokens"], case["cu"], k, case["temperature"], raw_logits)
+        as_f32(case["logits"], dtype),
+        case["tokens"],
+        case["cu"],
+        k,
+        case["temperature"],
+        raw_logits,
+    )
     ids, scores, ranks = run_op(case, dtype, place, k, raw_logits)
     np.testing.assert_array_equal(ids, want_ids)
     np.testing.assert_array_equal(ranks, want_ranks)

@@ -8,19 +8,65 @@ from __future__ import annotations
 
 import numpy as np
 
-PRE_ORDER = ("draft_tokens", "input_ids", "stop_flags", "seq_lens_this_time", "seq_lens_encoder",
-             "seq_lens_decoder", "step_idx", "not_need_stop", "pre_ids", "accept_tokens", "accept_num",
-             "target_model_seq_lens_encoder", "target_model_seq_lens_decoder", "target_model_step_idx",
-             "target_model_stop_flags", "max_dec_len", "target_model_draft_tokens")
-UPD_ORDER = ("inter_next_tokens", "draft_tokens", "pre_ids", "seq_lens_this_time", "seq_lens_encoder",
-             "seq_lens_decoder", "step_idx", "cu_seqlens_q_output", "stop_flags", "not_need_stop",
-             "max_dec_len", "end_ids", "base_model_draft_tokens")
-POST_ORDER = ("base_model_draft_tokens", "base_model_seq_lens_this_time", "base_model_seq_lens_encoder",
-              "base_model_stop_flags")
-SVF_ORDER = ("draft_tokens", "pre_ids_all", "stop_flags", "seq_lens_this_time", "seq_lens_encoder",
-             "seq_lens_decoder", "step_idx")
-HIDDEN_ORDER = ("input", "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "stop_flags",
-                "accept_nums", "base_model_seq_lens_this_time", "base_model_seq_lens_encoder")
+PRE_ORDER = (
+    "draft_tokens",
+    "input_ids",
+    "stop_flags",
+    "seq_lens_this_time",
+    "seq_lens_encoder",
+    "seq_lens_decoder",
+    "step_idx",
+    "not_need_stop",
+    "pre_ids",
+    "accept_tokens",
+    "accept_num",
+    "target_model_seq_lens_encoder",
+    "target_model_seq_lens_decoder",
+    "target_model_step_idx",
+    "target_model_stop_flags",
+    "max_dec_len",
+    "target_model_draft_tokens",
+)
+UPD_ORDER = (
+    "inter_next_tokens",
+    "draft_tokens",
+    "pre_ids",
+    "seq_lens_this_time",
+    "seq_lens_encoder",
+    "seq_lens_decoder",
+    "step_idx",
+    "cu_seqlens_q_output",
+    "stop_flags",
+    "not_need_stop",
+    "max_dec_len",
+    "end_ids",
+    "base_model_draft_tokens",
+)
+POST_ORDER = (
+    "base_model_draft_tokens",
+    "base_model_seq_lens_this_time",
+    "base_model_seq_lens_encoder",
+    "base_model_stop_flags",
+)
+SVF_ORDER = (
+    "draft_tokens",
+    "pre_ids_all",
+    "stop_flags",
+    "seq_lens_this_time",
+    "seq_lens_encoder",
+    "seq_lens_decoder",
+    "step_idx",
+)
+HIDDEN_ORDER = (
+    "input",
+    "seq_lens_this_time",
+    "seq_lens_encoder",
+    "seq_lens_decoder",
+    "stop_flags",
+    "accept_nums",
+    "base_model_seq_lens_this_time",
+    "base_model_seq_lens_encoder",
+)
 SELF_ORDER = ("input", "last_seq_lens_this_time", "seq_lens_this_time", "seq_lens_encoder")
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
@@ -41,17 +87,30 @@ def _i32(v: int) -> np.int32:
 
 def preprocess_ref(t: dict, num_model_step: int, is_splitwise_prefill: bool) -> None:
     B = t["seq_lens_this_time"].reshape(-1).shape[0]
-    flat = {k: t[k].reshape(-1) for k in ("stop_flags", "seq_lens_this_time", "seq_lens_encoder",
-                                          "seq_lens_decoder", "step_idx", "accept_num",
-                                          "target_model_seq_lens_decoder", "target_model_step_idx",
-                                          "target_model_stop_flags", "max_dec_len")}
+    flat = {
+        k: t[k].reshape(-1)
+        for k in (
+            "stop_flags",
+            "seq_lens_this_time",
+            "seq_lens_encoder",
+            "seq_lens_decoder",
+            "step_idx",
+            "accept_num",
+            "target_model_seq_lens_decoder",
+            "target_model_step_idx",
+            "target_model_stop_flags",
+            "max_dec_len",
+        )
+    }
     draft, ids, pre, acc = t["draft_tokens"], t["input_ids"], t["pre_ids"], t["accept_tokens"]
     D = pre.shape[1]
     any_runs = False
     for b in range(B):
         t["target_model_draft_tokens"][b, 1:] = -1
         tstep = int(flat["target_model_step_idx"][b])
-        at_end = not is_splitwise_prefill and tstep >= _sub_sat(int(flat["max_dec_len"][b]), num_model_step)
+        at_end = not is_splitwise_prefill and tstep >= _sub_sat(
+            int(flat["max_dec_len"][b]), num_model_step
+        )
         if flat["target_model_stop_flags"][b] or at_end:
             flat["stop_flags"][b] = True
             for k in ("seq_lens_this_time", "seq_lens_decoder", "seq_lens_encoder", "step_idx"):
@@ -82,7 +141,9 @@ def preprocess_ref(t: dict, num_model_step: int, is_splitwise_prefill: bool) -> 
 def update_ref(t: dict, max_seq_len: int, substep: int) -> None:
     B = t["seq_lens_this_time"].reshape(-1).shape[0]
     nxt = t["inter_next_tokens"].reshape(-1)
-    slt, enc_a, dec_a = (t[k].reshape(-1) for k in ("seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder"))
+    slt, enc_a, dec_a = (
+        t[k].reshape(-1) for k in ("seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder")
+    )
     step_a, stop, maxd = (t[k].reshape(-1) for k in ("step_idx", "stop_flags", "max_dec_len"))
     draft, pre, base = t["draft_tokens"], t["pre_ids"], t["base_model_draft_tokens"]
     D = pre.shape[1]
@@ -170,8 +231,15 @@ def _gather(x: np.ndarray, plans) -> tuple[np.ndarray, int]:
 
 
 def hidden_ref(t: dict) -> tuple[np.ndarray, int]:
-    slt, enc, acc, base = (t[k].reshape(-1) for k in ("seq_lens_this_time", "seq_lens_encoder", "accept_nums",
-                                                       "base_model_seq_lens_this_time"))
+    slt, enc, acc, base = (
+        t[k].reshape(-1)
+        for k in (
+            "seq_lens_this_time",
+            "seq_lens_encoder",
+            "accept_nums",
+            "base_model_seq_lens_this_time",
+        )
+    )
     plans = []
     for b in range(slt.shape[0]):
         if enc[b] > 0:
@@ -185,7 +253,10 @@ def hidden_ref(t: dict) -> tuple[np.ndarray, int]:
 
 
 def self_hidden_ref(t: dict) -> tuple[np.ndarray, int]:
-    last, slt, enc = (t[k].reshape(-1) for k in ("last_seq_lens_this_time", "seq_lens_this_time", "seq_lens_encoder"))
+    last, slt, enc = (
+        t[k].reshape(-1)
+        for k in ("last_seq_lens_this_time", "seq_lens_this_time", "seq_lens_encoder")
+    )
     plans = []
     for b in range(slt.shape[0]):
         ln = max(int(last[b]), 0)

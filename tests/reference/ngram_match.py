@@ -29,16 +29,36 @@ THRESHOLD_DEFAULT = 128
 # Argument order of the op (docs/contract/ngram.md#ngram_match), also the keys of the dict that
 # make_ngram_batch returns.
 TENSOR_ARGS = (
-    "token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
-    "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len",
+    "token_ids_all",
+    "prompt_lens",
+    "step_idx",
+    "draft_token_num",
+    "draft_tokens",
+    "seq_lens_this_time",
+    "seq_lens_encoder",
+    "seq_lens_decoder",
+    "max_dec_len",
 )
 DTYPES = {
-    "token_ids_all": np.int64, "prompt_lens": np.int64, "step_idx": np.int64,
-    "draft_token_num": np.int32, "draft_tokens": np.int64, "seq_lens_this_time": np.int32,
-    "seq_lens_encoder": np.int32, "seq_lens_decoder": np.int32, "max_dec_len": np.int64,
+    "token_ids_all": np.int64,
+    "prompt_lens": np.int64,
+    "step_idx": np.int64,
+    "draft_token_num": np.int32,
+    "draft_tokens": np.int64,
+    "seq_lens_this_time": np.int32,
+    "seq_lens_encoder": np.int32,
+    "seq_lens_decoder": np.int32,
+    "max_dec_len": np.int64,
 }
-PER_SLOT = ("prompt_lens", "step_idx", "draft_token_num", "seq_lens_this_time", "seq_lens_encoder",
-            "seq_lens_decoder", "max_dec_len")
+PER_SLOT = (
+    "prompt_lens",
+    "step_idx",
+    "draft_token_num",
+    "seq_lens_this_time",
+    "seq_lens_encoder",
+    "seq_lens_decoder",
+    "max_dec_len",
+)
 
 
 def batch_inputs(threshold, token_ids_all, draft_tokens, seq_lens_this_time, *per_slot):
@@ -47,8 +67,17 @@ def batch_inputs(threshold, token_ids_all, draft_tokens, seq_lens_this_time, *pe
     ids = np.asarray(token_ids_all, np.int64)
     drafts = np.array(draft_tokens, np.int64, copy=True)
     slt = [int(v) for v in np.ravel(seq_lens_this_time)]
-    return (resolve_threshold(threshold), ids, ids.shape[1], drafts, drafts.shape[1] - 1,
-            np.shape(seq_lens_this_time), slt, len(slt), [[int(v) for v in np.ravel(a)] for a in per_slot])
+    return (
+        resolve_threshold(threshold),
+        ids,
+        ids.shape[1],
+        drafts,
+        drafts.shape[1] - 1,
+        np.shape(seq_lens_this_time),
+        slt,
+        len(slt),
+        [[int(v) for v in np.ravel(a)] for a in per_slot],
+    )
 
 
 def resolve_threshold(threshold: int | None) -> int:
@@ -80,7 +109,9 @@ def _first_productive(hay: np.ndarray, pattern: np.ndarray, budget: int) -> np.n
     return None
 
 
-def graph_pad(drafts: np.ndarray, slt: list[int], padded: list[bool], max_draft_tokens: int) -> None:
+def graph_pad(
+    drafts: np.ndarray, slt: list[int], padded: list[bool], max_draft_tokens: int
+) -> None:
     """Graph mode (``pad_to_max``), in place: every padded slot shorter than
     min(max_draft_tokens, K) + 1 is raised to it, the new columns repeating its last valid token."""
     target = max(min(max_draft_tokens, drafts.shape[1] - 1) + 1, 0)
@@ -90,46 +121,67 @@ def graph_pad(drafts: np.ndarray, slt: list[int], padded: list[bool], max_draft_
             slt[b] = target
 
 
-def ngram_match_ref(token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens,
-                    seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, max_dec_len,
-                    max_ngram_size: int, max_draft_tokens: int = 0, pad_to_max: bool = False, *,
-                    threshold: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def ngram_match_ref(
+    token_ids_all,
+    prompt_lens,
+    step_idx,
+    draft_token_num,
+    draft_tokens,
+    seq_lens_this_time,
+    seq_lens_encoder,
+    seq_lens_decoder,
+    max_dec_len,
+    max_ngram_size: int,
+    max_draft_tokens: int = 0,
+    pad_to_max: bool = False,
+    *,
+    threshold: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """docs/contract/ngram.md#ngram_match on NumPy arrays. Returns new ``(draft_tokens,
     seq_lens_this_time)``; inputs are not modified. ``max_draft_tokens`` only sets the pad length of
     ``pad_to_max`` (the draft cap is ``draft_token_num``); padding follows the whole walk and pads
     every decoding slot."""
     T, ids, W, drafts, K, slt_shape, slt, B, (P_in, s_in, dtn, enc, dec, mdl) = batch_inputs(
-        threshold, token_ids_all, draft_tokens, seq_lens_this_time, prompt_lens, step_idx,
-        draft_token_num, seq_lens_encoder, seq_lens_decoder, max_dec_len)
+        threshold,
+        token_ids_all,
+        draft_tokens,
+        seq_lens_this_time,
+        prompt_lens,
+        step_idx,
+        draft_token_num,
+        seq_lens_encoder,
+        seq_lens_decoder,
+        max_dec_len,
+    )
 
     unprocessed = sum(1 for b in range(B) if enc[b] > 0 or dec[b] > 0)
     for b in range(B):
         P = min(max(P_in[b], 0), W)
         s = min(max(s_in[b], 0), W - P)
-        prompt, gen = ids[b, :P], ids[b, P:P + s]
+        prompt, gen = ids[b, :P], ids[b, P : P + s]
         mdt = min(dtn[b], mdl[b] - s - 1, K)
         if enc[b] > 0:
-            continue                                    # prefill slot: untouched
+            continue  # prefill slot: untouched
         if dec[b] == 0:
-            slt[b] = 0                                  # empty / finished slot
+            slt[b] = 0  # empty / finished slot
             continue
         slt[b] = 1
         unprocessed -= 1
-        S = int(sum(int(v) for v in slt[:b + 1]))      # earlier slots are final
-        L = unprocessed                                 # prefill slots stay counted: upstream quirk
+        S = int(sum(int(v) for v in slt[: b + 1]))  # earlier slots are final
+        L = unprocessed  # prefill slots stay counted: upstream quirk
         if S + mdt + L > T:
             mdt = T - S - L
         if S + L >= T - 1:
-            continue                                    # no budget left: slt stays 1
+            continue  # no budget left: slt stays 1
         for n in range(max_ngram_size, 0, -1):
             if s < n:
                 continue
-            pattern = gen[s - n:s]
+            pattern = gen[s - n : s]
             found = _first_productive(prompt, pattern, mdt)
             if found is None:
                 found = _first_productive(gen, pattern, mdt)
             if found is not None:
-                drafts[b, 1:1 + len(found)] = found
+                drafts[b, 1 : 1 + len(found)] = found
                 slt[b] = 1 + len(found)
                 break
     if pad_to_max:
@@ -137,7 +189,9 @@ def ngram_match_ref(token_ids_all, prompt_lens, step_idx, draft_token_num, draft
     return drafts, np.array(slt, np.int32).reshape(slt_shape)
 
 
-def odd_length(rng: np.random.Generator, which: int, P: np.ndarray, s: np.ndarray, b: int, W: int) -> None:
+def odd_length(
+    rng: np.random.Generator, which: int, P: np.ndarray, s: np.ndarray, b: int, W: int
+) -> None:
     """Puts slot b's prompt length (which 0: negative, 1: past the row) or step count (2: past the
     row, 3: negative) out of range: lengths the ops must clamp."""
     if which == 0:
@@ -150,8 +204,15 @@ def odd_length(rng: np.random.Generator, which: int, P: np.ndarray, s: np.ndarra
         s[b] = -int(rng.integers(1, 10))
 
 
-def new_slots(rng: np.random.Generator, batch: int, rows: int, width: int, k: int, p_prefill: float,
-              p_empty: float):
+def new_slots(
+    rng: np.random.Generator,
+    batch: int,
+    rows: int,
+    width: int,
+    k: int,
+    p_prefill: float,
+    p_empty: float,
+):
     """The arrays a random batch of the n-gram/suffix family starts from: token rows of -1, zero
     lengths, random ``seq_lens_this_time``, caps ``draft_token_num = k`` and ``max_dec_len = 2^20``, and
     each slot's state (0 prefill, 1 empty, 2 decoding)."""
@@ -177,10 +238,21 @@ def draw_history(rng: np.random.Generator, ids, P, s, b: int, vocab: int) -> int
     return used
 
 
-def make_ngram_batch(rng: np.random.Generator, batch: int, width: int, *, k: int = 5,
-                     vocab: int = 4, max_ngram_size: int = 3, p_prefill: float = 0.2,
-                     p_empty: float = 0.15, p_plant: float = 0.5, p_odd: float = 0.05,
-                     extra_rows: int = 0, per_slot_2d: bool = True) -> dict[str, np.ndarray]:
+def make_ngram_batch(
+    rng: np.random.Generator,
+    batch: int,
+    width: int,
+    *,
+    k: int = 5,
+    vocab: int = 4,
+    max_ngram_size: int = 3,
+    p_prefill: float = 0.2,
+    p_empty: float = 0.15,
+    p_plant: float = 0.5,
+    p_odd: float = 0.05,
+    extra_rows: int = 0,
+    per_slot_2d: bool = True,
+) -> dict[str, np.ndarray]:
     """A random batch of op inputs (NumPy arrays, keyed and typed as the op's tensor arguments).
 
     Slots are prefill (``seq_lens_encoder > 0``, a chunk length in ``seq_lens_this_time``), empty
@@ -202,7 +274,7 @@ def make_ngram_batch(rng: np.random.Generator, batch: int, width: int, *, k: int
             n = int(rng.integers(1, max_ngram_size + 1))
             if used >= 2 * n:
                 src = int(rng.integers(0, used - 2 * n + 1))
-                row[used - n:used] = row[src:src + n].copy()
+                row[used - n : used] = row[src : src + n].copy()
         if rng.random() < p_odd:
             row[used:] = rng.integers(0, vocab, W - used)  # garbage that must never be read
         mdl[b] = s[b] + 1 + int(rng.integers(0, k + 3)) if rng.random() < 0.3 else 1 << 20
@@ -226,9 +298,15 @@ def make_ngram_batch(rng: np.random.Generator, batch: int, width: int, *, k: int
     drafts = -(np.arange(B * (k + 1), dtype=np.int64).reshape(B, k + 1) + 100)
     col = (lambda a: a.reshape(B, 1)) if per_slot_2d else (lambda a: a)
     return {
-        "token_ids_all": ids, "prompt_lens": col(P), "step_idx": col(s), "draft_token_num": dtn,
-        "draft_tokens": drafts, "seq_lens_this_time": slt, "seq_lens_encoder": enc,
-        "seq_lens_decoder": dec, "max_dec_len": col(mdl),
+        "token_ids_all": ids,
+        "prompt_lens": col(P),
+        "step_idx": col(s),
+        "draft_token_num": dtn,
+        "draft_tokens": drafts,
+        "seq_lens_this_time": slt,
+        "seq_lens_encoder": enc,
+        "seq_lens_decoder": dec,
+        "max_dec_len": col(mdl),
     }
 
 
@@ -238,8 +316,14 @@ def make_ngram_batch(rng: np.random.Generator, batch: int, width: int, *, k: int
 BIG = 1 << 20  # a threshold or max_dec_len that never binds
 
 
-def run_op(d: dict, place: str, max_ngram_size: int, *pad: object, max_draft_tokens: int | None = None,
-           **kw) -> tuple[np.ndarray, np.ndarray]:
+def run_op(
+    d: dict,
+    place: str,
+    max_ngram_size: int,
+    *pad: object,
+    max_draft_tokens: int | None = None,
+    **kw,
+) -> tuple[np.ndarray, np.ndarray]:
     """Runs the op on copies of ``d`` on ``place``; returns (draft_tokens, seq_lens_this_time).
     ``pad`` is the optional positional ``pad_to_max``; ``max_draft_tokens`` defaults to K."""
     t = {name: to_place(d[name], place) for name in TENSOR_ARGS}
@@ -248,14 +332,22 @@ def run_op(d: dict, place: str, max_ngram_size: int, *pad: object, max_draft_tok
     return t["draft_tokens"].numpy(), t["seq_lens_this_time"].numpy()
 
 
-def check(d: dict, place: str, max_ngram_size: int, threshold=BIG, pad_to_max: bool = False,
-          max_draft_tokens: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def check(
+    d: dict,
+    place: str,
+    max_ngram_size: int,
+    threshold=BIG,
+    pad_to_max: bool = False,
+    max_draft_tokens: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Asserts op == reference exactly and returns the op's result."""
     mdt = d["draft_tokens"].shape[1] - 1 if max_draft_tokens is None else max_draft_tokens
-    want = ngram_match_ref(*(d[name] for name in TENSOR_ARGS), max_ngram_size, mdt, pad_to_max,
-                           threshold=threshold)
-    got = run_op(d, place, max_ngram_size, max_draft_tokens=mdt, threshold=threshold,
-                 pad_to_max=pad_to_max)
+    want = ngram_match_ref(
+        *(d[name] for name in TENSOR_ARGS), max_ngram_size, mdt, pad_to_max, threshold=threshold
+    )
+    got = run_op(
+        d, place, max_ngram_size, max_draft_tokens=mdt, threshold=threshold, pad_to_max=pad_to_max
+    )
     np.testing.assert_array_equal(got[1], want[1], err_msg="seq_lens_this_time")
     np.testing.assert_array_equal(got[0], want[0], err_msg="draft_tokens")
     assert got[1].shape == d["seq_lens_this_time"].shape

@@ -33,17 +33,27 @@ def philox4x32_10(ctr, key):
 
 def philox_draw(seed, position, stream, lane=0):
     """The four words of draw (seed, position, stream, lane); arrays broadcast."""
-    seed, position = np.broadcast_arrays(np.asarray(seed, np.uint64), np.asarray(position, np.uint64))
-    ctr = np.stack([position & _MASK, position >> np.uint64(32),
-                    np.full(position.shape, stream, np.uint64), np.full(position.shape, lane, np.uint64)],
-                   axis=-1).astype(np.uint32)
+    seed, position = np.broadcast_arrays(
+        np.asarray(seed, np.uint64), np.asarray(position, np.uint64)
+    )
+    ctr = np.stack(
+        [
+            position & _MASK,
+            position >> np.uint64(32),
+            np.full(position.shape, stream, np.uint64),
+            np.full(position.shape, lane, np.uint64),
+        ],
+        axis=-1,
+    ).astype(np.uint32)
     key = np.stack([seed & _MASK, seed >> np.uint64(32)], axis=-1).astype(np.uint32)
     return philox4x32_10(ctr, key)
 
 
 def to_unit_float(word):
     """A word's top 24 bits as float32 in [0, 1)."""
-    return (np.asarray(word, np.uint32) >> np.uint32(8)).astype(np.float32) * np.float32(1.0 / 16777216.0)
+    return (np.asarray(word, np.uint32) >> np.uint32(8)).astype(np.float32) * np.float32(
+        1.0 / 16777216.0
+    )
 
 
 def philox_uniform(seed, position, stream):

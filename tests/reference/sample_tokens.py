@@ -14,8 +14,10 @@ MIN_TEMPERATURE = np.float32(1e-5)
 WEIGHT_BITS = 40
 LOG2E = np.float32(1.4426950408889634)
 # 2^f - 1 = f q(f) on [0, 1): q's coefficients, highest first (the header's sample_exp2_frac).
-EXP2_Q = [np.float32(float.fromhex(h)) for h in
-          ("0x1.e978aep-10", "0x1.277574p-7", "0x1.c91e02p-5", "0x1.ebdb30p-3", "0x1.62e4bcp-1")]
+EXP2_Q = [
+    np.float32(float.fromhex(h))
+    for h in ("0x1.e978aep-10", "0x1.277574p-7", "0x1.c91e02p-5", "0x1.ebdb30p-3", "0x1.62e4bcp-1")
+]
 P_MAX = np.float32(float.fromhex("0x1.fffffep0"))
 F32_MAX = np.float32(np.finfo(np.float32).max)
 
@@ -34,7 +36,7 @@ def fmaf(a, b, c):
     r64 = r.astype(np.float64)
     up = np.nextafter(r, np.float32(np.inf)).astype(np.float64)
     down = np.nextafter(r, np.float32(-np.inf)).astype(np.float64)
-    mid_up = (s - r64) * 2 == (up - r64)      # s is the midpoint between r and the next float up
+    mid_up = (s - r64) * 2 == (up - r64)  # s is the midpoint between r and the next float up
     mid_down = (r64 - s) * 2 == (r64 - down)  # ... or down
     r = np.where(mid_up & (e > 0), np.nextafter(r, np.float32(np.inf)), r)
     r = np.where(mid_down & (e < 0), np.nextafter(r, np.float32(-np.inf)), r)
@@ -72,8 +74,11 @@ def weights(t):
     mant = (p.view(np.uint32) & np.uint32(0x7FFFFF)) | np.uint32(0x800000)
     sh = n.astype(np.int64) + (WEIGHT_BITS - 23)
     m64 = mant.astype(np.uint64)
-    w = np.where(sh >= 0, m64 << np.maximum(sh, 0).astype(np.uint64),
-                 m64 >> np.maximum(-sh, 0).astype(np.uint64))
+    w = np.where(
+        sh >= 0,
+        m64 << np.maximum(sh, 0).astype(np.uint64),
+        m64 >> np.maximum(-sh, 0).astype(np.uint64),
+    )
     return np.where(ok, w, np.uint64(0)).astype(np.uint64)
 
 
@@ -96,7 +101,7 @@ def row_params(temperature, top_p, top_k, min_p, vocab):
         p24 = int(np.float32(tp * np.float32(16777216.0))) if tp > 0 else 0
     mp = np.float32(min_p)
     mp = min(mp, np.float32(1.0))
-    minw = int(np.float32(mp * np.float32(2.0 ** 40))) if mp > 0 else 0
+    minw = int(np.float32(mp * np.float32(2.0**40))) if mp > 0 else 0
     return greedy, c, k, p24, max(minw, 1)
 
 
@@ -136,7 +141,7 @@ def sample_row(x, temperature, top_p, top_k, min_p, seed, position):
     order = np.lexsort((ids, b))
     ids, w = ids[order], w[order]
     mass = int(w.astype(object).sum())
-    d = philox_draw(np.uint64(seed & (2 ** 64 - 1)), np.uint64(position), STREAM_SAMPLE)
+    d = philox_draw(np.uint64(seed & (2**64 - 1)), np.uint64(position), STREAM_SAMPLE)
     R = (int(d[0]) << 96) | (int(d[1]) << 64) | (int(d[2]) << 32) | int(d[3])
     u = (R * mass) >> 128
     cum = np.cumsum(w.astype(object))
@@ -156,7 +161,9 @@ def row_distribution(x, temperature, top_p, top_k, min_p=0.0):
     return p
 
 
-def sample_tokens(logits, cu_seqlens_q_output, step_idx, seed, temperature, top_p, top_k, min_p=None):
+def sample_tokens(
+    logits, cu_seqlens_q_output, step_idx, seed, temperature, top_p, top_k, min_p=None
+):
     """int64 [N]: the op's output for float32 logits [N, V] (widen 16-bit logits first)."""
     logits = np.asarray(logits, np.float32)
     N = logits.shape[0]
@@ -166,7 +173,11 @@ def sample_tokens(logits, cu_seqlens_q_output, step_idx, seed, temperature, top_
     out = np.full(N, -1, np.int64)
     flat = lambda a, d: np.asarray(a, d).reshape(-1)
     step_idx, seed = flat(step_idx, np.int64), flat(seed, np.int64)
-    temperature, top_p, top_k = flat(temperature, np.float32), flat(top_p, np.float32), flat(top_k, np.int64)
+    temperature, top_p, top_k = (
+        flat(temperature, np.float32),
+        flat(top_p, np.float32),
+        flat(top_k, np.int64),
+    )
     min_p = np.zeros(B, np.float32) if min_p is None else flat(min_p, np.float32)
     for r in range(valid):
         b = 0
@@ -176,6 +187,13 @@ def sample_tokens(logits, cu_seqlens_q_output, step_idx, seed, temperature, top_
             lo, hi = (mid, hi) if cu[mid] <= r else (lo, mid - 1)
         b = lo
         pos = int(step_idx[b]) + (r - int(cu[b]))
-        out[r] = sample_row(logits[r], temperature[b], top_p[b], top_k[b], min_p[b],
-                            int(seed[b]) % (2 ** 64), pos % (2 ** 64))
+        out[r] = sample_row(
+            logits[r],
+            temperature[b],
+            top_p[b],
+            top_k[b],
+            min_p[b],
+            int(seed[b]) % (2**64),
+            pos % (2**64),
+        )
     return out

@@ -43,9 +43,18 @@ def counter_base(v: int) -> int:
     return low if low < COUNTER_LIMIT else 0
 
 
-def global_draft_ref(responses, C, cap: int, *, max_tree_depth: int, max_spec_factor: float,
-                     max_spec_offset: float, min_token_prob: float, key_len: int,
-                     max_occurrences: int):
+def global_draft_ref(
+    responses,
+    C,
+    cap: int,
+    *,
+    max_tree_depth: int,
+    max_spec_factor: float,
+    max_spec_offset: float,
+    min_token_prob: float,
+    key_len: int,
+    max_occurrences: int,
+):
     """The global draft: (tokens, probs float32, score float32, match_len). ``responses`` is a list
     of (request number, token list) in request order."""
     C = [int(x) for x in C]
@@ -55,9 +64,13 @@ def global_draft_ref(responses, C, cap: int, *, max_tree_depth: int, max_spec_fa
     if cap <= 0:
         return best
     for L in range(key_len, c):
-        s = C[c - L:]
-        occ = [(q, off) for q, toks in responses for off in range(L - 1, len(toks))
-               if toks[off - L + 1:off + 1] == s]
+        s = C[c - L :]
+        occ = [
+            (q, off)
+            for q, toks in responses
+            for off in range(L - 1, len(toks))
+            if toks[off - L + 1 : off + 1] == s
+        ]
         if not occ:
             break
         if len(occ) > max_occurrences:
@@ -92,10 +105,11 @@ def global_draft_ref(responses, C, cap: int, *, max_tree_depth: int, max_spec_fa
 class SuffixCacheRef:
     """The cache's state and its three ops on NumPy inputs."""
 
-    def __init__(self, rows: int, width: int, slots: int, key_len: int = 3,
-                 max_occurrences: int = 1024) -> None:
+    def __init__(
+        self, rows: int, width: int, slots: int, key_len: int = 3, max_occurrences: int = 1024
+    ) -> None:
         self.R, self.width, self.key_len, self.M = rows, width, key_len, max_occurrences
-        self.responses: "OrderedDict[int, list]" = OrderedDict()
+        self.responses: OrderedDict[int, list] = OrderedDict()
         self.slots = [SLOT_FREE] * slots
         self.counter = 0
 
@@ -108,8 +122,9 @@ class SuffixCacheRef:
 
     def insert(self, token_ids_all, prompt_lens, step_idx, seq_lens_encoder, seq_lens_decoder):
         ids = np.asarray(token_ids_all, np.int64)
-        P_in, s_in, enc, dec = (np.ravel(a) for a in (prompt_lens, step_idx, seq_lens_encoder,
-                                                      seq_lens_decoder))
+        P_in, s_in, enc, dec = (
+            np.ravel(a) for a in (prompt_lens, step_idx, seq_lens_encoder, seq_lens_decoder)
+        )
         B = len(enc)
         decoding = [enc[b] <= 0 and dec[b] != 0 for b in range(B)]
         # closing: empty while its request is active: its last tokens are appended, then it is free
@@ -119,7 +134,9 @@ class SuffixCacheRef:
             if not decoding[b]:
                 if not closing[b]:
                     self.slots[b] = SLOT_FREE
-            elif self.slots[b] == SLOT_FREE or self.slots[b] >= base:  # >= base: a number not handed out
+            elif (
+                self.slots[b] == SLOT_FREE or self.slots[b] >= base
+            ):  # >= base: a number not handed out
                 q = nxt
                 nxt += 1
                 self.slots[b] = q
@@ -138,7 +155,7 @@ class SuffixCacheRef:
             have = len(self.responses[q])
             upto = min(s, self.width)
             if upto > have:
-                self.responses[q] += [int(x) for x in ids[b, P + have:P + upto]]
+                self.responses[q] += [int(x) for x in ids[b, P + have : P + upto]]
             if closing[b]:
                 self.slots[b] = SLOT_FREE
 
@@ -151,9 +168,23 @@ class SuffixCacheRef:
             if f != 0:
                 self.slots[b] = SLOT_DETACHED
 
-    def query(self, token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens,
-              seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, max_dec_len, suffix_tokens,
-              suffix_probs, suffix_meta, suffix_source, **attrs) -> dict:
+    def query(
+        self,
+        token_ids_all,
+        prompt_lens,
+        step_idx,
+        draft_token_num,
+        draft_tokens,
+        seq_lens_this_time,
+        seq_lens_encoder,
+        seq_lens_decoder,
+        max_dec_len,
+        suffix_tokens,
+        suffix_probs,
+        suffix_meta,
+        suffix_source,
+        **attrs,
+    ) -> dict:
         """The query op on NumPy arrays: new arrays for every output. ``attrs``: suffix_match_ref's
         keywords. The walk is suffix_match's; only the draft of a slot differs: the local one
         unless the global one scores higher."""
@@ -163,14 +194,29 @@ class SuffixCacheRef:
         def draft_of(b, H, cap, kw):
             cap = max(cap, 0)
             local = suffix_draft_ref(H, cap, **kw)
-            C = H[len(H) - min(kw["max_tree_depth"], len(H)):]
-            g = global_draft_ref(responses, C, cap, key_len=self.key_len, max_occurrences=self.M, **kw)
+            C = H[len(H) - min(kw["max_tree_depth"], len(H)) :]
+            g = global_draft_ref(
+                responses, C, cap, key_len=self.key_len, max_occurrences=self.M, **kw
+            )
             src[b] = int(g[2] > local[2])
             return g if src[b] else local
 
-        out = suffix_match_ref(token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens,
-                               seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, max_dec_len,
-                               suffix_tokens, suffix_probs, suffix_meta, draft_of=draft_of, **attrs)
+        out = suffix_match_ref(
+            token_ids_all,
+            prompt_lens,
+            step_idx,
+            draft_token_num,
+            draft_tokens,
+            seq_lens_this_time,
+            seq_lens_encoder,
+            seq_lens_decoder,
+            max_dec_len,
+            suffix_tokens,
+            suffix_probs,
+            suffix_meta,
+            draft_of=draft_of,
+            **attrs,
+        )
         return dict(out, suffix_source=src)
 
     def rows_view(self):

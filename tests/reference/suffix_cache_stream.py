@@ -12,31 +12,56 @@ from typing import List, Optional
 
 import numpy as np
 
-from fastdeploy_spec.ops.suffix_cache import (SuffixCache, line_words, suffix_cache_evict, suffix_cache_finish,
-                                              suffix_cache_insert, suffix_cache_query,
-                                              suffix_cache_step)
+from fastdeploy_spec.ops.suffix_cache import (
+    SuffixCache,
+    line_words,
+    suffix_cache_evict,
+    suffix_cache_finish,
+    suffix_cache_insert,
+    suffix_cache_query,
+    suffix_cache_step,
+)
 from tests.helpers import to_place
 from tests.reference.suffix_cache import SuffixCacheRef
 
-QUERY_ARGS = ("token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
-              "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len",
-              "suffix_tokens", "suffix_probs", "suffix_meta", "suffix_source")
+QUERY_ARGS = (
+    "token_ids_all",
+    "prompt_lens",
+    "step_idx",
+    "draft_token_num",
+    "draft_tokens",
+    "seq_lens_this_time",
+    "seq_lens_encoder",
+    "seq_lens_decoder",
+    "max_dec_len",
+    "suffix_tokens",
+    "suffix_probs",
+    "suffix_meta",
+    "suffix_source",
+)
 INSERT_ARGS = ("token_ids_all", "prompt_lens", "step_idx", "seq_lens_encoder", "seq_lens_decoder")
-OUTPUTS = ("draft_tokens", "seq_lens_this_time", "suffix_tokens", "suffix_probs", "suffix_meta",
-           "suffix_source")
+OUTPUTS = (
+    "draft_tokens",
+    "seq_lens_this_time",
+    "suffix_tokens",
+    "suffix_probs",
+    "suffix_meta",
+    "suffix_source",
+)
 
 
 @dataclass
 class _Req:
     prompt: np.ndarray
     answer: np.ndarray
-    done: int = 0           # generated tokens so far
+    done: int = 0  # generated tokens so far
     prefilled: bool = False
 
 
 @dataclass
 class StreamStep:
     """One step's inputs: the share-inputs of the insert and the query, and the slots to finish."""
+
     token_ids_all: np.ndarray
     prompt_lens: np.ndarray
     step_idx: np.ndarray
@@ -48,21 +73,27 @@ class StreamStep:
     def query_inputs(self, rng: np.random.Generator) -> dict:
         B, k = len(self.seq_lens_encoder), self.k
         slt = np.where(self.seq_lens_encoder > 0, self.seq_lens_encoder, 1).astype(np.int32)
-        return dict(token_ids_all=self.token_ids_all, prompt_lens=self.prompt_lens,
-                    step_idx=self.step_idx, draft_token_num=np.full(B, k, np.int32),
-                    draft_tokens=-(np.arange(B * (k + 1), dtype=np.int64).reshape(B, k + 1) + 100),
-                    seq_lens_this_time=slt, seq_lens_encoder=self.seq_lens_encoder,
-                    seq_lens_decoder=self.seq_lens_decoder,
-                    max_dec_len=np.full((B, 1), 1 << 20, np.int64),
-                    suffix_tokens=np.full((B, k), -7, np.int64),
-                    suffix_probs=np.full((B, k), -7.0, np.float32),
-                    suffix_meta=np.full((B, 2), -7, np.int32),
-                    suffix_source=np.full(B, -7, np.int32))
+        return dict(
+            token_ids_all=self.token_ids_all,
+            prompt_lens=self.prompt_lens,
+            step_idx=self.step_idx,
+            draft_token_num=np.full(B, k, np.int32),
+            draft_tokens=-(np.arange(B * (k + 1), dtype=np.int64).reshape(B, k + 1) + 100),
+            seq_lens_this_time=slt,
+            seq_lens_encoder=self.seq_lens_encoder,
+            seq_lens_decoder=self.seq_lens_decoder,
+            max_dec_len=np.full((B, 1), 1 << 20, np.int64),
+            suffix_tokens=np.full((B, k), -7, np.int64),
+            suffix_probs=np.full((B, k), -7.0, np.float32),
+            suffix_meta=np.full((B, 2), -7, np.int32),
+            suffix_source=np.full(B, -7, np.int32),
+        )
 
 
 @dataclass
 class RequestStream:
     """``slots`` slots of width ``width``; ``vocab`` tokens; answers of up to ``max_answer`` tokens."""
+
     rng: np.random.Generator
     slots: int
     width: int
@@ -78,8 +109,9 @@ class RequestStream:
     def __post_init__(self) -> None:
         self.reqs = [None] * self.slots
         self.ids = np.full((self.slots, self.width), -1, np.int64)
-        self.pool = [self.rng.integers(0, self.vocab, int(self.rng.integers(3, 12)))
-                     for _ in range(6)]
+        self.pool = [
+            self.rng.integers(0, self.vocab, int(self.rng.integers(3, 12))) for _ in range(6)
+        ]
 
     def _text(self, n: int) -> np.ndarray:
         out: List[int] = []
@@ -100,7 +132,7 @@ class RequestStream:
         for b in range(B):
             r = self.reqs[b]
             if r is not None and r.prefilled and r.done >= len(r.answer):
-                self.reqs[b] = r = None           # finished last step: the slot empties
+                self.reqs[b] = r = None  # finished last step: the slot empties
             if r is None:
                 if rng.random() < self.p_new:
                     p_len = int(rng.integers(1, self.max_prompt + 1))
@@ -109,16 +141,16 @@ class RequestStream:
                     self.reqs[b] = r
                     self.ids[b] = -1
                     self.ids[b, :p_len] = r.prompt
-                    enc[b] = p_len                 # prefill step
+                    enc[b] = p_len  # prefill step
                     P[b] = p_len
                 continue
             P[b] = len(r.prompt)
             if not r.prefilled:
                 r.prefilled = True
-                r.done = 1                         # the prefill's token
+                r.done = 1  # the prefill's token
             else:
                 r.done = min(len(r.answer), r.done + int(rng.integers(0, self.k + 2)))
-            self.ids[b, P[b, 0]:P[b, 0] + r.done] = r.answer[:r.done]
+            self.ids[b, P[b, 0] : P[b, 0] + r.done] = r.answer[: r.done]
             s[b] = r.done
             dec[b] = int(P[b, 0]) + r.done
             if r.done >= len(r.answer) and rng.random() < self.p_finish_op:
@@ -132,9 +164,9 @@ _M64 = (1 << 64) - 1
 def _mix64(x):
     x &= _M64
     x ^= x >> 30
-    x = (x * 0xbf58476d1ce4e5b9) & _M64
+    x = (x * 0xBF58476D1CE4E5B9) & _M64
     x ^= x >> 27
-    x = (x * 0x94d049bb133111eb) & _M64
+    x = (x * 0x94D049BB133111EB) & _M64
     return x ^ (x >> 31)
 
 
@@ -142,13 +174,13 @@ def _items(t, k, off, G, V, F):
     """The line filter's items of position ``off`` of a row (tokens t, keys k): suffix_line_items."""
     if off < G - 1:
         return []
-    key = int(k[off]) & 0xffffffff
-    out = [_mix64(0x243f6a8885a308d3 ^ key)]
+    key = int(k[off]) & 0xFFFFFFFF
+    out = [_mix64(0x243F6A8885A308D3 ^ key)]
     if G == 1 and off >= 1 and 0 <= int(k[off]) < V:
-        two = _mix64(_mix64(0x13198a2e03707344 ^ (int(t[off - 1]) & _M64)) ^ key)
+        two = _mix64(_mix64(0x13198A2E03707344 ^ (int(t[off - 1]) & _M64)) ^ key)
         out.append(two)
         if off >= 2 and 0 <= int(t[off - 1]) < F and 0 <= int(t[off]) < F:
-            out.append(_mix64(two ^ ((0xa4093822299f31d0 + (int(k[off - 2]) & 0xffffffff)) & _M64)))
+            out.append(_mix64(two ^ ((0xA4093822299F31D0 + (int(k[off - 2]) & 0xFFFFFFFF)) & _M64)))
     return out
 
 
@@ -168,24 +200,44 @@ def line_filter_ref(responses, keys, cache):
         for off in range(len(resp)):
             li = r * lines_per_row + (off - (G - 1)) // 32
             for item in _items(resp, keys[r], off, G, V, F):
-                lo, step = item & 0xffffffff, (item >> 32) | 1
+                lo, step = item & 0xFFFFFFFF, (item >> 32) | 1
                 for j in range(5):
-                    want[((lo + j * step) & 0xffffffff) & (P - 1), li >> 5] |= np.uint32(1 << (li & 31))
+                    want[((lo + j * step) & 0xFFFFFFFF) & (P - 1), li >> 5] |= np.uint32(
+                        1 << (li & 31)
+                    )
     return want
 
 
 class Driver:
     """The op's cache on one place and the reference, stepped together."""
 
-    def __init__(self, place, rows, width, slots, key_len=2, max_occurrences=32, vocab_size=1 << 18,
-                 pair_vocab=1 << 10, line_planes=1 << 11):
+    def __init__(
+        self,
+        place,
+        rows,
+        width,
+        slots,
+        key_len=2,
+        max_occurrences=32,
+        vocab_size=1 << 18,
+        pair_vocab=1 << 10,
+        line_planes=1 << 11,
+    ):
         self.place = place
-        self.cache = SuffixCache.allocate(rows, width, slots, key_len=key_len,
-                                          max_occurrences=max_occurrences, vocab_size=vocab_size,
-                                          pair_vocab=pair_vocab, line_planes=line_planes,
-                                          place=to_place(np.zeros(1), place).place)
-        self.ref = SuffixCacheRef(rows, width, slots, key_len=key_len,
-                                  max_occurrences=max_occurrences)
+        self.cache = SuffixCache.allocate(
+            rows,
+            width,
+            slots,
+            key_len=key_len,
+            max_occurrences=max_occurrences,
+            vocab_size=vocab_size,
+            pair_vocab=pair_vocab,
+            line_planes=line_planes,
+            place=to_place(np.zeros(1), place).place,
+        )
+        self.ref = SuffixCacheRef(
+            rows, width, slots, key_len=key_len, max_occurrences=max_occurrences
+        )
 
     def t(self, a):
         return to_place(np.asarray(a), self.place)
@@ -231,8 +283,10 @@ class Driver:
         assert int(state["counter"][0]) == self.ref.counter
         ctoks = state["tokens"]
         for r, resp in toks.items():
-            np.testing.assert_array_equal(ctoks[r, :len(resp)], resp)
-        if self.cache.key_len == 1:  # the counts: each token id's occurrences in the cached responses
+            np.testing.assert_array_equal(ctoks[r, : len(resp)], resp)
+        if (
+            self.cache.key_len == 1
+        ):  # the counts: each token id's occurrences in the cached responses
             counts = state["counts"]
             want = np.zeros(counts.shape[0], np.int64)
             for resp in toks.values():
@@ -264,11 +318,24 @@ def soak(place, seed, requests, *, rows=32, width=48, slots=8, check_every=200, 
     i = 0
     while int(drv.cache.read("counter")[0]) < requests:
         step = stream.step()
-        t = [drv.t(a) for a in (step.token_ids_all, step.prompt_lens, step.step_idx,
-                                step.seq_lens_encoder, step.seq_lens_decoder)]
+        t = [
+            drv.t(a)
+            for a in (
+                step.token_ids_all,
+                step.prompt_lens,
+                step.step_idx,
+                step.seq_lens_encoder,
+                step.seq_lens_decoder,
+            )
+        ]
         suffix_cache_insert(*t, drv.cache)
-        drv.ref.insert(step.token_ids_all, step.prompt_lens, step.step_idx, step.seq_lens_encoder,
-                       step.seq_lens_decoder)
+        drv.ref.insert(
+            step.token_ids_all,
+            step.prompt_lens,
+            step.step_idx,
+            step.seq_lens_encoder,
+            step.seq_lens_decoder,
+        )
         if i % check_every == 0:
             drv.query(step.query_inputs(rng), max_spec_factor=4.0, min_token_prob=0.0)
         drv.finish(step.finished)

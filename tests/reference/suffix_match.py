@@ -34,15 +34,24 @@ from tests.reference.ngram_match import batch_inputs, draw_history, new_slots, o
 
 # Argument order of the op's tensors.
 TENSOR_ARGS = (
-    "token_ids_all", "prompt_lens", "step_idx", "draft_token_num", "draft_tokens",
-    "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len",
-    "suffix_tokens", "suffix_probs", "suffix_meta",
+    "token_ids_all",
+    "prompt_lens",
+    "step_idx",
+    "draft_token_num",
+    "draft_tokens",
+    "seq_lens_this_time",
+    "seq_lens_encoder",
+    "seq_lens_decoder",
+    "max_dec_len",
+    "suffix_tokens",
+    "suffix_probs",
+    "suffix_meta",
 )
 DTYPES = dict(NGRAM_DTYPES, suffix_tokens=np.int64, suffix_probs=np.float32, suffix_meta=np.int32)
 OUTPUTS = ("draft_tokens", "seq_lens_this_time", "suffix_tokens", "suffix_probs", "suffix_meta")
 
-MAX_TREE_DEPTH = 256      # largest max_tree_depth the op accepts
-MAX_SPEC_TOKENS = 64      # largest K (draft columns) the op accepts
+MAX_TREE_DEPTH = 256  # largest max_tree_depth the op accepts
+MAX_SPEC_TOKENS = 64  # largest K (draft columns) the op accepts
 DEFAULTS = dict(max_tree_depth=64, max_spec_factor=1.0, max_spec_offset=0.0, min_token_prob=0.1)
 
 f32 = np.float32
@@ -65,7 +74,7 @@ def match_lengths(H: np.ndarray, c: int) -> np.ndarray:
     idx = np.arange(N)
     for j in range(max(c - 1, 0)):
         ok = idx >= j
-        ok[j:] &= H[:N - j] == H[N - 1 - j]
+        ok[j:] &= H[: N - j] == H[N - 1 - j]
         alive &= ok
         ell += alive
     return ell
@@ -99,8 +108,15 @@ def greedy_path(H: np.ndarray, S0: np.ndarray, L: int, D: int, limit: int, min_p
     return tokens, np.array(probs, np.float32), score
 
 
-def suffix_draft_ref(H, cap: int, *, max_tree_depth: int = 64, max_spec_factor: float = 1.0,
-                     max_spec_offset: float = 0.0, min_token_prob: float = 0.1):
+def suffix_draft_ref(
+    H,
+    cap: int,
+    *,
+    max_tree_depth: int = 64,
+    max_spec_factor: float = 1.0,
+    max_spec_offset: float = 0.0,
+    min_token_prob: float = 0.1,
+):
     """The draft of one request with history ``H``: (tokens, probs float32, score float32, match_len).
 
     ``cap`` is max_spec_tokens (the most tokens any draft may have)."""
@@ -119,27 +135,59 @@ def suffix_draft_ref(H, cap: int, *, max_tree_depth: int = 64, max_spec_factor: 
     return best
 
 
-def suffix_match_ref(token_ids_all, prompt_lens, step_idx, draft_token_num, draft_tokens,
-                     seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, max_dec_len,
-                     suffix_tokens, suffix_probs, suffix_meta, *, max_tree_depth: int = 64,
-                     max_spec_factor: float = 1.0, max_spec_offset: float = 0.0,
-                     min_token_prob: float = 0.1, max_draft_tokens: int | None = None,
-                     pad_to_max: bool = False, threshold: int | None = None, draft_of=None) -> dict:
+def suffix_match_ref(
+    token_ids_all,
+    prompt_lens,
+    step_idx,
+    draft_token_num,
+    draft_tokens,
+    seq_lens_this_time,
+    seq_lens_encoder,
+    seq_lens_decoder,
+    max_dec_len,
+    suffix_tokens,
+    suffix_probs,
+    suffix_meta,
+    *,
+    max_tree_depth: int = 64,
+    max_spec_factor: float = 1.0,
+    max_spec_offset: float = 0.0,
+    min_token_prob: float = 0.1,
+    max_draft_tokens: int | None = None,
+    pad_to_max: bool = False,
+    threshold: int | None = None,
+    draft_of=None,
+) -> dict:
     """The op on NumPy arrays. Returns new arrays for every output (keyed as ``OUTPUTS``).
 
     ``draft_of(b, H, cap, kw)`` chooses slot b's draft (tokens, probs, score, match_len) from its
     history ``H``, its cap and the four draft keywords ``kw``; default: the local draft
     (``suffix_draft_ref``). ``suffix_cache_query``'s reference passes its local-or-global choice."""
     T, ids, W, drafts, K, slt_shape, slt, B, (P_in, s_in, dtn, enc, dec, mdl) = batch_inputs(
-        threshold, token_ids_all, draft_tokens, seq_lens_this_time, prompt_lens, step_idx,
-        draft_token_num, seq_lens_encoder, seq_lens_decoder, max_dec_len)
+        threshold,
+        token_ids_all,
+        draft_tokens,
+        seq_lens_this_time,
+        prompt_lens,
+        step_idx,
+        draft_token_num,
+        seq_lens_encoder,
+        seq_lens_decoder,
+        max_dec_len,
+    )
     if max_draft_tokens is None:
         max_draft_tokens = K
     if draft_of is None:
+
         def draft_of(b, H, cap, kw):
             return suffix_draft_ref(H, cap, **kw)
-    kw = dict(max_tree_depth=max_tree_depth, max_spec_factor=max_spec_factor,
-              max_spec_offset=max_spec_offset, min_token_prob=min_token_prob)
+
+    kw = dict(
+        max_tree_depth=max_tree_depth,
+        max_spec_factor=max_spec_factor,
+        max_spec_offset=max_spec_offset,
+        min_token_prob=min_token_prob,
+    )
     stoks = np.array(suffix_tokens, np.int64, copy=True)
     sprobs = np.array(suffix_probs, np.float32, copy=True)
     smeta = np.array(suffix_meta, np.int32, copy=True)
@@ -152,7 +200,7 @@ def suffix_match_ref(token_ids_all, prompt_lens, step_idx, draft_token_num, draf
         P = min(max(P_in[b], 0), W)
         s = min(max(s_in[b], 0), W - P)
         cap = min(dtn[b], max_draft_tokens, K, mdl[b] - s - 1, W - P - s - 1)
-        tokens, probs, _, L = draft_of(b, ids[b, :P + s], cap, kw)
+        tokens, probs, _, L = draft_of(b, ids[b, : P + s], cap, kw)
         m = len(tokens)
         stoks[b, :] = -1
         stoks[b, :m] = tokens
@@ -176,32 +224,49 @@ def suffix_match_ref(token_ids_all, prompt_lens, step_idx, draft_token_num, draf
         S = total + 1
         G = S + unprocessed
         kept = 0 if G >= T - 1 else min(untruncated[b], T - G)
-        drafts[b, 1:1 + kept] = stoks[b, :kept]
+        drafts[b, 1 : 1 + kept] = stoks[b, :kept]
         slt[b] = 1 + kept
         if pad_to_max:
             last = drafts[b, kept]
-            drafts[b, 1 + kept:1 + max_draft_tokens] = last
+            drafts[b, 1 + kept : 1 + max_draft_tokens] = last
             slt[b] = 1 + max_draft_tokens
         total += 1 + kept
-    return {"draft_tokens": drafts, "seq_lens_this_time": np.array(slt, np.int32).reshape(slt_shape),
-            "suffix_tokens": stoks, "suffix_probs": sprobs, "suffix_meta": smeta}
+    return {
+        "draft_tokens": drafts,
+        "seq_lens_this_time": np.array(slt, np.int32).reshape(slt_shape),
+        "suffix_tokens": stoks,
+        "suffix_probs": sprobs,
+        "suffix_meta": smeta,
+    }
 
 
-def make_suffix_batch(rng: np.random.Generator, batch: int, width: int, *, k: int = 5,
-                      vocab: int = 4, p_prefill: float = 0.15, p_empty: float = 0.1,
-                      p_repeat: float = 0.5, p_odd: float = 0.05, extra_rows: int = 0) -> dict:
+def make_suffix_batch(
+    rng: np.random.Generator,
+    batch: int,
+    width: int,
+    *,
+    k: int = 5,
+    vocab: int = 4,
+    p_prefill: float = 0.15,
+    p_empty: float = 0.1,
+    p_repeat: float = 0.5,
+    p_odd: float = 0.05,
+    extra_rows: int = 0,
+) -> dict:
     """A random batch of op inputs: slots drawn from ``vocab`` tokens, with probability ``p_repeat``
     the history ends with a copy of an earlier stretch (so long suffixes recur), limits that bind
     sometimes, and with probability ``p_odd`` out-of-range lengths the op must clamp."""
     B, W = batch, width
-    ids, P, s, enc, dec, slt, dtn, mdl, state = new_slots(rng, B, B + extra_rows, W, k, p_prefill, p_empty)
+    ids, P, s, enc, dec, slt, dtn, mdl, state = new_slots(
+        rng, B, B + extra_rows, W, k, p_prefill, p_empty
+    )
     for b in range(B):
         used = draw_history(rng, ids, P, s, b, vocab)
         row = ids[b]
         if used >= 8 and rng.random() < p_repeat:
             n = int(rng.integers(2, max(3, used // 2)))
             src = int(rng.integers(0, used - n))
-            row[used - n:used] = row[src:src + n].copy()
+            row[used - n : used] = row[src : src + n].copy()
         if rng.random() < p_odd:
             row[used:] = rng.integers(0, vocab, W - used)  # garbage that must never be read
         if rng.random() < 0.2:
@@ -217,10 +282,14 @@ def make_suffix_batch(rng: np.random.Generator, batch: int, width: int, *, k: in
             odd_length(rng, int(rng.integers(0, 4)), P, s, b, W)
     ids[B:] = rng.integers(0, vocab, (extra_rows, W))
     return {
-        "token_ids_all": ids, "prompt_lens": P.reshape(B, 1), "step_idx": s.reshape(B, 1),
+        "token_ids_all": ids,
+        "prompt_lens": P.reshape(B, 1),
+        "step_idx": s.reshape(B, 1),
         "draft_token_num": dtn,
         "draft_tokens": -(np.arange(B * (k + 1), dtype=np.int64).reshape(B, k + 1) + 100),
-        "seq_lens_this_time": slt, "seq_lens_encoder": enc, "seq_lens_decoder": dec,
+        "seq_lens_this_time": slt,
+        "seq_lens_encoder": enc,
+        "seq_lens_decoder": dec,
         "max_dec_len": mdl.reshape(B, 1),
         "suffix_tokens": np.full((B, k), -7, np.int64),
         "suffix_probs": np.full((B, k), -7.0, np.float32),
@@ -243,10 +312,13 @@ def check(d: dict, place: str, **kw) -> dict:
     for name in OUTPUTS:
         g = np.asarray(got[name]).reshape(want[name].shape)
         if cpu is not None:
-            np.testing.assert_array_equal(g, np.asarray(cpu[name]).reshape(g.shape),
-                                          err_msg=f"{name}: GPU against CPU")
+            np.testing.assert_array_equal(
+                g, np.asarray(cpu[name]).reshape(g.shape), err_msg=f"{name}: GPU against CPU"
+            )
         # float32 probabilities compared bit for bit, not with a tolerance
-        np.testing.assert_array_equal(g.view(np.int32) if g.dtype == np.float32 else g,
-                                      want[name].view(np.int32) if g.dtype == np.float32 else want[name],
-                                      err_msg=name)
+        np.testing.assert_array_equal(
+            g.view(np.int32) if g.dtype == np.float32 else g,
+            want[name].view(np.int32) if g.dtype == np.float32 else want[name],
+            err_msg=name,
+        )
     return got

@@ -9,12 +9,34 @@ import numpy as np
 from fastdeploy_spec.ops import naive_update_model_status, unified_update_model_status
 from tests.helpers import to_place
 
-UPDATE_ORDER = ("seq_lens_encoder", "seq_lens_decoder", "has_running_seqs", "step_input_ids",
-                "step_output_ids", "step_output_len", "stop_flags", "seq_lens_this_time", "is_paused",
-                "token_ids_all", "prompt_lens", "step_idx", "end_tokens", "max_dec_len")
-UPDATE_OUTPUTS = ("seq_lens_encoder", "seq_lens_decoder", "has_running_seqs", "step_input_ids",
-                  "step_output_ids", "step_output_len", "stop_flags", "seq_lens_this_time",
-                  "token_ids_all", "step_idx")
+UPDATE_ORDER = (
+    "seq_lens_encoder",
+    "seq_lens_decoder",
+    "has_running_seqs",
+    "step_input_ids",
+    "step_output_ids",
+    "step_output_len",
+    "stop_flags",
+    "seq_lens_this_time",
+    "is_paused",
+    "token_ids_all",
+    "prompt_lens",
+    "step_idx",
+    "end_tokens",
+    "max_dec_len",
+)
+UPDATE_OUTPUTS = (
+    "seq_lens_encoder",
+    "seq_lens_decoder",
+    "has_running_seqs",
+    "step_input_ids",
+    "step_output_ids",
+    "step_output_len",
+    "stop_flags",
+    "seq_lens_this_time",
+    "token_ids_all",
+    "step_idx",
+)
 I32_MAX, I64_MAX = 2**31 - 1, 2**63 - 1
 
 
@@ -28,7 +50,12 @@ def unified_update_ref(c: dict) -> dict:
         if o["stop_flags"][b] or c["is_paused"][b]:
             if b < B:
                 o["stop_flags"][b] = True
-                for k in ("seq_lens_encoder", "seq_lens_decoder", "seq_lens_this_time", "step_output_len"):
+                for k in (
+                    "seq_lens_encoder",
+                    "seq_lens_decoder",
+                    "seq_lens_this_time",
+                    "step_output_len",
+                ):
                     o[k][b] = 0
             continue
         n = min(max(int(o["step_output_len"][b]), 0), W)
@@ -63,8 +90,9 @@ def unified_update_ref(c: dict) -> dict:
     return o
 
 
-def random_update_case(rng: np.random.Generator, B: int, K: int, vocab: int, L: int = 24,
-                       rows: int | None = None) -> dict:
+def random_update_case(
+    rng: np.random.Generator, B: int, K: int, vocab: int, L: int = 24, rows: int | None = None
+) -> dict:
     """Running, prefill, stopped, paused and padding slots; end tokens and max_dec_len mid-row; rows
     that end past token_ids_all's width."""
     R = B + (rows if rows is not None else int(rng.integers(0, 3)))
@@ -102,7 +130,13 @@ def check_update(case: dict, place: str) -> None:
 
 # ---- naive_update_model_status ----------------------------------------------------------------------
 
-NAIVE_ORDER = ("accept_tokens", "accept_num", "seq_lens_this_time", "next_tokens", "cu_seqlens_q_output")
+NAIVE_ORDER = (
+    "accept_tokens",
+    "accept_num",
+    "seq_lens_this_time",
+    "next_tokens",
+    "cu_seqlens_q_output",
+)
 NAIVE_OUTPUTS = ("accept_tokens", "accept_num", "seq_lens_this_time")
 
 
@@ -126,8 +160,9 @@ def random_naive_case(rng: np.random.Generator, B: int, W: int = 3, vocab: int =
         accept_tokens=rng.integers(0, vocab, (B + 1, W), dtype=np.int64),
         accept_num=np.full(B + 1, 7, np.int32),
         seq_lens_this_time=slt,
-        next_tokens=rng.integers(0, vocab, int(cu[-1]) - int(rng.integers(0, 2) if cu[-1] else 0),
-                                 dtype=np.int64),
+        next_tokens=rng.integers(
+            0, vocab, int(cu[-1]) - int(rng.integers(0, 2) if cu[-1] else 0), dtype=np.int64
+        ),
         cu_seqlens_q_output=cu,
     )
 

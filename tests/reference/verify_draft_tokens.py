@@ -13,7 +13,9 @@ TOPP, GREEDY, TARGET_MATCH = 0, 1, 2
 
 
 def topp_draw(seed: int, position: int, top_p: np.float32, ids, scores, length: int) -> int:
-    u = np.float32(philox_uniform(np.uint64(seed % 2**64), np.uint64(position % 2**64), STREAM_VERIFY_TOPP))
+    u = np.float32(
+        philox_uniform(np.uint64(seed % 2**64), np.uint64(position % 2**64), STREAM_VERIFY_TOPP)
+    )
     u = np.float32(u * np.float32(top_p))
     total = np.float32(0.0)
     for k in range(length):
@@ -43,12 +45,14 @@ def verify_draft_tokens_ref(c: dict):
         if slt <= 0 or r0 < 0 or r0 >= T:
             continue
         positions = min(slt, T - r0, W)
-        checked = not c["reject_all"] and c["seq_lens_encoder"][b] == 0 and c["reasoning_status"][b] != 1
+        checked = (
+            not c["reject_all"] and c["seq_lens_encoder"][b] == 0 and c["reasoning_status"][b] != 1
+        )
         D = positions - 1 if checked else 0
         s = int(step_idx[b]) if step_idx is not None else 0
         cur, n = s, 0
 
-        def emit(token):
+        def emit(token, b=b):
             nonlocal cur, n
             cur = min(cur + 1, 2**63 - 1)
             eos = token in ends
@@ -59,7 +63,7 @@ def verify_draft_tokens_ref(c: dict):
             n += 1
             return eos or at_max
 
-        def accepts(r, draft):
+        def accepts(r, draft, b=b):
             if strategy != TOPP:
                 return int(c["target_tokens"].ravel()[r]) == draft
             length = min(max(int(c["candidate_lens"][r]), 0), C)
@@ -80,8 +84,14 @@ def verify_draft_tokens_ref(c: dict):
             if strategy == TOPP:
                 length = min(max(int(c["candidate_lens"][r]), 0), C)
                 seed = int(seeds[b]) if seeds is not None else b
-                token = topp_draw(seed, s + i, c["topp"][b], c["candidate_ids"][r], c["candidate_scores"][r],
-                                  length)
+                token = topp_draw(
+                    seed,
+                    s + i,
+                    c["topp"][b],
+                    c["candidate_ids"][r],
+                    c["candidate_scores"][r],
+                    length,
+                )
             else:
                 token = int(c["target_tokens"].ravel()[r])
             emit(token)
@@ -91,16 +101,40 @@ def verify_draft_tokens_ref(c: dict):
 
 # ---- Random cases and the op against the reference ------------------------------------------------
 
-TENSORS = ("step_output_ids", "step_output_len", "step_input_ids", "target_tokens", "candidate_ids",
-           "candidate_scores", "candidate_lens", "topp", "stop_flags", "seq_lens_encoder",
-           "seq_lens_this_time", "end_tokens", "is_block_step", "cu_seqlens_q_output", "reasoning_status",
-           "max_dec_len", "step_idx")
+TENSORS = (
+    "step_output_ids",
+    "step_output_len",
+    "step_input_ids",
+    "target_tokens",
+    "candidate_ids",
+    "candidate_scores",
+    "candidate_lens",
+    "topp",
+    "stop_flags",
+    "seq_lens_encoder",
+    "seq_lens_this_time",
+    "end_tokens",
+    "is_block_step",
+    "cu_seqlens_q_output",
+    "reasoning_status",
+    "max_dec_len",
+    "step_idx",
+)
 ATTRS = ("max_seq_len", "verify_window", "verify_strategy", "reject_all", "accept_all")
 
 
-def random_case(rng: np.random.Generator, B: int, K: int, vocab: int, strategy: int, C: int = 3,
-                rows: int | None = None, accept_all: bool = False, reject_all: bool = False,
-                seeds: bool = False) -> dict:
+def random_case(
+    rng: np.random.Generator,
+    B: int,
+    K: int,
+    vocab: int,
+    strategy: int,
+    C: int = 3,
+    rows: int | None = None,
+    accept_all: bool = False,
+    reject_all: bool = False,
+    seeds: bool = False,
+) -> dict:
     """A batch mixing decoding, prefill, blocked, stopped, reasoning and unscheduled slots; drafts that
     agree with the target (or its candidate sets) for a random prefix; end tokens and max_dec_len that
     land mid-draft (a tiny vocabulary makes both frequent)."""
@@ -138,15 +172,18 @@ def random_case(rng: np.random.Generator, B: int, K: int, vocab: int, strategy: 
         seq_lens_this_time=slt,
         end_tokens=rng.choice(vocab + 2, int(rng.integers(0, 3)), replace=False).astype(np.int64),
         is_block_step=rng.random(R) < 0.1,
-        cu_seqlens_q_output=cu[:B + int(rng.integers(0, 2))].copy(),
+        cu_seqlens_q_output=cu[: B + int(rng.integers(0, 2))].copy(),
         reasoning_status=np.where(rng.random(R) < 0.1, 1, rng.integers(0, 3, R)).astype(np.int32),
         max_dec_len=step_idx + rng.integers(-1, W + 2, R),
         step_idx=step_idx,
-        max_seq_len=1024, verify_window=2, verify_strategy=strategy,
-        reject_all=reject_all, accept_all=accept_all,
+        max_seq_len=1024,
+        verify_window=2,
+        verify_strategy=strategy,
+        reject_all=reject_all,
+        accept_all=accept_all,
     )
     if seeds:
-        case["seeds"] = rng.integers(-2**63, 2**63 - 1, R, dtype=np.int64)
+        case["seeds"] = rng.integers(-(2**63), 2**63 - 1, R, dtype=np.int64)
     return case
 
 
