@@ -217,3 +217,24 @@ def registered_ops() -> dict:
             inplace = {inputs[i]: outputs[o] for o, i in dict(by_index).items()}
             _REGISTERED_OPS[name] = (inputs, outputs, list(attrs), inplace)
     return _REGISTERED_OPS
+
+
+def unified_update(t: dict) -> None:
+    """unified_update_model_status over a step's buffers named as the runner names them (the graph
+    tests' decode steps)."""
+    ops.unified_update_model_status(
+        t["seq_lens_encoder"],
+        t["seq_lens_decoder"],
+        t["has_running_seqs"],
+        t["draft_tokens"],
+        t["accept_tokens"],
+        t["accept_num"],
+        t["stop_flags"],
+        t["seq_lens_this_time"],
+        t["is_block_step"],
+        t["token_ids_all"],
+        t["prompt_lens"],
+        t["step_idx"],
+        t["end_tokens"],
+        t["max_dec_len"],
+    )

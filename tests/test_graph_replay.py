@@ -34,7 +34,7 @@ import pytest
 
 from benchmarks.gpu_timer import Graph
 from fastdeploy_spec.ops import ngram_match, unified_update_model_status, verify_draft_tokens
-from tests.helpers import to_place
+from tests.helpers import to_place, unified_update
 
 pytestmark = pytest.mark.gpu
 
@@ -123,7 +123,7 @@ def decode_step(t: dict, pad_to_max: bool = False) -> None:
         threshold=THRESHOLD,
     )
     verify(t)
-    update(t)
+    unified_update(t)
 
 
 def target_rows(rng: np.random.Generator) -> np.ndarray:
@@ -155,25 +155,6 @@ def verify(t: dict) -> None:
         1,
         False,
         False,
-    )
-
-
-def update(t: dict) -> None:
-    unified_update_model_status(
-        t["seq_lens_encoder"],
-        t["seq_lens_decoder"],
-        t["has_running_seqs"],
-        t["draft_tokens"],
-        t["accept_tokens"],
-        t["accept_num"],
-        t["stop_flags"],
-        t["seq_lens_this_time"],
-        t["is_block_step"],
-        t["token_ids_all"],
-        t["prompt_lens"],
-        t["step_idx"],
-        t["end_tokens"],
-        t["max_dec_len"],
     )
 
 
@@ -338,7 +319,7 @@ def mtp_step(t: dict, proposer) -> None:
     proposer.run(share_inputs=t)
     verify(t)
     proposer.accept(t["accept_tokens"], t["accept_num"])
-    update(t)
+    unified_update(t)
 
 
 def mtp_results(t: dict, proposer) -> dict:

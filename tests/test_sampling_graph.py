@@ -13,10 +13,9 @@ from benchmarks.gpu_timer import Graph
 from fastdeploy_spec.ops import (
     VerifyStrategy,
     speculate_sample_tokens,
-    unified_update_model_status,
     verify_draft_tokens,
 )
-from tests.helpers import to_place
+from tests.helpers import to_place, unified_update
 
 pytestmark = pytest.mark.gpu
 
@@ -111,22 +110,7 @@ def sampled_step(t: dict) -> None:
         False,
         False,
     )
-    unified_update_model_status(
-        t["seq_lens_encoder"],
-        t["seq_lens_decoder"],
-        t["has_running_seqs"],
-        t["draft_tokens"],
-        t["accept_tokens"],
-        t["accept_num"],
-        t["stop_flags"],
-        t["seq_lens_this_time"],
-        t["is_block_step"],
-        t["token_ids_all"],
-        t["prompt_lens"],
-        t["step_idx"],
-        t["end_tokens"],
-        t["max_dec_len"],
-    )
+    unified_update(t)
 
 
 def eager(st: dict, place: str) -> dict:

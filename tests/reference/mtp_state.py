@@ -8,66 +8,22 @@ from __future__ import annotations
 
 import numpy as np
 
-PRE_ORDER = (
-    "draft_tokens",
-    "input_ids",
-    "stop_flags",
-    "seq_lens_this_time",
-    "seq_lens_encoder",
-    "seq_lens_decoder",
-    "step_idx",
-    "not_need_stop",
-    "pre_ids",
-    "accept_tokens",
-    "accept_num",
-    "target_model_seq_lens_encoder",
-    "target_model_seq_lens_decoder",
-    "target_model_step_idx",
-    "target_model_stop_flags",
-    "max_dec_len",
-    "target_model_draft_tokens",
+from fastdeploy_spec.ops.mtp_state import (
+    HIDDEN,
+    POSTPROCESS,
+    PREPROCESS,
+    SELF_HIDDEN,
+    SET_VALUE_BY_FLAGS,
+    UPDATE,
 )
-UPD_ORDER = (
-    "inter_next_tokens",
-    "draft_tokens",
-    "pre_ids",
-    "seq_lens_this_time",
-    "seq_lens_encoder",
-    "seq_lens_decoder",
-    "step_idx",
-    "cu_seqlens_q_output",
-    "stop_flags",
-    "not_need_stop",
-    "max_dec_len",
-    "end_ids",
-    "base_model_draft_tokens",
-)
-POST_ORDER = (
-    "base_model_draft_tokens",
-    "base_model_seq_lens_this_time",
-    "base_model_seq_lens_encoder",
-    "base_model_stop_flags",
-)
-SVF_ORDER = (
-    "draft_tokens",
-    "pre_ids_all",
-    "stop_flags",
-    "seq_lens_this_time",
-    "seq_lens_encoder",
-    "seq_lens_decoder",
-    "step_idx",
-)
-HIDDEN_ORDER = (
-    "input",
-    "seq_lens_this_time",
-    "seq_lens_encoder",
-    "seq_lens_decoder",
-    "stop_flags",
-    "accept_nums",
-    "base_model_seq_lens_this_time",
-    "base_model_seq_lens_encoder",
-)
-SELF_ORDER = ("input", "last_seq_lens_this_time", "seq_lens_this_time", "seq_lens_encoder")
+
+# Each op's tensors in the binding's order: the wrappers' specs, declared once.
+PRE_ORDER = PREPROCESS.tensors
+UPD_ORDER = UPDATE.tensors
+POST_ORDER = POSTPROCESS.tensors
+SVF_ORDER = SET_VALUE_BY_FLAGS.tensors
+HIDDEN_ORDER = HIDDEN.tensors
+SELF_ORDER = SELF_HIDDEN.tensors
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 
