@@ -363,19 +363,26 @@ def upstream_setup(strategy="default", place="cpu", model=None):
         model.calls.clear()
     assert bufs["seq_lens_this_time"].numpy().tolist() == [len(PROMPT), 0, 7]
     # The target's prefill, verification and update: first tokens 1 and 5.
-    first = np.full((3, K + 1), -1, np.int64)
-    first[0, 0], first[2, 0] = 1, 5
-    drafts = np.full((3, K + 1), -1, np.int64)
-    drafts[0, 0], drafts[2, 0] = 1, 5
+    verified(mtp, bufs, {0: [1], 2: [5]}, [1, 0, 1], [len(PROMPT), 0, 7], seq_lens_encoder=[0] * 3)
+    return cfg, bufs, model, mtp
+
+
+def verified(mtp, bufs, accepted, step_idx, seq_lens_decoder, **more):
+    """The target's verification and update as the proposer reads them: ``accepted`` {slot: tokens}
+    into accept_tokens / accept_num, the last one into draft_tokens[b, 0], the target's step_idx
+    and lengths; then the runner's accept hook."""
+    tokens, drafts = np.full((2, 3, K + 1), -1, np.int64)
+    num = [0] * 3
+    for b, row in accepted.items():
+        tokens[b, : len(row)], drafts[b, 0], num[b] = row, row[-1], len(row)
     write(
         bufs,
         draft_tokens=drafts,
-        step_idx=[[1], [0], [1]],
-        seq_lens_encoder=[0, 0, 0],
-        seq_lens_decoder=[len(PROMPT), 0, 7],
+        step_idx=step_idx,
+        seq_lens_decoder=seq_lens_decoder,
+        **more,
     )
-    accept(mtp, bufs, first, [1, 0, 1])
-    return cfg, bufs, model, mtp
+    accept(mtp, bufs, tokens, num)
 
 
 @pytest.mark.parametrize("place", PLACES)
@@ -393,17 +400,7 @@ def test_upstream_ops_draft_prefill_then_decode(place):
     assert mi["step_idx"].numpy()[:, 0].tolist() == [2, 0, 2]
     assert mi["seq_lens_decoder"].numpy().tolist() == [len(PROMPT) + 1, 0, 8]
     # Decode: slot 0 accepts both drafts and the target's 4; slot 2 accepts 6, then the target's 9.
-    accepted = np.full((3, K + 1), -1, np.int64)
-    accepted[0, :3], accepted[2, :2] = [2, 3, 4], [6, 9]
-    drafts = np.full((3, K + 1), -1, np.int64)
-    drafts[0, 0], drafts[2, 0] = 4, 9
-    write(
-        bufs,
-        draft_tokens=drafts,
-        step_idx=[[4], [0], [3]],
-        seq_lens_decoder=[len(PROMPT) + 3, 0, 9],
-    )
-    accept(mtp, bufs, accepted, [3, 0, 2])
+    verified(mtp, bufs, {0: [2, 3, 4], 2: [6, 9]}, [4, 0, 3], [len(PROMPT) + 3, 0, 9])
     model.calls.clear()
     mtp.run(share_inputs=bufs)
     assert [c[0].tolist() for c in model.calls] == [[4, 9, -1], [5, 10, -1]]
@@ -460,8 +457,7 @@ def test_upstream_ops_hidden_states_are_gathered():
 
     _, bufs, _, mtp = upstream_setup(model=model)
     mtp.run(share_inputs=bufs)  # the draft's prefill; now decode with target rows 0..2 / 3..5
-    write(bufs, step_idx=[[3], [0], [2]], seq_lens_this_time=[3, 0, 3])
-    accept(mtp, bufs, np.full((3, K + 1), 7, np.int64), [2, 0, 1])
+    verified(mtp, bufs, {0: [7, 7], 2: [7]}, [3, 0, 2], [len(PROMPT) + 2, 0, 8])
     seen.clear()
     hidden = to_place(np.arange(6, dtype=np.float32).reshape(6, 1), "cpu")
     mtp.run(share_inputs=bufs, hidden_states=hidden)
