@@ -24,7 +24,8 @@ from tests.reference.draft_length_policy import (
     run,
 )
 
-BATCHES = [0, 1, 3, 7, 33, 130, 600]  # 600 > the kernel's 512 threads: a thread owns two slots
+# 256 / 257: the kernel's two block sizes (256 and 512 threads); 1100 > 512: a thread owns three slots
+BATCHES = [0, 1, 3, 7, 33, 130, 256, 257, 1100]
 DRAFT_COUNTS = [0, 1, 5, 8]
 SEEDS = [0, 1, 2]
 

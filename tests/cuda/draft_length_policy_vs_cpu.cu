@@ -199,6 +199,7 @@ std::string diff(const Case& cpu, const DevCase& d) {
 
 void count_coverage(harness::Tally& t, const Case& before, const Case& after) {
   for (int64_t b = 0; b < before.B; ++b) {
+    if (!before.stop[b] && before.enc[b] > 0 && before.slt[b] > 0) t.count("new_request");
     const bool decoding =
         !before.stop[b] && before.enc[b] <= 0 && before.dec[b] != 0 && before.slt[b] > 0;
     if (!decoding) continue;
@@ -279,8 +280,8 @@ void print_timings(const harness::Stream& stream) {
 void body(harness::Tally& t, bool quick) {
   const harness::Stream stream;
   const std::vector<int64_t> batches =
-      quick ? std::vector<int64_t>{0, 1, 7, 130}
-            : std::vector<int64_t>{0, 1, 3, 7, 33, 130, 257, 1000, 2100};
+      quick ? std::vector<int64_t>{0, 1, 7, 130, 300}
+            : std::vector<int64_t>{0, 1, 3, 7, 33, 130, 256, 257, 512, 513, 1000, 2100};
   const std::vector<int64_t> drafts =
       quick ? std::vector<int64_t>{0, 1, 5} : std::vector<int64_t>{0, 1, 3, 5, 8, 64};
   const int seeds = quick ? 2 : 8, steps = quick ? 3 : 6;
