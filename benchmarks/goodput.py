@@ -636,7 +636,11 @@ def plot(results: dict, path: Path) -> None:
         for p in POLICIES:
             base = [results[key][str(c)]["nospec"] for c in cs]
             ys = [results[key][str(c)][p] / b for c, b in zip(cs, base)]
-            style = dict(lw=2.5, color="black") if p == "ours" else dict(lw=1, alpha=0.8)
+            style = dict(lw=1, alpha=0.8)
+            if p == "ours":
+                style = dict(lw=2.5, color="black")
+            elif p == "oracle":  # a bound, not a policy
+                style = dict(lw=1.2, ls="--", color="black")
             ax.plot(cs, ys, marker="o", ms=3, label=p, **style)
         ax.set_xscale("log", base=2)
         ax.set_title(key.replace("|", " / "), fontsize=9)
