@@ -1,8 +1,8 @@
 // speculate_draft_length_policy: CUDA implementation (rule in speculate_draft_length_policy.h). No
 // Paddle include. One block decides for the whole batch, a thread per slot; its phases are those of
 // the CPU implementation, with the gain histogram in shared memory (32-bit atomics: order-free) and
-// block reductions and scans where the CPU walks in order. No contended 64-bit atomics: on shared
-// memory those are compare-and-swap loops that serialise the whole block.
+// block reductions and scans where the CPU walks in order. No atomic that every thread applies to
+// one shared address: those serialise the block (64-bit ones on shared memory may be CAS loops).
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
