@@ -27,8 +27,29 @@
 #include "suffix_cache/suffix_cache_profile.cuh"
 
 namespace fdspec {
+namespace {
+
+// The bounds the kernels index with (suffix_cache.h), checked first by every launcher: the binding
+// checks them by name before; a direct caller of this layer (a harness, a bench) gets
+// cudaErrorInvalidValue rather than a launch outside them.
+bool cache_bounds_ok(const SuffixCache& c) {
+  const int64_t P = c.line_planes;
+  return c.num_rows >= 1 && c.num_rows <= kMaxSuffixCacheRows && c.width >= 1 &&
+         c.width <= kMaxSuffixCacheWidth && c.key_len >= 1 && c.key_len <= kMaxSuffixCacheKeyLen &&
+         P >= 0 && P <= kMaxSuffixCacheLinePlanes && (P & (P - 1)) == 0;
+}
+bool insert_params_ok(const SuffixCacheInsertParams& p) {
+  return cache_bounds_ok(p.cache) && p.token_ids_stride >= 0;
+}
+bool query_params_ok(const SuffixCacheQueryParams& q) {
+  return cache_bounds_ok(q.cache) && q.m.batch <= kMaxSuffixCacheBatch && q.max_occurrences >= 1 &&
+         q.max_occurrences <= kMaxSuffixCacheOccurrences;
+}
+
+}  // namespace
 
 cudaError_t suffix_cache_insert_gpu(const SuffixCacheInsertParams& p, cudaStream_t stream) {
+  if (!insert_params_ok(p)) return cudaErrorInvalidValue;
   if (p.batch <= 0) return cudaSuccess;
   // Every kernel of the insert and the query is a programmatic dependent of the work before it
   // (cuda_utils.cuh) and waits for it before it reads what it writes, so each one's launch is
@@ -45,17 +66,16 @@ cudaError_t suffix_cache_insert_gpu(const SuffixCacheInsertParams& p, cudaStream
 cudaError_t suffix_cache_finish_gpu(const int32_t* finished, int64_t* slots, int64_t batch,
                                     cudaStream_t stream) {
   if (batch <= 0) return cudaSuccess;
-  finish_kernel<<<static_cast<unsigned>((batch + 255) / 256), 256, 0, stream>>>(finished, slots,
-                                                                                batch);
+  finish_kernel<<<static_cast<unsigned>((batch + kFinishThreads - 1) / kFinishThreads),
+                  kFinishThreads, 0, stream>>>(finished, slots, batch);
   return FDSPEC_LAUNCH_STATUS(stream);
 }
 
 cudaError_t suffix_cache_evict_gpu(const SuffixCache& cache, const int64_t* counter, int64_t keep,
                                    cudaStream_t stream) {
-  // At most 4096 blocks: the grid-stride loop takes the rows past them (any cap is correct; this
-  // one keeps a rare call's launch small for a cache of up to 2^30 rows).
-  const unsigned grid = static_cast<unsigned>(min_of<int64_t>(cache.num_rows, 4096));
-  evict_kernel<<<grid, 256, 0, stream>>>(cache, counter, keep);
+  if (!cache_bounds_ok(cache) || keep < 0) return cudaErrorInvalidValue;
+  const unsigned grid = static_cast<unsigned>(min_of<int64_t>(cache.num_rows, kEvictMaxBlocks));
+  evict_kernel<<<grid, kEvictThreads, 0, stream>>>(cache, counter, keep);
   return FDSPEC_LAUNCH_STATUS(stream);
 }
 
@@ -100,6 +120,7 @@ namespace {
 // The query's kernels; after_insert: the kernel before them on the stream is the insert's
 // (query_prep_kernel).
 cudaError_t launch_query(const SuffixCacheQueryParams& q, bool after_insert, cudaStream_t stream) {
+  if (!query_params_ok(q)) return cudaErrorInvalidValue;
   const int64_t B = q.m.batch;
   if (B <= 0) return cudaSuccess;
   // The local search (suffix_match's, which lets its dependents launch at its start) and the global

@@ -16,6 +16,20 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr unsigned kFull = 0xffffffffu;
 
+// Launch shape: the constants that carry measured timings (H100 / H200), each with what it
+// protects. Any value is correct; only the speed depends on them. Block bounds for
+// __launch_bounds__:
+constexpr int kScanMinBlocks = 5;    // 48 registers, no spill: 3 fit beside a local-search block
+constexpr int kSearchMinBlocks = 2;  // what its shared memory allows; unbounded, ptxas spilled
+// Blocks per SM beside the local search (B <= SMs):
+constexpr int kScanBesideBlocks = 4;  // the first scan: leaves the local search's blocks room
+constexpr int kScan2BesideBlocks =
+    2;  // the second scan: the search's blocks resident from its start
+// The rare ops' launches (grid-stride loops: any cap is correct):
+constexpr int kFinishThreads = 256;
+constexpr int kEvictThreads = 256;
+constexpr int64_t kEvictMaxBlocks = 4096;  // keeps a rare call's launch small for 2^30 rows
+
 __device__ __forceinline__ int32_t* stat_row(const SuffixCacheQueryParams& q, int64_t b) {
   return q.stat + b * kSuffixStatCols;
 }

@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(kInsertThreads)
     insert_kernel(SuffixCacheInsertParams p, FastDivisor rows, bool may_lose) {
   __shared__ int64_t warp_sums[kInsertThreads / 32];
   __shared__ unsigned long long read_at;
-  wait_for_primary_grid();  // every kernel of the step waits first (suffix_cache_insert_gpu)
+  wait_for_primary_grid();  // ordering rules O1, O2 (docs/design/suffix_cache.md)
   allow_dependent_launch();
   const int64_t b = blockIdx.x, B = p.batch;
   const unsigned long long low = kInsertTicket - 1;
@@ -173,8 +173,8 @@ __global__ void __launch_bounds__(kInsertThreads)
       const int64_t i = first + u * kInsertThreads + threadIdx.x;
       enc[u] = i < B ? p.seq_lens_encoder[i] : 0;
       dec[u] = i < B ? p.seq_lens_decoder[i] : 0;
-      // volatile: slot i's block may be rewriting it now; a read from memory (never a cached one)
-      // reads free, its new number or its old state, which count alike (begins_request).
+      // volatile, ordering rule O4: slot i's block may be rewriting it now (any value read counts
+      // alike: begins_request).
       state[u] =
           i < B ? *reinterpret_cast<volatile const int64_t*>(&p.slots[i]) : kSuffixSlotDetached;
     }
@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(kInsertThreads)
   if (!last) return;
   const int64_t R = p.cache.num_rows;
   for (int64_t i = threadIdx.x; i < B; i += kInsertThreads) {
-    // volatile: the other blocks' writes (fenced before their second ticket), read from memory.
+    // volatile, ordering rule O4: the other blocks' writes (fenced before their second ticket).
     const int64_t v = *reinterpret_cast<volatile const int64_t*>(&p.slots[i]);
     if (v >= base && v + R <= base + total - 1) p.slots[i] = kSuffixSlotDetached;
   }

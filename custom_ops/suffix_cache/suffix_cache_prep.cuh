@@ -110,14 +110,14 @@ __device__ __forceinline__ ScanRole scan_role(int c, int kind, int32_t key, int6
 // the filter have its bit; the filter never misses a line that holds an item (suffix_cache.h), so
 // the skipped lines hold no hit of any slot. A block per 32 words of the mask (1024 lines), a lane
 // per word, the warps share out the items: each (item, plane) is one 128-byte read per block. The
-// block works the items out from the inputs itself (describe_slot), beside prep's blocks: each
-// thread's first slot's context before the wait for the insert, the rest after it.
+// block works the items out from the inputs itself (describe_slot), beside prep's blocks.
 __device__ void filter_lines(const SuffixCacheQueryParams& q, int64_t f, uint64_t* items) {
   __shared__ int count;
   __shared__ uint32_t part[kWarps][32];
   const SuffixCache& c = q.cache;
   const SuffixMatchParams& p = q.m;
   const int64_t first = threadIdx.x;
+  // Inputs only before the wait: ordering rule O3a (docs/design/suffix_cache.md).
   const SlotContext x0 = first < p.batch ? decoding_context(q, first) : SlotContext{};
   wait_for_primary_grid();
   allow_dependent_launch();
@@ -161,13 +161,9 @@ __device__ void filter_lines(const SuffixCacheQueryParams& q, int64_t f, uint64_
 // querying slot whose context ends with the same G tokens (from the inputs: no other block's output
 // is read). A group's slots share the occurrences of those tokens (n_G) and, while n_G <= M, one
 // candidate list. With the line filter, blocks B .. are the filter's (filter_lines).
-// Launched right after the insert (after_insert: suffix_cache_step_gpu), prep is the insert's
-// programmatic dependent, and what the step's inputs give (the contexts, the groups) is worked out
-// before the wait for the insert's end, beside the insert; only the cache's counts and line filter
-// are read after it. That is sound because the insert writes none of the inputs and let prep launch
-// only after every kernel before it had ended. After any other kernel (suffix_cache_query_gpu
-// alone), one that may still be writing the inputs, prep waits first. Every block waits before it
-// exits, so that prep's end, which the kernels after it wait for, implies the insert's.
+// After the insert (after_insert) the contexts and groups are worked out from the step's inputs
+// before the wait, the cache's counts after it; alone, prep waits first (ordering rules O1-O3,
+// docs/design/suffix_cache.md).
 __global__ void __launch_bounds__(kThreads)
     query_prep_kernel(SuffixCacheQueryParams q, bool after_insert) {
   extern __shared__ uint64_t filter_items[];   // [B], the filter's blocks only

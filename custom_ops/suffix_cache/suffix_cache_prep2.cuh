@@ -18,9 +18,8 @@ __global__ void __launch_bounds__(kThreads) query_prep2_kernel(SuffixCacheQueryP
   const int lane = threadIdx.x & 31;
   const bool slot = b < q.m.batch;  // uniform over the warp
   int32_t* st = stat_row(q, slot ? b : 0);
-  // Prep's fields of the slot before the wait: prep's grid had ended before the first scan, whose
-  // programmatic dependent this is, could launch (the local search waits for prep first; launched
-  // in order, the first scan follows prep's end). Every warp still waits before it exits.
+  // Prep's fields of the slot before the wait: ordering rules O1, O3b
+  // (docs/design/suffix_cache.md).
   const int c = slot ? st[kSuffixStatCtx] : 0;
   const int kind = st[kSuffixStatKind];
   const int rep = c > 0 ? st[kSuffixStatRep] : 0;
@@ -30,8 +29,7 @@ __global__ void __launch_bounds__(kThreads) query_prep2_kernel(SuffixCacheQueryP
   allow_dependent_launch();
   if (!slot) return;
   // Then the first scan's output in one round trip: the slot's histogram, its group's count and
-  // list length, and its own lists' lengths (volatile: ptxas moved plain reads into the branches
-  // that use them, a round trip each), after prep's fields, which are read before the wait.
+  // list length, and its own lists' lengths (volatile: ordering rule O4).
   const volatile int32_t* const vst = st;
   const volatile int32_t* const rep_row = stat_row(q, rep);
   int32_t hist[kMaxSuffixTreeDepth / 32];  // lane's match lengths lane + 32 i

@@ -19,19 +19,16 @@ namespace {
 // pass 2: only for members whose shortest usable match length L_min exceeds G + kSuffixMemberLists
 //         (the lists of pass 1 then hold more than M): their hits with l >= L_min, in their last
 //         list.
-// At most 48 registers (five blocks per SM), with no spills: beside a block of the local search
-// (109 registers a thread) an SM still holds three of the scan's blocks. Held to 40 (six blocks),
-// it spilled, and where the scan is the step's critical path that cost more than the sixth block.
-// When the local search took 128 registers, 48 left room for two scan blocks beside it and lost.
-__global__ void __launch_bounds__(kThreads, 5)
+// kScanMinBlocks: the register bound (suffix_cache_device.cuh).
+__global__ void __launch_bounds__(kThreads, kScanMinBlocks)
     query_scan_kernel(SuffixCacheQueryParams q, int pass, uint32_t table_size, int task_lines,
                       bool block_units, FastDivisor row_lines) {
   extern __shared__ __align__(16) unsigned char scan_smem[];
   FDSPEC_PROF(long long phase_clock = clock64();)
   const SuffixMatchParams& p = q.m;
   const int64_t B = p.batch;
-  // Pass 1 may run beside the local search, whose end it waits for only before it exits (below);
-  // pass 2 waits for prep2 at once.
+  // Pass 1 reads prep's descriptors before any wait and waits for the local search only before it
+  // exits; pass 2 waits first (ordering rules O1-O3, docs/design/suffix_cache.md).
   if (pass == 2) {
     wait_for_primary_grid();
     allow_dependent_launch();
@@ -120,7 +117,7 @@ __global__ void __launch_bounds__(kThreads, 5)
     }
   }
   __syncthreads();
-  if (pass == 1) allow_dependent_launch();  // prep2 may launch; it waits for this grid's end
+  if (pass == 1) allow_dependent_launch();  // ordering rule O2's exception: prep2 waits first
   SCAN_PHASE(0);
   const int lane = threadIdx.x & 31;
   if (lane == 0) *qcount = 0;
@@ -357,10 +354,8 @@ __global__ void __launch_bounds__(kThreads, 5)
   drain(false);
   SCAN_PHASE(2);
   if (pass != 1) return;
-  // Pass 1 may run beside the local search (suffix_cache_query_gpu): the kernels after it read the
-  // local drafts once it has ended. (Launched in sequence, this returns at once.) The counts are
-  // flushed after it: before it, their atomics met the local search's traffic (the slowest warp's
-  // flush took ten times longer).
+  // Ordering rule O1 (the local search's end). The counts are flushed after it: before it, their
+  // atomics met the local search's traffic.
   wait_for_primary_grid();
   __syncthreads();
   SCAN_PHASE(3);

@@ -53,14 +53,6 @@ constexpr int64_t kBlockUnitWordsPerSlot = 128;
 // A queued member hit's match length is compared a token per round trip for this many tokens past
 // its first, then, if they all matched, by the whole warp.
 constexpr int kSerialMatch = 4;
-// The scan's blocks per SM while the local search runs beside it: four measured faster than a full
-// wave (six) or two.
-constexpr int kScanBesideBlocks = 4;
-// The second scan's blocks per SM at most beside the local search: with four, the search's blocks
-// (90 registers a thread) found no room until the second scan's had exited; with two they launch at
-// its start and read their inputs beside it. Mostly it exits at once; when it refills a list, its
-// grid-stride loops read the same lines with fewer blocks.
-constexpr int kScan2BesideBlocks = 2;
 
 // The first scan's probes (profile build, common/profiler.cuh), a warp record each: the clocks of
 // its phases (0 set-up, 1 lines, 2 the last drain of its queue, 3 the wait for the local search,

@@ -63,10 +63,9 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
   const int64_t b = blockIdx.x;
   const SuffixMatchParams& p = q.m;
   const int32_t* st = stat_row(q, b);
-  // Before the wait for the kernels before it (query_search_kernel): what the block reads of the
-  // step's inputs and the local search's draft (whose grid had ended before this one could launch),
-  // the slot's place and cap, its context (c as prep works it out: describe_slot) and the local
-  // draft. A decoding slot's inputs are read whether or not it queries the cache.
+  // Before the wait (ordering rule O3, docs/design/suffix_cache.md): the slot's place and cap, its
+  // context (c as prep works it out: describe_slot) and the local draft. A decoding slot's inputs
+  // are read whether or not it queries the cache.
   const SuffixSlot v = suffix_slot(p, b);
   const int64_t K = p.draft_stride - 1;
   const int64_t m_local = clamp_to<int64_t>(p.suffix_meta[2 * b], 0, K);
@@ -80,11 +79,8 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
   const HeldDraft local_draft{m_local, ss.local_tokens};
   // Then the slot's statistics, issued together (one round trip, where each read waited for the one
   // before): its fields, its histogram (read whole, used below only by an own list), and the
-  // length of the list it reads (prep2's). The fields are volatile reads: ptxas moved plain ones
-  // past the returns below into the paths that use them, a round trip per return. They too come
-  // before the wait: prep2's grid had ended before the second scan, which waits for it first, let
-  // this one launch, and the second scan writes none of them (only a refilled list's count, read
-  // after the wait).
+  // length of the list it reads (prep2's); volatile: ordering rule O4. Before the wait too (rule
+  // O3b); a refilled list's count, the second scan's, is read after it.
   const volatile int32_t* const vst = st;
   const int c = vst[kSuffixStatCtx];
   const int list = vst[kSuffixStatList];
@@ -282,10 +278,9 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
 
 // `finish`: the batch budget cannot bind (suffix_budget_never_binds), so each block also writes its
 // slot's outcome as the walk would, and no walk kernel runs (one launch and its latency fewer).
-// Two blocks per SM, as many as its shared memory allows (with no such bound ptxas held it at 80
-// registers, spilling).
+// kSearchMinBlocks: the register bound (suffix_cache_device.cuh).
 template <int kCandCap>
-__global__ void __launch_bounds__(suffix_gpu::kThreads, 2)
+__global__ void __launch_bounds__(suffix_gpu::kThreads, kSearchMinBlocks)
     query_search_kernel(SuffixCacheQueryParams q, FastDivisor rows, bool finish) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const HeldDraft d = global_search_slot(
