@@ -22,9 +22,8 @@ constexpr unsigned kFull = 0xffffffffu;
 constexpr int kScanMinBlocks = 5;    // 48 registers, no spill: 3 fit beside a local-search block
 constexpr int kSearchMinBlocks = 2;  // what its shared memory allows; unbounded, ptxas spilled
 // Blocks per SM beside the local search (B <= SMs):
-constexpr int kScanBesideBlocks = 4;  // the first scan: leaves the local search's blocks room
-constexpr int kScan2BesideBlocks =
-    2;  // the second scan: the search's blocks resident from its start
+constexpr int kScanBesideBlocks = 4;   // the first scan: leaves the local search's blocks room
+constexpr int kScan2BesideBlocks = 2;  // the second: the search's blocks resident at its start
 // The rare ops' launches (grid-stride loops: any cap is correct):
 constexpr int kFinishThreads = 256;
 constexpr int kEvictThreads = 256;

@@ -79,8 +79,8 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
   const HeldDraft local_draft{m_local, ss.local_tokens};
   // Then the slot's statistics, issued together (one round trip, where each read waited for the one
   // before): its fields, its histogram (read whole, used below only by an own list), and the
-  // length of the list it reads (prep2's); volatile: ordering rule O4. Before the wait too (rule
-  // O3b); a refilled list's count, the second scan's, is read after it.
+  // length of the list it reads (prep2's); volatile: ordering rule O4. Before the wait too:
+  // ordering rule O3b; a refilled list's count, the second scan's, is read after it.
   const volatile int32_t* const vst = st;
   const int c = vst[kSuffixStatCtx];
   const int list = vst[kSuffixStatList];
