@@ -153,7 +153,9 @@ def test_every_allow_follows_a_wait_but_the_first_scans() -> None:
     assert exceptions == ["suffix_cache_scan.cuh"]
     # The local search (suffix_match.cu's search kernel) waits before it allows too.
     text = LOCAL_SEARCH.read_text()
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("//")]
+    lines = [
+        ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("//")
+    ]
     allows = [i for i, ln in enumerate(lines) if ln.startswith("allow_dependent_launch();")]
     assert allows and all(lines[i - 1].startswith("wait_for_primary_grid();") for i in allows)
 

@@ -99,7 +99,7 @@ SuffixSearchForms suffix_cache_search_forms() {
 
 size_t suffix_cache_scan_smem(int64_t batch) {
   return scan_layout(batch, scan_table_size(batch), batch <= kAggSlots)
-      .bytes;  // the first scan's, the larger
+      .bytes();  // the first scan's, the larger
 }
 
 int64_t suffix_cache_max_batch(const DeviceLimits& dev) {
@@ -165,8 +165,8 @@ cudaError_t launch_query(const SuffixCacheQueryParams& q, bool after_insert, cud
   // one). Every cached position probes the groups' table and every hit the members', so sparse
   // tables pay, until their shared memory costs resident blocks (hence the cap kMaxScanTable).
   const uint32_t table_size = scan_table_size(B);
-  const size_t smem1 = scan_layout(B, table_size, B <= kAggSlots).bytes;
-  const size_t smem2 = scan_layout(B, table_size, false).bytes;
+  const size_t smem1 = scan_layout(B, table_size, B <= kAggSlots).bytes();
+  const size_t smem2 = scan_layout(B, table_size, false).bytes();
   err = allow_dynamic_smem(query_scan_kernel, smem1);
   if (err != cudaSuccess) return err;
   // One wave of the scan's blocks at most: the lines the mask selects are spread over the whole
@@ -202,23 +202,19 @@ cudaError_t launch_query(const SuffixCacheQueryParams& q, bool after_insert, cud
   if (err != cudaSuccess) return err;
   const bool alone = suffix_budget_never_binds(q.m);
   static_assert(suffix_gpu::kThreads == kThreads, "one block size");
+  auto search = [&](auto kernel, size_t smem) -> cudaError_t {
+    const cudaError_t e = allow_dynamic_smem(kernel, smem);
+    if (e != cudaSuccess) return e;
+    return launch(kernel, static_cast<unsigned>(B), smem, q, fast_divisor(q.cache.num_rows), alone);
+  };
   // The search's form that fits the device (suffix_cache_search_forms).
+  constexpr int kLarge = suffix_gpu::kCandCapLarge, kSmall = suffix_gpu::kCandCapSmall;
   switch (suffix_search_cand_cap(suffix_cache_search_forms(), dev)) {
-    case suffix_gpu::kCandCapLarge:
-      err = allow_dynamic_smem(query_search_kernel<suffix_gpu::kCandCapLarge>,
-                               kSearchSmem<suffix_gpu::kCandCapLarge>);
-      if (err != cudaSuccess) return err;
-      err =
-          launch(query_search_kernel<suffix_gpu::kCandCapLarge>, static_cast<unsigned>(B),
-                 kSearchSmem<suffix_gpu::kCandCapLarge>, q, fast_divisor(q.cache.num_rows), alone);
+    case kLarge:
+      err = search(query_search_kernel<kLarge>, kSearchSmem<kLarge>);
       break;
-    case suffix_gpu::kCandCapSmall:
-      err = allow_dynamic_smem(query_search_kernel<suffix_gpu::kCandCapSmall>,
-                               kSearchSmem<suffix_gpu::kCandCapSmall>);
-      if (err != cudaSuccess) return err;
-      err =
-          launch(query_search_kernel<suffix_gpu::kCandCapSmall>, static_cast<unsigned>(B),
-                 kSearchSmem<suffix_gpu::kCandCapSmall>, q, fast_divisor(q.cache.num_rows), alone);
+    case kSmall:
+      err = search(query_search_kernel<kSmall>, kSearchSmem<kSmall>);
       break;
     default:
       return cudaErrorInvalidConfiguration;  // below 66 KB per block: no supported GPU

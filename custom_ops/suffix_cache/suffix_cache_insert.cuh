@@ -155,13 +155,9 @@ __global__ void __launch_bounds__(kInsertThreads)
   allow_dependent_launch();
   const int64_t b = blockIdx.x, B = p.batch;
   const unsigned long long low = kInsertTicket - 1;
-  InsertSlotIn in;
-  in.state = p.slots[b];
-  in.enc = p.seq_lens_encoder[b];
-  in.dec = p.seq_lens_decoder[b];
-  in.prompt = p.prompt_lens[b];
-  in.step = p.step_idx[b];
-  in.owner = in.have = 0;
+  InsertSlotIn in{
+      p.slots[b], p.seq_lens_encoder[b], p.seq_lens_decoder[b], p.prompt_lens[b], p.step_idx[b], 0,
+      0};
   // The slots before b that begin a request (low 32 bits: all of them), their states loaded before
   // the counter's read returns.
   int64_t counted = 0;

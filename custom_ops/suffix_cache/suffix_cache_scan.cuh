@@ -37,22 +37,17 @@ __global__ void __launch_bounds__(kThreads, kScanMinBlocks)
   const bool agg = pass == 1 && B <= kAggSlots;
   const SuffixCache& c = q.cache;
   const ScanLayout lay = scan_layout(B, table_size, agg);
-  int64_t* sprev =
-      reinterpret_cast<int64_t*>(scan_smem + lay.prev);  // a member's token before the G
-  int32_t* tkey = reinterpret_cast<int32_t*>(scan_smem + lay.tkey);  // table 1: a group's key
-  int32_t* trep = reinterpret_cast<int32_t*>(scan_smem + lay.trep);  // table 1: its rep (-1: free)
-  int32_t* tmem = reinterpret_cast<int32_t*>(scan_smem + lay.tmem);  // table 2: a member (-1: free)
-  int32_t* srep = reinterpret_cast<int32_t*>(scan_smem + lay.srep);  // a member's group (or token)
-  int32_t* sctx = reinterpret_cast<int32_t*>(scan_smem + lay.sctx);  // a slot's c (0: not querying)
-  int32_t* sn = reinterpret_cast<int32_t*>(scan_smem + lay.sn);      // a slot's history length N
-  int32_t* skind = reinterpret_cast<int32_t*>(scan_smem + lay.skind);    // kSuffixKind*
-  int32_t* sprev2 = reinterpret_cast<int32_t*>(scan_smem + lay.sprev2);  // a pair-frequent's C[-3]
-  int32_t* agg_hits =
-      reinterpret_cast<int32_t*>(scan_smem + lay.agg_hits);  // pass 1: hits per group
-  int32_t* agg_hist = reinterpret_cast<int32_t*>(scan_smem + lay.agg_hist);
-  uint32_t* full = reinterpret_cast<uint32_t*>(scan_smem + lay.full);
-  int2* queue = reinterpret_cast<int2*>(scan_smem + lay.queue) + threadIdx.x / 32 * kHitQueue;
-  int32_t* qcount = reinterpret_cast<int32_t*>(scan_smem + lay.qcount) + threadIdx.x / 32;
+  // The parts (ScanPart says what each holds).
+  auto i32 = [&](ScanPart k) { return reinterpret_cast<int32_t*>(scan_smem + lay.at[k]); };
+  int64_t* sprev = reinterpret_cast<int64_t*>(scan_smem + lay.at[kScanPrev]);
+  int32_t *tkey = i32(kScanTkey), *trep = i32(kScanTrep), *tmem = i32(kScanTmem);
+  int32_t *srep = i32(kScanSrep), *sctx = i32(kScanSctx), *sn = i32(kScanSn);
+  int32_t *skind = i32(kScanSkind), *sprev2 = i32(kScanSprev2), *agg_hits = i32(kScanAggHits);
+  int32_t* agg_hist = i32(kScanAggHist);
+  uint32_t* full = reinterpret_cast<uint32_t*>(i32(kScanFull));
+  int2* queue =
+      reinterpret_cast<int2*>(scan_smem + lay.at[kScanQueue]) + threadIdx.x / 32 * kHitQueue;
+  int32_t* qcount = i32(kScanQcount) + threadIdx.x / 32;
   const int G = c.key_len;
   const int M = q.max_occurrences;
   const int J = kSuffixMemberLists;

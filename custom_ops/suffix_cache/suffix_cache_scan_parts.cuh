@@ -82,43 +82,49 @@ __device__ __forceinline__ int64_t desc_prev(int4 d1) {
   return static_cast<int64_t>(static_cast<uint32_t>(d1.y)) | (static_cast<int64_t>(d1.z) << 32);
 }
 
-// The scans' shared memory (byte offsets): B the batch, T the tables' size.
-struct ScanLayout {
-  size_t prev, queue, qcount, tkey, trep, tmem, srep, sctx, sn, skind, sprev2, agg_hits, agg_hist,
-      full, bytes;
+// The scans' shared memory: its parts in order (the first 8-byte aligned), their byte offsets.
+enum ScanPart : int {
+  kScanPrev,     // int64 [B]: a member's token before the G
+  kScanQueue,    // int2 [kWarps, kHitQueue]: the warps' queued member hits
+  kScanQcount,   // int32 [kWarps]
+  kScanTkey,     // int32 [T]: table 1, a group's key
+  kScanTrep,     // int32 [T]: table 1, its rep (-1: free)
+  kScanTmem,     // int32 [T]: table 2, a member (-1: free)
+  kScanSrep,     // int32 [B]: a member's group (or token)
+  kScanSctx,     // int32 [B]: a slot's c (0: not querying)
+  kScanSn,       // int32 [B]: a slot's history length N
+  kScanSkind,    // int32 [B]: kSuffixKind*
+  kScanSprev2,   // int32 [B]: a pair-frequent's C[-3]
+  kScanAggHits,  // int32 [B]: pass 1, hits per group
+  kScanAggHist,  // int32 [B, kAggLen] (pass 1 with B <= kAggSlots)
+  kScanFull,     // uint32 [ceil(B * kSuffixCandLists / 32)]: a bit per list
+  kScanParts
 };
+struct ScanLayout {
+  size_t at[kScanParts + 1];  // at[kScanParts]: the bytes of the whole
+  __host__ __device__ size_t bytes() const { return at[kScanParts]; }
+};
+// B the batch, T the tables' size.
 __host__ __device__ __forceinline__ ScanLayout scan_layout(int64_t B, uint32_t T, bool hist) {
+  const size_t b4 = sizeof(int32_t) * B, t4 = sizeof(int32_t) * T;
+  const size_t size[kScanParts] = {sizeof(int64_t) * B,
+                                   sizeof(int2) * kWarps * kHitQueue,
+                                   sizeof(int32_t) * kWarps,
+                                   t4,
+                                   t4,
+                                   t4,
+                                   b4,
+                                   b4,
+                                   b4,
+                                   b4,
+                                   b4,
+                                   b4,
+                                   hist ? b4 * kAggLen : 0,
+                                   sizeof(uint32_t) * ((B * kSuffixCandLists + 31) / 32)};
   ScanLayout s;
-  size_t at = 0;
-  s.prev = at;
-  at += sizeof(int64_t) * B;  // first: 8-byte aligned
-  s.queue = at;
-  at += sizeof(int2) * kWarps * kHitQueue;
-  s.qcount = at;
-  at += sizeof(int32_t) * kWarps;
-  s.tkey = at;
-  at += sizeof(int32_t) * T;
-  s.trep = at;
-  at += sizeof(int32_t) * T;
-  s.tmem = at;
-  at += sizeof(int32_t) * T;
-  s.srep = at;
-  at += sizeof(int32_t) * B;
-  s.sctx = at;
-  at += sizeof(int32_t) * B;
-  s.sn = at;
-  at += sizeof(int32_t) * B;
-  s.skind = at;
-  at += sizeof(int32_t) * B;
-  s.sprev2 = at;
-  at += sizeof(int32_t) * B;
-  s.agg_hits = at;
-  at += sizeof(int32_t) * B;
-  s.agg_hist = at;
-  at += hist ? sizeof(int32_t) * B * kAggLen : 0;
-  s.full = at;
-  at += sizeof(uint32_t) * ((B * kSuffixCandLists + 31) / 32);  // a bit per list
-  s.bytes = at;
+  s.at[0] = 0;
+#pragma unroll
+  for (int k = 0; k < kScanParts; ++k) s.at[k + 1] = s.at[k] + size[k];
   return s;
 }
 
