@@ -32,17 +32,15 @@ T* buffer_ptr(std::vector<T>& v) {
 // (several neighbours share a type, which the compiler would not catch).
 constexpr bool suffix_match_fields_in_order() {
   using P = fdspec::SuffixMatchParams;
-  const size_t at[] = {offsetof(P, token_ids_all),    offsetof(P, token_ids_stride),
-                       offsetof(P, prompt_lens),      offsetof(P, step_idx),
-                       offsetof(P, draft_token_num),  offsetof(P, draft_tokens),
-                       offsetof(P, draft_stride),     offsetof(P, seq_lens_this_time),
-                       offsetof(P, seq_lens_encoder), offsetof(P, seq_lens_decoder),
-                       offsetof(P, max_dec_len),      offsetof(P, suffix_tokens),
-                       offsetof(P, suffix_probs),     offsetof(P, suffix_meta),
-                       offsetof(P, batch),            offsetof(P, max_tree_depth),
-                       offsetof(P, max_spec_factor),  offsetof(P, max_spec_offset),
-                       offsetof(P, min_token_prob),   offsetof(P, max_draft_tokens),
-                       offsetof(P, pad_to_max),       offsetof(P, threshold)};
+  const size_t at[] = {
+      offsetof(P, token_ids_all),    offsetof(P, token_ids_stride),   offsetof(P, prompt_lens),
+      offsetof(P, step_idx),         offsetof(P, draft_token_num),    offsetof(P, draft_tokens),
+      offsetof(P, draft_stride),     offsetof(P, seq_lens_this_time), offsetof(P, seq_lens_encoder),
+      offsetof(P, seq_lens_decoder), offsetof(P, max_dec_len),        offsetof(P, suffix_tokens),
+      offsetof(P, suffix_probs),     offsetof(P, suffix_meta),        offsetof(P, batch),
+      offsetof(P, max_tree_depth),   offsetof(P, max_spec_factor),    offsetof(P, max_spec_offset),
+      offsetof(P, min_token_prob),   offsetof(P, max_draft_tokens),   offsetof(P, pad_to_max),
+      offsetof(P, threshold)};
   for (size_t i = 1; i < sizeof(at) / sizeof(at[0]); ++i) {
     if (at[i] <= at[i - 1]) return false;
   }
@@ -53,15 +51,26 @@ static_assert(suffix_match_fields_in_order(), "SuffixMatchParams changed: update
 // d: the buffers ids, P, s, dtn, drafts, slt, enc, dec, mdl, stoks, sprobs, smeta.
 template <typename Buffers>
 fdspec::SuffixMatchParams suffix_match_params_of(Buffers& d, const SuffixScalars& x) {
-  return {buffer_ptr(d.ids),    x.W,
-          buffer_ptr(d.P),      buffer_ptr(d.s),
-          buffer_ptr(d.dtn),    buffer_ptr(d.drafts),
-          x.K + 1,              buffer_ptr(d.slt),
-          buffer_ptr(d.enc),    buffer_ptr(d.dec),
-          buffer_ptr(d.mdl),    buffer_ptr(d.stoks),
-          buffer_ptr(d.sprobs), buffer_ptr(d.smeta),
-          x.B,                  x.depth,
-          x.factor,             x.offset,
-          x.min_prob,           x.max_draft,
-          x.pad,                x.threshold};
+  return {buffer_ptr(d.ids),
+          x.W,
+          buffer_ptr(d.P),
+          buffer_ptr(d.s),
+          buffer_ptr(d.dtn),
+          buffer_ptr(d.drafts),
+          x.K + 1,
+          buffer_ptr(d.slt),
+          buffer_ptr(d.enc),
+          buffer_ptr(d.dec),
+          buffer_ptr(d.mdl),
+          buffer_ptr(d.stoks),
+          buffer_ptr(d.sprobs),
+          buffer_ptr(d.smeta),
+          x.B,
+          x.depth,
+          x.factor,
+          x.offset,
+          x.min_prob,
+          x.max_draft,
+          x.pad,
+          x.threshold};
 }
