@@ -6,8 +6,9 @@ checks (1) that the table obeys the rules: every read before a wait is of a grid
 before the reader could launch, or of the step's inputs after a primary that does not write them;
 (2) that the sources match the table: the query's launch order in ``suffix_cache.cu``, and in every
 kernel an ``allow_dependent_launch()`` only right after a ``wait_for_primary_grid()`` except where
-the table says a kernel allows first; (3) that every ``volatile`` and every read before a wait in
-the cache's kernels names its rule. A race these rules prevent shows on a GPU only as an occasional
+the table says a kernel allows first, and no kernel returning before its first wait (O1 as far as
+the text shows it); (3) that every ``volatile`` and every read before a wait in the cache's kernels
+names its rule. A race these rules prevent shows on a GPU only as an occasional
 mismatch (the harness's programmatic-launch cases); breaking a rule here fails at once.
 """
 
@@ -177,3 +178,31 @@ def test_every_volatile_and_early_read_names_its_rule() -> None:
     sources = _kernel_sources()
     for name, rule in wanted.items():
         assert re.search(r"ordering rules? [^.\n]*" + rule, sources[name]), f"{name}: {rule}"
+
+
+def test_no_kernel_returns_before_its_wait() -> None:
+    """O1 where text can show it: in every kernel of the sequence, and in the device functions that
+    wait for them, no ``return`` comes before the first ``wait_for_primary_grid()``."""
+    waiting = []
+    for name, text in _kernel_sources().items():
+        pattern = (
+            r"__global__ void (?:__launch_bounds__\([^)]*\)\s*)?(\w+)\(|__device__ \w+ (\w+)\("
+        )
+        for m in re.finditer(pattern, text):
+            fn = m.group(1) or m.group(2)
+            body = _function_body(text[m.start() :], fn)
+            if fn in ("finish_kernel", "evict_kernel") or "wait_for_primary_grid();" not in body:
+                continue  # ordinary launches; helpers that do not wait
+            code = "\n".join(ln.split("//")[0] for ln in body.splitlines())
+            first_wait = code.index("wait_for_primary_grid();")
+            first_return = code.find("return")
+            assert first_return < 0 or first_return > first_wait, f"{name}: {fn} returns first"
+            waiting.append(fn)
+    assert set(waiting) >= {
+        "insert_kernel",
+        "query_prep_kernel",
+        "filter_lines",
+        "query_scan_kernel",
+        "query_prep2_kernel",
+        "global_search_slot",
+    }
