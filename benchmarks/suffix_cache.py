@@ -47,11 +47,13 @@ from benchmarks.gpu_timer import L2Flush, time_graph_us  # noqa: E402
 from fastdeploy_spec.ops import suffix_match  # noqa: E402
 from fastdeploy_spec.ops.suffix_cache import (  # noqa: E402
     PART_NAMES,
+    QUERY_OUTPUTS,
     SuffixCache,
     suffix_cache_insert,
     suffix_cache_query,
     suffix_cache_step,
 )
+from fastdeploy_spec.ops.suffix_match import SPEC as MATCH_SPEC  # noqa: E402
 
 K = 5
 VOCAB = 32_000
@@ -63,27 +65,18 @@ HISTORY = 2048  # the querying slots' history length
 DRY_RUN_SIZES = {"BATCHES": (2, 4), "CACHED": (50,)}  # --dry-run (benchmarks/common.py)
 THRESHOLD = 1 << 40
 KEY_LEN = [1]  # --key-len
-MATCH_ARGS = (
-    "token_ids_all",
-    "prompt_lens",
-    "step_idx",
-    "draft_token_num",
-    "draft_tokens",
-    "seq_lens_this_time",
-    "seq_lens_encoder",
-    "seq_lens_decoder",
-    "max_dec_len",
-    "suffix_tokens",
-    "suffix_probs",
-    "suffix_meta",
-)
-OUTS = (
-    "draft_tokens",
-    "seq_lens_this_time",
-    "suffix_tokens",
-    "suffix_probs",
-    "suffix_meta",
-    "suffix_source",
+MATCH_ARGS = MATCH_SPEC.tensors
+OUTS = QUERY_OUTPUTS
+# The printed table's columns: (row key, header, format).
+TABLE = (
+    ("cached_responses", "cached", "{}"),
+    ("B", "B", "{}"),
+    ("gpu_warm_us", "step warm us", "{:.2f}"),
+    ("gpu_cold_us", "cold us", "{:.2f}"),
+    ("two_calls_warm_us", "two calls warm us", "{:.2f}"),
+    ("local_only_us", "local only us", "{:.2f}"),
+    ("bytes_per_cached_token", "B/cached token", "{:.1f}"),
+    ("identical", "identical", "{}"),
 )
 
 
@@ -330,35 +323,23 @@ def main(argv=None) -> int:
                 f"  global wins {r['global_wins']}/{B}",
                 flush=True,
             )
-    meta = {
-        "device": bc.device_name(),
-        "paddle": paddle.__version__,
-        "K": K,
-        "max_tree_depth": 64,
-        "width": WIDTH,
-        "mean_response": MEAN_LEN,
-        "key_len": args.key_len,
-        "max_occurrences": 1024,
-        "history": HISTORY,
-        "gpu_time": "CUDA events around graph replays of suffix_cache_step (insert + query)",
-        "cold_l2": f"{flush.bytes >> 20} MiB device copy before each step, its own time subtracted",
-    }
+    meta = dict(
+        device=bc.device_name(),
+        paddle=paddle.__version__,
+        K=K,
+        max_tree_depth=64,
+        width=WIDTH,
+        mean_response=MEAN_LEN,
+        key_len=args.key_len,
+        max_occurrences=1024,
+        history=HISTORY,
+        gpu_time="CUDA events around graph replays of suffix_cache_step (insert + query)",
+        cold_l2=f"{flush.bytes >> 20} MiB device copy before each step, its own time subtracted",
+    )
     path = bc.write_results(args.out, "bench_suffix_cache", meta, rows)
     plot(rows, Path(args.out) / "bench_suffix_cache.png")
     print(f"\n{meta['device']}, Paddle {meta['paddle']}; results in {path}\n")
-    bc.print_table(
-        rows,
-        [
-            ("cached_responses", "cached", "{}"),
-            ("B", "B", "{}"),
-            ("gpu_warm_us", "step warm us", "{:.2f}"),
-            ("gpu_cold_us", "cold us", "{:.2f}"),
-            ("two_calls_warm_us", "two calls warm us", "{:.2f}"),
-            ("local_only_us", "local only us", "{:.2f}"),
-            ("bytes_per_cached_token", "B/cached token", "{:.1f}"),
-            ("identical", "identical", "{}"),
-        ],
-    )
+    bc.print_table(rows, TABLE)
     target = [r for r in rows if r["B"] == 64 and r["cached_responses"] == 10_000]
     if target:
         ok = target[0]["gpu_warm_us"] <= 40.0

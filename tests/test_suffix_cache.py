@@ -7,6 +7,8 @@ run with memory flat."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import paddle
 import pytest
@@ -47,37 +49,20 @@ def _no_threshold_env(monkeypatch):
     monkeypatch.delenv(THRESHOLD_ENV, raising=False)
 
 
-def run_stream(
-    place,
-    seed,
-    steps,
-    *,
-    rows=6,
-    width=24,
-    slots=4,
-    vocab=3,
-    key_len=2,
-    M=32,
-    params=None,
-    check_every=1,
-    evict_every=0,
-    vocab_size=1 << 18,
-    pair_vocab=1 << 10,
-    line_planes=1 << 11,
-):
+# run_stream's configuration unless a call gives another: the cache's bounds and the stream's
+# vocabulary, then the counted vocabulary, pairs and line filter.
+STREAM = dict(rows=6, width=24, slots=4, vocab=3, key_len=2, M=32)
+COUNTED = dict(vocab_size=1 << 18, pair_vocab=1 << 10, line_planes=1 << 11)
+
+
+def run_stream(place, seed, steps, *, params=None, check_every=1, evict_every=0, **config):
+    c = dict(STREAM, **COUNTED)
+    c.update(config)
+    rows, width, slots = c["rows"], c["width"], c["slots"]
     rng = np.random.default_rng(seed)
-    stream = RequestStream(rng, slots, width=64, vocab=vocab, k=4, max_answer=width + 8)
-    drv = Driver(
-        place,
-        rows,
-        width,
-        slots,
-        key_len=key_len,
-        max_occurrences=M,
-        vocab_size=vocab_size,
-        pair_vocab=pair_vocab,
-        line_planes=line_planes,
-    )
+    stream = RequestStream(rng, slots, width=64, vocab=c["vocab"], k=4, max_answer=width + 8)
+    kw = {k: c[k] for k in ("key_len", *COUNTED)}
+    drv = Driver(place, rows, width, slots, max_occurrences=c["M"], **kw)
     wins = 0
     for i in range(steps):
         step = stream.step()
@@ -93,6 +78,15 @@ def run_stream(
         if i % check_every == 0:
             drv.check_state()
     return drv, wins
+
+
+def global_ref(responses, context, cap, **kw):
+    """global_draft_ref with these tests' usual keywords (one-token keys, M = 32), ``kw`` replacing
+    any of them."""
+    usual = dict(max_tree_depth=64, max_spec_factor=2.0, max_spec_offset=0.0, min_token_prob=0.0)
+    return global_draft_ref(
+        responses, context, cap, **dict(usual, key_len=1, max_occurrences=32, **kw)
+    )
 
 
 def params_of(rng):
@@ -165,31 +159,7 @@ def test_global_draft_from_another_request(place, key_len, base):
         )
 
     def insert(d):
-        suffix_cache_insert(
-            *(
-                drv.t(d[k])
-                for k in (
-                    "token_ids_all",
-                    "prompt_lens",
-                    "step_idx",
-                    "seq_lens_encoder",
-                    "seq_lens_decoder",
-                )
-            ),
-            drv.cache,
-        )
-        drv.ref.insert(
-            *(
-                d[k]
-                for k in (
-                    "token_ids_all",
-                    "prompt_lens",
-                    "step_idx",
-                    "seq_lens_encoder",
-                    "seq_lens_decoder",
-                )
-            )
-        )
+        drv.insert(SimpleNamespace(**d))
 
     insert(step([9], [1, 2, 3, 4, 5, 6]))  # request 0 answers 1 2 3 4 5 6
     insert(step([8], [], enc=1))  # request 1 prefills on the same slot
@@ -221,17 +191,7 @@ def test_global_draft_from_another_request(place, key_len, base):
 def test_local_wins_ties():
     """Equal scores: the local draft is kept (source 0)."""
     responses = [(0, [1, 2, 3])]
-    g = global_draft_ref(
-        responses,
-        [1, 2],
-        3,
-        max_tree_depth=64,
-        max_spec_factor=1.0,
-        max_spec_offset=0.0,
-        min_token_prob=0.1,
-        key_len=1,
-        max_occurrences=32,
-    )
+    g = global_ref(responses, [1, 2], 3, max_spec_factor=1.0, min_token_prob=0.1)
     assert g[0] == [3] and float(g[2]) == 1.0
     drv = Driver("cpu", rows=2, width=8, slots=2, key_len=1)
     ids = np.array(
@@ -252,22 +212,7 @@ def test_local_wins_ties():
         suffix_meta=np.zeros((2, 2), np.int32),
         suffix_source=np.zeros(2, np.int32),
     )
-    drv.insert(
-        type(
-            "S",
-            (),
-            {
-                k: d[k]
-                for k in (
-                    "token_ids_all",
-                    "prompt_lens",
-                    "step_idx",
-                    "seq_lens_encoder",
-                    "seq_lens_decoder",
-                )
-            },
-        )
-    )
+    drv.insert(SimpleNamespace(**d))
     got = drv.query(d)
     assert got["suffix_source"][1] == 0 and got["draft_tokens"][1, 1] == 3
 
@@ -286,29 +231,9 @@ def test_fifo_eviction_and_detached_slots(place):
 @pytest.mark.parametrize("place", PLACES)
 def test_occurrence_cap_skips_frequent_suffixes(place):
     """A suffix occurring more than M times is skipped (a longer one is still used)."""
-    ref = global_draft_ref(
-        [(0, [5] * 40 + [6])],
-        [5, 5],
-        4,
-        max_tree_depth=64,
-        max_spec_factor=2.0,
-        max_spec_offset=0.0,
-        min_token_prob=0.0,
-        key_len=1,
-        max_occurrences=32,
-    )
+    ref = global_ref([(0, [5] * 40 + [6])], [5, 5], 4)
     assert ref[3] == 0  # "5" occurs 40 times: skipped
-    ref = global_draft_ref(
-        [(0, [5] * 20 + [6])],
-        [5, 5],
-        4,
-        max_tree_depth=64,
-        max_spec_factor=2.0,
-        max_spec_offset=0.0,
-        min_token_prob=0.0,
-        key_len=1,
-        max_occurrences=32,
-    )
+    ref = global_ref([(0, [5] * 20 + [6])], [5, 5], 4)
     assert ref[3] == 1 and ref[0][0] == 5
     run_stream(
         place,

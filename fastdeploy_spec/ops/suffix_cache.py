@@ -10,6 +10,7 @@ draft's, else the global one. ``suffix_cache_step`` is a decode step's insert an
 
 from __future__ import annotations
 
+import inspect
 import numbers
 import re
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from paddle import Tensor
 from fastdeploy_spec.ops import _loader
 from fastdeploy_spec.ops._common import ArgumentError, IntAttr, OpSpec
 from fastdeploy_spec.ops.suffix_match import SPEC as _MATCH
-from fastdeploy_spec.ops.suffix_match import default_max_draft_tokens
+from fastdeploy_spec.ops.suffix_match import default_max_draft_tokens, suffix_match
 
 # Constants of the kernels (custom_ops/suffix_cache/suffix_cache.h).
 CAND_LISTS = 5  # kSuffixCandLists: a slot's candidate lists of the query, M entries each
@@ -308,6 +309,11 @@ _QUERY = OpSpec(
 _STEP = OpSpec(
     "suffix_cache_step", tensors=_QUERY.tensors, outputs=_QUERY.outputs, attrs=_QUERY.attrs
 )
+# The ops' tensor arguments before the cache, by name, and the query's outputs among them (for
+# callers that keep the arguments in a dict: the tests, the benchmarks).
+INSERT_TENSORS = _INSERT.tensors[:-1]
+QUERY_TENSORS = _QUERY.tensors[:-1]
+QUERY_OUTPUTS = tuple(n for n in QUERY_TENSORS if n in _QUERY.outputs)
 
 
 def suffix_cache_insert(
@@ -367,38 +373,39 @@ def suffix_cache_evict(cache: SuffixCache, keep: int = 0) -> None:
     _loader.load().suffix_cache_evict(*_EVICT.args(dict(locals(), **_cache_args(_EVICT, cache))))
 
 
+def _query_signature() -> inspect.Signature:
+    """suffix_match's signature with ``suffix_source`` and ``cache`` after its tensors."""
+    sig = inspect.signature(suffix_match)
+    params = list(sig.parameters.values())
+    tensors = [p for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
+    extra = [
+        inspect.Parameter(
+            "suffix_source", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Tensor
+        ),
+        inspect.Parameter(
+            "cache", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="SuffixCache"
+        ),
+    ]
+    return sig.replace(parameters=tensors + extra + params[len(tensors) :])
+
+
 def _query_op(spec: OpSpec, doc: str):
     """The entry point of suffix_cache_query or suffix_cache_step: one signature, two ops."""
+    sig = _query_signature()
 
-    def op(
-        token_ids_all: Tensor,
-        prompt_lens: Tensor,
-        step_idx: Tensor,
-        draft_token_num: Tensor,
-        draft_tokens: Tensor,
-        seq_lens_this_time: Tensor,
-        seq_lens_encoder: Tensor,
-        seq_lens_decoder: Tensor,
-        max_dec_len: Tensor,
-        suffix_tokens: Tensor,
-        suffix_probs: Tensor,
-        suffix_meta: Tensor,
-        suffix_source: Tensor,
-        cache: SuffixCache,
-        *,
-        max_tree_depth: int = 64,
-        max_spec_factor: float = 1.0,
-        max_spec_offset: float = 0.0,
-        min_token_prob: float = 0.1,
-        max_draft_tokens: int | None = None,
-        pad_to_max: bool = False,
-        threshold: int | None = None,
-    ) -> None:
-        max_draft_tokens = default_max_draft_tokens(max_draft_tokens, draft_tokens)
-        getattr(_loader.load(), spec.op)(*spec.args(dict(locals(), **_cache_args(spec, cache))))
+    def op(*args, **kwargs) -> None:
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        values["max_draft_tokens"] = default_max_draft_tokens(
+            values["max_draft_tokens"], values["draft_tokens"]
+        )
+        cache = values.pop("cache")
+        getattr(_loader.load(), spec.op)(*spec.args(dict(values, **_cache_args(spec, cache))))
 
     op.__name__ = op.__qualname__ = spec.op
     op.__doc__ = doc
+    op.__signature__ = sig
     return op
 
 

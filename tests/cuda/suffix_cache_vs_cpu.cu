@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "harness.cuh"
+#include "suffix_params.cuh"
 #include "suffix_cache/suffix_cache_state.h"
 
 namespace {
@@ -241,53 +242,21 @@ struct Side {
                                pairs.ptr(),  c.pair_vocab, lines.ptr(),  c.line_planes};
   }
 
+  fdspec::SuffixMatchParams match_params(const Config& c) const {
+    return suffix_match_params_of(*this, {c.W, c.K, c.B, c.depth, c.factor, c.offset, c.min_prob,
+                                          static_cast<int>(c.K), c.pad, c.threshold});
+  }
+
+  // The insert reads the query's step inputs.
   fdspec::SuffixCacheInsertParams insert_params(const Config& c) const {
-    fdspec::SuffixCacheInsertParams p;
-    p.token_ids_all = ids.ptr();
-    p.token_ids_stride = c.W;
-    p.prompt_lens = P.ptr();
-    p.step_idx = s.ptr();
-    p.seq_lens_encoder = enc.ptr();
-    p.seq_lens_decoder = dec.ptr();
-    p.slots = slots.ptr();
-    p.counter = counter.ptr();
-    p.batch = c.B;
-    p.cache = cache(c);
-    return p;
+    const fdspec::SuffixMatchParams m = match_params(c);
+    return {m.token_ids_all,    m.token_ids_stride, m.prompt_lens, m.step_idx, m.seq_lens_encoder,
+            m.seq_lens_decoder, slots.ptr(),        counter.ptr(), c.B,        cache(c)};
   }
 
   fdspec::SuffixCacheQueryParams query_params(const Config& c) const {
-    fdspec::SuffixCacheQueryParams q;
-    fdspec::SuffixMatchParams& m = q.m;
-    m.token_ids_all = ids.ptr();
-    m.token_ids_stride = c.W;
-    m.prompt_lens = P.ptr();
-    m.step_idx = s.ptr();
-    m.draft_token_num = dtn.ptr();
-    m.draft_tokens = drafts.ptr();
-    m.draft_stride = c.K + 1;
-    m.seq_lens_this_time = slt.ptr();
-    m.seq_lens_encoder = enc.ptr();
-    m.seq_lens_decoder = dec.ptr();
-    m.max_dec_len = mdl.ptr();
-    m.suffix_tokens = stoks.ptr();
-    m.suffix_probs = sprobs.ptr();
-    m.suffix_meta = smeta.ptr();
-    m.batch = c.B;
-    m.max_tree_depth = c.depth;
-    m.max_spec_factor = c.factor;
-    m.max_spec_offset = c.offset;
-    m.min_token_prob = c.min_prob;
-    m.max_draft_tokens = static_cast<int>(c.K);
-    m.pad_to_max = c.pad;
-    m.threshold = c.threshold;
-    q.cache = cache(c);
-    q.source = source.ptr();
-    q.cand = cand.ptr();
-    q.stat = stat.ptr();
-    q.line_mask = line_mask.ptr();
-    q.max_occurrences = static_cast<int>(c.M);
-    return q;
+    return {match_params(c), cache(c),        source.ptr(),         cand.ptr(),
+            stat.ptr(),      line_mask.ptr(), static_cast<int>(c.M)};
   }
 };
 
@@ -295,8 +264,11 @@ using DevSide = Side<DevVec>;
 using RefSide = Side<HostVec>;
 
 // Whether the step's drafts are compared (not after a corrupt_state that makes them undefined):
-// the self-test perturbs only the state when they are not.
+// the self-test perturbs only the state when they are not; and whether its counter and slot states
+// are (not after a counter with its bits 40 and up set): it perturbs only the rows when they are
+// not.
 bool g_drafts_compared = true;
+bool g_counter_compared = true;
 
 // The device step (insert, query, finish), or in the self-test the CPU implementation with one
 // output value perturbed now and then.
@@ -329,7 +301,8 @@ cudaError_t launch_step(const Config& c, const DevSide& d, cudaStream_t stream,
   if (st.perturb && c.B > 0) {
     static int turn = 0;
     ++turn;
-    if (!g_drafts_compared && turn % 2 == 0) ++turn;  // the state's perturbations: 1 and 3
+    if (!g_drafts_compared && turn % 2 == 0) ++turn;   // the state's perturbations: 1 and 3
+    if (!g_counter_compared) turn = turn / 4 * 4 + 1;  // the rows' perturbation
     switch (turn % 4) {
       case 0:
         qry.source[0] ^= 1;
@@ -356,6 +329,14 @@ bool same(const DevVec<T>& a, const HostVec<T>& b, const char* name, std::string
   if (i < 0) return true;
   what += std::string(" ") + name + "[" + std::to_string(i) + "]";
   return false;
+}
+// Each (device, reference, name) triple compared (every mismatch named, in order); all equal?
+inline bool all_same(std::string&) { return true; }
+template <class T, class... Rest>
+bool all_same(std::string& what, const DevVec<T>& a, const HostVec<T>& b, const char* name,
+              const Rest&... rest) {
+  const bool ok = same(a, b, name, what);
+  return all_same(what, rest...) && ok;
 }
 
 Config make_config(Rng& r, bool quick) {
@@ -449,8 +430,13 @@ void check_fast_divisor(harness::Tally& t, Rng& r) {
 // that the GPU's new count is defined) or a slot's state. Returns whether the rows no longer agree
 // with the counts and the line filter, which steer the GPU's scan: its drafts are then not defined,
 // and only the state is compared (every access stays inside the buffers: memcheck's quick run).
-bool corrupt_state(Rng& r, const Config& c, DevSide& dev, RefSide& ref, harness::Tally& t) {
-  const int kind = static_cast<int>(r.uni(0, 3));
+// A counter with any of its bits 40 and up set (negative, or 2^40 and more: the GPU insert counts
+// its blocks there) leaves the new counter and slot states undefined on the GPU (the contract's
+// exception, docs/contract/suffix.md): *counter_defined is then false, and the step compares the
+// rest of the state and the drafts, every access still inside the buffers.
+bool corrupt_state(Rng& r, const Config& c, DevSide& dev, RefSide& ref, harness::Tally& t,
+                   int* turn, bool* counter_defined) {
+  const int kind = (*turn)++ % 5;  // every kind in turn (the quick run, memcheck's, sees each)
   if (kind <= 1) {
     auto rows = ref.rows.download();
     const int64_t row = r.uni(0, c.R - 1);
@@ -465,12 +451,15 @@ bool corrupt_state(Rng& r, const Config& c, DevSide& dev, RefSide& ref, harness:
     t.count(kind == 0 ? "corrupt_length_steps" : "corrupt_request_steps");
     return true;
   }
-  if (kind == 2) {
+  if (kind == 2 || kind == 4) {
     const std::vector<int64_t> counter = {
-        r.pick<int64_t>({int64_t{1} << 38, (int64_t{1} << 40) - 1, (int64_t{1} << 39) + 3})};
+        kind == 2
+            ? r.pick<int64_t>({int64_t{1} << 38, (int64_t{1} << 40) - 1, (int64_t{1} << 39) + 3})
+            : r.pick<int64_t>({-1, -7, INT32_MIN, INT64_MIN, (int64_t{1} << 40) + 3})};
     dev.counter.upload(counter);
     ref.counter.upload(counter);
-    t.count("corrupt_counter_steps");
+    *counter_defined = kind == 2;
+    t.count(kind == 2 ? "corrupt_counter_steps" : "corrupt_counter_high_steps");
     return false;
   }
   auto slots = ref.slots.download();
@@ -489,7 +478,7 @@ void body(harness::Tally& t, bool quick) {
   // 48 KB of its shared tables (1400 slots: within what an sm_86 / sm_89 block holds, 1474). The
   // last cases are sparse: one or two slots over thousands of rows, a line mask of more than 128
   // words per querying slot, where each scan warp takes its own units of lines instead of sharing
-  // its block's (suffix_cache.cu, kBlockUnitWordsPerSlot).
+  // its block's (suffix_cache_scan_parts.cuh, kBlockUnitWordsPerSlot).
   const int narrow = quick ? 6 : 60;
   const std::vector<int64_t> wide =
       quick ? std::vector<int64_t>{300} : std::vector<int64_t>{300, 1400};
@@ -527,17 +516,24 @@ void body(harness::Tally& t, bool quick) {
     // streams stay as they were).
     const bool corrupting = !graph && ci < narrow && ci % 4 == 1;
     Rng cr(7000 + ci);
+    int turn = static_cast<int>(ci);  // the corruption kind next
     bool drafts_defined = true;
     if (corrupting) t.count("corrupt_state_cases");
     for (int step = 0; step < c.steps; ++step) {
       const StepIn in = stream.step();
       dev.upload(in, c);
       ref.upload(in, c);
-      if (corrupting && step % 7 == 5 && corrupt_state(cr, c, dev, ref, t)) drafts_defined = false;
+      bool counter_defined = true;
+      const bool corrupt_now = quick ? step % 3 == 2 : step % 7 == 5;
+      if (corrupting && corrupt_now && corrupt_state(cr, c, dev, ref, t, &turn, &counter_defined))
+        drafts_defined = false;
       g_drafts_compared = drafts_defined;
+      g_counter_compared = counter_defined;
       t.begin_case();
       // Now and then (not in graph cases) an explicit eviction of all but the newest responses.
-      const int64_t evict_keep = !graph && step % 13 == 12 ? r.uni(0, c.R) : -1;
+      // (None after an undefined counter: the eviction reads it.)
+      int64_t evict_keep = !graph && step % 13 == 12 ? r.uni(0, c.R) : -1;
+      if (!counter_defined) evict_keep = -1;
       if (evict_keep >= 0) t.count("evict_calls");
       if (graph) {
         graph->replay(s.get());
@@ -551,22 +547,20 @@ void body(harness::Tally& t, bool quick) {
       if (evict_keep >= 0)
         fdspec::suffix_cache_evict_cpu(ref.cache(c), ref.counter.ptr(), evict_keep);
       std::string what = "case " + std::to_string(ci) + " step " + std::to_string(step) + ":";
-      bool ok = true;
-      ok &= same(dev.rows, ref.rows, "rows", what);
-      ok &= same(dev.tokens, ref.tokens, "tokens", what);
-      ok &= same(dev.keys, ref.keys, "keys", what);
-      ok &= same(dev.counts, ref.counts, "counts", what);
-      ok &= same(dev.pairs, ref.pairs, "pairs", what);
-      ok &= same(dev.lines, ref.lines, "lines", what);
-      ok &= same(dev.slots, ref.slots, "slots", what);
-      ok &= same(dev.counter, ref.counter, "counter", what);
+      bool ok = all_same(what, dev.rows, ref.rows, "rows", dev.tokens, ref.tokens, "tokens",
+                         dev.keys, ref.keys, "keys", dev.counts, ref.counts, "counts", dev.pairs,
+                         ref.pairs, "pairs", dev.lines, ref.lines, "lines");
+      if (counter_defined) {
+        ok &= all_same(what, dev.slots, ref.slots, "slots", dev.counter, ref.counter, "counter");
+      } else {  // the reference's go on
+        dev.slots.upload(ref.slots.download());
+        dev.counter.upload(ref.counter.download());
+      }
       if (drafts_defined) {
-        ok &= same(dev.drafts, ref.drafts, "draft_tokens", what);
-        ok &= same(dev.slt, ref.slt, "seq_lens_this_time", what);
-        ok &= same(dev.stoks, ref.stoks, "suffix_tokens", what);
-        ok &= same(dev.sprobs, ref.sprobs, "suffix_probs", what);
-        ok &= same(dev.smeta, ref.smeta, "suffix_meta", what);
-        ok &= same(dev.source, ref.source, "suffix_source", what);
+        ok &= all_same(what, dev.drafts, ref.drafts, "draft_tokens", dev.slt, ref.slt,
+                       "seq_lens_this_time", dev.stoks, ref.stoks, "suffix_tokens", dev.sprobs,
+                       ref.sprobs, "suffix_probs", dev.smeta, ref.smeta, "suffix_meta", dev.source,
+                       ref.source, "suffix_source");
       }
       t.record(ok, what);
       const auto src = ref.source.download();

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "harness.cuh"
+#include "suffix_params.cuh"
 #include "suffix_match/suffix_match.h"
 
 namespace {
@@ -148,30 +149,8 @@ int64_t make_threshold(Rng& r, const Shape& sh, const Inputs& in) {
 }
 
 fdspec::SuffixMatchParams params_of(const Shape& sh, Inputs& in) {
-  fdspec::SuffixMatchParams p;
-  p.token_ids_all = in.ids.data();
-  p.token_ids_stride = sh.W;
-  p.prompt_lens = in.P.data();
-  p.step_idx = in.s.data();
-  p.draft_token_num = in.dtn.data();
-  p.draft_tokens = in.drafts.data();
-  p.draft_stride = sh.K + 1;
-  p.seq_lens_this_time = in.slt.data();
-  p.seq_lens_encoder = in.enc.data();
-  p.seq_lens_decoder = in.dec.data();
-  p.max_dec_len = in.mdl.data();
-  p.suffix_tokens = in.stoks.data();
-  p.suffix_probs = in.sprobs.data();
-  p.suffix_meta = in.smeta.data();
-  p.batch = sh.B;
-  p.max_tree_depth = sh.depth;
-  p.max_spec_factor = sh.factor;
-  p.max_spec_offset = sh.offset;
-  p.min_token_prob = sh.min_prob;
-  p.max_draft_tokens = sh.max_draft;
-  p.pad_to_max = sh.pad;
-  p.threshold = sh.T;
-  return p;
+  return suffix_match_params_of(in, {sh.W, sh.K, sh.B, sh.depth, sh.factor, sh.offset, sh.min_prob,
+                                     sh.max_draft, sh.pad, sh.T});
 }
 
 cudaError_t launch(const fdspec::SuffixMatchParams& p, cudaStream_t stream) {
@@ -248,30 +227,8 @@ struct DeviceInputs {
     return o;
   }
   fdspec::SuffixMatchParams params(const Shape& sh) const {
-    fdspec::SuffixMatchParams p;
-    p.token_ids_all = ids.ptr();
-    p.token_ids_stride = sh.W;
-    p.prompt_lens = P.ptr();
-    p.step_idx = s.ptr();
-    p.draft_token_num = dtn.ptr();
-    p.draft_tokens = drafts.ptr();
-    p.draft_stride = sh.K + 1;
-    p.seq_lens_this_time = slt.ptr();
-    p.seq_lens_encoder = enc.ptr();
-    p.seq_lens_decoder = dec.ptr();
-    p.max_dec_len = mdl.ptr();
-    p.suffix_tokens = stoks.ptr();
-    p.suffix_probs = sprobs.ptr();
-    p.suffix_meta = smeta.ptr();
-    p.batch = sh.B;
-    p.max_tree_depth = sh.depth;
-    p.max_spec_factor = sh.factor;
-    p.max_spec_offset = sh.offset;
-    p.min_token_prob = sh.min_prob;
-    p.max_draft_tokens = sh.max_draft;
-    p.pad_to_max = sh.pad;
-    p.threshold = sh.T;
-    return p;
+    return suffix_match_params_of(*this, {sh.W, sh.K, sh.B, sh.depth, sh.factor, sh.offset,
+                                          sh.min_prob, sh.max_draft, sh.pad, sh.T});
   }
 };
 

@@ -168,26 +168,11 @@ class SuffixCacheRef:
             if f != 0:
                 self.slots[b] = SLOT_DETACHED
 
-    def query(
-        self,
-        token_ids_all,
-        prompt_lens,
-        step_idx,
-        draft_token_num,
-        draft_tokens,
-        seq_lens_this_time,
-        seq_lens_encoder,
-        seq_lens_decoder,
-        max_dec_len,
-        suffix_tokens,
-        suffix_probs,
-        suffix_meta,
-        suffix_source,
-        **attrs,
-    ) -> dict:
-        """The query op on NumPy arrays: new arrays for every output. ``attrs``: suffix_match_ref's
-        keywords. The walk is suffix_match's; only the draft of a slot differs: the local one
-        unless the global one scores higher."""
+    def query(self, *tensors, **attrs) -> dict:
+        """The query op on NumPy arrays: ``tensors`` suffix_match_ref's, then ``suffix_source``; new
+        arrays for every output. ``attrs``: suffix_match_ref's keywords. The walk is suffix_match's;
+        only the draft of a slot differs: the local one unless the global one scores higher."""
+        *match_tensors, suffix_source = tensors
         src = np.array(suffix_source, np.int32, copy=True)
         responses = list(self.responses.items())
 
@@ -201,22 +186,7 @@ class SuffixCacheRef:
             src[b] = int(g[2] > local[2])
             return g if src[b] else local
 
-        out = suffix_match_ref(
-            token_ids_all,
-            prompt_lens,
-            step_idx,
-            draft_token_num,
-            draft_tokens,
-            seq_lens_this_time,
-            seq_lens_encoder,
-            seq_lens_decoder,
-            max_dec_len,
-            suffix_tokens,
-            suffix_probs,
-            suffix_meta,
-            draft_of=draft_of,
-            **attrs,
-        )
+        out = suffix_match_ref(*match_tensors, draft_of=draft_of, **attrs)
         return dict(out, suffix_source=src)
 
     def rows_view(self):

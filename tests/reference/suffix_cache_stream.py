@@ -13,6 +13,9 @@ from typing import List, Optional
 import numpy as np
 
 from fastdeploy_spec.ops.suffix_cache import (
+    INSERT_TENSORS,
+    QUERY_OUTPUTS,
+    QUERY_TENSORS,
     SuffixCache,
     line_words,
     suffix_cache_evict,
@@ -24,30 +27,7 @@ from fastdeploy_spec.ops.suffix_cache import (
 from tests.helpers import to_place
 from tests.reference.suffix_cache import SuffixCacheRef
 
-QUERY_ARGS = (
-    "token_ids_all",
-    "prompt_lens",
-    "step_idx",
-    "draft_token_num",
-    "draft_tokens",
-    "seq_lens_this_time",
-    "seq_lens_encoder",
-    "seq_lens_decoder",
-    "max_dec_len",
-    "suffix_tokens",
-    "suffix_probs",
-    "suffix_meta",
-    "suffix_source",
-)
-INSERT_ARGS = ("token_ids_all", "prompt_lens", "step_idx", "seq_lens_encoder", "seq_lens_decoder")
-OUTPUTS = (
-    "draft_tokens",
-    "seq_lens_this_time",
-    "suffix_tokens",
-    "suffix_probs",
-    "suffix_meta",
-    "suffix_source",
-)
+QUERY_ARGS, INSERT_ARGS, OUTPUTS = QUERY_TENSORS, INSERT_TENSORS, QUERY_OUTPUTS
 
 
 @dataclass
