@@ -52,13 +52,17 @@ constexpr int64_t kB = 64, kK = 5, kW1 = kK + 1, kD = 8192, kH = 4096, kPrompt =
 constexpr int kSteps = 2;
 constexpr int64_t kNonBinding = int64_t{1} << 40;
 
+// clang-format off
+#define BENCH_ARRAYS(X)                                                                       \
+  X(int64_t, draft) X(int64_t, input_ids) X(int64_t, step) X(int64_t, pre) X(int64_t, acc)    \
+  X(int64_t, tstep) X(int64_t, max_dec) X(int64_t, tdraft) X(int64_t, next) X(int64_t, ids)   \
+  X(int64_t, prompt_lens) X(int32_t, slt) X(int32_t, enc) X(int32_t, dec) X(int32_t, acc_num) \
+  X(int32_t, tenc) X(int32_t, tdec) X(int32_t, tslt) X(int32_t, cu) X(int32_t, actual)        \
+  X(uint8_t, stop) X(uint8_t, tstop) X(uint8_t, nns) X(uint16_t, hidden)                      \
+  X(uint16_t, hidden_out) X(int32_t, out_count) X(int32_t, position_map)
+// clang-format on
 struct Host {
-  std::vector<int64_t> draft, input_ids, step, pre, acc, tstep, max_dec, tdraft, next, ids,
-      prompt_lens;
-  std::vector<int32_t> slt, enc, dec, acc_num, tenc, tdec, tslt, cu, actual;
-  std::vector<uint8_t> stop, tstop, nns;
-  std::vector<uint16_t> hidden, hidden_out;
-  std::vector<int32_t> out_count, position_map;
+  HARNESS_VECTORS(BENCH_ARRAYS)
 };
 
 Host make_host() {
@@ -108,39 +112,7 @@ Host make_host() {
 }
 
 struct Dev {
-  DevVec<int64_t> draft, input_ids, step, pre, acc, tstep, max_dec, tdraft, next, ids, prompt_lens;
-  DevVec<int32_t> slt, enc, dec, acc_num, tenc, tdec, tslt, cu, actual;
-  DevVec<uint8_t> stop, tstop, nns;
-  DevVec<uint16_t> hidden, hidden_out;
-  DevVec<int32_t> out_count, position_map;
-  explicit Dev(const Host& h)
-      : draft(h.draft),
-        input_ids(h.input_ids),
-        step(h.step),
-        pre(h.pre),
-        acc(h.acc),
-        tstep(h.tstep),
-        max_dec(h.max_dec),
-        tdraft(h.tdraft),
-        next(h.next),
-        ids(h.ids),
-        prompt_lens(h.prompt_lens),
-        slt(h.slt),
-        enc(h.enc),
-        dec(h.dec),
-        acc_num(h.acc_num),
-        tenc(h.tenc),
-        tdec(h.tdec),
-        tslt(h.tslt),
-        cu(h.cu),
-        actual(h.actual),
-        stop(h.stop),
-        tstop(h.tstop),
-        nns(h.nns),
-        hidden(h.hidden),
-        hidden_out(h.hidden_out),
-        out_count(h.out_count),
-        position_map(h.position_map) {}
+  HARNESS_MIRROR(Dev, Host, BENCH_ARRAYS)
 };
 
 // One set of pointers (host vectors or device buffers) and the params of each op over them.
@@ -250,7 +222,9 @@ struct Ptrs {
   }
 };
 
-Ptrs host_ptrs(Host& h) {
+// The pointers of the Host's vectors or of its Dev copy.
+template <class S>
+Ptrs ptrs_of(S& h) {
   return {h.draft.data(),
           h.input_ids.data(),
           h.step.data(),
@@ -277,32 +251,9 @@ Ptrs host_ptrs(Host& h) {
           h.out_count.data()};
 }
 
-Ptrs dev_ptrs(const Dev& d) {
-  return {d.draft.ptr(),
-          d.input_ids.ptr(),
-          d.step.ptr(),
-          d.pre.ptr(),
-          d.acc.ptr(),
-          d.tstep.ptr(),
-          d.max_dec.ptr(),
-          d.tdraft.ptr(),
-          d.next.ptr(),
-          d.ids.ptr(),
-          d.prompt_lens.ptr(),
-          d.slt.ptr(),
-          d.enc.ptr(),
-          d.dec.ptr(),
-          d.acc_num.ptr(),
-          d.tenc.ptr(),
-          d.tdec.ptr(),
-          d.tslt.ptr(),
-          reinterpret_cast<bool*>(d.stop.ptr()),
-          reinterpret_cast<bool*>(d.tstop.ptr()),
-          reinterpret_cast<bool*>(d.nns.ptr()),
-          d.hidden.ptr(),
-          d.hidden_out.ptr(),
-          d.out_count.ptr()};
-}
+Ptrs host_ptrs(Host& h) { return ptrs_of(h); }
+
+Ptrs dev_ptrs(const Dev& d) { return ptrs_of(d); }
 
 void cpu_step(Host& h) {
   const Ptrs p = host_ptrs(h);

@@ -158,7 +158,8 @@ class DevVec {
 // HARNESS_VECTORS(FIELDS) declares them (std::vector) in the host struct; HARNESS_MIRROR(Dev, Host,
 // FIELDS), inside struct Dev, their device copies (DevVec, allocated and filled from a Host),
 // upload(const Host&), and download(Host like = {}), which returns `like` with every vector read
-// back; HARNESS_SAME_VECTORS(Host, FIELDS) an operator== over the vectors.
+// back (templates, so that a harness using neither gets no unused-function warning);
+// HARNESS_SAME_VECTORS(Host, FIELDS) an operator== over the vectors.
 #define HARNESS_VEC_(T, n) std::vector<T> n;
 #define HARNESS_DEVVEC_(T, n) ::harness::DevVec<T> n;
 #define HARNESS_ALLOC_(T, n) n = ::harness::DevVec<T>(h.n);
@@ -170,8 +171,10 @@ class DevVec {
 #define HARNESS_MIRROR(Dev, Host, FIELDS)                 \
   FIELDS(HARNESS_DEVVEC_)                                 \
   explicit Dev(const Host& h) { FIELDS(HARNESS_ALLOC_) }  \
-  void upload(const Host& h) { FIELDS(HARNESS_UPLOAD_) }  \
-  Host download(Host h = Host()) const {                  \
+  template <class H = Host>                               \
+  void upload(const H& h) { FIELDS(HARNESS_UPLOAD_) }     \
+  template <class H = Host>                               \
+  H download(H h = H()) const {                           \
     FIELDS(HARNESS_DOWNLOAD_)                             \
     return h;                                             \
   }
