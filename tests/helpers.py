@@ -227,8 +227,22 @@ def call_named(op, t: dict, *attrs, names: dict | None = None, **kw) -> None:
 
     spec = SPECS[op.__name__]
     keys = [(names or {}).get(k, k) for k in spec.tensors]
-    op(*(t.get(n) if k in spec.optional else t[n] for k, n in zip(spec.tensors, keys)), *attrs, **kw)
+    op(
+        *(t.get(n) if k in spec.optional else t[n] for k, n in zip(spec.tensors, keys)),
+        *attrs,
+        **kw,
+    )
 
+
+# The MTP proposer's draft-side buffers (attributes of MTPProposer) that its step writes.
+MTP_BUFFERS = (
+    "pre_ids",
+    "step_idx",
+    "seq_lens_decoder",
+    "max_dec_len",
+    "input_ids",
+    "mtp_draft_num",
+)
 
 # The runner's names of a decode step's buffers where the verify/update ops name them otherwise.
 RUNNER_NAMES = {

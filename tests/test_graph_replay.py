@@ -34,7 +34,7 @@ import pytest
 
 from benchmarks.gpu_timer import Graph
 from fastdeploy_spec.ops import ngram_match, unified_update_model_status, verify_draft_tokens
-from tests.helpers import RUNNER_NAMES, call_named, to_place, unified_update
+from tests.helpers import MTP_BUFFERS, RUNNER_NAMES, call_named, to_place, unified_update
 
 pytestmark = pytest.mark.gpu
 
@@ -193,14 +193,6 @@ def test_decode_step_replays_like_eager(backend, pad_to_max):
 # ---- A whole MTP decode step: draft steps, hybrid_mtp_ngram extension, verification, update ---------
 
 MTP_STEPS = 2
-MTP_BUFFERS = (
-    "pre_ids",
-    "step_idx",
-    "seq_lens_decoder",
-    "max_dec_len",
-    "input_ids",
-    "mtp_draft_num",
-)
 
 
 class PreparedLogits:
