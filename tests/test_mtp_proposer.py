@@ -11,7 +11,12 @@ import pytest
 from examples.oracle import PreparedLogits
 from fastdeploy_spec.buffers import copy_from_host, make_share_inputs
 from fastdeploy_spec.config import SpeculativeConfig
-from fastdeploy_spec.proposers import MTPProposer, NgramProposer, create_proposer
+from fastdeploy_spec.proposers import (
+    MTPProposer,
+    NgramProposer,
+    create_proposer,
+    last_input_tokens,
+)
 from tests.helpers import MTP_BUFFERS, PLACES, to_place
 from tests.reference.hybrid_mtp_ngram import hybrid_mtp_ngram_ref
 
@@ -289,3 +294,212 @@ def test_no_host_sync_and_no_allocation(place, strategy, monkeypatch):
         assert t.place.is_gpu_place() == (place == "gpu"), name
         assert t.data_ptr() == before[name], name
     assert mtp.draft_model.calls == 6
+
+
+# ---- ops="upstream": FastDeploy's MTPProposer op sequence on FastDeploy's buffer names
+
+
+class PackedPlusOne:
+    """The upstream-ops draft model: (token + 1) mod VOCAB of each active slot's newest input token,
+    logits rows packed over the active slots (-1 rows: a zero row), from the host."""
+
+    def __init__(self, slots: int = 3, place: str = "cpu"):
+        self.logits = to_place(np.zeros((slots, VOCAB), np.float32), place)
+        self.calls = []
+
+    def __call__(self, model_inputs, hidden_states=None):
+        ids = last_input_tokens(model_inputs)[:, 0]
+        self.calls.append((ids.copy(), hidden_states))
+        rows = np.eye(VOCAB, dtype=np.float32)[(ids + 1) % VOCAB]
+        rows[ids < 0] = 0
+        copy_from_host(self.logits, rows)
+        return self.logits
+
+
+def upstream_setup(strategy="default", place="cpu", model=None):
+    """Slots 0 and 2 start requests (slot 0: PROMPT, first token 1; slot 2: 7 tokens, first token
+    5); slot 1 stays empty. Returns after the target's prefill step, with the drafts of none."""
+    cfg = SpeculativeConfig(
+        method="mtp",
+        num_speculative_tokens=K,
+        num_model_steps=2,
+        mtp_strategy=strategy,
+        max_ngram_size=2,
+        min_ngram_size=1,
+    )
+    bufs = make_share_inputs(3, 32, cfg, place)
+    model = model or PackedPlusOne(place=place)
+    mtp = MTPProposer(cfg, model, max_num_seqs=3, max_model_len=32, place=place, ops="upstream")
+    ids = np.full((3, 32), -1, np.int64)
+    ids[0, : len(PROMPT)] = PROMPT
+    ids[2, :7] = [3, 1, 4, 1, 5, 9, 2]
+    mtp.reset([0, 2])  # the runner's schedule: the requests take slots 0 and 2
+    write(
+        bufs,
+        token_ids_all=ids,
+        prompt_lens=[[len(PROMPT)], [0], [7]],
+        seq_lens_encoder=[len(PROMPT), 0, 7],
+        seq_lens_decoder=[0, 0, 0],
+        seq_lens_this_time=[len(PROMPT), 0, 7],
+        max_dec_len=[[100]] * 3,
+        stop_flags=[[False], [True], [False]],
+    )
+    mtp.run(share_inputs=bufs)  # before the target's prefill: nothing to draft yet
+    if isinstance(model, PackedPlusOne):  # called each step (no host read of the count): no rows
+        assert [c[0].tolist() for c in model.calls] == [[-1, -1, -1]] * 2
+        model.calls.clear()
+    assert bufs["seq_lens_this_time"].numpy().tolist() == [len(PROMPT), 0, 7]
+    # The target's prefill, verification and update: first tokens 1 and 5.
+    verified(mtp, bufs, {0: [1], 2: [5]}, [1, 0, 1], [len(PROMPT), 0, 7], seq_lens_encoder=[0] * 3)
+    return cfg, bufs, model, mtp
+
+
+def verified(mtp, bufs, accepted, step_idx, seq_lens_decoder, **more):
+    """The target's verification and update as the proposer reads them: ``accepted`` {slot: tokens}
+    into accept_tokens / accept_num, the last one into draft_tokens[b, 0], the target's step_idx
+    and lengths; then the runner's accept hook."""
+    tokens, drafts = np.full((2, 3, K + 1), -1, np.int64)
+    num = [0] * 3
+    for b, row in accepted.items():
+        tokens[b, : len(row)], drafts[b, 0], num[b] = row, row[-1], len(row)
+    write(
+        bufs,
+        draft_tokens=drafts,
+        step_idx=step_idx,
+        seq_lens_decoder=seq_lens_decoder,
+        **more,
+    )
+    accept(mtp, bufs, tokens, num)
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_upstream_ops_draft_prefill_then_decode(place):
+    _, bufs, model, mtp = upstream_setup(place=place)
+    mi = mtp.model_inputs
+    # The draft model's prefill: input_ids = the prompt shifted by one, then the first token.
+    assert mi["seq_lens_encoder"].numpy().tolist() == [len(PROMPT), 0, 7]
+    mtp.run(share_inputs=bufs)
+    assert [c[0].tolist() for c in model.calls] == [[1, 5, -1], [2, 6, -1]]
+    assert mi["input_ids"].numpy()[0, : len(PROMPT)].tolist() == PROMPT[1:] + [1]
+    assert bufs["draft_tokens"].numpy()[:, :3].tolist() == [[1, 2, 3], [-1, -1, -1], [5, 6, 7]]
+    assert bufs["seq_lens_this_time"].numpy().tolist() == [3, 0, 3]  # draft_model_postprocess
+    assert mi["pre_ids"].numpy()[0, :4].tolist() == [1, 2, 3, -1]
+    assert mi["step_idx"].numpy()[:, 0].tolist() == [2, 0, 2]
+    assert mi["seq_lens_decoder"].numpy().tolist() == [len(PROMPT) + 1, 0, 8]
+    # Decode: slot 0 accepts both drafts and the target's 4; slot 2 accepts 6, then the target's 9.
+    verified(mtp, bufs, {0: [2, 3, 4], 2: [6, 9]}, [4, 0, 3], [len(PROMPT) + 3, 0, 9])
+    model.calls.clear()
+    mtp.run(share_inputs=bufs)
+    assert [c[0].tolist() for c in model.calls] == [[4, 9, -1], [5, 10, -1]]
+    assert bufs["draft_tokens"].numpy()[:, :3].tolist() == [[4, 5, 6], [-1, -1, -1], [9, 10, 11]]
+    assert bufs["seq_lens_this_time"].numpy().tolist() == [3, 0, 3]
+    assert mi["pre_ids"].numpy()[0, :7].tolist() == [1, 2, 3, 4, 5, 6, -1]
+    assert mi["pre_ids"].numpy()[2, :5].tolist() == [5, 6, 9, 10, 11]
+    assert mi["step_idx"].numpy()[:, 0].tolist() == [5, 0, 4]
+    assert mi["seq_lens_decoder"].numpy().tolist() == [len(PROMPT) + 4, 0, 10]
+    assert bool(mi["not_need_stop"].numpy()[0])
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_upstream_ops_ngram_extension(place):
+    cfg, bufs, _, mtp = upstream_setup("with_ngram", place=place)
+    mtp.run(share_inputs=bufs)
+    # Slot 0: drafts 2 3 after the first token 1; the prompt continues "2 3" with "9 9".
+    assert bufs["draft_tokens"].numpy()[0].tolist() == [1, 2, 3, 9, 9]
+    assert bufs["seq_lens_this_time"].numpy().tolist()[0] == K + 1
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_upstream_ops_no_host_sync_in_run(place, monkeypatch):
+    """run (no request starting) launches only plugin ops: no device->host read, no host->device
+    copy, no tensor creation (the draft model's logits are prepared on the place)."""
+    rng = np.random.default_rng(0)
+    prepared = PreparedLogits(
+        [to_place(rng.standard_normal((3, VOCAB)).astype(np.float32), place) for _ in range(2)]
+    )
+    _, bufs, _, mtp = upstream_setup(place=place, model=prepared)
+    before = {n: t.data_ptr() for n, t in mtp.model_inputs.items()}
+    calls = prepared.calls
+    with monkeypatch.context() as m:
+        for name in ("numpy", "tolist", "item", "cpu", "cuda", "copy_", "__array__", "__bool__"):
+            if hasattr(paddle.Tensor, name):
+                m.setattr(paddle.Tensor, name, lambda *a, _n=name, **k: pytest.fail(_n))
+        for name in ("to_tensor", "zeros", "full", "empty", "ones"):
+            m.setattr(paddle, name, lambda *a, _n=name, **k: pytest.fail(_n))
+        for _ in range(2):
+            mtp.run(share_inputs=bufs)
+            mtp.accept(bufs["accept_tokens"], bufs["accept_num"])
+    assert {n: t.data_ptr() for n, t in mtp.model_inputs.items()} == before
+    assert prepared.calls == calls + 4
+
+
+def test_upstream_ops_hidden_states_are_gathered():
+    """eagle_get_hidden_states gives the draft model the target's rows of the accepted tokens."""
+    seen = []
+    inner = PackedPlusOne()
+
+    def model(model_inputs, hidden):
+        seen.append(None if hidden is None else hidden.numpy().copy())
+        return inner(model_inputs), hidden
+
+    _, bufs, _, mtp = upstream_setup(model=model)
+    mtp.run(share_inputs=bufs)  # the draft's prefill; now decode with target rows 0..2 / 3..5
+    verified(mtp, bufs, {0: [7, 7], 2: [7]}, [3, 0, 2], [len(PROMPT) + 2, 0, 8])
+    seen.clear()
+    hidden = to_place(np.arange(6, dtype=np.float32).reshape(6, 1), "cpu")
+    mtp.run(share_inputs=bufs, hidden_states=hidden)
+    assert seen[0][:, 0].tolist() == [0.0, 1.0, 3.0, 0.0, 0.0, 0.0]
+
+
+def test_upstream_ops_named_errors():
+    cfg = SpeculativeConfig(method="mtp", num_speculative_tokens=2, num_model_steps=2)
+    with pytest.raises(ValueError, match="ops must be one of"):
+        MTPProposer(cfg, PackedPlusOne(), 2, 8, ops="fastdeploy")
+
+
+@pytest.mark.parametrize("strategy", ["default", "with_ngram"])
+def test_demo_mtp_upstream_ops(tmp_path, capsys, strategy):
+    """The demo through FastDeploy's sequence: outputs identical to plain decoding, drafts accepted,
+    fewer steps than plain decoding."""
+    import json
+
+    from examples import demo
+
+    argv = ["--method", "mtp", "--requests", "3", "--slots", "2", "--max-prompt-tokens", "150"]
+    argv += ["--device", "cpu", "--mtp-strategy", strategy, "--mtp-ops", "upstream"]
+    assert demo.main(argv + ["--out", str(tmp_path)]) == 0
+    assert "3/3 requests identical" in capsys.readouterr().out
+    plain, upstream = json.loads((tmp_path / "demo.json").read_text())["results"]
+    assert upstream["mtp_ops"] == "upstream" and upstream["drafts_accepted"] > 0
+    assert upstream["steps"] < plain["steps"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["paddle", "cudart"])
+@pytest.mark.parametrize("strategy", ["default", "with_ngram"])
+def test_upstream_ops_step_replays_like_eager(backend, strategy):
+    """The upstream-ops step captured in a CUDA graph (after a warm-up run) and replayed equals the
+    same two runs eager on the GPU and on the CPU, on every buffer."""
+    from benchmarks.gpu_timer import Graph
+
+    rng = np.random.default_rng(3)
+    logits = [rng.standard_normal((3, VOCAB)).astype(np.float32) for _ in range(2)]
+
+    def two_runs(place, capture):
+        model = PreparedLogits([to_place(v, place) for v in logits])
+        _, bufs, _, mtp = upstream_setup(strategy, place=place, model=model)
+        run = lambda: mtp.run(share_inputs=bufs)  # noqa: E731
+        run()
+        if capture:
+            kw = dict(backend=backend, side_stream=backend == "cudart")
+            Graph(run, **kw).replay()
+        else:
+            run()
+        out = {f"model_inputs.{k}": v.numpy() for k, v in mtp.model_inputs.items()}
+        out.update({k: bufs[k].numpy() for k in ("draft_tokens", "seq_lens_this_time")})
+        return out
+
+    got, eager, cpu = two_runs("gpu", True), two_runs("gpu", False), two_runs("cpu", False)
+    for k in cpu:
+        np.testing.assert_array_equal(got[k], eager[k], err_msg=f"replay vs eager: {k}")
+        np.testing.assert_array_equal(eager[k], cpu[k], err_msg=f"GPU vs CPU: {k}")

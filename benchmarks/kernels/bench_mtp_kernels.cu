@@ -42,8 +42,9 @@
 #include <vector>
 
 #include "common/cuda_utils.cuh"
-#include "draft_model/draft_model.h"
 #include "bench_timing.cuh"
+#include "draft_model/draft_model.h"
+#include "fused_mtp_params.cuh"
 #include "harness.cuh"
 #include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
 
@@ -133,48 +134,16 @@ struct Ptrs {
   int32_t *d_dec, *mtp_num;
   std::vector<const float*> logits;
 
-  // The fused op's params; the separate ops' (--accept-at-once) are their parts.
-  fdspec::DraftModelAcceptPreprocessParams accept_preprocess() const {
-    fdspec::DraftModelAcceptPreprocessParams p;
-    p.input_ids = input_ids;
-    p.seq_lens_decoder = d_dec;
-    p.step_idx = step;
-    p.pre_ids = pre;
-    p.pre_ids_stride = kW;
-    p.mtp_draft_num = mtp_num;
-    p.max_dec_len = d_max_dec_len;
-    p.accept_tokens = accept_tokens;
-    p.accept_num = accept_num;
-    p.width = kK + 1;
-    p.base_model_seq_lens_this_time = slt;
-    p.base_model_seq_lens_encoder = enc;
-    p.base_model_seq_lens_decoder = dec;
-    p.base_model_stop_flags = stop;
-    p.base_model_max_dec_len = max_dec_len;
-    p.batch = B;
-    return p;
+  bench::FusedMtpPtrs fused() const {
+    return {B,   kK + 1,        kW,    kV,      input_ids,     step,
+            pre, d_max_dec_len, d_dec, mtp_num, accept_tokens, accept_num,
+            slt, enc,           dec,   stop,    max_dec_len,   draft_tokens};
   }
   fdspec::DraftModelGreedyPreprocessParams preprocess() const {
-    return accept_preprocess().preprocess();
+    return fused().accept_preprocess().preprocess();
   }
-  fdspec::DraftModelAcceptParams accept() const { return accept_preprocess().accept(); }
   fdspec::DraftModelGreedyUpdateParams update(int substep) const {
-    fdspec::DraftModelGreedyUpdateParams p;
-    p.logits = logits[substep];
-    p.logits_dtype = fdspec::LogitsDType::kFloat32;
-    p.vocab_size = kV;
-    p.input_ids = input_ids;
-    p.seq_lens_decoder = d_dec;
-    p.step_idx = step;
-    p.pre_ids = pre;
-    p.pre_ids_stride = kW;
-    p.mtp_draft_num = mtp_num;
-    p.base_model_draft_tokens = draft_tokens;
-    p.draft_stride = kK + 1;
-    p.base_model_seq_lens_this_time = slt;
-    p.substep = substep;
-    p.batch = B;
-    return p;
+    return fused().update(logits[substep], substep);
   }
   fdspec::HybridMtpNgramParams hybrid() const {
     fdspec::HybridMtpNgramParams p;
@@ -197,6 +166,10 @@ struct Ptrs {
     p.threshold = kNonBinding;
     return p;
   }
+  fdspec::DraftModelAcceptPreprocessParams accept_preprocess() const {
+    return fused().accept_preprocess();
+  }
+  fdspec::DraftModelAcceptParams accept() const { return fused().accept_preprocess().accept(); }
 };
 
 // The pointers of a State's vectors or of its device copies (DevState).

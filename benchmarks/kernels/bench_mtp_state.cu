@@ -1,24 +1,32 @@
-// Device time of FastDeploy's MTP bookkeeping ops under their upstream contracts
-// (custom_ops/mtp_state), at the kernel layer (no Paddle), in the order FastDeploy's MTPProposer
-// (CUDA path) calls them, the draft model and its sampler excluded:
+// Device time of an MTP decode step's own kernels, at the kernel layer (no Paddle), the draft
+// model's forward excluded (its float32 logits [B, V] of each model step are prepared on the
+// device):
 //
-//   draft_model_preprocess, eagle_get_hidden_states, (draft_model_update) x 2,
-//   draft_model_postprocess, hybrid_mtp_ngram
+//   FastDeploy's sequence (MTPProposer ops="upstream", as MTPProposerCUDA calls it):
+//     draft_model_preprocess, eagle_get_hidden_states, (speculate_sample_tokens greedy,
+//     draft_model_update) x 2, draft_model_postprocess, hybrid_mtp_ngram
+//   the fused greedy step (MTPProposer ops="fused", the default):
+//     draft_model_accept_preprocess, (draft_model_greedy_update) x 2, hybrid_mtp_ngram
 //
-// B = 64 slots, all decoding, K = 5, accept_num 1 .. 6, pre_ids and input_ids 8192 wide, hidden
-// states bfloat16 [B (K + 1), 4096], a prompt whose late part continues the newest tokens (the
-// n-gram extension finds a match), hybrid threshold not binding. A step re-initialises the draft
-// side from the target's state, so replays need no reset. Rows:
-//   - each op alone (update: preprocess + update minus preprocess), and the whole step, warm: a
-//   CUDA
-//     graph of 20 calls replayed, median over rounds (tests/cuda/bench_timing.cuh);
+// B = 64 slots, all decoding, K = 5, V = 32000, accept_num 1 .. 6 (the fused step: 0, so that it
+// leaves its state as it found it, bench_mtp_kernels' inputs), pre_ids and input_ids 8192 wide,
+// hidden states bfloat16 [B (K + 1), 4096], a prompt whose late part continues the newest tokens,
+// hybrid threshold not binding. FastDeploy's step re-initialises the draft side from the target's
+// state, so replays need no reset. Printed:
+//   - each FastDeploy-contract op alone (update: preprocess + update minus preprocess), the
+//     bookkeeping step (no sampler) and the step without the gather, warm: a CUDA graph of 20
+//     calls replayed, median over rounds (bench_timing.cuh);
+//   - one table of whole steps, warm and cold (each step after an L2 flush, the flush timed alone
+//     and subtracted): the fused step, FastDeploy's sequence with the sampler, and the
+//     bookkeeping alone;
 //   - built with -DFDSPEC_BENCH_UPSTREAM and -I<dir of upstream_kernels.cuh> (upstream's kernels,
-//     copied for figures only, never committed): the same rows with upstream's kernels on the same
-//     inputs (its hidden-state gather with its memset of the position map and its cooperative
-//     launch; its scratch buffers allocated once here, not per call as upstream does),
-//     hybrid_mtp_ngram ours in both. Ours is checked against the CPU implementation after one step,
-//     and the token outputs of both against each other (upstream leaves rows of the gather's output
-//     unwritten: the rows it writes are compared). Exits 1 on a mismatch.
+//     copied for figures only, never committed): the same rows and table rows with upstream's
+//     kernels on the same inputs (its hidden-state gather with its memset of the position map and
+//     its cooperative launch; its scratch buffers allocated once here, not per call as upstream
+//     does), the sampler and hybrid_mtp_ngram ours in both (upstream's sampler is Paddle code).
+// Ours and the fused step are checked against their CPU implementations after one step, and the
+// token outputs of upstream's against ours (upstream leaves rows of the gather's output
+// unwritten: the rows it writes are compared). Exits 1 on a mismatch.
 //
 //   bash benchmarks/kernels/build.sh 90a build bench_mtp_state   # nvcc, from the repository root
 //   build/bench_mtp_state [--quick]
@@ -28,6 +36,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
@@ -35,8 +44,11 @@
 #include "bench_timing.cuh"
 #include "common/cuda_utils.cuh"
 #include "harness.cuh"
+#include "draft_model/draft_model.h"
+#include "fused_mtp_params.cuh"
 #include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
 #include "mtp_state/mtp_state.h"
+#include "speculate_sample_tokens/speculate_sample_tokens.h"
 #ifdef FDSPEC_BENCH_UPSTREAM
 #include <cuda_bf16.h>
 
@@ -48,10 +60,15 @@ namespace {
 using harness::DevVec;
 
 constexpr int64_t kB = 64, kK = 5, kW1 = kK + 1, kD = 8192, kH = 4096, kPrompt = 3 * kD / 4,
-                  kGen = 512;
+                  kGen = 512, kV = 32000;
 constexpr int kSteps = 2;
 constexpr int64_t kNonBinding = int64_t{1} << 40;
 
+// Host arrays. logits: the draft model's float32 logits [B, V] of each step; rows_cu, zeros,
+// temperature, top_p: the greedy sampler's parameters (row r is its own "slot": cu = 0 .. B,
+// temperature 0); f_*: the fused greedy step's own state (our draft_model_* ops, as
+// MTPProposer(ops="fused") keeps it): accept_num 0, so a step leaves the state as it found it
+// (bench_mtp_kernels' inputs).
 // clang-format off
 #define BENCH_ARRAYS(X)                                                                       \
   X(int64_t, draft) X(int64_t, input_ids) X(int64_t, step) X(int64_t, pre) X(int64_t, acc)    \
@@ -59,7 +76,11 @@ constexpr int64_t kNonBinding = int64_t{1} << 40;
   X(int64_t, prompt_lens) X(int32_t, slt) X(int32_t, enc) X(int32_t, dec) X(int32_t, acc_num) \
   X(int32_t, tenc) X(int32_t, tdec) X(int32_t, tslt) X(int32_t, cu) X(int32_t, actual)        \
   X(uint8_t, stop) X(uint8_t, tstop) X(uint8_t, nns) X(uint16_t, hidden)                      \
-  X(uint16_t, hidden_out) X(int32_t, out_count) X(int32_t, position_map)
+  X(uint16_t, hidden_out) X(int32_t, out_count) X(int32_t, position_map) X(float, logits)     \
+  X(int32_t, rows_cu) X(int64_t, zeros) X(float, temperature) X(float, top_p)                 \
+  X(int64_t, f_input_ids) X(int64_t, f_step) X(int64_t, f_pre) X(int64_t, f_max_dec)          \
+  X(int64_t, f_tdraft) X(int32_t, f_dec) X(int32_t, f_mtp) X(int32_t, f_tslt)                 \
+  X(int32_t, f_acc_num)
 // clang-format on
 struct Host {
   HARNESS_VECTORS(BENCH_ARRAYS)
@@ -108,6 +129,23 @@ Host make_host() {
   h.hidden_out.assign(h.hidden.size(), 0);
   h.out_count.assign(1, 0);
   h.position_map.assign(kB * kW1, -1);
+  std::normal_distribution<float> nd;
+  h.logits.resize(kSteps * kB * kV);
+  for (float& x : h.logits) x = nd(g);
+  h.rows_cu.resize(kB + 1);
+  for (int64_t r = 0; r <= kB; ++r) h.rows_cu[r] = static_cast<int32_t>(r);
+  h.zeros.assign(kB, 0);
+  h.temperature.assign(kB, 0.0f);
+  h.top_p.assign(kB, 1.0f);
+  h.f_input_ids.assign(kB, 0);
+  h.f_step.assign(kB, kGen - 1);
+  h.f_pre = h.pre;
+  h.f_max_dec.assign(kB, 0);
+  h.f_tdraft.assign(kB * kW1, -1);
+  h.f_dec.assign(kB, 0);
+  h.f_mtp.assign(kB, 0);
+  h.f_tslt.assign(kB, 1);
+  h.f_acc_num.assign(kB, 0);
   return h;
 }
 
@@ -123,6 +161,41 @@ struct Ptrs {
   bool *stop, *tstop, *nns;
   uint16_t *hidden, *hidden_out;
   int32_t* out_count;
+  const float* logits;
+  const int32_t* rows_cu;
+  const int64_t* zeros;
+  const float *temperature, *top_p;
+  int64_t *f_input_ids, *f_step, *f_pre, *f_max_dec, *f_tdraft;
+  int32_t *f_dec, *f_mtp, *f_tslt, *f_acc_num;
+
+  // The greedy sampler of draft-model step `substep`: its tokens become inter_next_tokens.
+  fdspec::SampleTokensParams sample(int substep) const {
+    // In SampleTokensParams' field order: logits, dtype, rows, vocab, cu, batch, step_idx, seed,
+    // temperature, top_p, top_k, min_p, sampled_tokens.
+    return {logits + static_cast<int64_t>(substep) * kB * kV,
+            fdspec::LogitsDType::kFloat32,
+            kB,
+            kV,
+            rows_cu,
+            kB,
+            zeros,
+            zeros,
+            temperature,
+            top_p,
+            zeros,
+            nullptr,
+            next};
+  }
+  bench::FusedMtpPtrs fused() const {
+    return {kB,    kW1, kD,        kV,     f_input_ids, f_step, f_pre, f_max_dec, f_dec,
+            f_mtp, acc, f_acc_num, f_tslt, tenc,        tdec,   tstop, max_dec,   f_tdraft};
+  }
+  fdspec::DraftModelGreedyUpdateParams fused_update(int substep) const {
+    return fused().update(logits + static_cast<int64_t>(substep) * kB * kV, substep);
+  }
+  fdspec::HybridMtpNgramParams fused_hybrid() const {
+    return hybrid_over(f_pre, f_step, f_tdraft, f_tslt, f_dec, f_max_dec);
+  }
 
   fdspec::MtpPreprocessParams preprocess() const {
     fdspec::MtpPreprocessParams p{};
@@ -200,18 +273,25 @@ struct Ptrs {
     return p;
   }
   fdspec::HybridMtpNgramParams hybrid() const {
+    return hybrid_over(pre, step, tdraft, tslt, dec, max_dec);
+  }
+  // hybrid_mtp_ngram over a draft side (pre_ids, step_idx, seq_lens_decoder, max_dec_len) and the
+  // target's drafts and lengths.
+  fdspec::HybridMtpNgramParams hybrid_over(int64_t* pre_ids, int64_t* step_idx, int64_t* drafts,
+                                           int32_t* target_slt, int32_t* draft_dec,
+                                           int64_t* draft_max_dec) const {
     fdspec::HybridMtpNgramParams p{};
     p.token_ids_all = ids;
     p.token_ids_stride = kD;
     p.prompt_lens = prompt_lens;
-    p.pre_ids = pre;
+    p.pre_ids = pre_ids;
     p.pre_ids_stride = kD;
-    p.step_idx = step;
-    p.draft_tokens = tdraft;
+    p.step_idx = step_idx;
+    p.draft_tokens = drafts;
     p.draft_stride = kW1;
-    p.seq_lens_this_time = tslt;
-    p.seq_lens_decoder = dec;
-    p.max_dec_len = max_dec;
+    p.seq_lens_this_time = target_slt;
+    p.seq_lens_decoder = draft_dec;
+    p.max_dec_len = draft_max_dec;
     p.batch = kB;
     p.max_ngram_size = 3;
     p.min_ngram_size = 1;
@@ -222,60 +302,109 @@ struct Ptrs {
   }
 };
 
-// The pointers of the Host's vectors or of its Dev copy.
-template <class S>
-Ptrs ptrs_of(S& h) {
-  return {h.draft.data(),
-          h.input_ids.data(),
-          h.step.data(),
-          h.pre.data(),
-          h.acc.data(),
-          h.tstep.data(),
-          h.max_dec.data(),
-          h.tdraft.data(),
-          h.next.data(),
-          h.ids.data(),
-          h.prompt_lens.data(),
-          h.slt.data(),
-          h.enc.data(),
-          h.dec.data(),
-          h.acc_num.data(),
-          h.tenc.data(),
-          h.tdec.data(),
-          h.tslt.data(),
-          reinterpret_cast<bool*>(h.stop.data()),
-          reinterpret_cast<bool*>(h.tstop.data()),
-          reinterpret_cast<bool*>(h.nns.data()),
-          h.hidden.data(),
-          h.hidden_out.data(),
-          h.out_count.data()};
+// One set of pointers from host vectors (`at`: data()) or device buffers (ptr()).
+template <class S, class At>
+Ptrs ptrs_of(S& s, At at) {
+  return {at(s.draft),
+          at(s.input_ids),
+          at(s.step),
+          at(s.pre),
+          at(s.acc),
+          at(s.tstep),
+          at(s.max_dec),
+          at(s.tdraft),
+          at(s.next),
+          at(s.ids),
+          at(s.prompt_lens),
+          at(s.slt),
+          at(s.enc),
+          at(s.dec),
+          at(s.acc_num),
+          at(s.tenc),
+          at(s.tdec),
+          at(s.tslt),
+          reinterpret_cast<bool*>(at(s.stop)),
+          reinterpret_cast<bool*>(at(s.tstop)),
+          reinterpret_cast<bool*>(at(s.nns)),
+          at(s.hidden),
+          at(s.hidden_out),
+          at(s.out_count),
+          at(s.logits),
+          at(s.rows_cu),
+          at(s.zeros),
+          at(s.temperature),
+          at(s.top_p),
+          at(s.f_input_ids),
+          at(s.f_step),
+          at(s.f_pre),
+          at(s.f_max_dec),
+          at(s.f_tdraft),
+          at(s.f_dec),
+          at(s.f_mtp),
+          at(s.f_tslt),
+          at(s.f_acc_num)};
 }
 
-Ptrs host_ptrs(Host& h) { return ptrs_of(h); }
+Ptrs host_ptrs(Host& h) {
+  return ptrs_of(h, [](auto& v) { return v.data(); });
+}
 
-Ptrs dev_ptrs(const Dev& d) { return ptrs_of(d); }
+Ptrs dev_ptrs(const Dev& d) {
+  return ptrs_of(d, [](const auto& v) { return v.ptr(); });
+}
 
+// FastDeploy's sequence with the greedy sampler between the draft model and draft_model_update.
 void cpu_step(Host& h) {
   const Ptrs p = host_ptrs(h);
   fdspec::mtp_preprocess_cpu(p.preprocess());
   fdspec::hidden_gather_cpu(p.gather());
-  for (int i = 0; i < kSteps; ++i) fdspec::mtp_update_cpu(p.update(i));
+  for (int i = 0; i < kSteps; ++i) {
+    fdspec::sample_tokens_cpu(p.sample(i));
+    fdspec::mtp_update_cpu(p.update(i));
+  }
   fdspec::mtp_postprocess_cpu(p.postprocess());
   fdspec::hybrid_mtp_ngram_cpu(p.hybrid());
 }
 
+void cpu_fused_step(Host& h) {
+  const Ptrs p = host_ptrs(h);
+  fdspec::draft_model_accept_preprocess_cpu(p.fused().accept_preprocess());
+  for (int i = 0; i < kSteps; ++i) fdspec::draft_model_greedy_update_cpu(p.fused_update(i));
+  fdspec::hybrid_mtp_ngram_cpu(p.fused_hybrid());
+}
+
 using Op = std::function<cudaError_t(cudaStream_t)>;
 
+cudaError_t run_ops(std::initializer_list<const Op*> ops, cudaStream_t st) {
+  for (const Op* op : ops) {
+    const cudaError_t e = (*op)(st);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
 struct Flow {
-  Op preprocess, gather, update0, update1, postprocess, hybrid;
+  Op preprocess, gather, update0, update1, postprocess, hybrid, sample0, sample1;
+  // The bookkeeping alone (the sampler's tokens left in inter_next_tokens by the last one).
   cudaError_t step(cudaStream_t st) const {
-    for (const Op* op : {&preprocess, &gather, &update0, &update1, &postprocess, &hybrid}) {
-      const cudaError_t e = (*op)(st);
-      if (e != cudaSuccess) return e;
-    }
-    return cudaSuccess;
+    return run_ops({&preprocess, &gather, &update0, &update1, &postprocess, &hybrid}, st);
+  }
+  cudaError_t sampled_step(cudaStream_t st) const {
+    return run_ops(
+        {&preprocess, &gather, &sample0, &update0, &sample1, &update1, &postprocess, &hybrid}, st);
   }
 };
+
+Op sampler(const Ptrs& p, int substep) {
+  return [p, substep](cudaStream_t s) { return fdspec::sample_tokens_gpu(p.sample(substep), s); };
+}
+
+cudaError_t fused_step(const Ptrs& p, cudaStream_t s) {
+  cudaError_t e = fdspec::draft_model_accept_preprocess_gpu(p.fused().accept_preprocess(), s);
+  for (int i = 0; i < kSteps && e == cudaSuccess; ++i)
+    e = fdspec::draft_model_greedy_update_gpu(p.fused_update(i), s);
+  return e != cudaSuccess ? e : fdspec::hybrid_mtp_ngram_gpu(p.fused_hybrid(), s);
+}
 
 Flow ours(const Ptrs& p) {
   return {[p](cudaStream_t s) { return fdspec::mtp_preprocess_gpu(p.preprocess(), s); },
@@ -283,7 +412,9 @@ Flow ours(const Ptrs& p) {
           [p](cudaStream_t s) { return fdspec::mtp_update_gpu(p.update(0), s); },
           [p](cudaStream_t s) { return fdspec::mtp_update_gpu(p.update(1), s); },
           [p](cudaStream_t s) { return fdspec::mtp_postprocess_gpu(p.postprocess(), s); },
-          [p](cudaStream_t s) { return fdspec::hybrid_mtp_ngram_gpu(p.hybrid(), s); }};
+          [p](cudaStream_t s) { return fdspec::hybrid_mtp_ngram_gpu(p.hybrid(), s); },
+          sampler(p, 0),
+          sampler(p, 1)};
 }
 
 #ifdef FDSPEC_BENCH_UPSTREAM
@@ -342,7 +473,9 @@ Flow theirs(const Ptrs& p, int32_t* position_map) {
             p.tdraft, p.tslt, p.tenc, p.tstop, kB, kW1);
         return cudaGetLastError();
       },
-      [p](cudaStream_t s) { return fdspec::hybrid_mtp_ngram_gpu(p.hybrid(), s); }};
+      [p](cudaStream_t s) { return fdspec::hybrid_mtp_ngram_gpu(p.hybrid(), s); },
+      sampler(p, 0),
+      sampler(p, 1)};
 }
 #endif
 
@@ -356,21 +489,32 @@ Rows time_flow(const Flow& f, cudaStream_t st, bool quick) {
   Rows r{};
   r.preprocess = t(f.preprocess);
   r.gather = t(f.gather);
-  r.update = t([&](cudaStream_t s) {
-               const cudaError_t e = f.preprocess(s);
-               return e != cudaSuccess ? e : f.update0(s);
-             }) -
-             r.preprocess;
+  r.update =
+      t([&](cudaStream_t s) { return run_ops({&f.preprocess, &f.update0}, s); }) - r.preprocess;
   r.postprocess = t(f.postprocess);
   r.step = t([&](cudaStream_t s) { return f.step(s); });
   r.step_no_gather = t([&](cudaStream_t s) {
-    for (const Op* op : {&f.preprocess, &f.update0, &f.update1, &f.postprocess, &f.hybrid}) {
-      const cudaError_t e = (*op)(s);
-      if (e != cudaSuccess) return e;
-    }
-    return cudaSuccess;
+    return run_ops({&f.preprocess, &f.update0, &f.update1, &f.postprocess, &f.hybrid}, s);
   });
   return r;
+}
+
+struct WarmCold {
+  double warm, cold;
+};
+
+// A whole step warm (a graph of 20 steps replayed) and cold (each step after an L2 flush, the
+// flush timed alone and subtracted), as bench_mtp_kernels times its rows.
+WarmCold time_step(const Op& step, const bench::Flusher& fl, cudaStream_t st, bool quick) {
+  const int calls = 20, reps = quick ? 3 : 10, rounds = quick ? 5 : 15, cold_reps = quick ? 1 : 3;
+  const Op flush = [&](cudaStream_t s) { return fl.run(s); };
+  const Op flush_step = [&](cudaStream_t s) {
+    const cudaError_t e = fl.run(s);
+    return e != cudaSuccess ? e : step(s);
+  };
+  const double warm = bench::graph_us(st, calls, reps, rounds, step);
+  const double flush_us = bench::graph_us(st, calls, cold_reps, rounds, flush);
+  return {warm, bench::graph_us(st, calls, cold_reps, rounds, flush_step) - flush_us};
 }
 
 void print_rows(const char* who, const Rows& r) {
@@ -378,6 +522,10 @@ void print_rows(const char* who, const Rows& r) {
       "%-9s preprocess %6.2f us  hidden gather %6.2f us  update %6.2f us  postprocess %6.2f us  "
       "step %6.2f us  step without gather %6.2f us\n",
       who, r.preprocess, r.gather, r.update, r.postprocess, r.step, r.step_no_gather);
+}
+
+void print_table_row(const char* what, const WarmCold& t) {
+  std::printf("| %-72s | %7.2f | %7.2f |\n", what, t.warm, t.cold);
 }
 
 template <class T>
@@ -394,32 +542,46 @@ int main(int argc, char** argv) {
   if (!opt.ok) return 2;
   cudaDeviceProp prop{};
   CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("bench_mtp_state: %s, B=%lld K=%lld steps=%d D=%lld hidden bf16 [%lld, %lld]\n",
-              prop.name, (long long)kB, (long long)kK, kSteps, (long long)kD, (long long)(kB * kW1),
-              (long long)kH);
+  std::printf(
+      "bench_mtp_state: %s, B=%lld K=%lld steps=%d D=%lld V=%lld hidden bf16 [%lld, %lld]\n",
+      prop.name, (long long)kB, (long long)kK, kSteps, (long long)kD, (long long)kV,
+      (long long)(kB * kW1), (long long)kH);
   const harness::Stream stream;
+  const bench::Flusher fl;
   Host ref = make_host();
   const Host init = ref;
   cpu_step(ref);
+  cpu_fused_step(ref);
   Dev d(init);
   const Ptrs p = dev_ptrs(d);
   const Flow f = ours(p);
-  CHECK(f.step(stream.get()));
+  CHECK(f.sampled_step(stream.get()));
+  CHECK(fused_step(p, stream.get()));
   stream.sync();
   bool ok = same("draft_tokens", d.draft.download(), ref.draft) &&
             same("pre_ids", d.pre.download(), ref.pre);
   ok = same("step_idx", d.step.download(), ref.step) && ok;
+  ok = same("sampled tokens", d.next.download(), ref.next) && ok;
   ok = same("target draft_tokens", d.tdraft.download(), ref.tdraft) && ok;
   ok = same("target seq_lens_this_time", d.tslt.download(), ref.tslt) && ok;
   ok = same("hidden out", d.hidden_out.download(), ref.hidden_out) && ok;
   ok = same("output_token_num", d.out_count.download(), ref.out_count) && ok;
+  ok = same("fused pre_ids", d.f_pre.download(), ref.f_pre) && ok;
+  ok = same("fused target draft_tokens", d.f_tdraft.download(), ref.f_tdraft) && ok;
+  ok = same("fused target seq_lens_this_time", d.f_tslt.download(), ref.f_tslt) && ok;
   print_rows("ours", time_flow(f, stream.get(), opt.quick));
+  const WarmCold fused =
+      time_step([&](cudaStream_t s) { return fused_step(p, s); }, fl, stream.get(), opt.quick);
+  const WarmCold seq =
+      time_step([&](cudaStream_t s) { return f.sampled_step(s); }, fl, stream.get(), opt.quick);
+  const WarmCold seq_books =
+      time_step([&](cudaStream_t s) { return f.step(s); }, fl, stream.get(), opt.quick);
 #ifdef FDSPEC_BENCH_UPSTREAM
   Dev u(init);
   DevVec<int32_t> position_map(init.position_map);
   const Ptrs q = dev_ptrs(u);
   const Flow g = theirs(q, position_map.ptr());
-  CHECK(g.step(stream.get()));
+  CHECK(g.sampled_step(stream.get()));
   stream.sync();
   ok = same("upstream draft_tokens", u.draft.download(), ref.draft) && ok;
   ok = same("upstream pre_ids", u.pre.download(), ref.pre) && ok;
@@ -434,6 +596,24 @@ int main(int argc, char** argv) {
          ok;
   }
   print_rows("upstream", time_flow(g, stream.get(), opt.quick));
+  const WarmCold up =
+      time_step([&](cudaStream_t s) { return g.sampled_step(s); }, fl, stream.get(), opt.quick);
+  const WarmCold up_books =
+      time_step([&](cudaStream_t s) { return g.step(s); }, fl, stream.get(), opt.quick);
+#endif
+  std::printf(
+      "\n| MTP step, B = %lld, K = %lld, %d model steps + hybrid_mtp_ngram, %s | warm us | cold us "
+      "|\n",
+      (long long)kB, (long long)kK, kSteps, prop.name);
+  std::printf("|---|---|---|\n");
+  print_table_row("fused greedy step (MTPProposer ops=\"fused\": draft_model_greedy_*)", fused);
+  print_table_row("FastDeploy's sequence, our ops, greedy sampler (ops=\"upstream\")", seq);
+#ifdef FDSPEC_BENCH_UPSTREAM
+  print_table_row("FastDeploy's sequence, upstream's kernels, the same sampler", up);
+#endif
+  print_table_row("FastDeploy's sequence, our ops, bookkeeping only (no sampler)", seq_books);
+#ifdef FDSPEC_BENCH_UPSTREAM
+  print_table_row("FastDeploy's sequence, upstream's kernels, bookkeeping only", up_books);
 #endif
   std::printf("bench_mtp_state: %s\n", ok ? "outputs checked" : "MISMATCH");
   return ok ? 0 : 1;

@@ -24,7 +24,7 @@ declare -A sources=(
   [bench_suffix_kernels]="custom_ops/suffix_match/suffix_match.cu custom_ops/suffix_match/suffix_match_cpu.cc custom_ops/suffix_cache/suffix_cache.cu custom_ops/suffix_cache/suffix_cache_cpu.cc"
   [bench_sample_tokens]="custom_ops/speculate_sample_tokens/speculate_sample_tokens.cu custom_ops/speculate_sample_tokens/speculate_sample_tokens_cpu.cc"
   [bench_mtp_kernels]="custom_ops/draft_model/draft_model.cu custom_ops/draft_model/draft_model_cpu.cc custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc"
-  [bench_mtp_state]="custom_ops/mtp_state/mtp_state.cu custom_ops/mtp_state/mtp_state_cpu.cc custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc"
+  [bench_mtp_state]="custom_ops/mtp_state/mtp_state.cu custom_ops/mtp_state/mtp_state_cpu.cc custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc custom_ops/draft_model/draft_model.cu custom_ops/draft_model/draft_model_cpu.cc custom_ops/speculate_sample_tokens/speculate_sample_tokens.cu custom_ops/speculate_sample_tokens/speculate_sample_tokens_cpu.cc"
 )
 flags=(-std=c++17 -O3 -lineinfo "-gencode=arch=compute_$arch,code=sm_$arch" -DFDSPEC_WITH_CUDA
        -Icustom_ops -Itests/cuda -Ibenchmarks/kernels "-I$cuda_home/include/cccl")

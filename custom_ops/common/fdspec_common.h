@@ -30,6 +30,14 @@ FDSPEC_HD T clamp_to(T v, T lo, T hi) {
   return v < lo ? lo : (v > hi ? (hi < lo ? lo : hi) : v);
 }
 
+// Lengths and steps reach the kernels unchecked: sums saturate rather than wrap (upstream's
+// overflow).
+FDSPEC_HD int64_t add_sat(int64_t a, int64_t b) {
+  if (b > 0 && a > INT64_MAX - b) return INT64_MAX;
+  if (b < 0 && a < INT64_MIN - b) return INT64_MIN;
+  return a + b;
+}
+
 template <typename T>
 FDSPEC_HD T min_of(T a, T b) {
   return a < b ? a : b;

@@ -25,14 +25,6 @@
 
 namespace fdspec {
 
-// Lengths and steps reach the kernels unchecked: sums saturate rather than wrap (upstream's
-// overflow).
-FDSPEC_HD int64_t add_sat(int64_t a, int64_t b) {
-  if (b > 0 && a > INT64_MAX - b) return INT64_MAX;
-  if (b < 0 && a < INT64_MIN - b) return INT64_MIN;
-  return a + b;
-}
-
 FDSPEC_HD int32_t sat_i32(int64_t v) {
   return static_cast<int32_t>(clamp_to<int64_t>(v, INT32_MIN, INT32_MAX));
 }

@@ -53,10 +53,6 @@ struct UnifiedUpdateModelStatusParams {
   int64_t width;                // W >= 1
 };
 
-FDSPEC_HD int64_t add_sat(int64_t a, int64_t b) {  // b >= 0
-  return a > INT64_MAX - b ? INT64_MAX : a + b;
-}
-
 // The rule for slot b; returns true when the slot is still running after the step.
 FDSPEC_HD bool unified_update_slot(const UnifiedUpdateModelStatusParams& p, int64_t b) {
   const bool running = !p.stop_flags[b] && !p.is_paused[b];
@@ -115,12 +111,21 @@ FDSPEC_HD bool unified_update_slot(const UnifiedUpdateModelStatusParams& p, int6
 void unified_update_model_status_cpu(const UnifiedUpdateModelStatusParams& p);
 
 #ifdef FDSPEC_WITH_CUDA
-// One thread per slot. Up to kUpdateOneBlock slots: one block, whose OR-reduction writes
-// has_running_seqs. More: a 1-byte memset of has_running_seqs to false, then blocks that each set
-// it when one of their slots runs. No allocation, no host synchronisation (CUDA-graph capturable).
-constexpr int64_t kUpdateOneBlock = 1024;
+// G lanes per slot (speculate_common/slot_lanes.cuh), one launch: up to kUpdateOneBlockLanes lanes
+// one block, whose OR-reduction writes has_running_seqs; up to 8 blocks of <= 1024 threads on an
+// sm_90 image and device one thread-block cluster, which ORs in shared memory; more, a 1-byte
+// memset of has_running_seqs to false, then a grid whose blocks each set it when one of their slots
+// runs. Launched as a programmatic dependent of the work before it (sm_90). No allocation, no host
+// synchronisation (CUDA-graph capturable). `form` forces one of the three (tests, benches):
+// cudaErrorInvalidConfiguration, nothing launched, where it cannot take the batch
+// (unified_update_form_fits).
+enum class UpdateForm : int { kAuto = 0, kOneBlock = 1, kCluster = 2, kGrid = 3 };
+constexpr int64_t kUpdateOneBlockLanes = 512;
 cudaError_t unified_update_model_status_gpu(const UnifiedUpdateModelStatusParams& p,
-                                            cudaStream_t stream);
+                                            cudaStream_t stream,
+                                            UpdateForm form = UpdateForm::kAuto);
+cudaError_t unified_update_form_fits(const UnifiedUpdateModelStatusParams& p, UpdateForm form,
+                                     bool* fits);
 #endif
 
 }  // namespace fdspec

@@ -77,6 +77,10 @@ class HostDraftOnPlace:
     def __call__(self, input_ids, hidden_states=None):
         from fastdeploy_spec.buffers import copy_from_host
 
+        if isinstance(input_ids, dict):  # the upstream-ops step: its model_inputs, rows packed
+            from fastdeploy_spec.proposers import last_input_tokens
+
+            input_ids = last_input_tokens(input_ids)
         copy_from_host(self.logits, np.asarray(self.model(input_ids, hidden_states), np.float32))
         return self.logits
 
@@ -166,7 +170,12 @@ def run_method(method: str, tasks: List[Task], vocab: Vocabulary, args, referenc
         else None
     )
     proposer = create_proposer(
-        cfg, draft_model=draft, max_num_seqs=args.slots, max_model_len=width, place=args.device
+        cfg,
+        draft_model=draft,
+        max_num_seqs=args.slots,
+        max_model_len=width,
+        place=args.device,
+        mtp_ops=args.mtp_ops,
     )
     label = method_label(method, args)
     runner = SpecRunner(
@@ -238,6 +247,7 @@ def run_method(method: str, tasks: List[Task], vocab: Vocabulary, args, referenc
         result.update(
             num_model_steps=cfg.num_model_steps,
             mtp_strategy=cfg.mtp_strategy,
+            mtp_ops=args.mtp_ops,
             draft_model="bigram table of the prompts (BigramDraft)",
         )
     result["acceptance"] = runner.acceptance.to_dict()
@@ -404,6 +414,13 @@ def parse_args(argv=None):
         help="with_ngram: extend the MTP drafts with n-gram matches up to K",
     )
     p.add_argument(
+        "--mtp-ops",
+        choices=("fused", "upstream"),
+        default="fused",
+        help="fused (default): our fused greedy ops; upstream: FastDeploy's MTPProposer op sequence "
+        "(draft_model_preprocess, sampler, draft_model_update, draft_model_postprocess)",
+    )
+    p.add_argument(
         "--logprobs",
         type=int,
         default=None,
@@ -473,7 +490,7 @@ def main(argv=None) -> int:
     if "mtp" in methods:
         print(
             f"mtp: draft model = bigram table of the prompts, {args.mtp_steps} draft step(s) per "
-            f"decode step, strategy {args.mtp_strategy}"
+            f"decode step, strategy {args.mtp_strategy}, ops {args.mtp_ops}"
         )
 
     if args.temperature > 0:

@@ -6,11 +6,18 @@ from typing import Optional
 
 from fastdeploy_spec.config import SpecMethod, proposer_config
 from fastdeploy_spec.proposers.base import Proposer
-from fastdeploy_spec.proposers.mtp import DraftModel, MTPProposer
+from fastdeploy_spec.proposers.mtp import DraftModel, MTPProposer, last_input_tokens
 from fastdeploy_spec.proposers.ngram import NgramProposer
 from fastdeploy_spec.proposers.suffix import SuffixProposer
 
-__all__ = ["MTPProposer", "NgramProposer", "Proposer", "SuffixProposer", "create_proposer"]
+__all__ = [
+    "MTPProposer",
+    "NgramProposer",
+    "Proposer",
+    "SuffixProposer",
+    "create_proposer",
+    "last_input_tokens",
+]
 
 
 def create_proposer(
@@ -20,6 +27,7 @@ def create_proposer(
     max_num_seqs: Optional[int] = None,
     max_model_len: Optional[int] = None,
     place=None,
+    mtp_ops: str = "fused",
 ) -> Optional[Proposer]:
     """The proposer of ``config.method``.
 
@@ -28,7 +36,7 @@ def create_proposer(
     ``suffix`` a :class:`SuffixProposer`;
     ``mtp`` an :class:`MTPProposer`, which needs ``draft_model``, ``max_num_seqs`` and
     ``max_model_len`` (``place``: where its buffers live, that of the share-inputs; the draft model
-    returns its logits there). ``config`` may also be a ``ProposerConfig`` or an ``FDConfig``-shaped
+    returns its logits there; ``mtp_ops``: its ``ops``, "fused" or FastDeploy's "upstream" sequence). ``config`` may also be a ``ProposerConfig`` or an ``FDConfig``-shaped
     object (``fastdeploy_spec.config.proposer_config``), which then supplies ``max_num_seqs``,
     ``max_model_len`` and ``pad_to_max``.
 
@@ -63,5 +71,7 @@ def create_proposer(
         ]
         if missing:
             raise ValueError(f"method 'mtp' needs {', '.join(missing)}")
-        return MTPProposer(setup, draft_model, max_num_seqs, max_model_len, place=place)
+        return MTPProposer(
+            setup, draft_model, max_num_seqs, max_model_len, place=place, ops=mtp_ops
+        )
     raise ValueError(f"no proposer for speculative method {method!r}")

@@ -7,17 +7,44 @@ from typing import Any, Callable, Dict, Optional, Sequence
 import numpy as np
 import paddle
 
-from fastdeploy_spec.buffers import resolve_place
+from fastdeploy_spec.buffers import copy_from_host, resolve_place
 from fastdeploy_spec.ops import (
     draft_model_accept,
     draft_model_accept_preprocess,
     draft_model_greedy_preprocess,
     draft_model_greedy_update,
+    draft_model_postprocess,
+    draft_model_preprocess,
+    draft_model_update,
+    eagle_get_hidden_states,
     hybrid_mtp_ngram,
+    speculate_sample_tokens,
 )
 from fastdeploy_spec.proposers.base import Proposer
 
 DraftModel = Callable[..., Any]
+
+OPS_SEQUENCES = ("fused", "upstream")
+
+
+def last_input_tokens(model_inputs: Dict[str, paddle.Tensor]) -> np.ndarray:
+    """The newest input token of each slot the upstream-ops step feeds to the draft model, packed as
+    its logits are: int64 [S, 1], row i for the i-th slot with ``seq_lens_this_time > 0``
+    (``input_ids[b, seq_lens_encoder - 1]`` in the draft's prefill, else
+    ``draft_tokens[b, seq_lens_this_time - 1]``), -1 past them. Host code (it reads the buffers),
+    for draft models that run on the host and see one token, as the demo's does.
+    """
+    slt, enc = (
+        model_inputs[n].numpy().reshape(-1) for n in ("seq_lens_this_time", "seq_lens_encoder")
+    )
+    active = np.flatnonzero(slt > 0)
+    out = np.full((len(slt), 1), -1, np.int64)
+    prefill, decode = active[enc[active] > 0], active[enc[active] <= 0]
+    last = np.empty(len(slt), np.int64)
+    last[prefill] = model_inputs["input_ids"].numpy()[prefill, enc[prefill] - 1]
+    last[decode] = model_inputs["draft_tokens"].numpy()[decode, slt[decode] - 1]
+    out[: len(active), 0] = last[active]
+    return out
 
 
 class MTPProposer(Proposer):
@@ -84,6 +111,28 @@ class MTPProposer(Proposer):
         them, so capture it after a first ``accept``. False: :meth:`accept` runs
         ``draft_model_accept`` at once and the state is final at the end of each step.
 
+    ops : {"fused", "upstream"}, optional
+        "fused" (default): the step above, through our own fused ops (the greedy choice inside
+        ``draft_model_greedy_update``; the fastest). "upstream": FastDeploy's op sequence on
+        FastDeploy's buffers, call for call as ``MTPProposerCUDA`` makes it
+        (``fastdeploy/spec_decode/mtp_cuda.py``; docs/design/mtp_proposer.md):
+        ``draft_model_preprocess`` (the accepted tokens read from the share-inputs),
+        ``eagle_get_hidden_states`` (when ``hidden_states`` are given), then ``num_model_steps`` x
+        (draft model, sampler ``speculate_sample_tokens``, ``draft_model_update``), then
+        ``draft_model_postprocess`` and ``hybrid_mtp_ngram``. Its buffers are ``model_inputs`` (the
+        draft side, upstream's names) and ``target_model_inputs`` (the share-inputs given to
+        :meth:`run`). Its draft model is called ``draft_model(model_inputs, hidden_states)`` and
+        returns logits [S, V] whose row i belongs to the i-th slot with ``seq_lens_this_time > 0``
+        (upstream's packed rows, padded to S for graph capture); the slot's input tokens are
+        upstream's (``input_ids[b, :seq_lens_encoder]`` in the draft's prefill,
+        ``draft_tokens[b, :seq_lens_this_time]`` in decode; :func:`last_input_tokens` gives each
+        active slot's newest one, for host models). Drafts are greedy (temperature 0 in the
+        sampler). :meth:`reset` and :meth:`accept` stand for upstream's task insertion (host
+        writes, outside the captured step): this runner calls the proposer before the target, so a
+        slot that starts a request is skipped until its prefill step has verified, then gets the
+        draft model's prefill rows (the prompt shifted by one) as upstream's
+        ``insert_prefill_inputs`` writes them. ``defer_accept`` does not apply.
+
     Examples
     --------
     A draft model that always predicts ``token + 1`` drafts ``4 5`` after ``3``:
@@ -116,6 +165,7 @@ class MTPProposer(Proposer):
         *,
         place=None,
         defer_accept: bool = True,
+        ops: str = "fused",
     ) -> None:
         super().__init__(config)  # also an FDConfig-shaped object (proposers/base.py)
         max_num_seqs = self.max_num_seqs if max_num_seqs is None else max_num_seqs
@@ -146,17 +196,88 @@ class MTPProposer(Proposer):
         def buffer(shape, fill, dtype):  # made on the host, copied to the place once
             return paddle.to_tensor(np.full(shape, fill, dtype), place=self.place)
 
+        if ops not in OPS_SEQUENCES:
+            raise ValueError(f"ops must be one of {OPS_SEQUENCES}, got {ops!r}")
+        self.ops = ops
+        self.defer_accept = bool(defer_accept) and ops == "fused"
+        self._accepted = None  # (accept_tokens, accept_num) kept for the next run (defer_accept)
+        if ops == "upstream":
+            self._init_model_inputs(buffer, S, D, config.num_speculative_tokens + 1)
+            return
         self.pre_ids = buffer((S, D), -1, np.int64)
         self.step_idx = buffer((S, 1), 0, np.int64)
         self.seq_lens_decoder = buffer((S,), 0, np.int32)
         self.max_dec_len = buffer((S, 1), 0, np.int64)
         self.input_ids = buffer((S, 1), 0, np.int64)
         self.mtp_draft_num = buffer((S,), 0, np.int32)
-        self.defer_accept = bool(defer_accept)
-        self._accepted = None  # (accept_tokens, accept_num) kept for the next run (defer_accept)
+
+    def _init_model_inputs(self, buffer, S: int, D: int, K1: int) -> None:
+        """The draft side's buffers under upstream's ``model_inputs`` names (``not_need_stop`` is
+        upstream's ``not_need_stop_device``), and the greedy sampler's parameters."""
+        self.model_inputs = mi = {
+            "input_ids": buffer((S, D), 0, np.int64),
+            "draft_tokens": buffer((S, K1), -1, np.int64),
+            "pre_ids": buffer((S, D), -1, np.int64),
+            "step_idx": buffer((S, 1), 0, np.int64),
+            "seq_lens_this_time": buffer((S,), 0, np.int32),
+            "seq_lens_encoder": buffer((S,), 0, np.int32),
+            "seq_lens_decoder": buffer((S,), 0, np.int32),
+            "stop_flags": buffer((S, 1), True, np.bool_),
+            "not_need_stop": buffer((1,), False, np.bool_),
+            "max_dec_len": buffer((S, 1), 0, np.int64),
+            "cu_seqlens_q_output": buffer((S + 1,), 0, np.int32),
+            "eos_token_id": buffer((1,), 0, np.int64),
+            "sampled_token_ids": buffer((S,), -1, np.int64),
+        }
+        # Greedy drafts: row r of the packed logits is its own "slot" for the sampler.
+        self._sampler = (
+            paddle.to_tensor(np.arange(S + 1, dtype=np.int32), place=self.place),
+            buffer((S,), 0, np.int64),  # step_idx (no draw at temperature 0)
+            buffer((S,), 0, np.int64),  # seed
+            buffer((S,), 0.0, np.float32),  # temperature
+            buffer((S,), 1.0, np.float32),  # top_p
+            buffer((S,), 0, np.int64),  # top_k
+        )
+        for name in ("pre_ids", "step_idx", "seq_lens_decoder", "max_dec_len", "input_ids"):
+            setattr(self, name, mi[name])  # the names hybrid_mtp_ngram's call shares
+        self.target_model_inputs: Optional[Dict[str, paddle.Tensor]] = None
+        self._inserting: list = []  # slots whose request starts: prefill rows after its prefill
 
     def reset(self, slots: Sequence[int]) -> None:
-        """Nothing to do: ``run`` clears a slot when it sees it start a request (in prefill)."""
+        """Fused ops: nothing to do (``run`` clears a slot when it sees it start a request). Upstream
+        ops: the slots are skipped by this step's ``draft_model_preprocess`` (the draft side's
+        ``max_dec_len`` 0) and get their prefill rows at :meth:`accept`; a host write."""
+        if self.ops != "upstream" or not len(slots):
+            return
+        slots = list(slots)
+        mi = self.model_inputs
+        host = mi["max_dec_len"].numpy()
+        host[slots] = 0
+        copy_from_host(mi["max_dec_len"], host)
+        self._inserting.extend(slots)
+
+    def _insert_prefill_inputs(self, s: Dict[str, paddle.Tensor]) -> None:
+        """Upstream's ``insert_prefill_inputs`` for the slots reset this step, once the target has
+        prefilled them: ``input_ids[b, :P - 1]`` = the prompt without its first token (the
+        preprocess appends the target's first token), ``seq_lens_encoder = P``, the target's
+        ``max_dec_len``. Host writes (a read of the prompts), as upstream's."""
+        slots, self._inserting = self._inserting, []
+        mi = self.model_inputs
+        prompts, lens, max_dec = (
+            s[n].numpy() for n in ("token_ids_all", "prompt_lens", "max_dec_len")
+        )
+        host = {
+            n: mi[n].numpy()
+            for n in ("input_ids", "seq_lens_encoder", "seq_lens_decoder", "max_dec_len")
+        }
+        for b in slots:
+            P = int(lens[b].reshape(-1)[0])
+            host["input_ids"][b, : P - 1] = prompts[b, 1:P]
+            host["seq_lens_encoder"][b] = P
+            host["seq_lens_decoder"][b] = 0
+            host["max_dec_len"][b] = max_dec[b]
+        for name, value in host.items():
+            copy_from_host(mi[name], value)
 
     def accept(self, accept_tokens: paddle.Tensor, accept_num: paddle.Tensor) -> None:
         """Replace the last run's MTP drafts in ``pre_ids`` by the verified tokens: kept for the next
@@ -175,32 +296,137 @@ class MTPProposer(Proposer):
                     f"MTPProposer.accept: {name} must be a Paddle tensor on the proposer's "
                     f"place, got {type(t).__name__}"
                 )
-        if self.defer_accept:
+        if self.ops == "upstream":  # draft_model_preprocess reads them from the share-inputs
+            if self._inserting and self.target_model_inputs is not None:
+                self._insert_prefill_inputs(self.target_model_inputs)
+        elif self.defer_accept:
             self._accepted = (accept_tokens, accept_num)
         else:
             draft_model_accept(
                 accept_tokens, accept_num, self.step_idx, self.pre_ids, self.mtp_draft_num
             )
 
-    # The step reads as FastDeploy's MTPProposer._run_impl (fastdeploy/spec_decode/mtp.py): prepare
-    # the draft side's inputs, propose num_model_steps drafts, extend them with n-gram matches. Our
-    # ops differ where upstream's sampler sits between the draft model and draft_model_update: the
-    # greedy choice is fused into draft_model_greedy_update (docs/contract/draft_model.md); the
-    # upstream-contract ops are in fastdeploy_spec.ops (docs/contract/mtp_state.md).
     def _run_impl(
         self,
         share_inputs: Dict[str, paddle.Tensor],
         hidden_states: Optional[paddle.Tensor] = None,
         **_: object,
     ) -> None:
-        self._prepare_inputs(share_inputs)
-        self._propose(share_inputs, hidden_states)
+        if self.ops == "upstream":
+            self._run_upstream(share_inputs, hidden_states)
+            return
+        self._fused_prepare_inputs(share_inputs)
+        self._fused_propose(share_inputs, hidden_states)
         if self.extend_with_ngram:
             self._extend_draft_token_with_ngram_match(share_inputs)
 
-    def _prepare_inputs(self, s: Dict[str, paddle.Tensor]) -> None:
-        """Upstream's draft_model_preprocess step: the draft side from the target's state (the last
-        verification applied first when it was deferred)."""
+    # FastDeploy's MTPProposer._run_impl and MTPProposerCUDA's methods (fastdeploy/spec_decode/
+    # mtp.py, mtp_cuda.py), name for name: the same ops on the same buffers, in the same order.
+    def _run_upstream(
+        self, share_inputs: Dict[str, paddle.Tensor], full_hidden_states: Optional[paddle.Tensor]
+    ) -> None:
+        self.target_model_inputs = share_inputs
+        target_hidden_states = self._prepare_inputs(full_hidden_states)
+        self._propose(target_hidden_states)
+        self._update_status()
+        if self.extend_with_ngram:
+            self._extend_draft_token_with_ngram_match(share_inputs)
+
+    def _prepare_inputs(
+        self, full_hidden_states: Optional[paddle.Tensor]
+    ) -> Optional[paddle.Tensor]:
+        mi, t = self.model_inputs, self.target_model_inputs
+        draft_model_preprocess(
+            mi["draft_tokens"],
+            mi["input_ids"],
+            mi["stop_flags"],
+            mi["seq_lens_this_time"],
+            mi["seq_lens_encoder"],
+            mi["seq_lens_decoder"],
+            mi["step_idx"],
+            mi["not_need_stop"],
+            mi["pre_ids"],
+            t["accept_tokens"],
+            t["accept_num"],
+            t["seq_lens_encoder"],
+            t["seq_lens_decoder"],
+            t["step_idx"],
+            t["stop_flags"],
+            mi["max_dec_len"],
+            t["draft_tokens"],
+            self.num_model_steps,
+            False,  # is_splitwise_prefill: no prefill-only role here
+        )
+        if full_hidden_states is None:
+            return None
+        target_hidden_states, _ = eagle_get_hidden_states(
+            full_hidden_states,
+            mi["seq_lens_this_time"],
+            mi["seq_lens_encoder"],
+            mi["seq_lens_decoder"],
+            mi["stop_flags"],
+            t["accept_num"],
+            t["seq_lens_this_time"],
+            t["seq_lens_encoder"],
+            self.num_model_steps,
+        )
+        return target_hidden_states
+
+    def _propose(self, target_hidden_states: Optional[paddle.Tensor]) -> None:
+        """num_model_steps x (draft model, sampler, draft_model_update)."""
+        mi = self.model_inputs
+        hidden = target_hidden_states
+        for substep in range(self.num_model_steps):
+            logits, hidden = self._draft_logits(self.draft_model(mi, hidden))
+            cu, step_idx, seed, temperature, top_p, top_k = self._sampler
+            speculate_sample_tokens(
+                logits, cu, step_idx, seed, temperature, top_p, top_k, mi["sampled_token_ids"]
+            )
+            self._post_process(mi["sampled_token_ids"], substep)
+
+    def _post_process(self, sampled_token_ids: paddle.Tensor, substep: int) -> None:
+        mi = self.model_inputs
+        draft_model_update(
+            sampled_token_ids,
+            mi["draft_tokens"],
+            mi["pre_ids"],
+            mi["seq_lens_this_time"],
+            mi["seq_lens_encoder"],
+            mi["seq_lens_decoder"],
+            mi["step_idx"],
+            mi["cu_seqlens_q_output"],
+            mi["stop_flags"],
+            mi["not_need_stop"],
+            mi["max_dec_len"],
+            mi["eos_token_id"],
+            self.target_model_inputs["draft_tokens"],
+            self.max_model_len,
+            substep,
+        )
+
+    def _update_status(self) -> None:
+        """The target's seq_lens_this_time for its next step (``mtp_step_paddle``, upstream's block
+        allocation without its V1 KV-cache scheduler, has no counterpart: docs/contract/mtp_state.md)."""
+        t = self.target_model_inputs
+        draft_model_postprocess(
+            t["draft_tokens"], t["seq_lens_this_time"], t["seq_lens_encoder"], t["stop_flags"]
+        )
+
+    @staticmethod
+    def _draft_logits(out) -> tuple:
+        logits, hidden = out if isinstance(out, tuple) else (out, None)
+        if not isinstance(logits, paddle.Tensor):
+            raise TypeError(
+                f"the draft model must return its logits as a Paddle tensor on the "
+                f"proposer's place, got {type(logits).__name__}"
+            )
+        return logits, hidden
+
+    # The fused step: the same idea through our own ops, where the greedy choice sits inside
+    # draft_model_greedy_update (docs/contract/draft_model.md).
+    def _fused_prepare_inputs(self, s: Dict[str, paddle.Tensor]) -> None:
+        """The draft side from the target's state (the last verification applied first when it was
+        deferred)."""
         draft = (
             self.input_ids,
             self.seq_lens_decoder,
@@ -222,33 +448,24 @@ class MTPProposer(Proposer):
         else:
             draft_model_greedy_preprocess(*draft, *base)
 
-    def _propose(self, s: Dict[str, paddle.Tensor], hidden_states: Optional[paddle.Tensor]) -> None:
-        """num_model_steps x (draft model, greedy choice + upstream's draft_model_update writes)."""
+    def _fused_propose(
+        self, s: Dict[str, paddle.Tensor], hidden_states: Optional[paddle.Tensor]
+    ) -> None:
+        """num_model_steps x (draft model, greedy choice + draft_model_update's writes, fused)."""
         hidden = hidden_states
         for substep in range(self.num_model_steps):
-            out = self.draft_model(self.input_ids, hidden)
-            logits, hidden = out if isinstance(out, tuple) else (out, None)
-            if not isinstance(logits, paddle.Tensor):
-                raise TypeError(
-                    f"the draft model must return its logits as a Paddle tensor on the "
-                    f"proposer's place, got {type(logits).__name__}"
-                )
-            self._post_process(logits, s, substep)
-
-    def _post_process(
-        self, logits: paddle.Tensor, s: Dict[str, paddle.Tensor], substep: int
-    ) -> None:
-        draft_model_greedy_update(
-            logits,
-            self.input_ids,
-            self.seq_lens_decoder,
-            self.step_idx,
-            self.pre_ids,
-            self.mtp_draft_num,
-            s["draft_tokens"],
-            s["seq_lens_this_time"],
-            substep,
-        )
+            logits, hidden = self._draft_logits(self.draft_model(self.input_ids, hidden))
+            draft_model_greedy_update(
+                logits,
+                self.input_ids,
+                self.seq_lens_decoder,
+                self.step_idx,
+                self.pre_ids,
+                self.mtp_draft_num,
+                s["draft_tokens"],
+                s["seq_lens_this_time"],
+                substep,
+            )
 
     def _extend_draft_token_with_ngram_match(self, s: Dict[str, paddle.Tensor]) -> None:
         cfg = self.config

@@ -185,11 +185,12 @@ void run_cpu(Step& s, bool with_seeds) {
 }
 
 cudaError_t launch(const fdspec::VerifyDraftTokensParams& v,
-                   const fdspec::UnifiedUpdateModelStatusParams& up, cudaStream_t stream) {
+                   const fdspec::UnifiedUpdateModelStatusParams& up, cudaStream_t stream,
+                   fdspec::UpdateForm form = fdspec::UpdateForm::kAuto) {
   auto& st = harness::selftest();
   if (!st.host_backend) {
     const cudaError_t e = fdspec::verify_draft_tokens_gpu(v, stream);
-    return e != cudaSuccess ? e : fdspec::unified_update_model_status_gpu(up, stream);
+    return e != cudaSuccess ? e : fdspec::unified_update_model_status_gpu(up, stream, form);
   }
   fdspec::verify_draft_tokens_cpu(v);
   fdspec::unified_update_model_status_cpu(up);
@@ -210,9 +211,23 @@ std::string describe(const char* what, int64_t B, int64_t K, int strategy, int s
   return buf;
 }
 
+// The update's launch forms in turn (each one it can take this batch in; the automatic choice
+// otherwise), so that every form meets every batch and width of the grid.
+const char* const form_names[] = {"update auto", "update one-block", "update cluster",
+                                  "update grid"};
+fdspec::UpdateForm update_form_for(const fdspec::UnifiedUpdateModelStatusParams& up, int turn) {
+  if (harness::selftest().host_backend) return fdspec::UpdateForm::kAuto;
+  const auto form = static_cast<fdspec::UpdateForm>(turn % 4);
+  bool fits = false;
+  return fdspec::unified_update_form_fits(up, form, &fits) == cudaSuccess && fits
+             ? form
+             : fdspec::UpdateForm::kAuto;
+}
+
 void verify_and_update(harness::Tally& t, const harness::Stream& stream, bool quick) {
-  const std::vector<int64_t> batches = quick ? std::vector<int64_t>{0, 1, 7, 1025}
-                                             : std::vector<int64_t>{0, 1, 3, 33, 512, 1025, 1500};
+  const std::vector<int64_t> batches =
+      quick ? std::vector<int64_t>{0, 1, 7, 1025}
+            : std::vector<int64_t>{0, 1, 3, 33, 512, 700, 1025, 1500};
   const std::vector<int64_t> ks =
       quick ? std::vector<int64_t>{0, 4} : std::vector<int64_t>{0, 1, 4, 40};
   const int seeds = quick ? 2 : 8;
@@ -231,10 +246,12 @@ void verify_and_update(harness::Tally& t, const harness::Stream& stream, bool qu
             fdspec::VerifyDraftTokensParams v;
             fdspec::UnifiedUpdateModelStatusParams up;
             params_of(input, dp, &v, &up, with_seeds);
+            const fdspec::UpdateForm form = update_form_for(up, seed * 2 + graph);
             harness::run_case(
                 t, stream,
                 [&](cudaStream_t s) {
-                  harness::launch_once(s, graph, [&](cudaStream_t x) { return launch(v, up, x); });
+                  harness::launch_once(s, graph,
+                                       [&](cudaStream_t x) { return launch(v, up, x, form); });
                 },
                 [&] {
                   Step got = input;
@@ -243,6 +260,7 @@ void verify_and_update(harness::Tally& t, const harness::Stream& stream, bool qu
                                         : describe("verify+update", B, K, strategy, seed, graph);
                 });
             t.count(B > 1024 ? "B>1024" : "B<=1024");
+            t.count(form_names[static_cast<int>(form)]);
           }
         }
       }

@@ -83,7 +83,7 @@ declare -A sources=(
   [pdl_order_check]="tests/cuda/pdl_order_check.cu"
   # Benchmarks: built and run only when named in HARNESSES (e.g. HARNESSES=bench_mtp_kernels TOOLS= ...).
   [bench_mtp_kernels]="benchmarks/kernels/bench_mtp_kernels.cu custom_ops/draft_model/draft_model.cu custom_ops/draft_model/draft_model_cpu.cc custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc"
-  [bench_mtp_state]="benchmarks/kernels/bench_mtp_state.cu custom_ops/mtp_state/mtp_state.cu custom_ops/mtp_state/mtp_state_cpu.cc custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc"
+  [bench_mtp_state]="benchmarks/kernels/bench_mtp_state.cu custom_ops/mtp_state/mtp_state.cu custom_ops/mtp_state/mtp_state_cpu.cc custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc custom_ops/draft_model/draft_model.cu custom_ops/draft_model/draft_model_cpu.cc custom_ops/speculate_sample_tokens/speculate_sample_tokens.cu custom_ops/speculate_sample_tokens/speculate_sample_tokens_cpu.cc"
   [bench_ngram_kernels]="benchmarks/kernels/bench_ngram_kernels.cu custom_ops/ngram_match/ngram_match.cu custom_ops/ngram_match/ngram_match_cpu.cc custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc"
   [bench_suffix_kernels]="benchmarks/kernels/bench_suffix_kernels.cu custom_ops/suffix_match/suffix_match.cu custom_ops/suffix_match/suffix_match_cpu.cc custom_ops/suffix_cache/suffix_cache.cu custom_ops/suffix_cache/suffix_cache_cpu.cc"
 )
