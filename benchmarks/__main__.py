@@ -47,6 +47,11 @@ ROUTINES = {
         "acceptance replays: naive, ngram, suffix on real text (no GPU)",
         False,
     ),
+    "goodput": (
+        "goodput",
+        "draft-length policies' tokens/s from the cost table and acceptance replays (no GPU)",
+        False,
+    ),
 }
 
 
@@ -69,6 +74,7 @@ DRY_RUN_ARGS = {
         "--datasets",
         "edit",
     ],
+    "goodput": ["--quick", "--concurrency", "1", "64", "--drafters", "ngram"],
 }
 
 

@@ -130,6 +130,14 @@ class DraftLengthPolicy:
         if self.state is not None:
             self._write_opt_out()
 
+    def draft_step_caps(self) -> Optional[paddle.Tensor]:
+        """What a drafter that pays per draft (MTP: a draft-model step each) reads before drafting:
+        int32 [S] on the runner's place, last step's k per slot (``draft_len``; 0 for a new request
+        and an opted-out one), None before the first :meth:`apply`. A slot that kept k drafts needs
+        at most k + 1 this step: the k the policy chose and the one after them, which its probe
+        learns from and which lets k grow one position per step (docs/contract/policy.md, MTP)."""
+        return None if self.state is None else self.state["draft_len"]
+
     def apply(self, share_inputs: Dict[str, paddle.Tensor]) -> None:
         """Runs the op on the runner's buffers, after the proposer wrote its drafts."""
         s = share_inputs

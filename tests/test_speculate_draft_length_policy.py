@@ -24,7 +24,8 @@ from tests.reference.draft_length_policy import (
     run,
 )
 
-BATCHES = [0, 1, 3, 7, 33, 130, 600]  # 600 > the kernel's 512 threads: a thread owns two slots
+# 256 / 257: the kernel's two block sizes (256 and 512 threads); 1100 > 512: a thread owns three slots
+BATCHES = [0, 1, 3, 7, 33, 130, 256, 257, 1100]
 DRAFT_COUNTS = [0, 1, 5, 8]
 SEEDS = [0, 1, 2]
 
@@ -401,3 +402,31 @@ def test_runner_with_the_policy(place):
     assert all(step[2][0] <= 1 for step in decode)
     assert any(step[0][0] > 1 for step in decode)
     assert runner.stats.drafts_accepted > 0
+
+
+def test_mtp_draft_step_caps():
+    """The MTP hook: no caps without a policy, under pad_to_max, or before the policy's first step;
+    after it, last step's k per slot (the opted-out slot 0), on the runner's place."""
+    from fastdeploy_spec.buffers import copy_from_host, make_share_inputs
+    from fastdeploy_spec.config import SpeculativeConfig
+    from fastdeploy_spec.policy import DraftLengthPolicy
+    from fastdeploy_spec.proposers.mtp import MTPProposer
+
+    def plus_one(input_ids, hidden):  # never called: the hook is read before drafting
+        raise AssertionError("the draft model ran")
+
+    cfg = SpeculativeConfig(method="mtp", num_speculative_tokens=3, num_model_steps=3)
+    mtp = MTPProposer(cfg, plus_one, max_num_seqs=2, max_model_len=16)
+    assert mtp._draft_step_caps() is None
+    policy = DraftLengthPolicy(max_drafts=3)
+    policy.set_opt_out(0)
+    mtp.draft_length_policy = policy
+    assert mtp._draft_step_caps() is None  # nothing decided yet
+    bufs = make_share_inputs(2, 16, cfg)
+    copy_from_host(bufs["seq_lens_decoder"], np.array([7, 7], np.int32))
+    copy_from_host(bufs["stop_flags"], np.array([[False], [False]]))
+    copy_from_host(bufs["seq_lens_this_time"], np.array([4, 4], np.int32))
+    policy.apply(bufs)
+    assert mtp._draft_step_caps().numpy().tolist() == [0, 3]
+    mtp.pad_to_max = True
+    assert mtp._draft_step_caps() is None

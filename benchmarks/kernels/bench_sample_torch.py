@@ -34,7 +34,6 @@ def sort_sample(
     temperature: torch.Tensor,
     top_p: torch.Tensor,
     top_k: int,
-    gen: torch.Generator,
 ) -> torch.Tensor:
     x = logits.float() / temperature[:, None]
     srt, idx = x.sort(dim=-1, descending=True)
@@ -45,7 +44,9 @@ def sort_sample(
         mask[:, top_k:] = True
     probs = probs.masked_fill(mask, 0.0)
     probs = probs / probs.sum(dim=-1, keepdim=True)
-    q = torch.empty_like(probs).exponential_(generator=gen)
+    # The default generator: graph capture advances its offset at each replay (a generator of one's own
+    # must be registered with the graph, which older torch versions cannot do).
+    q = torch.empty_like(probs).exponential_()
     return idx.gather(-1, (probs / q).argmax(dim=-1, keepdim=True)).squeeze(-1)
 
 
@@ -91,6 +92,7 @@ def main() -> None:
     flush = lambda: torch.sum(flush_buf.view(1, -1), dim=1, out=sink)  # noqa: E731
     gen = torch.Generator(device="cuda")
     gen.manual_seed(51)
+    torch.manual_seed(51)
     rows = []
     for dtype in (torch.float32, torch.bfloat16):
         for B in (64, 256):
@@ -104,7 +106,7 @@ def main() -> None:
                     if kind == "broad" and top_k:
                         continue
                     sample = lambda x=logits, t=temperature, p=top_p, k=top_k: sort_sample(
-                        x, t, p, k, gen
+                        x, t, p, k
                     )  # noqa: E731
                     copy = lambda d=dst, x=logits: d.copy_(x)  # noqa: E731
                     flush_us = time_us(flush, calls, reps, rounds)

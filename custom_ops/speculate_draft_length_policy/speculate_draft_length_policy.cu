@@ -1,7 +1,9 @@
 // speculate_draft_length_policy: CUDA implementation (rule in speculate_draft_length_policy.h). No
-// Paddle include. One block decides for the whole batch; its phases are those of the CPU
-// implementation, with the gain histogram in shared memory (integer atomics: order-free) and block
-// scans where the CPU walks in order.
+// Paddle include. One block decides for the whole batch, a thread per slot; its phases are those of
+// the CPU implementation, with the gain histogram in shared memory (32-bit atomics: order-free) and
+// block reductions and scans where the CPU walks in order. No atomic that every thread applies to
+// one shared address: those serialise the block (64-bit ones on shared memory may be CAS loops).
+#include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
 #include "common/cuda_utils.cuh"
@@ -10,164 +12,220 @@
 namespace fdspec {
 namespace {
 
-// One block: a batch's decision is a few thousand integer operations, smaller than one wave.
-constexpr int kPolicyThreads = 512;
 constexpr int kTop = kPolicyGainLevels - 1;
+constexpr unsigned kFull = 0xFFFFFFFFu;
 
-using PolicyScan = cub::BlockScan<int64_t, kPolicyThreads>;
+// Per-thread counts of phase 1, summed over the block (slot counts below B (K + 1) <= 2^29).
+struct PolicyTotals {
+  int64_t base_tokens;
+  int32_t scheduled, candidates, learners, prefills;
+};
+struct PolicyTotalsSum {
+  __device__ PolicyTotals operator()(const PolicyTotals& a, const PolicyTotals& b) const {
+    return {a.base_tokens + b.base_tokens, a.scheduled + b.scheduled, a.candidates + b.candidates,
+            a.learners + b.learners, a.prefills + b.prefills};
+  }
+};
 
-__global__ void __launch_bounds__(kPolicyThreads)
-    policy_kernel(SpeculateDraftLengthPolicyParams p) {
-  __shared__ typename PolicyScan::TempStorage scan;
+// Candidates of a gain level and the sum of their gains, scanned by rank (gain descending).
+struct PolicyLevel {
+  int64_t gain_sum;
+  int32_t count;
+};
+struct PolicyLevelSum {
+  __device__ PolicyLevel operator()(const PolicyLevel& a, const PolicyLevel& b) const {
+    return {a.gain_sum + b.gain_sum, a.count + b.count};
+  }
+};
+
+// The best score and the smallest m reaching it.
+struct PolicyBest {
+  int64_t score, m;
+};
+struct PolicyBestOf {
+  __device__ PolicyBest operator()(const PolicyBest& a, const PolicyBest& b) const {
+    return (a.score > b.score || (a.score == b.score && a.m < b.m)) ? a : b;
+  }
+};
+
+__device__ __forceinline__ int64_t warp_sum(int64_t v) {
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(kFull, v, off);
+  return v;
+}
+
+// The largest rank r with above[r] < m (m >= 1; above[0] = 0): the level of the m-th candidate.
+__device__ __forceinline__ int policy_rank_of(const int32_t* above, int64_t m) {
+  int lo = 0, hi = kTop;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (above[mid] < m)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+// Decoding or opted out: the slots that learn and define a new request's estimates.
+__device__ __forceinline__ bool policy_learns(PolicySlot kind) {
+  return kind == PolicySlot::kDecoding || kind == PolicySlot::kOptedOut;
+}
+
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads) policy_kernel(SpeculateDraftLengthPolicyParams p) {
+  constexpr int kWarps = kThreads / 32;
+  constexpr int kItems = (kPolicyGainLevels + kThreads - 1) / kThreads;  // levels per thread
+  using TotalsReduce = cub::BlockReduce<PolicyTotals, kThreads>;
+  using LevelScan = cub::BlockScan<PolicyLevel, kThreads>;
+  using BestReduce = cub::BlockReduce<PolicyBest, kThreads>;
+  using TieScan = cub::BlockScan<int64_t, kThreads>;
+  __shared__ union {
+    typename TotalsReduce::TempStorage totals;
+    typename LevelScan::TempStorage levels;
+    typename BestReduce::TempStorage best;
+    typename TieScan::TempStorage ties;
+    int64_t column_part[kWarps][kPolicyMaxDrafts];  // per warp: its learning slots' estimates
+  } tmp;
   __shared__ int32_t count[kPolicyGainLevels];  // candidates per gain level v
   __shared__ int32_t above[kPolicyGainLevels];  // by rank r = kTop - v: candidates of higher gain
   __shared__ int64_t above_sum[kPolicyGainLevels];  // ... and the sum of their gains
-  __shared__ unsigned long long scheduled_s, base_s, candidates_s, learners_s;
-  __shared__ unsigned long long
-      column_sum[kPolicyMaxDrafts];  // decoding slots' estimates, per position
-  __shared__ long long best_s;
-  __shared__ unsigned long long best_m_s;
-  __shared__ int64_t cut_level_s, cut_take_s;
-  const int tid = threadIdx.x;
-  for (int v = tid; v < kPolicyGainLevels; v += kPolicyThreads) count[v] = 0;
-  for (int i = tid; i < kPolicyMaxDrafts; i += kPolicyThreads) column_sum[i] = 0;
-  if (tid == 0) {
-    scheduled_s = base_s = candidates_s = learners_s = 0;
-    best_s = -1;
-    best_m_s = ~0ull;
-  }
+  __shared__ int64_t column[kPolicyMaxDrafts];      // the learning slots' estimates per position
+  __shared__ PolicyTotals totals_s;
+  __shared__ int64_t best_m_s;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int64_t B = p.batch, K = p.max_drafts;
+  for (int v = tid; v < kPolicyGainLevels; v += kThreads) count[v] = 0;
   __syncthreads();
 
-  // Learn, and count the candidate drafts by gain (thread tid owns slots tid, tid + kPolicyThreads,
-  // ...).
-  int64_t scheduled = 0, base_tokens = 0, candidates = 0, learners = 0;
-  for (int64_t b = tid; b < p.batch; b += kPolicyThreads) {
+  // 1. Learn, and count the candidate drafts by gain (thread tid owns slots tid, tid + kThreads..).
+  PolicyTotals mine{0, 0, 0, 0, 0};
+  for (int64_t b = tid; b < B; b += kThreads) {
     const PolicySlot kind = policy_slot(p, b);
     if (kind == PolicySlot::kIdle) continue;
-    ++scheduled;
+    ++mine.scheduled;
     if (kind == PolicySlot::kPrefill) {
-      base_tokens += p.seq_lens_this_time[b];
+      mine.base_tokens += p.seq_lens_this_time[b];
+      ++mine.prefills;
       continue;
     }
     policy_learn(p, b);
-    ++learners;
-    for (int64_t i = 0; i < p.max_drafts; ++i) {
-      atomicAdd(&column_sum[i],
-                static_cast<unsigned long long>(policy_q16(p.accept_ewma[b * p.max_drafts + i])));
-    }
-    base_tokens += 1;
+    ++mine.learners;
+    mine.base_tokens += 1;
     if (kind == PolicySlot::kDecoding) {
       const int64_t n = policy_avail(p, b);
-      candidates += n;
+      mine.candidates += n;
       policy_gains(p, b, n, [&](int32_t g) { atomicAdd(&count[g], 1); });
     }
   }
-  atomicAdd(&scheduled_s, static_cast<unsigned long long>(scheduled));
-  atomicAdd(&base_s, static_cast<unsigned long long>(base_tokens));
-  atomicAdd(&candidates_s, static_cast<unsigned long long>(candidates));
-  atomicAdd(&learners_s, static_cast<unsigned long long>(learners));
+  const PolicyTotals block_totals = TotalsReduce(tmp.totals).Reduce(mine, PolicyTotalsSum());
+  if (tid == 0) totals_s = block_totals;
   __syncthreads();
+  const PolicyTotals t = totals_s;
 
-  // Exclusive scans of the counts and gain sums by rank (gain descending).
-  int64_t carry = 0, carry_sum = 0;
-  for (int r0 = 0; r0 < kPolicyGainLevels; r0 += kPolicyThreads) {
-    const int r = r0 + tid;
-    const int64_t c = r < kPolicyGainLevels ? count[kTop - r] : 0;
-    int64_t ex = 0, ex_sum = 0, total = 0, total_sum = 0;
-    PolicyScan(scan).ExclusiveSum(c, ex, total);
+  // A new request arrives: the learning slots' estimates per position, per warp (this thread's
+  // own rows, written above).
+  const bool starts = t.prefills > 0 && t.learners > 0;
+  if (starts) {
+    for (int64_t i = 0; i < K; ++i) {
+      int64_t s = 0;
+      for (int64_t b = tid; b < B; b += kThreads) {
+        if (policy_learns(policy_slot(p, b))) s += policy_q16(p.accept_ewma[b * K + i]);
+      }
+      s = warp_sum(s);
+      if (lane == 0) tmp.column_part[warp][i] = s;
+    }
     __syncthreads();
-    PolicyScan(scan).ExclusiveSum(c * (kTop - r), ex_sum, total_sum);
-    __syncthreads();
+    if (tid < K) {
+      int64_t s = 0;
+      for (int w = 0; w < kWarps; ++w) s += tmp.column_part[w][tid];
+      column[tid] = s;
+    }
+    __syncthreads();  // tmp is the level scan's next
+  }
+
+  // 2. Exclusive scan of the counts and gain sums by rank, kItems consecutive ranks per thread.
+  PolicyLevel item[kItems];
+#pragma unroll
+  for (int j = 0; j < kItems; ++j) {
+    const int r = tid * kItems + j;
+    const int32_t c = r < kPolicyGainLevels ? count[kTop - r] : 0;
+    item[j] = {int64_t{c} * (kTop - r), c};
+  }
+  LevelScan(tmp.levels).ExclusiveScan(item, item, PolicyLevel{0, 0}, PolicyLevelSum());
+#pragma unroll
+  for (int j = 0; j < kItems; ++j) {
+    const int r = tid * kItems + j;
     if (r < kPolicyGainLevels) {
-      above[r] = static_cast<int32_t>(carry + ex);
-      above_sum[r] = carry_sum + ex_sum;
+      above[r] = item[j].count;
+      above_sum[r] = item[j].gain_sum;
     }
-    carry += total;
-    carry_sum += total_sum;
   }
   __syncthreads();
 
-  // The objective at every m in 0 .. M; per thread the best (largest score, then smallest m).
-  const int64_t S = static_cast<int64_t>(scheduled_s), N0 = static_cast<int64_t>(base_s);
-  const int64_t M = static_cast<int64_t>(candidates_s);
-  int64_t best = -1, best_m = 0;
-  for (int64_t m = tid; m <= M; m += kPolicyThreads) {
-    int64_t sum = 0;
-    if (m > 0) {
-      int lo = 0, hi = kTop;  // the largest rank r with above[r] < m (above[0] = 0 < m)
-      while (lo < hi) {
-        const int mid = (lo + hi + 1) / 2;
-        if (above[mid] < m)
-          lo = mid;
-        else
-          hi = mid - 1;
+  // 3. The objective at every m in 0 .. M, a contiguous run of m per thread (one search of its
+  // level, then a walk); the block's best (largest score, then smallest m).
+  PolicyBest best{-1, 0};
+  const int64_t chunk = (int64_t{t.candidates} + kThreads) / kThreads;  // ceil((M + 1) / threads)
+  const int64_t m_begin = tid * chunk, m_end = min_of<int64_t>(m_begin + chunk, t.candidates + 1);
+  if (m_begin < m_end) {
+    int r = m_begin > 0 ? policy_rank_of(above, m_begin) : 0;
+    for (int64_t m = m_begin; m < m_end; ++m) {
+      int64_t sum = 0;
+      if (m > 0) {
+        while (r < kTop && above[r + 1] < m) ++r;
+        sum = above_sum[r] + int64_t{kTop - r} * (m - above[r]);
       }
-      sum = above_sum[lo] + int64_t{kTop - lo} * (m - above[lo]);
-    }
-    const int64_t s = policy_score(p, S, N0, m, sum);
-    if (s > best) {
-      best = s;
-      best_m = m;
+      const int64_t s = policy_score(p, t.scheduled, t.base_tokens, m, sum);
+      if (s > best.score) best = {s, m};  // m grows: the first of equal scores is the smallest
     }
   }
-  atomicMax(&best_s, static_cast<long long>(best));
-  __syncthreads();
-  if (best == best_s) atomicMin(&best_m_s, static_cast<unsigned long long>(best_m));
-  __syncthreads();
-  if (tid == 0) {
-    const int64_t m = static_cast<int64_t>(best_m_s);
-    int64_t level = kPolicyGainLevels, take = 0;
-    if (m > 0) {
-      int lo = 0, hi = kTop;
-      while (lo < hi) {
-        const int mid = (lo + hi + 1) / 2;
-        if (above[mid] < m)
-          lo = mid;
-        else
-          hi = mid - 1;
-      }
-      level = kTop - lo;
-      take = m - above[lo];
-    }
-    cut_level_s = level;
-    cut_take_s = take;
-  }
+  const PolicyBest block_best = BestReduce(tmp.best).Reduce(best, PolicyBestOf());
+  if (tid == 0) best_m_s = block_best.m;
   __syncthreads();
 
-  // Each decoding slot keeps its gains above the cut and, in slot order, the first of those at it.
-  const int64_t cut_level = cut_level_s, cut_take = cut_take_s;
+  // 4. The cut: every gain above cut_level and the first cut_take of those at it, in slot order. A
+  // scan over the slots is needed only when some of the tied gains are cut.
+  const int64_t m_star = best_m_s;
+  int64_t cut_level = kPolicyGainLevels, cut_take = 0;
+  if (m_star > 0) {
+    const int r = policy_rank_of(above, m_star);
+    cut_level = kTop - r;
+    cut_take = m_star - above[r];
+  }
+  const bool split_ties = m_star > 0 && cut_take < count[cut_level];
   int64_t tied_carry = 0;
-  for (int64_t b0 = 0; b0 < p.batch; b0 += kPolicyThreads) {
+  for (int64_t b0 = 0; b0 < B; b0 += kThreads) {  // uniform trip count: the scan needs every thread
     const int64_t b = b0 + tid;
     PolicySlot kind = PolicySlot::kIdle;
     int64_t higher = 0, tied = 0;
-    if (b < p.batch) {
+    if (b < B) {
       kind = policy_slot(p, b);
-      if (kind == PolicySlot::kDecoding) {
+      if (kind == PolicySlot::kDecoding && m_star > 0) {
         policy_gains(p, b, policy_avail(p, b), [&](int32_t g) {
           higher += g > cut_level;
           tied += g == cut_level;
         });
       }
     }
-    int64_t tied_before = 0, tied_total = 0;
-    PolicyScan(scan).ExclusiveSum(tied, tied_before, tied_total);
-    __syncthreads();
-    if (b < p.batch) {
-      const int64_t k = higher + clamp_to<int64_t>(cut_take - (tied_carry + tied_before), 0, tied);
-      if (kind == PolicySlot::kPrefill) {  // a new request: the batch's mean estimates
-        const int64_t n = static_cast<int64_t>(learners_s);
-        for (int64_t i = 0; i < p.max_drafts; ++i) {
-          p.accept_ewma[b * p.max_drafts + i] =
-              policy_start(p, static_cast<int64_t>(column_sum[i]), n);
-        }
-      }
-      const bool drafting = kind == PolicySlot::kDecoding || kind == PolicySlot::kOptedOut;
-      p.draft_probe[b] = drafting ? policy_probe(p, b, k) : -1;  // reads slt before its write
-      if (drafting) p.seq_lens_this_time[b] = static_cast<int32_t>(1 + k);
-      p.draft_len[b] = static_cast<int32_t>(k);
+    int64_t kept_tied = tied;
+    if (split_ties) {
+      int64_t tied_before = 0, tied_total = 0;
+      TieScan(tmp.ties).ExclusiveSum(tied, tied_before, tied_total);
+      __syncthreads();  // tmp.ties is reused by the next chunk
+      kept_tied = clamp_to<int64_t>(cut_take - (tied_carry + tied_before), 0, tied);
+      tied_carry += tied_total;
     }
-    tied_carry += tied_total;
+    if (b >= B) continue;
+    const int64_t k = higher + kept_tied;
+    if (kind == PolicySlot::kPrefill) {  // a new request: the batch's mean estimates
+      for (int64_t i = 0; i < K; ++i) {
+        p.accept_ewma[b * K + i] = policy_start(p, starts ? column[i] : 0, t.learners);
+      }
+    }
+    const bool drafting = policy_learns(kind);
+    p.draft_probe[b] = drafting ? policy_probe(p, b, k) : -1;  // reads slt before its write
+    if (drafting) p.seq_lens_this_time[b] = static_cast<int32_t>(1 + k);
+    p.draft_len[b] = static_cast<int32_t>(k);
   }
 }
 
@@ -180,7 +238,13 @@ cudaError_t speculate_draft_length_policy_gpu(const SpeculateDraftLengthPolicyPa
       p.batch * (p.max_drafts + 1) > kPolicyMaxCandidates) {
     return cudaErrorInvalidValue;
   }
-  policy_kernel<<<1, kPolicyThreads, 0, stream>>>(p);
+  // A thread per slot up to 256 slots, then 512 threads (a 1024-thread block would be held to 64
+  // registers and spill); a small batch takes a small block (fewer warps to sync).
+  if (p.batch <= 256) {
+    policy_kernel<256><<<1, 256, 0, stream>>>(p);
+  } else {
+    policy_kernel<512><<<1, 512, 0, stream>>>(p);
+  }
   return FDSPEC_LAUNCH_STATUS(stream);
 }
 

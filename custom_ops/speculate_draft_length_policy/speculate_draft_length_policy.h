@@ -181,10 +181,10 @@ FDSPEC_HD int64_t policy_score(const SpeculateDraftLengthPolicyParams& p, int64_
 void speculate_draft_length_policy_cpu(const SpeculateDraftLengthPolicyParams& p);
 
 #ifdef FDSPEC_WITH_CUDA
-// One block of 512 threads (a decision for the whole batch): learning and a histogram of the gains,
-// a scan of the histogram, the objective at every m, its arg-max, a scan over the slots of the
-// gains tied with the cut. One kernel on `stream`, no allocation, no host synchronisation
-// (CUDA-graph capturable), any B. Returns the launch status.
+// One block, a thread per slot (256 threads up to B = 256, else 512): learning and a histogram of
+// the gains, a scan of the histogram, the objective at every m, its arg-max, a scan over the slots
+// of the gains tied with the cut when some are cut. One kernel on `stream`, no allocation, no host
+// synchronisation (CUDA-graph capturable), any B. Returns the launch status.
 cudaError_t speculate_draft_length_policy_gpu(const SpeculateDraftLengthPolicyParams& p,
                                               cudaStream_t stream);
 #endif

@@ -467,6 +467,17 @@ class MTPProposer(Proposer):
                 substep,
             )
 
+    def _draft_step_caps(self) -> Optional[paddle.Tensor]:
+        """The draft-length policy's hook into the draft model's steps: None without a policy (or
+        under ``pad_to_max``), else int32 [S] on the place, last step's k per slot, so that a slot
+        drafts at substep j only while j <= caps[b] (k + 1 draft-model steps at most). Its consumer
+        is the per-slot draft condition of the substep update (a ``draft_cap`` input of
+        ``draft_model_greedy_update`` / ``draft_model_update``; not there yet: until then the policy
+        cuts what the target verifies, not the draft model's steps)."""
+        if self.draft_length_policy is None or self.pad_to_max:
+            return None
+        return self.draft_length_policy.draft_step_caps()
+
     def _extend_draft_token_with_ngram_match(self, s: Dict[str, paddle.Tensor]) -> None:
         cfg = self.config
         hybrid_mtp_ngram(

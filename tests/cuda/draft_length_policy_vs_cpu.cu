@@ -3,8 +3,8 @@
 // draft_probe, accept_ewma). Random batches run as histories of several steps (each step's
 // acceptance drawn from the drafts the op kept), eagerly and as captured CUDA graphs; estimates on
 // few levels so that many gains tie at the cut. The full run then times the op at B = 64, 256, 1024
-// (K = 5), warm (graph replays) and cold (L2 flushed before each call). Usage and exit status:
-// tests/cuda/harness.cuh.
+// (K = 5; every slot decoding, then a mix of slot kinds), warm (graph replays) and cold (L2 flushed
+// before each call). Usage and exit status: tests/cuda/harness.cuh.
 #include <algorithm>
 #include <cstdio>
 #include <random>
@@ -168,6 +168,7 @@ std::string diff(const Case& cpu, const DevCase& d) {
 
 void count_coverage(harness::Tally& t, const Case& before, const Case& after) {
   for (int64_t b = 0; b < before.B; ++b) {
+    if (!before.stop[b] && before.enc[b] > 0 && before.slt[b] > 0) t.count("new_request");
     const bool decoding =
         !before.stop[b] && before.enc[b] <= 0 && before.dec[b] != 0 && before.slt[b] > 0;
     if (!decoding) continue;
@@ -190,66 +191,71 @@ void count_coverage(harness::Tally& t, const Case& before, const Case& after) {
 }
 
 // Time at runner sizes: the op after a reset of its in-place tensors (a device-to-device copy from
-// a pristine copy, timed alone and subtracted), warm and with L2 flushed before each call.
+// a pristine copy, timed alone and subtracted), warm and with L2 flushed before each call. Two
+// batches per size: every slot decoding with K drafts (the most candidates), and a random mix of
+// slot kinds (new requests: the batch-mean start; opted-out and stopped slots; coarse estimates).
 void print_timings(const harness::Stream& stream) {
   const bench::Flusher fl;
-  std::printf("%6s %4s %12s %12s\n", "B", "K", "warm us", "cold us");
-  for (int64_t B : {64, 256, 1024}) {
-    const int64_t K = 5;
-    harness::Rng r(B * 31 + K);
-    Case c = random_case(r, B, K);
-    for (int64_t b = 0; b < B; ++b) {  // every slot decoding with K drafts: the most work
-      c.stop[b] = 0;
-      c.enc[b] = 0;
-      c.dec[b] = 100;
-      c.slt[b] = static_cast<int32_t>(K + 1);
-      c.opt_out[b] = 0;
+  std::printf("%6s %4s %8s %12s %12s\n", "B", "K", "batch", "warm us", "cold us");
+  for (int mixed = 0; mixed < 2; ++mixed) {
+    for (int64_t B : {64, 256, 1024}) {
+      const int64_t K = 5;
+      harness::Rng r(B * 31 + K + mixed);
+      Case c = random_case(r, B, K);
+      for (int64_t b = 0; b < B && !mixed; ++b) {  // every slot decoding with K drafts
+        c.stop[b] = 0;
+        c.enc[b] = 0;
+        c.dec[b] = 100;
+        c.slt[b] = static_cast<int32_t>(K + 1);
+        c.opt_out[b] = 0;
+      }
+      c.table.assign(2048, 0);
+      for (int64_t i = 0; i < 2048; ++i)
+        c.table[i] = 6000000 + std::max<int64_t>(0, i - 200) * 27000 + i * 2000;
+      const DevCase pristine(c), d(c);
+      const Params p = device_params(c, d);
+      auto reset = [&](cudaStream_t s) {
+        cudaError_t e =
+            cudaMemcpyAsync(d.slt.ptr(), pristine.slt.ptr(), B * 4, cudaMemcpyDeviceToDevice, s);
+        if (e == cudaSuccess)
+          e = cudaMemcpyAsync(d.draft_len.ptr(), pristine.draft_len.ptr(), B * 4,
+                              cudaMemcpyDeviceToDevice, s);
+        if (e == cudaSuccess)
+          e = cudaMemcpyAsync(d.ewma.ptr(), pristine.ewma.ptr(), B * K * 4,
+                              cudaMemcpyDeviceToDevice, s);
+        if (e == cudaSuccess)
+          e = cudaMemcpyAsync(d.probe.ptr(), pristine.probe.ptr(), B * 8, cudaMemcpyDeviceToDevice,
+                              s);
+        return e;
+      };
+      auto call = [&](cudaStream_t s) {
+        const cudaError_t e = reset(s);
+        return e != cudaSuccess ? e : fdspec::speculate_draft_length_policy_gpu(p, s);
+      };
+      auto flush_reset = [&](cudaStream_t s) {
+        const cudaError_t e = fl.run(s);
+        return e != cudaSuccess ? e : reset(s);
+      };
+      auto flush_call = [&](cudaStream_t s) {
+        const cudaError_t e = flush_reset(s);
+        return e != cudaSuccess ? e : fdspec::speculate_draft_length_policy_gpu(p, s);
+      };
+      const cudaStream_t st = stream.get();
+      const double warm =
+          bench::graph_us(st, 20, 10, 15, call) - bench::graph_us(st, 20, 10, 15, reset);
+      const double cold =
+          bench::graph_us(st, 20, 3, 15, flush_call) - bench::graph_us(st, 20, 3, 15, flush_reset);
+      std::printf("%6lld %4lld %8s %12.2f %12.2f\n", (long long)B, (long long)K,
+                  mixed ? "mixed" : "decoding", warm, cold);
     }
-    c.table.assign(2048, 0);
-    for (int64_t i = 0; i < 2048; ++i)
-      c.table[i] = 6000000 + std::max<int64_t>(0, i - 200) * 27000 + i * 2000;
-    const DevCase pristine(c), d(c);
-    const Params p = device_params(c, d);
-    auto reset = [&](cudaStream_t s) {
-      cudaError_t e =
-          cudaMemcpyAsync(d.slt.ptr(), pristine.slt.ptr(), B * 4, cudaMemcpyDeviceToDevice, s);
-      if (e == cudaSuccess)
-        e = cudaMemcpyAsync(d.draft_len.ptr(), pristine.draft_len.ptr(), B * 4,
-                            cudaMemcpyDeviceToDevice, s);
-      if (e == cudaSuccess)
-        e = cudaMemcpyAsync(d.ewma.ptr(), pristine.ewma.ptr(), B * K * 4, cudaMemcpyDeviceToDevice,
-                            s);
-      if (e == cudaSuccess)
-        e = cudaMemcpyAsync(d.probe.ptr(), pristine.probe.ptr(), B * 8, cudaMemcpyDeviceToDevice,
-                            s);
-      return e;
-    };
-    auto call = [&](cudaStream_t s) {
-      const cudaError_t e = reset(s);
-      return e != cudaSuccess ? e : fdspec::speculate_draft_length_policy_gpu(p, s);
-    };
-    auto flush_reset = [&](cudaStream_t s) {
-      const cudaError_t e = fl.run(s);
-      return e != cudaSuccess ? e : reset(s);
-    };
-    auto flush_call = [&](cudaStream_t s) {
-      const cudaError_t e = flush_reset(s);
-      return e != cudaSuccess ? e : fdspec::speculate_draft_length_policy_gpu(p, s);
-    };
-    const cudaStream_t st = stream.get();
-    const double warm =
-        bench::graph_us(st, 20, 10, 15, call) - bench::graph_us(st, 20, 10, 15, reset);
-    const double cold =
-        bench::graph_us(st, 20, 3, 15, flush_call) - bench::graph_us(st, 20, 3, 15, flush_reset);
-    std::printf("%6lld %4lld %12.2f %12.2f\n", (long long)B, (long long)K, warm, cold);
   }
 }
 
 void body(harness::Tally& t, bool quick) {
   const harness::Stream stream;
   const std::vector<int64_t> batches =
-      quick ? std::vector<int64_t>{0, 1, 7, 130}
-            : std::vector<int64_t>{0, 1, 3, 7, 33, 130, 257, 1000, 2100};
+      quick ? std::vector<int64_t>{0, 1, 7, 130, 300}
+            : std::vector<int64_t>{0, 1, 3, 7, 33, 130, 256, 257, 512, 513, 1000, 2100};
   const std::vector<int64_t> drafts =
       quick ? std::vector<int64_t>{0, 1, 5} : std::vector<int64_t>{0, 1, 3, 5, 8, 64};
   const int seeds = quick ? 2 : 8, steps = quick ? 3 : 6;

@@ -3,7 +3,8 @@
 // global slices, vocabularies from 1 to 152064 (odd sizes take the narrow vector paths), rows
 // built to reach every path of the kernel: peaked rows (the candidate list), flat and tied rows
 // (huge buckets: the radix refinement and the id-order draw over the slices), special values
-// (NaN, +-inf: greedy fallbacks), and per-slot parameters over their corners. Some cases run
+// (NaN, +-inf: greedy fallbacks), rows at the weight cut-off (the weighing queue), and per-slot
+// parameters over their corners. Some cases run
 // through a captured graph. Modes: see harness.cuh.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -62,6 +63,12 @@ float gen(Rng& rng, int kind, int64_t v, int64_t row) {
       if (u < 0.151 && row % 3 == 0) return inf;
       return static_cast<float>(rng.uni(-50, 50)) * 0.25f;
     }
+    case 6: {  // the weight cut-off: the maximum 0, most entries within 2^-6 of where t = -40 at
+               // T = 0.8 or T = 1 (half weighed, scattered: the weighing queue's every fill level)
+      if (v == row % 7 || rng.chance(0.001)) return 0.0f;
+      const float cut = rng.chance(0.5) ? -22.180709f : -27.725887f;
+      return cut + static_cast<float>(rng.uni(-64, 64)) * (1.0f / 4096.0f);
+    }
     default: {  // large magnitudes and a row of -inf now and then
       if (row % 5 == 4) return -inf;
       std::normal_distribution<float> n(0.0f, 3000.0f);
@@ -85,7 +92,7 @@ int main(int argc, char** argv) {
       for (int64_t V : vocabs) {
         for (int parts : {0, 1, 2, 3, 8}) {
           for (bool global : {false, true}) {
-            for (int kind = 0; kind < 6; ++kind) {
+            for (int kind = 0; kind < 7; ++kind) {
               if (mode.quick && (parts == 3 || kind == 5)) continue;
               if (V >= 32000 && (kind == 5 || kind == 2 || parts == 3 || parts == 2)) continue;
               if (V >= 100000 && parts == 1 && !global) continue;
