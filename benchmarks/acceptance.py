@@ -74,6 +74,22 @@ WIDE = dict(
 KS = (5, 16)
 NEVER_BINDS = 1 << 30
 
+# The share-inputs holding each slot's token history and lengths (what the Arctic proposers read).
+HISTORY = (
+    "token_ids_all",
+    "prompt_lens",
+    "step_idx",
+    "seq_lens_encoder",
+    "seq_lens_decoder",
+    "max_dec_len",
+)
+
+
+def host_arrays(share_inputs, *names) -> dict:
+    """Host copies (``.numpy()``) of the named share-inputs."""
+    return {k: share_inputs[k].numpy() for k in names}
+
+
 Trace = Tuple[List[str], List[str]]  # prompt tokens, answer tokens
 
 
@@ -173,20 +189,9 @@ class ArcticProposer(Proposer):
     def _run_impl(self, share_inputs, **_):
         from fastdeploy_spec.buffers import copy_from_host
 
-        s = {
-            k: share_inputs[k].numpy()
-            for k in (
-                "token_ids_all",
-                "prompt_lens",
-                "step_idx",
-                "seq_lens_encoder",
-                "seq_lens_decoder",
-                "max_dec_len",
-                "draft_tokens",
-                "seq_lens_this_time",
-                "actual_draft_token_num",
-            )
-        }
+        s = host_arrays(
+            share_inputs, *HISTORY, "draft_tokens", "seq_lens_this_time", "actual_draft_token_num"
+        )
         cfg, K = self.config, self.config.num_speculative_tokens
         W = s["token_ids_all"].shape[1]
         self._share_inputs = share_inputs
@@ -214,24 +219,17 @@ class ArcticProposer(Proposer):
                 W - N - 1,
             )
             context = hist[-cfg.suffix_decoding_max_tree_depth :].tolist()
-            draft = tree.speculate(
-                context,
+            limits = (
                 max(cap, 0),
                 cfg.suffix_decoding_max_spec_factor,
                 cfg.suffix_decoding_max_spec_offset,
                 cfg.suffix_decoding_min_token_prob,
                 False,
             )
+            draft = tree.speculate(context, *limits)
             if self.global_tree is not None:
                 self._catch_up(s, b)
-                other = self.global_tree.speculate(
-                    context,
-                    max(cap, 0),
-                    cfg.suffix_decoding_max_spec_factor,
-                    cfg.suffix_decoding_max_spec_offset,
-                    cfg.suffix_decoding_min_token_prob,
-                    False,
-                )
+                other = self.global_tree.speculate(context, *limits)
                 if other.score > draft.score:  # Arctic keeps the local draft on ties
                     draft = other
             tokens = list(draft.token_ids)
@@ -263,18 +261,7 @@ class ArcticShadow:
     def run(self, share_inputs, **kw):
         self.inner.run(share_inputs=share_inputs, **kw)
         cfg = self.inner.config
-        s = {
-            k: share_inputs[k].numpy()
-            for k in (
-                "token_ids_all",
-                "prompt_lens",
-                "step_idx",
-                "seq_lens_encoder",
-                "seq_lens_decoder",
-                "max_dec_len",
-                "actual_draft_token_num",
-            )
-        }
+        s = host_arrays(share_inputs, *HISTORY, "actual_draft_token_num")
         meta, toks = self.inner.suffix_meta.numpy(), self.inner.suffix_tokens.numpy()
         W = s["token_ids_all"].shape[1]
         depth = cfg.suffix_decoding_max_tree_depth

@@ -21,6 +21,7 @@ import numpy as np
 
 from benchmarks import common as bc  # noqa: E402
 from fastdeploy_spec.ops import hybrid_mtp_ngram  # noqa: E402
+from fastdeploy_spec.ops.hybrid_mtp_ngram import SPEC as HYBRID_SPEC  # noqa: E402
 
 ORI = 2  # 1 + one MTP draft
 MIN_NGRAM = 1
@@ -56,16 +57,10 @@ SPEC = bc.NgramBench(
     script="bench_hybrid.py",
     op=hybrid_mtp_ngram,
     make_case=make_case,
-    args=(
-        "token_ids_all",
-        "prompt_lens",
-        "pre_ids",
-        "step_idx",
-        "draft_token_num",
-        "draft_tokens",
-        "seq_lens_this_time",
-        "seq_lens_decoder",
-        "max_dec_len",
+    # the op's tensor order (the wrapper's own), its history inputs under the n-gram family's names
+    args=tuple(
+        {"input_ids": "token_ids_all", "input_ids_len": "prompt_lens"}.get(k, k)
+        for k in HYBRID_SPEC.tensors
     ),
     attrs=(bc.MAX_NGRAM, MIN_NGRAM, bc.K),
     restore="seq_lens_this_time",

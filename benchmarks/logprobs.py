@@ -253,12 +253,7 @@ def bench_case(paddle, torch, ops, timer, V: int, dtype: str, rng) -> dict:
         step,
         host_values(logits.numpy()),
         TOP_K,
-        cu=cu.numpy(),
-        token_ids=token_ids.numpy(),
-        gathered=host_values(target.numpy()),
-        ids=ids.numpy(),
-        scores=scores.numpy(),
-        ranks=ranks.numpy(),
+        **outputs_of(cu, token_ids, target, ids, scores, ranks),
     )
     res["check_ok"], res["check_failures"] = not problems, problems
     return res
@@ -325,54 +320,65 @@ def plot(results: list[dict], path: Path) -> None:
     print(f"bench_logprobs: wrote {path}")
 
 
-def dry_run(out: Path, batch: int = 7, vocab: int = 300) -> int:
-    """Both ops on CPU tensors on one small step per dtype, checked by ``check_outputs``; no timing."""
+def outputs_of(cu, token_ids, target, ids, scores, ranks) -> dict:
+    """The two ops' outputs as host arrays, under ``check_outputs``'s names."""
+    return dict(
+        cu=cu.numpy(),
+        token_ids=token_ids.numpy(),
+        gathered=host_values(target.numpy()),
+        ids=ids.numpy(),
+        scores=scores.numpy(),
+        ranks=ranks.numpy(),
+    )
+
+
+def cpu_step(rng: np.random.Generator, vocab: int, batch: int, dtype: str):
+    """One step (``make_step``) through both ops on CPU tensors; returns (the step, the logits'
+    float32 values, ``outputs_of`` the ops)."""
     import paddle
 
-    from benchmarks import common as bc
     from fastdeploy_spec import ops
 
     def cpu(array, dtype=None):
         t = paddle.to_tensor(array, place=paddle.CPUPlace())
         return t.astype("bfloat16") if dtype == "bfloat16" else t
 
+    step = make_step(rng, vocab, batch=batch)
+    if dtype == "bfloat16":
+        step["logits"] = bf16_round(step["logits"])
+    n = batch * (DRAFTS + 1)
+    logits = cpu(step["logits"], dtype)
+    token_ids, target = cpu(np.zeros(n, np.int64)), cpu(np.zeros((n, vocab), np.float32), dtype)
+    cu = cpu(np.zeros(batch + 1, np.int32))
+    ids, scores = (
+        cpu(np.zeros((n, TOP_K + 1), np.int64)),
+        cpu(np.zeros((n, TOP_K + 1), np.float32)),
+    )
+    ranks = cpu(np.zeros(n, np.int64))
+    ops.speculate_get_accept_tokens_and_logits(
+        token_ids,
+        target,
+        logits,
+        cu,
+        cpu(step["cu_q"]),
+        cpu(step["slt"]),
+        cpu(step["enc"]),
+        cpu(step["accept"]),
+        cpu(step["accept_tokens"]),
+    )
+    ops.speculate_logprobs_topk(target, token_ids, cu, ids, scores, ranks)
+    return step, host_values(logits.numpy()), outputs_of(cu, token_ids, target, ids, scores, ranks)
+
+
+def dry_run(out: Path, batch: int = 7, vocab: int = 300) -> int:
+    """Both ops on CPU tensors on one small step per dtype, checked by ``check_outputs``; no timing."""
+    from benchmarks import common as bc
+
     rows = []
     for dtype in DTYPES:
-        step = make_step(np.random.default_rng(0), vocab, batch=batch)
-        if dtype == "bfloat16":
-            step["logits"] = bf16_round(step["logits"])
+        step, logits, outputs = cpu_step(np.random.default_rng(0), vocab, batch, dtype)
         n = batch * (DRAFTS + 1)
-        logits = cpu(step["logits"], dtype)
-        token_ids, target = cpu(np.zeros(n, np.int64)), cpu(np.zeros((n, vocab), np.float32), dtype)
-        cu = cpu(np.zeros(batch + 1, np.int32))
-        ids, scores = (
-            cpu(np.zeros((n, TOP_K + 1), np.int64)),
-            cpu(np.zeros((n, TOP_K + 1), np.float32)),
-        )
-        ranks = cpu(np.zeros(n, np.int64))
-        ops.speculate_get_accept_tokens_and_logits(
-            token_ids,
-            target,
-            logits,
-            cu,
-            cpu(step["cu_q"]),
-            cpu(step["slt"]),
-            cpu(step["enc"]),
-            cpu(step["accept"]),
-            cpu(step["accept_tokens"]),
-        )
-        ops.speculate_logprobs_topk(target, token_ids, cu, ids, scores, ranks)
-        problems = check_outputs(
-            step,
-            host_values(logits.numpy()),
-            TOP_K,
-            cu=cu.numpy(),
-            token_ids=token_ids.numpy(),
-            gathered=host_values(target.numpy()),
-            ids=ids.numpy(),
-            scores=scores.numpy(),
-            ranks=ranks.numpy(),
-        )
+        problems = check_outputs(step, logits, TOP_K, **outputs)
         rows.append(
             dict(
                 vocab=vocab,

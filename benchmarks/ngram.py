@@ -26,6 +26,7 @@ import numpy as np
 
 from benchmarks import common as bc  # noqa: E402
 from fastdeploy_spec.ops import ngram_match  # noqa: E402
+from fastdeploy_spec.ops.ngram_match import SPEC as NGRAM_SPEC  # noqa: E402
 
 
 def make_case(B: int, W: int, hit: str, seed: int = 0) -> dict:
@@ -53,17 +54,7 @@ SPEC = bc.NgramBench(
     script="bench_ngram.py",
     op=ngram_match,
     make_case=make_case,
-    args=(
-        "token_ids_all",
-        "prompt_lens",
-        "step_idx",
-        "draft_token_num",
-        "draft_tokens",
-        "seq_lens_this_time",
-        "seq_lens_encoder",
-        "seq_lens_decoder",
-        "max_dec_len",
-    ),
+    args=NGRAM_SPEC.tensors,
     attrs=(bc.MAX_NGRAM, bc.K),
     meta={"op": "ngram_match", "generated": "W/8"},
     extra=lambda out: {"drafted_tokens": int(np.sum(out["seq_lens_this_time"] - 1))},

@@ -36,27 +36,15 @@ import paddle  # noqa: E402
 from benchmarks import common as bc  # noqa: E402
 from benchmarks.gpu_timer import L2Flush, time_graph_us  # noqa: E402
 from fastdeploy_spec.ops import suffix_match  # noqa: E402
+from fastdeploy_spec.ops.suffix_match import SPEC as SUFFIX_SPEC  # noqa: E402
 
 K = 5
 VOCAB = 32_000
 BATCHES = (1, 8, 64, 256)
 HISTORIES = (1 << 10, 1 << 13, 1 << 15)
 DRY_RUN_SIZES = {"BATCHES": (1, 4), "HISTORIES": (1 << 10,)}  # --dry-run (benchmarks/common.py)
-ARGS = (
-    "token_ids_all",
-    "prompt_lens",
-    "step_idx",
-    "draft_token_num",
-    "draft_tokens",
-    "seq_lens_this_time",
-    "seq_lens_encoder",
-    "seq_lens_decoder",
-    "max_dec_len",
-    "suffix_tokens",
-    "suffix_probs",
-    "suffix_meta",
-)
-OUTS = ("draft_tokens", "seq_lens_this_time", "suffix_tokens", "suffix_probs", "suffix_meta")
+ARGS = SUFFIX_SPEC.tensors  # the op's tensor order, the wrapper's own
+OUTS = tuple(k for k in ARGS if k in SUFFIX_SPEC.outputs)
 THRESHOLD = 1 << 40
 
 

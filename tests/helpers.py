@@ -219,22 +219,58 @@ def registered_ops() -> dict:
     return _REGISTERED_OPS
 
 
+def call_named(op, t: dict, *attrs, names: dict | None = None, **kw) -> None:
+    """``op`` (a wrapper of fastdeploy_spec.ops) over the tensors of ``t`` in its spec's order, each
+    under its own name or the one ``names`` maps it to (an optional one absent from ``t``: None), then
+    ``attrs`` and ``kw``."""
+    from fastdeploy_spec.ops._common import SPECS
+
+    spec = SPECS[op.__name__]
+    keys = [(names or {}).get(k, k) for k in spec.tensors]
+    op(
+        *(t.get(n) if k in spec.optional else t[n] for k, n in zip(spec.tensors, keys)),
+        *attrs,
+        **kw,
+    )
+
+
+# The MTP proposer's draft-side buffers (attributes of MTPProposer) that its step writes.
+MTP_BUFFERS = (
+    "pre_ids",
+    "step_idx",
+    "seq_lens_decoder",
+    "max_dec_len",
+    "input_ids",
+    "mtp_draft_num",
+)
+
+# The runner's names of a decode step's buffers where the verify/update ops name them otherwise.
+RUNNER_NAMES = {
+    "step_output_ids": "accept_tokens",
+    "step_output_len": "accept_num",
+    "step_input_ids": "draft_tokens",
+    "is_paused": "is_block_step",
+}
+
+
 def unified_update(t: dict) -> None:
     """unified_update_model_status over a step's buffers named as the runner names them (the graph
     tests' decode steps)."""
-    ops.unified_update_model_status(
-        t["seq_lens_encoder"],
-        t["seq_lens_decoder"],
-        t["has_running_seqs"],
-        t["draft_tokens"],
-        t["accept_tokens"],
-        t["accept_num"],
-        t["stop_flags"],
-        t["seq_lens_this_time"],
-        t["is_block_step"],
-        t["token_ids_all"],
-        t["prompt_lens"],
-        t["step_idx"],
-        t["end_tokens"],
-        t["max_dec_len"],
-    )
+    call_named(ops.unified_update_model_status, t, names=RUNNER_NAMES)
+
+
+def run_in_place(op, case: dict, place: str, *attrs, **kw) -> dict:
+    """``op`` (a wrapper of fastdeploy_spec.ops) on ``case``'s arrays moved to ``place``, taken in its
+    spec's tensor order, then ``attrs`` and ``kw``; returns what it writes in place as NumPy arrays."""
+    from fastdeploy_spec.ops._common import SPECS
+
+    spec = SPECS[op.__name__]
+    t = {k: to_place(case[k], place) for k in spec.tensors}
+    op(*(t[k] for k in spec.tensors), *attrs, **kw)
+    return {k: t[k].numpy() for k in spec.written}
+
+
+def assert_arrays_equal(got: dict, want: dict, names) -> None:
+    """Exact equality of the arrays ``names`` of two dicts, each named on a mismatch."""
+    for k in names:
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)

@@ -215,18 +215,22 @@ def good(op: str, seed: int = 0) -> tuple[Dict[str, np.ndarray], Dict[str, objec
         return a, {}
     if op == "suffix_match":
         d = suffix_ref.make_suffix_batch(rng, B, 16, k=4, vocab=3)
-        return {k: d[k] for k in suffix_ref.TENSOR_ARGS}, dict(
-            max_tree_depth=8,
-            max_spec_factor=1.0,
-            max_spec_offset=0.0,
-            min_token_prob=0.1,
-            max_draft_tokens=4,
-            pad_to_max=False,
-            threshold=None,
-        )
+        return {k: d[k] for k in suffix_ref.TENSOR_ARGS}, dict(SUFFIX_ATTRS)
     if op in CACHE_OPS:
         return _good_cache(op, rng)
     raise KeyError(op)
+
+
+# The suffix-tree attributes of the good suffix_match / suffix_cache_query / suffix_cache_step calls.
+SUFFIX_ATTRS = dict(
+    max_tree_depth=8,
+    max_spec_factor=1.0,
+    max_spec_offset=0.0,
+    min_token_prob=0.1,
+    max_draft_tokens=4,
+    pad_to_max=False,
+    threshold=None,
+)
 
 
 # ---- The global suffix cache: its state travels as the uint8 array `cache_state` (with the
@@ -274,15 +278,7 @@ def _good_cache(op: str, rng: np.random.Generator):
     if op == "suffix_cache_evict":
         attrs["keep"] = 1
     if op in ("suffix_cache_query", "suffix_cache_step"):
-        attrs.update(
-            max_tree_depth=8,
-            max_spec_factor=2.0,
-            max_spec_offset=0.0,
-            min_token_prob=0.1,
-            max_draft_tokens=4,
-            pad_to_max=False,
-            threshold=None,
-        )
+        attrs.update(SUFFIX_ATTRS, max_spec_factor=2.0)
     return a, attrs
 
 
@@ -942,8 +938,7 @@ def family_zero_sizes(place, cases):
 
         _ok_case(cases, "zero sizes", op, f"zero/{op}/B=0", fn)
 
-    def logprobs_no_rows_b_gt_0():
-        a, attrs = good("speculate_logprobs_topk")
+    def logprobs_no_rows_b_gt_0(a):
         for k in (
             "target_logits",
             "token_ids",
@@ -953,69 +948,41 @@ def family_zero_sizes(place, cases):
         ):
             a[k] = a[k][:0]
         a["cu_batch_token_offset"] = np.zeros(4, np.int32)
-        run_and_check("speculate_logprobs_topk", a, attrs, place)
 
-    _ok_case(
-        cases,
-        "zero sizes",
-        "speculate_logprobs_topk",
-        "zero/speculate_logprobs_topk/N=0",
-        logprobs_no_rows_b_gt_0,
-    )
-
-    def logprobs_b0_with_rows():  # no slot: every row is padding (no stale value survives)
-        a, attrs = good("speculate_logprobs_topk")
+    def logprobs_b0_with_rows(a):  # no slot: every row is padding (no stale value survives)
         a["cu_batch_token_offset"] = np.array([5], np.int32)
         a["temperature"] = a["temperature"][:0]
-        run_and_check("speculate_logprobs_topk", a, attrs, place)
 
-    _ok_case(
-        cases,
-        "zero sizes",
-        "speculate_logprobs_topk",
-        "zero/speculate_logprobs_topk/B=0-N>0",
-        logprobs_b0_with_rows,
-    )
-
-    def accept_no_out_rows():
-        a, attrs = good("speculate_get_accept_tokens_and_logits")
+    def accept_no_out_rows(a):
         a["token_ids"], a["target_logits"] = a["token_ids"][:0], a["target_logits"][:0]
-        run_and_check("speculate_get_accept_tokens_and_logits", a, attrs, place)
 
-    _ok_case(
-        cases,
-        "zero sizes",
-        "speculate_get_accept_tokens_and_logits",
-        "zero/speculate_get_accept_tokens_and_logits/N=0",
-        accept_no_out_rows,
-    )
-
-    def accept_no_logits_rows():
-        a, attrs = good("speculate_get_accept_tokens_and_logits")
+    def accept_no_logits_rows(a):
         a["logits"] = a["logits"][:0]
-        run_and_check("speculate_get_accept_tokens_and_logits", a, attrs, place)
 
-    _ok_case(
-        cases,
-        "zero sizes",
-        "speculate_get_accept_tokens_and_logits",
-        "zero/speculate_get_accept_tokens_and_logits/R=0",
-        accept_no_logits_rows,
-    )
+    def width_0(name):
+        def edit(a):
+            a[name] = a[name][..., :0]
 
-    for op, name in [
-        ("ngram_match", "token_ids_all"),
-        ("unified_update_model_status", "token_ids_all"),
-        ("verify_draft_tokens", "end_tokens"),
-        ("unified_update_model_status", "end_tokens"),
+        return f"{name}-width-0", edit
+
+    # the good call of `op` with its tensors edited in place by `edit`
+    for op, (label, edit) in [
+        ("speculate_logprobs_topk", ("N=0", logprobs_no_rows_b_gt_0)),
+        ("speculate_logprobs_topk", ("B=0-N>0", logprobs_b0_with_rows)),
+        ("speculate_get_accept_tokens_and_logits", ("N=0", accept_no_out_rows)),
+        ("speculate_get_accept_tokens_and_logits", ("R=0", accept_no_logits_rows)),
+        ("ngram_match", width_0("token_ids_all")),
+        ("unified_update_model_status", width_0("token_ids_all")),
+        ("verify_draft_tokens", width_0("end_tokens")),
+        ("unified_update_model_status", width_0("end_tokens")),
     ]:
 
-        def fn(op=op, name=name):
+        def fn(op=op, edit=edit):
             a, attrs = good(op)
-            a[name] = a[name][..., :0]
+            edit(a)
             run_and_check(op, a, attrs, place)
 
-        _ok_case(cases, "zero sizes", op, f"zero/{op}/{name}-width-0", fn)
+        _ok_case(cases, "zero sizes", op, f"zero/{op}/{label}", fn)
 
     for op, name in [
         ("verify_draft_tokens", "step_input_ids"),

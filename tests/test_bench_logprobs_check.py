@@ -7,10 +7,8 @@ import importlib.util
 from pathlib import Path
 
 import numpy as np
-import paddle
 import pytest
 
-from fastdeploy_spec.ops import speculate_get_accept_tokens_and_logits, speculate_logprobs_topk
 from tests.helpers import bf16_bits
 
 _spec = importlib.util.spec_from_file_location(
@@ -22,46 +20,9 @@ _spec.loader.exec_module(bench)
 BATCH, V, K = 7, 300, bench.TOP_K
 
 
-def cpu(array, dtype=None):
-    t = paddle.to_tensor(array, place=paddle.CPUPlace())
-    return t.astype("bfloat16") if dtype == "bfloat16" else t
-
-
 def run_ops(dtype: str):
     """One bench step run through both ops on the CPU; returns (step, logits values, outputs)."""
-    step = bench.make_step(np.random.default_rng(7), V, batch=BATCH)
-    if dtype == "bfloat16":
-        step["logits"] = bench.bf16_round(step["logits"])
-    N = BATCH * (bench.DRAFTS + 1)
-    logits = cpu(step["logits"], dtype)
-    token_ids, target = cpu(np.zeros(N, np.int64)), cpu(np.zeros((N, V), np.float32), dtype)
-    cu = cpu(np.zeros(BATCH + 1, np.int32))
-    ids, scores, ranks = (
-        cpu(np.zeros((N, K + 1), np.int64)),
-        cpu(np.zeros((N, K + 1), np.float32)),
-        cpu(np.zeros(N, np.int64)),
-    )
-    speculate_get_accept_tokens_and_logits(
-        token_ids,
-        target,
-        logits,
-        cu,
-        cpu(step["cu_q"]),
-        cpu(step["slt"]),
-        cpu(step["enc"]),
-        cpu(step["accept"]),
-        cpu(step["accept_tokens"]),
-    )
-    speculate_logprobs_topk(target, token_ids, cu, ids, scores, ranks)
-    out = dict(
-        cu=cu.numpy(),
-        token_ids=token_ids.numpy(),
-        gathered=bench.host_values(target.numpy()),
-        ids=ids.numpy(),
-        scores=scores.numpy(),
-        ranks=ranks.numpy(),
-    )
-    return step, bench.host_values(logits.numpy()), out
+    return bench.cpu_step(np.random.default_rng(7), V, BATCH, dtype)
 
 
 def valid_rows(step) -> int:

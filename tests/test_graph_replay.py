@@ -34,7 +34,7 @@ import pytest
 
 from benchmarks.gpu_timer import Graph
 from fastdeploy_spec.ops import ngram_match, unified_update_model_status, verify_draft_tokens
-from tests.helpers import to_place, unified_update
+from tests.helpers import MTP_BUFFERS, RUNNER_NAMES, call_named, to_place, unified_update
 
 pytestmark = pytest.mark.gpu
 
@@ -106,22 +106,11 @@ def random_state(rng: np.random.Generator) -> dict:
     )
 
 
+NGRAM_NAMES = {"draft_token_num": "actual_draft_token_num"}  # the runner's name
+
+
 def decode_step(t: dict, pad_to_max: bool = False) -> None:
-    ngram_match(
-        t["token_ids_all"],
-        t["prompt_lens"],
-        t["step_idx"],
-        t["actual_draft_token_num"],
-        t["draft_tokens"],
-        t["seq_lens_this_time"],
-        t["seq_lens_encoder"],
-        t["seq_lens_decoder"],
-        t["max_dec_len"],
-        3,
-        K,
-        pad_to_max,
-        threshold=THRESHOLD,
-    )
+    call_named(ngram_match, t, 3, K, pad_to_max, names=NGRAM_NAMES, threshold=THRESHOLD)
     verify(t)
     unified_update(t)
 
@@ -132,30 +121,7 @@ def target_rows(rng: np.random.Generator) -> np.ndarray:
 
 
 def verify(t: dict) -> None:
-    verify_draft_tokens(
-        t["accept_tokens"],
-        t["accept_num"],
-        t["draft_tokens"],
-        t["target_tokens"],
-        None,
-        None,
-        None,
-        t["topp"],
-        t["stop_flags"],
-        t["seq_lens_encoder"],
-        t["seq_lens_this_time"],
-        t["end_tokens"],
-        t["is_block_step"],
-        t["cu_seqlens_q_output"],
-        t["reasoning_status"],
-        t["max_dec_len"],
-        t["step_idx"],
-        W,
-        0,
-        1,
-        False,
-        False,
-    )
+    call_named(verify_draft_tokens, t, W, 0, 1, False, False, names=RUNNER_NAMES)
 
 
 def eager_steps(state: dict, targets: list, place: str, pad_to_max: bool = False) -> dict:
@@ -216,21 +182,7 @@ def test_decode_step_replays_like_eager(backend, pad_to_max):
     want = eager_steps(state, targets, "cpu", pad_to_max)
     if pad_to_max:  # the captured shape: every decoding slot verifies K drafts
         t = {k: to_place(v, "gpu") for k, v in state.items()}
-        ngram_match(
-            t["token_ids_all"],
-            t["prompt_lens"],
-            t["step_idx"],
-            t["actual_draft_token_num"],
-            t["draft_tokens"],
-            t["seq_lens_this_time"],
-            t["seq_lens_encoder"],
-            t["seq_lens_decoder"],
-            t["max_dec_len"],
-            3,
-            K,
-            True,
-            threshold=THRESHOLD,
-        )
+        call_named(ngram_match, t, 3, K, True, names=NGRAM_NAMES, threshold=THRESHOLD)
         decoding = (state["seq_lens_encoder"] <= 0) & (state["seq_lens_decoder"] != 0)
         assert decoding.any() and (t["seq_lens_this_time"].numpy()[decoding] == K + 1).all()
     for k in OUTPUTS:
@@ -241,14 +193,6 @@ def test_decode_step_replays_like_eager(backend, pad_to_max):
 # ---- A whole MTP decode step: draft steps, hybrid_mtp_ngram extension, verification, update ---------
 
 MTP_STEPS = 2
-MTP_BUFFERS = (
-    "pre_ids",
-    "step_idx",
-    "seq_lens_decoder",
-    "max_dec_len",
-    "input_ids",
-    "mtp_draft_num",
-)
 
 
 class PreparedLogits:
@@ -460,47 +404,8 @@ def topp_state(rng: np.random.Generator, R: int = 96, K: int = 3, C: int = 6) ->
 
 
 def topp_step(t: dict) -> None:
-    verify_draft_tokens(
-        t["step_output_ids"],
-        t["step_output_len"],
-        t["step_input_ids"],
-        None,
-        t["candidate_ids"],
-        t["candidate_scores"],
-        t["candidate_lens"],
-        t["topp"],
-        t["stop_flags"],
-        t["seq_lens_encoder"],
-        t["seq_lens_this_time"],
-        t["end_tokens"],
-        t["is_block_step"],
-        t["cu_seqlens_q_output"],
-        t["reasoning_status"],
-        t["max_dec_len"],
-        t["step_idx"],
-        512,
-        2,
-        0,
-        False,
-        False,
-        seeds=t["seeds"],
-    )
-    unified_update_model_status(
-        t["seq_lens_encoder"],
-        t["seq_lens_decoder"],
-        t["has_running_seqs"],
-        t["step_input_ids"],
-        t["step_output_ids"],
-        t["step_output_len"],
-        t["stop_flags"],
-        t["seq_lens_this_time"],
-        t["is_block_step"],
-        t["token_ids_all"],
-        t["prompt_lens"],
-        t["step_idx"],
-        t["end_tokens"],
-        t["max_dec_len"],
-    )
+    call_named(verify_draft_tokens, t, 512, 2, 0, False, False, seeds=t["seeds"])
+    call_named(unified_update_model_status, t, names={"is_paused": "is_block_step"})
 
 
 @pytest.mark.parametrize("backend", list(BACKENDS))

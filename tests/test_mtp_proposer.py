@@ -17,7 +17,7 @@ from fastdeploy_spec.proposers import (
     create_proposer,
     last_input_tokens,
 )
-from tests.helpers import PLACES, to_place
+from tests.helpers import MTP_BUFFERS, PLACES, to_place
 from tests.reference.hybrid_mtp_ngram import hybrid_mtp_ngram_ref
 
 VOCAB = 16
@@ -259,20 +259,7 @@ def test_no_host_sync_and_no_allocation(place, strategy, monkeypatch):
     mtp.draft_model = PreparedLogits(
         [to_place(rng.standard_normal((3, VOCAB)).astype(np.float32), place) for _ in range(2)]
     )
-    tensors = dict(
-        bufs,
-        **{
-            n: getattr(mtp, n)
-            for n in (
-                "pre_ids",
-                "step_idx",
-                "seq_lens_decoder",
-                "max_dec_len",
-                "input_ids",
-                "mtp_draft_num",
-            )
-        },
-    )
+    tensors = dict(bufs, **{n: getattr(mtp, n) for n in MTP_BUFFERS})
     before = {name: t.data_ptr() for name, t in tensors.items()}
 
     def forbidden(name):

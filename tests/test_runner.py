@@ -132,14 +132,7 @@ def test_runner_follows_the_loop_model(S, K, W, n, seed, place):
     rng = np.random.default_rng(seed)
     answers, requests = answers_and_requests(rng, n, W)
     cfg = SpeculativeConfig(method="ngram", num_speculative_tokens=K)
-    runner = SpecRunner(
-        cfg,
-        OracleTarget(answers, VOCAB, EOS),
-        max_num_seqs=S,
-        max_model_len=W,
-        end_tokens=[EOS],
-        place=place,
-    )
+    runner = oracle_runner(cfg, answers, VOCAB, S, W, place)
     runner.proposer = ScriptedProposer(cfg, answers, runner.slots)
     model = LoopModel(answers, requests, S, W, K)
     for r in requests:
@@ -176,17 +169,19 @@ def copy_task(n):
     return prompts, answers
 
 
+def oracle_runner(cfg, answers, vocab, S, W, place, **kw) -> SpecRunner:
+    """A runner of S slots and W tokens whose target answers ``answers`` (OracleTarget), ending at
+    EOS."""
+    target = OracleTarget(answers, vocab, EOS)
+    return SpecRunner(
+        cfg, target, max_num_seqs=S, max_model_len=W, end_tokens=[EOS], place=place, **kw
+    )
+
+
 def run_copy_task(method, K, place, n=6):
     prompts, answers = copy_task(n)
     cfg = SpeculativeConfig(method=method, num_speculative_tokens=K, max_ngram_size=3)
-    runner = SpecRunner(
-        cfg,
-        OracleTarget(answers, 50, EOS),
-        max_num_seqs=4,
-        max_model_len=128,
-        end_tokens=[EOS],
-        place=place,
-    )
+    runner = oracle_runner(cfg, answers, 50, 4, 128, place)
     out = runner.run([Request(rid, p, 100) for rid, p in prompts.items()])
     return runner, out, answers
 
@@ -284,15 +279,7 @@ def test_logprobs_arrive_for_every_accepted_token(S, K, k, W, n, seed, place):
     rng = np.random.default_rng(seed)
     answers, requests = answers_and_requests(rng, n, W)
     cfg = SpeculativeConfig(method="ngram", num_speculative_tokens=K)
-    with SpecRunner(
-        cfg,
-        OracleTarget(answers, VOCAB, EOS),
-        max_num_seqs=S,
-        max_model_len=W,
-        end_tokens=[EOS],
-        place=place,
-        logprobs=k,
-    ) as runner:
+    with oracle_runner(cfg, answers, VOCAB, S, W, place, logprobs=k) as runner:
         runner.proposer = ScriptedProposer(cfg, answers, runner.slots)
         checker = LogprobChecker()
         runner.observers.append(checker)

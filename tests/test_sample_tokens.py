@@ -69,20 +69,7 @@ def test_matches_reference(place, dtype, V, kind):
     for _ in range(6):
         logits, cu, p = random_case(rng, V, kind)
         with_min_p = bool(rng.integers(0, 2))
-        got, x = run_op(
-            logits,
-            cu,
-            p["step"],
-            p["seed"],
-            p["temp"],
-            p["top_p"],
-            p["top_k"],
-            p["min_p"] if with_min_p else None,
-            dtype=dtype,
-            place=place,
-        )
-        want = ref.sample_tokens(
-            x,
+        args = (
             cu,
             p["step"],
             p["seed"],
@@ -91,6 +78,8 @@ def test_matches_reference(place, dtype, V, kind):
             p["top_k"],
             p["min_p"] if with_min_p else None,
         )
+        got, x = run_op(logits, *args, dtype=dtype, place=place)
+        want = ref.sample_tokens(x, *args)
         np.testing.assert_array_equal(got, want)
 
 

@@ -15,7 +15,7 @@ from fastdeploy_spec.ops import (
     speculate_sample_tokens,
     verify_draft_tokens,
 )
-from tests.helpers import to_place, unified_update
+from tests.helpers import RUNNER_NAMES, call_named, to_place, unified_update
 
 pytestmark = pytest.mark.gpu
 
@@ -86,30 +86,8 @@ def sampled_step(t: dict) -> None:
         t["top_k"],
         t["target_tokens"],
     )
-    verify_draft_tokens(
-        t["accept_tokens"],
-        t["accept_num"],
-        t["draft_tokens"],
-        t["target_tokens"],
-        None,
-        None,
-        None,
-        t["top_p"],
-        t["stop_flags"],
-        t["seq_lens_encoder"],
-        t["seq_lens_this_time"],
-        t["end_tokens"],
-        t["is_block_step"],
-        t["cu_seqlens_q_output"],
-        t["reasoning_status"],
-        t["max_dec_len"],
-        t["step_idx"],
-        W,
-        0,
-        VerifyStrategy.TARGET_MATCH,
-        False,
-        False,
-    )
+    names = dict(RUNNER_NAMES, topp="top_p")
+    call_named(verify_draft_tokens, t, W, 0, VerifyStrategy.TARGET_MATCH, False, False, names=names)
     unified_update(t)
 
 

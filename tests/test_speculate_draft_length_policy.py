@@ -383,22 +383,14 @@ def test_runner_with_the_policy(place):
     """An n-gram runner with the policy attached (Proposer.run's hook): the output of plain decoding,
     drafts accepted on a copy task, and the request in an opted-out slot verifies one token at every
     step while the others draft."""
-    from examples import OracleTarget
     from fastdeploy_spec.config import SpeculativeConfig
     from fastdeploy_spec.policy import DraftLengthPolicy
-    from fastdeploy_spec.runner import Request, SpecRunner
-    from tests.test_runner import EOS, copy_task
+    from fastdeploy_spec.runner import Request
+    from tests.test_runner import EOS, copy_task, oracle_runner
 
     prompts, answers = copy_task(4)
     cfg = SpeculativeConfig(method="ngram", num_speculative_tokens=4, max_ngram_size=3)
-    runner = SpecRunner(
-        cfg,
-        OracleTarget(answers, 50, EOS),
-        max_num_seqs=4,
-        max_model_len=128,
-        end_tokens=[EOS],
-        place=place,
-    )
+    runner = oracle_runner(cfg, answers, 50, 4, 128, place)
     policy = DraftLengthPolicy(max_drafts=4)
     policy.set_opt_out(2)
     runner.proposer.draft_length_policy = policy

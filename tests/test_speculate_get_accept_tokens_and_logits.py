@@ -9,12 +9,12 @@ import pytest
 
 from fastdeploy_spec.ops import (
     speculate_compute_cu_batch_offset,
-    speculate_get_accept_tokens_and_logits,
 )
 from tests.helpers import LOGITS_DTYPES, PLACES, assert_bad_input, grid, to_place
 from tests.reference.get_accept_tokens import (
     SENTINEL_OFFSET,
     SENTINEL_TOKEN,
+    call,
     check,
     make_case,
     ref_cu_batch_offset,
@@ -155,20 +155,6 @@ def good_cpu_inputs():
         enc=to_place(case["enc"], "cpu"),
         accept_num=to_place(case["accept_num"], "cpu"),
         accept_tokens=to_place(case["accept_tokens"], "cpu"),
-    )
-
-
-def call(t):
-    speculate_get_accept_tokens_and_logits(
-        t["token_ids"],
-        t["target_logits"],
-        t["logits"],
-        t["cu"],
-        t["cu_q"],
-        t["slt"],
-        t["enc"],
-        t["accept_num"],
-        t["accept_tokens"],
     )
 
 

@@ -64,18 +64,21 @@ constexpr int64_t kNonBinding = int64_t{1} << 40;
 bool g_defer_accept =
     true;  // the step starts with draft_model_accept_preprocess (--accept-at-once: not)
 
-// One row's host state: the runner's share-inputs, the draft side's buffers, the logits.
+// One row's host state: the runner's share-inputs (ids .. stop, a bool per byte), the draft side's
+// buffers (pre .. mtp_num), the logits.
+// clang-format off
+#define STEP_ARRAYS(X)                                                                     \
+  X(int64_t, ids) X(int64_t, prompt_lens) X(int64_t, max_dec_len) X(int64_t, draft_tokens) \
+  X(int64_t, accept_tokens) X(int32_t, slt) X(int32_t, enc) X(int32_t, dec)                \
+  X(int32_t, accept_num) X(int32_t, actual_dtn) X(uint8_t, stop) X(int64_t, pre)           \
+  X(int64_t, step) X(int64_t, d_max_dec_len) X(int64_t, input_ids) X(int32_t, d_dec)       \
+  X(int32_t, mtp_num)
+// clang-format on
 struct State {
   int64_t B = 0;
   int steps = 1;
   bool ngram = false;
-  // target side
-  std::vector<int64_t> ids, prompt_lens, max_dec_len, draft_tokens, accept_tokens;
-  std::vector<int32_t> slt, enc, dec, accept_num, actual_dtn;
-  std::vector<uint8_t> stop;  // bool
-  // draft side
-  std::vector<int64_t> pre, step, d_max_dec_len, input_ids;
-  std::vector<int32_t> d_dec, mtp_num;
+  HARNESS_VECTORS(STEP_ARRAYS)
   std::vector<std::vector<float>> logits;
 };
 
@@ -169,26 +172,32 @@ struct Ptrs {
   fdspec::DraftModelAcceptParams accept() const { return fused().accept_preprocess().accept(); }
 };
 
+// The pointers of a State's vectors or of its device copies (DevState).
+template <class S>
+Ptrs ptrs_of(int64_t B, S& s) {
+  return Ptrs{B,
+              s.ids.data(),
+              s.prompt_lens.data(),
+              s.max_dec_len.data(),
+              s.draft_tokens.data(),
+              s.accept_tokens.data(),
+              s.slt.data(),
+              s.enc.data(),
+              s.dec.data(),
+              s.accept_num.data(),
+              s.actual_dtn.data(),
+              reinterpret_cast<bool*>(s.stop.data()),
+              s.pre.data(),
+              s.step.data(),
+              s.d_max_dec_len.data(),
+              s.input_ids.data(),
+              s.d_dec.data(),
+              s.mtp_num.data(),
+              {}};
+}
+
 Ptrs host_ptrs(State& s) {
-  Ptrs p{s.B,
-         s.ids.data(),
-         s.prompt_lens.data(),
-         s.max_dec_len.data(),
-         s.draft_tokens.data(),
-         s.accept_tokens.data(),
-         s.slt.data(),
-         s.enc.data(),
-         s.dec.data(),
-         s.accept_num.data(),
-         s.actual_dtn.data(),
-         reinterpret_cast<bool*>(s.stop.data()),
-         s.pre.data(),
-         s.step.data(),
-         s.d_max_dec_len.data(),
-         s.input_ids.data(),
-         s.d_dec.data(),
-         s.mtp_num.data(),
-         {}};
+  Ptrs p = ptrs_of(s.B, s);
   for (auto& l : s.logits) p.logits.push_back(l.data());
   return p;
 }
@@ -205,14 +214,13 @@ void cpu_step(State& s) {
   if (!g_defer_accept) fdspec::draft_model_accept_cpu(p.accept());
 }
 
+struct DevArrays {
+  HARNESS_MIRROR(DevArrays, State, STEP_ARRAYS)
+};
+
 // Device copies of a State, and snapshots for the breakdown's restores.
-struct DevState {
+struct DevState : DevArrays {
   const State& h;
-  DevVec<int64_t> ids, prompt_lens, max_dec_len, draft_tokens, accept_tokens;
-  DevVec<int32_t> slt, enc, dec, accept_num, actual_dtn;
-  DevVec<uint8_t> stop;
-  DevVec<int64_t> pre, step, d_max_dec_len, input_ids;
-  DevVec<int32_t> d_dec, mtp_num;
   std::vector<DevVec<float>> logits;
   // restore sources for the breakdown: the state just after preprocess (update substep 0 reads it)
   // and just before hybrid_mtp_ngram.
@@ -220,24 +228,8 @@ struct DevState {
   DevVec<int32_t> mtp_pre, mtp_hyb, ddec_pre, ddec_hyb, slt_pre, slt_hyb;
 
   explicit DevState(const State& s)
-      : h(s),
-        ids(s.ids),
-        prompt_lens(s.prompt_lens),
-        max_dec_len(s.max_dec_len),
-        draft_tokens(s.draft_tokens),
-        accept_tokens(s.accept_tokens),
-        slt(s.slt),
-        enc(s.enc),
-        dec(s.dec),
-        accept_num(s.accept_num),
-        actual_dtn(s.actual_dtn),
-        stop(s.stop),
-        pre(s.pre),
-        step(s.step),
-        d_max_dec_len(s.d_max_dec_len),
-        input_ids(s.input_ids),
-        d_dec(s.d_dec),
-        mtp_num(s.mtp_num),
+      : DevArrays(s),
+        h(s),
         step_pre(s.step),
         step_hyb(s.step),
         mtp_pre(s.mtp_num),
@@ -249,25 +241,7 @@ struct DevState {
     for (const auto& l : s.logits) logits.emplace_back(l);
   }
   Ptrs ptrs() const {
-    Ptrs p{h.B,
-           ids.ptr(),
-           prompt_lens.ptr(),
-           max_dec_len.ptr(),
-           draft_tokens.ptr(),
-           accept_tokens.ptr(),
-           slt.ptr(),
-           enc.ptr(),
-           dec.ptr(),
-           accept_num.ptr(),
-           actual_dtn.ptr(),
-           reinterpret_cast<bool*>(stop.ptr()),
-           pre.ptr(),
-           step.ptr(),
-           d_max_dec_len.ptr(),
-           input_ids.ptr(),
-           d_dec.ptr(),
-           mtp_num.ptr(),
-           {}};
+    Ptrs p = ptrs_of(h.B, *this);
     for (const auto& l : logits) p.logits.push_back(l.ptr());
     return p;
   }

@@ -64,23 +64,26 @@ constexpr int64_t kB = 64, kK = 5, kW1 = kK + 1, kD = 8192, kH = 4096, kPrompt =
 constexpr int kSteps = 2;
 constexpr int64_t kNonBinding = int64_t{1} << 40;
 
+// Host arrays. logits: the draft model's float32 logits [B, V] of each step; rows_cu, zeros,
+// temperature, top_p: the greedy sampler's parameters (row r is its own "slot": cu = 0 .. B,
+// temperature 0); f_*: the fused greedy step's own state (our draft_model_* ops, as
+// MTPProposer(ops="fused") keeps it): accept_num 0, so a step leaves the state as it found it
+// (bench_mtp_kernels' inputs).
+// clang-format off
+#define BENCH_ARRAYS(X)                                                                       \
+  X(int64_t, draft) X(int64_t, input_ids) X(int64_t, step) X(int64_t, pre) X(int64_t, acc)    \
+  X(int64_t, tstep) X(int64_t, max_dec) X(int64_t, tdraft) X(int64_t, next) X(int64_t, ids)   \
+  X(int64_t, prompt_lens) X(int32_t, slt) X(int32_t, enc) X(int32_t, dec) X(int32_t, acc_num) \
+  X(int32_t, tenc) X(int32_t, tdec) X(int32_t, tslt) X(int32_t, cu) X(int32_t, actual)        \
+  X(uint8_t, stop) X(uint8_t, tstop) X(uint8_t, nns) X(uint16_t, hidden)                      \
+  X(uint16_t, hidden_out) X(int32_t, out_count) X(int32_t, position_map) X(float, logits)     \
+  X(int32_t, rows_cu) X(int64_t, zeros) X(float, temperature) X(float, top_p)                 \
+  X(int64_t, f_input_ids) X(int64_t, f_step) X(int64_t, f_pre) X(int64_t, f_max_dec)          \
+  X(int64_t, f_tdraft) X(int32_t, f_dec) X(int32_t, f_mtp) X(int32_t, f_tslt)                 \
+  X(int32_t, f_acc_num)
+// clang-format on
 struct Host {
-  std::vector<int64_t> draft, input_ids, step, pre, acc, tstep, max_dec, tdraft, next, ids,
-      prompt_lens;
-  std::vector<int32_t> slt, enc, dec, acc_num, tenc, tdec, tslt, cu, actual;
-  std::vector<uint8_t> stop, tstop, nns;
-  std::vector<uint16_t> hidden, hidden_out;
-  std::vector<int32_t> out_count, position_map;
-  // The draft model's float32 logits [B, V] of each step, and the greedy sampler's parameters
-  // (row r is its own "slot": cu = 0 .. B, temperature 0).
-  std::vector<float> logits;
-  std::vector<int32_t> rows_cu;
-  std::vector<int64_t> zeros;
-  std::vector<float> temperature, top_p;
-  // The fused greedy step's own state (our draft_model_* ops, as MTPProposer(ops="fused") keeps
-  // it): accept_num 0, so a step leaves the state as it found it (bench_mtp_kernels' inputs).
-  std::vector<int64_t> f_input_ids, f_step, f_pre, f_max_dec, f_tdraft;
-  std::vector<int32_t> f_dec, f_mtp, f_tslt, f_acc_num;
+  HARNESS_VECTORS(BENCH_ARRAYS)
 };
 
 Host make_host() {
@@ -147,59 +150,7 @@ Host make_host() {
 }
 
 struct Dev {
-  DevVec<int64_t> draft, input_ids, step, pre, acc, tstep, max_dec, tdraft, next, ids, prompt_lens;
-  DevVec<int32_t> slt, enc, dec, acc_num, tenc, tdec, tslt, cu, actual;
-  DevVec<uint8_t> stop, tstop, nns;
-  DevVec<uint16_t> hidden, hidden_out;
-  DevVec<int32_t> out_count, position_map;
-  DevVec<float> logits;
-  DevVec<int32_t> rows_cu;
-  DevVec<int64_t> zeros;
-  DevVec<float> temperature, top_p;
-  DevVec<int64_t> f_input_ids, f_step, f_pre, f_max_dec, f_tdraft;
-  DevVec<int32_t> f_dec, f_mtp, f_tslt, f_acc_num;
-  explicit Dev(const Host& h)
-      : draft(h.draft),
-        input_ids(h.input_ids),
-        step(h.step),
-        pre(h.pre),
-        acc(h.acc),
-        tstep(h.tstep),
-        max_dec(h.max_dec),
-        tdraft(h.tdraft),
-        next(h.next),
-        ids(h.ids),
-        prompt_lens(h.prompt_lens),
-        slt(h.slt),
-        enc(h.enc),
-        dec(h.dec),
-        acc_num(h.acc_num),
-        tenc(h.tenc),
-        tdec(h.tdec),
-        tslt(h.tslt),
-        cu(h.cu),
-        actual(h.actual),
-        stop(h.stop),
-        tstop(h.tstop),
-        nns(h.nns),
-        hidden(h.hidden),
-        hidden_out(h.hidden_out),
-        out_count(h.out_count),
-        position_map(h.position_map),
-        logits(h.logits),
-        rows_cu(h.rows_cu),
-        zeros(h.zeros),
-        temperature(h.temperature),
-        top_p(h.top_p),
-        f_input_ids(h.f_input_ids),
-        f_step(h.f_step),
-        f_pre(h.f_pre),
-        f_max_dec(h.f_max_dec),
-        f_tdraft(h.f_tdraft),
-        f_dec(h.f_dec),
-        f_mtp(h.f_mtp),
-        f_tslt(h.f_tslt),
-        f_acc_num(h.f_acc_num) {}
+  HARNESS_MIRROR(Dev, Host, BENCH_ARRAYS)
 };
 
 // One set of pointers (host vectors or device buffers) and the params of each op over them.

@@ -94,6 +94,51 @@ Case make_case(bool hybrid, int64_t B, int64_t W, const std::string& hit, int64_
   return c;
 }
 
+// The params of either op over the arrays of `a`: the Case itself (host) or its DevCase (device).
+template <class A>
+fdspec::NgramMatchParams match_params_of(const Case& c, A& a) {
+  fdspec::NgramMatchParams p;
+  p.token_ids_all = a.ids.data();
+  p.token_ids_stride = c.W;
+  p.prompt_lens = a.P.data();
+  p.step_idx = a.s.data();
+  p.draft_token_num = a.dtn.data();
+  p.draft_tokens = a.drafts.data();
+  p.draft_stride = kK + 1;
+  p.seq_lens_this_time = a.slt.data();
+  p.seq_lens_encoder = a.enc.data();
+  p.seq_lens_decoder = a.dec.data();
+  p.max_dec_len = a.mdl.data();
+  p.batch = c.B;
+  p.max_ngram_size = kMaxNgram;
+  p.max_draft_tokens = kK;
+  p.pad_to_max = false;
+  p.threshold = c.T;
+  return p;
+}
+template <class A>
+fdspec::HybridMtpNgramParams hybrid_params_of(const Case& c, A& a) {
+  fdspec::HybridMtpNgramParams p;
+  p.token_ids_all = a.ids.data();
+  p.token_ids_stride = c.W;
+  p.prompt_lens = a.P.data();
+  p.pre_ids = a.pre.data();
+  p.pre_ids_stride = c.D;
+  p.step_idx = a.s.data();
+  p.draft_tokens = a.drafts.data();
+  p.draft_stride = kK + 1;
+  p.seq_lens_this_time = a.slt.data();
+  p.seq_lens_decoder = a.dec.data();
+  p.max_dec_len = a.mdl.data();
+  p.batch = c.B;
+  p.max_ngram_size = kMaxNgram;
+  p.min_ngram_size = 1;
+  p.max_draft_tokens = kK;
+  p.pad_to_max = false;
+  p.threshold = c.T;
+  return p;
+}
+
 // Device copies of a case, and the op's launch on them.
 struct DevCase {
   const Case& c;
@@ -113,47 +158,8 @@ struct DevCase {
         enc(cc.enc),
         dec(cc.dec) {}
 
-  fdspec::NgramMatchParams match_params() const {
-    fdspec::NgramMatchParams p;
-    p.token_ids_all = ids.ptr();
-    p.token_ids_stride = c.W;
-    p.prompt_lens = P.ptr();
-    p.step_idx = s.ptr();
-    p.draft_token_num = dtn.ptr();
-    p.draft_tokens = drafts.ptr();
-    p.draft_stride = kK + 1;
-    p.seq_lens_this_time = slt.ptr();
-    p.seq_lens_encoder = enc.ptr();
-    p.seq_lens_decoder = dec.ptr();
-    p.max_dec_len = mdl.ptr();
-    p.batch = c.B;
-    p.max_ngram_size = kMaxNgram;
-    p.max_draft_tokens = kK;
-    p.pad_to_max = false;
-    p.threshold = c.T;
-    return p;
-  }
-  fdspec::HybridMtpNgramParams hybrid_params() const {
-    fdspec::HybridMtpNgramParams p;
-    p.token_ids_all = ids.ptr();
-    p.token_ids_stride = c.W;
-    p.prompt_lens = P.ptr();
-    p.pre_ids = pre.ptr();
-    p.pre_ids_stride = c.D;
-    p.step_idx = s.ptr();
-    p.draft_tokens = drafts.ptr();
-    p.draft_stride = kK + 1;
-    p.seq_lens_this_time = slt.ptr();
-    p.seq_lens_decoder = dec.ptr();
-    p.max_dec_len = mdl.ptr();
-    p.batch = c.B;
-    p.max_ngram_size = kMaxNgram;
-    p.min_ngram_size = 1;
-    p.max_draft_tokens = kK;
-    p.pad_to_max = false;
-    p.threshold = c.T;
-    return p;
-  }
+  fdspec::NgramMatchParams match_params() const { return match_params_of(c, *this); }
+  fdspec::HybridMtpNgramParams hybrid_params() const { return hybrid_params_of(c, *this); }
   // hybrid: restores the MTP lengths first (the op rewrites them).
   cudaError_t reset(cudaStream_t st) const {
     if (!c.hybrid) return cudaSuccess;
@@ -168,44 +174,9 @@ struct DevCase {
 
 void cpu_reference(Case& c) {
   if (c.hybrid) {
-    fdspec::HybridMtpNgramParams p;
-    p.token_ids_all = c.ids.data();
-    p.token_ids_stride = c.W;
-    p.prompt_lens = c.P.data();
-    p.pre_ids = c.pre.data();
-    p.pre_ids_stride = c.D;
-    p.step_idx = c.s.data();
-    p.draft_tokens = c.drafts.data();
-    p.draft_stride = kK + 1;
-    p.seq_lens_this_time = c.slt.data();
-    p.seq_lens_decoder = c.dec.data();
-    p.max_dec_len = c.mdl.data();
-    p.batch = c.B;
-    p.max_ngram_size = kMaxNgram;
-    p.min_ngram_size = 1;
-    p.max_draft_tokens = kK;
-    p.pad_to_max = false;
-    p.threshold = c.T;
-    fdspec::hybrid_mtp_ngram_cpu(p);
+    fdspec::hybrid_mtp_ngram_cpu(hybrid_params_of(c, c));
   } else {
-    fdspec::NgramMatchParams p;
-    p.token_ids_all = c.ids.data();
-    p.token_ids_stride = c.W;
-    p.prompt_lens = c.P.data();
-    p.step_idx = c.s.data();
-    p.draft_token_num = c.dtn.data();
-    p.draft_tokens = c.drafts.data();
-    p.draft_stride = kK + 1;
-    p.seq_lens_this_time = c.slt.data();
-    p.seq_lens_encoder = c.enc.data();
-    p.seq_lens_decoder = c.dec.data();
-    p.max_dec_len = c.mdl.data();
-    p.batch = c.B;
-    p.max_ngram_size = kMaxNgram;
-    p.max_draft_tokens = kK;
-    p.pad_to_max = false;
-    p.threshold = c.T;
-    fdspec::ngram_match_cpu(p);
+    fdspec::ngram_match_cpu(match_params_of(c, c));
   }
 }
 

@@ -156,6 +156,11 @@ class OpSpec:
     def __post_init__(self):
         SPECS[self.op] = self
 
+    @property
+    def written(self) -> Tuple[str, ...]:
+        """The in-place outputs in argument order."""
+        return tuple(name for name in self.tensors if name in self.outputs)
+
     def args(self, values: Mapping[str, object]) -> tuple:
         """Checks a call (``values``: the wrapper's ``locals()``) and returns the binding's arguments.
 

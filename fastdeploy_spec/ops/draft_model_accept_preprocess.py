@@ -6,36 +6,15 @@ from __future__ import annotations
 import paddle
 
 from fastdeploy_spec.ops import _loader
+from fastdeploy_spec.ops import draft_model_greedy_preprocess as PRE
 from fastdeploy_spec.ops._common import OpSpec
 
+# draft_model_greedy_preprocess's tensors with the accepted tokens after max_dec_len; the same
+# outputs.
 SPEC = OpSpec(
     "draft_model_accept_preprocess",
-    tensors=(
-        "input_ids",
-        "seq_lens_decoder",
-        "step_idx",
-        "pre_ids",
-        "mtp_draft_num",
-        "max_dec_len",
-        "accept_tokens",
-        "accept_num",
-        "base_model_seq_lens_this_time",
-        "base_model_seq_lens_encoder",
-        "base_model_seq_lens_decoder",
-        "base_model_stop_flags",
-        "base_model_max_dec_len",
-    ),
-    outputs=frozenset(
-        {
-            "input_ids",
-            "seq_lens_decoder",
-            "step_idx",
-            "pre_ids",
-            "mtp_draft_num",
-            "max_dec_len",
-            "base_model_seq_lens_this_time",
-        }
-    ),
+    tensors=PRE.TENSORS[:6] + ("accept_tokens", "accept_num") + PRE.TENSORS[6:],
+    outputs=PRE.SPEC.outputs,
 )
 
 

@@ -7,33 +7,22 @@ import paddle
 from fastdeploy_spec.ops import _loader
 from fastdeploy_spec.ops._common import OpSpec
 
-SPEC = OpSpec(
-    "draft_model_greedy_preprocess",
-    tensors=(
-        "input_ids",
-        "seq_lens_decoder",
-        "step_idx",
-        "pre_ids",
-        "mtp_draft_num",
-        "max_dec_len",
-        "base_model_seq_lens_this_time",
-        "base_model_seq_lens_encoder",
-        "base_model_seq_lens_decoder",
-        "base_model_stop_flags",
-        "base_model_max_dec_len",
-    ),
-    outputs=frozenset(
-        {
-            "input_ids",
-            "seq_lens_decoder",
-            "step_idx",
-            "pre_ids",
-            "mtp_draft_num",
-            "max_dec_len",
-            "base_model_seq_lens_this_time",
-        }
-    ),
+# The op's tensors (draft_model_accept_preprocess takes accept_tokens and accept_num after
+# max_dec_len); the first seven are written in place.
+TENSORS = (
+    "input_ids",
+    "seq_lens_decoder",
+    "step_idx",
+    "pre_ids",
+    "mtp_draft_num",
+    "max_dec_len",
+    "base_model_seq_lens_this_time",
+    "base_model_seq_lens_encoder",
+    "base_model_seq_lens_decoder",
+    "base_model_stop_flags",
+    "base_model_max_dec_len",
 )
+SPEC = OpSpec("draft_model_greedy_preprocess", tensors=TENSORS, outputs=frozenset(TENSORS[:7]))
 
 
 def draft_model_greedy_preprocess(

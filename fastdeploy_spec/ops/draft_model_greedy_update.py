@@ -7,29 +7,20 @@ import paddle
 from fastdeploy_spec.ops import _loader
 from fastdeploy_spec.ops._common import INT32, OpSpec
 
+# Every tensor after logits is written in place.
+_WRITTEN = (
+    "input_ids",
+    "seq_lens_decoder",
+    "step_idx",
+    "pre_ids",
+    "mtp_draft_num",
+    "base_model_draft_tokens",
+    "base_model_seq_lens_this_time",
+)
 SPEC = OpSpec(
     "draft_model_greedy_update",
-    tensors=(
-        "logits",
-        "input_ids",
-        "seq_lens_decoder",
-        "step_idx",
-        "pre_ids",
-        "mtp_draft_num",
-        "base_model_draft_tokens",
-        "base_model_seq_lens_this_time",
-    ),
-    outputs=frozenset(
-        {
-            "input_ids",
-            "seq_lens_decoder",
-            "step_idx",
-            "pre_ids",
-            "mtp_draft_num",
-            "base_model_draft_tokens",
-            "base_model_seq_lens_this_time",
-        }
-    ),
+    tensors=("logits", *_WRITTEN),
+    outputs=frozenset(_WRITTEN),
     attrs=(("substep", INT32),),
 )
 

@@ -15,73 +15,53 @@ import paddle
 from fastdeploy_spec.ops import _loader
 from fastdeploy_spec.ops._common import BOOL, INT32, OpSpec
 
+_PREPROCESS_TENSORS = (
+    "draft_tokens",
+    "input_ids",
+    "stop_flags",
+    "seq_lens_this_time",
+    "seq_lens_encoder",
+    "seq_lens_decoder",
+    "step_idx",
+    "not_need_stop",
+    "pre_ids",
+    "accept_tokens",
+    "accept_num",
+    "target_model_seq_lens_encoder",
+    "target_model_seq_lens_decoder",
+    "target_model_step_idx",
+    "target_model_stop_flags",
+    "max_dec_len",
+    "target_model_draft_tokens",
+)
 PREPROCESS = OpSpec(
     "draft_model_preprocess",
-    tensors=(
-        "draft_tokens",
-        "input_ids",
-        "stop_flags",
-        "seq_lens_this_time",
-        "seq_lens_encoder",
-        "seq_lens_decoder",
-        "step_idx",
-        "not_need_stop",
-        "pre_ids",
-        "accept_tokens",
-        "accept_num",
-        "target_model_seq_lens_encoder",
-        "target_model_seq_lens_decoder",
-        "target_model_step_idx",
-        "target_model_stop_flags",
-        "max_dec_len",
-        "target_model_draft_tokens",
-    ),
-    outputs=frozenset(
-        {
-            "draft_tokens",
-            "input_ids",
-            "stop_flags",
-            "seq_lens_this_time",
-            "seq_lens_encoder",
-            "seq_lens_decoder",
-            "step_idx",
-            "not_need_stop",
-            "pre_ids",
-        }
-    ),
+    tensors=_PREPROCESS_TENSORS,
+    outputs=frozenset(_PREPROCESS_TENSORS[:9]),  # draft_tokens .. pre_ids
     attrs=(("num_model_step", INT32), ("is_splitwise_prefill", BOOL)),
 )
 
+_UPDATE_TENSORS = (
+    "inter_next_tokens",
+    "draft_tokens",
+    "pre_ids",
+    "seq_lens_this_time",
+    "seq_lens_encoder",
+    "seq_lens_decoder",
+    "step_idx",
+    "cu_seqlens_q_output",
+    "stop_flags",
+    "not_need_stop",
+    "max_dec_len",
+    "end_ids",
+    "base_model_draft_tokens",
+)
 UPDATE = OpSpec(
     "draft_model_update",
-    tensors=(
-        "inter_next_tokens",
-        "draft_tokens",
-        "pre_ids",
-        "seq_lens_this_time",
-        "seq_lens_encoder",
-        "seq_lens_decoder",
-        "step_idx",
-        "cu_seqlens_q_output",
-        "stop_flags",
-        "not_need_stop",
-        "max_dec_len",
-        "end_ids",
-        "base_model_draft_tokens",
-    ),
-    outputs=frozenset(
-        {
-            "draft_tokens",
-            "pre_ids",
-            "seq_lens_this_time",
-            "seq_lens_encoder",
-            "seq_lens_decoder",
-            "step_idx",
-            "stop_flags",
-            "not_need_stop",
-            "base_model_draft_tokens",
-        }
-    ),
+    tensors=_UPDATE_TENSORS,
+    # all but the four it only reads
+    outputs=frozenset(_UPDATE_TENSORS)
+    - {"inter_next_tokens", "cu_seqlens_q_output", "max_dec_len", "end_ids"},
     attrs=(("max_seq_len", INT32), ("substep", INT32)),
 )
 

@@ -7,38 +7,27 @@ import paddle
 from fastdeploy_spec.ops import _loader
 from fastdeploy_spec.ops._common import OpSpec
 
+_TENSORS = (
+    "seq_lens_encoder",
+    "seq_lens_decoder",
+    "has_running_seqs",
+    "step_input_ids",
+    "step_output_ids",
+    "step_output_len",
+    "stop_flags",
+    "seq_lens_this_time",
+    "is_paused",
+    "token_ids_all",
+    "prompt_lens",
+    "step_idx",
+    "end_tokens",
+    "max_dec_len",
+)
 SPEC = OpSpec(
     "unified_update_model_status",
-    tensors=(
-        "seq_lens_encoder",
-        "seq_lens_decoder",
-        "has_running_seqs",
-        "step_input_ids",
-        "step_output_ids",
-        "step_output_len",
-        "stop_flags",
-        "seq_lens_this_time",
-        "is_paused",
-        "token_ids_all",
-        "prompt_lens",
-        "step_idx",
-        "end_tokens",
-        "max_dec_len",
-    ),
-    outputs=frozenset(
-        {
-            "seq_lens_encoder",
-            "seq_lens_decoder",
-            "has_running_seqs",
-            "step_input_ids",
-            "step_output_ids",
-            "step_output_len",
-            "stop_flags",
-            "seq_lens_this_time",
-            "token_ids_all",
-            "step_idx",
-        }
-    ),
+    tensors=_TENSORS,
+    # every tensor but the four read-only ones
+    outputs=frozenset(_TENSORS) - {"is_paused", "prompt_lens", "end_tokens", "max_dec_len"},
 )
 
 

@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import abc
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from fastdeploy_spec.config import proposer_config
+from fastdeploy_spec.ops._common import DRAFT_INPUTS
+
+
+def draft_inputs(share_inputs: Mapping[str, Any]) -> tuple:
+    """The nine tensors the n-gram/suffix ops take first (``DRAFT_INPUTS``, in their order) from a
+    runner's share-inputs, where ``draft_token_num`` is named ``actual_draft_token_num``."""
+    return tuple(
+        share_inputs["actual_draft_token_num" if k == "draft_token_num" else k]
+        for k in DRAFT_INPUTS
+    )
 
 
 class Proposer(abc.ABC):

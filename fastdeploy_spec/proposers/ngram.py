@@ -7,7 +7,7 @@ from typing import Dict
 import paddle
 
 from fastdeploy_spec.ops import ngram_match
-from fastdeploy_spec.proposers.base import Proposer
+from fastdeploy_spec.proposers.base import Proposer, draft_inputs
 
 
 class NgramProposer(Proposer):
@@ -59,17 +59,8 @@ class NgramProposer(Proposer):
         self.threshold = self.config.ngram_threshold
 
     def _run_impl(self, share_inputs: Dict[str, paddle.Tensor], **_: object) -> None:
-        s = share_inputs
         ngram_match(
-            s["token_ids_all"],
-            s["prompt_lens"],
-            s["step_idx"],
-            s["actual_draft_token_num"],
-            s["draft_tokens"],
-            s["seq_lens_this_time"],
-            s["seq_lens_encoder"],
-            s["seq_lens_decoder"],
-            s["max_dec_len"],
+            *draft_inputs(share_inputs),
             self.max_ngram_size,
             self.max_draft_token_num,
             self.pad_to_max,

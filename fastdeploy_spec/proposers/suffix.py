@@ -15,7 +15,7 @@ from fastdeploy_spec.ops.suffix_cache import (
     suffix_cache_insert,
     suffix_cache_step,
 )
-from fastdeploy_spec.proposers.base import Proposer
+from fastdeploy_spec.proposers.base import Proposer, draft_inputs
 
 
 class SuffixProposer(Proposer):
@@ -104,15 +104,7 @@ class SuffixProposer(Proposer):
             self._allocate(s["draft_tokens"])
         self._share_inputs = s
         args = (
-            s["token_ids_all"],
-            s["prompt_lens"],
-            s["step_idx"],
-            s["actual_draft_token_num"],
-            s["draft_tokens"],
-            s["seq_lens_this_time"],
-            s["seq_lens_encoder"],
-            s["seq_lens_decoder"],
-            s["max_dec_len"],
+            *draft_inputs(s),
             self.suffix_tokens,
             self.suffix_probs,
             self.suffix_meta,

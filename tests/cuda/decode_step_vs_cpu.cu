@@ -22,15 +22,19 @@ using harness::DevVec;
 
 // Host arrays of one step (R rows, B slots, W columns, T packed rows, C candidates); bools as
 // uint8_t.
+// clang-format off
+#define STEP_ARRAYS(X)                                                                         \
+  X(int64_t, out_ids) X(int64_t, in_ids) X(int64_t, target) X(int64_t, cand_ids)               \
+  X(int64_t, ends) X(int64_t, max_dec) X(int64_t, step) X(int64_t, seeds) X(int64_t, ids_all)  \
+  X(int64_t, prompt) X(float, scores) X(float, topp) X(int32_t, out_len) X(int32_t, cand_lens) \
+  X(int32_t, enc) X(int32_t, dec) X(int32_t, slt) X(int32_t, cu) X(int32_t, reasoning)         \
+  X(uint8_t, stop) X(uint8_t, block) X(uint8_t, paused) X(uint8_t, running)
+// clang-format on
 struct Step {
   int64_t R = 0, B = 0, W = 1, T = 0, C = 1, L = 1;
   int strategy = 1;
   bool reject_all = false, accept_all = false;
-  std::vector<int64_t> out_ids, in_ids, target, cand_ids, ends, max_dec, step, seeds, ids_all,
-      prompt;
-  std::vector<float> scores, topp;
-  std::vector<int32_t> out_len, cand_lens, enc, dec, slt, cu, reasoning;
-  std::vector<uint8_t> stop, block, paused, running;
+  HARNESS_VECTORS(STEP_ARRAYS)
 };
 
 Step random_step(std::mt19937_64& rng, int64_t B, int64_t K, int strategy) {
@@ -100,46 +104,7 @@ Step random_step(std::mt19937_64& rng, int64_t B, int64_t K, int strategy) {
 }
 
 struct DeviceStep {
-  DevVec<int64_t> out_ids, in_ids, target, cand_ids, ends, max_dec, step, seeds, ids_all, prompt;
-  DevVec<float> scores, topp;
-  DevVec<int32_t> out_len, cand_lens, enc, dec, slt, cu, reasoning;
-  DevVec<uint8_t> stop, block, paused, running;
-  explicit DeviceStep(const Step& s)
-      : out_ids(s.out_ids),
-        in_ids(s.in_ids),
-        target(s.target),
-        cand_ids(s.cand_ids),
-        ends(s.ends),
-        max_dec(s.max_dec),
-        step(s.step),
-        seeds(s.seeds),
-        ids_all(s.ids_all),
-        prompt(s.prompt),
-        scores(s.scores),
-        topp(s.topp),
-        out_len(s.out_len),
-        cand_lens(s.cand_lens),
-        enc(s.enc),
-        dec(s.dec),
-        slt(s.slt),
-        cu(s.cu),
-        reasoning(s.reasoning),
-        stop(s.stop),
-        block(s.block),
-        paused(s.paused),
-        running(s.running) {}
-  void download_into(Step& s) const {
-    s.out_ids = out_ids.download();
-    s.in_ids = in_ids.download();
-    s.step = step.download();
-    s.ids_all = ids_all.download();
-    s.out_len = out_len.download();
-    s.enc = enc.download();
-    s.dec = dec.download();
-    s.slt = slt.download();
-    s.stop = stop.download();
-    s.running = running.download();
-  }
+  HARNESS_MIRROR(DeviceStep, Step, STEP_ARRAYS)
 };
 
 // The params of both ops over one set of arrays (host or device pointers of the same layout).
@@ -203,19 +168,11 @@ struct HostPtrs {
   int32_t *out_len, *cand_lens, *enc, *dec, *slt, *cu, *reasoning;
   uint8_t *stop, *block, *paused, *running;
 };
-HostPtrs ptrs(Step& s) {
-  return {s.out_ids.data(), s.in_ids.data(), s.target.data(),  s.cand_ids.data(),  s.ends.data(),
-          s.max_dec.data(), s.step.data(),   s.seeds.data(),   s.ids_all.data(),   s.prompt.data(),
-          s.scores.data(),  s.topp.data(),   s.out_len.data(), s.cand_lens.data(), s.enc.data(),
-          s.dec.data(),     s.slt.data(),    s.cu.data(),      s.reasoning.data(), s.stop.data(),
-          s.block.data(),   s.paused.data(), s.running.data()};
-}
-HostPtrs ptrs(const DeviceStep& d) {
-  return {d.out_ids.ptr(), d.in_ids.ptr(), d.target.ptr(),  d.cand_ids.ptr(),  d.ends.ptr(),
-          d.max_dec.ptr(), d.step.ptr(),   d.seeds.ptr(),   d.ids_all.ptr(),   d.prompt.ptr(),
-          d.scores.ptr(),  d.topp.ptr(),   d.out_len.ptr(), d.cand_lens.ptr(), d.enc.ptr(),
-          d.dec.ptr(),     d.slt.ptr(),    d.cu.ptr(),      d.reasoning.ptr(), d.stop.ptr(),
-          d.block.ptr(),   d.paused.ptr(), d.running.ptr()};
+// The pointers of a Step (host) or a DeviceStep (device).
+#define STEP_DATA_(T, n) s.n.data(),
+template <class S>
+HostPtrs ptrs(S& s) {
+  return {STEP_ARRAYS(STEP_DATA_)};
 }
 
 void run_cpu(Step& s, bool with_seeds) {
@@ -298,7 +255,7 @@ void verify_and_update(harness::Tally& t, const harness::Stream& stream, bool qu
                 },
                 [&] {
                   Step got = input;
-                  d.download_into(got);
+                  got = d.download(got);
                   return same(cpu, got) ? std::string()
                                         : describe("verify+update", B, K, strategy, seed, graph);
                 });
@@ -346,7 +303,7 @@ void topp_replays(harness::Tally& t, const harness::Stream& stream) {
         [&] {
           run_cpu(cpu, true);
           Step got = s;
-          d.download_into(got);
+          got = d.download(got);
           if (replay == 0) first = got.out_ids;
           const bool fresh = replay == 0 || got.out_ids != first;
           return same(cpu, got) && fresh ? std::string()

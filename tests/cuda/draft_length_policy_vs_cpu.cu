@@ -21,13 +21,17 @@ using harness::DevVec;
 using Params = fdspec::SpeculateDraftLengthPolicyParams;
 
 // Host arrays of one call; bools as uint8_t so that std::vector gives contiguous storage.
+// clang-format off
+#define POLICY_ARRAYS(X)                                                                        \
+  X(int32_t, accept_num) X(int32_t, draft_len) X(int32_t, ewma) X(int32_t, slt) X(int32_t, enc) \
+  X(int32_t, dec) X(uint8_t, opt_out) X(uint8_t, stop) X(int64_t, table) X(int64_t, drafts)     \
+  X(int64_t, probe)
+// clang-format on
 struct Case {
   int64_t B = 0, K = 0;
   int32_t alpha = 0, prior = 0;
   int64_t seq_cost = 0, step_cost = 0;
-  std::vector<int32_t> accept_num, draft_len, ewma, slt, enc, dec;
-  std::vector<uint8_t> opt_out, stop;
-  std::vector<int64_t> table, drafts, probe;
+  HARNESS_VECTORS(POLICY_ARRAYS)
 };
 
 // A cost table: flat then linear (a GPU's shape), random increments, or random values (any order).
@@ -108,51 +112,24 @@ Case random_case(harness::Rng& r, int64_t B, int64_t K) {
 }
 
 struct DevCase {
-  DevVec<int32_t> accept_num, draft_len, ewma, slt, enc, dec;
-  DevVec<uint8_t> opt_out, stop;
-  DevVec<int64_t> table, drafts, probe;
-  explicit DevCase(const Case& c)
-      : accept_num(c.accept_num),
-        draft_len(c.draft_len),
-        ewma(c.ewma),
-        slt(c.slt),
-        enc(c.enc),
-        dec(c.dec),
-        opt_out(c.opt_out),
-        stop(c.stop),
-        table(c.table),
-        drafts(c.drafts),
-        probe(c.probe) {}
-  void upload(const Case& c) {
-    accept_num.upload(c.accept_num);
-    draft_len.upload(c.draft_len);
-    ewma.upload(c.ewma);
-    slt.upload(c.slt);
-    enc.upload(c.enc);
-    dec.upload(c.dec);
-    opt_out.upload(c.opt_out);
-    stop.upload(c.stop);
-    table.upload(c.table);
-    drafts.upload(c.drafts);
-    probe.upload(c.probe);
-  }
+  HARNESS_MIRROR(DevCase, Case, POLICY_ARRAYS)
 };
 
-Params params_of(const Case& c, int32_t* accept_num, int32_t* draft_len, int32_t* ewma,
-                 uint8_t* opt_out, int32_t* slt, int32_t* enc, int32_t* dec, uint8_t* stop,
-                 int64_t* table, int64_t* drafts, int64_t* probe) {
+// The params over the arrays of `a`: the Case itself (host) or its DevCase (device).
+template <class A>
+Params params_of(const Case& c, A& a) {
   Params p;
-  p.accept_num = accept_num;
-  p.draft_tokens = drafts;
-  p.draft_probe = probe;
-  p.draft_len = draft_len;
-  p.accept_ewma = ewma;
-  p.opt_out = reinterpret_cast<const bool*>(opt_out);
-  p.seq_lens_this_time = slt;
-  p.seq_lens_encoder = enc;
-  p.seq_lens_decoder = dec;
-  p.stop_flags = reinterpret_cast<const bool*>(stop);
-  p.cost_table = table;
+  p.accept_num = a.accept_num.data();
+  p.draft_tokens = a.drafts.data();
+  p.draft_probe = a.probe.data();
+  p.draft_len = a.draft_len.data();
+  p.accept_ewma = a.ewma.data();
+  p.opt_out = reinterpret_cast<const bool*>(a.opt_out.data());
+  p.seq_lens_this_time = a.slt.data();
+  p.seq_lens_encoder = a.enc.data();
+  p.seq_lens_decoder = a.dec.data();
+  p.stop_flags = reinterpret_cast<const bool*>(a.stop.data());
+  p.cost_table = a.table.data();
   p.table_len = static_cast<int64_t>(c.table.size());
   p.max_drafts = c.K;
   p.alpha = c.alpha;
@@ -163,17 +140,9 @@ Params params_of(const Case& c, int32_t* accept_num, int32_t* draft_len, int32_t
   return p;
 }
 
-Params host_params(Case& c) {
-  return params_of(c, c.accept_num.data(), c.draft_len.data(), c.ewma.data(), c.opt_out.data(),
-                   c.slt.data(), c.enc.data(), c.dec.data(), c.stop.data(), c.table.data(),
-                   c.drafts.data(), c.probe.data());
-}
+Params host_params(Case& c) { return params_of(c, c); }
 
-Params device_params(const Case& c, const DevCase& d) {
-  return params_of(c, d.accept_num.ptr(), d.draft_len.ptr(), d.ewma.ptr(), d.opt_out.ptr(),
-                   d.slt.ptr(), d.enc.ptr(), d.dec.ptr(), d.stop.ptr(), d.table.ptr(),
-                   d.drafts.ptr(), d.probe.ptr());
-}
+Params device_params(const Case& c, const DevCase& d) { return params_of(c, d); }
 
 cudaError_t launch(const Params& p, cudaStream_t stream) {
   return harness::launch_or_emulate(p, stream, fdspec::speculate_draft_length_policy_gpu,

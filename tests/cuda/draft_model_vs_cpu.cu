@@ -29,18 +29,16 @@ struct Shape {
 };
 
 // Every tensor of the three ops. Bools are held as bytes.
+// logits: steps x rows x V elements of the dtype (only read).
+// clang-format off
+#define DRAFT_STATE(X)                                                                      \
+  X(int64_t, input_ids) X(int64_t, step) X(int64_t, pre) X(int64_t, mdl) X(int64_t, bmdl)   \
+  X(int64_t, drafts) X(int64_t, acc_tokens) X(int32_t, dec) X(int32_t, num) X(int32_t, slt) \
+  X(int32_t, enc) X(int32_t, bdec) X(int32_t, acc_num) X(uint8_t, stop) X(uint8_t, logits)
+// clang-format on
 struct State {
-  std::vector<int64_t> input_ids, step, pre, mdl, bmdl, drafts, acc_tokens;
-  std::vector<int32_t> dec, num, slt, enc, bdec, acc_num;
-  std::vector<uint8_t> stop;
-  std::vector<uint8_t> logits;  // steps x rows x V elements of the dtype (only read)
-
-  bool operator==(const State& o) const {
-    return input_ids == o.input_ids && step == o.step && pre == o.pre && mdl == o.mdl &&
-           bmdl == o.bmdl && drafts == o.drafts && acc_tokens == o.acc_tokens && dec == o.dec &&
-           num == o.num && slt == o.slt && enc == o.enc && bdec == o.bdec && acc_num == o.acc_num &&
-           stop == o.stop && logits == o.logits;
-  }
+  HARNESS_VECTORS(DRAFT_STATE)
+  HARNESS_SAME_VECTORS(State, DRAFT_STATE)
 };
 
 State make_state(Rng& r, const Shape& sh, double odd) {
@@ -134,8 +132,23 @@ struct Ptrs {
   const uint8_t* logits;
 };
 
-fdspec::DraftModelGreedyPreprocessParams pre_params(const Shape& sh, const Ptrs& q) {
-  fdspec::DraftModelGreedyPreprocessParams p;
+// The pointers of a State (host vectors) or a DeviceState (device buffers).
+template <class S>
+Ptrs ptrs_of(S& s) {
+  return Ptrs{s.input_ids.data(),  s.step.data(),
+              s.pre.data(),        s.mdl.data(),
+              s.bmdl.data(),       s.drafts.data(),
+              s.acc_tokens.data(), s.dec.data(),
+              s.num.data(),        s.slt.data(),
+              s.enc.data(),        s.bdec.data(),
+              s.acc_num.data(),    reinterpret_cast<bool*>(s.stop.data()),
+              s.logits.data()};
+}
+
+// The fields of the two preprocess launchers' parameters (greedy and accept + greedy).
+template <class P>
+P preprocess_params(const Shape& sh, const Ptrs& q) {
+  P p;
   p.input_ids = q.input_ids;
   p.seq_lens_decoder = q.dec;
   p.step_idx = q.step;
@@ -150,6 +163,10 @@ fdspec::DraftModelGreedyPreprocessParams pre_params(const Shape& sh, const Ptrs&
   p.base_model_max_dec_len = q.bmdl;
   p.batch = sh.B;
   return p;
+}
+
+fdspec::DraftModelGreedyPreprocessParams pre_params(const Shape& sh, const Ptrs& q) {
+  return preprocess_params<fdspec::DraftModelGreedyPreprocessParams>(sh, q);
 }
 
 fdspec::DraftModelGreedyUpdateParams upd_params(const Shape& sh, const Ptrs& q, int substep) {
@@ -184,27 +201,19 @@ fdspec::DraftModelAcceptParams acc_params(const Shape& sh, const Ptrs& q) {
   return p;
 }
 
-void cpu_step(const Shape& sh, State& s) {
-  const Ptrs q{s.input_ids.data(),  s.step.data(),
-               s.pre.data(),        s.mdl.data(),
-               s.bmdl.data(),       s.drafts.data(),
-               s.acc_tokens.data(), s.dec.data(),
-               s.num.data(),        s.slt.data(),
-               s.enc.data(),        s.bdec.data(),
-               s.acc_num.data(),    reinterpret_cast<bool*>(s.stop.data()),
-               s.logits.data()};
+void cpu_ops(const Shape& sh, const Ptrs& q) {
   fdspec::draft_model_greedy_preprocess_cpu(pre_params(sh, q));
   for (int i = 0; i < sh.steps; ++i) fdspec::draft_model_greedy_update_cpu(upd_params(sh, q, i));
   fdspec::draft_model_accept_cpu(acc_params(sh, q));
 }
 
+void cpu_step(const Shape& sh, State& s) { cpu_ops(sh, ptrs_of(s)); }
+
 // The GPU step; in the self-test the CPU implementation, with a perturbed output now and then.
 cudaError_t gpu_step(const Shape& sh, const Ptrs& q, cudaStream_t stream) {
   auto& st = harness::selftest();
   if (st.host_backend) {
-    fdspec::draft_model_greedy_preprocess_cpu(pre_params(sh, q));
-    for (int i = 0; i < sh.steps; ++i) fdspec::draft_model_greedy_update_cpu(upd_params(sh, q, i));
-    fdspec::draft_model_accept_cpu(acc_params(sh, q));
+    cpu_ops(sh, q);
     if (st.perturb && sh.B > 0) {
       static int turn = 0;
       switch (++turn % 3) {
@@ -229,23 +238,10 @@ cudaError_t gpu_step(const Shape& sh, const Ptrs& q, cudaStream_t stream) {
 }
 
 fdspec::DraftModelAcceptPreprocessParams acc_pre_params(const Shape& sh, const Ptrs& q) {
-  fdspec::DraftModelAcceptPreprocessParams p;
-  p.input_ids = q.input_ids;
-  p.seq_lens_decoder = q.dec;
-  p.step_idx = q.step;
-  p.pre_ids = q.pre;
-  p.pre_ids_stride = sh.D;
-  p.mtp_draft_num = q.num;
-  p.max_dec_len = q.mdl;
+  auto p = preprocess_params<fdspec::DraftModelAcceptPreprocessParams>(sh, q);
   p.accept_tokens = q.acc_tokens;
   p.accept_num = q.acc_num;
   p.width = sh.K1;
-  p.base_model_seq_lens_this_time = q.slt;
-  p.base_model_seq_lens_encoder = q.enc;
-  p.base_model_seq_lens_decoder = q.bdec;
-  p.base_model_stop_flags = q.stop;
-  p.base_model_max_dec_len = q.bmdl;
-  p.batch = sh.B;
   return p;
 }
 
@@ -265,71 +261,8 @@ cudaError_t gpu_accept_preprocess(const Shape& sh, const Ptrs& q, cudaStream_t s
 }
 
 struct DeviceState {
-  DevVec<int64_t> input_ids, step, pre, mdl, bmdl, drafts, acc_tokens;
-  DevVec<int32_t> dec, num, slt, enc, bdec, acc_num;
-  DevVec<uint8_t> stop, logits;
-  explicit DeviceState(const State& s)
-      : input_ids(s.input_ids),
-        step(s.step),
-        pre(s.pre),
-        mdl(s.mdl),
-        bmdl(s.bmdl),
-        drafts(s.drafts),
-        acc_tokens(s.acc_tokens),
-        dec(s.dec),
-        num(s.num),
-        slt(s.slt),
-        enc(s.enc),
-        bdec(s.bdec),
-        acc_num(s.acc_num),
-        stop(s.stop),
-        logits(s.logits) {}
-  void upload(const State& s) {
-    input_ids.upload(s.input_ids);
-    step.upload(s.step);
-    pre.upload(s.pre);
-    mdl.upload(s.mdl);
-    bmdl.upload(s.bmdl);
-    drafts.upload(s.drafts);
-    acc_tokens.upload(s.acc_tokens);
-    dec.upload(s.dec);
-    num.upload(s.num);
-    slt.upload(s.slt);
-    enc.upload(s.enc);
-    bdec.upload(s.bdec);
-    acc_num.upload(s.acc_num);
-    stop.upload(s.stop);
-    logits.upload(s.logits);
-  }
-  State download() const {
-    State s;
-    s.input_ids = input_ids.download();
-    s.step = step.download();
-    s.pre = pre.download();
-    s.mdl = mdl.download();
-    s.bmdl = bmdl.download();
-    s.drafts = drafts.download();
-    s.acc_tokens = acc_tokens.download();
-    s.dec = dec.download();
-    s.num = num.download();
-    s.slt = slt.download();
-    s.enc = enc.download();
-    s.bdec = bdec.download();
-    s.acc_num = acc_num.download();
-    s.stop = stop.download();
-    s.logits = logits.download();
-    return s;
-  }
-  Ptrs ptrs() const {
-    return Ptrs{input_ids.ptr(),  step.ptr(),
-                pre.ptr(),        mdl.ptr(),
-                bmdl.ptr(),       drafts.ptr(),
-                acc_tokens.ptr(), dec.ptr(),
-                num.ptr(),        slt.ptr(),
-                enc.ptr(),        bdec.ptr(),
-                acc_num.ptr(),    reinterpret_cast<bool*>(stop.ptr()),
-                logits.ptr()};
-  }
+  HARNESS_MIRROR(DeviceState, State, DRAFT_STATE)
+  Ptrs ptrs() const { return ptrs_of(*this); }
 };
 
 std::string describe(const Shape& sh, const State& want, const State& got, const char* how) {
@@ -370,14 +303,7 @@ void run_case(harness::Tally& t, const Shape& sh, const State& in, const harness
 void run_accept_preprocess_case(harness::Tally& t, const Shape& sh, const State& in,
                                 const harness::Stream& stream) {
   State want = in;
-  const Ptrs q{want.input_ids.data(),  want.step.data(),
-               want.pre.data(),        want.mdl.data(),
-               want.bmdl.data(),       want.drafts.data(),
-               want.acc_tokens.data(), want.dec.data(),
-               want.num.data(),        want.slt.data(),
-               want.enc.data(),        want.bdec.data(),
-               want.acc_num.data(),    reinterpret_cast<bool*>(want.stop.data()),
-               want.logits.data()};
+  const Ptrs q = ptrs_of(want);
   fdspec::draft_model_accept_cpu(acc_params(sh, q));
   fdspec::draft_model_greedy_preprocess_cpu(pre_params(sh, q));
   DeviceState dev(in);

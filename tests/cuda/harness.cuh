@@ -131,8 +131,10 @@ inline void copy_to_host(void* dst, const void* src, size_t bytes) {
 template <class T>
 class DevVec {
  public:
+  DevVec() = default;
   explicit DevVec(const std::vector<T>& v) : buf_(v.size() * sizeof(T)), n_(v.size()) { upload(v); }
   T* ptr() const { return reinterpret_cast<T*>(buf_.bytes()); }
+  T* data() const { return ptr(); }  // as std::vector, for code over host and device copies
   size_t size() const { return n_; }
   void upload(const std::vector<T>& v) {
     if (v.size() != n_) {
@@ -149,8 +151,36 @@ class DevVec {
 
  private:
   DevBuf buf_;
-  size_t n_;
+  size_t n_ = 0;
 };
+
+// A case's vectors listed once, as an X-macro FIELDS(X) calling X(type, name) for each:
+// HARNESS_VECTORS(FIELDS) declares them (std::vector) in the host struct; HARNESS_MIRROR(Dev, Host,
+// FIELDS), inside struct Dev, their device copies (DevVec, allocated and filled from a Host),
+// upload(const Host&), and download(Host like = {}), which returns `like` with every vector read
+// back (templates, so that a harness using neither gets no unused-function warning);
+// HARNESS_SAME_VECTORS(Host, FIELDS) an operator== over the vectors.
+#define HARNESS_VEC_(T, n) std::vector<T> n;
+#define HARNESS_DEVVEC_(T, n) ::harness::DevVec<T> n;
+#define HARNESS_ALLOC_(T, n) n = ::harness::DevVec<T>(h.n);
+#define HARNESS_UPLOAD_(T, n) n.upload(h.n);
+#define HARNESS_DOWNLOAD_(T, n) h.n = n.download();
+#define HARNESS_EQ_(T, n) &&n == o.n
+#define HARNESS_VECTORS(FIELDS) FIELDS(HARNESS_VEC_)
+// clang-format off
+#define HARNESS_MIRROR(Dev, Host, FIELDS)                 \
+  FIELDS(HARNESS_DEVVEC_)                                 \
+  explicit Dev(const Host& h) { FIELDS(HARNESS_ALLOC_) }  \
+  template <class H = Host>                               \
+  void upload(const H& h) { FIELDS(HARNESS_UPLOAD_) }     \
+  template <class H = Host>                               \
+  H download(H h = H()) const {                           \
+    FIELDS(HARNESS_DOWNLOAD_)                             \
+    return h;                                             \
+  }
+// clang-format on
+#define HARNESS_SAME_VECTORS(Host, FIELDS) \
+  bool operator==(const Host& o) const { return true FIELDS(HARNESS_EQ_); }
 
 // A stream (none in the self-test, whose launches run on the host).
 class Stream {

@@ -33,9 +33,13 @@ struct Shape {
   double odd = 0.0;  // rate of hostile values per slot
 };
 
+// clang-format off
+#define HYBRID_INPUTS(X)                                                         \
+  X(int64_t, ids) X(int64_t, P) X(int64_t, pre) X(int64_t, s) X(int64_t, drafts) \
+  X(int64_t, mdl) X(int32_t, slt) X(int32_t, dec)
+// clang-format on
 struct Inputs {
-  std::vector<int64_t> ids, P, pre, s, drafts, mdl;
-  std::vector<int32_t> slt, dec;
+  HARNESS_VECTORS(HYBRID_INPUTS)
 };
 
 Shape make_shape(Rng& r, int64_t B, int64_t W, int64_t D, int64_t K1, int max_n_hi, int64_t vocab,
@@ -258,31 +262,7 @@ cudaError_t launch(const fdspec::HybridMtpNgramParams& p, cudaStream_t stream) {
 }
 
 struct DeviceInputs {
-  DevVec<int64_t> ids, P, pre, s, drafts, mdl;
-  DevVec<int32_t> slt, dec;
-  explicit DeviceInputs(const Inputs& in)
-      : ids(in.ids),
-        P(in.P),
-        pre(in.pre),
-        s(in.s),
-        drafts(in.drafts),
-        mdl(in.mdl),
-        slt(in.slt),
-        dec(in.dec) {}
-  void upload(const Inputs& in) {
-    ids.upload(in.ids);
-    P.upload(in.P);
-    pre.upload(in.pre);
-    s.upload(in.s);
-    drafts.upload(in.drafts);
-    mdl.upload(in.mdl);
-    slt.upload(in.slt);
-    dec.upload(in.dec);
-  }
-  Inputs download() const {
-    return Inputs{ids.download(),    P.download(),   pre.download(), s.download(),
-                  drafts.download(), mdl.download(), slt.download(), dec.download()};
-  }
+  HARNESS_MIRROR(DeviceInputs, Inputs, HYBRID_INPUTS)
   fdspec::HybridMtpNgramParams params(const Shape& sh) const {
     return params_of(sh, ids.ptr(), P.ptr(), pre.ptr(), s.ptr(), drafts.ptr(), slt.ptr(), dec.ptr(),
                      mdl.ptr());

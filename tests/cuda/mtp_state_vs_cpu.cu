@@ -21,18 +21,17 @@ using harness::Rng;
 
 // Every tensor of the four token ops (bools as bytes). W = K + 1 columns, D of pre_ids, L of
 // input_ids.
+// clang-format off
+#define MTP_STATE(X)                                                                        \
+  X(int64_t, draft) X(int64_t, input_ids) X(int64_t, step) X(int64_t, pre) X(int64_t, acc)  \
+  X(int64_t, tstep) X(int64_t, max_dec) X(int64_t, tdraft) X(int64_t, next) X(int32_t, slt) \
+  X(int32_t, enc) X(int32_t, dec) X(int32_t, acc_num) X(int32_t, tenc) X(int32_t, tdec)     \
+  X(uint8_t, stop) X(uint8_t, tstop) X(uint8_t, nns)
+// clang-format on
 struct State {
   int64_t B = 0, W = 2, D = 1, L = 1, N = 0;
-  std::vector<int64_t> draft, input_ids, step, pre, acc, tstep, max_dec, tdraft, next;
-  std::vector<int32_t> slt, enc, dec, acc_num, tenc, tdec;
-  std::vector<uint8_t> stop, tstop, nns;
-
-  bool operator==(const State& o) const {
-    return draft == o.draft && input_ids == o.input_ids && step == o.step && pre == o.pre &&
-           acc == o.acc && tstep == o.tstep && max_dec == o.max_dec && tdraft == o.tdraft &&
-           next == o.next && slt == o.slt && enc == o.enc && dec == o.dec && acc_num == o.acc_num &&
-           tenc == o.tenc && tdec == o.tdec && stop == o.stop && tstop == o.tstop && nns == o.nns;
-  }
+  HARNESS_VECTORS(MTP_STATE)
+  HARNESS_SAME_VECTORS(State, MTP_STATE)
 };
 
 State make_state(Rng& r, int64_t B, int64_t W, int64_t D, double odd) {
@@ -186,7 +185,9 @@ struct Ptrs {
   }
 };
 
-Ptrs host_ptrs(State& s) {
+// The pointers of a State's vectors (host) or of its Dev copy (device); `st` gives the sizes.
+template <class S>
+Ptrs ptrs_of(S& s, const State& st) {
   return {s.draft.data(),
           s.input_ids.data(),
           s.step.data(),
@@ -205,95 +206,14 @@ Ptrs host_ptrs(State& s) {
           reinterpret_cast<bool*>(s.stop.data()),
           reinterpret_cast<bool*>(s.tstop.data()),
           reinterpret_cast<bool*>(s.nns.data()),
-          &s};
+          &st};
 }
 
+Ptrs host_ptrs(State& s) { return ptrs_of(s, s); }
+
 struct Dev {
-  DevVec<int64_t> draft, input_ids, step, pre, acc, tstep, max_dec, tdraft, next;
-  DevVec<int32_t> slt, enc, dec, acc_num, tenc, tdec;
-  DevVec<uint8_t> stop, tstop, nns;
-  explicit Dev(const State& s)
-      : draft(s.draft),
-        input_ids(s.input_ids),
-        step(s.step),
-        pre(s.pre),
-        acc(s.acc),
-        tstep(s.tstep),
-        max_dec(s.max_dec),
-        tdraft(s.tdraft),
-        next(s.next),
-        slt(s.slt),
-        enc(s.enc),
-        dec(s.dec),
-        acc_num(s.acc_num),
-        tenc(s.tenc),
-        tdec(s.tdec),
-        stop(s.stop),
-        tstop(s.tstop),
-        nns(s.nns) {}
-  void upload(const State& s) {
-    draft.upload(s.draft);
-    input_ids.upload(s.input_ids);
-    step.upload(s.step);
-    pre.upload(s.pre);
-    acc.upload(s.acc);
-    tstep.upload(s.tstep);
-    max_dec.upload(s.max_dec);
-    tdraft.upload(s.tdraft);
-    next.upload(s.next);
-    slt.upload(s.slt);
-    enc.upload(s.enc);
-    dec.upload(s.dec);
-    acc_num.upload(s.acc_num);
-    tenc.upload(s.tenc);
-    tdec.upload(s.tdec);
-    stop.upload(s.stop);
-    tstop.upload(s.tstop);
-    nns.upload(s.nns);
-  }
-  Ptrs ptrs(const State& s) const {
-    return {draft.ptr(),
-            input_ids.ptr(),
-            step.ptr(),
-            pre.ptr(),
-            acc.ptr(),
-            tstep.ptr(),
-            max_dec.ptr(),
-            tdraft.ptr(),
-            next.ptr(),
-            slt.ptr(),
-            enc.ptr(),
-            dec.ptr(),
-            acc_num.ptr(),
-            tenc.ptr(),
-            tdec.ptr(),
-            reinterpret_cast<bool*>(stop.ptr()),
-            reinterpret_cast<bool*>(tstop.ptr()),
-            reinterpret_cast<bool*>(nns.ptr()),
-            &s};
-  }
-  State download(const State& like) const {
-    State s = like;
-    s.draft = draft.download();
-    s.input_ids = input_ids.download();
-    s.step = step.download();
-    s.pre = pre.download();
-    s.acc = acc.download();
-    s.tstep = tstep.download();
-    s.max_dec = max_dec.download();
-    s.tdraft = tdraft.download();
-    s.next = next.download();
-    s.slt = slt.download();
-    s.enc = enc.download();
-    s.dec = dec.download();
-    s.acc_num = acc_num.download();
-    s.tenc = tenc.download();
-    s.tdec = tdec.download();
-    s.stop = stop.download();
-    s.tstop = tstop.download();
-    s.nns = nns.download();
-    return s;
-  }
+  HARNESS_MIRROR(Dev, State, MTP_STATE)
+  Ptrs ptrs(const State& s) const { return ptrs_of(*this, s); }
 };
 
 // The ops of the grid, by index: each runs on a Ptrs (CPU) or launches on one (GPU).

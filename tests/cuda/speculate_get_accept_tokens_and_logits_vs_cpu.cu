@@ -36,11 +36,15 @@ struct Shape {
   int64_t row_bytes() const { return V * esize; }
 };
 
+// target: out_misalign elements (never written), then the N rows.
+// clang-format off
+#define ACCEPT_ARRAYS(X)                                                                  \
+  X(int64_t, token_ids) X(int64_t, accept_tokens) X(unsigned char, target) X(int32_t, cu) \
+  X(int32_t, cuq) X(int32_t, enc) X(int32_t, accept)
+// clang-format on
 struct Inputs {
-  std::vector<int64_t> token_ids, accept_tokens;
-  std::vector<unsigned char> target;  // out_misalign elements (never written), then the N rows
+  HARNESS_VECTORS(ACCEPT_ARRAYS)
   std::vector<unsigned char> logits;  // the R rows
-  std::vector<int32_t> cu, cuq, enc, accept;
 };
 
 void random_bits(Rng& r, std::vector<unsigned char>& v) {
@@ -183,47 +187,30 @@ cudaError_t launch_offsets(const fdspec::CuBatchOffsetParams& p, cudaStream_t st
                                     });
 }
 
-struct DeviceInputs {
-  int64_t logits_prefix;  // bytes before the first logits row, left uninitialised (initcheck)
-  DevVec<int64_t> token_ids, accept_tokens;
-  DevVec<unsigned char> target;
+struct DeviceArrays {
+  HARNESS_MIRROR(DeviceArrays, Inputs, ACCEPT_ARRAYS)
+};
+
+// The arrays, and the logits behind a prefix of bytes left uninitialised (initcheck).
+struct DeviceInputs : DeviceArrays {
+  int64_t logits_prefix;
   DevBuf logits;
-  DevVec<int32_t> cu, cuq, enc, accept;
 
   DeviceInputs(const Shape& sh, const Inputs& in)
-      : logits_prefix(sh.in_misalign * sh.esize),
-        token_ids(in.token_ids),
-        accept_tokens(in.accept_tokens),
-        target(in.target),
-        logits(logits_prefix + in.logits.size()),
-        cu(in.cu),
-        cuq(in.cuq),
-        enc(in.enc),
-        accept(in.accept) {
+      : DeviceArrays(in),
+        logits_prefix(sh.in_misalign * sh.esize),
+        logits(logits_prefix + in.logits.size()) {
     harness::copy_to_device(logits.bytes() + logits_prefix, in.logits.data(), in.logits.size());
   }
   void upload(const Inputs& in) {
-    token_ids.upload(in.token_ids);
-    accept_tokens.upload(in.accept_tokens);
-    target.upload(in.target);
-    cu.upload(in.cu);
-    cuq.upload(in.cuq);
-    enc.upload(in.enc);
-    accept.upload(in.accept);
+    DeviceArrays::upload(in);
     if (in.logits.size() + logits_prefix != logits.size()) std::exit(2);
     harness::copy_to_device(logits.bytes() + logits_prefix, in.logits.data(), in.logits.size());
   }
   Inputs download() const {
-    Inputs out;
-    out.token_ids = token_ids.download();
-    out.accept_tokens = accept_tokens.download();
-    out.target = target.download();
+    Inputs out = DeviceArrays::download();
     out.logits.resize(logits.size() - logits_prefix);
     harness::copy_to_host(out.logits.data(), logits.bytes() + logits_prefix, out.logits.size());
-    out.cu = cu.download();
-    out.cuq = cuq.download();
-    out.enc = enc.download();
-    out.accept = accept.download();
     return out;
   }
   fdspec::AcceptTokensLogitsParams params(const Shape& sh) const {

@@ -33,10 +33,14 @@ struct Shape {
   int kind = 0;  // 0 random, 1 one token, 2 distinct continuations
 };
 
+// clang-format off
+#define SUFFIX_INPUTS(X)                                                            \
+  X(int64_t, ids) X(int64_t, P) X(int64_t, s) X(int64_t, drafts) X(int64_t, mdl)    \
+  X(int64_t, stoks) X(int32_t, dtn) X(int32_t, slt) X(int32_t, enc) X(int32_t, dec) \
+  X(int32_t, smeta) X(float, sprobs)
+// clang-format on
 struct Inputs {
-  std::vector<int64_t> ids, P, s, drafts, mdl, stoks;
-  std::vector<int32_t> dtn, slt, enc, dec, smeta;
-  std::vector<float> sprobs;
+  HARNESS_VECTORS(SUFFIX_INPUTS)
 };
 
 Shape make_shape(Rng& r, int64_t B, int64_t W, int64_t vocab, int kind) {
@@ -148,7 +152,9 @@ int64_t make_threshold(Rng& r, const Shape& sh, const Inputs& in) {
   return r.uni(0, 3);
 }
 
-fdspec::SuffixMatchParams params_of(const Shape& sh, Inputs& in) {
+// The params over the arrays of `in`: the Inputs (host) or their DeviceInputs (device).
+template <class A>
+fdspec::SuffixMatchParams params_of(const Shape& sh, A& in) {
   return suffix_match_params_of(in, {sh.W, sh.K, sh.B, sh.depth, sh.factor, sh.offset, sh.min_prob,
                                      sh.max_draft, sh.pad, sh.T});
 }
@@ -180,56 +186,8 @@ cudaError_t launch(const fdspec::SuffixMatchParams& p, cudaStream_t stream) {
 }
 
 struct DeviceInputs {
-  DevVec<int64_t> ids, P, s, drafts, mdl, stoks;
-  DevVec<int32_t> dtn, slt, enc, dec, smeta;
-  DevVec<float> sprobs;
-  explicit DeviceInputs(const Inputs& in)
-      : ids(in.ids),
-        P(in.P),
-        s(in.s),
-        drafts(in.drafts),
-        mdl(in.mdl),
-        stoks(in.stoks),
-        dtn(in.dtn),
-        slt(in.slt),
-        enc(in.enc),
-        dec(in.dec),
-        smeta(in.smeta),
-        sprobs(in.sprobs) {}
-  void upload(const Inputs& in) {
-    ids.upload(in.ids);
-    P.upload(in.P);
-    s.upload(in.s);
-    drafts.upload(in.drafts);
-    mdl.upload(in.mdl);
-    stoks.upload(in.stoks);
-    dtn.upload(in.dtn);
-    slt.upload(in.slt);
-    enc.upload(in.enc);
-    dec.upload(in.dec);
-    smeta.upload(in.smeta);
-    sprobs.upload(in.sprobs);
-  }
-  Inputs download() const {
-    Inputs o;
-    o.ids = ids.download();
-    o.P = P.download();
-    o.s = s.download();
-    o.drafts = drafts.download();
-    o.mdl = mdl.download();
-    o.stoks = stoks.download();
-    o.dtn = dtn.download();
-    o.slt = slt.download();
-    o.enc = enc.download();
-    o.dec = dec.download();
-    o.smeta = smeta.download();
-    o.sprobs = sprobs.download();
-    return o;
-  }
-  fdspec::SuffixMatchParams params(const Shape& sh) const {
-    return suffix_match_params_of(*this, {sh.W, sh.K, sh.B, sh.depth, sh.factor, sh.offset,
-                                          sh.min_prob, sh.max_draft, sh.pad, sh.T});
-  }
+  HARNESS_MIRROR(DeviceInputs, Inputs, SUFFIX_INPUTS)
+  fdspec::SuffixMatchParams params(const Shape& sh) const { return params_of(sh, *this); }
 };
 
 bool same(const Inputs& in, const Inputs& want, const Inputs& got) {

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from fastdeploy_spec.ops import speculate_draft_length_policy
-from tests.helpers import to_place
+from fastdeploy_spec.ops._common import SPECS
+from tests.helpers import run_in_place
 
 ONE = 65536
 MAX_NS = 2**32 - 1
@@ -140,21 +141,10 @@ def policy_ref(
 
 # ---- Random cases and the op against the reference ------------------------------------------------
 
-ORDER = (
-    "accept_num",
-    "draft_tokens",
-    "draft_len",
-    "draft_probe",
-    "accept_ewma",
-    "draft_opt_out",
-    "seq_lens_this_time",
-    "seq_lens_encoder",
-    "seq_lens_decoder",
-    "stop_flags",
-    "cost_table",
-)
-MUTATED = ("draft_len", "draft_probe", "accept_ewma", "seq_lens_this_time")
-ATTRS = ("alpha", "prior", "seq_cost_ns", "step_cost_ns")
+# The op's tensor order, in-place outputs and attributes: the wrapper's own.
+ORDER = SPECS["speculate_draft_length_policy"].tensors
+MUTATED = SPECS["speculate_draft_length_policy"].written
+ATTRS = tuple(name for name, _ in SPECS["speculate_draft_length_policy"].attrs)
 
 
 def random_table(rng: np.random.Generator) -> np.ndarray:
@@ -216,9 +206,7 @@ def random_case(rng: np.random.Generator, B: int, K: int) -> dict:
 
 
 def run(case: dict, place: str) -> dict:
-    t = {k: to_place(case[k], place) for k in ORDER}
-    speculate_draft_length_policy(*(t[k] for k in ORDER), *(case[k] for k in ATTRS))
-    return {k: t[k].numpy() for k in MUTATED}
+    return run_in_place(speculate_draft_length_policy, case, place, *(case[k] for k in ATTRS))
 
 
 def expected(case: dict) -> dict:

@@ -15,6 +15,7 @@ from fastdeploy_spec.ops import (
     draft_model_greedy_preprocess,
     draft_model_greedy_update,
 )
+from fastdeploy_spec.ops._common import SPECS
 from tests.helpers import as_f32, logits_to_place, to_place
 
 SAFE_TOKEN = 0
@@ -53,15 +54,7 @@ def preprocess_ref(
             dec[b] = base_dec[b]
             slt[b] = 1
         step[b], num[b], mdl[b] = s, 0, base_max_dec_len[b]
-    return dict(
-        input_ids=ids,
-        seq_lens_decoder=dec,
-        step_idx=step,
-        pre_ids=pre,
-        mtp_draft_num=num,
-        max_dec_len=mdl,
-        base_model_seq_lens_this_time=slt,
-    )
+    return dict(zip(PRE_MUTATED, (ids, dec, step, pre, num, mdl, slt)))
 
 
 def greedy_ids(logits_f32: np.ndarray) -> np.ndarray:
@@ -90,15 +83,7 @@ def update_ref(
         slt[b] = substep + 2
         dec[b] = dec[b] + 1 if dec[b] < np.iinfo(np.int32).max else dec[b]
         ids[b] = token
-    return dict(
-        input_ids=ids,
-        seq_lens_decoder=dec,
-        step_idx=step,
-        pre_ids=pre,
-        mtp_draft_num=num,
-        base_model_draft_tokens=drafts,
-        base_model_seq_lens_this_time=slt,
-    )
+    return dict(zip(UPD_ORDER, (ids, dec, step, pre, num, drafts, slt)))
 
 
 def accept_ref(accept_tokens, accept_num, step_idx, pre_ids, mtp_draft_num):
@@ -112,66 +97,23 @@ def accept_ref(accept_tokens, accept_num, step_idx, pre_ids, mtp_draft_num):
     return dict(step_idx=step, pre_ids=pre, mtp_draft_num=num)
 
 
-def accept_preprocess_ref(
-    input_ids,
-    seq_lens_decoder,
-    step_idx,
-    pre_ids,
-    mtp_draft_num,
-    max_dec_len,
-    accept_tokens,
-    accept_num,
-    base_slt,
-    base_enc,
-    base_dec,
-    base_stop,
-    base_max_dec_len,
-):
-    """draft_model_accept, then draft_model_greedy_preprocess (the contract's definition)."""
-    acc = accept_ref(accept_tokens, accept_num, step_idx, pre_ids, mtp_draft_num)
-    return preprocess_ref(
-        input_ids,
-        seq_lens_decoder,
-        acc["step_idx"],
-        acc["pre_ids"],
-        acc["mtp_draft_num"],
-        max_dec_len,
-        base_slt,
-        base_enc,
-        base_dec,
-        base_stop,
-        base_max_dec_len,
-    )
+def accept_preprocess_ref(*args):
+    """draft_model_accept, then draft_model_greedy_preprocess (the contract's definition); ``args``
+    in the op's order (ACC_PRE_ORDER)."""
+    s = dict(zip(ACC_PRE_ORDER, args))
+    s.update(accept_ref(*(s[k] for k in ACC_ORDER)))
+    return preprocess_ref(*(s[k] for k in PRE_ORDER))
 
 
 # ---- Random states and the ops against the reference ----------------------------------------------
 
-PRE_ORDER = (
-    "input_ids",
-    "seq_lens_decoder",
-    "step_idx",
-    "pre_ids",
-    "mtp_draft_num",
-    "max_dec_len",
-    "base_model_seq_lens_this_time",
-    "base_model_seq_lens_encoder",
-    "base_model_seq_lens_decoder",
-    "base_model_stop_flags",
-    "base_model_max_dec_len",
-)
+# The ops' tensor orders: the wrappers' own.
+PRE_ORDER = SPECS["draft_model_greedy_preprocess"].tensors
 PRE_MUTATED = PRE_ORDER[:7]
-UPD_ORDER = (
-    "input_ids",
-    "seq_lens_decoder",
-    "step_idx",
-    "pre_ids",
-    "mtp_draft_num",
-    "base_model_draft_tokens",
-    "base_model_seq_lens_this_time",
-)  # after logits
-ACC_ORDER = ("accept_tokens", "accept_num", "step_idx", "pre_ids", "mtp_draft_num")
+UPD_ORDER = SPECS["draft_model_greedy_update"].tensors[1:]  # after logits
+ACC_ORDER = SPECS["draft_model_accept"].tensors
 ACC_MUTATED = ACC_ORDER[2:]
-ACC_PRE_ORDER = PRE_ORDER[:6] + ("accept_tokens", "accept_num") + PRE_ORDER[6:]
+ACC_PRE_ORDER = SPECS["draft_model_accept_preprocess"].tensors
 TWO_D = ("input_ids", "step_idx", "max_dec_len", "base_model_stop_flags", "base_model_max_dec_len")
 
 

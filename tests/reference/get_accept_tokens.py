@@ -84,14 +84,12 @@ def make_case(rng, B, V, stride, mix, dtype, *, n_rows=None, accept_lo=0, accept
     )
 
 
-def run_op(case, dtype, place):
-    t = {k: to_place(v, place) for k, v in case.items() if k not in ("target_logits", "logits")}
-    target = logits_to_place(case["target_logits"], dtype, place)
-    logits = logits_to_place(case["logits"], dtype, place)
+def call(t: dict) -> None:
+    """The op over the tensors of ``t``, named as ``make_case`` names them."""
     speculate_get_accept_tokens_and_logits(
         t["token_ids"],
-        target,
-        logits,
+        t["target_logits"],
+        t["logits"],
         t["cu"],
         t["cu_q"],
         t["slt"],
@@ -99,6 +97,13 @@ def run_op(case, dtype, place):
         t["accept_num"],
         t["accept_tokens"],
     )
+
+
+def run_op(case, dtype, place):
+    t = {k: to_place(v, place) for k, v in case.items() if k not in ("target_logits", "logits")}
+    target = logits_to_place(case["target_logits"], dtype, place)
+    logits = logits_to_place(case["logits"], dtype, place)
+    call(dict(t, target_logits=target, logits=logits))
     return t["token_ids"].numpy(), raw_bits(target), t["cu"].numpy()
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from fastdeploy_spec.ops import hybrid_mtp_ngram
+from fastdeploy_spec.ops.hybrid_mtp_ngram import SPEC as HYBRID_SPEC
 from tests.helpers import to_place
 from tests.reference.ngram_match import graph_pad
 
@@ -131,16 +132,10 @@ def make_case(rng, B, W, D, vocab, K1=6, extra_rows=0):
     )
 
 
-ORDER = (
-    "token_ids_all",
-    "prompt_lens",
-    "pre_ids",
-    "step_idx",
-    "draft_token_num",
-    "draft_tokens",
-    "seq_lens_this_time",
-    "seq_lens_decoder",
-    "max_dec_len",
+# The op's tensor order (the wrapper's own), its history inputs under the n-gram family's names.
+ORDER = tuple(
+    {"input_ids": "token_ids_all", "input_ids_len": "prompt_lens"}.get(k, k)
+    for k in HYBRID_SPEC.tensors
 )
 
 

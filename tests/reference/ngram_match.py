@@ -21,24 +21,15 @@ import os
 import numpy as np
 
 from fastdeploy_spec.ops import ngram_match
-from tests.helpers import to_place
+from fastdeploy_spec.ops.ngram_match import SPEC as NGRAM_SPEC
+from tests.helpers import run_in_place
 
 THRESHOLD_ENV = "INFER_WITH_REFERENCE_TOKENUM_THRESHOLD"
 THRESHOLD_DEFAULT = 128
 
 # Argument order of the op (docs/contract/ngram.md#ngram_match), also the keys of the dict that
-# make_ngram_batch returns.
-TENSOR_ARGS = (
-    "token_ids_all",
-    "prompt_lens",
-    "step_idx",
-    "draft_token_num",
-    "draft_tokens",
-    "seq_lens_this_time",
-    "seq_lens_encoder",
-    "seq_lens_decoder",
-    "max_dec_len",
-)
+# make_ngram_batch returns: the wrapper's own.
+TENSOR_ARGS = NGRAM_SPEC.tensors
 DTYPES = {
     "token_ids_all": np.int64,
     "prompt_lens": np.int64,
@@ -326,10 +317,9 @@ def run_op(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Runs the op on copies of ``d`` on ``place``; returns (draft_tokens, seq_lens_this_time).
     ``pad`` is the optional positional ``pad_to_max``; ``max_draft_tokens`` defaults to K."""
-    t = {name: to_place(d[name], place) for name in TENSOR_ARGS}
     mdt = d["draft_tokens"].shape[1] - 1 if max_draft_tokens is None else max_draft_tokens
-    ngram_match(*(t[name] for name in TENSOR_ARGS), max_ngram_size, mdt, *pad, **kw)
-    return t["draft_tokens"].numpy(), t["seq_lens_this_time"].numpy()
+    got = run_in_place(ngram_match, d, place, max_ngram_size, mdt, *pad, **kw)
+    return got["draft_tokens"], got["seq_lens_this_time"]
 
 
 def check(

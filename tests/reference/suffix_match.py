@@ -28,27 +28,15 @@ import math
 import numpy as np
 
 from fastdeploy_spec.ops import suffix_match
-from tests.helpers import to_place
+from fastdeploy_spec.ops.suffix_match import SPEC as SUFFIX_SPEC
+from tests.helpers import run_in_place
 from tests.reference.ngram_match import DTYPES as NGRAM_DTYPES
 from tests.reference.ngram_match import batch_inputs, draw_history, new_slots, odd_length
 
-# Argument order of the op's tensors.
-TENSOR_ARGS = (
-    "token_ids_all",
-    "prompt_lens",
-    "step_idx",
-    "draft_token_num",
-    "draft_tokens",
-    "seq_lens_this_time",
-    "seq_lens_encoder",
-    "seq_lens_decoder",
-    "max_dec_len",
-    "suffix_tokens",
-    "suffix_probs",
-    "suffix_meta",
-)
+# Argument order of the op's tensors and those it writes, the wrapper's own.
+TENSOR_ARGS = SUFFIX_SPEC.tensors
 DTYPES = dict(NGRAM_DTYPES, suffix_tokens=np.int64, suffix_probs=np.float32, suffix_meta=np.int32)
-OUTPUTS = ("draft_tokens", "seq_lens_this_time", "suffix_tokens", "suffix_probs", "suffix_meta")
+OUTPUTS = tuple(name for name in TENSOR_ARGS if name in SUFFIX_SPEC.outputs)
 
 MAX_TREE_DEPTH = 256  # largest max_tree_depth the op accepts
 MAX_SPEC_TOKENS = 64  # largest K (draft columns) the op accepts
@@ -299,9 +287,7 @@ def make_suffix_batch(
 
 def run_op(d: dict, place: str, **kw) -> dict:
     """Runs the op on copies of ``d`` on ``place``; returns every output as a NumPy array."""
-    t = {name: to_place(d[name], place) for name in TENSOR_ARGS}
-    suffix_match(*(t[name] for name in TENSOR_ARGS), **kw)
-    return {name: t[name].numpy() for name in OUTPUTS}
+    return run_in_place(suffix_match, d, place, **kw)
 
 
 def check(d: dict, place: str, **kw) -> dict:

@@ -7,36 +7,12 @@ from __future__ import annotations
 import numpy as np
 
 from fastdeploy_spec.ops import naive_update_model_status, unified_update_model_status
-from tests.helpers import to_place
+from fastdeploy_spec.ops._common import SPECS
+from tests.helpers import assert_arrays_equal, run_in_place
 
-UPDATE_ORDER = (
-    "seq_lens_encoder",
-    "seq_lens_decoder",
-    "has_running_seqs",
-    "step_input_ids",
-    "step_output_ids",
-    "step_output_len",
-    "stop_flags",
-    "seq_lens_this_time",
-    "is_paused",
-    "token_ids_all",
-    "prompt_lens",
-    "step_idx",
-    "end_tokens",
-    "max_dec_len",
-)
-UPDATE_OUTPUTS = (
-    "seq_lens_encoder",
-    "seq_lens_decoder",
-    "has_running_seqs",
-    "step_input_ids",
-    "step_output_ids",
-    "step_output_len",
-    "stop_flags",
-    "seq_lens_this_time",
-    "token_ids_all",
-    "step_idx",
-)
+# The ops' tensor orders and in-place outputs: the wrappers' own.
+UPDATE_ORDER = SPECS["unified_update_model_status"].tensors
+UPDATE_OUTPUTS = SPECS["unified_update_model_status"].written
 I32_MAX, I64_MAX = 2**31 - 1, 2**63 - 1
 
 
@@ -117,27 +93,17 @@ def random_update_case(
 
 
 def run_update(case: dict, place: str) -> dict:
-    t = {k: to_place(v, place) for k, v in case.items()}
-    unified_update_model_status(*(t[k] for k in UPDATE_ORDER))
-    return {k: t[k].numpy() for k in UPDATE_OUTPUTS}
+    return run_in_place(unified_update_model_status, case, place)
 
 
 def check_update(case: dict, place: str) -> None:
-    want, got = unified_update_ref(case), run_update(case, place)
-    for k in UPDATE_OUTPUTS:
-        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+    assert_arrays_equal(run_update(case, place), unified_update_ref(case), UPDATE_OUTPUTS)
 
 
 # ---- naive_update_model_status ----------------------------------------------------------------------
 
-NAIVE_ORDER = (
-    "accept_tokens",
-    "accept_num",
-    "seq_lens_this_time",
-    "next_tokens",
-    "cu_seqlens_q_output",
-)
-NAIVE_OUTPUTS = ("accept_tokens", "accept_num", "seq_lens_this_time")
+NAIVE_ORDER = SPECS["naive_update_model_status"].tensors
+NAIVE_OUTPUTS = SPECS["naive_update_model_status"].written
 
 
 def naive_update_ref(c: dict) -> dict:
@@ -168,12 +134,8 @@ def random_naive_case(rng: np.random.Generator, B: int, W: int = 3, vocab: int =
 
 
 def run_naive(case: dict, place: str) -> dict:
-    t = {k: to_place(v, place) for k, v in case.items()}
-    naive_update_model_status(*(t[k] for k in NAIVE_ORDER))
-    return {k: t[k].numpy() for k in NAIVE_OUTPUTS}
+    return run_in_place(naive_update_model_status, case, place)
 
 
 def check_naive(case: dict, place: str) -> None:
-    want, got = naive_update_ref(case), run_naive(case, place)
-    for k in NAIVE_OUTPUTS:
-        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+    assert_arrays_equal(run_naive(case, place), naive_update_ref(case), NAIVE_OUTPUTS)

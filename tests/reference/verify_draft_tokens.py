@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from fastdeploy_spec.ops import verify_draft_tokens
+from fastdeploy_spec.ops._common import SPECS
 from tests.helpers import to_place
 from tests.reference.philox import STREAM_VERIFY_TOPP, philox_uniform
 
@@ -101,26 +102,9 @@ def verify_draft_tokens_ref(c: dict):
 
 # ---- Random cases and the op against the reference ------------------------------------------------
 
-TENSORS = (
-    "step_output_ids",
-    "step_output_len",
-    "step_input_ids",
-    "target_tokens",
-    "candidate_ids",
-    "candidate_scores",
-    "candidate_lens",
-    "topp",
-    "stop_flags",
-    "seq_lens_encoder",
-    "seq_lens_this_time",
-    "end_tokens",
-    "is_block_step",
-    "cu_seqlens_q_output",
-    "reasoning_status",
-    "max_dec_len",
-    "step_idx",
-)
-ATTRS = ("max_seq_len", "verify_window", "verify_strategy", "reject_all", "accept_all")
+# The op's tensor and attribute orders: the wrapper's own.
+TENSORS = SPECS["verify_draft_tokens"].tensors
+ATTRS = tuple(name for name, _ in SPECS["verify_draft_tokens"].attrs)
 
 
 def random_case(
