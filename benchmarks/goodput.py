@@ -90,7 +90,8 @@ POLICIES = (
     "oracle",
 )
 DRAFTERS = ("ngram", "suffix", "suffix_cache")
-SPEC_BENCH_DEFAULT = Path("/work/shared/data/spec_bench/question.jsonl")
+# The replay data in the shared folder beside the checkout (``../shared``), when it is there.
+SPEC_BENCH_DEFAULT = Path(__file__).resolve().parents[2] / "shared/data/spec_bench/question.jsonl"
 SPEC_BENCH_ENV = "FDSPEC_SPEC_BENCH"
 MIN_CATEGORY = (
     10  # Spec-Bench categories with fewer reference answers are left out (too few to time)

@@ -52,6 +52,7 @@ OTHERS = {
         "bench_drafters.json",
         None,
     ),  # the runner checks every output against the oracle
+    "goodput": ("goodput.json", None),  # a model over the cost table: nothing to check against
 }
 
 
