@@ -339,6 +339,19 @@ void set_budget(const OpChecks& c, Params& p, int64_t max_draft_tokens, bool pad
   p.threshold = resolve_threshold(c, threshold, env_var, dflt);
 }
 
+// A new output tensor. Paddle 2.6 gives a GPU tensor of no elements no storage, and its custom-op
+// runtime then refuses it as an uninitialized output: such a tensor is one element's storage with
+// its shape set to the empty one (nothing ever reads or writes it).
+inline paddle::Tensor new_output(const std::vector<int64_t>& shape, paddle::DataType dtype,
+                                 const paddle::Place& place) {
+  int64_t numel = 1;
+  for (const int64_t d : shape) numel *= d;
+  if (numel > 0) return paddle::empty(shape, dtype, place);
+  paddle::Tensor t = paddle::empty({1}, dtype, place);
+  t.reshape(shape);
+  return t;
+}
+
 #ifdef FDSPEC_WITH_CUDA
 // The one place that asks Paddle for a tensor's stream (Tensor::stream() is deprecated upstream;
 // when it goes, only this function changes).

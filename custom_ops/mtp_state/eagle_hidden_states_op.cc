@@ -22,8 +22,8 @@ void check_hidden_input(const fb::OpChecks& c, const paddle::Tensor& input) {
 std::vector<paddle::Tensor> run_gather(const char* op, const paddle::Tensor& input,
                                        fdspec::HiddenGatherParams& p) {
   const int64_t rows = input.shape()[0], cols = input.shape()[1];
-  paddle::Tensor out = paddle::empty({rows, cols}, input.dtype(), input.place());
-  paddle::Tensor count = paddle::empty({1}, paddle::DataType::INT32, input.place());
+  paddle::Tensor out = fb::new_output({rows, cols}, input.dtype(), input.place());
+  paddle::Tensor count = fb::new_output({1}, paddle::DataType::INT32, input.place());
   p.input = input.data();
   p.out = out.data();
   p.output_token_num = count.data<int32_t>();

@@ -35,9 +35,9 @@ std::vector<paddle::Tensor> TopPCandidates(const paddle::Tensor& probs, const pa
                      {{"top_p", top_p}, {"batch_id_per_token_output", batch_id_per_token_output}});
   (void)max_seq_len;  // upstream's former row-to-slot mapping; batch ids replaced it (#6358)
   const int64_t T = probs.shape()[0];
-  auto scores = paddle::empty({T, candidates_len}, probs.dtype(), probs.place());
-  auto ids = paddle::empty({T, candidates_len}, paddle::DataType::INT64, probs.place());
-  auto lens = paddle::empty({T}, paddle::DataType::INT32, probs.place());
+  auto scores = bd::new_output({T, candidates_len}, probs.dtype(), probs.place());
+  auto ids = bd::new_output({T, candidates_len}, paddle::DataType::INT64, probs.place());
+  auto lens = bd::new_output({T}, paddle::DataType::INT32, probs.place());
 
   fdspec::TopPCandidatesParams p{};
   p.probs = bd::logits_data(probs);
