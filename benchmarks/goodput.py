@@ -107,13 +107,11 @@ OP_US: Dict[str, Tuple[Tuple[int, float], ...]] = {
     # bench_suffix_kernels --only cache on the H100, insert + query, 1000 cached requests.
     "suffix_cache": ((1, 45.87), (8, 45.87), (64, 47.045), (256, 82.474)),
 }
-# speculate_draft_length_policy per step (us) by batch size. An ESTIMATE of the one-block,
-# thread-per-slot kernel until its harness (tests/cuda/draft_length_policy_vs_cpu, full mode) has
-# timed it on the H100: the warm time of the harness's one-block kernels of a few phases
-# (docs/performance.md), scaled with the evaluations per thread. Replace with the measured figures
-# (``--policy-us 64=..,256=..,1024=..``, or here) and set POLICY_US_SOURCE accordingly.
-POLICY_US: Tuple[Tuple[int, float], ...] = ((1, 5.0), (64, 5.0), (256, 6.0), (1024, 10.0))
-POLICY_US_SOURCE = "ESTIMATE, not measured (one-block kernel, thread per slot)"
+# speculate_draft_length_policy per step (us) by batch size: measured on the H100 by its harness
+# (tests/cuda/draft_length_policy_vs_cpu, full mode, warm), the batch with new requests (the dearer
+# of its two rows). ``--policy-us 64=..,256=..,1024=..`` replaces it for another GPU.
+POLICY_US: Tuple[Tuple[int, float], ...] = ((1, 13.29), (64, 13.29), (256, 21.68), (1024, 40.06))
+POLICY_US_SOURCE = "measured on the H100 (draft_length_policy_vs_cpu, warm, batch with new requests)"
 
 
 def interp_us(table: Sequence[Tuple[int, float]], b: int) -> float:
@@ -676,7 +674,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument(
         "--policy-us",
         help="the policy op's measured time, B=us pairs (e.g. 64=4.1,256=4.9,1024=8.2; "
-        "linear in between, flat beyond): replaces the estimate POLICY_US",
+        "linear in between, flat beyond): replaces POLICY_US (measured on the H100)",
     )
     ap.add_argument(
         "--policy-us-source",
