@@ -111,7 +111,9 @@ OP_US: Dict[str, Tuple[Tuple[int, float], ...]] = {
 # (tests/cuda/draft_length_policy_vs_cpu, full mode, warm), the batch with new requests (the dearer
 # of its two rows). ``--policy-us 64=..,256=..,1024=..`` replaces it for another GPU.
 POLICY_US: Tuple[Tuple[int, float], ...] = ((1, 13.29), (64, 13.29), (256, 21.68), (1024, 40.06))
-POLICY_US_SOURCE = "measured on the H100 (draft_length_policy_vs_cpu, warm, batch with new requests)"
+POLICY_US_SOURCE = (
+    "measured on the H100 (draft_length_policy_vs_cpu, warm, batch with new requests)"
+)
 
 
 def interp_us(table: Sequence[Tuple[int, float]], b: int) -> float:
