@@ -605,6 +605,46 @@ def test_closing_slot_adds_its_last_tokens(place):
     assert ref.slots == [-1, -1]
 
 
+@pytest.mark.parametrize("place", PLACES)
+def test_closing_slot_leaves_a_new_request_of_its_number_alone(place):
+    """A counter the ops did not write (here 0, below the rows' request numbers) makes the call
+    hand out a number a closing slot still holds: slot 1 begins request 0 in row 0 while slot 0
+    closes request 0. The closing slot adds nothing (the row is the new request's) and is free,
+    on every place and in the reference (docs/contract/suffix.md, "A state the ops did not
+    write")."""
+    from tests.reference.suffix_cache import SuffixCacheRef
+
+    ids = np.full((2, 12), -1, np.int64)
+    ids[0, :8] = [1, 5, 6, 7, 8, 9, 4, 3]
+    ids[1, :6] = [2, 5, 6, 7, 8, 1]
+    P = np.array([[1], [1]], np.int64)
+    cache = SuffixCache.allocate(4, 16, 2, key_len=1, place=to_place(ids, place).place)
+    ref = SuffixCacheRef(4, 16, 2, key_len=1)
+    steps = [  # (step_idx, seq_lens_encoder, seq_lens_decoder)
+        ([3, 3], [0, 0], [4, 4]),  # both decoding: requests 0 and 1, 3 tokens each
+        ([7, 5], [0, 0], [0, 6]),  # slot 0 closing request 0; slot 1 (state 1 >= 0) begins one
+    ]
+    for i, (s, enc, dec) in enumerate(steps):
+        if i == 1:
+            cache.write("counter", [0])
+            ref.counter = 0
+        args = (
+            ids,
+            P,
+            np.array(s, np.int64).reshape(2, 1),
+            np.array(enc, np.int32),
+            np.array(dec, np.int32),
+        )
+        suffix_cache_insert(*(to_place(a, place) for a in args), cache)
+        ref.insert(*args)
+    assert cache.read("rows")[:2].tolist() == [[0, 5], [1, 3]]
+    assert cache.read("tokens")[0, :5].tolist() == [5, 6, 7, 8, 1]  # slot 1's, none of slot 0's
+    assert cache.read("slots").tolist() == [-1, 0]
+    assert cache.read("counter").tolist() == [1]
+    assert ref.responses == {0: [5, 6, 7, 8, 1], 1: [5, 6, 7]}
+    assert ref.slots == [-1, 0] and ref.counter == 1
+
+
 def test_proposer_source_output():
     """suffix_source marks the global winner per slot (0 local, 1 global)."""
     import paddle
