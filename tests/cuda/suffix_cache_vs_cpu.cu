@@ -457,16 +457,26 @@ bool corrupt_state(Rng& r, const Config& c, DevSide& dev, RefSide& ref, harness:
         kind == 2
             ? r.pick<int64_t>({int64_t{1} << 38, (int64_t{1} << 40) - 1, (int64_t{1} << 39) + 3})
             : r.pick<int64_t>({-1, -7, INT32_MIN, INT64_MIN, (int64_t{1} << 40) + 3})};
-    // With a closing slot, kind 2 sets the counter to its request number instead: the call hands
-    // that number to a new request (when a slot begins one), and the closing slot must leave the
-    // new request's row alone (the contract's rule for a slot state the call hands out).
-    const auto enc = ref.enc.download(), dec = ref.dec.download();
+    // Kind 2 sets the counter to a closing slot's request number instead (closing one decoding
+    // slot this step, on both sides, if none is): the call hands that number to a new request
+    // (when a slot begins one), and the closing slot must leave the new request's row alone (the
+    // contract's rule for a slot state the call hands out).
+    const auto enc = ref.enc.download();
+    auto dec = ref.dec.download();
     const auto slots = ref.slots.download();
     int64_t closing = -1;
     for (int64_t b = 0; b < c.B; ++b) {
       if (fdspec::suffix_is_closing(enc[b], dec[b], slots[b]) &&
           (closing < 0 || slots[b] < closing))
         closing = slots[b];
+    }
+    for (int64_t b = 0; kind == 2 && closing < 0 && b < c.B; ++b) {
+      if (fdspec::suffix_is_decoding(enc[b], dec[b]) && slots[b] >= 0) {
+        dec[b] = 0;
+        dev.dec.upload(dec);
+        ref.dec.upload(dec);
+        closing = slots[b];
+      }
     }
     if (kind == 2 && closing >= 0 && closing < fdspec::kSuffixCounterLimit) {
       counter[0] = closing;
