@@ -57,6 +57,7 @@ namespace launch_detail {
 // costs a few tens of ns, against microseconds for the launch itself.
 struct KernelEntry {
   KernelFeatures features;
+  int static_smem = 0;                  // cudaFuncAttributes::sharedSizeBytes
   int smem_set = kDefaultSmemPerBlock;  // the largest MaxDynamicSharedMemorySize set so far
 };
 struct Cache {
@@ -122,6 +123,7 @@ inline cudaError_t entry_locked(const void* func, KernelEntry** out, DeviceLimit
     if (err != cudaSuccess) return err;
     KernelEntry e;
     e.features = decide_kernel_features(a.ptxVersion, a.binaryVersion, *dev);
+    e.static_smem = static_cast<int>(a.sharedSizeBytes);
     it = c.kernels.emplace(key, e).first;
   }
   *out = &it->second;
@@ -151,9 +153,17 @@ cudaError_t kernel_features(void (*kernel)(KArgs...), KernelFeatures* f) {
   return err;
 }
 
+// Why the last launcher call on this thread refused a launch (nullptr: none named). The launchers
+// return a bare cudaError_t; a harness or a binding may print this beside it.
+inline const char*& launch_refusal() {
+  static thread_local const char* reason = nullptr;
+  return reason;
+}
+
 // Lets `kernel` ask for `smem` bytes of dynamic shared memory on the current device (past the
-// default 48 KB an opt-in, set once per (kernel, device)); cudaErrorInvalidValue where the device,
-// as the host believes it, has less: the launchers plan their forms so that this does not happen.
+// default 48 KB an opt-in, set once per (kernel, device)); cudaErrorInvalidValue, with
+// launch_refusal() naming the reason, where the device, as the host believes it, has less: the
+// launchers plan their forms so that this does not happen.
 template <typename... KArgs>
 cudaError_t allow_dynamic_smem(void (*kernel)(KArgs...), size_t smem) {
   if (smem <= static_cast<size_t>(kDefaultSmemPerBlock)) return cudaSuccess;
@@ -162,10 +172,17 @@ cudaError_t allow_dynamic_smem(void (*kernel)(KArgs...), size_t smem) {
   DeviceLimits dev;
   cudaError_t err = launch_detail::entry_locked(reinterpret_cast<const void*>(kernel), &e, &dev);
   if (err != cudaSuccess || smem <= static_cast<size_t>(e->smem_set)) return err;
-  if (smem > static_cast<size_t>(dev.smem_optin)) return cudaErrorInvalidValue;
+  if (smem > static_cast<size_t>(dev.smem_optin)) {
+    launch_refusal() = "dynamic shared memory above the device's opt-in limit per block";
+    return cudaErrorInvalidValue;
+  }
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(smem));
-  if (err == cudaSuccess) e->smem_set = static_cast<int>(smem);
+  if (err == cudaSuccess) {
+    e->smem_set = static_cast<int>(smem);
+  } else {
+    launch_refusal() = "cudaFuncSetAttribute(MaxDynamicSharedMemorySize) refused the size";
+  }
   return err;
 }
 

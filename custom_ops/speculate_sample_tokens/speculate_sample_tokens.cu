@@ -821,8 +821,13 @@ cudaError_t launch(const SampleTokensParams& p, int parts, size_t dyn, cudaStrea
     cfg.attrs = attr;
     cfg.numAttrs = 1;
   }
-  const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, p, parts);
-  return err != cudaSuccess ? err : FDSPEC_LAUNCH_STATUS(stream);
+  cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, p, parts);
+  if (err == cudaSuccess) err = FDSPEC_LAUNCH_STATUS(stream);
+  if (err != cudaSuccess && launch_refusal() == nullptr) {
+    launch_refusal() =
+        parts > 1 ? "the runtime refused the cluster launch" : "the runtime refused the launch";
+  }
+  return err;
 }
 
 // The launch shape: `parts` blocks per row in a cluster where the kernel's image and the device
@@ -880,6 +885,7 @@ cudaError_t dispatch_vec(const SampleTokensParams& p, int parts, bool force_glob
 
 cudaError_t sample_tokens_gpu(const SampleTokensParams& p, cudaStream_t stream, int parts,
                               bool force_global) {
+  launch_refusal() = nullptr;
   if (p.rows <= 0) return cudaSuccess;
   switch (p.dtype) {
     case LogitsDType::kFloat16:
