@@ -855,9 +855,11 @@ cudaError_t launch_planned(const SampleTokensParams& p, int parts, bool force_gl
   if (!f.clusters || p.rows > INT32_MAX / kMaxParts) parts = 1;
   parts = std::min(parts, kMaxParts);
   const int64_t dyn = ceil_div<int64_t>(slice_bytes(parts), 16) * 16;
+  // The slice beside the static part within the device's opt-in limit; allow_dynamic_smem then
+  // opts in from the first byte past 48 KB of the two together.
   const bool smem =
       !force_global && dyn <= kSliceBytesMax &&
-      dyn + static_cast<int64_t>(sizeof(Shared)) <= static_cast<int64_t>(dev.smem_optin);
+      dynamic_smem_refusal(static_cast<size_t>(dyn), sizeof(Shared), dev.smem_optin) == nullptr;
   return smem ? launch<D, kVecBytes, true>(p, parts, static_cast<size_t>(dyn), stream)
               : launch<D, kVecBytes, false>(p, parts, 0, stream);
 }
