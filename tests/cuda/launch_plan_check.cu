@@ -108,8 +108,8 @@ void check_dynamic_smem() {
   check(dynamic_smem_refusal(77824, 37552, h100.smem_optin) == nullptr,
         "H100: 77824 B dynamic + 37552 B static granted");
   check(dynamic_smem_refusal(77824, 37552, l20.smem_optin) != nullptr &&
-            dynamic_smem_refusal(63808, 37552, l20.smem_optin) == nullptr &&
-            dynamic_smem_refusal(63809, 37552, l20.smem_optin) != nullptr,
+            dynamic_smem_refusal(63824, 37552, l20.smem_optin) == nullptr &&
+            dynamic_smem_refusal(63825, 37552, l20.smem_optin) != nullptr,
         "L20 cap: static + dynamic counted against 101376 B");
 }
 
