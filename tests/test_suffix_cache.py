@@ -567,26 +567,23 @@ def test_proposer_drafts_from_earlier_requests():
     assert toks[1, : rows[1, 1]].tolist() == answer[: rows[1, 1]]
 
 
-@pytest.mark.parametrize("place", PLACES)
-def test_closing_slot_adds_its_last_tokens(place):
-    """A request's last step: the runner's update frees the slot (seq_lens_decoder 0) after writing
-    the accepted tokens into its row. At the next insert the slot is closing: those tokens are
-    appended, then the slot is free (state -1). A slot that prefills instead holds a new prompt:
-    nothing of it is appended. Equal to the reference."""
+def two_slot_inserts(place, steps, counter_before=None):
+    """Inserts of two slots with fixed histories (slot 0: prompt 1, response 5 6 7 8 9 4 3; slot 1:
+    prompt 2, response 5 6 7 8 1) into a cache of 4 rows and its reference; ``steps`` are
+    (step_idx, seq_lens_encoder, seq_lens_decoder) per call, ``counter_before`` {call: counter}
+    written into both before that call (a state the ops did not write). Returns (cache, ref)."""
     from tests.reference.suffix_cache import SuffixCacheRef
 
     ids = np.full((2, 12), -1, np.int64)
-    ids[0, :8] = [1, 5, 6, 7, 8, 9, 4, 3]  # prompt 1, response 5 6 7 8 9 4 3
-    ids[1, :6] = [2, 5, 6, 7, 8, 1]  # prompt 2, response 5 6 7 8 1
+    ids[0, :8] = [1, 5, 6, 7, 8, 9, 4, 3]
+    ids[1, :6] = [2, 5, 6, 7, 8, 1]
     P = np.array([[1], [1]], np.int64)
     cache = SuffixCache.allocate(4, 16, 2, key_len=1, place=to_place(ids, place).place)
     ref = SuffixCacheRef(4, 16, 2, key_len=1)
-    steps = [  # (step_idx, seq_lens_encoder, seq_lens_decoder)
-        ([3, 3], [0, 0], [4, 4]),  # both decoding: 3 tokens each
-        ([7, 5], [0, 0], [0, 0]),  # slot 0 finished (empty, 7 tokens in its row), slot 1 too
-        ([7, 5], [0, 3], [0, 0]),  # slot 0 still empty, slot 1 prefills: nothing changes
-    ]
-    for s, enc, dec in steps:
+    for i, (s, enc, dec) in enumerate(steps):
+        if i in (counter_before or {}):
+            cache.write("counter", [counter_before[i]])
+            ref.counter = counter_before[i]
         args = (
             ids,
             P,
@@ -596,6 +593,21 @@ def test_closing_slot_adds_its_last_tokens(place):
         )
         suffix_cache_insert(*(to_place(a, place) for a in args), cache)
         ref.insert(*args)
+    return cache, ref
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_closing_slot_adds_its_last_tokens(place):
+    """A request's last step: the runner's update frees the slot (seq_lens_decoder 0) after writing
+    the accepted tokens into its row. At the next insert the slot is closing: those tokens are
+    appended, then the slot is free (state -1). A slot that prefills instead holds a new prompt:
+    nothing of it is appended. Equal to the reference."""
+    steps = [  # (step_idx, seq_lens_encoder, seq_lens_decoder)
+        ([3, 3], [0, 0], [4, 4]),  # both decoding: 3 tokens each
+        ([7, 5], [0, 0], [0, 0]),  # slot 0 finished (empty, 7 tokens in its row), slot 1 too
+        ([7, 5], [0, 3], [0, 0]),  # slot 0 still empty, slot 1 prefills: nothing changes
+    ]
+    cache, ref = two_slot_inserts(place, steps)
     rows = cache.read("rows")
     assert rows[:2].tolist() == [[0, 7], [1, 5]]
     assert cache.read("tokens")[0, :7].tolist() == [5, 6, 7, 8, 9, 4, 3]
@@ -603,6 +615,26 @@ def test_closing_slot_adds_its_last_tokens(place):
     assert cache.read("slots").tolist() == [-1, -1]
     assert ref.responses == {0: [5, 6, 7, 8, 9, 4, 3], 1: [5, 6, 7, 8, 1]}
     assert ref.slots == [-1, -1]
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_closing_slot_leaves_a_new_request_of_its_number_alone(place):
+    """A counter the ops did not write (here 0, below the rows' request numbers) makes the call
+    hand out a number a closing slot still holds: slot 1 begins request 0 in row 0 while slot 0
+    closes request 0. The closing slot adds nothing (the row is the new request's) and is free,
+    on every place and in the reference (docs/contract/suffix.md, "A state the ops did not
+    write")."""
+    steps = [  # (step_idx, seq_lens_encoder, seq_lens_decoder)
+        ([3, 3], [0, 0], [4, 4]),  # both decoding: requests 0 and 1, 3 tokens each
+        ([7, 5], [0, 0], [0, 6]),  # slot 0 closing request 0; slot 1 (state 1 >= 0) begins one
+    ]
+    cache, ref = two_slot_inserts(place, steps, counter_before={1: 0})
+    assert cache.read("rows")[:2].tolist() == [[0, 5], [1, 3]]
+    assert cache.read("tokens")[0, :5].tolist() == [5, 6, 7, 8, 1]  # slot 1's, none of slot 0's
+    assert cache.read("slots").tolist() == [-1, 0]
+    assert cache.read("counter").tolist() == [1]
+    assert ref.responses == {0: [5, 6, 7, 8, 1], 1: [5, 6, 7]}
+    assert ref.slots == [-1, 0] and ref.counter == 1
 
 
 def test_proposer_source_output():

@@ -148,7 +148,9 @@ void suffix_cache_insert_cpu(const SuffixCacheInsertParams& p) {
     if (q < 0 || !(closing || suffix_is_decoding(p.seq_lens_encoder[b], p.seq_lens_decoder[b])))
       continue;
     const int64_t r = q % R;
-    if (row_req(cache, r) != q) {  // evicted while active
+    // Evicted while active; or a closing slot whose state is a number this call handed out (a state
+    // >= the counter as read: no op writes one), now another slot's new request: nothing to close.
+    if (row_req(cache, r) != q || (closing && q >= base && q < next)) {
       p.slots[b] = closing ? kSuffixSlotFree : kSuffixSlotDetached;
       continue;
     }

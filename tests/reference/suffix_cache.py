@@ -148,7 +148,9 @@ class SuffixCacheRef:
             q = self.slots[b]
             if q < 0 or not (decoding[b] or closing[b]):
                 continue
-            if q not in self.responses:
+            # A closing slot whose state is a number this call handed out (>= the counter as read:
+            # no op writes one) has nothing to close: the number is another slot's new request.
+            if q not in self.responses or (closing[b] and base <= q < nxt):
                 self.slots[b] = SLOT_FREE if closing[b] else SLOT_DETACHED
                 continue
             P, s = self._history(ids, P_in, s_in, b)
