@@ -57,7 +57,10 @@ namespace launch_detail {
 // costs a few tens of ns, against microseconds for the launch itself.
 struct KernelEntry {
   KernelFeatures features;
-  int smem_set = kDefaultSmemPerBlock;  // the largest MaxDynamicSharedMemorySize set so far
+  int static_smem = 0;  // cudaFuncAttributes::sharedSizeBytes
+  // The dynamic shared memory the kernel may take now: default_dynamic_smem until the first opt-in,
+  // then the largest MaxDynamicSharedMemorySize set.
+  int smem_set = kDefaultSmemPerBlock;
 };
 struct Cache {
   std::mutex mu;
@@ -122,6 +125,8 @@ inline cudaError_t entry_locked(const void* func, KernelEntry** out, DeviceLimit
     if (err != cudaSuccess) return err;
     KernelEntry e;
     e.features = decide_kernel_features(a.ptxVersion, a.binaryVersion, *dev);
+    e.static_smem = static_cast<int>(a.sharedSizeBytes);
+    e.smem_set = default_dynamic_smem(e.static_smem, a.maxDynamicSharedSizeBytes);
     it = c.kernels.emplace(key, e).first;
   }
   *out = &it->second;
@@ -151,21 +156,39 @@ cudaError_t kernel_features(void (*kernel)(KArgs...), KernelFeatures* f) {
   return err;
 }
 
-// Lets `kernel` ask for `smem` bytes of dynamic shared memory on the current device (past the
-// default 48 KB an opt-in, set once per (kernel, device)); cudaErrorInvalidValue where the device,
-// as the host believes it, has less: the launchers plan their forms so that this does not happen.
+// Why the last launcher call on this thread refused a launch (nullptr: none named). The launchers
+// return a bare cudaError_t; a harness or a binding may print this beside it.
+inline const char*& launch_refusal() {
+  static thread_local const char* reason = nullptr;
+  return reason;
+}
+
+// Lets `kernel` ask for `smem` bytes of dynamic shared memory on the current device: an opt-in
+// (MaxDynamicSharedMemorySize, set once per size increase per (kernel, device)) as soon as `smem`
+// passes what the kernel may take without one, which its static shared memory lowers below 48 KB
+// (default_dynamic_smem). cudaErrorInvalidValue, with launch_refusal() naming the reason, where the
+// device as the host believes it has less than static + `smem`: the launchers plan their forms so
+// that this does not happen.
 template <typename... KArgs>
 cudaError_t allow_dynamic_smem(void (*kernel)(KArgs...), size_t smem) {
-  if (smem <= static_cast<size_t>(kDefaultSmemPerBlock)) return cudaSuccess;
+  if (smem == 0) return cudaSuccess;
   std::lock_guard<std::mutex> lock(launch_detail::cache().mu);
   launch_detail::KernelEntry* e = nullptr;
   DeviceLimits dev;
   cudaError_t err = launch_detail::entry_locked(reinterpret_cast<const void*>(kernel), &e, &dev);
   if (err != cudaSuccess || smem <= static_cast<size_t>(e->smem_set)) return err;
-  if (smem > static_cast<size_t>(dev.smem_optin)) return cudaErrorInvalidValue;
+  const char* why = dynamic_smem_refusal(smem, static_cast<size_t>(e->static_smem), dev.smem_optin);
+  if (why != nullptr) {
+    launch_refusal() = why;
+    return cudaErrorInvalidValue;
+  }
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(smem));
-  if (err == cudaSuccess) e->smem_set = static_cast<int>(smem);
+  if (err == cudaSuccess) {
+    e->smem_set = static_cast<int>(smem);
+  } else {
+    launch_refusal() = "cudaFuncSetAttribute(MaxDynamicSharedMemorySize) refused the size";
+  }
   return err;
 }
 

@@ -42,6 +42,27 @@ constexpr int arch_smem_optin(int cc) {
                                               : 0;
 }
 
+// Dynamic shared memory a kernel may be launched with before any opt-in: the runtime's own figure
+// for it (cudaFuncAttributes::maxDynamicSharedSizeBytes), and never more than what the block's 48
+// KB leave beside the kernel's static shared memory (`static_bytes`): without an opt-in a launch
+// whose static and dynamic parts together pass 48 KB is refused with a bare invalid argument,
+// however small its dynamic part.
+constexpr int default_dynamic_smem(int static_bytes, int runtime_max_dynamic) {
+  const int room = kDefaultSmemPerBlock - static_bytes;
+  const int cap = room < 0 ? 0 : room;
+  return runtime_max_dynamic < cap ? runtime_max_dynamic : cap;
+}
+
+// Why `dynamic_bytes` of dynamic shared memory cannot be granted to a kernel with `static_bytes` of
+// static shared memory on a device whose opt-in limit per block is `optin` (both parts count
+// against it: cudaFuncAttributeMaxDynamicSharedMemorySize); nullptr when it can.
+inline const char* dynamic_smem_refusal(size_t dynamic_bytes, size_t static_bytes, int optin) {
+  if (dynamic_bytes + static_bytes > static_cast<size_t>(optin)) {
+    return "dynamic + static shared memory above the device's opt-in limit per block";
+  }
+  return nullptr;
+}
+
 // What the host believes about the device: its attributes, lowered by the environment's caps.
 struct DeviceLimits {
   int cc = 0;           // compute capability, major * 10 + minor

@@ -58,14 +58,38 @@ __device__ __forceinline__ void add_split(uint32_t* lo_word, uint32_t* hi_word, 
   if (hi != 0) atomicAdd(hi_word, hi);
 }
 
+// The bucket masses of a block's histogram as three 32-bit words, mass = w0 + w1 2^16 + w2 2^32.
+// A shared-memory slice (at most 76 KB: fewer than 2^16 entries) adds its weight's 16-bit digits
+// with atomics whose result is not used (fire and forget; no digit sum can overflow its word); a
+// global slice (any length) adds with add_split into w0 (low) and w2 (high), w1 staying 0.
+__device__ __forceinline__ void add_digits(uint32_t* w0, uint32_t* w1, uint32_t* w2, uint64_t w) {
+  atomicAdd(w0, static_cast<uint32_t>(w & 0xFFFFu));
+  const uint32_t d1 = static_cast<uint32_t>((w >> 16) & 0xFFFFu),
+                 d2 = static_cast<uint32_t>(w >> 32);
+  if (d1 != 0) atomicAdd(w1, d1);
+  if (d2 != 0) atomicAdd(w2, d2);
+}
+static_assert(kSliceBytesMax / 2 < 65536, "a shared slice's digit sums must fit 32 bits");
+
+// f(q) for the blocks q < parts of the cluster, unrolled so that the remote reads of all blocks are
+// in flight together (a loop on `parts` waits for each block's answer in turn).
+template <typename F>
+__device__ __forceinline__ void for_parts(int parts, F f) {
+#pragma unroll
+  for (int q = 0; q < kMaxParts; ++q) {
+    if (q < parts) f(q);
+  }
+}
+
 struct Shared {
-  uint32_t hist_lo[kSampleBuckets];  // bucket masses, split (add_split)
-  uint32_t hist_hi[kSampleBuckets];
+  uint32_t hist_w0[kSampleBuckets];  // bucket masses in three words (add_digits)
+  uint32_t hist_w1[kSampleBuckets];
+  uint32_t hist_w2[kSampleBuckets];
   uint32_t hist_cnt[kSampleBuckets];
   uint64_t tot_mass[kSampleBuckets];
   uint32_t tot_cnt[kSampleBuckets];
   Entry list[kListCap];    // this block's entries; after the merge, a group's
-  Entry merged[kListCap];  // the cluster's entries
+  Entry merged[kListCap];  // the cluster's entries; in the weighing pass, the warps' queues
   uint32_t dlo[256];       // radix refinement (slow path): digit masses, split
   uint32_t dhi[256];
   uint32_t dcnt[256];
@@ -282,11 +306,33 @@ __device__ __forceinline__ void copy_async(void* smem, const void* gmem) {
 #endif
 }
 
-__device__ __forceinline__ void copy_async_wait_all() {
+__device__ __forceinline__ void copy_async_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\ncp.async.wait_all;\n" ::: "memory");
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
 #endif
 }
+
+// Waits until at most `pending` (0 .. 3, a constant after unrolling) of this thread's committed
+// groups are in flight: the earlier groups' data is then visible to this thread.
+__device__ __forceinline__ void copy_async_wait(int pending) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  switch (pending) {
+    case 3:
+      asm volatile("cp.async.wait_group 3;\n" ::: "memory");
+      break;
+    case 2:
+      asm volatile("cp.async.wait_group 2;\n" ::: "memory");
+      break;
+    case 1:
+      asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+      break;
+    default:
+      asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+  }
+#endif
+}
+constexpr int kLoadGroups =
+    4;  // the slice's copies in groups: the maximum of one overlaps the next
 
 // A NaN of the dtype: pads a shared-memory slice to whole vectors (weight 0, never the maximum of a
 // row that has a real entry, whose ids are lower).
@@ -304,17 +350,18 @@ __device__ __forceinline__ typename Logit<D>::Storage padding_logit() {
 // The cluster's lists into sh.merged (after a cluster barrier that follows the lists' writes;
 // ends with one, after which the lists may be reused).
 __device__ void merge_lists(Shared& sh, int parts) {
+  uint32_t raw[kMaxParts];
+  for_parts(parts, [&](int q) { raw[q] = *in_block(&sh.list_n, q, parts); });
   uint32_t off = 0;
   uint64_t total = 0;
-  for (int q = 0; q < parts; ++q) {
-    const uint32_t raw = *in_block(&sh.list_n, q, parts);
-    const uint32_t nq = min(raw, static_cast<uint32_t>(kListCap));
+  for_parts(parts, [&](int q) {
+    const uint32_t nq = min(raw[q], static_cast<uint32_t>(kListCap));
     const Entry* lq = in_block(sh.list, q, parts);
     for (uint32_t i = threadIdx.x; i < nq && off + i < kListCap; i += kThreads)
       sh.merged[off + i] = lq[i];
     off = min(off + nq, static_cast<uint32_t>(kListCap));
-    total += raw;
-  }
+    total += raw[q];
+  });
   if (threadIdx.x == 0) {
     sh.merged_n = off;
     sh.list_ok = total <= kListCap;
@@ -456,6 +503,66 @@ __device__ void resolve(Shared& sh, const Pass& ps, const RowState& st, int b, u
   }
 }
 
+// The weighing pass over a shared-memory slice. Most entries of a language model's row lie below
+// 2^-40 of the maximum (no weight): a cheap test rejects them, and a warp queues the others (x and
+// id) in its ring of sh.merged, weighing 32 at a time with every lane busy, so that the long path
+// (the polynomial, the integer weight, the histogram atomics) is neither divergent nor taken for
+// entries without weight. The result is the same as weighing every entry where it stands: the
+// histogram sums are of integers and the list's order does not matter (merge, resolve_in_list).
+constexpr int kRing = kListCap / kWarps;  // 64: a warp's queue
+static_assert(kRing >= 64, "a ring holds 31 queued entries and a full warp's 32 more");
+
+template <LogitsDType D, typename Pass, typename F>
+__device__ __forceinline__ void weigh_queued(Shared& sh, const Pass& ps, const RowState& st,
+                                             F weigh) {
+  using Storage = typename Pass::Storage;
+  constexpr int kE = Pass::kSmemElems;
+  union Pack {
+    uint4 vec;
+    Storage e[kE];
+  };
+  const unsigned lane = threadIdx.x & 31u;
+  const unsigned lanes_below = (1u << lane) - 1u;
+  Entry* ring = sh.merged + (threadIdx.x >> 5) * kRing;
+  const uint4* v = reinterpret_cast<const uint4*>(ps.slice);
+  const int64_t nv = ps.n_smem / kE;
+  uint32_t head = 0, queued = 0;  // warp-uniform
+  const auto take = [&](uint32_t slot) {
+    const Entry e = ring[slot % kRing];
+    __syncwarp();  // every lane has read its slot before the ring is written again
+    weigh(static_cast<int64_t>(e.wb), sample_bits_to_float(static_cast<uint32_t>(e.ord)));
+  };
+  // Warp-uniform trip count: vector vi = base + lane, the same vectors as ps.for_each's.
+  for (int64_t base = threadIdx.x - lane; base < nv; base += kThreads) {
+    const int64_t vi = base + lane;
+    Pack pk;
+    pk.vec = vi < nv ? v[vi] : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int j = 0; j < kE; ++j) {
+      const float x = Logit<D>::to_float(pk.e[j]);
+      const bool keep = vi < nv && sample_t(x, st.M, st.rp.c) >= -40.0f;  // padding: NaN
+      const unsigned mask = __ballot_sync(kFull, keep);
+      if (keep) {
+        const uint32_t slot = head + queued + __popc(mask & lanes_below);
+        ring[slot % kRing] =
+            Entry{sample_float_to_bits(x), static_cast<uint64_t>(ps.lo + vi * kE + j)};
+      }
+      queued += __popc(mask);
+      if (queued >= 32) {
+        __syncwarp();
+        take(head + lane);
+        head += 32;
+        queued -= 32;
+      }
+    }
+  }
+  __syncwarp();
+  if (lane < queued) {
+    const Entry e = ring[(head + lane) % kRing];
+    weigh(static_cast<int64_t>(e.wb), sample_bits_to_float(static_cast<uint32_t>(e.ord)));
+  }
+}
+
 template <LogitsDType D, int kVecBytes, bool kSmem>
 __global__ void __launch_bounds__(kThreads, 2)
     sample_tokens_kernel(SampleTokensParams p, int parts) {
@@ -484,8 +591,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   ps.n_smem = ceil_div<int64_t>(ps.hi - ps.lo, Pass::kSmemElems) * Pass::kSmemElems;
 
   for (int i = threadIdx.x; i < kSampleBuckets; i += kThreads) {
-    sh.hist_lo[i] = 0;
-    sh.hist_hi[i] = 0;
+    sh.hist_w0[i] = 0;
+    sh.hist_w1[i] = 0;
+    sh.hist_w2[i] = 0;
     sh.hist_cnt[i] = 0;
   }
   if (threadIdx.x == 0) sh.list_n = 0;
@@ -512,13 +620,33 @@ __global__ void __launch_bounds__(kThreads, 2)
       slice[i] = padding_logit<D>();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     if constexpr (kVecBytes >= 4) {
-      for (int64_t vi = threadIdx.x; vi < nv; vi += kThreads)
-        copy_async<kVecBytes>(dst + vi, src + vi);
-      copy_async_wait_all();
-      __syncthreads();
-      ps.for_each([&](int64_t id, float x) {
-        if (id < ps.hi) see(id, x);
-      });
+      // Every copy in flight, in kLoadGroups groups; each thread then takes the maximum of its own
+      // vectors group by group as they land (its ids in increasing order), no block barrier needed.
+      union Pack {
+        Vec vec;
+        Storage e[kElems];
+      };
+      const int64_t chunk =
+          ceil_div<int64_t>(ceil_div<int64_t>(nv, kLoadGroups), kThreads) * kThreads;
+#pragma unroll
+      for (int g = 0; g < kLoadGroups; ++g) {
+        const int64_t end = min(nv, (g + 1) * chunk);
+        for (int64_t vi = g * chunk + threadIdx.x; vi < end; vi += kThreads)
+          copy_async<kVecBytes>(dst + vi, src + vi);
+        copy_async_commit();
+      }
+#pragma unroll
+      for (int g = 0; g < kLoadGroups; ++g) {
+        copy_async_wait(kLoadGroups - 1 - g);
+        const int64_t end = min(nv, (g + 1) * chunk);
+        for (int64_t vi = g * chunk + threadIdx.x; vi < end; vi += kThreads) {
+          Pack pk;
+          pk.vec = dst[vi];
+#pragma unroll
+          for (int j = 0; j < kElems; ++j)
+            see(ps.lo + vi * kElems + j, Logit<D>::to_float(pk.e[j]));
+        }
+      }
     } else
 #endif
     {
@@ -553,7 +681,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   if (threadIdx.x == 0) sh.block_max = block_best;
   cluster_barrier(parts);
   uint64_t best = 0;
-  for (int q = 0; q < parts; ++q) best = max(best, *in_block(&sh.block_max, q, parts));
+  for_parts(parts, [&](int q) { best = max(best, *in_block(&sh.block_max, q, parts)); });
   st.M = sample_key_to_float(static_cast<uint32_t>(best >> 32));
 
   if (st.rp.greedy || !(st.M >= -FLT_MAX && st.M <= FLT_MAX)) {
@@ -565,14 +693,18 @@ __global__ void __launch_bounds__(kThreads, 2)
   // Pass 2: weights, the histogram of their buckets, the list of the heaviest entries. The bucket
   // counts serve top-k only.
   const bool counting = st.rp.top_k > 0;
-  ps.for_each([&](int64_t id, float x) {
+  // One entry with weight: its bucket's count and mass, and the list if it is heavy.
+  const auto weigh = [&](int64_t id, float x, bool digits) {
     const float t = sample_t(x, st.M, st.rp.c);
-    if (!(t >= -40.0f)) return;
     const uint64_t w = sample_weight(t);
     if (w < st.rp.min_weight) return;
     const int b = sample_bucket(t);
     if (counting) atomicAdd(&sh.hist_cnt[b], 1u);
-    add_split(&sh.hist_lo[b], &sh.hist_hi[b], w);
+    if (digits) {
+      add_digits(&sh.hist_w0[b], &sh.hist_w1[b], &sh.hist_w2[b], w);
+    } else {
+      add_split(&sh.hist_w0[b], &sh.hist_w2[b], w);
+    }
     // Past the cap the list is useless (the slow path decides): stop counting, so that a broad row
     // does not queue every entry on one counter.
     if (b < kCandBuckets && *reinterpret_cast<volatile uint32_t*>(&sh.list_n) <= kListCap) {
@@ -581,7 +713,14 @@ __global__ void __launch_bounds__(kThreads, 2)
         sh.list[i] = Entry{sample_ord(sample_key(x), static_cast<uint32_t>(id)),
                            w | (static_cast<uint64_t>(b) << 48)};
     }
-  });
+  };
+  if constexpr (kSmem) {
+    weigh_queued<D>(sh, ps, st, [&](int64_t id, float x) { weigh(id, x, true); });
+  } else {
+    ps.for_each([&](int64_t id, float x) {
+      if (sample_t(x, st.M, st.rp.c) >= -40.0f) weigh(id, x, false);
+    });
+  }
   cluster_barrier(parts);
   // The cluster's totals: block q adds up its share of the buckets from every block's histogram,
   // then each block copies the other shares from their owners (fewer remote reads than every block
@@ -590,11 +729,12 @@ __global__ void __launch_bounds__(kThreads, 2)
   for (int i = part * share + threadIdx.x; i < min(kSampleBuckets, (part + 1) * share);
        i += kThreads) {
     uint64_t m = 0, c = 0;
-    for (int q = 0; q < parts; ++q) {
-      m += (static_cast<uint64_t>(in_block(sh.hist_hi, q, parts)[i]) << 32) +
-           in_block(sh.hist_lo, q, parts)[i];
+    for_parts(parts, [&](int q) {
+      m += (static_cast<uint64_t>(in_block(sh.hist_w2, q, parts)[i]) << 32) +
+           (static_cast<uint64_t>(in_block(sh.hist_w1, q, parts)[i]) << 16) +
+           in_block(sh.hist_w0, q, parts)[i];
       if (counting) c += in_block(sh.hist_cnt, q, parts)[i];
-    }
+    });
     sh.tot_mass[i] = m;
     sh.tot_cnt[i] = static_cast<uint32_t>(c);
   }
@@ -681,8 +821,13 @@ cudaError_t launch(const SampleTokensParams& p, int parts, size_t dyn, cudaStrea
     cfg.attrs = attr;
     cfg.numAttrs = 1;
   }
-  const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, p, parts);
-  return err != cudaSuccess ? err : FDSPEC_LAUNCH_STATUS(stream);
+  cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, p, parts);
+  if (err == cudaSuccess) err = FDSPEC_LAUNCH_STATUS(stream);
+  if (err != cudaSuccess && launch_refusal() == nullptr) {
+    launch_refusal() =
+        parts > 1 ? "the runtime refused the cluster launch" : "the runtime refused the launch";
+  }
+  return err;
 }
 
 // The launch shape: `parts` blocks per row in a cluster where the kernel's image and the device
@@ -710,9 +855,11 @@ cudaError_t launch_planned(const SampleTokensParams& p, int parts, bool force_gl
   if (!f.clusters || p.rows > INT32_MAX / kMaxParts) parts = 1;
   parts = std::min(parts, kMaxParts);
   const int64_t dyn = ceil_div<int64_t>(slice_bytes(parts), 16) * 16;
+  // The slice beside the static part within the device's opt-in limit; allow_dynamic_smem then
+  // opts in from the first byte past 48 KB of the two together.
   const bool smem =
       !force_global && dyn <= kSliceBytesMax &&
-      dyn + static_cast<int64_t>(sizeof(Shared)) <= static_cast<int64_t>(dev.smem_optin);
+      dynamic_smem_refusal(static_cast<size_t>(dyn), sizeof(Shared), dev.smem_optin) == nullptr;
   return smem ? launch<D, kVecBytes, true>(p, parts, static_cast<size_t>(dyn), stream)
               : launch<D, kVecBytes, false>(p, parts, 0, stream);
 }
@@ -740,6 +887,7 @@ cudaError_t dispatch_vec(const SampleTokensParams& p, int parts, bool force_glob
 
 cudaError_t sample_tokens_gpu(const SampleTokensParams& p, cudaStream_t stream, int parts,
                               bool force_global) {
+  launch_refusal() = nullptr;
   if (p.rows <= 0) return cudaSuccess;
   switch (p.dtype) {
     case LogitsDType::kFloat16:

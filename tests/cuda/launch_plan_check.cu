@@ -94,6 +94,25 @@ void check_features() {
   check(!f.pdl && !f.clusters, "sm_80 image on an A100: none");
 }
 
+// The dynamic shared memory a kernel may take without an opt-in: 48 KB less its static shared
+// memory (the sampler's weighing-pass kernel, 37552 B static, with a float32 row of 4099 entries in
+// one slice: 16416 B dynamic needs the opt-in), and never more than the runtime reports.
+void check_dynamic_smem() {
+  check(default_dynamic_smem(0, 49152) == 49152, "no static shared memory: 48 KB without opt-in");
+  check(default_dynamic_smem(37552, 49152) == 11600 && 16416 > default_dynamic_smem(37552, 49152),
+        "37552 B static: 11600 B without opt-in, so a 16416 B slice opts in");
+  check(default_dynamic_smem(34992, 49152) == 14160, "34992 B static: 14160 B without opt-in");
+  check(default_dynamic_smem(0, 40000) == 40000, "a smaller figure from the runtime wins");
+  check(default_dynamic_smem(60000, 49152) == 0, "static above 48 KB: nothing without opt-in");
+  const DeviceLimits h100 = h100_capped(nullptr, nullptr), l20 = h100_capped("8.9", nullptr);
+  check(dynamic_smem_refusal(77824, 37552, h100.smem_optin) == nullptr,
+        "H100: 77824 B dynamic + 37552 B static granted");
+  check(dynamic_smem_refusal(77824, 37552, l20.smem_optin) != nullptr &&
+            dynamic_smem_refusal(63824, 37552, l20.smem_optin) == nullptr &&
+            dynamic_smem_refusal(63825, 37552, l20.smem_optin) != nullptr,
+        "L20 cap: static + dynamic counted against 101376 B");
+}
+
 void check_suffix(const Gpu& g) {
   const DeviceLimits& d = g.limits;
   const SuffixSearchForms m = suffix_match_search_forms();
@@ -151,6 +170,7 @@ void check_ngram(const Gpu& g, const KernelFeatures& f) {
 int main() {
   check_caps();
   check_features();
+  check_dynamic_smem();
   const Gpu gpus[] = {
       {"H100 (sm_90)", h100_capped(nullptr, nullptr)},
       {"A100 cap (8.0)", h100_capped("8.0", nullptr)},

@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "harness.cuh"
+#include "common/cuda_utils.cuh"
 #include "speculate_sample_tokens/speculate_sample_tokens.h"
 
 using namespace harness;
@@ -165,7 +166,19 @@ int main(int argc, char** argv) {
               return launch_or_emulate(
                   p, st,
                   [&](const fdspec::SampleTokensParams& pp, cudaStream_t ss) {
-                    return fdspec::sample_tokens_gpu(pp, ss, c.parts, c.force_global);
+                    const cudaError_t err =
+                        fdspec::sample_tokens_gpu(pp, ss, c.parts, c.force_global);
+                    if (err != cudaSuccess) {  // name the form the launcher refused
+                      const char* why = fdspec::launch_refusal();
+                      std::fprintf(stderr,
+                                   "sample_tokens_gpu refused: dtype %d V %lld parts %d global %d "
+                                   "rows %lld: %s (%s)\n",
+                                   static_cast<int>(c.dtype), static_cast<long long>(c.vocab),
+                                   c.parts, static_cast<int>(c.force_global),
+                                   static_cast<long long>(pp.rows), cudaGetErrorString(err),
+                                   why != nullptr ? why : "no reason named");
+                    }
+                    return err;
                   },
                   fdspec::sample_tokens_cpu,
                   [&](const fdspec::SampleTokensParams& pp) {
