@@ -19,20 +19,15 @@ names=${*:-bench_ngram_kernels bench_suffix_kernels bench_mtp_kernels bench_mtp_
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 nvcc=$(command -v nvcc || echo "$cuda_home/bin/nvcc")
 
-declare -A sources=(
-  [bench_ngram_kernels]="custom_ops/ngram_match/ngram_match.cu custom_ops/ngram_match/ngram_match_cpu.cc custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc"
-  [bench_suffix_kernels]="custom_ops/suffix_match/suffix_match.cu custom_ops/suffix_match/suffix_match_cpu.cc custom_ops/suffix_cache/suffix_cache.cu custom_ops/suffix_cache/suffix_cache_cpu.cc"
-  [bench_sample_tokens]="custom_ops/speculate_sample_tokens/speculate_sample_tokens.cu custom_ops/speculate_sample_tokens/speculate_sample_tokens_cpu.cc"
-  [bench_mtp_kernels]="custom_ops/draft_model/draft_model.cu custom_ops/draft_model/draft_model_cpu.cc custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc"
-  [bench_mtp_state]="custom_ops/mtp_state/mtp_state.cu custom_ops/mtp_state/mtp_state_cpu.cc custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram.cu custom_ops/hybrid_mtp_ngram/hybrid_mtp_ngram_cpu.cc custom_ops/draft_model/draft_model.cu custom_ops/draft_model/draft_model_cpu.cc custom_ops/speculate_sample_tokens/speculate_sample_tokens.cu custom_ops/speculate_sample_tokens/speculate_sample_tokens_cpu.cc"
-)
+source tests/cuda/sources.sh
 flags=(-std=c++17 -O3 -lineinfo "-gencode=arch=compute_$arch,code=sm_$arch" -DFDSPEC_WITH_CUDA
        -Icustom_ops -Itests/cuda -Ibenchmarks/kernels "-I$cuda_home/include/cccl")
 [ "${PROFILE:-0}" = 0 ] || flags+=(-DFDSPEC_PROFILE)
 mkdir -p "$outdir"
+known=$(printf '%s\n' "${!sources[@]}" | grep '^bench_' | sort | xargs)
 for n in $names; do
-  [ -n "${sources[$n]:-}" ] || { echo "unknown benchmark $n (known: ${!sources[*]})" >&2; exit 2; }
+  [[ " $known " == *" $n "* ]] || { echo "unknown benchmark $n (known: $known)" >&2; exit 2; }
   echo "building $outdir/$n (sm_$arch${PROFILE:+, profiler on})"
   # shellcheck disable=SC2086
-  "$nvcc" "${flags[@]}" "benchmarks/kernels/$n.cu" ${sources[$n]} -o "$outdir/$n"
+  "$nvcc" "${flags[@]}" ${sources[$n]} -o "$outdir/$n"
 done
