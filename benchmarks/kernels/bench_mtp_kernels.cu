@@ -44,7 +44,7 @@
 #include "common/cuda_utils.cuh"
 #include "bench_timing.cuh"
 #include "draft_model/draft_model.h"
-#include "fused_mtp_params.cuh"
+#include "mtp_params.cuh"
 #include "harness.cuh"
 #include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
 
@@ -126,74 +126,35 @@ State make_state(int64_t B, int steps, bool ngram) {
 
 // Parameter structs of the step's ops over one set of pointers (host or device).
 struct Ptrs {
-  int64_t B;
-  int64_t *ids, *prompt_lens, *max_dec_len, *draft_tokens, *accept_tokens;
-  int32_t *slt, *enc, *dec, *accept_num, *actual_dtn;
-  bool* stop;
-  int64_t *pre, *step, *d_max_dec_len, *input_ids;
-  int32_t *d_dec, *mtp_num;
+  harness::FusedMtpPtrs op;  // the draft side and the target's tensors (mtp_params.cuh)
+  const int64_t *ids, *prompt_lens;
   std::vector<const float*> logits;
 
-  bench::FusedMtpPtrs fused() const {
-    return {B,   kK + 1,        kW,    kV,      input_ids,     step,
-            pre, d_max_dec_len, d_dec, mtp_num, accept_tokens, accept_num,
-            slt, enc,           dec,   stop,    max_dec_len,   draft_tokens};
+  fdspec::DraftModelAcceptPreprocessParams accept_preprocess() const {
+    return op.accept_preprocess();
   }
   fdspec::DraftModelGreedyPreprocessParams preprocess() const {
-    return fused().accept_preprocess().preprocess();
+    return accept_preprocess().preprocess();
   }
+  fdspec::DraftModelAcceptParams accept() const { return accept_preprocess().accept(); }
   fdspec::DraftModelGreedyUpdateParams update(int substep) const {
-    return fused().update(logits[substep], substep);
+    return op.update(logits[substep], substep);
   }
   fdspec::HybridMtpNgramParams hybrid() const {
-    fdspec::HybridMtpNgramParams p;
-    p.token_ids_all = ids;
-    p.token_ids_stride = kW;
-    p.prompt_lens = prompt_lens;
-    p.pre_ids = pre;
-    p.pre_ids_stride = kW;
-    p.step_idx = step;
-    p.draft_tokens = draft_tokens;
-    p.draft_stride = kK + 1;
-    p.seq_lens_this_time = slt;
-    p.seq_lens_decoder = d_dec;
-    p.max_dec_len = d_max_dec_len;
-    p.batch = B;
-    p.max_ngram_size = kMaxNgram;
-    p.min_ngram_size = kMinNgram;
-    p.max_draft_tokens = kK;
-    p.pad_to_max = false;
-    p.threshold = kNonBinding;
-    return p;
+    return op.hybrid(ids, kW, prompt_lens, kMaxNgram, kMinNgram, kK, kNonBinding);
   }
-  fdspec::DraftModelAcceptPreprocessParams accept_preprocess() const {
-    return fused().accept_preprocess();
-  }
-  fdspec::DraftModelAcceptParams accept() const { return fused().accept_preprocess().accept(); }
 };
 
 // The pointers of a State's vectors or of its device copies (DevState).
 template <class S>
 Ptrs ptrs_of(int64_t B, S& s) {
-  return Ptrs{B,
-              s.ids.data(),
-              s.prompt_lens.data(),
-              s.max_dec_len.data(),
-              s.draft_tokens.data(),
-              s.accept_tokens.data(),
-              s.slt.data(),
-              s.enc.data(),
-              s.dec.data(),
-              s.accept_num.data(),
-              s.actual_dtn.data(),
-              reinterpret_cast<bool*>(s.stop.data()),
-              s.pre.data(),
-              s.step.data(),
-              s.d_max_dec_len.data(),
-              s.input_ids.data(),
-              s.d_dec.data(),
-              s.mtp_num.data(),
-              {}};
+  return {{B, kK + 1, kW, kV, s.input_ids.data(), s.step.data(), s.pre.data(),
+           s.d_max_dec_len.data(), s.d_dec.data(), s.mtp_num.data(), s.accept_tokens.data(),
+           s.accept_num.data(), s.slt.data(), s.enc.data(), s.dec.data(),
+           reinterpret_cast<bool*>(s.stop.data()), s.max_dec_len.data(), s.draft_tokens.data()},
+          s.ids.data(),
+          s.prompt_lens.data(),
+          {}};
 }
 
 Ptrs host_ptrs(State& s) {
@@ -519,28 +480,20 @@ int main(int argc, char** argv) {
                 r.ngram ? std::to_string(r.hyb_us).substr(0, 5).c_str() : "-", r.acc_us,
                 r.identical ? "yes" : "NO");
   }
-  if (json != nullptr) {
-    FILE* f = std::fopen(json, "w");
-    if (f == nullptr) return 2;
-    std::fprintf(f,
-                 "{\"device\": \"%s\", \"K\": %lld, \"V\": %lld, \"W\": %lld, \"defer_accept\": "
-                 "%s, \"rows\": [\n",
-                 prop.name, (long long)kK, (long long)kV, (long long)kW,
-                 g_defer_accept ? "true" : "false");
-    for (size_t i = 0; i < res.size(); ++i) {
-      const Result& r = res[i];
-      std::fprintf(
-          f,
-          "  {\"B\": %lld, \"model_steps\": %d, \"ngram\": %s, \"gpu_us\": %.3f, \"gpu_cold_us\": "
-          "%.3f, "
-          "\"preprocess_us\": %.3f, \"update_us\": %.3f, \"hybrid_us\": %.3f, \"accept_us\": %.3f, "
-          "\"bit_identical\": %s}%s\n",
-          (long long)r.B, r.steps, r.ngram ? "true" : "false", r.warm, r.cold, r.pre_us, r.upd_us,
-          r.hyb_us, r.acc_us, r.identical ? "true" : "false", i + 1 < res.size() ? "," : "");
-    }
-    std::fprintf(f, "]}\n");
-    std::fclose(f);
-  }
+  auto row = [&](size_t i) {
+    const Result& r = res[i];
+    return bench::format(
+        "{\"B\": %lld, \"model_steps\": %d, \"ngram\": %s, \"gpu_us\": %.3f, \"gpu_cold_us\": "
+        "%.3f, "
+        "\"preprocess_us\": %.3f, \"update_us\": %.3f, \"hybrid_us\": %.3f, \"accept_us\": %.3f, "
+        "\"bit_identical\": %s}",
+        (long long)r.B, r.steps, r.ngram ? "true" : "false", r.warm, r.cold, r.pre_us, r.upd_us,
+        r.hyb_us, r.acc_us, r.identical ? "true" : "false");
+  };
+  const std::string head =
+      bench::format("\"K\": %lld, \"V\": %lld, \"W\": %lld, \"defer_accept\": %s, ", (long long)kK,
+                    (long long)kV, (long long)kW, g_defer_accept ? "true" : "false");
+  if (json != nullptr && !bench::write_json(json, prop.name, head, res.size(), row)) return 2;
   std::printf("bench_mtp_kernels: %s\n",
               all_ok ? "PASS (every row bit-identical to the CPU ops)" : "FAIL");
   return all_ok ? 0 : 1;

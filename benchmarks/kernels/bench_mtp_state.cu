@@ -45,8 +45,8 @@
 #include "common/cuda_utils.cuh"
 #include "harness.cuh"
 #include "draft_model/draft_model.h"
-#include "fused_mtp_params.cuh"
 #include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
+#include "mtp_params.cuh"
 #include "mtp_state/mtp_state.h"
 #include "speculate_sample_tokens/speculate_sample_tokens.h"
 #ifdef FDSPEC_BENCH_UPSTREAM
@@ -71,16 +71,12 @@ constexpr int64_t kNonBinding = int64_t{1} << 40;
 // (bench_mtp_kernels' inputs).
 // clang-format off
 #define BENCH_ARRAYS(X)                                                                       \
-  X(int64_t, draft) X(int64_t, input_ids) X(int64_t, step) X(int64_t, pre) X(int64_t, acc)    \
-  X(int64_t, tstep) X(int64_t, max_dec) X(int64_t, tdraft) X(int64_t, next) X(int64_t, ids)   \
-  X(int64_t, prompt_lens) X(int32_t, slt) X(int32_t, enc) X(int32_t, dec) X(int32_t, acc_num) \
-  X(int32_t, tenc) X(int32_t, tdec) X(int32_t, tslt) X(int32_t, cu) X(int32_t, actual)        \
-  X(uint8_t, stop) X(uint8_t, tstop) X(uint8_t, nns) X(uint16_t, hidden)                      \
-  X(uint16_t, hidden_out) X(int32_t, out_count) X(int32_t, position_map) X(float, logits)     \
-  X(int32_t, rows_cu) X(int64_t, zeros) X(float, temperature) X(float, top_p)                 \
-  X(int64_t, f_input_ids) X(int64_t, f_step) X(int64_t, f_pre) X(int64_t, f_max_dec)          \
-  X(int64_t, f_tdraft) X(int32_t, f_dec) X(int32_t, f_mtp) X(int32_t, f_tslt)                 \
-  X(int32_t, f_acc_num)
+  MTP_STATE_ARRAYS(X) X(int64_t, ids) X(int64_t, prompt_lens) X(int32_t, tslt) X(int32_t, cu) \
+  X(int32_t, actual) X(uint16_t, hidden) X(uint16_t, hidden_out) X(int32_t, out_count)        \
+  X(int32_t, position_map) X(float, logits) X(int32_t, rows_cu) X(int64_t, zeros)             \
+  X(float, temperature) X(float, top_p) X(int64_t, f_input_ids) X(int64_t, f_step)            \
+  X(int64_t, f_pre) X(int64_t, f_max_dec) X(int64_t, f_tdraft) X(int32_t, f_dec)              \
+  X(int32_t, f_mtp) X(int32_t, f_tslt) X(int32_t, f_acc_num)
 // clang-format on
 struct Host {
   HARNESS_VECTORS(BENCH_ARRAYS)
@@ -153,12 +149,11 @@ struct Dev {
   HARNESS_MIRROR(Dev, Host, BENCH_ARRAYS)
 };
 
-// One set of pointers (host vectors or device buffers) and the params of each op over them.
-struct Ptrs {
-  int64_t *draft, *input_ids, *step, *pre, *acc, *tstep, *max_dec, *tdraft, *next, *ids,
-      *prompt_lens;
-  int32_t *slt, *enc, *dec, *acc_num, *tenc, *tdec, *tslt;
-  bool *stop, *tstop, *nns;
+// One set of pointers (host vectors or device buffers) and the params of each op over them:
+// FastDeploy's bookkeeping ops' (mtp_params.cuh), and the rest.
+struct Ptrs : harness::MtpStatePtrs {
+  int64_t *ids, *prompt_lens;
+  int32_t* tslt;
   uint16_t *hidden, *hidden_out;
   int32_t* out_count;
   const float* logits;
@@ -186,172 +181,63 @@ struct Ptrs {
             nullptr,
             next};
   }
-  bench::FusedMtpPtrs fused() const {
+  harness::FusedMtpPtrs fused() const {
     return {kB,    kW1, kD,        kV,     f_input_ids, f_step, f_pre, f_max_dec, f_dec,
             f_mtp, acc, f_acc_num, f_tslt, tenc,        tdec,   tstop, max_dec,   f_tdraft};
   }
   fdspec::DraftModelGreedyUpdateParams fused_update(int substep) const {
     return fused().update(logits + static_cast<int64_t>(substep) * kB * kV, substep);
   }
-  fdspec::HybridMtpNgramParams fused_hybrid() const {
-    return hybrid_over(f_pre, f_step, f_tdraft, f_tslt, f_dec, f_max_dec);
-  }
+  fdspec::HybridMtpNgramParams fused_hybrid() const { return hybrid_of(fused()); }
 
-  fdspec::MtpPreprocessParams preprocess() const {
-    fdspec::MtpPreprocessParams p{};
-    p.draft_tokens = draft;
-    p.draft_tokens_stride = kW1;
-    p.input_ids = input_ids;
-    p.input_ids_stride = kD;
-    p.stop_flags = stop;
-    p.seq_lens_this_time = slt;
-    p.seq_lens_encoder = enc;
-    p.seq_lens_decoder = dec;
-    p.step_idx = step;
-    p.not_need_stop = nns;
-    p.pre_ids = pre;
-    p.pre_ids_stride = kD;
-    p.accept_tokens = acc;
-    p.accept_stride = kW1;
-    p.accept_num = acc_num;
-    p.target_model_seq_lens_encoder = tenc;
-    p.target_model_seq_lens_decoder = tdec;
-    p.target_model_step_idx = tstep;
-    p.target_model_stop_flags = tstop;
-    p.max_dec_len = max_dec;
-    p.target_model_draft_tokens = tdraft;
-    p.target_draft_stride = kW1;
-    p.num_model_step = kSteps;
-    p.is_splitwise_prefill = false;
-    p.batch = kB;
-    return p;
-  }
+  fdspec::MtpPreprocessParams preprocess() const { return MtpStatePtrs::preprocess(kSteps, false); }
   fdspec::HiddenGatherParams gather() const {
-    fdspec::HiddenGatherParams p{};
-    p.kind = fdspec::HiddenGather::kTarget;
-    p.input = hidden;
-    p.out = hidden_out;
-    p.output_token_num = out_count;
-    p.rows = kB * kW1;
-    p.row_bytes = kH * 2;
-    p.seq_lens_this_time = slt;
-    p.seq_lens_encoder = enc;
-    p.accept_nums = acc_num;
-    p.base_model_seq_lens_this_time = tslt;
-    p.batch = kB;
-    return p;
+    return harness::hidden_gather_params(fdspec::HiddenGather::kTarget, hidden, hidden_out,
+                                         out_count, kB * kW1, kH * 2, slt, enc, acc_num, tslt,
+                                         nullptr, kB);
   }
-  fdspec::MtpUpdateParams update(int substep) const {
-    fdspec::MtpUpdateParams p{};
-    p.inter_next_tokens = next;
-    p.next_tokens_len = kB;
-    p.draft_tokens = draft;
-    p.draft_tokens_stride = kW1;
-    p.pre_ids = pre;
-    p.pre_ids_stride = kD;
-    p.seq_lens_this_time = slt;
-    p.seq_lens_encoder = enc;
-    p.seq_lens_decoder = dec;
-    p.step_idx = step;
-    p.stop_flags = stop;
-    p.not_need_stop = nns;
-    p.max_dec_len = max_dec;
-    p.base_model_draft_tokens = tdraft;
-    p.base_draft_stride = kW1;
-    p.substep = substep;
-    p.batch = kB;
-    return p;
+  fdspec::MtpPostprocessParams postprocess() const { return MtpStatePtrs::postprocess(tslt); }
+  // FastDeploy's sequence's tensors in the fused step's roles, for the hybrid_mtp_ngram both end
+  // with (it reads neither input_ids nor mtp_draft_num).
+  harness::FusedMtpPtrs upstream() const {
+    return {kB,      kW1, kD,      kV,   nullptr, step, pre,   max_dec, dec,
+            nullptr, acc, acc_num, tslt, tenc,    tdec, tstop, max_dec, tdraft};
   }
-  fdspec::MtpPostprocessParams postprocess() const {
-    fdspec::MtpPostprocessParams p{};
-    p.base_model_draft_tokens = tdraft;
-    p.base_draft_stride = kW1;
-    p.base_model_seq_lens_this_time = tslt;
-    p.base_model_seq_lens_encoder = tenc;
-    p.base_model_stop_flags = tstop;
-    p.batch = kB;
-    return p;
-  }
-  fdspec::HybridMtpNgramParams hybrid() const {
-    return hybrid_over(pre, step, tdraft, tslt, dec, max_dec);
-  }
-  // hybrid_mtp_ngram over a draft side (pre_ids, step_idx, seq_lens_decoder, max_dec_len) and the
-  // target's drafts and lengths.
-  fdspec::HybridMtpNgramParams hybrid_over(int64_t* pre_ids, int64_t* step_idx, int64_t* drafts,
-                                           int32_t* target_slt, int32_t* draft_dec,
-                                           int64_t* draft_max_dec) const {
-    fdspec::HybridMtpNgramParams p{};
-    p.token_ids_all = ids;
-    p.token_ids_stride = kD;
-    p.prompt_lens = prompt_lens;
-    p.pre_ids = pre_ids;
-    p.pre_ids_stride = kD;
-    p.step_idx = step_idx;
-    p.draft_tokens = drafts;
-    p.draft_stride = kW1;
-    p.seq_lens_this_time = target_slt;
-    p.seq_lens_decoder = draft_dec;
-    p.max_dec_len = draft_max_dec;
-    p.batch = kB;
-    p.max_ngram_size = 3;
-    p.min_ngram_size = 1;
-    p.max_draft_tokens = kK;
-    p.pad_to_max = false;
-    p.threshold = kNonBinding;
-    return p;
+  fdspec::HybridMtpNgramParams hybrid() const { return hybrid_of(upstream()); }
+  fdspec::HybridMtpNgramParams hybrid_of(const harness::FusedMtpPtrs& side) const {
+    return side.hybrid(ids, kD, prompt_lens, 3, 1, kK, kNonBinding);
   }
 };
 
-// One set of pointers from host vectors (`at`: data()) or device buffers (ptr()).
-template <class S, class At>
-Ptrs ptrs_of(S& s, At at) {
-  return {at(s.draft),
-          at(s.input_ids),
-          at(s.step),
-          at(s.pre),
-          at(s.acc),
-          at(s.tstep),
-          at(s.max_dec),
-          at(s.tdraft),
-          at(s.next),
-          at(s.ids),
-          at(s.prompt_lens),
-          at(s.slt),
-          at(s.enc),
-          at(s.dec),
-          at(s.acc_num),
-          at(s.tenc),
-          at(s.tdec),
-          at(s.tslt),
-          reinterpret_cast<bool*>(at(s.stop)),
-          reinterpret_cast<bool*>(at(s.tstop)),
-          reinterpret_cast<bool*>(at(s.nns)),
-          at(s.hidden),
-          at(s.hidden_out),
-          at(s.out_count),
-          at(s.logits),
-          at(s.rows_cu),
-          at(s.zeros),
-          at(s.temperature),
-          at(s.top_p),
-          at(s.f_input_ids),
-          at(s.f_step),
-          at(s.f_pre),
-          at(s.f_max_dec),
-          at(s.f_tdraft),
-          at(s.f_dec),
-          at(s.f_mtp),
-          at(s.f_tslt),
-          at(s.f_acc_num)};
+// One set of pointers from host vectors or device buffers.
+template <class S>
+Ptrs ptrs_of(S& s) {
+  return {harness::mtp_state_ptrs(s, kB, kW1, kD, kD, kB),
+          s.ids.data(),
+          s.prompt_lens.data(),
+          s.tslt.data(),
+          s.hidden.data(),
+          s.hidden_out.data(),
+          s.out_count.data(),
+          s.logits.data(),
+          s.rows_cu.data(),
+          s.zeros.data(),
+          s.temperature.data(),
+          s.top_p.data(),
+          s.f_input_ids.data(),
+          s.f_step.data(),
+          s.f_pre.data(),
+          s.f_max_dec.data(),
+          s.f_tdraft.data(),
+          s.f_dec.data(),
+          s.f_mtp.data(),
+          s.f_tslt.data(),
+          s.f_acc_num.data()};
 }
 
-Ptrs host_ptrs(Host& h) {
-  return ptrs_of(h, [](auto& v) { return v.data(); });
-}
+Ptrs host_ptrs(Host& h) { return ptrs_of(h); }
 
-Ptrs dev_ptrs(const Dev& d) {
-  return ptrs_of(d, [](const auto& v) { return v.ptr(); });
-}
+Ptrs dev_ptrs(const Dev& d) { return ptrs_of(d); }
 
 // FastDeploy's sequence with the greedy sampler between the draft model and draft_model_update.
 void cpu_step(Host& h) {

@@ -356,22 +356,15 @@ int main(int argc, char** argv) {
                 (long long)(r.W >> 10), r.hit.c_str(), t.c_str(), r.warm, r.cold,
                 r.identical ? "yes" : "NO");
   }
-  if (json != nullptr) {
-    FILE* f = std::fopen(json, "w");
-    if (f == nullptr) return 2;
-    std::fprintf(f, "{\"device\": \"%s\", \"rows\": [\n", prop.name);
-    for (size_t i = 0; i < res.size(); ++i) {
-      const Result& r = res[i];
-      std::fprintf(
-          f,
-          "  {\"op\": \"%s\", \"B\": %lld, \"W\": %lld, \"hit\": \"%s\", \"threshold\": %lld, "
-          "\"gpu_us\": %.3f, \"gpu_cold_us\": %.3f, \"bit_identical\": %s}%s\n",
-          r.op.c_str(), (long long)r.B, (long long)r.W, r.hit.c_str(), (long long)r.T, r.warm,
-          r.cold, r.identical ? "true" : "false", i + 1 < res.size() ? "," : "");
-    }
-    std::fprintf(f, "]}\n");
-    std::fclose(f);
-  }
+  auto row = [&](size_t i) {
+    const Result& r = res[i];
+    return bench::format(
+        "{\"op\": \"%s\", \"B\": %lld, \"W\": %lld, \"hit\": \"%s\", \"threshold\": %lld, "
+        "\"gpu_us\": %.3f, \"gpu_cold_us\": %.3f, \"bit_identical\": %s}",
+        r.op.c_str(), (long long)r.B, (long long)r.W, r.hit.c_str(), (long long)r.T, r.warm, r.cold,
+        r.identical ? "true" : "false");
+  };
+  if (json != nullptr && !bench::write_json(json, prop.name, "", res.size(), row)) return 2;
   std::printf("bench_ngram_kernels: %s\n",
               all_ok ? "PASS (every row bit-identical to the CPU op)" : "FAIL");
   return all_ok ? 0 : 1;

@@ -154,23 +154,17 @@ int main(int argc, char** argv) {
                 r.dtype.c_str(), (long long)r.B, (long long)r.N, r.rows.c_str(), r.top_k, r.warm,
                 r.cold, r.copy, read, r.warm / read, r.cold / read);
   }
-  if (opt.json != nullptr) {
-    FILE* f = std::fopen(opt.json, "w");
-    if (f == nullptr) return 2;
-    std::fprintf(f, "{\"device\": \"%s\", \"V\": %lld, \"K\": %lld, \"rows\": [\n", prop.name,
-                 (long long)V, (long long)K);
-    for (size_t i = 0; i < out.size(); ++i) {
-      const Row& r = out[i];
-      std::fprintf(
-          f,
-          "  {\"dtype\": \"%s\", \"B\": %lld, \"N\": %lld, \"logits\": \"%s\", \"top_k\": %d, "
-          "\"sampler_us\": %.3f, \"sampler_cold_us\": %.3f, \"copy_us\": %.3f, \"copy_cold_us\": "
-          "%.3f}%s\n",
-          r.dtype.c_str(), (long long)r.B, (long long)r.N, r.rows.c_str(), r.top_k, r.warm, r.cold,
-          r.copy, r.copy_cold, i + 1 < out.size() ? "," : "");
-    }
-    std::fprintf(f, "]}\n");
-    std::fclose(f);
-  }
+  auto row = [&](size_t i) {
+    const Row& r = out[i];
+    return bench::format(
+        "{\"dtype\": \"%s\", \"B\": %lld, \"N\": %lld, \"logits\": \"%s\", \"top_k\": %d, "
+        "\"sampler_us\": %.3f, \"sampler_cold_us\": %.3f, \"copy_us\": %.3f, \"copy_cold_us\": "
+        "%.3f}",
+        r.dtype.c_str(), (long long)r.B, (long long)r.N, r.rows.c_str(), r.top_k, r.warm, r.cold,
+        r.copy, r.copy_cold);
+  };
+  const std::string head = bench::format("\"V\": %lld, \"K\": %lld, ", (long long)V, (long long)K);
+  if (opt.json != nullptr && !bench::write_json(opt.json, prop.name, head, out.size(), row))
+    return 2;
   return 0;  // no cudaDeviceReset: the stream and the flush buffer are released after it otherwise
 }

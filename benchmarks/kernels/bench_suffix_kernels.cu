@@ -595,22 +595,15 @@ int main(int argc, char** argv) {
     std::printf("| %s | %lld | %lld | %.2f | %.2f | %s |\n", r.op.c_str(), (long long)r.B,
                 (long long)r.N, r.warm, r.cold, r.checked < 0 ? "-" : (r.checked ? "yes" : "NO"));
   }
-  if (opt.json != nullptr) {
-    FILE* f = std::fopen(opt.json, "w");
-    if (f == nullptr) return 2;
-    std::fprintf(f, "{\"device\": \"%s\", \"rows\": [\n", prop.name);
-    for (size_t i = 0; i < res.size(); ++i) {
-      const Result& r = res[i];
-      std::fprintf(
-          f,
-          "  {\"op\": \"%s\", \"B\": %lld, \"N\": %lld, \"gpu_us\": %.3f, \"gpu_cold_us\": %.3f, "
-          "\"identical\": %s}%s\n",
-          r.op.c_str(), (long long)r.B, (long long)r.N, r.warm, r.cold,
-          r.checked < 0 ? "null" : (r.checked ? "true" : "false"), i + 1 < res.size() ? "," : "");
-    }
-    std::fprintf(f, "]}\n");
-    std::fclose(f);
-  }
+  auto row = [&](size_t i) {
+    const Result& r = res[i];
+    return bench::format(
+        "{\"op\": \"%s\", \"B\": %lld, \"N\": %lld, \"gpu_us\": %.3f, \"gpu_cold_us\": %.3f, "
+        "\"identical\": %s}",
+        r.op.c_str(), (long long)r.B, (long long)r.N, r.warm, r.cold,
+        r.checked < 0 ? "null" : (r.checked ? "true" : "false"));
+  };
+  if (opt.json != nullptr && !bench::write_json(opt.json, prop.name, "", res.size(), row)) return 2;
   std::printf("bench_suffix_kernels: %s\n", ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdarg>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -106,6 +107,32 @@ inline Options parse_options(int argc, char** argv, const char* only_help = null
     }
   }
   return o;
+}
+
+// printf into a std::string.
+inline std::string format(const char* fmt, ...) {
+  va_list a, b;
+  va_start(a, fmt);
+  va_copy(b, a);
+  const int n = std::vsnprintf(nullptr, 0, fmt, a);
+  va_end(a);
+  std::string s(n > 0 ? n : 0, '\0');
+  std::vsnprintf(&s[0], s.size() + 1, fmt, b);
+  va_end(b);
+  return s;
+}
+
+// Writes a benchmark's results to `path`: {"device": ..., then `head` (more top-level fields, each
+// followed by ", "), then "rows": [row(0), ..., row(n - 1)]}, one row a line. False when the file
+// cannot be written.
+inline bool write_json(const char* path, const char* device, const std::string& head, size_t n,
+                       const std::function<std::string(size_t)>& row) {
+  FILE* f = std::fopen(path, "w");
+  if (f == nullptr) return false;
+  std::fprintf(f, "{\"device\": \"%s\", %s\"rows\": [\n", device, head.c_str());
+  for (size_t i = 0; i < n; ++i) std::fprintf(f, "  %s%s\n", row(i).c_str(), i + 1 < n ? "," : "");
+  std::fprintf(f, "]}\n");
+  return std::fclose(f) == 0;
 }
 
 }  // namespace bench

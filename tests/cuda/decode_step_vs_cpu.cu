@@ -400,34 +400,21 @@ void top_p(harness::Tally& t, const harness::Stream& stream, bool quick) {
           std::vector<uint8_t> sc(T * C * esize, 0xAB), sg(T * C * esize, 0xCD);
           std::vector<int64_t> ic(T * C, 5), ig(T * C, 6);
           std::vector<int32_t> lc(T, 9), lg(T, 8);
-          fdspec::TopPCandidatesParams pc{probs.data(),
-                                          ld,
-                                          T,
-                                          V,
-                                          top.data(),
-                                          fdspec::LogitsDType::kFloat32,
-                                          B,
-                                          bids.data(),
-                                          sc.data(),
-                                          ic.data(),
-                                          lc.data(),
-                                          C};
+          // The parameters over host (the CPU's) or device buffers.
+          auto params = [&](const void* probs_p, const void* top_p, const int32_t* bids_p,
+                            void* scores, int64_t* ids, int32_t* lens) {
+            return fdspec::TopPCandidatesParams{
+                probs_p, ld,     T,      V,   top_p, fdspec::LogitsDType::kFloat32,
+                B,       bids_p, scores, ids, lens,  C};
+          };
+          const auto pc =
+              params(probs.data(), top.data(), bids.data(), sc.data(), ic.data(), lc.data());
           fdspec::top_p_candidates_cpu(pc);
           DevVec<uint8_t> dprobs(probs), dtop(top), dsc(sg);
           DevVec<int32_t> dbids(bids), dl(lg);
           DevVec<int64_t> di(ig);
-          fdspec::TopPCandidatesParams pg{dprobs.ptr(),
-                                          ld,
-                                          T,
-                                          V,
-                                          dtop.ptr(),
-                                          fdspec::LogitsDType::kFloat32,
-                                          B,
-                                          dbids.ptr(),
-                                          dsc.ptr(),
-                                          di.ptr(),
-                                          dl.ptr(),
-                                          C};
+          const auto pg =
+              params(dprobs.ptr(), dtop.ptr(), dbids.ptr(), dsc.ptr(), di.ptr(), dl.ptr());
           harness::run_case(
               t, stream,
               [&](cudaStream_t x) {

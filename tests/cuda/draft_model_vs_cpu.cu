@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "draft_model/draft_model.h"
+#include "mtp_params.cuh"
 #include "harness.cuh"
 
 namespace {
@@ -51,17 +52,8 @@ State make_state(Rng& r, const Shape& sh, double odd) {
   for (auto& t : s.drafts) t = r.uni(-1, vocab - 1);
   s.acc_tokens.resize(sh.rows * K1);
   for (auto& t : s.acc_tokens) t = r.uni(0, vocab - 1);
-  s.input_ids.resize(B);
-  s.step.resize(B);
-  s.mdl.resize(B);
-  s.bmdl.resize(B);
-  s.dec.resize(B);
-  s.num.resize(B);
-  s.slt.resize(B);
-  s.enc.resize(B);
-  s.bdec.resize(B);
-  s.acc_num.resize(B);
-  s.stop.resize(B);
+  harness::resize_all(B, s.input_ids, s.step, s.mdl, s.bmdl, s.dec, s.num, s.slt, s.enc, s.bdec,
+                      s.acc_num, s.stop);
   for (int64_t b = 0; b < B; ++b) {
     s.pre[b * D] = -1;
     const double kind = r.real();  // decoding, prefill, idle, stopped
@@ -126,88 +118,40 @@ State make_state(Rng& r, const Shape& sh, double odd) {
 
 // The step on raw pointers: the same function drives the CPU (host pointers) and the GPU (device).
 struct Ptrs {
-  int64_t *input_ids, *step, *pre, *mdl, *bmdl, *drafts, *acc_tokens;
-  int32_t *dec, *num, *slt, *enc, *bdec, *acc_num;
-  bool* stop;
-  const uint8_t* logits;
+  harness::FusedMtpPtrs op;  // the parameters of each op (fused_mtp_params.cuh)
+  const uint8_t* logits;     // [steps, rows, V] of sh.dtype
 };
 
 // The pointers of a State (host vectors) or a DeviceState (device buffers).
 template <class S>
-Ptrs ptrs_of(S& s) {
-  return Ptrs{s.input_ids.data(),  s.step.data(),
-              s.pre.data(),        s.mdl.data(),
-              s.bmdl.data(),       s.drafts.data(),
-              s.acc_tokens.data(), s.dec.data(),
-              s.num.data(),        s.slt.data(),
-              s.enc.data(),        s.bdec.data(),
-              s.acc_num.data(),    reinterpret_cast<bool*>(s.stop.data()),
-              s.logits.data()};
+Ptrs ptrs_of(const Shape& sh, S& s) {
+  return {{sh.B, sh.K1, sh.D, sh.V, s.input_ids.data(), s.step.data(), s.pre.data(), s.mdl.data(),
+           s.dec.data(), s.num.data(), s.acc_tokens.data(), s.acc_num.data(), s.slt.data(),
+           s.enc.data(), s.bdec.data(), reinterpret_cast<bool*>(s.stop.data()), s.bmdl.data(),
+           s.drafts.data()},
+          s.logits.data()};
 }
 
-// The fields of the two preprocess launchers' parameters (greedy and accept + greedy).
-template <class P>
-P preprocess_params(const Shape& sh, const Ptrs& q) {
-  P p;
-  p.input_ids = q.input_ids;
-  p.seq_lens_decoder = q.dec;
-  p.step_idx = q.step;
-  p.pre_ids = q.pre;
-  p.pre_ids_stride = sh.D;
-  p.mtp_draft_num = q.num;
-  p.max_dec_len = q.mdl;
-  p.base_model_seq_lens_this_time = q.slt;
-  p.base_model_seq_lens_encoder = q.enc;
-  p.base_model_seq_lens_decoder = q.bdec;
-  p.base_model_stop_flags = q.stop;
-  p.base_model_max_dec_len = q.bmdl;
-  p.batch = sh.B;
-  return p;
-}
-
-fdspec::DraftModelGreedyPreprocessParams pre_params(const Shape& sh, const Ptrs& q) {
-  return preprocess_params<fdspec::DraftModelGreedyPreprocessParams>(sh, q);
+fdspec::DraftModelGreedyPreprocessParams pre_params(const Ptrs& q) {
+  return q.op.accept_preprocess().preprocess();
 }
 
 fdspec::DraftModelGreedyUpdateParams upd_params(const Shape& sh, const Ptrs& q, int substep) {
-  fdspec::DraftModelGreedyUpdateParams p;
-  p.logits = q.logits + static_cast<int64_t>(substep) * sh.rows * sh.V * sh.esize();
-  p.logits_dtype = sh.dtype;
-  p.vocab_size = sh.V;
-  p.input_ids = q.input_ids;
-  p.seq_lens_decoder = q.dec;
-  p.step_idx = q.step;
-  p.pre_ids = q.pre;
-  p.pre_ids_stride = sh.D;
-  p.mtp_draft_num = q.num;
-  p.base_model_draft_tokens = q.drafts;
-  p.draft_stride = sh.K1;
-  p.base_model_seq_lens_this_time = q.slt;
-  p.substep = substep;
-  p.batch = sh.B;
-  return p;
+  return q.op.update(q.logits + static_cast<int64_t>(substep) * sh.rows * sh.V * sh.esize(),
+                     substep, sh.dtype);
 }
 
-fdspec::DraftModelAcceptParams acc_params(const Shape& sh, const Ptrs& q) {
-  fdspec::DraftModelAcceptParams p;
-  p.accept_tokens = q.acc_tokens;
-  p.accept_num = q.acc_num;
-  p.width = sh.K1;
-  p.step_idx = q.step;
-  p.pre_ids = q.pre;
-  p.pre_ids_stride = sh.D;
-  p.mtp_draft_num = q.num;
-  p.batch = sh.B;
-  return p;
+fdspec::DraftModelAcceptParams acc_params(const Ptrs& q) {
+  return q.op.accept_preprocess().accept();
 }
 
 void cpu_ops(const Shape& sh, const Ptrs& q) {
-  fdspec::draft_model_greedy_preprocess_cpu(pre_params(sh, q));
+  fdspec::draft_model_greedy_preprocess_cpu(pre_params(q));
   for (int i = 0; i < sh.steps; ++i) fdspec::draft_model_greedy_update_cpu(upd_params(sh, q, i));
-  fdspec::draft_model_accept_cpu(acc_params(sh, q));
+  fdspec::draft_model_accept_cpu(acc_params(q));
 }
 
-void cpu_step(const Shape& sh, State& s) { cpu_ops(sh, ptrs_of(s)); }
+void cpu_step(const Shape& sh, State& s) { cpu_ops(sh, ptrs_of(sh, s)); }
 
 // The GPU step; in the self-test the CPU implementation, with a perturbed output now and then.
 cudaError_t gpu_step(const Shape& sh, const Ptrs& q, cudaStream_t stream) {
@@ -218,31 +162,23 @@ cudaError_t gpu_step(const Shape& sh, const Ptrs& q, cudaStream_t stream) {
       static int turn = 0;
       switch (++turn % 3) {
         case 0:
-          q.step[sh.B - 1] += 1;
+          q.op.step_idx[sh.B - 1] += 1;
           break;
         case 1:
-          q.pre[sh.B * sh.D - 1] ^= 1;
+          q.op.pre_ids[sh.B * sh.D - 1] ^= 1;
           break;
         default:
-          q.drafts[sh.B * sh.K1 - 1] += 1;
+          q.op.draft_tokens[sh.B * sh.K1 - 1] += 1;
           break;
       }
       st.perturbed = true;
     }
     return cudaSuccess;
   }
-  cudaError_t e = fdspec::draft_model_greedy_preprocess_gpu(pre_params(sh, q), stream);
+  cudaError_t e = fdspec::draft_model_greedy_preprocess_gpu(pre_params(q), stream);
   for (int i = 0; i < sh.steps && e == cudaSuccess; ++i)
     e = fdspec::draft_model_greedy_update_gpu(upd_params(sh, q, i), stream);
-  return e == cudaSuccess ? fdspec::draft_model_accept_gpu(acc_params(sh, q), stream) : e;
-}
-
-fdspec::DraftModelAcceptPreprocessParams acc_pre_params(const Shape& sh, const Ptrs& q) {
-  auto p = preprocess_params<fdspec::DraftModelAcceptPreprocessParams>(sh, q);
-  p.accept_tokens = q.acc_tokens;
-  p.accept_num = q.acc_num;
-  p.width = sh.K1;
-  return p;
+  return e == cudaSuccess ? fdspec::draft_model_accept_gpu(acc_params(q), stream) : e;
 }
 
 // The deferred accept: draft_model_accept then draft_model_greedy_preprocess on the CPU against the
@@ -250,19 +186,19 @@ fdspec::DraftModelAcceptPreprocessParams acc_pre_params(const Shape& sh, const P
 cudaError_t gpu_accept_preprocess(const Shape& sh, const Ptrs& q, cudaStream_t stream) {
   auto& st = harness::selftest();
   if (st.host_backend) {
-    fdspec::draft_model_accept_preprocess_cpu(acc_pre_params(sh, q));
+    fdspec::draft_model_accept_preprocess_cpu(q.op.accept_preprocess());
     if (st.perturb && sh.B > 0) {
-      q.input_ids[sh.B - 1] += 1;
+      q.op.input_ids[sh.B - 1] += 1;
       st.perturbed = true;
     }
     return cudaSuccess;
   }
-  return fdspec::draft_model_accept_preprocess_gpu(acc_pre_params(sh, q), stream);
+  return fdspec::draft_model_accept_preprocess_gpu(q.op.accept_preprocess(), stream);
 }
 
 struct DeviceState {
   HARNESS_MIRROR(DeviceState, State, DRAFT_STATE)
-  Ptrs ptrs() const { return ptrs_of(*this); }
+  Ptrs ptrs(const Shape& sh) const { return ptrs_of(sh, *this); }
 };
 
 std::string describe(const Shape& sh, const State& want, const State& got, const char* how) {
@@ -287,51 +223,48 @@ void count_coverage(harness::Tally& t, const Shape& sh, const State& in, const S
   }
 }
 
+// One case: `enqueue(stream)` launches on dev's buffers, which must then hold `want`.
+template <class Enqueue>
+void check(harness::Tally& t, const harness::Stream& stream, const Shape& sh,
+           const DeviceState& dev, const State& want, const char* how, Enqueue&& enqueue) {
+  harness::run_case(t, stream, enqueue, [&] {
+    const State got = dev.download();
+    return got == want ? std::string() : describe(sh, want, got, how);
+  });
+}
+
 void run_case(harness::Tally& t, const Shape& sh, const State& in, const harness::Stream& stream) {
   State want = in;
   cpu_step(sh, want);
   count_coverage(t, sh, in, want);
   DeviceState dev(in);
-  t.begin_case();
-  CHECK(gpu_step(sh, dev.ptrs(), stream.get()));
-  stream.sync();
-  const State got = dev.download();
-  const bool ok = got == want;
-  t.record(ok, ok ? std::string() : describe(sh, want, got, "eager"));
+  check(t, stream, sh, dev, want, "eager",
+        [&](cudaStream_t s) { CHECK(gpu_step(sh, dev.ptrs(sh), s)); });
 }
 
 void run_accept_preprocess_case(harness::Tally& t, const Shape& sh, const State& in,
                                 const harness::Stream& stream) {
   State want = in;
-  const Ptrs q = ptrs_of(want);
-  fdspec::draft_model_accept_cpu(acc_params(sh, q));
-  fdspec::draft_model_greedy_preprocess_cpu(pre_params(sh, q));
+  const Ptrs q = ptrs_of(sh, want);
+  fdspec::draft_model_accept_cpu(acc_params(q));
+  fdspec::draft_model_greedy_preprocess_cpu(pre_params(q));
   DeviceState dev(in);
-  t.begin_case();
-  CHECK(gpu_accept_preprocess(sh, dev.ptrs(), stream.get()));
-  stream.sync();
-  const State got = dev.download();
-  const bool ok = got == want;
-  t.record(ok, ok ? std::string() : describe(sh, want, got, "accept_preprocess"));
+  check(t, stream, sh, dev, want, "accept_preprocess",
+        [&](cudaStream_t s) { CHECK(gpu_accept_preprocess(sh, dev.ptrs(sh), s)); });
 }
 
 void run_graph_rounds(harness::Tally& t, Rng& r, const Shape& sh, int replays,
                       const harness::Stream& stream) {
   State in = make_state(r, sh, 0.1);
   DeviceState dev(in);
-  const Ptrs q = dev.ptrs();
+  const Ptrs q = dev.ptrs(sh);
   const harness::Graph graph(stream.get(), [&](cudaStream_t s) { return gpu_step(sh, q, s); });
   for (int i = 0; i < replays; ++i) {
     in = make_state(r, sh, 0.1);
     dev.upload(in);
     State want = in;
     cpu_step(sh, want);
-    t.begin_case();
-    graph.replay(stream.get());
-    stream.sync();
-    const State got = dev.download();
-    const bool ok = got == want;
-    t.record(ok, ok ? std::string() : describe(sh, want, got, "graph replay"));
+    check(t, stream, sh, dev, want, "graph replay", [&](cudaStream_t s) { graph.replay(s); });
   }
 }
 

@@ -179,6 +179,9 @@ class DevVec {
     return h;                                             \
   }
 // clang-format on
+// HARNESS_UPLOAD_FROM(FIELDS), inside a struct with such DevVec members among others, uploads
+// each from the vectors of a host struct named `h` in scope.
+#define HARNESS_UPLOAD_FROM(FIELDS) FIELDS(HARNESS_UPLOAD_)
 #define HARNESS_SAME_VECTORS(Host, FIELDS) \
   bool operator==(const Host& o) const { return true FIELDS(HARNESS_EQ_); }
 
@@ -273,6 +276,12 @@ void perturb(Length& length, Cell& cell) {
     cell += 1;
   }
   st.perturbed = true;
+}
+
+// Gives each vector n elements (the per-slot arrays of a generated case).
+template <class... Vecs>
+void resize_all(size_t n, Vecs&... v) {
+  (v.resize(n), ...);
 }
 
 struct Rng {

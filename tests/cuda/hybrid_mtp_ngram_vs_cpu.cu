@@ -79,11 +79,7 @@ Inputs make_inputs(Rng& r, const Shape& sh) {
   for (auto& t : in.pre) t = tok();
   in.drafts.resize(sh.draft_rows * K1);
   for (int64_t i = 0; i < static_cast<int64_t>(in.drafts.size()); ++i) in.drafts[i] = -100 - i;
-  in.P.resize(B);
-  in.s.resize(B);
-  in.mdl.resize(B);
-  in.slt.resize(B);
-  in.dec.resize(B);
+  harness::resize_all(B, in.P, in.s, in.mdl, in.slt, in.dec);
   for (int64_t b = 0; b < B; ++b) {
     int64_t* row = in.ids.data() + b * W;
     int64_t* pre = in.pre.data() + b * D;

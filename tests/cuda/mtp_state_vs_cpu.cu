@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "harness.cuh"
+#include "mtp_params.cuh"
 #include "mtp_state/mtp_state.h"
 
 namespace {
@@ -19,19 +20,12 @@ namespace {
 using harness::DevVec;
 using harness::Rng;
 
-// Every tensor of the four token ops (bools as bytes). W = K + 1 columns, D of pre_ids, L of
-// input_ids.
-// clang-format off
-#define MTP_STATE(X)                                                                        \
-  X(int64_t, draft) X(int64_t, input_ids) X(int64_t, step) X(int64_t, pre) X(int64_t, acc)  \
-  X(int64_t, tstep) X(int64_t, max_dec) X(int64_t, tdraft) X(int64_t, next) X(int32_t, slt) \
-  X(int32_t, enc) X(int32_t, dec) X(int32_t, acc_num) X(int32_t, tenc) X(int32_t, tdec)     \
-  X(uint8_t, stop) X(uint8_t, tstop) X(uint8_t, nns)
-// clang-format on
+// Every tensor of the four token ops (MTP_STATE_ARRAYS, mtp_params.cuh). W = K + 1 columns, D of
+// pre_ids, L of input_ids.
 struct State {
   int64_t B = 0, W = 2, D = 1, L = 1, N = 0;
-  HARNESS_VECTORS(MTP_STATE)
-  HARNESS_SAME_VECTORS(State, MTP_STATE)
+  HARNESS_VECTORS(MTP_STATE_ARRAYS)
+  HARNESS_SAME_VECTORS(State, MTP_STATE_ARRAYS)
 };
 
 State make_state(Rng& r, int64_t B, int64_t W, int64_t D, double odd) {
@@ -49,17 +43,8 @@ State make_state(Rng& r, int64_t B, int64_t W, int64_t D, double odd) {
   fill(s.pre, B * D, -1, 9);
   fill(s.acc, B * W, 0, 9);
   fill(s.tdraft, B * W, -1, 9);
-  s.step.resize(B);
-  s.tstep.resize(B);
-  s.max_dec.resize(B);
-  s.slt.resize(B);
-  s.enc.resize(B);
-  s.dec.resize(B);
-  s.acc_num.resize(B);
-  s.tenc.resize(B);
-  s.tdec.resize(B);
-  s.stop.resize(B);
-  s.tstop.resize(B);
+  harness::resize_all(B, s.step, s.tstep, s.max_dec, s.slt, s.enc, s.dec, s.acc_num, s.tenc, s.tdec,
+                      s.stop, s.tstop);
   s.nns = {static_cast<uint8_t>(r.chance(0.5))};
   int64_t active = 0;
   for (int64_t b = 0; b < B; ++b) {
@@ -104,115 +89,19 @@ State make_state(Rng& r, int64_t B, int64_t W, int64_t D, double odd) {
   return s;
 }
 
-// Parameter structs over one set of pointers (host vectors or device buffers).
-struct Ptrs {
-  int64_t *draft, *input_ids, *step, *pre, *acc, *tstep, *max_dec, *tdraft, *next;
-  int32_t *slt, *enc, *dec, *acc_num, *tenc, *tdec;
-  bool *stop, *tstop, *nns;
-  const State* s;
-
-  fdspec::MtpPreprocessParams preprocess(int64_t num_model_step, bool splitwise) const {
-    fdspec::MtpPreprocessParams p{};
-    p.draft_tokens = draft;
-    p.draft_tokens_stride = s->W;
-    p.input_ids = input_ids;
-    p.input_ids_stride = s->L;
-    p.stop_flags = stop;
-    p.seq_lens_this_time = slt;
-    p.seq_lens_encoder = enc;
-    p.seq_lens_decoder = dec;
-    p.step_idx = step;
-    p.not_need_stop = nns;
-    p.pre_ids = pre;
-    p.pre_ids_stride = s->D;
-    p.accept_tokens = acc;
-    p.accept_stride = s->W;
-    p.accept_num = acc_num;
-    p.target_model_seq_lens_encoder = tenc;
-    p.target_model_seq_lens_decoder = tdec;
-    p.target_model_step_idx = tstep;
-    p.target_model_stop_flags = tstop;
-    p.max_dec_len = max_dec;
-    p.target_model_draft_tokens = tdraft;
-    p.target_draft_stride = s->W;
-    p.num_model_step = num_model_step;
-    p.is_splitwise_prefill = splitwise;
-    p.batch = s->B;
-    return p;
-  }
-  fdspec::MtpUpdateParams update(int64_t substep) const {
-    fdspec::MtpUpdateParams p{};
-    p.inter_next_tokens = next;
-    p.next_tokens_len = s->N;
-    p.draft_tokens = draft;
-    p.draft_tokens_stride = s->W;
-    p.pre_ids = pre;
-    p.pre_ids_stride = s->D;
-    p.seq_lens_this_time = slt;
-    p.seq_lens_encoder = enc;
-    p.seq_lens_decoder = dec;
-    p.step_idx = step;
-    p.stop_flags = stop;
-    p.not_need_stop = nns;
-    p.max_dec_len = max_dec;
-    p.base_model_draft_tokens = tdraft;
-    p.base_draft_stride = s->W;
-    p.substep = substep;
-    p.batch = s->B;
-    return p;
-  }
-  fdspec::MtpPostprocessParams postprocess() const {
-    fdspec::MtpPostprocessParams p{};
-    p.base_model_draft_tokens = tdraft;
-    p.base_draft_stride = s->W;
-    p.base_model_seq_lens_this_time = slt;
-    p.base_model_seq_lens_encoder = tenc;
-    p.base_model_stop_flags = tstop;
-    p.batch = s->B;
-    return p;
-  }
-  fdspec::MtpSetValueByFlagsParams set_value_by_flags() const {
-    fdspec::MtpSetValueByFlagsParams p{};
-    p.draft_tokens = draft;
-    p.draft_tokens_stride = s->W;
-    p.pre_ids_all = pre;
-    p.pre_ids_stride = s->D;
-    p.stop_flags = stop;
-    p.seq_lens_this_time = slt;
-    p.step_idx = step;
-    p.batch = s->B;
-    return p;
-  }
-};
+// Parameter structs over one set of pointers (host vectors or device buffers): mtp_params.cuh.
+using Ptrs = harness::MtpStatePtrs;
 
 // The pointers of a State's vectors (host) or of its Dev copy (device); `st` gives the sizes.
 template <class S>
 Ptrs ptrs_of(S& s, const State& st) {
-  return {s.draft.data(),
-          s.input_ids.data(),
-          s.step.data(),
-          s.pre.data(),
-          s.acc.data(),
-          s.tstep.data(),
-          s.max_dec.data(),
-          s.tdraft.data(),
-          s.next.data(),
-          s.slt.data(),
-          s.enc.data(),
-          s.dec.data(),
-          s.acc_num.data(),
-          s.tenc.data(),
-          s.tdec.data(),
-          reinterpret_cast<bool*>(s.stop.data()),
-          reinterpret_cast<bool*>(s.tstop.data()),
-          reinterpret_cast<bool*>(s.nns.data()),
-          &st};
+  return harness::mtp_state_ptrs(s, st.B, st.W, st.D, st.L, st.N);
 }
 
 Ptrs host_ptrs(State& s) { return ptrs_of(s, s); }
 
 struct Dev {
-  HARNESS_MIRROR(Dev, State, MTP_STATE)
+  HARNESS_MIRROR(Dev, State, MTP_STATE_ARRAYS)
   Ptrs ptrs(const State& s) const { return ptrs_of(*this, s); }
 };
 
@@ -236,7 +125,7 @@ void run_cpu(const OpCall& c, const Ptrs& p) {
       fdspec::mtp_update_cpu(p.update(c.substep));
       break;
     case 2:
-      fdspec::mtp_postprocess_cpu(p.postprocess());
+      fdspec::mtp_postprocess_cpu(p.postprocess(p.slt));
       break;
     default:
       fdspec::mtp_set_value_by_flags_cpu(p.set_value_by_flags());
@@ -249,7 +138,7 @@ cudaError_t launch(const OpCall& c, const Ptrs& p, cudaStream_t st) {
   auto& selftest = harness::selftest();
   if (selftest.host_backend) {
     run_cpu(c, p);
-    if (selftest.perturb && p.s->B > 0) harness::perturb(p.slt[0], p.pre[0]);
+    if (selftest.perturb && p.B > 0) harness::perturb(p.slt[0], p.pre[0]);
     return cudaSuccess;
   }
   switch (c.op) {
@@ -258,7 +147,7 @@ cudaError_t launch(const OpCall& c, const Ptrs& p, cudaStream_t st) {
     case 1:
       return fdspec::mtp_update_gpu(p.update(c.substep), st);
     case 2:
-      return fdspec::mtp_postprocess_gpu(p.postprocess(), st);
+      return fdspec::mtp_postprocess_gpu(p.postprocess(p.slt), st);
     default:
       return fdspec::mtp_set_value_by_flags_gpu(p.set_value_by_flags(), st);
   }
@@ -339,20 +228,8 @@ fdspec::HiddenGatherParams hidden_params(const HiddenCase& c, const void* in, vo
                                          int32_t* count, const int32_t* slt, const int32_t* enc,
                                          const int32_t* acc, const int32_t* base,
                                          const int32_t* last) {
-  fdspec::HiddenGatherParams p{};
-  p.kind = c.kind;
-  p.input = in;
-  p.out = out;
-  p.output_token_num = count;
-  p.rows = c.N;
-  p.row_bytes = c.H * c.esize;
-  p.seq_lens_this_time = slt;
-  p.seq_lens_encoder = enc;
-  p.accept_nums = acc;
-  p.base_model_seq_lens_this_time = base;
-  p.last_seq_lens_this_time = last;
-  p.batch = c.B;
-  return p;
+  return harness::hidden_gather_params(c.kind, in, out, count, c.N, c.H * c.esize, slt, enc, acc,
+                                       base, last, c.B);
 }
 
 void hidden_ops(harness::Tally& t, const harness::Stream& stream, bool quick) {

@@ -39,13 +39,7 @@ Batch make(std::mt19937_64& g, int64_t B, int64_t W, int64_t K, int64_t vocab, i
   b.K = K;
   int64_t rows = B + U(0, 2);
   b.ids.assign(rows * W, -1);
-  b.P.resize(B);
-  b.s.resize(B);
-  b.mdl.resize(B);
-  b.dtn.resize(B);
-  b.slt.resize(B);
-  b.enc.resize(B);
-  b.dec.resize(B);
+  harness::resize_all(B, b.P, b.s, b.mdl, b.dtn, b.slt, b.enc, b.dec);
   b.drafts.resize(B * (K + 1));
   for (int64_t i = 0; i < B * (K + 1); ++i) b.drafts[i] = -100 - i;
   for (int64_t r = B; r < rows; ++r)

@@ -41,9 +41,13 @@ struct Config {
 };
 
 // The step inputs of a stream (host), in the layout of the ops.
+// clang-format off
+#define STEP_INPUTS(X)                                                               \
+  X(int64_t, ids) X(int64_t, P) X(int64_t, s) X(int64_t, drafts) X(int64_t, mdl)     \
+  X(int32_t, enc) X(int32_t, dec) X(int32_t, dtn) X(int32_t, slt) X(int32_t, finished)
+// clang-format on
 struct StepIn {
-  std::vector<int64_t> ids, P, s, drafts, mdl;
-  std::vector<int32_t> enc, dec, dtn, slt, finished;
+  HARNESS_VECTORS(STEP_INPUTS)
 };
 
 struct Stream {
@@ -219,17 +223,8 @@ struct Side {
   }
 
   // Inputs of the step; the outputs start from the same sentinels on both sides.
-  void upload(const StepIn& in, const Config& c) {
-    ids.upload(in.ids);
-    P.upload(in.P);
-    s.upload(in.s);
-    drafts.upload(in.drafts);
-    mdl.upload(in.mdl);
-    enc.upload(in.enc);
-    dec.upload(in.dec);
-    dtn.upload(in.dtn);
-    slt.upload(in.slt);
-    finished.upload(in.finished);
+  void upload(const StepIn& h, const Config& c) {
+    HARNESS_UPLOAD_FROM(STEP_INPUTS)
     stoks.upload(std::vector<int64_t>(c.B * c.K, -7));
     sprobs.upload(std::vector<float>(c.B * c.K, -7.0f));
     smeta.upload(std::vector<int32_t>(c.B * 2, -7));
