@@ -44,7 +44,7 @@
 #include "common/cuda_utils.cuh"
 #include "bench_timing.cuh"
 #include "draft_model/draft_model.h"
-#include "mtp_params.cuh"
+#include "proposer_params.cuh"
 #include "harness.cuh"
 #include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
 
@@ -126,7 +126,7 @@ State make_state(int64_t B, int steps, bool ngram) {
 
 // Parameter structs of the step's ops over one set of pointers (host or device).
 struct Ptrs {
-  harness::FusedMtpPtrs op;  // the draft side and the target's tensors (mtp_params.cuh)
+  harness::FusedMtpPtrs op;  // the draft side and the target's tensors (proposer_params.cuh)
   const int64_t *ids, *prompt_lens;
   std::vector<const float*> logits;
 
@@ -148,10 +148,13 @@ struct Ptrs {
 // The pointers of a State's vectors or of its device copies (DevState).
 template <class S>
 Ptrs ptrs_of(int64_t B, S& s) {
-  return {{B, kK + 1, kW, kV, s.input_ids.data(), s.step.data(), s.pre.data(),
-           s.d_max_dec_len.data(), s.d_dec.data(), s.mtp_num.data(), s.accept_tokens.data(),
-           s.accept_num.data(), s.slt.data(), s.enc.data(), s.dec.data(),
-           reinterpret_cast<bool*>(s.stop.data()), s.max_dec_len.data(), s.draft_tokens.data()},
+  // The accept + preprocess's params in their field order (draft_model.h), then V and the drafts.
+  return {{{s.input_ids.data(), s.d_dec.data(), s.step.data(), s.pre.data(), kW, s.mtp_num.data(),
+            s.d_max_dec_len.data(), s.accept_tokens.data(), s.accept_num.data(), kK + 1,
+            s.slt.data(), s.enc.data(), s.dec.data(), reinterpret_cast<bool*>(s.stop.data()),
+            s.max_dec_len.data(), B},
+           kV,
+           s.draft_tokens.data()},
           s.ids.data(),
           s.prompt_lens.data(),
           {}};

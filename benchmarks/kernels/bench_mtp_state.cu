@@ -46,7 +46,7 @@
 #include "harness.cuh"
 #include "draft_model/draft_model.h"
 #include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
-#include "mtp_params.cuh"
+#include "proposer_params.cuh"
 #include "mtp_state/mtp_state.h"
 #include "speculate_sample_tokens/speculate_sample_tokens.h"
 #ifdef FDSPEC_BENCH_UPSTREAM
@@ -150,7 +150,7 @@ struct Dev {
 };
 
 // One set of pointers (host vectors or device buffers) and the params of each op over them:
-// FastDeploy's bookkeeping ops' (mtp_params.cuh), and the rest.
+// FastDeploy's bookkeeping ops' (proposer_params.cuh), and the rest.
 struct Ptrs : harness::MtpStatePtrs {
   int64_t *ids, *prompt_lens;
   int32_t* tslt;
@@ -181,9 +181,12 @@ struct Ptrs : harness::MtpStatePtrs {
             nullptr,
             next};
   }
+  // The accept + preprocess's params in their field order (draft_model.h), then V and the drafts.
   harness::FusedMtpPtrs fused() const {
-    return {kB,    kW1, kD,        kV,     f_input_ids, f_step, f_pre, f_max_dec, f_dec,
-            f_mtp, acc, f_acc_num, f_tslt, tenc,        tdec,   tstop, max_dec,   f_tdraft};
+    return {{f_input_ids, f_dec, f_step, f_pre, kD, f_mtp, f_max_dec, acc, f_acc_num, kW1, f_tslt,
+             tenc, tdec, tstop, max_dec, kB},
+            kV,
+            f_tdraft};
   }
   fdspec::DraftModelGreedyUpdateParams fused_update(int substep) const {
     return fused().update(logits + static_cast<int64_t>(substep) * kB * kV, substep);
@@ -200,8 +203,10 @@ struct Ptrs : harness::MtpStatePtrs {
   // FastDeploy's sequence's tensors in the fused step's roles, for the hybrid_mtp_ngram both end
   // with (it reads neither input_ids nor mtp_draft_num).
   harness::FusedMtpPtrs upstream() const {
-    return {kB,      kW1, kD,      kV,   nullptr, step, pre,   max_dec, dec,
-            nullptr, acc, acc_num, tslt, tenc,    tdec, tstop, max_dec, tdraft};
+    return {{nullptr, dec, step, pre, kD, nullptr, max_dec, acc, acc_num, kW1, tslt, tenc, tdec,
+             tstop, max_dec, kB},
+            kV,
+            tdraft};
   }
   fdspec::HybridMtpNgramParams hybrid() const { return hybrid_of(upstream()); }
   fdspec::HybridMtpNgramParams hybrid_of(const harness::FusedMtpPtrs& side) const {

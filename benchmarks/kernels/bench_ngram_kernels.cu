@@ -31,6 +31,7 @@
 #include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
 #include "common/cuda_utils.cuh"
 #include "ngram_match/ngram_match.h"
+#include "proposer_params.cuh"
 
 namespace {
 
@@ -97,46 +98,11 @@ Case make_case(bool hybrid, int64_t B, int64_t W, const std::string& hit, int64_
 // The params of either op over the arrays of `a`: the Case itself (host) or its DevCase (device).
 template <class A>
 fdspec::NgramMatchParams match_params_of(const Case& c, A& a) {
-  fdspec::NgramMatchParams p;
-  p.token_ids_all = a.ids.data();
-  p.token_ids_stride = c.W;
-  p.prompt_lens = a.P.data();
-  p.step_idx = a.s.data();
-  p.draft_token_num = a.dtn.data();
-  p.draft_tokens = a.drafts.data();
-  p.draft_stride = kK + 1;
-  p.seq_lens_this_time = a.slt.data();
-  p.seq_lens_encoder = a.enc.data();
-  p.seq_lens_decoder = a.dec.data();
-  p.max_dec_len = a.mdl.data();
-  p.batch = c.B;
-  p.max_ngram_size = kMaxNgram;
-  p.max_draft_tokens = kK;
-  p.pad_to_max = false;
-  p.threshold = c.T;
-  return p;
+  return harness::ngram_match_params_of(a, c.B, c.W, kK, kMaxNgram, kK, false, c.T);
 }
 template <class A>
 fdspec::HybridMtpNgramParams hybrid_params_of(const Case& c, A& a) {
-  fdspec::HybridMtpNgramParams p;
-  p.token_ids_all = a.ids.data();
-  p.token_ids_stride = c.W;
-  p.prompt_lens = a.P.data();
-  p.pre_ids = a.pre.data();
-  p.pre_ids_stride = c.D;
-  p.step_idx = a.s.data();
-  p.draft_tokens = a.drafts.data();
-  p.draft_stride = kK + 1;
-  p.seq_lens_this_time = a.slt.data();
-  p.seq_lens_decoder = a.dec.data();
-  p.max_dec_len = a.mdl.data();
-  p.batch = c.B;
-  p.max_ngram_size = kMaxNgram;
-  p.min_ngram_size = 1;
-  p.max_draft_tokens = kK;
-  p.pad_to_max = false;
-  p.threshold = c.T;
-  return p;
+  return harness::hybrid_params_of(a, c.B, c.W, c.D, kK + 1, kMaxNgram, 1, kK, false, c.T);
 }
 
 // Device copies of a case, and the op's launch on them.

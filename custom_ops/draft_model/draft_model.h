@@ -244,34 +244,25 @@ struct DraftModelAcceptPreprocessParams {
   const int64_t* base_model_max_dec_len;       // [B] int64
   int64_t batch;                               // B (0: no-op)
 
+  // The two ops' params, initialised in their field order from the fields of the same names.
   FDSPEC_HD DraftModelAcceptParams accept() const {
-    DraftModelAcceptParams a;
-    a.accept_tokens = accept_tokens;
-    a.accept_num = accept_num;
-    a.width = width;
-    a.step_idx = step_idx;
-    a.pre_ids = pre_ids;
-    a.pre_ids_stride = pre_ids_stride;
-    a.mtp_draft_num = mtp_draft_num;
-    a.batch = batch;
-    return a;
+    return {accept_tokens, accept_num,     width,         step_idx,
+            pre_ids,       pre_ids_stride, mtp_draft_num, batch};
   }
   FDSPEC_HD DraftModelGreedyPreprocessParams preprocess() const {
-    DraftModelGreedyPreprocessParams p;
-    p.input_ids = input_ids;
-    p.seq_lens_decoder = seq_lens_decoder;
-    p.step_idx = step_idx;
-    p.pre_ids = pre_ids;
-    p.pre_ids_stride = pre_ids_stride;
-    p.mtp_draft_num = mtp_draft_num;
-    p.max_dec_len = max_dec_len;
-    p.base_model_seq_lens_this_time = base_model_seq_lens_this_time;
-    p.base_model_seq_lens_encoder = base_model_seq_lens_encoder;
-    p.base_model_seq_lens_decoder = base_model_seq_lens_decoder;
-    p.base_model_stop_flags = base_model_stop_flags;
-    p.base_model_max_dec_len = base_model_max_dec_len;
-    p.batch = batch;
-    return p;
+    return {input_ids,
+            seq_lens_decoder,
+            step_idx,
+            pre_ids,
+            pre_ids_stride,
+            mtp_draft_num,
+            max_dec_len,
+            base_model_seq_lens_this_time,
+            base_model_seq_lens_encoder,
+            base_model_seq_lens_decoder,
+            base_model_stop_flags,
+            base_model_max_dec_len,
+            batch};
   }
 };
 

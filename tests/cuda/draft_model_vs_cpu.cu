@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "draft_model/draft_model.h"
-#include "mtp_params.cuh"
+#include "proposer_params.cuh"
 #include "harness.cuh"
 
 namespace {
@@ -69,29 +69,22 @@ State make_state(Rng& r, const Shape& sh, double odd) {
     s.slt[b] = static_cast<int32_t>(r.uni(0, K1));
     s.acc_num[b] = static_cast<int32_t>(r.uni(0, K1));
     if (r.chance(odd)) {
-      switch (r.uni(0, 6)) {
-        case 0:
-          s.step[b] = r.pick<int64_t>({INT64_MIN, -1, D, D + 5, INT64_MAX});
-          break;
-        case 1:
-          s.num[b] = r.pick<int32_t>({INT32_MIN, -1, static_cast<int32_t>(K1 + 3), INT32_MAX});
-          break;
-        case 2:
-          s.acc_num[b] = r.pick<int32_t>({INT32_MIN, -2, static_cast<int32_t>(K1 + 1), INT32_MAX});
-          break;
-        case 3:
-          s.bdec[b] = r.pick<int32_t>({INT32_MIN, -1, INT32_MAX});
-          break;
-        case 4:
-          s.enc[b] = r.pick<int32_t>({INT32_MIN, -1, INT32_MAX});
-          break;
-        case 5:
-          s.pre[b * D + std::min<int64_t>(std::max<int64_t>(s.step[b], 0), D - 1)] = -r.uni(1, 5);
-          break;
-        default:
-          s.bmdl[b] = r.pick<int64_t>({INT64_MIN, INT64_MAX});
-          break;
-      }
+      r.one_of({[&] { s.step[b] = r.pick<int64_t>({INT64_MIN, -1, D, D + 5, INT64_MAX}); },
+                [&] {
+                  s.num[b] =
+                      r.pick<int32_t>({INT32_MIN, -1, static_cast<int32_t>(K1 + 3), INT32_MAX});
+                },
+                [&] {
+                  s.acc_num[b] =
+                      r.pick<int32_t>({INT32_MIN, -2, static_cast<int32_t>(K1 + 1), INT32_MAX});
+                },
+                [&] { s.bdec[b] = r.pick<int32_t>({INT32_MIN, -1, INT32_MAX}); },
+                [&] { s.enc[b] = r.pick<int32_t>({INT32_MIN, -1, INT32_MAX}); },
+                [&] {
+                  s.pre[b * D + std::min<int64_t>(std::max<int64_t>(s.step[b], 0), D - 1)] =
+                      -r.uni(1, 5);
+                },
+                [&] { s.bmdl[b] = r.pick<int64_t>({INT64_MIN, INT64_MAX}); }});
     }
   }
   // Logits: float32 small integers (ties) or random values with NaN / inf / -0; 16-bit types as raw
@@ -118,16 +111,18 @@ State make_state(Rng& r, const Shape& sh, double odd) {
 
 // The step on raw pointers: the same function drives the CPU (host pointers) and the GPU (device).
 struct Ptrs {
-  harness::FusedMtpPtrs op;  // the parameters of each op (fused_mtp_params.cuh)
+  harness::FusedMtpPtrs op;  // the parameters of each op (proposer_params.cuh)
   const uint8_t* logits;     // [steps, rows, V] of sh.dtype
 };
 
 // The pointers of a State (host vectors) or a DeviceState (device buffers).
 template <class S>
 Ptrs ptrs_of(const Shape& sh, S& s) {
-  return {{sh.B, sh.K1, sh.D, sh.V, s.input_ids.data(), s.step.data(), s.pre.data(), s.mdl.data(),
-           s.dec.data(), s.num.data(), s.acc_tokens.data(), s.acc_num.data(), s.slt.data(),
-           s.enc.data(), s.bdec.data(), reinterpret_cast<bool*>(s.stop.data()), s.bmdl.data(),
+  // The accept + preprocess's params in their field order (draft_model.h), then V and the drafts.
+  return {{{s.input_ids.data(), s.dec.data(), s.step.data(), s.pre.data(), sh.D, s.num.data(),
+            s.mdl.data(), s.acc_tokens.data(), s.acc_num.data(), sh.K1, s.slt.data(), s.enc.data(),
+            s.bdec.data(), reinterpret_cast<bool*>(s.stop.data()), s.bmdl.data(), sh.B},
+           sh.V,
            s.drafts.data()},
           s.logits.data()};
 }
@@ -162,10 +157,10 @@ cudaError_t gpu_step(const Shape& sh, const Ptrs& q, cudaStream_t stream) {
       static int turn = 0;
       switch (++turn % 3) {
         case 0:
-          q.op.step_idx[sh.B - 1] += 1;
+          q.op.ap.step_idx[sh.B - 1] += 1;
           break;
         case 1:
-          q.op.pre_ids[sh.B * sh.D - 1] ^= 1;
+          q.op.ap.pre_ids[sh.B * sh.D - 1] ^= 1;
           break;
         default:
           q.op.draft_tokens[sh.B * sh.K1 - 1] += 1;
@@ -188,7 +183,7 @@ cudaError_t gpu_accept_preprocess(const Shape& sh, const Ptrs& q, cudaStream_t s
   if (st.host_backend) {
     fdspec::draft_model_accept_preprocess_cpu(q.op.accept_preprocess());
     if (st.perturb && sh.B > 0) {
-      q.op.input_ids[sh.B - 1] += 1;
+      q.op.ap.input_ids[sh.B - 1] += 1;
       st.perturbed = true;
     }
     return cudaSuccess;
@@ -319,7 +314,5 @@ void body(harness::Tally& t, bool quick) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const harness::Mode mode = harness::parse_mode(argc, argv);
-  return harness::run_harness("draft_model_vs_cpu", mode,
-                              [&](harness::Tally& t) { body(t, mode.quick); });
+  return harness::run_main(argc, argv, "draft_model_vs_cpu", body);
 }

@@ -294,6 +294,10 @@ struct Rng {
   T pick(std::initializer_list<T> xs) {
     return *(xs.begin() + uni(0, static_cast<int64_t>(xs.size()) - 1));
   }
+  // Runs one of `fs`, chosen uniformly (e.g. which hostile value a slot gets).
+  void one_of(std::initializer_list<std::function<void()>> fs) {
+    (*(fs.begin() + uni(0, static_cast<int64_t>(fs.size()) - 1)))();
+  }
 };
 
 // Counts cases and mismatches and prints the one-line summary. In the perturbed self-test pass a
@@ -360,6 +364,20 @@ void run_case(Tally& t, const Stream& stream, Enqueue&& enqueue, Compare&& compa
   t.record(diff.empty(), diff);
 }
 
+// A case of a harness whose Inputs struct holds every tensor of the op, outputs included, with
+// `dev` their device copy (download() reads them back): `enqueue(stream)` runs the op on dev's
+// buffers, which must then hold `want` (the CPU's result on `in`). The harness defines, for its
+// types, same(in, want, got) and describe(sh, in, want, got, how) (found by argument-dependent
+// lookup).
+template <class Shape, class Inputs, class Dev, class Enqueue>
+void check_inputs_case(Tally& t, const Stream& stream, const Shape& sh, const Inputs& in,
+                       const Inputs& want, const Dev& dev, const char* how, Enqueue&& enqueue) {
+  run_case(t, stream, enqueue, [&] {
+    const Inputs got = dev.download();
+    return same(in, want, got) ? std::string() : describe(sh, in, want, got, how);
+  });
+}
+
 // First index where two vectors differ (or -1), for mismatch reports.
 template <class T>
 int64_t first_diff(const std::vector<T>& a, const std::vector<T>& b) {
@@ -392,6 +410,13 @@ int run_harness(const char* name, const Mode& mode, Body&& body) {
   const int rc_perturbed =
       perturbed.finish(mode.quick ? "cpu-selftest quick perturbed" : "cpu-selftest perturbed");
   return rc_clean != 0 ? rc_clean : rc_perturbed;
+}
+
+// A harness's main(): the mode from the command line, then the grid `body(tally, quick)`.
+template <class Body>
+int run_main(int argc, char** argv, const char* name, Body&& body) {
+  const Mode mode = parse_mode(argc, argv);
+  return run_harness(name, mode, [&](Tally& t) { body(t, mode.quick); });
 }
 
 }  // namespace harness

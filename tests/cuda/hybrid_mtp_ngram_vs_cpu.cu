@@ -16,6 +16,7 @@
 
 #include "harness.cuh"
 #include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
+#include "proposer_params.cuh"
 
 namespace {
 
@@ -44,11 +45,7 @@ struct Inputs {
 
 Shape make_shape(Rng& r, int64_t B, int64_t W, int64_t D, int64_t K1, int max_n_hi, int64_t vocab,
                  double odd) {
-  Shape sh;
-  sh.B = B;
-  sh.W = W;
-  sh.D = D;
-  sh.K1 = K1;
+  Shape sh{B, W, D, K1};
   sh.vocab = vocab;
   sh.odd = odd;
   sh.ids_rows = B + r.uni(0, 2);
@@ -120,72 +117,29 @@ Inputs make_inputs(Rng& r, const Shape& sh) {
     in.dec[b] = dec;
     in.mdl[b] = mdl;
     if (r.chance(sh.odd)) {
-      switch (r.uni(0, 9)) {
-        case 0:
-          in.P[b] = -r.uni(1, 9);
-          break;
-        case 1:
-          in.P[b] = W + r.uni(1, 9);
-          break;
-        case 2:
-          in.s[b] = -r.uni(1, 9);
-          break;
-        case 3:
-          in.s[b] = D + r.uni(0, 9);
-          break;
-        case 4:
-          in.slt[b] = -static_cast<int32_t>(r.uni(1, 63));
-          break;
-        case 5:
-          in.slt[b] = r.pick<int32_t>({INT32_MIN, INT32_MAX});
-          break;
-        case 6:
-          in.dec[b] = r.pick<int32_t>({-1, INT32_MIN});
-          break;
-        case 7:
-          in.mdl[b] = r.pick<int64_t>({INT64_MIN, INT64_MAX, -1});
-          break;
-        case 8:
-          in.P[b] = r.pick<int64_t>({INT64_MIN, INT64_MAX});
-          break;
-        default:
-          in.s[b] = r.pick<int64_t>({INT64_MIN, INT64_MAX});
-          break;
-      }
+      r.one_of({[&] { in.P[b] = -r.uni(1, 9); }, [&] { in.P[b] = W + r.uni(1, 9); },
+                [&] { in.s[b] = -r.uni(1, 9); }, [&] { in.s[b] = D + r.uni(0, 9); },
+                [&] { in.slt[b] = -static_cast<int32_t>(r.uni(1, 63)); },
+                [&] { in.slt[b] = r.pick<int32_t>({INT32_MIN, INT32_MAX}); },
+                [&] { in.dec[b] = r.pick<int32_t>({-1, INT32_MIN}); },
+                [&] { in.mdl[b] = r.pick<int64_t>({INT64_MIN, INT64_MAX, -1}); },
+                [&] { in.P[b] = r.pick<int64_t>({INT64_MIN, INT64_MAX}); },
+                [&] { in.s[b] = r.pick<int64_t>({INT64_MIN, INT64_MAX}); }});
     }
   }
   return in;
 }
 
-fdspec::HybridMtpNgramParams params_of(const Shape& sh, const int64_t* ids, const int64_t* P,
-                                       const int64_t* pre, const int64_t* s, int64_t* drafts,
-                                       int32_t* slt, const int32_t* dec, const int64_t* mdl) {
-  fdspec::HybridMtpNgramParams p;
-  p.token_ids_all = ids;
-  p.token_ids_stride = sh.W;
-  p.prompt_lens = P;
-  p.pre_ids = pre;
-  p.pre_ids_stride = sh.D;
-  p.step_idx = s;
-  p.draft_tokens = drafts;
-  p.draft_stride = sh.K1;
-  p.seq_lens_this_time = slt;
-  p.seq_lens_decoder = dec;
-  p.max_dec_len = mdl;
-  p.batch = sh.B;
-  p.max_ngram_size = sh.max_n;
-  p.min_ngram_size = sh.min_n;
-  p.max_draft_tokens = sh.max_draft;
-  p.pad_to_max = sh.pad;
-  p.threshold = sh.T;
-  return p;
+// The parameters over the arrays of `a`: Inputs (host) or DeviceInputs (device).
+template <class A>
+fdspec::HybridMtpNgramParams params_of(const Shape& sh, A& a) {
+  return harness::hybrid_params_of(a, sh.B, sh.W, sh.D, sh.K1, sh.max_n, sh.min_n, sh.max_draft,
+                                   sh.pad, sh.T);
 }
 
 // The walk-free bound's U (ngram_walk.h) of a batch, as the GPU sums it.
 int64_t walk_bound(const Shape& sh, Inputs& in) {
-  const fdspec::HybridMtpNgramParams p =
-      params_of(sh, in.ids.data(), in.P.data(), in.pre.data(), in.s.data(), in.drafts.data(),
-                in.slt.data(), in.dec.data(), in.mdl.data());
+  const fdspec::HybridMtpNgramParams p = params_of(sh, in);
   int64_t u = 0;
   for (int64_t b = 0; b < sh.B; ++b) u += fdspec::hybrid_walk_free_term(p, b, in.slt[b]);
   return u;
@@ -209,9 +163,7 @@ int64_t make_threshold(Rng& r, const Shape& sh, Inputs& in) {
 
 Inputs cpu_result(const Shape& sh, const Inputs& in) {
   Inputs c = in;
-  fdspec::hybrid_mtp_ngram_cpu(params_of(sh, c.ids.data(), c.P.data(), c.pre.data(), c.s.data(),
-                                         c.drafts.data(), c.slt.data(), c.dec.data(),
-                                         c.mdl.data()));
+  fdspec::hybrid_mtp_ngram_cpu(params_of(sh, c));
   return c;
 }
 
@@ -259,10 +211,7 @@ cudaError_t launch(const fdspec::HybridMtpNgramParams& p, cudaStream_t stream) {
 
 struct DeviceInputs {
   HARNESS_MIRROR(DeviceInputs, Inputs, HYBRID_INPUTS)
-  fdspec::HybridMtpNgramParams params(const Shape& sh) const {
-    return params_of(sh, ids.ptr(), P.ptr(), pre.ptr(), s.ptr(), drafts.ptr(), slt.ptr(), dec.ptr(),
-                     mdl.ptr());
-  }
+  fdspec::HybridMtpNgramParams params(const Shape& sh) const { return params_of(sh, *this); }
 };
 
 std::string describe(const Shape& sh, const Inputs& in, const Inputs& want, const Inputs& got,
@@ -305,19 +254,12 @@ bool same(const Inputs& in, const Inputs& want, const Inputs& got) {
          got.pre == in.pre && got.s == in.s && got.mdl == in.mdl && got.dec == in.dec;
 }
 
-// "" when the outputs are right and the inputs untouched, else what differs.
-std::string report(const Shape& sh, const Inputs& in, const Inputs& want, const Inputs& got,
-                   const char* how) {
-  return same(in, want, got) ? std::string() : describe(sh, in, want, got, how);
-}
-
 void run_case(harness::Tally& t, const Shape& sh, const Inputs& in, const harness::Stream& stream) {
   const Inputs want = cpu_result(sh, in);
   count_coverage(t, sh, in, want);
   DeviceInputs dev(in);
-  harness::run_case(
-      t, stream, [&](cudaStream_t s) { CHECK(launch(dev.params(sh), s)); },
-      [&] { return report(sh, in, want, dev.download(), "eager"); });
+  harness::check_inputs_case(t, stream, sh, in, want, dev, "eager",
+                             [&](cudaStream_t s) { CHECK(launch(dev.params(sh), s)); });
 }
 
 // One capture, then `replays` rounds of new inputs copied into the captured buffers.
@@ -334,9 +276,8 @@ void run_graph_rounds(harness::Tally& t, Rng& r, const Shape& shape, int replays
     dev.upload(in);
     const Inputs want = cpu_result(sh, in);
     count_coverage(t, sh, in, want);
-    harness::run_case(
-        t, stream, [&](cudaStream_t s) { graph.replay(s); },
-        [&] { return report(sh, in, want, dev.download(), "graph replay"); });
+    harness::check_inputs_case(t, stream, sh, in, want, dev, "graph replay",
+                               [&](cudaStream_t s) { graph.replay(s); });
   }
 }
 
@@ -412,7 +353,5 @@ void body(harness::Tally& t, bool quick) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const harness::Mode mode = harness::parse_mode(argc, argv);
-  return harness::run_harness("hybrid_mtp_ngram_vs_cpu", mode,
-                              [&](harness::Tally& t) { body(t, mode.quick); });
+  return harness::run_main(argc, argv, "hybrid_mtp_ngram_vs_cpu", body);
 }

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "harness.cuh"
-#include "mtp_params.cuh"
+#include "proposer_params.cuh"
 #include "mtp_state/mtp_state.h"
 
 namespace {
@@ -20,8 +20,8 @@ namespace {
 using harness::DevVec;
 using harness::Rng;
 
-// Every tensor of the four token ops (MTP_STATE_ARRAYS, mtp_params.cuh). W = K + 1 columns, D of
-// pre_ids, L of input_ids.
+// Every tensor of the four token ops (MTP_STATE_ARRAYS, proposer_params.cuh). W = K + 1 columns, D
+// of pre_ids, L of input_ids.
 struct State {
   int64_t B = 0, W = 2, D = 1, L = 1, N = 0;
   HARNESS_VECTORS(MTP_STATE_ARRAYS)
@@ -60,26 +60,15 @@ State make_state(Rng& r, int64_t B, int64_t W, int64_t D, double odd) {
     s.tenc[b] = static_cast<int32_t>(r.uni(0, 2));
     s.tdec[b] = static_cast<int32_t>(r.uni(0, 2 * D));
     if (r.chance(odd)) {
-      switch (r.uni(0, 5)) {
-        case 0:
-          s.step[b] = r.pick<int64_t>({INT64_MIN, -3, D, D + 7, INT64_MAX});
-          break;
-        case 1:
-          s.acc_num[b] = r.pick<int32_t>({INT32_MIN, -1, static_cast<int32_t>(W + 2), INT32_MAX});
-          break;
-        case 2:
-          s.tstep[b] = r.pick<int64_t>({INT64_MIN, -2, D + 9, INT64_MAX});
-          break;
-        case 3:
-          s.max_dec[b] = r.pick<int64_t>({INT64_MIN, 0, INT64_MAX});
-          break;
-        case 4:
-          s.slt[b] = r.pick<int32_t>({INT32_MIN, -1, static_cast<int32_t>(W + 3)});
-          break;
-        default:
-          s.enc[b] = r.pick<int32_t>({static_cast<int32_t>(s.L + 2), INT32_MAX});
-          break;
-      }
+      r.one_of({[&] { s.step[b] = r.pick<int64_t>({INT64_MIN, -3, D, D + 7, INT64_MAX}); },
+                [&] {
+                  s.acc_num[b] =
+                      r.pick<int32_t>({INT32_MIN, -1, static_cast<int32_t>(W + 2), INT32_MAX});
+                },
+                [&] { s.tstep[b] = r.pick<int64_t>({INT64_MIN, -2, D + 9, INT64_MAX}); },
+                [&] { s.max_dec[b] = r.pick<int64_t>({INT64_MIN, 0, INT64_MAX}); },
+                [&] { s.slt[b] = r.pick<int32_t>({INT32_MIN, -1, static_cast<int32_t>(W + 3)}); },
+                [&] { s.enc[b] = r.pick<int32_t>({static_cast<int32_t>(s.L + 2), INT32_MAX}); }});
     }
     active += s.slt[b] > 0;
   }
@@ -89,7 +78,7 @@ State make_state(Rng& r, int64_t B, int64_t W, int64_t D, double odd) {
   return s;
 }
 
-// Parameter structs over one set of pointers (host vectors or device buffers): mtp_params.cuh.
+// Parameter structs over one set of pointers (host vectors or device buffers): proposer_params.cuh.
 using Ptrs = harness::MtpStatePtrs;
 
 // The pointers of a State's vectors (host) or of its Dev copy (device); `st` gives the sizes.

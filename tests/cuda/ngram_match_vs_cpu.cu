@@ -15,16 +15,25 @@
 
 #include "harness.cuh"
 #include "ngram_match/ngram_match.h"
+#include "proposer_params.cuh"
 
 namespace {
 
 using namespace fdspec;
 using harness::DevVec;
 
+// clang-format off
+#define NGRAM_ARRAYS(X)                                                          \
+  X(int64_t, ids) X(int64_t, P) X(int64_t, s) X(int64_t, drafts) X(int64_t, mdl) \
+  X(int32_t, dtn) X(int32_t, slt) X(int32_t, enc) X(int32_t, dec)
+// clang-format on
 struct Batch {
   int64_t B, W, K;
-  std::vector<int64_t> ids, P, s, drafts, mdl;
-  std::vector<int32_t> dtn, slt, enc, dec;
+  HARNESS_VECTORS(NGRAM_ARRAYS)
+};
+
+struct DevBatch {
+  HARNESS_MIRROR(DevBatch, Batch, NGRAM_ARRAYS)
 };
 
 Batch make(std::mt19937_64& g, int64_t B, int64_t W, int64_t K, int64_t vocab, int maxn,
@@ -104,25 +113,14 @@ Batch make(std::mt19937_64& g, int64_t B, int64_t W, int64_t K, int64_t vocab, i
   return b;
 }
 
+// The parameters over the arrays of `a`: the Batch `b` itself (host) or its DevBatch (device).
+template <class A>
+NgramMatchParams params_of(const Batch& b, A& a, int maxn, int64_t T, bool pad, int64_t mdt) {
+  return harness::ngram_match_params_of(a, b.B, b.W, b.K, maxn, mdt, pad, T);
+}
+
 NgramMatchParams params(Batch& b, int maxn, int64_t T, bool pad, int64_t mdt) {
-  NgramMatchParams p;
-  p.token_ids_all = b.ids.data();
-  p.token_ids_stride = b.W;
-  p.prompt_lens = b.P.data();
-  p.step_idx = b.s.data();
-  p.draft_token_num = b.dtn.data();
-  p.draft_tokens = b.drafts.data();
-  p.draft_stride = b.K + 1;
-  p.seq_lens_this_time = b.slt.data();
-  p.seq_lens_encoder = b.enc.data();
-  p.seq_lens_decoder = b.dec.data();
-  p.max_dec_len = b.mdl.data();
-  p.batch = b.B;
-  p.max_ngram_size = maxn;
-  p.threshold = T;
-  p.pad_to_max = pad;
-  p.max_draft_tokens = mdt;
-  return p;
+  return params_of(b, b, maxn, T, pad, mdt);
 }
 
 // The GPU launcher; in the self-test the CPU implementation, perturbed on request.
@@ -178,8 +176,7 @@ void run_case(harness::Tally& t, const harness::Stream& stream, Batch b, int max
   NgramMatchParams pc = params(c, maxn, T, pad, mdt);
   ngram_match_cpu(pc);
   for (int64_t i = 0; i < b.B; ++i) t.count("drafted_slots", c.slt[i] > 1 && c.enc[i] <= 0);
-  DevVec<int64_t> ids(b.ids), P(b.P), s(b.s), mdl(b.mdl), drafts(b.drafts);
-  DevVec<int32_t> dtn(b.dtn), enc(b.enc), dec(b.dec), slt(b.slt);
+  DevBatch d(b);
   t.count("pad_to_max_cases", pad);
   const int64_t u = walk_bound(b);
   t.count("walk_free_cases", ngram_walk_free(b.B, T, u));
@@ -196,27 +193,18 @@ void run_case(harness::Tally& t, const harness::Stream& stream, Batch b, int max
              "walk-free bound unsound on the CPU: " +
                  describe(b, c, free.drafts, free.slt, maxn, T, graph, pad, mdt));
   }
-  NgramMatchParams pg = params(b, maxn, T, pad, mdt);
-  pg.token_ids_all = ids.ptr();
-  pg.prompt_lens = P.ptr();
-  pg.step_idx = s.ptr();
-  pg.draft_token_num = dtn.ptr();
-  pg.draft_tokens = drafts.ptr();
-  pg.seq_lens_this_time = slt.ptr();
-  pg.seq_lens_encoder = enc.ptr();
-  pg.seq_lens_decoder = dec.ptr();
-  pg.max_dec_len = mdl.ptr();
+  const NgramMatchParams pg = params_of(b, d, maxn, T, pad, mdt);
   for (int rep = 0; rep < repeats; ++rep) {
-    drafts.upload(b.drafts);
-    slt.upload(b.slt);
+    d.drafts.upload(b.drafts);
+    d.slt.upload(b.slt);
     harness::run_case(
         t, stream,
         [&](cudaStream_t st) {
           harness::launch_once(st, graph, [&](cudaStream_t s) { return launch(pg, s); });
         },
         [&] {
-          const std::vector<int64_t> dr = drafts.download();
-          const std::vector<int32_t> sl = slt.download();
+          const std::vector<int64_t> dr = d.drafts.download();
+          const std::vector<int32_t> sl = d.slt.download();
           return dr == c.drafts && sl == c.slt ? std::string()
                                                : describe(b, c, dr, sl, maxn, T, graph, pad, mdt);
         });
@@ -312,7 +300,5 @@ void body(harness::Tally& t, bool quick) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const harness::Mode mode = harness::parse_mode(argc, argv);
-  return harness::run_harness("ngram_match_vs_cpu", mode,
-                              [&](harness::Tally& t) { body(t, mode.quick); });
+  return harness::run_main(argc, argv, "ngram_match_vs_cpu", body);
 }

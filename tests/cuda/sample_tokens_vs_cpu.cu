@@ -139,24 +139,21 @@ int main(int argc, char** argv) {
       DevVec<int64_t> d_step(step), d_seed(seed), d_topk(top_k);
       DevVec<float> d_temp(temp), d_topp(top_p), d_minp(min_p);
       DevVec<int64_t> d_out(std::vector<int64_t>(N, 12345));
-      fdspec::SampleTokensParams p{
-          d_logits.ptr(), c.dtype,      N,
-          c.vocab,        d_cu.ptr(),   B,
-          d_step.ptr(),   d_seed.ptr(), d_temp.ptr(),
-          d_topp.ptr(),   d_topk.ptr(), c.with_min_p ? d_minp.ptr() : nullptr,
-          d_out.ptr()};
+      // The parameters over device buffers or host ones (the CPU's).
+      auto params = [&](const void* l, const int32_t* cu_p, const int64_t* step_p,
+                        const int64_t* seed_p, const float* temp_p, const float* top_p_p,
+                        const int64_t* top_k_p, const float* min_p_p, int64_t* out) {
+        return fdspec::SampleTokensParams{
+            l,      c.dtype, N,      c.vocab, cu_p,    B,
+            step_p, seed_p,  temp_p, top_p_p, top_k_p, c.with_min_p ? min_p_p : nullptr,
+            out};
+      };
+      const auto p = params(d_logits.ptr(), d_cu.ptr(), d_step.ptr(), d_seed.ptr(), d_temp.ptr(),
+                            d_topp.ptr(), d_topk.ptr(), d_minp.ptr(), d_out.ptr());
       std::vector<int64_t> want(N, 12345);
-      fdspec::SampleTokensParams q = p;
-      q.logits = logits.data();
-      q.cu_seqlens_q_output = cu.data();
-      q.step_idx = step.data();
-      q.seed = seed.data();
-      q.temperature = temp.data();
-      q.top_p = top_p.data();
-      q.top_k = top_k.data();
-      q.min_p = c.with_min_p ? min_p.data() : nullptr;
-      q.sampled_tokens = want.data();
-      fdspec::sample_tokens_cpu(q);
+      fdspec::sample_tokens_cpu(params(logits.data(), cu.data(), step.data(), seed.data(),
+                                       temp.data(), top_p.data(), top_k.data(), min_p.data(),
+                                       want.data()));
       tally.count(c.force_global ? "global" : "smem");
       tally.count("rows", N);
       run_case(

@@ -434,12 +434,7 @@ void body(harness::Tally& t, bool quick) {
   const LogitsDType dtypes[] = {LogitsDType::kFloat32, LogitsDType::kFloat16,
                                 LogitsDType::kBFloat16};
   auto shape = [&](int64_t N, int64_t V, int64_t B, int k, LogitsDType d) {
-    Shape sh;
-    sh.N = N;
-    sh.V = V;
-    sh.B = B;
-    sh.k = k;
-    sh.dtype = d;
+    Shape sh{N, V, B, k, d};
     sh.raw = r.chance(0.3);
     sh.temperature = r.chance(0.5);
     sh.misalign = r.chance(0.2) ? 1 : 0;
@@ -486,7 +481,5 @@ void body(harness::Tally& t, bool quick) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const harness::Mode mode = harness::parse_mode(argc, argv);
-  return harness::run_harness("speculate_logprobs_topk_vs_cpu", mode,
-                              [&](harness::Tally& t) { body(t, mode.quick); });
+  return harness::run_main(argc, argv, "speculate_logprobs_topk_vs_cpu", body);
 }

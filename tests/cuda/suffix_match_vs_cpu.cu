@@ -119,23 +119,10 @@ Inputs make_inputs(Rng& r, const Shape& sh) {
       continue;
     }
     if (r.chance(0.05)) {
-      switch (r.uni(0, 4)) {
-        case 0:
-          in.P[b] = -r.uni(1, 9);
-          break;
-        case 1:
-          in.P[b] = W + r.uni(0, 9);
-          break;
-        case 2:
-          in.s[b] = W + r.uni(1, 9);
-          break;
-        case 3:
-          in.s[b] = r.pick<int64_t>({INT64_MIN, INT64_MAX});
-          break;
-        default:
-          in.mdl[b] = r.pick<int64_t>({INT64_MIN, INT64_MAX, -1});
-          break;
-      }
+      r.one_of({[&] { in.P[b] = -r.uni(1, 9); }, [&] { in.P[b] = W + r.uni(0, 9); },
+                [&] { in.s[b] = W + r.uni(1, 9); },
+                [&] { in.s[b] = r.pick<int64_t>({INT64_MIN, INT64_MAX}); },
+                [&] { in.mdl[b] = r.pick<int64_t>({INT64_MIN, INT64_MAX, -1}); }});
     }
   }
   return in;
@@ -235,12 +222,8 @@ void run_case(harness::Tally& t, const Shape& sh, const Inputs& in, const harnes
   const Inputs want = cpu_result(sh, in);
   for (int64_t b = 0; b < sh.B; ++b) t.count("drafted_slots", want.smeta[2 * b] > 0);
   DeviceInputs dev(in);
-  t.begin_case();
-  CHECK(launch(dev.params(sh), stream.get()));
-  stream.sync();
-  const Inputs got = dev.download();
-  const bool ok = same(in, want, got);
-  t.record(ok, ok ? "" : describe(sh, in, want, got, "launch"));
+  harness::check_inputs_case(t, stream, sh, in, want, dev, "launch",
+                             [&](cudaStream_t s) { CHECK(launch(dev.params(sh), s)); });
 }
 
 void graph_rounds(harness::Tally& t, Rng& r, Shape sh, int rounds, const harness::Stream& stream) {
@@ -252,12 +235,8 @@ void graph_rounds(harness::Tally& t, Rng& r, Shape sh, int rounds, const harness
     const Inputs in = make_inputs(r, sh);
     const Inputs want = cpu_result(sh, in);
     dev.upload(in);
-    t.begin_case();
-    graph.replay(stream.get());
-    stream.sync();
-    const Inputs got = dev.download();
-    const bool ok = same(in, want, got);
-    t.record(ok, ok ? "" : describe(sh, in, want, got, "graph replay"));
+    harness::check_inputs_case(t, stream, sh, in, want, dev, "graph replay",
+                               [&](cudaStream_t s) { graph.replay(s); });
     t.count("graph_replays");
   }
 }
@@ -309,7 +288,5 @@ void body(harness::Tally& t, bool quick) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const harness::Mode mode = harness::parse_mode(argc, argv);
-  return harness::run_harness("suffix_match_vs_cpu", mode,
-                              [&](harness::Tally& t) { body(t, mode.quick); });
+  return harness::run_main(argc, argv, "suffix_match_vs_cpu", body);
 }

@@ -1,8 +1,11 @@
-// Parameters of the MTP ops over one set of pointers, host or device, filled in one place for the
-// harnesses and the benchmarks: the fused greedy ops (custom_ops/draft_model, with the
-// hybrid_mtp_ngram that ends the step) for draft_model_vs_cpu.cu, bench_mtp_kernels.cu and
-// bench_mtp_state.cu; FastDeploy's bookkeeping ops (custom_ops/mtp_state) for mtp_state_vs_cpu.cu
-// and bench_mtp_state.cu.
+// Parameters of the proposer ops (n-gram, hybrid, MTP) over one set of buffers, host or device,
+// filled in one place for the harnesses and the benchmarks:
+//   ngram_match, hybrid_mtp_ngram over a buffer set with the names ids, P, s, pre, dtn, drafts,
+//   slt, enc, dec, mdl (ngram_match_vs_cpu.cu, hybrid_mtp_ngram_vs_cpu.cu, bench_ngram_kernels.cu);
+//   the fused greedy MTP ops (custom_ops/draft_model) and the hybrid_mtp_ngram that ends their step
+//   (draft_model_vs_cpu.cu, bench_mtp_kernels.cu, bench_mtp_state.cu);
+//   FastDeploy's MTP bookkeeping ops (custom_ops/mtp_state: mtp_state_vs_cpu.cu,
+//   bench_mtp_state.cu).
 #pragma once
 
 #include <cstdint>
@@ -10,78 +13,113 @@
 #include "draft_model/draft_model.h"
 #include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
 #include "mtp_state/mtp_state.h"
+#include "ngram_match/ngram_match.h"
 
 namespace harness {
 
-// The fused step's tensors: the draft side that MTPProposer(ops="fused") keeps and the target's
-// tensors it reads.
-struct FusedMtpPtrs {
-  int64_t batch, width, pre_ids_stride, vocab;  // B, K + 1, D, V
-  // draft side, in place
-  int64_t *input_ids, *step_idx, *pre_ids, *max_dec_len;
-  int32_t *seq_lens_decoder, *mtp_draft_num;
-  // target side
-  const int64_t* accept_tokens;
-  const int32_t* accept_num;
-  int32_t* seq_lens_this_time;  // in place
-  const int32_t *seq_lens_encoder, *target_seq_lens_decoder;
-  const bool* stop_flags;
-  const int64_t* target_max_dec_len;
-  int64_t* draft_tokens;  // in place
+// ngram_match over a buffer set (std::vector or DevVec: data() gives the first element): rows of
+// ids W wide, of drafts K + 1.
+template <class Buffers>
+fdspec::NgramMatchParams ngram_match_params_of(Buffers& a, int64_t B, int64_t W, int64_t K,
+                                               int max_ngram, int64_t max_draft, bool pad,
+                                               int64_t threshold) {
+  fdspec::NgramMatchParams p;
+  p.token_ids_all = a.ids.data();
+  p.token_ids_stride = W;
+  p.prompt_lens = a.P.data();
+  p.step_idx = a.s.data();
+  p.draft_token_num = a.dtn.data();
+  p.draft_tokens = a.drafts.data();
+  p.draft_stride = K + 1;
+  p.seq_lens_this_time = a.slt.data();
+  p.seq_lens_encoder = a.enc.data();
+  p.seq_lens_decoder = a.dec.data();
+  p.max_dec_len = a.mdl.data();
+  p.batch = B;
+  p.max_ngram_size = max_ngram;
+  p.max_draft_tokens = max_draft;
+  p.pad_to_max = pad;
+  p.threshold = threshold;
+  return p;
+}
 
-  // Also the greedy preprocess and the accept: its .preprocess() and .accept(). Initialisers in
-  // the params structs' field order (custom_ops/draft_model/draft_model.h).
-  fdspec::DraftModelAcceptPreprocessParams accept_preprocess() const {
-    return {input_ids,
-            seq_lens_decoder,
-            step_idx,
-            pre_ids,
-            pre_ids_stride,
-            mtp_draft_num,
-            max_dec_len,
-            accept_tokens,
-            accept_num,
-            width,
-            seq_lens_this_time,
-            seq_lens_encoder,
-            target_seq_lens_decoder,
-            stop_flags,
-            target_max_dec_len,
-            batch};
-  }
+// hybrid_mtp_ngram over a buffer set: rows of ids W wide, of pre D, of drafts K1.
+template <class Buffers>
+fdspec::HybridMtpNgramParams hybrid_params_of(Buffers& a, int64_t B, int64_t W, int64_t D,
+                                              int64_t K1, int max_ngram, int min_ngram,
+                                              int64_t max_draft, bool pad, int64_t threshold) {
+  fdspec::HybridMtpNgramParams p;
+  p.token_ids_all = a.ids.data();
+  p.token_ids_stride = W;
+  p.prompt_lens = a.P.data();
+  p.pre_ids = a.pre.data();
+  p.pre_ids_stride = D;
+  p.step_idx = a.s.data();
+  p.draft_tokens = a.drafts.data();
+  p.draft_stride = K1;
+  p.seq_lens_this_time = a.slt.data();
+  p.seq_lens_decoder = a.dec.data();
+  p.max_dec_len = a.mdl.data();
+  p.batch = B;
+  p.max_ngram_size = max_ngram;
+  p.min_ngram_size = min_ngram;
+  p.max_draft_tokens = max_draft;
+  p.pad_to_max = pad;
+  p.threshold = threshold;
+  return p;
+}
+
+// The fused step's tensors: the accept + preprocess's params (the draft side that
+// MTPProposer(ops="fused") keeps and the target's tensors it reads; their .preprocess() and
+// .accept() give the other two ops'), and what the update and the hybrid_mtp_ngram also use.
+struct FusedMtpPtrs {
+  fdspec::DraftModelAcceptPreprocessParams ap;
+  int64_t vocab;          // V
+  int64_t* draft_tokens;  // [B, K + 1], in place: the target's drafts
+
+  const fdspec::DraftModelAcceptPreprocessParams& accept_preprocess() const { return ap; }
+  // The other two in their params structs' field order (draft_model.h, hybrid_mtp_ngram.h).
   // Draft-model step `substep` with its logits [>= B, V] of type `dtype`.
   fdspec::DraftModelGreedyUpdateParams update(
       const void* logits, int substep,
       fdspec::LogitsDType dtype = fdspec::LogitsDType::kFloat32) const {
-    return {logits,           dtype,        vocab,   input_ids,
-            seq_lens_decoder, step_idx,     pre_ids, pre_ids_stride,
-            mtp_draft_num,    draft_tokens, width,   seq_lens_this_time,
-            substep,          batch};
+    return {logits,
+            dtype,
+            vocab,
+            ap.input_ids,
+            ap.seq_lens_decoder,
+            ap.step_idx,
+            ap.pre_ids,
+            ap.pre_ids_stride,
+            ap.mtp_draft_num,
+            draft_tokens,
+            ap.width,
+            ap.base_model_seq_lens_this_time,
+            substep,
+            ap.batch};
   }
   // hybrid_mtp_ngram after the draft model's steps: the draft side's pre_ids and lengths, the
   // target's drafts and seq_lens_this_time, prompts token_ids_all [>= B, W]; no padding.
   fdspec::HybridMtpNgramParams hybrid(const int64_t* token_ids_all, int64_t W,
                                       const int64_t* prompt_lens, int max_ngram, int min_ngram,
                                       int64_t max_draft, int64_t threshold) const {
-    fdspec::HybridMtpNgramParams p{};
-    p.token_ids_all = token_ids_all;
-    p.token_ids_stride = W;
-    p.prompt_lens = prompt_lens;
-    p.pre_ids = pre_ids;
-    p.pre_ids_stride = pre_ids_stride;
-    p.step_idx = step_idx;
-    p.draft_tokens = draft_tokens;
-    p.draft_stride = width;
-    p.seq_lens_this_time = seq_lens_this_time;
-    p.seq_lens_decoder = seq_lens_decoder;
-    p.max_dec_len = max_dec_len;
-    p.batch = batch;
-    p.max_ngram_size = max_ngram;
-    p.min_ngram_size = min_ngram;
-    p.max_draft_tokens = max_draft;
-    p.pad_to_max = false;
-    p.threshold = threshold;
-    return p;
+    return {token_ids_all,
+            W,
+            prompt_lens,
+            ap.pre_ids,
+            ap.pre_ids_stride,
+            ap.step_idx,
+            draft_tokens,
+            ap.width,
+            ap.base_model_seq_lens_this_time,
+            ap.seq_lens_decoder,
+            ap.max_dec_len,
+            ap.batch,
+            max_ngram,
+            min_ngram,
+            max_draft,
+            false,
+            threshold};
   }
 };
 
