@@ -322,25 +322,24 @@ Result bench_row(int64_t B, int steps, bool ngram, const bench::Flusher& fl, cud
   // Breakdown. Snapshots: the state after preprocess (update 0's input) and before hybrid.
   CHECK(gpu_preprocess(d, st));
   CHECK(cudaStreamSynchronize(st));
-  const auto P = d.ptrs();
   auto snap = [&](void* dst, const void* src, size_t bytes) {
     CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
   };
-  snap(d.step_pre.ptr(), P.step, B * 8);
-  snap(d.mtp_pre.ptr(), P.mtp_num, B * 4);
-  snap(d.ddec_pre.ptr(), P.d_dec, B * 4);
-  snap(d.slt_pre.ptr(), P.slt, B * 4);
+  snap(d.step_pre.ptr(), d.step.ptr(), B * 8);
+  snap(d.mtp_pre.ptr(), d.mtp_num.ptr(), B * 4);
+  snap(d.ddec_pre.ptr(), d.d_dec.ptr(), B * 4);
+  snap(d.slt_pre.ptr(), d.slt.ptr(), B * 4);
   for (int i = 0; i < steps; ++i) CHECK(gpu_update(d, i, st));
   CHECK(cudaStreamSynchronize(st));
-  snap(d.step_hyb.ptr(), P.step, B * 8);
-  snap(d.mtp_hyb.ptr(), P.mtp_num, B * 4);
-  snap(d.ddec_hyb.ptr(), P.d_dec, B * 4);
-  snap(d.slt_hyb.ptr(), P.slt, B * 4);
+  snap(d.step_hyb.ptr(), d.step.ptr(), B * 8);
+  snap(d.mtp_hyb.ptr(), d.mtp_num.ptr(), B * 4);
+  snap(d.ddec_hyb.ptr(), d.d_dec.ptr(), B * 4);
+  snap(d.slt_hyb.ptr(), d.slt.ptr(), B * 4);
   const Restore r_upd{{d.step_pre.ptr(), d.mtp_pre.ptr(), d.ddec_pre.ptr(), d.slt_pre.ptr()},
-                      {P.step, P.mtp_num, P.d_dec, P.slt},
+                      {d.step.ptr(), d.mtp_num.ptr(), d.d_dec.ptr(), d.slt.ptr()},
                       {B * 8, B * 4, B * 4, B * 4},
                       4};
-  const Restore r_hyb{{d.slt_hyb.ptr()}, {P.slt}, {B * 4}, 1};
+  const Restore r_hyb{{d.slt_hyb.ptr()}, {d.slt.ptr()}, {B * 4}, 1};
   auto rest_upd = [&](cudaStream_t s) { return restore(r_upd, s); };
   auto rest_hyb = [&](cudaStream_t s) { return restore(r_hyb, s); };
   const double rest_upd_us = bench::graph_us(st, calls, reps, rounds, rest_upd);
@@ -353,7 +352,7 @@ Result bench_row(int64_t B, int steps, bool ngram, const bench::Flusher& fl, cud
   double hyb_us = 0;
   if (ngram) {
     const Restore r_h{{d.step_hyb.ptr(), d.mtp_hyb.ptr(), d.ddec_hyb.ptr(), d.slt_hyb.ptr()},
-                      {P.step, P.mtp_num, P.d_dec, P.slt},
+                      {d.step.ptr(), d.mtp_num.ptr(), d.d_dec.ptr(), d.slt.ptr()},
                       {B * 8, B * 4, B * 4, B * 4},
                       4};
     CHECK(restore(r_h, st));
