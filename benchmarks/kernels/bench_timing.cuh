@@ -1,6 +1,7 @@
-// Timing pieces shared by the Paddle-free kernel benchmarks in tests/cuda/ (bench_*.cu): CUDA-graph
-// replays timed with events (median over rounds), and a read of a buffer larger than L2 that makes
-// the next call's inputs cold. Each benchmark is one translation unit that includes this once.
+// Pieces shared by the Paddle-free kernel benchmarks (benchmarks/kernels/bench_*.cu): CUDA-graph
+// replays timed with events (median over rounds), a read of a buffer larger than L2 that makes the
+// next call's inputs cold, the command line, and the JSON of the results. Each benchmark is one
+// translation unit that includes this once.
 #pragma once
 
 #include <algorithm>
