@@ -98,6 +98,24 @@ def write_results(out_dir: str, name: str, meta: dict, rows: List[dict]) -> Path
     return target
 
 
+def report(
+    out_dir: str,
+    name: str,
+    meta: dict,
+    rows: List[dict],
+    columns: Sequence[tuple],
+    plot: Optional[Callable[[List[dict], Path], None]] = None,
+) -> Path:
+    """The end of a timing routine: ``<name>.json`` (meta and rows), ``<name>.png`` drawn by
+    ``plot(rows, path)``, the device line and the table of ``columns`` (see ``print_table``)."""
+    path = write_results(out_dir, name, meta, rows)
+    if plot is not None:
+        plot(rows, Path(out_dir) / f"{name}.png")
+    print(f"\n{meta['device']}, Paddle {meta['paddle']}; results in {path}\n")
+    print_table(rows, columns)
+    return path
+
+
 def pyplot():
     """matplotlib's pyplot (Agg), or None with a message when matplotlib is not installed: the plot
     is optional (the ``bench`` extra), the JSON and the table are not."""
@@ -358,9 +376,6 @@ def run_ngram_bench(
     )
     if flush is not None:
         flush.close()
-    path = write_results(args.out, spec.name, meta, rows)
-    _plot(rows, Path(args.out) / f"{spec.name}.png", spec.plot_title, spec.plot_xlabel)
-    print(f"\n{meta['device']}, Paddle {meta['paddle']}; results in {path}\n")
     if flush is None:
         columns = [
             ("B", "B", "{}"),
@@ -382,7 +397,14 @@ def run_ngram_bench(
             ("haystack_cold_GBps", "GB/s cold", "{:.0f}"),
             ("bit_identical", "identical", "{}"),
         ]
-    print_table(rows, columns + spec.extra_columns)
+    report(
+        args.out,
+        spec.name,
+        meta,
+        rows,
+        columns + spec.extra_columns,
+        lambda rows, path: _plot(rows, path, spec.plot_title, spec.plot_xlabel),
+    )
     return rows
 
 

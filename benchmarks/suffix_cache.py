@@ -336,10 +336,7 @@ def main(argv=None) -> int:
         gpu_time="CUDA events around graph replays of suffix_cache_step (insert + query)",
         cold_l2=f"{flush.bytes >> 20} MiB device copy before each step, its own time subtracted",
     )
-    path = bc.write_results(args.out, "bench_suffix_cache", meta, rows)
-    plot(rows, Path(args.out) / "bench_suffix_cache.png")
-    print(f"\n{meta['device']}, Paddle {meta['paddle']}; results in {path}\n")
-    bc.print_table(rows, TABLE)
+    bc.report(args.out, "bench_suffix_cache", meta, rows, TABLE, plot)
     target = [r for r in rows if r["B"] == 64 and r["cached_responses"] == 10_000]
     if target:
         ok = target[0]["gpu_warm_us"] <= 40.0

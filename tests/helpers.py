@@ -179,6 +179,14 @@ def assert_bad_input(
         call(inputs)
 
 
+def on_gpu_only(name: str, message: str):
+    """A row of a bad-input table (see ``assert_bad_input``) for GPU runs: ``inputs[name]`` moved to
+    the GPU while the other inputs stay on the CPU, which must raise ``message``."""
+    return pytest.param(
+        name, lambda t: t[name].cuda(), message, marks=pytest.mark.gpu, id="mixed-places"
+    )
+
+
 def assert_mixed_places_rejected(op, order, host_case: dict, on_cpu: str) -> None:
     """``op`` with every tensor of ``host_case`` on the GPU but ``on_cpu`` raises an error naming it."""
     t = {k: to_place(v, "gpu") for k, v in host_case.items()}

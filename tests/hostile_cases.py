@@ -223,13 +223,7 @@ def good(op: str, seed: int = 0) -> tuple[Dict[str, np.ndarray], Dict[str, objec
 
 # The suffix-tree attributes of the good suffix_match / suffix_cache_query / suffix_cache_step calls.
 SUFFIX_ATTRS = dict(
-    max_tree_depth=8,
-    max_spec_factor=1.0,
-    max_spec_offset=0.0,
-    min_token_prob=0.1,
-    max_draft_tokens=4,
-    pad_to_max=False,
-    threshold=None,
+    suffix_ref.DEFAULTS, max_tree_depth=8, max_draft_tokens=4, pad_to_max=False, threshold=None
 )
 
 

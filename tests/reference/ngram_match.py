@@ -301,6 +301,25 @@ def make_ngram_batch(
     }
 
 
+def upstream_proposer_batch(prompt, gen, mdl=200, bsz=2, k=5, width=256):
+    """The share_inputs of upstream's tests/spec_decode/test_ngram_proposer.py: bsz 2, 5 speculative
+    tokens, zeros everywhere (draft_tokens too), one decoding step per slot."""
+    ids = np.zeros((bsz, width), np.int64)
+    ids[:, : len(prompt)] = prompt
+    ids[:, len(prompt) : len(prompt) + len(gen)] = gen
+    return {
+        "token_ids_all": ids,
+        "prompt_lens": np.full((bsz, 1), len(prompt), np.int64),
+        "step_idx": np.full((bsz, 1), len(gen), np.int64),
+        "draft_token_num": np.full((bsz, 1), k, np.int32),
+        "draft_tokens": np.zeros((bsz, k + 1), np.int64),
+        "seq_lens_this_time": np.ones(bsz, np.int32),
+        "seq_lens_encoder": np.zeros(bsz, np.int32),
+        "seq_lens_decoder": np.ones(bsz, np.int32),
+        "max_dec_len": np.full((bsz, 1), mdl, np.int64),
+    }
+
+
 # ---- Running the op against the reference ---------------------------------------------------------
 
 
