@@ -103,7 +103,7 @@ def report(
     name: str,
     meta: dict,
     rows: List[dict],
-    columns: Sequence[tuple],
+    columns: Sequence,
     plot: Optional[Callable[[List[dict], Path], None]] = None,
 ) -> Path:
     """The end of a timing routine: ``<name>.json`` (meta and rows), ``<name>.png`` drawn by
@@ -130,8 +130,23 @@ def pyplot():
     return plt
 
 
-def print_table(rows: List[dict], columns: List[tuple]) -> str:
-    """columns: (key, header, format). Returns the table as Markdown and prints it."""
+# Table columns that several routines print alike: key -> (header, format).
+COLUMNS = {
+    "B": ("B", "{}"),
+    "W": ("W", "{}"),
+    "hit": ("hit", "{}"),
+    "gpu_cold_us": ("GPU cold us", "{:.2f}"),
+    "host_us": ("host us/call", "{:.1f}"),
+    "speedup": ("speed-up", "{:.0f}x"),
+    "identical": ("identical", "{}"),
+    "bit_identical": ("identical", "{}"),
+}
+
+
+def print_table(rows: List[dict], columns: Sequence) -> str:
+    """columns: (key, header, format) each, or the key alone of one of ``COLUMNS``. Returns the
+    table as Markdown and prints it."""
+    columns = [(c, *COLUMNS[c]) if isinstance(c, str) else c for c in columns]
     head = "| " + " | ".join(h for _, h, _ in columns) + " |"
     sep = "|" + "|".join("---:" for _ in columns) + "|"
     lines = [head, sep]
@@ -377,25 +392,20 @@ def run_ngram_bench(
     if flush is not None:
         flush.close()
     if flush is None:
-        columns = [
-            ("B", "B", "{}"),
-            ("W", "W", "{}"),
-            ("hit", "hit", "{}"),
-            ("cpu_op_us", "CPU op us", "{:.1f}"),
-        ]
+        columns = ["B", "W", "hit", ("cpu_op_us", "CPU op us", "{:.1f}")]
     else:
         columns = [
-            ("B", "B", "{}"),
-            ("W", "W", "{}"),
-            ("hit", "hit", "{}"),
+            "B",
+            "W",
+            "hit",
             ("gpu_us", "GPU warm us", "{:.2f}"),
-            ("gpu_cold_us", "GPU cold us", "{:.2f}"),
-            ("host_us", "host us/call", "{:.1f}"),
+            "gpu_cold_us",
+            "host_us",
             ("cpu_path_us", "CPU path us", "{:.0f}"),
             ("speedup", "speed-up (warm)", "{:.0f}x"),
             ("haystack_GBps", "GB/s warm", "{:.0f}"),
             ("haystack_cold_GBps", "GB/s cold", "{:.0f}"),
-            ("bit_identical", "identical", "{}"),
+            "bit_identical",
         ]
     report(
         args.out,

@@ -70,13 +70,13 @@ OUTS = QUERY_OUTPUTS
 # The printed table's columns: (row key, header, format).
 TABLE = (
     ("cached_responses", "cached", "{}"),
-    ("B", "B", "{}"),
+    "B",
     ("gpu_warm_us", "step warm us", "{:.2f}"),
     ("gpu_cold_us", "cold us", "{:.2f}"),
     ("two_calls_warm_us", "two calls warm us", "{:.2f}"),
     ("local_only_us", "local only us", "{:.2f}"),
     ("bytes_per_cached_token", "B/cached token", "{:.1f}"),
-    ("identical", "identical", "{}"),
+    "identical",
 )
 
 
