@@ -16,6 +16,7 @@ from tests.reference.ngram_match import THRESHOLD_ENV
 from tests.reference.suffix_match import (
     DTYPES,
     OUTPUTS,
+    SUFFIX_STATE,
     TENSOR_ARGS,
     check,
     make_suffix_batch,
@@ -279,7 +280,7 @@ def _call(d, **kw):
     suffix_match(*(to_place(d[name], "cpu") for name in TENSOR_ARGS), **kw)
 
 
-@pytest.mark.parametrize("name", ["suffix_tokens", "suffix_probs", "suffix_meta"])
+@pytest.mark.parametrize("name", SUFFIX_STATE)
 def test_wrong_dtype_names_the_tensor(name):
     """The shared inputs' dtypes: test_draft_inputs.py."""
     assert_wrong_dtype_named("suffix_match", _call, _good(), name, DTYPES[name])

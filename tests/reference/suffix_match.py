@@ -37,6 +37,11 @@ from tests.reference.ngram_match import batch_inputs, draw_history, new_slots, o
 TENSOR_ARGS = SUFFIX_SPEC.tensors
 DTYPES = dict(NGRAM_DTYPES, suffix_tokens=np.int64, suffix_probs=np.float32, suffix_meta=np.int32)
 OUTPUTS = tuple(name for name in TENSOR_ARGS if name in SUFFIX_SPEC.outputs)
+SUFFIX_STATE = (
+    "suffix_tokens",
+    "suffix_probs",
+    "suffix_meta",
+)  # the tensors after the family's nine
 
 MAX_TREE_DEPTH = 256  # largest max_tree_depth the op accepts
 MAX_SPEC_TOKENS = 64  # largest K (draft columns) the op accepts
