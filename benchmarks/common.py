@@ -208,6 +208,25 @@ def plant_in_prompt(ids: np.ndarray, P: int, hit: str) -> None:
             ids[b, at : at + MAX_NGRAM] = planted_ngram(b)
 
 
+def decoding_slots(
+    ids: np.ndarray, P: int, s: int, drafts: np.ndarray, seq_lens_this_time: int
+) -> Dict[str, np.ndarray]:
+    """The n-gram family's nine inputs for B decoding slots (``ids`` [B, W]) that each hold a prompt
+    of P tokens and s generated ones: K drafts allowed, a decode limit that never binds."""
+    B = ids.shape[0]
+    return {
+        "token_ids_all": ids,
+        "prompt_lens": np.full((B, 1), P, np.int64),
+        "step_idx": np.full((B, 1), s, np.int64),
+        "draft_token_num": np.full((B,), K, np.int32),
+        "draft_tokens": drafts,
+        "seq_lens_this_time": np.full((B,), seq_lens_this_time, np.int32),
+        "seq_lens_encoder": np.zeros((B,), np.int32),
+        "seq_lens_decoder": np.full((B,), P + s, np.int32),
+        "max_dec_len": np.full((B, 1), 1 << 40, np.int64),
+    }
+
+
 @dataclass
 class NgramBench:
     """One n-gram op under the shared driver.
@@ -230,10 +249,15 @@ class NgramBench:
     extra: Callable[[Dict[str, np.ndarray]], Dict[str, object]] = lambda outputs: {}
     outputs: Tuple[str, ...] = ("draft_tokens", "seq_lens_this_time")
     extra_columns: List[tuple] = field(default_factory=list)
+    doc: str = ""  # the routine's module docstring: its --help
 
     @property
     def name(self) -> str:
         return Path(self.script).stem
+
+    def main(self, argv: Optional[Sequence[str]] = None) -> List[dict]:
+        """The routine's entry point (``run_ngram_bench``)."""
+        return run_ngram_bench(self, argv, self.doc)
 
     def call(self, t: Dict[str, paddle.Tensor]) -> None:
         self.op(*(t[k] for k in self.args), *self.attrs, threshold=THRESHOLD)
