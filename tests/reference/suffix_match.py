@@ -157,16 +157,7 @@ def suffix_match_ref(
     history ``H``, its cap and the four draft keywords ``kw``; default: the local draft
     (``suffix_draft_ref``). ``suffix_cache_query``'s reference passes its local-or-global choice."""
     T, ids, W, drafts, K, slt_shape, slt, B, (P_in, s_in, dtn, enc, dec, mdl) = batch_inputs(
-        threshold,
-        token_ids_all,
-        draft_tokens,
-        seq_lens_this_time,
-        prompt_lens,
-        step_idx,
-        draft_token_num,
-        seq_lens_encoder,
-        seq_lens_decoder,
-        max_dec_len,
+        locals()
     )
     if max_draft_tokens is None:
         max_draft_tokens = K
