@@ -132,7 +132,7 @@ def bench_case(B: int, N: int, quick: bool, flush: L2Flush) -> dict:
 TABLE = (
     "B",
     ("N", "history", "{}"),
-    ("gpu_warm_us", "GPU warm us", "{:.2f}"),
+    "gpu_warm_us",
     "gpu_cold_us",
     "host_us",
     ("cpu_path_us", "host path us", "{:.0f}"),
