@@ -3,11 +3,7 @@
 #include "binding/tensor_rules.h"
 #include "unified_update_model_status/unified_update_model_status.h"
 
-namespace {
-
 constexpr const char* kOp = "unified_update_model_status";
-
-}  // namespace
 
 void UnifiedUpdateModelStatus(paddle::Tensor& seq_lens_encoder, paddle::Tensor& seq_lens_decoder,
                               paddle::Tensor& has_running_seqs, paddle::Tensor& step_input_ids,

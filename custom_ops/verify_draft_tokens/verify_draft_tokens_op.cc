@@ -13,18 +13,27 @@ using fdspec::binding::OpChecks;
 
 }  // namespace
 
-void VerifyDraftTokens(
-    paddle::Tensor& step_output_ids, paddle::Tensor& step_output_len,
-    const paddle::Tensor& step_input_ids, const paddle::optional<paddle::Tensor>& target_tokens,
-    const paddle::optional<paddle::Tensor>& candidate_ids,
-    const paddle::optional<paddle::Tensor>& candidate_scores,
-    const paddle::optional<paddle::Tensor>& candidate_lens, const paddle::Tensor& topp,
-    const paddle::Tensor& stop_flags, const paddle::Tensor& seq_lens_encoder,
-    const paddle::Tensor& seq_lens_this_time, const paddle::Tensor& end_tokens,
-    const paddle::Tensor& is_block_step, const paddle::Tensor& cu_seqlens_q_output,
-    const paddle::Tensor& reasoning_status, const paddle::optional<paddle::Tensor>& max_dec_len,
-    const paddle::optional<paddle::Tensor>& step_idx, const paddle::optional<paddle::Tensor>& seeds,
-    int max_seq_len, int verify_window, int verify_strategy, bool reject_all, bool accept_all) {
+// FastDeploy's 17 tensors and five attributes in its order: the parameters of both registrations
+// (clang-format would lay the list out as an expression).
+// clang-format off
+#define FDSPEC_VERIFY_DRAFT_TOKENS_TENSOR_PARAMS                                                 \
+  paddle::Tensor& step_output_ids, paddle::Tensor& step_output_len,                              \
+  const paddle::Tensor& step_input_ids, const paddle::optional<paddle::Tensor>& target_tokens,   \
+  const paddle::optional<paddle::Tensor>& candidate_ids,                                         \
+  const paddle::optional<paddle::Tensor>& candidate_scores,                                      \
+  const paddle::optional<paddle::Tensor>& candidate_lens, const paddle::Tensor& topp,            \
+  const paddle::Tensor& stop_flags, const paddle::Tensor& seq_lens_encoder,                      \
+  const paddle::Tensor& seq_lens_this_time, const paddle::Tensor& end_tokens,                    \
+  const paddle::Tensor& is_block_step, const paddle::Tensor& cu_seqlens_q_output,                \
+  const paddle::Tensor& reasoning_status, const paddle::optional<paddle::Tensor>& max_dec_len,   \
+  const paddle::optional<paddle::Tensor>& step_idx
+// clang-format on
+#define FDSPEC_VERIFY_DRAFT_TOKENS_ATTR_PARAMS \
+  int max_seq_len, int verify_window, int verify_strategy, bool reject_all, bool accept_all
+
+void VerifyDraftTokens(FDSPEC_VERIFY_DRAFT_TOKENS_TENSOR_PARAMS,
+                       const paddle::optional<paddle::Tensor>& seeds,
+                       FDSPEC_VERIFY_DRAFT_TOKENS_ATTR_PARAMS) {
   namespace rule = fdspec::binding::rule;
   const OpChecks c(kOp);
   FDSPEC_CHECK_DEFINED(c, seq_lens_this_time, end_tokens, cu_seqlens_q_output);
@@ -120,18 +129,8 @@ void VerifyDraftTokens(
 }
 
 // FastDeploy's registration: its 17 inputs, the Philox key of slot b is b.
-void VerifyDraftTokensUnseeded(
-    paddle::Tensor& step_output_ids, paddle::Tensor& step_output_len,
-    const paddle::Tensor& step_input_ids, const paddle::optional<paddle::Tensor>& target_tokens,
-    const paddle::optional<paddle::Tensor>& candidate_ids,
-    const paddle::optional<paddle::Tensor>& candidate_scores,
-    const paddle::optional<paddle::Tensor>& candidate_lens, const paddle::Tensor& topp,
-    const paddle::Tensor& stop_flags, const paddle::Tensor& seq_lens_encoder,
-    const paddle::Tensor& seq_lens_this_time, const paddle::Tensor& end_tokens,
-    const paddle::Tensor& is_block_step, const paddle::Tensor& cu_seqlens_q_output,
-    const paddle::Tensor& reasoning_status, const paddle::optional<paddle::Tensor>& max_dec_len,
-    const paddle::optional<paddle::Tensor>& step_idx, int max_seq_len, int verify_window,
-    int verify_strategy, bool reject_all, bool accept_all) {
+void VerifyDraftTokensUnseeded(FDSPEC_VERIFY_DRAFT_TOKENS_TENSOR_PARAMS,
+                               FDSPEC_VERIFY_DRAFT_TOKENS_ATTR_PARAMS) {
   VerifyDraftTokens(step_output_ids, step_output_len, step_input_ids, target_tokens, candidate_ids,
                     candidate_scores, candidate_lens, topp, stop_flags, seq_lens_encoder,
                     seq_lens_this_time, end_tokens, is_block_step, cu_seqlens_q_output,
