@@ -98,6 +98,24 @@ def write_results(out_dir: str, name: str, meta: dict, rows: List[dict]) -> Path
     return target
 
 
+def report(
+    out_dir: str,
+    name: str,
+    meta: dict,
+    rows: List[dict],
+    columns: Sequence,
+    plot: Optional[Callable[[List[dict], Path], None]] = None,
+) -> Path:
+    """The end of a timing routine: ``<name>.json`` (meta and rows), ``<name>.png`` drawn by
+    ``plot(rows, path)``, the device line and the table of ``columns`` (see ``print_table``)."""
+    path = write_results(out_dir, name, meta, rows)
+    if plot is not None:
+        plot(rows, Path(out_dir) / f"{name}.png")
+    print(f"\n{meta['device']}, Paddle {meta['paddle']}; results in {path}\n")
+    print_table(rows, columns)
+    return path
+
+
 def pyplot():
     """matplotlib's pyplot (Agg), or None with a message when matplotlib is not installed: the plot
     is optional (the ``bench`` extra), the JSON and the table are not."""
@@ -112,8 +130,25 @@ def pyplot():
     return plt
 
 
-def print_table(rows: List[dict], columns: List[tuple]) -> str:
-    """columns: (key, header, format). Returns the table as Markdown and prints it."""
+# Table columns that several routines print alike: key -> (header, format).
+COLUMNS = {
+    "B": ("B", "{}"),
+    "W": ("W", "{}"),
+    "hit": ("hit", "{}"),
+    "gpu_us": ("GPU warm us", "{:.2f}"),
+    "gpu_warm_us": ("GPU warm us", "{:.2f}"),
+    "gpu_cold_us": ("GPU cold us", "{:.2f}"),
+    "host_us": ("host us/call", "{:.1f}"),
+    "speedup": ("speed-up", "{:.0f}x"),
+    "identical": ("identical", "{}"),
+    "bit_identical": ("identical", "{}"),
+}
+
+
+def print_table(rows: List[dict], columns: Sequence) -> str:
+    """columns: (key, header, format) each, or the key alone of one of ``COLUMNS``. Returns the
+    table as Markdown and prints it."""
+    columns = [(c, *COLUMNS[c]) if isinstance(c, str) else c for c in columns]
     head = "| " + " | ".join(h for _, h, _ in columns) + " |"
     sep = "|" + "|".join("---:" for _ in columns) + "|"
     lines = [head, sep]
@@ -175,6 +210,25 @@ def plant_in_prompt(ids: np.ndarray, P: int, hit: str) -> None:
             ids[b, at : at + MAX_NGRAM] = planted_ngram(b)
 
 
+def decoding_slots(
+    ids: np.ndarray, P: int, s: int, drafts: np.ndarray, seq_lens_this_time: int
+) -> Dict[str, np.ndarray]:
+    """The n-gram family's nine inputs for B decoding slots (``ids`` [B, W]) that each hold a prompt
+    of P tokens and s generated ones: K drafts allowed, a decode limit that never binds."""
+    B = ids.shape[0]
+    return {
+        "token_ids_all": ids,
+        "prompt_lens": np.full((B, 1), P, np.int64),
+        "step_idx": np.full((B, 1), s, np.int64),
+        "draft_token_num": np.full((B,), K, np.int32),
+        "draft_tokens": drafts,
+        "seq_lens_this_time": np.full((B,), seq_lens_this_time, np.int32),
+        "seq_lens_encoder": np.zeros((B,), np.int32),
+        "seq_lens_decoder": np.full((B,), P + s, np.int32),
+        "max_dec_len": np.full((B, 1), 1 << 40, np.int64),
+    }
+
+
 @dataclass
 class NgramBench:
     """One n-gram op under the shared driver.
@@ -197,10 +251,15 @@ class NgramBench:
     extra: Callable[[Dict[str, np.ndarray]], Dict[str, object]] = lambda outputs: {}
     outputs: Tuple[str, ...] = ("draft_tokens", "seq_lens_this_time")
     extra_columns: List[tuple] = field(default_factory=list)
+    doc: str = ""  # the routine's module docstring: its --help
 
     @property
     def name(self) -> str:
         return Path(self.script).stem
+
+    def main(self, argv: Optional[Sequence[str]] = None) -> List[dict]:
+        """The routine's entry point (``run_ngram_bench``)."""
+        return run_ngram_bench(self, argv, self.doc)
 
     def call(self, t: Dict[str, paddle.Tensor]) -> None:
         self.op(*(t[k] for k in self.args), *self.attrs, threshold=THRESHOLD)
@@ -358,31 +417,30 @@ def run_ngram_bench(
     )
     if flush is not None:
         flush.close()
-    path = write_results(args.out, spec.name, meta, rows)
-    _plot(rows, Path(args.out) / f"{spec.name}.png", spec.plot_title, spec.plot_xlabel)
-    print(f"\n{meta['device']}, Paddle {meta['paddle']}; results in {path}\n")
     if flush is None:
-        columns = [
-            ("B", "B", "{}"),
-            ("W", "W", "{}"),
-            ("hit", "hit", "{}"),
-            ("cpu_op_us", "CPU op us", "{:.1f}"),
-        ]
+        columns = ["B", "W", "hit", ("cpu_op_us", "CPU op us", "{:.1f}")]
     else:
         columns = [
-            ("B", "B", "{}"),
-            ("W", "W", "{}"),
-            ("hit", "hit", "{}"),
-            ("gpu_us", "GPU warm us", "{:.2f}"),
-            ("gpu_cold_us", "GPU cold us", "{:.2f}"),
-            ("host_us", "host us/call", "{:.1f}"),
+            "B",
+            "W",
+            "hit",
+            "gpu_us",
+            "gpu_cold_us",
+            "host_us",
             ("cpu_path_us", "CPU path us", "{:.0f}"),
             ("speedup", "speed-up (warm)", "{:.0f}x"),
             ("haystack_GBps", "GB/s warm", "{:.0f}"),
             ("haystack_cold_GBps", "GB/s cold", "{:.0f}"),
-            ("bit_identical", "identical", "{}"),
+            "bit_identical",
         ]
-    print_table(rows, columns + spec.extra_columns)
+    report(
+        args.out,
+        spec.name,
+        meta,
+        rows,
+        columns + spec.extra_columns,
+        lambda rows, path: _plot(rows, path, spec.plot_title, spec.plot_xlabel),
+    )
     return rows
 
 

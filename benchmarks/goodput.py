@@ -578,44 +578,46 @@ def summary(results: dict, source: str) -> str:
     """One row per dataset and drafter: at each concurrency, ours against the best of no speculation
     and every fixed K (and which that was), then against fixed K = 5."""
     cs = sorted({int(c) for by_c in results.values() for c in by_c})
-    lines = [
-        f"Cost table: {source}",
-        "",
+
+    def table(title: str, cell) -> list:
+        """A Markdown table under ``title``: a row per dataset and drafter, ``cell(row, c)`` per C."""
+        lines = [
+            title,
+            "",
+            "| dataset | drafter | " + " | ".join(f"C={c}" for c in cs) + " |",
+            "|---|---|" + "---:|" * len(cs),
+        ]
+        for key, by_c in results.items():
+            ds, drafter = key.split("|")
+            cells = [cell(by_c[str(c)], c) for c in cs]
+            lines.append(f"| {ds} | {drafter} | " + " | ".join(cells) + " |")
+        return lines
+
+    def against_best(row: dict, c: int) -> str:
+        best = max(("nospec", "fixed1", "fixed2", "fixed3", "fixed4", "fixed5"), key=row.get)
+        v = verdict(row, c)
+        return f"{100 * v['vs_best']:+.1f}% ({best}){'' if v['ok_best'] else ' ✗'}"
+
+    def against_fixed5(row: dict, c: int) -> str:
+        v = verdict(row, c)
+        cell = f"{100 * v['vs_fixed5']:+.1f}%"
+        if v["ok_fixed5"] is False:
+            cell += " ✗"
+            if "oracle" in row:  # the most any policy could gain there
+                cell += f" (oracle {100 * (row['oracle'] / row['fixed5'] - 1):+.1f}%)"
+        return cell
+
+    lines = [f"Cost table: {source}", ""]
+    lines += table(
         "Ours against the best of {no speculation, fixed K = 1..5} (that policy in brackets):",
-        "",
-        "| dataset | drafter | " + " | ".join(f"C={c}" for c in cs) + " |",
-        "|---|---|" + "---:|" * len(cs),
-    ]
-    for key, by_c in results.items():
-        ds, drafter = key.split("|")
-        cells = []
-        for c in cs:
-            row = by_c[str(c)]
-            best = max(("nospec", "fixed1", "fixed2", "fixed3", "fixed4", "fixed5"), key=row.get)
-            v = verdict(row, c)
-            cells.append(f"{100 * v['vs_best']:+.1f}% ({best}){'' if v['ok_best'] else ' ✗'}")
-        lines.append(f"| {ds} | {drafter} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
+        against_best,
+    )
+    lines += [""]
+    lines += table(
         "Ours against fixed K = 5 (where ours misses +10 % at C >= 128, the oracle's figure in brackets:"
         " the most that knowing every draft's outcome gains there):",
-        "",
-        "| dataset | drafter | " + " | ".join(f"C={c}" for c in cs) + " |",
-        "|---|---|" + "---:|" * len(cs),
-    ]
-    for key, by_c in results.items():
-        ds, drafter = key.split("|")
-        cells = []
-        for c in cs:
-            row = by_c[str(c)]
-            v = verdict(row, c)
-            cell = f"{100 * v['vs_fixed5']:+.1f}%"
-            if v["ok_fixed5"] is False:
-                cell += " ✗"
-                if "oracle" in row:  # the most any policy could gain there
-                    cell += f" (oracle {100 * (row['oracle'] / row['fixed5'] - 1):+.1f}%)"
-            cells.append(cell)
-        lines.append(f"| {ds} | {drafter} | " + " | ".join(cells) + " |")
+        against_fixed5,
+    )
     return "\n".join(lines) + "\n"
 
 

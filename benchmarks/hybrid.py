@@ -40,20 +40,13 @@ def make_case(B: int, W: int, hit: str, seed: int = 0) -> dict:
     bc.plant_in_prompt(ids, P, hit)
     drafts = np.zeros((B, bc.K + 1), np.int64)
     drafts[:, 1] = 7  # the MTP draft
-    return {
-        "token_ids_all": ids,
-        "prompt_lens": np.full((B, 1), P, np.int64),
-        "pre_ids": pre,
-        "step_idx": np.full((B, 1), s, np.int64),
-        "draft_token_num": np.full((B,), bc.K, np.int32),
-        "draft_tokens": drafts,
-        "seq_lens_this_time": np.full((B,), ORI, np.int32),
-        "seq_lens_decoder": np.full((B,), P + s, np.int32),
-        "max_dec_len": np.full((B, 1), 1 << 40, np.int64),
-    }
+    case = bc.decoding_slots(ids, P, s, drafts, ORI)
+    del case["seq_lens_encoder"]  # not an input of hybrid_mtp_ngram
+    return dict(case, pre_ids=pre)
 
 
 SPEC = bc.NgramBench(
+    doc=__doc__,
     script="bench_hybrid.py",
     op=hybrid_mtp_ngram,
     make_case=make_case,
@@ -79,9 +72,7 @@ SPEC = bc.NgramBench(
     plot_xlabel="W (tokens per row; prompt 3/4 of W, W/8 draft-model tokens)",
 )
 
-
-def main(argv=None) -> list:
-    return bc.run_ngram_bench(SPEC, argv, __doc__)
+main = SPEC.main
 
 
 if __name__ == "__main__":

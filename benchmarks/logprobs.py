@@ -259,6 +259,14 @@ def bench_case(paddle, torch, ops, timer, V: int, dtype: str, rng) -> dict:
     return res
 
 
+DRY_RUN_TABLE = (
+    ("vocab", "V", "{}"),
+    ("dtype", "dtype", "{}"),
+    ("rows_valid", "valid rows", "{}"),
+    ("check_ok", "reference check", "{}"),
+)
+
+
 def print_table(results: list[dict]) -> None:
     head = (
         f"{'V':>7} {'dtype':>8} {'rows':>5} | {'gather us':>9} {'GB/s':>6} {'memcpy us':>9} {'GB/s':>6} "
@@ -392,15 +400,7 @@ def dry_run(out: Path, batch: int = 7, vocab: int = 300) -> int:
     path = bc.write_results(
         str(out), "bench_logprobs", dict(device="cpu (dry run)", batch=batch), rows
     )
-    bc.print_table(
-        rows,
-        [
-            ("vocab", "V", "{}"),
-            ("dtype", "dtype", "{}"),
-            ("rows_valid", "valid rows", "{}"),
-            ("check_ok", "reference check", "{}"),
-        ],
-    )
+    bc.print_table(rows, DRY_RUN_TABLE)
     print(f"bench_logprobs: wrote {path}")
     return 0 if all(r["check_ok"] for r in rows) else 1
 

@@ -48,8 +48,8 @@ from benchmarks.gpu_timer import L2Flush, time_graph_us  # noqa: E402
 from examples.oracle import PreparedLogits  # noqa: E402
 from fastdeploy_spec.buffers import copy_from_host, make_share_inputs  # noqa: E402
 from fastdeploy_spec.config import SpeculativeConfig  # noqa: E402
-from fastdeploy_spec.ops import hybrid_mtp_ngram  # noqa: E402
 from fastdeploy_spec.proposers import MTPProposer  # noqa: E402
+from fastdeploy_spec.proposers.mtp import extend_drafts_with_ngram  # noqa: E402
 
 BATCHES = (1, 8, 64, 256)
 K = 5
@@ -119,21 +119,8 @@ class HostPathMTPProposer:
         copy_from_host(s["draft_tokens"], drafts)
         copy_from_host(s["seq_lens_this_time"], slt)
         if self.extend_with_ngram:
-            cfg = self.config
-            hybrid_mtp_ngram(
-                s["token_ids_all"],
-                s["prompt_lens"],
-                self.pre_ids,
-                self.step_idx,
-                s["actual_draft_token_num"],
-                s["draft_tokens"],
-                s["seq_lens_this_time"],
-                s["seq_lens_decoder"],
-                s["max_dec_len"],
-                cfg.max_ngram_size,
-                cfg.min_ngram_size,
-                cfg.num_speculative_tokens,
-                threshold=cfg.hybrid_threshold,
+            extend_drafts_with_ngram(
+                self.config, s, self.pre_ids, self.step_idx, s["seq_lens_decoder"], s["max_dec_len"]
             )
 
 
@@ -257,6 +244,19 @@ def bench_case(
     }
 
 
+TABLE = (
+    "B",
+    ("model_steps", "model steps", "{}"),
+    ("ngram", "n-gram", "{}"),
+    "gpu_us",
+    "gpu_cold_us",
+    ("host_path_us", "host path us", "{:.0f}"),
+    "speedup",
+    ("logits_GBps", "logits GB/s", "{:.0f}"),
+    "identical",
+)
+
+
 def plot(rows, path: Path) -> None:
     groups = {
         f"{s} step{'s' if s > 1 else ''}{' + n-gram' if g else ''}": [
@@ -317,23 +317,7 @@ def main(argv=None) -> None:
         "cold: gpu_timer.L2Flush (a copy larger than L2) before each step, minus the copy alone",
         "host_path": "the pre-issue-17 proposer (NumPy bookkeeping), wall time with the device drained",
     }
-    path = bc.write_results(args.out, "bench_mtp", meta, rows)
-    plot(rows, Path(args.out) / "bench_mtp.png")
-    print(f"\n{meta['device']}, Paddle {meta['paddle']}; results in {path}\n")
-    bc.print_table(
-        rows,
-        [
-            ("B", "B", "{}"),
-            ("model_steps", "model steps", "{}"),
-            ("ngram", "n-gram", "{}"),
-            ("gpu_us", "ops µs (warm)", "{:.2f}"),
-            ("gpu_cold_us", "ops µs (cold)", "{:.2f}"),
-            ("host_path_us", "host path µs", "{:.0f}"),
-            ("speedup", "speed-up", "{:.0f}x"),
-            ("logits_GBps", "logits GB/s", "{:.0f}"),
-            ("identical", "identical", "{}"),
-        ],
-    )
+    bc.report(args.out, "bench_mtp", meta, rows, TABLE, plot)
     target = next((r for r in rows if r["B"] == 64 and r["model_steps"] == 2 and r["ngram"]), None)
     if target is None:
         return 0 if all(r["identical"] for r in rows) else 1

@@ -37,20 +37,11 @@ def make_case(B: int, W: int, hit: str, seed: int = 0) -> dict:
     for b in range(B):
         ids[b, P + s - bc.MAX_NGRAM : P + s] = bc.planted_ngram(b)
     bc.plant_in_prompt(ids, P, hit)
-    return {
-        "token_ids_all": ids,
-        "prompt_lens": np.full((B, 1), P, np.int64),
-        "step_idx": np.full((B, 1), s, np.int64),
-        "draft_token_num": np.full((B,), bc.K, np.int32),
-        "draft_tokens": np.zeros((B, bc.K + 1), np.int64),
-        "seq_lens_this_time": np.ones((B,), np.int32),
-        "seq_lens_encoder": np.zeros((B,), np.int32),
-        "seq_lens_decoder": np.full((B,), P + s, np.int32),
-        "max_dec_len": np.full((B, 1), 1 << 40, np.int64),
-    }
+    return bc.decoding_slots(ids, P, s, np.zeros((B, bc.K + 1), np.int64), 1)
 
 
 SPEC = bc.NgramBench(
+    doc=__doc__,
     script="bench_ngram.py",
     op=ngram_match,
     make_case=make_case,
@@ -63,9 +54,7 @@ SPEC = bc.NgramBench(
     plot_xlabel="W (tokens per row; prompt 3/4 of W)",
 )
 
-
-def main(argv=None) -> list:
-    return bc.run_ngram_bench(SPEC, argv, __doc__)
+main = SPEC.main
 
 
 if __name__ == "__main__":

@@ -129,6 +129,18 @@ def bench_case(B: int, N: int, quick: bool, flush: L2Flush) -> dict:
     }
 
 
+TABLE = (
+    "B",
+    ("N", "history", "{}"),
+    "gpu_warm_us",
+    "gpu_cold_us",
+    "host_us",
+    ("cpu_path_us", "host path us", "{:.0f}"),
+    "speedup",
+    "bit_identical",
+)
+
+
 def plot(rows, out: Path) -> None:
     groups = {f"N={N}": [r for r in rows if r["N"] == N] for N in sorted({r["N"] for r in rows})}
     bc.plot_by_batch(
@@ -176,22 +188,7 @@ def main(argv=None) -> None:
         "before each call, its own time subtracted",
         "host_path": "D2H copies of the inputs + CPU op + H2D copies of the outputs",
     }
-    path = bc.write_results(args.out, "bench_suffix", meta, rows)
-    plot(rows, Path(args.out) / "bench_suffix.png")
-    print(f"\n{meta['device']}, Paddle {meta['paddle']}; results in {path}\n")
-    bc.print_table(
-        rows,
-        [
-            ("B", "B", "{}"),
-            ("N", "history", "{}"),
-            ("gpu_warm_us", "GPU warm us", "{:.2f}"),
-            ("gpu_cold_us", "GPU cold us", "{:.2f}"),
-            ("host_us", "host us/call", "{:.1f}"),
-            ("cpu_path_us", "host path us", "{:.0f}"),
-            ("speedup", "speed-up", "{:.0f}x"),
-            ("bit_identical", "identical", "{}"),
-        ],
-    )
+    bc.report(args.out, "bench_suffix", meta, rows, TABLE, plot)
     return 0 if all(r["bit_identical"] for r in rows) else 1
 
 

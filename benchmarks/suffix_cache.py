@@ -70,13 +70,13 @@ OUTS = QUERY_OUTPUTS
 # The printed table's columns: (row key, header, format).
 TABLE = (
     ("cached_responses", "cached", "{}"),
-    ("B", "B", "{}"),
+    "B",
     ("gpu_warm_us", "step warm us", "{:.2f}"),
     ("gpu_cold_us", "cold us", "{:.2f}"),
     ("two_calls_warm_us", "two calls warm us", "{:.2f}"),
     ("local_only_us", "local only us", "{:.2f}"),
     ("bytes_per_cached_token", "B/cached token", "{:.1f}"),
-    ("identical", "identical", "{}"),
+    "identical",
 )
 
 
@@ -336,10 +336,7 @@ def main(argv=None) -> int:
         gpu_time="CUDA events around graph replays of suffix_cache_step (insert + query)",
         cold_l2=f"{flush.bytes >> 20} MiB device copy before each step, its own time subtracted",
     )
-    path = bc.write_results(args.out, "bench_suffix_cache", meta, rows)
-    plot(rows, Path(args.out) / "bench_suffix_cache.png")
-    print(f"\n{meta['device']}, Paddle {meta['paddle']}; results in {path}\n")
-    bc.print_table(rows, TABLE)
+    bc.report(args.out, "bench_suffix_cache", meta, rows, TABLE, plot)
     target = [r for r in rows if r["B"] == 64 and r["cached_responses"] == 10_000]
     if target:
         ok = target[0]["gpu_warm_us"] <= 40.0

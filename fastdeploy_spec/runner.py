@@ -236,6 +236,16 @@ class RunStats:
     def op_seconds_per_step(self) -> float:
         return sum(self.op_seconds.values()) / self.steps if self.steps else 0.0
 
+    def draft_counts(self) -> Dict[str, float]:
+        """The drafting figures of the run, keyed by their names: decoding slot-steps, drafts
+        proposed and accepted, and the acceptance rate."""
+        return dict(
+            decode_slot_steps=self.decode_slot_steps,
+            drafts_proposed=self.drafts_proposed,
+            drafts_accepted=self.drafts_accepted,
+            acceptance_rate=self.acceptance_rate,
+        )
+
 
 class OpTimer:
     """``with timer("name"):`` adds the wall time of the block to ``seconds["name"]``.

@@ -169,6 +169,11 @@ def grid(*axes):
     return decorate
 
 
+# PD_CHECK failures reach Python as OSError ("(External) ...") in the Paddle versions we support; the
+# tuple keeps the tests about the message, not about Paddle's exception mapping.
+OP_ERRORS = (OSError, RuntimeError, ValueError)
+
+
 def assert_bad_input(
     call, inputs: dict, name: str, corrupt, message: str, errors=Exception
 ) -> None:
@@ -179,11 +184,27 @@ def assert_bad_input(
         call(inputs)
 
 
+def assert_wrong_dtype_named(op: str, call, inputs: dict, name: str, dtype) -> None:
+    """``call(inputs)`` with ``inputs[name]`` of another integer dtype (int64 for an int32 tensor,
+    else int32) raises an error of ``op`` naming the tensor and the ``dtype`` it must have."""
+    other = np.int64 if np.dtype(dtype) == np.int32 else np.int32
+    message = rf"{op}: {name} must be {np.dtype(dtype)}"
+    assert_bad_input(call, inputs, name, lambda d: d[name].astype(other), message, OP_ERRORS)
+
+
+def on_gpu_only(name: str, message: str):
+    """A row of a bad-input table (see ``assert_bad_input``) for GPU runs: ``inputs[name]`` moved to
+    the GPU while the other inputs stay on the CPU, which must raise ``message``."""
+    return pytest.param(
+        name, lambda t: t[name].cuda(), message, marks=pytest.mark.gpu, id="mixed-places"
+    )
+
+
 def assert_mixed_places_rejected(op, order, host_case: dict, on_cpu: str) -> None:
     """``op`` with every tensor of ``host_case`` on the GPU but ``on_cpu`` raises an error naming it."""
     t = {k: to_place(v, "gpu") for k, v in host_case.items()}
     t[on_cpu] = to_place(host_case[on_cpu], "cpu")
-    with pytest.raises((OSError, RuntimeError, ValueError), match=f"{on_cpu} is on CPU"):
+    with pytest.raises(OP_ERRORS, match=f"{on_cpu} is on CPU"):
         op(*(t[k] for k in order))
 
 

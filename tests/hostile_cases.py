@@ -56,6 +56,7 @@ from tests.reference import verify_draft_tokens as verify_ref
 from tests.reference.get_accept_tokens import ref_cu_batch_offset, ref_get_accept_tokens_and_logits
 from tests.reference.hybrid_mtp_ngram import hybrid_mtp_ngram_ref
 from tests.reference.logprobs_topk import ref_logprobs_topk
+from tests.reference.ngram_match import PER_SLOT as NGRAM_PER_SLOT
 from tests.reference.ngram_match import TENSOR_ARGS as NGRAM_ARGS
 from tests.reference.ngram_match import make_ngram_batch, ngram_match_ref
 from tests.reference.suffix_cache import SuffixCacheRef, counter_base, row_len, row_req
@@ -223,13 +224,7 @@ def good(op: str, seed: int = 0) -> tuple[Dict[str, np.ndarray], Dict[str, objec
 
 # The suffix-tree attributes of the good suffix_match / suffix_cache_query / suffix_cache_step calls.
 SUFFIX_ATTRS = dict(
-    max_tree_depth=8,
-    max_spec_factor=1.0,
-    max_spec_offset=0.0,
-    min_token_prob=0.1,
-    max_draft_tokens=4,
-    pad_to_max=False,
-    threshold=None,
+    suffix_ref.DEFAULTS, max_tree_depth=8, max_draft_tokens=4, pad_to_max=False, threshold=None
 )
 
 
@@ -674,49 +669,41 @@ def _other_dtype(a: np.ndarray) -> np.ndarray:
     return a.astype(np.float64)  # float32 logits/scores/temperature -> float64
 
 
-def family_dtypes(place, cases):
+def _each_tensor(place, cases, family, variants):
+    """For every op and each of its tensors, in order, one error case per variant ``(label, change,
+    applies)`` that ``applies(op, name)``: the good call with that tensor through ``change``."""
     for op in ALL_OPS:
         for name in SPECS[op].tensors:
-            _error_case(
-                cases,
-                "dtypes",
-                op,
-                name,
-                f"dtypes/{op}/{name}",
-                _changed(op, place, name, _other_dtype),
-            )
+            for label, change, applies in variants:
+                if applies(op, name):
+                    cid = f"{family}/{op}/{name}{label}"
+                    _error_case(cases, family, op, name, cid, _changed(op, place, name, change))
+
+
+def _always(op, name):
+    return True
+
+
+def family_dtypes(place, cases):
+    _each_tensor(place, cases, "dtypes", [("", _other_dtype, _always)])
 
 
 def family_ranks(place, cases):
-    for op in ALL_OPS:
-        for name in SPECS[op].tensors:
-            _error_case(
-                cases,
-                "ranks",
-                op,
-                name,
-                f"ranks/{op}/{name}/0-d",
-                _changed(op, place, name, _zero_d),
-            )
-            _error_case(
-                cases,
-                "ranks",
-                op,
-                name,
-                f"ranks/{op}/{name}/extra-dim",  # [..., 2]: never legal
-                _changed(op, place, name, lambda v: np.stack([v, v], axis=-1)),
-            )
-            if name not in ONE_ELEMENT_OK.get(
-                op, ()
-            ):  # [1]: a batch of one where the others have B
-                _error_case(
-                    cases,
-                    "ranks",
-                    op,
-                    name,
-                    f"ranks/{op}/{name}/one-element",
-                    _changed(op, place, name, lambda v: v.reshape(-1)[:1]),
-                )
+    _each_tensor(
+        place,
+        cases,
+        "ranks",
+        [
+            ("/0-d", _zero_d, _always),
+            ("/extra-dim", lambda v: np.stack([v, v], axis=-1), _always),  # [..., 2]: never legal
+            # [1]: a batch of one where the others have B
+            (
+                "/one-element",
+                lambda v: v.reshape(-1)[:1],
+                lambda op, name: name not in ONE_ELEMENT_OK.get(op, ()),
+            ),
+        ],
+    )
 
 
 def _zero_d(v: np.ndarray) -> np.ndarray:
@@ -738,16 +725,12 @@ ONE_ELEMENT_OK = {
 
 
 # Tensors whose first dimension is the batch and must equal it (per-slot: [B] or [B, 1]); rows
-# tensors ([>= B, X]) may have more rows but not fewer.
+# tensors ([>= B, X]) may have more rows but not fewer. The n-gram/suffix family's shared per-slot
+# inputs (seq_lens_this_time defines B), and the rows of the suffix cache's query and step:
+DRAFT_PER_SLOT = tuple(n for n in NGRAM_PER_SLOT if n != "seq_lens_this_time")
+SUFFIX_QUERY_ROWS = ("token_ids_all", "draft_tokens", *suffix_ref.SUFFIX_STATE, "suffix_source")
 PER_SLOT = {
-    "ngram_match": (
-        "prompt_lens",
-        "step_idx",
-        "draft_token_num",
-        "seq_lens_encoder",
-        "seq_lens_decoder",
-        "max_dec_len",
-    ),
+    "ngram_match": DRAFT_PER_SLOT,
     "hybrid_mtp_ngram": (
         "input_ids_len",
         "step_idx",
@@ -781,22 +764,8 @@ PER_SLOT = {
     "speculate_save_output_topk": ("seq_lens_decoder", "prompt_lens"),
     "mtp_save_first_token_with_topk": ("seq_lens_decoder", "prompt_lens", "preempted_idx"),
     "suffix_cache_insert": ("prompt_lens", "step_idx", "seq_lens_decoder"),
-    "suffix_cache_query": (
-        "prompt_lens",
-        "step_idx",
-        "draft_token_num",
-        "seq_lens_encoder",
-        "seq_lens_decoder",
-        "max_dec_len",
-    ),
-    "suffix_cache_step": (
-        "prompt_lens",
-        "step_idx",
-        "draft_token_num",
-        "seq_lens_encoder",
-        "seq_lens_decoder",
-        "max_dec_len",
-    ),
+    "suffix_cache_query": DRAFT_PER_SLOT,
+    "suffix_cache_step": DRAFT_PER_SLOT,
 }
 ROWS = {
     "ngram_match": ("token_ids_all", "draft_tokens"),
@@ -807,22 +776,8 @@ ROWS = {
     "unified_update_model_status": ("step_input_ids", "step_output_ids", "token_ids_all"),
     "naive_update_model_status": ("accept_tokens",),
     "suffix_cache_insert": ("token_ids_all",),
-    "suffix_cache_query": (
-        "token_ids_all",
-        "draft_tokens",
-        "suffix_tokens",
-        "suffix_probs",
-        "suffix_meta",
-        "suffix_source",
-    ),
-    "suffix_cache_step": (
-        "token_ids_all",
-        "draft_tokens",
-        "suffix_tokens",
-        "suffix_probs",
-        "suffix_meta",
-        "suffix_source",
-    ),
+    "suffix_cache_query": SUFFIX_QUERY_ROWS,
+    "suffix_cache_step": SUFFIX_QUERY_ROWS,
 }
 
 
@@ -1525,7 +1480,8 @@ def family_cache_state(place, cases):
                 p["cache_counter"][0] = v
 
             # The GPU insert counts its blocks in the counter's bits 40 and up: with any of them set
-            # before the call, its new value is not defined (the rest is).
+            # before the call, its new value is not defined. The rest is compared: the contract
+            # leaves it undefined too, but with B slots all resident at once it comes out defined.
             skip = ("cache_counter",) if place == "gpu" and (v < 0 or v >= 1 << 40) else ()
             _ok_case(
                 cases,
@@ -1570,6 +1526,17 @@ def _env(var, value):
             os.environ[var] = old
 
 
+def _env_error_case(place, cases, op, var, value):
+    """The good call of ``op`` with ``$var`` set to ``value`` (None: unset) fails naming ``var``."""
+
+    def fn():
+        a, attrs = good(op)
+        with _env(var, value):
+            call(op, tensors(a, place), attrs)
+
+    _error_case(cases, "environment", op, var, f"env/{op}/{var}={value!r}", fn)
+
+
 def family_env(place, cases):
     for op, var, dflt in [
         ("ngram_match", "INFER_WITH_REFERENCE_TOKENUM_THRESHOLD", 128),
@@ -1585,13 +1552,7 @@ def family_env(place, cases):
             "-99999999999999999999",
             "4.0",
         ]:
-
-            def fn(op=op, var=var, value=value):
-                a, attrs = good(op)
-                with _env(var, value):
-                    call(op, tensors(a, place), attrs)
-
-            _error_case(cases, "environment", op, var, f"env/{op}/{var}={value!r}", fn)
+            _env_error_case(place, cases, op, var, value)
         for value, thr in [
             ("", dflt),
             (None, dflt),
@@ -1613,26 +1574,16 @@ def family_env(place, cases):
                     np.testing.assert_array_equal(t[k].numpy().reshape(w.shape), w, err_msg=k)
 
             _ok_case(cases, "environment", op, f"env/{op}/{var}={value!r}", fn)
-    for var, value in [
-        ("INFERENCE_MSG_QUEUE_ID", "abc"),
-        ("INFERENCE_MSG_QUEUE_ID", "1.5"),
-        ("INFERENCE_MSG_QUEUE_ID", "99999999999999999999"),
-        ("INFERENCE_MSG_ID", "0"),
-        ("INFERENCE_MSG_ID", "2"),
-        ("INFERENCE_MSG_ID", "-3"),
-        ("INFERENCE_MSG_ID", "x"),
-        ("INFERENCE_MSG_ID", str(2**31)),
-    ]:
-        for op in SEND_OPS + ("speculate_get_output_topk",):
-            if op == "speculate_get_output_topk" and var == "INFERENCE_MSG_ID":
-                continue  # the receiver does not read it
-
-            def fn(op=op, var=var, value=value):
-                a, attrs = good(op)
-                with _env(var, value):
-                    call(op, tensors(a, place), attrs)
-
-            _error_case(cases, "environment", op, var, f"env/{op}/{var}={value!r}", fn)
+    bad_values = {
+        "INFERENCE_MSG_QUEUE_ID": ["abc", "1.5", "99999999999999999999"],
+        "INFERENCE_MSG_ID": ["0", "2", "-3", "x", str(2**31)],
+    }
+    for var, values in bad_values.items():
+        for value in values:
+            for op in SEND_OPS + ("speculate_get_output_topk",):
+                if op == "speculate_get_output_topk" and var == "INFERENCE_MSG_ID":
+                    continue  # the receiver does not read it
+                _env_error_case(place, cases, op, var, value)
     # Odd but integer ids: ftok keeps the low 8 bits, so these four name the queue of id 0, which no
     # reservation hands out (free_queue_id: 2 .. 255); concurrent runs take turns through its lock file.
     for value in ["0", "256", "-256", str(2**40)]:

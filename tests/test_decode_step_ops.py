@@ -195,7 +195,21 @@ def _call_verify(t):
     )
 
 
-VERIFY_BAD = {  # name -> (mutation of the NumPy case, message)
+# Bad step inputs that verify_draft_tokens and unified_update_model_status both reject (the shared
+# decode-step layout): name -> (mutation of the NumPy case, message).
+STEP_BAD = {
+    "more_slots_than_rows": (
+        lambda c: c.update(seq_lens_this_time=np.ones(2, np.int32)),
+        "seq_lens_this_time has 2 slots",
+    ),
+    "columns_disagree": (
+        lambda c: c.update(step_output_ids=np.zeros((1, 2), np.int64)),
+        "step_output_ids must have as many columns",
+    ),
+}
+
+VERIFY_BAD = {  # as STEP_BAD
+    **STEP_BAD,
     "strategy_out_of_range": (lambda c: c.update(verify_strategy=3), "verify_strategy must be 0"),
     "greedy_without_target": (
         lambda c: c.update(target_tokens=None),
@@ -205,17 +219,9 @@ VERIFY_BAD = {  # name -> (mutation of the NumPy case, message)
         lambda c: c.update(step_output_len=c["step_output_len"].astype(np.int64)),
         "step_output_len must be int32",
     ),
-    "more_slots_than_rows": (
-        lambda c: c.update(seq_lens_this_time=np.ones(2, np.int32)),
-        "seq_lens_this_time has 2 slots",
-    ),
     "short_cu_seqlens": (
         lambda c: c.update(cu_seqlens_q_output=np.zeros(0, np.int32)),
         "cu_seqlens_q_output must have at least one entry",
-    ),
-    "columns_disagree": (
-        lambda c: c.update(step_output_ids=np.zeros((1, 2), np.int64)),
-        "step_output_ids must have as many columns",
     ),
     "only_step_idx": (
         lambda c: c.update(max_dec_len=None),
@@ -360,22 +366,15 @@ def test_update_padding_slots_left_alone(place):
     uu.check_update(case, place)
 
 
-UPDATE_BAD = {
+UPDATE_BAD = {  # as STEP_BAD
+    **STEP_BAD,
     "running_flag_shape": (
         lambda c: c.update(has_running_seqs=np.zeros(2, bool)),
         "has_running_seqs must hold one element",
     ),
-    "more_slots_than_rows": (
-        lambda c: c.update(seq_lens_this_time=np.ones(2, np.int32)),
-        "seq_lens_this_time has 2 slots",
-    ),
     "token_rows": (
         lambda c: c.update(token_ids_all=np.zeros((0, 4), np.int64)),
         "token_ids_all must have at least 1 rows",
-    ),
-    "columns_disagree": (
-        lambda c: c.update(step_output_ids=np.zeros((1, 2), np.int64)),
-        "step_output_ids must have as many columns",
     ),
     "paused_dtype": (lambda c: c.update(is_paused=np.zeros(1, np.int32)), "is_paused must be bool"),
 }

@@ -13,6 +13,7 @@ import pytest
 from fastdeploy_spec.config import ProposerConfig, SpecMethod, SpeculativeConfig, proposer_config
 from fastdeploy_spec.proposers import MTPProposer, NgramProposer, SuffixProposer, create_proposer
 from tests.helpers import PLACES, to_place
+from tests.reference.ngram_match import upstream_proposer_batch
 
 BSZ, K, MAX_MODEL_LEN = 2, 5, 256
 
@@ -30,20 +31,8 @@ def fd_config(use_cudagraph=False, method="ngram", **spec):
 
 def share_inputs(place, prompt=(), gen=(), max_dec_len=200):
     """Upstream's share_inputs of the proposer test: zeros, ones, K drafts allowed per slot."""
-    ids = np.zeros((BSZ, MAX_MODEL_LEN), np.int64)
-    ids[:, : len(prompt)] = prompt
-    ids[:, len(prompt) : len(prompt) + len(gen)] = gen
-    arrays = {
-        "token_ids_all": ids,
-        "prompt_lens": np.full((BSZ, 1), len(prompt), np.int64),
-        "step_idx": np.full((BSZ, 1), len(gen), np.int64),
-        "actual_draft_token_num": np.full((BSZ, 1), K, np.int32),
-        "draft_tokens": np.zeros((BSZ, K + 1), np.int64),
-        "seq_lens_this_time": np.ones(BSZ, np.int32),
-        "seq_lens_encoder": np.zeros(BSZ, np.int32),
-        "seq_lens_decoder": np.ones(BSZ, np.int32),
-        "max_dec_len": np.full((BSZ, 1), max_dec_len, np.int64),
-    }
+    arrays = upstream_proposer_batch(prompt, gen, max_dec_len, BSZ, K, MAX_MODEL_LEN)
+    arrays["actual_draft_token_num"] = arrays.pop("draft_token_num")  # FastDeploy's buffer name
     return {k: to_place(v, place) for k, v in arrays.items()}
 
 

@@ -311,7 +311,7 @@ def test_save_op_upstream_forms(queue_id):
     prompt_lens (a preempted slot reports -9 and no token); the call before it did not. Both forms,
     positional and keyword (upstream's input name, and the buffer's name as an alias)."""
     step = small_step(mode="save", batch=4, columns=3, flag=3, prefill_frac=0.0)
-    t = [paddle.to_tensor(step[k], place=paddle.CPUPlace()) for k in ref.INPUT_NAMES]
+    t = [paddle.to_tensor(step[k], place=paddle.CPUPlace()) for k in ref.input_names(step)]
     preempted = np.array([0, 1, 0, 0], np.int32)
     ops.speculate_save_output_topk(*t, 3, 0, False)
     old = parse_logprob_output(*fresh_tensors_after_receive())

@@ -59,22 +59,23 @@ def random_state(rng: np.random.Generator, B: int, W: int, D: int, hostile: bool
     }
 
 
+# The per-slot state every op below reads under random_state's names.
+SLOT_STATE = ("seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "step_idx")
+
+
+def pick(s: dict, *names: str) -> dict:
+    return {k: s[k] for k in names}
+
+
 def update_state(rng: np.random.Generator, B: int, W: int, D: int, hostile: bool = False) -> dict:
     s = random_state(rng, B, W, D, hostile)
     n_active = int((s["seq_lens_this_time"] > 0).sum())
     extra = int(rng.integers(-2, 2)) if hostile else 0  # fewer tokens than active slots: -1 read
     return {
         "inter_next_tokens": rng.integers(0, 9, max(n_active + extra, 0)).astype(np.int64),
-        "draft_tokens": s["draft_tokens"],
-        "pre_ids": s["pre_ids"],
-        "seq_lens_this_time": s["seq_lens_this_time"],
-        "seq_lens_encoder": s["seq_lens_encoder"],
-        "seq_lens_decoder": s["seq_lens_decoder"],
-        "step_idx": s["step_idx"],
+        **pick(s, "draft_tokens", "pre_ids", *SLOT_STATE),
         "cu_seqlens_q_output": np.zeros(B + 1, np.int32),
-        "stop_flags": s["stop_flags"],
-        "not_need_stop": s["not_need_stop"],
-        "max_dec_len": s["max_dec_len"],
+        **pick(s, "stop_flags", "not_need_stop", "max_dec_len"),
         "end_ids": np.array([2], np.int64),
         "base_model_draft_tokens": s["target_model_draft_tokens"],
     }
@@ -92,15 +93,7 @@ def post_state(rng, B, W, D, hostile=False) -> dict:
 
 def svf_state(rng, B, W, D, hostile=False) -> dict:
     s = random_state(rng, B, W, D, hostile)
-    return {
-        "draft_tokens": s["draft_tokens"],
-        "pre_ids_all": s["pre_ids"],
-        "stop_flags": s["stop_flags"],
-        "seq_lens_this_time": s["seq_lens_this_time"],
-        "seq_lens_encoder": s["seq_lens_encoder"],
-        "seq_lens_decoder": s["seq_lens_decoder"],
-        "step_idx": s["step_idx"],
-    }
+    return {**pick(s, "draft_tokens", "stop_flags", *SLOT_STATE), "pre_ids_all": s["pre_ids"]}
 
 
 OPS = {

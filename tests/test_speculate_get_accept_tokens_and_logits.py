@@ -10,7 +10,7 @@ import pytest
 from fastdeploy_spec.ops import (
     speculate_compute_cu_batch_offset,
 )
-from tests.helpers import LOGITS_DTYPES, PLACES, assert_bad_input, grid, to_place
+from tests.helpers import LOGITS_DTYPES, PLACES, assert_bad_input, grid, on_gpu_only, to_place
 from tests.reference.get_accept_tokens import (
     SENTINEL_OFFSET,
     SENTINEL_TOKEN,
@@ -180,13 +180,7 @@ BAD_INPUTS = [
     ("cu", lambda t: t["cu"][:3], "cu_batch_token_offset must have at least B \\+ 1 = 4"),
     ("cu_q", lambda t: paddle.cast(t["cu_q"], "int64"), "cu_seqlens_q_output must be int32"),
     ("logits", lambda t: t["logits"].reshape([-1]), "logits must have rank 2"),
-    pytest.param(
-        "accept_num",
-        lambda t: t["accept_num"].cuda(),
-        "accept_num is on GPU but token_ids is on CPU",
-        marks=pytest.mark.gpu,
-        id="mixed-places",
-    ),
+    on_gpu_only("accept_num", "accept_num is on GPU but token_ids is on CPU"),
 ]
 
 

@@ -15,6 +15,7 @@ from tests.helpers import (
     assert_bad_input,
     grid,
     make_logits,
+    on_gpu_only,
     to_place,
 )
 from tests.reference.logprobs_topk import SCORE_TOL, check, make_case, run_op
@@ -204,13 +205,7 @@ BAD_INPUTS = [
         lambda t: to_place(np.ones(2, np.float64), "cpu"),
         "temperature must be float32",
     ),
-    pytest.param(
-        "ranks",
-        lambda t: t["ranks"].cuda(),
-        "logprob_ranks is on GPU but target_logits is on CPU",
-        marks=pytest.mark.gpu,
-        id="mixed-places",
-    ),
+    on_gpu_only("ranks", "logprob_ranks is on GPU but target_logits is on CPU"),
 ]
 
 

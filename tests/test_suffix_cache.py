@@ -30,7 +30,7 @@ from fastdeploy_spec.ops.suffix_cache import (
     suffix_cache_query,
     suffix_cache_step,
 )
-from tests.helpers import PLACES, to_place
+from tests.helpers import OP_ERRORS, PLACES, to_place
 from tests.reference.ngram_match import THRESHOLD_ENV
 from tests.reference.suffix_cache import global_draft_ref
 from tests.reference.suffix_cache_stream import (
@@ -40,8 +40,6 @@ from tests.reference.suffix_cache_stream import (
     line_filter_ref,
     soak,
 )
-
-OP_ERRORS = (OSError, RuntimeError, ValueError)
 
 
 @pytest.fixture(autouse=True)

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 from fastdeploy_spec.ops import suffix_match
-from tests.helpers import PLACES, assert_bad_input, to_place
+from tests.helpers import OP_ERRORS, PLACES, assert_bad_input, assert_wrong_dtype_named, to_place
 from tests.reference.ngram_match import THRESHOLD_ENV
 from tests.reference.suffix_match import (
     DTYPES,
     OUTPUTS,
+    SUFFIX_STATE,
     TENSOR_ARGS,
     check,
     make_suffix_batch,
@@ -23,7 +24,6 @@ from tests.reference.suffix_match import (
     suffix_draft_ref,
 )
 
-OP_ERRORS = (OSError, RuntimeError, ValueError)
 BIG = 1 << 20
 
 # Random grid: (batch, width) shapes with vocabularies 2 .. 50 and every parameter drawn per case.
@@ -280,25 +280,20 @@ def _call(d, **kw):
     suffix_match(*(to_place(d[name], "cpu") for name in TENSOR_ARGS), **kw)
 
 
-@pytest.mark.parametrize("name", TENSOR_ARGS)
+@pytest.mark.parametrize("name", SUFFIX_STATE)
 def test_wrong_dtype_names_the_tensor(name):
-    d = _good()
-    other = np.int32 if DTYPES[name] != np.int32 else np.int64
-    d[name] = d[name].astype(other)
-    with pytest.raises(OP_ERRORS, match=rf"suffix_match: {name} must be {np.dtype(DTYPES[name])}"):
-        _call(d)
+    """The shared inputs' dtypes: test_draft_inputs.py."""
+    assert_wrong_dtype_named("suffix_match", _call, _good(), name, DTYPES[name])
 
 
 @pytest.mark.parametrize(
     "name,shape,message",
     [
-        ("token_ids_all", (30,), r"token_ids_all must be 2-D"),
         ("suffix_tokens", (3, 5), r"suffix_tokens must have K = 4 columns"),
         ("suffix_probs", (3, 3), r"suffix_probs must have K = 4 columns"),
         ("suffix_meta", (3, 3), r"suffix_meta must have 2 columns"),
         ("suffix_meta", (2, 2), r"suffix_meta must have at least 3 rows"),
         ("draft_tokens", (3, 66), r"draft_tokens must have 1 to 65 columns"),
-        ("prompt_lens", (3, 2), r"prompt_lens must have shape \[3\] or \[3, 1\]"),
     ],
 )
 def test_wrong_shape_names_the_tensor(name, shape, message):
@@ -322,11 +317,6 @@ def test_wrong_shape_names_the_tensor(name, shape, message):
 def test_bad_attributes_are_named(attrs, message):
     with pytest.raises(OP_ERRORS, match=message):
         _call(_good(), **attrs)
-
-
-def test_negative_threshold_keyword_is_rejected():
-    with pytest.raises(ValueError, match="threshold must be >= 0"):
-        _call(_good(), threshold=-1)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -47,6 +47,7 @@ cap_of() {
   case "$1" in sm80) echo "8.0" ;; sm86_89) echo "8.9" ;; *) echo "" ;; esac
 }
 benches="bench_ngram_kernels bench_suffix_kernels bench_mtp_kernels"
+benches_cfg="$benches bench_sample_tokens"  # bench CONFIG also times the sampler
 
 # The kernel benches of a source tree at `src` (main's) into `dir`, sm_90, as run_cuda_checks.sh builds.
 build_benches_of() {
@@ -82,7 +83,7 @@ case "$stage" in
     done
     for cfg in sm90 sm80; do
       # shellcheck disable=SC2046
-      HARNESSES="$benches" JOBS=${JOBS:-1} bash tests/cuda/run_cuda_checks.sh "$(archs_of $cfg)" "$(dir_of $cfg)" \
+      HARNESSES="$benches_cfg" JOBS=${JOBS:-1} bash tests/cuda/run_cuda_checks.sh "$(archs_of $cfg)" "$(dir_of $cfg)" \
         --build-only $(ptx_of $cfg) || exit 1
     done
     # The baseline: the tree before this launch logic (the parent of the commit that added
@@ -143,7 +144,7 @@ case "$stage" in
     cap=$(cap_of "$cfg")
     d=$(dir_of "$cfg")
     echo "== config $cfg: FDSPEC_DEVICE_CAP=${cap:-none} (on an H100: a proxy for that GPU's path, not its speed)"
-    for x in $benches; do
+    for x in $benches_cfg; do
       [ -x "$d/$x" ] || { echo "missing $d/$x" >&2; exit 1; }
       FDSPEC_DEVICE_CAP=$cap "$d/$x" --quick --json "$OUT/bench_${cfg}_$x.json" > "$OUT/bench_${cfg}_$x.log" 2>&1
       echo "$x rc $?"; tail -25 "$OUT/bench_${cfg}_$x.log"

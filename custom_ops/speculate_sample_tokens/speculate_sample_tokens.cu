@@ -36,8 +36,9 @@ static_assert(kThreads >= 256, "the radix refinement takes one digit per thread"
 constexpr int kCandBuckets = 10 * kSampleBucketsPerUnit;
 constexpr int kMaxParts = 8;  // the portable cluster size
 constexpr int kSliceBytesMax =
-    76 * 1024;              // slice in shared memory: two blocks per SM with the rest
-constexpr int kUnroll = 4;  // global vectors in flight per thread
+    76 * 1024;                     // slice in shared memory: two blocks per SM with the rest
+constexpr int kUnroll = 4;         // global vectors in flight per thread
+constexpr int kManyRowsPerSm = 4;  // from this many rows per SM the launch plan favours occupancy
 constexpr unsigned kFull = 0xffffffffu;
 constexpr uint64_t kWeightMask = (uint64_t{1} << 48) - 1;
 
@@ -831,9 +832,9 @@ cudaError_t launch(const SampleTokensParams& p, int parts, size_t dyn, cudaStrea
 }
 
 // The launch shape: `parts` blocks per row in a cluster where the kernel's image and the device
-// have clusters (the smallest of 1, 2, 4, 8 that brings a slice under kSliceBytesMax, unless the
-// caller chose), and the slice in shared memory where it fits the device's per-block limit beside
-// the static part; otherwise every pass reads global memory.
+// have clusters (the smallest of 1, 2, 4, 8 that brings a slice under kSliceBytesMax, or 2 for many
+// float32 rows, unless the caller chose), and the slice in shared memory where it fits the device's
+// per-block limit beside the static part; otherwise every pass reads global memory.
 template <LogitsDType D, int kVecBytes>
 cudaError_t launch_planned(const SampleTokensParams& p, int parts, bool force_global,
                            cudaStream_t stream) {
@@ -850,6 +851,14 @@ cudaError_t launch_planned(const SampleTokensParams& p, int parts, bool force_gl
   if (parts <= 0) {
     parts = 1;
     while (parts < kMaxParts && slice_bytes(parts) > kSliceBytesMax) parts *= 2;
+    // Rows enough to fill every SM several times over keep it busy without short rows: 2-block
+    // clusters reading global memory then beat shared slices (more blocks resident per SM) on
+    // float32 rows of every kind measured; bfloat16 rows with a top-k do not
+    // (docs/design/sampling.md).
+    if (D == LogitsDType::kFloat32 && parts > 2 && p.rows >= kManyRowsPerSm * int64_t{dev.sms}) {
+      parts = 2;
+      force_global = true;
+    }
   }
   // The grid must stay within 2^31 - 1 blocks.
   if (!f.clusters || p.rows > INT32_MAX / kMaxParts) parts = 1;

@@ -117,6 +117,10 @@ def method_label(method: str, args) -> str:
     return "mtp+ngram" if method == "mtp" and args.mtp_strategy == "with_ngram" else method
 
 
+# The options of a sampled run, recorded with its result.
+SAMPLING_OPTIONS = ("temperature", "top_p", "top_k", "seed", "verify_strategy")
+
+
 def run_method(method: str, tasks: List[Task], vocab: Vocabulary, args, reference=None) -> Dict:
     from examples import LogprobChecker, OracleTarget, SampledOracle
     from fastdeploy_spec.config import SpeculativeConfig
@@ -220,10 +224,7 @@ def run_method(method: str, tasks: List[Task], vocab: Vocabulary, args, referenc
         method=label,
         num_speculative_tokens=k,
         steps=st.steps,
-        decode_slot_steps=st.decode_slot_steps,
-        drafts_proposed=st.drafts_proposed,
-        drafts_accepted=st.drafts_accepted,
-        acceptance_rate=st.acceptance_rate,
+        **st.draft_counts(),
         tokens_generated=st.tokens_generated,
         tokens_per_decode_step=st.tokens_per_decode_step,
         op_us_per_step=us,
@@ -233,15 +234,7 @@ def run_method(method: str, tasks: List[Task], vocab: Vocabulary, args, referenc
         tokens_per_step=tokens_per_step,
         sample_output=vocab.decode(runner.outputs[0])[:400],
         outputs=dict(runner.outputs),
-        sampling=dict(
-            temperature=args.temperature,
-            top_p=args.top_p,
-            top_k=args.top_k,
-            seed=args.seed,
-            verify_strategy=args.verify_strategy,
-        )
-        if sampled
-        else None,
+        sampling={k: getattr(args, k) for k in SAMPLING_OPTIONS} if sampled else None,
     )
     if method == "mtp":
         result.update(

@@ -8,6 +8,7 @@ import numpy as np
 import paddle
 
 from fastdeploy_spec.buffers import copy_from_host, resolve_place
+from fastdeploy_spec.config import SpeculativeConfig
 from fastdeploy_spec.ops import (
     draft_model_accept,
     draft_model_accept_preprocess,
@@ -45,6 +46,36 @@ def last_input_tokens(model_inputs: Dict[str, paddle.Tensor]) -> np.ndarray:
     last[decode] = model_inputs["draft_tokens"].numpy()[decode, slt[decode] - 1]
     out[: len(active), 0] = last[active]
     return out
+
+
+def extend_drafts_with_ngram(
+    cfg: SpeculativeConfig,
+    s: Dict[str, paddle.Tensor],
+    pre_ids: paddle.Tensor,
+    step_idx: paddle.Tensor,
+    seq_lens_decoder: paddle.Tensor,
+    max_dec_len: paddle.Tensor,
+    pad_to_max: bool = False,
+) -> None:
+    """The ``with_ngram`` strategy's last step: ``hybrid_mtp_ngram`` extends the drafts in the
+    runner's share-inputs ``s`` past the draft model's tokens, matching the draft side's ``pre_ids``
+    (newest at ``step_idx``) in each slot's prompt."""
+    hybrid_mtp_ngram(
+        s["token_ids_all"],
+        s["prompt_lens"],
+        pre_ids,
+        step_idx,
+        s["actual_draft_token_num"],
+        s["draft_tokens"],
+        s["seq_lens_this_time"],
+        seq_lens_decoder,
+        max_dec_len,
+        cfg.max_ngram_size,
+        cfg.min_ngram_size,
+        cfg.num_speculative_tokens,
+        pad_to_max,
+        threshold=cfg.hybrid_threshold,
+    )
 
 
 class MTPProposer(Proposer):
@@ -479,20 +510,12 @@ class MTPProposer(Proposer):
         return self.draft_length_policy.draft_step_caps()
 
     def _extend_draft_token_with_ngram_match(self, s: Dict[str, paddle.Tensor]) -> None:
-        cfg = self.config
-        hybrid_mtp_ngram(
-            s["token_ids_all"],
-            s["prompt_lens"],
+        extend_drafts_with_ngram(
+            self.config,
+            s,
             self.pre_ids,
             self.step_idx,
-            s["actual_draft_token_num"],
-            s["draft_tokens"],
-            s["seq_lens_this_time"],
             self.seq_lens_decoder,
             self.max_dec_len,
-            cfg.max_ngram_size,
-            cfg.min_ngram_size,
-            cfg.num_speculative_tokens,
             self.pad_to_max,
-            threshold=cfg.hybrid_threshold,
         )

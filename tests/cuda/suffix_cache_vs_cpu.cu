@@ -431,10 +431,11 @@ void check_fast_divisor(harness::Tally& t, Rng& r) {
 // with the counts and the line filter, which steer the GPU's scan: its drafts are then not defined,
 // and only the state is compared (every access stays inside the buffers: memcheck's quick run).
 // A counter with any of its bits 40 and up set (negative, or 2^40 and more: the GPU insert counts
-// its blocks there) leaves the new counter and slot states undefined on the GPU (the contract's
-// exception, docs/contract/suffix.md): *counter_defined is then false, and the step compares the
-// rest of the state (the slot states too where no request can lose its row: B <= R) and the
-// drafts, every access still inside the buffers.
+// its blocks there) leaves the call's new state undefined on the GPU (the contract's exception,
+// docs/contract/suffix.md): *counter_defined is then false, and the step still compares the rows,
+// the drafts (and the slot states where no request can lose its row: B <= R), which come out
+// defined unless a block finishes counting before another reads the counter: with the corrupting
+// cases' few slots (at most 12, all resident at once) that does not happen.
 bool corrupt_state(Rng& r, const Config& c, DevSide& dev, RefSide& ref, harness::Tally& t,
                    int* turn, bool* counter_defined) {
   const int kind = (*turn)++ % 5;  // every kind in turn (the quick run, memcheck's, sees each)

@@ -175,24 +175,13 @@ def wire_bytes(step: dict) -> int:
 
 # ---- Process bodies (multiprocessing spawn) -----------------------------------------------------------
 
-INPUT_NAMES = [
-    "sampled_token_ids",
-    "logprob_token_ids",
-    "logprob_scores",
-    "logprob_ranks",
-    "token_num_per_batch",
-    "cu_batch_token_offset",
-    "not_need_stop",
-    "seq_lens_decoder",
-    "prompt_lens",
-]
 
+def input_names(step: dict) -> tuple:
+    """The op's positional tensor inputs, in order (the wrapper's own): preempted_idx last when the
+    step uses FastDeploy's current form, which passes its last_preempted_idx buffer there."""
+    from fastdeploy_spec.ops.speculate_save_output_topk import SPEC
 
-def input_names(step: dict) -> list:
-    """The op's positional tensor inputs, in order (preempted_idx when the step uses FastDeploy's
-    current form, which passes its last_preempted_idx buffer there)."""
-    extra = ["preempted_idx"] if "preempted_idx" in step else []
-    return INPUT_NAMES + extra
+    return SPEC.tensors if "preempted_idx" in step else SPEC.tensors[:-1]
 
 
 def _tensors(step: dict) -> list:

@@ -52,22 +52,24 @@ PER_SLOT = (
 )
 
 
-def batch_inputs(threshold, token_ids_all, draft_tokens, seq_lens_this_time, *per_slot):
-    """The inputs every n-gram/suffix reference starts from: (T, ids, W, drafts (a copy), K,
-    seq_lens_this_time's shape, seq_lens_this_time as ints, B, each per-slot tensor as ints)."""
-    ids = np.asarray(token_ids_all, np.int64)
-    drafts = np.array(draft_tokens, np.int64, copy=True)
-    slt = [int(v) for v in np.ravel(seq_lens_this_time)]
+def batch_inputs(args: dict):
+    """The inputs every n-gram/suffix reference starts from, read from its arguments ``args`` (its
+    ``locals()``: the op's tensors by name, and ``threshold``): (T, ids, W, drafts (a copy), K,
+    seq_lens_this_time's shape, seq_lens_this_time as ints, B, the other per-slot tensors as ints
+    in PER_SLOT's order)."""
+    ids = np.asarray(args["token_ids_all"], np.int64)
+    drafts = np.array(args["draft_tokens"], np.int64, copy=True)
+    slt = [int(v) for v in np.ravel(args["seq_lens_this_time"])]
     return (
-        resolve_threshold(threshold),
+        resolve_threshold(args["threshold"]),
         ids,
         ids.shape[1],
         drafts,
         drafts.shape[1] - 1,
-        np.shape(seq_lens_this_time),
+        np.shape(args["seq_lens_this_time"]),
         slt,
         len(slt),
-        [[int(v) for v in np.ravel(a)] for a in per_slot],
+        [[int(v) for v in np.ravel(args[n])] for n in PER_SLOT if n != "seq_lens_this_time"],
     )
 
 
@@ -133,16 +135,7 @@ def ngram_match_ref(
     ``pad_to_max`` (the draft cap is ``draft_token_num``); padding follows the whole walk and pads
     every decoding slot."""
     T, ids, W, drafts, K, slt_shape, slt, B, (P_in, s_in, dtn, enc, dec, mdl) = batch_inputs(
-        threshold,
-        token_ids_all,
-        draft_tokens,
-        seq_lens_this_time,
-        prompt_lens,
-        step_idx,
-        draft_token_num,
-        seq_lens_encoder,
-        seq_lens_decoder,
-        max_dec_len,
+        locals()
     )
 
     unprocessed = sum(1 for b in range(B) if enc[b] > 0 or dec[b] > 0)
@@ -298,6 +291,25 @@ def make_ngram_batch(
         "seq_lens_encoder": enc,
         "seq_lens_decoder": dec,
         "max_dec_len": col(mdl),
+    }
+
+
+def upstream_proposer_batch(prompt, gen, mdl=200, bsz=2, k=5, width=256):
+    """The share_inputs of upstream's tests/spec_decode/test_ngram_proposer.py: bsz 2, 5 speculative
+    tokens, zeros everywhere (draft_tokens too), one decoding step per slot."""
+    ids = np.zeros((bsz, width), np.int64)
+    ids[:, : len(prompt)] = prompt
+    ids[:, len(prompt) : len(prompt) + len(gen)] = gen
+    return {
+        "token_ids_all": ids,
+        "prompt_lens": np.full((bsz, 1), len(prompt), np.int64),
+        "step_idx": np.full((bsz, 1), len(gen), np.int64),
+        "draft_token_num": np.full((bsz, 1), k, np.int32),
+        "draft_tokens": np.zeros((bsz, k + 1), np.int64),
+        "seq_lens_this_time": np.ones(bsz, np.int32),
+        "seq_lens_encoder": np.zeros(bsz, np.int32),
+        "seq_lens_decoder": np.ones(bsz, np.int32),
+        "max_dec_len": np.full((bsz, 1), mdl, np.int64),
     }
 
 

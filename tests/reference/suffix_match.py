@@ -37,6 +37,11 @@ from tests.reference.ngram_match import batch_inputs, draw_history, new_slots, o
 TENSOR_ARGS = SUFFIX_SPEC.tensors
 DTYPES = dict(NGRAM_DTYPES, suffix_tokens=np.int64, suffix_probs=np.float32, suffix_meta=np.int32)
 OUTPUTS = tuple(name for name in TENSOR_ARGS if name in SUFFIX_SPEC.outputs)
+SUFFIX_STATE = (
+    "suffix_tokens",
+    "suffix_probs",
+    "suffix_meta",
+)  # the tensors after the family's nine
 
 MAX_TREE_DEPTH = 256  # largest max_tree_depth the op accepts
 MAX_SPEC_TOKENS = 64  # largest K (draft columns) the op accepts
@@ -152,16 +157,7 @@ def suffix_match_ref(
     history ``H``, its cap and the four draft keywords ``kw``; default: the local draft
     (``suffix_draft_ref``). ``suffix_cache_query``'s reference passes its local-or-global choice."""
     T, ids, W, drafts, K, slt_shape, slt, B, (P_in, s_in, dtn, enc, dec, mdl) = batch_inputs(
-        threshold,
-        token_ids_all,
-        draft_tokens,
-        seq_lens_this_time,
-        prompt_lens,
-        step_idx,
-        draft_token_num,
-        seq_lens_encoder,
-        seq_lens_decoder,
-        max_dec_len,
+        locals()
     )
     if max_draft_tokens is None:
         max_draft_tokens = K
