@@ -30,28 +30,8 @@ inline std::string shape_str(const paddle::Tensor& t) {
   return out + "]";
 }
 
-inline const char* dtype_str(paddle::DataType d) {
-  switch (d) {
-    case paddle::DataType::BOOL:
-      return "bool";
-    case paddle::DataType::UINT8:
-      return "uint8";
-    case paddle::DataType::INT32:
-      return "int32";
-    case paddle::DataType::INT64:
-      return "int64";
-    case paddle::DataType::FLOAT16:
-      return "float16";
-    case paddle::DataType::BFLOAT16:
-      return "bfloat16";
-    case paddle::DataType::FLOAT32:
-      return "float32";
-    case paddle::DataType::FLOAT64:
-      return "float64";
-    default:
-      return "another dtype";
-  }
-}
+// Paddle's name of a dtype ("int64", "bfloat16", ...): a switch, no stream either.
+inline std::string dtype_str(paddle::DataType d) { return phi::DataTypeToString(d); }
 
 // Checks for one op call. Every message starts with the op name and names the offending tensor, so
 // a runner author sees "ngram_match: draft_tokens must be int64, got int32" rather than a crash.
@@ -67,22 +47,28 @@ class OpChecks {
   const OpChecks& defined(
       const char* names,
       std::initializer_list<std::reference_wrapper<const paddle::Tensor>> tensors) const {
-    const char* name = names;
-    for (const paddle::Tensor& t : tensors) {
-      const char* end = name;
-      while (*end != '\0' && *end != ',') ++end;
+    for_each_named(names, tensors, [&](const paddle::Tensor& t, const std::string& name) {
       PD_CHECK(
-          t.defined(), op_, ": ", std::string(name, end),
+          t.defined(), op_, ": ", name,
           " is not a tensor (None or an undefined tensor was passed); expected a paddle.Tensor");
-      name = *end == ',' ? end + 1 : end;
-      while (*name == ' ') ++name;
-    }
+    });
     return *this;
   }
 
   const OpChecks& dtype(const paddle::Tensor& t, const char* name, paddle::DataType want) const {
     PD_CHECK(t.dtype() == want, op_, ": ", name, " must be ", dtype_str(want), ", got ",
              dtype_str(t.dtype()));
+    return *this;
+  }
+
+  // Every tensor of the list has dtype `want`; `names` as for defined() (the FDSPEC_CHECK_DTYPE
+  // macro writes it from the parameter names).
+  const OpChecks& dtypes(
+      const char* names, paddle::DataType want,
+      std::initializer_list<std::reference_wrapper<const paddle::Tensor>> tensors) const {
+    for_each_named(names, tensors, [&](const paddle::Tensor& t, const std::string& name) {
+      dtype(t, name.c_str(), want);
+    });
     return *this;
   }
 
@@ -120,6 +106,26 @@ class OpChecks {
     PD_CHECK(s.size() == 1 || (s.size() == 2 && s[1] == 1), op_, ": ", name,
              " must be a vector, shape [n] or [n, 1], got ", shape_str(t));
     return *this;
+  }
+
+  // A flat vector of dtype `want` on the place of `first` (a packed per-token tensor, a list of
+  // end tokens): returns its length.
+  int64_t vector_on(const paddle::Tensor& t, const char* name, paddle::DataType want,
+                    const paddle::Tensor& first, const char* first_name) const {
+    dtype(t, name, want).vector(t, name).same_place(first, first_name, t, name);
+    return t.numel();
+  }
+
+  // An optional per-slot tensor of element type T: when given, of T's dtype, [n] or [n, 1] and on
+  // the place of `first`. Returns its data, nullptr when it is absent.
+  template <class T>
+  const T* optional_per_slot(const paddle::optional<paddle::Tensor>& t, const char* name, int64_t n,
+                             const paddle::Tensor& first, const char* first_name) const {
+    if (!t) return nullptr;
+    dtype(*t, name, phi::CppTypeToDataType<T>::Type())
+        .per_slot(*t, name, n)
+        .same_place(first, first_name, *t, name);
+    return t->data<T>();
   }
 
   // A 2-D tensor with at least `min_rows` rows (batch agreement for [B, X] tensors).
@@ -196,6 +202,21 @@ class OpChecks {
   const char* op() const { return op_; }
 
  private:
+  // f(tensor, name) for each tensor, `names` being their comma-separated names in order.
+  template <class F>
+  static void for_each_named(
+      const char* names,
+      std::initializer_list<std::reference_wrapper<const paddle::Tensor>> tensors, F f) {
+    const char* name = names;
+    for (const paddle::Tensor& t : tensors) {
+      const char* end = name;
+      while (*end != '\0' && *end != ',') ++end;
+      f(t, std::string(name, end));
+      name = *end == ',' ? end + 1 : end;
+      while (*name == ' ') ++name;
+    }
+  }
+
   int64_t tensors(const Rule* begin, const Rule* end, const char* batch_tensor) const {
     for (const Rule* r = begin; r != end; ++r) {
       PD_CHECK(
@@ -223,32 +244,26 @@ class OpChecks {
     return B;
   }
 
-  template <class T>
-  static void bind_as(const Rule& r) {
+  // Stores the data pointer of r's tensor in r.field when its dtype is D, with D's element type.
+  template <paddle::DataType D>
+  static bool bind_if(const Rule& r) {
+    using T = typename phi::DataTypeToCppType<D>::type;
+    if (r.dtype != D) return false;
     if (r.writable != nullptr) {
       *static_cast<T**>(r.field) = r.writable->data<T>();
     } else {
       *static_cast<const T**>(r.field) = r.tensor.data<T>();
     }
+    return true;
   }
 
+  // The dtypes of the tensor tables (binding/tensor_rules.h).
   void bind(const Rule& r) const {
-    switch (r.dtype) {
-      case paddle::DataType::BOOL:
-        bind_as<bool>(r);
-        break;
-      case paddle::DataType::INT32:
-        bind_as<int32_t>(r);
-        break;
-      case paddle::DataType::INT64:
-        bind_as<int64_t>(r);
-        break;
-      case paddle::DataType::FLOAT32:
-        bind_as<float>(r);
-        break;
-      default:
-        PD_THROW(op_, ": internal error, no data pointer for ", r.name, " of ", dtype_str(r.dtype));
-    }
+    using paddle::DataType;
+    const bool bound = bind_if<DataType::BOOL>(r) || bind_if<DataType::INT32>(r) ||
+                       bind_if<DataType::INT64>(r) || bind_if<DataType::FLOAT32>(r);
+    PD_CHECK(bound, op_, ": internal error, no data pointer for ", r.name, " of ",
+             dtype_str(r.dtype));
   }
 
   // " (B = n, from <batch tensor> <its shape>)" when n is the recorded batch and `name` is not its
@@ -339,6 +354,19 @@ void set_budget(const OpChecks& c, Params& p, int64_t max_draft_tokens, bool pad
   p.threshold = resolve_threshold(c, threshold, env_var, dflt);
 }
 
+// B of the ops whose seq_lens_this_time (an int32 vector on the place of `first`) may be shorter
+// than their row tensors (verify_draft_tokens, unified_update_model_status): its length, at most
+// `rows`, which `rows_what` names in the error.
+inline int64_t seq_lens_batch(const OpChecks& c, const paddle::Tensor& seq_lens_this_time,
+                              const paddle::Tensor& first, const char* first_name, int64_t rows,
+                              const char* rows_what) {
+  const int64_t batch = c.vector_on(seq_lens_this_time, "seq_lens_this_time",
+                                    paddle::DataType::INT32, first, first_name);
+  c.that(batch <= rows, "seq_lens_this_time has " + std::to_string(batch) +
+                            " slots, more than the " + std::to_string(rows) + " " + rows_what);
+  return batch;
+}
+
 // A new output tensor. Paddle 2.6 gives a GPU tensor of no elements no storage, and its custom-op
 // runtime then refuses it as an uninitialized output: such a tensor is one element's storage with
 // its shape set to the empty one (nothing ever reads or writes it).
@@ -378,6 +406,10 @@ inline void check_cuda(cudaError_t status, const char* op) {
 // The first check of every binding: each listed tensor is defined (see OpChecks::defined); the
 // names in the errors are the parameter names as written here.
 #define FDSPEC_CHECK_DEFINED(checks, ...) (checks).defined(#__VA_ARGS__, {__VA_ARGS__})
+
+// FDSPEC_CHECK_DTYPE(checks, INT64, a, b): tensors a and b are int64 (see OpChecks::dtypes).
+#define FDSPEC_CHECK_DTYPE(checks, dtype, ...) \
+  (checks).dtypes(#__VA_ARGS__, ::paddle::DataType::dtype, {__VA_ARGS__})
 
 // In a PD_BUILD_OP chain: `.Inputs({...}) FDSPEC_INPLACE_OUTPUTS("a", "b") .SetKernelFn(...)`
 // declares the outputs a_out, b_out, each written in place of its input.

@@ -2,6 +2,8 @@
 // untyped data pointers for the kernel layers (which see the dtype as a LogitsDType).
 #pragma once
 
+#include <type_traits>
+
 #include "binding/binding_utils.h"
 #include "common/half_bits.h"
 
@@ -29,27 +31,28 @@ inline LogitsDType logits_dtype(const paddle::Tensor& t) {
   }
 }
 
+// The data pointer of a logits tensor: void* for a paddle::Tensor, const void* for a const one.
 // Typed accessors underneath: Paddle checks the element type of data<T>() against the tensor's.
-inline void* logits_data(paddle::Tensor& t) {
+template <class TensorT>
+auto logits_data(TensorT& t) {
+  using Ptr = std::conditional_t<std::is_const_v<TensorT>, const void*, void*>;
   switch (t.dtype()) {
     case paddle::DataType::FLOAT16:
-      return t.data<phi::dtype::float16>();
+      return static_cast<Ptr>(t.template data<phi::dtype::float16>());
     case paddle::DataType::BFLOAT16:
-      return t.data<phi::dtype::bfloat16>();
+      return static_cast<Ptr>(t.template data<phi::dtype::bfloat16>());
     default:
-      return t.data<float>();
+      return static_cast<Ptr>(t.template data<float>());
   }
 }
 
-inline const void* logits_data(const paddle::Tensor& t) {
-  switch (t.dtype()) {
-    case paddle::DataType::FLOAT16:
-      return t.data<phi::dtype::float16>();
-    case paddle::DataType::BFLOAT16:
-      return t.data<phi::dtype::bfloat16>();
-    default:
-      return t.data<float>();
-  }
+// The logits fields of a kernel's params from a [N, V] logits tensor: its data, dtype, N and V.
+template <class Params>
+void set_logits(Params& p, const paddle::Tensor& logits) {
+  p.logits = logits_data(logits);
+  p.dtype = logits_dtype(logits);
+  p.rows = logits.shape()[0];
+  p.vocab = logits.shape()[1];
 }
 
 }  // namespace binding

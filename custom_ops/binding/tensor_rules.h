@@ -70,26 +70,13 @@ namespace fdspec {
 namespace binding {
 namespace rule {
 
-// The element type of a dtype (void for UNDEFINED: no data pointer is bound for it).
+// The element type of a dtype: Paddle's own mapping, and void for UNDEFINED (no data pointer is
+// bound for it).
 template <paddle::DataType D>
-struct ElemOf {
+struct ElemOf : phi::DataTypeToCppType<D> {};
+template <>
+struct ElemOf<paddle::DataType::UNDEFINED> {
   using type = void;
-};
-template <>
-struct ElemOf<paddle::DataType::BOOL> {
-  using type = bool;
-};
-template <>
-struct ElemOf<paddle::DataType::INT32> {
-  using type = int32_t;
-};
-template <>
-struct ElemOf<paddle::DataType::INT64> {
-  using type = int64_t;
-};
-template <>
-struct ElemOf<paddle::DataType::FLOAT32> {
-  using type = float;
 };
 
 // rule::name(t): check only. rule::name(t, &p.field): check, then p.field = the data pointer; a

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <type_traits>
 #include <utility>
 
 #include <cuda_runtime.h>
@@ -249,22 +250,12 @@ __device__ __forceinline__ uint4 load16_nc_now(const void* ptr) {
 
 // The unsigned type of kBytes bytes, for vectorised raw copies and loads.
 template <int kBytes>
-struct VecOf;
-template <>
-struct VecOf<16> {
-  using type = uint4;
-};
-template <>
-struct VecOf<8> {
-  using type = uint2;
-};
-template <>
-struct VecOf<4> {
-  using type = uint32_t;
-};
-template <>
-struct VecOf<2> {
-  using type = uint16_t;
+struct VecOf {
+  static_assert(kBytes == 16 || kBytes == 8 || kBytes == 4 || kBytes == 2,
+                "a vector of 2, 4, 8 or 16 bytes");
+  using type = std::conditional_t<
+      kBytes == 16, uint4,
+      std::conditional_t<kBytes == 8, uint2, std::conditional_t<kBytes == 4, uint32_t, uint16_t>>>;
 };
 
 // Integer ceiling division for grid sizes.

@@ -48,6 +48,28 @@ FDSPEC_HD T max_of(T a, T b) {
   return a > b ? a : b;
 }
 
+// Rows packed by slot (row r of slot b from cu[b] on, as cu_seqlens_q_output or
+// cu_batch_token_offset lay them out): rows [0, cu[B]) belong to the slots, clamped to [0, rows];
+// the rest is padding.
+FDSPEC_HD int64_t packed_valid_rows(const int32_t* cu, int64_t batch, int64_t rows) {
+  return batch > 0 ? clamp_to<int64_t>(cu[batch], 0, rows) : 0;
+}
+
+// Slot of packed row r: the last b in [0, B) with cu[b] <= r (0 if none). A binary search, so it
+// terminates within [0, B) even on offsets that are not sorted.
+FDSPEC_HD int64_t packed_slot_of_row(const int32_t* cu, int64_t batch, int64_t r) {
+  int64_t lo = 0, hi = batch - 1;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (cu[mid] <= r) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
 // a - b saturated to the int64 range. Limits such as max_dec_len reach the kernels unchecked; the
 // difference of two extreme values must not wrap around (a wrapped budget turns "no room" into
 // room).

@@ -42,4 +42,16 @@ inline float float16_bits_to_float(uint16_t h) {
   return bits_to_float(sign | ((exp + 112u) << 23) | (man << 13));  // rebias 15 -> 127
 }
 
+// Element i of a logits array of dtype d, widened to float: the CPU kernels' read of a logit.
+inline float logit_as_float(const void* logits, LogitsDType d, int64_t i) {
+  switch (d) {
+    case LogitsDType::kFloat16:
+      return float16_bits_to_float(static_cast<const uint16_t*>(logits)[i]);
+    case LogitsDType::kBFloat16:
+      return bfloat16_bits_to_float(static_cast<const uint16_t*>(logits)[i]);
+    default:
+      return static_cast<const float*>(logits)[i];
+  }
+}
+
 }  // namespace fdspec

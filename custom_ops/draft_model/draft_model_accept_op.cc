@@ -4,11 +4,7 @@
 #include "draft_model/draft_model.h"
 #include "draft_model/draft_model_binding.h"
 
-namespace {
-
 constexpr const char* kOp = "draft_model_accept";
-
-}  // namespace
 
 void DraftModelAccept(const paddle::Tensor& accept_tokens, const paddle::Tensor& accept_num,
                       paddle::Tensor& step_idx, paddle::Tensor& pre_ids,

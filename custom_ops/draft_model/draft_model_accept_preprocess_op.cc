@@ -4,11 +4,7 @@
 #include "draft_model/draft_model.h"
 #include "draft_model/draft_model_binding.h"
 
-namespace {
-
 constexpr const char* kOp = "draft_model_accept_preprocess";
-
-}  // namespace
 
 void DraftModelAcceptPreprocess(paddle::Tensor& input_ids, paddle::Tensor& seq_lens_decoder,
                                 paddle::Tensor& step_idx, paddle::Tensor& pre_ids,

@@ -15,28 +15,14 @@ void draft_model_greedy_preprocess_cpu(const DraftModelGreedyPreprocessParams& p
   }
 }
 
-namespace {
-
-float logit_at(const DraftModelGreedyUpdateParams& p, int64_t i) {
-  switch (p.logits_dtype) {
-    case LogitsDType::kFloat16:
-      return float16_bits_to_float(static_cast<const uint16_t*>(p.logits)[i]);
-    case LogitsDType::kBFloat16:
-      return bfloat16_bits_to_float(static_cast<const uint16_t*>(p.logits)[i]);
-    default:
-      return static_cast<const float*>(p.logits)[i];
-  }
-}
-
-}  // namespace
-
 void draft_model_greedy_update_cpu(const DraftModelGreedyUpdateParams& p) {
   for (int64_t b = 0; b < p.batch; ++b) {
     const DraftUpdateSlot u = draft_update_load(p, b);
     if (!draft_update_takes(p, u)) continue;
     uint64_t best = 0;  // below every key: the lowest key is that of id 2^32 - 1
     for (int64_t v = 0; v < p.vocab_size; ++v) {
-      const uint64_t key = draft_argmax_key(logit_at(p, b * p.vocab_size + v), v);
+      const uint64_t key =
+          draft_argmax_key(logit_as_float(p.logits, p.logits_dtype, b * p.vocab_size + v), v);
       best = key > best ? key : best;
     }
     draft_update_write(p, b, u, draft_argmax_id(best));

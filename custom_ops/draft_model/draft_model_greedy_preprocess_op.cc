@@ -3,11 +3,7 @@
 #include "binding/tensor_rules.h"
 #include "draft_model/draft_model.h"
 
-namespace {
-
 constexpr const char* kOp = "draft_model_greedy_preprocess";
-
-}  // namespace
 
 void DraftModelGreedyPreprocess(paddle::Tensor& input_ids, paddle::Tensor& seq_lens_decoder,
                                 paddle::Tensor& step_idx, paddle::Tensor& pre_ids,

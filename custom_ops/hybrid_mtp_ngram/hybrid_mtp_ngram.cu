@@ -29,9 +29,7 @@ __device__ __forceinline__ int64_t hybrid_free_term_now(const HybridMtpNgramPara
 // earlier processed slot adds at least 1 to S and removes 1 from L, and other lengths are >= 0.
 // Only seq_lens_decoder (never written) of other slots is read: their seq_lens_this_time entries
 // are being rewritten by their own blocks.
-struct HybridSearch {
-  HybridMtpNgramParams p;
-
+struct HybridSearch : NgramOpView<HybridMtpNgramParams> {
   __device__ WalkOutputs outputs() const { return hybrid_outputs(p); }
 
   __device__ SearchSlot slot(int64_t b) const {
@@ -59,7 +57,6 @@ struct HybridSearch {
 
   // Only a processed slot (which slot() recorded with search set) is asked: the sum of I and ori_b.
   // It is at most B + 2^31 - 1: a larger threshold cannot bind and nothing is read.
-  __device__ int64_t batch() const { return p.batch; }
   __host__ __device__ bool threshold_may_bind() const { return p.threshold <= p.batch + INT32_MAX; }
   __device__ int64_t give_up_term(int64_t b, int64_t j) const {
     return (p.seq_lens_decoder[j] > 0) + (j == b ? max_of<int64_t>(p.seq_lens_this_time[b], 0) : 0);
@@ -87,7 +84,6 @@ struct HybridSearch {
   // bound's terms read other slots' entries while their blocks may rewrite them:
   // hybrid_walk_free_term is the same for every value an entry takes (a volatile load: one value,
   // read once).
-  __device__ int64_t threshold() const { return p.threshold; }
   __device__ int64_t free_term(int64_t j) const { return hybrid_free_term_now(p, j); }
   // The same term, loaded with the slot's own facts and summed later (the entry read once).
   struct FreeIn {
@@ -102,17 +98,11 @@ struct HybridSearch {
   }
   // Every term is at least A (hybrid_walk_free_term), so U >= B x A.
   bool free_possible() const { return hybrid_may_be_walk_free(p); }
-  bool try_free = true;  // set by launch_ngram_op
-  int prefetch = 0;      // set by launch_ngram_op
+  int prefetch = 0;  // set by launch_ngram_op
 };
 
 // Kernel 2's view of the walk: a negative entry is a processed slot's packed (ori, match).
-struct HybridWalk {
-  HybridMtpNgramParams p;
-  bool try_free = true;  // set by launch_ngram_op
-
-  __device__ int64_t batch() const { return p.batch; }
-  __device__ int64_t threshold() const { return p.threshold; }
+struct HybridWalk : NgramOpView<HybridMtpNgramParams> {
   __device__ WalkOutputs outputs() const { return hybrid_outputs(p); }
   // Read before the walk waits for the search (which may be rewriting the entry): see HybridSearch.
   __device__ int64_t free_term(int64_t j) const { return hybrid_free_term_now(p, j); }

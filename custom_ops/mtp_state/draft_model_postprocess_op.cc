@@ -4,11 +4,7 @@
 #include "mtp_state/mtp_state.h"
 #include "mtp_state/mtp_state_binding.h"
 
-namespace {
-
 constexpr const char* kOp = "draft_model_postprocess";
-
-}  // namespace
 
 // base_model_draft_tokens and base_model_stop_flags are in place as upstream declares them; neither
 // is written.

@@ -4,11 +4,7 @@
 #include "mtp_state/mtp_state.h"
 #include "mtp_state/mtp_state_binding.h"
 
-namespace {
-
 constexpr const char* kOp = "draft_model_preprocess";
-
-}  // namespace
 
 void DraftModelPreprocess(
     paddle::Tensor& draft_tokens, paddle::Tensor& input_ids, paddle::Tensor& stop_flags,

@@ -4,11 +4,7 @@
 #include "mtp_state/mtp_state.h"
 #include "mtp_state/mtp_state_binding.h"
 
-namespace {
-
 constexpr const char* kOp = "draft_model_set_value_by_flags";
-
-}  // namespace
 
 // seq_lens_this_time is written (running slots -> 1) as upstream's kernel does, although upstream's
 // registration (and so ours, which must equal it) declares only pre_ids_all in place.

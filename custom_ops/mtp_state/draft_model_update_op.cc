@@ -4,11 +4,7 @@
 #include "mtp_state/mtp_state.h"
 #include "mtp_state/mtp_state_binding.h"
 
-namespace {
-
 constexpr const char* kOp = "draft_model_update";
-
-}  // namespace
 
 void DraftModelUpdate(const paddle::Tensor& inter_next_tokens, paddle::Tensor& draft_tokens,
                       paddle::Tensor& pre_ids, paddle::Tensor& seq_lens_this_time,

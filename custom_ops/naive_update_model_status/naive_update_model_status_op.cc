@@ -3,11 +3,7 @@
 #include "binding/tensor_rules.h"
 #include "naive_update_model_status/naive_update_model_status.h"
 
-namespace {
-
 constexpr const char* kOp = "naive_update_model_status";
-
-}  // namespace
 
 void NaiveUpdateModelStatus(paddle::Tensor& accept_tokens, paddle::Tensor& accept_num,
                             paddle::Tensor& seq_lens_this_time, const paddle::Tensor& next_tokens,

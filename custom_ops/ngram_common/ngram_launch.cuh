@@ -16,6 +16,17 @@
 
 namespace fdspec {
 
+// The members that an op's Search and Walk share: its params, the walk-free flag launch_ngram_op
+// sets in both, and the batch and threshold they read.
+template <class Params>
+struct NgramOpView {
+  Params p;
+  bool try_free = true;  // set by launch_ngram_op
+
+  __device__ int64_t batch() const { return p.batch; }
+  __device__ int64_t threshold() const { return p.threshold; }
+};
+
 // No allocation, no host synchronisation (CUDA-graph capturable). `max_tokens` bounds the tokens of
 // a slot's two haystacks. Returns the launch status.
 template <class Search, class Walk>

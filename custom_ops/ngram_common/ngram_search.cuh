@@ -44,26 +44,35 @@ __device__ __forceinline__ unsigned long long ngram_key(int len, bool in_prompt,
          static_cast<unsigned long long>(0xFFFFFFFFu - static_cast<uint32_t>(e));
 }
 
+// Common-suffix length of the pattern and the tokens that `back(k)` reads (the token k places
+// before the window's end), up to `cap`, the first kFirst of them known to match. kMaxN > 0 unrolls
+// the comparison for the common small sizes.
+template <int kMaxN, int kFirst, class Back>
+__device__ __forceinline__ int common_suffix(Back back, const int64_t* __restrict__ pat, int cap) {
+  constexpr int kBound = kMaxN > 0 ? kMaxN : kMaxNgramSize;
+  constexpr int kUnroll = kMaxN > 0 ? kMaxN : 1;
+  int l = kFirst;
+#pragma unroll kUnroll
+  for (int k = kFirst; k < kBound; ++k) {
+    if (k >= cap) break;
+    if (back(k) != pat[k]) break;
+    ++l;
+  }
+  return l;
+}
+
 // Common-suffix length of hay[.. e] and the pattern, up to `cap`. Positions at or after tile_base
 // are read from the shared-memory tile, earlier ones (only a partial match that crosses the tile
-// start gets there) from global memory. kMaxN > 0 unrolls the comparison for the common small
-// sizes.
+// start gets there) from global memory.
 template <int kMaxN>
 __device__ __forceinline__ int suffix_match(const int64_t* __restrict__ tile, int tile_base,
                                             const int64_t* __restrict__ hay, int e,
                                             const int64_t* __restrict__ pat, int cap) {
-  constexpr int kBound = kMaxN > 0 ? kMaxN : kMaxNgramSize;
-  constexpr int kUnroll = kMaxN > 0 ? kMaxN : 1;
-  int l = 0;
-#pragma unroll kUnroll
-  for (int k = 0; k < kBound; ++k) {
-    if (k >= cap) break;
+  const auto back = [&](int k) {
     const int pos = e - k;
-    const int64_t v = pos >= tile_base ? tile[pos - tile_base] : __ldg(hay + pos);
-    if (v != pat[k]) break;
-    ++l;
-  }
-  return l;
+    return pos >= tile_base ? tile[pos - tile_base] : __ldg(hay + pos);
+  };
+  return common_suffix<kMaxN, 0>(back, pat, cap);
 }
 
 __device__ __forceinline__ unsigned long long warp_max_u64(unsigned long long v) {
@@ -215,16 +224,7 @@ __device__ __forceinline__ NgramMatch decode_search_result(int32_t code, const N
 template <int kMaxN>
 __device__ __forceinline__ int stream_suffix(const int64_t* __restrict__ hay, int e,
                                              const int64_t* __restrict__ pat, int cap) {
-  constexpr int kBound = kMaxN > 0 ? kMaxN : kMaxNgramSize;
-  constexpr int kUnroll = kMaxN > 0 ? kMaxN : 1;
-  int l = 1;
-#pragma unroll kUnroll
-  for (int k = 1; k < kBound; ++k) {
-    if (k >= cap) break;
-    if (__ldg(hay + e - k) != pat[k]) break;
-    ++l;
-  }
-  return l;
+  return common_suffix<kMaxN, 1>([&](int k) { return __ldg(hay + e - k); }, pat, cap);
 }
 
 // The search of `batch` slots: C blocks per slot (a cluster; C = 1 when the batch fills the GPU),

@@ -21,9 +21,7 @@ namespace fdspec {
 namespace {
 
 // Search problem of kernel 1.
-struct NgramMatchSearch {
-  NgramMatchParams p;
-
+struct NgramMatchSearch : NgramOpView<NgramMatchParams> {
   __device__ WalkOutputs outputs() const { return ngram_match_outputs(p); }
 
   __device__ SearchSlot slot(int64_t b) const {
@@ -52,7 +50,6 @@ struct NgramMatchSearch {
   // every earlier decoding slot adds at least 1 to S and takes 1 from L. With a batch larger than
   // the threshold every slot gives up this way and the op reads no haystack. The sum is at most
   // B * 2^31 (a count plus int32 lengths): a larger threshold cannot bind and nothing is read.
-  __device__ int64_t batch() const { return p.batch; }
   __host__ __device__ bool threshold_may_bind() const {
     return p.threshold - 1 <= p.batch * (int64_t{1} << 31);
   }
@@ -67,7 +64,6 @@ struct NgramMatchSearch {
   // The walk-free form (ngram_walk_free): slot b's outputs from its own search result, as the walk
   // writes them when every slot keeps its untruncated drafts. The bound's terms read only inputs no
   // block writes (a prefill slot's seq_lens_this_time is untouched).
-  __device__ int64_t threshold() const { return p.threshold; }
   __device__ int64_t free_term(int64_t j) const { return ngram_match_walk_free_term(p, j); }
   // The same term, loaded with the slot's own facts and summed later.
   using FreeIn = NgramMatchSlotIn;
@@ -77,17 +73,11 @@ struct NgramMatchSearch {
   }
   // No lower bound of U follows from the parameters alone (empty slots add nothing).
   bool free_possible() const { return true; }
-  bool try_free = true;  // set by launch_ngram_op
-  int prefetch = 0;      // set by launch_ngram_op
+  int prefetch = 0;  // set by launch_ngram_op
 };
 
 // Kernel 2's view of the walk.
-struct NgramMatchWalk {
-  NgramMatchParams p;
-  bool try_free = true;  // set by launch_ngram_op
-
-  __device__ int64_t batch() const { return p.batch; }
-  __device__ int64_t threshold() const { return p.threshold; }
+struct NgramMatchWalk : NgramOpView<NgramMatchParams> {
   __device__ WalkOutputs outputs() const { return ngram_match_outputs(p); }
   __device__ int64_t free_term(int64_t j) const { return ngram_match_walk_free_term(p, j); }
 

@@ -3,11 +3,7 @@
 #include "binding/tensor_rules.h"
 #include "speculate_draft_length_policy/speculate_draft_length_policy.h"
 
-namespace {
-
 constexpr const char* kOp = "speculate_draft_length_policy";
-
-}  // namespace
 
 void SpeculateDraftLengthPolicy(const paddle::Tensor& accept_num,
                                 const paddle::Tensor& draft_tokens, paddle::Tensor& draft_len,

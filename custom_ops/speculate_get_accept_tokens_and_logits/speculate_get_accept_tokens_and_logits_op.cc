@@ -14,20 +14,15 @@ fdspec::AcceptTokensLogitsParams make_params(
     paddle::Tensor& cu_batch_token_offset, const paddle::Tensor& cu_seqlens_q_output,
     const paddle::Tensor& seq_lens_this_time, const paddle::Tensor& seq_lens_encoder,
     const paddle::Tensor& accept_num, const paddle::Tensor& accept_tokens) {
-  using paddle::DataType;
   namespace fb = fdspec::binding;
   const fb::OpChecks c(kOp);
   FDSPEC_CHECK_DEFINED(c, token_ids, target_logits, logits, cu_batch_token_offset,
                        cu_seqlens_q_output, seq_lens_this_time, seq_lens_encoder, accept_num,
                        accept_tokens);
   const int64_t B = c.batch(seq_lens_this_time, "seq_lens_this_time");
-  c.dtype(token_ids, "token_ids", DataType::INT64)
-      .dtype(cu_batch_token_offset, "cu_batch_token_offset", DataType::INT32)
-      .dtype(cu_seqlens_q_output, "cu_seqlens_q_output", DataType::INT32)
-      .dtype(seq_lens_this_time, "seq_lens_this_time", DataType::INT32)
-      .dtype(seq_lens_encoder, "seq_lens_encoder", DataType::INT32)
-      .dtype(accept_num, "accept_num", DataType::INT32)
-      .dtype(accept_tokens, "accept_tokens", DataType::INT64);
+  FDSPEC_CHECK_DTYPE(c, INT64, token_ids, accept_tokens);
+  FDSPEC_CHECK_DTYPE(c, INT32, cu_batch_token_offset, cu_seqlens_q_output, seq_lens_this_time,
+                     seq_lens_encoder, accept_num);
   fb::check_logits_dtype(c, logits, "logits");
   c.that(target_logits.dtype() == logits.dtype(),
          std::string("target_logits must have the dtype of logits (") +

@@ -55,28 +55,13 @@ struct LogprobsTopkParams {
 
 // Rows [0, valid) are computed; the rest is padding.
 FDSPEC_HD int64_t logprobs_valid_rows(const LogprobsTopkParams& p) {
-  return p.batch > 0 ? clamp_to<int64_t>(p.cu_batch_token_offset[p.batch], 0, p.rows) : 0;
-}
-
-// Slot of row r: the last b in [0, B) with cu[b] <= r (0 if none). A binary search, so it
-// terminates within [0, B) even on offsets that are not sorted.
-FDSPEC_HD int64_t logprobs_slot_of_row(const int32_t* cu, int64_t batch, int64_t r) {
-  int64_t lo = 0, hi = batch - 1;
-  while (lo < hi) {
-    const int64_t mid = (lo + hi + 1) / 2;
-    if (cu[mid] <= r) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  return lo;
+  return packed_valid_rows(p.cu_batch_token_offset, p.batch, p.rows);
 }
 
 // Multiplier applied to the row's logits (x * (1 / T), the same float32 operations on both sides).
 FDSPEC_HD float logprobs_row_scale(const LogprobsTopkParams& p, int64_t r) {
   if (p.temperature == nullptr) return 1.0f;
-  const float t = p.temperature[logprobs_slot_of_row(p.cu_batch_token_offset, p.batch, r)];
+  const float t = p.temperature[packed_slot_of_row(p.cu_batch_token_offset, p.batch, r)];
   return (t >= kMinTemperature && t <= FLT_MAX) ? 1.0f / t : 1.0f;
 }
 

@@ -9,17 +9,6 @@
 namespace fdspec {
 namespace {
 
-float load_logit(const LogprobsTopkParams& p, int64_t index) {
-  switch (p.dtype) {
-    case LogitsDType::kFloat16:
-      return float16_bits_to_float(static_cast<const uint16_t*>(p.logits)[index]);
-    case LogitsDType::kBFloat16:
-      return bfloat16_bits_to_float(static_cast<const uint16_t*>(p.logits)[index]);
-    default:
-      return static_cast<const float*>(p.logits)[index];
-  }
-}
-
 void write_padding(const LogprobsTopkParams& p, int64_t r) {
   const int64_t cols = p.top_k + 1;
   for (int64_t c = 0; c < cols; ++c) {
@@ -47,7 +36,7 @@ void logprobs_topk_cpu(const LogprobsTopkParams& p) {
     const float scale = logprobs_row_scale(p, r);
     float m = -std::numeric_limits<float>::infinity();
     for (int64_t v = 0; v < V; ++v) {
-      x[v] = load_logit(p, r * V + v) * scale;
+      x[v] = logit_as_float(p.logits, p.dtype, r * V + v) * scale;
       m = x[v] > m ? x[v] : m;
     }
     double lse = 0.0;  // every logit -inf: scores stay -inf, clipped

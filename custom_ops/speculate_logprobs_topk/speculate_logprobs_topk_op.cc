@@ -14,18 +14,15 @@ fdspec::LogprobsTopkParams make_params(
     const paddle::Tensor& cu_batch_token_offset, paddle::Tensor& logprob_token_ids,
     paddle::Tensor& logprob_scores, paddle::Tensor& logprob_ranks,
     const paddle::optional<paddle::Tensor>& temperature, bool raw_logits) {
-  using paddle::DataType;
   namespace fb = fdspec::binding;
   const fb::OpChecks c(kOp);
   FDSPEC_CHECK_DEFINED(c, target_logits, token_ids, cu_batch_token_offset, logprob_token_ids,
                        logprob_scores, logprob_ranks);
   if (temperature) c.defined("temperature", {*temperature});
   fb::check_logits_dtype(c, target_logits, "target_logits");
-  c.dtype(token_ids, "token_ids", DataType::INT64)
-      .dtype(cu_batch_token_offset, "cu_batch_token_offset", DataType::INT32)
-      .dtype(logprob_token_ids, "logprob_token_ids", DataType::INT64)
-      .dtype(logprob_scores, "logprob_scores", DataType::FLOAT32)
-      .dtype(logprob_ranks, "logprob_ranks", DataType::INT64);
+  FDSPEC_CHECK_DTYPE(c, INT64, token_ids, logprob_token_ids, logprob_ranks);
+  FDSPEC_CHECK_DTYPE(c, INT32, cu_batch_token_offset);
+  FDSPEC_CHECK_DTYPE(c, FLOAT32, logprob_scores);
   c.rank(target_logits, "target_logits", 2)
       .rank(cu_batch_token_offset, "cu_batch_token_offset", 1)
       .rank(logprob_token_ids, "logprob_token_ids", 2);
@@ -54,21 +51,14 @@ fdspec::LogprobsTopkParams make_params(
                    {"logprob_token_ids", logprob_token_ids},
                    {"logprob_scores", logprob_scores},
                    {"logprob_ranks", logprob_ranks}});
-  if (temperature) {
-    c.dtype(*temperature, "temperature", DataType::FLOAT32)
-        .per_slot(*temperature, "temperature", B)
-        .same_place(target_logits, "target_logits", *temperature, "temperature");
-  }
 
   fdspec::LogprobsTopkParams p;
-  p.logits = fb::logits_data(target_logits);
-  p.dtype = fb::logits_dtype(target_logits);
-  p.rows = N;
-  p.vocab = V;
+  p.temperature =
+      c.optional_per_slot<float>(temperature, "temperature", B, target_logits, "target_logits");
+  fb::set_logits(p, target_logits);
   p.token_ids = token_ids.data<int64_t>();
   p.cu_batch_token_offset = cu_batch_token_offset.data<int32_t>();
   p.batch = B;
-  p.temperature = temperature ? temperature->data<float>() : nullptr;
   p.logprob_token_ids = logprob_token_ids.data<int64_t>();
   p.logprob_scores = logprob_scores.data<float>();
   p.logprob_ranks = logprob_ranks.data<int64_t>();

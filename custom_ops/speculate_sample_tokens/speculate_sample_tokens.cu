@@ -531,7 +531,7 @@ __device__ __forceinline__ void weigh_queued(Shared& sh, const Pass& ps, const R
   const auto take = [&](uint32_t slot) {
     const Entry e = ring[slot % kRing];
     __syncwarp();  // every lane has read its slot before the ring is written again
-    weigh(static_cast<int64_t>(e.wb), sample_bits_to_float(static_cast<uint32_t>(e.ord)));
+    weigh(static_cast<int64_t>(e.wb), bits_as_float(static_cast<uint32_t>(e.ord)));
   };
   // Warp-uniform trip count: vector vi = base + lane, the same vectors as ps.for_each's.
   for (int64_t base = threadIdx.x - lane; base < nv; base += kThreads) {
@@ -545,8 +545,7 @@ __device__ __forceinline__ void weigh_queued(Shared& sh, const Pass& ps, const R
       const unsigned mask = __ballot_sync(kFull, keep);
       if (keep) {
         const uint32_t slot = head + queued + __popc(mask & lanes_below);
-        ring[slot % kRing] =
-            Entry{sample_float_to_bits(x), static_cast<uint64_t>(ps.lo + vi * kE + j)};
+        ring[slot % kRing] = Entry{float_as_bits(x), static_cast<uint64_t>(ps.lo + vi * kE + j)};
       }
       queued += __popc(mask);
       if (queued >= 32) {
@@ -560,7 +559,7 @@ __device__ __forceinline__ void weigh_queued(Shared& sh, const Pass& ps, const R
   __syncwarp();
   if (lane < queued) {
     const Entry e = ring[(head + lane) % kRing];
-    weigh(static_cast<int64_t>(e.wb), sample_bits_to_float(static_cast<uint32_t>(e.ord)));
+    weigh(static_cast<int64_t>(e.wb), bits_as_float(static_cast<uint32_t>(e.ord)));
   }
 }
 

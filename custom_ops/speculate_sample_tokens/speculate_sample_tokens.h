@@ -23,9 +23,9 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 #include "common/fdspec_common.h"
+#include "common/float_rn.h"
 #include "common/half_bits.h"
 #include "common/philox.h"
 
@@ -69,21 +69,7 @@ struct SampleTokensParams {
 
 // Rows [0, valid) are sampled; the rest is padding.
 FDSPEC_HD int64_t sample_valid_rows(const SampleTokensParams& p) {
-  return p.batch > 0 ? clamp_to<int64_t>(p.cu_seqlens_q_output[p.batch], 0, p.rows) : 0;
-}
-
-// Slot of row r: the last b in [0, B) with cu[b] <= r (0 if none); terminates on unsorted offsets.
-FDSPEC_HD int64_t sample_slot_of_row(const int32_t* cu, int64_t batch, int64_t r) {
-  int64_t lo = 0, hi = batch - 1;
-  while (lo < hi) {
-    const int64_t mid = (lo + hi + 1) / 2;
-    if (cu[mid] <= r) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  return lo;
+  return packed_valid_rows(p.cu_seqlens_q_output, p.batch, p.rows);
 }
 
 // What a row samples with: resolved from its slot's parameters.
@@ -97,70 +83,12 @@ struct SampleRowParams {
   uint64_t position;  // j
 };
 
-FDSPEC_HD float sample_bits_to_float(uint32_t b) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(b);
-#else
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-#endif
-}
-
-FDSPEC_HD uint32_t sample_float_to_bits(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-#endif
-}
-
-// Float operations that the compiler must neither fuse nor reorder (nvcc contracts a * b + c into
-// an fma unless told; g++ without -mfma does not).
-FDSPEC_HD float sample_fmul(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-FDSPEC_HD float sample_fsub(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-FDSPEC_HD float sample_fadd(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-FDSPEC_HD float sample_fdiv(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-FDSPEC_HD float sample_fma(float a, float b, float c) {
-#if defined(__CUDA_ARCH__)
-  return __fmaf_rn(a, b, c);
-#else
-  return __builtin_fmaf(a, b, c);  // correctly rounded, as the GPU's
-#endif
-}
-
 FDSPEC_HD SampleRowParams sample_row_params(const SampleTokensParams& p, int64_t r) {
-  const int64_t b = sample_slot_of_row(p.cu_seqlens_q_output, p.batch, r);
+  const int64_t b = packed_slot_of_row(p.cu_seqlens_q_output, p.batch, r);
   SampleRowParams rp;
   const float T = p.temperature[b];
   rp.greedy = !(T >= kSampleMinTemperature && T <= FLT_MAX);
-  rp.c = rp.greedy ? 0.0f : sample_fdiv(1.4426950408889634f, T);
+  rp.c = rp.greedy ? 0.0f : fdiv_rn(1.4426950408889634f, T);
   const int64_t k = p.top_k[b];
   rp.top_k = (k > 0 && k < p.vocab) ? k : 0;
   const float tp = p.top_p[b];
@@ -182,13 +110,13 @@ FDSPEC_HD SampleRowParams sample_row_params(const SampleTokensParams& p, int64_t
 // Order-preserving key of a logit: larger logit, larger key; -0 is +0; NaN is below everything.
 FDSPEC_HD uint32_t sample_key(float x) {
   if (x != x) return 0;
-  uint32_t b = sample_float_to_bits(x);
+  uint32_t b = float_as_bits(x);
   if (b == 0x80000000u) b = 0;
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
 FDSPEC_HD float sample_key_to_float(uint32_t key) {
-  return sample_bits_to_float((key & 0x80000000u) ? (key & 0x7FFFFFFFu) : ~key);
+  return bits_as_float((key & 0x80000000u) ? (key & 0x7FFFFFFFu) : ~key);
 }
 
 // The total order of entries: a larger ord comes first (larger key; then the lower id).
@@ -198,17 +126,17 @@ FDSPEC_HD uint64_t sample_ord(uint32_t key, uint32_t id) {
 FDSPEC_HD uint32_t sample_ord_id(uint64_t ord) { return ~static_cast<uint32_t>(ord); }
 
 // t = (x - M) * c, the entry's log2 weight relative to the maximum.
-FDSPEC_HD float sample_t(float x, float M, float c) { return sample_fmul(sample_fsub(x, M), c); }
+FDSPEC_HD float sample_t(float x, float M, float c) { return fmul_rn(fsub_rn(x, M), c); }
 
 // 2^f on [0, 1) as 1 + f q(f): a degree-5 fit (relative error 1.5e-7) with positive coefficients,
 // so each fma step is non-decreasing in f; p(0) = 1 exactly.
 FDSPEC_HD float sample_exp2_frac(float f) {
   float q = 0x1.e978aep-10f;
-  q = sample_fma(q, f, 0x1.277574p-7f);
-  q = sample_fma(q, f, 0x1.c91e02p-5f);
-  q = sample_fma(q, f, 0x1.ebdb30p-3f);
-  q = sample_fma(q, f, 0x1.62e4bcp-1f);
-  return sample_fma(q, f, 1.0f);
+  q = fma_rn(q, f, 0x1.277574p-7f);
+  q = fma_rn(q, f, 0x1.c91e02p-5f);
+  q = fma_rn(q, f, 0x1.ebdb30p-3f);
+  q = fma_rn(q, f, 0x1.62e4bcp-1f);
+  return fma_rn(q, f, 1.0f);
 }
 
 // W = floor(2^(t + 40)) for t in [-40, 0] (computed as floor(p(f) 2^(n + 40)), n = floor(t), f = t
@@ -219,8 +147,8 @@ FDSPEC_HD uint64_t sample_weight(float t) {
   const float f = t - n;  // exact
   float p = sample_exp2_frac(f);
   p = p < 0x1.fffffep0f ? p : 0x1.fffffep0f;  // keeps 2^(n+1) above every value of binade n
-  const uint32_t mant = (sample_float_to_bits(p) & 0x7FFFFFu) | 0x800000u;  // p * 2^23
-  const int sh = static_cast<int>(n) + (kSampleWeightBits - 23);            // -23 .. 17
+  const uint32_t mant = (float_as_bits(p) & 0x7FFFFFu) | 0x800000u;  // p * 2^23
+  const int sh = static_cast<int>(n) + (kSampleWeightBits - 23);     // -23 .. 17
   return sh >= 0 ? (static_cast<uint64_t>(mant) << sh) : static_cast<uint64_t>(mant >> -sh);
 }
 
@@ -228,8 +156,8 @@ FDSPEC_HD uint64_t sample_weight(float t) {
 // rounding is the float addition of 1.5 * 2^23 (exact on both sides); it is non-decreasing in -t,
 // so a bucket is a run of the order.
 FDSPEC_HD int sample_bucket(float t) {
-  const float s = sample_fadd(sample_fmul(t, -16.0f), 12582912.0f);
-  return static_cast<int>(sample_float_to_bits(s) & 0x3FFu);
+  const float s = fadd_rn(fmul_rn(t, -16.0f), 12582912.0f);
+  return static_cast<int>(float_as_bits(s) & 0x3FFu);
 }
 
 // floor(R * m / 2^128) for R = (hi, lo): the draw scaled to [0, m).

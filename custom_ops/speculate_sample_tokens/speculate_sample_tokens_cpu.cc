@@ -11,15 +11,7 @@ namespace fdspec {
 namespace {
 
 float logit_at(const SampleTokensParams& p, int64_t r, int64_t v) {
-  const int64_t i = r * p.vocab + v;
-  switch (p.dtype) {
-    case LogitsDType::kFloat16:
-      return float16_bits_to_float(static_cast<const uint16_t*>(p.logits)[i]);
-    case LogitsDType::kBFloat16:
-      return bfloat16_bits_to_float(static_cast<const uint16_t*>(p.logits)[i]);
-    default:
-      return static_cast<const float*>(p.logits)[i];
-  }
+  return logit_as_float(p.logits, p.dtype, r * p.vocab + v);
 }
 
 struct Weighed {

@@ -15,20 +15,15 @@ fdspec::SampleTokensParams make_params(const paddle::Tensor& logits,
                                        const paddle::Tensor& top_p, const paddle::Tensor& top_k,
                                        paddle::Tensor& sampled_tokens,
                                        const paddle::optional<paddle::Tensor>& min_p) {
-  using paddle::DataType;
   namespace fb = fdspec::binding;
   const fb::OpChecks c(kOp);
   FDSPEC_CHECK_DEFINED(c, logits, cu_seqlens_q_output, step_idx, seed, temperature, top_p, top_k,
                        sampled_tokens);
   if (min_p) c.defined("min_p", {*min_p});
   fb::check_logits_dtype(c, logits, "logits");
-  c.dtype(cu_seqlens_q_output, "cu_seqlens_q_output", DataType::INT32)
-      .dtype(step_idx, "step_idx", DataType::INT64)
-      .dtype(seed, "seed", DataType::INT64)
-      .dtype(temperature, "temperature", DataType::FLOAT32)
-      .dtype(top_p, "top_p", DataType::FLOAT32)
-      .dtype(top_k, "top_k", DataType::INT64)
-      .dtype(sampled_tokens, "sampled_tokens", DataType::INT64);
+  FDSPEC_CHECK_DTYPE(c, INT32, cu_seqlens_q_output);
+  FDSPEC_CHECK_DTYPE(c, INT64, step_idx, seed, top_k, sampled_tokens);
+  FDSPEC_CHECK_DTYPE(c, FLOAT32, temperature, top_p);
   c.rank(logits, "logits", 2).vector(cu_seqlens_q_output, "cu_seqlens_q_output");
   const int64_t N = logits.shape()[0];
   const int64_t V = logits.shape()[1];
@@ -52,17 +47,10 @@ fdspec::SampleTokensParams make_params(const paddle::Tensor& logits,
                    {"top_p", top_p},
                    {"top_k", top_k},
                    {"sampled_tokens", sampled_tokens}});
-  if (min_p) {
-    c.dtype(*min_p, "min_p", DataType::FLOAT32)
-        .per_slot(*min_p, "min_p", B)
-        .same_place(logits, "logits", *min_p, "min_p");
-  }
 
   fdspec::SampleTokensParams p;
-  p.logits = fb::logits_data(logits);
-  p.dtype = fb::logits_dtype(logits);
-  p.rows = N;
-  p.vocab = V;
+  p.min_p = c.optional_per_slot<float>(min_p, "min_p", B, logits, "logits");
+  fb::set_logits(p, logits);
   p.cu_seqlens_q_output = cu_seqlens_q_output.data<int32_t>();
   p.batch = B;
   p.step_idx = step_idx.data<int64_t>();
@@ -70,7 +58,6 @@ fdspec::SampleTokensParams make_params(const paddle::Tensor& logits,
   p.temperature = temperature.data<float>();
   p.top_p = top_p.data<float>();
   p.top_k = top_k.data<int64_t>();
-  p.min_p = min_p ? min_p->data<float>() : nullptr;
   p.sampled_tokens = sampled_tokens.data<int64_t>();
   return p;
 }

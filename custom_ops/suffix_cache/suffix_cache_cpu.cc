@@ -203,7 +203,7 @@ void suffix_cache_query_cpu(const SuffixCacheQueryParams& q) {
     const SuffixDraft g = global_draft(q, v.row + v.n - c, c, v.cap);
     float local = 0.0f;
     const int64_t m_local = clamp_to<int64_t>(p.suffix_meta[2 * b], 0, K);
-    for (int64_t k = 0; k < m_local; ++k) local = suffix_fadd(local, p.suffix_probs[b * K + k]);
+    for (int64_t k = 0; k < m_local; ++k) local = fadd_rn(local, p.suffix_probs[b * K + k]);
     if (!(g.score > local)) continue;
     suffix_store_draft(p, b, g);
     q.source[b] = 1;

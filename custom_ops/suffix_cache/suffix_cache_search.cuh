@@ -254,7 +254,7 @@ __device__ HeldDraft global_search_slot(const SuffixCacheQueryParams& q, FastDiv
   // The local draft's score (its probabilities loaded with the context): the global one matters
   // only if it scores strictly higher.
   float local = 0.0f;
-  for (int64_t k = 0; k < m_local; ++k) local = suffix_fadd(local, ss.local_probs[k]);
+  for (int64_t k = 0; k < m_local; ++k) local = fadd_rn(local, ss.local_probs[k]);
 
   const suffix_gpu::CoreArgs a = suffix_gpu::core_args(p, v.cap, lmin, short_end, last_l, local);
   suffix_gpu::core_search(sh, CacheSource{q.cache.tokens, ss.next_at, ss.after}, a);

@@ -196,7 +196,7 @@ __device__ __forceinline__ float warp_walk(const CoreShared<kCandCap>& sh, int L
       }
       if (lane == 0) {
         for (int k = m; k < end; ++k) {
-          score = suffix_fadd(score, prob);
+          score = fadd_rn(score, prob);
           if (prefix != nullptr) prefix[k + 1] = score;
         }
       }
@@ -217,7 +217,7 @@ __device__ __forceinline__ float warp_walk(const CoreShared<kCandCap>& sh, int L
     const unsigned best = __reduce_max_sync(kFull, key);
     const int count = static_cast<int>(best >> 6);
     const int winner = 63 - static_cast<int>(best & 63u);
-    const float next = suffix_fmul(prob, suffix_ratio(count, members));
+    const float next = fmul_rn(prob, suffix_ratio(count, members));
     if (!(next >= a.min_prob)) break;
     prob = next;
     const int64_t t = __shfl_sync(kFull, tok, winner);
@@ -226,7 +226,7 @@ __device__ __forceinline__ float warp_walk(const CoreShared<kCandCap>& sh, int L
       out->tokens[m] = t;
       out->probs[m] = prob;
     }
-    score = suffix_fadd(score, prob);
+    score = fadd_rn(score, prob);
     ++m;
     if (prefix != nullptr && lane == 0) prefix[m] = score;
   }
@@ -354,13 +354,13 @@ __device__ float block_walk(CoreShared<kCandCap>& sh, const Src& src, int L, int
     FDSPEC_PROF_LAP(26, lap);
     const unsigned top = acc.cnt;
     if (top == 0) break;
-    const float next = suffix_fmul(prob, suffix_ratio(top, acc.members));
+    const float next = fmul_rn(prob, suffix_ratio(top, acc.members));
     if (!(next >= a.min_prob)) break;
     prob = next;
-    score = suffix_fadd(score, prob);
+    score = fadd_rn(score, prob);
     ++m;
     float reach = score;
-    for (int64_t k = m; k < longest; ++k) reach = suffix_fadd(reach, prob);
+    for (int64_t k = m; k < longest; ++k) reach = fadd_rn(reach, prob);
     if (!(reach > above)) {
       FDSPEC_PROF_ADD(17, 1);
       m = -1;

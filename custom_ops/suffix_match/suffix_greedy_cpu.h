@@ -50,13 +50,12 @@ SuffixDraft suffix_greedy_path(std::vector<int64_t> occ, int L, int depth, int64
       }
       a = e;
     }
-    const float p_next =
-        suffix_fmul(prob, suffix_ratio(best_count, static_cast<int64_t>(occ.size())));
+    const float p_next = fmul_rn(prob, suffix_ratio(best_count, static_cast<int64_t>(occ.size())));
     if (!(p_next >= min_prob)) break;
     prob = p_next;
     d.tokens.push_back(best_tok);
     d.probs.push_back(prob);
-    d.score = suffix_fadd(d.score, prob);
+    d.score = fadd_rn(d.score, prob);
     std::vector<int64_t> kept;
     kept.reserve(best_count);
     for (const auto& e : buf) {

@@ -524,14 +524,14 @@ __device__ float slow_walk(const SuffixMatchParams& p, SearchShared<kCandCap>& s
   while (m < limit && L + m < p.max_tree_depth) {
     const StepResult r = slow_step(sh, row, n, c, L, m);
     if (r.count == 0) break;
-    const float next = suffix_fmul(prob, suffix_ratio(r.count, r.members));
+    const float next = fmul_rn(prob, suffix_ratio(r.count, r.members));
     if (!(next >= p.min_token_prob)) break;
     prob = next;
     if (threadIdx.x == 0) {
       sh.core.cur.tokens[m] = row[r.pos + m + 1];
       sh.core.cur.probs[m] = prob;
     }
-    score = suffix_fadd(score, prob);
+    score = fadd_rn(score, prob);
     ++m;
     __syncthreads();
   }

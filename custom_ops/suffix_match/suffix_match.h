@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "common/fdspec_common.h"
+#include "common/float_rn.h"
 
 #ifdef FDSPEC_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -55,25 +56,6 @@ struct SuffixMatchParams {
   int64_t threshold;                // T: token budget of the whole batch
 };
 
-// IEEE single-precision steps that CPU and GPU must round identically: on the device the _rn
-// intrinsics, which the compiler never contracts into an FMA (a fused p * r + score would round
-// once instead of twice and differ in the last bit).
-FDSPEC_HD float suffix_fmul(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-
-FDSPEC_HD float suffix_fadd(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-
 // count(s.d.t) / count(s.d) in float32, the counts rounded to float first (as Arctic does).
 FDSPEC_HD float suffix_ratio(int64_t num, int64_t den) {
 #if defined(__CUDA_ARCH__)
@@ -86,7 +68,7 @@ FDSPEC_HD float suffix_ratio(int64_t num, int64_t den) {
 // Draft length allowed at match length L: min(cap, floor(float32(float32(L * factor) + offset) +
 // 1e-6)), at least 0 (Arctic's rule, its float32 steps included).
 FDSPEC_HD int64_t suffix_spec_limit(int L, float factor, float offset, int64_t cap) {
-  const float x = suffix_fadd(suffix_fmul(static_cast<float>(L), factor), offset);
+  const float x = fadd_rn(fmul_rn(static_cast<float>(L), factor), offset);
 #if defined(__CUDA_ARCH__)
   const double y = __dadd_rn(static_cast<double>(x), 1e-6);
 #else

@@ -5,11 +5,7 @@
 #include "binding/logits_binding.h"
 #include "top_p_candidates/top_p_candidates.h"
 
-namespace {
-
 constexpr const char* kOp = "top_p_candidates";
-
-}  // namespace
 
 std::vector<paddle::Tensor> TopPCandidates(const paddle::Tensor& probs, const paddle::Tensor& top_p,
                                            const paddle::Tensor& batch_id_per_token_output,

@@ -3,11 +3,7 @@
 #include "binding/tensor_rules.h"
 #include "unified_update_model_status/unified_update_model_status.h"
 
-namespace {
-
 constexpr const char* kOp = "unified_update_model_status";
-
-}  // namespace
 
 void UnifiedUpdateModelStatus(paddle::Tensor& seq_lens_encoder, paddle::Tensor& seq_lens_decoder,
                               paddle::Tensor& has_running_seqs, paddle::Tensor& step_input_ids,
@@ -31,20 +27,13 @@ void UnifiedUpdateModelStatus(paddle::Tensor& seq_lens_encoder, paddle::Tensor& 
       .that(has_running_seqs.numel() == 1, "has_running_seqs must hold one element, got shape " +
                                                fdspec::binding::shape_str(has_running_seqs))
       .same_place(seq_lens_encoder, "seq_lens_encoder", has_running_seqs, "has_running_seqs");
-  c.dtype(seq_lens_this_time, "seq_lens_this_time", paddle::DataType::INT32)
-      .vector(seq_lens_this_time, "seq_lens_this_time")
-      .same_place(seq_lens_encoder, "seq_lens_encoder", seq_lens_this_time, "seq_lens_this_time");
-  p.batch = seq_lens_this_time.numel();
-  c.that(p.batch <= p.rows, "seq_lens_this_time has " + std::to_string(p.batch) +
-                                " slots, more than the " + std::to_string(p.rows) +
-                                " of stop_flags");
-  c.dtype(end_tokens, "end_tokens", paddle::DataType::INT64)
-      .vector(end_tokens, "end_tokens")
-      .same_place(seq_lens_encoder, "seq_lens_encoder", end_tokens, "end_tokens");
-  p.num_end_tokens = end_tokens.numel();
-  p.end_tokens = end_tokens.data<int64_t>();
   p.has_running_seqs = has_running_seqs.data<bool>();
+  p.batch = fdspec::binding::seq_lens_batch(c, seq_lens_this_time, seq_lens_encoder,
+                                            "seq_lens_encoder", p.rows, "of stop_flags");
   p.seq_lens_this_time = seq_lens_this_time.data<int32_t>();
+  p.num_end_tokens = c.vector_on(end_tokens, "end_tokens", paddle::DataType::INT64,
+                                 seq_lens_encoder, "seq_lens_encoder");
+  p.end_tokens = end_tokens.data<int64_t>();
 
   FDSPEC_RUN_ON_PLACE(kOp, seq_lens_encoder, p, fdspec::unified_update_model_status_cpu,
                       fdspec::unified_update_model_status_gpu);

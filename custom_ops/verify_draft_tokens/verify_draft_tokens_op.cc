@@ -11,27 +11,29 @@ constexpr const char* kOp = "verify_draft_tokens";
 
 using fdspec::binding::OpChecks;
 
-// A packed per-token tensor: [T] or [T, 1] of `dtype`, on the place of `first`; returns T.
-int64_t packed_vector(const OpChecks& c, const paddle::Tensor& first, const paddle::Tensor& t,
-                      const char* name, paddle::DataType dtype) {
-  c.dtype(t, name, dtype).vector(t, name).same_place(first, "step_output_ids", t, name);
-  return t.numel();
-}
-
 }  // namespace
 
-void VerifyDraftTokens(
-    paddle::Tensor& step_output_ids, paddle::Tensor& step_output_len,
-    const paddle::Tensor& step_input_ids, const paddle::optional<paddle::Tensor>& target_tokens,
-    const paddle::optional<paddle::Tensor>& candidate_ids,
-    const paddle::optional<paddle::Tensor>& candidate_scores,
-    const paddle::optional<paddle::Tensor>& candidate_lens, const paddle::Tensor& topp,
-    const paddle::Tensor& stop_flags, const paddle::Tensor& seq_lens_encoder,
-    const paddle::Tensor& seq_lens_this_time, const paddle::Tensor& end_tokens,
-    const paddle::Tensor& is_block_step, const paddle::Tensor& cu_seqlens_q_output,
-    const paddle::Tensor& reasoning_status, const paddle::optional<paddle::Tensor>& max_dec_len,
-    const paddle::optional<paddle::Tensor>& step_idx, const paddle::optional<paddle::Tensor>& seeds,
-    int max_seq_len, int verify_window, int verify_strategy, bool reject_all, bool accept_all) {
+// FastDeploy's 17 tensors and five attributes in its order: the parameters of both registrations
+// (clang-format would lay the list out as an expression).
+// clang-format off
+#define FDSPEC_VERIFY_DRAFT_TOKENS_TENSOR_PARAMS                                                 \
+  paddle::Tensor& step_output_ids, paddle::Tensor& step_output_len,                              \
+  const paddle::Tensor& step_input_ids, const paddle::optional<paddle::Tensor>& target_tokens,   \
+  const paddle::optional<paddle::Tensor>& candidate_ids,                                         \
+  const paddle::optional<paddle::Tensor>& candidate_scores,                                      \
+  const paddle::optional<paddle::Tensor>& candidate_lens, const paddle::Tensor& topp,            \
+  const paddle::Tensor& stop_flags, const paddle::Tensor& seq_lens_encoder,                      \
+  const paddle::Tensor& seq_lens_this_time, const paddle::Tensor& end_tokens,                    \
+  const paddle::Tensor& is_block_step, const paddle::Tensor& cu_seqlens_q_output,                \
+  const paddle::Tensor& reasoning_status, const paddle::optional<paddle::Tensor>& max_dec_len,   \
+  const paddle::optional<paddle::Tensor>& step_idx
+// clang-format on
+#define FDSPEC_VERIFY_DRAFT_TOKENS_ATTR_PARAMS \
+  int max_seq_len, int verify_window, int verify_strategy, bool reject_all, bool accept_all
+
+void VerifyDraftTokens(FDSPEC_VERIFY_DRAFT_TOKENS_TENSOR_PARAMS,
+                       const paddle::optional<paddle::Tensor>& seeds,
+                       FDSPEC_VERIFY_DRAFT_TOKENS_ATTR_PARAMS) {
   namespace rule = fdspec::binding::rule;
   const OpChecks c(kOp);
   FDSPEC_CHECK_DEFINED(c, seq_lens_this_time, end_tokens, cu_seqlens_q_output);
@@ -50,19 +52,19 @@ void VerifyDraftTokens(
   c.that(p.width >= 1, "step_input_ids must have at least one column")
       .k1_columns(step_output_ids, "step_output_ids", "step_input_ids", p.width);
 
-  c.dtype(seq_lens_this_time, "seq_lens_this_time", paddle::DataType::INT32)
-      .vector(seq_lens_this_time, "seq_lens_this_time")
-      .same_place(step_output_ids, "step_output_ids", seq_lens_this_time, "seq_lens_this_time");
-  p.batch = seq_lens_this_time.numel();
-  c.that(p.batch <= p.rows, "seq_lens_this_time has " + std::to_string(p.batch) +
-                                " slots, more than the " + std::to_string(p.rows) +
-                                " rows of step_output_len");
-  c.that(packed_vector(c, step_output_ids, cu_seqlens_q_output, "cu_seqlens_q_output",
-                       paddle::DataType::INT32) >= p.batch,
-         "cu_seqlens_q_output must have at least one entry per slot of seq_lens_this_time (" +
-             std::to_string(p.batch) + "), got " + std::to_string(cu_seqlens_q_output.numel()));
-  p.num_end_tokens =
-      packed_vector(c, step_output_ids, end_tokens, "end_tokens", paddle::DataType::INT64);
+  // A packed per-token tensor: [T] or [T, 1] of `dtype`, on the place of step_output_ids; returns
+  // T.
+  const auto packed_vector = [&](const paddle::Tensor& t, const char* name,
+                                 paddle::DataType dtype) {
+    return c.vector_on(t, name, dtype, step_output_ids, "step_output_ids");
+  };
+  p.batch = fdspec::binding::seq_lens_batch(c, seq_lens_this_time, step_output_ids,
+                                            "step_output_ids", p.rows, "rows of step_output_len");
+  c.that(
+      packed_vector(cu_seqlens_q_output, "cu_seqlens_q_output", paddle::DataType::INT32) >= p.batch,
+      "cu_seqlens_q_output must have at least one entry per slot of seq_lens_this_time (" +
+          std::to_string(p.batch) + "), got " + std::to_string(cu_seqlens_q_output.numel()));
+  p.num_end_tokens = packed_vector(end_tokens, "end_tokens", paddle::DataType::INT64);
   p.end_tokens = end_tokens.data<int64_t>();
   p.seq_lens_this_time = seq_lens_this_time.data<int32_t>();
   p.cu_seqlens_q_output = cu_seqlens_q_output.data<int32_t>();
@@ -81,8 +83,7 @@ void VerifyDraftTokens(
   // refuses a None where the strategy needs a tensor.
   int64_t target_rows = 0, candidate_rows = 0;
   if (target_tokens) {
-    target_rows =
-        packed_vector(c, step_output_ids, *target_tokens, "target_tokens", paddle::DataType::INT64);
+    target_rows = packed_vector(*target_tokens, "target_tokens", paddle::DataType::INT64);
   }
   if (candidate_ids || candidate_scores || candidate_lens) {
     c.that(candidate_ids && candidate_scores && candidate_lens,
@@ -98,8 +99,8 @@ void VerifyDraftTokens(
               "candidate_scores must have the shape of candidate_ids " +
                   fdspec::binding::shape_str(*candidate_ids) + ", got " +
                   fdspec::binding::shape_str(*candidate_scores))
-        .that(packed_vector(c, step_output_ids, *candidate_lens, "candidate_lens",
-                            paddle::DataType::INT32) == candidate_rows,
+        .that(packed_vector(*candidate_lens, "candidate_lens", paddle::DataType::INT32) ==
+                  candidate_rows,
               "candidate_lens must have one entry per row of candidate_ids (" +
                   std::to_string(candidate_rows) + "), got " +
                   fdspec::binding::shape_str(*candidate_lens));
@@ -128,18 +129,8 @@ void VerifyDraftTokens(
 }
 
 // FastDeploy's registration: its 17 inputs, the Philox key of slot b is b.
-void VerifyDraftTokensUnseeded(
-    paddle::Tensor& step_output_ids, paddle::Tensor& step_output_len,
-    const paddle::Tensor& step_input_ids, const paddle::optional<paddle::Tensor>& target_tokens,
-    const paddle::optional<paddle::Tensor>& candidate_ids,
-    const paddle::optional<paddle::Tensor>& candidate_scores,
-    const paddle::optional<paddle::Tensor>& candidate_lens, const paddle::Tensor& topp,
-    const paddle::Tensor& stop_flags, const paddle::Tensor& seq_lens_encoder,
-    const paddle::Tensor& seq_lens_this_time, const paddle::Tensor& end_tokens,
-    const paddle::Tensor& is_block_step, const paddle::Tensor& cu_seqlens_q_output,
-    const paddle::Tensor& reasoning_status, const paddle::optional<paddle::Tensor>& max_dec_len,
-    const paddle::optional<paddle::Tensor>& step_idx, int max_seq_len, int verify_window,
-    int verify_strategy, bool reject_all, bool accept_all) {
+void VerifyDraftTokensUnseeded(FDSPEC_VERIFY_DRAFT_TOKENS_TENSOR_PARAMS,
+                               FDSPEC_VERIFY_DRAFT_TOKENS_ATTR_PARAMS) {
   VerifyDraftTokens(step_output_ids, step_output_len, step_input_ids, target_tokens, candidate_ids,
                     candidate_scores, candidate_lens, topp, stop_flags, seq_lens_encoder,
                     seq_lens_this_time, end_tokens, is_block_step, cu_seqlens_q_output,
