@@ -176,8 +176,6 @@ def main(argv=None) -> None:
                 flush=True,
             )
     meta = {
-        "device": bc.device_name(),
-        "paddle": paddle.__version__,
         "K": K,
         "max_tree_depth": 64,
         "vocab": VOCAB,
