@@ -346,7 +346,7 @@ def test_pad_to_max_argument_forms(place):
     on_kw = run_op(d, place, 3, pad_to_max=True, threshold=BIG)
     np.testing.assert_array_equal(on[0], on_kw[0])
     np.testing.assert_array_equal(on[1], on_kw[1])
-    want = ngram_match_ref(*(d[name] for name in TENSOR_ARGS), 3, 4, True, threshold=BIG)
+    want = ngram_match_ref(d, 3, 4, True, threshold=BIG)
     np.testing.assert_array_equal(on[1], want[1])
     assert not np.array_equal(on[1], plain[1])
 
@@ -461,7 +461,7 @@ def test_default_threshold_binds_in_a_full_batch():
     # 128 decoding slots alone exhaust the default budget of 128 tokens.
     slot = dict(prompt=[1, 2, 3, 4, 5, 6], gen=[1, 2])
     d = batch_of(*[slot] * 130)
-    want = ngram_match_ref(*(d[name] for name in TENSOR_ARGS), 2)
+    want = ngram_match_ref(d, 2)
     got = run_op(d, "cpu", 2)
     np.testing.assert_array_equal(got[1], want[1])
     np.testing.assert_array_equal(got[0], want[0])

@@ -52,24 +52,23 @@ PER_SLOT = (
 )
 
 
-def batch_inputs(args: dict):
-    """The inputs every n-gram/suffix reference starts from, read from its arguments ``args`` (its
-    ``locals()``: the op's tensors by name, and ``threshold``): (T, ids, W, drafts (a copy), K,
-    seq_lens_this_time's shape, seq_lens_this_time as ints, B, the other per-slot tensors as ints
-    in PER_SLOT's order)."""
-    ids = np.asarray(args["token_ids_all"], np.int64)
-    drafts = np.array(args["draft_tokens"], np.int64, copy=True)
-    slt = [int(v) for v in np.ravel(args["seq_lens_this_time"])]
+def batch_inputs(d: dict, threshold: int | None):
+    """The inputs every n-gram/suffix reference starts from, read from the batch ``d`` (the op's
+    tensors by name) and ``threshold``: (T, ids, W, drafts (a copy), K, seq_lens_this_time's shape,
+    seq_lens_this_time as ints, B, the other per-slot tensors as ints in PER_SLOT's order)."""
+    ids = np.asarray(d["token_ids_all"], np.int64)
+    drafts = np.array(d["draft_tokens"], np.int64, copy=True)
+    slt = [int(v) for v in np.ravel(d["seq_lens_this_time"])]
     return (
-        resolve_threshold(args["threshold"]),
+        resolve_threshold(threshold),
         ids,
         ids.shape[1],
         drafts,
         drafts.shape[1] - 1,
-        np.shape(args["seq_lens_this_time"]),
+        np.shape(d["seq_lens_this_time"]),
         slt,
         len(slt),
-        [[int(v) for v in np.ravel(args[n])] for n in PER_SLOT if n != "seq_lens_this_time"],
+        [[int(v) for v in np.ravel(d[n])] for n in PER_SLOT if n != "seq_lens_this_time"],
     )
 
 
@@ -115,27 +114,19 @@ def graph_pad(
 
 
 def ngram_match_ref(
-    token_ids_all,
-    prompt_lens,
-    step_idx,
-    draft_token_num,
-    draft_tokens,
-    seq_lens_this_time,
-    seq_lens_encoder,
-    seq_lens_decoder,
-    max_dec_len,
+    d: dict,
     max_ngram_size: int,
     max_draft_tokens: int = 0,
     pad_to_max: bool = False,
     *,
     threshold: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """docs/contract/ngram.md#ngram_match on NumPy arrays. Returns new ``(draft_tokens,
-    seq_lens_this_time)``; inputs are not modified. ``max_draft_tokens`` only sets the pad length of
-    ``pad_to_max`` (the draft cap is ``draft_token_num``); padding follows the whole walk and pads
-    every decoding slot."""
+    """docs/contract/ngram.md#ngram_match on the batch ``d`` (NumPy arrays keyed as TENSOR_ARGS, as
+    make_ngram_batch gives them). Returns new ``(draft_tokens, seq_lens_this_time)``; inputs are not
+    modified. ``max_draft_tokens`` only sets the pad length of ``pad_to_max`` (the draft cap is
+    ``draft_token_num``); padding follows the whole walk and pads every decoding slot."""
     T, ids, W, drafts, K, slt_shape, slt, B, (P_in, s_in, dtn, enc, dec, mdl) = batch_inputs(
-        locals()
+        d, threshold
     )
 
     unprocessed = sum(1 for b in range(B) if enc[b] > 0 or dec[b] > 0)
@@ -344,9 +335,7 @@ def check(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Asserts op == reference exactly and returns the op's result."""
     mdt = d["draft_tokens"].shape[1] - 1 if max_draft_tokens is None else max_draft_tokens
-    want = ngram_match_ref(
-        *(d[name] for name in TENSOR_ARGS), max_ngram_size, mdt, pad_to_max, threshold=threshold
-    )
+    want = ngram_match_ref(d, max_ngram_size, mdt, pad_to_max, threshold=threshold)
     got = run_op(
         d, place, max_ngram_size, max_draft_tokens=mdt, threshold=threshold, pad_to_max=pad_to_max
     )

@@ -129,35 +129,23 @@ def suffix_draft_ref(
 
 
 def suffix_match_ref(
-    token_ids_all,
-    prompt_lens,
-    step_idx,
-    draft_token_num,
-    draft_tokens,
-    seq_lens_this_time,
-    seq_lens_encoder,
-    seq_lens_decoder,
-    max_dec_len,
-    suffix_tokens,
-    suffix_probs,
-    suffix_meta,
+    d: dict,
     *,
-    max_tree_depth: int = 64,
-    max_spec_factor: float = 1.0,
-    max_spec_offset: float = 0.0,
-    min_token_prob: float = 0.1,
     max_draft_tokens: int | None = None,
     pad_to_max: bool = False,
     threshold: int | None = None,
     draft_of=None,
+    **draft_kw,
 ) -> dict:
-    """The op on NumPy arrays. Returns new arrays for every output (keyed as ``OUTPUTS``).
+    """The op on the batch ``d`` (NumPy arrays keyed as TENSOR_ARGS, as make_suffix_batch gives
+    them). Returns new arrays for every output (keyed as ``OUTPUTS``). ``draft_kw``: the four draft
+    keywords of ``suffix_draft_ref`` (``DEFAULTS`` where not given).
 
     ``draft_of(b, H, cap, kw)`` chooses slot b's draft (tokens, probs, score, match_len) from its
     history ``H``, its cap and the four draft keywords ``kw``; default: the local draft
     (``suffix_draft_ref``). ``suffix_cache_query``'s reference passes its local-or-global choice."""
     T, ids, W, drafts, K, slt_shape, slt, B, (P_in, s_in, dtn, enc, dec, mdl) = batch_inputs(
-        locals()
+        d, threshold
     )
     if max_draft_tokens is None:
         max_draft_tokens = K
@@ -166,15 +154,10 @@ def suffix_match_ref(
         def draft_of(b, H, cap, kw):
             return suffix_draft_ref(H, cap, **kw)
 
-    kw = dict(
-        max_tree_depth=max_tree_depth,
-        max_spec_factor=max_spec_factor,
-        max_spec_offset=max_spec_offset,
-        min_token_prob=min_token_prob,
-    )
-    stoks = np.array(suffix_tokens, np.int64, copy=True)
-    sprobs = np.array(suffix_probs, np.float32, copy=True)
-    smeta = np.array(suffix_meta, np.int32, copy=True)
+    kw = dict(DEFAULTS, **draft_kw)
+    stoks = np.array(d["suffix_tokens"], np.int64, copy=True)
+    sprobs = np.array(d["suffix_probs"], np.float32, copy=True)
+    smeta = np.array(d["suffix_meta"], np.int32, copy=True)
 
     # 1. Every decoding slot's draft, before the batch budget.
     untruncated = [0] * B
@@ -288,7 +271,7 @@ def run_op(d: dict, place: str, **kw) -> dict:
 
 def check(d: dict, place: str, **kw) -> dict:
     """Asserts op == reference exactly (on the GPU also op == CPU) and returns the op's result."""
-    want = suffix_match_ref(*(d[name] for name in TENSOR_ARGS), **kw)
+    want = suffix_match_ref(d, **kw)
     got = run_op(d, place, **kw)
     cpu = run_op(d, "cpu", **kw) if place == "gpu" else None
     for name in OUTPUTS:
