@@ -10,8 +10,9 @@ search inside one haystack is vectorised with NumPy; its result is the contract'
 window".
 
 ``make_ngram_batch`` draws random batches (prefill / empty / decoding slots, tiny vocabularies,
-planted repeats, binding thresholds, out-of-range lengths) for this op's tests and for any test that
-needs realistic speculative-decoding slot states.
+planted repeats, binding thresholds, out-of-range lengths) for this op's tests, for suffix_match's
+(``make_suffix_batch`` adds its state) and for any test that needs realistic speculative-decoding
+slot states.
 """
 
 from __future__ import annotations
@@ -220,7 +221,7 @@ def make_ngram_batch(
     *,
     k: int = 5,
     vocab: int = 4,
-    max_ngram_size: int = 3,
+    max_repeat: int | None = 3,
     p_prefill: float = 0.2,
     p_empty: float = 0.15,
     p_plant: float = 0.5,
@@ -232,12 +233,14 @@ def make_ngram_batch(
 
     Slots are prefill (``seq_lens_encoder > 0``, a chunk length in ``seq_lens_this_time``), empty
     (``seq_lens_decoder == 0``) or decoding. Decoding slots get a prompt and generated tokens drawn
-    from ``vocab`` tokens; with probability ``p_plant`` the newest generated tokens repeat a window
-    of the prompt or of the output, so large vocabularies still match. ``draft_token_num`` and
-    ``max_dec_len`` sometimes bind below K, and with probability ``p_odd`` a slot gets an
-    out-of-range value (negative or too long P and s, a negative prefill length, a negative
-    seq_lens_decoder, garbage after the slot's tokens) that the op must clamp or tolerate. ``draft_tokens`` starts as distinct negative sentinels so
-    untouched columns are visible. ``extra_rows`` appends rows to ``token_ids_all`` beyond the batch.
+    from ``vocab`` tokens; with probability ``p_plant`` the newest generated tokens repeat an earlier
+    window of at most ``max_repeat`` tokens (None: up to half the history, so long suffixes recur),
+    so large vocabularies still match. ``draft_token_num`` and ``max_dec_len`` sometimes bind below
+    K (or are negative), and with probability ``p_odd`` a slot gets an out-of-range value (negative
+    or too long P and s, a negative prefill length, a negative seq_lens_decoder, garbage after the
+    slot's tokens) that the op must clamp or tolerate. ``draft_tokens`` starts as distinct negative
+    sentinels so untouched columns are visible. ``extra_rows`` appends rows to ``token_ids_all``
+    beyond the batch.
     """
     B, W = batch, width
     rows = B + extra_rows
@@ -246,14 +249,14 @@ def make_ngram_batch(
         used = draw_history(rng, ids, P, s, b, vocab)
         row = ids[b]
         if used and rng.random() < p_plant:
-            n = int(rng.integers(1, max_ngram_size + 1))
+            n = int(rng.integers(1, (max_repeat or max(used // 2, 1)) + 1))
             if used >= 2 * n:
                 src = int(rng.integers(0, used - 2 * n + 1))
                 row[used - n : used] = row[src : src + n].copy()
         if rng.random() < p_odd:
             row[used:] = rng.integers(0, vocab, W - used)  # garbage that must never be read
-        mdl[b] = s[b] + 1 + int(rng.integers(0, k + 3)) if rng.random() < 0.3 else 1 << 20
-        dtn[b] = int(rng.integers(0, k + 3)) if rng.random() < 0.3 else k
+        mdl[b] = s[b] + 1 + int(rng.integers(-1, k + 3)) if rng.random() < 0.3 else 1 << 20
+        dtn[b] = int(rng.integers(-1, k + 3)) if rng.random() < 0.3 else k
         if state[b] == 0:
             enc[b] = int(rng.integers(1, 64))
             dec[b] = int(rng.integers(0, 3))
@@ -270,14 +273,13 @@ def make_ngram_batch(
                 dec[b] = -1
                 enc[b] = -int(rng.integers(0, 3))
     ids[B:] = rng.integers(0, vocab, (extra_rows, W))
-    drafts = -(np.arange(B * (k + 1), dtype=np.int64).reshape(B, k + 1) + 100)
     col = (lambda a: a.reshape(B, 1)) if per_slot_2d else (lambda a: a)
     return {
         "token_ids_all": ids,
         "prompt_lens": col(P),
         "step_idx": col(s),
         "draft_token_num": dtn,
-        "draft_tokens": drafts,
+        "draft_tokens": sentinels(B, k),
         "seq_lens_this_time": slt,
         "seq_lens_encoder": enc,
         "seq_lens_decoder": dec,
@@ -346,4 +348,5 @@ def check(
 
 
 def sentinels(batch: int, k: int) -> np.ndarray:
+    """Distinct negative draft tokens [batch, k + 1]: a column the op leaves alone stays visible."""
     return -(np.arange(batch * (k + 1), dtype=np.int64).reshape(batch, k + 1) + 100)
