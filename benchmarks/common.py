@@ -107,7 +107,10 @@ def report(
     plot: Optional[Callable[[List[dict], Path], None]] = None,
 ) -> Path:
     """The end of a timing routine: ``<name>.json`` (meta and rows), ``<name>.png`` drawn by
-    ``plot(rows, path)``, the device line and the table of ``columns`` (see ``print_table``)."""
+    ``plot(rows, path)``, the device line and the table of ``columns`` (see ``print_table``).
+    ``meta`` is prefixed here with the device and the Paddle version, which every result file and the
+    device line need (a ``device`` in ``meta`` wins: the n-gram dry run names itself)."""
+    meta = {"device": device_name(), "paddle": paddle.__version__, **meta}
     path = write_results(out_dir, name, meta, rows)
     if plot is not None:
         plot(rows, Path(out_dir) / f"{name}.png")
@@ -403,8 +406,6 @@ def run_ngram_bench(
                 )
     meta = dict(
         spec.meta,
-        device=device_name() if flush else "cpu (dry run)",
-        paddle=paddle.__version__,
         K=K,
         max_ngram_size=MAX_NGRAM,
         vocab=VOCAB,
@@ -418,6 +419,7 @@ def run_ngram_bench(
     if flush is not None:
         flush.close()
     if flush is None:
+        meta["device"] = "cpu (dry run)"
         columns = ["B", "W", "hit", ("cpu_op_us", "CPU op us", "{:.1f}")]
     else:
         columns = [

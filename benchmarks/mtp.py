@@ -301,8 +301,6 @@ def main(argv=None) -> None:
                     flush=True,
                 )
     meta = {
-        "device": bc.device_name(),
-        "paddle": paddle.__version__,
         "K": K,
         "W": W,
         "prompt": PROMPT,

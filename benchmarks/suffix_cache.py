@@ -324,8 +324,6 @@ def main(argv=None) -> int:
                 flush=True,
             )
     meta = dict(
-        device=bc.device_name(),
-        paddle=paddle.__version__,
         K=K,
         max_tree_depth=64,
         width=WIDTH,

@@ -391,6 +391,7 @@ class SpecRunner:
             config.num_speculative_tokens
         )  # per request, from the StepRecords
         self.logprobs: Dict[Hashable, List[TokenLogprob]] = {}
+        self._logits: Optional[_TargetLogits] = None
         self._logprob_path = None if logprobs is None else _LogprobPath(self, int(logprobs))
         if self._logprob_path is not None:
             self.stats.op_seconds.update(dict.fromkeys(LOGPROB_OP_NAMES, 0.0))
@@ -403,6 +404,13 @@ class SpecRunner:
     # CUDA graph keeps seeing the same buffers), Tensor.numpy() a copy back.
     def _device(self, host: np.ndarray) -> paddle.Tensor:
         return paddle.to_tensor(np.ascontiguousarray(host), place=self.place)
+
+    def _target_logits(self, path: str) -> _TargetLogits:
+        """The target's logits rows on the device, shared by the paths that read them (``path``
+        names the first, for its error): allocated once, uploaded once per step by ``_score``."""
+        if self._logits is None:
+            self._logits = _TargetLogits(self, path)
+        return self._logits
 
     def _write(self, name: str, host: np.ndarray) -> None:
         copy_from_host(self.buffers[name], host)
@@ -548,13 +556,11 @@ class SpecRunner:
             packed[cu[b] : cu[b + 1]] = target_tokens[b, : rows[b]]
         self._write("target_tokens", packed)
         self._write("cu_seqlens_q_output", cu)
-        logits = None
-        if self._sampling is not None or self._logprob_path is not None:
+        if self._logits is not None:
             logits = np.asarray(self.target_model.logits(batch, target_tokens), np.float32)
+            self._logits.write(logits, cu)
         if self._sampling is not None:
-            self._sampling.write_logits(batch, logits, cu)
-        if self._logprob_path is not None:
-            self._logprob_path.write_logits(batch, logits)
+            self._sampling.write_batch_ids(cu)
 
     def _verify(self) -> None:
         """FastDeploy's sampler output step: verify_draft_tokens with the runner's strategy against
@@ -679,6 +685,33 @@ class SpecRunner:
         self.close()
 
 
+class _TargetLogits:
+    """The target's logits rows on the runner's place: one padded [S * (K + 1), V] buffer, allocated
+    once (fixed shapes, as under a captured CUDA graph), read by the sampler and the logprob path."""
+
+    def __init__(self, runner: SpecRunner, path: str) -> None:
+        target = runner.target_model
+        if not (callable(getattr(target, "logits", None)) and hasattr(target, "vocab_size")):
+            raise TypeError(
+                f"{path}: the target model must give its logits rows, "
+                "target.logits(batch, tokens) -> float32 [R, V], and target.vocab_size"
+            )
+        S, K1 = len(runner.slots), runner.config.draft_width
+        self.vocab_size = int(target.vocab_size)
+        self.host = np.zeros((S * K1, self.vocab_size), np.float32)
+        self.device = runner._device(self.host)
+
+    def write(self, logits: np.ndarray, cu: np.ndarray) -> None:
+        """Copies the step's rows (packed by ``cu_seqlens_q_output`` ``cu``), zeros after them."""
+        if logits.shape != (int(cu[-1]), self.vocab_size):
+            raise ValueError(
+                f"target.logits gave shape {logits.shape}, expected ({int(cu[-1])}, {self.vocab_size})"
+            )
+        self.host[: len(logits)] = logits
+        self.host[len(logits) :] = 0
+        copy_from_host(self.device, self.host)
+
+
 class _LogprobPath:
     """The logprob buffers of a runner, the send, and the delivery of what the receiver got.
 
@@ -696,40 +729,19 @@ class _LogprobPath:
                 f"logprobs: a step accepts up to K + 1 = {K1} tokens per slot, a logprob "
                 f"message carries at most {per_message}: use K <= {per_message - 1}"
             )
-        target = runner.target_model
-        if not (callable(getattr(target, "logits", None)) and hasattr(target, "vocab_size")):
-            raise TypeError(
-                "logprobs: the target model must give its logits rows, "
-                "target.logits(batch, tokens) -> float32 [R, V], and target.vocab_size"
-            )
         self.runner, self.k = runner, k
-        S = len(runner.slots)
-        self.vocab_size = int(target.vocab_size)
-        self.logits_host = np.zeros((S * K1, self.vocab_size), np.float32)
-        self.logits = runner._device(self.logits_host)
-        self.buffers = LogprobsBuffers.allocate(S, K1 - 1, self.vocab_size, k, place=runner.place)
+        self.logits = runner._target_logits("logprobs")
+        self.buffers = LogprobsBuffers.allocate(
+            len(runner.slots), K1 - 1, self.logits.vocab_size, k, place=runner.place
+        )
         self.not_need_stop = runner._device(np.ones(1, np.bool_))
         self.sent: Deque[StepRecord] = collections.deque()
         self.receiver = LogprobReceiver(free_queue_id())
 
-    def write_logits(self, batch: VerifyBatch, logits: np.ndarray) -> None:
-        """Copies the target's logits rows (padded to N) to the device."""
-        rows = batch.output_rows()
-        cu = np.zeros(len(rows) + 1, np.int32)
-        np.cumsum(rows, out=cu[1:])
-        if logits.shape != (int(cu[-1]), self.vocab_size):
-            raise ValueError(
-                f"target.logits gave shape {logits.shape}, expected "
-                f"({int(cu[-1])}, {self.vocab_size})"
-            )
-        self.logits_host[: len(logits)] = logits
-        self.logits_host[len(logits) :] = 0
-        copy_from_host(self.logits, self.logits_host)  # cu_seqlens_q_output: written by _score
-
     def compute(self) -> None:
         s = self.runner.buffers
         build_output_logprobs(
-            self.logits,
+            self.logits.device,
             s["accept_tokens"],
             s["accept_num"],
             s["seq_lens_this_time"],
@@ -797,29 +809,14 @@ class _SamplingPath:
     candidate sets of the rows (``top_p_candidates`` on the temperature-scaled probabilities)."""
 
     def __init__(self, runner: SpecRunner) -> None:
-        target = runner.target_model
-        if not (callable(getattr(target, "logits", None)) and hasattr(target, "vocab_size")):
-            raise TypeError(
-                "sampled requests: the target model must give its logits rows, "
-                "target.logits(batch, tokens) -> float32 [R, V], and target.vocab_size"
-            )
         self.runner = runner
-        S, K1 = len(runner.slots), runner.config.draft_width
-        self.vocab_size = int(target.vocab_size)
-        self.logits_host = np.zeros((S * K1, self.vocab_size), np.float32)
-        self.logits = runner._device(self.logits_host)
-        self.batch_id_host = np.full(S * K1, -1, np.int32)
+        self.logits = runner._target_logits("sampled requests")
+        self.batch_id_host = np.full(len(self.logits.host), -1, np.int32)
         self.batch_id = runner._device(self.batch_id_host)
         self.probs = None
 
-    def write_logits(self, batch: VerifyBatch, logits: np.ndarray, cu: np.ndarray) -> None:
-        if logits.shape != (int(cu[-1]), self.vocab_size):
-            raise ValueError(
-                f"target.logits gave shape {logits.shape}, expected ({int(cu[-1])}, {self.vocab_size})"
-            )
-        self.logits_host[: len(logits)] = logits
-        self.logits_host[len(logits) :] = 0
-        copy_from_host(self.logits, self.logits_host)
+    def write_batch_ids(self, cu: np.ndarray) -> None:
+        """Each packed row's slot (-1 past the step's rows), for ``top_p_candidates``."""
         self.batch_id_host[:] = -1
         self.batch_id_host[: int(cu[-1])] = np.repeat(
             np.arange(len(cu) - 1, dtype=np.int32), np.diff(cu)
@@ -835,7 +832,7 @@ class _SamplingPath:
     def sample(self) -> None:
         s = self.runner.buffers
         speculate_sample_tokens(
-            self.logits,
+            self.logits.device,
             s["cu_seqlens_q_output"],
             s["step_idx"],
             s["infer_seed"],
@@ -852,7 +849,7 @@ class _SamplingPath:
         (no Paddle kernel runs on the device)."""
         runner = self.runner
         temperature = runner._params_host["temperature"]
-        x = self.logits_host.astype(np.float64)
+        x = self.logits.host.astype(np.float64)
         slot = np.maximum(self.batch_id_host, 0)
         T = temperature[slot].astype(np.float64)
         greedy = T < SAMPLING_MIN_TEMPERATURE

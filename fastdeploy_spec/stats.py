@@ -12,7 +12,7 @@ the request proposed and how many of them the target accepted. For each request 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Dict, Hashable, List
 
 
@@ -56,13 +56,11 @@ class Acceptance:
         return 1.0 + self.drafts_accepted / self.decode_steps if self.decode_steps else 0.0
 
     def to_dict(self) -> dict:
+        # The fields as they are (a field added later is reported too), then the derived figures.
         return dict(
-            decode_steps=self.decode_steps,
-            drafts_proposed=self.drafts_proposed,
-            drafts_accepted=self.drafts_accepted,
+            asdict(self),
             acceptance_rate=self.acceptance_rate,
             mean_acceptance_length=self.mean_acceptance_length,
-            histogram=list(self.histogram),
         )
 
 

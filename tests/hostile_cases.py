@@ -447,7 +447,7 @@ def reference(op: str, a: Dict[str, np.ndarray], attrs: Dict[str, object]) -> Di
     if op == "ngram_match":
         thr = attrs["threshold"] if attrs["threshold"] is not None else 128
         d, s = ngram_match_ref(
-            *(a[k] for k in NGRAM_ARGS),
+            a,
             attrs["max_ngram_size"],
             attrs["max_draft_tokens"],
             attrs["pad_to_max"],
@@ -532,7 +532,7 @@ def reference(op: str, a: Dict[str, np.ndarray], attrs: Dict[str, object]) -> Di
             getattr(ref, op[len("draft_model_") :].replace("greedy_", ""))()
         return {k: ref.s[k] for k in SPECS[op].outputs}
     if op == "suffix_match":
-        return suffix_ref.suffix_match_ref(*(a[k] for k in suffix_ref.TENSOR_ARGS), **attrs)
+        return suffix_ref.suffix_match_ref(a, **attrs)
     if op == "suffix_cache_finish":
         slots = cache_parts(a["cache_state"], attrs)["cache_slots"]
         ref = SuffixCacheRef(1, 1, len(a["finished"]))
@@ -543,13 +543,12 @@ def reference(op: str, a: Dict[str, np.ndarray], attrs: Dict[str, object]) -> Di
     if op in CACHE_OPS:
         ref = _cache_ref(a, attrs)
         kw = {k: v for k, v in attrs.items() if k != "cache_config"}
-        step_args = [a[k] for k in SPECS[op].tensors if k != "cache_state"]
         if op == "suffix_cache_query":
-            return ref.query(*step_args, **kw)
+            return ref.query(a, **kw)
         drafts = {}
         if op == "suffix_cache_step":  # the insert, then the query
             ref.insert(*(a[k] for k in _INSERT_ARGS))
-            drafts = ref.query(*step_args, **kw)
+            drafts = ref.query(a, **kw)
         elif op == "suffix_cache_insert":
             ref.insert(*(a[k] for k in _INSERT_ARGS))
         else:

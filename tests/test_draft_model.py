@@ -7,26 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fastdeploy_spec.ops import (
-    draft_model_accept,
-    draft_model_accept_preprocess,
-    draft_model_greedy_preprocess,
-    draft_model_greedy_update,
-)
+from fastdeploy_spec import ops
 from tests.helpers import LOGITS_DTYPES, PLACES, make_logits, to_place
-from tests.reference.draft_model import (
-    ACC_ORDER,
-    ACC_PRE_ORDER,
-    PRE_ORDER,
-    UPD_ORDER,
-    Device,
-    Reference,
-    assert_same,
-    flat,
-    greedy_ids,
-    random_state,
-    tie_logits,
-)
+from tests.reference import draft_model as reference
 
 BATCHES = [0, 1, 5, 33]
 VOCABS = [2, 3, 7, 50]
@@ -43,18 +26,18 @@ SEEDS = [0, 1]
 def test_each_op_matches_reference(B, K, D, seed, place):
     rng = np.random.default_rng([B, K, D, seed])
     V = int(rng.choice(VOCABS))
-    state = random_state(rng, B, K, D, V)
+    state = reference.random_state(rng, B, K, D, V)
     for op in ("preprocess", "update", "accept", "accept_preprocess"):
-        dev, ref = Device(state, place), Reference(state)
+        dev, ref = reference.Device(state, place), reference.Reference(state)
         if op == "update":
             substep = int(rng.integers(0, K))
-            storage = make_logits(tie_logits(rng, B, V), "float32")
+            storage = make_logits(reference.tie_logits(rng, B, V), "float32")
             dev.update(storage, "float32", substep)
             ref.update(storage, "float32", substep)
         else:
             getattr(dev, op)()
             getattr(ref, op)()
-        assert_same(dev.host(), ref.s, f"{op} B={B} K={K} D={D} V={V}")
+        reference.assert_same(dev.host(), ref.s, f"{op} B={B} K={K} D={D} V={V}")
 
 
 @pytest.mark.parametrize("place", PLACES)
@@ -66,16 +49,16 @@ def test_mtp_steps_chain_like_reference(seed, dtype, steps, place):
     rng = np.random.default_rng([seed, steps, LOGITS_DTYPES.index(dtype)])
     B, K, D = 17, 5, 10
     V = int(rng.choice(VOCABS))
-    state = random_state(rng, B, K, D, V)
-    dev, ref = Device(state, place), Reference(state)
+    state = reference.random_state(rng, B, K, D, V)
+    dev, ref = reference.Device(state, place), reference.Reference(state)
     for step in range(4):
         dev.preprocess()
         ref.preprocess()
         for i in range(steps):
-            storage = make_logits(tie_logits(rng, B, V), dtype)
+            storage = make_logits(reference.tie_logits(rng, B, V), dtype)
             dev.update(storage, dtype, i)
             ref.update(storage, dtype, i)
-        assert_same(dev.host(), ref.s, f"step {step} after drafting")
+        reference.assert_same(dev.host(), ref.s, f"step {step} after drafting")
         accept_num = rng.integers(0, K + 2, B).astype(np.int32)
         for side in (dev.t, ref.s):
             if side is dev.t:
@@ -84,7 +67,7 @@ def test_mtp_steps_chain_like_reference(seed, dtype, steps, place):
                 side["accept_num"] = accept_num.copy()
         dev.accept()
         ref.accept()
-        assert_same(dev.host(), ref.s, f"step {step} after accept")
+        reference.assert_same(dev.host(), ref.s, f"step {step} after accept")
 
 
 @pytest.mark.parametrize("place", PLACES)
@@ -95,17 +78,17 @@ def test_deferred_accept_chain_equals_the_separate_ops(seed, place):
     steps (requests start, stop, finish)."""
     rng = np.random.default_rng([seed, 77])
     B, K, D, V = 23, 4, 9, 5
-    state = random_state(rng, B, K, D, V)
-    fused, ref = Device(state, place), Reference(state)
+    state = reference.random_state(rng, B, K, D, V)
+    fused, ref = reference.Device(state, place), reference.Reference(state)
     ref.preprocess()
     fused.preprocess()
     for step in range(5):
         for i in range(2):
-            storage = make_logits(tie_logits(rng, B, V), "float32")
+            storage = make_logits(reference.tie_logits(rng, B, V), "float32")
             fused.update(storage, "float32", i)
             ref.update(storage, "float32", i)
-        assert_same(fused.host(), ref.s, f"step {step} after drafting")
-        news = random_state(rng, B, K, D, V)
+        reference.assert_same(fused.host(), ref.s, f"step {step} after drafting")
+        news = reference.random_state(rng, B, K, D, V)
         changed = {
             k: news[k]
             for k in (
@@ -116,13 +99,13 @@ def test_deferred_accept_chain_equals_the_separate_ops(seed, place):
                 "base_model_stop_flags",
             )
         }
-        for k, v in flat(changed).items():
+        for k, v in reference.flat(changed).items():
             fused.t[k] = to_place(changed[k], place)
             ref.s[k] = v.copy()
         ref.accept()
         ref.preprocess()
         fused.accept_preprocess()
-        assert_same(fused.host(), ref.s, f"step {step} after the next start")
+        reference.assert_same(fused.host(), ref.s, f"step {step} after the next start")
 
 
 ACCEPT_PREPROCESS_CASES = {
@@ -183,7 +166,7 @@ def test_accept_preprocess_edge_cases(name, place):
         base_model_seq_lens_decoder=np.array([5], np.int32),
     )
     state.update({k: np.asarray(v, state[k].dtype) for k, v in over.items()})
-    dev = Device(state, place)
+    dev = reference.Device(state, place)
     dev.accept_preprocess()
     got = dev.host()
     assert got["step_idx"].tolist() == [step] and got["pre_ids"][0].tolist() == pre
@@ -242,7 +225,7 @@ PREPROCESS_CASES = {
 def test_preprocess_edge_cases(name, place):
     over, ids, step, slt, dec = PREPROCESS_CASES[name]
     state = one_slot(**over)
-    dev = Device(state, place)
+    dev = reference.Device(state, place)
     dev.preprocess()
     got = dev.host()
     assert got["input_ids"].tolist() == [ids]
@@ -271,10 +254,10 @@ def test_update_greedy_choice(dtype, place):
         np.float32,
     )
     want = [1, 1, 0, 0, 0, 3]
-    assert greedy_ids(values).tolist() == want
+    assert reference.greedy_ids(values).tolist() == want
     B = len(values)
     state = {k: np.repeat(v, B, axis=0) for k, v in one_slot(seq_lens_decoder=[9]).items()}
-    dev = Device(state, place)
+    dev = reference.Device(state, place)
     dev.update(make_logits(values, dtype), dtype, 0)
     got = dev.host()
     assert got["base_model_draft_tokens"][:, 1].tolist() == want
@@ -303,7 +286,7 @@ def test_update_large_vocabulary_and_misaligned_rows(V, peaks, place):
     values[-1, V - 7] = 10.0  # a tie with the row's peak, later in the row: the lower id wins
     for dtype in LOGITS_DTYPES:
         state = {k: np.repeat(v, B, axis=0) for k, v in one_slot(seq_lens_decoder=[9]).items()}
-        dev = Device(state, place)
+        dev = reference.Device(state, place)
         dev.update(make_logits(values, dtype), dtype, 0)
         assert dev.host()["base_model_draft_tokens"][:, 1].tolist() == peaks, dtype
 
@@ -315,11 +298,11 @@ def test_update_skips_slots_that_cannot_draft(place):
     state["seq_lens_decoder"][0] = 0
     state["mtp_draft_num"][1] = 0  # substep 1 below needs 1
     state["step_idx"][2] = 7  # D - 1: no room
-    dev = Device(state, place)
+    dev = reference.Device(state, place)
     dev.update(np.ones((3, 4), np.float32), "float32", 1)
     got = dev.host()
-    for k in UPD_ORDER:
-        np.testing.assert_array_equal(got[k], flat(state)[k], err_msg=k)
+    for k in reference.UPD_ORDER:
+        np.testing.assert_array_equal(got[k], reference.flat(state)[k], err_msg=k)
 
 
 ACCEPT_CASES = {
@@ -345,7 +328,7 @@ ACCEPT_CASES = {
 @pytest.mark.parametrize("name", list(ACCEPT_CASES))
 def test_accept_edge_cases(name, place):
     over, step, pre = ACCEPT_CASES[name]
-    dev = Device(one_slot(**over), place)
+    dev = reference.Device(one_slot(**over), place)
     dev.accept()
     got = dev.host()
     assert got["step_idx"].tolist() == [step] and got["pre_ids"][0].tolist() == pre
@@ -357,18 +340,18 @@ def _bad(op: str, name: str, value):
     t = {k: to_place(v, "cpu") for k, v in state.items()}
     t[name] = value(t[name]) if callable(value) else to_place(value, "cpu")
     if op == "preprocess":
-        draft_model_greedy_preprocess(*(t[k] for k in PRE_ORDER))
+        ops.draft_model_greedy_preprocess(*(t[k] for k in reference.PRE_ORDER))
     elif op == "update":
         logits = t.pop("logits", None)
-        draft_model_greedy_update(
+        ops.draft_model_greedy_update(
             logits if logits is not None else to_place(np.zeros((1, 4), np.float32), "cpu"),
-            *(t[k] for k in UPD_ORDER),
+            *(t[k] for k in reference.UPD_ORDER),
             t.get("substep", 0),
         )
     elif op == "accept":
-        draft_model_accept(*(t[k] for k in ACC_ORDER))
+        ops.draft_model_accept(*(t[k] for k in reference.ACC_ORDER))
     else:
-        draft_model_accept_preprocess(*(t[k] for k in ACC_PRE_ORDER))
+        ops.draft_model_accept_preprocess(*(t[k] for k in reference.ACC_PRE_ORDER))
 
 
 BAD_INPUTS = [
@@ -446,13 +429,17 @@ def test_bad_inputs(op, name, value, match):
         if name == "substep":
             state = one_slot()
             t = {k: to_place(v, "cpu") for k, v in state.items()}
-            draft_model_greedy_update(
-                to_place(np.zeros((1, 4), np.float32), "cpu"), *(t[k] for k in UPD_ORDER), value
+            ops.draft_model_greedy_update(
+                to_place(np.zeros((1, 4), np.float32), "cpu"),
+                *(t[k] for k in reference.UPD_ORDER),
+                value,
             )
         elif name == "logits":
             state = one_slot()
             t = {k: to_place(v, "cpu") for k, v in state.items()}
-            draft_model_greedy_update(to_place(value, "cpu"), *(t[k] for k in UPD_ORDER), 0)
+            ops.draft_model_greedy_update(
+                to_place(value, "cpu"), *(t[k] for k in reference.UPD_ORDER), 0
+            )
         else:
             _bad(op, name, value)
 
@@ -462,4 +449,4 @@ def test_mixed_places_rejected():
     t = {k: to_place(v, "gpu") for k, v in one_slot().items()}
     t["pre_ids"] = to_place(one_slot()["pre_ids"], "cpu")
     with pytest.raises((OSError, RuntimeError, ValueError), match="pre_ids is on CPU"):
-        draft_model_accept(*(t[k] for k in ACC_ORDER))
+        ops.draft_model_accept(*(t[k] for k in reference.ACC_ORDER))

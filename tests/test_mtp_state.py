@@ -12,14 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastdeploy_spec.ops import (
-    draft_model_postprocess,
-    draft_model_preprocess,
-    draft_model_set_value_by_flags,
-    draft_model_update,
-    eagle_get_hidden_states,
-    eagle_get_self_hidden_states,
-)
+from fastdeploy_spec import ops
 from tests.helpers import PLACES, grid, logits_to_place, to_place
 from tests.reference import mtp_state as ref
 
@@ -98,28 +91,28 @@ def svf_state(rng, B, W, D, hostile=False) -> dict:
 
 OPS = {
     "preprocess": (
-        draft_model_preprocess,
+        ops.draft_model_preprocess,
         ref.PRE_ORDER,
         random_state,
         lambda t, a: ref.preprocess_ref(t, a["num_model_step"], a["is_splitwise_prefill"]),
         ("num_model_step", "is_splitwise_prefill"),
     ),
     "update": (
-        draft_model_update,
+        ops.draft_model_update,
         ref.UPD_ORDER,
         update_state,
         lambda t, a: ref.update_ref(t, a["max_seq_len"], a["substep"]),
         ("max_seq_len", "substep"),
     ),
     "postprocess": (
-        draft_model_postprocess,
+        ops.draft_model_postprocess,
         ref.POST_ORDER,
         post_state,
         lambda t, a: ref.postprocess_ref(t),
         (),
     ),
     "set_value_by_flags": (
-        draft_model_set_value_by_flags,
+        ops.draft_model_set_value_by_flags,
         ref.SVF_ORDER,
         svf_state,
         lambda t, a: ref.set_value_by_flags_ref(t),
@@ -169,7 +162,7 @@ def test_preprocess_named_cases(place):
         target_model_seq_lens_decoder=np.array([4, 4, 4, 0, 9, 9], np.int32),
     )
     t = {k: to_place(v, place) for k, v in s.items()}
-    draft_model_preprocess(*(t[k] for k in ref.PRE_ORDER), 1, False)
+    ops.draft_model_preprocess(*(t[k] for k in ref.PRE_ORDER), 1, False)
     assert t["stop_flags"].numpy().tolist() == [True, True, False, False, False, False]
     assert t["seq_lens_this_time"].numpy().tolist() == [0, 0, 1, 3, 2, 0]
     assert t["step_idx"].numpy().tolist() == [0, 0, 7, 0, 3, 5]
@@ -178,7 +171,7 @@ def test_preprocess_named_cases(place):
     assert bool(t["not_need_stop"].numpy()[0])
     assert (t["target_model_draft_tokens"].numpy()[:, 1:] == -1).all()
     t = {k: to_place(v, place) for k, v in s.items()}
-    draft_model_preprocess(*(t[k] for k in ref.PRE_ORDER), 1, True)  # a splitwise prefill node
+    ops.draft_model_preprocess(*(t[k] for k in ref.PRE_ORDER), 1, True)  # a splitwise prefill node
     assert t["stop_flags"].numpy().tolist() == [True, False, False, False, False, False]
 
 
@@ -188,14 +181,14 @@ def test_not_need_stop_false_when_nothing_runs(place):
     s["target_model_stop_flags"][:] = True
     s["not_need_stop"][:] = True
     t = {k: to_place(v, place) for k, v in s.items()}
-    draft_model_preprocess(*(t[k] for k in ref.PRE_ORDER), 1, False)
+    ops.draft_model_preprocess(*(t[k] for k in ref.PRE_ORDER), 1, False)
     assert not t["not_need_stop"].numpy()[0]
     u = update_state(np.random.default_rng(2), 3, 3, 8)
     u["seq_lens_this_time"][:] = 1
     u["stop_flags"][:] = True
     u["not_need_stop"][:] = True
     t = {k: to_place(v, place) for k, v in u.items()}
-    draft_model_update(*(t[k] for k in ref.UPD_ORDER), 64, 1)
+    ops.draft_model_update(*(t[k] for k in ref.UPD_ORDER), 64, 1)
     assert not t["not_need_stop"].numpy()[0]
 
 
@@ -213,7 +206,7 @@ def test_update_takes_tokens_in_active_order(place):
         inter_next_tokens=np.array([[7], [8]], np.int64),
     )
     t = {k: to_place(v, place) for k, v in u.items()}
-    draft_model_update(*(t[k] for k in ref.UPD_ORDER), 64, 1)
+    ops.draft_model_update(*(t[k] for k in ref.UPD_ORDER), 64, 1)
     assert t["base_model_draft_tokens"].numpy()[[1, 3], 2].tolist() == [7, 8]
     assert t["pre_ids"].numpy()[[1, 3], 3].tolist() == [7, 8]
 
@@ -281,13 +274,13 @@ def test_hidden_gather_bits(which, dtype, B, H, seed, hostile, place):
     if which == "target":
         want, count = ref.hidden_ref(t)
         dev = {k: to_place(v, place) for k, v in t.items() if k != "input"}
-        out, n = eagle_get_hidden_states(
+        out, n = ops.eagle_get_hidden_states(
             hidden_to_place(x, dtype, place), *(dev[k] for k in ref.HIDDEN_ORDER[1:]), 4
         )
     else:
         want, count = ref.self_hidden_ref(t)
         dev = {k: to_place(v, place) for k, v in t.items() if k != "input"}
-        out, n = eagle_get_self_hidden_states(
+        out, n = ops.eagle_get_self_hidden_states(
             hidden_to_place(x, dtype, place), *(dev[k] for k in ref.SELF_ORDER[1:])
         )
     assert n.numpy().tolist() == [count]
@@ -306,20 +299,24 @@ def test_bad_inputs_are_named():
     with pytest.raises(
         Exception, match="draft_model_preprocess: accept_num must be int32, got int64"
     ):
-        draft_model_preprocess(*args(accept_num=to_place(np.zeros(3, np.int64), "cpu")), 1, False)
+        ops.draft_model_preprocess(
+            *args(accept_num=to_place(np.zeros(3, np.int64), "cpu")), 1, False
+        )
     with pytest.raises(Exception, match="draft_model_preprocess: step_idx must have shape \\[3\\]"):
-        draft_model_preprocess(*args(step_idx=to_place(np.zeros(4, np.int64), "cpu")), 1, False)
+        ops.draft_model_preprocess(*args(step_idx=to_place(np.zeros(4, np.int64), "cpu")), 1, False)
     with pytest.raises(
         Exception, match="draft_model_preprocess: not_need_stop must have at least one element"
     ):
-        draft_model_preprocess(*args(not_need_stop=to_place(np.zeros(0, bool), "cpu")), 1, False)
+        ops.draft_model_preprocess(
+            *args(not_need_stop=to_place(np.zeros(0, bool), "cpu")), 1, False
+        )
     with pytest.raises(Exception, match="num_model_step must be >= 0"):
-        draft_model_preprocess(*args(), -1, False)
+        ops.draft_model_preprocess(*args(), -1, False)
     u = {k: to_place(v, "cpu") for k, v in update_state(rng, 3, 3, 6).items()}
     with pytest.raises(Exception, match="draft_model_update: substep must be in \\[0, K - 1\\]"):
-        draft_model_update(*(u[k] for k in ref.UPD_ORDER), 64, 2)
+        ops.draft_model_update(*(u[k] for k in ref.UPD_ORDER), 64, 2)
     with pytest.raises(Exception, match="draft_model_update: inter_next_tokens must be int64"):
-        draft_model_update(
+        ops.draft_model_update(
             to_place(np.zeros(3, np.int32), "cpu"), *(u[k] for k in ref.UPD_ORDER[1:]), 64, 0
         )
     h, N = hidden_state(rng, 3, False)
@@ -328,11 +325,11 @@ def test_bad_inputs_are_named():
         Exception,
         match="eagle_get_hidden_states: input must be float16, bfloat16 or float32, got int64",
     ):
-        eagle_get_hidden_states(
+        ops.eagle_get_hidden_states(
             to_place(np.zeros((N, 2), np.int64), "cpu"), *(dev[k] for k in ref.HIDDEN_ORDER[1:]), 4
         )
     with pytest.raises(Exception, match="eagle_get_self_hidden_states: input must have rank 2"):
-        eagle_get_self_hidden_states(
+        ops.eagle_get_self_hidden_states(
             to_place(np.zeros(N, np.float32), "cpu"), *(dev[k] for k in ref.SELF_ORDER[1:])
         )
 
@@ -345,7 +342,7 @@ def test_mixed_places_rejected():
         pytest.skip("no GPU")
     s = random_state(np.random.default_rng(6), 3, 3, 6)
     assert_mixed_places_rejected(
-        lambda *a: draft_model_preprocess(*a, 1, False), ref.PRE_ORDER, s, "pre_ids"
+        lambda *a: ops.draft_model_preprocess(*a, 1, False), ref.PRE_ORDER, s, "pre_ids"
     )
 
 

@@ -117,7 +117,7 @@ def test_random_grid(place, batch, width, vocab):
                 width,
                 k=int(rng.integers(1, 8)),
                 vocab=vocab,
-                max_ngram_size=n,
+                max_repeat=n,
                 p_odd=0.1,
                 extra_rows=int(rng.integers(0, 3)),
             )
@@ -134,7 +134,7 @@ def test_random_grid_pad_to_max(place, batch, width, vocab):
     for n in (1, 3):
         for kind in THRESHOLD_KINDS:
             k = int(rng.integers(1, 8))
-            d = make_ngram_batch(rng, batch, width, k=k, vocab=vocab, max_ngram_size=n, p_odd=0.1)
+            d = make_ngram_batch(rng, batch, width, k=k, vocab=vocab, max_repeat=n, p_odd=0.1)
             mdt = int(rng.integers(-1, k + 3))
             drafts, slt = check(
                 d, place, n, threshold_of(kind, d, rng), pad_to_max=True, max_draft_tokens=mdt
@@ -346,7 +346,7 @@ def test_pad_to_max_argument_forms(place):
     on_kw = run_op(d, place, 3, pad_to_max=True, threshold=BIG)
     np.testing.assert_array_equal(on[0], on_kw[0])
     np.testing.assert_array_equal(on[1], on_kw[1])
-    want = ngram_match_ref(*(d[name] for name in TENSOR_ARGS), 3, 4, True, threshold=BIG)
+    want = ngram_match_ref(d, 3, 4, True, threshold=BIG)
     np.testing.assert_array_equal(on[1], want[1])
     assert not np.array_equal(on[1], plain[1])
 
@@ -461,7 +461,7 @@ def test_default_threshold_binds_in_a_full_batch():
     # 128 decoding slots alone exhaust the default budget of 128 tokens.
     slot = dict(prompt=[1, 2, 3, 4, 5, 6], gen=[1, 2])
     d = batch_of(*[slot] * 130)
-    want = ngram_match_ref(*(d[name] for name in TENSOR_ARGS), 2)
+    want = ngram_match_ref(d, 2)
     got = run_op(d, "cpu", 2)
     np.testing.assert_array_equal(got[1], want[1])
     np.testing.assert_array_equal(got[0], want[0])
@@ -555,7 +555,7 @@ def test_gpu_tensor_in_cpu_only_build():
 def test_gpu_matches_cpu_bitwise_256_x_128k():
     rng = np.random.default_rng(21)
     for vocab, n, threshold in [(1000, 3, BIG), (1000, 5, None), (4, 2, BIG), (50, 8, 2000)]:
-        d = make_ngram_batch(rng, 256, 1 << 17, k=7, vocab=vocab, max_ngram_size=n, p_odd=0.05)
+        d = make_ngram_batch(rng, 256, 1 << 17, k=7, vocab=vocab, max_repeat=n, p_odd=0.05)
         cpu = run_op(d, "cpu", n, threshold=threshold)
         gpu = run_op(d, "gpu", n, threshold=threshold)
         np.testing.assert_array_equal(gpu[1], cpu[1])
@@ -608,7 +608,7 @@ def test_gpu_runtime_bound_ngram_sizes(max_ngram_size):
     rng = np.random.default_rng(max_ngram_size)
     for vocab in (2, 3):
         d = make_ngram_batch(
-            rng, 64, 3000, k=6, vocab=vocab, max_ngram_size=max_ngram_size, p_plant=0.9
+            rng, 64, 3000, k=6, vocab=vocab, max_repeat=max_ngram_size, p_plant=0.9
         )
         check(d, "gpu", max_ngram_size)
 
@@ -616,7 +616,7 @@ def test_gpu_runtime_bound_ngram_sizes(max_ngram_size):
 @pytest.mark.gpu
 def test_gpu_repeated_calls_are_deterministic():
     rng = np.random.default_rng(41)
-    d = make_ngram_batch(rng, 256, 4096, k=7, vocab=2, max_ngram_size=4)
+    d = make_ngram_batch(rng, 256, 4096, k=7, vocab=2, max_repeat=4)
     first = run_op(d, "gpu", 4, threshold=600)
     for _ in range(20):
         again = run_op(d, "gpu", 4, threshold=600)

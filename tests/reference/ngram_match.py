@@ -10,8 +10,9 @@ search inside one haystack is vectorised with NumPy; its result is the contract'
 window".
 
 ``make_ngram_batch`` draws random batches (prefill / empty / decoding slots, tiny vocabularies,
-planted repeats, binding thresholds, out-of-range lengths) for this op's tests and for any test that
-needs realistic speculative-decoding slot states.
+planted repeats, binding thresholds, out-of-range lengths) for this op's tests, for suffix_match's
+(``make_suffix_batch`` adds its state) and for any test that needs realistic speculative-decoding
+slot states.
 """
 
 from __future__ import annotations
@@ -52,24 +53,23 @@ PER_SLOT = (
 )
 
 
-def batch_inputs(args: dict):
-    """The inputs every n-gram/suffix reference starts from, read from its arguments ``args`` (its
-    ``locals()``: the op's tensors by name, and ``threshold``): (T, ids, W, drafts (a copy), K,
-    seq_lens_this_time's shape, seq_lens_this_time as ints, B, the other per-slot tensors as ints
-    in PER_SLOT's order)."""
-    ids = np.asarray(args["token_ids_all"], np.int64)
-    drafts = np.array(args["draft_tokens"], np.int64, copy=True)
-    slt = [int(v) for v in np.ravel(args["seq_lens_this_time"])]
+def batch_inputs(d: dict, threshold: int | None):
+    """The inputs every n-gram/suffix reference starts from, read from the batch ``d`` (the op's
+    tensors by name) and ``threshold``: (T, ids, W, drafts (a copy), K, seq_lens_this_time's shape,
+    seq_lens_this_time as ints, B, the other per-slot tensors as ints in PER_SLOT's order)."""
+    ids = np.asarray(d["token_ids_all"], np.int64)
+    drafts = np.array(d["draft_tokens"], np.int64, copy=True)
+    slt = [int(v) for v in np.ravel(d["seq_lens_this_time"])]
     return (
-        resolve_threshold(args["threshold"]),
+        resolve_threshold(threshold),
         ids,
         ids.shape[1],
         drafts,
         drafts.shape[1] - 1,
-        np.shape(args["seq_lens_this_time"]),
+        np.shape(d["seq_lens_this_time"]),
         slt,
         len(slt),
-        [[int(v) for v in np.ravel(args[n])] for n in PER_SLOT if n != "seq_lens_this_time"],
+        [[int(v) for v in np.ravel(d[n])] for n in PER_SLOT if n != "seq_lens_this_time"],
     )
 
 
@@ -115,27 +115,19 @@ def graph_pad(
 
 
 def ngram_match_ref(
-    token_ids_all,
-    prompt_lens,
-    step_idx,
-    draft_token_num,
-    draft_tokens,
-    seq_lens_this_time,
-    seq_lens_encoder,
-    seq_lens_decoder,
-    max_dec_len,
+    d: dict,
     max_ngram_size: int,
     max_draft_tokens: int = 0,
     pad_to_max: bool = False,
     *,
     threshold: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """docs/contract/ngram.md#ngram_match on NumPy arrays. Returns new ``(draft_tokens,
-    seq_lens_this_time)``; inputs are not modified. ``max_draft_tokens`` only sets the pad length of
-    ``pad_to_max`` (the draft cap is ``draft_token_num``); padding follows the whole walk and pads
-    every decoding slot."""
+    """docs/contract/ngram.md#ngram_match on the batch ``d`` (NumPy arrays keyed as TENSOR_ARGS, as
+    make_ngram_batch gives them). Returns new ``(draft_tokens, seq_lens_this_time)``; inputs are not
+    modified. ``max_draft_tokens`` only sets the pad length of ``pad_to_max`` (the draft cap is
+    ``draft_token_num``); padding follows the whole walk and pads every decoding slot."""
     T, ids, W, drafts, K, slt_shape, slt, B, (P_in, s_in, dtn, enc, dec, mdl) = batch_inputs(
-        locals()
+        d, threshold
     )
 
     unprocessed = sum(1 for b in range(B) if enc[b] > 0 or dec[b] > 0)
@@ -229,7 +221,7 @@ def make_ngram_batch(
     *,
     k: int = 5,
     vocab: int = 4,
-    max_ngram_size: int = 3,
+    max_repeat: int | None = 3,
     p_prefill: float = 0.2,
     p_empty: float = 0.15,
     p_plant: float = 0.5,
@@ -241,12 +233,14 @@ def make_ngram_batch(
 
     Slots are prefill (``seq_lens_encoder > 0``, a chunk length in ``seq_lens_this_time``), empty
     (``seq_lens_decoder == 0``) or decoding. Decoding slots get a prompt and generated tokens drawn
-    from ``vocab`` tokens; with probability ``p_plant`` the newest generated tokens repeat a window
-    of the prompt or of the output, so large vocabularies still match. ``draft_token_num`` and
-    ``max_dec_len`` sometimes bind below K, and with probability ``p_odd`` a slot gets an
-    out-of-range value (negative or too long P and s, a negative prefill length, a negative
-    seq_lens_decoder, garbage after the slot's tokens) that the op must clamp or tolerate. ``draft_tokens`` starts as distinct negative sentinels so
-    untouched columns are visible. ``extra_rows`` appends rows to ``token_ids_all`` beyond the batch.
+    from ``vocab`` tokens; with probability ``p_plant`` the newest generated tokens repeat an earlier
+    window of at most ``max_repeat`` tokens (None: up to half the history, so long suffixes recur),
+    so large vocabularies still match. ``draft_token_num`` and ``max_dec_len`` sometimes bind below
+    K (or are negative), and with probability ``p_odd`` a slot gets an out-of-range value (negative
+    or too long P and s, a negative prefill length, a negative seq_lens_decoder, garbage after the
+    slot's tokens) that the op must clamp or tolerate. ``draft_tokens`` starts as distinct negative
+    sentinels so untouched columns are visible. ``extra_rows`` appends rows to ``token_ids_all``
+    beyond the batch.
     """
     B, W = batch, width
     rows = B + extra_rows
@@ -255,14 +249,14 @@ def make_ngram_batch(
         used = draw_history(rng, ids, P, s, b, vocab)
         row = ids[b]
         if used and rng.random() < p_plant:
-            n = int(rng.integers(1, max_ngram_size + 1))
+            n = int(rng.integers(1, (max_repeat or max(used // 2, 1)) + 1))
             if used >= 2 * n:
                 src = int(rng.integers(0, used - 2 * n + 1))
                 row[used - n : used] = row[src : src + n].copy()
         if rng.random() < p_odd:
             row[used:] = rng.integers(0, vocab, W - used)  # garbage that must never be read
-        mdl[b] = s[b] + 1 + int(rng.integers(0, k + 3)) if rng.random() < 0.3 else 1 << 20
-        dtn[b] = int(rng.integers(0, k + 3)) if rng.random() < 0.3 else k
+        mdl[b] = s[b] + 1 + int(rng.integers(-1, k + 3)) if rng.random() < 0.3 else 1 << 20
+        dtn[b] = int(rng.integers(-1, k + 3)) if rng.random() < 0.3 else k
         if state[b] == 0:
             enc[b] = int(rng.integers(1, 64))
             dec[b] = int(rng.integers(0, 3))
@@ -279,14 +273,13 @@ def make_ngram_batch(
                 dec[b] = -1
                 enc[b] = -int(rng.integers(0, 3))
     ids[B:] = rng.integers(0, vocab, (extra_rows, W))
-    drafts = -(np.arange(B * (k + 1), dtype=np.int64).reshape(B, k + 1) + 100)
     col = (lambda a: a.reshape(B, 1)) if per_slot_2d else (lambda a: a)
     return {
         "token_ids_all": ids,
         "prompt_lens": col(P),
         "step_idx": col(s),
         "draft_token_num": dtn,
-        "draft_tokens": drafts,
+        "draft_tokens": sentinels(B, k),
         "seq_lens_this_time": slt,
         "seq_lens_encoder": enc,
         "seq_lens_decoder": dec,
@@ -344,9 +337,7 @@ def check(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Asserts op == reference exactly and returns the op's result."""
     mdt = d["draft_tokens"].shape[1] - 1 if max_draft_tokens is None else max_draft_tokens
-    want = ngram_match_ref(
-        *(d[name] for name in TENSOR_ARGS), max_ngram_size, mdt, pad_to_max, threshold=threshold
-    )
+    want = ngram_match_ref(d, max_ngram_size, mdt, pad_to_max, threshold=threshold)
     got = run_op(
         d, place, max_ngram_size, max_draft_tokens=mdt, threshold=threshold, pad_to_max=pad_to_max
     )
@@ -357,4 +348,5 @@ def check(
 
 
 def sentinels(batch: int, k: int) -> np.ndarray:
+    """Distinct negative draft tokens [batch, k + 1]: a column the op leaves alone stays visible."""
     return -(np.arange(batch * (k + 1), dtype=np.int64).reshape(batch, k + 1) + 100)

@@ -170,12 +170,11 @@ class SuffixCacheRef:
             if f != 0:
                 self.slots[b] = SLOT_DETACHED
 
-    def query(self, *tensors, **attrs) -> dict:
-        """The query op on NumPy arrays: ``tensors`` suffix_match_ref's, then ``suffix_source``; new
+    def query(self, d: dict, **attrs) -> dict:
+        """The query op on the NumPy arrays ``d``: suffix_match_ref's batch and ``suffix_source``; new
         arrays for every output. ``attrs``: suffix_match_ref's keywords. The walk is suffix_match's;
         only the draft of a slot differs: the local one unless the global one scores higher."""
-        *match_tensors, suffix_source = tensors
-        src = np.array(suffix_source, np.int32, copy=True)
+        src = np.array(d["suffix_source"], np.int32, copy=True)
         responses = list(self.responses.items())
 
         def draft_of(b, H, cap, kw):
@@ -188,7 +187,7 @@ class SuffixCacheRef:
             src[b] = int(g[2] > local[2])
             return g if src[b] else local
 
-        out = suffix_match_ref(*match_tensors, draft_of=draft_of, **attrs)
+        out = suffix_match_ref(d, draft_of=draft_of, **attrs)
         return dict(out, suffix_source=src)
 
     def rows_view(self):

@@ -239,7 +239,7 @@ class Driver:
         t = {n: self.t(d[n]) for n in QUERY_ARGS}
         op(*(t[n] for n in QUERY_ARGS), self.cache, **kw)
         got = {n: t[n].numpy() for n in OUTPUTS}
-        want = self.ref.query(*(d[n] for n in QUERY_ARGS), **kw)
+        want = self.ref.query(d, **kw)
         for n in OUTPUTS:
             g, w = np.asarray(got[n]).reshape(want[n].shape), want[n]
             if g.dtype == np.float32:

@@ -31,7 +31,7 @@ from fastdeploy_spec.ops import suffix_match
 from fastdeploy_spec.ops.suffix_match import SPEC as SUFFIX_SPEC
 from tests.helpers import run_in_place
 from tests.reference.ngram_match import DTYPES as NGRAM_DTYPES
-from tests.reference.ngram_match import batch_inputs, draw_history, new_slots, odd_length
+from tests.reference.ngram_match import batch_inputs, make_ngram_batch
 
 # Argument order of the op's tensors and those it writes, the wrapper's own.
 TENSOR_ARGS = SUFFIX_SPEC.tensors
@@ -129,35 +129,23 @@ def suffix_draft_ref(
 
 
 def suffix_match_ref(
-    token_ids_all,
-    prompt_lens,
-    step_idx,
-    draft_token_num,
-    draft_tokens,
-    seq_lens_this_time,
-    seq_lens_encoder,
-    seq_lens_decoder,
-    max_dec_len,
-    suffix_tokens,
-    suffix_probs,
-    suffix_meta,
+    d: dict,
     *,
-    max_tree_depth: int = 64,
-    max_spec_factor: float = 1.0,
-    max_spec_offset: float = 0.0,
-    min_token_prob: float = 0.1,
     max_draft_tokens: int | None = None,
     pad_to_max: bool = False,
     threshold: int | None = None,
     draft_of=None,
+    **draft_kw,
 ) -> dict:
-    """The op on NumPy arrays. Returns new arrays for every output (keyed as ``OUTPUTS``).
+    """The op on the batch ``d`` (NumPy arrays keyed as TENSOR_ARGS, as make_suffix_batch gives
+    them). Returns new arrays for every output (keyed as ``OUTPUTS``). ``draft_kw``: the four draft
+    keywords of ``suffix_draft_ref`` (``DEFAULTS`` where not given).
 
     ``draft_of(b, H, cap, kw)`` chooses slot b's draft (tokens, probs, score, match_len) from its
     history ``H``, its cap and the four draft keywords ``kw``; default: the local draft
     (``suffix_draft_ref``). ``suffix_cache_query``'s reference passes its local-or-global choice."""
     T, ids, W, drafts, K, slt_shape, slt, B, (P_in, s_in, dtn, enc, dec, mdl) = batch_inputs(
-        locals()
+        d, threshold
     )
     if max_draft_tokens is None:
         max_draft_tokens = K
@@ -166,15 +154,10 @@ def suffix_match_ref(
         def draft_of(b, H, cap, kw):
             return suffix_draft_ref(H, cap, **kw)
 
-    kw = dict(
-        max_tree_depth=max_tree_depth,
-        max_spec_factor=max_spec_factor,
-        max_spec_offset=max_spec_offset,
-        min_token_prob=min_token_prob,
-    )
-    stoks = np.array(suffix_tokens, np.int64, copy=True)
-    sprobs = np.array(suffix_probs, np.float32, copy=True)
-    smeta = np.array(suffix_meta, np.int32, copy=True)
+    kw = dict(DEFAULTS, **draft_kw)
+    stoks = np.array(d["suffix_tokens"], np.int64, copy=True)
+    sprobs = np.array(d["suffix_probs"], np.float32, copy=True)
+    smeta = np.array(d["suffix_meta"], np.int32, copy=True)
 
     # 1. Every decoding slot's draft, before the batch budget.
     untruncated = [0] * B
@@ -224,61 +207,19 @@ def suffix_match_ref(
     }
 
 
-def make_suffix_batch(
-    rng: np.random.Generator,
-    batch: int,
-    width: int,
-    *,
-    k: int = 5,
-    vocab: int = 4,
-    p_prefill: float = 0.15,
-    p_empty: float = 0.1,
-    p_repeat: float = 0.5,
-    p_odd: float = 0.05,
-    extra_rows: int = 0,
-) -> dict:
-    """A random batch of op inputs: slots drawn from ``vocab`` tokens, with probability ``p_repeat``
-    the history ends with a copy of an earlier stretch (so long suffixes recur), limits that bind
-    sometimes, and with probability ``p_odd`` out-of-range lengths the op must clamp."""
-    B, W = batch, width
-    ids, P, s, enc, dec, slt, dtn, mdl, state = new_slots(
-        rng, B, B + extra_rows, W, k, p_prefill, p_empty
+def make_suffix_batch(rng: np.random.Generator, batch: int, width: int, **kw) -> dict:
+    """A random batch of op inputs: make_ngram_batch's (its keywords), whose planted repeats are by
+    default up to half the history long (so long suffixes recur), with the op's suffix state, -7
+    everywhere (the op must write every decoding slot's row)."""
+    kw.setdefault("max_repeat", None)
+    d = make_ngram_batch(rng, batch, width, **kw)
+    K = d["draft_tokens"].shape[1] - 1
+    return dict(
+        d,
+        suffix_tokens=np.full((batch, K), -7, np.int64),
+        suffix_probs=np.full((batch, K), -7.0, np.float32),
+        suffix_meta=np.full((batch, 2), -7, np.int32),
     )
-    for b in range(B):
-        used = draw_history(rng, ids, P, s, b, vocab)
-        row = ids[b]
-        if used >= 8 and rng.random() < p_repeat:
-            n = int(rng.integers(2, max(3, used // 2)))
-            src = int(rng.integers(0, used - n))
-            row[used - n : used] = row[src : src + n].copy()
-        if rng.random() < p_odd:
-            row[used:] = rng.integers(0, vocab, W - used)  # garbage that must never be read
-        if rng.random() < 0.2:
-            mdl[b] = s[b] + 1 + int(rng.integers(-1, k + 2))
-        if rng.random() < 0.2:
-            dtn[b] = int(rng.integers(-1, k + 2))
-        if state[b] == 0:
-            enc[b] = int(rng.integers(1, 64))
-            slt[b] = int(rng.integers(1, 64))
-        elif state[b] == 2:
-            dec[b] = int(P[b] + s[b]) or 1
-        if rng.random() < p_odd:
-            odd_length(rng, int(rng.integers(0, 4)), P, s, b, W)
-    ids[B:] = rng.integers(0, vocab, (extra_rows, W))
-    return {
-        "token_ids_all": ids,
-        "prompt_lens": P.reshape(B, 1),
-        "step_idx": s.reshape(B, 1),
-        "draft_token_num": dtn,
-        "draft_tokens": -(np.arange(B * (k + 1), dtype=np.int64).reshape(B, k + 1) + 100),
-        "seq_lens_this_time": slt,
-        "seq_lens_encoder": enc,
-        "seq_lens_decoder": dec,
-        "max_dec_len": mdl.reshape(B, 1),
-        "suffix_tokens": np.full((B, k), -7, np.int64),
-        "suffix_probs": np.full((B, k), -7.0, np.float32),
-        "suffix_meta": np.full((B, 2), -7, np.int32),
-    }
 
 
 def run_op(d: dict, place: str, **kw) -> dict:
@@ -288,7 +229,7 @@ def run_op(d: dict, place: str, **kw) -> dict:
 
 def check(d: dict, place: str, **kw) -> dict:
     """Asserts op == reference exactly (on the GPU also op == CPU) and returns the op's result."""
-    want = suffix_match_ref(*(d[name] for name in TENSOR_ARGS), **kw)
+    want = suffix_match_ref(d, **kw)
     got = run_op(d, place, **kw)
     cpu = run_op(d, "cpu", **kw) if place == "gpu" else None
     for name in OUTPUTS:
