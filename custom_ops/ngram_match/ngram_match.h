@@ -7,6 +7,7 @@
 
 #include "common/fdspec_common.h"
 #include "ngram_common/ngram_walk.h"
+#include "speculate_common/draft_batch.h"
 #include "speculate_common/speculate_slot.h"
 
 #ifdef FDSPEC_WITH_CUDA
@@ -15,20 +16,11 @@
 
 namespace fdspec {
 
-struct NgramMatchParams {
-  const int64_t* token_ids_all;     // [>= B, W] int64: prompt then generated tokens, -1 padded
-  int64_t token_ids_stride;         // W (< kMaxHaystackLen)
-  const int64_t* prompt_lens;       // [B] int64: P, clamped to [0, W]
-  const int64_t* step_idx;          // [B] int64: s, generated tokens, clamped to [0, W - P]
-  const int32_t* draft_token_num;   // [B] int32: per-slot draft cap
-  int64_t* draft_tokens;            // [B, K + 1] int64, in place: columns 1 .. count written
-  int64_t draft_stride;             // K + 1 (>= 1)
-  int32_t* seq_lens_this_time;      // [B] int32, in place: 1 + drafts for decoding slots, 0 empty
-  const int32_t* seq_lens_encoder;  // [B] int32: > 0 marks a prefill slot (left untouched)
-  const int32_t* seq_lens_decoder;  // [B] int32: 0 marks an empty slot
-  const int64_t* max_dec_len;       // [B] int64
-  int64_t batch;                    // B (0: no-op)
-  int max_ngram_size;               // 1 .. kMaxNgramSize
+// The nine shared inputs (draft_batch.h; the history shorter than kMaxHaystackLen), then the op's
+// own.
+struct NgramMatchParams : DraftBatchParams {
+  int64_t batch;             // B (0: no-op)
+  int max_ngram_size;        // 1 .. kMaxNgramSize
   int64_t max_draft_tokens;  // graph mode's pad length - 1 (else unused: the cap is per slot)
   bool pad_to_max;           // graph mode: every decoding slot ends with max_draft_tokens + 1
   int64_t threshold;         // T: token budget of the whole batch

@@ -13,6 +13,7 @@
 
 #include "common/fdspec_common.h"
 #include "common/float_rn.h"
+#include "speculate_common/draft_batch.h"
 
 #ifdef FDSPEC_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -30,30 +31,21 @@ constexpr int kMaxSuffixTreeDepth = 256;
 constexpr int kMaxSuffixSpecTokens = 64;
 constexpr int64_t kMaxSuffixHistory = int64_t{1} << 30;
 
-struct SuffixMatchParams {
-  const int64_t* token_ids_all;     // [>= B, W] int64: prompt then generated tokens, -1 padded
-  int64_t token_ids_stride;         // W (< kMaxSuffixHistory)
-  const int64_t* prompt_lens;       // [B] int64: P, clamped to [0, W]
-  const int64_t* step_idx;          // [B] int64: s, generated tokens, clamped to [0, W - P]
-  const int32_t* draft_token_num;   // [B] int32: per-slot draft cap
-  int64_t* draft_tokens;            // [B, K + 1] int64, in place: columns 1 .. kept written
-  int64_t draft_stride;             // K + 1 (1 .. kMaxSuffixSpecTokens + 1)
-  int32_t* seq_lens_this_time;      // [B] int32, in place: 1 + kept for decoding slots, 0 empty
-  const int32_t* seq_lens_encoder;  // [B] int32: > 0 marks a prefill slot (left untouched)
-  const int32_t* seq_lens_decoder;  // [B] int32: 0 marks an empty slot
-  const int64_t* max_dec_len;       // [B] int64
-  int64_t* suffix_tokens;           // [>= B, K] int64, out: a decoding slot's draft before the
-                                    //   batch budget, -1 after its m tokens (other rows untouched)
-  float* suffix_probs;              // [>= B, K] float32, out: the draft's probabilities, 0 after m
-  int32_t* suffix_meta;             // [>= B, 2] int32, out: (m, match length L)
-  int64_t batch;                    // B (0: no-op)
-  int max_tree_depth;               // D, 1 .. kMaxSuffixTreeDepth
-  float max_spec_factor;            // finite
-  float max_spec_offset;            // finite
-  float min_token_prob;             // finite
-  int max_draft_tokens;             // 0 .. K: the slot cap and the pad_to_max length
-  bool pad_to_max;                  // every decoding slot leaves with max_draft_tokens + 1
-  int64_t threshold;                // T: token budget of the whole batch
+// The nine shared inputs (draft_batch.h; K <= kMaxSuffixSpecTokens, the history shorter than
+// kMaxSuffixHistory), then the op's own.
+struct SuffixMatchParams : DraftBatchParams {
+  int64_t* suffix_tokens;  // [>= B, K] int64, out: a decoding slot's draft before the
+                           //   batch budget, -1 after its m tokens (other rows untouched)
+  float* suffix_probs;     // [>= B, K] float32, out: the draft's probabilities, 0 after m
+  int32_t* suffix_meta;    // [>= B, 2] int32, out: (m, match length L)
+  int64_t batch;           // B (0: no-op)
+  int max_tree_depth;      // D, 1 .. kMaxSuffixTreeDepth
+  float max_spec_factor;   // finite
+  float max_spec_offset;   // finite
+  float min_token_prob;    // finite
+  int max_draft_tokens;    // 0 .. K: the slot cap and the pad_to_max length
+  bool pad_to_max;         // every decoding slot leaves with max_draft_tokens + 1
+  int64_t threshold;       // T: token budget of the whole batch
 };
 
 // count(s.d.t) / count(s.d) in float32, the counts rounded to float first (as Arctic does).

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "draft_batch_of.cuh"
 #include "draft_model/draft_model.h"
 #include "hybrid_mtp_ngram/hybrid_mtp_ngram.h"
 #include "mtp_state/mtp_state.h"
@@ -23,24 +24,7 @@ template <class Buffers>
 fdspec::NgramMatchParams ngram_match_params_of(Buffers& a, int64_t B, int64_t W, int64_t K,
                                                int max_ngram, int64_t max_draft, bool pad,
                                                int64_t threshold) {
-  fdspec::NgramMatchParams p;
-  p.token_ids_all = a.ids.data();
-  p.token_ids_stride = W;
-  p.prompt_lens = a.P.data();
-  p.step_idx = a.s.data();
-  p.draft_token_num = a.dtn.data();
-  p.draft_tokens = a.drafts.data();
-  p.draft_stride = K + 1;
-  p.seq_lens_this_time = a.slt.data();
-  p.seq_lens_encoder = a.enc.data();
-  p.seq_lens_decoder = a.dec.data();
-  p.max_dec_len = a.mdl.data();
-  p.batch = B;
-  p.max_ngram_size = max_ngram;
-  p.max_draft_tokens = max_draft;
-  p.pad_to_max = pad;
-  p.threshold = threshold;
-  return p;
+  return {draft_batch_of(a, W, K), B, max_ngram, max_draft, pad, threshold};
 }
 
 // hybrid_mtp_ngram over a buffer set: rows of ids W wide, of pre D, of drafts K1.
