@@ -20,7 +20,7 @@ struct SuffixScalars {
 // d: the buffers ids, P, s, dtn, drafts, slt, enc, dec, mdl, stoks, sprobs, smeta.
 template <typename Buffers>
 fdspec::SuffixMatchParams suffix_match_params_of(Buffers& d, const SuffixScalars& x) {
-  // The op's own fields in their order (suffix_match.h); the compiler checks the count and types.
+  // The shared inputs, then the op's own fields in suffix_match.h's order.
   return {harness::draft_batch_of(d, x.W, x.K),
           d.stoks.data(),
           d.sprobs.data(),
