@@ -158,6 +158,7 @@ class HostVec {
  public:
   explicit HostVec(const std::vector<T>& v) : v_(v) {}
   T* ptr() const { return const_cast<T*>(v_.data()); }
+  T* data() const { return ptr(); }  // as DevVec's, for the buffer-set helpers
   void upload(const std::vector<T>& v) { v_ = v; }
   std::vector<T> download() const { return v_; }
 
