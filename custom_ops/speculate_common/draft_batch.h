@@ -15,7 +15,7 @@ struct DraftBatchParams {
   const int32_t* draft_token_num;   // [B] int32: per-slot draft cap
   int64_t* draft_tokens;            // [B, K + 1] int64, in place: columns 1 .. kept written
   int64_t draft_stride;             // K + 1 (>= 1; the op may bound it)
-  int32_t* seq_lens_this_time;      // [B] int32, in place: 1 + kept drafts for decoding slots, 0 empty
+  int32_t* seq_lens_this_time;      // [B] int32, in place: 1 + drafts for decoding slots, 0 empty
   const int32_t* seq_lens_encoder;  // [B] int32: > 0 marks a prefill slot (left untouched)
   const int32_t* seq_lens_decoder;  // [B] int32: 0 marks an empty slot
   const int64_t* max_dec_len;       // [B] int64
