@@ -344,6 +344,16 @@ __global__ void __launch_bounds__(kThreads, kNgramSearchThreads / kThreads)
     }
     ngram_walk_finish(prob.outputs(), b, w, src, kept, lane, 32);
   };
+  // finish with the match code of the search's best key (ngram_key's inverse, the length dropped).
+  auto finish_best = [&](bool run, unsigned long long result) {
+    int32_t code = kNoMatch;
+    if (run && result != 0) {
+      const bool in_prompt = (result >> 32) & 1;
+      const int64_t e = 0xFFFFFFFFu - static_cast<uint32_t>(result);
+      code = static_cast<int32_t>(e + 1) | (in_prompt ? 0 : kSeg1Bit);
+    }
+    finish(code);
+  };
   if (!s.record) {  // the same for every block of the cluster: none touches another's memory
     if (bounds) {
       sum_bound();
@@ -425,13 +435,7 @@ __global__ void __launch_bounds__(kThreads, kNgramSearchThreads / kThreads)
     __syncthreads();  // every warp's atomicMax is done
     if (threadIdx.x < 32) {
       const unsigned long long result = best;
-      int32_t code = kNoMatch;
-      if (run && result != 0) {
-        const bool in_prompt = (result >> 32) & 1;
-        const int64_t e = 0xFFFFFFFFu - static_cast<uint32_t>(result);
-        code = static_cast<int32_t>(e + 1) | (in_prompt ? 0 : kSeg1Bit);
-      }
-      finish(code);
+      finish_best(run, result);
     }
   } else {
     // Candidate window ends are e in [0, len - 2]; tile ti covers positions [base, base + kTile).
@@ -585,13 +589,7 @@ __global__ void __launch_bounds__(kThreads, kNgramSearchThreads / kThreads)
       for (unsigned k = 0; k < C; ++k) result = max_of(result, final_keys[k]);
     }
     if (threadIdx.x < 32) {
-      int32_t code = kNoMatch;
-      if (run && result != 0) {
-        const bool in_prompt = (result >> 32) & 1;
-        const int64_t e = 0xFFFFFFFFu - static_cast<uint32_t>(result);
-        code = static_cast<int32_t>(e + 1) | (in_prompt ? 0 : kSeg1Bit);
-      }
-      finish(code);
+      finish_best(run, result);
     }
     __pipeline_wait_prior(0);
   }
