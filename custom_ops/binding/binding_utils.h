@@ -30,7 +30,7 @@ inline std::string shape_str(const paddle::Tensor& t) {
   return out + "]";
 }
 
-// Paddle's name of a dtype ("int64", "bfloat16", ...): a switch, no stream either.
+// Paddle's own name of a dtype ("int64", "bfloat16", ...), for the error messages.
 inline std::string dtype_str(paddle::DataType d) { return phi::DataTypeToString(d); }
 
 // Checks for one op call. Every message starts with the op name and names the offending tensor, so

@@ -5,7 +5,8 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
+
+#include "common/float_rn.h"
 
 namespace fdspec {
 
@@ -14,23 +15,17 @@ enum class LogitsDType { kFloat32, kFloat16, kBFloat16 };
 
 inline int logits_dtype_size(LogitsDType d) { return d == LogitsDType::kFloat32 ? 4 : 2; }
 
-inline float bits_to_float(uint32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-
 inline float bfloat16_bits_to_float(uint16_t h) {
-  return bits_to_float(static_cast<uint32_t>(h) << 16);
+  return bit_cast<float>(static_cast<uint32_t>(h) << 16);
 }
 
 inline float float16_bits_to_float(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1Fu;
   uint32_t man = h & 0x3FFu;
-  if (exp == 0x1Fu) return bits_to_float(sign | 0x7F800000u | (man << 13));  // inf, nan
+  if (exp == 0x1Fu) return bit_cast<float>(sign | 0x7F800000u | (man << 13));  // inf, nan
   if (exp == 0) {
-    if (man == 0) return bits_to_float(sign);  // signed zero
+    if (man == 0) return bit_cast<float>(sign);  // signed zero
     // Subnormal: shift the mantissa up until its leading 1 becomes the implicit bit.
     exp = 1;
     while ((man & 0x400u) == 0) {
@@ -39,7 +34,7 @@ inline float float16_bits_to_float(uint16_t h) {
     }
     man &= 0x3FFu;
   }
-  return bits_to_float(sign | ((exp + 112u) << 23) | (man << 13));  // rebias 15 -> 127
+  return bit_cast<float>(sign | ((exp + 112u) << 23) | (man << 13));  // rebias 15 -> 127
 }
 
 // Element i of a logits array of dtype d, widened to float: the CPU kernels' read of a logit.
