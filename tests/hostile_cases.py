@@ -56,9 +56,8 @@ from tests.reference import verify_draft_tokens as verify_ref
 from tests.reference.get_accept_tokens import ref_cu_batch_offset, ref_get_accept_tokens_and_logits
 from tests.reference.hybrid_mtp_ngram import hybrid_mtp_ngram_ref
 from tests.reference.logprobs_topk import ref_logprobs_topk
-from tests.reference.ngram_match import PER_SLOT as NGRAM_PER_SLOT
+from tests.reference.ngram_match import SLOT_STATE, make_ngram_batch, ngram_match_ref
 from tests.reference.ngram_match import TENSOR_ARGS as NGRAM_ARGS
-from tests.reference.ngram_match import make_ngram_batch, ngram_match_ref
 from tests.reference.suffix_cache import SuffixCacheRef, counter_base, row_len, row_req
 
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
@@ -724,12 +723,11 @@ ONE_ELEMENT_OK = {
 
 
 # Tensors whose first dimension is the batch and must equal it (per-slot: [B] or [B, 1]); rows
-# tensors ([>= B, X]) may have more rows but not fewer. The n-gram/suffix family's shared per-slot
-# inputs (seq_lens_this_time defines B), and the rows of the suffix cache's query and step:
-DRAFT_PER_SLOT = tuple(n for n in NGRAM_PER_SLOT if n != "seq_lens_this_time")
+# tensors ([>= B, X]) may have more rows but not fewer. The n-gram/suffix family's per-slot inputs
+# are SLOT_STATE (seq_lens_this_time defines B); the rows of the suffix cache's query and step:
 SUFFIX_QUERY_ROWS = ("token_ids_all", "draft_tokens", *suffix_ref.SUFFIX_STATE, "suffix_source")
 PER_SLOT = {
-    "ngram_match": DRAFT_PER_SLOT,
+    "ngram_match": SLOT_STATE,
     "hybrid_mtp_ngram": (
         "input_ids_len",
         "step_idx",
@@ -763,8 +761,8 @@ PER_SLOT = {
     "speculate_save_output_topk": ("seq_lens_decoder", "prompt_lens"),
     "mtp_save_first_token_with_topk": ("seq_lens_decoder", "prompt_lens", "preempted_idx"),
     "suffix_cache_insert": ("prompt_lens", "step_idx", "seq_lens_decoder"),
-    "suffix_cache_query": DRAFT_PER_SLOT,
-    "suffix_cache_step": DRAFT_PER_SLOT,
+    "suffix_cache_query": SLOT_STATE,
+    "suffix_cache_step": SLOT_STATE,
 }
 ROWS = {
     "ngram_match": ("token_ids_all", "draft_tokens"),

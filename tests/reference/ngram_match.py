@@ -51,12 +51,14 @@ PER_SLOT = (
     "seq_lens_decoder",
     "max_dec_len",
 )
+# The per-slot tensors beside seq_lens_this_time, which defines B.
+SLOT_STATE = tuple(n for n in PER_SLOT if n != "seq_lens_this_time")
 
 
 def batch_inputs(d: dict, threshold: int | None):
     """The inputs every n-gram/suffix reference starts from, read from the batch ``d`` (the op's
     tensors by name) and ``threshold``: (T, ids, W, drafts (a copy), K, seq_lens_this_time's shape,
-    seq_lens_this_time as ints, B, the other per-slot tensors as ints in PER_SLOT's order)."""
+    seq_lens_this_time as ints, B, the SLOT_STATE tensors as ints)."""
     ids = np.asarray(d["token_ids_all"], np.int64)
     drafts = np.array(d["draft_tokens"], np.int64, copy=True)
     slt = [int(v) for v in np.ravel(d["seq_lens_this_time"])]
@@ -69,7 +71,7 @@ def batch_inputs(d: dict, threshold: int | None):
         np.shape(d["seq_lens_this_time"]),
         slt,
         len(slt),
-        [[int(v) for v in np.ravel(d[n])] for n in PER_SLOT if n != "seq_lens_this_time"],
+        [[int(v) for v in np.ravel(d[n])] for n in SLOT_STATE],
     )
 
 

@@ -28,6 +28,7 @@ import math
 import numpy as np
 
 from fastdeploy_spec.ops import suffix_match
+from fastdeploy_spec.ops._common import DRAFT_INPUTS
 from fastdeploy_spec.ops.suffix_match import SPEC as SUFFIX_SPEC
 from tests.helpers import run_in_place
 from tests.reference.ngram_match import DTYPES as NGRAM_DTYPES
@@ -37,11 +38,7 @@ from tests.reference.ngram_match import batch_inputs, make_ngram_batch
 TENSOR_ARGS = SUFFIX_SPEC.tensors
 DTYPES = dict(NGRAM_DTYPES, suffix_tokens=np.int64, suffix_probs=np.float32, suffix_meta=np.int32)
 OUTPUTS = tuple(name for name in TENSOR_ARGS if name in SUFFIX_SPEC.outputs)
-SUFFIX_STATE = (
-    "suffix_tokens",
-    "suffix_probs",
-    "suffix_meta",
-)  # the tensors after the family's nine
+SUFFIX_STATE = TENSOR_ARGS[len(DRAFT_INPUTS) :]  # the tensors after the family's nine
 
 MAX_TREE_DEPTH = 256  # largest max_tree_depth the op accepts
 MAX_SPEC_TOKENS = 64  # largest K (draft columns) the op accepts
